@@ -47,6 +47,9 @@ pub struct DataWorkingSetKnobs {
 pub struct BranchKnobs {
     pub taken_rate_scale: f64,
     pub transition_rate_scale: f64,
+    /// How many pattern branches test pseudo-random bits instead of the chunk counter (see the
+    /// entry's doc): 1 makes every branch whose rates are a coin toss's random, up to 2 the rest too.
+    pub data_dependent_scale: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -93,6 +96,7 @@ impl Default for BranchKnobs {
         BranchKnobs {
             taken_rate_scale: 1.0,
             transition_rate_scale: 1.0,
+            data_dependent_scale: 1.0,
         }
     }
 }
@@ -306,6 +310,19 @@ impl Knobs {
                 self.branches.transition_rate_scale,
                 "Multiplies every branch's transition rate (shifts the transition-rate bins).",
             ),
+            Entry {
+                section: "branches",
+                key: "data_dependent_scale",
+                value: Value::F(self.branches.data_dependent_scale),
+                min: 0.0,
+                max: 2.0,
+                min_inclusive: true,
+                doc: "Share of pattern branches that test bits of a pseudo-random word (a branch on \
+                      data the predictor cannot learn) instead of the chunk counter: up to 1, that \
+                      share of the branches whose transition rate is a coin toss's for their taken \
+                      rate; from 1 to 2, also that much of the others. 0: every branch follows the \
+                      counter (periodic, learnable).",
+            },
             scale(
                 "dependencies",
                 "distance_scale",

@@ -58,13 +58,15 @@ pub struct CloneFiles {
     pub bodies: Vec<synth::ClusterAsm>,
 }
 
-/// The clone's name from the output directory: letters, digits, `.`, `_` and `-` only.
+/// The clone's name from the output directory: letters, digits, `_` and `-` only, what a target spec
+/// accepts as its `name` (the clone's `target.toml` carries it; a `.` there made `ditto load
+/// --target clone/target.toml` refuse a clone generated into `out/po-1.0`).
 pub fn clone_name(out: &Path) -> String {
     let raw = out.file_name().and_then(|n| n.to_str()).unwrap_or("clone");
     let s: String = raw
         .chars()
         .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '-') {
                 c
             } else {
                 '_'
@@ -72,8 +74,8 @@ pub fn clone_name(out: &Path) -> String {
         })
         .take(64)
         .collect();
-    if s.is_empty() || s.starts_with('.') {
-        format!("clone{s}")
+    if s.is_empty() {
+        "clone".to_string()
     } else {
         s
     }
@@ -359,4 +361,20 @@ pub fn record_confidentiality(dir: &Path, text: &str) -> Result<()> {
         &readme[end..]
     );
     output::replace_file(&path, updated.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clone_name_is_one_a_target_spec_accepts() {
+        assert_eq!(clone_name(Path::new("out/po-1.0")), "po-1_0");
+        assert_eq!(
+            clone_name(Path::new("clones/pix-optimized")),
+            "pix-optimized"
+        );
+        assert_eq!(clone_name(Path::new("/tmp/.hidden clone")), "_hidden_clone");
+        assert_eq!(clone_name(Path::new("/")), "clone");
+    }
 }

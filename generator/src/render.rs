@@ -386,8 +386,11 @@ pub fn body_md(cluster: &str, st: &Stats, priv_bytes: u64, shared_bytes: u64) ->
     );
     let _ = writeln!(
         out,
-        "- Conditional branches per call {:.0}; {} static conditional branches.",
-        st.conditional_branches_per_call, st.static_conditional_branches
+        "- Conditional branches per call {:.0}, {:.0} of them on pseudo-random data \
+         (`branches.data_dependent_scale`); {} static conditional branches.",
+        st.conditional_branches_per_call,
+        st.data_dependent_branches_per_call,
+        st.static_conditional_branches
     );
     let _ = writeln!(
         out,

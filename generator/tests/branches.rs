@@ -21,7 +21,10 @@ fn nginx_body() -> ClusterBody {
 }
 
 fn synth(body: &ClusterBody) -> ClusterAsm {
-    let knobs = Knobs::default();
+    synth_with(body, &Knobs::default())
+}
+
+fn synth_with(body: &ClusterBody, knobs: &Knobs) -> ClusterAsm {
     let p = plan(
         &PlanInput {
             body: Some(body),
@@ -29,12 +32,16 @@ fn synth(body: &ClusterBody) -> ClusterAsm {
             cluster: "c1",
             skeleton_instructions: 0.0,
         },
-        &knobs,
+        knobs,
     );
-    synthesize("c1", &p, &knobs, 1).expect("synthesises")
+    synthesize("c1", &p, knobs, 1).expect("synthesises")
 }
 
-/// (mask, jz) of every pattern branch: `test ebx|bl, MASK` followed by `jz`/`jnz 1f`.
+/// The operand text after a data-dependent branch's `test dword ptr [r15 + `: "DISP], MASK".
+const RANDOM_TEST: &str = "test dword ptr [r15 + ";
+
+/// (mask, jz) of every pattern branch: `test ebx|bl, MASK` (the chunk counter) or `test dword ptr
+/// [r15 + D], MASK` (the pseudo-random word) followed by `jz`/`jnz 1f`.
 fn patterns(asm: &ClusterAsm) -> Vec<(u64, bool)> {
     let lines: Vec<&str> = asm.text.lines().map(str::trim).collect();
     lines
@@ -42,7 +49,12 @@ fn patterns(asm: &ClusterAsm) -> Vec<(u64, bool)> {
         .filter_map(|w| {
             let mask = w[0]
                 .strip_prefix("test ebx, ")
-                .or_else(|| w[0].strip_prefix("test bl, "))?;
+                .or_else(|| w[0].strip_prefix("test bl, "))
+                .or_else(|| {
+                    w[0].strip_prefix(RANDOM_TEST)?
+                        .split_once("], ")
+                        .map(|(_, m)| m)
+                })?;
             let jz = match w[1] {
                 "jz 1f" => true,
                 "jnz 1f" => false,
@@ -109,5 +121,98 @@ fn static_branches_approach_the_profiles_count_without_losing_dynamic_ones() {
             (per_call - want).abs() <= 0.08 * want,
             "{what}: {per_call} against {want} per call"
         );
+    }
+}
+
+/// Total variation between a distribution's targets and what was realised.
+fn deviation((targets, realised): &(Vec<f64>, Vec<f64>)) -> f64 {
+    let t: f64 = targets.iter().sum();
+    let r: f64 = realised.iter().sum();
+    targets
+        .iter()
+        .zip(realised)
+        .map(|(a, b)| (a / t.max(1e-12) - b / r.max(1e-12)).abs())
+        .sum::<f64>()
+        / 2.0
+}
+
+#[test]
+fn data_dependent_branches_follow_their_scale_and_test_a_word_their_chunk_has_just_stepped() {
+    let body = nginx_body();
+    let with_scale = |scale: f64| {
+        let mut knobs = Knobs::default();
+        knobs.branches.data_dependent_scale = scale;
+        synth_with(&body, &knobs)
+    };
+    let random_tests =
+        |asm: &ClusterAsm| asm.text.lines().filter(|l| l.contains(RANDOM_TEST)).count();
+    let none = with_scale(0.0);
+    assert_eq!(random_tests(&none), 0);
+    assert!(!none.text.contains("imul rax, rax, 0x5851f42d"));
+    assert_eq!(none.stats.data_dependent_branches_per_call, 0.0);
+
+    let coin_like = with_scale(1.0);
+    let all = with_scale(2.0);
+    let (n1, n2) = (random_tests(&coin_like), random_tests(&all));
+    assert!(n1 > 20, "{n1} data-dependent branches at scale 1");
+    assert!(n2 > n1, "{n2} at scale 2 against {n1} at 1");
+    let per_call = |a: &ClusterAsm| a.stats.data_dependent_branches_per_call;
+    assert!(per_call(&coin_like) > 0.0 && per_call(&all) > per_call(&coin_like));
+    assert!(per_call(&all) <= all.stats.conditional_branches_per_call);
+
+    // Every data-dependent test reads the word its chunk stepped first: the chunk's label, then
+    // load, multiply, store of that word, before any other instruction.
+    for asm in [&coin_like, &all] {
+        let lines: Vec<&str> = asm.text.lines().map(str::trim).collect();
+        let mut chunk_start = 0;
+        for (i, l) in lines.iter().enumerate() {
+            if l.starts_with(".L") && l.ends_with(':') && l.contains("_c") {
+                chunk_start = i;
+            }
+            let Some(rest) = l.strip_prefix(RANDOM_TEST) else {
+                continue;
+            };
+            let disp: u64 = rest
+                .split(']')
+                .next()
+                .and_then(|d| d.parse().ok())
+                .expect("disp");
+            let word = lines[chunk_start + 1]
+                .strip_prefix("mov rax, qword ptr [r15 + ")
+                .and_then(|d| d.strip_suffix(']'))
+                .and_then(|d| d.parse::<u64>().ok())
+                .unwrap_or_else(|| {
+                    panic!("chunk at line {chunk_start} does not step the word first")
+                });
+            assert!(
+                (3..=4).contains(&(disp - word)),
+                "tests byte {} of the word",
+                disp - word
+            );
+            assert_eq!(lines[chunk_start + 2], "imul rax, rax, 0x5851f42d");
+            assert_eq!(
+                lines[chunk_start + 3],
+                format!("mov qword ptr [r15 + {word}], rax")
+            );
+        }
+    }
+
+    // The profile's rates stay realised: a coin-like branch's rates are the ones it was drawn for.
+    for asm in [&coin_like, &all] {
+        for (what, bins, base) in [
+            ("taken", &asm.stats.taken_bins, &none.stats.taken_bins),
+            (
+                "transition",
+                &asm.stats.transition_bins,
+                &none.stats.transition_bins,
+            ),
+        ] {
+            assert!(
+                deviation(bins) <= deviation(base) + 0.03,
+                "{what}: {} against {} with counter branches only",
+                deviation(bins),
+                deviation(base)
+            );
+        }
     }
 }

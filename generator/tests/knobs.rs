@@ -27,6 +27,8 @@ fn impossible_knobs_name_their_field() {
         s.contains("field `limits.max_buffer_bytes`") && s.contains("power of two"),
         "{s}"
     );
+    let s = err("[branches]\ndata_dependent_scale = 2.5\n");
+    assert!(s.contains("branches.data_dependent_scale"), "{s}");
     let s = err("[limits]\nchunk_instructions = 0\n");
     assert!(s.contains("limits.chunk_instructions"), "{s}");
 }
@@ -51,6 +53,7 @@ fn defaults_are_valid_and_documented() {
         "shared_fraction_scale",
         "taken_rate_scale",
         "transition_rate_scale",
+        "data_dependent_scale",
         "distance_scale",
         "max_buffer_bytes",
     ] {

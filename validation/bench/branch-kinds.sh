@@ -2,7 +2,8 @@
 # Where a clone's branch mispredictions come from: runs the clone under cachegrind's branch simulator
 # (the `sim` backend's geometry) at 250 req/s for 8 s of its own target's traffic and splits one body's
 # branches by kind per call: ring entry jumps (`jmp rcx`), loop branches (after `dec r13`), pattern
-# branches (after `test ebx`/`test bl`), rep-string iterations and the rest.
+# branches (after `test ebx`/`test bl`), data-dependent pattern branches (after `test dword ptr [r15 …]`,
+# the pseudo-random word), rep-string iterations and the rest.
 # Usage: validation/bench/branch-kinds.sh CLONE_DIR [CLUSTER]   (CLUSTER: c1 by default)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -53,6 +54,8 @@ for line in open(path):
             k = "loop branches"
         elif prev.startswith("test ebx") or prev.startswith("test bl"):
             k = "pattern branches"
+        elif prev.startswith("test dword ptr [r15"):
+            k = "data-dependent branches"
         elif src.startswith("rep"):
             k = "rep-string iterations"
         else:

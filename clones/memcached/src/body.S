@@ -53,9 +53,9 @@ ditto_body_c0:
     pxor xmm14, xmm14
     pxor xmm15, xmm15
 // block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 2258776]
+    mov rbx, qword ptr [r15 + 2258784]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 2258776], rcx
+    mov qword ptr [r15 + 2258784], rcx
     mov r13d, 1
     jmp .Lc0_b0_c0
     .p2align 6
@@ -126,9 +126,9 @@ ditto_body_c0:
     jnz .Lc0_b2_c0
 .Lc0_b2_done:
 // block 3: 64 bytes, 1 chunk(s), 739 chunk executions per call
-    mov rbx, qword ptr [r15 + 2258800]
+    mov rbx, qword ptr [r15 + 2258808]
     lea rcx, [rbx + 739]
-    mov qword ptr [r15 + 2258800], rcx
+    mov qword ptr [r15 + 2258808], rcx
     mov r13d, 739
     jmp .Lc0_b3_c0
     .p2align 6
@@ -150,9 +150,9 @@ ditto_body_c0:
     jnz .Lc0_b3_c0
 .Lc0_b3_done:
 // block 4: 64 bytes, 1 chunk(s), 1093 chunk executions per call
-    mov rbx, qword ptr [r15 + 2258808]
+    mov rbx, qword ptr [r15 + 2258816]
     lea rcx, [rbx + 1093]
-    mov qword ptr [r15 + 2258808], rcx
+    mov qword ptr [r15 + 2258816], rcx
     mov r13d, 1093
     jmp .Lc0_b4_c0
     .p2align 6
@@ -174,9 +174,9 @@ ditto_body_c0:
     jnz .Lc0_b4_c0
 .Lc0_b4_done:
 // block 5: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 2258816]
+    mov rbx, qword ptr [r15 + 2258824]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 2258816], rcx
+    mov qword ptr [r15 + 2258824], rcx
     mov r13d, 1
     jmp .Lc0_b5_c0
     .p2align 6
@@ -200,9 +200,9 @@ ditto_body_c0:
     jnz .Lc0_b5_c0
 .Lc0_b5_done:
 // block 6: 64 bytes, 1 chunk(s), 1644 chunk executions per call
-    mov rbx, qword ptr [r15 + 2258824]
+    mov rbx, qword ptr [r15 + 2258832]
     lea rcx, [rbx + 1644]
-    mov qword ptr [r15 + 2258824], rcx
+    mov qword ptr [r15 + 2258832], rcx
     mov r13d, 1644
     jmp .Lc0_b6_c0
     .p2align 6
@@ -232,9 +232,9 @@ ditto_body_c0:
     jnz .Lc0_b6_c0
 .Lc0_b6_done:
 // block 7: 64 bytes, 1 chunk(s), 824 chunk executions per call
-    mov rbx, qword ptr [r15 + 2258832]
+    mov rbx, qword ptr [r15 + 2258840]
     lea rcx, [rbx + 824]
-    mov qword ptr [r15 + 2258832], rcx
+    mov qword ptr [r15 + 2258840], rcx
     mov r13d, 824
     jmp .Lc0_b7_c0
     .p2align 6
@@ -258,9 +258,9 @@ ditto_body_c0:
     jnz .Lc0_b7_c0
 .Lc0_b7_done:
 // block 8: 64 bytes, 1 chunk(s), 770 chunk executions per call
-    mov rbx, qword ptr [r15 + 2258840]
+    mov rbx, qword ptr [r15 + 2258848]
     lea rcx, [rbx + 770]
-    mov qword ptr [r15 + 2258840], rcx
+    mov qword ptr [r15 + 2258848], rcx
     mov r13d, 770
     jmp .Lc0_b8_c0
     .p2align 6
@@ -289,9 +289,9 @@ ditto_body_c0:
     jnz .Lc0_b8_c0
 .Lc0_b8_done:
 // block 9: 64 bytes, 1 chunk(s), 880 chunk executions per call
-    mov rbx, qword ptr [r15 + 2258848]
+    mov rbx, qword ptr [r15 + 2258856]
     lea rcx, [rbx + 880]
-    mov qword ptr [r15 + 2258848], rcx
+    mov qword ptr [r15 + 2258856], rcx
     mov r13d, 880
     jmp .Lc0_b9_c0
     .p2align 6
@@ -314,9 +314,9 @@ ditto_body_c0:
     jnz .Lc0_b9_c0
 .Lc0_b9_done:
 // block 10: 64 bytes, 1 chunk(s), 81 chunk executions per call
-    mov rbx, qword ptr [r15 + 2258856]
+    mov rbx, qword ptr [r15 + 2258864]
     lea rcx, [rbx + 81]
-    mov qword ptr [r15 + 2258856], rcx
+    mov qword ptr [r15 + 2258864], rcx
     mov r13d, 81
     jmp .Lc0_b10_c0
     .p2align 6
@@ -341,9 +341,9 @@ ditto_body_c0:
     jnz .Lc0_b10_c0
 .Lc0_b10_done:
 // block 11: 64 bytes, 1 chunk(s), 708 chunk executions per call
-    mov rbx, qword ptr [r15 + 2258864]
+    mov rbx, qword ptr [r15 + 2258872]
     lea rcx, [rbx + 708]
-    mov qword ptr [r15 + 2258864], rcx
+    mov qword ptr [r15 + 2258872], rcx
     mov r13d, 708
     jmp .Lc0_b11_c0
     .p2align 6
@@ -389,29 +389,31 @@ ditto_body_c0:
 ditto_body_init_c0:
     mov r8, qword ptr [rdi]
     movabs rax, 0x0
-    mov qword ptr [r8 + 2258776], rax
-    movabs rax, 0x9e3779b97f4a7c15
     mov qword ptr [r8 + 2258784], rax
-    movabs rax, 0x3c6ef372fe94f82a
+    movabs rax, 0x9e3779b97f4a7c15
     mov qword ptr [r8 + 2258792], rax
-    movabs rax, 0xdaa66d2c7ddf743f
+    movabs rax, 0x3c6ef372fe94f82a
     mov qword ptr [r8 + 2258800], rax
-    movabs rax, 0x78dde6e5fd29f054
+    movabs rax, 0xdaa66d2c7ddf743f
     mov qword ptr [r8 + 2258808], rax
-    movabs rax, 0x1715609f7c746c69
+    movabs rax, 0x78dde6e5fd29f054
     mov qword ptr [r8 + 2258816], rax
-    movabs rax, 0xb54cda58fbbee87e
+    movabs rax, 0x1715609f7c746c69
     mov qword ptr [r8 + 2258824], rax
-    movabs rax, 0x538454127b096493
+    movabs rax, 0xb54cda58fbbee87e
     mov qword ptr [r8 + 2258832], rax
-    movabs rax, 0xf1bbcdcbfa53e0a8
+    movabs rax, 0x538454127b096493
     mov qword ptr [r8 + 2258840], rax
-    movabs rax, 0x8ff34785799e5cbd
+    movabs rax, 0xf1bbcdcbfa53e0a8
     mov qword ptr [r8 + 2258848], rax
-    movabs rax, 0x2e2ac13ef8e8d8d2
+    movabs rax, 0x8ff34785799e5cbd
     mov qword ptr [r8 + 2258856], rax
-    movabs rax, 0xcc623af8783354e7
+    movabs rax, 0x2e2ac13ef8e8d8d2
     mov qword ptr [r8 + 2258864], rax
+    movabs rax, 0xcc623af8783354e7
+    mov qword ptr [r8 + 2258872], rax
+    movabs rax, 0x4a1ec05027315c93
+    mov qword ptr [r8 + 2258776], rax
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
@@ -461,170 +463,154 @@ ditto_body_c1:
     xor r9d, r9d
     vzeroall
 // block 0: 2048 bytes, 8 chunk(s), 8 chunk executions per call
-    mov rbx, qword ptr [r15 + 7675224]
+    mov rbx, qword ptr [r15 + 7675232]
     lea rcx, [rbx + 8]
-    mov qword ptr [r15 + 7675224], rcx
+    mov qword ptr [r15 + 7675232], rcx
     mov r13d, 8
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    mov eax, eax
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     add rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 376
+    test ebx, 235520
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 139
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 320
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 244
     jmp 1f
 1:
-    mov rcx, rdi
-    jmp 1f
-1:
-    test ebx, 856
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    movzx edi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, esi
-    movzx ecx, byte ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 160
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 576]
-    movzx ecx, r9b
     lea rbp, [r10 + r10*1]
-    mov rax, rcx
-    test ebx, 124928
-    jz 1f
-1:
-    and rbp, 64
     lea r8, [r10 + r10*1]
-    add rcx, qword ptr [r14 + rbp + 192]
-    movzx esi, byte ptr [r15 + rbp + 256]
+    movzx eax, al
+    add qword ptr [r15 + 0], rdx
+    and rbp, 960
+    mov eax, dword ptr [r15 + rbp + 1792]
     and r8, 64
-    mov eax, dword ptr [r15 + r8 + 64]
-    mov ebp, eax
+    mov edx, dword ptr [r15 + r8 + 128]
+    test dword ptr [r15 + 7675227], 1052678
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + r8 + 64]
+    mov rax, rsi
+    vpaddd ymm3, ymm4, ymmword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 32
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 640], al
-    test ebx, 184320
+    and r8, 64
+    mov edx, dword ptr [r15 + r8 + 576]
+    mov qword ptr [r15 + r8 + 640], r8
+    mov r8, rdx
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, dl
-    mov ecx, dword ptr [r15 + r8 + 128]
-    movzx eax, cl
+    mov r8d, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r9
+    movzx edx, dl
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
+    mov edx, dword ptr [r15 + rbp + 1728]
     jmp 1f
 1:
     jmp 1f
 1:
-    add rdi, qword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c1:
-    mov edi, 137
-    add rsi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    movzx edi, r9b
+    jmp 1f
+1:
+    mov edx, 190
     mov r12, qword ptr [r15 + r12 + 56]
-    and edx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 7675228], 269484177
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rdx, rdi
+    test ebx, 464
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov edx, 62
-    and ebp, dword ptr [r15 + 0]
-    mov rdx, r9
-    test ebx, 408
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r8
-    mov rbp, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    mov rdx, r8
-    mov r8, rdx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov rdx, r8
     mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, edx
-    xor dword ptr [r15 + 0], r8d
-    mov r8, r8
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
+    and r9, 64
+    and edi, dword ptr [r15 + r9 + 128]
     and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rbp
-    test ebx, 118784
-    jnz 1f
+    mov dword ptr [r15 + rbp + 384], 53
+    test dword ptr [r15 + 7675228], 70255136
+    jz 1f
 1:
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 704]
-    mov byte ptr [r14 + rbp + 256], dl
-    movzx esi, byte ptr [r15 + r8 + 768]
-    movzx eax, byte ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
+    mov edi, 104
+    or qword ptr [r15 + rbp + 320], 93
+    mov rdi, r9
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], r8
-    mov r8d, dword ptr [r15 + rbp + 384]
+    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
+    and rbp, 64
+    vmovdqu ymm4, ymmword ptr [r14 + rbp + 704]
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + r9 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 768], cl
+    movsxd rdi, dword ptr [r14 + 0]
     jmp 1f
 1:
     add r10, r11
@@ -632,806 +618,783 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    or qword ptr [r15 + 0], 68
+    mov eax, 155
+    mov dword ptr [r15 + 0], 171
+    vpaddd ymm4, ymm4, ymm4
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    and eax, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    jmp 1f
-1:
+    mov r9d, r8d
     and r8, 64
-    vpaddd ymm12, ymm4, ymmword ptr [r15 + r8 + 576]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 17
-    movzx ebp, bpl
-    mov rbp, qword ptr [r15 + 0]
-    mov r9d, 36
+    inc dword ptr [r14 + r8 + 1024]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    mov r9d, ebp
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov ebp, 36
-    and ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpxor ymm8, ymm6, ymm9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r10 + r10*1]
-    test ebx, 848
-    jnz 1f
-1:
-    mov r9d, ebp
-    and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 1152]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    or qword ptr [r15 + rbp + 1088], 34
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + r8 + 640]
-    movzx r8d, bpl
+    mov eax, 24
     lea r9, [r10 + r10*1]
-    test ebx, 1073741824
+    mov rax, r9
+    and r9, 64
+    add rcx, qword ptr [r15 + r9 + 64]
+    lea rbp, [r10 + r10*1]
+    test dword ptr [r15 + 7675227], 42075136
     jnz 1f
 1:
-    and r9, 64
-    mov qword ptr [r14 + r9 + 256], r9
-    mov r8, qword ptr [r14 + 0]
-    mov dword ptr [r15 + r9 + 192], ebp
+    mov ecx, dword ptr [r15 + r9 + 128]
+    and rbp, 64
+    and ecx, dword ptr [r15 + rbp + 192]
+    mov dword ptr [r14 + 0], ecx
+    test bl, 160
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + r8 + 960]
+    mov r8, rcx
+    mov dword ptr [r15 + rbp + 256], 110
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c3:
-    mov qword ptr [r15 + 0], r9
-    mov r8, r8
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    mov r9d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    mov r8, r9
+    mov eax, ecx
     test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], 109
     jmp 1f
 1:
-    add r8, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 488
-    jz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 194
-    vpaddd ymm8, ymm8, ymmword ptr [r15 + 0]
-    test bl, 160
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r9, rcx
-    or qword ptr [r15 + 0], 55
-    mov ecx, 169
-    test ebx, 408
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r10 + r10*1]
-    test ebx, 848
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    movsxd rdi, dword ptr [r15 + 0]
-    and r9, 64
-    add rdi, qword ptr [r14 + r9 + 320]
-    movzx ecx, r8b
+    mov eax, dword ptr [r15 + 0]
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 7675228], 1312801
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + r9 + 384]
+    add rax, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    movzx r9d, r8b
-    and r8, 64
+    vmovdqu ymmword ptr [r14 + 0], ymm4
+    test ebx, 1073741824
+    jz 1f
+1:
     lea r9, [r10 + r10*1]
-    add qword ptr [r15 + r8 + 128], r9
+    and r8, 64
+    movsxd rdx, dword ptr [r15 + r8 + 512]
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 192]
+    movzx esi, al
+    test dword ptr [r15 + 7675228], 269492416
+    jz 1f
+1:
+    movsxd rax, dword ptr [r14 + r9 + 256]
     jmp 1f
 1:
+    jmp 1f
+1:
+    movzx r9d, dl
+    lea r9, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
     and r9, 64
-    add rdi, qword ptr [r15 + r9 + 320]
-    mov byte ptr [r15 + r8 + 64], bpl
-    mov r8d, dword ptr [r15 + r9 + 384]
-    and ebp, dword ptr [r14 + 0]
+    movsxd rax, dword ptr [r15 + r9 + 1152]
+    nop
+    mov rsi, qword ptr [r15 + r8 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, rdx
+    mov edx, dword ptr [r15 + r9 + 1088]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c4:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 640]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    mov qword ptr [r15 + 0], rdi
     jmp 1f
 1:
-    mov r9, r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 247
+    and eax, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 936
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    movzx ecx, sil
-    mov ecx, edi
-    mov ecx, r8d
-    test ebx, 632
-    jz 1f
-1:
-    movzx r9d, cl
-    movsxd r9, dword ptr [r15 + 0]
-    mov ecx, ebp
+    mov eax, dword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, cl
+    movzx eax, dl
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test bl, 120
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    imul rcx, rcx
-    movzx r9d, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, sil
+    test bl, 96
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + 0]
+    mov eax, esi
+    mov rsi, rax
+    test dword ptr [r15 + 7675227], 13107216
+    jnz 1f
+1:
+    movzx eax, al
+    mov r8, r10
     lea r9, [r10 + r10*1]
-    mov byte ptr [r15 + r8 + 256], cl
-    and r9, 64
-    vmovdqu ymm8, ymmword ptr [r14 + r9 + 320]
-    mov byte ptr [r15 + rbp + 576], sil
-    mov rcx, r9
-    test ebx, 360
-    jz 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 2120384]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 2752], r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    and ecx, dword ptr [r15 + r8 + 192]
-    mov r8, rcx
-    movzx edx, byte ptr [r14 + 0]
-    mov r8d, dword ptr [r15 + r9 + 384]
+    movzx r8d, dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
+    movzx r8d, byte ptr [r15 + r9 + 2816]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and rbp, 64
+    movsxd r9, dword ptr [r14 + rbp + 64]
+    mov dword ptr [r15 + rbp + 128], 96
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c5:
-    mov r8d, 141
-    mov r8d, r8d
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movzx edx, dl
-    test ebx, 239616
-    jz 1f
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    vpaddd ymm4, ymm3, ymmword ptr [r15 + rbp + 576]
+    jmp 1f
 1:
-    vpaddd ymm8, ymm8, ymmword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
     test ebx, 1073741824
     jz 1f
 1:
     and eax, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
+    mov r9, rax
     jmp 1f
 1:
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rbp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, edi
+    movzx r9d, byte ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    movzx r9d, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test dword ptr [r15 + 7675227], 281026576
+    jz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    mov byte ptr [r15 + 0], sil
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r9d, eax
     lea r8, [r10 + r10*1]
-    add qword ptr [r15 + 0], r8
+    or qword ptr [r14 + rbp + 640], 72
     and r8, 64
-    mov dword ptr [r15 + r8 + 448], edx
-    movzx esi, r8b
-    mov rsi, rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
     lea r9, [r10 + r10*1]
-    add rsi, qword ptr [r14 + r8 + 512]
-    and r9, 64
-    lea rbp, [r10 + r10*1]
-    movzx r8d, byte ptr [r15 + r9 + 64]
-    and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 320]
-    mov qword ptr [r15 + rbp + 384], rdi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r14 + 0], edi
-    mov ebp, 140
-    jmp 1f
-1:
-    mov rbp, rbp
+    mov rax, qword ptr [r15 + r8 + 1024]
     test ebx, 1073741824
     jnz 1f
 1:
+    and r9, 64
+    xor dword ptr [r15 + r9 + 256], r9d
+    mov rax, r9
+    mov eax, edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 192], al
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 128], ebp
+    or qword ptr [r14 + r8 + 960], 124
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c6:
-    mov dword ptr [r15 + 0], 22
-    mov rbp, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea r9, [r10 + r10*1]
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 24
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
-    mov rbp, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, bpl
-    movsxd rdi, dword ptr [r15 + 0]
-    imul rdi, rdi
-    add rdi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, dil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    movzx ebp, dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + 0]
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4194240
-    and edi, dword ptr [r15 + rbp + 3472064]
-    test bl, 192
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
+    and r9, 64
     lea r8, [r10 + r10*1]
-    mov rdi, rcx
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 256]
+    movsxd rax, dword ptr [r15 + r9 + 576]
     and r8, 64
-    add rcx, qword ptr [r14 + r8 + 384]
-    mov edi, ecx
+    add rax, qword ptr [r15 + r8 + 192]
+    movzx ebp, al
+    lea rbp, [r10 + r10*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, edi
-    movzx ecx, byte ptr [r15 + r8 + 320]
-    mov edi, ecx
-    movzx ecx, dil
+    mov rax, rbp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], ebp
+    vmovdqu ymmword ptr [r15 + r8 + 256], ymm4
+    test dword ptr [r15 + 7675228], 71303440
+    jnz 1f
+1:
+    mov r8d, 8
+    mov qword ptr [r14 + r9 + 640], r8
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and ecx, dword ptr [r15 + rbp + 192]
-    mov edi, ecx
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    test dword ptr [r15 + 7675227], 67175040
+    jnz 1f
+1:
+    mov r8d, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    test dword ptr [r15 + 7675227], 1114640
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 53
+    movzx edi, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + rbp + 512]
+    vpaddd ymm4, ymm4, ymmword ptr [r14 + 0]
+    test ebx, 11904
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, r8d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 64]
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    mov r8d, 240
+    inc dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rdi
-    test ebx, 12032
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    movzx edi, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 624
-    jnz 1f
-1:
+    mov dword ptr [r15 + 0], esi
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    jmp 1f
-1:
-    test ebx, 872
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 59
-    imul edi, edi, 26
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    test bl, 232
+    movsxd rdi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    test bl, 96
     jnz 1f
 1:
+    mov edi, edi
     mov rdi, rdi
+    mov eax, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rdi
+    movzx edi, sil
+    mov dword ptr [r15 + 0], 129
     lea r8, [r10 + r10*1]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    and edi, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
     and r8, 64
-    or qword ptr [r14 + r8 + 448], 76
+    movzx eax, byte ptr [r15 + r8 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 0], 249
-    lea r9, [r10 + r10*1]
     jmp 1f
 1:
-    and r9, 64
-    mov byte ptr [r14 + r9 + 384], r9b
+    lea rbp, [r10 + r10*1]
+    mov eax, dword ptr [r15 + r8 + 384]
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    add rdi, qword ptr [r14 + rbp + 192]
+    and r8, 64
+    mov esi, dword ptr [r15 + r8 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, sil
+    mov dword ptr [r15 + rbp + 256], edi
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + r8 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdx, r9
-    vmovdqu ymm8, ymmword ptr [r15 + rbp + 128]
-    mov byte ptr [r15 + r8 + 512], dl
-    add rdx, qword ptr [r15 + r9 + 320]
-    test ebx, 120832
-    jz 1f
-1:
-    mov r9d, 141
     jmp 1f
 1:
-    mov r9d, r8d
+    jmp 1f
+1:
+    mov byte ptr [r14 + 0], dil
+    mov edi, 24
+    test dword ptr [r15 + 7675227], 37781632
+    jnz 1f
+1:
+    mov rdi, rdx
+    mov edi, 159
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 17 chunk executions per call
-    mov rbx, qword ptr [r15 + 7675232]
-    lea rcx, [rbx + 17]
-    mov qword ptr [r15 + 7675232], rcx
-    mov r13d, 17
+// block 1: 128 bytes, 1 chunk(s), 15 chunk executions per call
+    mov rbx, qword ptr [r15 + 7675240]
+    lea rcx, [rbx + 15]
+    mov qword ptr [r15 + 7675240], rcx
+    mov r13d, 15
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
     jmp 1f
 1:
     imul rcx, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    xor ecx, r8d
+    xor ecx, ebp
     mov dword ptr [r15 + 0], ecx
-    mov r8, r10
+    mov rbp, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    add qword ptr [r15 + r8 + 832], rdx
+    and rbp, 64
+    add qword ptr [r15 + rbp + 832], rbp
     mov r9, r11
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r10
+    mov rbp, r10
     and r9, 64
-    lock add qword ptr [r15 + r9 + 448], rcx
-    mov r9, r9
-    and r8, 64
-    add rcx, qword ptr [r14 + r8 + 64]
-    imul r9d, ecx, 24
+    lock add qword ptr [r15 + r9 + 448], rdi
+    mov r9, rcx
+    and rbp, 64
+    add r9, qword ptr [r14 + rbp + 64]
+    imul ecx, r9d, 75
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 1024 bytes, 4 chunk(s), 4 chunk executions per call
-    mov rbx, qword ptr [r15 + 7675240]
-    lea rcx, [rbx + 4]
-    mov qword ptr [r15 + 7675240], rcx
-    mov r13d, 4
+// block 2: 1024 bytes, 4 chunk(s), 2 chunk executions per call
+    mov rbx, qword ptr [r15 + 7675248]
+    lea rcx, [rbx + 2]
+    mov qword ptr [r15 + 7675248], rcx
+    mov r13d, 2
+    mov eax, ebx
+    and eax, 3
+    lea rcx, [rip + .Lc1_b2_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp rcx
+    .p2align 3
+.Lc1_b2_stubs:
+    .p2align 3
     jmp .Lc1_b2_c0
+    .p2align 3
+    jmp .Lc1_b2_c1
+    .p2align 3
+    jmp .Lc1_b2_c2
+    .p2align 3
+    jmp .Lc1_b2_c3
     .p2align 6
 .Lc1_b2_c0:
-    mov r9d, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 117760
-    jz 1f
-1:
-    mov rcx, rcx
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    movzx r8d, cl
-    test bl, 204
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 240
-    mov r9, r8
-    test ebx, 73728
-    jnz 1f
-1:
-    vmovdqu ymm4, ymmword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r8d, 138
-    lea r8, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    and r8, 64
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
     lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + r8 + 192], 234
+    and eax, dword ptr [r15 + rbp + 320]
     and r9, 64
-    and ecx, dword ptr [r15 + r9 + 128]
+    vpaddd ymm4, ymm15, ymmword ptr [r15 + r9 + 256]
+    mov rcx, r9
+    mov rcx, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
+    add rax, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov edi, 86
     test ebx, 1073741824
     jz 1f
 1:
-    add rcx, qword ptr [r15 + r9 + 64]
-    mov dword ptr [r14 + 0], 149
-    mov r9d, r8d
-    movzx r9d, r9b
-    lea r9, [r10 + r10*1]
-    test ebx, 108544
+    mov eax, ecx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    test dword ptr [r15 + 7675227], 302122112
+    jz 1f
+1:
+    mov esi, 81
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 1216], r8d
-    movzx ecx, r9b
-    mov qword ptr [r15 + r8 + 256], rcx
-    vpaddd ymm8, ymm4, ymmword ptr [r15 + r9 + 1280]
+    mov esi, 204
+    mov rsi, rsi
+    mov esi, 150
+    movzx edx, sil
+    test ebx, 24576
+    jnz 1f
+1:
+    mov esi, r8d
+    mov edx, 24
+    mov rsi, rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    vpaddd ymm4, ymm3, ymmword ptr [r14 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r10
+    mov dword ptr [r15 + r9 + 192], r8d
+    mov dword ptr [r15 + rbp + 384], edi
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 6848], bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c1:
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov ecx, 60
-    mov rax, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    movzx edx, cl
+    mov qword ptr [r15 + 0], rax
     test ebx, 1073741824
     jz 1f
 1:
-    and eax, dword ptr [r15 + 0]
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rdi
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    movzx eax, bpl
-    mov eax, esi
-    mov eax, eax
-    test bl, 172
+    movzx r8d, byte ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 1073741824
     jnz 1f
 1:
+    movzx edx, r9b
     jmp 1f
 1:
-    mov rax, r8
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rdx
+    mov r8d, r8d
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r10 + r10*1]
-    vmovdqu ymm4, ymmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    and r8, 64
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r14 + r8 + 192], 65
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 320]
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx r8d, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm7
+    mov r8d, r8d
+    jmp 1f
+1:
+    mov r8, r10
     lea rbp, [r10 + r10*1]
-    mov ecx, edx
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 2752], bpl
-    test ebx, 128448
+    and r8, 262080
+    movsxd rdx, dword ptr [r15 + r8 + 2161344]
+    test ebx, 1073741824
     jnz 1f
 1:
-    add rax, qword ptr [r15 + r8 + 256]
-    mov r8, r9
-    mov byte ptr [r15 + r9 + 384], r8b
-    mov qword ptr [r14 + rbp + 2816], r8
+    mov r8, rcx
+    and rbp, 64
+    movsxd r8, dword ptr [r14 + rbp + 640]
+    lea r9, [r10 + r10*1]
+    mov edx, r9d
+    and r9, 64
+    add r8, qword ptr [r15 + r9 + 192]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov ebp, 239
     jmp 1f
 1:
-    movzx r9d, bpl
+    mov r8d, r8d
+    mov r8, rsi
+    movzx r8d, al
+    test ebx, 360
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r14 + 0]
+    mov dword ptr [r15 + r9 + 256], 68
+    mov r9, qword ptr [r15 + rbp + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c2:
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    mov eax, dword ptr [r15 + 0]
     jmp 1f
 1:
+    mov ecx, 119
     jmp 1f
 1:
-    lea r9, [r10 + r10*1]
-    movzx ebp, dl
-    jmp 1f
+    test ebx, 31744
+    jz 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 64]
-    mov eax, 181
-    mov rax, rax
+    movzx eax, cl
+    mov ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, esi
-    jmp 1f
-1:
-    jmp 1f
-1:
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx eax, sil
-    mov dword ptr [r15 + 0], 182
-    test ebx, 1073741824
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    movzx ecx, byte ptr [r15 + 0]
+    test dword ptr [r15 + 7675227], 6299712
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    movzx eax, r8b
-    jmp 1f
-1:
-    movzx eax, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 244
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov eax, 92
-    test ebx, 1073741824
-    jz 1f
-1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r10 + r10*1]
     lea rbp, [r10 + r10*1]
-    mov eax, ebp
-    mov eax, dword ptr [r15 + 0]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ebp
+    jmp 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 256], r9d
+    test ebx, 1073741824
+    jz 1f
+1:
     lea r8, [r10 + r10*1]
-    mov rdi, r8
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], cl
+    movzx ecx, cl
+    and r8, 64
+    and ecx, dword ptr [r15 + r8 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 704], r8d
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + r9 + 128]
-    movzx edi, sil
-    test bl, 156
+    add rcx, qword ptr [r15 + rbp + 320]
+    mov ebp, 1
+    mov ebp, 110
+    test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + r8 + 768]
-    add rax, qword ptr [r14 + rbp + 192]
-    inc dword ptr [r14 + 0]
+    add qword ptr [r14 + 0], rdx
+    mov byte ptr [r15 + r9 + 192], r8b
+    mov dword ptr [r14 + r8 + 128], 147
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c3:
-    mov eax, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov r8d, 76
-    jmp 1f
-1:
-    movzx r8d, r8b
-    test ebx, 428
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 205
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 70
-    lea r9, [r10 + r10*1]
     lea rbp, [r10 + r10*1]
-    movzx ecx, bpl
-    and r9, 64
-    mov r8d, dword ptr [r14 + r9 + 256]
+    and rbp, 64
+    vpaddd ymm4, ymm4, ymmword ptr [r15 + rbp + 64]
+    mov rdx, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 1024], ymm4
+    add r9, qword ptr [r15 + 0]
+    movzx edx, sil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 14976
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 146
+    mov r9d, 34
+    mov rdx, rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    movzx edx, byte ptr [r15 + 0]
+    mov r9d, esi
+    test ebx, 73728
+    jnz 1f
+1:
+    mov rdx, r9
+    mov qword ptr [r14 + 0], rdx
     lea r8, [r10 + r10*1]
     jmp 1f
 1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 640], r8d
-    jmp 1f
+    mov dword ptr [r15 + r8 + 384], 169
+    test ebx, 108544
+    jnz 1f
 1:
+    lea r9, [r10 + r10*1]
+    mov edx, 240
+    and edx, dword ptr [r15 + r8 + 320]
+    mov r8d, edx
+    and r9, 64
+    mov r8, qword ptr [r14 + r9 + 768]
     test ebx, 1073741824
     jnz 1f
 1:
-    and ecx, dword ptr [r15 + r8 + 576]
     .byte 0x66, 0x90
-    mov qword ptr [r15 + r9 + 192], rax
-    and ecx, dword ptr [r15 + rbp + 960]
+    mov edx, r8d
+    mov rdx, rdx
+    mov rdx, qword ptr [r15 + rbp + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, bpl
+    mov byte ptr [r15 + r9 + 704], dil
+    movzx r9d, sil
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
 // block 3: 512 bytes, 2 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 7675248]
+    mov rbx, qword ptr [r15 + 7675256]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 7675248], rcx
+    mov qword ptr [r15 + 7675256], rcx
     mov r13d, 1
     mov eax, ebx
     and eax, 1
@@ -1446,443 +1409,414 @@ ditto_body_c1:
     jmp .Lc1_b3_c1
     .p2align 6
 .Lc1_b3_c0:
-    jmp 1f
-1:
-    mov r8, rcx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 53
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 208
-    test ebx, 3392
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    movzx eax, dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    add rax, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, edi
-    mov eax, 44
-    movzx eax, dil
-    jmp 1f
-1:
+    lea r9, [r10*8]
+    mov rdx, rsi
     lea r8, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
+    mov ecx, 194
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 1408]
     and r8, 64
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r14 + r8 + 512], ebp
-    mov ecx, ebp
-    test bl, 24
+    mov dword ptr [r15 + r8 + 704], ebp
+    test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 192]
+    mov rcx, r8
+    add rbp, qword ptr [r14 + r8 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edi
+    test ebx, 15872
+    jz 1f
+1:
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + rbp + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    nop
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 55
     lea rbp, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
+    jmp 1f
+1:
     and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 128]
-    mov qword ptr [r15 + rbp + 64], rcx
-    lock xadd qword ptr [r15 + r8 + 448], rcx
+    mov r8, qword ptr [r15 + rbp + 576]
+    movzx edx, byte ptr [r15 + r9 + 1600]
+    mov ecx, 61
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + r9 + 1472]
+    add r8, qword ptr [r15 + r9 + 1536]
+    jmp 1f
+1:
+    add qword ptr [r15 + r9 + 1344], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, ecx
+    mov dword ptr [r15 + rbp + 640], ebp
+    mov rcx, qword ptr [r14 + r9 + 1216]
+    jmp 1f
+1:
+    test bl, 108
+    jnz 1f
+1:
+    mov rcx, rcx
+    movsxd rcx, dword ptr [r15 + r9 + 1280]
+    mov r9d, 165
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    mov ebp, esi
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rdi, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx edi, sil
-    mov rbp, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 68
-    add r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
     lea r9, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    add qword ptr [r15 + rbp + 384], r8
+    and r9, 64
+    and r8d, dword ptr [r14 + r9 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    test ebx, 46976
+    jnz 1f
+1:
+    mov r8d, 218
+    mov r8, r8
+    mov r8, rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    mov eax, 157
+    mov eax, r9d
+    mov dword ptr [r15 + 0], 198
+    test dword ptr [r15 + 7675227], 536873249
+    jz 1f
+1:
+    mov r8, rax
     jmp 1f
 1:
+    mov r8d, 227
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    and r9, 64
-    lea r8, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + r9 + 768]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rax
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 256]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov eax, esi
+    mov eax, eax
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + r9 + 64], 180
+    mov eax, r8d
+    lea r8, [r10 + r10*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r14 + 0], r8b
+    and r8, 64
+    xchg qword ptr [r15 + r8 + 256], r9
+    mov eax, r9d
+    jmp 1f
+1:
+    test ebx, 61952
     jz 1f
 1:
     jmp 1f
 1:
-    imul edx, edx, 79
-    or qword ptr [r14 + r8 + 192], 14
-    lea rdi, [r15 + 7667008]
-    mov ecx, 68
-    rep stosb
+    and r9d, dword ptr [r15 + r8 + 192]
+    movzx eax, r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, 123
-    mov rdi, qword ptr [r15 + rbp + 64]
-    mov rbp, rdi
-    movsxd rbp, dword ptr [r15 + r9 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    xor dword ptr [r15 + rbp + 320], r9d
     jmp 1f
 1:
-    movsxd r9, dword ptr [r14 + 0]
-    mov edi, r9d
+    mov r9d, r8d
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
 // block 4: 512 bytes, 2 chunk(s), 2 chunk executions per call
-    mov rbx, qword ptr [r15 + 7675256]
+    mov rbx, qword ptr [r15 + 7675264]
     lea rcx, [rbx + 2]
-    mov qword ptr [r15 + 7675256], rcx
+    mov qword ptr [r15 + 7675264], rcx
     mov r13d, 2
     jmp .Lc1_b4_c0
     .p2align 6
 .Lc1_b4_c0:
-    jmp 1f
-1:
-    mov rcx, rsi
-    mov rsi, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    movzx eax, byte ptr [r15 + 0]
+    mov ecx, eax
+    mov eax, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r8b
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    test bl, 48
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    add rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 180
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    add rsi, qword ptr [r15 + 0]
-    test bl, 118
+    test dword ptr [r15 + 7675227], 335548930
     jz 1f
 1:
-    jmp 1f
-1:
-    mov esi, r8d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edx
+    mov rax, rax
+    mov ecx, dword ptr [r15 + 0]
+    mov eax, 96
+    movzx r9d, r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    and esi, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov r8, rbp
-    lea rbp, [r10 + r10*1]
-    movzx r8d, bpl
-    test ebx, 1073741824
+    jmp 1f
+1:
+    vpaddd ymm4, ymm8, ymmword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675228], 67256448
     jnz 1f
 1:
-    mov rsi, rbp
-    and rbp, 64
-    mov dword ptr [r14 + rbp + 320], ebp
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    movzx edx, al
-    movzx edx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 54784
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 320]
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 192]
+    mov ecx, 202
+    vmovdqu ymmword ptr [r14 + r9 + 256], ymm4
+    test dword ptr [r15 + 7675227], 69206049
+    jnz 1f
+1:
+    mov r9, rcx
+    mov r9, r8
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 960]
-    mov rsi, rax
-    lea r9, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + r8 + 1024]
-    and r9, 64
-    add r8, qword ptr [r15 + r9 + 64]
-    test ebx, 36864
-    jnz 1f
-1:
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r14 + 0]
+    mov r9d, ebp
+    and eax, dword ptr [r15 + r8 + 384]
+    mov r8d, eax
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 128], 89
-    movsxd r9, dword ptr [r15 + rbp + 384]
+    test ebx, 48864
+    jnz 1f
+1:
+    movzx eax, byte ptr [r14 + rbp + 128]
+    mov rbp, rdx
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    movzx r9d, bpl
-    mov dword ptr [r15 + 0], 5
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    popcnt r9, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    mov esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 1024]
     jmp 1f
-1:
-    vpaddd ymm8, ymm8, ymmword ptr [r15 + 0]
-    movzx r9d, sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    mov r9, r9
-    test ebx, 1073741824
-    jnz 1f
 1:
     movsxd r9, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, esi
+    mov r9, qword ptr [r15 + 0]
     jmp 1f
 1:
+    test ebx, 58368
+    jnz 1f
+1:
+    movzx eax, sil
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm4
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r14 + 0]
-    jmp 1f
-1:
-    mov rbp, r10
-    movsxd rdi, dword ptr [r14 + 0]
-    test bl, 102
+    mov byte ptr [r15 + 0], sil
+    mov eax, r9d
+    test bl, 80
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    and rbp, 1048512
-    mov edi, dword ptr [r15 + rbp + 2423488]
-    mov rbp, rdi
-    and r9, 64
-    movzx ebp, byte ptr [r15 + r9 + 128]
     jmp 1f
 1:
-    lea r8, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r10 + r10*1]
+    test ebx, 3648
+    jnz 1f
+1:
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 1088]
+    mov ecx, esi
+    movzx ecx, byte ptr [r15 + r9 + 1152]
+    test ebx, 54272
+    jnz 1f
+1:
+    jmp 1f
+1:
+    nop
+    movsxd r9, dword ptr [r15 + rbp + 960]
+    lea rbp, [r10 + r10*1]
+    test dword ptr [r15 + 7675227], 1066048
+    jnz 1f
+1:
+    mov r9, rbp
+    lea rdi, [r15 + 7667008]
+    lea rsi, [r15 + 7671104]
+    mov ecx, 69
+    rep movsb
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 768], r8b
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, r8d
-    and r8, 64
-    movzx ebp, byte ptr [r15 + r8 + 256]
-    mov rdi, rdx
-    add rdi, qword ptr [r14 + r9 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + r8 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and ecx, dword ptr [r14 + rbp + 704]
+    mov byte ptr [r14 + 0], dl
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
 // block 5: 256 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 7675264]
+    mov rbx, qword ptr [r15 + 7675272]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 7675264], rcx
+    mov qword ptr [r15 + 7675272], rcx
     mov r13d, 1
     jmp .Lc1_b5_c0
     .p2align 6
 .Lc1_b5_c0:
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
     jmp 1f
 1:
-    movzx ecx, cl
-    mov rcx, rcx
-    movsxd rcx, dword ptr [r15 + 0]
-    test bl, 59
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    add rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    test bl, 15
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov edx, edi
+    movzx edx, cl
     jmp 1f
-1:
-    test bl, 29
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1264
-    jz 1f
-1:
-    movzx edx, al
-    mov dword ptr [r15 + 0], edx
-    lea rdi, [r15 + 7667008]
-    mov ecx, 69
-    rep stosb
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rbp
-    and rbp, 64
-    lea r8, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + rbp + 576]
-    and r8, 64
-    lea r9, [r10 + r10*1]
-    movsxd rdi, dword ptr [r15 + r8 + 384]
-    test ebx, 12032
-    jz 1f
-1:
-    and r9, 64
-    vpaddd ymm8, ymm8, ymmword ptr [r15 + r9 + 1088]
-    mov rdi, r9
-    mov edi, edx
-    mov edi, 223
-    test ebx, 1073741824
-    jnz 1f
 1:
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rdx, rdi
-    mov rdx, rdx
-    test ebx, 30976
+    test dword ptr [r15 + 7675227], 549453858
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + rbp + 640]
-    mov byte ptr [r15 + r9 + 1152], dl
-    mov ebp, dword ptr [r15 + r8 + 320]
+    movsxd rax, dword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    mov ecx, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    movzx eax, byte ptr [r15 + 0]
+    vmovdqu ymm4, ymmword ptr [r15 + 0]
+    test dword ptr [r15 + 7675227], 538968624
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov rcx, rbp
+    and r8d, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    and rbp, 64
+    add r8, qword ptr [r15 + rbp + 256]
+    test bl, 24
+    jnz 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 640], r9b
+    popcnt rsi, rsi
+    movzx esi, byte ptr [r15 + r9 + 576]
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, 148
+    mov esi, esi
+    mov esi, 112
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, 248
+    mov rsi, r8
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and esi, dword ptr [r15 + r8 + 320]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
 // block 6: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 7675272]
+    mov rbx, qword ptr [r15 + 7675280]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 7675272], rcx
+    mov qword ptr [r15 + 7675280], rcx
     mov r13d, 1
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    movzx ecx, cl
-    mov rbp, r10
+    movzx ecx, r8b
     mov r8, r10
+    mov rbp, r10
     mov r9, r10
-    and r8, 64
-    mov qword ptr [r15 + r8 + 960], r8
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 960], rcx
     test ebx, 7680
     jnz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], ebp
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], r8d
     and r9, 64
-    mov dword ptr [r15 + r9 + 192], eax
+    mov dword ptr [r15 + r9 + 192], r9d
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
-// block 7: 4096 bytes, 16 chunk(s), 4 chunk executions per call
-    mov rbx, qword ptr [r15 + 7675280]
-    lea rcx, [rbx + 4]
-    mov qword ptr [r15 + 7675280], rcx
-    mov r13d, 4
+// block 7: 4096 bytes, 16 chunk(s), 8 chunk executions per call
+    mov rbx, qword ptr [r15 + 7675288]
+    lea rcx, [rbx + 8]
+    mov qword ptr [r15 + 7675288], rcx
+    mov r13d, 8
     mov eax, ebx
     and eax, 15
     lea rcx, [rip + .Lc1_b7_stubs]
@@ -1926,1155 +1860,1106 @@ ditto_body_c1:
 .Lc1_b7_c0:
     jmp 1f
 1:
+    vmovdqu ymm4, ymmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 219
-    jmp 1f
+    add r9, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
 1:
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, al
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    jmp 1f
-1:
-    lea rbp, [r10*8]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2784
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 438272
     jz 1f
 1:
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 1664]
-    jmp 1f
-1:
-    lea r9, [r10 + r10*2]
-    mov eax, 49
-    and r9, 4032
-    and eax, dword ptr [r14 + r9 + 2880]
-    test ebx, 1824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    and eax, dword ptr [r15 + rbp + 1536]
-    and r8, 64
-    and eax, dword ptr [r15 + r8 + 768]
-    mov ecx, eax
-    test bl, 192
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + r9 + 2752], rax
-    mov rax, rsi
-    or qword ptr [r15 + r8 + 704], 16
-    test ebx, 976
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r10 + r10*1]
+    vmovdqu ymm4, ymmword ptr [r15 + 0]
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 448]
+    mov eax, 8
+    lea rbp, [r10 + r10*1]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 1600], rax
-    mov qword ptr [r15 + rbp + 1280], rax
-    and ecx, dword ptr [r14 + rbp + 1216]
-    movsxd rax, dword ptr [r15 + rbp + 1472]
-    test ebx, 912
-    jnz 1f
-1:
-    mov ecx, edi
-    movzx ecx, byte ptr [r15 + rbp + 1408]
+    and rbp, 64
+    or qword ptr [r15 + rbp + 576], 33
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 2816], 73
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, qword ptr [r14 + 0]
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + rbp + 640]
+    lea rbp, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + r9 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 238
+    and rbp, 64
+    or qword ptr [r15 + rbp + 64], 5
+    mov ecx, dword ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c1:
-    movzx eax, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 63
-    mov dword ptr [r15 + 0], edi
-    mov rax, rax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, eax
-    add rax, qword ptr [r15 + 0]
-    vpaddd ymm8, ymm8, ymmword ptr [r15 + 0]
-    movzx ecx, byte ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
     lea rbp, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r14 + 0], bpl
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 832]
+    movzx eax, bpl
     and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 1088]
-    lea r9, [r10 + r10*1]
-    add rax, qword ptr [r15 + r8 + 896]
+    and eax, dword ptr [r14 + rbp + 192]
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 1696
+    jnz 1f
+1:
+    vmovdqu ymm4, ymmword ptr [r15 + 0]
+    nop
+    mov eax, 182
     test ebx, 1073741824
     jnz 1f
 1:
-    lock or dword ptr [r15 + rbp + 1152], 92
-    and r9, 64
-    movzx ebp, byte ptr [r15 + r9 + 192]
-    movzx r8d, bpl
-    jmp 1f
-1:
-    test ebx, 1073741824
+    mov byte ptr [r15 + 0], dil
+    movzx eax, dl
+    mov rax, rdi
+    test dword ptr [r15 + 7675228], 335872002
     jz 1f
 1:
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + r9 + 256]
-    movzx r9d, sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test bl, 192
+    jnz 1f
+1:
+    mov eax, 4
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rdi, [r15 + 7667008]
+    mov ecx, 67
+    rep stosb
+    add rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov edi, r8d
+    and r8, 64
+    mov rdi, qword ptr [r15 + r8 + 1024]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 960], r8b
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 64]
+    test dword ptr [r15 + 7675228], 1073873156
+    jz 1f
+1:
+    mov qword ptr [r15 + rbp + 256], rdi
+    movsxd rax, dword ptr [r15 + r8 + 128]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c2:
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    mov ebp, r9d
-    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 1632
-    jnz 1f
-1:
-    mov rbp, rbp
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    mov r8d, eax
+    mov eax, 174
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov ebp, ebp
-    add rcx, qword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and ecx, dword ptr [r15 + 0]
-    mov ebp, ecx
-    .byte 0x66, 0x90
-    mov byte ptr [r15 + 0], dil
-    lea rbp, [r10 + r10*1]
-    test ebx, 464
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    lea r9, [r10 + r10*1]
-    and rbp, 64
-    vpaddd ymm8, ymm1, ymmword ptr [r15 + rbp + 128]
-    movzx ecx, bpl
-    and r9, 64
+    mov qword ptr [r15 + 0], r9
+    movsxd rax, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    and edx, dword ptr [r14 + r9 + 384]
-    test ebx, 624
+    movzx r9d, byte ptr [r15 + 0]
+    test bl, 192
     jnz 1f
 1:
     jmp 1f
 1:
     and r8, 64
-    add rdx, qword ptr [r15 + r8 + 704]
-    mov ecx, 163
-    add rdx, qword ptr [r15 + r9 + 320]
+    lea r9, [r10 + r10*1]
+    movzx eax, byte ptr [r15 + r8 + 128]
+    movzx ecx, byte ptr [r14 + r8 + 64]
+    lea r8, [r10 + r10*1]
     test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 576]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], esi
+    mov rsi, rcx
+    mov esi, dword ptr [r14 + 0]
+    test dword ptr [r15 + 7675227], 268960128
     jnz 1f
 1:
-    add r9, qword ptr [r15 + rbp + 64]
-    imul r9, r9
-    mov rbp, r9
-    mov byte ptr [r14 + 0], bpl
-    test ebx, 1073741824
+    jmp 1f
+1:
+    mov eax, 51
+    lock or dword ptr [r15 + r8 + 320], 6
+    test dword ptr [r15 + 7675228], 33570825
     jnz 1f
 1:
-    movzx ebp, bpl
-    mov rbp, rbp
-    inc dword ptr [r15 + r8 + 768]
-    movzx ebp, al
+    mov byte ptr [r14 + r9 + 640], al
+    jmp 1f
+1:
+    mov rax, rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c3:
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    and r8, 64
+    vpaddd ymm4, ymm4, ymmword ptr [r15 + r8 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 42
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, dil
+    mov dword ptr [r15 + 0], eax
     mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
+    test ebx, 1440
     jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 36
-    mov r12, qword ptr [r15 + r12 + 56]
-    lock or dword ptr [r15 + 0], 37
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, r9d
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r10 + r10*2]
-    mov ecx, r8d
-    mov rcx, rcx
-    and r8, 262080
-    and ecx, dword ptr [r15 + r8 + 2161344]
-    test ebx, 1073741824
-    jz 1f
-1:
     lea r9, [r10 + r10*1]
-    jmp 1f
+    test dword ptr [r15 + 7675227], 807403777
+    jz 1f
 1:
     jmp 1f
 1:
     and r9, 64
-    add rcx, qword ptr [r15 + r9 + 512]
-    movzx edx, byte ptr [r15 + r8 + 2161408]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r14 + 0]
-    movzx edx, cl
-    mov rcx, qword ptr [r14 + r9 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rcx
-    movzx ecx, cl
+    add qword ptr [r15 + r9 + 384], rdi
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 2161472], 171
-    test ebx, 432
-    jnz 1f
+    lea rbp, [r10 + r10*1]
+    vpaddd ymm4, ymm13, ymmword ptr [r14 + 0]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov rcx, rcx
-    vpaddd ymm1, ymm8, ymmword ptr [r15 + rbp + 256]
-    mov ecx, esi
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 64], ymm4
+    movsxd rax, dword ptr [r14 + rbp + 128]
+    jmp 1f
+1:
+    mov ebp, 118
+    test ebx, 380928
+    jz 1f
+1:
+    and ebp, dword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    lock add qword ptr [r15 + r9 + 320], rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c4:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r8d, ecx
-    xor dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r8
-    imul edx, r9d, 88
-    movsxd r8, dword ptr [r15 + 0]
-    mov edi, 48
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 26
-    add r9, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov esi, eax
-    add rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rbp, [r10 + r10*1]
+    mov rax, rbp
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 576], ymm4
     jmp 1f
 1:
     jmp 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    movzx r8d, al
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r10 + r10*1]
-    mov byte ptr [r15 + 0], bpl
-    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    movzx eax, bpl
     and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 384]
-    test ebx, 1073741824
+    mov rdx, qword ptr [r15 + r8 + 512]
+    test ebx, 480
     jnz 1f
+1:
+    mov rax, rax
+    jmp 1f
+1:
+    mov eax, ebp
+    jmp 1f
+1:
+    lea r9, [r10 + r10*1]
+    test dword ptr [r15 + 7675228], 671432704
+    jz 1f
+1:
+    jmp 1f
 1:
     and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 448]
-    and esi, dword ptr [r14 + 0]
-    mov rbp, qword ptr [r14 + 0]
-    add qword ptr [r15 + r9 + 512], rbp
-    lea rbp, [r10 + r10*1]
-    test ebx, 1744
+    movzx eax, byte ptr [r15 + r9 + 256]
+    mov edi, eax
+    test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 181
+    movsxd rdx, dword ptr [r15 + r8 + 448]
+    vmovdqu ymmword ptr [r14 + 0], ymm4
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + r8 + 320]
-    xor dword ptr [r15 + rbp + 256], r9d
+    test dword ptr [r15 + 7675227], 136642562
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + rbp + 640]
+    mov eax, 34
+    test ebx, 1152
+    jnz 1f
+1:
+    mov r8, rcx
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r14 + r9 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c5:
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 228
-    movzx edi, bpl
-    lock or dword ptr [r15 + 0], 46
-    test ebx, 1073741824
-    jz 1f
-1:
-    lock xadd qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 181
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 192
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov r9d, eax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    movzx edx, dl
-    mov edx, 197
-    and r9, 64
-    imul rdx, qword ptr [r14 + r9 + 512]
-    test ebx, 624
-    jnz 1f
-1:
-    mov edx, edx
-    mov edx, edx
-    mov rdi, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
     lea r8, [r10 + r10*1]
-    movzx edx, r8b
-    mov rdi, qword ptr [r15 + r9 + 448]
+    mov rax, r8
     and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 384]
-    mov qword ptr [r15 + r8 + 320], rax
+    add rax, qword ptr [r15 + r8 + 640]
+    mov r9d, edx
+    mov r9d, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + rbp + 256]
-    add rsi, qword ptr [r14 + 0]
-    mov r8, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 0]
+    .byte 0x66, 0x90
+    mov eax, 231
+    test ebx, 446464
+    jz 1f
+1:
+    movzx eax, sil
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r9
+    mov dword ptr [r14 + 0], r8d
+    test dword ptr [r15 + 7675227], 1122400
+    jz 1f
+1:
+    movzx r9d, al
+    jmp 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov eax, 208
+    and r9, 64
+    xor dword ptr [r15 + r9 + 192], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, r8d
+    mov rax, qword ptr [r15 + r9 + 256]
+    jmp 1f
+1:
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + r8 + 576]
+    and r9, 64
+    movsxd r8, dword ptr [r15 + r9 + 384]
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + r9 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, r9b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c6:
-    mov byte ptr [r15 + 0], r8b
-    movzx esi, byte ptr [r15 + 0]
-    add rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 55
-    xchg qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, sil
-    imul rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rsi, r8
-    movsxd r8, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    test bl, 192
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
     lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    movzx esi, cl
     and r9, 64
-    mov edi, dword ptr [r15 + r9 + 128]
-    and r8, 64
-    lea rbp, [r10 + r10*1]
-    mov rdx, qword ptr [r15 + r8 + 256]
+    movzx r8d, byte ptr [r14 + r9 + 640]
+    mov rax, rcx
+    mov eax, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 68
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 576]
-    mov eax, 3
-    and eax, dword ptr [r14 + 0]
-    mov dword ptr [r14 + 0], eax
+    add rax, qword ptr [r15 + 0]
+    movzx r8d, al
+    mov rax, r8
+    mov eax, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 9
-    mov dword ptr [r15 + r8 + 192], eax
-    or qword ptr [r15 + rbp + 640], 12
+    mov rax, r9
+    mov qword ptr [r15 + 0], rax
+    movzx eax, r9b
     jmp 1f
 1:
-    test ebx, 928
+    test ebx, 1073741824
+    jz 1f
+1:
+    inc dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 0]
+    mov rax, rdx
+    test ebx, 1073741824
     jnz 1f
 1:
+    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, r8d
+    and r8, 64
+    and edx, dword ptr [r15 + r8 + 320]
+    mov rax, rdx
+    mov edx, 166
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, rdi
     jmp 1f
 1:
-    movzx eax, cl
-    mov eax, 200
-    vmovdqu ymmword ptr [r15 + r9 + 64], ymm8
+    vpaddd ymm4, ymm8, ymmword ptr [r15 + r8 + 384]
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 1088]
+    jmp 1f
+1:
+    and eax, dword ptr [r14 + 0]
+    mov edi, 21
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + r8 + 1152], r8
+    mov dword ptr [r15 + r9 + 576], edi
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c7:
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 192]
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea rbp, [r10 + r10*1]
+    vmovdqu ymmword ptr [r14 + r9 + 768], ymm4
     and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rcx
-    movzx eax, bpl
-    jmp 1f
-1:
-    movzx eax, al
-    lea r9, [r10 + r10*1]
-    test ebx, 1073741824
+    imul r9, qword ptr [r15 + rbp + 960]
+    mov eax, r9d
+    test dword ptr [r15 + 7675227], 533506
     jnz 1f
 1:
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 960]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1936
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov dword ptr [r15 + 0], ebp
-    mov rax, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 92
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lock xadd qword ptr [r15 + 0], rax
-    add qword ptr [r15 + 0], rax
-    nop
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    and eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 1024], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, al
-    lea r9, [r10 + r10*1]
-    movzx eax, cl
-    mov eax, dword ptr [r14 + 0]
-    and r9, 64
-    inc dword ptr [r14 + r9 + 1152]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 103
-    mov ecx, 212
-    mov ecx, dword ptr [r15 + r9 + 1088]
-    mov r9, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + rbp + 64]
-    mov ecx, r9d
     movzx r9d, cl
+    add r9, qword ptr [r14 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 231
+    test ebx, 490752
+    jz 1f
+1:
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rdi, [r15 + 7667008]
+    mov ecx, 69
+    rep stosb
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 247
+    lock or dword ptr [r15 + 0], 51
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 5
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    movzx eax, byte ptr [r15 + r8 + 256]
+    mov edx, dword ptr [r15 + rbp + 1024]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c8:
-    movzx r9d, cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 912
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 576
-    jnz 1f
-1:
-    movzx ecx, bpl
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    add qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1872
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    movzx eax, cl
+    mov eax, 74
     lea r9, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + 0]
+    movzx eax, r9b
     and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 128]
-    test ebx, 1840
-    jz 1f
-1:
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 768]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1264
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + rbp + 704]
-    jmp 1f
-1:
-    mov dword ptr [r14 + 0], ecx
-    lea r8, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + r9 + 64]
+    movzx eax, byte ptr [r15 + r9 + 64]
+    lea rbp, [r10 + r10*4]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, r8b
+    and rbp, 960
+    and eax, dword ptr [r15 + rbp + 1792]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    test dword ptr [r15 + 7675227], 12591648
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + rbp + 1984], r8d
     and r8, 64
-    imul rsi, qword ptr [r15 + r8 + 512]
-    and esi, dword ptr [r15 + r8 + 448]
+    movzx esi, byte ptr [r15 + r8 + 192]
+    mov byte ptr [r15 + rbp + 1728], sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movzx esi, dl
+    movzx esi, r9b
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc dword ptr [r15 + r8 + 256]
+    mov dword ptr [r14 + rbp + 1856], edx
+    add r8, qword ptr [r15 + r9 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add qword ptr [r15 + rbp + 1920], r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, r8b
+    mov r9, r8
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c9:
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock add qword ptr [r15 + 0], rax
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    or qword ptr [r15 + 0], 106
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and esi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    test ebx, 928
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 7675227], 136315905
     jnz 1f
 1:
-    add rsi, qword ptr [r15 + 0]
     jmp 1f
 1:
-    and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 448]
-    movsxd rcx, dword ptr [r15 + r8 + 512]
-    test ebx, 11776
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 27
+    test ebx, 1073741824
+    jz 1f
+1:
+    add qword ptr [r15 + 0], rdi
+    mov eax, r9d
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 1073741824
     jnz 1f
 1:
+    add r9, qword ptr [r15 + 0]
+    mov rax, r9
     lea r9, [r10 + r10*1]
-    movzx r8d, dl
-    jmp 1f
-1:
+    movsxd rdi, dword ptr [r15 + 0]
     and r9, 64
-    lea r8, [r10 + r10*8]
-    mov dword ptr [r14 + r9 + 320], 197
-    mov esi, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 960
-    and esi, dword ptr [r15 + r8 + 1920]
-    mov byte ptr [r15 + r8 + 2112], sil
-    movzx esi, sil
-    inc dword ptr [r15 + r8 + 2048]
-    test ebx, 29952
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov esi, r8d
-    mov ecx, dword ptr [r15 + r8 + 1728]
-    mov byte ptr [r15 + r8 + 1792], cl
+    mov qword ptr [r15 + r9 + 128], rbp
+    lea r8, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    and ecx, dword ptr [r14 + r8 + 1984]
-    vmovdqu ymm8, ymmword ptr [r15 + r8 + 2176]
-    add rcx, qword ptr [r15 + r9 + 384]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 2240], 76
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, dil
+    lea rbp, [r10 + r10*1]
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 512], ymm5
+    and rbp, 64
+    movzx edi, byte ptr [r15 + rbp + 256]
+    mov eax, dword ptr [r15 + rbp + 192]
+    mov ebp, dword ptr [r14 + r8 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    imul rcx, qword ptr [r15 + r8 + 1856]
-    mov r9d, 25
-    mov r9, r9
+    mov r8, r9
+    mov rbp, qword ptr [r14 + 0]
+    and ebp, dword ptr [r15 + r9 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c10:
-    mov ecx, r9d
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r8b
+    mov byte ptr [r14 + 0], r9b
+    movzx r9d, r9b
     jmp 1f
 1:
-    test ebx, 1872
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
+    test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 38
     movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymm8, ymmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
+    mov dword ptr [r15 + 0], r9d
     test ebx, 1073741824
     jnz 1f
-1:
-    movzx ecx, bpl
-    mov ecx, ecx
-    movzx ecx, bpl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, eax
-    mov ecx, 91
-    imul ecx, ecx, 104
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymm8, ymmword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 768]
-    test ebx, 1073741824
-    jz 1f
 1:
     lea rbp, [r10 + r10*1]
-    movsxd rsi, dword ptr [r14 + 0]
-    imul ecx, esi, 67
-    mov esi, 177
+    imul r9, qword ptr [r15 + 0]
     and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 640]
+    mov dword ptr [r15 + rbp + 128], eax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, edx
+    mov r9, rbp
+    lea r8, [r10 + r10*4]
+    jmp 1f
+1:
+    and r8, 8128
+    and r9d, dword ptr [r15 + r8 + 6976]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + r8 + 7040], ymm4
+    movzx r9d, bpl
+    jmp 1f
+1:
+    lea r9, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r8 + 6848], rdx
+    movzx edx, r9b
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 1152]
+    mov eax, dword ptr [r15 + r8 + 6912]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    add rax, qword ptr [r15 + r9 + 704]
-    lea r9, [r10 + r10*1]
-    movsxd rsi, dword ptr [r14 + rbp + 576]
-    mov rbp, rsi
-    test ebx, 816
-    jnz 1f
-1:
-    and r9, 64
-    lock add qword ptr [r15 + r9 + 512], r9
+    movsxd rdi, dword ptr [r15 + r8 + 7104]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + r9 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r14 + r9 + 1088], ecx
+    movsxd rdi, dword ptr [r15 + rbp + 64]
+    mov r9, rsi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c11:
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 448]
-    jmp 1f
-1:
-    mov ebp, eax
-    mov dword ptr [r14 + 0], ebp
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    mov eax, edx
+    mov dword ptr [r15 + 0], 151
+    and edx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov ecx, eax
+    mov edx, 81
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 82
+    mov edx, 131
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test bl, 240
-    jnz 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    mov esi, 21
-    test ebx, 1073741824
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 0]
+    test dword ptr [r15 + 7675227], 1078984769
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov edx, 170
+    mov rdx, rdx
+    mov edx, ecx
+    test dword ptr [r15 + 7675228], 8519698
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rsi
-    .byte 0x66, 0x90
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    test ebx, 624
-    jnz 1f
-1:
-    movzx esi, sil
-    add rsi, qword ptr [r15 + r9 + 512]
-    mov r9d, esi
+    vmovdqu ymm4, ymmword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
     jmp 1f
-1:
-    test ebx, 624
-    jnz 1f
 1:
     and r9, 64
-    add rsi, qword ptr [r15 + r9 + 576]
-    and rbp, 64
-    vmovdqu ymmword ptr [r14 + rbp + 384], ymm8
-    mov dword ptr [r15 + rbp + 320], ebp
-    mov ebp, edi
+    add rdx, qword ptr [r15 + r9 + 128]
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    test dword ptr [r15 + 7675228], 34365440
+    jz 1f
+1:
+    mov dword ptr [r14 + 0], ebp
+    and r8, 64
+    movsxd rdx, dword ptr [r15 + r8 + 256]
+    xor dword ptr [r15 + r8 + 192], edx
+    test ebx, 576
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    and r8, 64
+    add rdi, qword ptr [r15 + r8 + 384]
+    mov rax, rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    xchg qword ptr [r15 + r9 + 640], rbp
-    mov esi, ebp
-    mov r9, rdx
+    neg rdi
+    mov dword ptr [r14 + r9 + 64], edx
+    mov qword ptr [r15 + r8 + 320], rdi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c12:
-    mov qword ptr [r15 + 0], r9
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    jmp 1f
+1:
+    mov rax, r9
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], edx
-    add qword ptr [r15 + 0], rdi
-    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rax, rax
+    jmp 1f
+1:
     test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    test dword ptr [r15 + 7675227], 276856833
     jnz 1f
 1:
-    mov eax, r9d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 320
-    jnz 1f
+    jmp 1f
 1:
-    movzx eax, al
-    vmovdqu ymm8, ymmword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    lea rdi, [r15 + 7667008]
-    lea rsi, [r15 + 7671104]
-    mov ecx, 68
-    rep movsb
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, rdi
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    movzx eax, r8b
     lea r9, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
     and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 320]
-    lea rbp, [r10 + r10*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r14 + rbp + 256], 236
-    lea r8, [r10 + r10*1]
-    movzx edx, r8b
+    mov qword ptr [r14 + r9 + 256], r9
     and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 512]
-    test ebx, 1872
-    jz 1f
-1:
-    mov edx, edx
-    mov rdx, rdx
-    mov edx, 33
-    movzx edx, dl
+    movsxd rcx, dword ptr [r15 + r8 + 704]
+    mov rax, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + rbp + 192]
-    mov rax, qword ptr [r15 + r8 + 448]
-    add rdx, qword ptr [r15 + r9 + 384]
+    mov rcx, r8
+    lea rbp, [r10 + r10*1]
+    lock add qword ptr [r15 + r8 + 768], rsi
+    and rbp, 64
+    movsxd r8, dword ptr [r15 + rbp + 512]
+    lea rax, [rsi + r8*2 + 116]
+    test dword ptr [r15 + 7675228], 554221568
+    jz 1f
+1:
+    imul r8, qword ptr [r15 + rbp + 448]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + r9 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c13:
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rsi
-    mov edx, 166
-    add rsi, qword ptr [r15 + 0]
-    test ebx, 253696
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rsi, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov edx, esi
-    mov esi, 47
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, edx
-    mov rdx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    mov dword ptr [r15 + 0], edx
-    test ebx, 1073741824
+    test ebx, 576
     jnz 1f
 1:
-    lock xadd qword ptr [r15 + 0], rdx
-    and edx, dword ptr [r15 + 0]
+    mov rax, rax
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 1984
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 39
+    mov eax, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 0]
-    mov edx, 128
-    test ebx, 720
-    jnz 1f
+    test ebx, 1073741824
+    jz 1f
 1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd ymm4, ymm4, ymmword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r10 + r10*1]
-    mov rdx, qword ptr [r14 + rbp + 384]
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    test ebx, 1744
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 320]
+    and r8, 64
+    and eax, dword ptr [r14 + r8 + 832]
+    lea r9, [r10 + r10*1]
+    test dword ptr [r15 + 7675228], 1090781316
     jz 1f
 1:
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 768]
-    and rbp, 64
-    and esi, dword ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + r8 + 704], 104
-    mov dword ptr [r14 + 0], 107
-    test ebx, 1696
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 256]
+    imul rax, qword ptr [r15 + rbp + 384]
+    xchg qword ptr [r15 + r9 + 192], rax
+    mov ebp, 121
+    test dword ptr [r15 + 7675228], 4719106
     jnz 1f
 1:
-    jmp 1f
-1:
-    imul rsi, qword ptr [r15 + rbp + 64]
-    jmp 1f
-1:
+    movzx r9d, byte ptr [r14 + 0]
+    vmovdqu ymmword ptr [r15 + r8 + 896], ymm4
+    mov rbp, r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c14:
-    xor dword ptr [r15 + 0], esi
-    mov rsi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    and ebp, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymm4, ymmword ptr [r15 + 0]
+    or eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 191
-    imul rbp, rbp
-    and edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 152
     jmp 1f
 1:
-    add rdi, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov ebp, 211
-    add r9, qword ptr [r15 + 0]
+    mov eax, 203
+    add qword ptr [r15 + 0], r9
+    jmp 1f
+1:
     lea rbp, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 432
-    jnz 1f
-1:
-    and rbp, 64
-    lea r9, [r10 + r10*1]
-    mov edi, dword ptr [r15 + rbp + 1152]
-    and r9, 64
-    imul rdi, qword ptr [r15 + r9 + 576]
-    jmp 1f
-1:
-    imul esi, edi, 76
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, 2
-    and edi, dword ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + r9 + 640], 233
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 256]
-    test ebx, 576
-    jnz 1f
-1:
-    mov qword ptr [r14 + r8 + 192], rcx
+    mov qword ptr [r15 + 0], rsi
+    and rbp, 64
+    add r9, qword ptr [r15 + rbp + 256]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + rbp + 1088], ymm8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    inc dword ptr [r14 + 0]
+    jmp 1f
+1:
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 448]
+    mov edx, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 192], 127
+    lock add qword ptr [r15 + r9 + 512], rcx
+    mov r9d, eax
+    test ebx, 1376
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    movzx eax, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 64
+    vmovdqu ymm4, ymmword ptr [r15 + r9 + 384]
+    test dword ptr [r15 + 7675228], 542729
+    jz 1f
+1:
+    mov eax, 145
+    mov ecx, eax
+    mov dword ptr [r14 + r9 + 320], 167
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c15:
-    imul r8, rcx
-    mov r8d, 90
-    movzx r8d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    jmp 1f
-1:
-    test ebx, 816
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r8d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    add qword ptr [r15 + 0], rsi
-    mov qword ptr [r15 + 0], rsi
-    movzx esi, sil
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 880
-    jz 1f
-1:
-    mov r8, rsi
-    mov r8, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymm8, ymmword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 768]
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
     lea r9, [r10 + r10*1]
-    movzx esi, byte ptr [r14 + r8 + 704]
-    mov r8d, edi
-    mov rdi, r8
     and r9, 64
-    add rdi, qword ptr [r15 + r9 + 896]
-    test ebx, 464
+    mov rax, qword ptr [r15 + r9 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    or qword ptr [r15 + 0], 98
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rax, rax
+    .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rax, rax
+    lea rbp, [r10 + r10*1]
+    or eax, ebp
+    lea r8, [r10 + r10*1]
+    mov eax, 96
+    and rbp, 64
+    mov dword ptr [r14 + rbp + 256], 32
+    test ebx, 1073741824
     jnz 1f
+1:
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 448]
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov edi, 155
-    mov qword ptr [r14 + 0], rdi
-    mov edi, dword ptr [r15 + rbp + 256]
-    test ebx, 576
+    test ebx, 1073741824
     jnz 1f
 1:
-    and edi, dword ptr [r15 + r9 + 832]
-    mov r9d, 9
+    add qword ptr [r15 + rbp + 192], r8
+    mov ebp, ebp
+    and rbp, rax
+    movzx eax, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
+    mov eax, 124
+    movzx ebp, al
+    test dword ptr [r15 + 7675228], 67720
+    jnz 1f
+1:
+    mov eax, 184
+    shr eax, 10
+    mov qword ptr [r15 + r9 + 64], rax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 213
+    mov rbp, rax
+    movzx ebp, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, ebp
+    mov ebp, dword ptr [r15 + r8 + 512]
+    mov eax, r8d
     add r10, r11
     inc rbx
     dec r13
@@ -3101,21 +2986,23 @@ ditto_body_c1:
 ditto_body_init_c1:
     mov r8, qword ptr [rdi]
     movabs rax, 0x0
-    mov qword ptr [r8 + 7675224], rax
-    movabs rax, 0x9e3779b97f4a7c15
     mov qword ptr [r8 + 7675232], rax
-    movabs rax, 0x3c6ef372fe94f828
+    movabs rax, 0x9e3779b97f4a7c15
     mov qword ptr [r8 + 7675240], rax
-    movabs rax, 0xdaa66d2c7ddf743e
+    movabs rax, 0x3c6ef372fe94f828
     mov qword ptr [r8 + 7675248], rax
-    movabs rax, 0x78dde6e5fd29f054
+    movabs rax, 0xdaa66d2c7ddf743e
     mov qword ptr [r8 + 7675256], rax
-    movabs rax, 0x1715609f7c746c69
+    movabs rax, 0x78dde6e5fd29f054
     mov qword ptr [r8 + 7675264], rax
-    movabs rax, 0xb54cda58fbbee87e
+    movabs rax, 0x1715609f7c746c69
     mov qword ptr [r8 + 7675272], rax
-    movabs rax, 0x538454127b096490
+    movabs rax, 0xb54cda58fbbee87e
     mov qword ptr [r8 + 7675280], rax
+    movabs rax, 0x538454127b096490
+    mov qword ptr [r8 + 7675288], rax
+    movabs rax, 0xde0f90d6d3a4e4e3
+    mov qword ptr [r8 + 7675224], rax
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
@@ -3180,109 +3067,113 @@ ditto_body_c2:
     pxor xmm14, xmm14
     pxor xmm15, xmm15
 // block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 11838936]
+    mov rbx, qword ptr [r15 + 11838944]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 11838936], rcx
+    mov qword ptr [r15 + 11838944], rcx
     mov r13d, 1
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
-    lea rbp, [r11 + r11*1]
+    mov rbp, r10
     jmp 1f
 1:
-    mov ecx, 205
-    movzx ecx, bpl
     and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 64]
-    test ebx, 1073741824
+    lock add qword ptr [r15 + rbp + 64], rcx
+    jmp 1f
+1:
+    test ebx, 13312
     jnz 1f
 1:
-    mov ecx, 202
-    mov byte ptr [r15 + rbp + 128], bpl
-    movzx ecx, al
-    mov ebp, 133
-    add r11, 64
+    mov ecx, 141
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 400
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, sil
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
 // block 1: 1024 bytes, 4 chunk(s), 20 chunk executions per call
-    mov rbx, qword ptr [r15 + 11838944]
+    mov rbx, qword ptr [r15 + 11838952]
     lea rcx, [rbx + 20]
-    mov qword ptr [r15 + 11838944], rcx
+    mov qword ptr [r15 + 11838952], rcx
     mov r13d, 20
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
+    lea rbp, [r10 + r10*1]
     lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    mov dword ptr [r14 + 0], ecx
-    mov dword ptr [r14 + 0], r8d
-    and r8, 64
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 128], r8b
-    test ebx, 16384
-    jz 1f
-1:
     and rbp, 64
-    movdqu xmmword ptr [r15 + rbp + 704], xmm2
-    jmp 1f
-1:
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, cl
-    pcmpeqb xmm2, xmm7
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r14 + rbp + 512], 84
+    lea r9, [r10 + r10*1]
+    mov ecx, ecx
+    and r8, 64
+    mov byte ptr [r15 + r8 + 448], r9b
+    and r9, 64
+    mov dword ptr [r15 + r9 + 576], r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    lock add qword ptr [r15 + 0], r8
-    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    mov rcx, rdx
+    lock add qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    test bl, 80
+    jnz 1f
+1:
+    movq xmm8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 0], 94
+    test ebx, 1073741824
+    jz 1f
+1:
     .byte 0x66, 0x90
-    movdqu xmm2, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 1073741824
+    mov ecx, 236
+    test ebx, 40960
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r10*4]
-    add rcx, qword ptr [r15 + rbp + 768]
-    test ebx, 384
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r9, 192
-    and ecx, dword ptr [r15 + r9 + 2176]
-    mov ebp, ecx
-    por xmm2, xmm8
+    mov ecx, 70
+    addsd xmm8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    paddq xmm8, xmmword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov rcx, r9
-    movsxd rcx, dword ptr [r14 + r8 + 64]
-    mov dword ptr [r14 + r9 + 2240], ecx
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    and ecx, dword ptr [r15 + r9 + 2112]
-    mov ebp, ecx
-    mov rbp, qword ptr [r15 + r9 + 2304]
-    add r11, 64
+    pcmpeqb xmm8, xmm4
+    test ebx, 86016
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r14 + 0], rcx
+    mov ecx, dword ptr [r15 + r9 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movdqu xmm8, xmmword ptr [r15 + r8 + 512]
+    and ecx, dword ptr [r15 + rbp + 448]
     add r10, r11
     inc rbx
     dec r13
@@ -3290,371 +3181,359 @@ ditto_body_c2:
 .Lc2_b1_c1:
     jmp 1f
 1:
-    movzx ebp, bpl
+    mov rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
     add rbp, qword ptr [r15 + 0]
+    .byte 0x66, 0x90
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 88064
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 111
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    add rcx, qword ptr [r15 + 0]
+    mov ebp, 226
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r11 + r11*1]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 896], 223
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    mov ecx, 198
-    test ebx, 110336
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
     jz 1f
 1:
-    lock add qword ptr [r15 + rbp + 1024], rcx
-    movzx ecx, cl
-    .byte 0x66, 0x90
-    lea r8, [r11 + r11*1]
-    add rcx, qword ptr [r15 + rbp + 960]
-    test ebx, 30720
+    movdqu xmmword ptr [r15 + 0], xmm8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 0], rbp
+    and rbp, 64
+    add rcx, qword ptr [r15 + rbp + 256]
+    jmp 1f
 1:
     and r8, 64
-    mov byte ptr [r15 + r8 + 128], dl
-    movq xmm2, r8
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r14 + rbp + 832]
-    test ebx, 480
+    and ecx, dword ptr [r15 + r8 + 320]
+    test ebx, 1073741824
     jnz 1f
 1:
-    pcmpeqb xmm2, xmmword ptr [r15 + r9 + 64]
-    mov dword ptr [r14 + rbp + 1216], ecx
-    mov dword ptr [r14 + rbp + 1152], ecx
-    mov qword ptr [r15 + r8 + 64], rcx
+    lock add qword ptr [r15 + r8 + 384], rbp
+    mov rcx, rcx
+    mov rcx, qword ptr [r14 + 0]
+    mov qword ptr [r14 + 0], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + rbp + 1088]
-    mov ebp, ecx
-    mov edx, 129
+    lea r8, [r10 + r10*1]
+    pcmpeqb xmm8, xmmword ptr [r14 + rbp + 192]
+    and r8, 64
+    add rcx, qword ptr [r15 + r8 + 576]
+    mov rbp, qword ptr [r15 + r8 + 640]
+    mov r8, r9
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b1_done
 .Lc2_b1_c2:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 201
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 53248
-    jnz 1f
-1:
-    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 155
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    xchg qword ptr [r15 + 0], rcx
-    mov rdx, rdi
-    mov qword ptr [r15 + 0], rdi
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11*8]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    and r8, 448
+    mov ecx, dword ptr [r14 + r8 + 896]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 256], rsi
+    test ebx, 640
+    jnz 1f
+1:
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 640]
+    and ecx, dword ptr [r15 + r9 + 576]
+    xchg qword ptr [r15 + r8 + 1088], r9
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    and ecx, dword ptr [r15 + 0]
-    mov edx, 21
-    add rax, qword ptr [r15 + 0]
+    mov r9, r9
+    jmp 1f
+1:
+    mov r9, r8
+    test ebx, 73728
+    jnz 1f
+1:
+    jmp 1f
+1:
+    pcmpeqb xmm8, xmmword ptr [r14 + r8 + 832]
+    mov dword ptr [r15 + r8 + 1024], 91
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 1280], 85
+    movdqu xmm8, xmmword ptr [r15 + r8 + 1216]
+    movsxd rdx, dword ptr [r15 + r8 + 960]
+    or r9d, 1
+    xor edx, edx
+    div r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movdqu xmm8, xmmword ptr [r15 + rbp + 192]
+    pmovmskb edx, xmm8
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, rax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + r8 + 1152]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov rcx, qword ptr [r14 + 0]
-    and rbp, 64
-    movsxd rax, dword ptr [r14 + rbp + 512]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    mulsd xmm2, qword ptr [r15 + r8 + 256]
-    or qword ptr [r15 + rbp + 448], 62
-    and r9, 64
-    imul rbp, qword ptr [r15 + r9 + 320]
-    mov ecx, 50
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + r9 + 384]
-    pmovmskb r9d, xmm2
-    jmp 1f
-1:
-    test ebx, 79872
-    jnz 1f
-1:
-    pcmpeqb xmm2, xmmword ptr [r14 + r8 + 192]
-    mov rbp, rbp
-    mov ebp, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b1_done
 .Lc2_b1_c3:
-    lea rbp, [r11 + r11*1]
-    maxsd xmm2, xmm2
-    and rbp, 64
-    paddq xmm2, xmmword ptr [r15 + rbp + 320]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edi
+    mov dword ptr [r15 + 0], edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov qword ptr [r15 + 0], rdx
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    ucomisd xmm2, xmm2
-    and r8d, dword ptr [r15 + 0]
-    movzx r9d, r8b
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 202
+    add rdx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dil
+    paddd xmm8, xmm6
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movzx r9d, dl
+    mov byte ptr [r15 + 0], r9b
+    mov r9, rsi
+    mov r9d, edi
     test ebx, 1073741824
+    jnz 1f
+1:
+    addsd xmm8, qword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 24576
     jz 1f
 1:
     lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*2]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 1472], r8d
-    cvtsi2sd xmm2, r8d
+    movq xmm8, r9
     and r9, 64
-    mov edi, dword ptr [r15 + r9 + 64]
-    pcmpeqb xmm2, xmm14
+    mov rdx, qword ptr [r15 + r9 + 192]
+    lea rbp, [r11 + r11*2]
+    mov esi, 194
+    and rbp, 192
+    inc dword ptr [r15 + rbp + 1920]
     test ebx, 1073741824
+    jz 1f
+1:
+    and edx, dword ptr [r15 + rbp + 1984]
+    movzx esi, byte ptr [r14 + 0]
+    add qword ptr [r14 + 0], rsi
+    lea r8, [r11 + r11*1]
+    mov esi, esi
+    test ebx, 3264
     jnz 1f
 1:
-    movzx edi, dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    addsd xmm2, qword ptr [r15 + r8 + 1408]
-    test ebx, 704
-    jnz 1f
-1:
-    add rdi, qword ptr [r14 + 0]
-    add rdi, qword ptr [r14 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc dword ptr [r15 + r9 + 128]
-    mov edi, edi
-    imul rdi, qword ptr [r14 + r8 + 1344]
-    addsd xmm2, qword ptr [r15 + rbp + 384]
+    and r8, 64
+    or qword ptr [r15 + r8 + 384], 127
+    mov byte ptr [r14 + r9 + 256], r8b
+    movsd qword ptr [r15 + r8 + 320], xmm8
+    movzx r8d, byte ptr [r14 + rbp + 1856]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
 // block 2: 512 bytes, 2 chunk(s), 32 chunk executions per call
-    mov rbx, qword ptr [r15 + 11838952]
+    mov rbx, qword ptr [r15 + 11838960]
     lea rcx, [rbx + 32]
-    mov qword ptr [r15 + 11838952], rcx
+    mov qword ptr [r15 + 11838960], rcx
     mov r13d, 32
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movdqu xmm2, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     and ecx, dword ptr [r15 + 0]
-    movsd xmm2, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 12288
-    jnz 1f
-1:
-    mov edi, edi
-    mov edi, edi
-    paddq xmm2, xmmword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    cvtsi2sd xmm2, esi
-    mov dword ptr [r15 + 0], edi
-    movq qword ptr [r15 + 0], xmm2
+    movzx ecx, sil
+    mov dword ptr [r15 + 0], 96
+    movq qword ptr [r15 + 0], xmm8
+    mov rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    pmovmskb esi, xmm0
+    paddq xmm8, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 56704
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 50
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movdqu xmm8, xmmword ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 104
-    and edi, dword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r14 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r14 + 0], 93
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
     and rbp, 64
-    mov r8, r11
-    mov r9, qword ptr [r15 + rbp + 704]
+    movsxd r8, dword ptr [r15 + rbp + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 4928], r8d
-    movzx r9d, r8b
-    mulsd xmm2, qword ptr [r15 + rbp + 768]
-    lea r9, [r11 + r11*1]
+    pcmpeqb xmm8, xmm14
+    movzx r8d, byte ptr [r14 + 0]
+    mov esi, 139
+    mov dword ptr [r14 + 0], 27
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov qword ptr [r14 + r9 + 128], r9
-    movzx ebp, byte ptr [r15 + r9 + 64]
+    mov byte ptr [r14 + 0], sil
+    lea r8, [r11 + r11*1]
+    mov esi, r8d
     jmp 1f
 1:
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 640]
+    test ebx, 64320
+    jz 1f
+1:
+    mov r9, r11
+    and esi, dword ptr [r15 + rbp + 384]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 2368], 237
+    mov r9, qword ptr [r14 + r8 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b2_done
 .Lc2_b2_c1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    paddq xmm2, xmmword ptr [r15 + 0]
-    paddq xmm2, xmmword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
+    mov rsi, r9
     jmp 1f
 1:
-    addsd xmm2, qword ptr [r15 + 0]
+    paddq xmm8, xmmword ptr [r14 + 0]
+    mov dword ptr [r14 + 0], 56
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movdqu xmm8, xmmword ptr [r14 + 0]
+    and esi, dword ptr [r14 + 0]
+    and r9, 192
+    addsd xmm8, qword ptr [r15 + r9 + 2112]
+    xor dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    test ebx, 44032
+    jnz 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    mulsd xmm8, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rbp
-    movzx ebp, byte ptr [r15 + 0]
-    mov r9d, ebp
+    mov r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 82
+    mov qword ptr [r15 + 0], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rbp
-    mov dword ptr [r15 + 0], 71
-    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], r8d
+    mov r8d, r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea rbp, [r11 + r11*1]
-    and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 640]
-    mov rdi, qword ptr [r15 + r8 + 576]
+    pcmpeqb xmm8, xmmword ptr [r15 + 0]
+    and rbp, 192
+    add r8, qword ptr [r15 + rbp + 1920]
+    mov byte ptr [r14 + rbp + 1856], r8b
+    mov r8, r11
+    pmovmskb ebp, xmm8
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r9, r10
-    and rbp, 64
-    movsd qword ptr [r15 + rbp + 256], xmm2
-    movzx r8d, bpl
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 2368]
-    mov r9, qword ptr [r14 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r14 + 0], r9d
-    movzx r9d, byte ptr [r14 + 0]
-    mov r8, qword ptr [r15 + rbp + 192]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 9024], r8d
+    mov byte ptr [r15 + r9 + 2176], r8b
+    paddd xmm8, xmm8
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b2_c0
 .Lc2_b2_done:
 // block 3: 1024 bytes, 4 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 11838960]
+    mov rbx, qword ptr [r15 + 11838968]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 11838960], rcx
+    mov qword ptr [r15 + 11838968], rcx
     mov r13d, 1
     mov eax, ebx
     and eax, 3
@@ -3673,454 +3552,442 @@ ditto_body_c2:
     jmp .Lc2_b3_c3
     .p2align 6
 .Lc2_b3_c0:
-    mov edi, 142
-    mov ecx, 34
-    mov ecx, 53
-    mov ecx, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx eax, cl
-    and eax, dword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + 0]
+    mov ecx, 254
+    mov ecx, ecx
     jmp 1f
 1:
     jmp 1f
 1:
-    subsd xmm2, xmm2
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 250
-    mov rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    xor dword ptr [r15 + 0], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    movzx ecx, al
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 73728
+    test ebx, 16384
     jnz 1f
 1:
     jmp 1f
 1:
-    addsd xmm2, qword ptr [r15 + 0]
-    movzx eax, dl
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 55296
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    xchg qword ptr [r15 + 0], rax
-    mov ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lock add qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 32
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 102400
+    jnz 1f
+1:
+    pmovmskb ecx, xmm8
+    mov ecx, 190
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r14 + 0]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    test ebx, 24576
-    jnz 1f
-1:
-    and r8, 64
-    lock or dword ptr [r15 + r8 + 128], 84
-    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
     and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 320]
-    mov byte ptr [r15 + rbp + 384], al
+    xor dword ptr [r14 + rbp + 320], ebp
+    and r8, 64
+    movdqu xmm8, xmmword ptr [r14 + r8 + 704]
+    and r9, 64
+    and ecx, dword ptr [r14 + r9 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov eax, dword ptr [r15 + r8 + 64]
-    and rbp, 64
-    movdqu xmm2, xmmword ptr [r15 + rbp + 448]
-    pcmpeqb xmm2, xmmword ptr [r15 + rbp + 512]
+    xor dword ptr [r14 + rbp + 384], ecx
+    movsxd rcx, dword ptr [r14 + r8 + 768]
+    mov dword ptr [r14 + r9 + 448], 131
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c1:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 320]
-    movsxd r8, dword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    lock add qword ptr [r15 + 0], r8
-    movzx r8d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r8
-    mov r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov rcx, r8
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    test ebx, 1344
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 18
-    and r9, 64
-    add qword ptr [r15 + r9 + 256], r9
-    mov ecx, eax
+    mov rax, qword ptr [r15 + 11838936]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 11838936], rax
     lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rax, r8
+    movzx eax, al
     and r8, 64
-    mov dword ptr [r15 + r8 + 704], edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, r8
+    mov rax, qword ptr [r15 + r8 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, rdi
-    mov byte ptr [r15 + rbp + 384], dl
-    imul rdi, qword ptr [r15 + r8 + 768]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, rdi
-    paddd xmm2, xmm2
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + r9 + 192]
-    test ebx, 102400
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 0], 16
+    movzx eax, r8b
+    test dword ptr [r15 + 11838939], 142606336
     jnz 1f
 1:
-    movzx edi, dil
-    movzx edi, dil
+    movzx eax, byte ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 73728
+    jnz 1f
+1:
     jmp 1f
 1:
+    movzx eax, r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1216
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    pshufd xmm8, xmm8, 2
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, r9
+    and r9, 64
+    movsxd rax, dword ptr [r14 + r9 + 128]
+    mov rbp, rax
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 256], rbp
+    mov esi, 211
+    jmp 1f
+1:
+    addsd xmm8, qword ptr [r14 + r8 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xchg qword ptr [r15 + rbp + 192], rbp
+    movzx r8d, byte ptr [r14 + r9 + 64]
+    movzx r9d, byte ptr [r14 + 0]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c2:
-    movzx ecx, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    inc dword ptr [r15 + 0]
-    mov ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 122112
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 68
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    paddq xmm2, xmmword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    movzx r9d, bpl
+    mov rbp, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    movsxd rdi, dword ptr [r15 + 0]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 181
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 0], ebp
+    and ebp, dword ptr [r15 + 0]
+    movzx esi, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, r8
-    movsxd rcx, dword ptr [r14 + 0]
-    mov rdi, qword ptr [r14 + 0]
+    addsd xmm8, xmm8
+    add rbp, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movdqu xmm8, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    movzx ebp, bpl
     lea rbp, [r11 + r11*1]
-    movzx edx, bpl
+    test ebx, 45056
+    jnz 1f
+1:
+    mov r9d, 208
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov r9d, dword ptr [r15 + rbp + 576]
+    test ebx, 45056
+    jnz 1f
+1:
+    and r9d, dword ptr [r14 + 0]
+    movq qword ptr [r14 + 0], xmm8
+    lea r8, [r11 + r11*1]
+    movzx eax, r8b
+    movzx eax, al
+    test ebx, 88064
+    jnz 1f
+1:
+    and r8, 64
+    lea r9, [r11 + r11*1]
+    mov rax, qword ptr [r15 + r8 + 128]
+    and r9, 64
+    and eax, dword ptr [r15 + r9 + 448]
+    pcmpeqb xmm8, xmmword ptr [r15 + r9 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 0], 47
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
-    lea r9, [r11 + r11*1]
-    mov ecx, 83
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 256]
-    test ebx, 73728
-    jnz 1f
-1:
-    mov qword ptr [r14 + r9 + 192], r9
+    and eax, dword ptr [r14 + r8 + 64]
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + r8 + 64]
-    mov ecx, dword ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    movdqu xmm8, xmmword ptr [r15 + rbp + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rax
+    movzx eax, al
+    movzx eax, al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c3:
-    jmp 1f
-1:
-    movdqu xmm2, xmmword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    pshufd xmm2, xmm2, 146
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    paddq xmm2, xmmword ptr [r15 + 0]
-    movzx ebp, r9b
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 116736
-    jnz 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 128]
+    mov ecx, 232
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], r8d
+    mov ecx, dword ptr [r14 + r8 + 256]
     test ebx, 24576
     jnz 1f
 1:
-    movzx r9d, bpl
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
+    pcmpeqb xmm8, xmm14
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    lock add qword ptr [r15 + rbp + 256], rsi
-    and r8, 64
-    mov qword ptr [r14 + r8 + 512], r8
-    mov r9d, dword ptr [r14 + 0]
-    movsxd rsi, dword ptr [r14 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r9
+    lock add qword ptr [r15 + 0], rcx
+    mov ecx, 66
     jmp 1f
 1:
-    add r9, qword ptr [r14 + 0]
-    lea r9, [r11 + r11*1]
-    movzx esi, byte ptr [r14 + r8 + 448]
+    lock xadd qword ptr [r15 + 0], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 244
     test bl, 80
     jnz 1f
 1:
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 320]
-    mov esi, dword ptr [r15 + rbp + 192]
-    mov byte ptr [r15 + r9 + 384], sil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    por xmm14, xmm8
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    test ebx, 116736
+    jnz 1f
+1:
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 320]
+    movdqu xmm14, xmmword ptr [r15 + rbp + 64]
+    mov dword ptr [r14 + r8 + 384], eax
+    movzx eax, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    pcmpeqb xmm14, xmm8
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    or qword ptr [r14 + 0], 41
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b3_c0
 .Lc2_b3_done:
 // block 4: 64 bytes, 1 chunk(s), 33 chunk executions per call
-    mov rbx, qword ptr [r15 + 11838968]
+    mov rbx, qword ptr [r15 + 11838976]
     lea rcx, [rbx + 33]
-    mov qword ptr [r15 + 11838968], rcx
+    mov qword ptr [r15 + 11838976], rcx
     mov r13d, 33
     jmp .Lc2_b4_c0
     .p2align 6
 .Lc2_b4_c0:
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r10
-    or ecx, 1
-    xor edx, edx
-    div ecx
-    and eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r8, r11
     and r8, 448
-    and eax, dword ptr [r15 + r8 + 832]
+    add rcx, qword ptr [r15 + r8 + 832]
+    mov r8, r10
+    jmp 1f
+1:
+    and r8, 64
+    imul rcx, qword ptr [r15 + r8 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b4_c0
 .Lc2_b4_done:
-// block 5: 64 bytes, 1 chunk(s), 97 chunk executions per call
-    mov r13d, 97
+// block 5: 64 bytes, 1 chunk(s), 104 chunk executions per call
+    mov r13d, 104
     jmp .Lc2_b5_c0
     .p2align 6
 .Lc2_b5_c0:
     mov r8, r11
     and r8, 64
-    mov qword ptr [r15 + r8 + 448], rsi
-    mov rbp, r11
+    mov qword ptr [r15 + r8 + 448], r8
     mov r8, r11
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    or qword ptr [r15 + r8 + 320], 106
+    and rbp, 64
+    or qword ptr [r15 + rbp + 320], 3
     jmp 1f
 1:
-    and rbp, 64
-    lock or dword ptr [r15 + rbp + 64], 43
+    and r8, 64
+    lock or dword ptr [r15 + r8 + 64], 26
     add r11, 64
     dec r13
     jnz .Lc2_b5_c0
 .Lc2_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 35 chunk executions per call
-    mov rbx, qword ptr [r15 + 11838984]
-    lea rcx, [rbx + 35]
-    mov qword ptr [r15 + 11838984], rcx
-    mov r13d, 35
+// block 6: 64 bytes, 1 chunk(s), 39 chunk executions per call
+    mov rbx, qword ptr [r15 + 11838992]
+    lea rcx, [rbx + 39]
+    mov qword ptr [r15 + 11838992], rcx
+    mov r13d, 39
     jmp .Lc2_b6_c0
     .p2align 6
 .Lc2_b6_c0:
+    mov rax, qword ptr [r15 + 11838936]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 11838936], rax
     mov rbp, r11
+    mov ecx, r8d
     and rbp, 64
-    mov byte ptr [r14 + rbp + 192], al
-    mov rbp, r8
-    mov r8, r11
-    mov ebp, ecx
-    and r8, 8388544
-    mov dword ptr [r15 + r8 + 3441472], r8d
-    test bl, 57
+    mov byte ptr [r14 + rbp + 192], dil
+    test dword ptr [r15 + 11838940], 135331844
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r8d, r8d
-    and ecx, dword ptr [r15 + 0]
+    mov r8, r8
+    mov ebp, eax
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b6_c0
 .Lc2_b6_done:
 // block 7: 64 bytes, 1 chunk(s), 47 chunk executions per call
-    mov rbx, qword ptr [r15 + 11838992]
+    mov rbx, qword ptr [r15 + 11839000]
     lea rcx, [rbx + 47]
-    mov qword ptr [r15 + 11838992], rcx
+    mov qword ptr [r15 + 11839000], rcx
     mov r13d, 47
     jmp .Lc2_b7_c0
     .p2align 6
 .Lc2_b7_c0:
-    pxor xmm2, xmm14
+    pxor xmm8, xmm14
     movzx ecx, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], 120
-    mov r8d, 156
+    movzx eax, byte ptr [r15 + 0]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 45
+    mov ebp, 26
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b7_c0
 .Lc2_b7_done:
-// block 8: 64 bytes, 1 chunk(s), 31 chunk executions per call
-    mov rbx, qword ptr [r15 + 11839000]
-    lea rcx, [rbx + 31]
-    mov qword ptr [r15 + 11839000], rcx
-    mov r13d, 31
+// block 8: 64 bytes, 1 chunk(s), 37 chunk executions per call
+    mov rbx, qword ptr [r15 + 11839008]
+    lea rcx, [rbx + 37]
+    mov qword ptr [r15 + 11839008], rcx
+    mov r13d, 37
     jmp .Lc2_b8_c0
     .p2align 6
 .Lc2_b8_c0:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    jmp 1f
-1:
     mov rbp, r11
-    mov ecx, dword ptr [r15 + 0]
-    and r8, 1984
-    mov esi, dword ptr [r14 + r8 + 2880]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r8, r11
+    mov r9, r11
     and rbp, 64
-    mov qword ptr [r15 + rbp + 192], r9
-    imul r8, r9
-    jmp 1f
+    movsxd rcx, dword ptr [r15 + rbp + 64]
+    and r8, 64
+    mov ebp, dword ptr [r15 + r8 + 192]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    pcmpeqb xmm2, xmm8
+    and r9, 1984
+    movsd xmm8, qword ptr [r14 + r9 + 2880]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b8_c0
 .Lc2_b8_done:
-// block 9: 64 bytes, 1 chunk(s), 29 chunk executions per call
-    mov rbx, qword ptr [r15 + 11839008]
-    lea rcx, [rbx + 29]
-    mov qword ptr [r15 + 11839008], rcx
-    mov r13d, 29
+// block 9: 64 bytes, 1 chunk(s), 27 chunk executions per call
+    mov rbx, qword ptr [r15 + 11839016]
+    lea rcx, [rbx + 27]
+    mov qword ptr [r15 + 11839016], rcx
+    mov r13d, 27
     jmp .Lc2_b9_c0
     .p2align 6
 .Lc2_b9_c0:
-    mov rbp, r11
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 1856], 196
-    pmovmskb ebp, xmm2
-    mov rbp, qword ptr [r15 + 0]
+    mov ecx, ebp
+    mov rcx, r9
+    mov ecx, 20
+    ucomisd xmm8, xmm8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r11
-    addsd xmm2, qword ptr [r14 + 0]
-    and rbp, 16320
-    add rcx, qword ptr [r15 + rbp + 2114368]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    add r11, 64
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 138
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 200
     inc rbx
     dec r13
     jnz .Lc2_b9_c0
 .Lc2_b9_done:
 // block 10: 64 bytes, 1 chunk(s), 43 chunk executions per call
-    mov rbx, qword ptr [r15 + 11839016]
+    mov rbx, qword ptr [r15 + 11839024]
     lea rcx, [rbx + 43]
-    mov qword ptr [r15 + 11839016], rcx
+    mov qword ptr [r15 + 11839024], rcx
     mov r13d, 43
     jmp .Lc2_b10_c0
     .p2align 6
@@ -4130,7 +3997,7 @@ ditto_body_c2:
     and rbp, 64
     add rcx, qword ptr [r14 + rbp + 576]
     and r8, 448
-    addsd xmm2, qword ptr [r14 + r8 + 1344]
+    addsd xmm8, qword ptr [r14 + r8 + 1344]
     jmp 1f
 1:
     test ebx, 1073741824
@@ -4166,27 +4033,29 @@ ditto_body_c2:
 ditto_body_init_c2:
     mov r8, qword ptr [rdi]
     movabs rax, 0x0
-    mov qword ptr [r8 + 11838936], rax
-    movabs rax, 0x9e3779b97f4a7c14
     mov qword ptr [r8 + 11838944], rax
-    movabs rax, 0x3c6ef372fe94f82a
+    movabs rax, 0x9e3779b97f4a7c14
     mov qword ptr [r8 + 11838952], rax
-    movabs rax, 0xdaa66d2c7ddf743c
+    movabs rax, 0x3c6ef372fe94f82a
     mov qword ptr [r8 + 11838960], rax
-    movabs rax, 0x78dde6e5fd29f054
+    movabs rax, 0xdaa66d2c7ddf743c
     mov qword ptr [r8 + 11838968], rax
-    movabs rax, 0x1715609f7c746c69
+    movabs rax, 0x78dde6e5fd29f054
     mov qword ptr [r8 + 11838976], rax
-    movabs rax, 0xb54cda58fbbee87e
+    movabs rax, 0x1715609f7c746c69
     mov qword ptr [r8 + 11838984], rax
-    movabs rax, 0x538454127b096493
+    movabs rax, 0xb54cda58fbbee87e
     mov qword ptr [r8 + 11838992], rax
-    movabs rax, 0xf1bbcdcbfa53e0a8
+    movabs rax, 0x538454127b096493
     mov qword ptr [r8 + 11839000], rax
-    movabs rax, 0x8ff34785799e5cbd
+    movabs rax, 0xf1bbcdcbfa53e0a8
     mov qword ptr [r8 + 11839008], rax
-    movabs rax, 0x2e2ac13ef8e8d8d2
+    movabs rax, 0x8ff34785799e5cbd
     mov qword ptr [r8 + 11839016], rax
+    movabs rax, 0x2e2ac13ef8e8d8d2
+    mov qword ptr [r8 + 11839024], rax
+    movabs rax, 0x4fca4a4c4a621b1f
+    mov qword ptr [r8 + 11838936], rax
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5

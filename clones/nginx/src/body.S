@@ -38,29 +38,34 @@ ditto_body_c1:
     xor r9d, r9d
     vzeroall
 // block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117728]
+    lea rcx, [rbx + 1]
+    mov qword ptr [r15 + 67117728], rcx
     mov r13d, 1
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
-    mov r9, r11
-    and r9, 64
-    and edi, dword ptr [r15 + r9 + 448]
-    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    movzx eax, al
-    mov rax, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rdx
-    and r9, 192
-    mov byte ptr [r15 + r9 + 576], r9b
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + rbp + 64]
     add r11, 64
+    inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
 // block 1: 65536 bytes, 256 chunk(s), 16 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117728]
+    mov rbx, qword ptr [r15 + 67117736]
     lea rcx, [rbx + 16]
-    mov qword ptr [r15 + 67117728], rcx
+    mov qword ptr [r15 + 67117736], rcx
     mov r13d, 16
     mov eax, ebx
     and eax, 255
@@ -583,932 +588,945 @@ ditto_body_c1:
     jmp .Lc1_b1_c255
     .p2align 6
 .Lc1_b1_c0:
-    lea r8, [r11*8]
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7680], ymm15
-    and ecx, dword ptr [r15 + r8 + 7616]
-    mov r9, rcx
+    mov rdi, rdx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm4, xmm4, xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 176
+    mov ecx, 127
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rdx, rsi
-    jmp 1f
-1:
-    mov rdx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, sil
+    mov byte ptr [r15 + 0], sil
     mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 70
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    add rcx, qword ptr [r15 + rbp + 768]
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 64]
-    movzx esi, dl
-    mov rdi, qword ptr [r15 + r8 + 7872]
-    mov dword ptr [r15 + r8 + 7744], 181
-    add rdx, qword ptr [r15 + r9 + 128]
-    mov rsi, r8
-    mov qword ptr [r15 + rbp + 704], r8
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], r8d
+    lea r9, [r11*4]
+    and r8, 64
+    add rcx, qword ptr [r15 + r8 + 384]
+    mov eax, 56
+    and r9, 192
+    mov qword ptr [r15 + r9 + 704], rdi
+    mov rdi, rdi
+    vmovq qword ptr [r15 + rbp + 448], xmm4
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + r8 + 7936]
-    add r9, qword ptr [r15 + r8 + 7552]
-    mov byte ptr [r15 + rbp + 640], sil
-    mov qword ptr [r15 + r8 + 7808], r8
-    movzx esi, r8b
-    movsxd rsi, dword ptr [r15 + rbp + 576]
-    jmp 1f
-1:
-    mov r8d, r8d
+    mov qword ptr [r15 + r8 + 320], rdi
+    mov qword ptr [r15 + r9 + 640], rbp
+    mov qword ptr [r15 + r9 + 576], r8
+    mov byte ptr [r15 + r9 + 768], sil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    mov r9, rdx
-    test ebx, 1280
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    movzx edx, dl
-    and rbp, 64
-    and eax, dword ptr [r15 + rbp + 384]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], rdx
-    jmp 1f
-1:
-    mov edx, esi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + r8 + 512]
-    mov r8d, 41
-    lea r8, [r11 + r11*1]
-    and edx, dword ptr [r15 + rbp + 320]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], r9d
-    mov qword ptr [r15 + r8 + 256], r8
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c2:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], 50
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
-    mov dword ptr [r15 + 0], r8d
-    vmovq qword ptr [r15 + 0], xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    movzx r8d, r9b
-    mov r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    movzx r9d, byte ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    mov eax, 110
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 104
-    movsxd rax, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + rbp + 384]
-    add qword ptr [r15 + rbp + 320], r9
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 147
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + r9 + 64]
-    lea r9, [r11 + r11*1]
-    movzx edx, dil
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], ebp
-    mov byte ptr [r15 + r9 + 512], dil
-    movzx ebp, r9b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c3:
-    lea rbp, [r11 + r11*8]
-    jmp 1f
-1:
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm1
-    mov r9, qword ptr [r15 + rbp + 1664]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov edi, ebp
-    and r8, 64
-    and r9d, dword ptr [r15 + r8 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdi, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 239
-    lea r9, [r11 + r11*1]
-    movzx edi, dl
-    mov edx, 127
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 256]
-    mov dword ptr [r15 + rbp + 1472], edi
-    mov byte ptr [r15 + rbp + 1856], r9b
-    mov rdi, rdx
-    movzx edi, byte ptr [r15 + rbp + 1536]
-    jmp 1f
-1:
-    and edx, dword ptr [r15 + rbp + 1792]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 448], ymm3
-    mov byte ptr [r15 + rbp + 1600], r8b
-    movzx eax, byte ptr [r15 + rbp + 1408]
-    add rdx, qword ptr [r15 + rbp + 1728]
-    and r8d, dword ptr [r15 + r9 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c4:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
     mov r8d, 140
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 96
-    mov dword ptr [r15 + 0], 186
-    movzx edi, bpl
-    and edi, dword ptr [r15 + 0]
-    test ebx, 1073741824
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, 23
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, dl
+    movzx edx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r8d
+    mov r8d, 34
+    mov r8d, 54
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov rsi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], esi
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], dl
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 320], ymm1
+    movzx edx, dl
+    mov dword ptr [r15 + rbp + 448], r8d
+    mov qword ptr [r15 + r9 + 384], r9
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c2:
+    mov edx, 239
+    mov r9d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 106
+    movzx r9d, r9b
+    movzx edx, dl
+    mov qword ptr [r15 + 0], rsi
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov esi, 113
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 11
+    mov rdx, qword ptr [r15 + 0]
+    movzx r9d, sil
+    test ebx, 10752
     jz 1f
 1:
-    movzx edi, dil
-    mov dword ptr [r15 + 0], 206
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    lea r8, [r11*4]
-    jmp 1f
-1:
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 512]
-    jmp 1f
-1:
-    and r8, 192
-    mov byte ptr [r15 + r8 + 768], dl
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + rbp + 448]
-    add rdi, qword ptr [r15 + r8 + 704]
+    movzx edx, dl
+    mov ebp, 98
+    mov ebp, 58
     and r9, 64
-    mov dword ptr [r15 + r9 + 320], 235
-    mov dword ptr [r15 + r8 + 576], ecx
+    lea rbp, [r11 + r11*1]
+    mov eax, dword ptr [r15 + r9 + 128]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], r9
+    movzx esi, dl
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 384], 238
-    and eax, dword ptr [r15 + r8 + 640]
+    mov edx, 162
+    mov edx, dword ptr [r15 + rbp + 384]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], edx
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 64], 35
+    mov dword ptr [r15 + r8 + 512], ebp
+    jmp 1f
+1:
+    movzx esi, al
+    mov rax, rsi
+    mov esi, ecx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c3:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 128], esi
+    lea r9, [r11*4]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], rdx
+    and r9, 192
+    mov esi, dword ptr [r15 + r9 + 640]
+    jmp 1f
+1:
+    mov rax, rsi
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + rbp + 64]
+    mov ebp, ebp
+    mov qword ptr [r15 + 0], rax
+    mov rdx, r8
+    jmp 1f
+1:
+    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, edx
+    movzx ecx, r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    movzx edx, byte ptr [r15 + 0]
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 174
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 255
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + r9 + 576]
+    mov rbp, rcx
+    jmp 1f
+1:
+    mov ecx, esi
+    and esi, dword ptr [r15 + r9 + 768]
+    mov dword ptr [r15 + r8 + 320], 193
+    mov dword ptr [r15 + r9 + 704], r9d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c4:
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 320], cl
+    and r8, 64
+    lea r9, [r11*8]
+    mov qword ptr [r15 + r8 + 448], rcx
+    and r9, 448
+    mov qword ptr [r15 + r9 + 1024], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx edx, bpl
+    movzx edx, r9b
+    test ebx, 86016
+    jz 1f
+1:
+    mov rsi, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 960], edi
+    jmp 1f
+1:
+    mov edx, 134
+    mov qword ptr [r15 + r9 + 1152], rdi
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 1216], dl
+    movzx ecx, r8b
+    mov ecx, dword ptr [r15 + r9 + 1088]
+    mov rdx, qword ptr [r15 + r9 + 1280]
+    mov byte ptr [r15 + r9 + 832], sil
+    movzx esi, byte ptr [r15 + rbp + 384]
+    add rdx, qword ptr [r15 + r8 + 512]
+    mov dword ptr [r15 + r9 + 896], 20
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c5:
-    movzx eax, dl
-    vmovdqu xmmword ptr [r15 + 0], xmm11
+    lea rbp, [r11 + r11*8]
+    mov edx, 248
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 192], ymm4
+    and rbp, 16320
+    vmovdqu ymmword ptr [r15 + rbp + 16192], ymm4
+    movzx esi, byte ptr [r15 + rbp + 15936]
+    mov dword ptr [r15 + rbp + 15680], 171
+    movzx edx, dl
+    movzx edx, byte ptr [r15 + rbp + 15744]
+    mov ecx, esi
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
+    movzx esi, cl
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r8
+    mov esi, 99
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    nop
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 115
+    mov esi, edi
     lea r9, [r11 + r11*1]
-    mov rcx, rdx
-    mov edx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + rbp + 15808], rdx
+    mov rsi, qword ptr [r15 + rbp + 16000]
+    mov dword ptr [r15 + r8 + 256], 92
     and r9, 64
-    lea r8, [r11*8]
-    mov byte ptr [r15 + r9 + 320], al
+    mov dword ptr [r15 + r9 + 320], 22
+    vmovdqu ymmword ptr [r15 + rbp + 16064], ymm11
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + rbp + 15872]
     jmp 1f
 1:
-    and r8, 448
-    lea rbp, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + r8 + 896]
-    and rbp, 64
-    vmovq qword ptr [r15 + rbp + 256], xmm10
-    mov byte ptr [r15 + r9 + 384], r9b
-    mov byte ptr [r15 + r8 + 1216], r9b
-    mov dword ptr [r15 + rbp + 192], esi
-    add rax, qword ptr [r15 + r8 + 960]
-    mov qword ptr [r15 + r8 + 1280], rax
-    movsxd rax, dword ptr [r15 + r8 + 1024]
-    and eax, dword ptr [r15 + r8 + 1088]
-    mov rcx, rdi
-    mov qword ptr [r15 + r8 + 1152], rax
-    and eax, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + rbp + 16128], sil
+    mov r8d, eax
+    mov dword ptr [r15 + r9 + 384], 7
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c6:
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov eax, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, al
-    mov r9d, 240
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], dl
+    lea r8, [r11*8]
+    vpaddd xmm10, xmm10, xmm11
+    and r8, 16320
+    mov qword ptr [r15 + r8 + 15872], r8
+    inc dword ptr [r15 + r8 + 15936]
+    mov dword ptr [r15 + r8 + 15808], 33
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, sil
-    test ebx, 3328
-    jz 1f
+    mov r9d, 164
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    mov byte ptr [r15 + 0], al
-    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + 0]
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 384]
-    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
+    jnz 1f
+1:
     jmp 1f
 1:
-    and r8, 64
-    add rdx, qword ptr [r15 + r8 + 512]
-    mov qword ptr [r15 + rbp + 320], r8
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 72
+    mov esi, r8d
+    mov byte ptr [r15 + r8 + 15744], sil
     jmp 1f
 1:
     lea rbp, [r11 + r11*1]
-    mov esi, 9
-    jmp 1f
-1:
+    mov rdx, r9
+    movzx esi, r9b
     and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 192]
-    mov byte ptr [r15 + rbp + 256], dil
+    mov rax, qword ptr [r15 + rbp + 320]
+    movsxd rsi, dword ptr [r15 + r8 + 15680]
     jmp 1f
 1:
-    vmovq xmm3, rdi
-    and ebp, dword ptr [r15 + r8 + 448]
+    movzx ecx, r9b
+    mov edx, r8d
+    vmovq xmm10, rsi
+    mov byte ptr [r15 + r8 + 16128], r9b
+    mov byte ptr [r15 + r9 + 64], dl
+    add rdx, qword ptr [r15 + r8 + 16064]
+    movsxd rsi, dword ptr [r15 + r8 + 16000]
+    movsxd rcx, dword ptr [r15 + rbp + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c7:
-    add rbp, qword ptr [r15 + 0]
-    mov r8d, 148
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm3
-    mov rdx, rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov qword ptr [r15 + 0], rdi
+    mov dword ptr [r15 + 0], 208
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 42
+    jmp 1f
+1:
+    mov rsi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rcx, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edx
-    add rdi, qword ptr [r15 + 0]
-    mov edx, 2
-    mov dword ptr [r15 + 0], 140
-    mov qword ptr [r15 + 0], r9
-    mov edx, 70
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 169
-    add rdi, qword ptr [r15 + 0]
+    lea rbp, [r11 + r11*8]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdx, rbp
+    lea r8, [r11 + r11*1]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1600], ebp
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 448]
+    mov ecx, ebp
+    mov rcx, rsi
+    movzx esi, r8b
+    movzx esi, dil
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + r8 + 512]
+    mov qword ptr [r15 + rbp + 1408], rsi
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + rbp + 1536]
     lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    and r8, 64
-    add rdi, qword ptr [r15 + r8 + 512]
-    mov byte ptr [r15 + r8 + 448], al
-    lea r8, [r11 + r11*1]
+    mov esi, 68
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
     and r8, 64
-    add rax, qword ptr [r15 + r8 + 512]
+    mov esi, dword ptr [r15 + r8 + 384]
+    mov ecx, esi
+    mov qword ptr [r15 + rbp + 1728], rcx
+    mov byte ptr [r15 + r8 + 320], cl
+    mov rcx, qword ptr [r15 + rbp + 1792]
+    mov r8d, ecx
+    mov r8d, eax
     jmp 1f
 1:
-    and r9, 64
-    add rbp, qword ptr [r15 + r9 + 256]
-    mov dword ptr [r15 + r8 + 448], r9d
-    mov r8d, r8d
-    and edi, dword ptr [r15 + r9 + 192]
-    movzx r8d, dil
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 1664], r8b
+    mov qword ptr [r15 + rbp + 1472], r8
+    mov byte ptr [r15 + rbp + 1344], r8b
+    movzx edx, byte ptr [r15 + rbp + 1856]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c8:
-    vpxor xmm3, xmm3, xmm5
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], ecx
-    add r8, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm6, xmm3, 37
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov eax, 152
-    mov eax, 184
-    mov edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dil
-    movzx edi, byte ptr [r15 + 0]
-    vpor xmm3, xmm3, xmm11
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 1
-    mov rdx, rbp
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov ecx, 152
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
     lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 64], bpl
+    mov ecx, 121
+    jmp 1f
+1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 512], ebp
+    mov byte ptr [r15 + r8 + 320], r9b
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*8]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3776], 151
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov qword ptr [r15 + rbp + 3840], r9
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    movzx r9d, r8b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    jmp 1f
+1:
+    test ebx, 1536
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + rbp + 3456], ymm10
+    mov r9d, dword ptr [r15 + rbp + 3648]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 3712], 195
+    movzx eax, byte ptr [r15 + rbp + 3520]
     lea r9, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + rbp + 128]
-    jmp 1f
-1:
+    mov qword ptr [r15 + rbp + 3584], rbp
     and r9, 64
-    vmovdqu xmmword ptr [r15 + r9 + 256], xmm3
+    mov byte ptr [r15 + r9 + 512], bpl
+    mov rcx, qword ptr [r15 + rbp + 3904]
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 448], r9
-    add r8, qword ptr [r15 + r9 + 192]
     jmp 1f
 1:
+    mov dword ptr [r15 + r9 + 448], 118
+    mov dword ptr [r15 + r8 + 384], 106
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c9:
-    lea r8, [r11*4]
-    and r8, 192
+    lea rbp, [r11 + r11*8]
+    and rbp, 1984
+    add r9, qword ptr [r15 + rbp + 1472]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 167
+    jmp 1f
+1:
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 141
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    add r9, qword ptr [r15 + r8 + 384]
+    vmovdqu ymmword ptr [r15 + rbp + 1728], ymm10
+    mov rsi, r9
+    mov dword ptr [r15 + rbp + 1408], ecx
+    movzx r9d, sil
     lea r9, [r11 + r11*1]
-    add rsi, qword ptr [r15 + r8 + 640]
+    mov ecx, dword ptr [r15 + rbp + 1792]
     jmp 1f
 1:
+    mov dword ptr [r15 + rbp + 1344], 198
     and r9, 64
-    add rsi, qword ptr [r15 + r9 + 128]
+    add rcx, qword ptr [r15 + r9 + 512]
+    movzx eax, cl
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 768], rcx
-    mov ecx, 21
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov ebp, 106
-    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + rbp + 1600], 166
+    mov ecx, dword ptr [r15 + r9 + 448]
+    mov r9d, dword ptr [r15 + rbp + 1664]
+    mov edx, esi
+    add r9, qword ptr [r15 + rbp + 1536]
+    mov dword ptr [r15 + r8 + 320], r9d
+    mov r9d, 4
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 768
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov dword ptr [r15 + 0], r8d
-    vpaddd xmm3, xmm3, xmm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov ecx, dword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + r8 + 704]
-    mov esi, 4
-    lea rbp, [r11 + r11*1]
-    .byte 0x66, 0x90
-    and rbp, 64
-    vmovq qword ptr [r15 + rbp + 320], xmm3
-    mov byte ptr [r15 + rbp + 384], bpl
-    add rbp, qword ptr [r15 + r9 + 64]
-    add r9, qword ptr [r15 + r8 + 576]
-    mov esi, 7
+    vmovdqu ymmword ptr [r15 + rbp + 1856], ymm10
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c10:
-    movzx eax, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 190
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 114
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, esi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm3
+    add qword ptr [r15 + 0], rsi
     jmp 1f
 1:
-    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    mov r9d, 149
+    add rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 125
-    movzx r9d, r9b
-    mov r9d, eax
-    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 85
+    jmp 1f
+1:
+    mov r8, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
+    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ebp, r8b
+    mov r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rsi, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 512], 9
-    and r8, 64
-    add rsi, qword ptr [r15 + r8 + 256]
+    mov ecx, ebp
+    movzx ecx, cl
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    and ecx, dword ptr [r15 + r8 + 128]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 159
-    mov ecx, dword ptr [r15 + r9 + 448]
-    movzx r9d, cl
-    movzx r9d, byte ptr [r15 + rbp + 64]
-    jmp 1f
-1:
-    mov ebp, 31
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + r8 + 192]
-    movzx ebp, dl
-    jmp 1f
-1:
+    mov byte ptr [r15 + rbp + 128], bpl
+    and r9, 64
+    mov byte ptr [r15 + r9 + 320], r9b
+    mov qword ptr [r15 + rbp + 64], r9
+    movzx ebp, byte ptr [r15 + r9 + 384]
+    add r9, qword ptr [r15 + r8 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c11:
+    lea rbp, [r11*4]
+    jmp 1f
+1:
+    and rbp, 192
+    mov r9d, dword ptr [r15 + rbp + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r8d
+    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 768], r9d
+    mov r9d, 136
+    mov r8, rax
+    mov dword ptr [r15 + rbp + 704], 48
+    jmp 1f
+1:
+    lea r8, [r11*8]
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 576], r8
+    and r8, 1984
+    mov ebp, dword ptr [r15 + r8 + 1344]
+    mov r9, r9
+    movsxd r9, dword ptr [r15 + r8 + 1472]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + r8 + 1408], ymm10
     lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov eax, 152
     and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 136
-    mov dword ptr [r15 + 0], 146
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    movzx r8d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + r9 + 320]
-    jmp 1f
-1:
-    mov rax, rcx
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 192]
-    jmp 1f
-1:
-    mov r9d, r9d
-    lea r9, [r11 + r11*1]
-    mov rdx, r9
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], r8d
-    mov byte ptr [r15 + r9 + 128], r9b
-    jmp 1f
-1:
-    mov r9, rbp
-    movzx r9d, r9b
-    add r8, qword ptr [r15 + rbp + 256]
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + r9 + 448]
+    mov rcx, qword ptr [r15 + r9 + 512]
+    mov r9, rcx
+    mov r9d, 65
+    mov byte ptr [r15 + r8 + 1664], r9b
+    add rcx, qword ptr [r15 + r8 + 1536]
+    vmovq xmm10, rcx
+    add rcx, qword ptr [r15 + r8 + 1600]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c12:
-    mov qword ptr [r15 + 0], rsi
-    mov esi, 12
-    mov edx, 99
-    mov rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
-    vpor xmm3, xmm3, xmm3
-    mov r9d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 208
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 153
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
     lea r9, [r11 + r11*1]
-    mov rdx, r9
-    mov edi, dword ptr [r15 + 0]
     and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 512]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 24
+    mov dword ptr [r15 + r9 + 64], r9d
+    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 216
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r9b
+    mov r8, rax
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, al
+    mov dword ptr [r15 + 0], 180
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    mov r8, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 76
+    movzx ecx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    mov rax, rcx
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 114
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], al
     and r8, 64
-    add rcx, qword ptr [r15 + r8 + 256]
-    mov rax, rdi
-    vpcmpeqb xmm3, xmm3, xmm6
-    mov byte ptr [r15 + r8 + 192], sil
-    mov byte ptr [r15 + r9 + 448], al
-    movzx edi, al
-    mov edi, esi
+    mov rax, qword ptr [r15 + r8 + 320]
+    mov byte ptr [r15 + rbp + 320], cl
+    movsxd rsi, dword ptr [r15 + r9 + 128]
     jmp 1f
 1:
+    mov dword ptr [r15 + r8 + 384], 178
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 320], dil
-    movzx edi, dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c13:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 217
-    mov byte ptr [r15 + 0], al
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov edi, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*8]
+    mov r8d, r9d
     jmp 1f
 1:
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1664], rbp
+    mov r9d, ebp
+    mov r9d, 95
+    mov r8, rsi
+    movzx ecx, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, al
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rdi
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rdi, rsi
-    lea rbp, [r11*4]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + rbp + 1600], rcx
+    mov qword ptr [r15 + rbp + 1344], rdx
+    mov ecx, ecx
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 237
+    mov ecx, dword ptr [r15 + rbp + 1856]
+    mov byte ptr [r15 + rbp + 1408], cl
     and r8, 64
-    mov byte ptr [r15 + r8 + 512], al
-    and rbp, 192
-    and edi, dword ptr [r15 + rbp + 640]
-    lea r9, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + r8 + 64], ymm10
+    movzx ecx, byte ptr [r15 + r8 + 128]
+    lea r8, [r11 + r11*1]
+    mov r9d, 154
+    and ecx, dword ptr [r15 + rbp + 1728]
+    and r8, 64
+    and ecx, dword ptr [r15 + r8 + 512]
+    movzx esi, cl
     jmp 1f
 1:
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + rbp + 576], ebp
-    mov esi, 52
-    mov dword ptr [r15 + r8 + 448], 49
-    mov dword ptr [r15 + r9 + 448], edx
-    mov edx, edx
-    mov byte ptr [r15 + rbp + 768], dil
-    mov dword ptr [r15 + rbp + 704], 255
+    mov qword ptr [r15 + rbp + 1472], rsi
+    mov byte ptr [r15 + r8 + 448], sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 1792], cl
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + rbp + 1536]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c14:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, edi
-    jmp 1f
-1:
-    mov edi, 43
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, edi
-    vmovq qword ptr [r15 + 0], xmm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], edx
-    mov dword ptr [r15 + 0], edx
-    mov ecx, ebp
     lea r8, [r11 + r11*1]
-    mov ecx, eax
-    mov dword ptr [r15 + 0], 0
     and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 384]
-    lea r9, [r11*4]
-    mov rdx, rdi
+    mov dword ptr [r15 + r8 + 192], 55
+    mov rcx, rbp
+    movzx ecx, dl
+    add rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
-    and r9, 192
+    mov dword ptr [r15 + 0], 205
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    movzx esi, al
+    mov esi, 92
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    jmp 1f
+1:
+    mov rax, rsi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 98
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
-    movzx edx, byte ptr [r15 + r9 + 576]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov eax, dword ptr [r15 + 0]
     and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 512]
-    movzx esi, byte ptr [r15 + r9 + 704]
-    mov byte ptr [r15 + r9 + 640], dil
-    vpaddd xmm3, xmm3, xmm3
-    mov byte ptr [r15 + rbp + 448], dil
+    and eax, dword ptr [r15 + rbp + 320]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], ecx
+    mov qword ptr [r15 + rbp + 384], rcx
     jmp 1f
 1:
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + r9 + 768]
-    mov dword ptr [r15 + r8 + 320], ebp
-    jmp 1f
-1:
+    mov ebp, 154
+    movsxd rbp, dword ptr [r15 + r8 + 256]
+    movsxd rcx, dword ptr [r15 + r9 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c15:
-    lea rbp, [r11 + r11*8]
+    lea rbp, [r11*4]
+    lea r9, [r11*8]
+    and r9, 8128
+    and eax, dword ptr [r15 + r9 + 7616]
+    and rbp, 192
+    vmovq qword ptr [r15 + rbp + 768], xmm10
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r9 + 7680], 174
+    mov r8, qword ptr [r15 + rbp + 576]
+    vpcmpeqb xmm10, xmm10, xmm11
+    mov rdx, rcx
+    mov ecx, dword ptr [r15 + r9 + 7808]
+    and ecx, dword ptr [r15 + r9 + 7744]
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + r9 + 7552]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, r8d
+    mov rsi, r8
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3840], 204
-    and r9d, dword ptr [r15 + rbp + 3456]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + rbp + 704]
+    mov eax, 234
     and r8, 64
-    mov dword ptr [r15 + r8 + 448], 185
-    and r9d, dword ptr [r15 + rbp + 3648]
-    mov edi, edi
-    vmovq qword ptr [r15 + rbp + 3520], xmm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r8 + 128], r8d
+    mov eax, dword ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + rbp + 640]
+    mov ebp, r9d
+    mov qword ptr [r15 + r8 + 64], rdx
+    mov r9d, 14
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 24
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], r9b
-    and edi, dword ptr [r15 + r9 + 320]
-    mov qword ptr [r15 + rbp + 3776], rsi
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    mov r9d, 48
-    mov dword ptr [r15 + rbp + 3904], 130
-    mov byte ptr [r15 + r8 + 512], r9b
-    movzx r9d, dl
-    mov qword ptr [r15 + rbp + 3712], r9
-    mov byte ptr [r15 + rbp + 3584], dil
     jmp 1f
 1:
     add r11, 64
@@ -1516,128 +1534,122 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c16:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r11*8]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3584], 67
+    mov rdi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov eax, 4
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 3776], ebp
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], r8d
+    jmp 1f
+1:
+    mov edx, r8d
+    mov qword ptr [r15 + rbp + 3456], rdx
+    movzx edx, byte ptr [r15 + rbp + 3648]
+    vmovq xmm10, rdx
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 2228225
+    jz 1f
+1:
+    jmp 1f
+1:
+    and edx, dword ptr [r15 + rbp + 3392]
+    mov eax, edx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    mov esi, 62
+    mov rdx, rdx
+    mov eax, edx
+    mov dword ptr [r15 + r8 + 64], 168
     and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 256]
+    mov r8d, dword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + r9 + 64], edx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + rbp + 3520]
+    mov qword ptr [r15 + rbp + 3712], r9
+    mov edi, r9d
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rsi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 0]
-    mov rdi, rsi
-    and esi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    mov qword ptr [r15 + r9 + 192], rsi
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11*4]
-    mov esi, ebp
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 448]
-    jmp 1f
-1:
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 768], rbp
-    mov byte ptr [r15 + rbp + 704], r8b
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + r9 + 512]
-    mov r9d, ebp
-    mov r9d, dword ptr [r15 + rbp + 640]
-    movzx r8d, cl
-    mov dword ptr [r15 + rbp + 576], r8d
-    jmp 1f
-1:
+    mov r9d, edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c17:
-    and r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov rax, qword ptr [r15 + 0]
-    mov r9d, 223
-    mov dword ptr [r15 + 0], 154
+    mov byte ptr [r15 + 0], dil
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    and edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov r9d, r9d
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
+    vpor xmm10, xmm10, xmm10
+    mov eax, edi
+    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 0], eax
+    movzx edi, dil
     mov qword ptr [r15 + 0], r9
-    test ebx, 1280
-    jz 1f
-1:
+    mov dword ptr [r15 + 0], 141
+    mov rdi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
     jmp 1f
 1:
-    add r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov ecx, 202
-    mov rcx, rcx
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    mov eax, 217
-    lea rbp, [r11 + r11*1]
+    add qword ptr [r15 + 0], rdi
+    mov edi, edi
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    and ecx, dword ptr [r15 + r8 + 256]
-    and rbp, 64
+    mov rdi, rax
     lea r9, [r11 + r11*1]
-    add rcx, qword ptr [r15 + rbp + 320]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], r9d
-    vmovdqu ymmword ptr [r15 + rbp + 384], ymm3
-    mov ebp, eax
-    mov dword ptr [r15 + r9 + 448], 5
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    add rax, qword ptr [r15 + r8 + 192]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], r9b
+    lea r8, [r11 + r11*1]
+    mov eax, 51
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 128]
+    mov rdi, rdi
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 64], 74
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    movsxd rdi, dword ptr [r15 + r8 + 384]
+    vpaddd xmm10, xmm10, xmm10
+    mov dword ptr [r15 + r9 + 64], 31
+    mov byte ptr [r15 + r8 + 320], dil
+    movzx r9d, al
+    mov eax, r9d
     jmp 1f
 1:
     add r11, 64
@@ -1645,65 +1657,59 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c18:
-    movsxd rax, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov ecx, esi
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    mov r9d, dword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 212
-    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ebp, cl
+    movzx edi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb ebp, xmm3
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 109
-    mov byte ptr [r15 + 0], cl
-    movzx ebp, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov rdi, rdi
+    mov rdi, qword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov r9, rbp
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    test ebx, 2048
+    jnz 1f
 1:
-    mov ecx, ecx
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 69
+    mov eax, 8
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], 6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    mov r9d, 198
     lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, r9b
+    and r9, 64
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 448], al
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], r8b
+    lea rbp, [r11 + r11*1]
+    vpaddd xmm10, xmm10, xmm10
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 64], ymm10
+    mov eax, dword ptr [r15 + r8 + 128]
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + rbp + 448]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], rcx
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], r9
-    movzx ecx, byte ptr [r15 + r9 + 256]
-    mov ebp, ecx
-    mov dword ptr [r15 + r8 + 64], 118
-    mov r9d, ebp
+    add rax, qword ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + r9 + 512]
     jmp 1f
 1:
     add r11, 64
@@ -1712,67 +1718,56 @@ ditto_body_c1:
     jz .Lc1_b1_done
 .Lc1_b1_c19:
     lea rbp, [r11 + r11*1]
-    mov r9, rbp
     and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 128]
+    mov byte ptr [r15 + rbp + 128], bpl
+    mov eax, 111
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 56
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r9d, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r9, rcx
-    movzx r9d, r9b
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 768
-    jz 1f
-1:
-    mov r9d, r9d
-    mov dword ptr [r15 + 0], 43
-    movzx ecx, r9b
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, 242
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 137
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 5
-    movzx ecx, cl
-    lea r9, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 64], ebp
-    and r8, 64
-    mov byte ptr [r15 + r8 + 320], r8b
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], 177
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + r9 + 128]
-    mov byte ptr [r15 + r8 + 384], cl
-    mov ebp, 61
+    mov rax, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*8]
+    mov qword ptr [r15 + 0], rbp
+    movzx r8d, al
+    and r9, 4032
+    mov r8d, dword ptr [r15 + r9 + 3392]
+    mov edi, 122
+    add rax, qword ptr [r15 + rbp + 64]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 3584], ebp
+    jmp 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], ebp
+    mov edi, 242
+    mov byte ptr [r15 + r9 + 3456], dil
+    movsxd rdi, dword ptr [r15 + r9 + 3520]
+    mov rsi, qword ptr [r15 + rbp + 448]
+    vmovdqu ymmword ptr [r15 + r9 + 3712], ymm10
+    movzx ebp, bpl
+    mov rbp, qword ptr [r15 + r9 + 3776]
+    mov dword ptr [r15 + r9 + 3648], r8d
+    mov qword ptr [r15 + r9 + 3840], rbp
+    mov rbp, qword ptr [r15 + r9 + 3904]
+    mov r8d, ebp
+    mov r8d, r8d
+    mov ebp, esi
     add r11, 64
     inc rbx
     dec r13
@@ -1780,55 +1775,64 @@ ditto_body_c1:
 .Lc1_b1_c20:
     lea rbp, [r11 + r11*1]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 320], r9b
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, 94
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    jmp 1f
-1:
+    mov byte ptr [r15 + rbp + 320], sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 220
+    mov r8d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm10, xmm10, xmm10
     mov r8, r8
-    and ecx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], 93
-    vmovdqu ymmword ptr [r15 + 0], ymm3
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
     mov dword ptr [r15 + 0], 147
-    mov r8d, 85
-    mov dword ptr [r15 + 0], r8d
-    vmovdqu xmmword ptr [r15 + 0], xmm3
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, 210
+    mov r9, rsi
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
+    and esi, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    and r8, 64
+    mov esi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx r9d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + r8 + 320]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], r9d
-    mov esi, dword ptr [r15 + r8 + 384]
-    add r8, qword ptr [r15 + rbp + 384]
-    and r8d, dword ptr [r15 + r9 + 448]
+    mov r8d, r9d
     jmp 1f
 1:
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], r9b
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], r8d
+    mov edi, 36
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 384], 76
+    vmovdqu ymmword ptr [r15 + r9 + 64], ymm10
+    mov r9, rax
+    mov r9d, dword ptr [r15 + r8 + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -1836,327 +1840,345 @@ ditto_body_c1:
 .Lc1_b1_c21:
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    xor dword ptr [r15 + 0], r9d
+    mov r8d, 159
+    mov r8d, dword ptr [r15 + 0]
+    movzx esi, dl
+    mov byte ptr [r15 + 0], sil
+    movzx r9d, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov esi, r8d
-    mov dword ptr [r15 + 0], esi
     mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], sil
-    mov rsi, qword ptr [r15 + 0]
-    mov r8d, 34
-    mov byte ptr [r15 + 0], r8b
+    movzx esi, r9b
+    mov esi, esi
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 124
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    movzx esi, byte ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rsi, r9
+    mov esi, esi
     mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 168
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 190
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    movsxd rsi, dword ptr [r15 + 0]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 768], r8d
+    mov dword ptr [r15 + r8 + 704], r9d
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    mov esi, 113
-    mov dword ptr [r15 + 0], 193
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], esi
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    vmovq qword ptr [r15 + 0], xmm3
     lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], r9b
+    mov edi, dword ptr [r15 + r8 + 640]
     and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 64]
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 512]
-    mov dword ptr [r15 + r8 + 448], 205
-    and r8d, dword ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + r9 + 320], 101
+    vmovdqu ymmword ptr [r15 + rbp + 320], ymm10
+    and r9, 64
+    mov byte ptr [r15 + r9 + 256], r9b
+    mov qword ptr [r15 + r9 + 192], r9
+    mov r9, qword ptr [r15 + r8 + 576]
+    mov dword ptr [r15 + rbp + 384], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c22:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 201
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 250
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*8]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    and r9, 1984
+    mov r8, qword ptr [r15 + r9 + 1472]
+    lea rbp, [r11*4]
+    mov byte ptr [r15 + r9 + 1664], bpl
+    jmp 1f
+1:
+    and rbp, 192
+    movzx esi, byte ptr [r15 + rbp + 640]
+    mov edi, 23
+    movzx edi, r8b
+    movzx r8d, byte ptr [r15 + r9 + 1536]
+    mov eax, dword ptr [r15 + rbp + 768]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 1600], ecx
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], r8d
+    mov dword ptr [r15 + r9 + 1344], 67
+    vmovdqu ymmword ptr [r15 + rbp + 576], ymm10
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9d, r9d
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 168
-    lea r9, [r11*4]
-    lea r8, [r11*8]
-    add rcx, qword ptr [r15 + rbp + 64]
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
-    and r9, 192
-    mov dword ptr [r15 + r9 + 704], 55
-    vmovq qword ptr [r15 + r8 + 7744], xmm3
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + r8 + 7552]
-    mov rsi, qword ptr [r15 + r9 + 640]
-    vmovq qword ptr [r15 + r8 + 7616], xmm3
-    mov rax, rsi
-    mov dword ptr [r15 + r8 + 7872], 210
-    movzx eax, byte ptr [r15 + r8 + 7680]
-    mov dword ptr [r15 + r8 + 7808], eax
-    mov eax, r9d
-    movzx eax, byte ptr [r15 + r9 + 576]
+    movsxd rcx, dword ptr [r15 + r8 + 512]
+    mov r8, rbp
+    mov r8, qword ptr [r15 + r9 + 1408]
+    mov edx, r8d
     jmp 1f
 1:
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + r8 + 7936]
-    mov r8, qword ptr [r15 + r9 + 768]
-    jmp 1f
-1:
+    vpor xmm10, xmm10, xmm10
+    mov r8d, dword ptr [r15 + rbp + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c23:
-    lea rbp, [r11*8]
-    and rbp, 4032
-    and r8d, dword ptr [r15 + rbp + 3456]
-    lea r9, [r11*4]
+    mov ebp, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], rcx
+    add r8, qword ptr [r15 + 0]
+    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    vmovdqu xmmword ptr [r15 + 0], xmm10
+    mov byte ptr [r15 + 0], cl
+    movzx edi, cl
+    mov byte ptr [r15 + 0], dil
     jmp 1f
 1:
-    and r9, 192
-    mov rsi, qword ptr [r15 + r9 + 768]
     jmp 1f
 1:
-    movzx eax, dl
+    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + r9 + 704]
+    mov r8, rcx
+    movsxd rcx, dword ptr [r15 + 0]
+    mov edi, ecx
     jmp 1f
 1:
-    vmovq xmm3, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 210
-    mov rax, rbp
-    mov rax, rax
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], edi
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], esi
+    movzx edi, r8b
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + rbp + 384], 74
     and r8, 64
-    mov dword ptr [r15 + r8 + 64], 166
-    mov dword ptr [r15 + rbp + 3392], 125
-    mov byte ptr [r15 + rbp + 3584], r8b
-    mov dword ptr [r15 + r9 + 640], r8d
-    add rax, qword ptr [r15 + rbp + 3712]
-    mov qword ptr [r15 + r9 + 576], rax
-    mov rdi, rax
-    mov rax, qword ptr [r15 + rbp + 3520]
-    mov dword ptr [r15 + r8 + 128], eax
-    inc dword ptr [r15 + rbp + 3648]
+    mov ebp, dword ptr [r15 + r8 + 64]
+    mov ecx, dword ptr [r15 + r8 + 128]
+    movzx edx, byte ptr [r15 + r9 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c24:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, al
-    jmp 1f
-1:
-    mov rdi, rdi
-    mov dword ptr [r15 + 0], 199
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    add rdi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    movzx eax, al
-    mov dword ptr [r15 + 0], eax
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and edi, dword ptr [r15 + 0]
-    and r8, 64
-    and edi, dword ptr [r15 + r8 + 192]
-    jmp 1f
-1:
-    and rbp, 64
+    lea rbp, [r11*8]
+    mov r9d, 3
     lea r9, [r11 + r11*1]
-    mov eax, dword ptr [r15 + rbp + 384]
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3712]
     and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + r8 + 256], 108
+    mov dword ptr [r15 + r9 + 512], r9d
+    mov qword ptr [r15 + rbp + 3648], r9
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 320], r9d
+    mov ecx, r9d
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 320], 4
+    movzx ecx, r8b
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    movsxd rcx, dword ptr [r15 + rbp + 3776]
+    jmp 1f
+1:
+    movzx edx, cl
+    movsxd rdx, dword ptr [r15 + r9 + 448]
+    lea r9, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + rbp + 3456], ymm10
+    jmp 1f
+1:
+    and r9, 64
+    add rcx, qword ptr [r15 + r9 + 64]
+    mov eax, 105
+    mov rax, qword ptr [r15 + rbp + 3520]
+    movzx edi, byte ptr [r15 + r9 + 128]
+    jmp 1f
+1:
+    mov r9, rdx
+    add r9, qword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + rbp + 3840], 138
+    mov edx, 223
+    xor dword ptr [r15 + rbp + 3584], esi
+    mov edx, 175
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c25:
-    lea rbp, [r11*8]
-    mov r9d, 129
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 1216]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + rbp + 1088]
+    mov rax, rsi
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov eax, 162
+    mov edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r9
+    movzx edx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    movzx edx, r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, eax
+    test dword ptr [r15 + 67117724], 1073741840
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx edi, cl
+    movzx eax, byte ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov byte ptr [r15 + 0], dil
-    mov dword ptr [r15 + rbp + 832], 32
+    mov dword ptr [r15 + 0], r9d
+    and r9, 192
+    mov rdx, qword ptr [r15 + r9 + 576]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], eax
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 896], r8b
-    mov dword ptr [r15 + rbp + 960], 172
+    movzx eax, byte ptr [r15 + r9 + 640]
+    jmp 1f
+1:
     and r8, 64
-    mov edi, dword ptr [r15 + r8 + 128]
+    mov byte ptr [r15 + r8 + 64], r8b
+    mov esi, r9d
+    movzx esi, byte ptr [r15 + r9 + 704]
+    mov dword ptr [r15 + r8 + 128], esi
     jmp 1f
 1:
-    movzx ecx, dil
-    vpaddd xmm3, xmm3, xmm3
-    vmovdqu xmmword ptr [r15 + rbp + 1280], xmm3
-    movzx edi, cl
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 1152], sil
-    and r9, 64
-    mov qword ptr [r15 + r9 + 256], r9
-    movzx ecx, bpl
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 1024], cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 192], ecx
-    and r9d, dword ptr [r15 + r8 + 64]
+    mov rsi, qword ptr [r15 + rbp + 512]
+    mov dword ptr [r15 + r9 + 768], esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c26:
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    lea r8, [r11*4]
+    mov r9d, r8d
+    and r8, 192
+    mov dword ptr [r15 + r8 + 640], r8d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm10, xmm10, xmm10
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
+    lea r9, [r11 + r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*8]
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3776], edx
+    movzx esi, byte ptr [r15 + r8 + 576]
+    and r9, 448
+    mov ebp, dword ptr [r15 + r9 + 1088]
     mov edx, ebp
-    lea r8, [r11 + r11*1]
-    mov rdx, r8
-    mov byte ptr [r15 + rbp + 3456], dl
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], dil
-    movzx eax, byte ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + rbp + 3584], r9d
-    vmovdqu ymmword ptr [r15 + rbp + 3712], ymm3
+    mov dword ptr [r15 + r9 + 832], 38
+    mov dword ptr [r15 + r8 + 768], 55
     jmp 1f
 1:
+    movzx ebp, dl
+    lea rbp, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + r9 + 1024]
+    and rbp, 64
+    movsxd rcx, dword ptr [r15 + rbp + 256]
+    movzx edi, byte ptr [r15 + r9 + 896]
+    mov byte ptr [r15 + r8 + 704], dil
+    vmovdqu xmmword ptr [r15 + rbp + 192], xmm10
+    mov rdi, r9
+    mov r8d, 58
+    mov ebp, 193
+    mov dword ptr [r15 + r9 + 960], 124
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 448]
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    and edi, dword ptr [r15 + r8 + 512]
-    movzx r8d, byte ptr [r15 + rbp + 3840]
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 3904], r8b
-    movsxd r8, dword ptr [r15 + rbp + 3520]
-    mov rcx, qword ptr [r15 + rbp + 3648]
-    mov rbp, rcx
     jmp 1f
 1:
     add r11, 64
@@ -2164,438 +2186,473 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c27:
-    lea rbp, [r11*4]
-    vpxor xmm3, xmm3, xmm15
-    and rbp, 192
-    vmovdqu ymmword ptr [r15 + rbp + 640], ymm3
-    vpaddd xmm3, xmm3, xmm3
-    mov dword ptr [r15 + 0], ebp
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], edi
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    movzx ecx, cl
-    mov byte ptr [r15 + 0], bpl
+    mov edi, 186
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    movzx edi, dil
+    movzx edi, dil
+    mov rdi, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
+    mov r8d, 106
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r8d
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
     jz 1f
 1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
+    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, r9d
+    mov qword ptr [r15 + 0], r9
+    mov r9, qword ptr [r15 + 0]
     jmp 1f
 1:
     lea r8, [r11 + r11*1]
-    mov rdi, r8
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     and r8, 64
-    mov qword ptr [r15 + r8 + 448], r8
-    mov rdi, r8
+    add r9, qword ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + r8 + 384], r9d
     lea r9, [r11 + r11*1]
-    movsxd rdi, dword ptr [r15 + rbp + 704]
-    add rdi, qword ptr [r15 + r8 + 512]
-    vmovq qword ptr [r15 + rbp + 768], xmm3
+    jmp 1f
+1:
     and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 384]
-    movzx eax, r8b
-    mov qword ptr [r15 + r9 + 320], rdi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovq xmm6, rcx
-    mov dword ptr [r15 + rbp + 576], ecx
+    mov r8d, dword ptr [r15 + r9 + 128]
+    mov edi, r8d
+    mov edi, edi
+    mov ecx, 104
+    movzx r8d, cl
+    mov rcx, qword ptr [r15 + rbp + 192]
+    mov dword ptr [r15 + r9 + 64], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c28:
-    lea r8, [r11 + r11*8]
-    and r8, 4032
-    vmovdqu xmmword ptr [r15 + r8 + 3584], xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    vmovdqu ymmword ptr [r15 + 0], ymm10
     jmp 1f
 1:
-    mov r9, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 152
-    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], 42
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r8
+    mov rax, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 86
-    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    mov ecx, r8d
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + r8 + 3904], r9b
-    mov rdi, r9
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], 183
-    movzx ecx, byte ptr [r15 + r8 + 3840]
-    mov rdi, qword ptr [r15 + r8 + 3392]
-    mov rbp, qword ptr [r15 + r8 + 3648]
-    lea rbp, [r11 + r11*1]
-    mov rdx, rbp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], ebp
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + r8 + 3456]
-    movzx eax, dl
-    mov edx, dword ptr [r15 + r8 + 3776]
-    mov qword ptr [r15 + r9 + 128], r8
-    mov byte ptr [r15 + r8 + 3520], dl
-    mov esi, 35
-    mov dword ptr [r15 + r8 + 3712], esi
-    add rsi, qword ptr [r15 + rbp + 384]
-    jmp 1f
-1:
+    and r8, 64
+    mov edi, dword ptr [r15 + r8 + 320]
+    lea rbp, [r11*8]
+    mov rcx, rbp
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 960], bpl
+    mov ecx, dword ptr [r15 + r8 + 384]
+    mov r8d, 186
+    lea r8, [r11 + r11*1]
+    mov edx, dword ptr [r15 + rbp + 1024]
+    mov dword ptr [r15 + rbp + 1152], 9
+    mov dword ptr [r15 + rbp + 832], 46
+    and r8, 64
+    movsxd rsi, dword ptr [r15 + r8 + 64]
+    mov qword ptr [r15 + rbp + 1216], rsi
+    mov byte ptr [r15 + r8 + 128], bpl
+    mov dword ptr [r15 + rbp + 1280], 63
+    mov qword ptr [r15 + rbp + 896], rsi
+    mov qword ptr [r15 + rbp + 1088], rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c29:
+    mov r8d, 192
+    mov ebp, 123
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    mov byte ptr [r15 + 0], bpl
+    mov esi, 173
     mov r12, qword ptr [r15 + r12 + 56]
     movsxd rsi, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov r9d, 24
-    mov r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + 0], 101
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    movzx ebp, byte ptr [r15 + 0]
+    mov rsi, rbp
+    mov ebp, esi
+    mov rsi, r8
+    test ebx, 1024
+    jnz 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 200
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm6
+    mov dword ptr [r15 + 0], 76
+    mov dword ptr [r15 + 0], 254
     jmp 1f
 1:
+    movzx esi, sil
+    mov rsi, rsi
+    mov rsi, rsi
+    add r8, qword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    vpxor xmm10, xmm10, xmm12
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    jmp 1f
-1:
-    mov r8d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov edi, dword ptr [r15 + r8 + 64]
-    mov r9d, edi
-    mov r9, r9
     lea r9, [r11 + r11*1]
-    mov ecx, 16
-    xor dword ptr [r15 + r8 + 128], ecx
-    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], ebp
     and r9, 64
-    mov byte ptr [r15 + r9 + 256], r9b
-    mov ecx, r9d
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 128], 167
+    movzx esi, r8b
     and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
+    mov qword ptr [r15 + r8 + 192], r8
+    mov dword ptr [r15 + rbp + 384], 170
+    mov esi, esi
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 128], rcx
-    movzx r8d, byte ptr [r15 + r9 + 192]
+    mov qword ptr [r15 + r8 + 256], rsi
+    vmovq qword ptr [r15 + r9 + 64], xmm10
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c30:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 47
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*8]
+    jmp 1f
+1:
+    and r8, 1984
+    inc dword ptr [r15 + r8 + 1728]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r8d, cl
-    mov ecx, dword ptr [r15 + 0]
-    mov rdi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 6
+    jmp 1f
 1:
-    mov ecx, ecx
-    mov rcx, rcx
+    mov esi, r9d
+    mov r9d, 63
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + 0]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], 188
-    lea r9, [r11*4]
-    mov dword ptr [r15 + r8 + 256], r9d
-    and r9, 192
-    mov r8d, dword ptr [r15 + r9 + 576]
-    and edi, dword ptr [r15 + r9 + 704]
-    mov dword ptr [r15 + r9 + 768], edi
+    mov byte ptr [r15 + r8 + 1344], r8b
+    vmovdqu ymmword ptr [r15 + r8 + 1536], ymm10
+    mov dword ptr [r15 + r8 + 1792], 107
+    lea r9, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
+    mov esi, 76
+    add rsi, qword ptr [r15 + r8 + 1472]
+    and rbp, 64
+    and esi, dword ptr [r15 + rbp + 512]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
+    add qword ptr [r15 + r9 + 64], r9
+    mov byte ptr [r15 + r8 + 1664], r9b
+    mov r9d, r9d
+    vpshufd xmm10, xmm10, 12
+    mov qword ptr [r15 + rbp + 448], rbp
+    mov r9, qword ptr [r15 + r8 + 1600]
+    mov byte ptr [r15 + r8 + 1408], r9b
     jmp 1f
 1:
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 128]
-    mov byte ptr [r15 + rbp + 64], dil
-    movzx edx, cl
-    mov byte ptr [r15 + r9 + 640], dl
+    mov r9, r9
+    mov ebp, r9d
+    mov r9, rbp
+    jmp 1f
+1:
+    mov r9d, r9d
+    mov rbp, rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 1856], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c31:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 0], xmm6
-    movsxd rdx, dword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rbp, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 170
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    xor dword ptr [r15 + 0], ebp
-    and rbp, 64
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 512], r8d
-    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r9d, r8d
     and r8, 64
-    mov dword ptr [r15 + r8 + 128], r8d
-    vmovdqu xmmword ptr [r15 + rbp + 448], xmm3
-    and r9, 64
-    mov rbp, qword ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + r8 + 64], 36
-    mov r8d, ebp
+    mov qword ptr [r15 + r8 + 320], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 121
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 46
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + r9 + 320]
+    mov ebp, 41
+    mov ebp, 247
+    mov qword ptr [r15 + 0], r9
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov esi, 91
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, esi
+    movsxd r9, dword ptr [r15 + 0]
+    movzx esi, r9b
     jmp 1f
 1:
+    mov r9d, dword ptr [r15 + 0]
+    mov rbp, rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11*4]
+    jmp 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], bpl
+    mov ecx, edi
+    and r9, 192
+    mov dword ptr [r15 + r9 + 704], r9d
+    mov byte ptr [r15 + rbp + 320], r9b
+    movzx ebp, sil
+    movzx ebp, byte ptr [r15 + r9 + 576]
+    movsxd rcx, dword ptr [r15 + r9 + 768]
+    movzx edi, byte ptr [r15 + r8 + 384]
+    and edi, dword ptr [r15 + r9 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c32:
-    lea rbp, [r11 + r11*8]
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 64
     jmp 1f
 1:
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3456]
-    mov dword ptr [r15 + rbp + 3648], r8d
-    and r8d, dword ptr [r15 + rbp + 3392]
-    mov r9d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
-    movzx r9d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rsi, rax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov dword ptr [r15 + 0], 78
+    mov esi, ebp
+    mov rax, rsi
+    movzx esi, bpl
+    jmp 1f
 1:
-    mov r9, r9
-    mov r9d, 187
-    lea r9, [r11 + r11*1]
-    mov r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 193
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    movzx esi, sil
+    mov qword ptr [r15 + 0], rsi
+    mov esi, esi
+    mov rax, qword ptr [r15 + 0]
+    mov esi, 201
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 147
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx eax, sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 64], 141
+    lea rbp, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 172
-    jmp 1f
-1:
+    mov rsi, r8
     and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 448]
-    mov byte ptr [r15 + rbp + 3904], r9b
-    add rdi, qword ptr [r15 + rbp + 3840]
-    mov dword ptr [r15 + rbp + 3584], edi
-    mov edi, dword ptr [r15 + rbp + 3712]
-    mov dword ptr [r15 + rbp + 3520], edi
-    mov dword ptr [r15 + rbp + 3776], edi
-    movzx ebp, dil
-    mov byte ptr [r15 + r9 + 448], bpl
-    mov dword ptr [r15 + r8 + 512], 41
+    mov qword ptr [r15 + r8 + 320], r8
+    movzx eax, byte ptr [r15 + r8 + 384]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], ebp
+    mov r8, qword ptr [r15 + rbp + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c33:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3840], 235
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], r8b
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 3392], r8d
-    mov rdi, rdi
-    movzx edi, byte ptr [r15 + rbp + 3648]
-    mov r9d, dword ptr [r15 + rbp + 3904]
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea r8, [r11*8]
+    lea rbp, [r11 + r11*1]
+    and r8, 448
     lea r9, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + rbp + 3456]
+    mov dword ptr [r15 + r8 + 1152], 137
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 64], bpl
     and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + rbp + 3584], edx
-    add rdx, qword ptr [r15 + rbp + 3520]
+    movzx eax, byte ptr [r15 + r9 + 384]
+    mov esi, 32
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 162
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm10, xmm10, xmm15
+    mov dword ptr [r15 + r8 + 896], esi
     jmp 1f
+1:
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 8320
+    jnz 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 448], dl
-    movsxd rdx, dword ptr [r15 + rbp + 3776]
-    mov qword ptr [r15 + r8 + 128], rdx
-    mov eax, edx
-    mov dword ptr [r15 + rbp + 3712], 95
+    mov esi, dword ptr [r15 + r8 + 960]
     jmp 1f
 1:
-    mov rdx, rax
+    mov rax, r8
+    mov dword ptr [r15 + r8 + 832], 187
+    mov rax, rax
+    vpshufd xmm15, xmm5, 164
+    mov dword ptr [r15 + r8 + 1216], eax
+    mov dword ptr [r15 + r8 + 1088], eax
+    mov eax, 40
+    add rax, qword ptr [r15 + r8 + 1024]
+    mov dword ptr [r15 + rbp + 128], 146
+    mov rbp, qword ptr [r15 + r9 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c34:
+    mov eax, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, esi
+    mov esi, 242
+    vpxor xmm15, xmm15, xmm10
+    mov esi, 117
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ebp
+    mov esi, 227
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov rdx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*8]
-    mov edx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    and r9, 448
-    mov rdi, qword ptr [r15 + r9 + 1152]
+    mov dword ptr [r15 + 0], esi
+    mov byte ptr [r15 + 0], sil
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + r9 + 896]
-    mov dword ptr [r15 + r9 + 1280], eax
-    lea rbp, [r11 + r11*1]
-    mov edx, r9d
-    mov rax, rdx
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 150
-    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 78
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r11*4]
+    mov esi, 203
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 192
+    add rsi, qword ptr [r15 + rbp + 576]
+    jmp 1f
+1:
     mov eax, eax
-    mov rdx, r9
-    movzx eax, byte ptr [r15 + rbp + 384]
-    add rax, qword ptr [r15 + r9 + 1216]
-    mov qword ptr [r15 + r9 + 1024], rax
+    mov byte ptr [r15 + rbp + 768], bpl
+    mov rax, rax
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 960], edi
-    mov rbp, rax
-    movzx ebp, byte ptr [r15 + r9 + 832]
-    mov rax, qword ptr [r15 + r9 + 1088]
-    mov edx, eax
-    lea r9, [r11 + r11*1]
-    mov rdx, r9
+    lea r8, [r11 + r11*1]
     and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 256]
-    mov dword ptr [r15 + r9 + 192], 83
+    and eax, dword ptr [r15 + r9 + 192]
+    and r8, 64
+    and eax, dword ptr [r15 + r8 + 128]
+    mov ecx, dword ptr [r15 + rbp + 640]
+    mov edi, ecx
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + r9 + 256]
+    mov rcx, qword ptr [r15 + rbp + 704]
+    jmp 1f
+1:
+    mov r9, rcx
+    mov qword ptr [r15 + r8 + 64], r9
     add r11, 64
     inc rbx
     dec r13
@@ -2604,173 +2661,179 @@ ditto_body_c1:
     lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    jmp 1f
-1:
+    lea r8, [r11 + r11*1]
     and r9, 64
     movzx eax, byte ptr [r15 + r9 + 320]
-    lea rbp, [r11 + r11*1]
-    movzx edi, bpl
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 512], rbp
-    jmp 1f
-1:
+    and r8, 64
+    mov ebp, dword ptr [r15 + r8 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 0
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    add rax, qword ptr [r15 + rbp + 3392]
+    mov ecx, 51
+    movsxd rcx, dword ptr [r15 + rbp + 3776]
     test ebx, 1073741824
     jz 1f
 1:
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + rbp + 3904], 190
+    mov eax, dword ptr [r15 + rbp + 3456]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + rbp + 3648]
+    mov qword ptr [r15 + rbp + 3712], rdi
+    movsxd rdi, dword ptr [r15 + r9 + 384]
+    movzx r9d, dil
+    mov esi, 24
+    movzx r9d, byte ptr [r15 + rbp + 3840]
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + r8 + 64], 31
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + rbp + 448]
-    and r8, 64
-    movsxd rbp, dword ptr [r15 + r8 + 256]
-    mov rdx, qword ptr [r15 + r8 + 192]
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 384], dl
+    mov rsi, rdx
+    mov dword ptr [r15 + rbp + 3520], esi
+    mov dword ptr [r15 + rbp + 3584], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c36:
-    mov edx, dword ptr [r15 + 0]
-    mov r8, rdx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r8
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
+    mov esi, r9d
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 154
     jmp 1f
 1:
+    mov rsi, rsi
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm6
-    mov edx, 65
+    movzx esi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    mov rsi, rbp
+    mov dword ptr [r15 + 0], esi
+    jmp 1f
+1:
+    mov esi, 94
+    movzx esi, sil
+    movzx esi, sil
+    mov byte ptr [r15 + 0], sil
+    mov rsi, qword ptr [r15 + 0]
+    vpor xmm15, xmm15, xmm15
+    movsxd rbp, dword ptr [r15 + 0]
+    mov eax, 20
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    and r8d, dword ptr [r15 + 0]
-    vmovdqu xmmword ptr [r15 + 0], xmm6
+    vmovdqu ymmword ptr [r15 + 0], ymm15
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 0], edx
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     and r9, 64
-    and r8d, dword ptr [r15 + r9 + 320]
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11*4]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 512], rbp
-    and r8, 192
-    mov dword ptr [r15 + r8 + 640], 46
-    mov qword ptr [r15 + r9 + 384], r8
-    movzx r9d, r9b
-    and r9d, dword ptr [r15 + rbp + 448]
-    mov dword ptr [r15 + r8 + 768], 123
-    mov qword ptr [r15 + r8 + 576], rdx
-    movzx ebp, byte ptr [r15 + r8 + 704]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 320], r8d
+    vpmovmskb eax, xmm15
+    mov rsi, rax
+    and r8, 64
+    mov byte ptr [r15 + r8 + 128], r8b
+    jmp 1f
+1:
+    movzx esi, sil
+    mov qword ptr [r15 + r9 + 384], rsi
+    add qword ptr [r15 + r8 + 64], rsi
+    lea r9, [r11 + r11*1]
+    mov rsi, r9
+    and r9, 64
+    mov qword ptr [r15 + r9 + 192], r9
+    mov esi, eax
+    mov qword ptr [r15 + r9 + 256], rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c37:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    mov r8d, 194
-    mov r9d, 27
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    mov r8d, eax
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r9b
+    .byte 0x0f, 0x1f, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    add rbp, qword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + 0], r8
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 512]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 50
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, eax
+    mov rax, rsi
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 546
+    jz 1f
+1:
+    mov eax, 117
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov edx, 51
-    jmp 1f
-1:
-    movzx edx, dl
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 114
-    mov rdx, rbp
-    mov edx, 242
-    mov edx, 144
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 128], 31
+    and r8, 64
+    add rsi, qword ptr [r15 + r8 + 320]
+    lea r9, [r11 + r11*1]
+    mov rdi, r9
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 320]
+    mov edi, dword ptr [r15 + r9 + 384]
     jmp 1f
 1:
-    mov rdx, rdx
-    mov dword ptr [r15 + r9 + 448], 176
-    mov edx, 211
-    movsxd r9, dword ptr [r15 + r8 + 384]
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 64], r9
-    mov rdx, rdx
+    mov byte ptr [r15 + rbp + 64], dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    or qword ptr [r15 + r8 + 384], 97
     add r11, 64
     inc rbx
     dec r13
@@ -2778,1705 +2841,1761 @@ ditto_body_c1:
 .Lc1_b1_c38:
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    mov r9, rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 0]
-    vpcmpeqb xmm6, xmm6, xmm5
-    mov dword ptr [r15 + 0], 119
-    mov qword ptr [r15 + 0], rbp
-    mov byte ptr [r15 + 0], dl
-    mov edx, edx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 202
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r9d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx r8d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov r8d, 42
+    mov r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov rdx, r9
+    mov r9d, r9d
     jmp 1f
 1:
-    and r9, 64
-    movsxd rbp, dword ptr [r15 + r9 + 448]
+    mov byte ptr [r15 + 0], r8b
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 217
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    lea rbp, [r11 + r11*1]
     lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], r8b
-    mov edx, dword ptr [r15 + r9 + 512]
     lea r9, [r11 + r11*1]
-    mov edi, 212
-    vmovdqu ymmword ptr [r15 + r8 + 128], ymm6
+    and r8, 64
+    mov byte ptr [r15 + r8 + 256], bpl
     and r9, 64
-    add r8, qword ptr [r15 + r9 + 320]
-    jmp 1f
-1:
-    vpshufd xmm6, xmm6, 29
-    mov rdi, qword ptr [r15 + r9 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    add rsi, qword ptr [r15 + r9 + 64]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 384], rax
+    movzx edi, byte ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + rbp + 320], 49
+    mov dword ptr [r15 + r9 + 128], edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c39:
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*8]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], rdx
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3520], r9b
+    movzx r9d, r8b
+    movzx r9d, r9b
+    mov r9d, r9d
+    mov r9d, 201
+    mov qword ptr [r15 + r8 + 3456], rcx
+    mov ecx, r9d
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    mov edx, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov dword ptr [r15 + 0], 59
+    mov dword ptr [r15 + 0], 23
     jmp 1f
 1:
-    test ebx, 512
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    vpaddd xmm6, xmm6, xmm6
-    jmp 1f
-1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r9d, 4
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + r8 + 3776], ecx
+    movzx ecx, bpl
+    movsxd rcx, dword ptr [r15 + r8 + 3648]
+    mov rbp, rcx
+    and ecx, dword ptr [r15 + r8 + 3584]
+    mov qword ptr [r15 + r8 + 3712], rcx
+    mov byte ptr [r15 + r8 + 3904], cl
+    mov r9d, 20
+    add rcx, qword ptr [r15 + r8 + 3392]
     lea r9, [r11 + r11*1]
-    and rbp, 64
-    and edx, dword ptr [r15 + rbp + 448]
-    lea r8, [r11 + r11*1]
-    mov edi, 219
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 64]
+    mov byte ptr [r15 + r8 + 3840], r9b
     and r9, 64
-    mov dword ptr [r15 + r9 + 384], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + r8 + 128]
-    movzx r8d, al
-    mov byte ptr [r15 + rbp + 512], bpl
-    mov byte ptr [r15 + r9 + 320], r8b
+    and ecx, dword ptr [r15 + r9 + 64]
+    mov qword ptr [r15 + r9 + 128], rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c40:
-    mov r8d, 193
-    movzx eax, sil
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov eax, r8d
-    mov rax, rax
-    mov eax, 200
-    and r8, 64
-    mov byte ptr [r15 + r8 + 320], r8b
-    movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
-    vpmovmskb edx, xmm6
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    movzx r9d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 198
-    mov ebp, 77
-    jmp 1f
-1:
-    movzx ebp, cl
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 206
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
+    mov r8, rcx
+    mov r8d, r8d
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*4]
+    lea r8, [r11 + r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    mov byte ptr [r15 + r8 + 1088], r8b
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7744]
+    jmp 1f
+1:
+    mov r9d, 162
+    mov r9d, r9d
+    mov r9, qword ptr [r15 + rbp + 7680]
     lea r9, [r11 + r11*1]
     jmp 1f
 1:
+    mov esi, dword ptr [r15 + rbp + 7616]
+    jmp 1f
+1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 192], 152
-    mov dword ptr [r15 + r8 + 384], edi
-    add rdi, qword ptr [r15 + r9 + 256]
-    mov r9, qword ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + r9 + 448], 89
+    jmp 1f
+1:
+    add qword ptr [r15 + r8 + 960], r9
+    movzx edi, r9b
+    and edi, dword ptr [r15 + r8 + 1024]
+    and edi, dword ptr [r15 + r8 + 896]
+    movsxd r8, dword ptr [r15 + r9 + 512]
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 7488], rdx
+    movzx r9d, dil
+    vmovdqu ymmword ptr [r15 + rbp + 7552], ymm15
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c41:
-    lea r9, [r11 + r11*8]
-    and r9, 1984
-    movzx edi, byte ptr [r15 + r9 + 1664]
-    jmp 1f
-1:
-    mov ebp, 215
-    jmp 1f
-1:
-    mov ebp, r9d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
+    jmp 1f
+1:
+    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    movzx edi, r9b
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    movzx edi, r8b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 168
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 16
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 203
+    mov dword ptr [r15 + 0], edi
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    and r9, 64
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    add rdi, qword ptr [r15 + rbp + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 1536], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, al
+    and edi, dword ptr [r15 + r9 + 192]
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    add rdi, qword ptr [r15 + r9 + 1728]
+    mov eax, r8d
+    and rbp, 64
+    vmovdqu xmmword ptr [r15 + rbp + 512], xmm10
     and r8, 64
-    mov rax, qword ptr [r15 + r8 + 512]
+    mov eax, dword ptr [r15 + r8 + 64]
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 256], al
-    mov rax, rax
-    movzx eax, byte ptr [r15 + r9 + 1408]
-    mov dword ptr [r15 + r9 + 1344], eax
-    and edi, dword ptr [r15 + r9 + 1472]
+    mov ecx, eax
+    and ecx, dword ptr [r15 + rbp + 448]
+    mov rax, qword ptr [r15 + r8 + 128]
+    mov r8d, dword ptr [r15 + r9 + 256]
     jmp 1f
 1:
-    mov rax, rdi
-    mov dword ptr [r15 + r9 + 1600], 35
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r9 + 1856], ymm6
-    mov qword ptr [r15 + r9 + 1792], rdx
-    add rdi, qword ptr [r15 + r8 + 448]
+    mov rbp, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c42:
-    add rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 237
-    mov qword ptr [r15 + 0], rdi
-    mov dword ptr [r15 + 0], 7
-    movzx r8d, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 162
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 4
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edi, 162
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov rdi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
+    movzx eax, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 0], ymm15
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], 41
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ebp
+    mov r8d, 99
+    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, bpl
+    mov ebp, 200
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    mov edi, edi
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 39
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    add rdi, qword ptr [r15 + r8 + 192]
     lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 192], bpl
-    mov byte ptr [r15 + r8 + 256], bpl
+    lea r8, [r11 + r11*1]
+    and rbp, 192
+    mov qword ptr [r15 + rbp + 768], rbp
     and r9, 64
-    mov dword ptr [r15 + r9 + 128], 43
-    mov qword ptr [r15 + rbp + 256], r9
-    add rbp, qword ptr [r15 + r9 + 64]
+    mov rsi, qword ptr [r15 + r9 + 448]
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 384]
+    mov edi, dword ptr [r15 + r8 + 320]
+    mov r8d, 90
+    mov dword ptr [r15 + rbp + 576], r8d
+    mov r8d, dword ptr [r15 + rbp + 640]
+    mov edx, r8d
+    mov r8d, edx
+    movsxd r8, dword ptr [r15 + r9 + 512]
+    and r8d, dword ptr [r15 + rbp + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c43:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    lea r9, [r11 + r11*8]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3712], ymm6
-    mov dword ptr [r15 + r9 + 3392], r9d
-    and ebp, dword ptr [r15 + r9 + 3776]
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + r9 + 3840]
-    and ebp, dword ptr [r15 + r9 + 3520]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 3456], 203
-    jmp 1f
-1:
-    and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 64]
-    mov eax, 222
-    mov dword ptr [r15 + r9 + 3648], eax
+    lea r8, [r11 + r11*4]
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 3584], ebp
     and rbp, 64
-    mov qword ptr [r15 + rbp + 192], r8
+    mov dword ptr [r15 + rbp + 320], ebp
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1536], 106
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + r8 + 1344]
+    lea r9, [r11*8]
+    add rdx, qword ptr [r15 + rbp + 384]
+    jmp 1f
+1:
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3456], r8b
+    mov ebp, 196
+    mov ebp, ebp
+    movsxd rbp, dword ptr [r15 + r9 + 3776]
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + r8 + 128]
-    and r8d, dword ptr [r15 + r9 + 3904]
+    movzx esi, bpl
+    vmovdqu ymmword ptr [r15 + r9 + 3648], ymm15
+    mov ebp, dword ptr [r15 + r9 + 3584]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + rbp + 256]
+    movzx ecx, bpl
+    movzx edi, byte ptr [r15 + r9 + 3392]
+    mov qword ptr [r15 + r8 + 1408], rdi
     jmp 1f
 1:
+    add rdi, qword ptr [r15 + r8 + 1600]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 3520], 234
+    mov qword ptr [r15 + r8 + 1472], rbp
+    movzx ebp, byte ptr [r15 + r9 + 3712]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c44:
-    lea r8, [r11 + r11*1]
-    mov rbp, rax
-    mov r9d, 94
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 0
-    lea rbp, [r11 + r11*1]
-    mov r9d, 140
-    and rbp, 64
-    and r9d, dword ptr [r15 + rbp + 64]
+    mov rbp, rbp
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    lea r8, [r11*4]
+    jmp 1f
+1:
+    lea rbp, [r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
-    movzx r9d, al
-    lea r9, [r11 + r11*8]
-    movzx edi, r9b
-    vpmovmskb edi, xmm6
-    and r9, 4032
-    and eax, dword ptr [r15 + r9 + 3584]
+    and rbp, 448
+    mov rdi, qword ptr [r15 + rbp + 1216]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7552], r8b
+    movzx r9d, byte ptr [r15 + rbp + 1024]
+    vpxor xmm15, xmm15, xmm10
+    mov rdx, qword ptr [r15 + rbp + 1088]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + r9 + 3456]
-    add rax, qword ptr [r15 + r9 + 3648]
+    and edx, dword ptr [r15 + r8 + 7488]
+    mov r9d, edx
+    movsxd rdx, dword ptr [r15 + r8 + 7616]
+    vmovq xmm15, r8
+    lea r9, [r11 + r11*1]
+    mov rdi, r9
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + rbp + 960], r8d
+    mov dword ptr [r15 + rbp + 896], 6
+    mov qword ptr [r15 + r9 + 64], rax
+    mov eax, eax
     jmp 1f
 1:
-    mov rdi, rax
-    mov qword ptr [r15 + r8 + 64], rdi
-    inc dword ptr [r15 + r9 + 3520]
+    mov dword ptr [r15 + rbp + 1152], eax
+    mov qword ptr [r15 + rbp + 832], rax
+    movsxd rax, dword ptr [r15 + r8 + 7680]
     jmp 1f
 1:
-    mov rdi, rdx
-    mov dword ptr [r15 + r9 + 3840], 119
-    mov qword ptr [r15 + r9 + 3712], rdi
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 128], edi
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 3392], rdx
-    mov dword ptr [r15 + r9 + 3776], edi
-    mov rax, rdi
-    or qword ptr [r15 + r9 + 3904], 40
+    mov qword ptr [r15 + rbp + 1280], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c45:
-    lea r9, [r11 + r11*8]
-    vpaddd xmm6, xmm6, xmm6
-    jmp 1f
-1:
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    movsxd rax, dword ptr [r15 + 0]
+    mov r8, rdx
+    jmp 1f
+1:
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, rdx
+    mov dword ptr [r15 + 0], 189
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + 0]
+    mov rbp, rdi
+    movzx edi, bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpaddd xmm15, xmm15, xmm15
+    movzx edi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    lea r9, [r11 + r11*1]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    mov byte ptr [r15 + r9 + 1856], bpl
-    movzx edi, byte ptr [r15 + rbp + 320]
-    mov rbp, rdi
-    mov ebp, 188
-    mov rbp, rbp
-    lea rbp, [r11 + r11*1]
-    add rdi, qword ptr [r15 + r9 + 1472]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 448], 81
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 128]
+    and r8, 64
+    add rsi, qword ptr [r15 + r8 + 192]
     jmp 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], edx
-    mov byte ptr [r15 + rbp + 128], bpl
-    vmovq xmm6, rax
+    movzx esi, al
+    mov eax, dword ptr [r15 + rbp + 512]
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 1536], rdi
-    mov ebp, ebp
-    mov rbp, rdi
-    add rbp, qword ptr [r15 + r9 + 1728]
+    movzx ebp, bpl
+    mov rbp, qword ptr [r15 + r8 + 256]
+    mov byte ptr [r15 + r9 + 64], bpl
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 1792], rbp
-    mov rbp, qword ptr [r15 + r9 + 1600]
-    mov dword ptr [r15 + r9 + 1408], 78
-    and ebp, dword ptr [r15 + r9 + 1664]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c46:
-    mov dword ptr [r15 + 0], 234
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov rbp, rbp
-    mov byte ptr [r15 + 0], dil
-    mov byte ptr [r15 + 0], bpl
-    mov ebp, 80
-    and ebp, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    movzx edi, dl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    movzx ebp, byte ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb edi, xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edi, ebp
-    jmp 1f
-1:
-    add rdi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov ebp, edi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    mov r9, qword ptr [r15 + 0]
     jmp 1f
 1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 384], eax
+    mov r9, qword ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + 0], 103
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    vpcmpeqb xmm15, xmm15, xmm2
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    movzx r9d, al
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 8429667
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 128]
+    jmp 1f
+1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 256], r9
-    add rax, qword ptr [r15 + rbp + 320]
-    mov byte ptr [r15 + r8 + 64], al
-    mov byte ptr [r15 + r9 + 192], al
-    mov r8d, 34
+    mov byte ptr [r15 + r9 + 256], r9b
+    mov qword ptr [r15 + r9 + 192], r9
+    lea r9, [r11 + r11*1]
+    movzx eax, r9b
+    jmp 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 512], bpl
+    movzx eax, r9b
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 128], eax
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + r9 + 448]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c47:
-    lea r8, [r11*8]
-    mov eax, 212
-    mov eax, eax
-    and r8, 448
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r9d, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, eax
+    mov r9d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r9, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 1024], r9d
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 1088], 138
+    mov dword ptr [r15 + r9 + 1152], 84
+    and eax, dword ptr [r15 + r9 + 960]
     and rbp, 64
-    and eax, dword ptr [r15 + rbp + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, byte ptr [r15 + rbp + 512]
+    mov r8, rdi
+    movzx r8d, r8b
+    movzx r8d, r8b
+    lea r8, [r11 + r11*1]
+    mov esi, r8d
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb r9d, xmm6
-    mov rdi, r9
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 64]
+    add rsi, qword ptr [r15 + r9 + 896]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 6400
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 97
-    mov qword ptr [r15 + r8 + 1152], r9
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 1024], dil
-    and edi, dword ptr [r15 + rbp + 128]
-    mov byte ptr [r15 + r8 + 832], dil
-    and r9, 64
-    movsxd rdi, dword ptr [r15 + r9 + 512]
-    mov rbp, qword ptr [r15 + r8 + 1280]
-    mov rax, rbp
-    mov qword ptr [r15 + r9 + 448], rdx
-    add rbp, qword ptr [r15 + r8 + 896]
-    add rbp, qword ptr [r15 + r8 + 960]
-    movzx r9d, byte ptr [r15 + r8 + 1216]
+    movzx edx, byte ptr [r15 + r9 + 1216]
+    mov ecx, dword ptr [r15 + r9 + 1088]
+    mov esi, ecx
+    mov byte ptr [r15 + r8 + 128], r9b
+    movzx esi, byte ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    mov edx, 210
+    mov r9d, esi
+    movsxd r9, dword ptr [r15 + rbp + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c48:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov esi, 255
+    lea rbp, [r11*8]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 512], rdx
+    mov edx, r9d
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3840], ebp
+    mov edi, ebp
+    mov r8d, 244
+    mov dword ptr [r15 + r9 + 448], eax
+    mov qword ptr [r15 + rbp + 3712], r8
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm6, xmm6, xmm6
-    movzx ebp, dl
-    mov ebp, ebp
-    mov rdx, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, edx
-    mov ebp, 130
-    jmp 1f
-1:
-    mov ebp, 148
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov edx, 68
-    and r9, 1984
-    movsxd rdx, dword ptr [r15 + r9 + 1664]
-    and rbp, 64
+    mov r8d, edi
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 384], 0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 176
     and r8, 64
-    and edx, dword ptr [r15 + r8 + 192]
-    and edx, dword ptr [r15 + r9 + 1536]
-    mov dword ptr [r15 + r9 + 1472], 116
-    mov dword ptr [r15 + r8 + 256], 143
-    movsxd r8, dword ptr [r15 + r9 + 1408]
-    mov rdi, qword ptr [r15 + rbp + 320]
-    mov ebp, 57
+    mov qword ptr [r15 + r8 + 256], r8
+    mov r9, r8
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + r9 + 1344]
-    mov eax, 58
-    mov esi, dword ptr [r15 + r9 + 1600]
+    mov dword ptr [r15 + rbp + 3584], ecx
+    mov ecx, edx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + rbp + 3776]
+    mov edx, ecx
+    movzx edx, byte ptr [r15 + rbp + 3456]
+    movzx r9d, byte ptr [r15 + rbp + 3520]
+    mov dword ptr [r15 + rbp + 3648], 195
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + r8 + 192]
+    mov r8, rcx
+    movzx ecx, byte ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c49:
-    mov ebp, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
+    mov rcx, qword ptr [r15 + 0]
+    mov r8d, ecx
+    mov byte ptr [r15 + 0], r8b
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    mov qword ptr [r15 + 0], r9
+    mov rbp, rcx
+    mov ecx, ebp
+    mov ecx, 152
+    mov r9d, r8d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 143
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov r8d, 78
-    mov esi, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r8d, r9d
+    movsxd r8, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + 0], bpl
-    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 256], 37
-    mov esi, 98
-    movzx esi, sil
-    and r9, 64
+    mov dword ptr [r15 + rbp + 192], 230
     lea r8, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + r9 + 128]
+    mov ecx, r8d
     and r8, 64
-    mov dword ptr [r15 + r8 + 512], eax
-    and esi, dword ptr [r15 + r8 + 448]
-    and esi, dword ptr [r15 + rbp + 192]
+    vmovdqu ymmword ptr [r15 + r8 + 320], ymm15
+    lea r9, [r11 + r11*1]
+    movzx ecx, bpl
+    mov byte ptr [r15 + rbp + 256], cl
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + r9 + 64]
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 64]
+    add rbp, qword ptr [r15 + r8 + 384]
+    mov r8d, 242
+    jmp 1f
+1:
+    mov r8d, r8d
+    add r8, qword ptr [r15 + r9 + 128]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c50:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 219
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 576], 1
+    mov r9d, 242
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov eax, 122
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    lea rbp, [r11 + r11*2]
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7936], edi
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], esi
-    mov esi, ebp
-    mov rdi, rsi
-    vmovq qword ptr [r15 + r8 + 7744], xmm6
-    and r9d, dword ptr [r15 + r8 + 7680]
-    lea r9, [r11 + r11*1]
-    mov edi, r9d
-    mov dword ptr [r15 + r8 + 7872], edi
-    add rdi, qword ptr [r15 + r8 + 7488]
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 512]
+    lea r9, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r8d
+    mov eax, r9d
+    mov dword ptr [r15 + r9 + 1536], eax
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], rbp
+    mov dword ptr [r15 + rbp + 256], edi
+    mov qword ptr [r15 + r8 + 768], rbp
+    mov rbp, rbp
+    mov eax, dword ptr [r15 + r8 + 640]
+    vmovdqu ymmword ptr [r15 + r9 + 1472], ymm15
+    mov ebp, eax
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 7616], r9
-    jmp 1f
-1:
-    mov eax, 239
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + r8 + 7808]
-    and eax, dword ptr [r15 + r8 + 7552]
-    movsxd r8, dword ptr [r15 + r9 + 448]
-    mov dword ptr [r15 + rbp + 960], edi
-    movsxd r9, dword ptr [r15 + rbp + 896]
+    mov edi, dword ptr [r15 + r8 + 704]
+    movzx eax, r9b
+    mov byte ptr [r15 + r9 + 1664], r9b
+    movsxd rax, dword ptr [r15 + r9 + 1792]
+    movzx r8d, al
+    movzx eax, r8b
+    movsxd r8, dword ptr [r15 + r9 + 1728]
+    mov rcx, r8
+    mov dword ptr [r15 + r9 + 1600], 121
+    movzx r8d, cl
+    movsxd r8, dword ptr [r15 + r9 + 1408]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c51:
-    mov eax, 219
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    mov eax, 201
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    inc dword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
-    movzx r9d, dl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 222
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], 93
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov esi, ebp
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], bpl
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
-    movsxd rsi, dword ptr [r15 + r9 + 192]
-    mov r9d, dword ptr [r15 + r8 + 128]
-    mov byte ptr [r15 + rbp + 448], al
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c52:
-    mov r9d, ebp
-    mov dword ptr [r15 + 0], 45
-    mov r9d, r8d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    mov r8, r9
-    and r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9d, 216
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 89
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    movsxd r9, dword ptr [r15 + 0]
-    mov ebp, 73
-    test ebx, 2304
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 122
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 106
-    lea r9, [r11*4]
-    jmp 1f
-1:
-    and r9, 192
-    mov rax, qword ptr [r15 + r9 + 704]
-    jmp 1f
-1:
-    mov rsi, rax
-    mov esi, esi
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 768], rsi
-    mov qword ptr [r15 + rbp + 256], rsi
-    mov rax, qword ptr [r15 + r9 + 640]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 576], eax
-    mov esi, dword ptr [r15 + r8 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c53:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 157
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3648], sil
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    nop
-    jmp 1f
-1:
-    movzx edx, r8b
-    movsxd rax, dword ptr [r15 + rbp + 64]
-    vpaddd xmm6, xmm6, xmm6
-    movzx edx, byte ptr [r15 + r9 + 3520]
-    add qword ptr [r15 + r9 + 3584], rdx
-    movzx ebp, byte ptr [r15 + r9 + 3776]
-    mov dword ptr [r15 + r9 + 3456], 6
-    mov dword ptr [r15 + r9 + 3840], 33
-    movzx edx, byte ptr [r15 + r9 + 3712]
-    mov rdi, qword ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + r8 + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c54:
-    lea rbp, [r11 + r11*8]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7680], 35
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + rbp + 7808]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    mov r8d, 107
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     mov dword ptr [r15 + 0], r8d
+    mov r8d, r8d
+    mov dword ptr [r15 + 0], eax
     mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + rbp + 7744]
-    lea r9, [r11 + r11*1]
-    mov esi, dword ptr [r15 + rbp + 7872]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], r9b
-    mov byte ptr [r15 + rbp + 7616], r9b
-    and r8d, dword ptr [r15 + rbp + 8000]
-    lea r8, [r11 + r11*1]
-    add rsi, qword ptr [r15 + r9 + 320]
-    vmovdqu ymmword ptr [r15 + rbp + 7936], ymm6
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
-    mov dword ptr [r15 + r8 + 64], 6
-    mov qword ptr [r15 + rbp + 7488], r8
-    mov dword ptr [r15 + rbp + 7552], r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c55:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r8d
-    mov esi, esi
-    jmp 1f
-1:
-    movzx esi, al
-    movzx esi, byte ptr [r15 + 0]
-    mov r8d, 33
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], 190
     movsxd r8, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov eax, 7
+    jmp 1f
+1:
+    test ebx, 1073741824
     jz 1f
 1:
-    imul r8, qword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
-    lea r9, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov dword ptr [r15 + 0], ecx
+    movzx ecx, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], esi
+    and r8, 64
+    mov esi, dword ptr [r15 + r8 + 512]
+    movzx ecx, sil
     lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    and r9, 192
-    and r8d, dword ptr [r15 + r9 + 768]
-    jmp 1f
-1:
     and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 320], 245
-    mov qword ptr [r15 + r9 + 576], r9
-    mov dword ptr [r15 + rbp + 384], r9d
-    and r8, 64
-    add rbp, qword ptr [r15 + r8 + 384]
-    mov rsi, r9
-    mov byte ptr [r15 + r8 + 320], sil
-    mov rsi, qword ptr [r15 + r9 + 640]
-    mov r8d, esi
+    mov dword ptr [r15 + rbp + 448], ebp
+    lea r9, [r11 + r11*1]
+    movsxd rsi, dword ptr [r15 + r8 + 448]
+    and r9, 64
+    add r8, qword ptr [r15 + r9 + 384]
     jmp 1f
 1:
-    movzx r8d, r8b
-    add r8, qword ptr [r15 + r9 + 704]
+    add r8, qword ptr [r15 + rbp + 512]
+    mov dword ptr [r15 + r9 + 320], edi
     mov r9, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
-.Lc1_b1_c56:
-    movzx r9d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 125
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 21
-    mov r8d, 126
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 99
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 181
-    mov r8, r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov edi, 67
-    jmp 1f
-1:
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, edi
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
+.Lc1_b1_c52:
     lea rbp, [r11 + r11*1]
-    mov edx, r8d
+    jmp 1f
+1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 128], eax
+    mov r9d, dword ptr [r15 + rbp + 512]
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 21
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov rdx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, eax
+    movzx edx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, eax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 126
     lea r8, [r11 + r11*1]
-    mov esi, r8d
-    mov eax, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + rbp + 448]
     and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 512], ebp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 197
+    mov eax, dword ptr [r15 + r8 + 448]
+    jmp 1f
+1:
+    movzx r8d, cl
+    mov dword ptr [r15 + rbp + 256], r8d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c53:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, qword ptr [r15 + 0]
+    movzx ebp, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpcmpeqb xmm15, xmm15, xmm11
+    mov r8, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov r9, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 97
+    mov r8, qword ptr [r15 + 0]
+    lea r9, [r11*4]
+    movzx ebp, r9b
+    vmovq qword ptr [r15 + 0], xmm15
+    test dword ptr [r15 + 67117724], 8192
+    jnz 1f
+1:
+    and r9, 192
+    mov byte ptr [r15 + r9 + 640], r9b
+    jmp 1f
+1:
+    mov ebp, r9d
+    lea rbp, [r11 + r11*1]
+    mov r8, rsi
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], bpl
+    mov dword ptr [r15 + rbp + 320], 99
+    mov r8, rbp
+    mov ebp, 155
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r8d, dword ptr [r15 + r9 + 704]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 512], rbp
+    movsxd rdx, dword ptr [r15 + r9 + 768]
+    mov dword ptr [r15 + rbp + 448], 171
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, dl
+    and ebp, dword ptr [r15 + r9 + 576]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c54:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    mov rdx, rbp
+    add r9, qword ptr [r15 + 0]
+    mov edx, 254
+    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r9d, dl
+    mov dword ptr [r15 + 0], 144
+    mov dword ptr [r15 + 0], 152
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    movzx edx, r9b
+    jmp 1f
+1:
+    mov r9d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 107
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edx
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 320], bpl
+    mov r8d, 150
     and r9, 64
-    mov dword ptr [r15 + r9 + 512], 144
+    mov dword ptr [r15 + r9 + 192], r9d
+    mov r8d, ebp
+    movzx r8d, r8b
+    lea r8, [r11 + r11*1]
+    mov rsi, r9
+    mov byte ptr [r15 + r9 + 256], sil
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], r8
+    and esi, dword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + rbp + 384], ebp
+    mov r8, rsi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c55:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, al
+    mov dword ptr [r15 + 0], 237
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 448]
+    movzx r9d, r9b
+    mov r9, qword ptr [r15 + rbp + 512]
+    lea rbp, [r11*4]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 274
+    jz 1f
+1:
+    jmp 1f
+1:
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 576], sil
+    mov esi, 133
+    mov esi, esi
+    mov dword ptr [r15 + rbp + 768], esi
+    mov rsi, rsi
+    jmp 1f
+1:
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + rbp + 704]
+    jmp 1f
+1:
+    mov rsi, r9
+    mov r9d, esi
+    mov esi, 60
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 64], r9
-    mov byte ptr [r15 + r9 + 448], r9b
-    mov dword ptr [r15 + r8 + 320], 58
+    movsxd rsi, dword ptr [r15 + rbp + 640]
+    mov rbp, qword ptr [r15 + r8 + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c56:
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*8]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 256], 203
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1536], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    movzx esi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    mov esi, 126
+    movzx r8d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov esi, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 64]
+    mov qword ptr [r15 + rbp + 1664], rdx
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 192], 186
+    jmp 1f
+1:
+    movzx r9d, sil
+    mov r9d, r9d
+    mov dword ptr [r15 + rbp + 1344], r9d
+    mov r9d, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, r9b
+    mov rsi, qword ptr [r15 + rbp + 1472]
+    mov byte ptr [r15 + rbp + 1728], dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 128], rsi
+    mov r8, rsi
+    add rsi, qword ptr [r15 + rbp + 1856]
+    mov dword ptr [r15 + rbp + 1408], 135
+    movsxd r8, dword ptr [r15 + rbp + 1600]
+    mov r9, r8
+    movsxd r8, dword ptr [r15 + rbp + 1792]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c57:
-    mov r8d, r9d
-    and r8d, dword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 99
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 5632
-    jz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], ebp
-    movzx r9d, byte ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    mov r8d, 208
-    and rbp, 64
-    add r9, qword ptr [r15 + rbp + 384]
     lea r8, [r11 + r11*1]
+    and r8, 64
     lea r9, [r11 + r11*1]
-    mov edi, 115
+    mov byte ptr [r15 + r8 + 384], sil
+    jmp 1f
+1:
+    jmp 1f
+1:
     and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 384]
-    mov eax, dword ptr [r15 + r9 + 320]
-    and r8, 64
-    vmovq qword ptr [r15 + r8 + 128], xmm6
-    mov dword ptr [r15 + r8 + 64], r8d
+    movzx esi, byte ptr [r15 + r9 + 512]
     jmp 1f
 1:
-    mov r8d, r8d
-    movzx r8d, r8b
-    mov r8d, dword ptr [r15 + rbp + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c58:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
-    movzx r8d, bpl
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r8d, 196
-    movzx r8d, r8b
-    jmp 1f
-1:
-    lea r8, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 896], r8d
-    lea r9, [r11 + r11*1]
-    and ebp, dword ptr [r15 + r8 + 960]
-    mov dword ptr [r15 + r8 + 1280], 39
-    add rbp, qword ptr [r15 + r8 + 1152]
-    and r9, 64
-    vmovq qword ptr [r15 + r9 + 384], xmm6
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + r8 + 1088]
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 1216], bpl
-    mov edi, ebp
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 128]
-    movsxd rsi, dword ptr [r15 + r8 + 832]
-    mov edx, 106
-    mov edx, dword ptr [r15 + rbp + 64]
-    mov qword ptr [r15 + r9 + 320], rdx
-    mov byte ptr [r15 + r8 + 1024], dl
-    mov r9d, edx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c59:
-    lea r9, [r11 + r11*1]
-    movzx edx, r9b
-    and r9, 64
-    mov qword ptr [r15 + r9 + 512], r9
-    mov edx, ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 81
-    mov dword ptr [r15 + 0], 106
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r9b
-    mov dword ptr [r15 + 0], edx
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 60
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 2304
-    jz 1f
-1:
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm6
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    mov r8d, ebp
-    mov byte ptr [r15 + 0], r8b
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov ebp, dword ptr [r15 + 0]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], r8d
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    add rdi, qword ptr [r15 + r8 + 320]
-    mov dword ptr [r15 + r9 + 448], edi
-    vmovq xmm6, rdi
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ebp
-    jmp 1f
-1:
-    mov edi, 230
-    add rdi, qword ptr [r15 + rbp + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c60:
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], r8
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edi
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 73
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    mov rdi, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
-    jmp 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], r8d
-    and ebp, dword ptr [r15 + r8 + 384]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    lea rbp, [r11 + r11*1]
-    add rdi, qword ptr [r15 + r8 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 64
-    add rdi, qword ptr [r15 + rbp + 192]
-    mov byte ptr [r15 + rbp + 256], dil
-    add rdi, qword ptr [r15 + r8 + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c61:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 94
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dil
-    movzx ebp, byte ptr [r15 + 0]
-    add qword ptr [r15 + 0], rdi
-    mov dword ptr [r15 + 0], 42
-    mov rdi, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r9d, 71
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, qword ptr [r15 + 0]
-    movzx edx, dil
-    mov rdx, rdx
-    mov edx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 63
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11*4]
-    jmp 1f
-1:
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 512]
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 704], rbp
-    and edx, dword ptr [r15 + rbp + 640]
-    mov dword ptr [r15 + r8 + 128], edx
-    mov edx, edx
-    mov dword ptr [r15 + r9 + 448], 97
-    mov edx, 45
-    add rdx, qword ptr [r15 + rbp + 768]
-    mov qword ptr [r15 + rbp + 576], r9
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c62:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 64]
-    mov r9, rsi
-    movzx r9d, byte ptr [r15 + 0]
-    mov r8d, 245
-    mov r8d, 204
-    mov r8d, 108
+    vmovdqu ymmword ptr [r15 + 0], ymm15
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
+    mov rdx, rsi
+    movzx esi, dl
+    mov edx, r9d
+    movsxd rdx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    mov dword ptr [r15 + 0], 157
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 150
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rsi
+    mov edx, edx
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edx
+    mov edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    mov edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + r9 + 448], 197
+    lea rbp, [r11 + r11*1]
+    mov r9d, esi
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], rbp
+    vmovdqu ymmword ptr [r15 + rbp + 128], ymm15
+    mov dword ptr [r15 + r8 + 320], edx
+    movzx r9d, sil
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c58:
+    mov r9d, 63
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov rbp, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    mov dword ptr [r15 + 0], 116
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 190
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov byte ptr [r15 + 0], sil
+    mov esi, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
     movzx r8d, bpl
+    mov rbp, r8
+    lea rbp, [r11 + r11*1]
+    vpcmpeqb xmm15, xmm15, xmm5
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    lea r9, [r11 + r11*1]
+    add r8, qword ptr [r15 + rbp + 512]
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 384]
+    mov rcx, qword ptr [r15 + r9 + 320]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], r8d
+    mov r9d, 83
+    movzx r9d, r9b
+    mov r9d, r9d
+    mov r9, r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 448], ebp
+    jmp 1f
+1:
+    mov ebp, r9d
+    mov byte ptr [r15 + r8 + 64], r8b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c59:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 0], eax
+    movzx eax, al
+    jmp 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r8d, r9d
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    jmp 1f
+1:
+    movzx eax, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    and r8d, dword ptr [r15 + r9 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    nop
+    test dword ptr [r15 + 67117723], 272629760
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rax
+    movzx eax, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 234
+    mov qword ptr [r15 + 0], r8
     lea r8, [r11 + r11*1]
+    and rbp, 64
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 448], r9b
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], edx
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + r8 + 256], edi
+    mov dword ptr [r15 + r9 + 384], 14
+    movzx r8d, byte ptr [r15 + rbp + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c60:
+    vpshufd xmm15, xmm15, 125
+    movzx r9d, byte ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
+    mov r8d, 4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov byte ptr [r15 + 0], r8b
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 16
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, r8
+    mov ecx, ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 49
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 146
+    jmp 1f
+1:
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 384]
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 320], 179
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], r8d
+    jmp 1f
+1:
+    and r9, 64
+    mov ebp, dword ptr [r15 + r9 + 128]
+    mov edx, dword ptr [r15 + r8 + 256]
+    mov byte ptr [r15 + r9 + 64], dl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c61:
+    movsxd r9, dword ptr [r15 + 0]
+    movzx edx, al
+    jmp 1f
+1:
+    mov edx, edx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, ebp
+    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    movzx ebp, al
+    mov rbp, rbp
+    mov byte ptr [r15 + 0], bpl
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 24
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    movzx edx, bpl
+    mov qword ptr [r15 + 0], rdx
+    mov byte ptr [r15 + 0], dl
+    mov ebp, ecx
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 100
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 128], 212
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    add rdx, qword ptr [r15 + r8 + 256]
+    jmp 1f
+1:
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 320]
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 64], bpl
+    mov ebp, 198
+    mov dword ptr [r15 + r9 + 384], 6
+    mov ebp, 199
+    mov dword ptr [r15 + r8 + 192], edx
+    mov ebp, r8d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c62:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    mov eax, ebp
+    mov ebp, 214
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
+    mov ebp, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov ebp, 190
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 14
+    test dword ptr [r15 + 67117724], 128
+    jnz 1f
+1:
+    mov ecx, 182
+    add rcx, qword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 64]
     jmp 1f
 1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 512], r8d
-    mov dword ptr [r15 + r8 + 448], r8d
-    movsxd r8, dword ptr [r15 + rbp + 128]
-    and r8d, dword ptr [r15 + r9 + 384]
+    and eax, dword ptr [r15 + r8 + 256]
+    mov r9d, 23
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 192], rcx
+    jmp 1f
+1:
+    and r9, 64
+    mov r8d, dword ptr [r15 + r9 + 64]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + r9 + 128]
+    mov r9d, 64
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, rsi
+    movzx r9d, byte ptr [r15 + rbp + 128]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c63:
-    mov dword ptr [r15 + 0], 88
     mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 145
-    mov r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r9d, 35
+    add r9, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 14
+    mov ecx, 106
+    and ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 114
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov byte ptr [r15 + 0], r9b
-    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
+    vmovdqu xmm15, xmmword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rax
+    vmovdqu xmmword ptr [r15 + 0], xmm15
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + 0], r8
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], r9
+    mov rax, r9
+    lea rbp, [r11 + r11*1]
+    mov r8, rbp
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], bpl
+    jmp 1f
+1:
+    mov r8, rax
+    mov rax, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + rbp + 320]
     jmp 1f
 1:
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], r8d
-    mov byte ptr [r15 + 0], r8b
-    mov esi, r8d
-    lea r9, [r11*4]
+    movzx ebp, byte ptr [r15 + r9 + 128]
     and r8, 64
-    mov dword ptr [r15 + r8 + 128], 209
-    movzx edx, r8b
-    and r9, 192
-    mov byte ptr [r15 + r9 + 576], r9b
-    add rdx, qword ptr [r15 + r8 + 64]
-    mov r8, qword ptr [r15 + r9 + 768]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 704], 227
+    mov dword ptr [r15 + r8 + 64], 250
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + r9 + 640]
-    and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 192]
-    vmovdqu ymmword ptr [r15 + r8 + 256], ymm6
+    jmp 1f
+1:
+    movzx r9d, r8b
+    mov byte ptr [r15 + r8 + 128], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c64:
-    lea r8, [r11 + r11*8]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    mov r8, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 0
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, r8d
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 2621440
+    jnz 1f
+1:
+    mov r8d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 0], rax
+    mov eax, eax
+    and eax, dword ptr [r15 + 0]
+    and r8, 64
+    lea rbp, [r11 + r11*1]
+    mov r9d, dword ptr [r15 + r8 + 192]
+    movzx ecx, r9b
+    jmp 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], r8d
     lea r9, [r11 + r11*1]
-    and r8, 1984
-    vmovq qword ptr [r15 + r8 + 1600], xmm6
-    mov dword ptr [r15 + r8 + 1536], 173
+    vmovdqu ymmword ptr [r15 + r8 + 256], ymm15
     and r9, 64
-    mov qword ptr [r15 + r9 + 64], r9
+    add r8, qword ptr [r15 + r9 + 384]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 161
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 163
+    mov dword ptr [r15 + rbp + 128], r8d
+    mov dword ptr [r15 + r9 + 320], 186
+    movzx r9d, r8b
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdx, rdx
-    mov edx, edx
-    mov rdx, qword ptr [r15 + r8 + 1664]
-    and edx, dword ptr [r15 + r8 + 1728]
-    mov qword ptr [r15 + r9 + 128], rdx
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 1792], 202
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], 51
-    mov rdx, r9
-    mov rdx, qword ptr [r15 + r9 + 256]
-    mov dword ptr [r15 + r8 + 1408], 199
-    mov dword ptr [r15 + r8 + 1472], r8d
-    add r9, qword ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + r8 + 1856], rsi
-    jmp 1f
-1:
-    vpaddd xmm6, xmm6, xmm6
+    mov ebp, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c65:
+    add rbp, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    movzx r9d, byte ptr [r15 + 0]
+    mov r8, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 53
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov byte ptr [r15 + 0], dl
+    mov rcx, r9
+    jmp 1f
+1:
+    mov r9d, ecx
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, r9d
     lea r9, [r11 + r11*1]
-    movzx edx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 192]
-    lea r8, [r11 + r11*8]
-    mov esi, r9d
-    test ebx, 1280
-    jz 1f
-1:
-    mov qword ptr [r15 + r9 + 256], rsi
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3456], 175
-    mov byte ptr [r15 + r8 + 3584], r8b
-    mov esi, dword ptr [r15 + r8 + 3776]
-    add rsi, qword ptr [r15 + r8 + 3904]
-    vmovdqu xmmword ptr [r15 + r8 + 3648], xmm6
-    movzx r9d, byte ptr [r15 + r8 + 3520]
-    mov edx, dword ptr [r15 + r8 + 3840]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 512], 8
+    and r8, 64
     lea rbp, [r11 + r11*1]
-    mov edi, r8d
+    mov dword ptr [r15 + r8 + 384], ebp
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 64]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + r8 + 3712], ymm6
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    mov dword ptr [r15 + rbp + 320], ebp
-    mov dword ptr [r15 + r8 + 3392], 6
+    add rcx, qword ptr [r15 + rbp + 128]
+    movzx ebp, byte ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + r9 + 448], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c66:
-    lea rbp, [r11*4]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
     jmp 1f
 1:
-    and rbp, 192
-    lea r8, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + rbp + 704], ymm6
-    and r8, 64
-    and r9d, dword ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    mov rcx, r8
+    mov ecx, 240
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx r9d, bpl
     jmp 1f
 1:
-    mov esi, 118
-    mov esi, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 100
-    mov rdi, rdx
-    mov rdx, rdi
+    inc dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 128
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm15
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 139
-    mov edx, edx
+    mov ecx, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edx, 139
-    mov edx, dword ptr [r15 + 0]
-    movzx eax, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, al
-    mov dword ptr [r15 + 0], 26
+    mov byte ptr [r15 + 0], dl
+    movzx r9d, dl
+    mov edx, 136
     lea r9, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    and eax, dword ptr [r15 + rbp + 640]
+    jmp 1f
+1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 64], r9
-    mov edi, edx
-    mov qword ptr [r15 + r9 + 128], rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + r8 + 256]
-    mov rdx, qword ptr [r15 + rbp + 576]
-    mov dword ptr [r15 + rbp + 768], edx
-    mov r8d, 148
+    mov byte ptr [r15 + r9 + 128], r9b
+    lea r8, [r11 + r11*1]
+    mov rdx, rcx
+    mov dword ptr [r15 + r9 + 64], edx
+    mov dword ptr [r15 + rbp + 320], edx
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 128]
+    mov qword ptr [r15 + r8 + 64], rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c67:
-    lea r8, [r11*4]
-    and r8, 192
-    mov byte ptr [r15 + r8 + 576], dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11*8]
-    mov dword ptr [r15 + r8 + 640], r9d
-    and r9, 448
-    movzx edx, byte ptr [r15 + r9 + 960]
-    mov dword ptr [r15 + r9 + 1024], edx
-    mov rdx, qword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + r9 + 896], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*8]
+    mov eax, 34
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3712], 227
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 1088], 203
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 21
+    movzx r9d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 171
+    mov dword ptr [r15 + 0], eax
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 138
+    mov byte ptr [r15 + r8 + 3584], al
+    mov dword ptr [r15 + r8 + 3776], eax
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 704], rdx
-    mov rdx, rdx
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov eax, dword ptr [r15 + r8 + 3904]
+    lea r9, [r11 + r11*1]
+    movsxd rdx, dword ptr [r15 + r8 + 3456]
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    movzx edx, bpl
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r8 + 3520]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 192], r9b
     and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 384]
-    movzx eax, byte ptr [r15 + r9 + 1152]
+    mov qword ptr [r15 + rbp + 448], rbp
+    mov qword ptr [r15 + r8 + 3840], rbp
+    mov ecx, 59
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + r9 + 1216]
-    mov dword ptr [r15 + rbp + 320], 218
-    mov byte ptr [r15 + r8 + 768], dl
+    mov qword ptr [r15 + rbp + 512], rcx
+    mov byte ptr [r15 + r8 + 3648], cl
+    movzx ebp, byte ptr [r15 + r9 + 256]
+    mov dword ptr [r15 + r8 + 3392], r8d
     jmp 1f
 1:
     add r11, 64
@@ -4484,229 +4603,219 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c68:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 29
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, 57
-    movzx edx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 206
+    mov rcx, rbp
+    mov ecx, 67
     mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm6, xmm6, 48
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 30
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    movzx ecx, al
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
+    vmovdqu ymmword ptr [r15 + 0], ymm15
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 138
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9, rbp
-    lea r9, [r11 + r11*1]
-    mov r8d, dword ptr [r15 + 0]
-    mov edi, ebp
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], rdx
     lea rbp, [r11 + r11*1]
-    movzx edx, bpl
-    movzx edx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 204
-    movsxd rdx, dword ptr [r15 + r9 + 320]
+    movzx ecx, byte ptr [r15 + rbp + 128]
     lea r9, [r11 + r11*1]
-    mov eax, edi
+    mov rax, r9
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + rbp + 448]
     and r9, 64
-    mov dword ptr [r15 + r9 + 320], r9d
-    movsxd rbp, dword ptr [r15 + r9 + 384]
-    mov r9d, 218
+    mov dword ptr [r15 + r9 + 448], 254
+    and r8, 64
+    movsxd rdx, dword ptr [r15 + r8 + 384]
+    mov eax, dword ptr [r15 + r8 + 320]
+    jmp 1f
+1:
+    mov r8d, 216
+    movzx r8d, r8b
+    mov r8d, 95
+    movsxd r8, dword ptr [r15 + r9 + 512]
+    mov r9, qword ptr [r15 + rbp + 64]
+    movzx ebp, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c69:
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
-    mov r9d, ebp
-    lea r8, [r11 + r11*8]
+    jmp 1f
+1:
+    jmp 1f
+1:
     and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 384]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7872], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + rbp + 256]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    lea r8, [r11 + r11*1]
+    mov r9, r9
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], r8d
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + r8 + 7936]
+    mov eax, 166
     and r9, 64
-    mov byte ptr [r15 + r9 + 128], bpl
-    mov edx, dword ptr [r15 + r8 + 7552]
-    mov qword ptr [r15 + r8 + 7744], rdx
-    mov edx, dword ptr [r15 + r8 + 8000]
-    mov rax, rdi
-    mov edi, dword ptr [r15 + r8 + 7616]
-    movsxd rsi, dword ptr [r15 + r8 + 7808]
-    movsxd rcx, dword ptr [r15 + r9 + 64]
+    mov byte ptr [r15 + r9 + 512], r9b
+    mov dword ptr [r15 + r9 + 448], 153
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    movzx edx, al
+    mov rdx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    add rdx, qword ptr [r15 + r8 + 7488]
+    mov rsi, rdx
+    mov edx, 182
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9d, r9d
-    mov r9d, r9d
-    mov r9d, dword ptr [r15 + r8 + 7680]
-    movzx r8d, r9b
-    mov r8d, r8d
+    mov rdx, rsi
+    mov esi, 98
+    mov dword ptr [r15 + 0], 8
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], rsi
     jmp 1f
 1:
-    add rdi, qword ptr [r15 + rbp + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb esi, xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 39
+    mov esi, 148
+    mov esi, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + rbp + 192], edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c70:
+    jmp 1f
+1:
+    movzx edi, dil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdi, dword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, dil
-    mov r8, r8
-    mov r8, rdi
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    mov rdi, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dil
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*8]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7808], 20
+    mov dword ptr [r15 + 0], 72
+    lea rbp, [r11 + r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, bpl
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1472], 112
+    mov ecx, ebp
+    lea r8, [r11 + r11*1]
+    mov edi, r8d
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + rbp + 1792], 218
+    mov dword ptr [r15 + rbp + 1856], edi
+    mov qword ptr [r15 + rbp + 1408], r8
+    mov dword ptr [r15 + rbp + 1600], 115
+    movzx edi, cl
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 7744], r8
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 7680], r9d
-    mov rbp, r9
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], dil
-    mov qword ptr [r15 + r8 + 7872], r9
-    mov ebp, dword ptr [r15 + r8 + 7616]
-    mov qword ptr [r15 + r8 + 7552], rbp
+    mov qword ptr [r15 + r8 + 384], rdi
+    mov rdi, r9
+    movsxd rdi, dword ptr [r15 + rbp + 1664]
+    lea r8, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm15
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], r8d
+    mov dword ptr [r15 + rbp + 1536], ebp
+    and edi, dword ptr [r15 + r8 + 64]
+    and r8d, dword ptr [r15 + rbp + 1728]
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + r9 + 384], ymm6
-    movzx r9d, byte ptr [r15 + r8 + 7936]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 64], 193
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 8000], rbp
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + r8 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c71:
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], al
+    vmovq xmm15, rax
+    movzx eax, byte ptr [r15 + 0]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], eax
+    movzx r8d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov dword ptr [r15 + 0], 20
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    mov ebp, 173
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 512
+    mov r8d, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 64
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm6
-    mov r8d, 60
-    mov r8, r8
-    mov dword ptr [r15 + 0], ebp
+    add r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    mov byte ptr [r15 + 0], r8b
+    mov r8d, r8d
+    mov ecx, 236
     lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    mov rdi, rbp
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 256]
-    mov dword ptr [r15 + rbp + 192], 226
+    movzx eax, r8b
     and r8, 64
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 128], 178
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 64], ebp
+    mov eax, dword ptr [r15 + r8 + 320]
     and rbp, 64
-    vmovq qword ptr [r15 + rbp + 64], xmm6
-    mov r8, qword ptr [r15 + rbp + 128]
-    mov edx, 70
+    lea r9, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + rbp + 128]
+    mov qword ptr [r15 + rbp + 64], rcx
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], 155
+    vmovdqu ymmword ptr [r15 + r8 + 384], ymm15
+    mov dword ptr [r15 + r9 + 128], r9d
+    mov r9d, r9d
     jmp 1f
 1:
     add r11, 64
@@ -4714,1261 +4823,1326 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c72:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, 6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm6, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx r8d, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 243
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    lea rbp, [r11 + r11*1]
-    mov r8, rbp
-    mov r8, qword ptr [r15 + 0]
-    lea r9, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    add r8, qword ptr [r15 + rbp + 128]
-    and r9, 192
-    mov qword ptr [r15 + r9 + 576], r9
-    mov edi, r9d
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, qword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
     lea r8, [r11 + r11*1]
-    movzx edi, r8b
-    movsxd rdi, dword ptr [r15 + rbp + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    mov dword ptr [r15 + r8 + 512], 94
+    movsxd rdi, dword ptr [r15 + r8 + 448]
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 320]
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 768], r8d
-    vmovdqu xmm14, xmmword ptr [r15 + r8 + 448]
-    movzx r8d, r9b
+    mov rdx, qword ptr [r15 + rbp + 384]
+    lea rbp, [r11 + r11*1]
+    mov esi, dword ptr [r15 + r8 + 512]
+    movzx r8d, sil
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 128]
+    movsxd rsi, dword ptr [r15 + rbp + 64]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + r9 + 704]
-    vmovdqu xmmword ptr [r15 + r9 + 640], xmm6
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c73:
-    vmovq xmm6, r8
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov ebp, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 187
     mov byte ptr [r15 + 0], bpl
-    test ebx, 1280
+    jmp 1f
+1:
+    mov ebp, r9d
+    and ebp, dword ptr [r15 + 0]
+    mov esi, 210
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    movzx r9d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ecx
+    mov dword ptr [r15 + 0], esi
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    xor dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], esi
+    mov r9d, 215
+    movzx r9d, r9b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rdx
-    mov edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 217
-    mov dword ptr [r15 + 0], 2
-    mov dword ptr [r15 + 0], 34
-    mov rbp, qword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 91
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 448]
-    lea r8, [r11 + r11*1]
+    vpcmpeqb xmm15, xmm15, xmm5
     jmp 1f
 1:
     jmp 1f
 1:
-    and r8, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, 240
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 128], rbp
-    add rdx, qword ptr [r15 + r9 + 512]
-    mov qword ptr [r15 + r8 + 64], rdx
+    lea r8, [r11 + r11*1]
     and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 448]
-    add rdx, qword ptr [r15 + rbp + 512]
+    mov esi, dword ptr [r15 + rbp + 64]
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 128], rsi
+    and r8, 64
+    mov qword ptr [r15 + r8 + 320], rcx
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 384], 178
+    mov esi, ebp
+    and rbp, 64
+    and r8d, dword ptr [r15 + rbp + 128]
+    movzx esi, r8b
+    mov qword ptr [r15 + rbp + 64], rsi
+    mov rsi, rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c74:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx edi, bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 65
+    and edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, 41
+    mov edi, 212
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
+    mov esi, dword ptr [r15 + 0]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 64], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 448], r8d
+    mov r9, qword ptr [r15 + rbp + 512]
+    and r8, 64
+    mov rbp, qword ptr [r15 + r8 + 384]
     jmp 1f
 1:
-    and r8, 4032
-    add rdx, qword ptr [r15 + r8 + 3840]
-    mov byte ptr [r15 + r8 + 3776], dl
-    mov rdx, rdx
-    lea r9, [r11 + r11*1]
-    add qword ptr [r15 + r8 + 3520], r8
+    mov ecx, 81
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 3712], r9d
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 128]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + r8 + 3392]
-    mov rax, rdi
-    movzx edi, byte ptr [r15 + r8 + 3456]
-    movzx esi, byte ptr [r15 + r9 + 64]
-    mov r9d, 178
-    movsxd r9, dword ptr [r15 + r8 + 3904]
-    mov ecx, dword ptr [r15 + r8 + 3584]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 128], r9b
-    mov qword ptr [r15 + r8 + 3648], rcx
-    mov r8d, edx
+    vpshufd xmm15, xmm15, 75
+    mov dword ptr [r15 + r8 + 320], 181
+    and rbp, 64
+    movzx r8d, byte ptr [r15 + rbp + 192]
+    mov byte ptr [r15 + rbp + 256], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c75:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    and rbp, 192
+    add r8, qword ptr [r15 + rbp + 768]
+    mov dword ptr [r15 + rbp + 704], 19
+    mov qword ptr [r15 + 0], rax
+    movsxd rdi, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
+    mov rax, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov rdx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 187
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    mov edi, eax
+    mov dword ptr [r15 + 0], 249
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], dil
-    test ebx, 81664
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edi
+    mov qword ptr [r15 + 0], rax
+    movzx eax, dil
+    mov rax, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    movzx eax, al
+    movzx edi, byte ptr [r15 + 0]
+    mov rax, r9
     movsxd rax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    xor dword ptr [r15 + rbp + 640], r9d
+    mov ecx, 223
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, cl
-    mov ecx, ecx
-    lea r9, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], r9d
     and r8, 64
-    mov qword ptr [r15 + r8 + 512], r8
-    and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
-    inc dword ptr [r15 + r9 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    add rcx, qword ptr [r15 + r8 + 448]
-    and r9, 64
-    and ecx, dword ptr [r15 + r9 + 64]
-    jmp 1f
-1:
-    mov r8d, 18
-    movzx r8d, byte ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + r8 + 448], r8d
+    add rax, qword ptr [r15 + rbp + 576]
+    mov dword ptr [r15 + r9 + 384], 236
+    mov dword ptr [r15 + r8 + 512], 33
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c76:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rsi
-    mov r8, r8
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
+    mov ecx, 104
+    movzx ecx, cl
     and r8, 64
-    and r9d, dword ptr [r15 + r8 + 384]
-    lea rbp, [r11 + r11*8]
+    mov dword ptr [r15 + r8 + 256], 159
+    lea r9, [r11*8]
     jmp 1f
 1:
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1600]
+    mov byte ptr [r15 + r8 + 192], al
     jmp 1f
 1:
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 16064], 92
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 1408], rbp
-    mov esi, 65
-    movzx eax, r9b
+    add r8, qword ptr [r15 + r9 + 15936]
+    mov rcx, r8
     jmp 1f
 1:
-    add r9, qword ptr [r15 + rbp + 1664]
-    lea r9, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + rbp + 1536]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], r9d
-    mov edi, r9d
-    mov dword ptr [r15 + r9 + 448], 126
+    mov dword ptr [r15 + r9 + 16000], 244
+    mov byte ptr [r15 + r9 + 15872], r9b
+    lea r8, [r11 + r11*1]
+    mov eax, dword ptr [r15 + r9 + 16128]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + rbp + 1856]
-    mov qword ptr [r15 + rbp + 1472], rcx
-    mov qword ptr [r15 + rbp + 1792], r9
-    mov r9d, 234
-    mov rdi, qword ptr [r15 + rbp + 1344]
-    movsxd r9, dword ptr [r15 + r8 + 320]
+    and r8, 64
+    xor dword ptr [r15 + r8 + 320], r8d
+    and eax, dword ptr [r15 + r9 + 15744]
+    or qword ptr [r15 + r8 + 384], 108
+    mov r8, qword ptr [r15 + r9 + 15808]
+    mov ebp, dword ptr [r15 + r9 + 15680]
     jmp 1f
 1:
-    movzx r8d, r9b
-    mov byte ptr [r15 + rbp + 1728], sil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c77:
-    vpcmpeqb xmm6, xmm6, xmm14
+    mov byte ptr [r15 + 0], bpl
+    mov r8d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 118
-    mov r9, r9
-    mov byte ptr [r15 + 0], r9b
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
+    and r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx ebp, al
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov rbp, rbp
+    jmp 1f
+1:
+    movzx ebp, r8b
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm6, xmm6, xmm14
-    movsxd r8, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 102
-    mov rsi, rcx
-    lea rbp, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
+    movzx r8d, r8b
+    jmp 1f
+1:
+    mov rax, rbp
+    mov eax, dword ptr [r15 + 0]
     lea r8, [r11 + r11*1]
-    and rbp, 192
-    vmovq qword ptr [r15 + rbp + 640], xmm6
-    and r8, 64
-    and ecx, dword ptr [r15 + r8 + 320]
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + rbp + 768]
-    jmp 1f
-1:
-    mov eax, esi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, 90
     lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 384], rbp
-    mov esi, 240
+    mov rcx, qword ptr [r15 + 0]
     and r9, 64
-    and esi, dword ptr [r15 + r9 + 448]
+    mov edx, dword ptr [r15 + r9 + 64]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], r8d
+    mov rdi, r8
+    movzx edi, byte ptr [r15 + r8 + 512]
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 512], sil
-    movsxd rsi, dword ptr [r15 + rbp + 704]
-    mov dword ptr [r15 + rbp + 576], esi
+    mov dword ptr [r15 + r9 + 128], 203
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 64
+    mov r9d, dword ptr [r15 + r8 + 256]
+    mov esi, 143
+    mov dword ptr [r15 + r8 + 192], esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c78:
+    lea r8, [r11 + r11*8]
+    and r8, 16320
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 15936], r9b
+    mov esi, dword ptr [r15 + r8 + 16128]
+    and r9, 64
+    and esi, dword ptr [r15 + r9 + 128]
+    mov qword ptr [r15 + r8 + 16192], rsi
+    movzx eax, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov rsi, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm6
-    mov dword ptr [r15 + 0], esi
-    jmp 1f
-1:
-    movzx esi, r9b
-    jmp 1f
-1:
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, sil
-    mov r9d, r9d
-    mov rsi, r9
-    mov dword ptr [r15 + 0], esi
-    mov eax, esi
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9, rsi
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 239
-    mov r9d, 41
-    test ebx, 1280
+    mov dword ptr [r15 + r8 + 15680], r9d
+    vpcmpeqb xmm15, xmm15, xmm9
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 15808], rdx
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 119
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx r9d, sil
     jmp 1f
 1:
-    movzx r9d, r9b
-    mov qword ptr [r15 + 0], r9
-    mov r9d, r9d
-    lea r9, [r11 + r11*1]
-    and esi, dword ptr [r15 + 0]
-    and r9, 64
-    lea rbp, [r11*4]
-    mov dword ptr [r15 + r9 + 320], 162
+    vmovdqu ymmword ptr [r15 + rbp + 320], ymm15
     jmp 1f
 1:
-    and rbp, 192
-    movzx ecx, byte ptr [r15 + rbp + 768]
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 384], rcx
-    mov rcx, rcx
+    mov ebp, ebp
+    mov qword ptr [r15 + r8 + 15744], rbp
+    mov byte ptr [r15 + r8 + 15872], sil
+    movzx ebp, r9b
+    mov dword ptr [r15 + r9 + 64], ebp
+    movzx esi, bpl
+    mov rsi, rsi
+    mov dword ptr [r15 + r8 + 16000], esi
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + rbp + 640]
+    mov byte ptr [r15 + r8 + 16064], sil
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + rbp + 704]
-    lea r8, [r11 + r11*1]
-    mov eax, 249
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 64]
-    vmovdqu xmmword ptr [r15 + r8 + 128], xmm6
-    mov dword ptr [r15 + rbp + 576], 73
+    movzx esi, bpl
+    mov ebp, 36
     jmp 1f
 1:
+    mov rbp, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c79:
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    vmovq xmm6, rax
-    mov qword ptr [r15 + 0], rax
-    mov r8d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    mov r8d, 172
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm6, xmm6, xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, r8d
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
+    lea rbp, [r11 + r11*8]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3904], sil
+    or qword ptr [r15 + rbp + 3584], 1
     lea r8, [r11 + r11*1]
-    mov r9d, r8d
-    jmp 1f
-1:
+    movzx esi, byte ptr [r15 + rbp + 3840]
+    mov r9, rsi
     and r8, 64
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 128], 228
-    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 320], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    mov dword ptr [r15 + r9 + 320], 236
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    mov dword ptr [r15 + rbp + 320], ebp
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + r9 + 384]
-    movzx ebp, bpl
-    and r9d, dword ptr [r15 + r8 + 64]
-    movzx r8d, r9b
+    movzx eax, byte ptr [r15 + r9 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + rbp + 3712]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + r8 + 384]
+    mov r8d, ecx
+    vpxor xmm15, xmm15, xmm9
+    mov qword ptr [r15 + rbp + 3648], r8
+    mov r8, qword ptr [r15 + rbp + 3392]
+    mov ecx, r8d
+    mov r8, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 3456], 121
+    mov qword ptr [r15 + r9 + 256], r8
+    movzx r8d, cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 3520], 163
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, r8b
+    mov dword ptr [r15 + rbp + 3776], 119
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c80:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    mov r8, r8
+    mov r8, r8
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
     mov dword ptr [r15 + 0], r8d
+    mov r8, rcx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r8, qword ptr [r15 + 0]
     jmp 1f
 1:
+    mov ecx, ebp
+    mov rbp, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*8]
-    movzx r8d, bpl
-    movzx r8d, r8b
-    mov r9, r9
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3712]
-    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, r8b
+    lea r8, [r11*4]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 640], 166
+    jmp 1f
+1:
+    jmp 1f
+1:
     and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 192]
-    mov qword ptr [r15 + rbp + 3776], r8
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + rbp + 3520], xmm6
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + rbp + 3456]
-    mov rax, rbp
-    add rax, qword ptr [r15 + rbp + 3904]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + rbp + 3840], ecx
-    mov qword ptr [r15 + rbp + 3648], r9
-    mov byte ptr [r15 + rbp + 3584], cl
+    mov byte ptr [r15 + r9 + 64], bpl
     lea rbp, [r11 + r11*1]
-    vmovdqu xmmword ptr [r15 + r9 + 256], xmm6
+    add rcx, qword ptr [r15 + r8 + 704]
+    mov edi, ecx
     and rbp, 64
-    and eax, dword ptr [r15 + rbp + 256]
-    vmovdqu ymmword ptr [r15 + rbp + 192], ymm6
+    add rcx, qword ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + r8 + 768], ecx
+    mov ecx, 90
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + r8 + 576]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 128], ecx
+    add rcx, qword ptr [r15 + r9 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c81:
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    mov r9d, eax
-    add r9, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    movzx ecx, al
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], 203
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 132
     movzx ecx, byte ptr [r15 + 0]
+    mov r8, r8
+    mov r8d, 87
+    mov r9d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
     jmp 1f
 1:
-    movzx eax, cl
-    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm15, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 81
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], 36
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r8b
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], 58
-    and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 384]
+    lea rbp, [r11*4]
+    mov esi, 182
+    and rbp, 192
     lea r9, [r11 + r11*1]
-    add rsi, qword ptr [r15 + rbp + 320]
+    mov byte ptr [r15 + rbp + 768], r9b
     and r9, 64
-    mov qword ptr [r15 + r9 + 448], r9
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm6
-    movzx ebp, r9b
+    mov byte ptr [r15 + r9 + 256], r9b
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 448], ymm15
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 128], bpl
+    movzx esi, byte ptr [r15 + rbp + 640]
+    inc dword ptr [r15 + r8 + 512]
+    mov r8d, esi
+    add rsi, qword ptr [r15 + r9 + 192]
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + rbp + 576]
+    mov byte ptr [r15 + rbp + 704], sil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c82:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm6, xmm6, xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
+    mov rax, rax
+    mov rax, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r9d, 134
+    movzx r9d, r9b
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 64
+    jz 1f
+1:
+    movzx r9d, r9b
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    and rbp, 192
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + rbp + 576], r8
     and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
-    and rbp, 448
-    lea r9, [r11*8]
-    mov dword ptr [r15 + rbp + 832], esi
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
+    mov byte ptr [r15 + r8 + 512], r8b
+    vmovdqu ymmword ptr [r15 + rbp + 704], ymm15
+    and eax, dword ptr [r15 + r8 + 448]
     jmp 1f
 1:
+    movzx r8d, al
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 640], r8d
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 128]
+    mov qword ptr [r15 + r8 + 64], rcx
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + r9 + 1728]
-    mov dword ptr [r15 + rbp + 1088], 147
-    mov eax, 229
-    mov dword ptr [r15 + r9 + 1536], eax
-    add rax, qword ptr [r15 + rbp + 896]
-    mov byte ptr [r15 + r9 + 1664], al
-    mov dword ptr [r15 + rbp + 1024], 104
-    movzx eax, byte ptr [r15 + r9 + 1408]
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + r9 + 1472]
-    movzx ecx, byte ptr [r15 + rbp + 1152]
-    mov edx, 169
-    imul rax, qword ptr [r15 + rbp + 960]
-    mov dword ptr [r15 + r8 + 320], esi
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 1600], rax
+    mov r8d, 173
+    mov r8d, dword ptr [r15 + rbp + 768]
+    mov ecx, 53
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c83:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    and r8, 192
+    mov dword ptr [r15 + r8 + 704], 29
+    mov ecx, 154
     jmp 1f
 1:
     lea rbp, [r11*8]
-    movzx eax, bpl
-    and rbp, 448
-    add rax, qword ptr [r15 + rbp + 832]
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + r8 + 768], ymm15
+    mov qword ptr [r15 + r8 + 576], r9
     and r9, 64
-    and eax, dword ptr [r15 + r9 + 64]
+    movsxd rcx, dword ptr [r15 + r9 + 256]
+    and rbp, 4032
+    inc dword ptr [r15 + rbp + 3584]
     jmp 1f
 1:
-    add rax, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
-    vpshufd xmm6, xmm6, 127
-    movzx r8d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
+    mov rdx, r8
+    add rdx, qword ptr [r15 + rbp + 3648]
+    mov rax, rdx
+    movzx edx, al
+    movzx edx, cl
+    mov dword ptr [r15 + r8 + 640], 183
     jmp 1f
 1:
-    and r8, 64
-    vmovdqu xmmword ptr [r15 + r8 + 384], xmm6
-    movzx eax, r8b
-    mov dword ptr [r15 + r9 + 128], eax
-    movsxd rax, dword ptr [r15 + rbp + 960]
-    and eax, dword ptr [r15 + rbp + 1024]
-    add rax, qword ptr [r15 + r8 + 320]
-    movzx r8d, byte ptr [r15 + rbp + 1280]
-    mov r9, r8
-    mov qword ptr [r15 + rbp + 1216], r9
-    mov r9d, r9d
-    and r9d, dword ptr [r15 + rbp + 896]
-    mov qword ptr [r15 + rbp + 1152], r9
-    mov dword ptr [r15 + rbp + 1088], 240
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 3456], rdx
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + rbp + 3520]
+    mov dword ptr [r15 + rbp + 3712], edi
+    jmp 1f
+1:
+    mov rdx, rdi
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + r9 + 192]
+    mov dword ptr [r15 + rbp + 3392], 162
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c84:
-    lea r9, [r11 + r11*8]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3584], r9b
+    mov ebp, 13
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov ebp, 85
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rsi
-    mov esi, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + r9 + 3648], 34
+    mov dword ptr [r15 + 0], ebp
+    mov rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, bpl
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + r9 + 3904]
-    movzx esi, r8b
-    movzx r8d, sil
+    mov ebp, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 134
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 141
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], dl
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], r9d
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 3392], 122
+    mov dword ptr [r15 + r9 + 384], r8d
     and r8, 64
-    mov dword ptr [r15 + r8 + 320], 205
-    vpor xmm6, xmm6, xmm6
-    mov dword ptr [r15 + r8 + 384], r9d
-    mov dword ptr [r15 + r9 + 3840], 113
-    mov r8d, r8d
-    mov r8d, 86
-    mov qword ptr [r15 + r9 + 3456], r8
-    lea r8, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + r9 + 3776]
-    and r8, 64
-    add rax, qword ptr [r15 + r8 + 256]
-    mov dword ptr [r15 + r9 + 3712], 147
+    mov dword ptr [r15 + r8 + 448], 92
     jmp 1f
 1:
-    movzx ebp, r8b
-    vmovq xmm6, rbp
-    mov dword ptr [r15 + r8 + 192], 62
-    mov byte ptr [r15 + r9 + 3520], r8b
+    mov r9d, ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 192], 61
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + r8 + 512]
+    mov r8d, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c85:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    vmovq xmm6, r8
-    jmp 1f
-1:
+    lea r8, [r11 + r11*4]
+    and r8, 448
+    or qword ptr [r15 + r8 + 896], 38
+    mov r9d, r8d
+    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 168
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm6, xmmword ptr [r15 + 0]
-    mov r8d, 182
-    vpmovmskb r8d, xmm6
-    jmp 1f
-1:
-    mov eax, 2
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    mov r8d, eax
-    mov r8, r8
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 45
+    mov r9, r9
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    and rbp, 64
-    and eax, dword ptr [r15 + rbp + 320]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], r8
+    movsxd rbp, dword ptr [r15 + r8 + 1024]
     and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 64]
-    mov ecx, dword ptr [r15 + rbp + 384]
-    mov dword ptr [r15 + r9 + 128], 178
-    mov r9d, dword ptr [r15 + r8 + 512]
+    mov byte ptr [r15 + r9 + 64], r8b
+    movzx edx, byte ptr [r15 + r8 + 832]
+    movzx ecx, dl
     jmp 1f
 1:
+    vpxor xmm15, xmm15, xmm10
+    mov rax, qword ptr [r15 + r8 + 1088]
     jmp 1f
 1:
+    mov edx, 100
+    mov edx, dword ptr [r15 + r9 + 128]
+    movzx r9d, r9b
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    movzx edi, r9b
+    movzx edi, byte ptr [r15 + r8 + 960]
+    jmp 1f
+1:
+    and r9, 64
+    movsxd r8, dword ptr [r15 + r9 + 384]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + r9 + 320]
+    jmp 1f
+1:
+    mov r9d, esi
+    mov esi, 202
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c86:
-    mov r8, r9
-    mov byte ptr [r15 + 0], sil
+    jmp 1f
+1:
+    mov esi, 120
+    mov esi, 69
+    mov rsi, r8
+    lea r8, [r11 + r11*1]
+    mov rsi, r8
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], r8
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 64
+    or qword ptr [r15 + r9 + 192], 29
+    movzx esi, r8b
+    jmp 1f
+1:
+    mov esi, esi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm6
+    mov rsi, r8
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rdx, rsi
+    mov esi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea r8, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    mov esi, dword ptr [r15 + r8 + 832]
-    .byte 0x0f, 0x1f, 0x00
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + r8 + 1152]
-    mov r9d, 114
-    jmp 1f
-1:
-    mov eax, 105
-    mov r9, rbp
-    mov dword ptr [r15 + r8 + 1280], r8d
-    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    lea r9, [r11 + r11*1]
+    add rsi, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov ecx, 36
     and rbp, 64
-    add rsi, qword ptr [r15 + rbp + 192]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 896], esi
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], 102
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 256], r9
-    mov esi, eax
-    movzx esi, sil
+    add rsi, qword ptr [r15 + rbp + 64]
+    mov rcx, rax
+    and esi, dword ptr [r15 + rbp + 128]
+    mov rcx, rsi
+    mov rsi, rcx
+    mov esi, 164
+    mov dword ptr [r15 + r8 + 320], esi
     mov rsi, rsi
-    jmp 1f
-1:
-    mov rsi, rsi
-    mov dword ptr [r15 + r8 + 1088], esi
-    mov byte ptr [r15 + r8 + 1216], bpl
-    and esi, dword ptr [r15 + r8 + 1024]
-    vmovdqu ymmword ptr [r15 + r8 + 960], ymm6
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + r9 + 256]
+    mov dword ptr [r15 + r9 + 256], 192
+    mov r8, rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c87:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    vpxor xmm6, xmm6, xmm9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, sil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 193
-    mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r9, qword ptr [r15 + 0]
-    movzx r8d, r9b
-    and rbp, 64
     lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 256], r8b
     and r8, 64
-    mov eax, dword ptr [r15 + r8 + 384]
-    mov rcx, rax
-    lea r9, [r11*4]
-    mov eax, r9d
+    mov qword ptr [r15 + r8 + 64], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    mov rsi, rbp
+    inc dword ptr [r15 + 0]
+    mov ebp, esi
     jmp 1f
 1:
-    and r9, 192
-    mov dword ptr [r15 + r9 + 640], r9d
-    movzx eax, byte ptr [r15 + rbp + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + r9 + 704], ymm6
-    movzx ebp, al
-    mov byte ptr [r15 + r8 + 320], bpl
-    movzx ebp, bpl
-    mov qword ptr [r15 + r9 + 768], rbp
-    mov dword ptr [r15 + r9 + 576], 190
-    movzx ebp, bpl
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    add qword ptr [r15 + 0], r8
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 0]
+    mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, 71
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and rbp, 192
+    mov rax, qword ptr [r15 + rbp + 640]
+    lea r9, [r11 + r11*1]
+    movzx edx, byte ptr [r15 + r8 + 128]
+    and r9, 64
+    mov r8d, dword ptr [r15 + r9 + 448]
+    mov dword ptr [r15 + rbp + 704], edi
+    mov byte ptr [r15 + rbp + 576], r8b
+    mov r8d, dword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + rbp + 768], 155
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c88:
-    movzx ebp, bpl
-    mov dword ptr [r15 + 0], 152
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov eax, 167
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov eax, eax
-    lea r8, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 576], 134
-    mov eax, edx
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 127
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov ebp, 6
     lea rbp, [r11 + r11*1]
+    movzx edi, dl
+    jmp 1f
+1:
     jmp 1f
 1:
     and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 512]
+    mov rax, qword ptr [r15 + rbp + 384]
     jmp 1f
 1:
-    movzx edx, al
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 384]
+    movzx edi, dl
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], ebp
+    mov edx, r9d
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    mov edx, edx
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 82
+    mov edx, 124
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 67108868
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov edx, 10
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 49
+    jmp 1f
+1:
+    mov eax, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 176
+    mov dword ptr [r15 + rbp + 320], ecx
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 128], dl
+    mov byte ptr [r15 + r8 + 320], al
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 448], 80
-    vpxor xmm6, xmm6, xmm8
-    mov rbp, rax
-    or qword ptr [r15 + r8 + 640], 41
-    add rbp, qword ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + r8 + 768], 230
-    mov qword ptr [r15 + r8 + 704], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c89:
-    mov rax, rax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 46
     jmp 1f
 1:
-    mov rax, rax
-    jmp 1f
-1:
+    mov eax, 57
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 201
+    mov eax, r8d
     jmp 1f
 1:
+    movzx edx, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
+    vpcmpeqb xmm15, xmm15, xmm14
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 27
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r8, rsi
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edx
     lea r8, [r11 + r11*1]
-    lea rbp, [r11*4]
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
-    and rbp, 192
+    jmp 1f
+1:
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    mov rdx, qword ptr [r15 + rbp + 768]
+    and r8, 64
+    lea rbp, [r11*8]
+    and edx, dword ptr [r15 + r8 + 192]
     and r9, 64
-    add rdx, qword ptr [r15 + r9 + 64]
-    mov dword ptr [r15 + r8 + 256], edx
-    mov edx, 154
-    mov edx, 29
-    mov dword ptr [r15 + rbp + 576], edx
+    mov byte ptr [r15 + r9 + 128], r9b
+    and rbp, 16320
+    add qword ptr [r15 + rbp + 15872], rbp
+    mov eax, dword ptr [r15 + rbp + 15808]
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + rbp + 704]
-    mov qword ptr [r15 + rbp + 640], rdx
-    add rdx, qword ptr [r15 + r9 + 128]
-    mov r8, rdx
+    mov esi, eax
+    add rsi, qword ptr [r15 + rbp + 15936]
+    mov dword ptr [r15 + rbp + 15744], esi
+    and esi, dword ptr [r15 + rbp + 16000]
     jmp 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 15680], sil
+    add rax, qword ptr [r15 + r8 + 256]
+    or qword ptr [r15 + r9 + 64], 114
+    mov r9d, 190
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c90:
-    movzx edx, dl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 4
-    mov edx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 0]
+    movzx r9d, al
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*8]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov ebp, r8d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1472], rdx
     lea rbp, [r11 + r11*1]
-    lea r9, [r11*4]
-    add rcx, qword ptr [r15 + 0]
-    and r9, 192
     lea r8, [r11 + r11*1]
-    add rcx, qword ptr [r15 + r9 + 576]
+    and esi, dword ptr [r15 + r9 + 1856]
     and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 256]
+    mov rdx, qword ptr [r15 + rbp + 256]
     and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 64]
+    and eax, dword ptr [r15 + r8 + 384]
+    mov edi, 52
+    movzx edi, dil
+    movzx edi, r9b
+    mov edi, 38
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + r8 + 128]
-    mov byte ptr [r15 + r9 + 640], cl
-    mov qword ptr [r15 + r9 + 768], r9
-    mov qword ptr [r15 + rbp + 192], rcx
-    mov dword ptr [r15 + r9 + 704], ecx
-    vpcmpeqb xmm6, xmm6, xmm1
+    movzx edi, bpl
     jmp 1f
 1:
-    mov r8, rcx
+    mov dword ptr [r15 + r9 + 1344], 83
+    add rdi, qword ptr [r15 + r9 + 1728]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 1792], esi
+    mov byte ptr [r15 + r9 + 1536], dil
+    movzx edi, dil
+    mov dword ptr [r15 + r8 + 320], 20
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, edi
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 1408], edi
+    mov esi, edi
+    jmp 1f
+1:
+    mov edi, r8d
+    mov rdi, qword ptr [r15 + rbp + 192]
+    mov r8d, dword ptr [r15 + r9 + 1664]
+    mov rbp, qword ptr [r15 + r9 + 1600]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c91:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 126
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    jmp 1f
-1:
-    lea r8, [r11 + r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov rcx, rbp
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
+    lea r8, [r11*4]
     and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 448]
-    mov dword ptr [r15 + r8 + 8000], 253
+    inc dword ptr [r15 + rbp + 320]
+    and r8, 192
+    and edi, dword ptr [r15 + r8 + 704]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    movzx edi, byte ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + r8 + 7808]
-    mov qword ptr [r15 + r8 + 7872], rcx
     jmp 1f
 1:
-    movzx ecx, cl
-    mov qword ptr [r15 + r8 + 7552], r8
-    and ecx, dword ptr [r15 + r8 + 7936]
-    lea r9, [r11 + r11*1]
-    mov eax, 175
-    mov rax, qword ptr [r15 + r8 + 7744]
-    mov esi, 145
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 384]
-    movsxd rdx, dword ptr [r15 + rbp + 512]
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ebp, cl
-    mov ebp, dword ptr [r15 + r8 + 7616]
-    mov dword ptr [r15 + r8 + 7680], 68
-    mov qword ptr [r15 + r9 + 320], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rdi
+    jmp 1f
+1:
+    mov rdi, r8
+    mov dword ptr [r15 + r8 + 768], 235
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 384], r8
+    mov edi, 64
+    mov byte ptr [r15 + r8 + 640], dil
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 576], bpl
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 128]
+    add rdi, qword ptr [r15 + rbp + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c92:
-    lea rbp, [r11*8]
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7552]
+    lea rbp, [r11 + r11*8]
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3456], ymm15
+    mov edi, ebp
+    vpshufd xmm15, xmm15, 50
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + rbp + 7808]
-    mov r8d, ecx
-    movzx ecx, byte ptr [r15 + rbp + 7488]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rcx
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    movzx edx, r8b
-    and r8, 192
-    mov qword ptr [r15 + r8 + 576], rcx
-    mov rcx, r8
-    mov dword ptr [r15 + rbp + 7680], 37
     jmp 1f
 1:
-    mov rcx, rcx
-    mov ecx, dword ptr [r15 + r8 + 768]
-    mov dword ptr [r15 + r8 + 640], 248
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 21
     jmp 1f
 1:
+    and r8, 64
+    mov rdi, qword ptr [r15 + r8 + 384]
     lea r9, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + rbp + 7744], ymm6
-    jmp 1f
-1:
+    mov byte ptr [r15 + rbp + 3392], r9b
     and r9, 64
-    mov dword ptr [r15 + r9 + 64], r9d
+    mov rcx, qword ptr [r15 + r9 + 128]
+    mov byte ptr [r15 + rbp + 3584], cl
+    mov ecx, ecx
+    mov dword ptr [r15 + rbp + 3840], ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 128], 138
-    mov r9, r9
+    mov dword ptr [r15 + rbp + 3520], 40
+    and edi, dword ptr [r15 + rbp + 3776]
+    mov ecx, dword ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + r9 + 64], ecx
+    mov dword ptr [r15 + rbp + 3904], 38
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 7616], 82
-    mov r9d, 249
-    movzx r9d, byte ptr [r15 + r8 + 704]
+    mov ecx, dword ptr [r15 + rbp + 3712]
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + rbp + 3648], 111
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c93:
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r9b
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 53
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 26
-    mov ebp, ebp
-    mov ebp, 238
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    lea rbp, [r11 + r11*1]
-    mov r8d, ebp
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 203
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
     lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
     and r8, 64
-    add rdx, qword ptr [r15 + r8 + 320]
-    mov rcx, qword ptr [r15 + rbp + 448]
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + r8 + 384]
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 384]
+    mov rdi, qword ptr [r15 + r8 + 320]
+    lea r9, [r11*4]
+    lea rbp, [r11 + r11*8]
+    and r9, 192
+    mov qword ptr [r15 + r9 + 640], r9
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7872], al
+    movsxd rax, dword ptr [r15 + rbp + 8000]
+    mov rcx, qword ptr [r15 + rbp + 7680]
+    mov dword ptr [r15 + rbp + 7808], 210
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 320], r8b
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    mov rdx, rsi
+    mov qword ptr [r15 + r8 + 384], rbp
+    mov r8, qword ptr [r15 + rbp + 7744]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r8b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + rbp + 7616]
+    movsxd r8, dword ptr [r15 + rbp + 7552]
+    mov dword ptr [r15 + rbp + 7936], 110
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + r9 + 576]
+    mov dword ptr [r15 + r9 + 704], 245
+    mov dword ptr [r15 + r9 + 768], r8d
     add r11, 64
     inc rbx
     dec r13
@@ -5976,108 +6150,130 @@ ditto_body_c1:
 .Lc1_b1_c94:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm6, xmm6, xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    mov esi, 141
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
+    mov qword ptr [r15 + 0], rsi
+    mov esi, r8d
+    mov dword ptr [r15 + 0], 0
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], esi
+    mov r8d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    movsxd rsi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov byte ptr [r15 + 0], sil
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], r8d
     lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 1088], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 209
-    movsxd rax, dword ptr [r15 + r8 + 1216]
-    jmp 1f
-1:
-    vpxor xmm6, xmm6, xmm12
-    jmp 1f
-1:
-    vpaddd xmm6, xmm6, xmm6
+    mov byte ptr [r15 + rbp + 192], cl
     jmp 1f
 1:
     lea r9, [r11 + r11*1]
-    movzx edx, byte ptr [r15 + r8 + 832]
+    add rsi, qword ptr [r15 + r8 + 128]
+    jmp 1f
+1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 64], r8
-    vpmovmskb ecx, xmm6
+    mov qword ptr [r15 + r9 + 320], r8
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 128], cl
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + r8 + 1280]
-    mov r9d, 152
-    mov dword ptr [r15 + r8 + 896], edx
-    mov edx, dword ptr [r15 + rbp + 448]
-    mov r9d, dword ptr [r15 + r8 + 960]
-    movzx ebp, r9b
-    mov r9d, 13
-    movzx r9d, r9b
-    mov r9, qword ptr [r15 + r8 + 1024]
-    add rdx, qword ptr [r15 + r8 + 1152]
+    add r8, qword ptr [r15 + rbp + 256]
+    mov byte ptr [r15 + r9 + 384], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c95:
+    mov r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, rsi
+    mov r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 71
+    mov dword ptr [r15 + 0], 178
+    mov esi, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov ebp, 134
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov rbp, rbp
-    vmovq qword ptr [r15 + 0], xmm6
-    mov ebp, 35
-    mov rbp, rbp
-    jmp 1f
-1:
+    movzx r9d, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 101
+    movzx r9d, r9b
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], 121
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 202
-    mov qword ptr [r15 + 0], r8
-    lea r8, [r11 + r11*1]
-    mov eax, 159
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], rbp
-    mov eax, r8d
-    mov eax, 161
-    movzx ebp, al
-    mov rax, rbp
-    vpmovmskb ebp, xmm6
+    mov r9, r9
+    mov r9d, 250
+    mov r9d, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
+    mov rsi, rbp
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 128]
-    mov rsi, qword ptr [r15 + r8 + 512]
-    mov r8, rsi
-    and r9, 64
-    and r8d, dword ptr [r15 + r9 + 192]
-    mov dword ptr [r15 + rbp + 64], r8d
-    mov dword ptr [r15 + r9 + 256], 130
+    vmovdqu ymmword ptr [r15 + rbp + 64], ymm15
+    mov qword ptr [r15 + rbp + 128], r8
+    mov ebp, 59
+    mov ebp, edi
+    lea rbp, [r11 + r11*1]
+    mov r8d, 40
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + rbp + 512], ymm15
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 512], ymm15
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + r8 + 448]
+    mov r8d, dword ptr [r15 + rbp + 448]
+    mov ebp, 157
+    jmp 1f
+1:
     jmp 1f
 1:
     add r11, 64
@@ -6085,636 +6281,612 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c96:
+    jmp 1f
+1:
+    mov ebp, 2
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], edi
+    mov rsi, rbp
+    jmp 1f
+1:
+    mov r8d, 255
+    add r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 166
+    mov edi, r8d
+    movzx esi, dil
+    mov dword ptr [r15 + 0], esi
+    and r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov rbp, rbp
-    mov dword ptr [r15 + 0], 145
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, dword ptr [r15 + 0]
-    mov r8, rbp
-    movsxd r8, dword ptr [r15 + 0]
-    mov esi, esi
-    movzx esi, byte ptr [r15 + 0]
-    movzx eax, cl
-    mov dword ptr [r15 + 0], eax
-    mov rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
+    vpor xmm15, xmm15, xmm15
+    mov edi, 64
+    mov edi, dword ptr [r15 + 0]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r8d, 50
+    mov r8d, esi
+    movzx r8d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx r8d, r8b
+    mov byte ptr [r15 + 0], r8b
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 256], bpl
+    mov esi, r8d
+    mov qword ptr [r15 + rbp + 64], rsi
     and r8, 64
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 384], r9d
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], 110
+    mov byte ptr [r15 + r8 + 512], r8b
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + r8 + 320]
+    mov esi, edi
+    mov rsi, rsi
+    and rbp, 64
+    add rsi, qword ptr [r15 + rbp + 128]
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + rbp + 192], xmm6
-    mov byte ptr [r15 + r9 + 512], al
-    movzx r8d, al
+    mov dword ptr [r15 + r8 + 448], 131
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + rbp + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c97:
-    lea r8, [r11*4]
-    and r8, 192
-    mov qword ptr [r15 + r8 + 704], r8
-    mov eax, r8d
     jmp 1f
 1:
+    movzx r8d, bpl
+    mov r8d, 152
+    lea r8, [r11 + r11*1]
+    mov rbp, rsi
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], r8d
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 320], ymm15
+    mov qword ptr [r15 + r8 + 448], rsi
     jmp 1f
 1:
+    mov r8d, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    mov esi, r8d
+    mov dword ptr [r15 + 0], 123
+    movsxd r8, dword ptr [r15 + 0]
+    movzx edi, r8b
+    mov qword ptr [r15 + 0], rdi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    vmovq xmm6, rax
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, qword ptr [r15 + 0]
+    mov rsi, rdi
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov eax, eax
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    lea rbp, [r11 + r11*4]
-    mov byte ptr [r15 + r8 + 768], bpl
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7680], 223
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + rbp + 7744]
-    movzx esi, byte ptr [r15 + rbp + 7616]
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 448]
-    jmp 1f
-1:
-    and edx, dword ptr [r15 + rbp + 7552]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 63
-    mov ecx, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + r9 + 512]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + r8 + 576]
-    mov r9, rcx
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    add rcx, qword ptr [r15 + r8 + 640]
+    mov qword ptr [r15 + 0], rsi
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], 232
+    mov rsi, r8
+    mov edx, dword ptr [r15 + r8 + 256]
+    mov r8d, dword ptr [r15 + rbp + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c98:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 221
-    jmp 1f
-1:
-    mov ebp, ebp
-    vpmovmskb ebp, xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 105
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], ebp
-    movsxd rbp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 176
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
     lea rbp, [r11 + r11*1]
-    and r9, 64
-    add rdx, qword ptr [r15 + r9 + 128]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
-    mov dword ptr [r15 + r9 + 64], 106
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, bpl
     and rbp, 64
-    add rdx, qword ptr [r15 + rbp + 320]
-    mov r9d, edx
-    and edx, dword ptr [r15 + rbp + 384]
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + r8 + 256]
-    jmp 1f
-1:
+    mov dword ptr [r15 + rbp + 64], 120
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1216], 171
+    movzx esi, byte ptr [r15 + r8 + 1088]
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 1152], r9d
+    mov qword ptr [r15 + r8 + 832], r9
+    mov edi, ebp
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm15
+    vmovdqu ymmword ptr [r15 + rbp + 128], ymm15
+    mov qword ptr [r15 + r8 + 1024], rbp
+    movsxd rbp, dword ptr [r15 + r8 + 896]
+    movsxd rdi, dword ptr [r15 + r9 + 320]
+    mov r9d, esi
+    mov dword ptr [r15 + r8 + 960], 12
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + r8 + 1280]
+    mov r9d, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c99:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    movzx r9d, r9b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 255
-    mov qword ptr [r15 + 0], rbp
-    mov r9d, 170
-    mov r9d, edx
-    mov byte ptr [r15 + 0], dl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm6
     and r9d, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    movzx edx, bpl
-    and rbp, 64
-    lea r8, [r11*4]
-    mov dword ptr [r15 + rbp + 384], 192
-    and r8, 192
-    mov rdx, qword ptr [r15 + r8 + 768]
+    movzx r8d, r9b
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movzx ebp, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx esi, bpl
+    jmp 1f
+1:
+    movzx ebp, sil
+    mov esi, ebp
+    movzx edx, r8b
+    mov rbp, rdx
+    movzx r8d, bpl
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11*4]
+    jmp 1f
+1:
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 576], 179
+    lea r8, [r11 + r11*1]
+    mov rsi, r8
+    and r8, 64
     lea r9, [r11 + r11*1]
-    mov eax, 242
-    jmp 1f
-1:
-    movzx eax, al
+    mov byte ptr [r15 + r8 + 384], al
     and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    mov dword ptr [r15 + r8 + 704], 185
-    movzx eax, al
+    mov byte ptr [r15 + r9 + 192], r9b
+    mov dword ptr [r15 + rbp + 640], r9d
+    mov esi, 49
+    mov edx, 184
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 640], eax
+    .byte 0x66, 0x90
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 576], al
-    mov dword ptr [r15 + rbp + 320], r9d
-    mov dword ptr [r15 + r9 + 64], eax
+    vmovdqu ymmword ptr [r15 + r9 + 256], ymm15
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 320], esi
+    movsxd rsi, dword ptr [r15 + rbp + 704]
+    jmp 1f
+1:
+    mov r8d, 117
+    mov r8d, r8d
+    movzx r8d, byte ptr [r15 + rbp + 768]
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c100:
-    lea r9, [r11*4]
-    and r9, 192
-    and eax, dword ptr [r15 + r9 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 89
-    mov r8d, 143
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 230
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
-    movzx ebp, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + 0]
+    lea r8, [r11*8]
+    and r8, 4032
+    movsxd rsi, dword ptr [r15 + r8 + 3840]
     lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 3648], bpl
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 104
-    mov qword ptr [r15 + r9 + 704], rbp
-    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 320], 172
+    movzx r9d, dl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and eax, dword ptr [r15 + r9 + 576]
+    mov edx, 53
+    movzx edx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    mov byte ptr [r15 + r9 + 768], al
-    mov rax, qword ptr [r15 + r8 + 256]
+    mov edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edx, dword ptr [r15 + r8 + 3584]
+    and r9, 64
+    mov rdi, qword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + r8 + 3712], ebp
+    mov eax, 108
+    add rax, qword ptr [r15 + rbp + 384]
+    mov ebp, dword ptr [r15 + r8 + 3776]
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    add rbp, qword ptr [r15 + r8 + 3456]
+    mov rbp, r8
+    mov dword ptr [r15 + r9 + 64], 255
+    mov r9, r9
+    mov r9, r9
     jmp 1f
 1:
-    vpaddd xmm6, xmm6, xmm6
+    mov r9d, edi
     jmp 1f
 1:
+    mov byte ptr [r15 + r8 + 3520], dl
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 320], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c101:
-    lea rbp, [r11 + r11*8]
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov eax, 102
+    and r9, 64
+    vmovdqu xmmword ptr [r15 + r9 + 192], xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r9d
     jmp 1f
 1:
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1472]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 0]
+    movzx eax, dl
+    mov dword ptr [r15 + 0], esi
+    mov eax, eax
+    movzx eax, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, dl
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 1024
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 193
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 192
+    mov rax, qword ptr [r15 + rbp + 576]
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
     jmp 1f
 1:
+    mov rdx, r8
     and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
+    movsxd rdx, dword ptr [r15 + r8 + 320]
+    mov rdi, rdx
+    mov edx, 50
+    mov qword ptr [r15 + rbp + 640], rbp
+    mov dword ptr [r15 + r8 + 384], 201
+    vmovdqu ymmword ptr [r15 + rbp + 768], ymm15
+    and edx, dword ptr [r15 + rbp + 704]
+    mov r8d, 167
+    movzx r8d, byte ptr [r15 + r9 + 256]
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + r8 + 128], r9d
-    mov r8, r9
-    and r8d, dword ptr [r15 + rbp + 1792]
-    mov byte ptr [r15 + rbp + 1600], bpl
-    jmp 1f
-1:
-    mov r9d, r8d
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 1856], r8d
-    mov eax, r8d
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 320]
-    mov edx, dword ptr [r15 + r8 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 1664], 200
-    and r8d, dword ptr [r15 + rbp + 1408]
-    mov dword ptr [r15 + rbp + 1536], 54
-    mov dword ptr [r15 + rbp + 1728], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov ebp, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c102:
+    lea rbp, [r11 + r11*8]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 7
-    mov r9d, r9d
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 195
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    vmovdqu xmmword ptr [r15 + 0], xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, bpl
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
+    mov r8d, 122
     lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rbp
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3776], rbp
     jmp 1f
 1:
     and r8, 64
-    mov rax, qword ptr [r15 + r8 + 64]
-    mov edx, 16
+    mov byte ptr [r15 + r8 + 192], r8b
     lea r9, [r11 + r11*1]
-    mov rdx, rbp
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + rbp + 256]
+    and edx, dword ptr [r15 + rbp + 3904]
+    movzx eax, dl
     and r9, 64
-    add rbp, qword ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + r9 + 320], 19
+    mov dword ptr [r15 + r9 + 320], ebp
+    mov edx, r9d
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 128], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + rbp + 3456]
+    mov qword ptr [r15 + r9 + 384], rdx
+    mov edx, 75
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 87
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, al
+    mov edx, dword ptr [r15 + rbp + 3520]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 3584], 41
+    mov r9d, dword ptr [r15 + r8 + 256]
+    mov r8, qword ptr [r15 + rbp + 3712]
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    vmovdqu ymmword ptr [r15 + rbp + 3840], ymm15
+    mov dword ptr [r15 + rbp + 3648], 144
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c103:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 40
-    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    vmovdqu xmmword ptr [r15 + 0], xmm6
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], 220
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], 5
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov rbp, rdx
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov rbp, qword ptr [r15 + 0]
+    lea r9, [r11 + r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    movsxd rdx, dword ptr [r15 + r9 + 3840]
+    mov qword ptr [r15 + r9 + 3904], rdx
     lea rbp, [r11 + r11*1]
-    add rdx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
     jmp 1f
+1:
+    and rbp, 64
+    and edx, dword ptr [r15 + rbp + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, dl
+    test ebx, 1073741824
+    jz 1f
 1:
     lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
     and r8, 64
-    add rdx, qword ptr [r15 + r8 + 256]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 64], r9b
-    mov qword ptr [r15 + rbp + 320], r9
-    mov byte ptr [r15 + r8 + 192], dl
-    mov r8d, r9d
-    mov dword ptr [r15 + r9 + 128], r8d
+    mov qword ptr [r15 + r8 + 192], r8
     jmp 1f
 1:
+    mov dword ptr [r15 + r8 + 256], 225
+    and r8d, dword ptr [r15 + r9 + 3712]
     jmp 1f
 1:
+    mov dword ptr [r15 + r9 + 3456], r8d
+    mov dword ptr [r15 + r9 + 3520], ebp
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + r9 + 3776], ymm15
+    add qword ptr [r15 + r9 + 3648], r8
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 3584], r8
+    mov r8d, r8d
+    mov dword ptr [r15 + r9 + 3392], 46
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 512], ymm15
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c104:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    vpcmpeqb xmm15, xmm15, xmm0
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    movzx r9d, byte ptr [r15 + r8 + 256]
+    mov ebp, ebp
     lea rbp, [r11 + r11*1]
     jmp 1f
 1:
+    lea r9, [r11 + r11*8]
     and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 384], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + rbp + 512], rbp
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1536], r9
     jmp 1f
 1:
+    vmovdqu xmm15, xmmword ptr [r15 + r9 + 1344]
+    movzx edx, r9b
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], 216
-    mov r8d, 145
+    mov rdx, qword ptr [r15 + rbp + 448]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r9 + 1472], edi
+    mov rbp, rdi
+    and ebp, dword ptr [r15 + r9 + 1408]
+    mov byte ptr [r15 + r9 + 1792], bpl
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + r9 + 1856]
+    mov byte ptr [r15 + r9 + 1728], bpl
+    mov rbp, rbp
+    movsxd rbp, dword ptr [r15 + r9 + 1600]
+    add rbp, qword ptr [r15 + r9 + 1664]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 768
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov qword ptr [r15 + 0], r9
-    movzx r8d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
-    mov r9d, 76
-    mov r9d, 209
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    add rdx, qword ptr [r15 + r9 + 512]
-    vmovdqu ymmword ptr [r15 + r9 + 448], ymm6
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 64]
-    vmovdqu ymmword ptr [r15 + r8 + 128], ymm6
-    movsxd r9, dword ptr [r15 + rbp + 320]
+    movsxd r9, dword ptr [r15 + r8 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c105:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    movzx r9d, al
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, 56
-    jmp 1f
-1:
-    mov r9d, 246
-    jmp 1f
-1:
-    mov r9d, ebp
-    mov dword ptr [r15 + 0], 95
-    and r8d, dword ptr [r15 + 0]
-    mov edx, 136
-    movzx edx, dl
-    add rbp, qword ptr [r15 + 0]
-    mov rdx, rbp
-    mov dword ptr [r15 + 0], 96
-    mov ebp, 160
-    jmp 1f
-1:
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    add rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    and ebp, dword ptr [r15 + 0]
-    movzx r9d, bpl
-    mov r9, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, dil
+    movsxd r9, dword ptr [r15 + 0]
     mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], 234
-    jmp 1f
-1:
-    mov r9d, 146
-    mov r9, r9
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, 147
-    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 4
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx r9d, bpl
+    test dword ptr [r15 + 67117723], 2064
+    jnz 1f
+1:
     and rbp, 64
-    mov byte ptr [r15 + rbp + 64], bpl
+    mov qword ptr [r15 + rbp + 192], rax
+    mov r9, rbp
+    lea r9, [r11*4]
+    jmp 1f
+1:
+    and r9, 192
+    mov dword ptr [r15 + r9 + 768], r9d
+    movzx eax, byte ptr [r15 + r9 + 576]
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 448]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], r8d
-    movsxd rcx, dword ptr [r15 + r9 + 512]
-    movzx r9d, byte ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + r8 + 384], 121
     jmp 1f
 1:
+    jmp 1f
+1:
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 448]
+    mov edi, dword ptr [r15 + rbp + 256]
+    mov qword ptr [r15 + r8 + 512], rdi
+    mov ebp, edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 640], ebp
+    movzx ebp, byte ptr [r15 + r9 + 704]
     add r11, 64
     inc rbx
     dec r13
@@ -6722,871 +6894,864 @@ ditto_body_c1:
 .Lc1_b1_c106:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x66, 0x90
+    mov ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
-    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm15, xmm15, xmm15
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
+    mov ebp, 154
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], r9b
+    jmp 1f
+1:
     and rbp, 448
-    mov qword ptr [r15 + rbp + 896], rbp
+    and r8d, dword ptr [r15 + rbp + 832]
+    mov eax, 107
+    movzx edi, al
     jmp 1f
 1:
-    and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 256]
-    mov rax, qword ptr [r15 + rbp + 1152]
-    mov dword ptr [r15 + r9 + 192], 38
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 832], 161
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 320], ymm6
-    mov dword ptr [r15 + rbp + 1024], r9d
-    mov r8, r9
+    lea r8, [r11 + r11*1]
+    movzx eax, r8b
+    mov qword ptr [r15 + rbp + 960], rax
+    mov byte ptr [r15 + rbp + 1152], r9b
+    and r8, 64
+    add rax, qword ptr [r15 + r8 + 384]
+    mov edi, eax
+    mov dword ptr [r15 + rbp + 1024], 249
+    mov edi, dword ptr [r15 + rbp + 896]
+    mov dword ptr [r15 + r8 + 320], 254
+    vmovdqu ymmword ptr [r15 + rbp + 1088], ymm15
+    movzx r8d, byte ptr [r15 + r9 + 64]
     jmp 1f
 1:
-    movzx r8d, r8b
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 384], 83
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 1216], r8b
-    mov r9, r8
-    mov r9d, 16
-    mov qword ptr [r15 + rbp + 960], r8
-    mov r8d, dword ptr [r15 + rbp + 1280]
     mov r9d, r8d
-    mov r8d, dword ptr [r15 + rbp + 1088]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c107:
-    lea r8, [r11*4]
-    and r8, 192
-    vmovq qword ptr [r15 + r8 + 768], xmm6
+    mov rbp, r8
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r8d, ebp
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r8d, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + r8 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r8b
+    movzx r9d, r8b
+    mov r8d, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ebp
+    mov rbp, rdi
+    test ebx, 1073741824
+    jz 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 254
     jmp 1f
 1:
-    lea rbp, [r11*8]
-    mov rdx, r8
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1664], 249
-    movsxd rdx, dword ptr [r15 + r8 + 704]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], 45
+    lea r8, [r11 + r11*1]
     lea r9, [r11 + r11*1]
+    add rdi, qword ptr [r15 + rbp + 384]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 1600], r9d
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], r8
     and r9, 64
-    mov dword ptr [r15 + r9 + 512], 4
+    mov qword ptr [r15 + r9 + 128], rcx
+    movzx ebp, bpl
+    movzx ebp, bpl
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 1536], 203
-    movzx ecx, r9b
-    movsxd rcx, dword ptr [r15 + r9 + 448]
-    mov r9d, ecx
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + rbp + 1408], ymm6
-    movsxd rcx, dword ptr [r15 + rbp + 1472]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 640], 188
-    movzx r8d, cl
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 1344], r8
+    mov byte ptr [r15 + r9 + 64], bpl
+    movsxd rbp, dword ptr [r15 + r8 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c108:
-    vpxor xmm6, xmm6, xmm7
-    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 31
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 107
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
     mov r8d, r8d
-    mov dword ptr [r15 + 0], 248
-    mov r8d, r8d
-    and r8d, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    and r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 79
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 174
-    mov dword ptr [r15 + 0], 163
-    movzx r9d, al
+    movzx r8d, r8b
+    and r8d, dword ptr [r15 + 0]
+    lea r9, [r11*4]
+    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
+    and r8, 64
+    movsxd rdi, dword ptr [r15 + r8 + 320]
+    and r9, 192
+    mov eax, dword ptr [r15 + r9 + 576]
+    mov ecx, eax
+    mov eax, ecx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    and r9, 64
-    imul r8, qword ptr [r15 + r9 + 320]
     jmp 1f
 1:
     lea rbp, [r11 + r11*1]
     jmp 1f
 1:
     and rbp, 64
-    lea r8, [r11*4]
-    and eax, dword ptr [r15 + rbp + 192]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 768], 207
+    mov byte ptr [r15 + rbp + 64], bpl
+    mov dword ptr [r15 + r9 + 640], 220
+    mov rcx, qword ptr [r15 + r8 + 384]
+    mov r8d, 215
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 576], al
-    movsxd rax, dword ptr [r15 + r9 + 384]
-    vmovdqu ymmword ptr [r15 + r8 + 640], ymm6
+    movsxd r8, dword ptr [r15 + r9 + 704]
+    mov dword ptr [r15 + rbp + 128], r8d
     jmp 1f
 1:
-    vpcmpeqb xmm6, xmm6, xmm5
-    mov qword ptr [r15 + rbp + 256], rax
-    mov eax, 155
+    movzx r8d, byte ptr [r15 + r9 + 768]
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 704], 141
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c109:
     mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm6, xmm6, 93
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, al
-    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    add r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
+    lea rbp, [r11 + r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov r9d, dword ptr [r15 + rbp + 3840]
+    mov rcx, qword ptr [r15 + rbp + 3584]
+    mov qword ptr [r15 + rbp + 3520], rcx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, eax
-    mov dword ptr [r15 + 0], r8d
-    mov qword ptr [r15 + 0], r8
-    mov eax, 13
-    mov dword ptr [r15 + 0], eax
-    test ebx, 1073741824
+    mov ecx, 185
+    test ebx, 4608
     jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    and eax, dword ptr [r15 + 0]
-    mov r8, rax
-    and eax, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    mov rbp, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
-    mov r9d, r8d
-    and rbp, 64
+    mov dword ptr [r15 + rbp + 3456], ecx
+    movzx ecx, cl
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 64], 198
+    lea r8, [r11 + r11*1]
+    movzx ecx, r8b
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 384]
+    mov rax, qword ptr [r15 + rbp + 3392]
     and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 320]
-    mov edx, 162
-    mov rdx, qword ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + r8 + 128], 181
-    mov ebp, edx
-    movzx r8d, r8b
+    mov qword ptr [r15 + r9 + 64], r9
+    mov edi, 143
+    mov dword ptr [r15 + r9 + 128], edi
+    mov byte ptr [r15 + r8 + 320], cl
+    mov qword ptr [r15 + rbp + 3712], rdi
+    mov edi, 32
+    mov qword ptr [r15 + rbp + 3776], rdi
+    nop
+    mov qword ptr [r15 + rbp + 3648], rdi
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + r9 + 384]
-    mov r9, r8
-    jmp 1f
-1:
+    mov edi, 32
+    mov qword ptr [r15 + rbp + 3904], rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c110:
-    lea r8, [r11*8]
-    mov r9d, r8d
-    mov edx, r9d
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3712], ymm6
+    mov dword ptr [r15 + 0], edi
     jmp 1f
 1:
-    movzx eax, dl
+    mov rdi, rdi
+    mov edi, dword ptr [r15 + 0]
     jmp 1f
 1:
+    movzx ebp, dil
+    mov rcx, rsi
+    movzx edi, cl
+    movzx edi, dil
+    mov dword ptr [r15 + 0], 20
+    mov rdi, rdi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
     lea r9, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r9b
     and r9, 192
-    mov dword ptr [r15 + r9 + 640], 212
+    mov r8d, dword ptr [r15 + r9 + 576]
+    mov eax, 143
+    mov eax, 87
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + r8 + 3456]
     jmp 1f
 1:
-    movzx eax, cl
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    and edx, dword ptr [r15 + r8 + 3648]
-    mov dword ptr [r15 + r9 + 704], 40
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 3392], bpl
+    mov qword ptr [r15 + r9 + 640], rcx
+    vmovdqu ymmword ptr [r15 + r9 + 768], ymm15
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 128], ymm15
+    movzx ecx, byte ptr [r15 + r9 + 704]
+    mov dword ptr [r15 + r8 + 64], ecx
+    lea r8, [r11 + r11*1]
+    mov ecx, 64
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 192]
     jmp 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], ebp
-    mov dword ptr [r15 + rbp + 512], 131
-    mov ebp, 188
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + r9 + 768]
-    jmp 1f
-1:
-    mov eax, 35
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 3584], rax
-    mov byte ptr [r15 + r9 + 576], al
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + r8 + 3520]
-    mov dword ptr [r15 + r8 + 3776], 171
+    mov dword ptr [r15 + r8 + 256], 202
+    movzx r9d, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c111:
+    mov byte ptr [r15 + 0], r9b
+    mov qword ptr [r15 + 0], r9
+    mov rcx, r9
+    add r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    add r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1856], 29
+    mov dword ptr [r15 + 0], 141
     jmp 1f
 1:
-    lea r8, [r11*4]
-    mov byte ptr [r15 + rbp + 1344], r8b
-    mov byte ptr [r15 + rbp + 1472], r8b
-    and r8, 192
-    and eax, dword ptr [r15 + r8 + 576]
-    mov r9, qword ptr [r15 + rbp + 1600]
-    mov rdx, qword ptr [r15 + rbp + 1536]
-    mov ecx, 247
+    movzx ecx, cl
+    movzx ecx, dil
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rcx
+    mov ecx, 143
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 136
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
     lea r9, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + rbp + 1408]
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 640], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    mov dword ptr [r15 + 0], 138
     and r9, 64
-    mov dword ptr [r15 + r9 + 320], 24
-    mov qword ptr [r15 + r8 + 768], r9
-    add rax, qword ptr [r15 + r8 + 704]
-    mov r8d, edi
-    mov edi, r8d
-    movzx ecx, byte ptr [r15 + rbp + 1664]
-    jmp 1f
-1:
-    movzx r8d, cl
-    movzx ecx, byte ptr [r15 + rbp + 1728]
-    mov qword ptr [r15 + r9 + 384], rcx
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 1792], 64
+    mov dword ptr [r15 + r9 + 320], r9d
+    and r8, 192
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + r8 + 640]
+    movzx ecx, cl
+    mov qword ptr [r15 + r8 + 704], rcx
+    mov ecx, dword ptr [r15 + r8 + 768]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 384], ebp
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], rbp
+    mov byte ptr [r15 + r8 + 576], bpl
+    vmovdqu ymmword ptr [r15 + rbp + 384], ymm15
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c112:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, 50
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov dword ptr [r15 + 0], 73
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 157
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    imul r9, qword ptr [r15 + 0]
-    mov edi, 161
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], 109
+    lea r8, [r11 + r11*1]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 384], dil
-    mov edx, ebp
+    mov dword ptr [r15 + rbp + 256], 86
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 448]
+    jmp 1f
+1:
+    mov r9d, ecx
+    mov byte ptr [r15 + 0], r9b
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    add r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 77
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
     and r9, 64
-    mov qword ptr [r15 + r9 + 64], rdi
-    mov rdx, qword ptr [r15 + r8 + 512]
-    mov dword ptr [r15 + rbp + 320], edx
-    mov byte ptr [r15 + r9 + 128], dl
+    movsxd rcx, dword ptr [r15 + r9 + 64]
+    mov qword ptr [r15 + r9 + 128], rdx
+    mov dword ptr [r15 + r8 + 512], 161
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, r9b
+    mov r9, r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, rcx
+    mov r9d, 163
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + rbp + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c113:
-    movzx edx, dl
-    lea rbp, [r11*8]
-    lea r8, [r11*4]
-    jmp 1f
-1:
-    and rbp, 4032
-    mov rdx, qword ptr [r15 + rbp + 3584]
-    and r8, 448
-    mov r9d, dword ptr [r15 + r8 + 832]
-    mov rdi, qword ptr [r15 + rbp + 3520]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rcx, qword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    mov rbp, r9
+    nop
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpmovmskb ecx, xmm6
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
+1:
+    test ebx, 1024
+    jz 1f
 1:
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm6, xmmword ptr [r15 + rbp + 3456]
-    movsxd rcx, dword ptr [r15 + r8 + 960]
+    vpmovmskb ebp, xmm15
+    lea rbp, [r11 + r11*1]
     and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + r9 + 320], ecx
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 256], rbp
+    mov ecx, ebp
     jmp 1f
 1:
-    mov esi, eax
-    mov eax, esi
-    mov esi, eax
-    movzx esi, sil
-    add rsi, qword ptr [r15 + rbp + 3648]
-    mov rax, rsi
-    mov qword ptr [r15 + rbp + 3392], rax
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 1024], 196
+    mov dword ptr [r15 + r9 + 384], 10
+    mov ecx, 8
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], 155
+    mov r9, qword ptr [r15 + rbp + 192]
+    mov ecx, 224
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rsi, rax
-    vmovdqu ymmword ptr [r15 + r9 + 320], ymm6
-    mov rsi, qword ptr [r15 + r8 + 896]
-    and r9d, dword ptr [r15 + rbp + 3712]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 95
+    mov ecx, ecx
+    mov ecx, 177
+    mov rbp, qword ptr [r15 + r8 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c114:
-    jmp 1f
-1:
+    mov ecx, 86
+    mov rcx, rcx
+    movzx ecx, cl
+    mov rcx, qword ptr [r15 + 0]
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
+    mov qword ptr [r15 + 0], r9
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 96
+    mov byte ptr [r15 + 0], r8b
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 76
-    jmp 1f
-1:
-    mov r9d, 106
+    mov qword ptr [r15 + 0], r9
+    mov r8d, r8d
+    vpmovmskb r8d, xmm15
+    mov r9d, 228
+    mov dword ptr [r15 + 0], 34
+    lea r9, [r11 + r11*1]
+    mov r8d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, rdx
-    vpor xmm6, xmm6, xmm6
-    vpor xmm6, xmm6, xmm6
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    test ebx, 768
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 384]
     lea rbp, [r11 + r11*1]
-    and r9, 192
-    movzx edx, byte ptr [r15 + r9 + 576]
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 448]
+    mov edi, 127
     lea r8, [r11 + r11*1]
-    movzx esi, byte ptr [r15 + r9 + 640]
-    mov rcx, rdi
     jmp 1f
 1:
     and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 64]
-    mov ecx, edi
-    mov dword ptr [r15 + r8 + 128], ecx
+    mov rdi, qword ptr [r15 + r8 + 320]
+    and rbp, 64
+    movzx edx, byte ptr [r15 + rbp + 128]
+    mov eax, dword ptr [r15 + rbp + 64]
     jmp 1f
 1:
-    movzx edi, cl
-    mov ecx, edi
-    mov rdi, rdx
-    movzx edx, dl
+    movsxd rbp, dword ptr [r15 + r9 + 320]
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + r9 + 768]
-    add rdx, qword ptr [r15 + rbp + 512]
-    mov dword ptr [r15 + r9 + 704], 238
+    mov qword ptr [r15 + r8 + 384], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c115:
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    vpor xmm6, xmm6, xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov r9d, ecx
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov rdi, qword ptr [r15 + 0]
+    mov ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 0]
+    lea r9, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 164
+    and r9, 8128
+    and ebp, dword ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + r9 + 7744], r8
+    lea r8, [r11*4]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + 0], r9
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], bpl
-    mov byte ptr [r15 + r9 + 64], r9b
-    lea r9, [r11*4]
-    movzx ebp, r9b
-    and r9, 192
     lea rbp, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + r9 + 576]
-    .byte 0x66, 0x90
-    mov dword ptr [r15 + r9 + 704], 240
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 320], ymm6
-    vmovdqu ymmword ptr [r15 + r9 + 768], ymm6
+    and r8, 192
+    mov rcx, qword ptr [r15 + r8 + 704]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15744], ebp
     jmp 1f
 1:
+    mov ecx, dword ptr [r15 + r9 + 7616]
+    mov rdi, qword ptr [r15 + rbp + 15680]
+    mov rbp, rdi
+    mov dword ptr [r15 + r8 + 640], r8d
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 384], rax
+    mov byte ptr [r15 + r9 + 7872], dil
+    mov byte ptr [r15 + r8 + 768], bpl
+    mov edi, r8d
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + r9 + 640]
-    jmp 1f
-1:
+    movzx edi, byte ptr [r15 + r9 + 7552]
+    mov ebp, edi
+    movzx ebp, byte ptr [r15 + r9 + 7680]
+    mov edx, ebp
+    and ebp, dword ptr [r15 + r9 + 7808]
+    vmovdqu xmmword ptr [r15 + r8 + 576], xmm15
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c116:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpshufd xmm6, xmm6, 147
-    jmp 1f
-1:
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 768
-    jnz 1f
+    mov dword ptr [r15 + 0], 29
+    mov edi, 147
+    mov byte ptr [r15 + 0], dil
+    mov edi, dword ptr [r15 + 0]
+    movzx r8d, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    mov ebp, ebp
+    and r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, r8d
+    mov edi, 168
     mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov edi, 183
+    mov dword ptr [r15 + 0], 83
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    jmp 1f
+1:
+    vpmovmskb edi, xmm15
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 384]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], 231
+    movzx edi, r8b
     and r9, 64
-    mov dword ptr [r15 + r9 + 64], r9d
+    mov qword ptr [r15 + r9 + 320], r9
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 320], r9
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
+    and r8, 64
+    add rdi, qword ptr [r15 + r8 + 448]
+    lea rbp, [r11 + r11*1]
+    mov ecx, ebp
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + r8 + 512]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], 40
+    mov qword ptr [r15 + rbp + 384], rbp
     movzx ebp, bpl
-    movzx edi, bpl
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + r9 + 128]
-    mov byte ptr [r15 + r8 + 512], cl
+    and ebp, dword ptr [r15 + r9 + 384]
+    vmovq xmm15, rbp
+    mov ebp, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c117:
-    lea rbp, [r11*8]
-    and rbp, 1984
-    mov r9d, dword ptr [r15 + rbp + 1408]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11*4]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 192
-    mov byte ptr [r15 + r8 + 640], r8b
-    lea r9, [r11 + r11*1]
-    mov eax, r9d
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm6
-    jmp 1f
-1:
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 512]
-    mov qword ptr [r15 + rbp + 1472], rax
-    movsxd rax, dword ptr [r15 + rbp + 1600]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 66
-    mov eax, 160
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov rax, rax
-    jmp 1f
-1:
-    movzx esi, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + r8 + 704]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + r8 + 576]
-    movzx esi, dil
-    mov byte ptr [r15 + r8 + 768], sil
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 1536], edi
-    mov qword ptr [r15 + r9 + 448], rsi
-    movzx edi, byte ptr [r15 + rbp + 1664]
-    jmp 1f
-1:
+    lea rbp, [r11 + r11*1]
+    vpaddd xmm15, xmm15, xmm15
+    mov edi, 41
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    movzx edi, byte ptr [r15 + rbp + 448]
     movzx r9d, dil
+    and r8, 64
+    mov qword ptr [r15 + r8 + 256], rcx
+    mov edi, 104
+    mov qword ptr [r15 + 0], rdi
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 36
+    mov byte ptr [r15 + 0], bpl
+    add rdi, qword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx edi, r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    jmp 1f
+1:
+    mov edi, edi
+    mov dword ptr [r15 + 0], 129
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdi
+    lea r9, [r11 + r11*1]
+    mov edi, dword ptr [r15 + 0]
+    and edi, dword ptr [r15 + 0]
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 384]
+    vmovdqu ymmword ptr [r15 + r9 + 320], ymm15
+    mov r9d, dword ptr [r15 + r8 + 192]
+    mov r8d, 189
+    mov qword ptr [r15 + rbp + 512], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c118:
-    lea r9, [r11*4]
-    and r9, 192
-    mov dword ptr [r15 + r9 + 704], r9d
-    and edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx r8d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, qword ptr [r15 + 0]
+    movzx r8d, cl
+    mov ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 85
+    mov r8d, 208
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov esi, 5
-    lea r8, [r11 + r11*1]
+    lea r9, [r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    movzx edi, byte ptr [r15 + 0]
+    and r9, 448
+    movsxd rbp, dword ptr [r15 + r9 + 1024]
+    mov edx, edx
+    and r8, 192
+    mov dword ptr [r15 + r8 + 768], r8d
+    vmovq qword ptr [r15 + r9 + 1280], xmm15
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    lea rbp, [r11 + r11*8]
-    mov qword ptr [r15 + r8 + 448], rbp
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 72
+    mov dword ptr [r15 + r9 + 1088], 71
+    mov rdx, qword ptr [r15 + r9 + 1152]
+    vmovdqu ymmword ptr [r15 + r8 + 640], ymm15
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + rbp + 3584]
-    movsxd rcx, dword ptr [r15 + rbp + 3648]
+    mov eax, eax
+    mov dword ptr [r15 + r9 + 1216], 197
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 704], bpl
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 3840]
-    mov qword ptr [r15 + rbp + 3776], rax
-    mov dword ptr [r15 + r9 + 576], eax
-    movzx eax, al
-    mov qword ptr [r15 + r9 + 768], rax
-    mov byte ptr [r15 + rbp + 3520], al
-    mov dword ptr [r15 + rbp + 3712], eax
-    movzx eax, byte ptr [r15 + r9 + 640]
-    mov r9, rax
-    mov qword ptr [r15 + rbp + 3904], r9
-    mov dword ptr [r15 + rbp + 3456], r9d
-    mov eax, dword ptr [r15 + r8 + 512]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], rbp
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm15
+    mov dword ptr [r15 + r9 + 960], 90
+    and eax, dword ptr [r15 + rbp + 128]
+    mov ebp, eax
+    movzx ebp, byte ptr [r15 + r8 + 576]
+    mov dword ptr [r15 + r9 + 896], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c119:
-    jmp 1f
-1:
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 35
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov rax, r9
-    vmovdqu xmmword ptr [r15 + 0], xmm6
-    mov dword ptr [r15 + 0], 200
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    mov rax, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 151
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7808], dil
+    movzx eax, bpl
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + rbp + 7552]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 129
-    lea r9, [r11*4]
-    movsxd rax, dword ptr [r15 + 0]
-    movzx ebp, al
-    and r9, 192
-    mov dword ptr [r15 + r9 + 704], r9d
-    mov eax, dword ptr [r15 + r9 + 768]
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    nop
     and r8, 64
-    and eax, dword ptr [r15 + r8 + 128]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 104
-    mov esi, 251
-    mov byte ptr [r15 + rbp + 384], sil
-    add rsi, qword ptr [r15 + r8 + 64]
-    mov dword ptr [r15 + r9 + 576], 117
-    and esi, dword ptr [r15 + r9 + 640]
+    mov eax, dword ptr [r15 + r8 + 192]
+    lea r9, [r11 + r11*1]
+    movzx edi, r9b
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 25
+    mov dword ptr [r15 + r8 + 256], 32
     jmp 1f
 1:
     jmp 1f
 1:
+    mov qword ptr [r15 + rbp + 7872], rax
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov r8d, eax
+    mov byte ptr [r15 + rbp + 7744], dl
+    and r8d, dword ptr [r15 + r9 + 64]
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + rbp + 7936]
+    mov r9, qword ptr [r15 + rbp + 7680]
+    jmp 1f
+1:
+    mov edi, 159
+    add rdx, qword ptr [r15 + rbp + 7616]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c120:
-    mov dword ptr [r15 + 0], 164
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 252
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    mov qword ptr [r15 + 0], rsi
+    mov rdx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 66
-    jmp 1f
-1:
+    mov rdx, r8
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 23
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 53
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    movzx ebp, r8b
-    mov r9d, 67
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 156
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    movzx r9d, bpl
-    mov r9d, 209
-    mov byte ptr [r15 + 0], r9b
+    mov edx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], ecx
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    add r8, qword ptr [r15 + rbp + 64]
-    mov ecx, r8d
-    mov qword ptr [r15 + rbp + 128], rcx
-    and r9, 64
     lea r8, [r11 + r11*1]
-    movzx ebp, byte ptr [r15 + r9 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    mov qword ptr [r15 + r8 + 512], r8
-    mov rcx, r8
-    movzx ecx, byte ptr [r15 + r9 + 128]
-    imul rcx, qword ptr [r15 + r8 + 448]
+    vmovdqu ymmword ptr [r15 + r8 + 512], ymm15
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], r9b
+    mov eax, r9d
+    lea rbp, [r11*8]
+    mov eax, ebp
+    and rbp, 448
+    add rax, qword ptr [r15 + rbp + 1216]
+    vmovdqu ymmword ptr [r15 + r9 + 64], ymm15
+    movzx r9d, al
+    mov r9, r9
+    add r9, qword ptr [r15 + rbp + 832]
+    movzx eax, byte ptr [r15 + rbp + 1280]
+    mov qword ptr [r15 + rbp + 896], rax
+    mov qword ptr [r15 + rbp + 1152], rax
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov eax, 133
+    vmovdqu ymmword ptr [r15 + rbp + 1088], ymm15
+    jmp 1f
+1:
+    movzx eax, al
+    movsxd rax, dword ptr [r15 + rbp + 960]
+    mov dword ptr [r15 + rbp + 1024], 137
+    add rax, qword ptr [r15 + r8 + 448]
+    mov ebp, eax
     jmp 1f
 1:
     add r11, 64
@@ -7594,230 +7759,268 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c121:
-    lea rbp, [r11*8]
-    and rbp, 4032
-    inc dword ptr [r15 + rbp + 3584]
-    mov qword ptr [r15 + rbp + 3776], rbp
-    movsxd rcx, dword ptr [r15 + rbp + 3840]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, 56
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], 102
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 229
+    movzx eax, al
+    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm6
-    mov rcx, rbp
-    imul rcx, qword ptr [r15 + rbp + 3520]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 9216
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov ebp, eax
+    mov dword ptr [r15 + 0], 107
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
     lea r9, [r11 + r11*1]
-    test ebx, 11008
-    jz 1f
-1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 192
     and r9, 64
-    mov byte ptr [r15 + r9 + 64], r9b
-    mov rcx, r9
-    mov ecx, ecx
-    mov dword ptr [r15 + r9 + 128], 168
-    mov qword ptr [r15 + rbp + 3456], r8
+    mov byte ptr [r15 + r9 + 256], r9b
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 512], r9b
-    jmp 1f
-1:
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + rbp + 3712]
-    mov dword ptr [r15 + rbp + 3648], 156
-    jmp 1f
-1:
-    mov ebp, 249
-    mov dword ptr [r15 + r9 + 448], 214
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    lea rbp, [r11 + r11*1]
+    movsxd rdx, dword ptr [r15 + r8 + 64]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], 190
+    mov r8d, r8d
+    mov dword ptr [r15 + rbp + 384], r8d
+    mov qword ptr [r15 + r9 + 192], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c122:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 448], bpl
-    lea r9, [r11 + r11*8]
     lea r8, [r11 + r11*1]
-    mov ecx, r8d
+    mov r9, r8
     and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 384]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7872], r9d
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 2
-    vpaddd xmm6, xmm6, xmm11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + r8 + 512], r8
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r9, qword ptr [r15 + r8 + 448]
+    mov r8d, 67
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 7616], r9d
-    mov qword ptr [r15 + r9 + 7488], rax
-    movsxd rax, dword ptr [r15 + rbp + 512]
+    mov r8d, 237
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 7936], 40
-    mov dword ptr [r15 + r9 + 7552], 1
-    movzx ebp, byte ptr [r15 + r9 + 7808]
+    movsxd r8, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    mov rbp, r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    mov r8, rbp
+    mov dword ptr [r15 + 0], 155
+    jmp 1f
+1:
+    mov rbp, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, ebp
     jmp 1f
 1:
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + r9 + 7680], ymm6
-    mov qword ptr [r15 + r8 + 320], rbp
-    mov r8d, dword ptr [r15 + r9 + 7744]
-    mov qword ptr [r15 + r9 + 8000], r8
-    mov r8d, eax
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], ebp
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 256]
+    mov dword ptr [r15 + r8 + 192], 193
+    movsxd r8, dword ptr [r15 + rbp + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c123:
-    mov dword ptr [r15 + 0], 38
-    mov rax, r8
-    movzx r8d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, 56
-    mov byte ptr [r15 + 0], al
-    movzx ebp, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, 41
     mov dword ptr [r15 + 0], r8d
-    mov rax, rax
-    mov rax, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    mov rbp, rbp
-    mov rbp, rbp
-    lea rbp, [r11*4]
-    movsxd r8, dword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + 0]
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 320]
-    and rbp, 192
-    add rax, qword ptr [r15 + rbp + 768]
-    mov esi, 233
-    mov rsi, rdx
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], 189
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    movzx r8d, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 92
+    xor dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    movzx eax, al
+    and eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov rbp, rbp
+    and ebp, dword ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and r8, 64
+    add rbp, qword ptr [r15 + r8 + 128]
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 64], bpl
+    lea rbp, [r11 + r11*1]
     lea r8, [r11 + r11*1]
     jmp 1f
 1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], rbp
     and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
-    mov esi, 246
-    mov edx, dword ptr [r15 + r9 + 384]
-    mov r9, qword ptr [r15 + r8 + 256]
-    mov byte ptr [r15 + rbp + 640], cl
-    mov dword ptr [r15 + rbp + 704], 197
-    mov qword ptr [r15 + rbp + 576], r9
+    mov qword ptr [r15 + r8 + 512], r8
+    mov byte ptr [r15 + r8 + 448], r9b
+    movsxd r8, dword ptr [r15 + rbp + 384]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c124:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm6
-    mov r9, rdx
+    mov rbp, rbp
+    jmp 1f
+1:
+    mov ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
-    movzx r9d, byte ptr [r15 + 0]
-    mov ebp, 63
-    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, eax
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx r9d, bpl
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov edx, 144
-    add r9, qword ptr [r15 + 0]
-    mov edx, r9d
-    jmp 1f
-1:
+    mov rbp, rax
+    movzx ebp, byte ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 147
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r9d
-    mov dword ptr [r15 + 0], edx
+    mov rbp, rbp
     jmp 1f
 1:
-    mov edx, 33
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm15, xmm15, xmm15
     lea rbp, [r11 + r11*1]
-    movzx edx, cl
-    mov edx, 240
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 207
-    mov edx, ebp
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    and edx, dword ptr [r15 + rbp + 64]
-    mov ebp, dword ptr [r15 + r9 + 64]
-    lea r9, [r11 + r11*1]
-    mov edi, r9d
+    movzx eax, bpl
     jmp 1f
 1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], r9b
-    and edx, dword ptr [r15 + r9 + 320]
-    mov rcx, rdx
+    jmp 1f
+1:
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 384]
+    lea r9, [r11*4]
+    jmp 1f
+1:
+    mov rdx, r8
+    and r9, 192
+    movsxd rdx, dword ptr [r15 + r9 + 768]
+    mov qword ptr [r15 + rbp + 320], rbp
+    mov ebp, edx
+    mov dword ptr [r15 + r8 + 64], 237
+    mov r8d, dword ptr [r15 + r9 + 704]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, r8d
+    mov ebp, 63
+    movsxd rbp, dword ptr [r15 + r9 + 640]
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + r9 + 576]
     add r11, 64
     inc rbx
     dec r13
@@ -7827,802 +8030,878 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 228
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx r9d, dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edx, 153
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 256]
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
     and r8, 64
-    mov dword ptr [r15 + r8 + 384], 138
-    and r9, 64
-    mov byte ptr [r15 + r9 + 512], r9b
-    movsxd rdi, dword ptr [r15 + r9 + 448]
-    mov byte ptr [r15 + r8 + 320], dil
-    mov rdi, rdi
-    mov r9d, dword ptr [r15 + rbp + 192]
-    mov edi, r9d
+    mov r9d, dword ptr [r15 + r8 + 384]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], eax
+    mov eax, ebp
+    mov edx, eax
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov eax, 36
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    mov rax, r9
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 95
+    movzx eax, al
+    mov eax, r9d
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    movsxd rax, dword ptr [r15 + 0]
+    mov r9d, eax
+    mov r9d, 181
+    mov r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    vpcmpeqb xmm15, xmm15, xmm2
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 236
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx edx, dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r9, 64
+    mov edx, dword ptr [r15 + r9 + 64]
+    mov rdi, qword ptr [r15 + r9 + 128]
+    movsxd r9, dword ptr [r15 + r8 + 320]
+    vmovdqu ymmword ptr [r15 + rbp + 448], ymm15
+    mov ebp, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c126:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    add rdi, qword ptr [r15 + r8 + 192]
+    mov r9d, 169
+    movzx r9d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 89
     jmp 1f
 1:
-    and edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    movzx r9d, r9b
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r9d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, qword ptr [r15 + 0]
-    and edi, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov qword ptr [r15 + 0], rdi
-    mov byte ptr [r15 + 0], dil
-    mov byte ptr [r15 + 0], sil
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    movzx edi, byte ptr [r15 + 0]
-    mov esi, 53
+    mov r9d, 220
+    mov r9d, 175
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    test ebx, 9984
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm6, xmm6, 190
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, bpl
     jmp 1f
 1:
-    and esi, dword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], r9b
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9d, ebp
+    movsxd rbp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 256], rbp
+    lea r8, [r11 + r11*1]
+    mov rdx, r8
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], r8b
     and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 448]
-    add r8, qword ptr [r15 + r9 + 320]
-    mov r9d, dword ptr [r15 + rbp + 512]
+    lea r9, [r11 + r11*1]
+    mov rdi, qword ptr [r15 + rbp + 320]
+    mov byte ptr [r15 + r8 + 128], dil
+    and r9, 64
+    mov byte ptr [r15 + r9 + 256], r9b
+    jmp 1f
+1:
+    mov rdi, r9
+    mov byte ptr [r15 + r9 + 192], dil
+    mov rdi, qword ptr [r15 + rbp + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c127:
-    mov r8, qword ptr [r15 + 0]
+    lea rbp, [r11*4]
+    and rbp, 192
+    mov edi, dword ptr [r15 + rbp + 640]
+    mov r9d, edi
+    add r8, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    vmovdqu xmm15, xmmword ptr [r15 + 0]
+    mov ecx, 84
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov esi, 113
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm15
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 141
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r9d
+    mov qword ptr [r15 + rbp + 576], rdx
+    mov edx, 190
+    mov rdx, rdx
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 43
     and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 128]
-    lea rbp, [r11 + r11*8]
-    lea r9, [r11 + r11*1]
-    and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3584]
+    mov dword ptr [r15 + r8 + 320], eax
+    mov byte ptr [r15 + rbp + 704], r8b
     jmp 1f
 1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
-    movzx edx, r9b
-    mov rdx, qword ptr [r15 + r9 + 64]
-    movsxd r9, dword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + r8 + 64], r9
-    and r9d, dword ptr [r15 + rbp + 3520]
-    movzx r8d, r9b
-    mov dword ptr [r15 + rbp + 3712], r8d
-    mov byte ptr [r15 + rbp + 3840], r8b
-    mov byte ptr [r15 + rbp + 3456], r8b
-    vmovdqu ymmword ptr [r15 + rbp + 3776], ymm6
-    vmovq qword ptr [r15 + rbp + 3648], xmm6
+    movsxd rdx, dword ptr [r15 + rbp + 768]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 3904], ecx
+    mov eax, 98
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 384], 93
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 192], ymm15
+    mov qword ptr [r15 + rbp + 256], rbp
+    mov ebp, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c128:
+    lea rbp, [r11 + r11*1]
     lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 320]
     and r8, 64
-    mov byte ptr [r15 + r8 + 512], r8b
-    lea rbp, [r11 + r11*8]
-    movzx r9d, bpl
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], r8
+    mov qword ptr [r15 + r8 + 192], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 181
+    inc dword ptr [r15 + 0]
+    mov eax, 90
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    movzx esi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 97
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    and esi, dword ptr [r15 + r9 + 320]
-    movzx edi, byte ptr [r15 + rbp + 1728]
-    mov byte ptr [r15 + rbp + 1600], bpl
-    movsxd rcx, dword ptr [r15 + rbp + 1536]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    lea r9, [r11*4]
+    add rax, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 192
+    mov dword ptr [r15 + r9 + 640], 188
+    mov rdi, r9
+    mov dword ptr [r15 + r9 + 704], 128
+    mov qword ptr [r15 + rbp + 384], r8
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + rbp + 1408]
-    mov rax, rdx
+    and ebp, dword ptr [r15 + r9 + 768]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 1472], eax
-    mov dword ptr [r15 + rbp + 1664], 93
-    add rax, qword ptr [r15 + rbp + 1856]
-    mov edx, r9d
-    mov dword ptr [r15 + r9 + 384], edx
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 448], edx
-    mov dword ptr [r15 + rbp + 1792], 64
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + r9 + 576]
+    mov dword ptr [r15 + r8 + 256], 190
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c129:
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rax
-    mov rdx, rsi
-    mov rsi, rdx
-    mov eax, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 240
-    mov esi, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rdx, rsi
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rsi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 58
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov dword ptr [r15 + 0], 22
+    jmp 1f
+1:
+    mov rax, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 2558048
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    movzx esi, al
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rax
+    mov eax, 163
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    lea r9, [r11 + r11*1]
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 192]
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 128], 98
+    mov rcx, r9
     and r9, 64
-    lea r8, [r11*4]
-    and esi, dword ptr [r15 + r9 + 448]
-    and r8, 192
-    add rsi, qword ptr [r15 + r8 + 640]
-    mov dword ptr [r15 + r8 + 768], 122
-    and esi, dword ptr [r15 + rbp + 256]
-    mov qword ptr [r15 + r9 + 512], rbp
+    movzx ecx, byte ptr [r15 + r9 + 448]
+    mov esi, ecx
+    mov rsi, rdx
+    lea r8, [r11 + r11*1]
+    mov esi, 181
+    mov edx, dword ptr [r15 + r9 + 512]
+    and r8, 64
+    movsxd r9, dword ptr [r15 + r8 + 256]
+    mov dword ptr [r15 + rbp + 64], r9d
+    movzx r9d, r9b
     jmp 1f
 1:
-    mov r9d, 59
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + r8 + 576]
-    vmovdqu ymmword ptr [r15 + r8 + 704], ymm6
-    mov r9d, edi
+    add r9, qword ptr [r15 + r8 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c130:
-    mov r9d, r9d
-    mov dword ptr [r15 + 0], 9
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 143
-    mov dword ptr [r15 + 0], 172
-    mov esi, esi
-    mov byte ptr [r15 + 0], sil
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9d, esi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rsi, r9
-    mov dword ptr [r15 + 0], 111
-    mov rsi, rsi
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
     and r9, 64
-    mov qword ptr [r15 + r9 + 384], rsi
+    xor dword ptr [r15 + r9 + 256], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov ebp, dword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 109
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 576], bpl
+    jmp 1f
+1:
+    vpxor xmm15, xmm15, xmm3
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 768], rbp
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + rbp + 704]
     lea r8, [r11 + r11*1]
-    and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 64]
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 192], rdi
     and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 192]
-    add rcx, qword ptr [r15 + rbp + 128]
-    mov rbp, qword ptr [r15 + r9 + 320]
-    mov r9d, 81
+    add r9, qword ptr [r15 + r8 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
-    add r9, qword ptr [r15 + r8 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 640], r9
+    jmp 1f
+1:
+    mov r9d, r8d
+    and r9d, dword ptr [r15 + r8 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c131:
     lea r9, [r11 + r11*1]
-    lea rbp, [r11*4]
     and r9, 64
-    mov r8, qword ptr [r15 + r9 + 64]
-    jmp 1f
-1:
-    and rbp, 192
-    mov ecx, dword ptr [r15 + rbp + 768]
-    jmp 1f
-1:
+    mov dword ptr [r15 + r9 + 512], 123
+    vpor xmm15, xmm15, xmm15
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 0]
+    mov ebp, 213
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 247
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r8
-    mov dword ptr [r15 + 0], 42
+    mov ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ebp
+    mov byte ptr [r15 + 0], r9b
     jmp 1f
 1:
     jmp 1f
 1:
-    test ebx, 2304
-    jnz 1f
+    mov qword ptr [r15 + 0], r8
+    mov r8, qword ptr [r15 + 0]
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], rbp
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    and ecx, dword ptr [r15 + r8 + 320]
-    movzx edx, byte ptr [r15 + rbp + 704]
-    mov dword ptr [r15 + r9 + 128], 136
-    mov r9d, dword ptr [r15 + rbp + 640]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r8, rbp
     jmp 1f
 1:
-    movzx edi, r9b
-    mov byte ptr [r15 + r8 + 384], dil
-    mov qword ptr [r15 + rbp + 576], rdi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
+    mov byte ptr [r15 + 0], bpl
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov ebp, 242
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 231
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + r9 + 448]
+    and rbp, 64
+    movzx r9d, byte ptr [r15 + rbp + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 384], r9
+    and r9, 64
+    and ebp, dword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + r9 + 64], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c132:
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, 54
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    mov r8d, 66
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 211
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], 163
-    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov edi, 101
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edi
-    and ecx, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov r8, rdi
+    jmp 1f
+1:
+    mov r8d, r8d
     mov r8, r8
-    mov qword ptr [r15 + 0], r8
-    mov qword ptr [r15 + 0], r8
-    mov qword ptr [r15 + 0], r8
+    and r8d, dword ptr [r15 + 0]
+    movzx ecx, r8b
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
-    and eax, dword ptr [r15 + 0]
-    and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 192]
     lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], r8
     jmp 1f
 1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 194
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
-    mov rsi, r9
-    mov byte ptr [r15 + r8 + 256], dl
-    mov dword ptr [r15 + r9 + 320], 98
-    mov r9d, esi
+    mov ecx, dword ptr [r15 + rbp + 320]
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + rbp + 448]
+    mov byte ptr [r15 + r8 + 128], cl
+    lea r8, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + rbp + 384], ymm15
+    and r8, 64
+    movzx ebp, byte ptr [r15 + r8 + 64]
+    mov rcx, rbp
+    and ebp, dword ptr [r15 + r8 + 128]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c133:
-    mov r9, r9
     jmp 1f
 1:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 89
+    mov qword ptr [r15 + 0], rcx
+    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
+    mov ebp, esi
+    movsxd r8, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    jmp 1f
-1:
-    mov r9, rsi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    mov qword ptr [r15 + r9 + 3584], r9
-    movsxd rsi, dword ptr [r15 + r9 + 3776]
+    mov dword ptr [r15 + 0], 179
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + r9 + 3648]
-    lea r8, [r11 + r11*2]
-    mov dword ptr [r15 + r9 + 3520], 121
+    jmp 1f
+1:
+    mov rbp, rbp
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    movzx ebp, byte ptr [r15 + 0]
+    mov r8d, 96
+    mov dword ptr [r15 + 0], 102
+    mov qword ptr [r15 + 0], r8
+    movzx r8d, bpl
+    movzx r8d, byte ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 192], r9b
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 320]
     lea rbp, [r11 + r11*1]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1408], 193
+    vmovdqu ymmword ptr [r15 + r9 + 256], ymm15
+    jmp 1f
+1:
     and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 64]
+    add rcx, qword ptr [r15 + rbp + 384]
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + r9 + 3712]
-    mov qword ptr [r15 + r9 + 3456], rdx
-    movsxd rdx, dword ptr [r15 + r8 + 1472]
-    mov dword ptr [r15 + rbp + 128], 97
-    movzx ebp, dl
-    mov dword ptr [r15 + r8 + 1344], ebp
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + r8 + 384], ymm15
+    add r8, qword ptr [r15 + rbp + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c134:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r8d, 39
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r9d, bpl
-    mov r9d, 240
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 144
-    lea r9, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7616], r9
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + r9 + 7552]
-    lea r8, [r11 + r11*1]
-    mov rdx, qword ptr [r15 + r9 + 7488]
-    and r8, 64
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 166
+    movzx r8d, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    mov ecx, 206
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + r8 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 0], r9d
     and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 320], ymm6
+    movsxd rcx, dword ptr [r15 + rbp + 384]
     jmp 1f
 1:
-    mov rax, r9
-    test ebx, 5120
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + r9 + 7744]
-    mov rsi, qword ptr [r15 + rbp + 384]
-    mov ebp, esi
-    movzx ebp, byte ptr [r15 + r9 + 7808]
-    vmovdqu ymmword ptr [r15 + r9 + 7680], ymm6
-    mov r9d, 5
-    vpor xmm6, xmm6, xmm6
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, r9d
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 512], 107
-    mov r9d, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r9
-    jmp 1f
-1:
-    movzx r8d, r9b
-    jmp 1f
-1:
+    and r9, 64
+    lea r8, [r11 + r11*1]
+    mov rsi, qword ptr [r15 + r9 + 128]
+    movzx edi, bpl
+    and r8, 64
+    add rcx, qword ptr [r15 + r8 + 512]
+    mov dword ptr [r15 + r8 + 448], 135
+    mov byte ptr [r15 + r9 + 64], cl
+    mov r8, r8
+    mov byte ptr [r15 + rbp + 320], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c135:
-    jmp 1f
-1:
+    movzx r8d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    mov r9d, 226
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, 90
+    movzx r8d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
+    mov r8d, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    mov r9d, r9d
+    mov rcx, r8
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 48
-    xor dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 28
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11*4]
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], r9d
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
     and rbp, 192
-    mov rsi, qword ptr [r15 + rbp + 768]
+    mov dword ptr [r15 + rbp + 640], ebp
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 320]
+    mov rsi, rcx
+    vpor xmm15, xmm15, xmm15
+    lea r8, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + rbp + 704]
     jmp 1f
 1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 256], ecx
-    mov rdi, qword ptr [r15 + rbp + 640]
-    and edi, dword ptr [r15 + rbp + 576]
-    mov ecx, 152
+    movzx edi, byte ptr [r15 + r8 + 256]
+    movzx edx, dil
+    vmovdqu xmm15, xmmword ptr [r15 + r9 + 384]
     jmp 1f
 1:
-    movzx ecx, cl
-    mov qword ptr [r15 + r9 + 320], rcx
-    mov byte ptr [r15 + r8 + 192], cl
-    mov r9d, r9d
-    movzx r9d, byte ptr [r15 + rbp + 704]
+    mov dword ptr [r15 + r8 + 192], 223
+    mov dword ptr [r15 + rbp + 576], 159
+    movzx r9d, dl
+    movsxd rdx, dword ptr [r15 + rbp + 768]
+    movzx r9d, dl
+    jmp 1f
+1:
+    mov rdx, r9
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c136:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov dword ptr [r15 + 0], 60
-    mov r9d, 247
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
+    and edx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    mov edi, 77
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    lea rbp, [r11*4]
-    movzx edi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    movzx edi, r9b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 77
+    jmp 1f
+1:
+    mov r9, rdx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpmovmskb r9d, xmm15
+    jmp 1f
+1:
+    mov r9d, r9d
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov r8d, r9d
+    movzx r9d, r8b
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 704], ebp
-    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 640], 117
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov edi, r9d
-    and r9, 64
-    add rdi, qword ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + rbp + 768], edi
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + r9 + 384]
-    vmovdqu ymmword ptr [r15 + rbp + 576], ymm6
-    jmp 1f
-1:
-    mov r9d, 231
+    movsxd r9, dword ptr [r15 + 0]
+    mov r8, r9
+    movsxd r9, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 51
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], r9d
     lea r9, [r11 + r11*1]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 212
     and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 448]
-    movsxd r8, dword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + r9 + 192], r9d
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], ebp
+    lea r8, [r11 + r11*1]
+    mov edx, dword ptr [r15 + r9 + 256]
+    and r9d, dword ptr [r15 + rbp + 512]
+    mov rbp, rdi
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], r8d
+    movzx ebp, dl
+    movzx ebp, byte ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    movzx r8d, r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c137:
-    mov r9d, r9d
-    mov r9d, 156
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 73
-    movzx r9d, byte ptr [r15 + 0]
-    mov rbp, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and rbp, 192
-    mov rdi, qword ptr [r15 + rbp + 704]
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11*4]
+    mov r9, r8
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], 15
     jmp 1f
 1:
-    mov esi, edi
-    and r8, 64
-    and edi, dword ptr [r15 + r8 + 384]
-    lea r9, [r11 + r11*1]
-    mov esi, 215
-    and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 192]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 576], r8d
+    lea r9, [r11*8]
+    mov qword ptr [r15 + rbp + 128], r9
+    mov rbp, r9
+    and r9, 448
+    mov rbp, qword ptr [r15 + r9 + 896]
+    vmovq qword ptr [r15 + r9 + 1088], xmm15
+    mov byte ptr [r15 + r8 + 640], bpl
+    mov dword ptr [r15 + r9 + 1024], 113
+    mov qword ptr [r15 + r8 + 704], rbp
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r9 + 1152]
+    movzx ebp, r9b
+    mov ebp, dword ptr [r15 + r9 + 960]
+    vmovdqu ymmword ptr [r15 + r9 + 1280], ymm15
     jmp 1f
 1:
-    imul rsi, qword ptr [r15 + r8 + 320]
-    mov ecx, 66
-    mov r8d, ecx
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + rbp + 640]
-    mov r8d, 168
-    and r8d, dword ptr [r15 + rbp + 768]
+    vmovq xmm15, r8
+    movsxd rdx, dword ptr [r15 + r9 + 832]
+    movsxd rdi, dword ptr [r15 + r8 + 768]
+    movzx r8d, dil
+    movzx r8d, byte ptr [r15 + r9 + 1216]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + r9 + 256]
-    mov r9, qword ptr [r15 + rbp + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c138:
-    lea r8, [r11*8]
-    and r8, 1984
-    movsxd r9, dword ptr [r15 + r8 + 1472]
-    vmovdqu ymmword ptr [r15 + r8 + 1728], ymm6
-    mov ecx, 100
-    mov ecx, ecx
+    vpmovmskb edi, xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edi
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    add rdi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, dil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, r9d
+    .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and edi, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    mov r9, rbp
+    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
+    add r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], ecx
     and rbp, 64
+    mov byte ptr [r15 + rbp + 384], bpl
+    lea r8, [r11 + r11*1]
     lea r9, [r11 + r11*1]
-    and ecx, dword ptr [r15 + rbp + 384]
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + r8 + 64], ecx
     and r9, 64
-    inc dword ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + rbp + 320], 177
-    mov dword ptr [r15 + r9 + 384], 3
-    mov r9d, 83
-    mov byte ptr [r15 + r8 + 1664], r9b
-    jmp 1f
-1:
-    mov rbp, r9
-    mov r9d, 89
-    mov dword ptr [r15 + r8 + 1536], ecx
-    mov dword ptr [r15 + r8 + 1792], 135
-    movzx r9d, dil
-    vmovdqu ymmword ptr [r15 + r8 + 1408], ymm6
-    add r9, qword ptr [r15 + r8 + 1344]
-    and r9d, dword ptr [r15 + r8 + 1600]
-    mov rcx, r9
+    movzx ecx, byte ptr [r15 + r9 + 256]
+    movzx r8d, al
+    mov dword ptr [r15 + r9 + 192], 203
+    movsxd r8, dword ptr [r15 + rbp + 320]
+    mov r9d, 62
+    mov r9, r9
     add r11, 64
     inc rbx
     dec r13
@@ -8630,674 +8909,648 @@ ditto_body_c1:
 .Lc1_b1_c139:
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpxor xmm6, xmm6, xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
+    mov r9d, ecx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov rsi, rcx
-    movzx esi, byte ptr [r15 + 0]
-    mov rcx, rsi
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 4608
-    jz 1f
-1:
-    vpxor xmm6, xmm6, xmm0
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx r8d, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    lea rbp, [r11*8]
     jmp 1f
 1:
-    movzx esi, r8b
-    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1408], r8b
+    lea r8, [r11*4]
+    and r9, 192
+    mov dword ptr [r15 + r9 + 704], ecx
+    and r8, 16320
+    and ecx, dword ptr [r15 + r8 + 15808]
     jmp 1f
 1:
+    and ecx, dword ptr [r15 + r9 + 768]
+    mov dword ptr [r15 + r8 + 15872], ecx
+    mov rcx, rbp
     jmp 1f
 1:
+    movzx ecx, cl
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
+    and ecx, dword ptr [r15 + r9 + 640]
+    mov edi, ecx
+    mov edi, edx
+    mov edi, edi
+    mov edi, 79
+    mov byte ptr [r15 + r8 + 15680], dil
+    mov rdi, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + rbp + 1664], 2
+    mov rdx, rdi
+    add rdx, qword ptr [r15 + rbp + 1600]
+    mov byte ptr [r15 + rbp + 1472], dl
+    mov byte ptr [r15 + rbp + 1536], dl
+    mov dword ptr [r15 + r8 + 15744], ecx
+    mov dword ptr [r15 + r9 + 576], ecx
+    vpxor xmm15, xmm15, xmm7
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    and r8, 64
-    mov esi, dword ptr [r15 + r8 + 64]
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 128], r9
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], r9d
-    and rbp, 64
-    and r8d, dword ptr [r15 + rbp + 64]
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 512], r8
-    and r8d, dword ptr [r15 + rbp + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov edx, 8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c140:
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    and r9d, dword ptr [r15 + r8 + 512]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], ebp
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx edi, dl
+    mov rdx, rdi
+    mov dword ptr [r15 + 0], 113
+    mov dword ptr [r15 + 0], edx
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    movzx esi, bpl
-    movzx esi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 34
-    mov qword ptr [r15 + 0], rsi
+    movzx edi, cl
+    mov dword ptr [r15 + 0], edi
+    mov byte ptr [r15 + 0], dil
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 50
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    add rcx, qword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    movsxd rdx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, ecx
+    mov rdx, rdx
+    add qword ptr [r15 + 0], rdx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 110
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    movzx edx, byte ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    mov edi, 130
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], ebp
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
     lea r9, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + rbp + 256]
     jmp 1f
 1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], r8d
     and r9, 64
-    mov qword ptr [r15 + r9 + 256], r9
-    mov dword ptr [r15 + r8 + 448], 153
-    mov byte ptr [r15 + r9 + 192], r9b
+    mov dword ptr [r15 + r9 + 512], 87
+    movsxd rdi, dword ptr [r15 + rbp + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 448], ebp
+    mov r9d, dword ptr [r15 + r8 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c141:
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    movsxd rbp, dword ptr [r15 + r9 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov esi, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rsi
-    jmp 1f
-1:
-    lea r9, [r11*8]
-    jmp 1f
-1:
-    movzx esi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    lea rbp, [r11*8]
-    mov byte ptr [r15 + r9 + 3456], dil
-    movzx esi, bpl
-    jmp 1f
-1:
-    and rbp, 8128
-    lea r8, [r11 + r11*1]
-    mov esi, dword ptr [r15 + rbp + 7680]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 320], r8
-    movsxd rdi, dword ptr [r15 + rbp + 7808]
-    mov byte ptr [r15 + rbp + 7616], r9b
-    mov rcx, qword ptr [r15 + r9 + 3648]
-    and edi, dword ptr [r15 + r9 + 3520]
-    mov byte ptr [r15 + rbp + 7552], dil
-    mov qword ptr [r15 + rbp + 7744], rdi
-    movzx edi, byte ptr [r15 + rbp + 7488]
-    mov eax, dword ptr [r15 + rbp + 7872]
-    mov rbp, qword ptr [r15 + r8 + 384]
     mov r8d, ebp
-    vmovdqu ymmword ptr [r15 + r9 + 3712], ymm6
-    vmovdqu ymmword ptr [r15 + r9 + 3584], ymm6
-    mov qword ptr [r15 + r9 + 3392], rbp
-    mov r9d, 119
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov edx, 165
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, ebp
+    mov ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov eax, 20
+    mov eax, eax
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    movzx eax, dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 59
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    mov esi, eax
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], eax
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 384], 177
+    mov eax, 44
+    and r8, 64
+    and eax, dword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + r9 + 512], 150
+    mov byte ptr [r15 + r8 + 64], al
+    mov dword ptr [r15 + rbp + 320], 235
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c142:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    movzx ebp, byte ptr [r15 + r9 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 22
-    movzx r8d, bpl
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ebp
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 75
-    mov ebp, 76
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov esi, 250
-    mov dword ptr [r15 + 0], esi
-    lea rbp, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 119
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    mov eax, ebp
     jmp 1f
 1:
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 704], rdi
-    mov edi, 234
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1536]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 536870928
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + rbp + 1664]
+    mov qword ptr [r15 + rbp + 1472], rax
+    mov dword ptr [r15 + rbp + 1792], 36
+    movzx eax, byte ptr [r15 + rbp + 1728]
+    jmp 1f
+1:
+    mov r8, rax
     lea r8, [r11 + r11*1]
-    add rdi, qword ptr [r15 + rbp + 640]
-    add rdi, qword ptr [r15 + rbp + 768]
-    mov dword ptr [r15 + r9 + 256], edi
+    mov rcx, r8
     and r8, 64
-    add rdi, qword ptr [r15 + r8 + 448]
-    mov qword ptr [r15 + r8 + 512], rdi
-    jmp 1f
-1:
-    movzx edi, dil
-    and edi, dword ptr [r15 + rbp + 576]
+    mov qword ptr [r15 + r8 + 512], r8
+    lea r9, [r11 + r11*1]
+    and eax, dword ptr [r15 + r8 + 448]
+    and r9, 64
+    mov r8, qword ptr [r15 + r9 + 384]
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + rbp + 1408], ecx
+    vmovdqu ymmword ptr [r15 + r9 + 320], ymm15
+    vmovdqu ymmword ptr [r15 + rbp + 1600], ymm15
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c143:
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    mov r9d, dword ptr [r15 + r8 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    mov rcx, rax
+    mov eax, 110
+    mov eax, 141
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ecx
     jmp 1f
 1:
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 13
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov rcx, rbp
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    movzx edx, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov edi, 175
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], r9d
     and rbp, 64
-    lea r8, [r11*8]
-    mov qword ptr [r15 + rbp + 128], r8
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3648], r8
+    mov byte ptr [r15 + rbp + 192], cl
+    mov byte ptr [r15 + r9 + 320], bpl
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 3776], r8b
-    mov dword ptr [r15 + r8 + 3840], r8d
-    jmp 1f
-1:
-    mov edi, 2
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11*4]
-    vmovdqu xmmword ptr [r15 + r8 + 3456], xmm6
-    jmp 1f
-1:
-    mov edi, r9d
-    and r9, 192
-    and edi, dword ptr [r15 + r9 + 704]
-    mov qword ptr [r15 + r8 + 3712], rdi
-    movzx edi, byte ptr [r15 + r8 + 3520]
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    mov rsi, rcx
-    mov dword ptr [r15 + rbp + 64], 253
-    mov ebp, esi
-    movzx ecx, byte ptr [r15 + r9 + 576]
-    add rsi, qword ptr [r15 + r9 + 768]
-    jmp 1f
-1:
-    xor dword ptr [r15 + r8 + 3584], r9d
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 640], 145
+    mov dword ptr [r15 + r8 + 64], ebp
+    mov qword ptr [r15 + rbp + 256], rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c144:
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, eax
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
+    movzx ebp, bpl
     jmp 1f
 1:
+    mov ebp, 89
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], 9
+    mov rbp, rsi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 190
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 202
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    movzx ecx, bpl
-    mov ebp, ecx
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 61
-    lea rbp, [r11 + r11*1]
-    mov rdi, rbp
-    jmp 1f
-1:
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 64], r8b
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], 173
+    lea rbp, [r11 + r11*8]
     lea r9, [r11 + r11*1]
-    mov edi, dword ptr [r15 + r8 + 512]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3904], bpl
+    mov dword ptr [r15 + rbp + 3584], 165
+    lea r8, [r11 + r11*1]
     and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
-    add r8, qword ptr [r15 + rbp + 128]
-    mov ebp, esi
-    mov qword ptr [r15 + r9 + 320], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + r9 + 320], 233
+    and r8, 64
+    and ecx, dword ptr [r15 + r8 + 448]
+    movzx edx, cl
+    mov rcx, qword ptr [r15 + rbp + 3648]
+    mov byte ptr [r15 + rbp + 3520], bpl
+    mov rsi, rcx
+    mov byte ptr [r15 + rbp + 3776], sil
+    mov esi, 236
+    mov esi, dword ptr [r15 + rbp + 3712]
+    add rsi, qword ptr [r15 + r8 + 512]
+    movsxd r8, dword ptr [r15 + r9 + 384]
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm15
+    vpxor xmm15, xmm15, xmm4
+    mov byte ptr [r15 + rbp + 3456], r8b
+    mov qword ptr [r15 + rbp + 3840], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c145:
-    movzx ebp, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, sil
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9d, ebp
-    mov rbp, r9
-    movzx ebp, dil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov byte ptr [r15 + 0], r9b
-    mov ebp, ebp
-    add rbp, qword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 76
-    test ebx, 512
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 243
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], bpl
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 16064], 107
+    mov esi, 228
+    inc dword ptr [r15 + r8 + 15744]
+    jmp 1f
+1:
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    lea rbp, [r11 + r11*1]
-    mov r8d, ebp
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], ebp
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], r9d
-    mov r9d, r8d
+    mov rsi, qword ptr [r15 + r8 + 15936]
+    mov r9, rsi
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    mov edi, dword ptr [r15 + rbp + 320]
-    movsxd rbp, dword ptr [r15 + r8 + 448]
+    mov ecx, 74
     jmp 1f
 1:
     and r9, 64
-    add r8, qword ptr [r15 + r9 + 64]
+    mov edx, dword ptr [r15 + r9 + 448]
+    movzx ecx, byte ptr [r15 + r8 + 16000]
+    mov dword ptr [r15 + r8 + 15808], 184
+    mov byte ptr [r15 + r8 + 16128], cl
+    mov dword ptr [r15 + rbp + 192], ecx
+    movzx ecx, byte ptr [r15 + r8 + 15680]
+    movzx ebp, cl
+    mov dword ptr [r15 + r9 + 512], ebp
+    mov dword ptr [r15 + r8 + 15872], r9d
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + r9 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c146:
-    lea rbp, [r11 + r11*8]
-    lea r8, [r11 + r11*1]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3456], rbp
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
-    mov dword ptr [r15 + rbp + 3840], 106
-    movzx r9d, r8b
-    movsxd rdi, dword ptr [r15 + rbp + 3520]
-    movzx r9d, byte ptr [r15 + rbp + 3584]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, rax
+    lea rbp, [r11 + r11*1]
+    mov eax, ebp
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 384]
+    lea r9, [r11*4]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 109
+    and r9, 192
+    mov rcx, qword ptr [r15 + r9 + 704]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rbp
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r8d
+    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
+    movzx edx, dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rsi, rcx
-    movzx esi, sil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r8
+    test dword ptr [r15 + 67117724], 32
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx edx, dil
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 576], edx
+    mov edx, edx
+    movsxd r8, dword ptr [r15 + rbp + 320]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 3776], r9d
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 192]
-    mov qword ptr [r15 + rbp + 3904], rcx
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], bpl
+    mov dword ptr [r15 + rbp + 448], esi
+    movzx ebp, bpl
+    mov byte ptr [r15 + r9 + 768], bpl
+    mov ebp, 161
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 256], rax
-    mov r9, rcx
-    movsxd rcx, dword ptr [r15 + rbp + 3712]
+    mov ebp, 101
+    mov ebp, 30
+    mov edx, 115
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 3648], cl
-    and ecx, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + r8 + 320], 116
+    mov dword ptr [r15 + r9 + 640], r8d
+    mov r8, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c147:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    vmovq qword ptr [r15 + 0], xmm6
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 235
-    movzx r9d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    test ebx, 3584
-    jz 1f
-1:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    vmovq qword ptr [r15 + 0], xmm6
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + 0], r9
-    vpaddd xmm6, xmm6, xmm6
-    and r9, 64
     lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 128], bpl
     and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 162
-    mov byte ptr [r15 + rbp + 320], bpl
-    lea rbp, [r11 + r11*1]
-    vmovq xmm6, rbp
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 448], bpl
-    add rcx, qword ptr [r15 + r9 + 64]
-    movzx r9d, r8b
+    mov dword ptr [r15 + rbp + 320], ebp
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    add qword ptr [r15 + rbp + 512], r9
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 256], ymm15
+    movzx edx, byte ptr [r15 + 0]
+    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 66
+    mov rsi, qword ptr [r15 + 0]
+    movzx r9d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, al
+    mov rax, qword ptr [r15 + 0]
+    mov ecx, 36
+    mov ecx, 251
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 384], cl
+    lea rbp, [r11 + r11*1]
+    vpor xmm15, xmm15, xmm15
+    jmp 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 103
+    jmp 1f
+1:
+    mov ecx, 190
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + rbp + 64]
+    mov ebp, 87
+    mov ebp, 168
+    mov ebp, 214
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + r8 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c148:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    movzx r8d, byte ptr [r15 + rbp + 448]
+    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 171
+    mov r8d, 196
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov r8d, 48
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov eax, 98
+    test ebx, 1073741824
+    jz 1f
+1:
     mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 0], xmm15
+    mov ecx, 236
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 141
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    mov ecx, eax
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    movzx r9d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    mov r9d, r9d
-    mov r9, r9
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11*4]
-    mov r8d, ebp
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], esi
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 768], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, sil
-    mov esi, dword ptr [r15 + rbp + 640]
     lea r8, [r11 + r11*1]
-    mov rdi, r8
+    mov rcx, r8
+    lea r9, [r11 + r11*1]
     and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 128]
-    mov byte ptr [r15 + r9 + 512], dil
-    movsxd rdi, dword ptr [r15 + rbp + 704]
-    mov dword ptr [r15 + r8 + 64], edi
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 576], edi
+    mov byte ptr [r15 + r8 + 64], r8b
+    and r9, 64
+    inc dword ptr [r15 + r9 + 384]
+    movzx ecx, byte ptr [r15 + rbp + 512]
+    mov ebp, dword ptr [r15 + r9 + 320]
+    movsxd r9, dword ptr [r15 + r8 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c149:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    and edi, dword ptr [r15 + r8 + 64]
-    and edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx r9d, dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, r9d
-    mov edi, 43
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov rdi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    jmp 1f
-1:
-    lea r9, [r11*4]
-    and edi, dword ptr [r15 + r8 + 128]
-    movzx r8d, r8b
-    and r9, 192
-    mov dword ptr [r15 + r9 + 640], r9d
-    and edi, dword ptr [r15 + r9 + 576]
-    mov r8d, ecx
-    jmp 1f
-1:
-    add rdi, qword ptr [r15 + r9 + 704]
-    mov r8d, edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 768], 233
-    vpxor xmm6, xmm6, xmm4
+    jmp 1f
+1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 448], ebp
-    mov r9d, ebp
+    mov qword ptr [r15 + rbp + 128], rbp
+    jmp 1f
+1:
+    mov r9, rbp
     jmp 1f
 1:
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + rbp + 512]
+    mov dword ptr [r15 + 0], 39
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    vmovq xmm15, r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, r9b
+    mov r9d, 175
+    and r9d, dword ptr [r15 + 0]
+    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    inc dword ptr [r15 + 0]
+    mov rdx, rcx
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 320]
+    and ecx, dword ptr [r15 + rbp + 64]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 448], r8b
+    mov byte ptr [r15 + r8 + 512], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm15
     jmp 1f
 1:
     add r11, 64
@@ -9305,475 +9558,490 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c150:
+    lea r8, [r11*4]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1472], r8b
+    lea r9, [r11*8]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov rbp, r9
-    and r9, 64
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 128], dil
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3776], r9b
+    mov ecx, dword ptr [r15 + r9 + 3392]
+    mov ebp, 47
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r9d
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r9 + 3712], ebp
+    vpcmpeqb xmm15, xmm15, xmm14
+    mov ebp, dword ptr [r15 + r8 + 1408]
+    add rbp, qword ptr [r15 + r8 + 1536]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 3584], ebp
+    mov qword ptr [r15 + r9 + 3520], rbp
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + r9 + 3648]
     lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
+    mov ecx, ebp
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 1344], rcx
     and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 320]
-    mov byte ptr [r15 + 0], dil
-    mov qword ptr [r15 + 0], rdi
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, ebp
-    mov rdi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 224
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpxor xmm6, xmm6, xmm0
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    and edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    movzx ecx, dil
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 239
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + r9 + 64], ymm6
-    mov ecx, 221
-    mov qword ptr [r15 + r8 + 128], rsi
-    mov ecx, 184
-    mov ecx, ecx
-    mov byte ptr [r15 + rbp + 384], cl
-    jmp 1f
-1:
+    movzx r8d, byte ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + rbp + 128], 222
+    mov ecx, 175
+    and ebp, dword ptr [r15 + r9 + 3456]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c151:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 187
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 121
+    mov ebp, 120
     jmp 1f
 1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 2816
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*8]
+    jmp 1f
 1:
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7552]
-    mov r8d, ecx
-    lea r8, [r11*4]
-    mov edi, r8d
+    mov ecx, ebp
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3712]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + rbp + 3456]
     lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 7744], r9b
-    and r8, 192
-    mov qword ptr [r15 + r8 + 704], r8
-    vmovdqu ymmword ptr [r15 + r8 + 768], ymm6
+    movzx edx, byte ptr [r15 + rbp + 3904]
+    lea r8, [r11 + r11*1]
     and r9, 64
-    mov edi, dword ptr [r15 + r9 + 256]
-    movzx esi, byte ptr [r15 + rbp + 7808]
-    mov rax, qword ptr [r15 + r9 + 192]
-    mov qword ptr [r15 + rbp + 7616], rax
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    nop
-    mov r9d, ebp
-    and r9d, dword ptr [r15 + r8 + 576]
-    and esi, dword ptr [r15 + rbp + 7680]
-    movzx ebp, byte ptr [r15 + r8 + 640]
+    mov rax, qword ptr [r15 + r9 + 512]
+    mov esi, 8
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], 151
+    mov esi, dword ptr [r15 + rbp + 3392]
+    add rsi, qword ptr [r15 + rbp + 3776]
+    mov byte ptr [r15 + rbp + 3520], sil
+    vmovdqu xmmword ptr [r15 + r8 + 256], xmm15
+    vmovq qword ptr [r15 + rbp + 3648], xmm15
+    mov dword ptr [r15 + rbp + 3584], esi
+    and esi, dword ptr [r15 + rbp + 3840]
+    vmovdqu ymmword ptr [r15 + r9 + 448], ymm15
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c152:
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r9
-    add rsi, qword ptr [r15 + 0]
-    mov r9d, 32
-    add rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov byte ptr [r15 + 0], sil
-    movzx r9d, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r9
-    mov rsi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    movzx esi, r9b
-    mov dword ptr [r15 + 0], 239
-    and r9, 192
-    mov qword ptr [r15 + r9 + 768], r9
-    mov rsi, qword ptr [r15 + r9 + 640]
-    movzx ecx, sil
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov esi, dword ptr [r15 + r9 + 704]
-    movzx edi, sil
-    and rbp, 64
     lea r8, [r11 + r11*1]
-    vmovq qword ptr [r15 + rbp + 448], xmm6
+    lea rbp, [r11 + r11*1]
     and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 256]
-    mov dword ptr [r15 + rbp + 512], 108
-    mov qword ptr [r15 + r8 + 192], rdi
-    movzx r8d, byte ptr [r15 + r9 + 576]
+    mov byte ptr [r15 + r8 + 320], r8b
+    and rbp, 64
+    mov rsi, qword ptr [r15 + rbp + 448]
+    mov qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + 0], 7
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    movzx r9d, sil
+    mov dword ptr [r15 + 0], r9d
+    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 41
+    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
+    mov rdx, rsi
+    jmp 1f
+1:
+    mov edx, 66
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 103
+    mov dword ptr [r15 + 0], ecx
+    mov esi, esi
+    mov esi, esi
+    mov edx, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + 0]
+    mov r9d, esi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 512], r9b
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], edx
+    and esi, dword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 128], esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c153:
-    movzx r8d, r8b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 117
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
+    lea r9, [r11 + r11*8]
+    and r9, 1984
+    movzx esi, byte ptr [r15 + r9 + 1792]
+    vmovdqu ymmword ptr [r15 + r9 + 1728], ymm15
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 12
+    add rsi, qword ptr [r15 + r9 + 1408]
+    mov rdx, rsi
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 168
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + r9 + 1856]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 67
-    movsxd rbp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, 185
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    and eax, dword ptr [r15 + 0]
+    mov r8d, ebp
     and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 256]
+    movsxd r8, dword ptr [r15 + rbp + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + r9 + 1472], rcx
+    vpshufd xmm15, xmm15, 172
     and r8, 64
-    add rax, qword ptr [r15 + r8 + 192]
-    lea r9, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + r8 + 448]
+    mov byte ptr [r15 + r8 + 512], cl
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + r8 + 256]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 64], r9b
-    mov r8, rbp
+    mov dword ptr [r15 + rbp + 64], 208
+    mov ecx, dword ptr [r15 + r9 + 1664]
+    movzx r8d, r8b
+    vmovq qword ptr [r15 + r9 + 1600], xmm15
+    mov r8d, 59
+    mov r8d, 123
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + r9 + 128]
-    movsxd r9, dword ptr [r15 + rbp + 192]
+    mov r8d, r8d
+    mov rbp, r8
+    mov byte ptr [r15 + r9 + 1536], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c154:
-    mov rbp, r9
-    movzx r9d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 320]
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1600], r9b
-    mov r8d, dword ptr [r15 + r9 + 1344]
+    mov byte ptr [r15 + 0], al
+    mov eax, 5
+    mov ebp, eax
     jmp 1f
 1:
-    movzx esi, r8b
-    mov dword ptr [r15 + r9 + 1664], 111
-    add r8, qword ptr [r15 + r9 + 1792]
-    mov byte ptr [r15 + r9 + 1536], r8b
-    test ebx, 1024
+    mov ebp, r8d
+    jmp 1f
+1:
+    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 16512
     jz 1f
 1:
+    mov dword ptr [r15 + 0], 173
+    mov eax, eax
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + r9 + 1728], xmm6
-    mov byte ptr [r15 + r9 + 1472], r8b
+    mov byte ptr [r15 + 0], cl
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 5
+    mov dword ptr [r15 + 0], ecx
+    lea rbp, [r11 + r11*1]
+    mov ecx, ecx
     jmp 1f
 1:
-    mov r8d, r8d
-    mov r8d, 187
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + r9 + 1408]
-    mov r9d, 241
+    and rbp, 64
+    add rcx, qword ptr [r15 + rbp + 384]
     and r8, 64
-    mov qword ptr [r15 + r8 + 256], r8
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r8 + 512]
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9d, 192
-    mov dword ptr [r15 + r8 + 192], 73
-    mov r8d, r9d
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 384], r8
+    mov qword ptr [r15 + r8 + 448], r9
+    mov r8, r9
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], r9d
+    mov r8, qword ptr [r15 + rbp + 320]
+    movzx ebp, r8b
+    movzx r8d, byte ptr [r15 + r9 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c155:
-    lea r8, [r11*8]
-    mov r9d, r8d
-    and r8, 8128
-    movsxd r9, dword ptr [r15 + r8 + 7488]
-    vmovdqu ymmword ptr [r15 + r8 + 7616], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ebp, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 173
     lea r9, [r11 + r11*1]
-    and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 448]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov rbp, r8
+    lea r8, [r11 + r11*1]
     and r9, 64
-    mov dword ptr [r15 + r9 + 384], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + r9 + 512]
+    mov rsi, rax
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], r8d
+    movzx eax, r8b
+    lea rbp, [r11*4]
     jmp 1f
 1:
+    and rbp, 192
+    movsxd rax, dword ptr [r15 + rbp + 768]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + r9 + 448]
+    mov qword ptr [r15 + rbp + 640], rdx
+    add r9, qword ptr [r15 + r8 + 128]
+    and r9d, dword ptr [r15 + rbp + 576]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    jmp 1f
-1:
-    mov eax, 252
-    mov byte ptr [r15 + rbp + 512], al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + r8 + 7744]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 7872], eax
-    movsxd rax, dword ptr [r15 + r9 + 320]
-    mov rbp, qword ptr [r15 + r8 + 7552]
-    movzx r9d, byte ptr [r15 + r8 + 7808]
-    or qword ptr [r15 + r8 + 7680], 33
-    mov r8, r9
+    vmovdqu xmmword ptr [r15 + rbp + 704], xmm15
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c156:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     lea rbp, [r11 + r11*1]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 256], 172
+    mov dword ptr [r15 + rbp + 512], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rbp
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, 17
-    mov dword ptr [r15 + 0], 55
-    mov dword ptr [r15 + 0], r8d
-    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
+    add qword ptr [r15 + 0], rax
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r8
+    movzx eax, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov r9d, esi
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    movsxd r9, dword ptr [r15 + 0]
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 10752
+    movzx esi, r9b
+    movzx esi, sil
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 64
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 34
-    mov r8d, r8d
-    mov r8d, ebp
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
+    mov rsi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 183
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, r9d
     lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r8b
-    movsxd rsi, dword ptr [r15 + 0]
     and r8, 64
-    mov dword ptr [r15 + r8 + 384], eax
-    mov rax, r8
-    and eax, dword ptr [r15 + rbp + 192]
+    xor dword ptr [r15 + r8 + 192], r8d
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 320], ymm15
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 256], 215
+    mov dword ptr [r15 + r9 + 384], 187
     jmp 1f
 1:
-    add rax, qword ptr [r15 + r8 + 320]
-    mov r8d, esi
-    and rbp, 64
-    add r8, qword ptr [r15 + rbp + 64]
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 128], rsi
+    mov dword ptr [r15 + rbp + 448], esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c157:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
+    mov qword ptr [r15 + 0], rcx
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    and r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r8d, 51
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    mov r8d, 239
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm6
-    mov rbp, r8
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], r8
-    mov esi, dword ptr [r15 + 0]
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 320], r9d
-    mov dword ptr [r15 + r8 + 384], 65
     jmp 1f
 1:
-    and r9, 64
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 256], bpl
+    lea r9, [r11*4]
     and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 64]
-    mov rax, rsi
-    and ebp, dword ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + r9 + 192], 240
+    movsxd rax, dword ptr [r15 + r8 + 384]
+    and r9, 192
+    mov dword ptr [r15 + r9 + 576], 119
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 16384
+    jz 1f
+1:
+    mov eax, eax
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 320], cl
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 64], bpl
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + r9 + 768]
+    add r8, qword ptr [r15 + r9 + 640]
+    jmp 1f
+1:
+    mov eax, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 704], rbp
+    mov rbp, rax
+    jmp 1f
+1:
+    movzx ebp, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -9781,191 +10049,178 @@ ditto_body_c1:
 .Lc1_b1_c158:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 72
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx esi, bpl
-    mov byte ptr [r15 + 0], sil
-    mov ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    movzx ebp, sil
-    jmp 1f
-1:
-    mov ebp, 77
-    test ebx, 9216
-    jnz 1f
-1:
-    jmp 1f
-1:
     mov qword ptr [r15 + 0], rbp
-    mov byte ptr [r15 + 0], bpl
-    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 75
+    movzx ebp, bpl
+    mov byte ptr [r15 + 0], bpl
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], 164
+    mov rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
     jmp 1f
 1:
+    vmovdqu xmmword ptr [r15 + 0], xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 159
+    mov rax, rax
+    jmp 1f
+1:
+    mov eax, 60
     mov byte ptr [r15 + 0], bpl
+    mov qword ptr [r15 + 0], rax
+    movsxd rax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    movzx esi, sil
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
-    and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 320]
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + r8 + 320]
-    jmp 1f
-1:
+    mov edx, r8d
     and r9, 64
-    mov dword ptr [r15 + r9 + 448], r9d
+    mov r8, qword ptr [r15 + r9 + 512]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rbp
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov r8d, 166
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], eax
+    jmp 1f
+1:
+    mov rax, r8
+    mov eax, 140
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 512], r8
-    mov r8, r8
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 384], r8d
+    mov dword ptr [r15 + r9 + 448], eax
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + rbp + 64]
+    add rbp, qword ptr [r15 + r8 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c159:
-    mov r8d, r8d
-    mov r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r9d, 154
+    and ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, r9d
+    mov eax, dword ptr [r15 + 0]
+    mov rdx, rax
+    jmp 1f
+1:
+    mov rax, rdx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov rax, rsi
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
-    mov rdi, rsi
-    mov esi, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov edi, 41
-    mov dword ptr [r15 + 0], 149
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, eax
     lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
     and rbp, 64
-    mov byte ptr [r15 + rbp + 320], bpl
+    lea r8, [r11*4]
+    and eax, dword ptr [r15 + rbp + 512]
+    and r8, 192
+    mov byte ptr [r15 + r8 + 576], dl
     lea r9, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
+    mov byte ptr [r15 + r8 + 640], r9b
+    mov byte ptr [r15 + r8 + 704], r9b
     and r9, 64
-    and edi, dword ptr [r15 + r9 + 448]
-    add rdi, qword ptr [r15 + rbp + 384]
-    mov dword ptr [r15 + r9 + 512], edi
-    mov dword ptr [r15 + r8 + 128], edi
+    mov byte ptr [r15 + r9 + 256], dl
+    mov byte ptr [r15 + r8 + 768], r9b
+    or qword ptr [r15 + r9 + 192], 22
+    mov byte ptr [r15 + rbp + 448], r9b
+    mov rsi, rsi
+    movzx esi, sil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c160:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, sil
+    mov esi, 82
+    mov esi, 146
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    lea r9, [r11 + r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, edi
-    lea rbp, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 125
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7616], 13
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 576], bpl
+    mov rsi, r9
+    mov dword ptr [r15 + r9 + 7680], 194
+    vpaddd xmm15, xmm15, xmm15
     jmp 1f
 1:
+    mov esi, esi
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 7872], rbp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], 223
+    mov esi, 63
+    mov dword ptr [r15 + r9 + 7744], esi
+    add rsi, qword ptr [r15 + r9 + 8000]
+    mov r8d, dword ptr [r15 + r9 + 7808]
+    mov dword ptr [r15 + r9 + 7936], 89
     lea r8, [r11 + r11*1]
-    movzx edi, dil
-    jmp 1f
-1:
-    lea r9, [r11*8]
+    mov dword ptr [r15 + rbp + 128], 171
     and r8, 64
-    mov dword ptr [r15 + r8 + 256], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 4032
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + r9 + 3584]
-    or qword ptr [r15 + r9 + 3648], 75
-    add rdi, qword ptr [r15 + rbp + 768]
-    mov esi, 241
-    mov byte ptr [r15 + rbp + 704], sil
+    movsxd rbp, dword ptr [r15 + r8 + 64]
     jmp 1f
 1:
+    mov eax, ebp
     jmp 1f
 1:
-    movzx esi, bpl
-    vmovdqu ymmword ptr [r15 + r9 + 3520], ymm6
-    mov esi, dword ptr [r15 + r8 + 192]
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 640], rsi
-    mov esi, 194
-    mov dword ptr [r15 + r9 + 3712], 215
-    mov byte ptr [r15 + r9 + 3392], sil
-    mov rsi, qword ptr [r15 + r9 + 3456]
+    movzx ebp, byte ptr [r15 + r9 + 7552]
+    movsxd rcx, dword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + r9 + 7488], ecx
     jmp 1f
 1:
     add r11, 64
@@ -9973,747 +10228,778 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c161:
-    mov esi, esi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    mov r9d, esi
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov esi, 113
-    movzx esi, r9b
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11*4]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 192
-    vmovdqu ymmword ptr [r15 + r9 + 704], ymm6
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 192]
-    and esi, dword ptr [r15 + rbp + 256]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
-    mov ebp, r8d
-    mov qword ptr [r15 + r9 + 576], rbp
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + r8 + 128]
-    movzx r8d, byte ptr [r15 + r9 + 640]
-    mov qword ptr [r15 + r9 + 768], rdi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c162:
-    jmp 1f
-1:
-    movzx esi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov rsi, qword ptr [r15 + rbp + 7936]
-    mov r8, rsi
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    inc dword ptr [r15 + r9 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 7616], 120
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 448]
-    mov edi, esi
-    mov dword ptr [r15 + rbp + 7744], 174
-    mov dword ptr [r15 + rbp + 7872], 189
-    mov dword ptr [r15 + rbp + 7808], 136
-    mov dword ptr [r15 + rbp + 7552], 107
-    movzx esi, byte ptr [r15 + r8 + 512]
-    mov r8, rsi
-    mov esi, r8d
-    movsxd rsi, dword ptr [r15 + rbp + 7680]
-    add rdi, qword ptr [r15 + r9 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c163:
-    mov r8, rbp
-    movzx r8d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r8, r8
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm6, xmm6, xmm10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 448]
-    jmp 1f
-1:
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 64]
-    lea r8, [r11 + r11*1]
-    movzx eax, r8b
-    mov byte ptr [r15 + r9 + 128], al
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], r8d
-    mov eax, 37
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 512], bpl
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + r8 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c164:
-    lea r8, [r11 + r11*1]
-    mov r9d, 140
-    jmp 1f
-1:
-    and r8, 64
-    add r9, qword ptr [r15 + r8 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    mov dword ptr [r15 + 0], 94
-    mov qword ptr [r15 + 0], rsi
-    mov r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm6, xmm6, xmm6
-    mov eax, r9d
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 112
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    movzx eax, al
-    mov eax, eax
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    lea rbp, [r11*4]
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + r8 + 384]
-    and rbp, 192
-    lea r8, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + rbp + 576]
-    mov byte ptr [r15 + rbp + 768], sil
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], r9d
-    and esi, dword ptr [r15 + rbp + 640]
-    mov r9d, r9d
-    jmp 1f
-1:
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + rbp + 704]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + r8 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c165:
-    jmp 1f
-1:
-    mov r8d, r9d
-    movzx r9d, r8b
-    mov dword ptr [r15 + 0], 61
-    movzx r8d, r9b
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 5
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    add r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 98
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 223
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 5120
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    mov r9d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    movzx r8d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    lea r8, [r11 + r11*1]
-    movzx edi, r8b
-    lea rbp, [r11 + r11*1]
-    movzx edi, r9b
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], r9d
-    and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 192]
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 384], rax
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], dil
-    mov rbp, qword ptr [r15 + r8 + 256]
-    movzx r8d, bpl
-    mov qword ptr [r15 + r9 + 64], r8
-    jmp 1f
-1:
-    mov eax, r8d
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c166:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm6
-    lea r9, [r11*8]
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm6
-    jmp 1f
-1:
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 1280], ymm6
-    mov byte ptr [r15 + r9 + 1088], r9b
-    movzx eax, byte ptr [r15 + r9 + 1216]
-    jmp 1f
-1:
-    mov rdi, rax
-    add rax, qword ptr [r15 + r8 + 384]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + rbp + 64]
-    mov rbp, qword ptr [r15 + r9 + 1024]
-    movzx edi, byte ptr [r15 + r9 + 832]
-    mov esi, dword ptr [r15 + r9 + 1152]
-    mov rdx, rsi
-    mov rsi, qword ptr [r15 + r9 + 960]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 896], rax
-    mov eax, 89
-    mov rax, rax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c167:
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 214
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 98
-    lea rbp, [r11 + r11*8]
-    mov dword ptr [r15 + 0], ebp
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7552], 229
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + rbp + 7808]
-    and eax, dword ptr [r15 + rbp + 8000]
-    mov qword ptr [r15 + rbp + 7616], rbp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 6
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    add rax, qword ptr [r15 + r8 + 64]
-    mov edx, eax
-    mov dword ptr [r15 + rbp + 7488], edx
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], 42
-    movsxd rdx, dword ptr [r15 + r9 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 7744], edx
-    mov byte ptr [r15 + rbp + 7872], dl
-    vmovdqu ymmword ptr [r15 + rbp + 7936], ymm6
-    jmp 1f
-1:
-    vpshufd xmm6, xmm6, 4
-    mov r9d, dword ptr [r15 + rbp + 7680]
-    mov edx, r9d
-    mov dword ptr [r15 + r8 + 128], edx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c168:
-    mov dword ptr [r15 + 0], 30
-    mov edx, 219
-    mov dword ptr [r15 + 0], 205
-    mov qword ptr [r15 + 0], rdx
-    mov edx, edx
-    mov edx, r9d
-    mov edx, 101
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    add rdx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 191
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    mov edx, edx
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    mov byte ptr [r15 + 0], dl
-    mov dword ptr [r15 + 0], 181
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    add rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, dl
-    lea r9, [r11 + r11*1]
-    mov ebp, 164
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm6
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rbp
-    lea rbp, [r11 + r11*1]
-    movzx eax, bpl
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov rax, qword ptr [r15 + rbp + 192]
-    mov byte ptr [r15 + rbp + 256], al
-    and r8, 64
-    movsxd rbp, dword ptr [r15 + r8 + 384]
-    mov dword ptr [r15 + r9 + 448], ebp
-    mov dword ptr [r15 + r8 + 320], ebp
-    mov rbp, rbp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c169:
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    movzx eax, bpl
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 256]
-    lea rbp, [r11 + r11*1]
-    vpmovmskb edi, xmm6
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], bpl
-    and r9, 64
-    add rdi, qword ptr [r15 + r9 + 64]
-    mov qword ptr [r15 + r9 + 128], rax
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 192], dil
-    and r9d, dword ptr [r15 + rbp + 448]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c170:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpaddd xmm6, xmm6, xmm6
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 137
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 31
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    mov eax, 84
-    mov eax, eax
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r9d, r9b
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    movzx ebp, r9b
-    mov qword ptr [r15 + 0], rbp
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], r9
-    lea rbp, [r11 + r11*1]
-    movzx r8d, bpl
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 155
-    movsxd rdi, dword ptr [r15 + rbp + 64]
-    and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 256], ebp
-    mov r9d, ebp
-    mov byte ptr [r15 + r8 + 448], r9b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c171:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 69
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    add rbp, qword ptr [r15 + 0]
-    movzx r9d, bpl
-    mov qword ptr [r15 + 0], r9
-    mov r9d, 249
-    jmp 1f
-1:
-    mov ebp, 15
     mov byte ptr [r15 + 0], bpl
-    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, al
+    and eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    vpshufd xmm15, xmm15, 210
+    mov ebp, 211
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r9d, bpl
-    movzx r9d, r9b
-    and r9d, dword ptr [r15 + 0]
-    mov ebp, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9d, ebp
+    mov byte ptr [r15 + 0], r9b
+    movzx r9d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    add r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, 237
+    mov dword ptr [r15 + 0], 150
     test ebx, 1073741824
     jz 1f
 1:
+    mov ebp, 239
+    mov dword ptr [r15 + 0], 105
+    and ebp, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov eax, 244
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ebp, r9b
-    vmovdqu xmmword ptr [r15 + 0], xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 150
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
+    lea rbp, [r11 + r11*1]
+    add r9, qword ptr [r15 + 0]
     and r8, 64
-    mov byte ptr [r15 + r8 + 256], r8b
+    mov dword ptr [r15 + r8 + 512], r8d
     and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 64], ymm6
-    jmp 1f
-1:
+    mov byte ptr [r15 + rbp + 64], bpl
     lea r9, [r11 + r11*1]
     jmp 1f
 1:
     and r9, 64
     mov byte ptr [r15 + r9 + 320], r9b
-    vpshufd xmm6, xmm6, 162
-    movzx edi, byte ptr [r15 + rbp + 128]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + r9 + 384]
+    mov rax, qword ptr [r15 + r8 + 448]
+    movzx r8d, al
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 192], 173
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + rbp + 128], 67
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c162:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov dword ptr [r15 + 0], 9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 55
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, 133
+    movsxd r8, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 512], rbp
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx esi, al
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], r8
+    lea r9, [r11 + r11*1]
+    mov eax, 105
+    mov eax, ebp
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], r9d
+    movzx eax, r9b
+    mov eax, esi
+    mov eax, eax
+    mov rax, qword ptr [r15 + r9 + 384]
+    jmp 1f
+1:
+    mov r9, rax
+    jmp 1f
+1:
+    or qword ptr [r15 + r8 + 64], 28
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 448], r9
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c163:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, r9d
+    mov dword ptr [r15 + 0], 64
+    jmp 1f
+1:
+    mov ebp, 24
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    test ebx, 9728
+    jz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], ebp
+    and r9, 64
+    add r8, qword ptr [r15 + r9 + 448]
+    jmp 1f
+1:
+    lea r8, [r11*4]
+    movzx esi, r8b
+    mov rsi, rsi
+    and r8, 192
+    mov rsi, qword ptr [r15 + r8 + 576]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 224
+    mov eax, dword ptr [r15 + r9 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + r8 + 768]
+    mov dword ptr [r15 + r8 + 640], 91
+    movzx ecx, byte ptr [r15 + r8 + 704]
+    mov r8d, 4
+    movzx r8d, byte ptr [r15 + rbp + 256]
+    movzx ebp, r8b
+    movzx ebp, bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c164:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 203
+    mov rax, qword ptr [r15 + 0]
+    mov r8d, 233
+    jmp 1f
+1:
+    mov r8d, esi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    inc dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov ebp, esi
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpcmpeqb xmm15, xmm15, xmm0
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 134217728
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, cl
+    mov rcx, r9
+    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], r8d
+    and rbp, 64
+    add rcx, qword ptr [r15 + rbp + 256]
+    add rcx, qword ptr [r15 + rbp + 192]
+    mov byte ptr [r15 + r8 + 384], sil
+    mov dword ptr [r15 + r9 + 64], ecx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c165:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 229
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    mov dword ptr [r15 + 0], 132
+    mov dword ptr [r15 + 0], 59
+    mov qword ptr [r15 + 0], rcx
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 22
+    add qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    mov r8d, 14
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
+    mov qword ptr [r15 + rbp + 448], rax
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    and eax, dword ptr [r15 + r8 + 64]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], ecx
+    mov dword ptr [r15 + rbp + 320], 222
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + r8 + 128]
+    mov r8, rbp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c166:
+    lea rbp, [r11 + r11*8]
+    and rbp, 8128
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 7872], al
+    mov byte ptr [r15 + rbp + 7936], r8b
+    and r8, 64
+    mov qword ptr [r15 + r8 + 512], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    movzx ecx, r9b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + rbp + 7488]
+    mov rax, qword ptr [r15 + rbp + 7808]
+    mov byte ptr [r15 + r9 + 320], al
+    mov dword ptr [r15 + r8 + 448], eax
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 7744], 243
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, cl
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 7680], al
+    mov byte ptr [r15 + rbp + 8000], al
+    jmp 1f
+1:
+    mov eax, 9
+    mov eax, dword ptr [r15 + rbp + 7616]
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 7552], cl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c167:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov dword ptr [r15 + 0], 124
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    mov ebp, 139
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    movzx ebp, byte ptr [r15 + 0]
+    movzx ecx, bpl
+    mov ecx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, eax
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    mov r9, r8
+    jmp 1f
+1:
+    movzx r8d, r9b
+    jmp 1f
+1:
+    mov r9d, 58
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], ebp
+    movzx esi, bpl
+    and r9, 64
+    mov qword ptr [r15 + r9 + 384], r8
+    jmp 1f
+1:
+    mov r8, r8
+    movsxd r8, dword ptr [r15 + rbp + 384]
+    lea rbp, [r11 + r11*1]
+    mov esi, dword ptr [r15 + r9 + 320]
+    mov r9d, esi
+    and rbp, 64
+    movzx r9d, byte ptr [r15 + rbp + 64]
+    mov edx, 159
+    mov edx, 110
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + rbp + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c168:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, sil
+    movzx esi, r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9d, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 137
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    and esi, dword ptr [r15 + r9 + 64]
+    mov eax, ebp
+    vpmovmskb ebp, xmm15
+    lea rbp, [r11*4]
+    jmp 1f
+1:
+    and rbp, 192
+    mov eax, dword ptr [r15 + rbp + 576]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 704], eax
+    lea r8, [r11 + r11*1]
+    add rax, qword ptr [r15 + r9 + 128]
+    jmp 1f
+1:
+    and r8, 64
+    add r9, qword ptr [r15 + r8 + 512]
+    mov ecx, dword ptr [r15 + rbp + 768]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 640], ecx
+    mov ecx, 13
+    jmp 1f
+1:
+    mov ecx, 28
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 448], rcx
+    mov ecx, 86
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c169:
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 192], r9
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], 68
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov rcx, r9
+    jmp 1f
+1:
+    vpor xmm15, xmm15, xmm15
+    vpcmpeqb xmm15, xmm15, xmm10
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    movzx ecx, bpl
+    and ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1024
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 255
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    lea r8, [r11 + r11*1]
+    and ecx, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + rbp + 192]
+    and r8, 64
+    movzx ebp, byte ptr [r15 + r8 + 384]
+    mov qword ptr [r15 + r8 + 320], rbp
+    jmp 1f
+1:
+    mov r8d, ebp
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + r9 + 256]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c170:
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov esi, 176
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    mov esi, 107
+    mov esi, r8d
+    mov esi, 23
+    movzx esi, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    mov esi, esi
+    vpaddd xmm15, xmm15, xmm15
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    jmp 1f
+1:
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov esi, dword ptr [r15 + r8 + 192]
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    mov ecx, 127
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], r9d
+    mov rcx, r9
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 211
+    vmovdqu ymmword ptr [r15 + rbp + 64], ymm15
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + r8 + 256], ymm15
+    mov r8d, ebp
+    mov byte ptr [r15 + r9 + 384], r8b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c171:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r8, rcx
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 13
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, r8d
+    mov ebp, r8d
+    lea r9, [r11*4]
+    add rbp, qword ptr [r15 + 0]
+    and r9, 192
+    mov dword ptr [r15 + r9 + 576], edi
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], r8
+    movsxd rsi, dword ptr [r15 + r9 + 640]
+    lea rbp, [r11 + r11*1]
+    mov ecx, 73
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 72
+    mov ecx, dword ptr [r15 + r8 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 768], ecx
+    mov rcx, rax
+    mov r8d, dword ptr [r15 + r9 + 704]
+    mov ecx, 207
+    movzx ecx, byte ptr [r15 + rbp + 320]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c172:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rbp
-    mov dword ptr [r15 + 0], 115
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 226
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 88
-    mov r8, r8
-    and r8d, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9d, 51
-    mov r9, r9
-    vmovdqu xmmword ptr [r15 + 0], xmm6
-    movzx r9d, bpl
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 15
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    mov ecx, 76
+    lea r8, [r11*4]
+    and rbp, 4032
+    add rcx, qword ptr [r15 + rbp + 3776]
+    and r8, 192
+    and ecx, dword ptr [r15 + r8 + 768]
+    and ecx, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + rbp + 3648], rcx
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 3520], cl
+    mov ecx, 251
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + rbp + 3712]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + r8 + 640]
+    movzx esi, r9b
+    mov qword ptr [r15 + rbp + 3584], rsi
+    mov r9d, r8d
+    and r9d, dword ptr [r15 + r8 + 704]
     lea r9, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    lea r8, [r11 + r11*1]
+    mov rsi, r9
     and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + r9 + 256], 36
     jmp 1f
 1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
-    mov edx, 40
-    mov dword ptr [r15 + rbp + 384], edx
-    mov qword ptr [r15 + r9 + 64], rdx
-    mov edx, ebp
-    add r9, qword ptr [r15 + r8 + 64]
+    mov esi, dword ptr [r15 + r9 + 192]
+    mov r9d, dword ptr [r15 + r8 + 576]
+    mov r8, r9
+    mov qword ptr [r15 + rbp + 3456], rcx
+    jmp 1f
+1:
+    movzx r8d, cl
+    movzx ebp, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c173:
-    lea r9, [r11*8]
-    movzx eax, r9b
     jmp 1f
 1:
-    and r9, 4032
-    movsxd rdx, dword ptr [r15 + r9 + 3456]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + r9 + 3776]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 3648], 2
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, sil
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -10721,34 +11007,45 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, 18
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 65
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    mov r8d, edx
+    and rbp, 4032
+    and r8d, dword ptr [r15 + rbp + 3776]
+    movzx r9d, byte ptr [r15 + rbp + 3840]
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 64]
+    add r9, qword ptr [r15 + rbp + 3456]
+    lea r9, [r11 + r11*1]
     and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 384]
-    mov rsi, rax
+    mov byte ptr [r15 + r8 + 128], r8b
+    mov dword ptr [r15 + rbp + 3520], 62
+    mov dword ptr [r15 + rbp + 3584], 113
+    and r9, 64
+    mov byte ptr [r15 + r9 + 256], r9b
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 3712], sil
-    movzx esi, byte ptr [r15 + r8 + 320]
-    movsxd rax, dword ptr [r15 + r9 + 3584]
     jmp 1f
 1:
-    mov r8, rax
-    add r8, qword ptr [r15 + r9 + 3840]
-    mov eax, dword ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + r9 + 3392], edx
-    mov qword ptr [r15 + r9 + 3520], rax
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + r8 + 64], ymm15
+    mov r8, qword ptr [r15 + rbp + 3712]
+    mov dword ptr [r15 + rbp + 3392], ebp
+    mov rsi, rsi
+    movzx esi, byte ptr [r15 + rbp + 3648]
+    mov rbp, rsi
+    mov rsi, rbp
+    mov esi, esi
+    and esi, dword ptr [r15 + r9 + 192]
+    mov rcx, rsi
     add r11, 64
     inc rbx
     dec r13
@@ -10756,1039 +11053,1012 @@ ditto_body_c1:
 .Lc1_b1_c174:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 176
+    mov esi, 72
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    add rax, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
+    lea r8, [r11 + r11*8]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 134
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdx, r8
-    imul rdx, qword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 448]
-    lea rbp, [r11*4]
-    jmp 1f
-1:
-    mov rdi, rsi
-    movzx edi, sil
-    and rbp, 192
-    and edi, dword ptr [r15 + rbp + 768]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], cl
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7616], r8b
     lea r9, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + r8 + 8000]
     jmp 1f
 1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 64], r9
-    vmovdqu ymmword ptr [r15 + r9 + 128], ymm6
-    mov esi, ebp
+    mov esi, dword ptr [r15 + r9 + 64]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, sil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r9 + 128], 109
+    mov r9d, 246
+    jmp 1f
+1:
+    mov r9, r9
+    vpmovmskb esi, xmm15
+    mov dword ptr [r15 + r8 + 7872], 38
+    mov dword ptr [r15 + r8 + 7680], 118
+    mov qword ptr [r15 + r8 + 7808], r9
     jmp 1f
 1:
     jmp 1f
 1:
-    add rsi, qword ptr [r15 + rbp + 576]
-    mov byte ptr [r15 + r8 + 512], sil
-    and esi, dword ptr [r15 + rbp + 640]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r8 + 7552]
+    mov r9d, eax
+    movzx esi, dl
     jmp 1f
 1:
-    mov r8d, r9d
-    mov dword ptr [r15 + rbp + 704], 152
+    mov r9, qword ptr [r15 + rbp + 192]
+    mov qword ptr [r15 + r8 + 7936], r8
+    mov ebp, r9d
+    mov byte ptr [r15 + r8 + 7488], bpl
+    jmp 1f
+1:
+    mov ebp, 112
+    and r9d, dword ptr [r15 + r8 + 7744]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c175:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul r8, qword ptr [r15 + 0]
-    mov rsi, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 211
-    mov dword ptr [r15 + 0], 250
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 22
-    movzx r8d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    mov r8, qword ptr [r15 + 0]
+    mov eax, 20
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 185
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, eax
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    or qword ptr [r15 + 0], 32
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 94
-    mov esi, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov qword ptr [r15 + 0], rax
+    mov eax, ebp
+    mov eax, dword ptr [r15 + 0]
+    mov rbp, rax
+    mov dword ptr [r15 + 0], ebp
+    mov rax, rbp
+    mov ebp, eax
+    test dword ptr [r15 + 67117724], 1358991363
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
     lea rbp, [r11 + r11*1]
-    lea r9, [r11*4]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    and r9, 192
-    mov byte ptr [r15 + r9 + 704], dil
-    mov qword ptr [r15 + r9 + 768], r9
+    mov byte ptr [r15 + 0], al
+    movzx eax, bpl
+    lea r9, [r11 + r11*1]
     and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rbp
-    mov edi, dword ptr [r15 + r9 + 640]
+    movsxd rax, dword ptr [r15 + rbp + 320]
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 512]
+    movzx r8d, al
+    mov eax, 190
     jmp 1f
 1:
-    mov rdx, r8
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 512], r8
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 384], r8
+    mov qword ptr [r15 + r9 + 448], r8
     and r8, 64
-    mov dword ptr [r15 + r8 + 128], 254
-    and ebp, dword ptr [r15 + r9 + 576]
-    and ebp, dword ptr [r15 + r8 + 64]
+    mov qword ptr [r15 + r8 + 256], r8
+    mov eax, dword ptr [r15 + r8 + 192]
+    mov r8d, 162
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c176:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb ebp, xmm6
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], ecx
+    mov ecx, r8d
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
     lea rbp, [r11 + r11*1]
-    movzx r8d, r8b
+    jmp 1f
+1:
+    mov rcx, rbp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], ebp
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], bpl
-    mov r8d, ebp
-    lea r8, [r11 + r11*8]
+    mov rcx, rbp
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, 6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx edx, r8b
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7808], r8
+    mov qword ptr [r15 + 0], rcx
+    movsxd rcx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rdx
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 0], xmm15
     lea r9, [r11 + r11*1]
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 201
     and r9, 64
-    and edx, dword ptr [r15 + r9 + 448]
-    mov dword ptr [r15 + r8 + 8000], 74
-    test ebx, 768
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + r8 + 7744]
-    mov rdi, rdx
-    vpcmpeqb xmm6, xmm6, xmm0
-    mov rdx, r8
+    and ecx, dword ptr [r15 + r9 + 512]
     jmp 1f
 1:
+    mov qword ptr [r15 + r8 + 64], rcx
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, 148
-    mov qword ptr [r15 + r8 + 7936], rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 7680], rax
-    movzx edx, byte ptr [r15 + rbp + 384]
-    mov qword ptr [r15 + r9 + 512], rdi
-    mov byte ptr [r15 + r8 + 7872], dl
-    mov byte ptr [r15 + r8 + 7616], dl
-    mov dword ptr [r15 + r8 + 7552], edx
-    jmp 1f
-1:
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + rbp + 128]
+    mov r8d, r9d
+    mov byte ptr [r15 + r9 + 448], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c177:
-    movzx edx, dl
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, edi
-    mov r9d, 113
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r9, r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    movzx edi, r9b
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 248
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    and edi, dword ptr [r15 + r9 + 448]
-    lea rbp, [r11 + r11*1]
-    mov eax, ebp
-    jmp 1f
-1:
     lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rbp
-    mov eax, 124
+    lea r9, [r11*8]
+    jmp 1f
+1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 128], r8d
-    mov dword ptr [r15 + rbp + 320], r8d
+    mov dword ptr [r15 + r8 + 384], 81
+    and r9, 448
+    mov dword ptr [r15 + r9 + 1088], eax
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + r8 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r8d
+    movzx eax, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 512], 176
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and rbp, 192
+    mov qword ptr [r15 + rbp + 576], rbp
+    mov qword ptr [r15 + r9 + 1280], rbp
+    movzx eax, bpl
+    mov qword ptr [r15 + r9 + 1152], rdx
+    mov dword ptr [r15 + rbp + 768], 67
+    movsxd rdx, dword ptr [r15 + r9 + 960]
+    movzx ecx, byte ptr [r15 + r9 + 896]
+    movsxd rax, dword ptr [r15 + rbp + 704]
+    mov rsi, qword ptr [r15 + r8 + 320]
+    movzx r8d, sil
+    mov dword ptr [r15 + r9 + 832], r8d
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + r9 + 1024]
+    movzx esi, byte ptr [r15 + r9 + 1216]
+    mov dword ptr [r15 + rbp + 640], 177
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c178:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
+    movsxd rbp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 22
+    mov dword ptr [r15 + 0], ebp
+    movsxd r8, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 110
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    mov dword ptr [r15 + 0], 40
     movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 36
-    mov r8d, ebp
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    lea rbp, [r11*4]
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 704], 33
-    mov r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 254
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    mov r9d, 181
-    mov r9d, 244
+    jmp 1f
+1:
+    and rbp, 64
+    mov rdx, qword ptr [r15 + rbp + 256]
+    mov esi, 33
     and r8, 64
-    lea r9, [r11 + r11*1]
-    and eax, dword ptr [r15 + r8 + 128]
-    and eax, dword ptr [r15 + rbp + 768]
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + rbp + 640], eax
-    mov qword ptr [r15 + rbp + 576], rax
-    mov eax, 20
+    mov dword ptr [r15 + r8 + 64], 82
+    mov rsi, qword ptr [r15 + rbp + 192]
+    lea rbp, [r11 + r11*1]
+    movzx r9d, byte ptr [r15 + r8 + 128]
     jmp 1f
 1:
+    and rbp, 64
+    and r8d, dword ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + rbp + 64], r8d
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 448], rax
-    movzx eax, r8b
-    mov byte ptr [r15 + r8 + 64], al
+    mov ebp, 86
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c179:
-    lea r9, [r11*8]
-    and r9, 448
-    lea rbp, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + r9 + 1280]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], 174
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*8]
+    mov r8d, 157
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3840], 187
+    and r8d, dword ptr [r15 + rbp + 3456]
+    mov r9d, 36
     jmp 1f
 1:
-    lea r8, [r11*4]
-    mov edi, dword ptr [r15 + r9 + 1088]
-    and r8, 192
-    mov qword ptr [r15 + r8 + 576], r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm6, xmm6, xmm11
-    mov byte ptr [r15 + r9 + 1152], dl
-    movsxd rsi, dword ptr [r15 + r9 + 896]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + rbp + 512]
-    mov ecx, dword ptr [r15 + r9 + 1024]
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm6
-    mov rbp, qword ptr [r15 + r8 + 704]
-    mov qword ptr [r15 + r9 + 960], r9
-    and ebp, dword ptr [r15 + r8 + 768]
-    movsxd rdx, dword ptr [r15 + r9 + 1216]
-    mov qword ptr [r15 + r8 + 640], rdx
+    and r8d, dword ptr [r15 + rbp + 3712]
+    mov qword ptr [r15 + rbp + 3584], r8
+    mov r8d, dword ptr [r15 + rbp + 3776]
+    lea r9, [r11 + r11*1]
+    vpxor xmm15, xmm15, xmm13
+    movsxd rdx, dword ptr [r15 + rbp + 3648]
+    mov esi, 55
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 448]
+    lea r8, [r11 + r11*1]
+    mov rsi, rax
+    mov esi, esi
+    mov dword ptr [r15 + rbp + 3520], 33
+    and r8, 64
+    mov byte ptr [r15 + r8 + 384], r8b
+    mov rsi, qword ptr [r15 + r8 + 320]
+    mov r8, rsi
+    vmovdqu ymmword ptr [r15 + rbp + 3904], ymm15
+    mov dword ptr [r15 + r9 + 512], r8d
+    mov qword ptr [r15 + rbp + 3392], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c180:
-    lea rbp, [r11*8]
-    and rbp, 1984
-    movzx edx, byte ptr [r15 + rbp + 1536]
-    mov r8d, 159
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    movzx ebp, r8b
+    jmp 1f
+1:
+    mov r8d, ebp
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, 168
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r9d, r8d
-    and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 1408], r8d
-    jmp 1f
-1:
-    mov eax, r9d
+    movzx ebp, r8b
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, eax
-    mov r9, r9
-    movzx eax, byte ptr [r15 + rbp + 1472]
     jmp 1f
 1:
-    mov r9, rax
-    mov byte ptr [r15 + rbp + 1728], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + r8 + 64]
-    lea r8, [r11 + r11*1]
+    and r8, 192
+    mov rsi, qword ptr [r15 + r8 + 576]
+    mov byte ptr [r15 + r8 + 704], sil
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    movzx eax, r8b
-    mov qword ptr [r15 + rbp + 1600], rax
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 74
-    movzx eax, byte ptr [r15 + r8 + 64]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], 144
+    movzx esi, byte ptr [r15 + r9 + 448]
+    mov rax, qword ptr [r15 + r8 + 768]
     jmp 1f
 1:
-    mov r8, rax
-    movzx r8d, r8b
-    mov dword ptr [r15 + rbp + 1664], 1
-    mov r8d, r8d
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 1344], dil
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 640], 202
+    jmp 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
+    mov dword ptr [r15 + r9 + 64], 37
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c181:
-    lea r8, [r11 + r11*8]
-    and r8, 8128
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 7872], r9
-    jmp 1f
-1:
-    vmovq xmm6, rax
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 192]
-    mov rbp, qword ptr [r15 + r8 + 7488]
-    mov rdi, rbp
-    mov ebp, dword ptr [r15 + r8 + 7808]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r9 + 256], ymm6
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 148
+    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r9d
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3904], rsi
+    movsxd rsi, dword ptr [r15 + r9 + 3648]
+    mov eax, 235
+    lea rbp, [r11 + r11*1]
+    mov eax, dword ptr [r15 + r9 + 3584]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    add rax, qword ptr [r15 + r8 + 7680]
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 384]
-    mov esi, 218
-    mov qword ptr [r15 + r8 + 7552], rsi
-    mov dword ptr [r15 + r8 + 7744], 191
-    add rsi, qword ptr [r15 + r8 + 7936]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 256], r9
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 8000], sil
-    mov dword ptr [r15 + r8 + 7616], 141
-    mov qword ptr [r15 + r9 + 320], rsi
-    mov r9d, 213
+    jmp 1f
+1:
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + rbp + 192]
+    mov rbp, qword ptr [r15 + r9 + 3392]
+    and eax, dword ptr [r15 + r9 + 3712]
+    mov qword ptr [r15 + r9 + 3776], rax
+    movzx eax, sil
+    movsxd rax, dword ptr [r15 + r9 + 3456]
+    mov qword ptr [r15 + r8 + 512], rax
+    jmp 1f
+1:
+    vmovq xmm15, rax
+    and eax, dword ptr [r15 + r9 + 3840]
+    movsxd r8, dword ptr [r15 + r9 + 3520]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c182:
-    lea r9, [r11*4]
-    and r9, 192
-    mov byte ptr [r15 + r9 + 704], r9b
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx r8d, al
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    mov rax, r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, r8
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 282624
+    jz 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    movzx esi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
+    lea r9, [r11 + r11*1]
     and rbp, 64
-    add rsi, qword ptr [r15 + rbp + 128]
-    movzx eax, sil
-    mov eax, 152
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 160
-    movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    mov r8d, esi
-    movzx esi, byte ptr [r15 + 0]
-    movzx edx, sil
-    mov dword ptr [r15 + 0], 196
-    mov esi, edx
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    add rdx, qword ptr [r15 + r9 + 768]
+    mov dword ptr [r15 + rbp + 64], r8d
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], eax
     jmp 1f
 1:
     and r8, 64
-    vmovq qword ptr [r15 + r8 + 384], xmm6
+    add rax, qword ptr [r15 + r8 + 128]
+    and ecx, dword ptr [r15 + rbp + 128]
+    mov byte ptr [r15 + r9 + 320], cl
+    mov rcx, rcx
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 320], sil
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + r9 + 640]
-    mov rsi, r8
-    add rsi, qword ptr [r15 + r9 + 576]
-    mov dword ptr [r15 + rbp + 64], esi
+    movzx ecx, cl
+    vmovdqu ymmword ptr [r15 + r8 + 64], ymm15
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c183:
-    lea r8, [r11*4]
-    mov esi, r8d
-    and r8, 192
-    mov esi, dword ptr [r15 + r8 + 704]
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, dl
-    mov rsi, rsi
-    movzx esi, sil
-    mov rsi, rsi
-    jmp 1f
-1:
-    movzx esi, sil
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov byte ptr [r15 + 0], sil
-    mov rsi, rsi
-    mov dword ptr [r15 + 0], esi
+    lea r8, [r11 + r11*1]
+    mov rcx, r8
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], 56
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    nop
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov esi, 27
-    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 26
-    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, bpl
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 512], ymm6
-    mov edx, 184
+    mov ecx, 232
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + r8 + 576]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 960], 195
+    movsxd rcx, dword ptr [r15 + rbp + 1024]
+    mov byte ptr [r15 + rbp + 1088], cl
+    mov dword ptr [r15 + rbp + 832], 7
     lea r9, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + rbp + 896]
+    and r9, 64
+    add rcx, qword ptr [r15 + r9 + 128]
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + r8 + 768]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
-    mov dword ptr [r15 + rbp + 448], r9d
-    mov dword ptr [r15 + r9 + 64], ebp
-    add r9, qword ptr [r15 + r8 + 640]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, dl
+    jmp 1f
+1:
+    mov eax, 64
+    mov eax, 130
+    and ecx, dword ptr [r15 + r8 + 192]
+    movzx eax, byte ptr [r15 + rbp + 1216]
+    movzx edx, byte ptr [r15 + r9 + 64]
+    mov r9, qword ptr [r15 + rbp + 1152]
+    vmovdqu ymmword ptr [r15 + rbp + 1280], ymm15
+    mov ebp, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c184:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 192], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, ebp
-    mov dword ptr [r15 + 0], 11
-    movzx r9d, bpl
-    mov dword ptr [r15 + 0], 106
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], 122
-    jmp 1f
-1:
-    vmovdqu xmm6, xmmword ptr [r15 + 0]
-    mov r9, r9
-    mov rsi, r9
-    mov esi, 184
-    movzx r9d, sil
-    mov dword ptr [r15 + 0], 33
-    vpor xmm6, xmm6, xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    movsxd r9, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov rbp, r9
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
     jmp 1f
 1:
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rdx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 1536
+    jnz 1f
+1:
+    mov r9d, ecx
+    movzx r9d, dl
+    movzx r9d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 110
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 0], 82
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + 0], rbp
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 320], ymm15
     lea r9, [r11 + r11*1]
     and r8, 64
-    and esi, dword ptr [r15 + r8 + 128]
-    and esi, dword ptr [r15 + r8 + 64]
+    mov qword ptr [r15 + r8 + 512], r8
     and r9, 64
-    mov dword ptr [r15 + r9 + 128], 78
+    mov dword ptr [r15 + r9 + 64], 252
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + rbp + 256]
-    mov rbp, qword ptr [r15 + r9 + 64]
+    mov byte ptr [r15 + rbp + 384], al
+    and ebp, dword ptr [r15 + r9 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 448], 38
+    vpxor xmm15, xmm15, xmm8
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c185:
-    jmp 1f
-1:
-    mov ebp, 182
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov ebp, r8d
-    vpmovmskb ebp, xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
+    lea rbp, [r11*4]
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 1024]
+    vmovdqu ymmword ptr [r15 + rbp + 896], ymm15
+    mov r9d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r9d
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
     jmp 1f
 1:
-    mov edx, edx
-    mov rcx, rdx
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, 42
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, cl
-    mov ecx, dword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    mov ecx, 214
+    lea r8, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 39
+    mov qword ptr [r15 + r8 + 1536], r8
+    movsxd rax, dword ptr [r15 + r8 + 1472]
+    movzx edx, byte ptr [r15 + r8 + 1664]
     jmp 1f
 1:
-    mov ecx, 156
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + r8 + 1600], rdx
+    mov dword ptr [r15 + r8 + 1728], 43
     lea r9, [r11 + r11*1]
-    mov ecx, esi
-    and r8, 64
-    mov qword ptr [r15 + r8 + 256], r8
-    lea rbp, [r11 + r11*1]
+    mov edx, r8d
     and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 448]
+    mov dword ptr [r15 + r9 + 320], r9d
     jmp 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], 113
-    mov qword ptr [r15 + r9 + 512], rbp
-    movzx r9d, byte ptr [r15 + r8 + 192]
-    mov byte ptr [r15 + rbp + 512], r8b
+    movzx edx, byte ptr [r15 + rbp + 832]
+    mov ecx, edx
+    mov dword ptr [r15 + r8 + 1792], ecx
+    movzx edx, cl
+    movzx edx, dl
+    mov byte ptr [r15 + r9 + 384], dl
+    mov edx, dword ptr [r15 + r8 + 1408]
+    mov r9d, edx
+    and edx, dword ptr [r15 + rbp + 960]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c186:
-    mov r9d, 146
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm6
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    mov r9d, 176
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    mov edx, dword ptr [r15 + 0]
-    mov rcx, rdx
-    mov byte ptr [r15 + 0], cl
-    and rbp, 64
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 256], 230
-    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    movzx edx, byte ptr [r15 + rbp + 128]
     and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + r8 + 64], r8d
+    lea r9, [r11*8]
+    mov eax, 156
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 1152], ymm15
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 256], 234
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rsi
     jmp 1f
 1:
-    mov edx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + rbp + 192], 38
+    movzx eax, al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + r9 + 1024]
+    vmovdqu ymmword ptr [r15 + rbp + 64], ymm15
+    mov ebp, 58
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + r8 + 128]
+    mov edx, dword ptr [r15 + r9 + 960]
+    jmp 1f
+1:
+    mov r8, rdx
+    movzx r8d, cl
+    mov dword ptr [r15 + r9 + 1088], r8d
+    mov r8, r8
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 896], r8d
+    movsxd r8, dword ptr [r15 + r9 + 832]
+    mov ecx, dword ptr [r15 + r9 + 1216]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c187:
-    mov dword ptr [r15 + 0], 72
-    mov ecx, 97
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    lea rbp, [r11*8]
+    mov dword ptr [r15 + r8 + 320], ecx
+    mov rcx, rbp
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 1152], 74
+    mov edx, ebp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    lea r8, [r11 + r11*8]
-    mov byte ptr [r15 + rbp + 256], r8b
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3840], r8d
-    mov ecx, 66
-    mov dword ptr [r15 + r8 + 3904], 119
-    movzx ecx, byte ptr [r15 + rbp + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 3584], bpl
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], ebp
-    and ecx, dword ptr [r15 + r8 + 3520]
-    mov edx, 226
-    movzx edx, dl
-    xor dword ptr [r15 + rbp + 384], edx
+    vpxor xmm15, xmm15, xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], 209
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    lea r9, [r11*4]
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 192
+    mov qword ptr [r15 + r9 + 576], r9
+    mov dword ptr [r15 + r9 + 640], 4
+    mov dword ptr [r15 + r8 + 384], 121
+    add rcx, qword ptr [r15 + rbp + 1024]
+    mov dword ptr [r15 + rbp + 1088], 73
+    mov dword ptr [r15 + r9 + 704], edx
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + r8 + 3776]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + r8 + 3712]
-    mov r9d, dword ptr [r15 + r8 + 3648]
-    mov esi, 227
-    mov dword ptr [r15 + r8 + 3456], esi
+    add qword ptr [r15 + rbp + 960], rcx
+    mov dword ptr [r15 + rbp + 1216], 137
+    and ecx, dword ptr [r15 + rbp + 896]
+    and ecx, dword ptr [r15 + r9 + 768]
+    mov byte ptr [r15 + rbp + 1280], cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c188:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     lea r9, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + rbp + 256]
+    lea rbp, [r11 + r11*1]
     and r9, 64
-    mov dword ptr [r15 + r9 + 64], r9d
-    lea r8, [r11*4]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r9 + 128]
     jmp 1f
 1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], ebp
     jmp 1f
 1:
-    and r8, 192
-    mov qword ptr [r15 + r8 + 704], rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, r8d
-    movzx edx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 243
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], ebp
+    movzx eax, bpl
+    .byte 0x66, 0x90
+    mov byte ptr [r15 + 0], al
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    movzx ecx, al
+    test dword ptr [r15 + 67117724], 570466836
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm6
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    movzx ecx, al
+    mov rcx, rcx
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    add rcx, qword ptr [r15 + r8 + 384]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov eax, dword ptr [r15 + r9 + 64]
+    mov r9, qword ptr [r15 + rbp + 128]
     jmp 1f
 1:
-    mov edi, 151
-    mov dword ptr [r15 + 0], edi
-    mov rdi, rdi
-    add rdi, qword ptr [r15 + r8 + 576]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 768], 156
-    mov qword ptr [r15 + r9 + 128], rax
-    mov dword ptr [r15 + r8 + 640], edi
-    mov rdi, rdi
-    add rdi, qword ptr [r15 + rbp + 192]
-    jmp 1f
-1:
-    movzx eax, dil
+    mov dword ptr [r15 + r8 + 320], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c189:
+    mov r9, rax
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    lea rbp, [r11 + r11*8]
+    lea r9, [r11*8]
     jmp 1f
 1:
-    mov eax, ebp
-    and ecx, dword ptr [r15 + 0]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1664], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    and eax, dword ptr [r15 + r9 + 1536]
+    jmp 1f
+1:
     jmp 1f
 1:
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov rax, r8
+    mov qword ptr [r15 + r9 + 1472], r8
     and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
-    mov dword ptr [r15 + rbp + 1408], 137
-    test ebx, 3584
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 1792], cl
-    mov dword ptr [r15 + rbp + 1344], ecx
-    mov byte ptr [r15 + rbp + 1600], cl
-    mov dword ptr [r15 + r8 + 320], 207
-    mov r8, r8
-    jmp 1f
-1:
-    mov r8d, r8d
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 1472], 211
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 1728], r8d
-    mov byte ptr [r15 + rbp + 1856], al
-    mov r8, qword ptr [r15 + rbp + 1536]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 192]
+    add rax, qword ptr [r15 + r8 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    add rax, qword ptr [r15 + rbp + 256]
+    mov rcx, rax
+    mov ecx, 7
+    movzx ecx, cl
+    mov qword ptr [r15 + r9 + 1408], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + r9 + 1728]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 1792], cl
+    mov dword ptr [r15 + r9 + 1664], 79
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 384], 244
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 1344], r8b
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], r8d
+    mov ecx, 196
+    mov ecx, 10
+    mov qword ptr [r15 + r9 + 1600], rbp
+    mov byte ptr [r15 + r8 + 128], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c190:
-    vpxor xmm6, xmm6, xmm12
-    mov rax, rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    mov eax, ebp
-    and ebp, dword ptr [r15 + 0]
-    mov eax, 50
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], 249
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 244
-    mov qword ptr [r15 + 0], rbp
-    vpmovmskb eax, xmm6
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    and rbp, 64
     lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    vmovdqu xmmword ptr [r15 + rbp + 384], xmm6
     and r8, 64
-    mov byte ptr [r15 + r8 + 192], sil
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + rbp + 320], 87
-    mov dword ptr [r15 + r8 + 256], esi
+    mov byte ptr [r15 + r8 + 128], r8b
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + r9 + 64]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov r9d, 103
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, 123
+    mov r9d, 161
+    mov ebp, r9d
+    jmp 1f
+1:
+    mov r9d, ebp
+    mov ebp, 38
+    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 168
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rbp
+    add r9, qword ptr [r15 + 0]
+    lea rbp, [r11*4]
+    jmp 1f
+1:
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 768], 86
+    mov rcx, qword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 11
+    mov eax, r8d
+    mov qword ptr [r15 + rbp + 576], rax
+    mov eax, dword ptr [r15 + rbp + 640]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 64], 139
+    mov dword ptr [r15 + rbp + 704], 188
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c191:
-    movzx esi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9d, esi
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    mov esi, 151
-    jmp 1f
-1:
+    vpmovmskb r8d, xmm15
     mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov byte ptr [r15 + 0], sil
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
     jmp 1f
 1:
     jmp 1f
@@ -11797,42 +12067,45 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    test ebx, 3072
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7808], rsi
+    movsxd rax, dword ptr [r15 + r8 + 7552]
+    mov dword ptr [r15 + r8 + 7872], 120
+    add rax, qword ptr [r15 + r8 + 7744]
+    movsxd rsi, dword ptr [r15 + r8 + 7936]
+    mov qword ptr [r15 + r8 + 8000], rsi
+    mov esi, esi
+    mov ebp, 170
     jmp 1f
 1:
-    mov rsi, rsi
-    vmovq xmm6, rsi
+    mov rsi, rbp
+    jmp 1f
+1:
+    inc dword ptr [r15 + r8 + 7616]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + r8 + 7680], ymm15
+    mov dword ptr [r15 + r8 + 7488], ebp
     jmp 1f
 1:
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    mov ecx, 104
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 512]
-    and r9, 64
     lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 64], r8b
-    vpxor xmm6, xmm6, xmm14
-    mov eax, 31
+    movzx esi, r9b
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], rbp
     and r8, 64
-    mov dword ptr [r15 + r8 + 192], 209
-    mov rax, qword ptr [r15 + r8 + 256]
-    mov qword ptr [r15 + rbp + 448], rax
+    mov esi, dword ptr [r15 + r8 + 320]
+    mov r9d, 71
+    movzx r9d, r9b
     jmp 1f
 1:
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + r9 + 128]
+    mov r9, qword ptr [r15 + r8 + 384]
+    mov dword ptr [r15 + rbp + 128], r9d
     jmp 1f
 1:
     add r11, 64
@@ -11840,339 +12113,376 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c192:
-    lea r8, [r11 + r11*8]
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3904]
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 0], r9d
+    movzx r9d, byte ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ebp, al
-    mov eax, 3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, eax
+    jmp 1f
+1:
+    mov rbp, r9
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 83
+    movzx r9d, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r9, r9
+    mov ebp, 121
+    jmp 1f
+1:
+    mov ebp, 87
+    test ebx, 10752
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 114
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 197
+    mov r9, qword ptr [r15 + 0]
+    movzx ebp, r9b
+    movzx r9d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r9d, r9b
     lea r9, [r11 + r11*1]
-    mov rsi, r9
-    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
     and r9, 64
-    mov byte ptr [r15 + r9 + 64], r9b
-    mov esi, dword ptr [r15 + r8 + 3776]
-    mov byte ptr [r15 + r9 + 128], sil
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 192]
-    mov byte ptr [r15 + r8 + 3712], sil
-    movsxd rsi, dword ptr [r15 + rbp + 256]
-    vmovdqu ymmword ptr [r15 + r8 + 3648], ymm6
-    mov qword ptr [r15 + r8 + 3840], rsi
-    mov byte ptr [r15 + r8 + 3456], al
-    mov esi, r9d
-    imul rsi, qword ptr [r15 + r8 + 3520]
-    mov qword ptr [r15 + r8 + 3584], rsi
+    mov esi, dword ptr [r15 + r9 + 64]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 320], r8
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 3392], rsi
-    mov rsi, rsi
+    mov dword ptr [r15 + r9 + 128], ebp
+    lea r9, [r11 + r11*1]
+    mov ebp, r9d
+    and r9, 64
+    movsxd rbp, dword ptr [r15 + r9 + 448]
+    mov eax, 87
+    mov qword ptr [r15 + r9 + 512], rax
+    mov dword ptr [r15 + r8 + 384], 58
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c193:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    and esi, dword ptr [r15 + rbp + 512]
+    mov dword ptr [r15 + 0], eax
+    mov r8d, eax
+    movzx r8d, r8b
+    movzx r8d, r8b
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 221
-    mov r8, rsi
-    and eax, dword ptr [r15 + 0]
-    mov rcx, rax
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rax, rcx
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    jmp 1f
-1:
+    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 97536
-    jz 1f
-1:
-    mov esi, esi
-    mov dword ptr [r15 + 0], 97
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, sil
-    mov esi, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 159
-    xor dword ptr [r15 + 0], esi
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov byte ptr [r15 + 0], r8b
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 64]
-    vmovdqu ymmword ptr [r15 + rbp + 448], ymm6
-    and r9, 64
-    add rsi, qword ptr [r15 + r9 + 192]
+    mov esi, 218
+    mov dword ptr [r15 + 0], 140
+    movzx r8d, sil
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 256], sil
-    mov dword ptr [r15 + r8 + 128], r9d
+    and esi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 5120
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, sil
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 448]
+    jmp 1f
+1:
+    and rbp, 192
+    and esi, dword ptr [r15 + rbp + 768]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov eax, 146
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], 244
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + rbp + 640]
+    and esi, dword ptr [r15 + r9 + 512]
+    mov r9d, 28
+    and r9d, dword ptr [r15 + r8 + 512]
+    mov r8d, dword ptr [r15 + rbp + 576]
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 704], dl
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c194:
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov ebp, 247
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
+    movzx esi, cl
+    jmp 1f
+1:
     jmp 1f
 1:
     mov rsi, rsi
-    add rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], esi
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    lea r8, [r11*8]
-    add rsi, qword ptr [r15 + 0]
+    mov esi, ebp
+    jmp 1f
+1:
+    mov rsi, rsi
+    mov esi, esi
+    movzx esi, byte ptr [r15 + 0]
+    mov r8d, 60
+    movzx r8d, r8b
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
     lea r9, [r11 + r11*1]
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 960]
-    mov dword ptr [r15 + r8 + 896], 228
-    and ecx, dword ptr [r15 + r8 + 1024]
-    lea rbp, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + r8 + 64], ymm15
+    jmp 1f
+1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 128], 10
+    mov qword ptr [r15 + r9 + 320], r9
+    mov ecx, eax
+    jmp 1f
+1:
+    mov ecx, 183
+    lea rbp, [r11 + r11*1]
+    mov eax, ebp
+    jmp 1f
+1:
+    movzx eax, al
     and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 320]
-    vpxor xmm6, xmm6, xmm14
-    vmovdqu ymmword ptr [r15 + rbp + 384], ymm6
+    mov dword ptr [r15 + rbp + 512], ebp
+    mov eax, esi
+    mov eax, dword ptr [r15 + r9 + 384]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + rbp + 448]
     jmp 1f
 1:
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + r8 + 1152]
-    mov qword ptr [r15 + r8 + 1088], rbp
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 832], r9
-    mov ebp, ebp
-    movsxd rbp, dword ptr [r15 + r8 + 1216]
-    mov rdx, qword ptr [r15 + r9 + 64]
-    mov byte ptr [r15 + r8 + 1280], dl
+    mov ebp, 160
+    mov dword ptr [r15 + r8 + 128], 19
+    mov ebp, 41
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c195:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov rdx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 188
-    mov edx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*8]
-    lea r9, [r11 + r11*1]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov byte ptr [r15 + 0], al
+    mov eax, eax
     jmp 1f
 1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3520], 222
+    mov byte ptr [r15 + 0], al
+    mov rax, rax
+    movsxd rax, dword ptr [r15 + 0]
     jmp 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], 67
-    mov edx, dword ptr [r15 + rbp + 3904]
-    vmovdqu ymmword ptr [r15 + rbp + 3840], ymm6
+    mov ebp, 201
+    mov dword ptr [r15 + 0], 9
+    movzx ebp, bpl
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    lea rbp, [r11*4]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 268439552
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 768], ebp
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 256], 154
-    mov dword ptr [r15 + rbp + 3392], 22
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     and r8, 64
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + r8 + 64]
-    movzx r9d, byte ptr [r15 + rbp + 3712]
-    movzx esi, r9b
-    mov dword ptr [r15 + rbp + 3584], 27
+    mov dword ptr [r15 + r8 + 512], 202
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 3456], esi
-    mov dword ptr [r15 + r8 + 128], esi
-    mov dword ptr [r15 + rbp + 3648], 30
-    mov eax, dword ptr [r15 + rbp + 3776]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 640], 152
+    mov qword ptr [r15 + r8 + 448], r8
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 448], r8
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + r8 + 512]
+    mov qword ptr [r15 + rbp + 704], r9
+    add r9, qword ptr [r15 + rbp + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c196:
-    mov r8, rax
-    mov r8d, 10
-    mov r8, rcx
-    mov r8, r8
+    lea r8, [r11*4]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 768], 77
+    mov r9d, r8d
+    mov ebp, r9d
+    vmovdqu ymmword ptr [r15 + r8 + 640], ymm15
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 53
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, r8b
+    mov dword ptr [r15 + 0], ebp
+    vpxor xmm15, xmm15, xmm13
+    mov rbp, qword ptr [r15 + 0]
+    mov r9d, ebp
+    and r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov ebp, 236
+    movsxd rbp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    mov eax, 158
+    mov rax, rbp
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 159
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    movzx esi, al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 190
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
+    movzx ebp, bpl
     lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    movzx eax, byte ptr [r15 + 0]
     and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 384]
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
+    mov dword ptr [r15 + rbp + 320], r8d
     and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 64]
+    mov qword ptr [r15 + r9 + 448], r9
+    mov dword ptr [r15 + r9 + 512], ebp
+    and r9d, dword ptr [r15 + rbp + 384]
+    mov ebp, 136
+    mov ebp, ebp
+    mov dword ptr [r15 + r8 + 704], eax
+    movzx ebp, bpl
+    movzx ebp, bpl
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 128], sil
-    mov dword ptr [r15 + rbp + 320], r9d
-    mov esi, dword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    add qword ptr [r15 + r8 + 576], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c197:
-    lea rbp, [r11 + r11*8]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1536], 189
+    lea rbp, [r11*4]
+    lea r9, [r11*8]
+    mov eax, r9d
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], r9
+    and r9, 8128
+    movzx eax, byte ptr [r15 + r9 + 7744]
+    mov r8d, dword ptr [r15 + r9 + 7680]
+    mov ecx, 210
+    jmp 1f
+1:
+    mov ecx, 149
+    mov byte ptr [r15 + r9 + 7616], cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    mov r9d, 177
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
+    mov rcx, rcx
+    mov ecx, ecx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + rbp + 896]
+    mov byte ptr [r15 + r9 + 7552], cl
+    mov dword ptr [r15 + rbp + 1024], 67
+    jmp 1f
+1:
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 960], r8
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 26
+    mov byte ptr [r15 + r9 + 7488], r8b
     and r8, 64
-    mov dword ptr [r15 + r8 + 512], 80
-    lea r9, [r11 + r11*1]
-    and esi, dword ptr [r15 + rbp + 1856]
-    mov ecx, 98
+    movsxd rbp, dword ptr [r15 + r8 + 320]
+    mov rcx, rcx
+    mov rcx, qword ptr [r15 + r9 + 7808]
+    mov r9, qword ptr [r15 + r8 + 384]
+    mov r8d, r9d
     jmp 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    and esi, dword ptr [r15 + rbp + 1600]
-    mov rcx, qword ptr [r15 + r9 + 64]
-    vpxor xmm6, xmm6, xmm1
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + rbp + 1792]
-    and esi, dword ptr [r15 + r8 + 448]
-    mov r8d, dword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + rbp + 1472], r8
-    mov dword ptr [r15 + rbp + 1728], r8d
-    imul r8, qword ptr [r15 + rbp + 1664]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r8
-    mov r9, qword ptr [r15 + rbp + 1408]
-    mov ebp, 186
+    movzx r9d, sil
     jmp 1f
 1:
     add r11, 64
@@ -12180,1250 +12490,1203 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c198:
-    lea rbp, [r11 + r11*1]
-    movzx esi, bpl
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 64], ymm6
+    mov r9d, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 113
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8d, dword ptr [r15 + 0]
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    jmp 1f
-1:
+    vpshufd xmm15, xmm15, 100
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r9b
-    mov dword ptr [r15 + 0], 255
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    mov esi, r9d
+    mov rbp, r8
+    movzx ebp, bpl
+    mov dword ptr [r15 + 0], ecx
+    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    and esi, dword ptr [r15 + r9 + 448]
-    movzx ecx, r8b
+    mov ebp, ebp
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov rbp, r8
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
     lea r8, [r11 + r11*1]
-    add rsi, qword ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + r9 + 512], esi
+    mov eax, r8d
+    and rbp, 64
+    and eax, dword ptr [r15 + rbp + 192]
     and r8, 64
-    add rsi, qword ptr [r15 + r8 + 320]
-    mov r9, rsi
-    mov byte ptr [r15 + r8 + 384], r9b
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 128], 93
+    and r9, 64
+    mov byte ptr [r15 + r9 + 384], cl
+    mov ecx, 199
+    add rcx, qword ptr [r15 + r8 + 64]
+    mov r8d, esi
+    movzx r8d, sil
+    jmp 1f
+1:
+    movzx r8d, r8b
+    mov dword ptr [r15 + r9 + 320], 165
+    jmp 1f
+1:
+    mov r8d, 31
+    movzx r8d, byte ptr [r15 + rbp + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c199:
-    jmp 1f
-1:
-    mov esi, esi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r11*8]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3776], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], esi
-    mov rsi, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx esi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 76
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    mov rsi, rsi
-    test ebx, 1280
-    jnz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11*4]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], 33
-    vpmovmskb esi, xmm6
-    and rbp, 192
-    add r9, qword ptr [r15 + rbp + 576]
-    mov qword ptr [r15 + r8 + 384], r9
+    add rax, qword ptr [r15 + rbp + 3840]
+    mov r9d, ebp
     lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 640], r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 3392], r9d
+    test dword ptr [r15 + 67117724], 71303168
+    jz 1f
+1:
     and r9, 64
-    add r8, qword ptr [r15 + r9 + 192]
-    mov dword ptr [r15 + r9 + 256], 72
-    mov qword ptr [r15 + rbp + 704], rsi
-    mov r9, r8
-    mov r8d, dword ptr [r15 + rbp + 768]
+    mov rax, qword ptr [r15 + r9 + 512]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + rbp + 3456]
+    and r8, 64
+    add rax, qword ptr [r15 + r8 + 192]
+    mov rsi, rax
+    mov qword ptr [r15 + r8 + 256], rdx
+    movzx eax, sil
+    mov eax, dword ptr [r15 + r9 + 448]
+    mov byte ptr [r15 + rbp + 3584], al
+    and eax, dword ptr [r15 + rbp + 3712]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 3648], eax
+    mov qword ptr [r15 + rbp + 3520], rax
+    mov eax, 118
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c200:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
-    mov ebp, 10
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movzx eax, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    and r8, 4032
-    lea rbp, [r11*8]
-    mov rsi, qword ptr [r15 + r8 + 3520]
+    mov r9d, 129
+    mov r8, r9
+    mov r9d, 29
+    mov byte ptr [r15 + 0], r9b
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 3584], rsi
-    and rbp, 448
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    vpshufd xmm15, xmm15, 4
+    mov byte ptr [r15 + 0], r9b
+    mov r8d, 27
+    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r8d, 154
+    lea r8, [r11 + r11*1]
+    movzx esi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    add r9, qword ptr [r15 + r8 + 384]
+    lea rbp, [r11 + r11*1]
+    mov rsi, rbp
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 448], rbp
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 1152], 68
+    movzx esi, byte ptr [r15 + rbp + 512]
     and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + r8 + 3648], 152
-    mov byte ptr [r15 + rbp + 832], sil
-    mov byte ptr [r15 + r8 + 3456], sil
-    mov esi, dword ptr [r15 + r8 + 3712]
-    add rsi, qword ptr [r15 + rbp + 896]
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 960], esi
-    mov byte ptr [r15 + r9 + 448], sil
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 1088], 77
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + rbp + 1024]
-    jmp 1f
-1:
-    mov ebp, 84
-    add rbp, qword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + r9 + 192], 138
+    mov byte ptr [r15 + r8 + 320], r8b
+    mov dword ptr [r15 + r9 + 256], 135
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c201:
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, 115
+    and r9d, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 223
+    xor dword ptr [r15 + 0], ebp
+    xor dword ptr [r15 + 0], r9d
+    mov ebp, ebp
     mov qword ptr [r15 + 0], rbp
-    movzx ebp, sil
-    jmp 1f
-1:
-    mov rbp, rbp
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov ebp, 112
-    jmp 1f
-1:
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 226
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 74
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
     jmp 1f
 1:
     lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     jmp 1f
 1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ebp
+    movsxd rcx, dword ptr [r15 + rbp + 320]
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
+    jmp 1f
+1:
     and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 448]
-    mov edi, 57
-    vmovdqu xmmword ptr [r15 + r9 + 64], xmm6
-    mov r9d, edi
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + rbp + 192]
-    mov edi, r9d
-    mov rdi, qword ptr [r15 + r8 + 512]
-    vpmovmskb r9d, xmm6
+    mov dword ptr [r15 + r8 + 64], 204
+    mov r9, r8
+    jmp 1f
+1:
+    mov r9d, r9d
+    mov r9d, dword ptr [r15 + r8 + 128]
+    lea r8, [r11 + r11*1]
+    and esi, dword ptr [r15 + rbp + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 64
+    and esi, dword ptr [r15 + r8 + 512]
+    mov ebp, dword ptr [r15 + r8 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c202:
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 19
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 125
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], sil
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
+    vpxor xmm15, xmm15, xmm12
+    mov qword ptr [r15 + 0], rsi
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 186
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r9b
-    add qword ptr [r15 + 0], rdi
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 119
+    movzx ebp, r9b
+    mov ebp, 68
+    mov ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, r8
-    mov edi, edi
-    and edi, dword ptr [r15 + 0]
-    vmovdqu xmmword ptr [r15 + 0], xmm6
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9d, edi
-    mov dword ptr [r15 + 0], 135
-    movzx edi, r9b
-    movzx edi, cl
-    mov rdi, rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov rax, qword ptr [r15 + 0]
+    mov ebp, esi
     lea rbp, [r11 + r11*1]
-    movzx edi, bpl
+    lea r8, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, esi
+    and r8, 192
+    mov qword ptr [r15 + r8 + 704], rsi
     and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 384]
-    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 512], 173
+    mov qword ptr [r15 + r8 + 576], rbp
     jmp 1f
 1:
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 128]
+    jmp 1f
+1:
+    movzx esi, al
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + r8 + 64]
+    movzx eax, cl
     and r9, 64
-    mov dword ptr [r15 + r9 + 512], r9d
-    movzx r8d, byte ptr [r15 + rbp + 320]
-    mov qword ptr [r15 + r9 + 448], r8
+    vmovdqu ymmword ptr [r15 + r9 + 64], ymm15
+    mov byte ptr [r15 + r9 + 128], r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, r8d
+    mov ecx, dword ptr [r15 + r8 + 640]
+    mov r9d, 32
+    mov dword ptr [r15 + rbp + 448], 70
+    mov dword ptr [r15 + r8 + 768], 197
+    mov r9, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c203:
-    movzx r8d, r8b
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    and r8d, dword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
+    mov ecx, 72
+    mov r8, rcx
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    mov r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    mov r8d, ecx
+    add r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    movzx esi, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov dword ptr [r15 + 0], 100
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    mov r8d, 10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
     lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 57
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 768], bpl
+    and r8, 64
+    add rsi, qword ptr [r15 + r8 + 512]
     jmp 1f
 1:
-    mov edi, r8d
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], r8
-    lea rbp, [r11 + r11*1]
-    mov edi, 53
-    mov qword ptr [r15 + r8 + 512], rcx
-    and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 256]
-    lea r8, [r11 + r11*1]
-    mov ecx, esi
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], r8d
     jmp 1f
 1:
-    mov ecx, 128
-    imul rcx, qword ptr [r15 + r8 + 64]
-    mov dword ptr [r15 + rbp + 192], ecx
+    lea r9, [r11 + r11*1]
+    mov ecx, 31
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 704], 80
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 320]
+    and ecx, dword ptr [r15 + r8 + 448]
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + rbp + 640]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, rcx
+    mov ecx, dword ptr [r15 + r9 + 384]
+    add rcx, qword ptr [r15 + rbp + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c204:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 34
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r8d, 184
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpcmpeqb xmm6, xmm6, xmm2
-    jmp 1f
-1:
-    movzx edi, dil
-    vpcmpeqb xmm6, xmm6, xmm12
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    and rbp, 64
-    add rdi, qword ptr [r15 + rbp + 384]
-    and r9, 64
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 192], esi
-    and edi, dword ptr [r15 + rbp + 320]
-    vmovdqu ymmword ptr [r15 + r9 + 256], ymm6
+    jmp 1f
+1:
     and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
-    mov r9d, dword ptr [r15 + r8 + 64]
+    and ecx, dword ptr [r15 + r8 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, r8d
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    lea r9, [r11*8]
+    mov ebp, r9d
+    and r9, 448
+    mov rbp, qword ptr [r15 + r9 + 1024]
+    jmp 1f
+1:
+    mov esi, ebp
+    mov byte ptr [r15 + r9 + 1152], sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, sil
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 896], bpl
+    and rbp, 64
+    movzx esi, byte ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + r9 + 960], 168
+    mov dword ptr [r15 + r9 + 1280], esi
+    mov rsi, r9
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 832], cl
+    mov byte ptr [r15 + r9 + 1088], sil
+    jmp 1f
+1:
+    mov rcx, rsi
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 384], 152
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + r9 + 1216]
+    mov dword ptr [r15 + r8 + 192], 55
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c205:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 168
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
+    movzx ecx, cl
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], 3
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 61
+    lea rbp, [r11 + r11*8]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 20
+    and r8, 64
+    and ecx, dword ptr [r15 + r8 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    mov ebp, 5
-    vmovdqu xmm6, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
+    mov rcx, rcx
+    movzx ecx, cl
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 1856], r9d
+    mov ecx, dword ptr [r15 + rbp + 1728]
     jmp 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 72
     and r9, 64
-    mov byte ptr [r15 + r9 + 256], r9b
-    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 64], rbp
     jmp 1f
 1:
+    mov dword ptr [r15 + rbp + 1536], r9d
+    mov qword ptr [r15 + r9 + 128], r8
+    mov byte ptr [r15 + rbp + 1792], r9b
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 384], r8d
-    and r8, 64
-    vmovdqu xmmword ptr [r15 + r8 + 512], xmm6
-    movzx ebp, byte ptr [r15 + r8 + 448]
-    mov qword ptr [r15 + r9 + 192], rbp
+    mov r9d, dword ptr [r15 + r8 + 192]
+    and r9d, dword ptr [r15 + rbp + 1600]
+    mov r8, qword ptr [r15 + rbp + 1408]
+    and r8d, dword ptr [r15 + rbp + 1472]
+    add r8, qword ptr [r15 + rbp + 1664]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c206:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], r9b
-    lea rbp, [r11*8]
-    lea r8, [r11*4]
-    mov esi, r8d
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7744], ebp
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 896], ymm6
-    add rsi, qword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov ecx, 1
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 226
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm6, xmm6, 112
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm6, xmm6, xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + rbp + 7808], rcx
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 7680], cl
-    and ecx, dword ptr [r15 + rbp + 7552]
-    mov dword ptr [r15 + rbp + 7872], ecx
-    mov dword ptr [r15 + r9 + 384], 138
-    mov ecx, dword ptr [r15 + r8 + 960]
-    mov dword ptr [r15 + rbp + 7488], 102
-    mov dword ptr [r15 + rbp + 7616], 67
-    mov ebp, ecx
+    lea r8, [r11 + r11*1]
+    mov ebp, r8d
+    lea rbp, [r11 + r11*8]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], 136
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], dl
     jmp 1f
 1:
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + r8 + 1024]
-    movzx ecx, sil
+    movzx r9d, byte ptr [r15 + rbp + 1600]
+    mov rcx, qword ptr [r15 + rbp + 1856]
+    movzx edx, cl
+    mov byte ptr [r15 + r8 + 384], dl
+    mov qword ptr [r15 + 0], rdx
+    jmp 1f
+1:
+    mov edx, 155
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, dl
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edx, dl
+    mov ecx, 133
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r8
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 128]
+    mov rcx, qword ptr [r15 + rbp + 1408]
+    jmp 1f
+1:
+    movzx esi, bpl
+    mov qword ptr [r15 + rbp + 1472], rdi
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 1536], esi
+    mov dword ptr [r15 + rbp + 1728], esi
+    movzx esi, r8b
+    mov byte ptr [r15 + rbp + 1664], sil
+    mov esi, dword ptr [r15 + rbp + 1792]
+    and esi, dword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c207:
-    mov ecx, 198
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 134
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov rcx, rcx
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    or qword ptr [r15 + 0], 112
-    jmp 1f
-1:
+    mov esi, esi
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
+    mov rdi, rsi
+    lea rbp, [r11 + r11*1]
+    mov edi, esi
+    lea r8, [r11 + r11*8]
+    mov esi, 21
+    and rbp, 64
+    mov rsi, qword ptr [r15 + rbp + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11*4]
-    mov ecx, 89
-    and rbp, 192
-    add rcx, qword ptr [r15 + rbp + 768]
-    inc dword ptr [r15 + rbp + 704]
-    and ecx, dword ptr [r15 + rbp + 640]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 64]
-    mov r9, rsi
-    jmp 1f
-1:
-    movzx esi, r9b
-    movzx esi, sil
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
+    and r8, 8128
+    add rsi, qword ptr [r15 + r8 + 7616]
     and r9, 64
-    movsxd rdi, dword ptr [r15 + r9 + 384]
+    mov byte ptr [r15 + r9 + 256], dil
+    mov rdi, qword ptr [r15 + rbp + 384]
+    mov byte ptr [r15 + r8 + 7744], dil
     jmp 1f
 1:
-    xor dword ptr [r15 + r8 + 128], edi
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 576], rdi
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 320], r9d
+    movzx edi, byte ptr [r15 + r8 + 7552]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9, rdi
+    mov byte ptr [r15 + r9 + 192], dil
+    mov byte ptr [r15 + r8 + 7808], dil
+    add rdi, qword ptr [r15 + r8 + 7936]
+    mov qword ptr [r15 + r8 + 7488], rdi
+    mov byte ptr [r15 + r8 + 8000], r9b
+    movzx edi, dil
+    mov byte ptr [r15 + r8 + 7680], dil
+    mov rdi, rdi
+    mov r9, qword ptr [r15 + r8 + 7872]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c208:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1728], r9
     lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 384]
-    mov qword ptr [r15 + 0], rdi
     jmp 1f
 1:
-    mov edi, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx edi, r8b
-    mov edi, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdi
-    movzx edi, dil
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov r8d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
     lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    mov rdi, r9
+    and rbp, 64
+    and edi, dword ptr [r15 + rbp + 64]
     and r8, 64
-    add rdi, qword ptr [r15 + r8 + 256]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 8
-    movzx esi, r9b
+    inc dword ptr [r15 + r8 + 384]
     mov esi, r8d
-    movzx esi, byte ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + r8 + 192], 228
+    mov dword ptr [r15 + r9 + 1344], esi
+    add rsi, qword ptr [r15 + r9 + 1536]
+    mov ecx, 175
+    vmovdqu xmm15, xmmword ptr [r15 + r8 + 320]
+    movsxd r8, dword ptr [r15 + r9 + 1792]
+    mov qword ptr [r15 + r9 + 1600], r9
+    movsxd rcx, dword ptr [r15 + rbp + 128]
+    mov qword ptr [r15 + r9 + 1664], rcx
+    mov dword ptr [r15 + r9 + 1408], 29
+    mov ecx, 234
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + rbp + 320], ymm6
+    movsxd rcx, dword ptr [r15 + r9 + 1472]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, cl
+    add rbp, qword ptr [r15 + r9 + 1856]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c209:
-    lea r8, [r11 + r11*8]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3904], r8
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, 215
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + r8 + 3776]
-    add r9, qword ptr [r15 + r8 + 3840]
+    mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov edi, 138
-    mov edi, edi
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], r8
-    mov rdi, qword ptr [r15 + rbp + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 175
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
+    mov eax, 245
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 155
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + r8 + 3584]
-    mov byte ptr [r15 + r8 + 3648], r9b
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 3712], 51
-    mov qword ptr [r15 + r8 + 3456], rbp
-    and rbp, 64
-    and r9d, dword ptr [r15 + rbp + 128]
-    mov edi, dword ptr [r15 + r8 + 3520]
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + rbp + 64]
-    and ebp, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    xor dword ptr [r15 + 0], eax
+    mov rax, rax
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8d, edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 2097152
+    jnz 1f
+1:
+    lea rbp, [r11*4]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 768], dl
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 448], ymm15
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 64]
+    vmovdqu ymmword ptr [r15 + rbp + 576], ymm15
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edx, r9b
+    mov qword ptr [r15 + rbp + 704], rdx
+    mov dword ptr [r15 + rbp + 640], edx
+    mov edx, edx
+    mov edx, 115
+    mov dword ptr [r15 + r9 + 128], edx
+    jmp 1f
+1:
+    vpmovmskb edx, xmm15
+    movzx edx, byte ptr [r15 + r8 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c210:
-    mov ebp, r8d
+    lea rbp, [r11 + r11*8]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov rdx, qword ptr [r15 + rbp + 3520]
+    mov dword ptr [r15 + 0], 174
+    vmovq xmm15, rdx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
-    mov r8d, r8d
-    mov edi, r8d
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 202
-    movsxd r8, dword ptr [r15 + 0]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov r9d, 52
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, r9d
-    mov r9, r9
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    add r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, r9b
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov edx, 20
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    add rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
+    mov rdx, qword ptr [r15 + rbp + 3904]
+    mov r9d, esi
     and r8, 64
-    mov dword ptr [r15 + r8 + 512], r8d
+    mov r9d, dword ptr [r15 + r8 + 320]
+    mov qword ptr [r15 + rbp + 3456], r9
+    mov dword ptr [r15 + rbp + 3712], r9d
+    mov r9d, dword ptr [r15 + r8 + 384]
     jmp 1f
 1:
+    jmp 1f
+1:
+    movzx edi, r9b
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 3584], r9b
+    mov dword ptr [r15 + rbp + 3776], 63
     and r9, 64
-    lea rbp, [r11 + r11*1]
-    add rcx, qword ptr [r15 + r9 + 128]
-    movzx esi, cl
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], bpl
-    movsxd rcx, dword ptr [r15 + r8 + 448]
-    mov dword ptr [r15 + rbp + 448], ecx
-    mov dword ptr [r15 + r9 + 64], ecx
+    mov dword ptr [r15 + r9 + 128], 178
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + rbp + 3648]
+    mov dword ptr [r15 + r9 + 64], r8d
+    movsxd r8, dword ptr [r15 + rbp + 3840]
+    mov qword ptr [r15 + rbp + 3392], rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c211:
-    lea rbp, [r11 + r11*8]
-    and rbp, 4032
-    and ecx, dword ptr [r15 + rbp + 3712]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
     jmp 1f
 1:
-    mov esi, 74
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 111
-    and esi, dword ptr [r15 + rbp + 3840]
-    lea r8, [r11 + r11*1]
-    test ebx, 512
+    mov rax, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
+    mov r9d, eax
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rax, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 128
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + rbp + 3520]
-    lea r9, [r11 + r11*1]
+    add rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 54
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 133
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
     and r8, 64
-    mov byte ptr [r15 + r8 + 448], r8b
-    mov dword ptr [r15 + r8 + 512], r8d
-    mov r8d, dword ptr [r15 + rbp + 3648]
+    vmovdqu xmmword ptr [r15 + r8 + 448], xmm15
+    lea r9, [r11 + r11*1]
+    mov rdi, r9
+    jmp 1f
+1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 64], rdi
-    mov byte ptr [r15 + r9 + 128], r9b
-    mov qword ptr [r15 + rbp + 3904], rsi
-    mov dword ptr [r15 + rbp + 3584], 195
-    mov r9d, dword ptr [r15 + rbp + 3456]
-    mov qword ptr [r15 + rbp + 3392], r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + rbp + 3776]
+    lea rbp, [r11 + r11*1]
+    movsxd rdi, dword ptr [r15 + r9 + 64]
+    and rbp, 64
+    mov rdx, qword ptr [r15 + rbp + 512]
+    mov rsi, rdx
+    movzx edx, r8b
+    mov edx, r8d
+    mov dword ptr [r15 + r8 + 512], edx
+    movzx edx, byte ptr [r15 + r9 + 128]
+    vmovdqu ymmword ptr [r15 + rbp + 448], ymm15
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c212:
-    jmp 1f
-1:
-    vpxor xmm6, xmm6, xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    jmp 1f
-1:
-    mov r8, r9
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    and r8d, dword ptr [r15 + 0]
-    mov r9d, 182
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 186
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, r9
-    mov ebp, ebp
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov ebp, ebp
     lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edx
+    mov edx, 21
+    mov edx, eax
+    mov edx, ebp
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov byte ptr [r15 + 0], dl
+    mov edx, 111
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 0]
+    movzx eax, dl
+    mov rdx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9d, edx
+    and r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    and edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     jmp 1f
 1:
     lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 142
-    lea r8, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 115
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    mov esi, dword ptr [r15 + r9 + 320]
-    and r8, 192
-    and esi, dword ptr [r15 + r8 + 704]
-    add rsi, qword ptr [r15 + r8 + 640]
-    mov dword ptr [r15 + r8 + 768], 151
-    add rsi, qword ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + r8 + 576], ebp
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 448], sil
-    jmp 1f
-1:
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + r9 + 64]
+    mov r8d, r9d
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 128], 50
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 320], ymm15
+    mov dword ptr [r15 + rbp + 448], edx
+    movzx r9d, byte ptr [r15 + r8 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c213:
-    lea r8, [r11*4]
-    lea r9, [r11 + r11*1]
-    and r8, 192
-    mov qword ptr [r15 + r8 + 576], r8
-    movzx esi, r8b
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 64]
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, cl
-    mov rcx, r9
-    mov ecx, r8d
-    mov dword ptr [r15 + 0], 52
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rax, rax
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 154
     jmp 1f
 1:
-    mov rbp, rcx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 150
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    mov r9d, r8d
+    vpcmpeqb xmm15, xmm15, xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 16384
     jz 1f
 1:
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov ebp, 69
-    mov qword ptr [r15 + 0], rdi
+    movzx eax, al
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 0]
+    mov rax, rsi
+    and r9, 64
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 192], 47
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 79
     and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 384]
-    movzx edi, byte ptr [r15 + r8 + 704]
-    mov rsi, qword ptr [r15 + r8 + 640]
-    and edi, dword ptr [r15 + r9 + 128]
-    mov qword ptr [r15 + rbp + 320], rdi
+    movsxd rsi, dword ptr [r15 + rbp + 64]
     jmp 1f
 1:
+    movsxd rdi, dword ptr [r15 + r8 + 320]
+    mov r8d, edi
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 768], rdi
-    jmp 1f
-1:
+    mov byte ptr [r15 + rbp + 128], r8b
+    mov rdi, r9
+    movzx edi, byte ptr [r15 + r9 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c214:
-    and edi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    mov dword ptr [r15 + 0], edi
+    lea rbp, [r11*4]
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 640], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 79
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ebp
-    movzx edi, dil
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov dword ptr [r15 + 0], r8d
+    mov r8, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 14
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov edi, 208
-    mov edi, r9d
-    mov edi, 103
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 38
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    or qword ptr [r15 + 0], 64
-    mov qword ptr [r15 + 0], rdi
-    mov edi, r9d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov rdi, rbp
-    mov dword ptr [r15 + 0], ebp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 7
+    mov r8d, dword ptr [r15 + 0]
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 128], 5
-    and r8, 64
-    and ebp, dword ptr [r15 + r8 + 512]
     lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 448], rdi
+    mov byte ptr [r15 + 0], r9b
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 384]
     and r9, 64
-    mov byte ptr [r15 + r9 + 256], r9b
-    add rdi, qword ptr [r15 + r9 + 192]
+    mov byte ptr [r15 + r9 + 448], bpl
+    add rsi, qword ptr [r15 + rbp + 704]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 576], esi
+    mov byte ptr [r15 + r9 + 512], sil
+    and esi, dword ptr [r15 + rbp + 768]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 320], sil
+    mov r9d, r9d
+    mov r9, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c215:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], 170
+    add r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rsi, rsi
+    mov rsi, rsi
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    mov esi, esi
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov esi, 66
+    movsxd rsi, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rdi
+    movzx r8d, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r9b
-    mov dword ptr [r15 + 0], 12
-    movsxd r9, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], ebp
-    mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    mov ebp, r8d
-    jmp 1f
-1:
-    mov ebp, 158
-    mov dword ptr [r15 + 0], 236
+    movzx r8d, r8b
     test ebx, 1073741824
     jz 1f
 1:
+    mov qword ptr [r15 + 0], r8
+    mov r9, r8
+    mov r9, qword ptr [r15 + 0]
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, r8
+    lea r8, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 249
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov r9, r8
-    add r9, qword ptr [r15 + rbp + 64]
+    mov rsi, qword ptr [r15 + rbp + 384]
+    mov rdi, qword ptr [r15 + rbp + 320]
     and r8, 64
     lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 256], rbp
-    mov rdi, qword ptr [r15 + r8 + 192]
-    mov r8d, 194
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], bpl
-    movzx r8d, bpl
+    vmovdqu ymmword ptr [r15 + r8 + 192], ymm15
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + rbp + 384]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 256], 235
+    mov byte ptr [r15 + rbp + 64], bpl
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c216:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    vmovdqu xmmword ptr [r15 + 0], xmm6
-    and r8d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
     mov rbp, qword ptr [r15 + 0]
+    mov rsi, rbp
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpshufd xmm6, xmm6, 111
-    movzx ebp, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edi, bpl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    mov esi, 43
+    mov dword ptr [r15 + 0], esi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 384], r8
-    jmp 1f
-1:
-    and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 128]
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 512]
-    mov byte ptr [r15 + r8 + 448], cl
-    add rdi, qword ptr [r15 + rbp + 64]
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 320], dil
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c217:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 320]
-    movzx edi, cl
-    lea r8, [r11 + r11*8]
-    jmp 1f
-1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7680], r8d
-    mov rcx, qword ptr [r15 + r8 + 8000]
-    mov r9d, esi
-    movzx r9d, byte ptr [r15 + r8 + 7744]
-    mov byte ptr [r15 + r8 + 7872], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ecx
+    movzx esi, sil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    mov rsi, r8
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], 103
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], r8d
+    and esi, dword ptr [r15 + rbp + 384]
+    jmp 1f
+1:
+    mov ebp, esi
+    lea rbp, [r11*4]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 192
+    add rsi, qword ptr [r15 + rbp + 640]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 35
+    movzx r9d, byte ptr [r15 + r8 + 256]
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 576], r9b
+    mov qword ptr [r15 + rbp + 768], rcx
+    mov byte ptr [r15 + rbp + 704], bpl
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movzx ebp, r9b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c217:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, esi
-    movsxd rcx, dword ptr [r15 + r8 + 7808]
+    mov qword ptr [r15 + 0], rbp
+    mov rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
+    mov r8d, 77
+    mov byte ptr [r15 + 0], cl
+    mov r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    vmovq xmm15, r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, bpl
+    mov ecx, r8d
+    mov r8d, 8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    mov dword ptr [r15 + 0], 14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    and r8, 64
+    and ecx, dword ptr [r15 + r8 + 320]
     lea r9, [r11 + r11*1]
-    mov esi, r9d
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], cl
+    movsxd rcx, dword ptr [r15 + r8 + 384]
     and r9, 64
-    mov esi, dword ptr [r15 + r9 + 64]
-    mov byte ptr [r15 + r9 + 128], sil
-    mov dword ptr [r15 + r8 + 7552], 95
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm15
+    mov byte ptr [r15 + rbp + 64], dil
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 7936], 16
-    mov qword ptr [r15 + r8 + 7488], r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + rbp + 384]
-    mov dword ptr [r15 + r8 + 7616], 129
+    mov r8, qword ptr [r15 + r9 + 320]
     jmp 1f
 1:
     jmp 1f
@@ -13433,1696 +13696,956 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c218:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 77
-    movzx r9d, sil
-    inc dword ptr [r15 + 0]
-    mov r9d, 162
-    add r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r9d, r9d
-    mov r9d, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    and r9, 64
-    add qword ptr [r15 + r9 + 320], r9
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    and esi, dword ptr [r15 + rbp + 64]
     lea r8, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], r8d
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*8]
     jmp 1f
 1:
-    and r8, 64
-    add rsi, qword ptr [r15 + r8 + 512]
-    movzx ecx, r9b
-    mov qword ptr [r15 + rbp + 128], rcx
-    vmovdqu xmm6, xmmword ptr [r15 + r8 + 448]
-    and ecx, dword ptr [r15 + r9 + 384]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], r9d
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 8000], ebp
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + rbp + 7744]
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + rbp + 7936]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], 193
+    jmp 1f
+1:
+    test ebx, 3584
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov byte ptr [r15 + 0], cl
+    and ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + r9 + 448], 163
+    mov dword ptr [r15 + r8 + 128], 89
+    mov r9, qword ptr [r15 + rbp + 7552]
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 7872], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + rbp + 7616]
+    movsxd rcx, dword ptr [r15 + rbp + 7680]
+    add rcx, qword ptr [r15 + rbp + 7808]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c219:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 54
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov ecx, 93
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    movzx r8d, cl
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 128]
-    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + rbp + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r9, [r11*4]
+    mov dword ptr [r15 + 0], 184
+    and r9, 192
+    mov dword ptr [r15 + r9 + 768], 40
+    jmp 1f
+1:
+    mov ebp, 155
+    mov byte ptr [r15 + r9 + 640], bpl
     movzx ebp, bpl
-    lea rbp, [r11*8]
+    movsxd rbp, dword ptr [r15 + r9 + 576]
+    lea rbp, [r11 + r11*1]
+    movzx edi, bpl
+    mov edi, 1
+    mov edi, 147
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 512], r9d
+    add rdi, qword ptr [r15 + rbp + 448]
     and r8, 64
-    mov qword ptr [r15 + r8 + 512], r8
-    jmp 1f
-1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7744], bpl
-    test ebx, 512
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + rbp + 7808]
-    mov r9d, 71
-    mov r9d, 174
-    mov qword ptr [r15 + rbp + 7680], r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + rbp + 7616]
-    mov dword ptr [r15 + rbp + 7936], r9d
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm6
-    xor dword ptr [r15 + rbp + 7872], r9d
-    mov r9d, r9d
-    vpmovmskb r9d, xmm6
-    mov r9d, dword ptr [r15 + rbp + 7552]
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + r8 + 448], xmm6
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + r8 + 256], r8b
+    mov rbp, r8
+    mov dword ptr [r15 + r8 + 192], ebp
+    movsxd rbp, dword ptr [r15 + r9 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c220:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r9, r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, 26
+    movzx edx, sil
+    mov dword ptr [r15 + 0], 19
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm8, r9
-    movzx r9d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
+    movzx ebp, dl
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea rbp, [r11 + r11*8]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 8000]
+    mov dword ptr [r15 + 0], 214
     jmp 1f
 1:
-    mov ecx, r8d
+    and edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov rdx, rdx
+    test ebx, 1024
+    jz 1f
+1:
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 7872], ecx
-    mov dword ptr [r15 + rbp + 7936], 7
-    mov qword ptr [r15 + rbp + 7616], rcx
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + rbp + 7552]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 73
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 0]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], 157
     lea r8, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + r9 + 384]
+    mov byte ptr [r15 + rbp + 128], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 448], 15
-    mov r9, qword ptr [r15 + rbp + 7680]
+    movzx ebp, byte ptr [r15 + r8 + 384]
+    or qword ptr [r15 + r8 + 320], 119
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
     jmp 1f
 1:
-    add r9, qword ptr [r15 + rbp + 7808]
-    mov qword ptr [r15 + rbp + 7488], r9
-    movzx r9d, byte ptr [r15 + r8 + 512]
-    mov byte ptr [r15 + rbp + 7744], sil
+    and r8, 64
+    mov r9d, dword ptr [r15 + r8 + 192]
     jmp 1f
 1:
+    mov edi, 186
+    mov ecx, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + r8 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c221:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov esi, 119
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 67
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r8, rsi
-    movzx esi, byte ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    mov r8d, 115
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, rsi
-    mov rbp, rbp
-    mov rsi, rbp
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov dword ptr [r15 + 0], esi
-    mov rsi, rdi
-    mov rsi, qword ptr [r15 + 0]
+    mov r8, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
+    movzx ebp, r8b
+    add rbp, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
+    jmp 1f
+1:
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, bpl
-    mov rbp, rcx
+    mov r8d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov edi, dword ptr [r15 + r8 + 128]
-    and rbp, 64
+    mov ebp, 89
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
     lea r9, [r11 + r11*1]
-    and ecx, dword ptr [r15 + rbp + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
     and r9, 64
-    vmovdqu xmmword ptr [r15 + r9 + 448], xmm8
-    movsxd rdx, dword ptr [r15 + r8 + 64]
-    mov dword ptr [r15 + r9 + 512], edx
-    movzx edx, byte ptr [r15 + rbp + 320]
+    and ebp, dword ptr [r15 + r9 + 384]
+    lea rbp, [r11*4]
+    jmp 1f
+1:
+    and rbp, 192
+    and r8d, dword ptr [r15 + rbp + 640]
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 576], r8b
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 155
+    mov dword ptr [r15 + r8 + 448], 212
+    vmovdqu ymmword ptr [r15 + rbp + 704], ymm15
+    mov r8, qword ptr [r15 + rbp + 768]
+    movsxd rbp, dword ptr [r15 + r9 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c222:
-    lea rbp, [r11*4]
+    mov r9d, 116
+    lea r9, [r11 + r11*8]
+    mov ebp, r9d
+    and r9, 8128
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 7616], 52
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 256], rbp
+    mov dword ptr [r15 + r9 + 7936], 134
+    mov dword ptr [r15 + 0], 35
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ebp
+    mov r8, r8
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
     lea r8, [r11 + r11*1]
-    and rbp, 192
-    vmovdqu ymmword ptr [r15 + rbp + 704], ymm8
+    mov edi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 192], 178
     and r8, 64
-    add rcx, qword ptr [r15 + r8 + 128]
-    vmovq qword ptr [r15 + 0], xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r8 + 384], 48
+    mov ebp, dword ptr [r15 + r9 + 7872]
+    mov qword ptr [r15 + r9 + 7744], rbp
+    mov ebp, ebp
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 85
+    and ebp, dword ptr [r15 + r9 + 8000]
+    mov dword ptr [r15 + r8 + 320], 240
+    mov r8d, ebp
+    mov ebp, 21
+    mov dword ptr [r15 + r9 + 7808], 17
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx edx, dl
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    and edx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov ecx, edx
-    mov edx, ecx
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, edx
-    mov edx, edx
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 0]
-    and edx, dword ptr [r15 + rbp + 640]
-    movzx ecx, dl
-    jmp 1f
-1:
-    mov edx, ecx
-    movzx edx, byte ptr [r15 + rbp + 768]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 64], r9d
-    jmp 1f
-1:
-    and r9, 64
-    imul rdx, qword ptr [r15 + r9 + 256]
-    vmovq qword ptr [r15 + r9 + 192], xmm8
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 576], edx
+    mov qword ptr [r15 + r9 + 7680], r8
+    mov dword ptr [r15 + r9 + 7488], edi
+    mov byte ptr [r15 + r9 + 7552], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c223:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], r9d
-    movzx r9d, dl
-    mov rbp, qword ptr [r15 + 0]
-    mov r9, rbp
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], 187
-    mov r9d, r9d
+    mov dword ptr [r15 + 0], 194
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 247
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r9d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 0], r9d
+    vmovq xmm15, rax
+    jmp 1f
+1:
+    mov ebp, eax
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
+    test dword ptr [r15 + 67117723], 135680
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 146
+    mov rax, rax
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], r9d
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 23
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    movzx ecx, r8b
-    mov ecx, 166
+    mov eax, dword ptr [r15 + 0]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rbp
+    and eax, dword ptr [r15 + rbp + 64]
     and r8, 64
-    and ecx, dword ptr [r15 + r8 + 256]
-    and ecx, dword ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + r8 + 448], 13
+    mov ebp, r8d
+    lea rbp, [r11 + r11*1]
+    mov edi, 18
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 192]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + rbp + 512]
-    mov qword ptr [r15 + r9 + 320], r8
+    and eax, dword ptr [r15 + rbp + 256]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + r8 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c224:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], r8
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    vpaddd xmm8, xmm8, xmm8
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    movzx esi, byte ptr [r15 + r8 + 512]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], ecx
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 192]
-    mov byte ptr [r15 + rbp + 384], cl
-    mov dword ptr [r15 + r9 + 256], ecx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c225:
-    lea r9, [r11 + r11*1]
-    mov ecx, 220
-    and r9, 64
-    mov byte ptr [r15 + r9 + 512], r9b
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov ecx, 203
-    mov rcx, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 55
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
-    mov rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 0], xmm8
-    mov qword ptr [r15 + 0], rbp
-    movzx ebp, dl
     movsxd rbp, dword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 114
     jmp 1f
 1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rbp
-    movzx edx, bpl
-    mov rdx, rdx
-    mov edx, edx
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 144
-    mov rdx, r8
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + rbp + 128]
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 192], bpl
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 448], ecx
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c226:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 131
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 0]
-    mov ecx, 4
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 320]
-    and r8, 64
-    lea r9, [r11*4]
-    movzx edx, byte ptr [r15 + r8 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 192
-    mov dword ptr [r15 + r9 + 576], 169
-    mov rsi, r9
-    .byte 0x66, 0x90
-    mov esi, esi
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + r9 + 640]
-    movzx edi, sil
-    mov byte ptr [r15 + r9 + 768], dl
-    mov dword ptr [r15 + r9 + 704], r9d
-    mov rsi, rbp
-    movzx esi, byte ptr [r15 + r8 + 64]
-    vmovdqu xmmword ptr [r15 + rbp + 384], xmm8
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c227:
-    mov rbp, r11
-    lea r8, [r11*8]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3520]
-    vmovq xmm8, rbp
-    lea rbp, [r11 + r11*1]
-    movzx esi, byte ptr [r15 + r8 + 3840]
-    mov edi, esi
-    mov dword ptr [r15 + r8 + 3456], 46
-    and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    mov edx, 12
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 448], esi
-    movzx esi, byte ptr [r15 + r8 + 3776]
-    mov ebp, 14
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 3584], ebp
-    add rdi, qword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
+    mov eax, ebp
     mov ebp, edi
-    movzx ebp, bpl
-    movzx ebp, bpl
-    mov ebp, 176
-    movzx ebp, byte ptr [r15 + r8 + 3712]
-    mov rdx, rsi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add qword ptr [r15 + r8 + 3648], rdx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c228:
-    mov ecx, 8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 70
-    add rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov esi, 106
+    mov byte ptr [r15 + 0], bpl
     mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov esi, esi
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 136
+    mov edi, r9d
     jmp 1f
 1:
-    add rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 3840
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
-    mov r8d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 64]
-    lea rbp, [r11 + r11*1]
-    movzx ecx, bpl
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 192], bpl
-    and r9, 64
-    add rdx, qword ptr [r15 + r9 + 384]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 128], 209
-    vmovdqu ymmword ptr [r15 + rbp + 256], ymm8
-    movsxd rbp, dword ptr [r15 + r9 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c229:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    mov ecx, 61
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 192], ymm8
-    and r8, 192
-    add rcx, qword ptr [r15 + r8 + 768]
-    mov dword ptr [r15 + r8 + 704], ecx
-    mov dword ptr [r15 + rbp + 256], edi
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov ecx, 155
-    movsxd rcx, dword ptr [r15 + r8 + 576]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    movzx edi, byte ptr [r15 + r8 + 640]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], sil
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + rbp + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c230:
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], r8d
-    movsxd r8, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov ebp, r8d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    vpcmpeqb xmm8, xmm8, xmm9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 111
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 196
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    add r8, qword ptr [r15 + rbp + 320]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 128]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 106
-    mov byte ptr [r15 + r9 + 320], r9b
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + r8 + 64]
-    mov r8d, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    xor dword ptr [r15 + rbp + 384], r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c231:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    mov ecx, 100
-    lea rbp, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 192
-    and ecx, dword ptr [r15 + r8 + 768]
-    mov r9, rcx
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7872], ebp
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 576], cl
-    movzx r9d, bpl
-    vmovdqu ymmword ptr [r15 + rbp + 7680], ymm8
-    and r9d, dword ptr [r15 + rbp + 7552]
-    mov dword ptr [r15 + r8 + 640], 11
-    .byte 0x0f, 0x1f, 0x00
-    mov rcx, qword ptr [r15 + rbp + 7744]
-    movsxd rdi, dword ptr [r15 + r8 + 704]
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + rbp + 7936]
-    lea r8, [r11 + r11*1]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    and ecx, dword ptr [r15 + rbp + 7808]
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 128]
-    mov edx, esi
-    mov dword ptr [r15 + rbp + 7488], 52
-    mov byte ptr [r15 + r8 + 64], dl
-    mov dword ptr [r15 + rbp + 7616], edx
-    mov r8d, edi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c232:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov rsi, rbp
-    mov rsi, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    mov dword ptr [r15 + 0], 100
-    jmp 1f
-1:
-    mov r8d, 135
-    jmp 1f
-1:
-    vpaddd xmm8, xmm8, xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 59
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    mov r8d, r8d
-    mov r8d, ecx
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], r9d
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 67
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 384], 188
-    jmp 1f
-1:
-    movzx r9d, r9b
-    vmovdqu xmmword ptr [r15 + r8 + 192], xmm8
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 448], 152
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c233:
-    movzx r9d, r8b
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    movzx r9d, r9b
-    mov byte ptr [r15 + 0], cl
-    mov qword ptr [r15 + 0], r9
-    vmovq xmm8, r9
-    movsxd r9, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov rax, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2816
-    jz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
-    mov r8d, r9d
-    mov r9d, 116
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    lea rbp, [r11 + r11*1]
-    and eax, dword ptr [r15 + r9 + 128]
-    mov byte ptr [r15 + r9 + 64], al
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    and eax, dword ptr [r15 + rbp + 320]
-    jmp 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 512], r9b
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + r9 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 384], ymm8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c234:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, dil
     mov edi, edi
-    mov r9d, eax
+    mov dword ptr [r15 + 0], edi
+    vpor xmm15, xmm15, xmm15
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 205
-    mov edi, 119
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     movzx edi, dil
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, byte ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 121
-    lea r9, [r11*4]
-    jmp 1f
-1:
-    and r9, 192
-    mov edi, dword ptr [r15 + r9 + 768]
-    jmp 1f
-1:
-    mov eax, edi
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    vpxor xmm8, xmm8, xmm1
-    mov rdi, rbp
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 64]
-    jmp 1f
-1:
-    movzx r8d, cl
+    mov dword ptr [r15 + 0], 32
     lea r8, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + rbp + 128]
-    mov rbp, qword ptr [r15 + r9 + 640]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], eax
-    movzx eax, byte ptr [r15 + r8 + 384]
-    jmp 1f
-1:
-    mov r8d, eax
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + r9 + 576]
-    mov byte ptr [r15 + r9 + 704], r8b
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c235:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov rax, qword ptr [r15 + 0]
-    mov r8d, r8d
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 220
-    mov ebp, 156
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*8]
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7552], al
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + rbp + 7808]
-    mov byte ptr [r15 + rbp + 7744], al
-    mov eax, dword ptr [r15 + rbp + 7616]
-    lea r8, [r11 + r11*1]
-    mov r9d, dword ptr [r15 + rbp + 7872]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], r8b
-    lea r9, [r11 + r11*1]
-    vmovq qword ptr [r15 + rbp + 8000], xmm8
-    mov dword ptr [r15 + r8 + 128], r9d
-    and r9, 64
-    and r8d, dword ptr [r15 + r9 + 320]
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 7488], r8
-    mov r8d, dword ptr [r15 + r9 + 384]
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 7680], 235
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 7936], 85
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c236:
-    lea r8, [r11 + r11*8]
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1408]
-    mov qword ptr [r15 + r8 + 1664], rbp
-    vmovdqu xmmword ptr [r15 + r8 + 1856], xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 156
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, rbp
-    mov ebp, 237
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov rbp, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 1792], esi
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rbp
-    mov esi, dword ptr [r15 + rbp + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 1344], esi
-    jmp 1f
-1:
-    mov esi, esi
-    movzx esi, dil
-    lea rbp, [r11 + r11*1]
-    mov esi, 162
-    movsxd rsi, dword ptr [r15 + r8 + 1600]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 115
-    mov edi, dword ptr [r15 + r8 + 1728]
-    movzx r9d, dil
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 1472], r9
-    mov edi, edi
-    movsxd r9, dword ptr [r15 + r8 + 1536]
-    movzx edi, byte ptr [r15 + rbp + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c237:
-    mov ebp, r9d
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], bpl
-    mov dword ptr [r15 + rbp + 448], 199
-    mov dword ptr [r15 + 0], 254
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    mov r9d, 254
-    mov r9d, esi
-    mov byte ptr [r15 + 0], r9b
-    mov rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 209
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 238
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 0], xmm8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], 114
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 64]
-    mov rdi, qword ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + r9 + 192], edi
-    jmp 1f
-1:
-    movzx edi, sil
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c238:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, 75
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 55
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], r9d
-    movsxd r9, dword ptr [r15 + 0]
-    mov esi, 238
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], bpl
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], r8d
-    mov eax, 166
-    mov rax, r9
-    mov r9d, 255
-    mov qword ptr [r15 + rbp + 128], r9
-    lea r9, [r11 + r11*1]
-    vmovq xmm8, r9
-    and r9, 64
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r9 + 512]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + r9 + 448]
-    lock add qword ptr [r15 + r8 + 320], rbp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c239:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov r8d, 209
-    mov rsi, r8
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov esi, r8d
-    add rsi, qword ptr [r15 + 0]
-    mov r8, rsi
-    mov dword ptr [r15 + 0], r8d
-    mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], 106
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 4608
-    jz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r8d
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov r8d, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r8 + 384]
-    jmp 1f
-1:
-    mov r9, r8
-    mov r9d, r9d
-    mov r9, rsi
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], r9d
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 512], rdi
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm8
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 448], r9
-    movsxd r9, dword ptr [r15 + r8 + 320]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c240:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 320]
-    mov r8d, 73
-    mov r8, r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov rdi, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], 220
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, rsi
-    mov r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 39
-    mov r8d, 27
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + 0], r8b
-    movsxd rdi, dword ptr [r15 + rbp + 384]
-    and r8, 64
-    lea rbp, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + r8 + 448]
-    mov eax, ecx
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    movzx ecx, byte ptr [r15 + r8 + 512]
-    mov dword ptr [r15 + rbp + 64], 34
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c241:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 209
-    and r8d, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, cl
-    mov rcx, rcx
-    mov rcx, rcx
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov ecx, esi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 512]
-    lea r9, [r11 + r11*1]
-    mov rsi, r9
-    add rsi, qword ptr [r15 + r8 + 448]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], r9b
-    mov r8d, dword ptr [r15 + rbp + 64]
-    movzx ebp, byte ptr [r15 + r9 + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c242:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    mov r9d, 175
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    xor dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    mov r9d, 95
-    imul r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov rbp, r9
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r9, qword ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
-    mov r8d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm8, xmm8, xmm11
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
     and r8, 64
+    lea r9, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + r8 + 64]
-    jmp 1f
-1:
-    lea r9, [r11*4]
+    vmovdqu ymmword ptr [r15 + r8 + 384], ymm15
+    mov esi, dword ptr [r15 + r8 + 320]
+    and r9, 64
+    mov r8d, dword ptr [r15 + r9 + 64]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 55
-    and r9, 192
-    mov dword ptr [r15 + r9 + 640], 212
-    mov rsi, r9
-    mov esi, dword ptr [r15 + r9 + 576]
-    mov edi, esi
-    add rsi, qword ptr [r15 + r8 + 128]
-    add rsi, qword ptr [r15 + r9 + 704]
-    mov r8d, esi
-    add r8, qword ptr [r15 + rbp + 448]
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + r9 + 768]
-    jmp 1f
-1:
+    mov dword ptr [r15 + rbp + 256], ebp
+    mov rdx, qword ptr [r15 + r9 + 128]
+    vpxor xmm15, xmm15, xmm2
+    vmovdqu ymmword ptr [r15 + rbp + 192], ymm15
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
-.Lc1_b1_c243:
-    mov qword ptr [r15 + 0], rsi
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    add rdi, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
+.Lc1_b1_c225:
+    mov rbp, rdx
+    mov rdx, rbp
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 0]
+    mov edx, 55
+    mov ebp, r9d
     mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7616], 225
+    mov byte ptr [r15 + r8 + 7488], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov rdx, rbp
+    and rbp, 64
+    add rdx, qword ptr [r15 + rbp + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + r8 + 7744]
+    mov r9, qword ptr [r15 + r8 + 7808]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 7872], dl
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + rbp + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + r8 + 7936], xmm15
+    mov dword ptr [r15 + r8 + 8000], 14
     lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    test ebx, 512
-    jz 1f
-1:
+    mov byte ptr [r15 + r8 + 7680], bpl
     and rbp, 64
-    imul rsi, qword ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + rbp + 512], ebp
+    mov byte ptr [r15 + r8 + 7552], dl
+    add rdx, qword ptr [r15 + rbp + 448]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c226:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 28
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, r8b
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov dword ptr [r15 + 0], r8d
+    lea r8, [r11 + r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    and r8, 16320
+    and edx, dword ptr [r15 + r8 + 15872]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], r9d
+    lea r9, [r11 + r11*1]
+    mov rdi, r9
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], r9
+    mov edi, dword ptr [r15 + r9 + 128]
+    movzx r9d, byte ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + r8 + 15744], 218
+    mov dword ptr [r15 + r8 + 16192], r9d
+    mov r9, rdi
+    mov r9d, dword ptr [r15 + r8 + 16128]
+    or qword ptr [r15 + r8 + 16000], 59
+    mov qword ptr [r15 + r8 + 16064], r9
+    movsxd r9, dword ptr [r15 + r8 + 15808]
+    jmp 1f
+1:
+    movzx ebp, r9b
+    mov ebp, ebp
+    mov byte ptr [r15 + r8 + 15936], bpl
+    mov byte ptr [r15 + r8 + 15680], bpl
+    mov r8d, 49
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c227:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     lea r8, [r11*4]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
     and r8, 192
-    mov byte ptr [r15 + r8 + 576], dil
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], dil
-    mov rdi, r9
-    movzx edi, sil
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + r8 + 768]
-    and esi, dword ptr [r15 + r8 + 640]
-    mov rcx, rsi
-    mov esi, dword ptr [r15 + r8 + 704]
-    mov qword ptr [r15 + rbp + 320], rsi
-    mov qword ptr [r15 + r9 + 512], rsi
-    mov esi, 228
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, rsi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c244:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 256]
-    jmp 1f
-1:
+    mov dword ptr [r15 + r8 + 640], 97
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov eax, 147
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 241
-    movzx r8d, r8b
+    mov eax, 30
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov byte ptr [r15 + 0], r8b
-    add r8, qword ptr [r15 + 0]
+    mov eax, eax
+    movzx ebp, r8b
+    movzx r9d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    jmp 1f
-1:
-    mov rdi, r8
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov edi, r8d
-    movzx esi, dil
-    mov edi, 43
-    mov r8d, dword ptr [r15 + 0]
-    mov esi, 202
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rsi, rsi
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov dword ptr [r15 + 0], 246
-    jmp 1f
+    test dword ptr [r15 + 67117723], 64
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 208
+    mov eax, ebp
+    movzx eax, byte ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], edi
-    mov rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm8
+    mov r9, qword ptr [r15 + rbp + 512]
+    and r9d, dword ptr [r15 + r8 + 768]
+    movzx edx, byte ptr [r15 + r8 + 576]
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 704], 52
+    and r9, 64
+    mov r8, qword ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + rbp + 448], 118
     jmp 1f
 1:
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov rsi, r8
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 64], esi
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], r8d
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 192], 12
-    add rsi, qword ptr [r15 + r8 + 448]
+    mov rbp, rax
+    mov dword ptr [r15 + r9 + 320], edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
-.Lc1_b1_c245:
-    movsxd rax, dword ptr [r15 + 0]
+.Lc1_b1_c228:
+    mov ebp, 28
+    lea rbp, [r11 + r11*1]
+    vmovq xmm15, r9
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 384], r8
+    mov r8d, ebp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov rsi, qword ptr [r15 + 0]
-    movzx r8d, sil
-    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
     movsxd r8, dword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    mov r8d, 107
-    mov byte ptr [r15 + 0], sil
-    mov dword ptr [r15 + 0], r8d
+    mov r9d, 193
+    mov r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    movzx edi, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov edx, edi
+    mov byte ptr [r15 + 0], dl
+    and edx, dword ptr [r15 + rbp + 320]
+    mov ebp, 200
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 448], r9
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], ebp
+    mov edi, 222
+    jmp 1f
+1:
+    mov rdi, rdi
+    mov qword ptr [r15 + rbp + 448], rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + r9 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c229:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 448], rbp
+    jmp 1f
+1:
+    lea r9, [r11*8]
+    mov dword ptr [r15 + rbp + 512], r9d
+    and r9, 448
+    mov qword ptr [r15 + r9 + 1216], r9
+    and ebp, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpaddd xmm15, xmm15, xmm15
+    mov byte ptr [r15 + r9 + 1088], bpl
+    mov ebp, 157
+    mov ebp, ebp
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 1280], ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, 109
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, r8d
+    mov ebp, ebp
+    mov ebp, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, r8d
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 77
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + r9 + 1152], rbp
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and edi, dword ptr [r15 + r9 + 896]
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + r9 + 1024]
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 128], ymm15
+    jmp 1f
+1:
+    mov eax, edi
+    mov dword ptr [r15 + r9 + 960], eax
+    jmp 1f
+1:
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + rbp + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c230:
+    movzx ebp, al
+    mov ebp, 92
+    mov ebp, eax
+    mov rbp, rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    and eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], 34
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov rax, rax
+    movsxd rax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov eax, eax
+    mov eax, 18
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 23
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 448]
+    mov edi, 146
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, 252
+    lea r8, [r11 + r11*1]
+    mov rdi, qword ptr [r15 + rbp + 512]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 192], ymm15
+    jmp 1f
+1:
+    and rbp, 64
+    mov r9, qword ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + rbp + 384], r9d
+    movzx r9d, r9b
+    jmp 1f
+1:
+    mov r9, r9
+    mov r9d, dword ptr [r15 + r8 + 256]
+    mov r8d, r9d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c231:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 207
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx eax, al
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    test dword ptr [r15 + 67117724], 128
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rax, rax
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 128]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r9d, 157
+    and rbp, 64
+    add r9, qword ptr [r15 + rbp + 512]
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + rbp + 448]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov rdx, rbp
+    mov edx, dword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    and rbp, 64
+    mov r8, qword ptr [r15 + rbp + 64]
+    movzx ecx, byte ptr [r15 + rbp + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c232:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r8d, ebp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 156
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    add r9, qword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
+    lea r9, [r11*8]
+    jmp 1f
+1:
+    and r9, 4032
+    mov rax, qword ptr [r15 + r9 + 3648]
+    mov qword ptr [r15 + r9 + 3840], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    xor dword ptr [r15 + rbp + 256], r9d
+    add rbp, qword ptr [r15 + r9 + 3456]
+    movzx eax, bpl
+    or qword ptr [r15 + r8 + 320], 73
+    mov dword ptr [r15 + r9 + 3520], 178
+    mov ebp, ebp
+    mov rbp, rdi
+    mov ebp, 252
+    mov ebp, 219
+    mov byte ptr [r15 + r9 + 3584], bpl
+    mov byte ptr [r15 + r9 + 3392], bpl
+    mov byte ptr [r15 + r9 + 3776], bpl
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + r9 + 3712]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c233:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*8]
+    vpxor xmm15, xmm15, xmm3
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7936], rbp
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    lea r9, [r11*4]
+    mov qword ptr [r15 + r8 + 256], r9
+    mov rax, rdi
+    and r9, 192
+    add rdi, qword ptr [r15 + r9 + 768]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 7616], r9d
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 192], rdx
+    mov r8d, eax
+    mov dword ptr [r15 + rbp + 7552], r8d
+    movzx r8d, r8b
+    mov dword ptr [r15 + rbp + 8000], r8d
+    mov r8, r8
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 7680], rsi
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 7808], dil
+    mov qword ptr [r15 + rbp + 7872], r8
+    mov byte ptr [r15 + r9 + 576], r8b
+    and r8d, dword ptr [r15 + rbp + 7488]
+    mov edi, dword ptr [r15 + r9 + 640]
+    and r8d, dword ptr [r15 + r9 + 704]
+    add rdi, qword ptr [r15 + rbp + 7744]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c234:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rdi
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
     jmp 1f
 1:
     jmp 1f
@@ -15130,750 +14653,1415 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r9, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    mov rdi, r9
+    mov dword ptr [r15 + 0], 146
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11*4]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and r9, 192
     lea r8, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + r9 + 768]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], bpl
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], r9
+    mov byte ptr [r15 + rbp + 320], r8b
+    movzx ebp, r8b
+    mov dword ptr [r15 + r8 + 128], ebp
+    jmp 1f
+1:
+    mov ebp, 34
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 576], bpl
+    mov ebp, 82
+    add rbp, qword ptr [r15 + r9 + 640]
+    mov byte ptr [r15 + r9 + 704], bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c235:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r11 + r11*8]
+    jmp 1f
+1:
+    mov eax, 220
+    lea r8, [r11 + r11*1]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3712], ebp
+    mov byte ptr [r15 + rbp + 3520], bpl
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 18874368
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + rbp + 3776]
+    mov byte ptr [r15 + rbp + 3904], r9b
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    movzx eax, r9b
+    and r9, 64
+    mov qword ptr [r15 + r9 + 512], r9
+    mov rax, rbp
+    and eax, dword ptr [r15 + rbp + 3840]
+    mov qword ptr [r15 + rbp + 3392], rax
+    inc dword ptr [r15 + rbp + 3456]
+    mov dword ptr [r15 + rbp + 3648], eax
+    mov dword ptr [r15 + r8 + 320], 168
+    jmp 1f
+1:
+    mov eax, 64
+    mov dword ptr [r15 + rbp + 3584], ecx
+    mov r8, qword ptr [r15 + r9 + 448]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c236:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r8
+    lea r9, [r11*8]
+    mov r8, r9
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7616], 13
+    and r8d, dword ptr [r15 + r9 + 7552]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 7488], rbp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 230
+    mov dword ptr [r15 + r9 + 7808], 203
+    mov eax, edi
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov eax, 73
+    movzx eax, al
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + r9 + 7680]
+    and edi, dword ptr [r15 + r9 + 7744]
+    movsxd rax, dword ptr [r15 + r9 + 7872]
+    movzx r9d, sil
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 320], r9
+    mov dword ptr [r15 + r8 + 448], r9d
+    mov r9d, r9d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c237:
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    add rdi, qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov ebp, r8d
+    mov r8, rbp
+    mov r8d, 155
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 77
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + 0], dil
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], ebp
+    mov rdi, rbp
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov rdi, rax
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 256]
+    mov rdi, rcx
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 320], 11
+    movzx ebp, r8b
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], r8
+    mov ebp, 93
+    mov qword ptr [r15 + r9 + 192], rbp
+    mov r9d, 211
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 64], 162
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c238:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], ebp
+    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r9
+    or qword ptr [r15 + 0], 116
+    mov dword ptr [r15 + 0], 91
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 138
+    movzx r8d, bpl
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    add qword ptr [r15 + r8 + 448], rcx
+    movzx ecx, r9b
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 384], r8
+    add rcx, qword ptr [r15 + r8 + 512]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 64
+    add rcx, qword ptr [r15 + r8 + 192]
+    mov rax, qword ptr [r15 + r9 + 320]
+    movzx r9d, al
+    and r9d, dword ptr [r15 + r8 + 256]
+    jmp 1f
+1:
+    mov r8d, r9d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c239:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 0], 182
+    mov rax, rax
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, r9b
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 302516490
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov r9d, 194
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx eax, r9b
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], cl
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], r8d
+    mov rcx, r8
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 384], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 64
+    and r8d, dword ptr [r15 + rbp + 448]
+    mov dword ptr [r15 + rbp + 512], r8d
+    and r8d, dword ptr [r15 + r9 + 64]
+    mov ebp, 232
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c240:
+    lea rbp, [r11*8]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1216], edi
+    jmp 1f
+1:
+    mov r8d, 192
+    movzx r9d, r8b
+    mov r9d, ebp
+    mov qword ptr [r15 + rbp + 1152], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpor xmm15, xmm15, xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r8b
+    mov r9d, 107
+    and r8, 64
+    and r9d, dword ptr [r15 + r8 + 448]
+    mov dword ptr [r15 + rbp + 832], r9d
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov ecx, 108
+    mov byte ptr [r15 + rbp + 1088], cl
+    movsxd rcx, dword ptr [r15 + rbp + 1280]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], r8b
+    movzx edi, byte ptr [r15 + r8 + 512]
+    mov r8, rax
+    mov r8, r8
+    mov r8, r8
+    movsxd r8, dword ptr [r15 + rbp + 896]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + r9 + 64]
+    add rax, qword ptr [r15 + rbp + 960]
+    movzx r9d, cl
+    mov qword ptr [r15 + rbp + 1024], r9
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c241:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    and r8, 192
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + r8 + 640]
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + r8 + 704]
+    and r9, 64
+    add rbp, qword ptr [r15 + r9 + 320]
+    jmp 1f
+1:
+    mov eax, ebp
+    jmp 1f
+1:
+    vpxor xmm15, xmm15, xmm12
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    add rax, qword ptr [r15 + rbp + 128]
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm15
+    jmp 1f
+1:
+    mov r9d, 172
+    mov dword ptr [r15 + r8 + 768], 122
+    movzx r9d, r9b
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + r8 + 576]
+    mov dword ptr [r15 + rbp + 64], 253
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c242:
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    mov ebp, dword ptr [r15 + r9 + 64]
+    mov rax, rbp
+    mov dword ptr [r15 + r9 + 128], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7872]
+    mov r9d, dword ptr [r15 + rbp + 7552]
+    vpxor xmm15, xmm15, xmm2
+    vmovdqu xmm15, xmmword ptr [r15 + rbp + 7744]
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 7680], r9
+    jmp 1f
+1:
+    movzx r9d, r9b
+    add r9, qword ptr [r15 + rbp + 7936]
+    movsxd r8, dword ptr [r15 + rbp + 7616]
+    lea r8, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + rbp + 8000], ymm15
+    mov rdi, qword ptr [r15 + rbp + 7808]
+    and r8, 64
+    and edi, dword ptr [r15 + r8 + 384]
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + r8 + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c243:
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov rbp, r8
+    mov rdi, rbp
+    .byte 0x66, 0x90
+    mov edi, 150
+    movzx edi, dil
+    jmp 1f
+1:
+    movzx edi, bpl
+    mov edi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 150
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    movzx ebp, r9b
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r9, qword ptr [r15 + 0]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], dil
+    movzx r8d, bpl
+    lea r8, [r11*4]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 192
+    add r9, qword ptr [r15 + r8 + 704]
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 448], r9b
+    and r9, 64
+    mov byte ptr [r15 + r9 + 64], r9b
+    mov byte ptr [r15 + r8 + 768], r9b
+    movsxd rbp, dword ptr [r15 + r8 + 640]
+    mov dword ptr [r15 + r9 + 128], 200
+    movzx r9d, bpl
+    mov dword ptr [r15 + r8 + 576], r9d
+    mov rbp, r9
+    mov r8, rbp
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c244:
+    lea rbp, [r11 + r11*8]
+    mov r9d, 12
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    inc dword ptr [r15 + rbp + 3776]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    movsxd r9, dword ptr [r15 + r8 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 3712], r9d
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    add rdi, qword ptr [r15 + r8 + 64]
+    and r9, 64
+    mov r8, qword ptr [r15 + r9 + 320]
+    and r8d, dword ptr [r15 + rbp + 3520]
+    movzx eax, byte ptr [r15 + rbp + 3904]
+    mov qword ptr [r15 + rbp + 3648], rax
+    mov rax, r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 384], edi
+    add r9, qword ptr [r15 + rbp + 3584]
+    jmp 1f
+1:
+    mov edi, r9d
+    movsxd rdi, dword ptr [r15 + rbp + 3456]
+    mov dword ptr [r15 + rbp + 3840], 190
+    jmp 1f
+1:
+    mov rax, rdi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c245:
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    vmovdqu xmmword ptr [r15 + 0], xmm15
+    vmovdqu xmmword ptr [r15 + 0], xmm15
+    movzx eax, dil
+    mov rdi, rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, al
+    movzx eax, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], ebp
+    mov rdi, qword ptr [r15 + 0]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], r8d
+    movzx eax, byte ptr [r15 + r8 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov ebp, 143
     lea rbp, [r11 + r11*1]
     and r8, 64
-    mov qword ptr [r15 + r8 + 512], r8
+    add rax, qword ptr [r15 + r8 + 448]
+    mov r9, rsi
     and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 320]
-    lea r9, [r11 + r11*1]
-    mov edi, 210
-    mov qword ptr [r15 + r8 + 448], rdi
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 512]
-    movzx r8d, dil
-    mov dword ptr [r15 + rbp + 384], 55
-    movzx edi, byte ptr [r15 + r9 + 448]
-    mov r9d, 133
-    mov r9, r9
-    movzx r9d, r9b
+    mov dword ptr [r15 + rbp + 64], 106
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + r8 + 512], xmm15
+    mov r9d, 214
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 128], 158
+    mov r8, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c246:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, 235
-    mov r9, r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
+    lea r8, [r11*4]
     jmp 1f
 1:
     jmp 1f
 1:
+    and r8, 192
+    mov qword ptr [r15 + r8 + 768], r8
+    movzx r9d, byte ptr [r15 + 0]
+    mov ebp, 139
+    mov dword ptr [r15 + 0], 159
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 119
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
+    add qword ptr [r15 + 0], rbp
+    mov rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    mov eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + r8 + 640]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, rdi
+    and rbp, 64
+    add r9, qword ptr [r15 + rbp + 512]
     lea r9, [r11 + r11*1]
-    mov eax, r9d
-    lea rbp, [r11*4]
-    mov dword ptr [r15 + 0], 24
-    and rbp, 192
-    and eax, dword ptr [r15 + rbp + 768]
+    mov edi, dword ptr [r15 + rbp + 448]
+    mov rbp, rdi
     and r9, 64
-    mov edi, dword ptr [r15 + r9 + 256]
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 640], r8
-    mov rsi, qword ptr [r15 + r9 + 192]
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 448]
-    mov rcx, qword ptr [r15 + rbp + 704]
+    vmovdqu ymmword ptr [r15 + r9 + 320], ymm0
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 512], ecx
+    movzx ebp, r9b
     jmp 1f
 1:
-    mov rcx, rcx
-    mov ecx, dword ptr [r15 + rbp + 576]
+    mov ebp, 48
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + r8 + 576]
+    mov dword ptr [r15 + r8 + 704], edi
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + r9 + 384]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c247:
-    mov qword ptr [r15 + 0], rcx
-    mov rcx, rcx
-    mov r9, rbp
-    mov byte ptr [r15 + 0], r9b
-    and r9d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    vpor xmm8, xmm8, xmm8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 68
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    and r9d, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
+    add r9, qword ptr [r15 + 0]
+    vmovdqu xmmword ptr [r15 + 0], xmm15
     jmp 1f
 1:
-    mov rbp, rbp
-    mov ebp, 121
-    test ebx, 5120
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rax
+    jmp 1f
+1:
+    movzx eax, bpl
+    mov dword ptr [r15 + 0], 139
+    test dword ptr [r15 + 67117723], 16777216
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    lea r8, [r11 + r11*1]
-    and r9, 192
-    mov qword ptr [r15 + r9 + 768], r9
+    movzx eax, al
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 320]
-    lea rbp, [r11 + r11*1]
+    mov rax, qword ptr [r15 + 0]
+    lea r8, [r11*4]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], edi
+    and r8, 192
+    mov rdi, qword ptr [r15 + r8 + 704]
+    mov byte ptr [r15 + r8 + 768], dil
     jmp 1f
 1:
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 192]
-    mov dword ptr [r15 + rbp + 256], 151
-    mov dword ptr [r15 + r9 + 576], ecx
+    vmovdqu ymmword ptr [r15 + r8 + 640], ymm15
+    mov dword ptr [r15 + r9 + 128], edi
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + r8 + 384]
-    mov dword ptr [r15 + r9 + 704], 251
-    mov qword ptr [r15 + r9 + 640], r8
+    mov rdi, rdi
+    mov byte ptr [r15 + rbp + 256], dil
+    mov byte ptr [r15 + r8 + 576], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c248:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    mov r9d, r9d
-    mov rcx, r8
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
+    movzx edi, dil
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dil
+    movzx edi, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    movzx ebp, byte ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov byte ptr [r15 + 0], al
+    mov ebp, edi
+    mov ebp, 234
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 176
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
+    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    movzx r8d, cl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], al
+    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
     lea r8, [r11 + r11*1]
+    mov r9d, 226
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 128], cl
+    and r9, 64
+    lea rbp, [r11 + r11*1]
+    mov eax, dword ptr [r15 + r9 + 256]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 30
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    and r8, 64
-    lea rbp, [r11 + r11*1]
-    imul rcx, qword ptr [r15 + r8 + 384]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 192], dl
-    lea r9, [r11 + r11*1]
-    xchg qword ptr [r15 + r8 + 320], rcx
-    and r9, 64
-    add rcx, qword ptr [r15 + r9 + 128]
-    add rcx, qword ptr [r15 + rbp + 256]
-    mov dword ptr [r15 + r9 + 64], 24
+    mov dword ptr [r15 + r9 + 192], eax
+    mov r9, r8
+    mov dword ptr [r15 + rbp + 448], 128
+    and r9d, dword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c249:
-    mov edi, 201
-    add rdi, qword ptr [r15 + 0]
-    mov rcx, rdi
-    mov ecx, 254
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 16
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 200
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 253
-    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    test ebx, 9728
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 4194304
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 99
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    mov edi, 30
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea r8, [r11*4]
     and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 448]
+    mov rax, qword ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    movzx r9d, bpl
+    lea r9, [r11 + r11*1]
+    mov rdi, r9
+    and r8, 64
+    mov edi, dword ptr [r15 + r8 + 192]
     and r9, 64
-    and ecx, dword ptr [r15 + r9 + 320]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 640], r8d
+    mov qword ptr [r15 + r9 + 512], r9
+    mov rdx, qword ptr [r15 + rbp + 64]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, ecx
-    vpcmpeqb xmm8, xmm8, xmm3
-    mov byte ptr [r15 + rbp + 512], dil
-    add rdi, qword ptr [r15 + r8 + 576]
-    and edi, dword ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + r8 + 768], edi
-    mov byte ptr [r15 + r8 + 704], dil
+    mov rsi, qword ptr [r15 + r8 + 256]
+    movsxd r8, dword ptr [r15 + r9 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c250:
-    lea r8, [r11 + r11*8]
-    and r8, 4032
-    mov edi, dword ptr [r15 + r8 + 3392]
-    vpor xmm8, xmm8, xmm9
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], edi
+    add r8, qword ptr [r15 + 0]
     jmp 1f
 1:
+    mov r9d, 121
+    mov r9d, 148
     mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], 204
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 45
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rdi, rdi
+    add r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 78
+    mov ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 24
     lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdi, dword ptr [r15 + r8 + 3648]
-    movzx r9d, byte ptr [r15 + r8 + 3584]
+    jmp 1f
+1:
+    mov edi, r9d
     and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 448]
-    add rdi, qword ptr [r15 + r8 + 3712]
-    mov qword ptr [r15 + r8 + 3904], rdi
+    mov r9, qword ptr [r15 + rbp + 320]
     lea r9, [r11 + r11*1]
-    mov edi, 244
+    jmp 1f
+1:
+    jmp 1f
+1:
     and r9, 64
-    movsxd rdi, dword ptr [r15 + r9 + 320]
-    mov rax, rdi
+    mov dword ptr [r15 + r9 + 320], 125
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    and edi, dword ptr [r15 + rbp + 512]
-    mov ebp, 12
+    mov rax, r8
+    and r8, 64
+    and eax, dword ptr [r15 + r8 + 128]
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 3456], esi
-    mov ebp, edi
-    mov dword ptr [r15 + r8 + 3840], ebp
-    mov qword ptr [r15 + r9 + 384], rcx
-    movzx ebp, bpl
-    mov qword ptr [r15 + r8 + 3776], rax
-    mov rdi, rax
+    mov dword ptr [r15 + r8 + 64], eax
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 3520], rsi
+    mov rax, qword ptr [r15 + r9 + 384]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + rbp + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c251:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 448]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r9, qword ptr [r15 + 0]
-    vpxor xmm8, xmm8, xmm12
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, 237
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 20
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
     jmp 1f
 1:
-    test ebx, 512
+    mov r8d, 197
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    mov ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 39
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    movzx r9d, byte ptr [r15 + 0]
-    lea r8, [r11*4]
-    mov rcx, r8
+    movzx ebp, r8b
+    mov ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 192
-    movsxd rcx, dword ptr [r15 + r8 + 704]
-    mov edi, ecx
-    mov byte ptr [r15 + rbp + 512], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and r8, 192
+    mov byte ptr [r15 + r8 + 640], r8b
+    movzx eax, r8b
     and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rbp
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 320], r9
     jmp 1f
 1:
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + r8 + 768]
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + rbp + 128]
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + r8 + 576]
-    mov edx, 104
-    jmp 1f
-1:
-    mov edx, 42
-    mov dword ptr [r15 + r8 + 640], 30
+    mov dword ptr [r15 + rbp + 384], 80
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], r9d
+    mov rbp, qword ptr [r15 + r8 + 704]
+    mov rax, qword ptr [r15 + r8 + 768]
+    movzx edi, byte ptr [r15 + r8 + 576]
+    mov r8d, 112
+    mov byte ptr [r15 + r9 + 448], r9b
+    mov r9d, 201
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c252:
-    lea rbp, [r11 + r11*1]
-    mov ecx, ebp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], ebp
-    mov rcx, rbp
-    lea r8, [r11*4]
-    movzx ecx, r8b
-    and r8, 192
-    mov qword ptr [r15 + r8 + 768], r8
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    add rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    movzx edx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov eax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov rbp, rax
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov eax, r8d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 76
+    test dword ptr [r15 + 67117724], 1048608
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    movzx r8d, al
+    mov dword ptr [r15 + 0], ebp
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 0], ymm15
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    mov edx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    mov edi, ecx
-    mov qword ptr [r15 + 0], rdi
+    lea rbp, [r11*4]
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 512], ymm15
+    and rbp, 192
+    mov r9, qword ptr [r15 + rbp + 576]
+    mov edi, 13
     mov edi, edi
-    mov rdi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
-    mov ecx, 35
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov ecx, dword ptr [r15 + r8 + 640]
     lea r9, [r11 + r11*1]
-    and edi, dword ptr [r15 + r8 + 576]
-    mov eax, dword ptr [r15 + rbp + 448]
+    mov dword ptr [r15 + rbp + 704], r9d
+    mov byte ptr [r15 + rbp + 768], al
+    jmp 1f
+1:
     and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 384]
+    mov qword ptr [r15 + r9 + 512], r9
+    mov dword ptr [r15 + r9 + 448], ebp
+    mov r9, qword ptr [r15 + r8 + 448]
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + r8 + 704]
-    mov r8, rsi
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r9 + 320], ymm8
+    mov edi, r9d
+    mov byte ptr [r15 + rbp + 640], dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c253:
+    lea r9, [r11*8]
+    and r9, 4032
+    and edi, dword ptr [r15 + r9 + 3776]
+    jmp 1f
+1:
+    mov r8, rax
+    mov r8, r8
+    mov dword ptr [r15 + r9 + 3392], 255
+    vpaddd xmm15, xmm15, xmm7
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + r9 + 3456]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 151
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm15, xmm1, 237
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov rsi, rbp
+    jmp 1f
+1:
+    mov rax, rbp
+    lea r8, [r11 + r11*1]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 64], bpl
-    and esi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + rbp + 448], rbp
+    mov byte ptr [r15 + r9 + 3520], bpl
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 320], ymm15
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r9d, 166
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 1024
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r9d, 238
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    and esi, dword ptr [r15 + r9 + 256]
-    mov r8d, edx
-    jmp 1f
-1:
-    movzx r8d, sil
-    vmovdqu ymmword ptr [r15 + r9 + 192], ymm8
-    movzx r9d, r8b
-    jmp 1f
-1:
-    .byte 0x66, 0x90
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r8d, 103
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], 245
-    mov qword ptr [r15 + rbp + 128], rsi
-    add r8, qword ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + r9 + 3712], r8d
+    movzx eax, r8b
+    movzx eax, al
+    mov rax, rax
+    add rax, qword ptr [r15 + r8 + 384]
+    and r8d, dword ptr [r15 + r9 + 3648]
+    mov dword ptr [r15 + r9 + 3584], 248
+    mov r9, qword ptr [r15 + rbp + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c254:
-    lea r8, [r11*4]
+    lea r8, [r11*8]
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7808]
+    movsxd r9, dword ptr [r15 + r8 + 7936]
+    movzx eax, r9b
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm15
+    mov dword ptr [r15 + r8 + 7552], edi
     jmp 1f
 1:
-    and r8, 192
-    vmovdqu ymmword ptr [r15 + r8 + 768], ymm8
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 74
-    mov esi, r8d
-    movzx esi, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 186
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r9, rsi
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r9d, 90
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 150
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 93
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 704], r9d
-    mov r9d, esi
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 320]
     lea r9, [r11 + r11*1]
     jmp 1f
 1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 512], rbp
-    and edx, dword ptr [r15 + r9 + 448]
+    movsxd rsi, dword ptr [r15 + r9 + 448]
+    add rsi, qword ptr [r15 + r8 + 7744]
+    mov qword ptr [r15 + r8 + 7680], rsi
+    movzx esi, cl
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + rbp + 384]
-    movsxd rbp, dword ptr [r15 + r8 + 576]
-    movsxd rdi, dword ptr [r15 + r8 + 640]
+    lea rbp, [r11 + r11*1]
+    mov esi, 186
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 256], ymm15
+    mov dword ptr [r15 + rbp + 192], ebp
+    jmp 1f
+1:
+    vpxor xmm15, xmm15, xmm4
+    movzx ebp, byte ptr [r15 + r8 + 7872]
+    movzx esi, bpl
+    mov dword ptr [r15 + r8 + 7616], esi
+    mov byte ptr [r15 + r9 + 512], sil
+    mov ebp, 46
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c255:
+    mov esi, 170
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    jmp 1f
-1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rbp
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 111
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
+    movzx esi, sil
+    mov rsi, rbp
+    mov rsi, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
+    vmovdqu ymmword ptr [r15 + 0], ymm15
     mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    mov rsi, rdx
+    movzx esi, sil
+    mov rsi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov rbp, r9
-    mov ebp, 172
-    mov esi, 59
-    mov ebp, r8d
-    test ebx, 512
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, 169
+    mov qword ptr [r15 + 0], rsi
+    mov qword ptr [r15 + 0], rsi
+    mov byte ptr [r15 + 0], sil
+    mov dword ptr [r15 + 0], esi
+    mov esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    mov esi, 103
+    movzx r9d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
     jmp 1f
 1:
-    mov r9d, 240
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov ebp, 245
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    vmovdqu xmmword ptr [r15 + r8 + 128], xmm8
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 512], ymm8
-    movzx esi, bpl
+    mov esi, 107
     lea r9, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + rbp + 448]
-    jmp 1f
-1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 128], r8b
     jmp 1f
 1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 320], 31
-    vmovq qword ptr [r15 + r9 + 384], xmm8
-    and ebp, dword ptr [r15 + r8 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movzx esi, byte ptr [r15 + r9 + 448]
+    mov rdi, qword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + rbp + 64], 197
+    mov r9d, edi
+    mov byte ptr [r15 + r8 + 64], r8b
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 256 bytes, 1 chunk(s), 12 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117736]
-    lea rcx, [rbx + 12]
-    mov qword ptr [r15 + 67117736], rcx
-    mov r13d, 12
+// block 2: 256 bytes, 1 chunk(s), 14 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117744]
+    lea rcx, [rbx + 14]
+    mov qword ptr [r15 + 67117744], rcx
+    mov r13d, 14
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
-    xor dword ptr [r15 + 0], ecx
-    add rcx, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r8, r11
+    and r8, 192
+    mov dword ptr [r15 + r8 + 576], r9d
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpmovmskb ecx, xmm8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 144
-    test ebx, 1280
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, eax
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 16777217
     jnz 1f
 1:
-    mov rcx, rcx
-    test bl, 5
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 4608
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 262160
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1774
+    test ebx, 256
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 22
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 9437184
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    test ebx, 14320
     jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 448], r8d
-    test ebx, 1073741824
-    jnz 1f
 1:
     and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 128]
-    lea r9, [r11 + r11*1]
-    test bl, 2
+    mov r9, r11
+    mov dword ptr [r15 + r8 + 448], r9d
+    test dword ptr [r15 + 67117724], 262144
+    jz 1f
+1:
+    and r9, 4032
+    vmovdqu xmmword ptr [r15 + r9 + 3392], xmm15
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], cl
-    test bl, 2
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + r8 + 64]
+    mov r9, r8
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + r9 + 384], cl
+    vpcmpeqb xmm15, xmm15, xmm10
+    test ebx, 1073741824
+    jnz 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
 // block 3: 512 bytes, 2 chunk(s), 14 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117744]
+    mov rbx, qword ptr [r15 + 67117752]
     lea rcx, [rbx + 14]
-    mov qword ptr [r15 + 67117744], rcx
+    mov qword ptr [r15 + 67117752], rcx
     mov r13d, 14
     jmp .Lc1_b3_c0
     .p2align 6
 .Lc1_b3_c0:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    mov r8d, ecx
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, r8b
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov ebp, 7
     test ebx, 1073741824
     jz 1f
 1:
@@ -15883,374 +16071,338 @@ ditto_body_c1:
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r10 + r10*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*2]
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 384]
-    test bl, 4
+    test ebx, 9216
     jz 1f
 1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3520], bpl
-    movzx ecx, bpl
-    and ecx, dword ptr [r15 + r9 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 3456], cl
-    mov qword ptr [r15 + rbp + 3392], rcx
-    test bl, 10
+    mov byte ptr [r15 + r9 + 896], dil
+    mov rdi, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 960], edi
+    mov edi, 73
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, edi
+    movzx edi, bpl
+    test ebx, 1073741824
     jnz 1f
 1:
     lea rbp, [r11 + r11*1]
-    movzx r9d, bpl
+    mov qword ptr [r15 + r8 + 320], rdi
     and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 320], ymm8
+    mov byte ptr [r15 + rbp + 448], dil
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, rcx
-    mov ecx, 97
+    mov dword ptr [r15 + rbp + 512], 16
+    mov rbp, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    add r9, qword ptr [r15 + rbp + 384]
-    mov ecx, 219
+    mov dword ptr [r15 + r9 + 1024], ebp
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    mov r9, rbp
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 4
-    jz 1f
+    mov eax, eax
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov ebp, 47
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 56800
-    jz 1f
-1:
-    mov ebp, ecx
+    vpaddd xmm15, xmm15, xmm15
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 229
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov rbp, rbp
+    test dword ptr [r15 + 67117724], 16384
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, bpl
-    mov eax, 162
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov ebp, 155
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    mov ebp, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 1984
-    mov ebp, dword ptr [r15 + r8 + 1536]
-    mov byte ptr [r15 + r8 + 1408], al
-    lea r9, [r11 + r11*2]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, r9d
-    and r9, 8128
     lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 7488], cl
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 64]
-    mov dword ptr [r15 + rbp + 128], r8d
+    mov byte ptr [r15 + rbp + 128], bpl
+    lea r8, [r11 + r11*1]
+    test dword ptr [r15 + 67117723], 640
+    jz 1f
+1:
+    and r8, 64
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 320], ebp
+    mov byte ptr [r15 + rbp + 64], bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + r9 + 7616]
-    movzx eax, byte ptr [r15 + r9 + 7552]
+    and r9, 64
+    movzx ebp, byte ptr [r15 + r9 + 448]
+    mov dword ptr [r15 + r8 + 384], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    mov r9, qword ptr [r15 + r8 + 1472]
+    mov rbp, qword ptr [r15 + r9 + 512]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
 // block 4: 2048 bytes, 8 chunk(s), 16 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117752]
+    mov rbx, qword ptr [r15 + 67117760]
     lea rcx, [rbx + 16]
-    mov qword ptr [r15 + 67117752], rcx
+    mov qword ptr [r15 + 67117760], rcx
     mov r13d, 16
     jmp .Lc1_b4_c0
     .p2align 6
 .Lc1_b4_c0:
-    lea rbp, [r11 + r11*8]
-    lea r9, [r11 + r11*1]
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15872], ebp
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], ecx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, rax
+    movzx eax, al
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 161
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    movzx r8d, cl
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 108
+    mov rax, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 173
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    lea rbp, [r11*4]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
+    test dword ptr [r15 + 67117723], 262144
+    jz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + rbp + 15936]
-    mov dword ptr [r15 + rbp + 15808], ecx
-    mov byte ptr [r15 + rbp + 16064], cl
-    movsxd rcx, dword ptr [r15 + rbp + 16128]
-    movsxd r8, dword ptr [r15 + r9 + 128]
-    test bl, 48
-    jnz 1f
-1:
-    mov byte ptr [r15 + rbp + 15744], al
-    movzx ecx, bpl
-    mov dword ptr [r15 + rbp + 16000], ecx
-    and ecx, dword ptr [r15 + rbp + 16192]
+    mov qword ptr [r15 + 0], rsi
+    and rbp, 192
+    inc dword ptr [r15 + rbp + 704]
     lea r8, [r11 + r11*1]
-    movzx r9d, r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     and r8, 64
-    vmovdqu xmm8, xmmword ptr [r15 + r8 + 256]
-    mov qword ptr [r15 + r8 + 192], r8
-    mov r9d, dword ptr [r15 + rbp + 15680]
+    mov byte ptr [r15 + r8 + 384], sil
+    mov dword ptr [r15 + rbp + 768], eax
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 576], 139
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 128]
+    movzx esi, r8b
+    and esi, dword ptr [r15 + rbp + 640]
+    add rbp, qword ptr [r15 + r8 + 320]
+    mov byte ptr [r15 + r9 + 64], bpl
+    movzx ebp, r8b
+    mov ebp, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 4
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 16320
+    vmovq qword ptr [r15 + rbp + 15744], xmm15
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea r8, [r11 + r11*1]
+    mov eax, r8d
     jmp 1f
 1:
     and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 320]
-    mov r9, rcx
-    jmp 1f
-1:
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 31
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx r9d, r8b
-    mov qword ptr [r15 + 0], r9
+    mov byte ptr [r15 + r8 + 192], r8b
+    vmovdqu ymmword ptr [r15 + rbp + 15872], ymm15
+    add rax, qword ptr [r15 + rbp + 15680]
+    mov dword ptr [r15 + r8 + 256], 28
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    lea r9, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 192
-    and ecx, dword ptr [r15 + r9 + 576]
-    mov dword ptr [r15 + r9 + 640], 49
-    lea rbp, [r11 + r11*1]
-    and ecx, dword ptr [r15 + r9 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 64]
-    mov dword ptr [r15 + r8 + 384], ecx
-    movzx ecx, cl
-    movzx ecx, cl
-    mov qword ptr [r15 + r9 + 768], rcx
-    mov byte ptr [r15 + rbp + 128], cl
     jmp 1f
 1:
-    mov ecx, r8d
+    and r8, 64
+    add rax, qword ptr [r15 + r8 + 512]
+    add rax, qword ptr [r15 + r8 + 448]
+    movzx r8d, byte ptr [r15 + rbp + 15808]
+    movzx ebp, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    .byte 0x0f, 0x1f, 0x00
-    mov dword ptr [r15 + 0], 236
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r9d, 76
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rax
     jmp 1f
 1:
-    test ebx, 1073741824
+    mov r8d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 112
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
     jmp 1f
 1:
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1600]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + 0]
-    mov rcx, r8
-    mov dword ptr [r15 + 0], r8d
+    movzx esi, bpl
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], dil
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 448]
+    mov edi, ecx
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r9d, r8d
+    movsxd rax, dword ptr [r15 + r9 + 512]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov r9, qword ptr [r15 + 0]
-    mov r8, r9
+    mov rsi, rax
+    mov byte ptr [r15 + r8 + 1408], sil
+    mov r9d, 93
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    test bl, 168
-    jz 1f
-1:
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    vpaddd xmm8, xmm8, xmm8
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], ecx
-    mov ecx, ecx
+    movzx r9d, byte ptr [r15 + rbp + 192]
+    movsxd rax, dword ptr [r15 + r8 + 1728]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], r9d
-    movsxd rcx, dword ptr [r15 + r9 + 448]
-    mov r9, qword ptr [r15 + rbp + 384]
     jmp 1f
 1:
-    mov ebp, r9d
-    mov r9d, ebp
-    mov qword ptr [r15 + r8 + 64], rcx
-    mov r9, r9
+    mov eax, eax
+    mov esi, dword ptr [r15 + r8 + 1472]
+    movzx eax, r9b
+    mov qword ptr [r15 + r8 + 1344], r8
+    and eax, dword ptr [r15 + r8 + 1664]
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + r8 + 1536]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r9d, ebp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 14
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r9d, 65
+    mov dword ptr [r15 + 0], esi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 32
-    jmp 1f
-1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test bl, 72
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r9d, 165
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 189
-    test ebx, 1073741824
-    jnz 1f
+    mov dword ptr [r15 + 0], 100
+    test dword ptr [r15 + 67117724], 16
+    jz 1f
 1:
-    mov qword ptr [r15 + rbp + 256], rbp
+    mov dword ptr [r15 + 0], 188
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
+    mov dword ptr [r15 + 0], 37
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov rax, rbp
+    and r9, 64
+    mov rdi, qword ptr [r15 + r9 + 128]
+    test dword ptr [r15 + 67117723], 36864
+    jz 1f
+1:
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    and r9d, dword ptr [r15 + rbp + 384]
-    mov r8, r8
-    jmp 1f
-1:
     lea r8, [r11 + r11*1]
-    movzx ecx, bpl
+    mov byte ptr [r15 + r9 + 64], sil
     and r8, 64
-    and ecx, dword ptr [r15 + r8 + 384]
-    mov rax, qword ptr [r15 + r8 + 320]
-    mov qword ptr [r15 + rbp + 320], rax
+    add r9, qword ptr [r15 + r8 + 512]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], al
+    mov rax, qword ptr [r15 + r8 + 448]
+    vmovdqu ymmword ptr [r15 + rbp + 192], ymm15
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -16259,1226 +16411,1220 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 185
+    mov rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    movzx eax, al
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, dword ptr [r15 + 0]
+    mov eax, ebp
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 576], ebp
-    jmp 1f
-1:
-    lea r8, [r11*8]
-    mov eax, r8d
-    and r8, 8128
-    and eax, dword ptr [r15 + r8 + 7680]
-    test bl, 16
+    test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 114
     jmp 1f
 1:
-    vpxor xmm8, xmm8, xmm10
-    mov dword ptr [r15 + r8 + 7616], 212
-    add rax, qword ptr [r15 + r8 + 7872]
-    movzx ecx, byte ptr [r15 + r8 + 7552]
-    mov r9, qword ptr [r15 + rbp + 704]
-    mov dword ptr [r15 + r8 + 7744], r9d
-    mov r9d, r9d
-    test bl, 16
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    vpshufd xmm15, xmm15, 34
+    test ebx, 1073741824
     jnz 1f
 1:
-    add r9, qword ptr [r15 + rbp + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], ebp
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 512], rax
+    and r8, 64
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 320], ebp
+    and rbp, 64
+    vmovdqu xmmword ptr [r15 + rbp + 192], xmm15
+    test ebx, 1073741824
+    jz 1f
+1:
+    vpmovmskb edi, xmm15
+    mov eax, 70
+    mov byte ptr [r15 + r8 + 384], r8b
     jmp 1f
 1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
-    mov dword ptr [r15 + r8 + 7488], 240
-    mov dword ptr [r15 + rbp + 768], 7
-    mov byte ptr [r15 + r9 + 64], r9b
-    and r9d, dword ptr [r15 + r8 + 7808]
+    mov r8d, ecx
+    movzx r8d, byte ptr [r15 + rbp + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c5:
-    mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r8d, 69
-    mov qword ptr [r15 + 0], r8
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    or qword ptr [r15 + 0], 58
+    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movsxd r8, dword ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    mov r9d, r8d
+    mov dword ptr [r15 + 0], 236
+    mov dword ptr [r15 + 0], 68
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r8d, 70
-    jmp 1f
-1:
-    test bl, 40
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], 199
+    mov r8, rdi
+    and edi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    test bl, 64
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 136
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 256]
-    and r9, 64
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
     lea rbp, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + r9 + 448]
+    lea r8, [r11 + r11*1]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 512], ymm15
     and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 190
-    test bl, 16
+    mov eax, dword ptr [r15 + rbp + 256]
+    jmp 1f
+1:
+    test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + r9 + 512], r8b
+    mov rax, rax
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 192], 134
-    mov qword ptr [r15 + rbp + 320], r9
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov r9d, 223
+    and r9, 64
+    mov qword ptr [r15 + r9 + 384], r9
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 448], r9
+    mov r8d, dword ptr [r15 + rbp + 192]
+    and r8d, dword ptr [r15 + r9 + 320]
+    movzx r9d, al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c6:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r9
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    vpxor xmm8, xmm8, xmm6
-    and r9, 64
-    add r8, qword ptr [r15 + r9 + 320]
-    mov rbp, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    vmovdqu xmmword ptr [r15 + 0], xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    mov rax, rbp
+    movzx eax, al
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, r9d
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    test dword ptr [r15 + 67117723], 1574912
     jz 1f
 1:
-    add rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    mov r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm8, xmm8, xmm8
-    mov r8d, 163
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 193
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r8d
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov rax, rbp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ebp
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 128], ymm15
     and r8, 64
-    and eax, dword ptr [r15 + r8 + 128]
-    and eax, dword ptr [r15 + rbp + 192]
-    movzx ebp, al
-    mov qword ptr [r15 + r9 + 384], rcx
-    mov dword ptr [r15 + r8 + 64], ebp
+    lea rbp, [r11 + r11*4]
+    movzx eax, byte ptr [r15 + r8 + 320]
+    movzx edi, r9b
+    mov rdi, rsi
+    and rbp, 8128
+    add rdi, qword ptr [r15 + rbp + 7744]
+    mov byte ptr [r15 + rbp + 7488], dil
+    movsxd rdi, dword ptr [r15 + rbp + 7680]
+    jmp 1f
+1:
+    test ebx, 304
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 7616], ymm15
+    mov edi, ebp
+    vmovq xmm15, rdi
+    mov rdi, qword ptr [r15 + rbp + 7552]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + r9 + 64]
+    mov qword ptr [r15 + r8 + 384], rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c7:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r11*4]
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 640], ebp
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov eax, 43
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 183
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov eax, 141
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 167
-    test bl, 72
+    mov dword ptr [r15 + 0], eax
+    vmovdqu xmm15, xmmword ptr [r15 + 0]
+    mov rax, rbp
+    add r8, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 67108872
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 52
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, 7
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 239
-    mov dword ptr [r15 + 0], ebp
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 0], rbp
-    and r8d, dword ptr [r15 + 0]
-    mov ecx, 9
-    and rbp, 64
-    add r8, qword ptr [r15 + rbp + 128]
-    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    test bl, 40
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    add rcx, qword ptr [r15 + r8 + 320]
-    and r9, 64
-    and ecx, dword ptr [r15 + r9 + 64]
-    mov qword ptr [r15 + rbp + 64], rcx
-    mov ecx, ebp
+    inc dword ptr [r15 + r8 + 448]
+    vmovdqu ymmword ptr [r15 + r8 + 512], ymm15
+    mov dword ptr [r15 + rbp + 576], r8d
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + r8 + 384]
-    and ecx, dword ptr [r15 + r9 + 128]
+    test dword ptr [r15 + 67117723], 1048577
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 704], 116
+    and r8, 64
+    mov byte ptr [r15 + r8 + 320], r8b
+    mov rax, r8
+    mov dword ptr [r15 + rbp + 768], eax
+    mov byte ptr [r15 + r8 + 384], sil
+    movzx eax, r8b
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
 // block 5: 512 bytes, 2 chunk(s), 2 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117760]
+    mov rbx, qword ptr [r15 + 67117768]
     lea rcx, [rbx + 2]
-    mov qword ptr [r15 + 67117760], rcx
+    mov qword ptr [r15 + 67117768], rcx
     mov r13d, 2
     jmp .Lc1_b5_c0
     .p2align 6
 .Lc1_b5_c0:
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx eax, cl
-    movzx ecx, r8b
+    mov rax, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 21
-    mov byte ptr [r15 + 0], cl
-    and ecx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov eax, 56
+    mov eax, 16
     test ebx, 1073741824
     jnz 1f
 1:
-    vpshufd xmm8, xmm14, 21
+    .byte 0x66, 0x90
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    bt rcx, rcx
-    mov ecx, 81
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    mov rax, rcx
-    add rax, qword ptr [r15 + 0]
+    lea r8, [r11*4]
+    mov dword ptr [r15 + 0], 115
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov dword ptr [r15 + 0], ecx
+    and r8, 192
+    mov byte ptr [r15 + r8 + 704], r8b
     lea rbp, [r11 + r11*1]
-    test bl, 4
-    jz 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
     and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 448], 69
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
-    vmovq qword ptr [r15 + r8 + 320], xmm8
-    imul r8, qword ptr [r15 + rbp + 512]
-    and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 192]
-    movzx ecx, byte ptr [r15 + r9 + 256]
+    movzx eax, byte ptr [r15 + rbp + 128]
+    mov byte ptr [r15 + rbp + 64], cl
+    mov qword ptr [r15 + r8 + 640], rcx
+    lea rbp, [r11 + r11*1]
+    mov ecx, r8d
+    mov dword ptr [r15 + r8 + 768], 24
+    and rbp, 64
+    movsxd rcx, dword ptr [r15 + rbp + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 576], bpl
+    mov ecx, 87
+    mov ecx, 12
+    mov ecx, dword ptr [r15 + rbp + 192]
+    mov r8d, eax
+    mov r8d, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 256]
-    add r9, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    add r9, qword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 0], eax
+    movzx eax, cl
+    vmovdqu xmm15, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 33554432
+    jz 1f
+1:
+    mov eax, 70
+    mov dword ptr [r15 + 0], 180
+    mov dword ptr [r15 + 0], 93
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, 218
-    and r9d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    mov eax, eax
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, 103
-    movzx r9d, r9b
+    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 20
-    jnz 1f
-1:
-    mov r9d, 64
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 105
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 320]
     lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 192], r8
+    mov qword ptr [r15 + 0], rcx
     and r8, 64
-    vmovdqu xmmword ptr [r15 + r8 + 64], xmm8
-    mov qword ptr [r15 + r9 + 384], r8
-    movzx r9d, byte ptr [r15 + r8 + 128]
+    movzx eax, byte ptr [r15 + r8 + 320]
+    lea rbp, [r11 + r11*1]
+    test bl, 36
+    jnz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 23
+    lea r9, [r11 + r11*1]
+    inc dword ptr [r15 + r8 + 384]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], r9d
+    mov r8d, dword ptr [r15 + r9 + 448]
+    movsxd r9, dword ptr [r15 + rbp + 64]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 2048 bytes, 8 chunk(s), 8 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117768]
-    lea rcx, [rbx + 8]
-    mov qword ptr [r15 + 67117768], rcx
-    mov r13d, 8
+// block 6: 2048 bytes, 8 chunk(s), 16 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117776]
+    lea rcx, [rbx + 16]
+    mov qword ptr [r15 + 67117776], rcx
+    mov r13d, 16
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    and ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 194
-    mov qword ptr [r15 + 0], rcx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r9, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 191
+    test dword ptr [r15 + 67117723], 524800
+    jz 1f
+1:
+    mov eax, 131
+    movzx eax, al
+    mov eax, eax
+    mov eax, dword ptr [r15 + 0]
+    mov r9d, eax
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    mov byte ptr [r15 + 0], cl
+    mov r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov r9d, 217
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    test bl, 48
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    movzx eax, r9b
     lea r9, [r11 + r11*1]
-    test bl, 16
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + 0]
+    mov eax, eax
+    mov rax, rcx
     and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 128]
+    movzx eax, byte ptr [r15 + r9 + 128]
     lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], 174
+    test ebx, 1073741824
+    jnz 1f
+1:
     and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 448]
-    mov rdx, rax
-    test bl, 24
+    mov qword ptr [r15 + rbp + 384], r8
+    lea r8, [r11 + r11*1]
+    movzx eax, sil
+    mov eax, ecx
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 197
+    mov rax, r8
+    test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r9 + 64], rdx
-    movzx edx, dl
-    and edx, dword ptr [r15 + rbp + 512]
-    .byte 0x0f, 0x1f, 0x00
-    mov ebp, dword ptr [r15 + r8 + 384]
+    mov byte ptr [r15 + r8 + 448], al
+    movzx ecx, bpl
+    mov r8, qword ptr [r15 + r9 + 64]
+    mov r9, r8
+    mov dword ptr [r15 + rbp + 320], 217
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    lea rbp, [r11*8]
-    vpaddd xmm8, xmm8, xmm8
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1664], edx
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 99
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r8d
-    mov qword ptr [r15 + rbp + 1472], rdx
-    lea r8, [r11*4]
-    movzx edi, byte ptr [r15 + rbp + 1536]
-    and r8, 192
-    mov byte ptr [r15 + r8 + 576], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 1600], 14
-    mov dword ptr [r15 + r8 + 704], edi
-    mov edi, dword ptr [r15 + r8 + 768]
-    movzx edx, dil
-    and edx, dword ptr [r15 + rbp + 1344]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3648], 133
+    mov ecx, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov rdi, qword ptr [r15 + rbp + 1408]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
-    mov ebp, r8d
-    mov rbp, qword ptr [r15 + r9 + 320]
-    movzx r9d, byte ptr [r15 + r8 + 640]
+    mov rcx, rax
+    mov rax, rcx
+    mov ecx, r9d
+    mov eax, dword ptr [r15 + r9 + 3712]
+    mov rcx, r9
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, r9d
+    mov ecx, dword ptr [r15 + r9 + 3456]
+    vmovdqu ymmword ptr [r15 + r9 + 3776], ymm15
+    and ecx, dword ptr [r15 + r9 + 3584]
+    lea rbp, [r11 + r11*1]
+    mov rax, qword ptr [r15 + r9 + 3840]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    movzx esi, byte ptr [r15 + rbp + 64]
+    mov qword ptr [r15 + rbp + 128], r8
+    mov byte ptr [r15 + r9 + 3520], dil
+    mov qword ptr [r15 + r9 + 3392], r8
+    movzx r9d, byte ptr [r15 + r8 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c2:
-    mov r8d, 117
-    lea r8, [r11 + r11*1]
-    mov r9d, 217
-    mov r9d, 206
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], bpl
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov esi, 220
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    imul rbp, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    test dword ptr [r15 + 67117724], 135279152
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rax
+    mov qword ptr [r15 + 0], rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 3800
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 192
-    add rbp, qword ptr [r15 + r9 + 704]
-    mov dword ptr [r15 + r8 + 256], 65
+    mov byte ptr [r15 + 0], r8b
+    mov esi, 150
+    mov eax, esi
+    mov qword ptr [r15 + 0], r9
+    mov rsi, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rbp
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea rbp, [r11 + r11*1]
-    movzx r8d, dil
+    vmovdqu ymmword ptr [r15 + 0], ymm9
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
     and rbp, 64
-    add r8, qword ptr [r15 + rbp + 64]
-    mov rdi, qword ptr [r15 + r9 + 576]
-    and edi, dword ptr [r15 + r9 + 640]
-    vmovdqu xmmword ptr [r15 + r9 + 768], xmm8
+    mov byte ptr [r15 + rbp + 512], bpl
+    and r9, 64
+    mov byte ptr [r15 + r9 + 256], r9b
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], r8
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r8d, edi
-    mov r9, r8
-    mov r8d, dword ptr [r15 + rbp + 128]
-    vpshufd xmm8, xmm8, 2
-    mov r9d, r8d
+    mov esi, 39
+    mov qword ptr [r15 + r8 + 64], rcx
+    mov byte ptr [r15 + r9 + 192], sil
+    mov byte ptr [r15 + rbp + 448], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c3:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 121
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, sil
+    test dword ptr [r15 + 67117723], 3
+    jz 1f
+1:
+    mov eax, eax
+    mov eax, 40
+    mov rsi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 238
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov eax, 248
+    test dword ptr [r15 + 67117723], 132096
+    jnz 1f
+1:
+    movzx eax, dil
+    and rbp, 64
     lea r8, [r11 + r11*1]
-    mov r9, r8
-    mov r9d, 136
+    mov byte ptr [r15 + rbp + 384], r8b
+    movzx eax, r8b
     and r8, 64
-    mov qword ptr [r15 + r8 + 448], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 32
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, r9d
-    mov dword ptr [r15 + 0], 3
+    mov dword ptr [r15 + r8 + 256], 76
+    mov eax, 120
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 166
-    mov dword ptr [r15 + 0], r9d
-    mov r9, r9
-    mov dword ptr [r15 + 0], 70
-    mov qword ptr [r15 + 0], r9
-    test bl, 72
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rbp
-    mov byte ptr [r15 + 0], dil
-    test bl, 16
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 512], rbp
-    and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 320]
-    mov r8d, dword ptr [r15 + rbp + 384]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, dl
-    mov r8, rdx
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 256]
-    mov edi, r8d
-    mov byte ptr [r15 + rbp + 192], dil
+    .byte 0x66, 0x90
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 192], rbp
+    mov rdi, qword ptr [r15 + rbp + 320]
+    and r9, 64
+    movsxd r8, dword ptr [r15 + r9 + 64]
+    mov qword ptr [r15 + r9 + 128], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c4:
-    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    movzx r8d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 152
+    mov qword ptr [r15 + 0], r8
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    movzx r8d, r8b
     mov r8, r8
-    mov r9d, 173
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    movzx ebp, r8b
-    and r8, 448
-    add rbp, qword ptr [r15 + r8 + 1216]
-    add r9, qword ptr [r15 + r8 + 1152]
-    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
+1:
+    mov r8d, 16
+    vmovdqu xmm15, xmmword ptr [r15 + 0]
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r8
+    mov r8d, r8d
+    mov byte ptr [r15 + 0], al
+    nop
+    movzx r8d, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    movzx eax, dil
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    movsxd rdi, dword ptr [r15 + r8 + 448]
+    movzx eax, r9b
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 384], r9
+    lea r9, [r11 + r11*1]
+    mov eax, r9d
+    test ebx, 1073741824
+    jz 1f
 1:
     and r9, 64
-    add rbp, qword ptr [r15 + r9 + 256]
-    vmovdqu ymmword ptr [r15 + r8 + 960], ymm8
-    mov qword ptr [r15 + r9 + 192], rbp
-    add rbp, qword ptr [r15 + r8 + 1280]
-    mov qword ptr [r15 + r8 + 1088], rbp
-    lea rbp, [r11 + r11*1]
-    test bl, 24
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 1024], r9b
-    and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 448]
-    mov byte ptr [r15 + rbp + 512], r8b
-    mov rbp, qword ptr [r15 + r8 + 896]
-    and ebp, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + r9 + 320], 101
+    movsxd rdi, dword ptr [r15 + r8 + 512]
+    mov r8d, r8d
+    movsxd r8, dword ptr [r15 + r9 + 384]
+    and r9d, dword ptr [r15 + rbp + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c5:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 64]
-    mov qword ptr [r15 + rbp + 128], rdi
+    lea rbp, [r11*8]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 1088], rdi
+    movzx r9d, bpl
+    inc dword ptr [r15 + rbp + 1152]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov qword ptr [r15 + 0], rbp
-    test bl, 16
-    jz 1f
-1:
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], eax
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rbp, rbp
-    movzx ebp, bpl
-    mov dword ptr [r15 + 0], 230
+    mov r8d, 126
+    movzx r8d, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov rbp, rbp
-    test bl, 16
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, 192
-    mov byte ptr [r15 + 0], bpl
-    mov ebp, 140
-    movsxd rbp, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], r8d
+    lea r9, [r11 + r11*1]
     and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
+    movsxd rdi, dword ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + rbp + 896], 159
     and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm8
-    mov rbp, r9
-    movsxd rbp, dword ptr [r15 + r9 + 448]
-    mov r9d, dword ptr [r15 + r8 + 256]
-    mov r8d, 48
+    mov dword ptr [r15 + r9 + 128], r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, r9d
+    mov dword ptr [r15 + r9 + 64], ebp
+    and r9d, dword ptr [r15 + rbp + 832]
+    add rdi, qword ptr [r15 + rbp + 960]
+    mov dword ptr [r15 + rbp + 1024], r8d
+    mov eax, dword ptr [r15 + rbp + 1280]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 1216], r8
+    mov rdi, r8
+    movzx edi, dil
+    mov dword ptr [r15 + r8 + 384], edi
+    mov edi, 63
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c6:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r8d, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 152
-    test bl, 40
+    mov byte ptr [r15 + 0], dil
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], 49
+    test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    mov r8d, r8d
-    mov r8, r9
-    mov qword ptr [r15 + 0], rdi
-    .byte 0x0f, 0x1f, 0x00
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 98
+    mov r9, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 4
+    jnz 1f
+1:
+    mov r8d, 203
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    lea r8, [r11 + r11*1]
+    movzx eax, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 191
-    mov r8d, 165
-    mov r8d, r8d
-    mov r8, r8
-    mov r8, qword ptr [r15 + 0]
-    test bl, 72
-    jnz 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 256]
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], edx
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 128]
-    test ebx, 1073741824
+    mov edi, dword ptr [r15 + r8 + 192]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    lea r8, [r11 + r11*1]
+    test dword ptr [r15 + 67117723], 2050
     jnz 1f
 1:
-    lea r8, [r11*4]
-    mov edx, dword ptr [r15 + r9 + 320]
-    and r8, 192
-    movsxd r9, dword ptr [r15 + r8 + 640]
-    movsxd rcx, dword ptr [r15 + r8 + 704]
-    add r9, qword ptr [r15 + rbp + 64]
-    add rdx, qword ptr [r15 + r8 + 768]
-    mov qword ptr [r15 + r8 + 576], rdx
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 196
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], r8d
+    mov rdi, qword ptr [r15 + r9 + 64]
+    vmovdqu xmm15, xmmword ptr [r15 + r8 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c7:
-    lea r9, [r11 + r11*1]
-    mov edx, r9d
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 128]
+    lea r9, [r11*4]
+    mov edi, r8d
+    and r9, 8128
+    mov r8, qword ptr [r15 + r9 + 7680]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 16
-    jz 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm8
-    add rcx, qword ptr [r15 + 0]
-    movzx edi, cl
-    mov qword ptr [r15 + 0], rdi
-    add rbp, qword ptr [r15 + 0]
+    movzx edi, al
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    movzx ebp, dl
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpaddd xmm8, xmm8, xmm8
-    movzx ebp, byte ptr [r15 + 0]
-    mov edi, 24
-    and edi, dword ptr [r15 + 0]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 12
+    rep movsb
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + r9 + 64]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], ebp
-    lea r8, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm15
+    and r8, 192
+    mov byte ptr [r15 + r8 + 768], r8b
+    mov edi, 9
+    lea rbp, [r11 + r11*2]
+    mov ecx, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], 48
-    movsxd r9, dword ptr [r15 + r8 + 384]
-    mov r8, qword ptr [r15 + rbp + 512]
-    mov ebp, ecx
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 896], esi
+    mov dword ptr [r15 + r8 + 640], 138
+    mov ecx, dword ptr [r15 + r8 + 704]
+    mov qword ptr [r15 + rbp + 960], rcx
+    movsxd rcx, dword ptr [r15 + r9 + 7616]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + r9 + 7552]
+    mov rsi, rcx
+    movsxd rcx, dword ptr [r15 + r8 + 576]
+    mov dword ptr [r15 + rbp + 832], 241
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
-// block 7: 2048 bytes, 8 chunk(s), 8 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117776]
-    lea rcx, [rbx + 8]
-    mov qword ptr [r15 + 67117776], rcx
-    mov r13d, 8
+// block 7: 2048 bytes, 8 chunk(s), 4 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117784]
+    lea rcx, [rbx + 4]
+    mov qword ptr [r15 + 67117784], rcx
+    mov r13d, 4
+    mov eax, ebx
+    and eax, 7
+    lea rcx, [rip + .Lc1_b7_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp rcx
+    .p2align 3
+.Lc1_b7_stubs:
+    .p2align 3
     jmp .Lc1_b7_c0
+    .p2align 3
+    jmp .Lc1_b7_c1
+    .p2align 3
+    jmp .Lc1_b7_c2
+    .p2align 3
+    jmp .Lc1_b7_c3
+    .p2align 3
+    jmp .Lc1_b7_c4
+    .p2align 3
+    jmp .Lc1_b7_c5
+    .p2align 3
+    jmp .Lc1_b7_c6
+    .p2align 3
+    jmp .Lc1_b7_c7
     .p2align 6
 .Lc1_b7_c0:
-    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
     jmp 1f
 1:
-    and rbp, 192
-    add rcx, qword ptr [r15 + rbp + 576]
-    mov r8, rcx
-    mov qword ptr [r15 + 0], r9
-    mov ecx, r9d
+    add rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 24
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 57
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
-    movzx r8d, bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, r8d
-    movzx r8d, r8b
-    mov r8, qword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov ecx, 218
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rcx
+    mov dword ptr [r15 + 0], eax
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    mov eax, 40
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], dl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    vmovdqu xmmword ptr [r15 + r8 + 512], xmm15
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 52
-    mov ecx, edx
     and r9, 64
-    vmovq qword ptr [r15 + r9 + 512], xmm8
-    mov ecx, 148
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], rdi
-    add qword ptr [r15 + r9 + 448], r9
-    and ecx, dword ptr [r15 + rbp + 768]
-    movzx r9d, cl
-    mov r9, qword ptr [r15 + rbp + 640]
-    add r9, qword ptr [r15 + rbp + 704]
-    mov qword ptr [r15 + r8 + 128], r8
+    mov dword ptr [r15 + r9 + 320], 173
+    mov rax, r9
+    mov eax, dword ptr [r15 + r9 + 384]
+    vmovdqu xmmword ptr [r15 + rbp + 320], xmm15
+    mov rcx, qword ptr [r15 + r8 + 448]
+    mov r8d, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c1:
-    mov r9d, ecx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea r8, [r11 + r11*1]
+    mov eax, ecx
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 207
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    vpshufd xmm8, xmm8, 207
-    mov byte ptr [r15 + 0], dl
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 43
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
+    movzx ecx, cl
+    mov byte ptr [r15 + 0], r8b
+    test dword ptr [r15 + 67117723], 16777216
+    jz 1f
+1:
     jmp 1f
 1:
     movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 204
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test bl, 168
-    jz 1f
-1:
-    mov r9d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov r9d, 232
-    mov r9d, r9d
-    mov dword ptr [r15 + 0], r8d
-    mov r9, r8
-    test bl, 16
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and r9, 192
-    mov rcx, qword ptr [r15 + r9 + 704]
-    mov byte ptr [r15 + r9 + 576], cl
-    vmovdqu ymmword ptr [r15 + r9 + 768], ymm8
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
+    lea rbp, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    vmovq qword ptr [r15 + r8 + 256], xmm8
-    jmp 1f
-1:
     and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 512], ymm8
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 320], al
+    mov dword ptr [r15 + rbp + 384], r9d
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 64]
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 640], rbp
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 448], ymm8
+    mov byte ptr [r15 + r8 + 512], al
+    vmovq xmm15, r9
+    movsxd rbp, dword ptr [r15 + r9 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c2:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r8, r9
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 512], rbp
+    mov rax, rbp
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + r9 + 384], 222
+    movzx r9d, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 12
-    rep stosb
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 175
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], dil
+    vpshufd xmm15, xmm15, 119
+    mov dword ptr [r15 + 0], edi
+    movzx r9d, al
+    mov r9d, 254
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    movzx edi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    add rdi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 16
+    movzx r9d, al
+    jmp 1f
+1:
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov edi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 16
-    jz 1f
-1:
-    mov ecx, ecx
-    lea r8, [r11 + r11*1]
-    and rbp, 64
+    vmovdqu ymmword ptr [r15 + 0], ymm15
     lea r9, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + rbp + 448]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 223
     and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 448], ymm8
-    mov byte ptr [r15 + rbp + 512], r9b
-    vmovq qword ptr [r15 + r9 + 512], xmm8
-    mov dword ptr [r15 + r8 + 128], r9d
-    jmp 1f
+    mov dword ptr [r15 + r9 + 256], r9d
+    test dword ptr [r15 + 67117723], 268435456
+    jnz 1f
 1:
+    movzx edi, r9b
+    movzx edi, dil
+    and eax, dword ptr [r15 + rbp + 448]
+    mov edi, eax
+    mov rdi, r9
+    mov qword ptr [r15 + r9 + 192], rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c3:
-    and r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    bswap r9
-    and r9d, dword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov r8d, 56
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 140
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 221
-    mov r9, r9
-    mov r9, r9
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r9b
+    lea rbp, [r11 + r11*4]
     and r9, 64
-    mov byte ptr [r15 + r9 + 384], r9b
-    test ebx, 1073741824
-    jnz 1f
+    mov dword ptr [r15 + r9 + 128], edi
+    jmp 1f
+1:
+    and rbp, 1984
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + rbp + 1344]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov rdi, r8
+    movzx edi, dil
+    and r8, 64
+    add rdi, qword ptr [r15 + r8 + 320]
+    test dword ptr [r15 + 67117724], 536903682
+    jz 1f
+1:
+    movzx edi, dil
+    jmp 1f
 1:
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    vmovdqu xmmword ptr [r15 + r8 + 512], xmm8
-    add rcx, qword ptr [r15 + r9 + 320]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ebp
-    mov byte ptr [r15 + rbp + 64], bpl
-    mov rbp, qword ptr [r15 + r8 + 448]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rax, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + rbp + 1536], bpl
+    mov rdi, rax
+    mov byte ptr [r15 + r8 + 384], r9b
+    mov eax, 139
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 24
+    mov qword ptr [r15 + rbp + 1472], rdi
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 1408], eax
+    mov dword ptr [r15 + rbp + 1600], 45
+    mov dword ptr [r15 + r9 + 64], 76
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c4:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r11 + r11*4]
+    and rbp, 1984
+    imul rax, qword ptr [r15 + rbp + 1472]
     jmp 1f
 1:
-    mov ebp, 5
-    mov rbp, rbp
+    lea r8, [r11 + r11*1]
+    movsxd rdi, dword ptr [r15 + rbp + 1600]
+    and r8, 64
+    vmovq qword ptr [r15 + r8 + 384], xmm15
+    mov dword ptr [r15 + rbp + 1344], 171
+    lea r9, [r11 + r11*2]
+    mov rcx, r9
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    test bl, 32
+    jnz 1f
+1:
+    mov eax, 147
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    lea rbp, [r11 + r11*1]
-    test bl, 16
-    jz 1f
-1:
-    lea r8, [r11*8]
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 384]
-    and r8, 1984
-    add rcx, qword ptr [r15 + r8 + 1792]
-    mov qword ptr [r15 + r8 + 1664], rcx
-    mov dword ptr [r15 + r8 + 1408], ecx
-    mov ecx, ebp
-    movzx ecx, cl
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + r8 + 1472], 214
+    mov eax, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 1536], bpl
-    mov dword ptr [r15 + r8 + 1600], 211
-    lea r9, [r11 + r11*1]
-    and ecx, dword ptr [r15 + rbp + 320]
-    mov byte ptr [r15 + r8 + 1728], cl
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 192]
-    mov ebp, dword ptr [r15 + r9 + 256]
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, esi
+    test dword ptr [r15 + 67117723], 4096
+    jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm15, xmmword ptr [r15 + rbp + 1536]
+    mov qword ptr [r15 + r9 + 896], r8
+    mov rax, qword ptr [r15 + r9 + 960]
+    mov dword ptr [r15 + r8 + 320], eax
+    mov qword ptr [r15 + rbp + 1408], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c5:
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 119
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*8]
     jmp 1f
 1:
+    mov eax, 39
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm15, xmm15, xmm3
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], eax
+    movzx eax, bpl
+    lea r8, [r11*8]
+    jmp 1f
+1:
+    and r8, 448
+    mov byte ptr [r15 + r8 + 1152], r8b
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 1152]
-    movsxd r8, dword ptr [r15 + r9 + 1024]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], bpl
-    mov dword ptr [r15 + r9 + 832], 140
+    vpcmpeqb xmm15, xmm15, xmm13
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 832], r9b
+    and r9, 64
+    mov byte ptr [r15 + r9 + 384], r9b
+    mov rax, r9
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 384], 219
-    movsxd rbp, dword ptr [r15 + r9 + 1088]
-    jmp 1f
+    vmovdqu ymmword ptr [r15 + rbp + 256], ymm15
+    mov qword ptr [r15 + r8 + 1088], rax
+    test dword ptr [r15 + 67117724], 36
+    jnz 1f
 1:
-    and ebp, dword ptr [r15 + r9 + 960]
-    test bl, 16
-    jz 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 1280], 120
-    mov rcx, qword ptr [r15 + r9 + 1216]
-    movzx ebp, cl
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 128]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 11
-    rep stosb
-    mov dword ptr [r15 + r9 + 896], 40
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 64], dil
+    mov rax, qword ptr [r15 + r8 + 960]
+    movzx ebp, byte ptr [r15 + r8 + 1216]
+    mov dword ptr [r15 + r8 + 1024], 84
+    movzx edi, byte ptr [r15 + r9 + 320]
+    vpxor xmm15, xmm15, xmm7
+    mov dword ptr [r15 + r8 + 896], edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c6:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11*8]
-    jmp 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 448], r8b
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1664], r9
-    mov r8d, 7
-    mov r8d, 127
-    movzx r8d, r8b
-    add r8, qword ptr [r15 + r9 + 1344]
+    lea rbp, [r11*4]
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 640], bpl
+    mov edi, 193
+    vmovdqu ymmword ptr [r15 + rbp + 576], ymm15
+    mov byte ptr [r15 + 0], cl
+    mov rdi, rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 32
+    mov ecx, edi
+    mov ecx, ecx
+    mov dword ptr [r15 + 0], ecx
+    test bl, 96
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
+    imul rdi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 140
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, 152
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 7984
-    jz 1f
-1:
-    add r8, qword ptr [r15 + r9 + 1408]
-    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov eax, 166
-    mov byte ptr [r15 + r9 + 1728], al
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm8
-    movsxd rax, dword ptr [r15 + rbp + 512]
-    mov ebp, dword ptr [r15 + r9 + 1600]
-    mov ecx, dword ptr [r15 + r9 + 1536]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rbp
-    mov dword ptr [r15 + r9 + 1472], 232
-    mov rbp, rbp
-    mov ebp, 205
-    mov dword ptr [r15 + r8 + 384], ebp
+    mov ecx, 180
     jmp 1f
 1:
+    mov rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
+    mov rdi, rsi
+    popcnt rdi, rdi
+    movzx edi, dil
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 320], ymm15
+    movsxd rdi, dword ptr [r15 + rbp + 704]
+    and r9, 64
+    add qword ptr [r15 + r9 + 320], rsi
+    mov ecx, r9d
+    mov qword ptr [r15 + r8 + 384], rcx
+    mov qword ptr [r15 + rbp + 768], rcx
+    mov dword ptr [r15 + r9 + 384], ecx
     add r11, 64
     inc rbx
     dec r13
@@ -17486,362 +17632,335 @@ ditto_body_c1:
 .Lc1_b7_c7:
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
     jmp 1f
 1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov rcx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 15
+    lea r9, [r11*8]
+    mov ecx, 130
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    movzx ecx, r9b
-    jmp 1f
-1:
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 448]
-    lea rbp, [r11 + r11*4]
+    lea r8, [r11*4]
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3520]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1472], r8b
+    mov dword ptr [r15 + r8 + 1536], 48
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3648], 175
-    and r8, 64
-    and ecx, dword ptr [r15 + r8 + 384]
+    mov byte ptr [r15 + r8 + 1344], sil
+    mov ecx, r8d
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 3712], 12
+    movzx ecx, bpl
+    movsxd rcx, dword ptr [r15 + r9 + 3456]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], 75
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + r9 + 3584]
+    movsxd rdi, dword ptr [r15 + r9 + 3648]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + r9 + 512]
-    test bl, 72
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + r8 + 320]
-    movsxd r8, dword ptr [r15 + rbp + 3584]
-    mov r9, rdi
-    mov r9d, dword ptr [r15 + rbp + 3392]
-    and r9d, dword ptr [r15 + rbp + 3520]
-    mov dword ptr [r15 + rbp + 3456], r9d
+    mov dword ptr [r15 + r9 + 3392], 58
+    vmovq qword ptr [r15 + rbp + 512], xmm15
+    mov dword ptr [r15 + r8 + 1408], 94
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
 // block 8: 1024 bytes, 4 chunk(s), 20 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117784]
+    mov rbx, qword ptr [r15 + 67117792]
     lea rcx, [rbx + 20]
-    mov qword ptr [r15 + 67117784], rcx
+    mov qword ptr [r15 + 67117792], rcx
     mov r13d, 20
     jmp .Lc1_b8_c0
     .p2align 6
 .Lc1_b8_c0:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], 161
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 8
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, r9
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov r9d, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 46
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov dword ptr [r15 + 0], 0
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    movsxd r9, dword ptr [r15 + 0]
+    movzx ecx, al
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 3992
-    jz 1f
-1:
-    lock or dword ptr [r15 + 0], 92
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 16320
-    mov ecx, dword ptr [r15 + r9 + 15680]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movzx ecx, dil
     lea rbp, [r11 + r11*1]
-    mov rcx, rbp
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 121
+    inc dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 1073741824
+    jnz 1f
+1:
+    movzx ecx, bpl
     and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 128]
+    vmovdqu ymmword ptr [r15 + rbp + 384], ymm15
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 251
+    mov ecx, dword ptr [r15 + rbp + 320]
+    mov rbp, r11
+    mov rax, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, cl
+    and rbp, 16320
+    movsxd rcx, dword ptr [r15 + rbp + 15680]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, ebp
+    movzx ebp, bpl
+    mov rbp, rbp
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 448], 8
-    mov dword ptr [r15 + rbp + 64], ecx
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], al
+    mov qword ptr [r15 + rbp + 192], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, 71
+    mov rax, rax
+    mov rax, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rax
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 131088
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, bpl
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    test bl, 8
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 174
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 960], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    movzx r9d, cl
-    mov ecx, r9d
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 896], ecx
-    mov edi, ebp
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 64], ymm8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + r9 + 128]
-    movzx r9d, cl
-    vmovq qword ptr [r15 + rbp + 1280], xmm8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r9, qword ptr [r15 + rbp + 1216]
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 192
+    mov rax, qword ptr [r15 + rbp + 768]
     lea r8, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + rbp + 1024], ymm8
-    and r8, 64
-    mov qword ptr [r15 + r8 + 512], r8
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 448], 90
-    mov r8d, dword ptr [r15 + rbp + 1152]
-    mov qword ptr [r15 + rbp + 1088], r8
+    mov edx, eax
+    mov eax, 51
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 128]
+    lea r9, [r11 + r11*1]
+    test bl, 16
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 576], r9d
+    movzx eax, bpl
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 704], r9b
+    mov qword ptr [r15 + r9 + 64], rax
+    mov dword ptr [r15 + r8 + 64], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, r8d
+    movsxd r9, dword ptr [r15 + rbp + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c2:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r8d, dword ptr [r15 + 0]
-    mov rbp, r8
-    test ebx, 1073741824
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r11*4]
+    lea r9, [r11 + r11*1]
+    and rbp, 192
+    add qword ptr [r15 + rbp + 640], rbp
+    mov qword ptr [r15 + rbp + 704], rbp
+    and r9, 64
+    mov qword ptr [r15 + r9 + 256], r9
+    test ebx, 15584
     jnz 1f
 1:
-    mov r8, rbp
-    mov qword ptr [r15 + 0], rax
-    and r8d, dword ptr [r15 + 0]
-    test bl, 20
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 1024
+    jz 1f
+1:
+    mov rax, r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rbp
-    mov byte ptr [r15 + 0], bpl
-    movzx ebp, r8b
-    mov ebp, 81
-    test bl, 40
-    jnz 1f
-1:
-    movzx ebp, r8b
-    mov r8, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    test bl, 16
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    add rbp, qword ptr [r15 + r8 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 512], r9
-    mov edi, ebp
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    add r9, qword ptr [r15 + r8 + 64]
-    mov dword ptr [r15 + rbp + 320], r9d
-    add r9, qword ptr [r15 + r8 + 128]
+    movzx eax, r8b
+    mov rax, r8
+    mov qword ptr [r15 + r8 + 384], rax
+    test dword ptr [r15 + 67117723], 128
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + rbp + 576]
+    movzx eax, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 768], al
+    vmovdqu ymmword ptr [r15 + r9 + 192], ymm15
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c3:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + 0], edi
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117723], 24
     jnz 1f
 1:
-    mov r9, r9
+    mov dword ptr [r15 + 0], 236
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    lea r9, [r11 + r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 4032
-    mov r8, qword ptr [r15 + r9 + 3456]
-    lea r8, [r11 + r11*4]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], r9d
-    mov dword ptr [r15 + rbp + 192], 173
-    test bl, 12
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
+    mov dword ptr [r15 + 0], eax
+    test dword ptr [r15 + 67117723], 7410306
+    jz 1f
 1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 58
-    movsxd rbp, dword ptr [r15 + r9 + 3392]
-    mov ecx, ebp
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 67108864
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 3584], rbp
-    add rbp, qword ptr [r15 + r8 + 7744]
-    mov qword ptr [r15 + r8 + 7552], rbp
+    mov rax, qword ptr [r15 + r8 + 64]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 64], r9b
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 128], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, bpl
-    mov dword ptr [r15 + r8 + 7616], edi
-    and ebp, dword ptr [r15 + r9 + 3520]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 7680], rbp
-    mov qword ptr [r15 + r9 + 3648], rbp
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], 94
+    mov dword ptr [r15 + r8 + 320], 90
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b8_c0
 .Lc1_b8_done:
-// block 9: 128 bytes, 1 chunk(s), 30 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117792]
-    lea rcx, [rbx + 30]
-    mov qword ptr [r15 + 67117792], rcx
-    mov r13d, 30
+// block 9: 128 bytes, 1 chunk(s), 29 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117800]
+    lea rcx, [rbx + 29]
+    mov qword ptr [r15 + 67117800], rcx
+    mov r13d, 29
     jmp .Lc1_b9_c0
     .p2align 6
 .Lc1_b9_c0:
-    mov rbp, r11
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 576], 92
+    mov ecx, 138
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r8, r11
     test bl, 4
     jz 1f
 1:
-    test ebx, 18432
-    jnz 1f
-1:
-    imul ebp, r8d, 9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
     test ebx, 1073741824
     jz 1f
 1:
     test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 4030
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 7168
-    jz 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
+1:
+    mov r9, r11
+    and r8, 8128
+    lock or dword ptr [r15 + r8 + 7488], 50
+    test ebx, 21504
+    jz 1f
+1:
+    test ebx, 16120
+    jnz 1f
+1:
+    and r9, 64
+    add r8, qword ptr [r15 + r9 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
 1:
     add r11, 64
     inc rbx
@@ -17849,2681 +17968,2603 @@ ditto_body_c1:
     jnz .Lc1_b9_c0
 .Lc1_b9_done:
 // block 10: 16384 bytes, 64 chunk(s), 64 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117800]
+    mov rbx, qword ptr [r15 + 67117808]
     lea rcx, [rbx + 64]
-    mov qword ptr [r15 + 67117800], rcx
+    mov qword ptr [r15 + 67117808], rcx
     mov r13d, 64
     jmp .Lc1_b10_c0
     .p2align 6
 .Lc1_b10_c0:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm8, xmm8, xmm8
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 174
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, dword ptr [r15 + 0]
-    mov r8, rdi
-    and ecx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 149
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    mov ecx, 47
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    mov rax, r9
     and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
+    mov rax, qword ptr [r15 + r8 + 512]
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    mov ebp, r8d
+    mov rbp, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 101
+    test ebx, 384
+    jz 1f
+1:
+    mov rax, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 120
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 8388608
+    jnz 1f
+1:
     lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + rbp + 64]
+    mov rax, r9
+    mov rax, qword ptr [r15 + r9 + 1408]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 320], 55
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 448]
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 256]
-    mov dword ptr [r15 + rbp + 192], ecx
-    and ecx, dword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + r8 + 448], 155
+    add rdi, qword ptr [r15 + r9 + 1472]
+    vmovdqu ymmword ptr [r15 + r9 + 1536], ymm15
+    mov byte ptr [r15 + rbp + 128], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*8]
-    and r8, 1984
-    mov r9, qword ptr [r15 + r8 + 1408]
     and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rbp
+    movsxd rax, dword ptr [r15 + rbp + 320]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + r8 + 3456], dil
+    mov dword ptr [r15 + r8 + 3648], eax
+    movsxd rax, dword ptr [r15 + r8 + 3520]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    mov eax, 47
+    mov qword ptr [r15 + r8 + 3712], rax
+    vpor xmm15, xmm15, xmm15
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + r8 + 3776]
+    mov edi, 100
+    test dword ptr [r15 + 67117724], 4096
+    jz 1f
+1:
     and r9, 64
-    add rcx, qword ptr [r15 + r9 + 448]
-    add rcx, qword ptr [r15 + r8 + 1472]
-    test ebx, 576
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    movzx edi, byte ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + r8 + 1856], edi
-    mov edi, dword ptr [r15 + r8 + 1728]
-    mov r9d, dword ptr [r15 + r8 + 1536]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + r8 + 1664]
-    mov dword ptr [r15 + r8 + 1600], edi
-    mov dword ptr [r15 + rbp + 320], 196
-    mov dword ptr [r15 + r8 + 1792], 116
+    mov dword ptr [r15 + r9 + 64], r8d
+    mov dword ptr [r15 + r9 + 128], eax
+    movsxd rax, dword ptr [r15 + r8 + 3584]
+    mov dword ptr [r15 + rbp + 384], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c2:
-    mov dword ptr [r15 + 0], 61
-    and edi, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb r9d, xmm8
-    movzx r9d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 256
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm15, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov rcx, rcx
     test ebx, 1073741824
-    jz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    mov edi, r8d
-    mov rdi, rdi
-    mov r8d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    test bl, 128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    lea r9, [r11*4]
-    mov dword ptr [r15 + 0], r9d
-    and r9, 192
-    vmovdqu ymmword ptr [r15 + r9 + 704], ymm8
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], bpl
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 196
-    test ebx, 10240
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 640], r8b
-    movsxd rdi, dword ptr [r15 + r9 + 576]
-    mov ecx, edi
-    movzx edi, byte ptr [r15 + r9 + 768]
-    mov r9, qword ptr [r15 + r8 + 192]
-    mov qword ptr [r15 + rbp + 384], r9
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], 88
+    lea r8, [r11 + r11*1]
+    and rbp, 192
+    movzx eax, byte ptr [r15 + rbp + 576]
+    and r8, 64
+    mov rdi, qword ptr [r15 + r8 + 320]
+    test dword ptr [r15 + 67117724], 65537
+    jnz 1f
+1:
+    mov rax, r9
+    mov eax, r9d
+    mov dword ptr [r15 + rbp + 640], r9d
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + rbp + 768]
+    test dword ptr [r15 + 67117724], 201326592
+    jz 1f
+1:
+    mov qword ptr [r15 + r9 + 512], rcx
+    movsxd r9, dword ptr [r15 + rbp + 704]
+    mov rax, r9
+    mov ebp, dword ptr [r15 + r8 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c3:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r11*8]
     lea r9, [r11 + r11*1]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3584], ebp
     and r9, 64
-    lea r8, [r11 + r11*8]
-    mov byte ptr [r15 + r9 + 448], r8b
-    and r8, 8128
-    add rdi, qword ptr [r15 + r8 + 8000]
+    mov dword ptr [r15 + r9 + 192], 216
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 231
-    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
+    mov rax, r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 106
     test ebx, 1073741824
     jnz 1f
 1:
+    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + r8 + 7680], 41
-    mov edi, edi
-    mov edi, 82
-    mov edi, dword ptr [r15 + r8 + 7744]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 320]
-    mov ecx, dword ptr [r15 + rbp + 384]
-    mov rbp, qword ptr [r15 + r8 + 7488]
-    mov rax, rbp
-    mov byte ptr [r15 + r8 + 7616], al
+    movzx eax, r8b
+    and r8, 64
+    and eax, dword ptr [r15 + r8 + 448]
+    or qword ptr [r15 + rbp + 3456], 41
+    mov dword ptr [r15 + rbp + 3776], 36
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + r8 + 7872]
-    vmovdqu xmmword ptr [r15 + r8 + 7552], xmm8
-    and ebp, dword ptr [r15 + r8 + 7808]
-    mov dword ptr [r15 + r8 + 7936], ebp
-    add rbp, qword ptr [r15 + r9 + 512]
+    movzx eax, r8b
+    mov eax, 213
+    movzx eax, bpl
+    mov qword ptr [r15 + rbp + 3648], rax
+    mov qword ptr [r15 + r8 + 512], rdi
+    test dword ptr [r15 + 67117724], 4097
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + rbp + 3520]
+    add r8, qword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + r9 + 256], r9d
+    mov r9d, 38
+    mov r9, qword ptr [r15 + rbp + 3712]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c4:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 64]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], ebp
+    movzx eax, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
+    mov eax, r9d
+    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 42
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov eax, 253
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 1536
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 262144
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 150
+    jmp 1f
+1:
     movzx eax, al
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 128], ymm15
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    add rax, qword ptr [r15 + 0]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], r9b
-    and r8, 192
-    mov qword ptr [r15 + r8 + 768], rbp
-    mov dword ptr [r15 + r8 + 576], r8d
-    mov rdi, r8
-    test ebx, 22464
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + r8 + 640]
-    movzx edi, al
-    and eax, dword ptr [r15 + rbp + 128]
-    mov qword ptr [r15 + r8 + 704], rax
-    mov rax, qword ptr [r15 + r9 + 256]
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + rbp + 64], 116
+    mov dword ptr [r15 + r9 + 320], eax
+    movzx ebp, al
+    and ebp, dword ptr [r15 + r8 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c5:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov qword ptr [r15 + 0], rax
-    mov rax, rax
-    movzx eax, byte ptr [r15 + 0]
-    add rdi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 189
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], rax
-    and r9, 64
     lea rbp, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + r9 + 512]
-    vmovq xmm8, rdi
     and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 448]
-    test bl, 128
+    mov eax, dword ptr [r15 + rbp + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 161
+    test ebx, 1073741824
     jz 1f
 1:
-    mov edi, edi
-    mov edi, 45
-    and edi, dword ptr [r15 + r8 + 320]
-    mov dword ptr [r15 + r9 + 448], edi
-    mov edi, dword ptr [r15 + rbp + 512]
+    mov qword ptr [r15 + 0], rdx
+    mov r8d, dword ptr [r15 + 0]
+    mov rax, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovq xmm15, rbp
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], 76
+    mov r8, qword ptr [r15 + 0]
+    mov rax, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2048
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    .byte 0x0f, 0x1f, 0x00
+    mov eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + rbp + 384], 60
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 128], ymm15
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 256]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 64], eax
+    mov dword ptr [r15 + rbp + 192], 91
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c6:
-    lea rbp, [r11*4]
-    mov edi, 178
-    and rbp, 192
-    and edi, dword ptr [r15 + rbp + 576]
-    mov r8, rdi
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov dword ptr [r15 + 0], 0
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 576
-    jz 1f
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 256
+    jnz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], 205
-    mov dword ptr [r15 + 0], 62
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 150
+    mov eax, 141
+    mov r8d, 2
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
+    mov rbp, rax
+    mov eax, r8d
+    mov eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov eax, eax
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, r8
-    mov edi, edi
+    mov dword ptr [r15 + rbp + 128], 238
+    mov eax, 173
     and r8, 64
-    mov dword ptr [r15 + r8 + 384], 211
-    mov rdi, r8
+    or qword ptr [r15 + r8 + 512], 47
+    mov eax, 8
+    mov rax, rax
+    mov eax, eax
     lea r9, [r11 + r11*1]
-    test bl, 128
-    jnz 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], r9b
-    .byte 0x66, 0x90
-    movzx edi, r9b
-    mov dword ptr [r15 + rbp + 704], edi
-    mov dword ptr [r15 + rbp + 640], 146
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov edi, r9d
-    mov byte ptr [r15 + r9 + 256], dil
-    add rdi, qword ptr [r15 + rbp + 768]
-    mov dword ptr [r15 + r8 + 320], edi
-    mov edi, 123
+    mov dword ptr [r15 + r8 + 448], 224
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 256], ymm15
+    mov r8, r9
+    mov r8, qword ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + r9 + 192], r8d
+    mov r8d, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c7:
-    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 0], 5
+    mov r8d, eax
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 147
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    mov rdi, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 320
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov r8d, 197
+    mov dword ptr [r15 + 0], 175
+    mov r8d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov edi, ebp
-    mov rdi, r9
-    mov dword ptr [r15 + 0], 188
-    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dil
+    and r8d, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11*4]
-    test bl, 128
-    jz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
-    and r8, 192
-    mov edi, dword ptr [r15 + r8 + 640]
-    lea r9, [r11 + r11*1]
-    mov eax, 95
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], r8b
-    mov eax, r9d
-    movsxd rax, dword ptr [r15 + r8 + 768]
+    mov dword ptr [r15 + 0], 2
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, ebp
-    mov rax, rax
-    mov eax, dword ptr [r15 + r9 + 256]
-    mov r9, qword ptr [r15 + r8 + 576]
-    mov dword ptr [r15 + rbp + 128], 19
-    mov rdi, qword ptr [r15 + r8 + 704]
+    movzx r8d, r8b
+    and r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 111
+    movzx r9d, r8b
+    mov r8d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + 0], bpl
+    and r9, 64
+    lea rbp, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + r9 + 512], ymm15
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 192], ymm15
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 64]
+    test ebx, 640
+    jnz 1f
+1:
+    mov rax, r8
+    vmovdqu ymmword ptr [r15 + r9 + 448], ymm15
+    mov r9, r9
+    movsxd r9, dword ptr [r15 + r8 + 128]
+    mov qword ptr [r15 + rbp + 256], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c8:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11*8]
-    and r9, 64
-    mov r8, qword ptr [r15 + r9 + 320]
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3584]
+    lea r9, [r11*8]
+    mov r8, r8
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 1152], ymm15
+    jmp 1f
+1:
+    mov r8, r8
+    mov r8, qword ptr [r15 + r9 + 1024]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 320
+    test ebx, 1152
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 250
+    movzx r8d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 82
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpshufd xmm15, xmm15, 195
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + r9 + 1216]
+    mov ebp, dword ptr [r15 + r9 + 832]
+    mov eax, r9d
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 960], r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 31
-    vmovq xmm8, rcx
-    movsxd rax, dword ptr [r15 + rbp + 3456]
-    movzx ecx, byte ptr [r15 + rbp + 3840]
-    mov r8d, dword ptr [r15 + rbp + 3520]
-    mov edi, dword ptr [r15 + rbp + 3392]
+    and rbp, 64
+    mov r8, qword ptr [r15 + rbp + 512]
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
+    mov eax, 165
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 384], ymm15
+    movzx eax, r8b
+    mov eax, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 3712], dil
-    movzx edi, r8b
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 512], ymm8
-    movzx edi, r8b
-    vmovdqu ymmword ptr [r15 + r8 + 448], ymm8
-    test ebx, 576
-    jnz 1f
-1:
-    vmovq xmm8, rdi
-    mov edi, edi
-    mov byte ptr [r15 + r9 + 384], dil
-    and edi, dword ptr [r15 + rbp + 3648]
-    mov byte ptr [r15 + rbp + 3776], r9b
+    mov byte ptr [r15 + r9 + 1088], bpl
+    movzx eax, r9b
+    mov byte ptr [r15 + rbp + 448], bpl
+    mov dword ptr [r15 + r8 + 320], eax
+    mov qword ptr [r15 + r9 + 896], rax
+    mov rax, rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c9:
+    lea r8, [r11 + r11*1]
+    mov eax, ecx
+    and r8, 64
+    lea rbp, [r11*8]
+    mov eax, dword ptr [r15 + r8 + 320]
+    mov r9d, 126
+    mov ecx, r8d
+    and rbp, 4032
+    lea r9, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    and r9, 64
+    vmovdqu xmm15, xmmword ptr [r15 + r9 + 64]
+    test ebx, 387072
+    jz 1f
+1:
+    mov rcx, r9
+    mov dword ptr [r15 + r8 + 384], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov edi, dword ptr [r15 + 0]
+    mov r8, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    and r8d, dword ptr [r15 + 0]
-    mov edi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + rbp + 3520]
+    mov dword ptr [r15 + rbp + 3456], 4
+    movzx r8d, byte ptr [r15 + rbp + 3712]
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    movzx edi, r8b
-    mov edi, edi
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], r8d
-    mov edi, 172
-    lea rbp, [r11 + r11*1]
-    mov rdi, rbp
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 64]
-    movsxd rcx, dword ptr [r15 + r8 + 384]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 67
-    movzx edi, byte ptr [r15 + rbp + 128]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 21
-    movzx ebp, bpl
-    mov dword ptr [r15 + r8 + 64], 108
+    movzx ecx, byte ptr [r15 + rbp + 3840]
+    add rcx, qword ptr [r15 + rbp + 3776]
+    mov qword ptr [r15 + rbp + 3648], rcx
+    vmovdqu ymmword ptr [r15 + r9 + 128], ymm15
+    mov byte ptr [r15 + rbp + 3584], cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c10:
+    lea r8, [r11 + r11*8]
+    movzx ecx, r8b
+    and r8, 8128
+    lea rbp, [r11 + r11*1]
+    and ecx, dword ptr [r15 + r8 + 7872]
+    mov qword ptr [r15 + r8 + 7616], r9
+    and rbp, 64
+    mov r9, qword ptr [r15 + rbp + 448]
+    mov qword ptr [r15 + r8 + 7936], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    .byte 0x0f, 0x1f, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test ebx, 1152
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm15, xmm15, 89
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 21
-    mov ebp, ebp
-    mov rbp, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 105
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    lea r8, [r11*8]
-    mov edi, dword ptr [r15 + rbp + 128]
-    vpor xmm8, xmm8, xmm8
-    and r8, 1984
-    vmovq qword ptr [r15 + r8 + 1472], xmm8
-    movzx ecx, byte ptr [r15 + r8 + 1408]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ecx
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 384], ymm8
-    mov dword ptr [r15 + r8 + 1728], 30
-    mov byte ptr [r15 + rbp + 64], al
     jmp 1f
 1:
-    mov rbp, rcx
-    test ebx, 320
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + r8 + 8000]
+    test ebx, 1073741824
     jz 1f
 1:
-    add rcx, qword ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + r9 + 320], cl
-    movsxd rcx, dword ptr [r15 + r8 + 1664]
-    mov r9d, dword ptr [r15 + r8 + 1600]
-    mov rbp, qword ptr [r15 + r8 + 1536]
-    mov r8, rbp
+    mov qword ptr [r15 + r8 + 7488], r9
+    lea r9, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + r8 + 7680]
+    mov dword ptr [r15 + rbp + 512], 61
+    movzx ebp, cl
+    and r9, 64
+    mov rbp, qword ptr [r15 + r9 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + r9 + 256]
+    movsxd rbp, dword ptr [r15 + r8 + 7552]
+    mov r9d, 69
+    mov dword ptr [r15 + r8 + 7744], edi
+    mov qword ptr [r15 + r8 + 7808], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c11:
-    mov dword ptr [r15 + 0], r9d
-    mov r8, rcx
-    movzx ecx, r8b
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    inc dword ptr [r15 + 0]
-    mov ecx, 60
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
+    jmp 1f
+1:
     and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 256]
-    and r8, 192
-    movsxd r9, dword ptr [r15 + r8 + 704]
-    mov qword ptr [r15 + r8 + 576], rcx
-    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 448], r9
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r9, r9
+    vmovq qword ptr [r15 + 0], xmm15
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 120
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, 56
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 0], ebp
+    movzx ecx, byte ptr [r15 + 0]
     jmp 1f
 1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 448], 134
-    mov qword ptr [r15 + r9 + 512], r9
-    and r9d, dword ptr [r15 + rbp + 192]
-    mov qword ptr [r15 + r8 + 768], rcx
-    mov byte ptr [r15 + r8 + 640], bpl
+    mov dword ptr [r15 + r9 + 384], 158
+    lea r8, [r11 + r11*1]
+    mov rax, qword ptr [r15 + r9 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    and r9d, dword ptr [r15 + r8 + 192]
+    mov byte ptr [r15 + r8 + 256], r9b
+    mov r9d, 248
+    mov r8d, 134
+    and eax, dword ptr [r15 + rbp + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c12:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], r9d
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov ebp, 161
-    add rbp, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, dil
-    mov ebp, 135
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 249
-    test bl, 128
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     lea r8, [r11 + r11*1]
-    add rdi, qword ptr [r15 + 0]
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 384]
     and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
+    mov qword ptr [r15 + r8 + 448], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 256
+    jz 1f
+1:
+    lea r9, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    mov dword ptr [r15 + r9 + 1728], r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + r8 + 320]
-    mov qword ptr [r15 + r9 + 128], rdi
+    mov byte ptr [r15 + r9 + 1408], al
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + r9 + 1600], r9d
+    lea rbp, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + r9 + 1664]
+    mov qword ptr [r15 + r9 + 1472], rdi
+    test dword ptr [r15 + 67117724], 32768
+    jz 1f
+1:
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 512], rax
+    movsxd rax, dword ptr [r15 + rbp + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + r9 + 1536]
+    mov r9d, ebp
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c13:
-    mov edi, 7
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    and eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdi
+    vmovdqu ymmword ptr [r15 + 0], ymm15
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 101
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
     test ebx, 1073741824
     jz 1f
 1:
+    mov rax, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    movzx edi, dil
-    mov ecx, ecx
-    mov edi, 204
-    vpmovmskb edi, xmm8
-    test ebx, 15040
+    test ebx, 256
     jz 1f
 1:
-    mov byte ptr [r15 + 0], dil
+    mov eax, 180
+    movzx eax, al
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ecx
-    movsxd rcx, dword ptr [r15 + 0]
-    mov edi, ecx
-    test bl, 128
+    movzx eax, al
+    and eax, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 262144
     jnz 1f
 1:
-    mov rcx, rdi
-    mov rcx, rbp
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
+    mov eax, r9d
     lea rbp, [r11 + r11*1]
+    mov rax, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 64]
     lea r8, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], 43
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], 84
+    mov byte ptr [r15 + r8 + 256], bpl
     jmp 1f
 1:
-    and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 512]
-    and r8, 64
-    and edi, dword ptr [r15 + r8 + 384]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpxor xmm8, xmm8, xmm5
-    mov byte ptr [r15 + r8 + 320], r9b
-    and r9, 64
-    and r8d, dword ptr [r15 + r9 + 192]
-    mov dword ptr [r15 + rbp + 448], 84
-    mov byte ptr [r15 + r9 + 256], bpl
-    mov r9, r8
+    mov r8d, dword ptr [r15 + rbp + 128]
+    mov byte ptr [r15 + r9 + 384], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c14:
-    mov r9, rdi
-    mov r9d, r9d
-    mov r9d, dword ptr [r15 + 0]
-    mov ecx, 159
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 320
-    jnz 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov ecx, 96
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
+    mov r9d, eax
+    mov rax, r9
     mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 4325376
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r8
+    add r9, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rcx
-    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov dword ptr [r15 + 0], 29
+    movzx r9d, r9b
+    lea r9, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], ebp
-    movzx ecx, bpl
-    jmp 1f
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 320]
+    mov qword ptr [r15 + r8 + 128], rax
+    test ebx, 1073741824
+    jnz 1f
 1:
     and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 192]
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + rbp + 256], ymm8
-    test bl, 192
-    jnz 1f
+    mov byte ptr [r15 + rbp + 320], bpl
+    jmp 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 512], rdi
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
-    mov byte ptr [r15 + r8 + 64], r8b
-    and r8d, dword ptr [r15 + r9 + 448]
-    mov r9d, r8d
+    mov qword ptr [r15 + rbp + 384], rbp
+    mov qword ptr [r15 + r9 + 384], rbp
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c15:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r9, rdi
-    mov byte ptr [r15 + 0], r8b
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, 223
+    movzx eax, dl
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 76
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r9d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
+    mov eax, 120
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    mov r9, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    lea r8, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov r9, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 384]
-    mov rbp, r9
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 8200
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], r9b
+    test ebx, 1073741824
+    jz 1f
+1:
     and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rbp
-    mov qword ptr [r15 + r9 + 512], rbp
-    mov dword ptr [r15 + r8 + 320], ebp
-    mov qword ptr [r15 + rbp + 128], rbp
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 320], 47
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 64]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 384], r8d
+    mov ebp, 178
+    test dword ptr [r15 + 67117724], 16384
+    jz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], 134
+    add rbp, qword ptr [r15 + r9 + 128]
+    .byte 0x66, 0x90
+    mov r9, qword ptr [r15 + r8 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c16:
-    lea rbp, [r11 + r11*8]
-    lea r9, [r11 + r11*1]
-    and rbp, 1984
-    add r8, qword ptr [r15 + rbp + 1728]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    .byte 0x0f, 0x1f, 0x40, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
+    test ebx, 1152
     jz 1f
 1:
+    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + rbp + 1856], 147
-    and r8d, dword ptr [r15 + rbp + 1600]
+    mov qword ptr [r15 + 0], r8
+    mov r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rbp
+    and r8d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    movzx r8d, bpl
     lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 1792], r8b
-    mov dword ptr [r15 + rbp + 1664], r8d
-    movsxd rcx, dword ptr [r15 + r9 + 320]
+    mov qword ptr [r15 + 0], rax
     and r8, 64
-    and r9d, dword ptr [r15 + r8 + 256]
-    test ebx, 320
+    movzx eax, byte ptr [r15 + r8 + 320]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 512], rbp
+    test ebx, 1073741824
     jnz 1f
 1:
-    vmovq qword ptr [r15 + rbp + 1408], xmm8
-    mov r9, r9
-    mov byte ptr [r15 + rbp + 1472], r9b
-    mov byte ptr [r15 + r8 + 192], r9b
-    add r9, qword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + rbp + 1536], 240
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + r8 + 384]
+    mov r8d, 180
+    mov r8d, 194
+    mov r8, r9
+    mov dword ptr [r15 + r9 + 448], 69
+    mov r8d, 66
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r8 + 256]
+    mov r9d, r8d
+    mov dword ptr [r15 + r8 + 192], 9
+    mov r8d, 125
+    jmp 1f
+1:
+    mov r8d, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c17:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, r9
     jmp 1f
 1:
-    test ebx, 576
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
+    lea r8, [r11 + r11*1]
+    mov rax, rcx
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], 197
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx r8d, cl
+    movzx eax, r8b
+    mov eax, eax
+    movzx eax, byte ptr [r15 + 0]
+    mov ecx, 200
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ecx
-    mov rcx, rcx
+    mov ecx, r8d
+    mov ecx, r9d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
     movzx ecx, cl
-    add rcx, qword ptr [r15 + 0]
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test bl, 128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    movsxd r9, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 384], 170
+    mov rcx, rax
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 512], r9b
-    or qword ptr [r15 + r8 + 320], 25
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + r9 + 128], ymm15
+    and ecx, dword ptr [r15 + r8 + 512]
     lea r8, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + r9 + 448]
+    test dword ptr [r15 + 67117723], 329926
+    jz 1f
+1:
     and r8, 64
-    and r9d, dword ptr [r15 + r8 + 64]
-    and r9d, dword ptr [r15 + r8 + 128]
+    movzx ecx, byte ptr [r15 + r8 + 320]
+    add rax, qword ptr [r15 + r8 + 384]
+    mov r8d, 234
+    mov r8d, 162
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c18:
-    lea r8, [r11*4]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 640], r8d
-    movsxd r9, dword ptr [r15 + r8 + 704]
-    mov ecx, 185
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 135
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 90
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    add rax, qword ptr [r15 + r8 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    vpaddd xmm8, xmm8, xmm8
-    and ecx, dword ptr [r15 + 0]
-    mov r9d, r8d
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + 0], r9b
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 192]
-    mov qword ptr [r15 + r8 + 576], r8
-    jmp 1f
-1:
-    mov rbp, rcx
-    mov ecx, 125
-    lea rbp, [r11 + r11*1]
-    test bl, 128
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 4
+    add rax, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 64
     jnz 1f
 1:
-    mov ecx, 41
+    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    xchg rax, rax
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 384
+    jnz 1f
+1:
+    lea r9, [r11*4]
+    lea rbp, [r11 + r11*1]
+    and r9, 192
+    vmovdqu ymmword ptr [r15 + r9 + 576], ymm15
     and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 512], ymm8
-    imul rcx, qword ptr [r15 + r8 + 768]
-    movzx eax, byte ptr [r15 + rbp + 448]
-    add r8, qword ptr [r15 + r9 + 256]
+    movsxd rax, dword ptr [r15 + rbp + 448]
+    mov ecx, dword ptr [r15 + r9 + 640]
+    mov dword ptr [r15 + r9 + 704], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add qword ptr [r15 + r9 + 768], rcx
+    mov dword ptr [r15 + rbp + 512], r9d
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + r8 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c19:
-    movzx r8d, r8b
-    mov r8d, 121
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
     jmp 1f
 1:
-    mov eax, 235
-    movzx r8d, byte ptr [r15 + 0]
-    mov ebp, r8d
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 768], 29
+    mov dword ptr [r15 + rbp + 576], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb r8d, xmm8
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 320
-    jz 1f
+    jmp 1f
+1:
+    mov r9, rbp
+    test ebx, 1073741824
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, r8d
-    mov r8, qword ptr [r15 + 0]
-    mov rbp, r8
-    test bl, 128
-    jnz 1f
-1:
-    mov r8d, 226
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 87
-    mov dword ptr [r15 + 0], r8d
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 448], r8b
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 192], ymm8
     jmp 1f
 1:
     lea r9, [r11 + r11*1]
+    mov ecx, 79
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], ebp
+    jmp 1f
+1:
+    mov ecx, 237
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 640], r9b
+    mov rsi, rbp
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], r8d
+    mov ecx, ecx
+    mov ecx, 73
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    movsxd rcx, dword ptr [r15 + rbp + 256]
-    mov dword ptr [r15 + r9 + 64], r8d
-    mov dword ptr [r15 + r8 + 512], ecx
-    mov ecx, ecx
+    mov rcx, r9
+    mov qword ptr [r15 + r8 + 384], rsi
+    mov rcx, qword ptr [r15 + rbp + 704]
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm15
+    movzx r8d, cl
+    mov r8d, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c20:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 384], r9
-    mov qword ptr [r15 + 0], rbp
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    and eax, dword ptr [r15 + 0]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, r9d
-    and r9d, dword ptr [r15 + 0]
+    movzx r8d, r8b
+    mov r8d, 131
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
-    jz 1f
-1:
-    movzx r9d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    mov rcx, r9
-    mov rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, eax
+    movsxd r8, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 0], cl
-    mov r9, rcx
-    test bl, 192
+    test dword ptr [r15 + 67117724], 1026
     jnz 1f
 1:
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1073741824
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    and ecx, dword ptr [r15 + r9 + 192]
-    test bl, 192
-    jnz 1f
-1:
     lea r8, [r11 + r11*1]
-    mov ecx, 217
-    movzx ecx, byte ptr [r15 + rbp + 320]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
     and r8, 64
-    mov dword ptr [r15 + r8 + 64], 21
-    mov qword ptr [r15 + r9 + 256], r8
-    mov r9d, dword ptr [r15 + r8 + 128]
+    movsxd rax, dword ptr [r15 + r8 + 64]
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    and eax, dword ptr [r15 + r9 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 384], rbp
+    jmp 1f
+1:
+    movzx eax, bpl
+    mov qword ptr [r15 + rbp + 320], rax
+    mov rax, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 128], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + r9 + 64], ymm15
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c21:
-    lea r8, [r11 + r11*1]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    mov r8d, ebp
     jmp 1f
 1:
-    and r8, 64
-    and r9d, dword ptr [r15 + r8 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 230
-    movsxd rbp, dword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 4194304
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    add rbp, qword ptr [r15 + 0]
+    mov rax, rbp
+    vmovdqu ymmword ptr [r15 + 0], ymm15
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 24
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1344
+    test dword ptr [r15 + 67117723], 4194336
     jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 320
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov ebp, 146
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 1073741824
-    jnz 1f
 1:
     lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 192]
-    mov ecx, r8d
+    jmp 1f
+1:
     and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    movzx ecx, r9b
+    mov eax, dword ptr [r15 + rbp + 192]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], 195
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, r9b
-    vmovq qword ptr [r15 + rbp + 64], xmm8
-    add rbp, qword ptr [r15 + r8 + 512]
-    mov r8d, dword ptr [r15 + r9 + 256]
     jmp 1f
 1:
+    lea r9, [r11 + r11*1]
+    add rax, qword ptr [r15 + r8 + 384]
+    mov r8d, eax
+    mov rax, r8
+    and r9, 64
+    mov byte ptr [r15 + r9 + 64], r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 256], r9d
+    jmp 1f
+1:
+    mov r8d, r8d
+    inc dword ptr [r15 + r9 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c22:
-    lea rbp, [r11*8]
-    and rbp, 448
-    add r8, qword ptr [r15 + rbp + 1216]
-    mov r9d, dword ptr [r15 + rbp + 832]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 238
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    mov r9d, esi
     jmp 1f
 1:
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jz 1f
-1:
-    movzx eax, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 81
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 960], r8d
-    lea r9, [r11 + r11*2]
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 512]
-    mov ecx, 137
-    test bl, 192
-    jz 1f
-1:
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], 35
+    mov r9, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 1280], 131
-    vmovq qword ptr [r15 + rbp + 1152], xmm8
-    vpor xmm8, xmm8, xmm8
-    mov dword ptr [r15 + r9 + 15808], 69
-    mov ecx, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    mov r9d, eax
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
+    mov r8d, dword ptr [r15 + 0]
+    movzx r9d, bpl
+    vpor xmm15, xmm15, xmm15
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + r9 + 15744], ymm8
-    movzx r9d, cl
-    mov byte ptr [r15 + rbp + 1024], bpl
-    add r9, qword ptr [r15 + rbp + 896]
-    mov dword ptr [r15 + r8 + 448], ecx
-    mov qword ptr [r15 + rbp + 1088], r9
+    jmp 1f
+1:
+    vpmovmskb ebp, xmm15
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    mov r8, qword ptr [r15 + rbp + 512]
+    lea r9, [r11 + r11*1]
+    mov eax, r9d
+    mov eax, r8d
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], 16
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 448], rbp
+    test ebx, 384
+    jnz 1f
+1:
+    and r8, 64
+    and ebp, dword ptr [r15 + r8 + 128]
+    mov eax, ebp
+    mov rax, r9
+    movzx eax, al
+    mov qword ptr [r15 + r9 + 384], r9
+    mov qword ptr [r15 + r8 + 64], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c23:
-    mov r9d, ecx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r8d, 226
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    vpor xmm15, xmm15, xmm15
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r9d, eax
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
+    test dword ptr [r15 + 67117724], 1074790400
     jnz 1f
 1:
-    mov r9d, 212
-    movsxd rdi, dword ptr [r15 + 0]
-    vmovq qword ptr [r15 + 0], xmm8
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb eax, xmm15
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    jmp 1f
+1:
+    mov rax, r8
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
+    mov r9, rax
+    mov ebp, 84
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
+    jz 1f
 1:
     lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r9
+    and r9, 64
+    mov qword ptr [r15 + r9 + 320], r9
+    mov qword ptr [r15 + r9 + 384], r9
     and rbp, 64
-    mov dword ptr [r15 + rbp + 384], ebp
-    mov eax, 129
-    movzx eax, byte ptr [r15 + r8 + 64]
+    mov r9, qword ptr [r15 + rbp + 192]
+    mov eax, 246
     test ebx, 1073741824
     jnz 1f
 1:
-    add rax, qword ptr [r15 + rbp + 320]
-    mov ebp, 188
-    vmovdqu ymmword ptr [r15 + r9 + 448], ymm8
+    mov dword ptr [r15 + r8 + 128], 95
     jmp 1f
 1:
-    mov ebp, 210
+    mov r8d, 107
+    mov r8, qword ptr [r15 + rbp + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c24:
-    nop
-    mov ebp, 88
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
+    lea r8, [r11*8]
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1408]
+    movzx esi, byte ptr [r15 + r8 + 1600]
+    vpmovmskb r9d, xmm15
+    lea r9, [r11*4]
+    movzx eax, r9b
+    and r9, 192
+    mov eax, dword ptr [r15 + r9 + 576]
+    vmovdqu xmmword ptr [r15 + r9 + 640], xmm15
     test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, eax
+    vmovq xmm15, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 65536
     jz 1f
 1:
     jmp 1f
 1:
-    vpxor xmm8, xmm8, xmm11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    movsxd rbp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + r8 + 1472], r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
+    mov dword ptr [r15 + r9 + 768], 71
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + r8 + 1664]
+    mov rax, rax
+    mov dword ptr [r15 + r9 + 704], eax
+    mov qword ptr [r15 + r8 + 1344], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 175
-    mov dword ptr [r15 + 0], eax
-    mov rax, rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 168
-    mov qword ptr [r15 + 0], rax
-    mov rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 512]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
+    mov eax, eax
     lea r9, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + r8 + 64]
-    test ebx, 1073741824
-    jnz 1f
+    mov eax, dword ptr [r15 + r8 + 1536]
+    jmp 1f
+1:
+    jmp 1f
 1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
-    mov qword ptr [r15 + r9 + 320], rbp
-    movzx r9d, dil
-    jmp 1f
-1:
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + rbp + 448]
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm15
+    movzx r8d, byte ptr [r15 + r9 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c25:
-    mov dword ptr [r15 + 0], 187
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, 115
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    movzx r9d, r9b
-    mov r9d, edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 604241920
+    jz 1f
+1:
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    lea r8, [r11*4]
+    and eax, dword ptr [r15 + 0]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 576], 108
+    mov r9d, r8d
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test ebx, 256
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpor xmm8, xmm8, xmm8
-    lea r9, [r11 + r11*1]
-    movzx ebp, r9b
-    movzx ebp, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    and r9, 64
-    add rbp, qword ptr [r15 + r9 + 320]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    add rbp, qword ptr [r15 + r8 + 128]
+    mov qword ptr [r15 + r8 + 704], rax
     lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + r8 + 640]
+    mov r9d, eax
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], bpl
+    lea r9, [r11 + r11*1]
+    .byte 0x0f, 0x1f, 0x00
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 192]
-    mov dword ptr [r15 + r9 + 384], 186
-    mov r9d, r9d
-    vmovdqu ymmword ptr [r15 + rbp + 256], ymm8
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + r8 + 64]
+    and eax, dword ptr [r15 + rbp + 320]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
+    mov qword ptr [r15 + r8 + 768], r9
+    mov r8d, 1
+    mov byte ptr [r15 + r9 + 64], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c26:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 33554432
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, 98
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 126
+    test dword ptr [r15 + 67117724], 2064
+    jnz 1f
+1:
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    lea r8, [r11*8]
+    lea r8, [r11 + r11*1]
     and r9, 64
-    inc dword ptr [r15 + r9 + 448]
-    jmp 1f
-1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 1024], 99
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test bl, 128
-    jz 1f
-1:
-    movzx ebp, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
+    movzx eax, byte ptr [r15 + r9 + 256]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 512], r8b
     lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 448], 230
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    and edi, dword ptr [r15 + r8 + 1088]
     and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 256]
-    add rax, qword ptr [r15 + r8 + 960]
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    mov esi, 220
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, r9b
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + r9 + 512]
-    mov qword ptr [r15 + r8 + 1280], rbp
-    mov r9d, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 1216], 10
-    mov dword ptr [r15 + rbp + 192], r9d
-    mov dword ptr [r15 + r8 + 1152], r9d
-    mov qword ptr [r15 + r8 + 896], rax
+    mov dword ptr [r15 + rbp + 384], 114
+    and r8d, dword ptr [r15 + r9 + 192]
+    mov eax, r8d
+    mov r8, qword ptr [r15 + rbp + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c27:
-    mov eax, 157
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, rax
+    mov qword ptr [r15 + 0], rax
+    mov eax, 150
+    mov qword ptr [r15 + 0], r8
+    movzx eax, al
+    test ebx, 256
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 64
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edi
-    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], r9b
+    test dword ptr [r15 + 67117724], 25198592
+    jz 1f
+1:
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, eax
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3776]
-    mov rdi, rcx
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm8
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    and rbp, 64
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 3648], 68
+    mov dword ptr [r15 + rbp + 320], r9d
     and r8, 64
-    and edi, dword ptr [r15 + r8 + 128]
-    mov qword ptr [r15 + rbp + 3712], rdi
-    test bl, 128
-    jz 1f
-1:
-    mov edi, 175
-    mov edi, 97
-    mov dword ptr [r15 + rbp + 3456], eax
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + rbp + 3584]
-    mov edi, 226
-    mov edi, dword ptr [r15 + rbp + 3520]
+    mov qword ptr [r15 + r8 + 256], r8
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 320], rdi
-    mov edi, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + r8 + 64]
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 64], ymm15
+    mov dword ptr [r15 + r8 + 192], r9d
+    add r8, qword ptr [r15 + rbp + 384]
+    movzx ebp, byte ptr [r15 + r9 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c28:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, qword ptr [r15 + 0]
-    vmovq qword ptr [r15 + 0], xmm8
-    mov r8, rdi
-    mov rdi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 576
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 192
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
-    mov edi, 2
-    mov dword ptr [r15 + 0], 148
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 210
-    mov dword ptr [r15 + 0], 164
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, rax
     jmp 1f
 1:
-    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], r8b
-    mov edi, r8d
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 256], rbp
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], eax
+    test dword ptr [r15 + 67117723], 134217728
     jz 1f
 1:
-    and edi, dword ptr [r15 + rbp + 192]
-    lea rbp, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + r8 + 128]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 128], 59
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 80
+    test dword ptr [r15 + 67117724], 268435460
+    jz 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 448]
+    mov qword ptr [r15 + r8 + 512], rcx
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov eax, r8d
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 320], ymm15
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], r9b
+    mov rax, qword ptr [r15 + r8 + 384]
+    add r8, qword ptr [r15 + rbp + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c29:
-    lea rbp, [r11*4]
-    lea r8, [r11*8]
-    and rbp, 192
-    add rdi, qword ptr [r15 + rbp + 640]
-    and r8, 4032
-    and edi, dword ptr [r15 + r8 + 3392]
+    lea rbp, [r11*8]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 31
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    vmovq xmm15, rbp
+    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
     jmp 1f
 1:
-    mov edi, edi
-    mov edi, 98
-    jmp 1f
-1:
-    mov edi, 28
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 768], dil
-    mov qword ptr [r15 + r8 + 3648], rdi
-    mov dword ptr [r15 + rbp + 704], r9d
-    mov byte ptr [r15 + r8 + 3584], dil
-    movsxd rdi, dword ptr [r15 + r8 + 3456]
-    test ebx, 832
+    and r8, 64
+    add rax, qword ptr [r15 + r8 + 512]
+    mov r9, qword ptr [r15 + rbp + 3712]
+    mov ecx, dword ptr [r15 + rbp + 3584]
+    test ebx, 256
     jz 1f
 1:
+    .byte 0x66, 0x90
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 3520], 211
-    and edi, dword ptr [r15 + rbp + 576]
+    mov eax, 203
     and r9, 64
-    movsxd rbp, dword ptr [r15 + r9 + 256]
-    mov dword ptr [r15 + r9 + 192], 17
-    and ebp, dword ptr [r15 + r8 + 3712]
+    add rax, qword ptr [r15 + r9 + 64]
+    mov rcx, rax
+    movzx eax, byte ptr [r15 + rbp + 3520]
+    movzx esi, al
+    test ebx, 256
+    jnz 1f
+1:
+    mov eax, r8d
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 3776], eax
+    movsxd rax, dword ptr [r15 + rbp + 3456]
+    mov dword ptr [r15 + rbp + 3648], eax
+    mov qword ptr [r15 + r8 + 448], rsi
+    mov qword ptr [r15 + r9 + 128], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c30:
-    mov byte ptr [r15 + 0], dil
-    mov ebp, 250
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, edi
-    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movzx ebp, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 192
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    vpcmpeqb xmm8, xmm8, xmm5
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r8d, dword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
     lea r8, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + rbp + 256], ymm8
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
-    and r8, 64
-    vmovdqu xmmword ptr [r15 + r8 + 512], xmm8
-    add rdi, qword ptr [r15 + r9 + 64]
-    test ebx, 1073741824
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 536872960
     jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*2]
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 320]
+    jmp 1f
+1:
+    and r9, 192
+    lea rbp, [r11 + r11*1]
+    and ecx, dword ptr [r15 + r9 + 576]
+    mov eax, ecx
+    test dword ptr [r15 + 67117724], 16384
+    jz 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], r8b
+    mov ecx, 223
+    movsxd rcx, dword ptr [r15 + r9 + 704]
+    movzx eax, byte ptr [r15 + r8 + 384]
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov edi, edi
-    mov rdi, rbp
-    mov qword ptr [r15 + r8 + 448], r9
-    add r9, qword ptr [r15 + rbp + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 640], cl
+    mov dword ptr [r15 + rbp + 192], ecx
+    jmp 1f
+1:
+    mov rbp, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c31:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    and r8d, dword ptr [r15 + r9 + 320]
-    mov ebp, 66
-    mov dword ptr [r15 + 0], ebp
-    add rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
+    mov rbp, rbp
+    mov ebp, 100
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 384
+    mov ebp, 24
+    test ebx, 640
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], 206
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
+    jmp 1f
+1:
+    lea rbp, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 32
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    xor dword ptr [r15 + 0], ebp
-    test ebx, 384
+    test dword ptr [r15 + 67117723], 2064
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    and rbp, 192
+    movzx eax, byte ptr [r15 + rbp + 704]
+    and r8, 64
+    lea r9, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + r8 + 384]
+    and r9, 64
+    movsxd rsi, dword ptr [r15 + r9 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 640], 133
+    test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 128]
-    lea r8, [r11*4]
-    mov rcx, r9
-    jmp 1f
-1:
-    and r8, 192
-    mov rcx, qword ptr [r15 + r8 + 704]
-    mov dword ptr [r15 + rbp + 64], ecx
-    mov byte ptr [r15 + r8 + 640], cl
-    test ebx, 576
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vmovdqu xmm8, xmmword ptr [r15 + r8 + 768]
-    mov ecx, edi
-    movsxd rcx, dword ptr [r15 + r9 + 384]
-    mov rbp, qword ptr [r15 + r8 + 576]
-    jmp 1f
-1:
+    mov byte ptr [r15 + rbp + 576], r9b
+    movzx ecx, byte ptr [r15 + rbp + 768]
+    add rcx, qword ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + r9 + 64], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c32:
-    movzx ecx, dil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 167
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 144
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     lea rbp, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
     and rbp, 64
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 256], cl
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 320]
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 128]
+    mov qword ptr [r15 + rbp + 320], rbp
+    lea r8, [r11*8]
+    mov eax, edx
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 384], ymm15
+    and r8, 8128
+    vmovdqu xmmword ptr [r15 + r8 + 7616], xmm15
+    test dword ptr [r15 + 67117724], 268435456
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 210
-    add rcx, qword ptr [r15 + rbp + 192]
-    mov dword ptr [r15 + r8 + 384], ecx
-    vmovdqu ymmword ptr [r15 + r9 + 64], ymm8
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], eax
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 7488], bpl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor dword ptr [r15 + r8 + 7744], eax
+    mov rax, qword ptr [r15 + rbp + 448]
+    mov ebp, 48
+    mov rbp, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 7808], ebp
+    mov ebp, dword ptr [r15 + r8 + 7680]
+    mov eax, ebp
+    vmovdqu ymmword ptr [r15 + r8 + 7552], ymm15
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c33:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    add rcx, qword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    test bl, 128
-    jz 1f
+    lea rbp, [r11*4]
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 640], 232
+    jmp 1f
 1:
-    mov r9, r9
+    mov qword ptr [r15 + 0], rbp
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 384
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 832
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    movzx ecx, r9b
-    mov ecx, 18
+    mov rax, rbp
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov ecx, ecx
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test bl, 192
-    jnz 1f
-1:
-    movzx r9d, r9b
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov rcx, rbp
-    and r9, 64
-    add rcx, qword ptr [r15 + r9 + 512]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 0], 1
+    mov eax, dword ptr [r15 + 0]
     lea r8, [r11 + r11*1]
+    and eax, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + rbp + 64]
-    mov dword ptr [r15 + r9 + 448], ecx
     and r8, 64
-    mov qword ptr [r15 + r8 + 320], r8
-    movzx ecx, r8b
-    mov dword ptr [r15 + r8 + 384], ecx
+    mov dword ptr [r15 + r8 + 448], 241
+    lea r9, [r11 + r11*1]
+    vmovdqu xmmword ptr [r15 + r8 + 512], xmm15
+    jmp 1f
+1:
+    and r9, 64
+    mov r8d, dword ptr [r15 + r9 + 128]
+    mov rsi, rax
+    mov eax, 146
+    mov qword ptr [r15 + rbp + 704], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + rbp + 768]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 576], rax
+    movzx eax, byte ptr [r15 + r9 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c34:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*4]
     lea r8, [r11 + r11*1]
-    and rbp, 1984
-    and ecx, dword ptr [r15 + rbp + 1472]
+    mov rax, rsi
+    lea r9, [r11*8]
+    mov eax, esi
     and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + r8 + 256]
+    and r9, 4032
+    movsxd rsi, dword ptr [r15 + r9 + 3712]
+    mov byte ptr [r15 + r9 + 3776], sil
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, cl
+    mov dword ptr [r15 + r9 + 3584], 204
+    mov rsi, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 89
-    mov rcx, rcx
-    mov ecx, 239
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
+    .byte 0x0f, 0x1f, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    test ebx, 576
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rcx
+    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + rbp + 1536]
-    add rcx, qword ptr [r15 + r8 + 384]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + r9 + 3456], sil
+    and rbp, 64
+    movzx esi, byte ptr [r15 + rbp + 128]
+    test ebx, 502784
     jz 1f
 1:
+    mov esi, dword ptr [r15 + r9 + 3392]
+    mov byte ptr [r15 + r8 + 192], bpl
+    add rsi, qword ptr [r15 + rbp + 64]
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 64]
-    jmp 1f
-1:
-    mov ecx, 187
-    mov dword ptr [r15 + rbp + 1600], edi
+    mov qword ptr [r15 + r9 + 3840], rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 1408], cl
-    mov dword ptr [r15 + rbp + 1344], 160
-    add rcx, qword ptr [r15 + r8 + 128]
+    mov esi, dword ptr [r15 + r9 + 3520]
+    mov ebp, ebp
     jmp 1f
 1:
-    jmp 1f
-1:
+    movsxd rbp, dword ptr [r15 + r9 + 3648]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c35:
-    lea r8, [r11*8]
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 960]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
+    and rbp, 64
+    mov rsi, qword ptr [r15 + rbp + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 58
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    movsxd rbp, dword ptr [r15 + r8 + 1088]
-    vpmovmskb ecx, xmm8
-    jmp 1f
-1:
-    mov ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + r8 + 896]
-    mov rbp, rcx
-    mov rbp, qword ptr [r15 + r8 + 1216]
-    mov byte ptr [r15 + r8 + 1152], bpl
-    mov byte ptr [r15 + r8 + 1024], r8b
-    mov rbp, qword ptr [r15 + r8 + 832]
-    lea r8, [r11 + r11*1]
-    test ebx, 512
     jz 1f
 1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 320], r8
-    lea rbp, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + r8 + 384]
-    and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 512]
-    mov r8, qword ptr [r15 + rbp + 448]
-    mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r8, 1984
+    lea r9, [r11 + r11*1]
+    mov esi, dword ptr [r15 + r8 + 1344]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], r9d
+    movsxd rsi, dword ptr [r15 + r8 + 1600]
+    mov dword ptr [r15 + r8 + 1728], esi
+    mov dword ptr [r15 + r8 + 1856], r8d
+    jmp 1f
+1:
+    test ebx, 1152
+    jnz 1f
+1:
+    mov qword ptr [r15 + r8 + 1792], r8
+    movsxd rsi, dword ptr [r15 + r8 + 1664]
+    mov dword ptr [r15 + r8 + 1536], 96
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + r8 + 1472]
+    mov dword ptr [r15 + rbp + 128], edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, r9d
+    mov rsi, rsi
+    mov byte ptr [r15 + r8 + 1408], sil
+    mov rsi, rsi
+    mov dword ptr [r15 + r9 + 512], 202
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c36:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 113
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 179
-    vpxor xmm8, xmm8, xmm2
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ebp
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3456]
-    movzx r8d, r8b
-    mov dword ptr [r15 + rbp + 3776], 203
-    mov byte ptr [r15 + rbp + 3520], r8b
-    mov r8d, r8d
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    add rcx, qword ptr [r15 + r9 + 192]
     and r8, 64
-    mov byte ptr [r15 + r8 + 320], r8b
-    and ecx, dword ptr [r15 + r8 + 384]
-    mov r8, qword ptr [r15 + r9 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 197
-    vpxor xmm8, xmm8, xmm10
-    and ecx, dword ptr [r15 + rbp + 3648]
-    mov qword ptr [r15 + rbp + 3840], rcx
-    mov ecx, ecx
-    mov byte ptr [r15 + rbp + 3392], r9b
+    add rsi, qword ptr [r15 + r8 + 448]
+    mov r9, rsi
+    mov rsi, r9
+    lea rbp, [r11 + r11*1]
+    movzx esi, bpl
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rbp
+    add rsi, qword ptr [r15 + 0]
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + rbp + 3712]
-    mov byte ptr [r15 + rbp + 3584], cl
-    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 166
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 241408
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, esi
+    mov qword ptr [r15 + 0], r9
+    mov r9d, 182
+    mov r9, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 0], r9d
+    mov qword ptr [r15 + rbp + 384], r9
+    and r9, 64
+    movsxd rbp, dword ptr [r15 + r9 + 256]
+    test ebx, 384
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 192], r9d
+    mov dword ptr [r15 + r8 + 512], 59
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c37:
-    lea r8, [r11*8]
-    lea r9, [r11 + r11*1]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], cl
-    jmp 1f
-1:
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 512]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
+    movzx eax, al
+    mov dword ptr [r15 + 0], eax
+    test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 215
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + r9 + 448], rcx
-    lea rbp, [r11 + r11*1]
-    test ebx, 15808
-    jnz 1f
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 1536], 87
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], ebp
-    mov dword ptr [r15 + r8 + 1664], 209
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + rbp + 384]
-    test ebx, 320
+    test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 1600], rcx
-    mov ecx, ecx
     jmp 1f
 1:
-    jmp 1f
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], ebp
+    lea r9, [r11*4]
+    test dword ptr [r15 + 67117723], 1073741824
+    jnz 1f
 1:
-    mov rcx, rcx
-    mov ecx, dword ptr [r15 + r8 + 1472]
+    and r9, 192
+    add rax, qword ptr [r15 + r9 + 768]
+    mov byte ptr [r15 + r9 + 640], sil
+    mov esi, dword ptr [r15 + rbp + 192]
+    mov rbp, rbp
+    mov ebp, r9d
+    lea rbp, [r11 + r11*1]
     test ebx, 384
     jnz 1f
 1:
+    movzx eax, byte ptr [r15 + r9 + 704]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + r8 + 1728]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 1408], 234
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 64]
+    add rax, qword ptr [r15 + r9 + 576]
+    movzx ecx, byte ptr [r15 + rbp + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c38:
+    movzx eax, sil
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov r8, rcx
-    mov dword ptr [r15 + 0], r8d
-    mov r8d, 187
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, 61
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 104
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, 246
+    mov dword ptr [r15 + 0], 197
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
     jmp 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 192
+    movsxd rbp, dword ptr [r15 + r9 + 768]
+    lea r8, [r11 + r11*1]
+    mov esi, 249
+    mov eax, esi
+    movzx esi, byte ptr [r15 + r9 + 576]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, r8d
+    add rsi, qword ptr [r15 + r9 + 640]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 704], sil
+    test ebx, 512
+    jz 1f
 1:
     lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 0], rbp
-    test bl, 128
-    jz 1f
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + r8 + 256], sil
     and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 205
-    lea r8, [r11*4]
-    mov ecx, r8d
+    mov byte ptr [r15 + rbp + 320], r8b
     jmp 1f
 1:
-    and r8, 192
-    movzx ecx, byte ptr [r15 + r8 + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + r8 + 576]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 768], ebp
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + rbp + 320]
-    and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, ebp
-    vmovdqu ymmword ptr [r15 + r8 + 704], ymm8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + r9 + 512]
+    mov byte ptr [r15 + rbp + 384], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c39:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, eax
+    movzx eax, al
+    mov ecx, 166
+    vmovdqu xmmword ptr [r15 + 0], xmm15
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, 28
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, 139
+    mov dword ptr [r15 + 0], ecx
+    movzx ecx, cl
     jmp 1f
 1:
-    mov rbp, rbp
-    test ebx, 320
-    jz 1f
-1:
-    mov ebp, 182
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 22
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, r9d
-    mov rbp, r9
-    movsxd rbp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    mov rax, rcx
+    vpcmpeqb xmm15, xmm15, xmm14
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    test ebx, 1216
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 512]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], rax
-    test bl, 128
+    test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 448], r8b
-    movsxd rbp, dword ptr [r15 + r8 + 128]
-    and r9, 64
-    add rbp, qword ptr [r15 + r9 + 128]
-    mov r8d, dword ptr [r15 + r9 + 64]
-    mov ecx, 31
+    jmp 1f
+1:
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 262144
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 64], ebp
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov eax, ebp
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 384], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 384]
+    mov dword ptr [r15 + rbp + 320], ebp
+    mov qword ptr [r15 + r8 + 320], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c40:
-    jmp 1f
-1:
-    movzx ebp, cl
-    mov ebp, 65
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*2]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], rdx
+    and r8, 448
+    vmovdqu xmm15, xmmword ptr [r15 + r8 + 832]
+    mov eax, r8d
+    vmovdqu ymmword ptr [r15 + r8 + 896], ymm15
+    mov eax, 234
+    test dword ptr [r15 + 67117723], 4
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb eax, xmm15
     test ebx, 1073741824
     jnz 1f
 1:
+    mov eax, 59
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 30
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    test dword ptr [r15 + 67117724], 512
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    lea rbp, [r11*4]
-    add rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 225
-    and rbp, 192
-    and ecx, dword ptr [r15 + rbp + 576]
+    movzx eax, al
+    mov qword ptr [r15 + r8 + 960], rax
     lea r8, [r11 + r11*1]
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 768], ecx
-    and r8, 64
-    mov byte ptr [r15 + r8 + 320], r8b
-    mov rcx, qword ptr [r15 + rbp + 704]
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 384], rbp
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
+    test ebx, 1152
+    jnz 1f
 1:
     and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 256]
-    movsxd r9, dword ptr [r15 + rbp + 640]
-    movzx ebp, bpl
-    mov rbp, qword ptr [r15 + r8 + 192]
+    mov rax, qword ptr [r15 + r8 + 320]
+    xor dword ptr [r15 + rbp + 256], eax
+    mov dword ptr [r15 + r8 + 384], eax
+    mov eax, 6
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c41:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    mov ecx, 213
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
+    and r8, 192
+    mov dword ptr [r15 + r8 + 768], r8d
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 268443648
+    jz 1f
+1:
+    mov eax, 27
+    mov dword ptr [r15 + r8 + 576], eax
+    and eax, dword ptr [r15 + r8 + 704]
+    jmp 1f
+1:
+    mov rbp, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea rbp, [r11 + r11*1]
-    movzx r8d, bpl
+    lea r9, [r11*4]
+    movzx eax, byte ptr [r15 + r8 + 640]
+    jmp 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 246
     and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rbp
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov r8d, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 42
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r8
-    mov r8d, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 448
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 0], eax
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], r9d
+    mov dword ptr [r15 + rbp + 448], ebp
+    vmovdqu ymmword ptr [r15 + r9 + 960], ymm15
     test ebx, 1073741824
     jz 1f
 1:
+    add qword ptr [r15 + r9 + 896], rax
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 512], cl
-    mov rcx, r8
-    mov qword ptr [r15 + r9 + 256], rcx
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 320]
-    and ecx, dword ptr [r15 + r8 + 384]
+    vmovdqu ymmword ptr [r15 + rbp + 512], ymm15
+    mov dword ptr [r15 + r9 + 1024], 66
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c42:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11*4]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 320], r8
-    and r9, 192
-    mov qword ptr [r15 + r9 + 704], r9
-    mov ecx, dword ptr [r15 + r9 + 640]
-    mov ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1664
-    jz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    mov dword ptr [r15 + 0], edi
-    mov edi, 17
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edi, dword ptr [r15 + r8 + 384]
-    vmovdqu xmm8, xmmword ptr [r15 + r9 + 576]
-    mov ebp, edi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
     and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rdi
-    mov byte ptr [r15 + rbp + 128], bpl
-    mov dword ptr [r15 + r9 + 768], 49
+    mov dword ptr [r15 + rbp + 448], 6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rbp
+    test dword ptr [r15 + 67117724], 262144
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 33556488
+    jz 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], r8
+    jmp 1f
+1:
+    lea r9, [r11*4]
+    mov eax, r9d
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7680], r9b
+    vmovdqu ymmword ptr [r15 + r9 + 7616], ymm15
+    test dword ptr [r15 + 67117723], 4194848
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + r8 + 128]
+    mov qword ptr [r15 + rbp + 512], rax
+    mov dword ptr [r15 + r9 + 7488], eax
+    mov rax, rax
+    movsxd rax, dword ptr [r15 + r9 + 7552]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c43:
-    mov edi, ebp
-    .byte 0x66, 0x90
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], ebp
+    lea r8, [r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 145
-    mov byte ptr [r15 + 0], dil
-    mov qword ptr [r15 + 0], rdi
-    test bl, 128
+    and r8, 448
+    mov qword ptr [r15 + r8 + 896], r9
+    mov byte ptr [r15 + r8 + 1152], r8b
+    mov r9d, dword ptr [r15 + r8 + 832]
+    test dword ptr [r15 + 67117724], 24578
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov rdi, qword ptr [r15 + 0]
+    mov eax, 146
     jmp 1f
 1:
-    and edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
+    vmovdqu xmm15, xmmword ptr [r15 + r8 + 1216]
+    mov byte ptr [r15 + r8 + 1024], r8b
+    mov byte ptr [r15 + r8 + 960], al
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov edi, 143
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 96
-    mov byte ptr [r15 + 0], dil
-    mov edi, edi
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rdi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, edi
-    test ebx, 576
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 512]
-    add rdi, qword ptr [r15 + rbp + 384]
+    jmp 1f
+1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 64], r9d
+    or qword ptr [r15 + r9 + 384], 124
+    mov eax, 26
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 1088], r8b
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov rdi, qword ptr [r15 + r8 + 448]
+    mov qword ptr [r15 + r9 + 320], rbp
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 512], ymm15
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 128], edi
-    mov edi, r8d
-    jmp 1f
-1:
+    mov dword ptr [r15 + rbp + 448], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c44:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov r8, r9
-    jmp 1f
-1:
-    mov r9d, r8d
-    test bl, 128
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    nop
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 132
-    and edi, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov r9, r9
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r11*8]
+    and rbp, 8128
     lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 7680], 22
     and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
-    mov rdi, rdi
-    and r8, 64
-    lea rbp, [r11 + r11*1]
-    vmovdqu xmmword ptr [r15 + r8 + 512], xmm8
+    mov dword ptr [r15 + r9 + 320], eax
+    mov eax, eax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ebp
-    mov qword ptr [r15 + r9 + 64], r9
-    mov r9d, 212
-    movsxd rdi, dword ptr [r15 + rbp + 192]
-    mov dword ptr [r15 + r8 + 448], 188
+    lea r8, [r11 + r11*1]
+    mov eax, 220
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + r8 + 448]
+    add rax, qword ptr [r15 + rbp + 7552]
+    mov ecx, eax
+    test ebx, 256
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    vpmovmskb ecx, xmm15
+    and eax, dword ptr [r15 + rbp + 7808]
+    mov ecx, dword ptr [r15 + r8 + 512]
+    mov byte ptr [r15 + rbp + 7616], cl
+    test dword ptr [r15 + 67117723], 16777346
+    jz 1f
+1:
+    mov byte ptr [r15 + r9 + 384], cl
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + rbp + 7744]
     jmp 1f
 1:
     add r11, 64
@@ -20531,297 +20572,324 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c45:
-    and edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, dil
-    mov dword ptr [r15 + 0], 53
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, r9
-    mov edi, 197
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edi, dword ptr [r15 + 0]
-    lea r9, [r11*4]
-    jmp 1f
-1:
-    and r9, 192
-    mov ebp, dword ptr [r15 + r9 + 640]
-    test ebx, 320
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + r9 + 704]
-    lea rbp, [r11 + r11*1]
-    mov r8d, 124
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rbp
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     lea r8, [r11 + r11*1]
-    test ebx, 256
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], r8d
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov rax, rbp
+    mov rax, rax
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 192], bpl
+    test dword ptr [r15 + 67117724], 2097152
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    movzx eax, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 576], r8d
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], dil
-    mov byte ptr [r15 + rbp + 320], r8b
-    add rdi, qword ptr [r15 + r9 + 768]
-    xor dword ptr [r15 + r8 + 128], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov eax, 50
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 256], 212
+    mov ebp, r9d
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 74
+    mov qword ptr [r15 + r9 + 64], rbp
+    movsxd rbp, dword ptr [r15 + r8 + 512]
+    mov r9, rbp
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c46:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*8]
+    mov r8d, ebp
     and rbp, 64
-    mov dword ptr [r15 + rbp + 320], ebp
+    mov r8, qword ptr [r15 + rbp + 448]
     jmp 1f
 1:
-    and r8, 1984
-    movzx edi, byte ptr [r15 + r8 + 1472]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 59
-    jmp 1f
-1:
+    movzx ecx, r8b
+    mov eax, 29
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 512], r9
     test ebx, 1073741824
     jz 1f
 1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], 177
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 109
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
     test ebx, 1073741824
     jnz 1f
 1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb r9d, xmm8
-    mov dword ptr [r15 + r8 + 1792], 141
-    mov dword ptr [r15 + r8 + 1664], edi
-    lock add qword ptr [r15 + rbp + 384], r9
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    mov r9d, 138
     lea r9, [r11 + r11*1]
-    mov ebp, 50
-    test ebx, 704
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb ebp, xmm15
+    test dword ptr [r15 + 67117723], 262144
+    jnz 1f
 1:
     and r9, 64
-    add rbp, qword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + r9 + 256], 155
+    mov dword ptr [r15 + r9 + 192], 240
+    mov r9d, r9d
+    mov dword ptr [r15 + r8 + 320], 222
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + r8 + 1408]
-    mov byte ptr [r15 + r8 + 1600], bpl
-    mov qword ptr [r15 + r8 + 1536], rbp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + r8 + 1728]
-    mov dword ptr [r15 + r8 + 1856], 206
-    mov edi, 96
-    add rbp, qword ptr [r15 + r9 + 128]
-    mov qword ptr [r15 + r8 + 1344], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c47:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r11*4]
+    and rbp, 1984
+    and eax, dword ptr [r15 + rbp + 1408]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
     jmp 1f
 1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, eax
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    mov r9d, 179
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 512], rdi
+    lea r8, [r11 + r11*1]
     and r9, 64
-    add rdi, qword ptr [r15 + r9 + 384]
-    mov r8, qword ptr [r15 + rbp + 448]
-    lea rbp, [r11 + r11*8]
-    test ebx, 1152
-    jnz 1f
-1:
-    and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 8000]
-    jmp 1f
-1:
-    add rdi, qword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + rbp + 7552], rdi
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    movzx edi, dil
-    movzx edi, dil
-    mov dword ptr [r15 + rbp + 7680], edi
-    mov dword ptr [r15 + rbp + 7872], 202
-    mov dword ptr [r15 + rbp + 7744], ebp
-    test ebx, 1073741824
+    and eax, dword ptr [r15 + r9 + 192]
+    mov ecx, 7
+    vmovdqu ymmword ptr [r15 + r9 + 256], ymm15
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], r8
+    test dword ptr [r15 + 67117723], 4194304
     jz 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 7616], dil
-    mov rdi, qword ptr [r15 + rbp + 7936]
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 7808], rdi
+    mov dword ptr [r15 + r8 + 320], 134
+    mov dword ptr [r15 + rbp + 1344], r8d
+    movzx r9d, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 1536], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 260
+    jnz 1f
+1:
+    mov rcx, r9
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 1472], rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c48:
-    mov rdi, rdi
-    mov rdi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 172
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 61
-    mov rdi, r8
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test ebx, 384
-    jnz 1f
-1:
-    movzx edi, dil
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 145
+    mov ecx, 109
+    mov rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 1152
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 192
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 157
-    and rbp, 64
+    mov ecx, ecx
     lea r9, [r11 + r11*1]
-    movzx edi, byte ptr [r15 + rbp + 384]
-    test ebx, 320
-    jz 1f
-1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], ecx
+    mov ecx, 231
     and r9, 64
-    mov dword ptr [r15 + r9 + 320], r8d
+    mov dword ptr [r15 + r9 + 320], 146
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + rbp + 320]
-    mov dword ptr [r15 + r8 + 192], 103
-    mov rbp, qword ptr [r15 + r9 + 384]
-    mov r9d, ebp
+    jmp 1f
+1:
+    vpshufd xmm15, xmm15, 117
+    mov ecx, dword ptr [r15 + r8 + 320]
+    mov r8d, ecx
+    mov dword ptr [r15 + r9 + 384], 121
+    mov r8d, r9d
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    add rcx, qword ptr [r15 + r8 + 512]
+    jmp 1f
+1:
+    movzx r9d, r9b
+    mov r9, rcx
+    vmovdqu ymmword ptr [r15 + r8 + 448], ymm15
+    movzx r9d, r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c49:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    add qword ptr [r15 + 0], rbp
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    movzx eax, cl
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], 181
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], 237
+    and eax, dword ptr [r15 + r8 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    mov rax, rax
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + rbp + 320]
-    lea r9, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, 80
-    and r9, 448
-    mov dword ptr [r15 + r9 + 1088], r9d
-    test ebx, 1600
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 150994944
     jz 1f
 1:
-    mov byte ptr [r15 + r9 + 1216], r9b
-    mov byte ptr [r15 + r9 + 1024], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + r9 + 896]
     and r8, 64
-    and edi, dword ptr [r15 + r8 + 384]
-    test bl, 128
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 832], dil
-    mov edi, dword ptr [r15 + r9 + 960]
-    movzx ecx, byte ptr [r15 + r9 + 1152]
-    mov qword ptr [r15 + r8 + 320], rcx
+    mov rax, qword ptr [r15 + r8 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + rbp + 384]
-    mov byte ptr [r15 + r9 + 1280], r8b
-    mov r8d, 54
+    mov dword ptr [r15 + r9 + 512], r8d
+    vpshufd xmm15, xmm15, 162
     jmp 1f
 1:
+    mov dword ptr [r15 + r8 + 320], eax
     add r11, 64
     inc rbx
     dec r13
@@ -20829,120 +20897,124 @@ ditto_body_c1:
 .Lc1_b10_c50:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    mov r8d, 106
-    movzx r8d, bpl
-    movsxd r8, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 194
-    mov dword ptr [r15 + 0], r8d
-    mov r8d, 146
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, cl
     jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 576
-    jnz 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r8d, r8d
+    movzx r8d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    lea r8, [r11 + r11*1]
-    movzx ecx, r9b
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], r8d
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    add rcx, qword ptr [r15 + r9 + 448]
-    and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 384], cl
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 71
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 256]
+    mov r9d, 250
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11*4]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 512], r8b
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 768], ebp
+    mov ecx, 237
+    test ebx, 384
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 512], r9b
-    mov dword ptr [r15 + rbp + 192], 186
+    and eax, dword ptr [r15 + rbp + 704]
     jmp 1f
 1:
+    mov ecx, 140
+    mov ecx, dword ptr [r15 + r8 + 192]
+    mov r8d, dword ptr [r15 + rbp + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 640], ecx
+    mov rcx, r9
+    mov ecx, ebp
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + r9 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c51:
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 1073741824
-    jz 1f
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
 1:
-    mov r9d, 87
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 1024], r9b
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 128]
-    movzx r8d, cl
-    movzx ecx, r8b
-    mov dword ptr [r15 + r9 + 1216], ecx
-    movzx ecx, cl
-    mov byte ptr [r15 + rbp + 64], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r9 + 832], rcx
-    mov byte ptr [r15 + r9 + 1088], cl
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 896], ebp
-    movsxd rcx, dword ptr [r15 + r9 + 1280]
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 192]
-    mov edi, r8d
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + rbp + 256]
-    mov rbp, qword ptr [r15 + r9 + 960]
-    mov byte ptr [r15 + r9 + 1152], cl
+    movzx eax, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 960]
+    test dword ptr [r15 + 67117724], 1049104
+    jz 1f
+1:
+    movzx ecx, al
+    movzx eax, byte ptr [r15 + rbp + 1024]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 896], 95
+    lea r9, [r11 + r11*1]
+    movzx ecx, r9b
+    and r8, 64
+    and eax, dword ptr [r15 + r8 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 256], 81
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + r9 + 192]
+    add rax, qword ptr [r15 + r8 + 128]
+    movsxd r9, dword ptr [r15 + rbp + 832]
     add r11, 64
     inc rbx
     dec r13
@@ -20950,765 +21022,727 @@ ditto_body_c1:
 .Lc1_b10_c52:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*8]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7872], ymm8
-    and r8d, dword ptr [r15 + rbp + 7552]
-    add r8, qword ptr [r15 + rbp + 8000]
-    vmovdqu ymmword ptr [r15 + rbp + 7744], ymm8
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*8]
+    jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1600], 130
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + r9 + 1536]
+    jmp 1f
+1:
+    lea rbp, [r11*4]
+    mov qword ptr [r15 + r9 + 1472], rbp
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 896]
+    mov ecx, dword ptr [r15 + r9 + 1408]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8d, dword ptr [r15 + rbp + 960]
+    mov rcx, r8
+    movzx r8d, cl
     lea r8, [r11 + r11*1]
-    mov r9d, r8d
-    jmp 1f
-1:
+    mov byte ptr [r15 + r9 + 1664], bpl
+    add rax, qword ptr [r15 + r9 + 1344]
     and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 64]
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + rbp + 7808]
+    mov qword ptr [r15 + r8 + 128], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 128], ecx
-    lea r9, [r11 + r11*1]
-    xchg qword ptr [r15 + rbp + 7488], rcx
-    movsxd r8, dword ptr [r15 + rbp + 7936]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], r9d
-    add rcx, qword ptr [r15 + rbp + 7616]
-    mov edi, 93
-    test ebx, 640
-    jz 1f
-1:
-    movzx ecx, dil
-    mov edi, 155
-    and edi, dword ptr [r15 + r9 + 448]
-    mov qword ptr [r15 + rbp + 7680], rdi
-    mov ecx, 150
+    mov dword ptr [r15 + r8 + 64], ebp
+    mov r8d, 197
+    mov r8d, dword ptr [r15 + rbp + 1024]
+    add r8, qword ptr [r15 + rbp + 832]
+    mov ebp, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c53:
-    mov edi, ebp
-    movzx edi, dil
-    movzx edi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
+    lea rbp, [r11 + r11*8]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7552], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, bpl
+    mov r8d, r8d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
-    add rdi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov edi, 5
-    movzx edi, r9b
-    and rbp, 64
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 320], 66
-    mov edi, 188
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], r8d
-    test bl, 128
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov edi, ecx
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm8
-    movzx edi, byte ptr [r15 + rbp + 384]
-    mov ebp, edi
-    mov dword ptr [r15 + r8 + 384], r8d
-    mov dword ptr [r15 + r9 + 448], ebp
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 320]
+    mov rcx, qword ptr [r15 + rbp + 8000]
+    mov byte ptr [r15 + rbp + 7616], cl
+    movzx ecx, byte ptr [r15 + r8 + 384]
+    movsxd r8, dword ptr [r15 + rbp + 7808]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r8
+    mov r8d, r8d
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 7488], r8
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 192]
+    mov rax, rcx
+    movsxd rcx, dword ptr [r15 + rbp + 7680]
+    mov dword ptr [r15 + rbp + 7872], ecx
+    mov dword ptr [r15 + r8 + 256], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, r8d
+    mov ecx, dword ptr [r15 + rbp + 7744]
+    mov dword ptr [r15 + rbp + 7936], ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c54:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea r8, [r11*8]
     lea rbp, [r11 + r11*1]
+    and r8, 8128
+    and eax, dword ptr [r15 + r8 + 7744]
     and rbp, 64
-    and r9d, dword ptr [r15 + rbp + 256]
+    mov byte ptr [r15 + rbp + 192], bpl
+    mov dword ptr [r15 + r8 + 7552], 145
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, rdi
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117723], 524290
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 224
-    and edi, dword ptr [r15 + 0]
+    movzx eax, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 537923584
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + rbp + 256], r9b
+    and r9, 64
+    add rbp, qword ptr [r15 + r9 + 128]
+    jmp 1f
+1:
+    mov eax, 117
+    mov byte ptr [r15 + r8 + 7680], al
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovq xmm8, rdi
-    lea r9, [r11*4]
-    mov edi, r9d
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], r8d
-    and r9, 192
-    mov dword ptr [r15 + r9 + 640], r9d
-    test bl, 192
-    jnz 1f
-1:
-    add rdi, qword ptr [r15 + rbp + 192]
-    vmovdqu ymmword ptr [r15 + r9 + 576], ymm8
-    mov ebp, ecx
-    and ebp, dword ptr [r15 + r9 + 768]
+    vmovq qword ptr [r15 + r9 + 64], xmm15
     jmp 1f
 1:
-    test bl, 128
-    jz 1f
-1:
-    mov ebp, 94
+    mov dword ptr [r15 + r8 + 7808], ebp
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + r9 + 704]
-    and r9d, dword ptr [r15 + r8 + 320]
     jmp 1f
 1:
+    mov dword ptr [r15 + r8 + 7616], 162
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c55:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 0], 207
+    movzx eax, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
-    movzx r9d, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
+    movzx eax, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 16777216
     jz 1f
 1:
     jmp 1f
 1:
+    mov ecx, eax
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 148
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx ebp, r9b
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 23
-    test bl, 192
-    jnz 1f
+    nop
+    jmp 1f
 1:
-    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
-    mov r9d, ebp
-    mov r9d, r9d
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    mov rdi, qword ptr [r15 + rbp + 192]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], 66
-    lea r8, [r11 + r11*1]
-    vpmovmskb ecx, xmm8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r9 + 384], rcx
-    and r8, 64
-    inc dword ptr [r15 + r8 + 128]
-    jmp 1f
-1:
-    mov ecx, 83
-    mov dword ptr [r15 + rbp + 256], 227
-    mov rcx, qword ptr [r15 + r8 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c56:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov ecx, 197
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    mov ebp, 219
-    mov ebp, 71
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1344
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test bl, 192
-    jnz 1f
-1:
-    mov ecx, 72
-    lea rbp, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], ebp
-    and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 64]
-    movzx edi, cl
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + rbp + 384]
-    jmp 1f
-1:
-    and r9, 64
-    and ecx, dword ptr [r15 + r9 + 448]
-    mov qword ptr [r15 + r9 + 512], rcx
-    mov dword ptr [r15 + r8 + 128], 45
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c57:
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], 248
-    mov byte ptr [r15 + 0], r9b
-    add r9, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    movzx r9d, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 137
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
-    movzx edi, bpl
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 256], bpl
-    mov edi, 96
-    jmp 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 35
-    jmp 1f
-1:
-    mov rdi, r9
-    test ebx, 1344
-    jz 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 64], 160
-    and r8, 64
-    vmovq qword ptr [r15 + r8 + 384], xmm8
-    movzx r9d, byte ptr [r15 + rbp + 192]
-    mov ebp, dword ptr [r15 + r8 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c58:
-    lea rbp, [r11*4]
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 576], bpl
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 192
-    jnz 1f
-1:
-    mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 236
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r8, r8
-    jmp 1f
-1:
-    movzx r8d, bpl
-    test bl, 192
-    jz 1f
-1:
-    or qword ptr [r15 + 0], 112
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + rbp + 640]
-    lea r9, [r11 + r11*1]
-    mov edi, dword ptr [r15 + rbp + 768]
-    and r9, 64
-    lea r8, [r11 + r11*1]
-    add rdi, qword ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    and edi, dword ptr [r15 + r8 + 192]
-    mov byte ptr [r15 + r8 + 256], dil
-    jmp 1f
-1:
-    add rdi, qword ptr [r15 + r9 + 384]
-    add rdi, qword ptr [r15 + rbp + 704]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c59:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdi
     test ebx, 256
     jnz 1f
 1:
     jmp 1f
 1:
-    mov rbp, r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    test bl, 128
-    jz 1f
-1:
-    and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 7808]
-    mov dword ptr [r15 + rbp + 7616], r9d
+    and rbp, 64
+    add rax, qword ptr [r15 + rbp + 448]
     lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 7744], r9b
+    mov ecx, 87
+    movzx ecx, cl
     and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 192]
-    mov r8d, edi
-    mov edi, r8d
+    mov byte ptr [r15 + r9 + 256], r9b
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, qword ptr [r15 + rbp + 7552]
-    mov rdi, qword ptr [r15 + r9 + 256]
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 512], al
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 128]
+    mov qword ptr [r15 + r9 + 192], rcx
+    mov dword ptr [r15 + r8 + 64], 26
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c56:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    test dword ptr [r15 + 67117724], 264
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 64], sil
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    movzx r9d, r9b
+    and r8, 64
+    lea r9, [r11*4]
+    movzx eax, byte ptr [r15 + r8 + 320]
+    mov ecx, 243
+    and r9, 192
+    imul rcx, qword ptr [r15 + r9 + 640]
+    mov dword ptr [r15 + rbp + 128], ecx
+    test dword ptr [r15 + 67117723], 16512
+    jz 1f
+1:
+    mov rcx, rdx
     jmp 1f
 1:
+    mov ebp, ecx
+    movzx ecx, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 576], ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 384], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 17039360
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 768], ecx
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov dword ptr [r15 + r9 + 704], 126
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c57:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r11 + r11*1]
+    mov eax, 239
+    mov eax, 254
+    and rbp, 64
+    lea r8, [r11*4]
+    mov dword ptr [r15 + rbp + 448], r8d
+    and r8, 192
+    mov dword ptr [r15 + r8 + 768], ecx
+    movzx ecx, byte ptr [r15 + r8 + 704]
     lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 64], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r9
+    test dword ptr [r15 + 67117724], 65552
+    jnz 1f
+1:
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm15, xmm15, xmm2
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + rbp + 512]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
+    movsxd rax, dword ptr [r15 + r8 + 576]
+    mov qword ptr [r15 + r9 + 128], rax
+    add rax, qword ptr [r15 + r8 + 640]
+    mov r8d, edx
+    mov r8, r8
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c58:
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 512], r8
+    jmp 1f
+1:
+    mov rax, r8
+    lea rbp, [r11 + r11*1]
+    vmovq xmm15, r8
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 256]
+    vmovq qword ptr [r15 + 0], xmm15
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 240
+    jmp 1f
+1:
+    .byte 0x66, 0x90
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov eax, eax
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 79
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 384]
-    mov edi, 214
-    movsxd rdi, dword ptr [r15 + rbp + 7872]
-    mov qword ptr [r15 + r9 + 320], rdi
-    mov dword ptr [r15 + rbp + 7680], 129
-    mov dword ptr [r15 + rbp + 7488], edi
+    mov dword ptr [r15 + r9 + 128], 199
+    jmp 1f
+1:
+    movzx eax, r9b
+    mov dword ptr [r15 + r8 + 448], 164
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + rbp + 192]
+    mov r8d, 202
+    movzx r8d, r8b
+    movzx ebp, byte ptr [r15 + r9 + 64]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c59:
+    mov r8d, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 896]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + r8 + 1024]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*4]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 4032
+    xor dword ptr [r15 + rbp + 3520], ebp
+    mov dword ptr [r15 + rbp + 3648], 207
+    lea r9, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + r8 + 960], ymm15
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + r9 + 64], 107
+    mov r9d, dword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + rbp + 3456]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 3584], r9b
+    mov byte ptr [r15 + rbp + 3392], r8b
+    mov r8d, 251
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c60:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, eax
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 32768
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    and eax, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 212992
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r8d
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    test dword ptr [r15 + 67117724], 5120
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm15
     lea r8, [r11 + r11*1]
+    or qword ptr [r15 + 0], 79
+    mov dword ptr [r15 + 0], 79
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    xor dword ptr [r15 + r8 + 192], r8d
-    mov edi, dword ptr [r15 + 0]
-    movzx r9d, cl
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov rdi, rbp
-    test ebx, 640
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, bpl
-    mov qword ptr [r15 + 0], rdi
-    movzx ecx, dil
-    test ebx, 1344
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + r8 + 128], xmm15
     lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 223
-    jmp 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], 87
-    mov dword ptr [r15 + r9 + 128], r9d
-    mov qword ptr [r15 + r8 + 256], rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 112
-    mov r9, r9
-    and r9d, dword ptr [r15 + rbp + 384]
-    vmovq xmm8, r9
-    jmp 1f
-1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 192], bpl
+    lea r9, [r11 + r11*1]
+    mov eax, dword ptr [r15 + r8 + 64]
+    mov qword ptr [r15 + rbp + 256], r8
+    and r9, 64
+    mov qword ptr [r15 + r9 + 320], r9
+    mov byte ptr [r15 + r9 + 384], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c61:
-    mov r9d, 75
-    add r9, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r8d, ecx
-    test bl, 192
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
-    mov r8, rcx
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r9d
+    add rax, qword ptr [r15 + 0]
+    movzx r9d, r9b
+    mov r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
+    test ebx, 65280
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, al
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov eax, r9d
+    test dword ptr [r15 + 67117723], 33619968
+    jz 1f
 1:
     jmp 1f
 1:
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 320]
+    and r9, 64
     lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + 0], r8
-    mov r9, r8
-    test ebx, 640
-    jnz 1f
+    mov ecx, dword ptr [r15 + r9 + 448]
+    jmp 1f
 1:
     and r8, 64
-    and r9d, dword ptr [r15 + r8 + 64]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 384], r9d
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + r8 + 128]
+    mov rdx, qword ptr [r15 + r8 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 131
+    movzx eax, byte ptr [r15 + r9 + 512]
+    mov byte ptr [r15 + r8 + 128], al
+    mov r9d, eax
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + rbp + 320]
-    movzx ebp, r8b
-    and ebp, dword ptr [r15 + r9 + 448]
+    mov dword ptr [r15 + rbp + 384], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c62:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    inc dword ptr [r15 + 0]
-    movzx ebp, bpl
-    and ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov qword ptr [r15 + 0], rbp
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 32
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r8d, bpl
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 8388608
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], dil
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 151
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    vpor xmm8, xmm8, xmm8
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 256]
+    mov rax, rax
     lea r9, [r11 + r11*1]
+    mov eax, 248
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    mov dword ptr [r15 + r9 + 64], 174
-    add rdi, qword ptr [r15 + r9 + 128]
+    mov rax, qword ptr [r15 + r9 + 128]
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov rdx, qword ptr [r15 + rbp + 320]
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 512]
+    mov dword ptr [r15 + r8 + 448], 127
+    test dword ptr [r15 + 67117724], 8192
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + rbp + 384]
+    mov ebp, r8d
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 192], edi
-    mov byte ptr [r15 + r8 + 320], dil
+    mov byte ptr [r15 + r9 + 64], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c63:
-    mov edi, edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov edi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    and edi, dword ptr [r15 + 0]
-    test ebx, 448
-    jz 1f
+    jmp 1f
 1:
-    mov edi, 64
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1600
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    mov edi, edi
     lea rbp, [r11*4]
     jmp 1f
 1:
-    mov rdi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     and rbp, 192
-    mov byte ptr [r15 + rbp + 640], bpl
+    vmovdqu ymmword ptr [r15 + rbp + 704], ymm15
     test ebx, 1073741824
     jz 1f
 1:
+    mov r8, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, r8b
+    mov r8, qword ptr [r15 + rbp + 640]
+    test ebx, 256
+    jz 1f
+1:
     lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
     jmp 1f
 1:
     and r8, 64
-    mov qword ptr [r15 + r8 + 384], rdi
-    jmp 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], r9b
-    add rdi, qword ptr [r15 + r8 + 320]
+    mov eax, dword ptr [r15 + r8 + 512]
+    mov rcx, rax
+    movzx r9d, dl
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + rbp + 576]
-    movsxd r8, dword ptr [r15 + rbp + 704]
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + rbp + 768]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + r9 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, r8
+    movzx eax, byte ptr [r15 + rbp + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + r8 + 448]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx edx, r8b
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1408], ymm15
+    jmp 1f
+1:
+    test ebx, 1280
+    jnz 1f
+1:
+    add rdx, qword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + rbp + 576]
+    mov ebp, 15
     add r11, 64
     inc rbx
     dec r13
@@ -21735,27 +21769,29 @@ ditto_body_c1:
 ditto_body_init_c1:
     mov r8, qword ptr [rdi]
     movabs rax, 0x0
-    mov qword ptr [r8 + 67117720], rax
-    movabs rax, 0x9e3779b97f4a7c00
     mov qword ptr [r8 + 67117728], rax
-    movabs rax, 0x3c6ef372fe94f82a
+    movabs rax, 0x9e3779b97f4a7c00
     mov qword ptr [r8 + 67117736], rax
-    movabs rax, 0xdaa66d2c7ddf743e
+    movabs rax, 0x3c6ef372fe94f82a
     mov qword ptr [r8 + 67117744], rax
-    movabs rax, 0x78dde6e5fd29f050
+    movabs rax, 0xdaa66d2c7ddf743e
     mov qword ptr [r8 + 67117752], rax
-    movabs rax, 0x1715609f7c746c68
+    movabs rax, 0x78dde6e5fd29f050
     mov qword ptr [r8 + 67117760], rax
-    movabs rax, 0xb54cda58fbbee878
+    movabs rax, 0x1715609f7c746c68
     mov qword ptr [r8 + 67117768], rax
-    movabs rax, 0x538454127b096490
+    movabs rax, 0xb54cda58fbbee878
     mov qword ptr [r8 + 67117776], rax
-    movabs rax, 0xf1bbcdcbfa53e0a8
+    movabs rax, 0x538454127b096490
     mov qword ptr [r8 + 67117784], rax
-    movabs rax, 0x8ff34785799e5cbd
+    movabs rax, 0xf1bbcdcbfa53e0a8
     mov qword ptr [r8 + 67117792], rax
-    movabs rax, 0x2e2ac13ef8e8d8c0
+    movabs rax, 0x8ff34785799e5cbd
     mov qword ptr [r8 + 67117800], rax
+    movabs rax, 0x2e2ac13ef8e8d8c0
+    mov qword ptr [r8 + 67117808], rax
+    movabs rax, 0x60f329c938f73f69
+    mov qword ptr [r8 + 67117720], rax
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5

@@ -37,682 +37,605 @@ ditto_body_c1:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 2048 bytes, 8 chunk(s), 4 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117720]
-    lea rcx, [rbx + 4]
-    mov qword ptr [r15 + 67117720], rcx
-    mov r13d, 4
-    mov eax, ebx
-    and eax, 7
-    lea rcx, [rip + .Lc1_b0_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_b0_stubs:
-    .p2align 3
+// block 0: 2048 bytes, 8 chunk(s), 8 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117728]
+    lea rcx, [rbx + 8]
+    mov qword ptr [r15 + 67117728], rcx
+    mov r13d, 8
     jmp .Lc1_b0_c0
-    .p2align 3
-    jmp .Lc1_b0_c1
-    .p2align 3
-    jmp .Lc1_b0_c2
-    .p2align 3
-    jmp .Lc1_b0_c3
-    .p2align 3
-    jmp .Lc1_b0_c4
-    .p2align 3
-    jmp .Lc1_b0_c5
-    .p2align 3
-    jmp .Lc1_b0_c6
-    .p2align 3
-    jmp .Lc1_b0_c7
     .p2align 6
 .Lc1_b0_c0:
-    movzx ecx, al
-    add rax, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    vcvtsi2sd xmm11, xmm11, r9d
-    test bl, 48
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r10*8]
+    movzx eax, al
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 1664], rdi
+    mov rcx, qword ptr [r15 + rbp + 1728]
+    test dword ptr [r15 + 67117723], 134217728
     jnz 1f
 1:
-    and r9d, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    test bl, 152
-    jz 1f
-1:
-    mov r9d, 32
-    movsxd rbp, dword ptr [r15 + 0]
-    mov ecx, 73
-    add rdi, qword ptr [r15 + 0]
-    test bl, 16
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    vpshufd xmm11, xmm11, 170
-    mov rax, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test bl, 72
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov r8, rdx
-    mov dword ptr [r15 + 0], 124
-    test bl, 128
-    jnz 1f
-1:
-    mov esi, r8d
-    mov rcx, rdx
-    lea rbp, [r10 + r10*1]
-    add rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + rbp + 1472], rcx
     lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov r9d, dword ptr [r14 + rbp + 256]
-    lea r9, [r10 + r10*1]
-    test bl, 128
-    jnz 1f
+    mov edi, r9d
+    mov r9d, r8d
+    test dword ptr [r15 + 67117724], 2182
+    jz 1f
 1:
     and r8, 64
-    and ecx, dword ptr [r15 + r8 + 128]
+    vmovdqu xmm1, xmmword ptr [r15 + r8 + 896]
+    lea r9, [r10 + r10*1]
+    mov ecx, 26
     and r9, 64
-    mov eax, dword ptr [r15 + r9 + 704]
-    mov rsi, r9
-    movsxd rdx, dword ptr [r15 + r8 + 64]
-    test bl, 16
+    mov edi, dword ptr [r15 + r9 + 256]
+    test dword ptr [r15 + 67117724], 512
     jz 1f
 1:
-    movzx edi, byte ptr [r14 + 0]
-    movzx eax, byte ptr [r15 + rbp + 192]
-    movsxd rcx, dword ptr [r15 + r9 + 768]
+    jmp 1f
+1:
+    mov dword ptr [r14 + rbp + 1792], r8d
+    movsxd rax, dword ptr [r15 + r9 + 192]
+    test ebx, 26560
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + rbp + 1856]
+    mov qword ptr [r15 + r8 + 832], rdx
+    sete al
+    test dword ptr [r15 + 67117724], 67110032
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + rbp + 1920]
+    movsxd rdx, dword ptr [r15 + rbp + 1536]
+    mov ecx, dword ptr [r15 + rbp + 1600]
+    test bl, 128
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    movzx ebp, cl
+    movzx ecx, byte ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c1:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    add r9, qword ptr [r15 + rbp + 256]
-    and esi, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    vmovq xmm11, r8
-    test bl, 16
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    test ebx, 336
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov r8d, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov esi, r8d
-    test bl, 16
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 207
-    test ebx, 3992
-    jnz 1f
-1:
-    mov r9d, r9d
-    mov ecx, 72
-    mov qword ptr [r15 + 0], rdx
-    movzx r9d, cl
-    test bl, 16
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    vmovdqu xmm7, xmmword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     lea r8, [r10 + r10*1]
-    mov esi, 111
-    lea r9, [r10 + r10*1]
-    test ebx, 7128
+    and r8, 64
+    movsxd r9, dword ptr [r15 + r8 + 896]
+    mov esi, dword ptr [r15 + 0]
+    sete cl
+    test dword ptr [r15 + 67117724], 1342308352
     jnz 1f
 1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], rbp
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 112
-    mov rdx, qword ptr [r15 + rbp + 192]
-    movzx ecx, byte ptr [r15 + r9 + 64]
-    test ebx, 6008
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 524288
     jz 1f
 1:
-    jmp 1f
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    test dword ptr [r15 + 67117724], 805308456
+    jz 1f
 1:
-    mov r9d, 28
-    mov qword ptr [r14 + 0], r9
-    movzx ebp, byte ptr [r14 + r8 + 320]
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx r9d, al
+    mov r9, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 262144
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    movzx edi, byte ptr [r15 + 0]
+    vpaddq xmm15, xmm15, xmmword ptr [r14 + 0]
+    test dword ptr [r15 + 67117723], 8192
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    movsxd rdi, dword ptr [r14 + 0]
+    and rbp, 64
+    mov r9d, dword ptr [r15 + rbp + 384]
+    mov rdx, qword ptr [r15 + rbp + 320]
+    lea rbp, [r10 + r10*1]
+    test bl, 32
+    jz 1f
+1:
+    movzx eax, bpl
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 640], rax
+    movsxd rsi, dword ptr [r15 + r8 + 832]
+    test ebx, 464
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + rbp + 576]
+    mov rcx, rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    mov byte ptr [r15 + 0], bpl
-    mov r9d, eax
-    mov eax, 111
-    mov edi, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 3512
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], 84
-    test bl, 16
-    jz 1f
-1:
-    mov r8d, 137
-    mov esi, 217
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + 0]
-    test bl, 16
+    movzx ecx, byte ptr [r15 + 0]
+    movzx eax, cl
+    test dword ptr [r15 + 67117724], 75628544
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    mov r8, rdx
-    mov edx, edi
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 872
+    movzx edx, al
+    mov edx, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 1233207936
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    movzx r8d, dil
-    mov esi, edi
-    test ebx, 3320
-    jz 1f
+    mov edi, r8d
+    movzx edx, r8b
+    mov eax, dword ptr [r15 + 0]
+    mov esi, 70
+    test ebx, 4096
+    jnz 1f
 1:
-    mov dword ptr [r15 + 0], 154
-    imul esi, esi, 29
-    mov ecx, 110
-    movzx esi, bpl
-    test ebx, 32608
-    jz 1f
+    mov rax, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    bt r8, rdi
+    test ebx, 12016
+    jnz 1f
 1:
-    lea r9, [r10 + r10*1]
+    mov r8d, dword ptr [r15 + 0]
+    mov rbp, r8
+    mov edi, ecx
+    mov r8d, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 4194304
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
     and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + rbp + 64], ebp
-    and r9, 64
-    mov qword ptr [r14 + r9 + 896], rbp
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 512]
-    test bl, 40
+    mov rdi, qword ptr [r15 + rbp + 704]
+    test bl, 208
     jz 1f
 1:
-    mov dword ptr [r14 + 0], r8d
-    mov rdi, qword ptr [r15 + r9 + 832]
-    mov esi, dword ptr [r15 + r8 + 448]
+    mov edx, ebp
+    lea r8, [r10 + r10*1]
+    and r9, 64
+    mov byte ptr [r14 + r9 + 256], sil
+    and r8, 64
+    mov dword ptr [r15 + r8 + 832], r9d
+    mov rsi, qword ptr [r14 + 0]
+    test ebx, 576
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + r9 + 192]
+    mov rsi, qword ptr [r15 + r8 + 896]
+    mov eax, dword ptr [r15 + rbp + 768]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c3:
-    lea rbp, [r10 + r10*8]
-    and rbp, 8128
-    mov rdx, qword ptr [r15 + rbp + 7488]
-    movzx r8d, al
-    mov rcx, rdx
-    bt rax, r9
-    test bl, 88
-    jz 1f
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx ecx, byte ptr [r15 + 0]
+    mov ebp, 19
+    jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 7232], cl
-    mov dword ptr [r15 + rbp + 7104], 55
-    mov dword ptr [r15 + rbp + 7296], r8d
-    test ebx, 320
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 6072
-    jz 1f
-1:
-    movzx r9d, dil
-    mov esi, r9d
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 15344
-    jz 1f
-1:
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
-    movzx edx, cl
-    mov rdi, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test ebx, 1408
+    mov byte ptr [r15 + 0], sil
+    test dword ptr [r15 + 67117724], 24
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + rbp + 7616]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 384]
-    mov rax, qword ptr [r15 + rbp + 7168]
-    test ebx, 416
-    jz 1f
+    mov rsi, qword ptr [r15 + 0]
+    movzx r8d, dl
+    mov edx, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
 1:
-    mov r9d, 151
+    mov r9d, dword ptr [r15 + 0]
+    movzx edi, dl
+    movzx edx, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 54542876
+    jnz 1f
+1:
+    mov esi, 132
+    mov rcx, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov rbp, rdx
+    mov r8d, dword ptr [r14 + 0]
+    mov eax, 74
     lea r9, [r10 + r10*1]
-    mov qword ptr [r14 + rbp + 7424], r9
-    and r9, 64
-    mov edi, dword ptr [r15 + r9 + 64]
-    mov esi, dword ptr [r15 + r9 + 128]
-    test bl, 16
+    lea rbp, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 33557056
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + r8 + 320]
-    mov esi, dword ptr [r15 + rbp + 7552]
-    mov edi, dword ptr [r15 + rbp + 7360]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 192], cl
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 320]
+    mov esi, ebp
+    test dword ptr [r15 + 67117723], 17432640
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov edx, dword ptr [r14 + r9 + 256]
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 384]
+    xchg rcx, rdi
+    test bl, 32
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 320], al
+    movzx esi, byte ptr [r15 + rbp + 384]
+    xchg rcx, r9
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c4:
-    mov qword ptr [r15 + 0], rsi
-    lea rdi, [r15 + 67109504]
-    mov ecx, 643
-    rep stosb
-    add rsi, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 24
-    jz 1f
-1:
-    mov rbp, rbp
-    movzx eax, cl
-    mov dword ptr [r15 + 0], ebp
-    test bl, 128
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 639
-    rep stosb
-    movzx eax, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test bl, 160
-    jnz 1f
-1:
-    vpshufd xmm7, xmm7, 15
-    movzx edx, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov edi, 249
-    lea r9, [r10 + r10*1]
-    test ebx, 7416
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 206
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 192]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     lea rbp, [r10 + r10*1]
+    and rbp, 64
+    movsxd rdx, dword ptr [r15 + rbp + 576]
+    mov byte ptr [r14 + 0], bpl
+    mov dword ptr [r15 + 0], 239
+    mov r8d, edx
+    test dword ptr [r15 + 67117723], 268568584
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov rsi, rdx
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 8048
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 608
+    jnz 1f
+1:
+    btc dword ptr [r15 + 0], 28
+    mov eax, ecx
+    mov dword ptr [r15 + 0], 233
+    test bl, 64
+    jz 1f
+1:
+    mov eax, r8d
+    mov ecx, ecx
+    movzx r8d, al
+    test bl, 32
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 194
+    lea r9, [r10 + r10*1]
+    mov rcx, rax
     jmp 1f
 1:
-    test ebx, 3680
-    jz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 21
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 128]
     lea r8, [r10 + r10*1]
-    mov edx, 73
-    mov rcx, qword ptr [r15 + rbp + 320]
-    test ebx, 2024
-    jz 1f
+    test bl, 64
+    jnz 1f
 1:
     and r8, 64
-    mov byte ptr [r15 + r8 + 576], al
-    mov ebp, dword ptr [r15 + r9 + 256]
-    mov dword ptr [r14 + r8 + 640], 228
+    mov rax, qword ptr [r15 + r8 + 384]
+    movzx edi, byte ptr [r15 + r8 + 320]
+    movzx edx, bpl
+    test dword ptr [r15 + 67117723], 537923596
+    jnz 1f
+1:
+    mov rsi, rbp
+    movzx ecx, byte ptr [r15 + rbp + 640]
+    mov ebp, dword ptr [r15 + r9 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c5:
-    mov edi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 146
-    mov rax, rax
-    mov r8d, dword ptr [r15 + 0]
-    test bl, 16
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    vmovq xmm15, rax
+    mov r8, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 608
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 148
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 440
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test bl, 112
     jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 120
-    jz 1f
 1:
     movsxd rbp, dword ptr [r15 + 0]
-    mov eax, ebp
-    movzx r9d, bpl
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 16
+    mov dword ptr [r15 + 0], edx
+    mov esi, ebp
+    movsxd rbp, dword ptr [r15 + 0]
+    test bl, 80
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov r9d, 229
+    test dword ptr [r15 + 67117723], 536870912
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov r8d, 247
+    mov esi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 553648256
+    jnz 1f
+1:
+    vpshufd xmm3, xmm3, 2
     lea rbp, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 62400
+    mov r8d, ebp
+    mov esi, 13
+    and rbp, 64
+    movzx edi, byte ptr [r15 + rbp + 64]
+    lea r9, [r10 + r10*1]
+    test ebx, 432
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    and rbp, 64
-    add qword ptr [r15 + rbp + 64], rbp
-    lea r9, [r10 + r10*1]
-    movzx r8d, sil
-    lea r8, [r10 + r10*1]
     and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 576]
-    test bl, 32
-    jnz 1f
-1:
-    and r8, 64
-    movsxd rsi, dword ptr [r14 + r8 + 448]
-    sete cl
-    mov rdx, qword ptr [r15 + rbp + 128]
-    test bl, 16
-    jnz 1f
-1:
-    mov rbp, rdx
-    vpaddq xmm7, xmm7, xmmword ptr [r14 + 0]
-    mov dword ptr [r14 + 0], ebp
-    vpaddd xmm11, xmm11, xmm7
+    mov edx, dword ptr [r15 + r9 + 576]
+    lea r8, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + rbp + 128]
+    mov rax, qword ptr [r15 + r9 + 640]
     test bl, 64
     jnz 1f
 1:
-    add rdx, qword ptr [r15 + r8 + 512]
-    mov ecx, dword ptr [r15 + r9 + 640]
-    mov r8, rcx
+    and r8, 64
+    movzx ebp, byte ptr [r14 + r8 + 768]
+    mov r9, qword ptr [r14 + 0]
+    movsxd rcx, dword ptr [r15 + r8 + 704]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c6:
-    mov edx, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    and edi, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 3448
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov ebp, dword ptr [r15 + 0]
-    mov edx, 158
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 896
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    movzx edi, al
-    mov eax, 171
-    test ebx, 424
-    jnz 1f
-1:
-    mov eax, 158
-    movsxd rcx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov esi, 36
-    test bl, 184
-    jnz 1f
-1:
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov rbp, r8
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
-    mov r8d, r8d
-    test ebx, 7896
-    jz 1f
-1:
-    vsubsd xmm11, xmm11, xmm7
-    inc dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r8d, 21
-    test bl, 16
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov rcx, qword ptr [r14 + 0]
-    movzx r8d, byte ptr [r14 + 0]
-    and r9, 64
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     lea rbp, [r10 + r10*1]
-    mov rax, qword ptr [r15 + r9 + 832]
-    mov rdx, qword ptr [r15 + r9 + 896]
-    lea r9, [r10 + r10*1]
-    test bl, 40
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    mov rsi, qword ptr [r15 + rbp + 192]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 512], cl
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
+    test ebx, 512
     jz 1f
 1:
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 256]
+    mov rax, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    mov r9, rcx
+    mov edi, r9d
+    test ebx, 31424
+    jz 1f
+1:
+    mov edx, 31
+    movzx ecx, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 679584512
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov eax, eax
+    lea r9, [r10 + r10*1]
+    mov rdi, rax
+    mov ecx, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
     and r9, 64
-    mov rax, qword ptr [r15 + r9 + 576]
-    add r8, qword ptr [r15 + r9 + 640]
-    and edx, dword ptr [r15 + rbp + 192]
+    movzx eax, byte ptr [r15 + r9 + 640]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + rbp + 256]
+    test dword ptr [r15 + 67117723], 33556288
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + r9 + 576]
+    mov rsi, rbp
+    mov r9d, dword ptr [r14 + 0]
+    test ebx, 368
+    jz 1f
+1:
+    mov rbp, qword ptr [r14 + 0]
+    mov dword ptr [r15 + r8 + 448], 102
+    mov rdx, r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea r8, [r10 + r10*8]
+    mov ebp, eax
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3072], bpl
+    movzx eax, byte ptr [r15 + r8 + 3008]
     lea rbp, [r10 + r10*1]
+    test dword ptr [r15 + 67117724], 32768
+    jz 1f
+1:
     and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 448]
-    mov r8, qword ptr [r15 + 0]
-    vpaddd xmm11, xmm11, xmm11
-    mov rdx, qword ptr [r15 + 0]
-    test bl, 32
+    mov esi, dword ptr [r15 + rbp + 512]
+    mov rcx, qword ptr [r15 + r8 + 3136]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 639
+    rep movsb
+    test ebx, 53184
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 24
-    mov dword ptr [r15 + 0], edi
-    mov r8, rdx
-    and esi, dword ptr [r15 + 0]
-    test bl, 16
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov esi, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + r8 + 3392]
+    movsxd rdx, dword ptr [r15 + r8 + 3264]
     test bl, 208
+    jz 1f
+1:
+    mov r9d, 7
+    mov edx, dword ptr [r15 + r8 + 3200]
+    mov edi, r9d
+    test dword ptr [r15 + 67117723], 2097152
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 632
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov rsi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    popcnt rcx, rax
-    test bl, 104
-    jz 1f
-1:
-    mov r8d, 76
-    mov r9d, dword ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    test bl, 232
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    movzx ecx, byte ptr [r14 + 0]
-    test bl, 16
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + r8 + 3328], eax
     lea r9, [r10 + r10*1]
-    movsxd rsi, dword ptr [r14 + 0]
-    or qword ptr [r15 + rbp + 512], 97
-    and r8, 64
-    mov ebp, dword ptr [r15 + r8 + 192]
+    movsxd rsi, dword ptr [r15 + r8 + 3520]
+    test ebx, 14064
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + r8 + 3456]
     and r9, 64
-    mov byte ptr [r15 + r9 + 64], r9b
-    test bl, 80
+    movsxd rcx, dword ptr [r15 + r9 + 384]
+    vmovdqu xmm3, xmmword ptr [r14 + rbp + 448]
+    test ebx, 720
     jnz 1f
 1:
-    movzx ecx, r9b
-    add qword ptr [r15 + r9 + 128], rdx
-    mov edx, dword ptr [r15 + r8 + 256]
+    vpxor xmm15, xmm15, xmm10
+    mov qword ptr [r15 + r9 + 320], rax
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 110 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117728]
-    lea rcx, [rbx + 110]
-    mov qword ptr [r15 + 67117728], rcx
-    mov r13d, 110
+// block 1: 128 bytes, 1 chunk(s), 112 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117736]
+    lea rcx, [rbx + 112]
+    mov qword ptr [r15 + 67117736], rcx
+    mov r13d, 112
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    movsxd r9, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
     mov r8d, ecx
     jmp 1f
 1:
-    mov r8, r10
+    mov r9, r10
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 63
-    and r8, 64
-    mov qword ptr [r15 + r8 + 704], rdx
+    or qword ptr [r15 + 0], 124
+    and r9, 64
+    mov qword ptr [r15 + r9 + 704], r9
     nop
     test bl, 10
     jz 1f
 1:
     mov rbp, r11
-    movzx edx, bpl
+    movzx r8d, bpl
     and rbp, 448
-    mov r8, r10
-    add rsi, qword ptr [r15 + rbp + 960]
-    mov dword ptr [r14 + 0], 135
-    and r8, 33554368
-    movzx eax, byte ptr [r15 + r8 + 33554432]
+    mov r9, r10
+    add rcx, qword ptr [r15 + rbp + 960]
+    mov dword ptr [r14 + 0], 34
+    and r9, 33554368
+    movzx eax, byte ptr [r15 + r9 + 33554432]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 256 bytes, 1 chunk(s), 31 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117736]
-    lea rcx, [rbx + 31]
-    mov qword ptr [r15 + 67117736], rcx
-    mov r13d, 31
+// block 2: 256 bytes, 1 chunk(s), 34 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117744]
+    lea rcx, [rbx + 34]
+    mov qword ptr [r15 + 67117744], rcx
+    mov r13d, 34
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
-    movsxd rax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
-    popcnt r9, r8
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xchg rdx, rdi
+    mov rsi, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
     test ebx, 512
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    lock xadd qword ptr [r15 + 0], rcx
+    mov ecx, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    movzx edi, r8b
     test bl, 16
     jnz 1f
 1:
-    add rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 71
-    movsxd rdi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    test bl, 2
-    jz 1f
+    mov r8, r9
+    mov r9, qword ptr [r15 + 0]
+    popcnt rsi, rsi
+    test dword ptr [r15 + 67117723], 512
+    jnz 1f
 1:
+    lock add qword ptr [r15 + 0], rcx
+    and r9d, dword ptr [r15 + 0]
     movsxd rdx, dword ptr [r15 + 0]
-    mov eax, ecx
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 1344
-    jz 1f
-1:
-    mov r9d, 106
-    mov ecx, 13
-    xchg rdi, rax
-    mov r8d, 216
     test ebx, 8030
     jz 1f
 1:
-    and r9d, dword ptr [r15 + 0]
-    popcnt rdi, r8
-    imul esi, r9d, 47
-    test bl, 244
-    jz 1f
+    vmulsd xmm15, xmm15, xmm12
+    popcnt rcx, r9
+    mov r9d, 190
+    test dword ptr [r15 + 67117724], 268435456
+    jnz 1f
 1:
     lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + 0], al
-    mov rax, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
+    mov edi, 75
+    mov esi, edx
     and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 384]
-    lea r9, [r10 + r10*1]
-    and r8, 64
-    vpaddd ymm7, ymm7, ymmword ptr [r15 + r8 + 192]
-    test ebx, 2035
+    movzx edx, byte ptr [r15 + rbp + 128]
+    test bl, 42
     jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov edx, dword ptr [r14 + 0]
+    and r8, 64
+    vpaddd ymm12, ymm3, ymmword ptr [r15 + r8 + 192]
+    lea r9, [r10 + r10*1]
+    mov eax, dword ptr [r15 + rbp + 64]
+    test dword ptr [r15 + 67117724], 575021448
+    jz 1f
 1:
     and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 128]
-    movsxd rcx, dword ptr [r15 + r8 + 256]
-    vmovq xmm11, rdi
-    test bl, 2
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + rbp + 320]
-    mov ecx, dword ptr [r15 + r9 + 64]
-    movzx eax, dil
+    mov ecx, dword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + r9 + 384], 245
+    movsxd rbp, dword ptr [r15 + r8 + 256]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
 // block 3: 4096 bytes, 16 chunk(s), 8 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117744]
+    mov rbx, qword ptr [r15 + 67117752]
     lea rcx, [rbx + 8]
-    mov qword ptr [r15 + 67117744], rcx
+    mov qword ptr [r15 + 67117752], rcx
     mov r13d, 8
     mov eax, ebx
     and eax, 15
@@ -755,2091 +678,1853 @@ ditto_body_c1:
     jmp .Lc1_b3_c15
     .p2align 6
 .Lc1_b3_c0:
-    mov rdi, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 120
-    test ebx, 336
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov esi, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov ecx, 58
-    movzx edx, byte ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 2032
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov esi, r9d
-    mov r9d, 137
-    test bl, 32
-    jnz 1f
-1:
-    popcnt rdx, rbp
-    or qword ptr [r15 + 0], 21
-    movsxd rbp, dword ptr [r15 + 0]
-    vucomisd xmm11, xmm11
-    test bl, 144
-    jnz 1f
-1:
-    vsubsd xmm11, xmm11, xmm12
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    vpshufd xmm10, xmm12, 33
+    mov ecx, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
     mov dword ptr [r15 + 0], edi
-    mov ebp, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test ebx, 28640
+    test dword ptr [r15 + 67117724], 1053192
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 9437312
     jnz 1f
 1:
-    mov edi, r8d
+    mov edx, ebp
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r9d, 213
+    mov qword ptr [r15 + 0], rdx
+    test dword ptr [r15 + 67117724], 1064960
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    movzx edx, cl
+    mov byte ptr [r15 + 0], bpl
+    lea rbp, [r10 + r10*1]
+    test ebx, 2944
+    jnz 1f
+1:
+    and rbp, 64
+    lea r8, [r10 + r10*1]
+    mov r9, qword ptr [r15 + rbp + 64]
+    mov ecx, r8d
+    and r8, 64
+    add qword ptr [r14 + r8 + 576], rbp
+    mov byte ptr [r15 + r8 + 640], bpl
+    test bl, 128
+    jnz 1f
+1:
+    or eax, 1
+    xor edx, edx
+    div eax
+    movsxd rdi, dword ptr [r15 + rbp + 128]
     jmp 1f
 1:
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 320]
-    mov rdx, r8
-    test ebx, 1632
-    jnz 1f
+    test bl, 128
+    jz 1f
 1:
-    mov qword ptr [r14 + 0], r9
-    lea r9, [r10 + r10*1]
-    movsxd rdi, dword ptr [r14 + 0]
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 576]
-    mov dword ptr [r15 + r8 + 384], r9d
     lea rbp, [r10 + r10*1]
-    test bl, 32
+    jmp 1f
+1:
+    mov esi, 32
+    mov r8d, r9d
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 448]
+    test bl, 128
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + r9 + 640]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 832], esi
-    mov r9, qword ptr [r15 + rbp + 896]
+    movsxd r9, dword ptr [r15 + rbp + 512]
+    movsxd rax, dword ptr [r14 + 0]
+    mov rbp, rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    movzx r8d, byte ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 8080
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    mov eax, edi
-    test bl, 32
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea r8, [r10 + r10*8]
+    mov esi, r8d
+    and r8, 960
+    movsxd rdi, dword ptr [r15 + r8 + 2112]
+    mov byte ptr [r15 + r8 + 1984], cl
+    test dword ptr [r15 + 67117724], 185114752
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov ecx, ecx
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 256
+    not qword ptr [r15 + r8 + 2240]
+    mov rsi, rsi
+    mov rbp, qword ptr [r14 + 0]
+    test ebx, 14592
     jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
 1:
     lea r9, [r10 + r10*1]
-    mov edx, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
+    mov byte ptr [r15 + r8 + 2368], dl
+    mov byte ptr [r15 + r8 + 2496], bpl
     and r9, 64
-    mov dword ptr [r15 + r9 + 448], 199
+    mov dword ptr [r15 + r9 + 320], edx
+    test bl, 64
+    jnz 1f
+1:
     lea rbp, [r10 + r10*1]
-    test bl, 32
-    jnz 1f
-1:
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 512]
+    mov dword ptr [r15 + r8 + 2304], 4
     and rbp, 64
-    and edi, dword ptr [r15 + rbp + 384]
-    movzx esi, sil
-    mov qword ptr [r14 + 0], rsi
-    test bl, 32
+    or qword ptr [r15 + rbp + 128], 64
+    mov edx, dword ptr [r15 + r8 + 2048]
+    test dword ptr [r15 + 67117723], 2048
+    jz 1f
+1:
+    mov edi, ecx
+    mov rax, qword ptr [r15 + rbp + 64]
+    movsxd rsi, dword ptr [r15 + r8 + 2176]
+    test dword ptr [r15 + 67117723], 1078575136
     jnz 1f
 1:
-    movzx esi, r9b
-    movzx ecx, sil
-    movsxd rax, dword ptr [r15 + r8 + 448]
-    test ebx, 336
-    jnz 1f
+    jmp 1f
 1:
-    mov r8d, ecx
-    movsxd rsi, dword ptr [r15 + rbp + 320]
-    mov ecx, 23
-    mov dword ptr [r15 + r9 + 512], 204
-    test bl, 32
-    jnz 1f
+    mov esi, dword ptr [r15 + 0]
+    vpshufd xmm12, xmm12, 98
+    test dword ptr [r15 + 67117724], 269789190
+    jz 1f
 1:
-    mov r9, rcx
-    mov ebp, 223
-    mov edi, 253
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 2432], rcx
+    movsxd rdi, dword ptr [r14 + r9 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c2:
-    lea r8, [r10 + r10*1]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov edi, r9d
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 1024
+    jz 1f
+1:
+    vpcmpeqb xmm10, xmm10, xmm2
+    mov dword ptr [r15 + 0], r8d
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
+    test ebx, 1920
+    jz 1f
+1:
+    vpcmpeqb xmm2, xmm2, xmm10
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 67108864
+    jz 1f
+1:
+    mov rax, rbp
+    movzx eax, bpl
+    sete r8b
+    test dword ptr [r15 + 67117724], 18088236
+    jz 1f
+1:
     lea rbp, [r10 + r10*1]
-    and r8, 64
-    mov byte ptr [r14 + r8 + 832], dl
+    mov dword ptr [r14 + 0], eax
+    mov r9d, r8d
     and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 320]
-    mov dword ptr [r15 + 0], eax
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    add rdi, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov r9, rdi
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    movzx edi, bpl
-    movzx esi, byte ptr [r15 + 0]
-    mov edx, edx
-    mov rcx, r8
-    test bl, 64
+    mov esi, dword ptr [r15 + rbp + 192]
+    test dword ptr [r15 + 67117723], 33554432
     jz 1f
 1:
-    and ecx, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    sete al
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 1824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 122
-    movzx esi, byte ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov eax, esi
-    mov rax, qword ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
-    mov edx, r8d
-    test bl, 64
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    movzx r9d, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    test bl, 32
-    jz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
+    movzx r8d, cl
     lea r9, [r10 + r10*1]
-    mov esi, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + r8 + 896]
+    mov rax, rdx
     and r9, 64
-    add r8, qword ptr [r15 + r9 + 768]
-    test bl, 32
+    vmovdqu xmm10, xmmword ptr [r15 + r9 + 640]
+    lea r8, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 1075838976
     jz 1f
 1:
-    and edi, dword ptr [r15 + rbp + 384]
-    mov rbp, qword ptr [r15 + r9 + 704]
-    movsxd r8, dword ptr [r14 + 0]
+    movzx ecx, cl
+    and r8, 64
+    movzx edx, byte ptr [r15 + r8 + 512]
+    movsxd rcx, dword ptr [r15 + r8 + 448]
+    test bl, 64
+    jnz 1f
+1:
+    xchg rdi, rdi
+    mov r8d, dword ptr [r15 + r9 + 576]
+    mov esi, dword ptr [r15 + rbp + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c3:
-    movzx edx, byte ptr [r15 + 0]
-    mov r9, rax
-    mov ecx, ecx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    movsxd r9, dword ptr [r15 + rbp + 256]
     movsxd rsi, dword ptr [r15 + 0]
-    mov r8, rsi
-    test bl, 32
-    jnz 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    bswap rdi
-    movzx edx, sil
-    test bl, 32
-    jz 1f
-1:
-    mov r9d, edx
-    vpxor xmm11, xmm11, xmm7
-    movzx ebp, bpl
-    mov esi, 75
+    mov edx, eax
+    mov eax, ecx
     test bl, 64
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    vpmovmskb edx, xmm11
-    mov byte ptr [r15 + 0], r8b
-    mov edx, r9d
-    test ebx, 6096
-    jz 1f
-1:
-    movzx r8d, dl
-    xor dword ptr [r15 + 0], ecx
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    vucomisd xmm7, xmm11
-    movsxd rcx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    add rax, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    test ebx, 880
-    jz 1f
-1:
-    mov r9d, ebp
-    mov esi, r9d
-    and rbp, 64
-    mov edx, dword ptr [r14 + rbp + 320]
-    lea r8, [r10 + r10*1]
-    mov r9d, eax
-    test ebx, 63968
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 384], dil
-    and r8, 64
-    lea rbp, [r10 + r10*1]
-    mov rdi, qword ptr [r15 + r8 + 640]
-    and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 448]
-    movsxd rdx, dword ptr [r14 + 0]
-    test ebx, 6896
     jnz 1f
 1:
     jmp 1f
 1:
-    mov eax, 3
-    movzx ecx, byte ptr [r15 + rbp + 512]
-    mov ebp, dword ptr [r15 + r8 + 576]
+    mov rsi, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 4096
+    jz 1f
+1:
+    mov rdx, r8
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 384
+    jnz 1f
+1:
+    mov esi, 250
+    mov rdi, qword ptr [r15 + 0]
+    mov r9, rsi
+    test dword ptr [r15 + 67117723], 152044032
+    jnz 1f
+1:
+    mov eax, 129
+    movzx esi, byte ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 0], r9d
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 128]
+    test dword ptr [r15 + 67117723], 4194304
+    jnz 1f
+1:
+    vpaddd xmm12, xmm12, xmm10
+    mov byte ptr [r15 + rbp + 192], r8b
+    mov ebp, dword ptr [r14 + 0]
+    test dword ptr [r15 + 67117724], 1073741824
+    jz 1f
+1:
+    mov edx, edi
+    xchg rdi, rax
+    movsxd r9, dword ptr [r15 + r8 + 64]
+    test dword ptr [r15 + 67117723], 540059140
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    movzx eax, dil
+    and r8, 64
+    movsxd rcx, dword ptr [r14 + r8 + 384]
+    mov rdi, qword ptr [r15 + r8 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c4:
-    movsxd r8, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test bl, 112
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov rsi, qword ptr [r15 + 0]
-    mov rdx, rsi
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 14720
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r10 + r10*8]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7360], edx
+    movzx esi, byte ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + rbp + 7616], eax
+    test dword ptr [r15 + 67117723], 1417953536
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 256
-    jz 1f
-1:
-    add rdi, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test bl, 80
-    jz 1f
-1:
-    mov rdx, rsi
-    mov qword ptr [r15 + 0], rsi
-    lea rbp, [r10 + r10*1]
-    movzx edi, bpl
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 320
-    jnz 1f
-1:
-    and rbp, 64
-    and eax, dword ptr [r15 + rbp + 320]
-    mov esi, r8d
+    mov byte ptr [r15 + 0], bpl
     mov r9, r8
-    test ebx, 16080
+    mov edx, edi
+    test dword ptr [r15 + 67117723], 537395712
     jz 1f
 1:
-    sete sil
-    mov r8d, 162
-    lea r9, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + rbp + 384]
-    mov edi, 106
-    test ebx, 880
-    jz 1f
-1:
-    and r9, 64
-    xchg qword ptr [r15 + r9 + 640], rdx
-    mov ebp, 202
-    xor dword ptr [r14 + 0], ebp
-    mov byte ptr [r14 + 0], bpl
-    lea r8, [r10 + r10*1]
+    movzx edi, byte ptr [r14 + rbp + 7168]
+    mov ecx, dword ptr [r15 + rbp + 7424]
+    mov rsi, r8
     test bl, 128
     jnz 1f
 1:
+    mov r8, r8
+    lea r9, [r10 + r10*1]
+    mov rcx, rbp
+    lea r8, [r10 + r10*1]
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 384]
+    test ebx, 57024
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 7296], 201
     and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 256]
-    movzx edi, byte ptr [r15 + r9 + 576]
-    movzx r9d, byte ptr [r15 + r8 + 192]
+    mov ecx, dword ptr [r15 + r8 + 256]
+    movzx edx, byte ptr [r15 + r8 + 192]
+    test ebx, 256
+    jnz 1f
+1:
+    movzx esi, byte ptr [r14 + rbp + 7552]
+    sete cl
+    vpor xmm15, xmm15, xmm12
+    test ebx, 4992
+    jnz 1f
+1:
+    vmovdqu xmm12, xmmword ptr [r15 + rbp + 7232]
+    movsxd rsi, dword ptr [r15 + r9 + 320]
+    mov eax, dword ptr [r15 + rbp + 7104]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c5:
-    mov rsi, qword ptr [r15 + 0]
-    mov rax, rsi
-    jmp 1f
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 0], ebp
+    mov qword ptr [r15 + 0], rdi
+    movzx r9d, bpl
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 288
+    jnz 1f
 1:
+    movzx ebp, r9b
+    mov byte ptr [r15 + 0], dil
+    mov edx, edi
+    test dword ptr [r15 + 67117723], 2228756
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    mov rsi, r8
+    movzx r9d, byte ptr [r15 + 0]
     mov rcx, qword ptr [r15 + 0]
-    test bl, 32
+    test ebx, 928
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    jmp 1f
+    movzx r9d, byte ptr [r15 + 0]
+    movzx edx, r8b
+    mov r8d, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 65536
+    jz 1f
 1:
-    mov byte ptr [r15 + 0], sil
+    mov esi, eax
+    mov eax, r9d
+    movzx r9d, byte ptr [r15 + 0]
     test bl, 64
-    jnz 1f
-1:
-    mov esi, 49
-    mov qword ptr [r15 + 0], rsi
-    mov qword ptr [r15 + 0], rsi
-    movsxd r8, dword ptr [r15 + 0]
-    test bl, 128
     jz 1f
 1:
-    mov esi, ebp
-    mov qword ptr [r15 + 0], rsi
-    mov rbp, qword ptr [r15 + 0]
-    mov r9d, ebp
-    test ebx, 4016
-    jz 1f
-1:
-    bswap r8
-    mov r9d, dword ptr [r15 + 0]
-    sete r9b
-    movsxd rsi, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test bl, 32
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 128
-    and r8, 64
-    vmovdqu xmm11, xmmword ptr [r14 + r8 + 768]
-    movzx r9d, dil
-    mov rdi, r8
     lea rbp, [r10 + r10*1]
-    test bl, 160
-    jz 1f
-1:
+    mov edi, dword ptr [r15 + 0]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 448], cl
-    mov qword ptr [r15 + rbp + 512], rbp
-    vucomisd xmm7, xmm11
-    movzx ecx, byte ptr [r14 + 0]
-    test ebx, 688
-    jz 1f
-1:
+    mov rdx, qword ptr [r15 + rbp + 832]
+    mov esi, eax
+    lea r8, [r10 + r10*1]
     lea r9, [r10 + r10*1]
-    movzx ebp, al
-    mov rdx, r9
-    and r9, 64
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + r9 + 640]
-    mov esi, dword ptr [r15 + r9 + 576]
-    test ebx, 14192
+    mov qword ptr [r14 + 0], rbp
+    test dword ptr [r15 + 67117723], 557059
     jz 1f
 1:
-    mov eax, esi
-    movsxd rdi, dword ptr [r15 + r8 + 704]
-    movzx r8d, dl
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 64]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], 249
+    mov ecx, dword ptr [r15 + rbp + 896]
+    test ebx, 8128
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + r8 + 128]
+    mov edx, dword ptr [r15 + r9 + 448]
+    mov edi, 45
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c6:
-    movzx ecx, byte ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    add rdx, qword ptr [r15 + 0]
-    add rsi, qword ptr [r15 + 0]
-    test ebx, 800
-    jnz 1f
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r8, r8
+    mov edx, esi
+    add qword ptr [r15 + 0], rsi
+    mov ecx, esi
+    test ebx, 14176
+    jz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 103
-    movzx esi, dl
-    test bl, 32
-    jnz 1f
+    mov r9d, 110
+    mov eax, dword ptr [r15 + 0]
+    vmovdqu xmm2, xmmword ptr [r15 + 0]
+    test ebx, 2048
+    jz 1f
 1:
     movzx edi, byte ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 163
-    test bl, 32
-    jz 1f
-1:
-    mov rdx, rax
-    vmovdqu xmm7, xmmword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 0]
-    test ebx, 304
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov ebp, 184
-    mov eax, 107
-    test bl, 112
+    movzx edx, r9b
+    mov esi, eax
+    mov ecx, ebp
+    test dword ptr [r15 + 67117724], 1613234176
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov rbp, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 640]
-    test ebx, 1024
+    movsxd rdx, dword ptr [r15 + 0]
+    vmovq xmm3, r8
+    mov ebp, dword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    popcnt rsi, r8
-    lea r9, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + r8 + 576]
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 832]
-    movsxd rdi, dword ptr [r14 + 0]
-    test bl, 64
+    movzx r8d, byte ptr [r15 + 0]
+    mov r9d, 176
+    mov rcx, r8
+    movzx edi, dl
+    test dword ptr [r15 + 67117723], 536870913
     jnz 1f
 1:
+    mov rsi, qword ptr [r14 + 0]
     lea rbp, [r10 + r10*1]
-    mov eax, 182
+    lea r8, [r10 + r10*1]
     and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 128]
-    mov edx, dword ptr [r15 + r9 + 896]
-    test ebx, 736
-    jnz 1f
+    movzx edx, byte ptr [r15 + rbp + 448]
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 640]
+    lea r9, [r10 + r10*1]
+    test ebx, 6400
+    jz 1f
 1:
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 320]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + rbp + 64]
-    movzx ebp, r9b
+    movsxd rdx, dword ptr [r15 + rbp + 512]
+    movzx edi, byte ptr [r15 + r8 + 576]
+    test ebx, 57088
+    jnz 1f
+1:
+    mov ebp, 147
+    movzx r8d, sil
+    movsxd rcx, dword ptr [r14 + r9 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c7:
-    mov edi, 23
-    mov ecx, r9d
-    mov dword ptr [r15 + 0], 79
-    mov r9d, eax
-    test bl, 144
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 0], eax
+    bswap rax
+    mov rcx, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 320
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov ebp, ebp
-    mov esi, ebp
-    mov rdx, qword ptr [r15 + 0]
-    test bl, 96
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov r8d, 101
-    test bl, 32
-    jz 1f
-1:
-    mov eax, r8d
-    mov dword ptr [r15 + 0], r8d
-    mov r8, qword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
+    movzx esi, sil
+    movzx edi, dl
+    mov ecx, r8d
     test ebx, 256
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov ecx, dword ptr [r15 + 0]
-    mov esi, 194
+    mov r8d, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
     mov rdx, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 213946370
+    jnz 1f
+1:
+    xchg qword ptr [r15 + 0], rsi
+    mov eax, 248
+    mov byte ptr [r15 + 0], r9b
+    test ebx, 352
+    jz 1f
+1:
+    movzx r9d, dl
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 64832
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    test bl, 32
-    jz 1f
-1:
-    and rbp, 64
-    movsxd r9, dword ptr [r14 + rbp + 320]
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 256]
-    movzx edx, byte ptr [r15 + rbp + 384]
-    test ebx, 14832
-    jz 1f
-1:
-    mov qword ptr [r15 + r8 + 192], rdi
     lea rbp, [r10 + r10*1]
-    mov edx, 214
-    vcvtsi2sd xmm12, xmm12, edx
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 256]
+    movzx eax, byte ptr [r14 + 0]
+    test ebx, 14848
+    jz 1f
+1:
     and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 576]
-    test ebx, 128384
-    jnz 1f
+    mov qword ptr [r15 + rbp + 512], rax
+    mov edx, ecx
+    lea r9, [r10 + r10*1]
+    mov byte ptr [r15 + rbp + 448], dl
+    test dword ptr [r15 + 67117723], 822083664
+    jz 1f
 1:
-    or edi, 1
-    xor edx, edx
-    div edi
-    mov rsi, rcx
-    mov r9d, 172
-    mov dword ptr [r14 + 0], r8d
-    test ebx, 5056
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + rbp + 640]
-    sete r8b
-    jmp 1f
-1:
+    movsxd rcx, dword ptr [r15 + r8 + 192]
+    and r9, 64
+    mov ebp, dword ptr [r15 + r9 + 384]
+    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + r9 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c8:
-    movzx ebp, cl
-    movzx edx, byte ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 173
-    test ebx, 256
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    cmovne rcx, rcx
-    movsxd rdi, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 91
-    test bl, 32
-    jnz 1f
-1:
-    mov r9d, edi
-    inc dword ptr [r15 + 0]
-    add rdi, qword ptr [r15 + 0]
-    test bl, 32
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r9, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov edi, 118
+    mov esi, r8d
+    test bl, 128
     jz 1f
 1:
-    jmp 1f
-1:
-    mov r8, rdi
-    mov esi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 64192
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9d, 71
-    jmp 1f
-1:
-    test ebx, 8144
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 56
     jmp 1f
 1:
     mov byte ptr [r15 + 0], r8b
-    test bl, 80
+    vpshufd xmm2, xmm15, 162
+    test ebx, 448
+    jnz 1f
+1:
+    movzx r8d, r8b
+    lea rdi, [r15 + 67109504]
+    mov ecx, 644
+    rep stosb
+    mov eax, 188
+    test bl, 64
+    jnz 1f
+1:
+    mov rdx, r8
+    mov ecx, 121
+    movsxd r9, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 541671938
     jz 1f
 1:
     lea rbp, [r10 + r10*1]
-    imul edx, edx, 71
+    movsxd rsi, dword ptr [r15 + 0]
+    and rbp, 64
+    mov r8, qword ptr [r14 + rbp + 704]
+    movsxd rdx, dword ptr [r14 + 0]
+    test bl, 192
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + rbp + 768]
+    sete bpl
+    movzx eax, al
+    lea r9, [r10 + r10*1]
+    test dword ptr [r15 + 67117724], 16777216
+    jz 1f
+1:
     lea r8, [r10 + r10*1]
-    and esi, dword ptr [r15 + 0]
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 384]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 576], rcx
+    sete sil
     and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 256]
-    test ebx, 928
+    mov dword ptr [r15 + r8 + 320], ecx
+    test bl, 64
     jz 1f
 1:
-    mov edx, dword ptr [r15 + rbp + 320]
-    mov dword ptr [r14 + 0], 58
-    mov dword ptr [r14 + 0], 205
-    movsxd rcx, dword ptr [r15 + r8 + 192]
-    lea rbp, [r10 + r10*1]
-    test ebx, 15216
-    jz 1f
-1:
-    mov rdi, rcx
-    and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 64]
-    add r9, qword ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + r8 + 384], r8d
+    mov ecx, 152
+    mov edx, dword ptr [r15 + r9 + 640]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c9:
-    lea rbp, [r10 + r10*1]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor dword ptr [r15 + 0], edx
+    mov dword ptr [r15 + 0], eax
+    mov edi, 177
+    mov dword ptr [r15 + 0], eax
+    test dword ptr [r15 + 67117724], 1024
+    jnz 1f
+1:
     jmp 1f
 1:
+    movzx ebp, bpl
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 15808
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 16032
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    movzx r8d, byte ptr [r15 + 0]
+    btc dword ptr [r15 + 0], 1
+    test dword ptr [r15 + 67117723], 135266337
+    jnz 1f
+1:
+    mov esi, 122
+    mov ecx, ecx
+    lea rbp, [r10 + r10*1]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 832
+    jz 1f
+1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 320], ebp
-    movzx r9d, byte ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test bl, 64
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 113
-    test bl, 128
-    jnz 1f
-1:
-    movzx r9d, sil
-    vpmovmskb esi, xmm12
-    mov dword ptr [r15 + 0], 154
-    mov edx, 227
-    test bl, 32
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    bt rdi, rcx
-    test ebx, 336
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1024
-    jz 1f
-1:
-    xor dword ptr [r15 + 0], edi
-    mov r9d, 234
-    mov rax, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test ebx, 912
-    jnz 1f
-1:
-    add rdi, qword ptr [r14 + 0]
-    mov rsi, qword ptr [r14 + 0]
+    mov edi, dword ptr [r15 + rbp + 128]
+    vmovdqu xmm2, xmmword ptr [r14 + 0]
+    xor dword ptr [r14 + 0], r9d
     lea r9, [r10 + r10*1]
-    and r8, 64
-    inc dword ptr [r15 + r8 + 256]
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 448]
-    test ebx, 256
+    test dword ptr [r15 + 67117724], 150994978
     jnz 1f
 1:
-    mov edx, 124
-    movsxd rsi, dword ptr [r15 + r8 + 192]
-    add rdi, qword ptr [r15 + r9 + 512]
-    mov r8d, dword ptr [r15 + rbp + 384]
+    xchg rax, rax
+    movzx esi, byte ptr [r15 + rbp + 64]
+    and r9, 64
+    movzx r8d, byte ptr [r15 + r9 + 384]
+    lea rbp, [r10 + r10*1]
+    test ebx, 1632
+    jz 1f
+1:
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    movsxd rcx, dword ptr [r15 + rbp + 896]
+    movzx edi, byte ptr [r15 + r9 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c10:
-    mov ecx, edx
-    vpor xmm12, xmm12, xmm0
-    mov rbp, rcx
-    mov rdx, qword ptr [r15 + 0]
-    test bl, 48
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r9d, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    vpcmpeqb xmm15, xmm15, xmm2
+    test dword ptr [r15 + 67117723], 4194432
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    mov r9d, 170
-    movzx eax, byte ptr [r15 + 0]
-    test bl, 64
+    movzx edx, byte ptr [r15 + 0]
+    xchg r8, rax
+    mov ecx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 67108864
     jz 1f
 1:
-    xor dword ptr [r15 + 0], eax
-    jmp 1f
+    mov dword ptr [r15 + 0], 184
+    btc dword ptr [r15 + 0], 11
+    movsxd r8, dword ptr [r15 + 0]
+    mov edi, ecx
+    test dword ptr [r15 + 67117723], 570425448
+    jz 1f
 1:
-    mov eax, edi
-    test ebx, 1456
-    jnz 1f
+    mov ecx, 144
+    mov rsi, r8
+    mov edx, r9d
+    lea rbp, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 589824
+    jz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
+    and rbp, 64
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + rbp + 512]
+    mov byte ptr [r15 + rbp + 448], bpl
     lea r8, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 32
+    test ebx, 3968
     jz 1f
 1:
+    movzx ebp, r9b
     and r8, 64
-    mov rax, qword ptr [r15 + r8 + 64]
-    lea rbp, [r10*8]
-    mov rdi, rbp
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1472], edx
-    test bl, 176
-    jnz 1f
-1:
     lea r9, [r10 + r10*1]
-    mov esi, dword ptr [r14 + rbp + 1920]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], r9b
-    mov rax, qword ptr [r15 + rbp + 1856]
-    test bl, 32
+    mov dword ptr [r14 + r8 + 640], edi
+    movzx eax, byte ptr [r14 + 0]
+    test dword ptr [r15 + 67117723], 671088704
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 1728]
-    mov edx, dword ptr [r15 + rbp + 1536]
-    mov ecx, dword ptr [r15 + r9 + 256]
-    test bl, 32
-    jz 1f
-1:
-    jmp 1f
-1:
-    and edx, dword ptr [r15 + rbp + 1792]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 643
-    rep stosb
-    test bl, 80
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 1600], ebp
-    mov byte ptr [r15 + r8 + 128], cl
-    movsxd rsi, dword ptr [r15 + rbp + 1664]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], r8d
+    mov rdi, qword ptr [r15 + r8 + 576]
+    movsxd rdx, dword ptr [r15 + r9 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c11:
-    lea r8, [r10 + r10*8]
-    and r8, 4032
-    add rcx, qword ptr [r15 + r8 + 3264]
-    mov r9, qword ptr [r15 + 0]
-    mov ebp, 89
-    add rcx, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r8, qword ptr [r14 + 0]
     jmp 1f
 1:
-    test bl, 32
-    jz 1f
-1:
-    vpaddd xmm12, xmm12, xmm11
-    or qword ptr [r15 + 0], 50
-    mov byte ptr [r15 + 0], bpl
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + r8 + 3456]
-    mov rdx, qword ptr [r14 + 0]
-    mov dword ptr [r14 + r8 + 3008], eax
-    mov rax, rdx
     lea rbp, [r10 + r10*1]
-    test bl, 32
-    jnz 1f
+    movzx eax, byte ptr [r14 + 0]
+    test dword ptr [r15 + 67117724], 671645824
+    jz 1f
 1:
     and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 768]
-    mov dword ptr [r15 + r8 + 3136], ebp
-    mov eax, dword ptr [r15 + r8 + 3328]
-    movzx edi, byte ptr [r15 + r8 + 3200]
-    mov rcx, rcx
-    test bl, 32
+    inc dword ptr [r15 + rbp + 512]
+    jmp 1f
+1:
+    mov edi, ecx
+    test dword ptr [r15 + 67117723], 536870912
     jz 1f
 1:
-    mov esi, dword ptr [r15 + r8 + 3072]
-    xchg rcx, r9
-    mov edx, 122
+    movzx ecx, byte ptr [r15 + 0]
+    movzx r9d, dil
+    mov esi, dword ptr [r15 + 0]
+    test bl, 160
+    jz 1f
+1:
+    mov edi, 3
+    mov dword ptr [r15 + 0], r8d
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 1024
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov ecx, ebp
+    mov dword ptr [r15 + 0], ebp
+    test dword ptr [r15 + 67117724], 33280
+    jnz 1f
+1:
+    mov rax, rax
+    mov esi, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 114048
+    jz 1f
+1:
     lea r9, [r10 + r10*1]
-    mov ecx, r8d
-    test ebx, 1248
-    jz 1f
-1:
-    bswap rsi
+    mov edx, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
     and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 256]
-    add rax, qword ptr [r15 + r8 + 3392]
-    vaddsd xmm7, xmm7, xmm7
-    test ebx, 3824
+    mov r8, qword ptr [r15 + r9 + 128]
+    lea r8, [r10 + r10*1]
+    test dword ptr [r15 + 67117724], 131082
     jz 1f
 1:
-    mov eax, dword ptr [r15 + r8 + 3520]
-    movzx r8d, byte ptr [r15 + r9 + 192]
-    mov dword ptr [r15 + rbp + 704], r8d
-    mov edi, 15
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 896]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + rbp + 448]
+    mov ebp, r9d
+    test ebx, 2048
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + r8 + 832]
+    add qword ptr [r15 + r9 + 64], rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c12:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx r9d, byte ptr [r15 + 0]
+    mov rsi, rax
+    mov r8d, dword ptr [r15 + 0]
+    mov edx, eax
+    test dword ptr [r15 + 67117723], 33554436
+    jnz 1f
+1:
+    movzx eax, cl
+    movzx ecx, byte ptr [r15 + 0]
+    mov edi, eax
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 74
+    cmovne r9, rcx
+    test dword ptr [r15 + 67117724], 49152
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    mov eax, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
+    test ebx, 384
+    jz 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 192], sil
     and rbp, 64
-    lea r8, [r10 + r10*8]
-    mov esi, dword ptr [r15 + rbp + 64]
-    and r8, 960
-    mov dword ptr [r15 + r8 + 2176], edx
-    movzx edi, byte ptr [r15 + 0]
-    jmp 1f
+    mov qword ptr [r15 + rbp + 128], rdi
+    mov eax, dword ptr [r15 + r8 + 256]
+    test dword ptr [r15 + 67117723], 7340160
+    jnz 1f
 1:
-    test ebx, 5104
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov r9, rbp
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 192
-    jz 1f
-1:
-    mov edi, 217
-    mov dword ptr [r15 + 0], 121
+    vpxor xmm15, xmm15, xmm7
     lea r9, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + 0]
-    imul eax, r9d, 40
-    test bl, 64
-    jz 1f
-1:
+    movzx edi, bpl
     and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 320]
-    movsxd rdi, dword ptr [r15 + r9 + 384]
-    sete r9b
-    test bl, 144
+    mov rsi, qword ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + rbp + 64], 92
+    test dword ptr [r15 + 67117724], 1
     jz 1f
 1:
-    movzx r9d, byte ptr [r14 + r8 + 2240]
-    mov byte ptr [r15 + r8 + 1984], r9b
-    vpcmpeqb xmm12, xmm12, xmm7
-    mov dword ptr [r15 + rbp + 128], 197
-    test ebx, 288
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + r8 + 2304]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + r8 + 2368]
-    test bl, 240
-    jnz 1f
-1:
-    mov rcx, rax
-    mov dword ptr [r15 + r8 + 2112], 19
-    mov r9d, r9d
-    mov eax, ecx
-    test bl, 32
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 2432], bpl
-    mov ebp, dword ptr [r15 + r8 + 2048]
-    movzx edi, byte ptr [r15 + r8 + 2496]
+    mov edx, dword ptr [r15 + r9 + 320]
+    mov r9d, 69
+    mov r8d, dword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c13:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], bpl
-    movzx edi, byte ptr [r15 + 0]
-    movzx ebp, dl
-    movzx esi, bpl
-    test ebx, 256
-    jnz 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    cmovne rcx, rcx
+    mov qword ptr [r15 + 0], rdi
     movzx eax, byte ptr [r15 + 0]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 643
-    rep stosb
-    mov edx, edx
+    test ebx, 60896
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    test ebx, 27136
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    lea rbp, [r10 + r10*1]
+    test ebx, 48832
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 140
+    mov r8d, dword ptr [r15 + 0]
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 512]
     test bl, 128
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 1392
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test bl, 32
-    jnz 1f
-1:
-    movzx ebp, r8b
-    mov rbp, rbp
-    movsxd rdx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 226
-    test ebx, 4048
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    mov esi, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
+    mov edi, r8d
     lea r9, [r10 + r10*1]
-    test ebx, 400
+    movzx eax, byte ptr [r15 + rbp + 448]
+    mov ecx, ecx
+    test dword ptr [r15 + 67117723], 512
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + r8 + 320]
     and r9, 64
+    mov dword ptr [r14 + r9 + 192], 218
+    mov dword ptr [r15 + r9 + 256], 83
+    mov rbp, qword ptr [r14 + 0]
     lea r8, [r10 + r10*1]
-    movsxd rdx, dword ptr [r15 + r9 + 768]
-    mov rdi, rdx
-    test ebx, 64320
+    test bl, 128
     jnz 1f
 1:
+    mov eax, 210
+    mov r9, r8
     and r8, 64
-    add rbp, qword ptr [r14 + r8 + 128]
-    movzx esi, byte ptr [r15 + r9 + 704]
-    mov r9, rsi
-    test ebx, 640
-    jz 1f
+    mov byte ptr [r15 + r8 + 448], sil
+    test dword ptr [r15 + 67117723], 21006088
+    jnz 1f
 1:
-    mov rdx, rax
-    mov ecx, dword ptr [r14 + 0]
-    mov dword ptr [r15 + r8 + 64], 4
+    mov rdx, qword ptr [r15 + r8 + 512]
+    mov eax, 232
+    mov rdi, rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c14:
-    mov rdi, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    imul rcx, rdx
-    movsxd r8, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov ebp, 132
-    test bl, 128
-    jnz 1f
-1:
-    mov esi, 177
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 76
-    test ebx, 1024
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    movzx r9d, r9b
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1712
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    movzx esi, dl
-    mov edi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    test bl, 176
-    jz 1f
-1:
-    mov edx, 140
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     lea rbp, [r10 + r10*1]
-    mov r8d, dword ptr [r15 + 0]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], 91
+    mov qword ptr [r15 + 0], rsi
+    mov r8, rsi
     mov esi, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 896]
-    mov rax, qword ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
-    movzx edi, byte ptr [r14 + 0]
-    mov esi, dword ptr [r15 + rbp + 832]
-    test bl, 32
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 64]
-    and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 64]
-    movzx edx, byte ptr [r15 + r8 + 128]
-    mov eax, 161
-    test bl, 64
+    test dword ptr [r15 + 67117724], 16777216
     jnz 1f
 1:
-    mov ecx, 127
-    mov r8, rcx
-    mov esi, dword ptr [r15 + rbp + 128]
+    mov edx, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 65536
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 144
+    xchg rsi, rax
+    vmovdqu xmm2, xmmword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 256
+    jnz 1f
+1:
+    mov edi, r9d
+    mov rax, rax
+    movsxd rdx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    lea r8, [r10 + r10*1]
+    test dword ptr [r15 + 67117724], 4096
+    jnz 1f
+1:
+    and r8, 64
+    movzx r9d, byte ptr [r15 + r8 + 128]
+    lea r9, [r10 + r10*1]
+    mov eax, dword ptr [r15 + r8 + 64]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 256], rbp
+    test ebx, 1024
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 512], rbp
+    xchg rcx, rdi
+    mov r8d, 134
+    movzx edx, bpl
+    test ebx, 608
+    jz 1f
+1:
+    inc dword ptr [r14 + 0]
+    mov rbp, qword ptr [r14 + r9 + 192]
+    movzx edx, bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c15:
-    lea rbp, [r10 + r10*1]
-    movzx ecx, byte ptr [r14 + 0]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 896], edi
-    movzx edi, byte ptr [r15 + 0]
-    mov r8d, 195
-    test bl, 32
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    cmovne rbp, rax
+    mov dword ptr [r15 + 0], esi
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx edx, dil
+    test dword ptr [r15 + 67117723], 1073742080
+    jnz 1f
+1:
+    mov edi, 229
+    mov eax, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rdi
-    mov rsi, qword ptr [r15 + 0]
-    mov eax, 131
     mov rdi, qword ptr [r15 + 0]
-    test ebx, 3680
-    jnz 1f
+    mov rsi, qword ptr [r15 + 0]
+    jmp 1f
 1:
-    add rdi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    mov ecx, 137
-    test ebx, 448
+    movzx edx, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 8454148
     jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    imul rax, r9
-    mov rax, rax
-    add rdx, qword ptr [r15 + 0]
-    test ebx, 7888
-    jnz 1f
 1:
     mov r9d, dword ptr [r15 + 0]
-    mov edi, edx
-    and esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 187
-    test ebx, 7888
-    jnz 1f
-1:
-    mov edx, 79
-    mov esi, dword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    test bl, 32
+    lea r8, [r10 + r10*1]
+    mov ecx, 99
+    movsxd rdi, dword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
+    and r8, 64
+    lea rbp, [r10 + r10*1]
+    mov rdx, qword ptr [r15 + r8 + 192]
     lea r9, [r10 + r10*1]
-    xchg r8, rcx
-    and r9, 64
-    mov dword ptr [r15 + r9 + 576], 146
-    mov rdx, rcx
-    test ebx, 1648
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r9 + 640]
-    mov eax, 243
-    mov r9d, ebp
-    mov r8d, ebp
-    lea r9, [r10 + r10*1]
-    test ebx, 129664
-    jnz 1f
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 704]
+    mov dword ptr [r15 + r8 + 256], ebp
+    test dword ptr [r15 + 67117723], 9437186
+    jz 1f
 1:
     and r9, 64
-    inc dword ptr [r15 + r9 + 512]
-    movzx esi, byte ptr [r15 + rbp + 832]
-    movsxd rdi, dword ptr [r15 + r9 + 448]
+    vmovdqu xmm10, xmmword ptr [r15 + r9 + 64]
+    mov rax, r9
+    mov r8, qword ptr [r15 + r9 + 128]
+    mov edx, 9
+    test ebx, 6848
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r14 + rbp + 768]
+    jmp 1f
+1:
+    mov ebp, esi
+    test ebx, 1984
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov esi, dword ptr [r14 + 0]
+    cmovne r9, rdi
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
 // block 4: 1024 bytes, 4 chunk(s), 16 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117752]
+    mov rbx, qword ptr [r15 + 67117760]
     lea rcx, [rbx + 16]
-    mov qword ptr [r15 + 67117752], rcx
+    mov qword ptr [r15 + 67117760], rcx
     mov r13d, 16
     jmp .Lc1_b4_c0
     .p2align 6
 .Lc1_b4_c0:
-    lea rbp, [r10*8]
-    lea r8, [r10 + r10*1]
-    and rbp, 448
-    movzx r9d, byte ptr [r14 + rbp + 1792]
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 320]
-    movzx esi, sil
-    add rsi, qword ptr [r15 + rbp + 1536]
-    test bl, 64
-    jnz 1f
-1:
-    mov rax, rdx
-    sete sil
-    movzx edi, byte ptr [r15 + rbp + 1920]
-    mov qword ptr [r15 + rbp + 1664], r8
-    test ebx, 832
-    jnz 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r10 + r10*8]
     jmp 1f
 1:
-    lea r9, [r10 + r10*1]
-    movzx edi, r9b
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 512]
-    mov rsi, rcx
-    test ebx, 14832
-    jnz 1f
-1:
-    movzx eax, bpl
-    vmaxsd xmm7, xmm7, xmm12
-    movsxd rdi, dword ptr [r15 + rbp + 1472]
-    test ebx, 256
-    jz 1f
-1:
-    mov ecx, 122
-    popcnt rax, rcx
-    movzx esi, byte ptr [r15 + r8 + 384]
-    mov r8, rsi
-    test ebx, 11760
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    movzx edi, byte ptr [r15 + rbp + 1856]
-    movzx eax, byte ptr [r15 + rbp + 1728]
-    mov edx, eax
-    test ebx, 3516
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rax, rdx
-    and esi, dword ptr [r15 + rbp + 1600]
     mov rdi, rbp
+    and rbp, 960
+    movsxd rsi, dword ptr [r15 + rbp + 1984]
+    movzx r9d, byte ptr [r15 + rbp + 2048]
+    test ebx, 512
+    jnz 1f
+1:
+    movzx edx, r8b
+    mov qword ptr [r15 + 0], r8
+    mov rcx, qword ptr [r15 + 0]
     test ebx, 1936
     jnz 1f
 1:
-    movzx ebp, bpl
-    movzx edx, byte ptr [r15 + r9 + 448]
-    jmp 1f
+    lea r8, [r10 + r10*1]
+    movsxd rdx, dword ptr [r15 + 0]
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 384]
+    mov esi, r8d
+    lea r9, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 688915080
+    jz 1f
 1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 448], bpl
+    movsxd rcx, dword ptr [r15 + rbp + 2304]
+    vmovdqu xmm15, xmmword ptr [r15 + rbp + 2176]
+    test ebx, 256
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 2432]
+    mov qword ptr [r15 + r8 + 320], rax
+    vmovdqu xmm7, xmmword ptr [r15 + rbp + 2240]
+    test dword ptr [r15 + 67117723], 256
+    jnz 1f
+1:
+    movzx edx, byte ptr [r14 + rbp + 2368]
+    mov byte ptr [r15 + rbp + 2112], dl
+    mov edi, edi
+    test ebx, 456
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + rbp + 2496]
+    movsxd rbp, dword ptr [r15 + r9 + 512]
+    mov r9d, 174
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    mov edi, r9d
-    movsxd rbp, dword ptr [r14 + 0]
-    mov r9, qword ptr [r14 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test bl, 8
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx ecx, r8b
+    mov r8d, r8d
+    test bl, 32
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 2097152
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    mov r8d, esi
-    mov qword ptr [r15 + 0], rdi
-    movsxd rcx, dword ptr [r15 + 0]
+    mov edi, eax
+    or edi, 1
+    xor edx, edx
+    div edi
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1784
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 169
+    mov r9d, ecx
+    mov rsi, rdi
     test bl, 64
+    jz 1f
+1:
+    vpcmpeqb xmm2, xmm2, xmm15
+    movsxd rcx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 16843020
     jnz 1f
 1:
     movzx edi, byte ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test bl, 8
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    movzx r9d, bpl
-    mov edx, 67
-    movsxd rcx, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 3772
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    mov esi, ecx
-    mov edi, esi
-    mov byte ptr [r15 + 0], dil
-    test bl, 32
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 184
-    movzx r9d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
     lea rbp, [r10 + r10*1]
-    movsxd r8, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
+    test dword ptr [r15 + 67117724], 71927042
+    jnz 1f
+1:
+    mov rcx, rax
     and rbp, 64
-    mov byte ptr [r15 + rbp + 128], dl
-    test bl, 60
+    mov dword ptr [r15 + rbp + 192], ecx
+    mov r8d, dword ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    test ebx, 256
     jz 1f
 1:
     and r9, 64
     lea r8, [r10 + r10*1]
-    mov edx, dword ptr [r15 + r9 + 512]
-    movzx edi, byte ptr [r15 + r9 + 448]
-    movzx esi, dl
+    movsxd rcx, dword ptr [r15 + r9 + 128]
     and r8, 64
-    mov r9, qword ptr [r15 + r8 + 192]
-    test bl, 8
-    jz 1f
+    movzx eax, byte ptr [r15 + r8 + 448]
+    mov rdi, qword ptr [r15 + r8 + 512]
+    test dword ptr [r15 + 67117724], 1410072712
+    jnz 1f
 1:
-    movzx edx, byte ptr [r15 + r8 + 256]
-    movzx r8d, byte ptr [r15 + rbp + 64]
-    mov eax, r8d
+    mov qword ptr [r15 + rbp + 256], rdx
+    mov byte ptr [r15 + r9 + 64], al
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    lea rbp, [r10 + r10*8]
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3456]
-    mov r8d, dword ptr [r15 + rbp + 3136]
-    lea r9, [r10 + r10*1]
-    movsxd rsi, dword ptr [r14 + rbp + 3520]
-    and r9, 64
-    and edx, dword ptr [r15 + r9 + 832]
-    test bl, 8
-    jz 1f
-1:
-    movzx edx, dl
-    mov dword ptr [r15 + 0], 239
-    mov edx, dword ptr [r15 + 0]
-    test bl, 32
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r10 + r10*1]
+    mov esi, esi
+    and rbp, 64
+    vpcmpeqb xmm2, xmm2, xmmword ptr [r14 + rbp + 192]
+    mov edx, 20
+    mov r9d, dword ptr [r15 + rbp + 256]
+    test ebx, 256
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    mov rbp, rcx
+    mov eax, 33
+    and r8, 64
+    mov dword ptr [r15 + r8 + 576], r9d
+    bswap rcx
+    test ebx, 15216
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 40
+    test ebx, 1456
+    jnz 1f
+1:
     movzx edi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 10
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + r9 + 896]
-    mov byte ptr [r15 + rbp + 3072], r8b
-    lea r9, [r10 + r10*1]
-    test bl, 8
-    jz 1f
-1:
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 448]
-    mov r8, qword ptr [r15 + rbp + 3392]
-    mov esi, r8d
-    test ebx, 304
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 3200], ecx
-    crc32 eax, sil
-    movzx edi, byte ptr [r15 + r9 + 512]
-    mov rax, qword ptr [r15 + rbp + 3264]
-    test bl, 228
+    mov ebp, dword ptr [r15 + 0]
+    movzx edx, al
+    vpmovmskb edi, xmm10
+    movsxd rcx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 1074143506
     jnz 1f
 1:
-    mov edx, edi
-    movzx edx, bpl
-    xchg rdx, rdi
-    test bl, 208
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r15 + 0], rax
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 320]
+    movzx esi, r9b
+    movzx edx, byte ptr [r15 + r9 + 384]
+    test dword ptr [r15 + 67117723], 285278336
     jz 1f
 1:
-    or r9d, 1
-    xor edx, edx
-    div r9d
-    movzx ecx, byte ptr [r15 + rbp + 3328]
-    movsxd rsi, dword ptr [r15 + rbp + 3008]
+    movzx r9d, dl
+    mov dword ptr [r15 + r8 + 640], r8d
+    movzx r8d, byte ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    mov r8d, 77
-    mov ebp, r8d
-    movzx eax, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 14288
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 156
-    jnz 1f
-1:
-    mov rdx, rdi
-    mov dword ptr [r15 + 0], 152
-    movzx r9d, byte ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test bl, 16
-    jz 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov byte ptr [r15 + 0], bpl
+    mov rdi, rdi
     mov ecx, dword ptr [r15 + 0]
-    mov ebp, 166
-    movsxd rdi, dword ptr [r15 + 0]
-    vpxor xmm7, xmm7, xmm12
-    test ebx, 304
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov eax, r8d
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 1696
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    test bl, 32
+    movsxd rbp, dword ptr [r15 + 0]
+    test bl, 16
     jnz 1f
 1:
+    mov edx, esi
+    mov rax, qword ptr [r15 + 0]
+    sete r9b
+    test dword ptr [r15 + 67117724], 268449380
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    movzx esi, byte ptr [r15 + 0]
+    mov r9, r8
+    test ebx, 704
+    jnz 1f
+1:
+    mov rcx, r8
+    movzx r8d, byte ptr [r15 + 0]
+    mov edi, 173
+    test dword ptr [r15 + 67117724], 16
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
+    movzx r8d, byte ptr [r14 + 0]
     and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 448]
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 640]
-    lea r8, [r10 + r10*1]
-    mov rcx, qword ptr [r14 + 0]
-    and r8, 64
-    mov dword ptr [r14 + r8 + 128], eax
-    test bl, 200
+    mov dword ptr [r15 + r9 + 64], 232
+    test bl, 32
     jz 1f
 1:
-    mov eax, 219
-    movzx edx, dl
-    mov edi, dword ptr [r15 + r8 + 64]
-    mov ecx, 49
-    test ebx, 3452
+    lea rbp, [r10 + r10*1]
+    movzx edx, r8b
+    and rbp, 64
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + rbp + 64]
+    lea r8, [r10 + r10*1]
+    mov esi, 102
+    test dword ptr [r15 + 67117724], 67265536
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + rbp + 128]
+    and r8, 64
+    movsxd rdi, dword ptr [r14 + r8 + 256]
+    mov rbp, qword ptr [r15 + r8 + 192]
+    test dword ptr [r15 + 67117724], 33045
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 576], edi
-    mov r8, rcx
-    mov dword ptr [r15 + r9 + 512], esi
+    mov r8, rbp
+    movzx eax, al
+    mov rbp, qword ptr [r15 + r9 + 128]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
 // block 5: 2048 bytes, 8 chunk(s), 16 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117760]
+    mov rbx, qword ptr [r15 + 67117768]
     lea rcx, [rbx + 16]
-    mov qword ptr [r15 + 67117760], rcx
+    mov qword ptr [r15 + 67117768], rcx
     mov r13d, 16
     jmp .Lc1_b5_c0
     .p2align 6
 .Lc1_b5_c0:
-    mov byte ptr [r15 + 0], cl
-    movzx edi, cl
-    movzx eax, byte ptr [r15 + 0]
-    mov rdi, rdi
-    test ebx, 64192
-    jz 1f
-1:
-    movzx edx, al
-    mov rbp, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 344
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 16
-    jz 1f
-1:
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov rdi, rdi
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 15840
-    jnz 1f
-1:
-    mov edi, 216
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r9d, 8
     mov ecx, dword ptr [r15 + 0]
-    mov rbp, rdx
-    test ebx, 6904
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 24288
     jnz 1f
 1:
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
-    mov edx, ebp
-    mov ecx, edi
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 64
+    mov r8d, 215
+    mov ebp, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 14288
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 0], 163
+    test ebx, 992
     jnz 1f
 1:
     lea rbp, [r10 + r10*1]
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
+    movzx edi, dil
+    mov esi, 37
     and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 128]
-    movzx r8d, byte ptr [r14 + 0]
-    test bl, 88
+    movsxd rdx, dword ptr [r15 + rbp + 832]
+    test dword ptr [r15 + 67117723], 34670120
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    movsxd rdi, dword ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 448]
-    mov edx, dword ptr [r15 + r9 + 512]
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 192]
-    test bl, 112
+    movsxd rcx, dword ptr [r15 + rbp + 896]
+    mov r9d, 164
+    popcnt r8, rdx
+    test dword ptr [r15 + 67117724], 184448
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + r8 + 256]
-    movzx ecx, sil
-    and r9d, dword ptr [r15 + rbp + 64]
+    lea rbp, [r10 + r10*1]
+    movzx eax, al
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 256]
+    lea r8, [r10 + r10*1]
+    or edi, 1
+    xor edx, edx
+    div edi
+    test bl, 64
+    jz 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 576], dil
+    mov qword ptr [r14 + 0], rdi
+    movsxd rdx, dword ptr [r14 + 0]
+    test dword ptr [r15 + 67117724], 44124208
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + r8 + 640]
+    mov qword ptr [r15 + rbp + 192], rcx
+    mov eax, esi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    mov ebp, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov eax, 158
-    movzx eax, dil
-    test ebx, 2432
-    jnz 1f
-1:
-    mov ecx, 172
-    movzx edx, dil
-    movzx eax, byte ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    test ebx, 416
-    jz 1f
-1:
-    movzx edi, dil
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 728
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    crc32 rdi, rbp
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 3992
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 149
-    mov rsi, qword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    sete bpl
-    movzx edi, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r14 + 0]
-    mov r9, qword ptr [r14 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r10 + r10*8]
     lea r8, [r10 + r10*1]
-    test bl, 128
-    jnz 1f
-1:
-    mov eax, 93
-    lea rbp, [r10 + r10*1]
+    and rbp, 8128
+    vmovdqu xmm10, xmmword ptr [r15 + rbp + 7424]
     and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
-    and rbp, 64
+    movzx ecx, byte ptr [r15 + r8 + 128]
+    mov esi, dword ptr [r15 + rbp + 7552]
+    mov dword ptr [r15 + 0], ecx
+    test dword ptr [r15 + 67117723], 343943234
+    jz 1f
+1:
+    movzx ecx, r9b
+    movzx ecx, byte ptr [r15 + rbp + 7104]
     lea r9, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + rbp + 640]
-    test ebx, 336
+    mov rdi, rcx
+    test dword ptr [r15 + 67117723], 44048386
     jnz 1f
 1:
-    mov edx, eax
     and r9, 64
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + r9 + 704]
-    mov qword ptr [r15 + r8 + 128], rsi
-    mov rcx, qword ptr [r15 + r9 + 768]
-    test bl, 72
+    mov rdx, qword ptr [r15 + r9 + 640]
+    movsxd rax, dword ptr [r15 + rbp + 7360]
+    mov ecx, ebp
+    test dword ptr [r15 + 67117724], 1208762889
+    jz 1f
+1:
+    mov edi, dword ptr [r14 + rbp + 7488]
+    movsxd rsi, dword ptr [r15 + r8 + 64]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 7232]
+    test dword ptr [r15 + 67117723], 128
     jnz 1f
 1:
-    and ecx, dword ptr [r15 + rbp + 576]
-    jmp 1f
+    mov qword ptr [r15 + rbp + 7616], rdi
+    mov dword ptr [r15 + rbp + 7168], 10
+    mov rdx, rsi
+    test dword ptr [r15 + 67117723], 1634206208
+    jz 1f
 1:
-    mov edx, 238
+    movzx esi, bpl
+    mov dword ptr [r15 + rbp + 7296], edx
+    mov edi, dword ptr [r15 + r9 + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c2:
-    mov rdi, rcx
-    mov ebp, 219
-    movzx esi, byte ptr [r14 + 0]
-    mov rcx, r8
-    test bl, 16
-    jz 1f
-1:
-    movzx edx, sil
-    mov r9, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test bl, 64
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 0], 130
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 608
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 171
+    mov ecx, dword ptr [r15 + 0]
+    movzx r8d, bpl
+    mov r9, r9
+    test dword ptr [r15 + 67117723], 134217728
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
     movsxd rdi, dword ptr [r15 + 0]
-    mov rsi, rcx
-    test ebx, 3560
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 304
     jz 1f
 1:
-    mov dword ptr [r15 + 0], esi
     jmp 1f
 1:
-    mov edx, 219
-    popcnt rcx, rcx
-    test ebx, 3960
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov qword ptr [r15 + 0], rcx
-    add rdx, qword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov ebp, 14
-    vpmovmskb ecx, xmm7
-    mov dword ptr [r15 + 0], ebp
-    movzx esi, byte ptr [r15 + 0]
-    test bl, 200
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 181
-    and edi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    lea r8, [r10 + r10*1]
-    test bl, 16
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
     lea rbp, [r10 + r10*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 64]
+    movzx ecx, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 65925
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov eax, 247
     and rbp, 64
-    mov dword ptr [r15 + rbp + 640], eax
-    movsxd rcx, dword ptr [r15 + r9 + 384]
-    test ebx, 400
+    movsxd rsi, dword ptr [r15 + rbp + 192]
+    and r8, 64
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + r8 + 768]
+    lea r9, [r10 + r10*1]
+    test ebx, 512
+    jnz 1f
+1:
+    mov dword ptr [r14 + 0], 77
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 576]
+    mov edi, 204
+    test dword ptr [r15 + 67117723], 4
+    jnz 1f
+1:
+    vmovdqu xmm14, xmmword ptr [r15 + r9 + 640]
+    sete cl
+    cmovne r9, rdx
+    test dword ptr [r15 + 67117723], 512
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + rbp + 576]
-    cmovne rsi, r9
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + r8 + 128]
+    mov dword ptr [r14 + r8 + 704], ecx
+    mov dword ptr [r15 + rbp + 256], 147
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c3:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 29664
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    mov rbp, rbp
-    mov dword ptr [r15 + 0], ecx
-    test bl, 64
-    jz 1f
-1:
-    lea r8, [r10 + r10*8]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     lea rbp, [r10 + r10*1]
-    movzx ecx, bpl
-    and r8, 8128
-    vmovdqu xmm5, xmmword ptr [r15 + r8 + 7616]
     and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 832]
-    test bl, 40
+    mov rdx, qword ptr [r14 + rbp + 128]
+    mov eax, esi
+    movsxd rdi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    test dword ptr [r15 + 67117724], 16924928
     jz 1f
 1:
-    mov edx, dword ptr [r15 + r8 + 7168]
-    movzx eax, dl
-    mov r9d, eax
-    mov qword ptr [r15 + r8 + 7232], rax
-    test ebx, 920
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r8d, 242
+    mov ecx, 107
+    test ebx, 816
     jz 1f
 1:
-    mov rax, qword ptr [r15 + r8 + 7424]
-    movsxd rdx, dword ptr [r15 + r8 + 7552]
-    movzx esi, dl
-    add rdx, qword ptr [r14 + r8 + 7104]
-    test ebx, 512
+    mov byte ptr [r15 + 0], sil
+    movsxd rdi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    mov eax, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 128
     jz 1f
 1:
-    mov rdx, rcx
-    mov rdi, rdx
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    lea r9, [r10 + r10*1]
-    test bl, 64
+    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    mov ecx, eax
+    test bl, 32
     jnz 1f
 1:
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 640]
-    mov qword ptr [r15 + r8 + 7360], r8
-    movsxd rdx, dword ptr [r14 + 0]
-    add rdi, qword ptr [r15 + rbp + 896]
-    test bl, 64
+    movzx esi, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    cmovne r9, r9
+    lea r8, [r10 + r10*1]
+    test ebx, 14256
+    jz 1f
+1:
+    and r8, 64
+    movsxd rdi, dword ptr [r15 + r8 + 384]
+    vmovdqu xmm10, xmmword ptr [r15 + r8 + 320]
+    mov qword ptr [r15 + rbp + 64], rbp
+    mov edx, r9d
+    test dword ptr [r15 + 67117723], 672137256
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + r8 + 7296]
-    mov rax, qword ptr [r15 + r9 + 576]
-    cmovne r8, r8
+    mov edi, edx
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r14 + 0]
+    mov ebp, 38
+    lea r8, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 557321216
+    jz 1f
+1:
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 128]
+    mov rdx, qword ptr [r15 + r8 + 64]
+    mov ecx, 150
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c4:
-    crc32 r9, rbp
-    mov dword ptr [r15 + 0], r9d
-    mov esi, r9d
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 192]
     jmp 1f
 1:
-    test bl, 112
+    mov rsi, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    mov ecx, 75
-    add rdi, qword ptr [r15 + 0]
-    vmovq xmm7, rdx
+    mov edx, edi
+    mov qword ptr [r15 + 0], r8
+    mov edi, dword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    movzx ecx, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 896
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov esi, edx
+    lea r8, [r10 + r10*1]
+    test dword ptr [r15 + 67117724], 553648640
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + rbp + 256], 188
+    and r8, 64
+    movzx ebp, byte ptr [r15 + r8 + 384]
+    lea r9, [r10 + r10*1]
+    test dword ptr [r15 + 67117724], 1208090689
+    jnz 1f
+1:
+    movzx esi, r8b
+    movzx edx, r9b
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], edx
+    movzx edx, dil
     test bl, 64
     jnz 1f
 1:
-    sete dl
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movzx r9d, r8b
-    test bl, 128
+    vmovdqu xmm7, xmmword ptr [r15 + r9 + 64]
+    mov edi, dword ptr [r14 + 0]
+    movzx eax, byte ptr [r15 + r8 + 320]
+    test ebx, 1952
     jnz 1f
 1:
-    add r8, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 120
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
+    mov esi, 46
+    mov ecx, 22
     jmp 1f
 1:
-    test ebx, 3800
-    jz 1f
-1:
-    movzx r9d, r8b
-    mov esi, r9d
-    movsxd r9, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 6008
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    mov byte ptr [r15 + 0], r8b
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 128]
-    and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 320]
-    test bl, 16
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 64], 189
-    mov r8d, r9d
-    mov edx, 100
-    mov ecx, dword ptr [r15 + rbp + 384]
-    lea rbp, [r10 + r10*1]
-    test ebx, 376
-    jz 1f
-1:
-    and rbp, 64
-    add rsi, qword ptr [r14 + rbp + 512]
-    movzx eax, byte ptr [r15 + rbp + 448]
-    mov r8, qword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c5:
-    mov eax, dword ptr [r15 + 0]
-    mov rdi, rax
-    mov ecx, r9d
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 64
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    vpor xmm10, xmm10, xmm7
+    mov esi, 199
+    vpor xmm7, xmm7, xmm2
+    mov dword ptr [r15 + 0], esi
+    test bl, 208
     jz 1f
 1:
-    popcnt r9, rdx
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov qword ptr [r15 + 0], rcx
-    test bl, 200
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov edi, dword ptr [r15 + 0]
-    mov r9d, esi
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 16
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    vpxor xmm7, xmm7, xmm10
-    jmp 1f
-1:
-    mov edx, r8d
-    test bl, 248
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov qword ptr [r15 + 0], rcx
+    mov esi, dword ptr [r15 + 0]
     movsxd rbp, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
     movzx ecx, byte ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    test ebx, 344
+    test dword ptr [r15 + 67117723], 17842178
+    jz 1f
+1:
+    mov r8, rcx
+    movzx eax, byte ptr [r15 + 0]
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 12649763
     jnz 1f
 1:
+    mov r9, rcx
     jmp 1f
 1:
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 576]
-    movzx ecx, dl
-    mov edx, dword ptr [r15 + r9 + 640]
-    test bl, 104
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov ecx, edi
+    mov esi, dword ptr [r14 + 0]
+    mov ebp, edi
+    lea r8, [r10 + r10*1]
+    test ebx, 2496
     jz 1f
 1:
+    and r8, 64
     lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r14 + 0], ebp
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 128]
-    sete dl
+    mov eax, dword ptr [r15 + r8 + 384]
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r14 + r8 + 320]
     and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 576]
-    test bl, 16
-    jz 1f
+    mov byte ptr [r15 + r9 + 192], dil
+    lea rbp, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 4
+    jnz 1f
 1:
-    movzx edx, r9b
-    mov esi, 32
-    mov byte ptr [r15 + r9 + 640], sil
-    mov r8, qword ptr [r15 + rbp + 64]
+    mov edi, 10
+    and rbp, 64
+    movsxd r8, dword ptr [r15 + rbp + 576]
+    mov ecx, dword ptr [r15 + rbp + 640]
+    test ebx, 32416
+    jnz 1f
+1:
+    mov edx, edi
+    vpor xmm14, xmm14, xmm7
+    movsxd rsi, dword ptr [r15 + r9 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c6:
-    movsxd rax, dword ptr [r15 + 0]
-    add rdi, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 968
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    movsxd r9, dword ptr [r15 + 0]
-    mov edi, 229
-    test bl, 16
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov ebp, 45
-    mov eax, r8d
-    mov dword ptr [r15 + 0], 17
-    test ebx, 360
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea r9, [r10 + r10*1]
+    mov edx, r9d
+    and r9, 64
+    movsxd rsi, dword ptr [r14 + r9 + 384]
+    mov dword ptr [r15 + 0], 144
+    mov edi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 11669528
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 3896
+    vmovdqu xmm9, xmmword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov eax, 109
+    mov dword ptr [r15 + 0], 246
+    test dword ptr [r15 + 67117723], 606240810
     jnz 1f
 1:
-    vmovdqu xmm7, xmmword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov rcx, rax
-    add rcx, qword ptr [r15 + 0]
-    test bl, 48
+    mov byte ptr [r15 + 0], bpl
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 512
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    inc dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    test bl, 16
+    movzx edi, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 7152
     jz 1f
 1:
     and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 64]
+    movzx esi, bpl
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 33554432
+    jnz 1f
+1:
+    mov ecx, dword ptr [r14 + 0]
     lea r8, [r10 + r10*1]
-    mov eax, dword ptr [r15 + rbp + 384]
-    and r9, 64
-    movsxd rcx, dword ptr [r14 + r9 + 448]
+    mov edx, 35
+    movzx esi, byte ptr [r15 + r9 + 320]
     and r8, 64
-    mov dword ptr [r15 + r8 + 448], 111
-    movsxd rdi, dword ptr [r15 + rbp + 320]
-    test bl, 32
-    jz 1f
+    movsxd r9, dword ptr [r15 + r8 + 256]
+    test dword ptr [r15 + 67117724], 17321988
+    jnz 1f
 1:
-    mov ebp, dword ptr [r15 + r9 + 512]
-    vpaddq xmm7, xmm7, xmmword ptr [r14 + 0]
-    mov dword ptr [r14 + 0], esi
-    test bl, 88
-    jz 1f
-1:
-    mov esi, 112
-    mov dword ptr [r15 + r8 + 512], edx
-    imul rdi, rdx
+    mov edi, dword ptr [r15 + r8 + 192]
+    movzx r9d, r9b
+    movzx eax, byte ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c7:
-    movzx edx, dil
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 256]
+    movzx r8d, bpl
+    mov r9, rdi
+    test dword ptr [r15 + 67117724], 268435456
+    jz 1f
+1:
     lea r8, [r10 + r10*1]
-    cmovne r9, r8
+    mov edx, 136
+    mov ecx, ecx
     and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 128]
-    mov r9d, r8d
-    test bl, 32
+    mov byte ptr [r15 + r8 + 64], sil
+    test dword ptr [r15 + 67117724], 16912528
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    mov ebp, 145
-    add r9, qword ptr [r15 + 0]
-    test ebx, 872
+    mov r9d, edi
+    movzx esi, byte ptr [r15 + 0]
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 1075873794
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
     jmp 1f
 1:
-    lea rbp, [r10 + r10*8]
-    mov dword ptr [r15 + 0], ebp
-    and rbp, 960
-    add rcx, qword ptr [r15 + rbp + 2240]
-    test ebx, 304
+    movsxd rdx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 32768
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov rdi, rcx
+    mov eax, eax
+    and r9, 64
+    mov edx, dword ptr [r15 + r9 + 384]
+    test dword ptr [r15 + 67117723], 4227144
     jz 1f
 1:
-    mov edx, dword ptr [r15 + rbp + 1984]
-    movzx ecx, byte ptr [r15 + rbp + 2304]
+    movsxd rcx, dword ptr [r14 + 0]
+    movzx esi, byte ptr [r14 + 0]
+    mov eax, 172
+    test dword ptr [r15 + 67117723], 1074561080
+    jnz 1f
+1:
+    vpxor xmm4, xmm4, xmm10
+    movzx edx, byte ptr [r15 + rbp + 192]
+    not qword ptr [r15 + r8 + 128]
+    test dword ptr [r15 + 67117723], 2097152
+    jnz 1f
+1:
+    mov qword ptr [r15 + r9 + 320], rdx
     jmp 1f
 1:
-    test bl, 32
-    jz 1f
-1:
-    or eax, 1
-    xor edx, edx
-    div eax
-    movzx esi, byte ptr [r15 + rbp + 2112]
-    mov dword ptr [r15 + rbp + 2176], 187
-    test bl, 200
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 64], esi
-    and edi, dword ptr [r15 + rbp + 2048]
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 2496], 238
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 640]
-    test bl, 16
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + rbp + 2432]
-    movzx ecx, cl
-    mov rdx, rcx
-    test bl, 64
-    jnz 1f
-1:
-    mov rcx, qword ptr [r14 + 0]
-    movsxd rsi, dword ptr [r15 + r8 + 576]
-    mov qword ptr [r15 + rbp + 2368], rcx
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 512 bytes, 2 chunk(s), 22 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117768]
-    lea rcx, [rbx + 22]
-    mov qword ptr [r15 + 67117768], rcx
-    mov r13d, 22
+// block 6: 512 bytes, 2 chunk(s), 26 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117776]
+    lea rcx, [rbx + 26]
+    mov qword ptr [r15 + 67117776], rcx
+    mov r13d, 26
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 640]
-    movsxd rax, dword ptr [r15 + 0]
-    movzx r9d, al
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 976
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea r9, [r10 + r10*2]
+    and r9, 4032
+    lea rbp, [r10*4]
+    mov dword ptr [r15 + r9 + 3072], 86
+    mov r8d, eax
+    mov rax, rdi
+    and rbp, 448
+    mov rdi, qword ptr [r15 + rbp + 1472]
+    test dword ptr [r15 + 67117724], 128
     jnz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 643
-    rep stosb
-    mov edx, dword ptr [r15 + 0]
-    movzx esi, dl
-    mov r9d, 127
-    test bl, 32
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov r8d, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test bl, 16
+    mov esi, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    bt rsi, rdx
+    test dword ptr [r15 + 67117724], 268831744
     jnz 1f
 1:
-    mov rsi, rax
-    mov eax, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test bl, 182
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
     movsxd rdx, dword ptr [r15 + 0]
-    movzx r9d, dl
-    test bl, 58
+    mov edi, 246
+    movzx eax, byte ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 880
     jnz 1f
 1:
-    movzx edx, r9b
-    sete cl
-    movzx r9d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 256
+    mov rdi, r9
+    mov r8, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 736
     jz 1f
 1:
+    movzx edx, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + rbp + 1664]
+    mov dword ptr [r15 + r9 + 3136], ecx
     lea r8, [r10 + r10*1]
-    mov byte ptr [r14 + 0], r8b
-    mov edx, ebp
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 128]
-    test bl, 4
-    jnz 1f
-1:
-    mov qword ptr [r14 + rbp + 576], rdi
-    lea r9, [r10 + r10*1]
-    mov edi, r9d
-    movzx ebp, bpl
-    and r9, 64
-    mov byte ptr [r15 + r9 + 256], r9b
-    test ebx, 1660
+    test bl, 44
     jz 1f
 1:
-    mov esi, 58
-    movsxd rbp, dword ptr [r14 + r8 + 64]
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + r9 + 192]
+    movzx edi, byte ptr [r15 + rbp + 1600]
+    mov dword ptr [r14 + 0], 173
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 640]
+    test ebx, 352
+    jz 1f
+1:
+    vmovdqu xmm10, xmmword ptr [r15 + r9 + 3008]
+    mov r9d, dword ptr [r15 + rbp + 1536]
+    movsxd rsi, dword ptr [r15 + r8 + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    mov r8, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test bl, 168
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test bl, 4
-    jnz 1f
-1:
-    movzx ebp, bpl
-    not qword ptr [r15 + 0]
-    mov rax, r8
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 816
-    jnz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov r9, rbp
-    test ebx, 256
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    imul rbp, r9
-    vmovq xmm10, rbp
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 764
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    mov dword ptr [r14 + 0], 97
-    test ebx, 862
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    movzx eax, r8b
-    mov dword ptr [r14 + 0], edx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     lea rbp, [r10 + r10*1]
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 384]
+    mov qword ptr [r14 + 0], rbp
     and rbp, 64
-    lea r9, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + rbp + 192]
-    test bl, 4
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + rbp + 512], 142
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 896]
+    movzx edx, byte ptr [r15 + rbp + 448]
+    test dword ptr [r15 + 67117724], 2
     jz 1f
 1:
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 896]
-    mov edi, dword ptr [r15 + rbp + 256]
-    movzx eax, byte ptr [r15 + r8 + 320]
-    movzx ebp, byte ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 0], rdi
+    mov ecx, ebp
+    crc32 rdi, r9
+    test ebx, 512
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    mov rsi, qword ptr [r15 + 0]
+    mov edx, ecx
+    test ebx, 1468
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + r8 + 832]
+    mov rbp, r8
+    vpcmpeqb xmm4, xmm4, xmm10
+    test dword ptr [r15 + 67117723], 2048
+    jz 1f
+1:
+    movzx edx, r8b
+    mov rsi, r8
+    mov ecx, ebp
+    lea rbp, [r10 + r10*1]
+    test bl, 32
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 121
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], rbp
+    test ebx, 256
+    jnz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    mov ecx, 643
+    rep stosb
+    vpmovmskb eax, xmm4
+    mov r8d, dword ptr [r15 + rbp + 256]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
 // block 7: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117776]
-    lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 67117776], rcx
     mov r13d, 1
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 64]
+    mov r9, r10
     mov rbp, r10
-    mov ecx, 93
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7104], r9b
+    mov r8, r10
     and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 192]
-    test bl, 4
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 128], eax
-    mov edi, ecx
+    mov byte ptr [r15 + rbp + 448], dil
+    and r8, 64
+    mov rdi, qword ptr [r15 + r8 + 64]
     add r10, r11
-    inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
 // block 8: 4096 bytes, 16 chunk(s), 4 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117784]
+    mov rbx, qword ptr [r15 + 67117792]
     lea rcx, [rbx + 4]
-    mov qword ptr [r15 + 67117784], rcx
+    mov qword ptr [r15 + 67117792], rcx
     mov r13d, 4
     mov eax, ebx
     and eax, 15
@@ -2882,1069 +2567,954 @@ ditto_body_c1:
     jmp .Lc1_b8_c15
     .p2align 6
 .Lc1_b8_c0:
-    lea rbp, [r10*8]
-    and rbp, 448
-    mov dword ptr [r14 + rbp + 1856], 64
-    mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    mov eax, edi
-    mov rsi, rdi
-    test ebx, 256
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov ecx, eax
+    movzx r9d, byte ptr [r15 + 0]
+    popcnt rsi, rsi
+    mov rax, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 268715153
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rdx, rcx
+    test dword ptr [r15 + 67117724], 1090620104
+    jnz 1f
+1:
     movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 169
-    test ebx, 2048
+    mov ebp, 182
+    movzx edi, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 1344
     jnz 1f
 1:
-    xchg rsi, rsi
-    mov r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 67
-    mov esi, r9d
-    test ebx, 48512
-    jnz 1f
+    mov esi, dword ptr [r15 + 0]
+    bswap r8
+    not qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 128
+    jz 1f
 1:
-    cmovne rdx, rdx
-    lea r8, [r10 + r10*1]
-    and edi, dword ptr [r15 + 0]
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 512]
-    lea r9, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + rbp + 1920]
+    mov rdx, r8
+    mov rcx, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 0], r9d
     test bl, 64
+    jnz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], ebp
+    mov edx, ebp
+    mov r9d, edx
+    movzx edi, dil
+    lea r8, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 26624
     jz 1f
 1:
-    sete dil
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 832]
-    add rdi, qword ptr [r15 + rbp + 1472]
-    movsxd rax, dword ptr [r14 + r8 + 448]
-    test ebx, 512
+    mov byte ptr [r15 + rbp + 448], al
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 64]
+    lea rbp, [r10 + r10*1]
+    movsxd rsi, dword ptr [r15 + r8 + 128]
+    test ebx, 352
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 1664], rax
-    movzx esi, byte ptr [r15 + r9 + 896]
-    and edi, dword ptr [r15 + rbp + 1792]
-    movsxd rdx, dword ptr [r15 + rbp + 1728]
-    test bl, 32
-    jz 1f
-1:
-    sete r8b
-    mov r9, rax
-    mov eax, dword ptr [r15 + rbp + 1536]
-    mov ecx, dword ptr [r15 + rbp + 1600]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov rcx, rsi
+    mov r8d, dword ptr [r15 + rbp + 896]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx ebp, sil
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 320
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r9, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov edx, 15
+    test ebx, 105472
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov rax, rdi
+    test dword ptr [r15 + 67117723], 268731008
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 262144
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 8389634
     jz 1f
 1:
-    lock xadd qword ptr [r15 + 0], rsi
-    mov rdx, qword ptr [r15 + 0]
-    add rsi, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*8]
-    test ebx, 640
-    jnz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 641
-    rep movsb
-    mov byte ptr [r15 + 0], dil
-    and r8, 960
-    movsxd rax, dword ptr [r14 + r8 + 2112]
-    test bl, 32
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
+    movsxd rbp, dword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    and rbp, 64
-    add qword ptr [r15 + rbp + 640], r9
-    mov ecx, dword ptr [r15 + r8 + 2240]
-    and r9, 64
-    and edx, dword ptr [r15 + r9 + 64]
+    mov esi, dword ptr [r15 + 0]
+    or edi, 1
+    xor edx, edx
+    div edi
     test ebx, 256
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 2048], eax
-    and esi, dword ptr [r15 + r9 + 128]
-    bswap rcx
-    test bl, 32
+    and r9, 64
+    lea rbp, [r10 + r10*1]
+    mov rax, qword ptr [r15 + r9 + 64]
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 128]
+    test ebx, 288
+    jnz 1f
+1:
+    movzx edi, r8b
+    lea r8, [r10 + r10*1]
+    mov byte ptr [r14 + rbp + 64], sil
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 512]
+    test bl, 192
     jz 1f
 1:
-    mov dword ptr [r14 + 0], esi
-    movsxd rdi, dword ptr [r15 + r8 + 2304]
-    movsxd rdx, dword ptr [r15 + r8 + 1984]
-    test bl, 64
-    jnz 1f
+    mov rsi, r8
+    movsxd rcx, dword ptr [r15 + r9 + 128]
+    movzx edx, byte ptr [r14 + 0]
+    test dword ptr [r15 + 67117724], 536870912
+    jz 1f
 1:
-    vcvtsi2sd xmm2, xmm2, eax
-    movsxd rcx, dword ptr [r15 + r8 + 2176]
-    movzx eax, byte ptr [r15 + r8 + 2368]
-    test bl, 32
-    jnz 1f
+    jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 2496], rax
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + rbp + 576]
-    mov qword ptr [r15 + r8 + 2432], rcx
+    movzx r9d, byte ptr [r15 + r8 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c2:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx r8d, bpl
+    movzx r9d, al
+    movsxd rbp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 8392832
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 2
+    jnz 1f
+1:
+    mov eax, 191
+    movsxd rdi, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 18874368
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    vpaddd xmm10, xmm10, xmm4
+    mov r9d, 243
+    test dword ptr [r15 + 67117724], 541720693
+    jz 1f
+1:
     lea r8, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
     and r8, 64
-    mov ebp, dword ptr [r15 + r8 + 896]
-    mov rdi, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov edi, edx
-    movzx r9d, byte ptr [r15 + 0]
-    mov eax, esi
-    mov rdx, rax
-    test ebx, 14720
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 32
-    mov esi, ecx
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 6000
-    jz 1f
-1:
-    vsubsd xmm7, xmm7, xmm10
-    mov dword ptr [r15 + 0], 38
-    and r9d, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    cmovne rdi, r8
-    mov ebp, eax
-    movzx eax, byte ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    test bl, 144
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov edx, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r14 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    movzx edx, byte ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
+    movzx ecx, byte ptr [r15 + r8 + 896]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 256], r8b
-    mov esi, r8d
+    lea r9, [r10 + r10*1]
+    vmovdqu xmm4, xmmword ptr [r14 + rbp + 256]
     and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 64]
-    test bl, 64
+    mov edi, dword ptr [r15 + r9 + 128]
+    test dword ptr [r15 + 67117724], 536871936
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + r9 + 128]
-    mov byte ptr [r15 + rbp + 192], dil
-    mov rcx, qword ptr [r15 + r8 + 832]
+    inc dword ptr [r14 + 0]
+    vpxor xmm14, xmm14, xmm4
+    mov rdi, qword ptr [r15 + r9 + 64]
+    test dword ptr [r15 + 67117724], 4
+    jnz 1f
+1:
+    movzx edx, dil
+    movzx r9d, byte ptr [r15 + rbp + 192]
+    mov rbp, qword ptr [r15 + r8 + 832]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c3:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r8, rdi
-    add rbp, qword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    vmaxsd xmm10, xmm10, xmm7
-    mov ebp, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    cmovne rdx, rbp
-    movzx esi, byte ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    test ebx, 720
-    jnz 1f
-1:
-    mov eax, eax
-    mov dword ptr [r15 + 0], 113
-    mov ecx, 234
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    vpshufd xmm2, xmm14, 17
+    vmovq xmm11, rsi
     mov r8d, dword ptr [r15 + 0]
-    test bl, 48
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 15264
+    jnz 1f
+1:
+    mov rsi, rdx
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
+    mov r9d, eax
+    test dword ptr [r15 + 67117724], 268435475
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    xchg rcx, rdx
+    mov ebp, 143
+    test dword ptr [r15 + 67117724], 276922704
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rdi, rbp
+    mov byte ptr [r15 + 0], r8b
+    lea r8, [r10 + r10*1]
+    test ebx, 40832
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    cmovne rcx, rdi
-    vpor xmm2, xmm2, xmm5
-    test bl, 128
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
+    vmovq xmm9, r8
+    mov byte ptr [r15 + 0], cl
+    and r8, 64
+    movsxd r9, dword ptr [r15 + r8 + 448]
+    mov edi, esi
     lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 0], esi
-    test ebx, 912
-    jnz 1f
+    test dword ptr [r15 + 67117724], 524288
+    jz 1f
 1:
     and rbp, 64
-    lock or dword ptr [r15 + rbp + 448], 74
-    jmp 1f
-1:
+    movzx eax, byte ptr [r15 + rbp + 512]
+    movzx esi, byte ptr [r15 + rbp + 448]
     lea r9, [r10 + r10*1]
-    jmp 1f
+    mov ecx, ebp
+    test ebx, 6848
+    jz 1f
 1:
-    lea r8, [r10 + r10*1]
     and r9, 64
-    mov byte ptr [r15 + r9 + 64], r8b
-    test bl, 32
-    jnz 1f
-1:
+    mov edx, dword ptr [r15 + r9 + 384]
+    mov ebp, dword ptr [r15 + r9 + 320]
     mov edi, dword ptr [r14 + 0]
-    and r8, 64
-    and edx, dword ptr [r15 + r8 + 192]
-    mov byte ptr [r15 + r9 + 128], sil
-    mov ecx, edx
-    test ebx, 12000
-    jnz 1f
+    test bl, 128
+    jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + rbp + 512]
-    movzx edx, cl
-    movsxd rax, dword ptr [r15 + r8 + 256]
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r14 + 0]
+    mov dword ptr [r15 + r8 + 512], r8d
+    vpxor xmm10, xmm10, xmm4
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c4:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    cmovne rsi, r8
+    mov r8d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 1344
+    jnz 1f
+1:
+    popcnt rdi, r9
+    movsxd rdx, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 26368
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 67108864
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov eax, dword ptr [r15 + 0]
     movsxd rdi, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov r8d, ebp
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1600
+    test dword ptr [r15 + 67117723], 2433026
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 14048
-    jnz 1f
-1:
-    bswap rsi
-    mov rdx, qword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov rax, rdx
-    test bl, 64
-    jnz 1f
-1:
-    add qword ptr [r15 + 0], rax
-    mov edx, dword ptr [r15 + 0]
-    mov r9d, edx
-    movzx eax, byte ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov r8, rax
-    mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test bl, 128
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
+    mov r9, rax
+    mov dword ptr [r15 + 0], 101
     lea r8, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 80
+    movsxd rax, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 16781312
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    and r8, 64
+    lea rbp, [r10 + r10*1]
+    movsxd rax, dword ptr [r15 + r8 + 384]
+    movzx esi, byte ptr [r14 + 0]
+    test ebx, 7168
     jnz 1f
 1:
-    and r8, 64
-    mov ebp, dword ptr [r15 + r8 + 64]
-    movzx ecx, r8b
-    lea r9, [r10 + r10*1]
-    mov eax, 203
-    and r9, 64
-    movsxd rdi, dword ptr [r15 + r9 + 768]
-    test ebx, 288
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    movsxd rax, dword ptr [r14 + 0]
-    movzx edx, byte ptr [r14 + 0]
-    mov qword ptr [r14 + r9 + 704], rsi
     and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 512]
-    test bl, 32
+    lea r9, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + rbp + 64]
+    movzx eax, byte ptr [r15 + r8 + 320]
+    and r9, 64
+    mov r8d, dword ptr [r15 + r9 + 640]
+    test ebx, 11520
     jz 1f
 1:
-    mov esi, 52
-    add rcx, qword ptr [r15 + r8 + 128]
-    mov r8, qword ptr [r15 + rbp + 448]
+    movsxd rdx, dword ptr [r15 + rbp + 128]
+    movzx edi, byte ptr [r15 + r9 + 576]
+    mov rbp, rdx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c5:
-    movzx edi, r8b
-    movzx ebp, byte ptr [r14 + 0]
-    mov eax, 226
-    lea r9, [r10 + r10*1]
-    movzx r8d, byte ptr [r14 + 0]
-    test ebx, 8080
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
+    vpor xmm10, xmm10, xmm4
+    and rbp, 64
+    movsxd r9, dword ptr [r15 + rbp + 704]
+    bt rdi, rcx
+    test bl, 128
     jnz 1f
 1:
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 640]
-    mov ecx, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    mov r8, rbp
-    mov esi, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test bl, 48
+    mov esi, ecx
+    mov rdi, rsi
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    movzx edi, dil
+    mov rdx, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    movzx ecx, al
+    mov eax, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 532608
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 16384
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    movzx edi, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 2
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 128]
+    xchg r9, rdi
+    mov rsi, qword ptr [r15 + r8 + 64]
     test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 138
-    mov rdi, qword ptr [r15 + 0]
-    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    test bl, 32
+    movsxd r8, dword ptr [r15 + rbp + 768]
+    lea rbp, [r10 + r10*1]
+    movzx edi, byte ptr [r14 + 0]
+    mov r9d, 217
+    test dword ptr [r15 + 67117724], 1076890112
     jz 1f
 1:
-    and edi, dword ptr [r15 + 0]
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
-    add rdi, qword ptr [r15 + 0]
-    test ebx, 832
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    vmulsd xmm10, xmm10, xmm7
-    lea rbp, [r10 + r10*1]
-    mov qword ptr [r15 + 0], rbp
-    movzx edi, byte ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
     and rbp, 64
-    mov qword ptr [r15 + rbp + 64], r9
-    lea r8, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + r9 + 576]
-    mov edx, dword ptr [r15 + rbp + 128]
-    test bl, 32
-    jnz 1f
-1:
-    and r8, 64
-    movsxd rbp, dword ptr [r15 + r8 + 384]
-    movzx r9d, byte ptr [r15 + r8 + 320]
-    movzx esi, bpl
+    movsxd rcx, dword ptr [r14 + rbp + 576]
+    movzx edx, dil
+    movzx r8d, byte ptr [r15 + rbp + 640]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c6:
-    vmovdqu xmm7, xmmword ptr [r15 + 0]
-    mov eax, 139
-    mov dword ptr [r15 + 0], 154
-    jmp 1f
-1:
-    test ebx, 512
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test bl, 144
-    jnz 1f
-1:
-    mov r8, rcx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx esi, byte ptr [r15 + 0]
+    mov eax, esi
     movsxd rcx, dword ptr [r15 + 0]
-    movzx esi, bpl
-    mov dword ptr [r15 + 0], 212
-    test bl, 32
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    movzx edx, byte ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    test ebx, 7296
-    jz 1f
-1:
-    vpxor xmm9, xmm9, xmm1
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], r9
-    mov dword ptr [r14 + 0], 79
-    movzx ebp, r9b
-    test bl, 32
-    jnz 1f
-1:
-    vpshufd xmm8, xmm2, 4
-    mov rdx, rbp
-    movzx ecx, byte ptr [r15 + r9 + 256]
-    mov eax, edx
-    test ebx, 14048
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov rsi, rdi
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], edi
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + r8 + 64], 73
-    mov rdi, rbp
+    movzx edi, byte ptr [r15 + 0]
     test bl, 64
-    jnz 1f
+    jz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 58
-    vucomisd xmm15, xmm14
-    mov qword ptr [r15 + rbp + 448], rdx
     jmp 1f
 1:
+    mov ebp, 112
+    mov rdx, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 67108864
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    mov rdx, qword ptr [r15 + 0]
+    mov rsi, rsi
+    test ebx, 48960
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov edi, 88
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov qword ptr [r15 + 0], rdx
+    lea r8, [r10 + r10*1]
+    test bl, 192
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    and rbp, 64
+    movsxd rdx, dword ptr [r15 + rbp + 128]
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 64]
+    and r8, 64
+    movsxd rsi, dword ptr [r14 + r8 + 832]
+    test dword ptr [r15 + 67117723], 1207963666
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 896], esi
+    mov r8d, 133
+    vmovdqu xmm10, xmmword ptr [r14 + 0]
+    mov rcx, qword ptr [r15 + rbp + 64]
+    test ebx, 2816
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r9 + 128]
+    movzx edi, bpl
+    popcnt r8, rdx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c7:
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 240
-    popcnt rsi, rdx
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 944
-    jnz 1f
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rdx, r8
+    jmp 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, 49
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 288
+    mov dword ptr [r15 + 0], 228
+    mov r9d, 53
+    test dword ptr [r15 + 67117723], 1348665346
     jz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov rcx, qword ptr [r15 + 0]
-    mov rsi, rcx
-    test ebx, 2880
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    mov eax, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], r9
+    mov rax, r9
+    mov r9d, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    and ebp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test bl, 176
+    movzx r8d, byte ptr [r15 + 0]
+    mov edi, r8d
+    movsxd rsi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 16779264
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    movzx esi, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    test bl, 128
-    jz 1f
+    movzx r8d, byte ptr [r15 + 0]
+    bt rsi, rcx
+    mov rdi, r8
+    movzx edx, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 32
+    jnz 1f
 1:
-    add rdi, qword ptr [r15 + 0]
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 64]
+    mov rcx, qword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + r9 + 128]
+    mov r9d, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
     and rbp, 64
-    mov ecx, dword ptr [r14 + rbp + 832]
+    movzx esi, byte ptr [r15 + rbp + 384]
     test bl, 128
     jnz 1f
 1:
-    add r9, qword ptr [r14 + 0]
-    cmovne r8, r9
+    movsxd rdi, dword ptr [r15 + rbp + 320]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], 62
     lea r9, [r10 + r10*1]
-    mov rsi, qword ptr [r14 + 0]
-    mov edx, r9d
-    test ebx, 944
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + r8 + 512]
+    and r9, 64
+    movsxd rdx, dword ptr [r14 + r9 + 704]
+    test dword ptr [r15 + 67117724], 134218401
     jz 1f
 1:
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 448]
-    movzx edi, byte ptr [r15 + r9 + 512]
-    movzx esi, byte ptr [r15 + rbp + 896]
+    movzx eax, r9b
+    movsxd rdi, dword ptr [r15 + r9 + 768]
+    mov rcx, qword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c8:
-    mov dword ptr [r15 + 0], r9d
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 3264
-    jnz 1f
-1:
-    mov rsi, rax
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov edi, ecx
-    test ebx, 3952
-    jz 1f
-1:
-    sete sil
-    mov ecx, 101
-    and eax, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    mov ebp, 230
-    mov dword ptr [r15 + 0], 97
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    test ebx, 1600
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + 0]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 256], al
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 832]
-    movsxd rdi, dword ptr [r15 + r9 + 896]
-    test bl, 32
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + r8 + 192]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
+    mov r8d, r8d
     and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rbp
-    movsxd rdi, dword ptr [r15 + rbp + 384]
-    test bl, 128
+    mov r9d, dword ptr [r15 + rbp + 64]
+    mov r8, r9
+    cmovne rax, r8
+    test ebx, 15968
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    movzx r9d, r8b
+    test ebx, 7168
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov r8d, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    test bl, 160
     jnz 1f
 1:
-    mov r8, rcx
-    mov dword ptr [r14 + 0], 152
-    bt r8, rsi
+    mov qword ptr [r15 + 0], r8
+    mov esi, edx
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 16064
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    xor dword ptr [r15 + 0], edi
+    movzx r8d, cl
+    mov qword ptr [r15 + 0], rdx
+    test dword ptr [r15 + 67117723], 134217732
+    jz 1f
+1:
+    mov eax, 46
+    mov r9, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    mov esi, 228
+    test dword ptr [r15 + 67117723], 8462856
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 128], 229
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 192]
+    lea rbp, [r10 + r10*1]
+    mov edi, dword ptr [r15 + r8 + 256]
+    test dword ptr [r15 + 67117723], 32768
+    jnz 1f
+1:
+    movzx esi, dl
+    and rbp, 64
+    mov r8d, dword ptr [r15 + rbp + 192]
+    mov eax, dword ptr [r14 + rbp + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c9:
-    mov ecx, r8d
-    movzx edx, byte ptr [r15 + 0]
-    mov edi, 210
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 1936
-    jz 1f
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], eax
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 12000
+    jnz 1f
 1:
-    mov esi, 194
-    mov byte ptr [r15 + 0], sil
-    vmovq xmm9, r9
-    test bl, 128
-    jz 1f
+    mov ebp, edx
+    movzx eax, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 100671488
+    jnz 1f
 1:
+    mov r8, r9
+    mov r9, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 128
+    jnz 1f
+1:
+    movzx eax, bpl
+    movzx ebp, byte ptr [r15 + 0]
     movzx r9d, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
+    test ebx, 1248
+    jz 1f
 1:
+    movsxd rcx, dword ptr [r15 + 0]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 641
+    rep stosb
+    mov rax, qword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*8]
-    mov dword ptr [r15 + 0], 173
+    test ebx, 1376
+    jnz 1f
+1:
     and rbp, 64
-    mov esi, dword ptr [r14 + rbp + 128]
-    and r8, 960
-    movzx edx, byte ptr [r15 + r8 + 2112]
-    test bl, 144
-    jnz 1f
-1:
-    mov r9, qword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    mov rdi, qword ptr [r14 + rbp + 320]
+    and r8, 64
+    movsxd rsi, dword ptr [r15 + r8 + 512]
+    movzx edx, sil
     lea r9, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + r8 + 2432]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 640], rax
-    cmovne rcx, rcx
-    test bl, 32
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + r8 + 2368]
-    mov rcx, qword ptr [r15 + rbp + 64]
-    movsxd rbp, dword ptr [r15 + r8 + 2176]
-    test bl, 80
+    test dword ptr [r15 + 67117724], 2097152
     jnz 1f
 1:
-    and edi, dword ptr [r15 + r8 + 2304]
-    mov qword ptr [r15 + r8 + 2048], rdi
-    mov ebp, dword ptr [r15 + r8 + 2240]
-    mov edx, dword ptr [r15 + r9 + 576]
-    test bl, 48
-    jz 1f
+    and r9, 64
+    mov edx, dword ptr [r15 + r9 + 448]
+    mov ecx, ecx
+    movsxd rax, dword ptr [r15 + r9 + 512]
+    test dword ptr [r15 + 67117723], 134217728
+    jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 2496], sil
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + r8 + 1984]
+    mov r9d, eax
+    mov esi, dword ptr [r15 + r8 + 448]
+    add qword ptr [r14 + rbp + 384], rsi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c10:
-    mov rdx, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 2048
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 0], eax
-    add rdx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 14256
-    jnz 1f
-1:
-    mov r8d, edx
-    mov qword ptr [r15 + 0], r8
-    movzx ecx, byte ptr [r15 + 0]
-    cmovne rdi, rcx
-    test ebx, 108544
-    jz 1f
-1:
-    mov r9, rdi
-    xchg rbp, rcx
-    movsxd rsi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    test ebx, 432
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    mov byte ptr [r15 + 0], dl
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 288
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov r8d, 238
-    mov esi, edi
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 1696
-    jz 1f
-1:
-    and edi, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     lea rbp, [r10 + r10*1]
-    movzx r9d, bpl
-    movsxd rcx, dword ptr [r15 + 0]
     and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 448]
-    test ebx, 16176
-    jnz 1f
-1:
-    mov rdx, qword ptr [r14 + rbp + 512]
-    lea r8, [r10 + r10*1]
+    movzx r8d, byte ptr [r14 + rbp + 448]
+    mov eax, edi
+    lea r9, [r10 + r10*1]
+    movsxd rdi, dword ptr [r15 + rbp + 512]
     lea rbp, [r10 + r10*1]
-    and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 128]
-    and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 192]
-    and edi, dword ptr [r15 + rbp + 256]
-    test bl, 112
+    test dword ptr [r15 + 67117724], 847249472
     jz 1f
 1:
-    or qword ptr [r14 + 0], 109
-    vpor xmm9, xmm9, xmm12
-    mov dword ptr [r15 + r8 + 64], ecx
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], r9d
+    mov edx, 107
+    and rbp, 64
+    mov ecx, dword ptr [r14 + rbp + 576]
+    test dword ptr [r15 + 67117724], 9181184
+    jz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 642
+    rep movsb
+    mov edx, 184
+    test dword ptr [r15 + 67117724], 128
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    sete dil
+    mov esi, 28
+    test dword ptr [r15 + 67117724], 1
+    jnz 1f
+1:
+    mov r8d, ecx
+    mov rcx, rsi
+    test dword ptr [r15 + 67117723], 134217728
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    cmovne rsi, rbp
+    mov rdi, rbp
+    test dword ptr [r15 + 67117724], 131584
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + rbp + 640]
+    mov dword ptr [r15 + r9 + 256], 54
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c11:
-    mov eax, edi
-    movzx edx, al
-    mov ecx, 48
-    mov dword ptr [r15 + 0], 185
-    test ebx, 608
-    jnz 1f
-1:
-    mov ebp, 105
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r10*8]
+    and rbp, 448
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + rbp + 1536]
+    mov rdx, qword ptr [r15 + 0]
+    movzx r9d, dl
     mov r8, qword ptr [r15 + 0]
-    test bl, 64
+    test dword ptr [r15 + 67117724], 512
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    mov edi, r8d
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 1728
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov r9, rdx
-    mov esi, dword ptr [r15 + 0]
-    cmovne rdx, r9
-    test ebx, 1392
-    jz 1f
-1:
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
-    sete sil
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 144
-    jz 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    test bl, 64
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
     and r8, 64
-    mov qword ptr [r15 + r8 + 896], rax
-    add rbp, qword ptr [r15 + r8 + 832]
-    test bl, 144
+    mov byte ptr [r15 + r8 + 448], dil
+    lea r9, [r10 + r10*1]
+    mov rdx, r9
+    test ebx, 4064
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    movzx edi, r9b
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 384]
-    lea r8, [r10 + r10*1]
-    mov edi, dword ptr [r14 + rbp + 320]
-    movzx eax, r8b
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 128]
+    movzx edi, dil
+    movsxd rax, dword ptr [r15 + rbp + 1600]
+    test dword ptr [r15 + 67117724], 4259858
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r9 + 64]
+    mov rcx, rax
+    movsxd r9, dword ptr [r15 + rbp + 1792]
+    vmovdqu xmm14, xmmword ptr [r15 + rbp + 1920]
+    test bl, 64
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + rbp + 1856]
+    mov r9, rax
+    cmovne rdi, rsi
     test bl, 128
     jnz 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 576], 202
-    mov byte ptr [r15 + r8 + 640], sil
-    mov rdx, r9
+    movsxd rdx, dword ptr [r15 + rbp + 1664]
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r14 + rbp + 1472]
+    mov rsi, qword ptr [r15 + rbp + 1728]
+    test ebx, 10208
+    jnz 1f
+1:
+    mov rcx, rsi
+    movsxd rbp, dword ptr [r15 + r8 + 512]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c12:
-    lea r9, [r10 + r10*8]
-    movzx esi, r9b
-    and r9, 960
-    and ebp, dword ptr [r15 + r9 + 2112]
-    add rcx, qword ptr [r15 + 0]
-    sete dil
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    test ebx, 63200
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    add qword ptr [r15 + 0], r8
-    mov rdx, rbp
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 288
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r8d, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 480
-    jz 1f
-1:
-    mov r8d, ebp
-    movzx esi, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + r9 + 2048]
-    mov edi, ebp
-    test bl, 160
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    movzx eax, byte ptr [r14 + r9 + 2432]
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 256]
-    mov ebp, dword ptr [r15 + r8 + 192]
-    mov rcx, qword ptr [r15 + r9 + 2496]
-    lea r8, [r10 + r10*1]
-    test ebx, 9216
-    jz 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 320]
-    mov dword ptr [r15 + r9 + 2304], r9d
-    movsxd rbp, dword ptr [r15 + r9 + 2240]
-    test ebx, 14832
+    mov r8, r8
+    movsxd rdi, dword ptr [r15 + 0]
+    mov esi, 190
+    test ebx, 10112
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + r9 + 2176]
-    movzx eax, byte ptr [r14 + r9 + 1984]
-    mov dword ptr [r15 + r8 + 384], eax
-    mov dword ptr [r15 + r9 + 2368], 210
+    movsxd r9, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 4
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 536875016
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov rsi, rcx
+    lea r9, [r10 + r10*1]
+    test ebx, 30976
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    movsxd rcx, dword ptr [r14 + 0]
+    and r9, 64
+    lea rbp, [r10 + r10*1]
+    movsxd rdx, dword ptr [r15 + r9 + 192]
+    test dword ptr [r15 + 67117723], 8396800
+    jnz 1f
+1:
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 576]
+    movzx esi, bpl
+    sete cl
+    mov rcx, qword ptr [r15 + r9 + 256]
+    test ebx, 62912
+    jz 1f
+1:
+    mov r9, rcx
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + rbp + 640]
+    lea r8, [r10 + r10*1]
+    test ebx, 352
+    jz 1f
+1:
+    and r8, 64
+    or qword ptr [r15 + r8 + 384], 90
+    mov rbp, qword ptr [r14 + r8 + 320]
+    mov r9d, 242
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c13:
-    lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 640]
-    and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 256]
-    movzx eax, byte ptr [r15 + 0]
-    mov esi, esi
-    test bl, 32
-    jnz 1f
-1:
-    movzx esi, sil
-    add rdx, qword ptr [r15 + 0]
-    movzx ecx, cl
-    mov rsi, rcx
-    test bl, 64
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    bt r8, rdi
-    mov edi, 29
-    test ebx, 13056
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    movzx eax, r9b
-    mov rsi, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    or qword ptr [r15 + 0], 112
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     movsxd rdi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    mov r8, rdi
-    test ebx, 576
+    mov r8, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 6016
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], ebp
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 63328
-    jnz 1f
-1:
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 173
-    mov eax, r8d
-    movzx r8d, byte ptr [r15 + 0]
-    test bl, 112
+    mov dword ptr [r15 + 0], 44
+    mov qword ptr [r15 + 0], rdx
+    lea rbp, [r10 + r10*1]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 654970885
     jz 1f
 1:
+    lea r9, [r10*8]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], rdi
+    and r9, 448
+    mov dword ptr [r15 + r9 + 1664], 94
+    test bl, 64
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + r9 + 1728]
+    mov rdi, qword ptr [r15 + r9 + 1472]
+    movzx edx, byte ptr [r14 + rbp + 384]
     lea r8, [r10 + r10*1]
-    movzx edi, r8b
-    bt rbp, r8
-    and r8, 64
-    mov dword ptr [r14 + r8 + 64], r8d
-    mov rdx, qword ptr [r15 + r9 + 192]
-    test ebx, 54272
+    test ebx, 7904
     jz 1f
 1:
-    mov byte ptr [r15 + r8 + 128], bpl
-    or qword ptr [r14 + 0], 49
-    movsxd r9, dword ptr [r15 + rbp + 576]
+    and r8, 64
+    movsxd rbp, dword ptr [r15 + r8 + 896]
+    movzx eax, byte ptr [r15 + r8 + 832]
+    test dword ptr [r15 + 67117723], 269689868
+    jnz 1f
+1:
+    mov qword ptr [r14 + r9 + 1792], rsi
+    movzx r8d, byte ptr [r15 + r9 + 1600]
+    mov rsi, qword ptr [r15 + r9 + 1536]
+    test dword ptr [r15 + 67117723], 32768
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 1856], r9d
+    mov rbp, qword ptr [r15 + r9 + 1920]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c14:
-    movzx ecx, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 7024
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    movzx eax, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    bswap rax
-    mov ecx, dword ptr [r15 + 0]
-    cmovne r9, rcx
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 400
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 138
-    movsxd rax, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 32224
-    jnz 1f
-1:
-    movzx ebp, bpl
-    movzx edx, bpl
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 144
-    jnz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 7856
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    movzx edx, sil
-    lea r8, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     lea r9, [r10 + r10*1]
-    and r8, 64
-    mov edi, dword ptr [r15 + r8 + 64]
-    test ebx, 928
-    jnz 1f
-1:
+    movzx edx, al
     and r9, 64
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + r9 + 384]
-    and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 128]
-    mov qword ptr [r14 + r8 + 128], rbp
-    mov dword ptr [r15 + rbp + 64], esi
-    test ebx, 1344
+    mov dword ptr [r15 + r9 + 576], ecx
+    movzx ecx, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 1073741824
     jz 1f
 1:
-    mov r8, qword ptr [r14 + 0]
-    mov qword ptr [r14 + 0], r8
-    and edx, dword ptr [r15 + r9 + 320]
+    movzx esi, cl
+    mov rcx, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    bswap rdx
+    test dword ptr [r15 + 67117723], 536870912
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx r8d, bpl
+    mov qword ptr [r15 + 0], rdx
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 301998176
+    jz 1f
+1:
+    inc dword ptr [r15 + 0]
+    mov edx, r9d
+    mov rax, rdi
+    test dword ptr [r15 + 67117723], 2048
+    jnz 1f
+1:
+    popcnt rsi, rdx
+    mov edi, esi
+    mov qword ptr [r15 + 0], rcx
+    lea rbp, [r10 + r10*1]
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 3904
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + r9 + 640]
+    and rbp, 64
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + rbp + 832], r8d
+    mov dword ptr [r14 + rbp + 896], r9d
+    and r8, 64
+    mov dword ptr [r15 + r8 + 768], 33
+    test ebx, 24000
+    jz 1f
+1:
+    movzx r9d, bpl
+    or qword ptr [r14 + 0], 41
+    mov byte ptr [r15 + r8 + 704], r9b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c15:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 248
-    jmp 1f
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 0], r8d
+    mov byte ptr [r15 + 0], r8b
+    movsxd rsi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 134250529
+    jz 1f
 1:
-    mov dword ptr [r14 + 0], r8d
-    mov esi, dword ptr [r14 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov r8d, 141
+    mov edi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 1024
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov ebp, 197
+    lea r8, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    test bl, 128
+    jnz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 640], ecx
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 192]
+    test dword ptr [r15 + 67117723], 16777216
+    jnz 1f
+1:
+    movzx eax, dl
+    vpaddq xmm10, xmm10, xmmword ptr [r14 + 0]
+    movzx edx, al
     test bl, 64
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    test ebx, 2432
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test bl, 128
-    jz 1f
-1:
-    mov ebp, 177
-    jmp 1f
-1:
-    mov rcx, rbp
-    mov edx, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 416
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 238
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 288
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    movzx eax, bpl
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    test ebx, 864
-    jz 1f
-1:
+    mov r9, rdi
+    movsxd rsi, dword ptr [r15 + rbp + 576]
     lea rbp, [r10 + r10*1]
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 256]
-    mov esi, 216
+    movzx edi, bpl
+    test dword ptr [r15 + 67117723], 2097153
+    jnz 1f
+1:
+    vmovq xmm14, rdi
     and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 128]
-    movzx ecx, byte ptr [r15 + r8 + 320]
-    test ebx, 5888
+    mov dword ptr [r15 + rbp + 896], 165
+    mov edi, dword ptr [r14 + rbp + 832]
+    test dword ptr [r15 + 67117723], 64
     jz 1f
 1:
-    and r8d, dword ptr [r15 + r9 + 192]
-    movsxd r9, dword ptr [r15 + rbp + 64]
-    mov rbp, r9
+    mov esi, r8d
+    movsxd rax, dword ptr [r15 + r8 + 256]
     add r10, r11
     inc rbx
     dec r13
@@ -3971,23 +3541,25 @@ ditto_body_c1:
 ditto_body_init_c1:
     mov r8, qword ptr [rdi]
     movabs rax, 0x0
-    mov qword ptr [r8 + 67117720], rax
-    movabs rax, 0x9e3779b97f4a7c15
     mov qword ptr [r8 + 67117728], rax
-    movabs rax, 0x3c6ef372fe94f82a
+    movabs rax, 0x9e3779b97f4a7c15
     mov qword ptr [r8 + 67117736], rax
-    movabs rax, 0xdaa66d2c7ddf7430
+    movabs rax, 0x3c6ef372fe94f82a
     mov qword ptr [r8 + 67117744], rax
-    movabs rax, 0x78dde6e5fd29f054
+    movabs rax, 0xdaa66d2c7ddf7430
     mov qword ptr [r8 + 67117752], rax
-    movabs rax, 0x1715609f7c746c68
+    movabs rax, 0x78dde6e5fd29f054
     mov qword ptr [r8 + 67117760], rax
-    movabs rax, 0xb54cda58fbbee87e
+    movabs rax, 0x1715609f7c746c68
     mov qword ptr [r8 + 67117768], rax
-    movabs rax, 0x538454127b096493
+    movabs rax, 0xb54cda58fbbee87e
     mov qword ptr [r8 + 67117776], rax
-    movabs rax, 0xf1bbcdcbfa53e0a0
+    movabs rax, 0x538454127b096493
     mov qword ptr [r8 + 67117784], rax
+    movabs rax, 0xf1bbcdcbfa53e0a0
+    mov qword ptr [r8 + 67117792], rax
+    movabs rax, 0xf9cc25064338e795
+    mov qword ptr [r8 + 67117720], rax
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
@@ -4037,9 +3609,9 @@ ditto_body_c2:
     xor r9d, r9d
     vzeroall
 // block 0: 64 bytes, 1 chunk(s), 7 chunk executions per call
-    mov rbx, qword ptr [r15 + 9432]
+    mov rbx, qword ptr [r15 + 9440]
     lea rcx, [rbx + 7]
-    mov qword ptr [r15 + 9432], rcx
+    mov qword ptr [r15 + 9440], rcx
     mov r13d, 7
     jmp .Lc2_b0_c0
     .p2align 6
@@ -4086,9 +3658,9 @@ ditto_body_c2:
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
 // block 2: 64 bytes, 1 chunk(s), 10 chunk executions per call
-    mov rbx, qword ptr [r15 + 9448]
+    mov rbx, qword ptr [r15 + 9456]
     lea rcx, [rbx + 10]
-    mov qword ptr [r15 + 9448], rcx
+    mov qword ptr [r15 + 9456], rcx
     mov r13d, 10
     jmp .Lc2_b2_c0
     .p2align 6
@@ -4135,11 +3707,13 @@ ditto_body_c2:
 ditto_body_init_c2:
     mov r8, qword ptr [rdi]
     movabs rax, 0x0
-    mov qword ptr [r8 + 9432], rax
-    movabs rax, 0x9e3779b97f4a7c15
     mov qword ptr [r8 + 9440], rax
-    movabs rax, 0x3c6ef372fe94f82a
+    movabs rax, 0x9e3779b97f4a7c15
     mov qword ptr [r8 + 9448], rax
+    movabs rax, 0x3c6ef372fe94f82a
+    mov qword ptr [r8 + 9456], rax
+    movabs rax, 0xb07caedad8314639
+    mov qword ptr [r8 + 9432], rax
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
