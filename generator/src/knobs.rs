@@ -229,6 +229,16 @@ impl Knobs {
         Ok(())
     }
 
+    /// The largest value a knob may take, by dotted field name (`branches.data_dependent_scale`);
+    /// `None` for a field that is not a knob. The tuner clamps its steps to it.
+    pub fn max_of(field: &str) -> Option<f64> {
+        Knobs::default()
+            .entries()
+            .into_iter()
+            .find(|e| format!("{}.{}", e.section, e.key) == field)
+            .map(|e| e.max)
+    }
+
     fn entries(&self) -> Vec<Entry> {
         let scale = |section, key, v: f64, doc| Entry {
             section,

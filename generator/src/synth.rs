@@ -261,6 +261,22 @@ impl Block {
     }
 }
 
+/// Executions per call of the items `is` selects: each chunk of a block runs x / ring times a call.
+fn executions_per_call(blocks: &[Block], is: impl Fn(&Item) -> bool) -> f64 {
+    blocks
+        .iter()
+        .map(|b| {
+            let count = b
+                .chunks
+                .iter()
+                .flat_map(|c| &c.items)
+                .filter(|i| is(i))
+                .count();
+            count as f64 * (b.x as f64 / b.ring() as f64)
+        })
+        .sum()
+}
+
 /// Instructions of the body's epilogue (see the end of `synthesize`).
 fn epilogue_instrs(x87: bool, fp: bool, vex: bool) -> u64 {
     3 + 2 * u64::from(x87) + u64::from(fp) + u64::from(vex) + 1 + 6 + 1
@@ -663,6 +679,9 @@ struct Composer<'a> {
     /// (`branch_densities`).
     density: f64,
     chase_class: usize,
+    /// The data class the header's accesses count in (`header_access`): the smallest, when it is
+    /// one line.
+    header_class: Option<usize>,
     cond_weight: f64,
     static_cond: u64,
     /// Offsets fixed before layout is known are relative to these region starts (filled later).
@@ -1064,13 +1083,9 @@ impl Composer<'_> {
     /// class, and the profile's access histogram then keeps its total. A larger smallest class leaves
     /// the header's accesses uncounted (they add hits the profile does not have).
     fn header_access(&mut self, w: f64, load: bool) {
-        let classes = &self.plan.data_classes;
-        let Some(k) = (0..classes.len()).min_by_key(|&k| classes[k].size) else {
+        let Some(k) = self.header_class else {
             return;
         };
-        if !self.is_static_class(k) {
-            return;
-        }
         self.data.add(k, w);
         self.buffer.add(0, w);
         self.regular.add(0, w);
@@ -2030,6 +2045,9 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
         cond_acc: 0.0,
         density: 1.0,
         chase_class,
+        header_class: (0..classes.len())
+            .min_by_key(|&k| classes[k].size)
+            .filter(|&k| classes[k].size <= LINE),
         cond_weight: 0.0,
         static_cond: 0,
         used_shared: false,
@@ -2450,42 +2468,18 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
         shared_fraction: (plan.shared_fraction, comp.buffer.realised()[1]),
         regular_fraction: (plan.regular_fraction, comp.regular.realised()[0]),
         chase_fraction: (plan.chase_fraction, comp.chase.realised()[1]),
-        conditional_branches_per_call: blocks
-            .iter()
-            .map(|b| {
-                let w = b.x as f64 / b.ring() as f64;
-                b.chunks
-                    .iter()
-                    .map(|c| {
-                        c.items
-                            .iter()
-                            .filter(|i| matches!(i, Item::Pattern { .. } | Item::LoopEnd { .. }))
-                            .count() as f64
-                    })
-                    .sum::<f64>()
-                    * w
-            })
-            .sum(),
-        data_dependent_branches_per_call: blocks
-            .iter()
-            .map(|b| {
-                let w = b.x as f64 / b.ring() as f64;
-                b.chunks
-                    .iter()
-                    .flat_map(|c| &c.items)
-                    .filter(|i| {
-                        matches!(
-                            i,
-                            Item::Pattern {
-                                source: BranchSource::Random { .. },
-                                ..
-                            }
-                        )
-                    })
-                    .count() as f64
-                    * w
-            })
-            .sum(),
+        conditional_branches_per_call: executions_per_call(&blocks, |i| {
+            matches!(i, Item::Pattern { .. } | Item::LoopEnd { .. })
+        }),
+        data_dependent_branches_per_call: executions_per_call(&blocks, |i| {
+            matches!(
+                i,
+                Item::Pattern {
+                    source: BranchSource::Random { .. },
+                    ..
+                }
+            )
+        }),
         static_conditional_branches: comp.static_cond,
         taken_bins: (comp.taken.targets(), comp.taken.realised()),
         majority_taken: plan.majority_taken_bins.as_ref().map(|m| {

@@ -151,13 +151,10 @@ impl Knob {
         *slot = v;
     }
 
-    /// The largest value the generator accepts.
+    /// The largest value the generator accepts (its knob table's range; scales go to 100, the
+    /// data-dependent share to 2).
     pub fn max(self) -> f64 {
-        match self {
-            // A share: 1 makes every coin-like branch random, 2 every pattern branch.
-            Knob::DataDependent => 2.0,
-            _ => KNOB_MAX,
-        }
+        Knobs::max_of(self.name()).unwrap_or(KNOB_MAX)
     }
 }
 
@@ -1514,6 +1511,16 @@ mod tests {
         ]);
         assert!(why.contains("backtracked"), "{why}");
         assert!((to - 1.1263f64.sqrt()).abs() < 1e-9, "{to}");
+    }
+
+    #[test]
+    fn every_tuned_knob_takes_its_range_from_the_generators_table() {
+        for g in GROUPS {
+            for k in std::iter::once(g.knob).chain(g.followers.iter().map(|f| f.0)) {
+                assert!(Knobs::max_of(k.name()).is_some(), "{}", k.name());
+            }
+        }
+        assert_eq!(Knob::DataDependent.max(), 2.0);
     }
 
     #[test]
