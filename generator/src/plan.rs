@@ -70,6 +70,13 @@ pub struct BodyPlan {
     /// not record it, and then each branch's direction is a coin toss.
     pub majority_taken_bins: Option<Vec<f64>>,
     pub transition_bins: Vec<f64>,
+    /// Indirect jumps and calls per dynamic instruction (the profile's `branches.indirect`); 0 when
+    /// the profile does not record them.
+    pub indirect_ratio: f64,
+    /// Their target-change rates in the profile's 11 bins (`IndirectBranches::target_change_rate`).
+    pub indirect_change_bins: Vec<f64>,
+    /// Their mean target-change rate (`IndirectBranches::mean_target_change_rate`).
+    pub indirect_mean_change: f64,
     pub blocks: Vec<BlockPlan>,
     pub data_classes: Vec<DataClass>,
     pub shared_fraction: f64,
@@ -1016,6 +1023,19 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
         shift_bins(&waw, ds),
     );
 
+    let indirect = input.body.and_then(|b| {
+        let d = b.branches.indirect.as_ref()?;
+        (b.instructions_per_request > 0.0 && d.per_request > 0.0).then(|| {
+            (
+                (d.per_request / b.instructions_per_request).clamp(0.0, 0.1),
+                d.target_change_rate.clone(),
+                d.mean_target_change_rate,
+            )
+        })
+    });
+    let (indirect_ratio, indirect_change_bins, indirect_mean_change) =
+        indirect.unwrap_or((0.0, Vec::new(), 0.0));
+
     let iw = &knobs.instruction_working_set;
     let igrid = grid_curve(&icurve, iw.size_scale, knobs.limits.max_code_bytes);
     if icurve.is_empty() && !default_body {
@@ -1079,6 +1099,9 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
         taken_bins: taken,
         majority_taken_bins,
         transition_bins: transition,
+        indirect_ratio,
+        indirect_change_bins,
+        indirect_mean_change,
         blocks,
         data_classes: classes,
         shared_fraction: frac(shared, dw.shared_fraction_scale),

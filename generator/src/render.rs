@@ -392,6 +392,15 @@ pub fn body_md(cluster: &str, st: &Stats, priv_bytes: u64, shared_bytes: u64) ->
         st.data_dependent_branches_per_call,
         st.static_conditional_branches
     );
+    let (ind_target, ind_body, ind_entries) = st.indirect_jumps_per_call;
+    if ind_target > 0.0 || ind_body > 0.0 {
+        let _ = writeln!(
+            out,
+            "- Indirect jumps per call {:.1} (target {:.1}) and {:.0} ring entries; mean \
+             target-change rate {:.3} (target {:.3}).",
+            ind_body, ind_target, ind_entries, st.indirect_change_rate.1, st.indirect_change_rate.0
+        );
+    }
     let _ = writeln!(
         out,
         "- Shared-buffer accesses {} (target {}); strided {} (target {}); pointer chasing {} of loads \

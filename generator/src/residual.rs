@@ -109,6 +109,31 @@ pub fn subtract(original: &ClusterBody, skeleton: &ClusterBody) -> (ClusterBody,
         }
     }
 
+    // Indirect jumps' target-change bins and mean, by indirect jumps executed.
+    if let (Some(o), Some(s), Some(dst)) = (
+        &original.branches.indirect,
+        &skeleton.branches.indirect,
+        out.branches.indirect.as_mut(),
+    ) {
+        let (i_o, i_s) = (o.per_request, s.per_request);
+        if i_o.is_finite() && i_s.is_finite() && i_o - i_s > MIN_BODY_SHARE * i_o {
+            if let Some((v, was_clamped)) =
+                weighted_bins(&o.target_change_rate, i_o, &s.target_change_rate, i_s)
+            {
+                dst.target_change_rate = v;
+                let mean = (o.mean_target_change_rate * i_o - s.mean_target_change_rate * i_s)
+                    / (i_o - i_s);
+                dst.mean_target_change_rate = mean.clamp(0.0, 1.0);
+                // The plan places per_request / instructions_per_request of them per body
+                // instruction: the residual's density, (i_o − i_s) / (n_o − n_s), over n_o.
+                dst.per_request = (i_o - i_s) * n_o / (n_o - n_s);
+                if was_clamped || !(0.0..=1.0).contains(&mean) {
+                    clamped.push("indirect target-change bins");
+                }
+            }
+        }
+    }
+
     // Dependencies, by instructions.
     for (name, o, s, dst) in [
         (
@@ -332,6 +357,7 @@ mod tests {
                 transition_rate: taken.clone(),
                 taken_rate: taken,
                 majority_taken: None,
+                indirect: None,
             },
             instruction_working_set: curve(&[(64, 0.9), (128, 1.0)]),
             data_working_set: curve(d),
@@ -399,6 +425,33 @@ mod tests {
         assert!((r.pointer_chase_fraction - 0.4).abs() < 1e-9);
         // The instruction count is left to the plan's skeleton_instructions.
         assert_eq!(r.instructions_per_request, 1000.0);
+    }
+
+    #[test]
+    fn the_skeletons_indirect_jumps_are_taken_out_of_the_density_and_the_change_rates() {
+        let indirect = |per_request: f64, bins: [f64; 2], mean: f64| {
+            Some(ditto_profile::IndirectBranches {
+                per_request,
+                static_count: 5,
+                target_change_rate: bins.to_vec(),
+                mean_target_change_rate: mean,
+            })
+        };
+        // Skeleton: 800 instructions, 8 jumps that never change target. Body: 200 instructions,
+        // 12 jumps, half of them in bin 1 at rate 0.5. Together: 1,000 and 20, mean 0.15.
+        let mut skeleton = body(800.0, 0.3, vec![1.0], &[(64, 1.0)], 0.0);
+        skeleton.branches.indirect = indirect(8.0, [1.0, 0.0], 0.0);
+        let mut original = body(1000.0, 0.3, vec![1.0], &[(64, 1.0)], 0.0);
+        original.branches.indirect = indirect(20.0, [0.7, 0.3], 0.15);
+        let (r, warnings) = subtract(&original, &skeleton);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let i = r.branches.indirect.expect("kept");
+        // 12 per 200 body instructions is 60 per the original's 1,000 (the plan's divisor).
+        assert!((i.per_request - 60.0).abs() < 1e-9, "{}", i.per_request);
+        assert!((i.mean_target_change_rate - 0.25).abs() < 1e-9);
+        for (got, want) in i.target_change_rate.iter().zip([0.5, 0.5]) {
+            assert!((got - want).abs() < 1e-9, "{:?}", i.target_change_rate);
+        }
     }
 
     #[test]

@@ -53,6 +53,7 @@ use crate::isa::{
 use crate::knobs::Knobs;
 use crate::plan::{BodyPlan, DataClass, BINS, LINE};
 use crate::rng::{stream_id, Rng};
+use ditto_profile::IndirectBranches;
 
 /// GPRs free for the dependency synthesis (everything not reserved).
 const GPR_POOL: [Reg; 8] = [RAX, RCX, RDX, RBP, RSI, RDI, R8, R9];
@@ -105,6 +106,10 @@ pub struct Stats {
     /// Of those, the executions per call of data-dependent branches (`BranchSource::Random`).
     pub data_dependent_branches_per_call: f64,
     pub static_conditional_branches: u64,
+    /// Indirect jumps per call: (the profile's, the body's dispatches, the blocks' ring entries).
+    pub indirect_jumps_per_call: (f64, f64, f64),
+    /// Mean target-change rate of the dispatches: (the profile's, expected of the body's).
+    pub indirect_change_rate: (f64, f64),
     pub taken_bins: (Vec<f64>, Vec<f64>),
     /// Share of conditional branch executions from majority-taken branches (target, generated),
     /// when the profile records it.
@@ -167,8 +172,10 @@ enum Item {
         source: BranchSource,
     },
     /// Advances the body's pseudo-random word (`HDR_RNG`) once per chunk execution, at the start of
-    /// a chunk that has data-dependent pattern branches.
+    /// a chunk that has data-dependent pattern branches or a dispatch on random bits.
     RngStep,
+    /// An indirect jump through code stubs, at the start of a chunk (after `RngStep`).
+    Indirect(Dispatch),
     /// `lea`/`mov` of a window's unmasked offset into a temp (a few instructions before its use).
     Window {
         group: usize,
@@ -194,6 +201,105 @@ enum BranchSource {
     /// Bits of the dword at this byte of the body's pseudo-random word: a branch on data the
     /// predictor cannot learn, mispredicted about as often as its minority direction is taken.
     Random { byte: u8 },
+}
+
+/// How an indirect jump (`Item::Indirect`) picks its target, and so how often its target changes:
+/// what a branch target buffer, which predicts a site's previous target, mispredicts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dispatch {
+    /// One target: never changes (a call through a pointer that stays put, or a PLT slot).
+    Fixed,
+    /// Two targets, the second when M random bits of the word at this byte are all clear
+    /// (probability q = 2^−M): the target changes 2q(1 − q) of the time.
+    Two { mask: u32, byte: u8 },
+    /// `targets` (a power of two) targets, uniformly at random: changes 1 − 1/targets of the time.
+    Uniform { targets: u32 },
+}
+
+/// Executed instructions of a dispatch, the landing stub's `jmp` included.
+const DISPATCH_FIXED_INSTRS: u64 = 3;
+const DISPATCH_TWO_INSTRS: u64 = 7;
+const DISPATCH_UNIFORM_INSTRS: u64 = 6;
+
+impl Dispatch {
+    /// The realisation nearest a target-change rate.
+    fn nearest(rate: f64) -> Dispatch {
+        if rate <= 0.0 {
+            return Dispatch::Fixed;
+        }
+        let mut best = (f64::INFINITY, Dispatch::Fixed);
+        for m in 1..=8u32 {
+            let d = Dispatch::Two {
+                mask: (1 << m) - 1,
+                byte: 4,
+            };
+            if (d.change_rate() - rate).abs() < best.0 {
+                best = ((d.change_rate() - rate).abs(), d);
+            }
+        }
+        for k in 2..=4u32 {
+            let d = Dispatch::Uniform { targets: 1 << k };
+            if (d.change_rate() - rate).abs() < best.0 {
+                best = ((d.change_rate() - rate).abs(), d);
+            }
+        }
+        best.1
+    }
+
+    /// Target-change bins (`IndirectBranches::target_change_rate`) moved to the bin their nearest
+    /// dispatch realises (bin 7, 0.6–0.7, has none: 0.75 is nearest), so that every bin drawn is one
+    /// a dispatch fills.
+    fn realisable_bins(bins: &[f64]) -> Vec<f64> {
+        let mut out = vec![0.0; bins.len()];
+        for (b, share) in bins.iter().enumerate() {
+            let rate = Dispatch::nearest(IndirectBranches::bin_rate(b)).change_rate();
+            if let Some(o) = out.get_mut(IndirectBranches::bin(rate)) {
+                *o += share;
+            }
+        }
+        out
+    }
+
+    /// Share of executions whose target differs from the previous one.
+    fn change_rate(&self) -> f64 {
+        match *self {
+            Dispatch::Fixed => 0.0,
+            Dispatch::Two { mask, .. } => {
+                let q = 0.5f64.powi(mask.count_ones() as i32);
+                2.0 * q * (1.0 - q)
+            }
+            Dispatch::Uniform { targets } => 1.0 - 1.0 / f64::from(targets.max(1)),
+        }
+    }
+
+    fn targets(&self) -> u32 {
+        match *self {
+            Dispatch::Fixed => 1,
+            Dispatch::Two { .. } => 2,
+            Dispatch::Uniform { targets } => targets,
+        }
+    }
+
+    fn uses_random_word(&self) -> bool {
+        !matches!(self, Dispatch::Fixed)
+    }
+
+    fn instrs(&self) -> u64 {
+        match self {
+            Dispatch::Fixed => DISPATCH_FIXED_INSTRS,
+            Dispatch::Two { .. } => DISPATCH_TWO_INSTRS,
+            Dispatch::Uniform { .. } => DISPATCH_UNIFORM_INSTRS,
+        }
+    }
+
+    /// Code bytes, the stubs (8 bytes each, 8-aligned) included.
+    fn bytes(&self) -> u64 {
+        match self {
+            Dispatch::Fixed => 7 + 8 + 2,
+            Dispatch::Two { .. } => 2 + RANDOM_TEST_BYTES + 3 + 7 + 4 + 2 + 7 + 16,
+            Dispatch::Uniform { targets } => 7 + 3 + 7 + 4 + 2 + 7 + 8 * u64::from(*targets),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -295,6 +401,7 @@ fn item_instrs(it: &Item) -> u64 {
         Item::Chase => 1,
         Item::Pattern { .. } => 2,
         Item::RngStep => RNG_STEP_INSTRS,
+        Item::Indirect(d) => d.instrs(),
         Item::Window { .. } | Item::WindowMask { .. } => 1,
         Item::LoopEnd {
             adv_p,
@@ -670,6 +777,14 @@ struct Composer<'a> {
     /// branches (`majority_taken`).
     majority: Vec<[f64; 2]>,
     transition: Deficit,
+    /// Target-change-rate bins of indirect jumps (`plan.indirect_change_bins`).
+    indirect: Deficit,
+    /// Indirect jump executions per call owed: grows by `plan.indirect_ratio` per instruction
+    /// execution composed.
+    indirect_acc: f64,
+    /// Executions per call of the dispatches so far, and of those that changed target (expected).
+    indirect_execs: f64,
+    indirect_changes: f64,
     /// Executions (per call) of the rep-string instructions so far, and their repetitions.
     rep_execs: f64,
     rep_iterations: f64,
@@ -870,6 +985,26 @@ impl Composer<'_> {
             body.push(item);
             self.cond_acc += (instrs - before) as f64 * ratio;
         }
+        // An indirect jump where the executions owed so far come nearest the profile's per
+        // instruction, counted over executions (a chunk run w times a call adds w jumps); at most
+        // one per chunk, at its start, where every register is dead.
+        self.indirect_acc += instrs as f64 * w * self.plan.indirect_ratio;
+        let mut dispatch = None;
+        if self.indirect_acc >= 0.5 * w && !self.indirect.is_empty() {
+            let d = self.dispatch(w);
+            let mut added = d.instrs();
+            if d.uses_random_word() && !steps_rng {
+                steps_rng = true;
+                self.rng_step(w);
+                bytes += RNG_STEP_BYTES;
+                added += RNG_STEP_INSTRS;
+            }
+            instrs += added;
+            bytes += d.bytes();
+            self.indirect_acc += added as f64 * w * self.plan.indirect_ratio - w;
+            self.cond_acc += added as f64 * ratio;
+            dispatch = Some(d);
+        }
         let adv_p = c.groups.iter().any(|g| !g.irregular);
         let adv_q = c.groups.iter().any(|g| g.irregular);
         // The block counter identifies the chunk execution for ring blocks and drives patterns.
@@ -912,6 +1047,9 @@ impl Composer<'_> {
                 let back = 1 + self.rng.below(3) as usize;
                 ordered.insert(first.saturating_sub(back), Item::Window { group: g });
             }
+        }
+        if let Some(d) = dispatch {
+            ordered.insert(0, Item::Indirect(d));
         }
         if steps_rng {
             // First: every register is dead at a chunk's start, so rax may be clobbered.
@@ -1094,6 +1232,60 @@ impl Composer<'_> {
         }
     }
 
+    /// One indirect jump run `w` times per call: a target-change bin drawn by deficit, realised by the
+    /// nearest `Dispatch`, and accounted (its instructions in the mix, its header load as a data
+    /// access).
+    fn dispatch(&mut self, w: f64) -> Dispatch {
+        // A few hot chunks carry most executions: a bin may take this one only if it is at least half
+        // its weight short, else the bin furthest short does (a proportional draw put two of
+        // nginx's heaviest dispatches in bins of 5 % each, and the mean change rate came out 0.25
+        // against 0.14).
+        let deficit = |i: usize| self.indirect.deficit(i, w);
+        let bin = self
+            .indirect
+            .pick(&mut self.rng, w, |i| deficit(i) >= 0.5 * w)
+            .or_else(|| (0..self.indirect.len()).max_by(|&a, &b| deficit(a).total_cmp(&deficit(b))))
+            .unwrap_or(0);
+        let mut d = Dispatch::nearest(IndirectBranches::bin_rate(bin));
+        if let Dispatch::Two { mask, .. } = d {
+            // M random bits of bytes 3–6 of the word (bits 24–62), as the data-dependent branches'.
+            let m = mask.count_ones();
+            let mut bits: Vec<u32> = (0..31).collect();
+            self.rng.shuffle(&mut bits);
+            let mask = bits.into_iter().take(m as usize).fold(0, |a, b| a | 1 << b);
+            let byte = 3 + self.rng.below(2) as u8;
+            d = Dispatch::Two { mask, byte };
+        }
+        let rate = d.change_rate();
+        self.indirect.add(IndirectBranches::bin(rate), w);
+        self.indirect_execs += w;
+        self.indirect_changes += w * rate;
+        // lea of the stubs (or the target), the jump, and a stub's jmp.
+        let jumps = if d == Dispatch::Fixed { 1.0 } else { 2.0 };
+        self.account((Class::Alu, Opnd::Reg), w);
+        self.account((Class::Branch, Opnd::Reg), w * jumps);
+        match d {
+            Dispatch::Fixed => {
+                // The add of the zero word.
+                self.account((Class::Alu, Opnd::Load), w);
+                self.header_access(w, true);
+            }
+            Dispatch::Two { .. } => {
+                // xor, test of the word, setz, lea of the stub.
+                self.account((Class::Alu, Opnd::Reg), 3.0 * w);
+                self.account((Class::Alu, Opnd::Load), w);
+                self.header_access(w, true);
+            }
+            Dispatch::Uniform { .. } => {
+                // mov of the word, and, lea of the stub.
+                self.account((Class::Mov, Opnd::Load), w);
+                self.account((Class::Alu, Opnd::Reg), 2.0 * w);
+                self.header_access(w, true);
+            }
+        }
+        d
+    }
+
     /// Accounts the chunk's pseudo-random step (`Item::RngStep`): a load, a multiply and a store.
     fn rng_step(&mut self, w: f64) {
         self.account((Class::Mov, Opnd::Load), w);
@@ -1258,7 +1450,12 @@ const HDR_RQ: u64 = 8;
 const HDR_CHASE: u64 = 16;
 /// The body's pseudo-random word (u64, odd): data-dependent branches test its bits.
 const HDR_RNG: u64 = 24;
-const HDR_COUNTERS: u64 = 32;
+/// A word that stays 0 (init writes it): a single-target dispatch adds it to its target, so that the
+/// jump's target comes from memory. `lea rcx, [rip + L]; jmp rcx` alone is an indirect jump to the
+/// assembler but not to Valgrind, whose IR optimiser folds it into a direct one (cachegrind then
+/// counted 105 of a clone's 507 dispatches per call as indirect: the 78 % with one target were gone).
+const HDR_ZERO: u64 = 32;
+const HDR_COUNTERS: u64 = 40;
 
 /// Multiplier of the pseudo-random word's step, x ← a·x mod 2^64 (a ≡ 5 mod 8: period 2^62 from an
 /// odd seed). An imm32, so one `imul`; the tested bits are the upper ones, which are the random ones.
@@ -1833,6 +2030,71 @@ impl Renderer<'_> {
             .unwrap_or(TEMPS[0])
     }
 
+    /// An indirect jump (`Item::Indirect`): the target index into rax, the stub's address into rcx,
+    /// `jmp rcx`. The targets are stubs of `jmp` to the join point, code rather than a data table, so
+    /// the body reads no memory outside its buffers; rax and rcx are dead at a chunk's start.
+    fn dispatch(&mut self, d: Dispatch) -> Result<()> {
+        let id = format!(".L{}_d{}", self.name, self.static_instrs);
+        let (stubs, join) = (format!("{id}_s"), format!("{id}_j"));
+        match d {
+            Dispatch::Fixed => {
+                let o = self.layout.hdr_lo + HDR_ZERO;
+                self.prove(Buffer::Priv, o, o + 8)?;
+                self.fixed(&format!("lea rcx, [rip + {join}]"), &[], &[RCX], 7);
+                self.fixed(
+                    &format!("add rcx, qword ptr [r15 + {o}]"),
+                    &[RCX, R15],
+                    &[RCX],
+                    4 + disp_bytes(o),
+                );
+                self.fixed("jmp rcx", &[RCX], &[], 2);
+                self.label(&join);
+                self.deps.carriers = [0; NREGS];
+                return Ok(());
+            }
+            Dispatch::Two { mask, byte } => {
+                let o = self.layout.hdr_lo + HDR_RNG + u64::from(byte);
+                self.prove(Buffer::Priv, o, o + 4)?;
+                self.fixed("xor eax, eax", &[], &[RAX], 2);
+                self.fixed(
+                    &format!("test dword ptr [r15 + {o}], {mask}"),
+                    &[R15],
+                    &[],
+                    RANDOM_TEST_BYTES,
+                );
+                self.fixed("setz al", &[RAX], &[RAX], 3);
+            }
+            Dispatch::Uniform { targets } => {
+                // Bits 32 and up of the word: the multiplicative generator's low bits have short
+                // periods.
+                let o = self.layout.hdr_lo + HDR_RNG + 4;
+                self.prove(Buffer::Priv, o, o + 4)?;
+                self.fixed(
+                    &format!("mov eax, dword ptr [r15 + {o}]"),
+                    &[R15],
+                    &[RAX],
+                    4 + disp_bytes(o),
+                );
+                self.fixed(&format!("and eax, {}", targets - 1), &[RAX], &[RAX], 3);
+            }
+        }
+        self.fixed(&format!("lea rcx, [rip + {stubs}]"), &[], &[RCX], 7);
+        self.fixed("lea rcx, [rcx + rax*8]", &[RCX, RAX], &[RCX], 4);
+        self.fixed("jmp rcx", &[RCX], &[], 2);
+        // Alignment padding after each `jmp` is never executed.
+        let _ = writeln!(self.out, "    .p2align 3\n{stubs}:");
+        for _ in 0..d.targets() {
+            let _ = writeln!(self.out, "    .p2align 3\n    jmp {join}");
+        }
+        // One stub runs per execution; the others are static instructions only.
+        self.commit(&[], &[], 2);
+        self.static_instrs += u64::from(d.targets()) - 1;
+        self.label(&join);
+        // The jump's target depends on a load: every load so far is live.
+        self.deps.carriers = [0; NREGS];
+        Ok(())
+    }
+
     fn chunk(&mut self, c: &Chunk, labels: &ChunkLabels) -> Result<()> {
         self.cur_groups = c.groups.clone();
         self.temps = vec![None; c.groups.len()];
@@ -1906,6 +2168,7 @@ impl Renderer<'_> {
                         7,
                     );
                 }
+                Item::Indirect(d) => self.dispatch(*d)?,
                 Item::Window { group } => self.window(*group)?,
                 Item::WindowMask { group } => self.window_mask(*group)?,
                 Item::LoopEnd {
@@ -2039,6 +2302,10 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
         taken: Deficit::new(&plan.taken_bins),
         majority: vec![[0.0; 2]; plan.taken_bins.len()],
         transition: Deficit::new(&plan.transition_bins),
+        indirect: Deficit::new(&Dispatch::realisable_bins(&plan.indirect_change_bins)),
+        indirect_acc: 0.0,
+        indirect_execs: 0.0,
+        indirect_changes: 0.0,
         rep_execs: 0.0,
         rep_iterations: 0.0,
         realised_mix: BTreeMap::new(),
@@ -2403,13 +2670,16 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
              \x20   mov qword ptr [r8 + {slot}], rax\n"
         );
     }
-    // The pseudo-random word starts odd (a multiplicative generator's state must be).
+    // The pseudo-random word starts odd (a multiplicative generator's state must be); the zero word
+    // is 0.
     let rng_seed = rng.next_u64() | 1;
     let _ = write!(
         r.out,
         "    movabs rax, {rng_seed:#x}\n\
-         \x20   mov qword ptr [r8 + {}], rax\n",
-        hdr_lo + HDR_RNG
+         \x20   mov qword ptr [r8 + {}], rax\n\
+         \x20   mov qword ptr [r8 + {}], 0\n",
+        hdr_lo + HDR_RNG,
+        hdr_lo + HDR_ZERO
     );
     let _ = write!(
         r.out,
@@ -2481,6 +2751,19 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
             )
         }),
         static_conditional_branches: comp.static_cond,
+        indirect_jumps_per_call: (
+            plan.indirect_ratio * plan.instructions,
+            executions_per_call(&blocks, |i| matches!(i, Item::Indirect(_))),
+            blocks.iter().filter(|b| b.enters_indirectly()).count() as f64,
+        ),
+        indirect_change_rate: (
+            plan.indirect_mean_change,
+            if comp.indirect_execs > 0.0 {
+                comp.indirect_changes / comp.indirect_execs
+            } else {
+                0.0
+            },
+        ),
         taken_bins: (comp.taken.targets(), comp.taken.realised()),
         majority_taken: plan.majority_taken_bins.as_ref().map(|m| {
             let targets = comp.taken.targets();

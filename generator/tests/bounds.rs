@@ -9,7 +9,8 @@ use ditto_generator::plan::{plan, PlanInput};
 use ditto_generator::rng::Rng;
 use ditto_generator::synth::{synthesize, Buffer};
 use ditto_profile::{
-    Bin, Branches, ClusterBody, Dependencies, Histogram, HitCurve, HitPoint, MixShare,
+    Bin, Branches, ClusterBody, Dependencies, Histogram, HitCurve, HitPoint, IndirectBranches,
+    MixShare,
 };
 
 fn curve(rng: &mut Rng, max_log2: u64) -> HitCurve {
@@ -68,6 +69,12 @@ fn random_body(rng: &mut Rng) -> ClusterBody {
             taken_rate: bins(rng),
             transition_rate: bins(rng),
             majority_taken: Some(bins(rng)),
+            indirect: Some(IndirectBranches {
+                per_request: ipr * rng.f64() * 0.05,
+                static_count: 50,
+                target_change_rate: bins(rng),
+                mean_target_change_rate: rng.f64(),
+            }),
         },
         instruction_working_set: curve(rng, 17),
         data_working_set: curve(rng, 22),

@@ -1,13 +1,14 @@
 //! Branch placement and direction over a recorded profile (nginx's, `profiles/nginx.json`): pattern
 //! branches take the majority direction the profile records, and they are concentrated in hot code so
-//! that the body's static conditional branches approach the profile's count.
+//! that the body's static conditional branches approach the profile's count. Indirect jumps follow the
+//! profile's count and target-change rates.
 
 use std::path::Path;
 
 use ditto_generator::knobs::Knobs;
 use ditto_generator::plan::{plan, PlanInput};
 use ditto_generator::synth::{synthesize, ClusterAsm};
-use ditto_profile::{ClusterBody, Profile};
+use ditto_profile::{ClusterBody, IndirectBranches, Profile};
 
 fn nginx_body() -> ClusterBody {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiles/nginx.json");
@@ -40,13 +41,14 @@ fn synth_with(body: &ClusterBody, knobs: &Knobs) -> ClusterAsm {
 /// The operand text after a data-dependent branch's `test dword ptr [r15 + `: "DISP], MASK".
 const RANDOM_TEST: &str = "test dword ptr [r15 + ";
 
-/// (mask, jz) of every pattern branch: `test ebx|bl, MASK` (the chunk counter) or `test dword ptr
-/// [r15 + D], MASK` (the pseudo-random word) followed by `jz`/`jnz 1f`.
-fn patterns(asm: &ClusterAsm) -> Vec<(u64, bool)> {
+/// (mask, jz, on the pseudo-random word) of every pattern branch: `test ebx|bl, MASK` (the chunk
+/// counter) or `test dword ptr [r15 + D], MASK` (the pseudo-random word) followed by `jz`/`jnz 1f`.
+fn patterns(asm: &ClusterAsm) -> Vec<(u64, bool, bool)> {
     let lines: Vec<&str> = asm.text.lines().map(str::trim).collect();
     lines
         .windows(2)
         .filter_map(|w| {
+            let random = w[0].starts_with(RANDOM_TEST);
             let mask = w[0]
                 .strip_prefix("test ebx, ")
                 .or_else(|| w[0].strip_prefix("test bl, "))
@@ -60,7 +62,7 @@ fn patterns(asm: &ClusterAsm) -> Vec<(u64, bool)> {
                 "jnz 1f" => false,
                 _ => return None,
             };
-            Some((mask.parse().expect("mask"), jz))
+            Some((mask.parse().expect("mask"), jz, random))
         })
         .collect()
 }
@@ -68,7 +70,8 @@ fn patterns(asm: &ClusterAsm) -> Vec<(u64, bool)> {
 #[test]
 fn pattern_branches_take_the_recorded_majority_direction() {
     // `test` sets ZF when every mask bit is clear: rarely for a pattern mask (`jz` is the minority,
-    // so `jnz` is taken more often than not), always for the "never" mask, bit 30 (`jz` always taken).
+    // so `jnz` is taken more often than not), always for the "never" mask, bit 30 of the counter (`jz`
+    // always taken; bit 30 of the pseudo-random word is a coin toss).
     const NEVER: u64 = 1 << 30;
     for all_taken in [true, false] {
         let mut body = nginx_body();
@@ -76,8 +79,8 @@ fn pattern_branches_take_the_recorded_majority_direction() {
         let asm = synth(&body);
         let p = patterns(&asm);
         assert!(p.len() > 100, "{} pattern branches", p.len());
-        for (mask, jz) in p {
-            let taken = if mask == NEVER { jz } else { !jz };
+        for (mask, jz, random) in p {
+            let taken = if mask == NEVER && !random { jz } else { !jz };
             assert_eq!(taken, all_taken, "mask {mask:#x}, jz {jz}");
         }
     }
@@ -138,7 +141,9 @@ fn deviation((targets, realised): &(Vec<f64>, Vec<f64>)) -> f64 {
 
 #[test]
 fn data_dependent_branches_follow_their_scale_and_test_a_word_their_chunk_has_just_stepped() {
-    let body = nginx_body();
+    // Without indirect jumps, whose dispatches also read the word.
+    let mut body = nginx_body();
+    body.branches.indirect = None;
     let with_scale = |scale: f64| {
         let mut knobs = Knobs::default();
         knobs.branches.data_dependent_scale = scale;
@@ -215,4 +220,110 @@ fn data_dependent_branches_follow_their_scale_and_test_a_word_their_chunk_has_ju
             );
         }
     }
+}
+
+#[test]
+fn indirect_jumps_follow_the_profiles_count_and_change_rate_through_stubs_in_code() {
+    let mut body = nginx_body();
+    let shares = [0.6, 0.1, 0.05, 0.05, 0.05, 0.05, 0.0, 0.04, 0.03, 0.0, 0.03];
+    let mean: f64 = shares
+        .iter()
+        .enumerate()
+        .map(|(b, s)| s * IndirectBranches::bin_rate(b))
+        .sum();
+    body.branches.indirect = Some(IndirectBranches {
+        per_request: body.instructions_per_request * 0.01,
+        static_count: 200,
+        target_change_rate: shares.to_vec(),
+        mean_target_change_rate: mean,
+    });
+    let asm = synth(&body);
+    let (target, dispatched, _) = asm.stats.indirect_jumps_per_call;
+    assert!(
+        (dispatched - target).abs() / target < 0.10,
+        "{dispatched:.1} indirect jumps per call against {target:.1}"
+    );
+    let (want, got) = asm.stats.indirect_change_rate;
+    assert!(
+        (want - got).abs() < 0.03,
+        "target-change rate {got:.3} against {want:.3}"
+    );
+
+    // Each dispatch: an index in rax (0 or 1 from `setz al`, 0..K from `and eax, K − 1`, or a
+    // single target plus a zero word), `jmp rcx` to one of as many 8-byte stubs, each a `jmp` to the
+    // join label right after them.
+    let lines: Vec<&str> = asm.text.lines().map(str::trim).collect();
+    let mut dispatches = 0;
+    for (i, l) in lines.iter().enumerate() {
+        let Some(label) = l
+            .strip_prefix("lea rcx, [rip + ")
+            .and_then(|r| r.strip_suffix(']'))
+        else {
+            continue;
+        };
+        let Some(id) = label
+            .strip_suffix("_s")
+            .or_else(|| label.strip_suffix("_j"))
+        else {
+            continue; // a ring entry's stubs
+        };
+        dispatches += 1;
+        let join = format!("{id}_j:");
+        if label.ends_with("_j") {
+            // The target plus the header's zero word: from memory, so no optimiser makes it direct.
+            assert!(
+                lines[i + 1].starts_with("add rcx, qword ptr [r15 + "),
+                "{}",
+                lines[i + 1]
+            );
+            assert_eq!(lines[i + 2], "jmp rcx");
+            assert_eq!(
+                lines[i + 3],
+                join,
+                "a single target lands right after its jump"
+            );
+            continue;
+        }
+        let targets = match lines[i - 1] {
+            "setz al" => 2,
+            and => {
+                let k: usize = and
+                    .strip_prefix("and eax, ")
+                    .and_then(|m| m.parse().ok())
+                    .unwrap_or_else(|| panic!("no index before line {i}: {and}"));
+                k + 1
+            }
+        };
+        assert_eq!(lines[i + 1], "lea rcx, [rcx + rax*8]");
+        assert_eq!(lines[i + 2], "jmp rcx");
+        let end = lines[i..]
+            .iter()
+            .position(|x| *x == join)
+            .expect("join label")
+            + i;
+        let stubs = lines[i + 3..end]
+            .iter()
+            .filter(|x| **x == format!("jmp {id}_j"))
+            .count();
+        assert_eq!(stubs, targets, "stubs of the dispatch at line {i}");
+        assert_eq!(
+            lines[i + 3..end]
+                .iter()
+                .filter(|x| **x == ".p2align 3")
+                .count(),
+            targets + 1,
+            "every stub 8-aligned"
+        );
+    }
+    assert!(dispatches > 20, "{dispatches} dispatches");
+
+    body.branches.indirect = None;
+    let asm = synth(&body);
+    assert_eq!(asm.stats.indirect_jumps_per_call.1, 0.0);
+    assert!(
+        !asm.text.lines().map(str::trim).any(
+            |l| l.starts_with("lea rcx, [rip + ") && (l.ends_with("_s]") || l.ends_with("_j]"))
+        ),
+        "no dispatch without indirect jumps in the profile"
+    );
 }

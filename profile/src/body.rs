@@ -81,6 +81,51 @@ pub struct Branches {
     /// whose collector did not record it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub majority_taken: Option<Vec<f64>>,
+    /// Indirect jumps and calls. Absent in profiles whose collector did not record them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub indirect: Option<IndirectBranches>,
+}
+
+/// Indirect jumps and calls (`jmp rax`, `call [rax + 8]`: jump tables, function pointers, virtual
+/// and async dispatch). Returns are left out, as a return-stack predictor gets them right and
+/// cachegrind does not simulate them. What a branch target buffer mispredicts is a target that
+/// differs from the one the same site went to last time, so the profile records how often each
+/// site's target changes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct IndirectBranches {
+    /// Indirect jumps and calls executed per request.
+    pub per_request: f64,
+    /// Static indirect jump and call sites seen.
+    pub static_count: u64,
+    /// Target-change rate (share of a site's executions that go elsewhere than its previous one),
+    /// weighted by executions, in 11 bins: bin 0 holds sites that never changed target in the window,
+    /// bin `i` in 1..=10 holds rates in `((i − 1) / 10, i / 10]`.
+    pub target_change_rate: Vec<f64>,
+    /// Mean target-change rate over executions: what a last-target predictor without aliasing
+    /// mispredicts.
+    pub mean_target_change_rate: f64,
+}
+
+impl IndirectBranches {
+    /// Bins of [`IndirectBranches::target_change_rate`].
+    pub const BINS: usize = 11;
+
+    /// The bin of a target-change rate.
+    pub fn bin(rate: f64) -> usize {
+        if rate.is_nan() || rate <= 0.0 {
+            return 0;
+        }
+        ((rate * 10.0).ceil() as usize).clamp(1, Self::BINS - 1)
+    }
+
+    /// The rate a bin stands for: 0 for bin 0, its midpoint otherwise.
+    pub fn bin_rate(bin: usize) -> f64 {
+        if bin == 0 {
+            0.0
+        } else {
+            (bin as f64 - 0.5) / 10.0
+        }
+    }
 }
 
 impl Branches {
@@ -120,4 +165,23 @@ pub struct Dependencies {
     pub war: Vec<f64>,
     /// Write after write.
     pub waw: Vec<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IndirectBranches;
+
+    #[test]
+    fn target_change_bins_hold_never_changing_sites_apart_and_tenths_above() {
+        assert_eq!(IndirectBranches::bin(0.0), 0);
+        assert_eq!(IndirectBranches::bin(f64::NAN), 0);
+        assert_eq!(IndirectBranches::bin(1e-6), 1);
+        assert_eq!(IndirectBranches::bin(0.1), 1);
+        assert_eq!(IndirectBranches::bin(0.1001), 2);
+        assert_eq!(IndirectBranches::bin(0.5), 5);
+        assert_eq!(IndirectBranches::bin(1.0), 10);
+        assert_eq!(IndirectBranches::bin(3.0), 10);
+        assert_eq!(IndirectBranches::bin_rate(0), 0.0);
+        assert!((IndirectBranches::bin_rate(5) - 0.45).abs() < 1e-12);
+    }
 }

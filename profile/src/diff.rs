@@ -51,6 +51,9 @@ pub const INSTRUCTIONS_TOL: f64 = 0.03;
 pub const MIX_TOL: f64 = 2.0;
 pub const CURVE_TOL: f64 = 3.0;
 pub const HISTOGRAM_TOL: f64 = 5.0;
+/// Indirect jumps and calls per request: 10 % (a site is a few instructions of dispatch; the clone
+/// places at most one per chunk).
+pub const INDIRECT_TOL: f64 = 0.10;
 /// Syscalls per request by name: 2 % (issue bar for a clone's skeleton).
 pub const SYSCALL_TOL: f64 = 0.02;
 /// Calls rarer than this per request in the original are connection set-up or noise, not compared.
@@ -63,6 +66,21 @@ fn points(field: String, original: f64, clone: f64, tolerance: f64) -> FieldDiff
         clone,
         kind: ErrorKind::Points,
         error: 100.0 * (clone - original).abs(),
+        tolerance,
+    }
+}
+
+fn relative(field: String, original: f64, clone: f64, tolerance: f64) -> FieldDiff {
+    FieldDiff {
+        field,
+        original,
+        clone,
+        kind: ErrorKind::Relative,
+        error: if original > 0.0 {
+            (clone - original).abs() / original
+        } else {
+            clone.abs()
+        },
         tolerance,
     }
 }
@@ -98,18 +116,12 @@ fn curve(out: &mut Vec<FieldDiff>, name: &str, a: &HitCurve, b: &HitCurve) {
 /// Every compared field of `clone` against `original`.
 pub fn body_diff(original: &ClusterBody, clone: &ClusterBody) -> Vec<FieldDiff> {
     let mut out = Vec::new();
-    let (a, b) = (
+    out.push(relative(
+        "instructions_per_request".into(),
         original.instructions_per_request,
         clone.instructions_per_request,
-    );
-    out.push(FieldDiff {
-        field: "instructions_per_request".into(),
-        original: a,
-        clone: b,
-        kind: ErrorKind::Relative,
-        error: if a > 0.0 { (b - a).abs() / a } else { b.abs() },
-        tolerance: INSTRUCTIONS_TOL,
-    });
+        INSTRUCTIONS_TOL,
+    ));
     let mut keys: Vec<(String, String)> = original
         .instruction_mix
         .iter()
@@ -150,6 +162,20 @@ pub fn body_diff(original: &ClusterBody, clone: &ClusterBody) -> Vec<FieldDiff> 
         clone.branches.majority_taken_share(),
     ) {
         out.push(points("majority_taken".into(), a, b, HISTOGRAM_TOL));
+    }
+    if let (Some(a), Some(b)) = (&original.branches.indirect, &clone.branches.indirect) {
+        out.push(relative(
+            "indirect.per_request".into(),
+            a.per_request,
+            b.per_request,
+            INDIRECT_TOL,
+        ));
+        out.push(points(
+            "indirect.mean_target_change_rate".into(),
+            a.mean_target_change_rate,
+            b.mean_target_change_rate,
+            HISTOGRAM_TOL,
+        ));
     }
     curve(
         &mut out,
@@ -203,7 +229,6 @@ pub fn body_diff(original: &ClusterBody, clone: &ClusterBody) -> Vec<FieldDiff> 
     out
 }
 
-/// The field furthest outside (or closest to) its tolerance.
 /// Syscalls per request by name over the whole process (all clusters added up, so the comparison
 /// does not depend on how each side's threads were clustered): every call the original makes at
 /// least `SYSCALL_MIN_PER_REQUEST` times per request, relative error, and calls only the clone makes
@@ -253,6 +278,7 @@ pub fn syscall_diff(original: &Syscalls, clone: &Syscalls) -> Vec<FieldDiff> {
         .collect()
 }
 
+/// The field furthest outside (or closest to) its tolerance.
 pub fn worst(diffs: &[FieldDiff]) -> Option<&FieldDiff> {
     diffs
         .iter()
@@ -333,6 +359,33 @@ mod tests {
         assert!((f.original - 0.4).abs() < 1e-12 && (f.clone - 0.5).abs() < 1e-12);
         assert_eq!(f.kind, ErrorKind::Points);
         assert!((f.error - 10.0).abs() < 1e-9 && !f.within());
+    }
+
+    #[test]
+    fn indirect_branches_are_compared_per_request_and_by_mean_change_rate_when_both_record_them() {
+        let mut a = body(1000.0, 0.5, 0.9);
+        let mut b = a.clone();
+        let fields = |a: &ClusterBody, b: &ClusterBody| -> Vec<FieldDiff> {
+            body_diff(a, b)
+                .into_iter()
+                .filter(|f| f.field.starts_with("indirect."))
+                .collect()
+        };
+        let indirect = |per_request: f64, mean: f64| crate::IndirectBranches {
+            per_request,
+            static_count: 3,
+            target_change_rate: vec![0.0; 11],
+            mean_target_change_rate: mean,
+        };
+        a.branches.indirect = Some(indirect(10.0, 0.30));
+        assert!(fields(&a, &b).is_empty(), "the clone did not record them");
+        b.branches.indirect = Some(indirect(10.5, 0.20));
+        let f = fields(&a, &b);
+        assert_eq!(f.len(), 2);
+        assert_eq!(f[0].field, "indirect.per_request");
+        assert!((f[0].error - 0.05).abs() < 1e-9 && f[0].within());
+        assert_eq!(f[1].kind, ErrorKind::Points);
+        assert!((f[1].error - 10.0).abs() < 1e-9 && !f[1].within());
     }
 
     #[test]

@@ -29,7 +29,9 @@ use std::path::{Path, PathBuf};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use body::{Body, Branches, ClusterBody, Dependencies, HitCurve, HitPoint, MixShare};
+pub use body::{
+    Body, Branches, ClusterBody, Dependencies, HitCurve, HitPoint, IndirectBranches, MixShare,
+};
 pub use conditions::{
     Collector, Conditions, LoadConditions, Overhead, ProfileMode, RequestsSource,
 };
@@ -236,6 +238,8 @@ impl Profile {
         if let Some(body) = &self.body {
             for (i, b) in body.clusters.iter().enumerate() {
                 let majority = b.branches.majority_taken.as_deref().unwrap_or_default();
+                let indirect = b.branches.indirect.as_ref();
+                let changes = indirect.map(|d| d.target_change_rate.as_slice());
                 for (name, v) in [
                     ("branches.taken_rate", b.branches.taken_rate.as_slice()),
                     ("branches.transition_rate", &b.branches.transition_rate),
@@ -243,6 +247,10 @@ impl Profile {
                     ("dependencies.war", &b.dependencies.war),
                     ("dependencies.waw", &b.dependencies.waw),
                     ("branches.majority_taken", majority),
+                    (
+                        "branches.indirect.target_change_rate",
+                        changes.unwrap_or_default(),
+                    ),
                 ] {
                     if !v.is_empty() && v.len() != 11 {
                         return Err((
@@ -256,6 +264,17 @@ impl Profile {
                         format!("body.clusters[{i}].branches.majority_taken"),
                         format!("holds {bad}, not a share between 0 and 1"),
                     ));
+                }
+                if let Some(d) = indirect {
+                    if !(0.0..=1.0).contains(&d.mean_target_change_rate) {
+                        return Err((
+                            format!("body.clusters[{i}].branches.indirect.mean_target_change_rate"),
+                            format!(
+                                "is {}, not a rate between 0 and 1",
+                                d.mean_target_change_rate
+                            ),
+                        ));
+                    }
                 }
             }
         }

@@ -3,7 +3,8 @@
 # (the `sim` backend's geometry) at 250 req/s for 8 s of its own target's traffic and splits one body's
 # branches by kind per call: ring entry jumps (`jmp rcx`), loop branches (after `dec r13`), pattern
 # branches (after `test ebx`/`test bl`), data-dependent pattern branches (after `test dword ptr [r15 …]`,
-# the pseudo-random word), rep-string iterations and the rest.
+# the pseudo-random word), indirect dispatch jumps (`jmp rcx` into a dispatch's stubs), rep-string
+# iterations and the rest.
 # Usage: validation/bench/branch-kinds.sh CLONE_DIR [CLUSTER]   (CLUSTER: c1 by default)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -33,7 +34,7 @@ import re, sys
 path, fn_name = sys.argv[1], sys.argv[2] + ":"
 num = r"([\d,]+(?: \(\s*[\d.]+%\))?|\.)"
 row = re.compile(r"^\s*" + r"\s+".join([num] * 5) + r"\s\s+(.*)$")
-kinds, prev, fn, calls = {}, "", None, 0
+kinds, prev, lea, fn, calls = {}, "", "", None, 0
 for line in open(path):
     m = row.match(line.rstrip("\n"))
     if not m:
@@ -47,8 +48,12 @@ for line in open(path):
         continue
     if src.startswith("push rbx") and calls == 0:
         calls = ir
+    if src.startswith("lea rcx, [rip + "):
+        lea = src
     if bc or bi:
-        if src.startswith("jmp rcx"):
+        if src.startswith("jmp rcx") and "stubs" not in lea:
+            k = "dispatch jumps"
+        elif src.startswith("jmp rcx"):
             k = "ring entry jumps"
         elif prev.startswith("dec r13"):
             k = "loop branches"

@@ -4,7 +4,7 @@
  * inside the thread's private buffer, the shared buffer, the ctx argument or the stack frame. */
     .intel_syntax noprefix
 
-// ---- cluster c0: 175671 instructions per call, 12 blocks
+// ---- cluster c0: 175682 instructions per call, 12 blocks
     .text
     .globl ditto_body_c0
     .type ditto_body_c0, @function
@@ -24,9 +24,9 @@ ditto_body_c0:
     or eax, 0x8040
     mov dword ptr [rsp + 4], eax
     ldmxcsr dword ptr [rsp + 4]
-    mov r11, qword ptr [r15 + 2258752]
-    mov r10, qword ptr [r15 + 2258760]
-    mov r12, qword ptr [r15 + 2258768]
+    mov r11, qword ptr [r15 + 2391872]
+    mov r10, qword ptr [r15 + 2391880]
+    mov r12, qword ptr [r15 + 2391888]
     and r12, 0
     xor eax, eax
     xor ecx, ecx
@@ -53,39 +53,31 @@ ditto_body_c0:
     pxor xmm14, xmm14
     pxor xmm15, xmm15
 // block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 2258784]
+    mov rbx, qword ptr [r15 + 2391912]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 2258784], rcx
+    mov qword ptr [r15 + 2391912], rcx
     mov r13d, 1
     jmp .Lc0_b0_c0
     .p2align 6
 .Lc0_b0_c0:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rcx
+    mov rbp, r11
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], rcx
+    lea rbp, [r11 + r11*1]
+    mov rdi, r8
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r14 + 0], dil
-    and r8, 64
-    mov byte ptr [r14 + r8 + 192], cl
-    add r10, r11
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 448], cl
+    movq qword ptr [r15 + rbp + 512], xmm14
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc0_b0_c0
 .Lc0_b0_done:
-// block 1: 64 bytes, 1 chunk(s), 2814 chunk executions per call
-    mov r13d, 2814
+// block 1: 64 bytes, 1 chunk(s), 2843 chunk executions per call
+    mov r13d, 2843
     jmp .Lc0_b1_c0
     .p2align 6
 .Lc0_b1_c0:
@@ -94,79 +86,89 @@ ditto_body_c0:
 1:
     mov r8, r10
     and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 2110656]
+    movsxd rcx, dword ptr [r15 + rbp + 2112704]
     and r8, 64
     mov qword ptr [r15 + r8 + 576], rcx
-    movzx r8d, bpl
-    mov edi, dword ptr [r15 + 0]
+    movzx r8d, r9b
+    mov r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     add r11, 64
     add r10, r11
     dec r13
     jnz .Lc0_b1_c0
 .Lc0_b1_done:
-// block 2: 64 bytes, 1 chunk(s), 1899 chunk executions per call
-    mov r13d, 1899
+// block 2: 64 bytes, 1 chunk(s), 1773 chunk executions per call
+    mov rbx, qword ptr [r15 + 2391928]
+    lea rcx, [rbx + 1773]
+    mov qword ptr [r15 + 2391928], rcx
+    mov r13d, 1773
     jmp .Lc0_b2_c0
     .p2align 6
 .Lc0_b2_c0:
-    mov rbp, r10
-    mov r8, r11
-    and rbp, 64
     mov r9, r11
-    mov byte ptr [r15 + rbp + 64], al
-    and r9, 448
-    movsxd rbp, dword ptr [r15 + r9 + 1088]
-    and r8, 64
-    mov byte ptr [r14 + r8 + 192], dil
-    mov edi, 70
-    add r11, 64
-    add r10, r11
-    dec r13
-    jnz .Lc0_b2_c0
-.Lc0_b2_done:
-// block 3: 64 bytes, 1 chunk(s), 739 chunk executions per call
-    mov rbx, qword ptr [r15 + 2258808]
-    lea rcx, [rbx + 739]
-    mov qword ptr [r15 + 2258808], rcx
-    mov r13d, 739
-    jmp .Lc0_b3_c0
-    .p2align 6
-.Lc0_b3_c0:
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov r8, r11
-    add qword ptr [r15 + rbp + 1600], r9
-    test ebx, 22016
-    jnz 1f
-1:
-    and r8, 1984
-    lock or dword ptr [r15 + r8 + 3648], 1
-    movzx edi, cl
-    add r11, 64
-    inc rbx
-    dec r13
-    jnz .Lc0_b3_c0
-.Lc0_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 1093 chunk executions per call
-    mov rbx, qword ptr [r15 + 2258816]
-    lea rcx, [rbx + 1093]
-    mov qword ptr [r15 + 2258816], rcx
-    mov r13d, 1093
-    jmp .Lc0_b4_c0
-    .p2align 6
-.Lc0_b4_c0:
     mov r8, r10
-    and r8, 64
-    movdqu xmm6, xmmword ptr [r15 + r8 + 448]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 192
+    mov dword ptr [r15 + r9 + 832], ebp
+    mov ecx, 22
     test ebx, 1073741824
     jnz 1f
 1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 704], 92
+    mov dword ptr [r14 + r8 + 64], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jnz .Lc0_b2_c0
+.Lc0_b2_done:
+// block 3: 64 bytes, 1 chunk(s), 686 chunk executions per call
+    mov rbx, qword ptr [r15 + 2391936]
+    lea rcx, [rbx + 686]
+    mov qword ptr [r15 + 2391936], rcx
+    mov r13d, 686
+    jmp .Lc0_b3_c0
+    .p2align 6
+.Lc0_b3_c0:
+    mov r8, r10
+    and r8, 262080
+    mov dword ptr [r15 + r8 + 2120896], ecx
+    pshufd xmm14, xmm11, 178
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r10
+    jmp 1f
+1:
+    and r8, 64
+    mov qword ptr [r14 + r8 + 320], r8
+    add r10, r11
+    inc rbx
+    dec r13
+    jnz .Lc0_b3_c0
+.Lc0_b3_done:
+// block 4: 64 bytes, 1 chunk(s), 939 chunk executions per call
+    mov rbx, qword ptr [r15 + 2391944]
+    lea rcx, [rbx + 939]
+    mov qword ptr [r15 + 2391944], rcx
+    mov r13d, 939
+    jmp .Lc0_b4_c0
+    .p2align 6
+.Lc0_b4_c0:
+    mov rbp, r11
+    mov r9, r10
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], rcx
+    and r9, 448
+    movzx ecx, byte ptr [r14 + r9 + 1088]
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 704]
     add r11, 64
     add r10, r11
     inc rbx
@@ -174,204 +176,198 @@ ditto_body_c0:
     jnz .Lc0_b4_c0
 .Lc0_b4_done:
 // block 5: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 2258824]
+    mov rbx, qword ptr [r15 + 2391952]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 2258824], rcx
+    mov qword ptr [r15 + 2391952], rcx
     mov r13d, 1
     jmp .Lc0_b5_c0
     .p2align 6
 .Lc0_b5_c0:
-    mov r8, r10
-    mov rbp, r10
-    and r8, 192
-    and ecx, dword ptr [r14 + r8 + 832]
-    and rbp, 64
-    and ecx, dword ptr [r14 + rbp + 192]
-    mov dword ptr [r14 + 0], r9d
-    test ebx, 1073741824
-    jnz 1f
+    mov r9, r11
+    jmp 1f
 1:
-    mov rsi, rcx
-    mov qword ptr [r14 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    add r10, r11
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3648], 165
+    mov r9, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], r9
+    jmp 1f
+1:
+    movzx ecx, al
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc0_b5_c0
 .Lc0_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 1644 chunk executions per call
-    mov rbx, qword ptr [r15 + 2258832]
-    lea rcx, [rbx + 1644]
-    mov qword ptr [r15 + 2258832], rcx
-    mov r13d, 1644
+// block 6: 64 bytes, 1 chunk(s), 1419 chunk executions per call
+    mov rbx, qword ptr [r15 + 2391960]
+    lea rcx, [rbx + 1419]
+    mov qword ptr [r15 + 2391960], rcx
+    mov r13d, 1419
     jmp .Lc0_b6_c0
     .p2align 6
 .Lc0_b6_c0:
+    lea rcx, [rip + .Lc0_d164_j]
+    add rcx, qword ptr [r15 + 2391904]
+    jmp rcx
+.Lc0_d164_j:
+    mov r9, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 4096
-    jz 1f
-1:
-    mov rax, rcx
     jmp 1f
 1:
     mov rbp, r11
+    test ebx, 4096
+    jz 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    add rcx, qword ptr [r15 + rbp + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 320]
-    mov rbp, r8
+    mov rbp, r9
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc0_b6_c0
 .Lc0_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 824 chunk executions per call
-    mov rbx, qword ptr [r15 + 2258840]
-    lea rcx, [rbx + 824]
-    mov qword ptr [r15 + 2258840], rcx
-    mov r13d, 824
+// block 7: 64 bytes, 1 chunk(s), 772 chunk executions per call
+    mov rbx, qword ptr [r15 + 2391968]
+    lea rcx, [rbx + 772]
+    mov qword ptr [r15 + 2391968], rcx
+    mov r13d, 772
     jmp .Lc0_b7_c0
     .p2align 6
 .Lc0_b7_c0:
-    mov rbp, r10
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], bpl
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc0_d190_j]
+    add rcx, qword ptr [r15 + 2391904]
+    jmp rcx
+.Lc0_d190_j:
     mov rbp, r11
+    mov r8, r11
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 9792], r9b
+    and r8, 64
+    mov byte ptr [r15 + r8 + 192], cl
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 5696]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b7_c0
 .Lc0_b7_done:
-// block 8: 64 bytes, 1 chunk(s), 770 chunk executions per call
-    mov rbx, qword ptr [r15 + 2258848]
-    lea rcx, [rbx + 770]
-    mov qword ptr [r15 + 2258848], rcx
-    mov r13d, 770
+// block 8: 64 bytes, 1 chunk(s), 1101 chunk executions per call
+    mov rbx, qword ptr [r15 + 2391976]
+    lea rcx, [rbx + 1101]
+    mov qword ptr [r15 + 2391976], rcx
+    mov r13d, 1101
     jmp .Lc0_b8_c0
     .p2align 6
 .Lc0_b8_c0:
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov dword ptr [r14 + rbp + 448], ecx
+    movsxd rcx, dword ptr [r15 + rbp + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
     and r8, 64
-    inc dword ptr [r15 + r8 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, ebp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, r9d
-    mov rbp, rdx
+    mov dword ptr [r15 + r8 + 320], r9d
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc0_b8_c0
 .Lc0_b8_done:
-// block 9: 64 bytes, 1 chunk(s), 880 chunk executions per call
-    mov rbx, qword ptr [r15 + 2258856]
-    lea rcx, [rbx + 880]
-    mov qword ptr [r15 + 2258856], rcx
-    mov r13d, 880
+// block 9: 64 bytes, 1 chunk(s), 780 chunk executions per call
+    mov rbx, qword ptr [r15 + 2391984]
+    lea rcx, [rbx + 780]
+    mov qword ptr [r15 + 2391984], rcx
+    mov r13d, 780
     jmp .Lc0_b9_c0
     .p2align 6
 .Lc0_b9_c0:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
     mov rbp, r10
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 246
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    imul r9d, r8d, 36
     mov r8, r11
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 832], bpl
+    mov r9d, 51
     and r8, 64
-    mov dword ptr [r15 + r8 + 64], 221
+    lock xadd qword ptr [r15 + r8 + 448], r8
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b9_c0
 .Lc0_b9_done:
-// block 10: 64 bytes, 1 chunk(s), 81 chunk executions per call
-    mov rbx, qword ptr [r15 + 2258864]
-    lea rcx, [rbx + 81]
-    mov qword ptr [r15 + 2258864], rcx
-    mov r13d, 81
+// block 10: 64 bytes, 1 chunk(s), 99 chunk executions per call
+    mov rbx, qword ptr [r15 + 2391992]
+    lea rcx, [rbx + 99]
+    mov qword ptr [r15 + 2391992], rcx
+    mov r13d, 99
     jmp .Lc0_b10_c0
     .p2align 6
 .Lc0_b10_c0:
-    mov rbp, r10
-    and rbp, 64
-    mov qword ptr [r14 + rbp + 448], r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    mov r8, r11
+    .byte 0x66, 0x90
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r14 + 0]
-    and rbp, 64
-    mov byte ptr [r14 + rbp + 704], bpl
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], ecx
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b10_c0
 .Lc0_b10_done:
-// block 11: 64 bytes, 1 chunk(s), 708 chunk executions per call
-    mov rbx, qword ptr [r15 + 2258872]
-    lea rcx, [rbx + 708]
-    mov qword ptr [r15 + 2258872], rcx
-    mov r13d, 708
+// block 11: 64 bytes, 1 chunk(s), 909 chunk executions per call
+    mov rbx, qword ptr [r15 + 2392000]
+    lea rcx, [rbx + 909]
+    mov qword ptr [r15 + 2392000], rcx
+    mov r13d, 909
     jmp .Lc0_b11_c0
     .p2align 6
 .Lc0_b11_c0:
-    mov rbp, r10
+    mov r8, r11
     jmp 1f
 1:
-    mov r8, r11
-    and rbp, 960
-    mov r9, r11
-    mov rcx, qword ptr [r15 + rbp + 9792]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], sil
+    and r8, 64
+    mov rbp, r11
+    mov dword ptr [r15 + r8 + 64], r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
-    mov r8d, 220
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov r8d, dword ptr [r15 + rbp + 1600]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b11_c0
 .Lc0_b11_done:
-    mov qword ptr [r15 + 2258752], r11
-    mov qword ptr [r15 + 2258760], r10
-    mov qword ptr [r15 + 2258768], r12
+    mov qword ptr [r15 + 2391872], r11
+    mov qword ptr [r15 + 2391880], r10
+    mov qword ptr [r15 + 2391888], r12
     ldmxcsr dword ptr [rsp]
     add rsp, 8
     pop r15
@@ -389,31 +385,32 @@ ditto_body_c0:
 ditto_body_init_c0:
     mov r8, qword ptr [rdi]
     movabs rax, 0x0
-    mov qword ptr [r8 + 2258784], rax
+    mov qword ptr [r8 + 2391912], rax
     movabs rax, 0x9e3779b97f4a7c15
-    mov qword ptr [r8 + 2258792], rax
+    mov qword ptr [r8 + 2391920], rax
     movabs rax, 0x3c6ef372fe94f82a
-    mov qword ptr [r8 + 2258800], rax
+    mov qword ptr [r8 + 2391928], rax
     movabs rax, 0xdaa66d2c7ddf743f
-    mov qword ptr [r8 + 2258808], rax
+    mov qword ptr [r8 + 2391936], rax
     movabs rax, 0x78dde6e5fd29f054
-    mov qword ptr [r8 + 2258816], rax
+    mov qword ptr [r8 + 2391944], rax
     movabs rax, 0x1715609f7c746c69
-    mov qword ptr [r8 + 2258824], rax
+    mov qword ptr [r8 + 2391952], rax
     movabs rax, 0xb54cda58fbbee87e
-    mov qword ptr [r8 + 2258832], rax
+    mov qword ptr [r8 + 2391960], rax
     movabs rax, 0x538454127b096493
-    mov qword ptr [r8 + 2258840], rax
+    mov qword ptr [r8 + 2391968], rax
     movabs rax, 0xf1bbcdcbfa53e0a8
-    mov qword ptr [r8 + 2258848], rax
+    mov qword ptr [r8 + 2391976], rax
     movabs rax, 0x8ff34785799e5cbd
-    mov qword ptr [r8 + 2258856], rax
+    mov qword ptr [r8 + 2391984], rax
     movabs rax, 0x2e2ac13ef8e8d8d2
-    mov qword ptr [r8 + 2258864], rax
+    mov qword ptr [r8 + 2391992], rax
     movabs rax, 0xcc623af8783354e7
-    mov qword ptr [r8 + 2258872], rax
+    mov qword ptr [r8 + 2392000], rax
     movabs rax, 0x4a1ec05027315c93
-    mov qword ptr [r8 + 2258776], rax
+    mov qword ptr [r8 + 2391896], rax
+    mov qword ptr [r8 + 2391904], 0
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
@@ -429,7 +426,7 @@ ditto_body_init_c0:
     ret
     .size ditto_body_init_c0, .-ditto_body_init_c0
 
-// ---- cluster c1: 1794 instructions per call, 8 blocks
+// ---- cluster c1: 1731 instructions per call, 8 blocks
     .text
     .globl ditto_body_c1
     .type ditto_body_c1, @function
@@ -462,84 +459,123 @@ ditto_body_c1:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 2048 bytes, 8 chunk(s), 8 chunk executions per call
-    mov rbx, qword ptr [r15 + 7675232]
-    lea rcx, [rbx + 8]
-    mov qword ptr [r15 + 7675232], rcx
-    mov r13d, 8
+// block 0: 2048 bytes, 8 chunk(s), 4 chunk executions per call
+    mov rbx, qword ptr [r15 + 7675240]
+    lea rcx, [rbx + 4]
+    mov qword ptr [r15 + 7675240], rcx
+    mov r13d, 4
+    mov eax, ebx
+    and eax, 7
+    lea rcx, [rip + .Lc1_b0_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp rcx
+    .p2align 3
+.Lc1_b0_stubs:
+    .p2align 3
     jmp .Lc1_b0_c0
+    .p2align 3
+    jmp .Lc1_b0_c1
+    .p2align 3
+    jmp .Lc1_b0_c2
+    .p2align 3
+    jmp .Lc1_b0_c3
+    .p2align 3
+    jmp .Lc1_b0_c4
+    .p2align 3
+    jmp .Lc1_b0_c5
+    .p2align 3
+    jmp .Lc1_b0_c6
+    .p2align 3
+    jmp .Lc1_b0_c7
     .p2align 6
 .Lc1_b0_c0:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    mov eax, eax
-    mov rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 235520
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 244
+    xor eax, eax
+    test dword ptr [r15 + 7675228], 1079377920
+    setz al
+    lea rcx, [rip + .Lc1_d39_s]
+    lea rcx, [rcx + rax*8]
+    jmp rcx
+    .p2align 3
+.Lc1_d39_s:
+    .p2align 3
+    jmp .Lc1_d39_j
+    .p2align 3
+    jmp .Lc1_d39_j
+.Lc1_d39_j:
+    lea rbp, [r10 + r10*1]
+    mov eax, ecx
+    bswap rcx
     jmp 1f
 1:
+    and rbp, 64
+    vmovdqu ymm3, ymmword ptr [r15 + rbp + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    add rcx, qword ptr [r14 + rbp + 384]
+    mov rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 112640
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm2
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    movzx ebp, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    vmovdqu ymm2, ymmword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 288
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
     lea rbp, [r10 + r10*1]
     lea r8, [r10 + r10*1]
-    movzx eax, al
-    add qword ptr [r15 + 0], rdx
-    and rbp, 960
-    mov eax, dword ptr [r15 + rbp + 1792]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 1088]
     and r8, 64
-    mov edx, dword ptr [r15 + r8 + 128]
-    test dword ptr [r15 + 7675227], 1052678
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + r8 + 64]
-    mov rax, rsi
-    vpaddd ymm3, ymm4, ymmword ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
+    mov qword ptr [r15 + r8 + 192], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 576]
-    mov qword ptr [r15 + r8 + 640], r8
-    mov r8, rdx
+    mov rcx, rax
+    mov byte ptr [r15 + r8 + 256], bpl
+    jmp 1f
+1:
+    mov r8, qword ptr [r14 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r9
-    movzx edx, dl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + rbp + 1728]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r8, rdi
+    mov r8d, 128
+    movzx r8d, byte ptr [r15 + rbp + 1152]
     add r10, r11
     inc rbx
     dec r13
@@ -548,25 +584,31 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    movzx edi, r9b
-    jmp 1f
-1:
-    mov edx, 190
+    lea rcx, [rip + .Lc1_d110_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp rcx
+.Lc1_d110_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 7675228], 269484177
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, dl
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov rdx, rdi
-    test ebx, 464
+    mov ecx, 248
+    movzx ecx, r9b
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov qword ptr [r15 + 0], r9
+    mov ecx, ecx
     jmp 1f
 1:
+    test dword ptr [r15 + 7675227], 1075839616
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
     jmp 1f
 1:
     test ebx, 1073741824
@@ -574,45 +616,46 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rcx, rsi
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
     and r9, 64
-    and edi, dword ptr [r15 + r9 + 128]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 53
-    test dword ptr [r15 + 7675228], 70255136
-    jz 1f
-1:
-    mov edi, 104
-    or qword ptr [r15 + rbp + 320], 93
-    mov rdi, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
+    mov rsi, qword ptr [r14 + r9 + 320]
     jmp 1f
 1:
-    and rbp, 64
-    vmovdqu ymm4, ymmword ptr [r14 + rbp + 704]
-    jmp 1f
+    test dword ptr [r15 + 7675228], 2760704
+    jnz 1f
 1:
-    add rdi, qword ptr [r15 + r9 + 64]
+    mov esi, edi
+    mov rsi, rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 768], cl
-    movsxd rdi, dword ptr [r14 + 0]
+    mov rsi, qword ptr [r14 + r9 + 384]
     jmp 1f
 1:
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 128]
+    lea r8, [r10 + r10*1]
+    vmovdqu ymmword ptr [r14 + 0], ymm2
+    and r8, 64
+    add rdx, qword ptr [r15 + r8 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + r9 + 64], rdi
+    mov dword ptr [r15 + r8 + 256], 65
     add r10, r11
     inc rbx
     dec r13
@@ -621,62 +664,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    or qword ptr [r15 + 0], 68
-    mov eax, 155
-    mov dword ptr [r15 + 0], 171
-    vpaddd ymm4, ymm4, ymm4
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    and eax, dword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d171_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp rcx
+.Lc1_d171_j:
+    mov dword ptr [r14 + 0], r9d
     lea r8, [r10 + r10*1]
-    mov r9d, r8d
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    and r9, 64
+    vmovdqu ymm2, ymmword ptr [r15 + r9 + 448]
     and r8, 64
-    inc dword ptr [r14 + r8 + 1024]
+    movzx edi, byte ptr [r15 + r8 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    mov ecx, 80
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 24
-    lea r9, [r10 + r10*1]
-    mov rax, r9
-    and r9, 64
-    add rcx, qword ptr [r15 + r9 + 64]
+    mov ecx, 171
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, bpl
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    mov rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    mov rcx, rax
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + r9 + 512]
     lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 7675227], 42075136
-    jnz 1f
+    mov r9, qword ptr [r14 + r8 + 384]
+    test dword ptr [r15 + 7675228], 6424592
+    jz 1f
 1:
-    mov ecx, dword ptr [r15 + r9 + 128]
+    mov r8d, ebp
     and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 192]
-    mov dword ptr [r14 + 0], ecx
-    test bl, 160
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + r8 + 960]
-    mov r8, rcx
-    mov dword ptr [r15 + rbp + 256], 110
+    mov dword ptr [r15 + rbp + 576], r8d
+    mov esi, dword ptr [r15 + rbp + 640]
     add r10, r11
     inc rbx
     dec r13
@@ -685,63 +732,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    mov r9d, eax
+    lea rcx, [rip + .Lc1_d227_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp rcx
+.Lc1_d227_j:
+    mov byte ptr [r15 + 0], cl
+    mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    test bl, 96
+    jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dl
+    mov rcx, qword ptr [r15 + 0]
+    test dword ptr [r15 + 7675227], 8930308
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov eax, ecx
+    mov ecx, 147
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 109
+    mov rcx, r9
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675228], 413138944
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 212
+    inc dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    lea rbp, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 7675228], 1312801
-    jz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
+    and rbp, 64
+    and edi, dword ptr [r14 + rbp + 192]
     lea r8, [r10 + r10*1]
-    vmovdqu ymmword ptr [r14 + 0], ymm4
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + rbp + 256], 185
     and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 512]
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 192]
-    movzx esi, al
-    test dword ptr [r15 + 7675228], 269492416
+    add rbp, qword ptr [r15 + r8 + 640]
+    test ebx, 15616
     jz 1f
 1:
-    movsxd rax, dword ptr [r14 + r9 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, dl
-    lea r9, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 1152]
-    nop
-    mov rsi, qword ptr [r15 + r8 + 448]
-    test ebx, 1073741824
+    lea rbp, [r10 + r10*1]
+    movzx edi, byte ptr [r14 + r8 + 576]
+    add rdi, qword ptr [r14 + 0]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 704], rdx
+    test dword ptr [r15 + 7675228], 664066
     jz 1f
 1:
-    mov r8, rdx
-    mov edx, dword ptr [r15 + r9 + 1088]
+    and edx, dword ptr [r15 + rbp + 768]
     jmp 1f
 1:
     add r10, r11
@@ -749,76 +794,73 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c4:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    mov qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    mov eax, 247
-    and eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, dl
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, sil
-    test bl, 96
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    mov eax, esi
-    mov rsi, rax
-    test dword ptr [r15 + 7675227], 13107216
-    jnz 1f
-1:
-    movzx eax, al
-    mov r8, r10
-    lea r9, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 2120384]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 2752], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, dil
-    jmp 1f
-1:
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d277_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp rcx
+.Lc1_d277_j:
     lea rbp, [r10 + r10*1]
-    movzx r8d, byte ptr [r15 + r9 + 2816]
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
     and rbp, 64
-    movsxd r9, dword ptr [r14 + rbp + 64]
-    mov dword ptr [r15 + rbp + 128], 96
+    vmovdqu ymmword ptr [r15 + rbp + 1088], ymm2
+    mov ecx, edi
+    test ebx, 176128
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rdi, [r15 + 7667008]
+    lea rsi, [r15 + 7671104]
+    mov ecx, 68
+    rep movsb
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 49152
+    jnz 1f
+1:
+    movzx edi, cl
+    mov esi, 186
+    mov rcx, rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, 80
+    mov rcx, r9
+    mov rsi, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpaddd ymm2, ymm2, ymmword ptr [r15 + 0]
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 448]
+    vpaddd ymm1, ymm2, ymmword ptr [r15 + rbp + 1152]
+    test ebx, 110592
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + r8 + 512]
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    and r8, 64
+    movzx r9d, byte ptr [r14 + r8 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rbp, qword ptr [r15 + r8 + 256]
+    mov byte ptr [r14 + 0], cl
+    mov r8, rsi
     add r10, r11
     inc rbx
     dec r13
@@ -827,72 +869,115 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
+    mov eax, dword ptr [r15 + 7675228]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d339_s]
+    lea rcx, [rcx + rax*8]
+    jmp rcx
+    .p2align 3
+.Lc1_d339_s:
+    .p2align 3
+    jmp .Lc1_d339_j
+    .p2align 3
+    jmp .Lc1_d339_j
+    .p2align 3
+    jmp .Lc1_d339_j
+    .p2align 3
+    jmp .Lc1_d339_j
+    .p2align 3
+    jmp .Lc1_d339_j
+    .p2align 3
+    jmp .Lc1_d339_j
+    .p2align 3
+    jmp .Lc1_d339_j
+    .p2align 3
+    jmp .Lc1_d339_j
+    .p2align 3
+    jmp .Lc1_d339_j
+    .p2align 3
+    jmp .Lc1_d339_j
+    .p2align 3
+    jmp .Lc1_d339_j
+    .p2align 3
+    jmp .Lc1_d339_j
+    .p2align 3
+    jmp .Lc1_d339_j
+    .p2align 3
+    jmp .Lc1_d339_j
+    .p2align 3
+    jmp .Lc1_d339_j
+    .p2align 3
+    jmp .Lc1_d339_j
+.Lc1_d339_j:
     lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
     and rbp, 64
-    vpaddd ymm4, ymm3, ymmword ptr [r15 + rbp + 576]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
+    movsxd rax, dword ptr [r14 + rbp + 320]
+    movzx ecx, cl
+    mov dword ptr [r15 + 0], 74
     test ebx, 1073741824
     jz 1f
 1:
-    and eax, dword ptr [r15 + 0]
-    mov r9, rax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
     jmp 1f
 1:
+    add rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 0], 79
+    mov dword ptr [r15 + 0], 174
+    mov esi, dword ptr [r15 + 0]
     test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r14 + 0]
+    mov r9d, ebp
+    test ebx, 61440
     jnz 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, edi
-    movzx r9d, byte ptr [r15 + 0]
+    mov ecx, 161
     test ebx, 1073741824
     jz 1f
 1:
+    mov ecx, edx
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test dword ptr [r15 + 7675227], 281026576
-    jz 1f
+    jmp 1f
 1:
-    mov r9d, eax
-    lea r8, [r10 + r10*1]
-    or qword ptr [r14 + rbp + 640], 72
-    and r8, 64
+    add qword ptr [r14 + 0], rbp
     lea r9, [r10 + r10*1]
-    mov rax, qword ptr [r15 + r8 + 1024]
     test ebx, 1073741824
     jnz 1f
 1:
     and r9, 64
-    xor dword ptr [r15 + r9 + 256], r9d
-    mov rax, r9
-    mov eax, edi
+    mov ecx, dword ptr [r15 + r9 + 576]
+    and ecx, dword ptr [r15 + rbp + 384]
+    mov ebp, 76
+    lea rbp, [r10 + r10*1]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov byte ptr [r15 + r9 + 192], al
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 704], ebp
+    movzx ecx, cl
+    mov dword ptr [r15 + rbp + 768], 248
     jmp 1f
 1:
-    or qword ptr [r14 + r8 + 960], 124
+    test bl, 192
+    jnz 1f
+1:
+    mov qword ptr [r15 + r9 + 640], rbp
+    mov ecx, 53
+    mov edx, eax
     add r10, r11
     inc rbx
     dec r13
@@ -901,66 +986,77 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d421_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp rcx
+.Lc1_d421_j:
+    lea rbp, [r10 + r10*1]
+    mov eax, ebp
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 64]
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675227], 155189632
+    jz 1f
+1:
     lea r9, [r10 + r10*1]
     jmp 1f
 1:
+    lea r8, [r10 + r10*2]
     and r9, 64
-    lea r8, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + r9 + 576]
-    and r8, 64
-    add rax, qword ptr [r15 + r8 + 192]
-    movzx ebp, al
-    lea rbp, [r10 + r10*1]
+    mov byte ptr [r14 + r9 + 192], r9b
+    and r8, 448
+    vpaddd ymm2, ymm1, ymmword ptr [r15 + r8 + 1344]
+    test dword ptr [r15 + 7675228], 12846080
+    jnz 1f
+1:
+    mov eax, edi
+    mov eax, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 54
+    movzx edi, byte ptr [r15 + r9 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 7675227], 1091
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9, rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, rbp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], ebp
-    vmovdqu ymmword ptr [r15 + r8 + 256], ymm4
-    test dword ptr [r15 + 7675228], 71303440
-    jnz 1f
-1:
-    mov r8d, 8
-    mov qword ptr [r14 + r9 + 640], r8
     mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + rbp + 128]
+    movzx edi, byte ptr [r15 + r8 + 1216]
     test ebx, 1073741824
     jnz 1f
 1:
+    movsxd r9, dword ptr [r15 + r8 + 1280]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    test dword ptr [r15 + 7675227], 67175040
-    jnz 1f
-1:
-    mov r8d, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    test dword ptr [r15 + 7675227], 1114640
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 53
-    movzx edi, r8b
     test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + rbp + 512]
-    vpaddd ymm4, ymm4, ymmword ptr [r14 + 0]
-    test ebx, 11904
     jz 1f
 1:
     jmp 1f
 1:
+    mov r8d, esi
+    nop
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, r9d
     jmp 1f
 1:
-    mov r8d, r8d
     add r10, r11
     inc rbx
     dec r13
@@ -969,432 +1065,490 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    mov r8d, 240
-    inc dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    test bl, 96
-    jnz 1f
-1:
-    mov edi, edi
-    mov rdi, rdi
-    mov eax, dword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d481_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp rcx
+.Lc1_d481_j:
+    mov edx, 206
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, sil
-    mov dword ptr [r15 + 0], 129
+    mov ecx, edx
     lea r8, [r10 + r10*1]
-    movsxd rdi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675227], 33571120
+    jz 1f
+1:
+    mov ecx, r8d
     and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 320]
+    mov rdx, qword ptr [r15 + r8 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov eax, dword ptr [r15 + r8 + 384]
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    add rdi, qword ptr [r14 + rbp + 192]
-    and r8, 64
-    mov esi, dword ptr [r15 + r8 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edi, sil
-    mov dword ptr [r15 + rbp + 256], edi
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + r8 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
+    mov edx, eax
+    and eax, dword ptr [r15 + r8 + 320]
+    mov r8, r8
+    test ebx, 1073741824
+    jz 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r14 + 0], dil
-    mov edi, 24
-    test dword ptr [r15 + 7675227], 37781632
+    lea r8, [r10*4]
+    mov edx, r8d
+    lea r9, [r10 + r10*1]
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 1408]
+    and r9, 64
+    movzx edx, byte ptr [r14 + r9 + 384]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, rdx
-    mov edi, 159
+    mov eax, dword ptr [r14 + r9 + 320]
+    mov r9d, eax
+    mov r9, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r14 + r8 + 1344], ymm2
     jmp 1f
 1:
+    mov edi, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 1280], 113
+    jmp 1f
+1:
+    mov r9d, edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, r9d
+    mov qword ptr [r15 + r8 + 1216], rax
+    mov r9d, 91
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 15 chunk executions per call
-    mov rbx, qword ptr [r15 + 7675240]
-    lea rcx, [rbx + 15]
-    mov qword ptr [r15 + 7675240], rcx
-    mov r13d, 15
+// block 1: 128 bytes, 1 chunk(s), 16 chunk executions per call
+    mov rbx, qword ptr [r15 + 7675248]
+    lea rcx, [rbx + 16]
+    mov qword ptr [r15 + 7675248], rcx
+    mov r13d, 16
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
     jmp 1f
 1:
     imul rcx, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    xor ecx, ebp
+    xor ecx, esi
     mov dword ptr [r15 + 0], ecx
-    mov rbp, r10
+    mov r9, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    add qword ptr [r15 + rbp + 832], rbp
+    and r9, 64
+    add qword ptr [r15 + r9 + 832], rsi
     mov r9, r11
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r10
+    mov r8, r11
     and r9, 64
-    lock add qword ptr [r15 + r9 + 448], rdi
-    mov r9, rcx
-    and rbp, 64
-    add r9, qword ptr [r14 + rbp + 64]
-    imul ecx, r9d, 75
+    lock add qword ptr [r15 + r9 + 448], r9
+    mov r9, r9
+    and r8, 64
+    add r9, qword ptr [r14 + r8 + 64]
+    imul ecx, ebp, 114
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 1024 bytes, 4 chunk(s), 2 chunk executions per call
-    mov rbx, qword ptr [r15 + 7675248]
-    lea rcx, [rbx + 2]
-    mov qword ptr [r15 + 7675248], rcx
-    mov r13d, 2
-    mov eax, ebx
-    and eax, 3
-    lea rcx, [rip + .Lc1_b2_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_b2_stubs:
-    .p2align 3
+// block 2: 1024 bytes, 4 chunk(s), 4 chunk executions per call
+    mov rbx, qword ptr [r15 + 7675256]
+    lea rcx, [rbx + 4]
+    mov qword ptr [r15 + 7675256], rcx
+    mov r13d, 4
     jmp .Lc1_b2_c0
-    .p2align 3
-    jmp .Lc1_b2_c1
-    .p2align 3
-    jmp .Lc1_b2_c2
-    .p2align 3
-    jmp .Lc1_b2_c3
     .p2align 6
 .Lc1_b2_c0:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
+    mov eax, dword ptr [r15 + 7675228]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d580_s]
+    lea rcx, [rcx + rax*8]
+    jmp rcx
+    .p2align 3
+.Lc1_d580_s:
+    .p2align 3
+    jmp .Lc1_d580_j
+    .p2align 3
+    jmp .Lc1_d580_j
+    .p2align 3
+    jmp .Lc1_d580_j
+    .p2align 3
+    jmp .Lc1_d580_j
+    .p2align 3
+    jmp .Lc1_d580_j
+    .p2align 3
+    jmp .Lc1_d580_j
+    .p2align 3
+    jmp .Lc1_d580_j
+    .p2align 3
+    jmp .Lc1_d580_j
+    .p2align 3
+    jmp .Lc1_d580_j
+    .p2align 3
+    jmp .Lc1_d580_j
+    .p2align 3
+    jmp .Lc1_d580_j
+    .p2align 3
+    jmp .Lc1_d580_j
+    .p2align 3
+    jmp .Lc1_d580_j
+    .p2align 3
+    jmp .Lc1_d580_j
+    .p2align 3
+    jmp .Lc1_d580_j
+    .p2align 3
+    jmp .Lc1_d580_j
+.Lc1_d580_j:
+    mov ecx, dword ptr [r15 + 0]
+    mov eax, r9d
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    test ebx, 93184
+    jz 1f
+1:
+    mov ecx, 79
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    test ebx, 117760
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 36
+    mov r8d, esi
+    add r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, r8d
+    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymm1, ymmword ptr [r15 + 0]
+    movzx ecx, al
+    test ebx, 6848
+    jz 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, al
+    mov eax, dword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r14 + 0], 211
+    mov ecx, 213
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
     lea r9, [r10 + r10*1]
-    and eax, dword ptr [r15 + rbp + 320]
+    vmovdqu ymmword ptr [r15 + r8 + 64], ymm1
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + r8 + 128], ebp
     and r9, 64
-    vpaddd ymm4, ymm15, ymmword ptr [r15 + r9 + 256]
-    mov rcx, r9
-    mov rcx, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov edi, 86
-    test ebx, 1073741824
+    mov eax, dword ptr [r15 + r9 + 576]
+    test ebx, 7040
     jz 1f
 1:
-    mov eax, ecx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    test dword ptr [r15 + 7675227], 302122112
-    jz 1f
-1:
-    mov esi, 81
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 204
-    mov rsi, rsi
-    mov esi, 150
-    movzx edx, sil
-    test ebx, 24576
-    jnz 1f
-1:
-    mov esi, r8d
-    mov edx, 24
-    mov rsi, rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    vpaddd ymm4, ymm3, ymmword ptr [r14 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r10
-    mov dword ptr [r15 + r9 + 192], r8d
-    mov dword ptr [r15 + rbp + 384], edi
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 6848], bpl
+    and rbp, 64
+    mov r8, qword ptr [r15 + rbp + 192]
+    and eax, dword ptr [r15 + r9 + 640]
+    vmovdqu ymm1, ymmword ptr [r15 + rbp + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c1:
-    and r8d, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d661_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp rcx
+.Lc1_d661_j:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    movzx edx, cl
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 7675227], 136447488
     jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, r9b
-    jmp 1f
-1:
-    mov r8, rdx
-    mov r8d, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx r8d, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    mov r8d, r8d
-    jmp 1f
-1:
-    mov r8, r10
-    lea rbp, [r10 + r10*1]
-    and r8, 262080
-    movsxd rdx, dword ptr [r15 + r8 + 2161344]
-    test ebx, 1073741824
-    jnz 1f
 1:
     mov r8, rcx
+    mov r8, rbp
+    movzx ecx, al
+    lea rbp, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, r9b
     and rbp, 64
-    movsxd r8, dword ptr [r14 + rbp + 640]
-    lea r9, [r10 + r10*1]
-    mov edx, r9d
-    and r9, 64
-    add r8, qword ptr [r15 + r9 + 192]
+    lea r8, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + rbp + 640]
+    and r8, 64
+    movzx r9d, byte ptr [r14 + r8 + 128]
+    test bl, 80
+    jnz 1f
+1:
+    mov qword ptr [r15 + r8 + 64], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test bl, 160
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r8d, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov ecx, esi
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 1152]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r14 + rbp + 576]
+    jmp 1f
+1:
+    mov ebp, 225
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r8d, r8d
-    mov r8, rsi
-    movzx r8d, al
-    test ebx, 360
-    jnz 1f
-1:
     jmp 1f
 1:
-    movzx r8d, byte ptr [r14 + 0]
-    mov dword ptr [r15 + r9 + 256], 68
-    mov r9, qword ptr [r15 + rbp + 576]
+    mov ebp, 179
+    test bl, 80
+    jnz 1f
+1:
+    movzx ebp, bpl
+    movzx ecx, bpl
+    mov ecx, 198
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymm1, ymmword ptr [r15 + r8 + 1088]
+    movzx r8d, cl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c2:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    mov eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov ecx, 119
-    jmp 1f
-1:
-    test ebx, 31744
-    jz 1f
-1:
-    movzx eax, cl
+    lea rcx, [rip + .Lc1_d720_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp rcx
+.Lc1_d720_j:
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 256]
+    mov ebp, ecx
     mov ecx, dword ptr [r15 + 0]
+    vmovdqu xmm1, xmmword ptr [r15 + 0]
+    test ebx, 56320
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    mov ecx, ecx
+    movzx ecx, sil
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    mov rcx, r8
+    and ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 111616
+    jz 1f
+1:
+    movzx ebp, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    movzx ecx, byte ptr [r15 + 0]
-    test dword ptr [r15 + 7675227], 6299712
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r10 + r10*1]
+    mov rbp, rbp
+    mov ebp, edx
+    mov byte ptr [r15 + 0], bpl
     lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], r9d
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + r8 + 192], rdx
+    and rbp, 64
+    mov r8d, dword ptr [r15 + rbp + 576]
+    mov edx, 141
+    test ebx, 408
+    jnz 1f
+1:
+    jmp 1f
 1:
     lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], cl
-    movzx ecx, cl
+    mov edx, 214
     and r8, 64
-    and ecx, dword ptr [r15 + r8 + 64]
+    mov qword ptr [r15 + r8 + 384], r8
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    add rcx, qword ptr [r15 + rbp + 320]
-    mov ebp, 1
-    mov ebp, 110
+    jmp 1f
+1:
+    vpaddd ymm1, ymm1, ymmword ptr [r14 + r8 + 320]
+    mov r8, rdx
+    and r8d, dword ptr [r15 + rbp + 640]
     test ebx, 1073741824
     jnz 1f
 1:
-    add qword ptr [r14 + 0], rdx
-    mov byte ptr [r15 + r9 + 192], r8b
-    mov dword ptr [r14 + r8 + 128], 147
+    movzx r8d, byte ptr [r14 + 0]
+    mov ebp, 34
+    movzx edx, sil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c3:
+    lea rcx, [rip + .Lc1_d783_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp rcx
+.Lc1_d783_j:
+    mov rcx, r8
     lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
     and rbp, 64
-    vpaddd ymm4, ymm4, ymmword ptr [r15 + rbp + 64]
-    mov rdx, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + rbp + 576]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], 145
+    and r9, 64
+    add rcx, qword ptr [r15 + r9 + 704]
+    test ebx, 79872
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + r9 + 768]
+    and ecx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    test ebx, 79872
+    jnz 1f
+1:
     movzx ecx, byte ptr [r15 + 0]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    movzx edx, sil
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 14976
+    mov byte ptr [r15 + 0], cl
+    test ebx, 60416
     jz 1f
 1:
+    mov qword ptr [r15 + 0], rcx
+    movsxd rcx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r9d, 146
-    mov r9d, 34
-    mov rdx, rsi
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    movzx ecx, al
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], esi
-    movzx edx, byte ptr [r15 + 0]
-    mov r9d, esi
-    test ebx, 73728
-    jnz 1f
-1:
-    mov rdx, r9
-    mov qword ptr [r14 + 0], rdx
-    lea r8, [r10 + r10*1]
+    movzx ecx, cl
+    mov dword ptr [r15 + rbp + 640], ecx
     jmp 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 169
-    test ebx, 108544
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov edx, 240
-    and edx, dword ptr [r15 + r8 + 320]
-    mov r8d, edx
-    and r9, 64
-    mov r8, qword ptr [r14 + r9 + 768]
+    mov ecx, dword ptr [r14 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    .byte 0x66, 0x90
-    mov edx, r8d
-    mov rdx, rdx
-    mov rdx, qword ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 239
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov ecx, 92
+    test ebx, 111616
     jz 1f
 1:
-    movzx ecx, bpl
-    mov byte ptr [r15 + r9 + 704], dil
-    movzx r9d, sil
+    mov rcx, rcx
+    mov ecx, 181
+    movsxd rcx, dword ptr [r14 + r8 + 384]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
 // block 3: 512 bytes, 2 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 7675256]
+    mov rbx, qword ptr [r15 + 7675264]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 7675256], rcx
+    mov qword ptr [r15 + 7675264], rcx
     mov r13d, 1
     mov eax, ebx
     and eax, 1
@@ -1409,70 +1563,114 @@ ditto_body_c1:
     jmp .Lc1_b3_c1
     .p2align 6
 .Lc1_b3_c0:
-    lea r9, [r10*8]
-    mov rdx, rsi
-    lea r8, [r10 + r10*1]
-    mov ecx, 194
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 1408]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 704], ebp
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    mov eax, dword ptr [r15 + 7675228]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d860_s]
+    lea rcx, [rcx + rax*8]
+    jmp rcx
+    .p2align 3
+.Lc1_d860_s:
+    .p2align 3
+    jmp .Lc1_d860_j
+    .p2align 3
+    jmp .Lc1_d860_j
+    .p2align 3
+    jmp .Lc1_d860_j
+    .p2align 3
+    jmp .Lc1_d860_j
+    .p2align 3
+    jmp .Lc1_d860_j
+    .p2align 3
+    jmp .Lc1_d860_j
+    .p2align 3
+    jmp .Lc1_d860_j
+    .p2align 3
+    jmp .Lc1_d860_j
+    .p2align 3
+    jmp .Lc1_d860_j
+    .p2align 3
+    jmp .Lc1_d860_j
+    .p2align 3
+    jmp .Lc1_d860_j
+    .p2align 3
+    jmp .Lc1_d860_j
+    .p2align 3
+    jmp .Lc1_d860_j
+    .p2align 3
+    jmp .Lc1_d860_j
+    .p2align 3
+    jmp .Lc1_d860_j
+    .p2align 3
+    jmp .Lc1_d860_j
+.Lc1_d860_j:
+    lea rbp, [r10 + r10*1]
+    movzx esi, bpl
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 192]
+    mov ecx, eax
+    mov esi, r9d
+    test ebx, 62944
+    jz 1f
+1:
+    mov rax, rdi
+    mov eax, 153
+    mov ecx, 82
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, r8
-    add rbp, qword ptr [r14 + r8 + 768]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edi
-    test ebx, 15872
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, rax
+    test dword ptr [r15 + 7675228], 67256704
     jz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675227], 19152900
+    jz 1f
+1:
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 128]
+    movzx eax, byte ptr [r15 + 0]
+    movzx ecx, al
+    test ebx, 46592
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov eax, ecx
+    lea r9, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 5952
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    and r9, 64
+    mov dword ptr [r14 + r9 + 320], 216
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675228], 1075872772
+    jz 1f
+1:
+    add rax, qword ptr [r15 + r8 + 64]
+    mov ecx, 122
+    mov r8d, 68
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 55
-    lea rbp, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 576]
-    movzx edx, byte ptr [r15 + r9 + 1600]
-    mov ecx, 61
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + r9 + 1472]
-    add r8, qword ptr [r15 + r9 + 1536]
-    jmp 1f
-1:
-    add qword ptr [r15 + r9 + 1344], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, ecx
-    mov dword ptr [r15 + rbp + 640], ebp
-    mov rcx, qword ptr [r14 + r9 + 1216]
-    jmp 1f
-1:
-    test bl, 108
-    jnz 1f
-1:
-    mov rcx, rcx
-    movsxd rcx, dword ptr [r15 + r9 + 1280]
-    mov r9d, 165
+    add r8, qword ptr [r15 + rbp + 256]
+    and r8d, dword ptr [r15 + r9 + 384]
+    mov r9d, 189
     add r10, r11
     inc rbx
     dec r13
@@ -1481,153 +1679,178 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    add qword ptr [r15 + rbp + 384], r8
-    and r9, 64
-    and r8d, dword ptr [r14 + r9 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 46976
-    jnz 1f
-1:
-    mov r8d, 218
-    mov r8, r8
-    mov r8, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov eax, 157
-    mov eax, r9d
-    mov dword ptr [r15 + 0], 198
-    test dword ptr [r15 + 7675227], 536873249
-    jz 1f
-1:
-    mov r8, rax
-    jmp 1f
-1:
-    mov r8d, 227
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, esi
-    mov eax, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov dword ptr [r15 + r9 + 64], 180
-    mov eax, r8d
+    lea rcx, [rip + .Lc1_d938_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp rcx
+.Lc1_d938_j:
     lea r8, [r10 + r10*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r14 + 0], r8b
     and r8, 64
-    xchg qword ptr [r15 + r8 + 256], r9
-    mov eax, r9d
-    jmp 1f
-1:
-    test ebx, 61952
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + r8 + 192]
-    movzx eax, r9b
+    and ecx, dword ptr [r15 + r8 + 256]
+    movsxd rax, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    xor dword ptr [r15 + rbp + 320], r9d
+    vpaddd ymm1, ymm1, ymmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 3
+    mov ecx, 115
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov r9d, edi
+    mov byte ptr [r15 + 0], r9b
+    test bl, 80
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov r9d, r8d
+    mov dword ptr [r15 + 0], edi
+    lea r9, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 44544
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 960]
+    mov qword ptr [r14 + 0], rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rdi
+    mov rdi, qword ptr [r14 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rdi
+    mov edi, dword ptr [r15 + r9 + 1024]
+    mov r9, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, sil
+    mov r9, r10
+    mov rdi, r9
+    and r9, 1048512
+    movzx esi, byte ptr [r15 + r9 + 2423488]
+    test ebx, 58880
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675228], 2113796
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r14 + r8 + 192]
+    jmp 1f
+1:
+    lea rdi, [r15 + 7667008]
+    lea rsi, [r15 + 7671104]
+    mov ecx, 69
+    rep movsb
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
-// block 4: 512 bytes, 2 chunk(s), 2 chunk executions per call
-    mov rbx, qword ptr [r15 + 7675264]
-    lea rcx, [rbx + 2]
-    mov qword ptr [r15 + 7675264], rcx
-    mov r13d, 2
+// block 4: 512 bytes, 2 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 7675272]
+    lea rcx, [rbx + 1]
+    mov qword ptr [r15 + 7675272], rcx
+    mov r13d, 1
+    mov eax, ebx
+    and eax, 1
+    lea rcx, [rip + .Lc1_b4_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp rcx
+    .p2align 3
+.Lc1_b4_stubs:
+    .p2align 3
     jmp .Lc1_b4_c0
+    .p2align 3
+    jmp .Lc1_b4_c1
     .p2align 6
 .Lc1_b4_c0:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    movzx eax, byte ptr [r15 + 0]
-    mov ecx, eax
-    mov eax, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 7675227], 335548930
-    jz 1f
+    lea rcx, [rip + .Lc1_d1015_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp rcx
+.Lc1_d1015_j:
+    lea r9, [r10 + r10*1]
+    mov rcx, rsi
+    jmp 1f
 1:
-    mov rax, rax
-    mov ecx, dword ptr [r15 + 0]
-    mov eax, 96
-    movzx r9d, r9b
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 768]
+    mov esi, 217
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    vpaddd ymm4, ymm8, ymmword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675228], 67256448
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
+    mov esi, 143
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 54784
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 320]
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 192]
-    mov ecx, 202
-    vmovdqu ymmword ptr [r14 + r9 + 256], ymm4
-    test dword ptr [r15 + 7675227], 69206049
+    movzx esi, sil
+    test bl, 116
     jnz 1f
 1:
-    mov r9, rcx
-    mov r9, r8
-    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], 74
+    mov byte ptr [r15 + 0], sil
+    test dword ptr [r15 + 7675228], 16908306
+    jnz 1f
+1:
+    mov rsi, rdx
+    mov byte ptr [r15 + 0], r8b
+    mov esi, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, rcx
     jmp 1f
+1:
+    mov ecx, edi
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    mov edx, edx
+    lea rbp, [r10 + r10*1]
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    test ebx, 1073741824
+    jnz 1f
 1:
     and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rbp
+    add rdx, qword ptr [r15 + rbp + 384]
+    movzx edi, byte ptr [r15 + r9 + 704]
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, ebp
-    and eax, dword ptr [r15 + r8 + 384]
-    mov r8d, eax
+    and r9, 64
+    mov edx, dword ptr [r14 + r9 + 640]
     jmp 1f
 1:
-    test ebx, 48864
+    mov esi, edx
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r14 + rbp + 128]
-    mov rbp, rdx
-    jmp 1f
-1:
+    mov esi, r8d
+    add rsi, qword ptr [r14 + r9 + 576]
+    mov byte ptr [r15 + rbp + 320], sil
     add r10, r11
     inc rbx
     dec r13
@@ -1636,78 +1859,80 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d1076_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp rcx
+.Lc1_d1076_j:
     lea rbp, [r10 + r10*1]
     and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 1024]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r14 + rbp + 128]
+    movzx r8d, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, esi
-    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 58368
-    jnz 1f
-1:
-    movzx eax, sil
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm4
     test ebx, 1073741824
     jnz 1f
 1:
+    vpaddd ymm1, ymm1, ymm1
+    movsxd rcx, dword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
+    test dword ptr [r15 + 7675227], 22151168
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    mov eax, r9d
-    test bl, 80
+    jmp 1f
+1:
+    test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r14 + 0], dil
+    jmp 1f
+1:
+    test bl, 92
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, r9b
+    add rdi, qword ptr [r14 + rbp + 64]
     lea r9, [r10 + r10*1]
-    test ebx, 3648
+    test bl, 92
     jnz 1f
 1:
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 1088]
-    mov ecx, esi
-    movzx ecx, byte ptr [r15 + r9 + 1152]
-    test ebx, 54272
-    jnz 1f
-1:
-    jmp 1f
-1:
-    nop
-    movsxd r9, dword ptr [r15 + rbp + 960]
-    lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 7675227], 1066048
-    jnz 1f
-1:
-    mov r9, rbp
-    lea rdi, [r15 + 7667008]
-    lea rsi, [r15 + 7671104]
-    mov ecx, 69
-    rep movsb
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 768], r8b
+    and r9, 960
+    vmovdqu ymmword ptr [r15 + r9 + 1728], ymm15
+    movzx ebp, al
+    mov dword ptr [r15 + r9 + 1792], 153
+    lea r9, [r10 + r10*1]
     test ebx, 1073741824
     jz 1f
 1:
-    and ecx, dword ptr [r14 + rbp + 704]
-    mov byte ptr [r14 + 0], dl
+    mov rbp, r9
+    movzx ebp, bpl
+    and r9, 64
+    vmovdqu ymm1, ymmword ptr [r15 + r9 + 384]
+    test bl, 204
+    jnz 1f
+1:
+    mov rax, r9
+    mov qword ptr [r15 + r9 + 320], rcx
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
 // block 5: 256 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 7675272]
+    mov rbx, qword ptr [r15 + 7675280]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 7675272], rcx
+    mov qword ptr [r15 + 7675280], rcx
     mov r13d, 1
     jmp .Lc1_b5_c0
     .p2align 6
@@ -1715,107 +1940,116 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    jmp 1f
-1:
-    movzx edx, cl
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test dword ptr [r15 + 7675227], 549453858
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d1139_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp rcx
+.Lc1_d1139_j:
     and eax, dword ptr [r15 + 0]
-    mov ecx, eax
+    nop
+    mov r8d, 205
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    movzx eax, byte ptr [r15 + 0]
-    vmovdqu ymm4, ymmword ptr [r15 + 0]
-    test dword ptr [r15 + 7675227], 538968624
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    movzx ecx, sil
+    test dword ptr [r15 + 7675228], 25632
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    movzx ecx, byte ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    test ebx, 6144
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    and r8, 64
+    mov byte ptr [r15 + r8 + 384], al
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 249
+    lea rbp, [r10 + r10*1]
+    mov eax, 2
+    and rbp, 64
+    add rax, qword ptr [r15 + rbp + 192]
+    test dword ptr [r15 + 7675228], 403181568
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov rcx, rbp
-    and r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9, rax
     lea r9, [r10 + r10*1]
-    and rbp, 64
-    add r8, qword ptr [r15 + rbp + 256]
-    test bl, 24
-    jnz 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 640], r9b
-    popcnt rsi, rsi
-    movzx esi, byte ptr [r15 + r9 + 576]
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 148
-    mov esi, esi
-    mov esi, 112
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 248
     mov rsi, r8
-    jmp 1f
-1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and esi, dword ptr [r15 + r8 + 320]
+    movzx eax, dl
+    and r9, 64
+    and eax, dword ptr [r15 + r9 + 192]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + rbp + 192]
+    test ebx, 16360
+    jnz 1f
+1:
+    mov qword ptr [r14 + rbp + 256], rax
+    movsxd rax, dword ptr [r15 + r8 + 320]
+    mov rbp, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 252
+    mov eax, r8d
+    mov ebp, dword ptr [r15 + r9 + 256]
+    test bl, 78
+    jnz 1f
+1:
+    mov r8, r9
+    mov byte ptr [r14 + 0], r9b
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
 // block 6: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 7675280]
+    mov rbx, qword ptr [r15 + 7675288]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 7675280], rcx
+    mov qword ptr [r15 + 7675288], rcx
     mov r13d, 1
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    movzx ecx, r8b
+    lea rcx, [rip + .Lc1_d1204_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp rcx
+.Lc1_d1204_j:
     mov r8, r10
-    mov rbp, r10
-    mov r9, r10
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 960], rcx
+    movzx ecx, al
+    and r8, 64
+    mov dword ptr [r14 + r8 + 192], edx
+    mov r8, r10
     test ebx, 7680
     jnz 1f
 1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 320], r8d
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], r9d
+    mov rbp, r10
+    mov dword ptr [r15 + r8 + 320], ebp
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 960], rbp
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
 // block 7: 4096 bytes, 16 chunk(s), 8 chunk executions per call
-    mov rbx, qword ptr [r15 + 7675288]
+    mov rbx, qword ptr [r15 + 7675296]
     lea rcx, [rbx + 8]
-    mov qword ptr [r15 + 7675288], rcx
+    mov qword ptr [r15 + 7675296], rcx
     mov r13d, 8
     mov eax, ebx
     and eax, 15
@@ -1858,69 +2092,72 @@ ditto_body_c1:
     jmp .Lc1_b7_c15
     .p2align 6
 .Lc1_b7_c0:
-    jmp 1f
-1:
-    vmovdqu ymm4, ymmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d1235_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp rcx
+.Lc1_d1235_j:
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], bpl
+    movzx ecx, bpl
+    movzx eax, r9b
+    movzx r9d, byte ptr [r15 + 0]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
+    mov r9d, 9
+    mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
     jmp 1f
 1:
-    test ebx, 438272
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    test dword ptr [r15 + 7675227], 286277632
+    jnz 1f
+1:
+    add qword ptr [r15 + 0], rbp
+    mov rcx, rax
+    add qword ptr [r15 + 0], r9
+    test ebx, 1073741824
     jz 1f
 1:
+    jmp 1f
+1:
+    mov r9d, 34
+    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     lea r9, [r10 + r10*1]
-    vmovdqu ymm4, ymmword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
     and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 448]
-    mov eax, 8
-    lea rbp, [r10 + r10*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    or qword ptr [r15 + rbp + 576], 33
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + r9 + 960], dil
+    add rcx, qword ptr [r14 + 0]
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rax, qword ptr [r14 + 0]
     jmp 1f
 1:
-    add rax, qword ptr [r15 + rbp + 640]
-    lea rbp, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + r9 + 512]
-    test ebx, 1073741824
+    mov ecx, ebp
+    mov ecx, dword ptr [r14 + r8 + 512]
+    xor dword ptr [r15 + r9 + 1024], ecx
+    test dword ptr [r15 + 7675228], 540936
     jnz 1f
 1:
-    mov eax, 238
-    and rbp, 64
-    or qword ptr [r15 + rbp + 64], 5
-    mov ecx, dword ptr [r15 + rbp + 128]
+    mov rcx, qword ptr [r15 + rbp + 192]
+    mov r9, r9
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -1929,72 +2166,103 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rbp, [r10 + r10*1]
-    movzx eax, bpl
-    and rbp, 64
-    and eax, dword ptr [r14 + rbp + 192]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 1696
-    jnz 1f
-1:
-    vmovdqu ymm4, ymmword ptr [r15 + 0]
-    nop
-    mov eax, 182
+    mov eax, dword ptr [r15 + 7675228]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d1293_s]
+    lea rcx, [rcx + rax*8]
+    jmp rcx
+    .p2align 3
+.Lc1_d1293_s:
+    .p2align 3
+    jmp .Lc1_d1293_j
+    .p2align 3
+    jmp .Lc1_d1293_j
+    .p2align 3
+    jmp .Lc1_d1293_j
+    .p2align 3
+    jmp .Lc1_d1293_j
+    .p2align 3
+    jmp .Lc1_d1293_j
+    .p2align 3
+    jmp .Lc1_d1293_j
+    .p2align 3
+    jmp .Lc1_d1293_j
+    .p2align 3
+    jmp .Lc1_d1293_j
+    .p2align 3
+    jmp .Lc1_d1293_j
+    .p2align 3
+    jmp .Lc1_d1293_j
+    .p2align 3
+    jmp .Lc1_d1293_j
+    .p2align 3
+    jmp .Lc1_d1293_j
+    .p2align 3
+    jmp .Lc1_d1293_j
+    .p2align 3
+    jmp .Lc1_d1293_j
+    .p2align 3
+    jmp .Lc1_d1293_j
+    .p2align 3
+    jmp .Lc1_d1293_j
+.Lc1_d1293_j:
+    lea r9, [r10 + r10*1]
+    and r9, 64
+    add rcx, qword ptr [r14 + r9 + 64]
+    mov dword ptr [r15 + r9 + 128], ecx
+    mov ecx, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], dil
-    movzx eax, dl
-    mov rax, rdi
-    test dword ptr [r15 + 7675228], 335872002
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test bl, 192
+    mov rsi, qword ptr [r15 + 0]
+    movzx ecx, sil
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 4
-    mov ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 174
+    test dword ptr [r15 + 7675227], 18880512
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    lea rdi, [r15 + 7667008]
-    mov ecx, 67
-    rep stosb
-    add rax, qword ptr [r15 + 0]
     jmp 1f
 1:
-    test ebx, 1073741824
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 640
     jnz 1f
 1:
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov edi, r8d
-    and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 1024]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 960], r8b
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 64]
-    test dword ptr [r15 + 7675228], 1073873156
+    .byte 0x0f, 0x1f, 0x00
+    mov rcx, rcx
+    mov eax, 122
+    test ebx, 261504
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 256], rdi
-    movsxd rax, dword ptr [r15 + r8 + 128]
+    lea r9, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
     jmp 1f
 1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], 232
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + r8 + 192]
+    mov r8d, 242
+    mov r8, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymm1, ymmword ptr [r14 + r9 + 384]
+    mov r8d, edx
     add r10, r11
     inc rbx
     dec r13
@@ -2003,65 +2271,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov r8d, eax
-    mov eax, 174
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    movsxd rax, dword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d1368_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp rcx
+.Lc1_d1368_j:
     lea r8, [r10 + r10*1]
-    movzx r9d, byte ptr [r15 + 0]
-    test bl, 192
-    jnz 1f
-1:
     jmp 1f
 1:
     and r8, 64
-    lea r9, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + r8 + 128]
-    movzx ecx, byte ptr [r14 + r8 + 64]
-    lea r8, [r10 + r10*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 576]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], esi
-    mov rsi, rcx
-    mov esi, dword ptr [r14 + 0]
-    test dword ptr [r15 + 7675227], 268960128
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov eax, 51
-    lock or dword ptr [r15 + r8 + 320], 6
-    test dword ptr [r15 + 7675228], 33570825
-    jnz 1f
-1:
-    mov byte ptr [r14 + r9 + 640], al
+    and ecx, dword ptr [r15 + r8 + 192]
     jmp 1f
 1:
     mov rax, rax
+    test dword ptr [r15 + 7675227], 301990036
+    jz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 218
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 59
+    or qword ptr [r15 + 0], 102
+    lea r9, [r10 + r10*1]
+    add rcx, qword ptr [r15 + 0]
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 64], ymm13
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + r9 + 128]
+    mov r9d, ecx
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675228], 5115904
+    jz 1f
+1:
+    and r9, 64
+    add qword ptr [r14 + r9 + 960], rsi
+    mov rcx, qword ptr [r14 + r9 + 1024]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + r8 + 256]
+    mov ecx, 242
+    add rcx, qword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
@@ -2070,138 +2341,154 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    and r8, 64
-    vpaddd ymm4, ymm4, ymmword ptr [r15 + r8 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 42
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dil
-    mov dword ptr [r15 + 0], eax
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 1440
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d1424_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp rcx
+.Lc1_d1424_j:
     lea r9, [r10 + r10*1]
+    movzx ecx, r9b
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 576]
+    movzx eax, r8b
     test dword ptr [r15 + 7675227], 807403777
     jz 1f
 1:
+    mov r8d, 167
     jmp 1f
 1:
-    and r9, 64
-    add qword ptr [r15 + r9 + 384], rdi
     jmp 1f
 1:
-    lea rbp, [r10 + r10*1]
-    vpaddd ymm4, ymm13, ymmword ptr [r14 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 64], ymm4
-    movsxd rax, dword ptr [r14 + rbp + 128]
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rax
+    test dword ptr [r15 + 7675228], 4737024
+    jnz 1f
 1:
-    mov ebp, 118
-    test ebx, 380928
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rax
+    test dword ptr [r15 + 7675228], 3276868
     jz 1f
 1:
-    and ebp, dword ptr [r15 + r8 + 64]
+    mov rax, r8
     jmp 1f
 1:
-    lock add qword ptr [r15 + r9 + 320], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rdx
+    and rbp, 64
+    and edx, dword ptr [r15 + rbp + 576]
+    lea rbp, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and rbp, 64
+    mov dword ptr [r14 + rbp + 192], 128
+    movzx edx, byte ptr [r15 + r9 + 640]
+    test dword ptr [r15 + 7675227], 1108344865
+    jz 1f
+1:
+    mov edx, dword ptr [r14 + rbp + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rdi
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c4:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d1477_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp rcx
+.Lc1_d1477_j:
     lea rbp, [r10 + r10*1]
-    mov rax, rbp
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 576], ymm4
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    movzx r8d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     lea r8, [r10 + r10*1]
     jmp 1f
 1:
-    movzx eax, bpl
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 384], rbp
     and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 512]
-    test ebx, 480
-    jnz 1f
-1:
-    mov rax, rax
+    mov ecx, dword ptr [r15 + r8 + 1152]
     jmp 1f
 1:
-    mov eax, ebp
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
-    test dword ptr [r15 + 7675228], 671432704
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 256]
-    mov edi, eax
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + r8 + 448]
-    vmovdqu ymmword ptr [r14 + 0], ymm4
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675227], 136642562
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + rbp + 640]
-    mov eax, 34
-    test ebx, 1152
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx r9d, bpl
+    mov r9d, 216
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, rcx
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r14 + r9 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    mov r9d, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 171
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov rdi, rbp
+    mov dword ptr [r14 + 0], ebp
+    mov edi, 99
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r14 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    inc dword ptr [r14 + r8 + 1088]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 448], r9b
+    movzx ecx, byte ptr [r15 + rbp + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + r9 + 512], ymm1
+    mov r9d, 135
+    mov r9d, 69
     add r10, r11
     inc rbx
     dec r13
@@ -2210,145 +2497,151 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea r8, [r10 + r10*1]
-    mov rax, r8
-    and r8, 64
-    add rax, qword ptr [r15 + r8 + 640]
-    mov r9d, edx
-    mov r9d, r9d
+    lea rcx, [rip + .Lc1_d1543_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp rcx
+.Lc1_d1543_j:
+    jmp 1f
+1:
+    mov r9d, 250
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 7675228], 3153937
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
-    .byte 0x66, 0x90
-    mov eax, 231
-    test ebx, 446464
-    jz 1f
-1:
-    movzx eax, sil
     movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
+    mov r9, rcx
+    mov r9, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 41
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r9
-    mov dword ptr [r14 + 0], r8d
-    test dword ptr [r15 + 7675227], 1122400
+    test dword ptr [r15 + 7675228], 50368514
     jz 1f
 1:
-    movzx r9d, al
-    jmp 1f
-1:
+    movsxd rax, dword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    mov eax, 208
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rbp, rsi
+    test dword ptr [r15 + 7675228], 153354496
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
     and r9, 64
-    xor dword ptr [r15 + r9 + 192], r9d
+    vmovdqu ymmword ptr [r15 + r9 + 640], ymm9
+    movzx ecx, sil
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 1024]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, r8d
-    mov rax, qword ptr [r15 + r9 + 256]
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + r8 + 576]
-    and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 384]
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + r9 + 320]
+    lea r8, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + r9 + 576]
+    and r8, 64
+    mov r9d, dword ptr [r14 + r8 + 128]
+    mov eax, dword ptr [r14 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx r9d, r9b
+    add r9, qword ptr [r15 + r8 + 64]
+    mov byte ptr [r15 + rbp + 960], r9b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c6:
+    lea rcx, [rip + .Lc1_d1595_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp rcx
+.Lc1_d1595_j:
+    jmp 1f
+1:
+    movzx ecx, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    test ebx, 1440
+    jnz 1f
+1:
+    movzx esi, r8b
+    mov byte ptr [r15 + 0], sil
+    add r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    add qword ptr [r15 + 0], rdx
+    mov r8, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r14 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
     lea r9, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 256]
     and r9, 64
-    movzx r8d, byte ptr [r14 + r9 + 640]
-    mov rax, rcx
-    mov eax, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 68
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    movzx r8d, al
-    mov rax, r8
-    mov eax, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, r9
-    mov qword ptr [r15 + 0], rax
-    movzx eax, r9b
+    mov qword ptr [r14 + r9 + 128], r8
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    inc dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 0]
-    mov rax, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, esi
     lea r8, [r10 + r10*1]
+    movzx esi, r8b
+    and r8, 64
+    movsxd rsi, dword ptr [r15 + r8 + 448]
+    mov rdi, rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, r8d
-    and r8, 64
-    and edx, dword ptr [r15 + r8 + 320]
-    mov rax, rdx
-    mov edx, 166
+    vmovdqu ymmword ptr [r15 + r9 + 64], ymm1
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, rdi
-    jmp 1f
-1:
-    vpaddd ymm4, ymm8, ymmword ptr [r15 + r8 + 384]
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
+    mov rsi, rdi
+    mov esi, edx
+    mov byte ptr [r15 + rbp + 192], dl
+    movzx esi, r8b
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 1088]
     jmp 1f
 1:
-    and eax, dword ptr [r14 + 0]
-    mov edi, 21
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r8 + 1152], r8
-    mov dword ptr [r15 + r9 + 576], edi
-    jmp 1f
-1:
+    mov esi, 101
+    mov rsi, qword ptr [r15 + r8 + 512]
     add r10, r11
     inc rbx
     dec r13
@@ -2357,64 +2650,106 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
+    mov eax, dword ptr [r15 + 7675228]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d1664_s]
+    lea rcx, [rcx + rax*8]
+    jmp rcx
+    .p2align 3
+.Lc1_d1664_s:
+    .p2align 3
+    jmp .Lc1_d1664_j
+    .p2align 3
+    jmp .Lc1_d1664_j
+    .p2align 3
+    jmp .Lc1_d1664_j
+    .p2align 3
+    jmp .Lc1_d1664_j
+    .p2align 3
+    jmp .Lc1_d1664_j
+    .p2align 3
+    jmp .Lc1_d1664_j
+    .p2align 3
+    jmp .Lc1_d1664_j
+    .p2align 3
+    jmp .Lc1_d1664_j
+    .p2align 3
+    jmp .Lc1_d1664_j
+    .p2align 3
+    jmp .Lc1_d1664_j
+    .p2align 3
+    jmp .Lc1_d1664_j
+    .p2align 3
+    jmp .Lc1_d1664_j
+    .p2align 3
+    jmp .Lc1_d1664_j
+    .p2align 3
+    jmp .Lc1_d1664_j
+    .p2align 3
+    jmp .Lc1_d1664_j
+    .p2align 3
+    jmp .Lc1_d1664_j
+.Lc1_d1664_j:
     lea r8, [r10 + r10*1]
     and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 192]
-    lea r9, [r10 + r10*1]
+    vpaddd ymm1, ymm8, ymmword ptr [r15 + r8 + 256]
     jmp 1f
-1:
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    vmovdqu ymmword ptr [r14 + r9 + 768], ymm4
-    and rbp, 64
-    imul r9, qword ptr [r15 + rbp + 960]
-    mov eax, r9d
-    test dword ptr [r15 + 7675227], 533506
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, cl
-    add r9, qword ptr [r14 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 231
-    test ebx, 490752
-    jz 1f
-1:
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rdi, [r15 + 7667008]
-    mov ecx, 69
-    rep stosb
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 247
-    lock or dword ptr [r15 + 0], 51
-    test ebx, 1073741824
-    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 320
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 5
+    vpaddd ymm1, ymm1, ymmword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    mov esi, 180
+    mov rsi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx edi, sil
+    mov rsi, qword ptr [r15 + 0]
+    movzx ecx, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, sil
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r10 + r10*2]
+    vmovdqu ymm1, ymmword ptr [r14 + r8 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, rbp
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 6848], bpl
+    lea r8, [r10 + r10*1]
+    mov rdi, r8
+    and r8, 64
+    and esi, dword ptr [r15 + r8 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    movzx eax, byte ptr [r15 + r8 + 256]
-    mov edx, dword ptr [r15 + rbp + 1024]
+    mov rsi, qword ptr [r15 + rbp + 6912]
+    movsxd rdi, dword ptr [r15 + rbp + 6976]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + r8 + 320]
+    test ebx, 26112
+    jnz 1f
+1:
+    movzx ebp, dl
+    movsxd r8, dword ptr [r14 + 0]
+    mov qword ptr [r14 + 0], r8
     add r10, r11
     inc rbx
     dec r13
@@ -2423,63 +2758,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    movzx eax, cl
-    mov eax, 74
-    lea r9, [r10 + r10*1]
-    movzx eax, r9b
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 64]
-    lea rbp, [r10 + r10*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 960
-    and eax, dword ptr [r15 + rbp + 1792]
+    lea rcx, [rip + .Lc1_d1743_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp rcx
+.Lc1_d1743_j:
+    movzx eax, dil
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    test dword ptr [r15 + 7675227], 12591648
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 1984], r8d
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 192]
-    mov byte ptr [r15 + rbp + 1728], sil
+    vmovdqu ymm1, ymmword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 7675227], 2131972
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 187
+    jmp 1f
+1:
+    test ebx, 320
+    jnz 1f
+1:
     movzx esi, dl
-    movzx esi, r9b
-    jmp 1f
+    lea rbp, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 7675228], 4210691
+    jnz 1f
 1:
+    and rbp, 64
+    mov dword ptr [r14 + rbp + 576], 58
+    mov esi, 119
+    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    inc dword ptr [r15 + r8 + 256]
-    mov dword ptr [r14 + rbp + 1856], edx
-    add r8, qword ptr [r15 + r9 + 128]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], 241
+    mov rdi, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    add qword ptr [r15 + rbp + 1920], r9
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movzx edi, byte ptr [r15 + rbp + 640]
+    .byte 0x0f, 0x1f, 0x40, 0x00
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movzx r8d, r8b
-    mov r9, r8
-    jmp 1f
+    mov rdi, rdi
+    and edi, dword ptr [r14 + r8 + 128]
+    test dword ptr [r15 + 7675227], 134350208
+    jz 1f
 1:
+    mov r8d, edi
+    and esi, dword ptr [r15 + r9 + 256]
     add r10, r11
     inc rbx
     dec r13
@@ -2488,133 +2821,130 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    lock add qword ptr [r15 + 0], rax
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d1795_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp rcx
+.Lc1_d1795_j:
+    vmovdqu ymmword ptr [r15 + 0], ymm5
+    movsxd rcx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
     test ebx, 1073741824
     jz 1f
 1:
-    or qword ptr [r15 + 0], 106
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 7675227], 136315905
+    mov ecx, 182
+    test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 27
-    test ebx, 1073741824
-    jz 1f
-1:
-    add qword ptr [r15 + 0], rdi
-    mov eax, r9d
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     movzx eax, byte ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    add r9, qword ptr [r15 + 0]
-    mov rax, r9
-    lea r9, [r10 + r10*1]
-    movsxd rdi, dword ptr [r15 + 0]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], rbp
+    mov byte ptr [r15 + 0], al
+    mov eax, 154
+    mov eax, 227
     lea r8, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
     and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 512], ymm5
+    vmovdqu ymmword ptr [r14 + r8 + 64], ymm11
     and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 256]
-    mov eax, dword ptr [r15 + rbp + 192]
-    mov ebp, dword ptr [r14 + r8 + 448]
-    test ebx, 1073741824
+    mov rax, qword ptr [r15 + rbp + 256]
+    jmp 1f
+1:
+    lea r9, [r10 + r10*1]
+    test dword ptr [r15 + 7675228], 537020672
     jz 1f
 1:
-    mov r8, r9
-    mov rbp, qword ptr [r14 + 0]
-    and ebp, dword ptr [r15 + r9 + 64]
+    mov qword ptr [r14 + 0], rdx
+    jmp 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 152
+    test dword ptr [r15 + 7675227], 16786944
+    jnz 1f
+1:
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + r8 + 128]
+    or qword ptr [r14 + r9 + 320], 61
+    test ebx, 380928
+    jz 1f
+1:
+    movzx eax, al
+    movzx eax, al
+    mov dword ptr [r15 + rbp + 192], r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c10:
-    movzx r9d, r8b
-    mov byte ptr [r14 + 0], r9b
-    movzx r9d, r9b
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d1849_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp rcx
+.Lc1_d1849_j:
+    mov esi, 94
+    and esi, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 7675227], 1208254472
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 38
-    movsxd r9, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
+    mov byte ptr [r15 + 0], r9b
+    mov esi, 208
+    test dword ptr [r15 + 7675228], 553681408
     jnz 1f
+1:
+    mov esi, 168
+    jmp 1f
 1:
     lea rbp, [r10 + r10*1]
-    imul r9, qword ptr [r15 + 0]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], eax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, edx
-    mov r9, rbp
-    lea r8, [r10 + r10*4]
-    jmp 1f
-1:
-    and r8, 8128
-    and r9d, dword ptr [r15 + r8 + 6976]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + r8 + 7040], ymm4
-    movzx r9d, bpl
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 128]
+    lea r8, [r10 + r10*1]
     jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 256], bpl
+    mov edx, 55
+    lea rdi, [r15 + 7667008]
+    lea rsi, [r15 + 7671104]
+    mov ecx, 69
+    rep movsb
+    test dword ptr [r15 + 7675227], 2163968
+    jnz 1f
 1:
     lea r9, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 6848], rdx
-    movzx edx, r9b
+    mov dword ptr [r14 + r8 + 192], eax
     and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 1152]
-    mov eax, dword ptr [r15 + r8 + 6912]
-    test ebx, 1073741824
+    movzx esi, byte ptr [r15 + r9 + 448]
+    test ebx, 39936
     jnz 1f
 1:
+    mov dword ptr [r15 + r9 + 512], esi
+    mov esi, 222
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + r8 + 7104]
-    jmp 1f
+    test dword ptr [r15 + 7675228], 285213760
+    jnz 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r14 + r9 + 1088], ecx
-    movsxd rdi, dword ptr [r15 + rbp + 64]
-    mov r9, rsi
+    movzx esi, sil
+    mov qword ptr [r14 + rbp + 64], rsi
     add r10, r11
     inc rbx
     dec r13
@@ -2623,136 +2953,156 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    mov eax, edx
-    mov dword ptr [r15 + 0], 151
-    and edx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 81
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 131
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
-    test dword ptr [r15 + 7675227], 1078984769
-    jz 1f
-1:
-    mov edx, 170
-    mov rdx, rdx
-    mov edx, ecx
-    test dword ptr [r15 + 7675228], 8519698
-    jnz 1f
-1:
-    vmovdqu ymm4, ymmword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
+    lea rcx, [rip + .Lc1_d1902_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp rcx
+.Lc1_d1902_j:
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 384]
+    mov eax, 170
     jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
 1:
     and r9, 64
-    add rdx, qword ptr [r15 + r9 + 128]
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 7675228], 34365440
-    jz 1f
-1:
-    mov dword ptr [r14 + 0], ebp
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 256]
-    xor dword ptr [r15 + r8 + 192], edx
-    test ebx, 576
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    and r8, 64
-    add rdi, qword ptr [r15 + r8 + 384]
-    mov rax, rdi
+    add qword ptr [r15 + r9 + 256], r9
+    vpaddd ymm1, ymm1, ymmword ptr [r14 + r9 + 192]
+    lea rbp, [r10 + r10*1]
+    mov r9d, 102
     test ebx, 1073741824
     jnz 1f
 1:
-    neg rdi
-    mov dword ptr [r14 + r9 + 64], edx
-    mov qword ptr [r15 + r8 + 320], rdi
+    mov eax, r9d
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 64], dil
+    mov r9d, 99
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 47
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675228], 2408448
+    jnz 1f
+1:
+    movzx eax, dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, r9b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add qword ptr [r14 + rbp + 128], r9
+    mov rbp, rbp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 320], rdx
+    mov ebp, 253
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c12:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    jmp 1f
-1:
-    mov rax, r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
+    lea rcx, [rip + .Lc1_d1959_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp rcx
+.Lc1_d1959_j:
+    add rcx, qword ptr [r15 + 0]
+    mov eax, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, rax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    test dword ptr [r15 + 7675227], 276856833
+    test ebx, 640
     jnz 1f
 1:
     jmp 1f
 1:
+    movzx ecx, dil
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    mov r9d, 169
+    movzx edi, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, 210
+    mov eax, 67
+    jmp 1f
+1:
+    mov rcx, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, cl
+    movsxd rcx, dword ptr [r15 + 0]
+    mov edi, ecx
+    jmp 1f
+1:
+    test ebx, 576
     jnz 1f
 1:
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
+    mov qword ptr [r15 + 0], rcx
+    mov qword ptr [r14 + 0], rsi
+    mov ecx, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov rcx, rbp
+    movzx edi, byte ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], esi
     jmp 1f
 1:
     lea r8, [r10 + r10*1]
-    movzx eax, r8b
-    lea r9, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
     and r9, 64
-    mov qword ptr [r14 + r9 + 256], r9
+    mov qword ptr [r14 + r9 + 576], r9
     and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 704]
-    mov rax, rcx
+    movsxd rcx, dword ptr [r15 + r8 + 320]
+    movzx edi, al
+    movzx edi, byte ptr [r15 + r9 + 640]
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, r8
-    lea rbp, [r10 + r10*1]
-    lock add qword ptr [r15 + r8 + 768], rsi
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 512]
-    lea rax, [rsi + r8*2 + 116]
-    test dword ptr [r15 + 7675228], 554221568
     jz 1f
 1:
-    imul r8, qword ptr [r15 + rbp + 448]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + r9 + 192]
+    add qword ptr [r15 + rbp + 128], rdi
+    mov edi, edx
+    mov dword ptr [r15 + r8 + 384], 234
     add r10, r11
     inc rbx
     dec r13
@@ -2761,59 +3111,104 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
+    mov eax, dword ptr [r15 + 7675228]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d2026_s]
+    lea rcx, [rcx + rax*8]
+    jmp rcx
+    .p2align 3
+.Lc1_d2026_s:
+    .p2align 3
+    jmp .Lc1_d2026_j
+    .p2align 3
+    jmp .Lc1_d2026_j
+    .p2align 3
+    jmp .Lc1_d2026_j
+    .p2align 3
+    jmp .Lc1_d2026_j
+    .p2align 3
+    jmp .Lc1_d2026_j
+    .p2align 3
+    jmp .Lc1_d2026_j
+    .p2align 3
+    jmp .Lc1_d2026_j
+    .p2align 3
+    jmp .Lc1_d2026_j
+    .p2align 3
+    jmp .Lc1_d2026_j
+    .p2align 3
+    jmp .Lc1_d2026_j
+    .p2align 3
+    jmp .Lc1_d2026_j
+    .p2align 3
+    jmp .Lc1_d2026_j
+    .p2align 3
+    jmp .Lc1_d2026_j
+    .p2align 3
+    jmp .Lc1_d2026_j
+    .p2align 3
+    jmp .Lc1_d2026_j
+    .p2align 3
+    jmp .Lc1_d2026_j
+.Lc1_d2026_j:
+    mov rcx, rcx
+    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 576
+    mov eax, ebp
+    test ebx, 237568
     jnz 1f
 1:
-    mov rax, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 1984
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 39
-    mov eax, esi
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpaddd ymm1, ymm1, ymmword ptr [r15 + 0]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd ymm4, ymm4, ymmword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    movzx eax, dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 135
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, esi
     lea rbp, [r10 + r10*1]
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 320]
-    and r8, 64
-    and eax, dword ptr [r14 + r8 + 832]
-    lea r9, [r10 + r10*1]
-    test dword ptr [r15 + 7675228], 1090781316
     jz 1f
 1:
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 256]
-    imul rax, qword ptr [r15 + rbp + 384]
-    xchg qword ptr [r15 + r9 + 192], rax
-    mov ebp, 121
-    test dword ptr [r15 + 7675228], 4719106
+    mov ecx, 217
+    jmp 1f
+1:
+    and rbp, 64
+    mov ecx, dword ptr [r14 + rbp + 448]
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, byte ptr [r14 + 0]
-    vmovdqu ymmword ptr [r15 + r8 + 896], ymm4
-    mov rbp, r8
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 64]
+    movsxd rax, dword ptr [r15 + rbp + 512]
+    mov ebp, 206
+    test dword ptr [r15 + 7675227], 816885777
+    jnz 1f
+1:
+    mov qword ptr [r15 + r8 + 128], rsi
+    lea r8, [r10 + r10*1]
+    mov ebp, 223
+    and r8, 64
+    or qword ptr [r15 + r8 + 192], 73
+    test dword ptr [r15 + 7675227], 1073811488
+    jnz 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymm1, ymmword ptr [r15 + r8 + 256]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -2822,69 +3217,70 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymm4, ymmword ptr [r15 + 0]
-    or eax, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov eax, 203
-    add qword ptr [r15 + 0], r9
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d2100_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp rcx
+.Lc1_d2100_j:
     lea rbp, [r10 + r10*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
+    lea r8, [r10 + r10*1]
     and rbp, 64
-    add r9, qword ptr [r15 + rbp + 256]
-    jmp 1f
-1:
+    movzx ecx, byte ptr [r15 + rbp + 448]
+    and r8, 64
+    mov byte ptr [r14 + r8 + 704], r8b
+    mov eax, 170
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    inc dword ptr [r14 + 0]
+    movzx eax, bpl
     jmp 1f
 1:
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 448]
-    mov edx, esi
+    test dword ptr [r15 + 7675228], 135012352
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, al
+    mov eax, 6
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 192], 127
-    lock add qword ptr [r15 + r9 + 512], rcx
-    mov r9d, eax
-    test ebx, 1376
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movzx eax, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 64
-    vmovdqu ymm4, ymmword ptr [r15 + r9 + 384]
-    test dword ptr [r15 + 7675228], 542729
     jz 1f
 1:
-    mov eax, 145
-    mov ecx, eax
-    mov dword ptr [r14 + r9 + 320], 167
+    mov byte ptr [r14 + rbp + 512], al
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r10 + r10*1]
+    mov rax, rsi
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], bpl
+    test dword ptr [r15 + 7675227], 549523456
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + r8 + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 76
+    jmp 1f
+1:
+    lea rdi, [r15 + 7667008]
+    lea rsi, [r15 + 7671104]
+    mov ecx, 68
+    rep movsb
+    test ebx, 1073741824
+    jnz 1f
+1:
+    nop
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675227], 268583232
+    jz 1f
+1:
+    add rcx, qword ptr [r14 + rbp + 192]
+    mov edi, ecx
     add r10, r11
     inc rbx
     dec r13
@@ -2893,73 +3289,75 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d2157_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp rcx
+.Lc1_d2157_j:
     jmp 1f
 1:
-    or qword ptr [r15 + 0], 98
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rax, rax
-    .byte 0x0f, 0x1f, 0x00
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rax, rax
     lea rbp, [r10 + r10*1]
-    or eax, ebp
-    lea r8, [r10 + r10*1]
-    mov eax, 96
+    jmp 1f
+1:
     and rbp, 64
-    mov dword ptr [r14 + rbp + 256], 32
+    add qword ptr [r15 + rbp + 640], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 448]
+    mov ecx, edx
+    mov qword ptr [r14 + 0], rcx
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add qword ptr [r15 + rbp + 192], r8
-    mov ebp, ebp
-    and rbp, rax
-    movzx eax, bpl
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov eax, 124
-    movzx ebp, al
-    test dword ptr [r15 + 7675228], 67720
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 864
     jnz 1f
 1:
-    mov eax, 184
-    shr eax, 10
-    mov qword ptr [r15 + r9 + 64], rax
     jmp 1f
 1:
+    mov ecx, dword ptr [r15 + 0]
+    mov eax, 52
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 213
-    mov rbp, rax
-    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 7675228], 1610744336
+    jz 1f
+1:
+    mov ecx, r8d
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 1088]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    movzx ecx, r9b
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 256]
+    mov rax, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, ebp
-    mov ebp, dword ptr [r15 + r8 + 512]
-    mov eax, r8d
+    movsxd rsi, dword ptr [r15 + rbp + 576]
+    mov dword ptr [r14 + r8 + 1152], edx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, r9b
+    mov dword ptr [r15 + r9 + 192], 13
+    mov r8d, ecx
     add r10, r11
     inc rbx
     dec r13
@@ -2986,23 +3384,24 @@ ditto_body_c1:
 ditto_body_init_c1:
     mov r8, qword ptr [rdi]
     movabs rax, 0x0
-    mov qword ptr [r8 + 7675232], rax
-    movabs rax, 0x9e3779b97f4a7c15
     mov qword ptr [r8 + 7675240], rax
-    movabs rax, 0x3c6ef372fe94f828
+    movabs rax, 0x9e3779b97f4a7c15
     mov qword ptr [r8 + 7675248], rax
-    movabs rax, 0xdaa66d2c7ddf743e
+    movabs rax, 0x3c6ef372fe94f828
     mov qword ptr [r8 + 7675256], rax
-    movabs rax, 0x78dde6e5fd29f054
+    movabs rax, 0xdaa66d2c7ddf743e
     mov qword ptr [r8 + 7675264], rax
-    movabs rax, 0x1715609f7c746c69
+    movabs rax, 0x78dde6e5fd29f054
     mov qword ptr [r8 + 7675272], rax
-    movabs rax, 0xb54cda58fbbee87e
+    movabs rax, 0x1715609f7c746c69
     mov qword ptr [r8 + 7675280], rax
-    movabs rax, 0x538454127b096490
+    movabs rax, 0xb54cda58fbbee87e
     mov qword ptr [r8 + 7675288], rax
+    movabs rax, 0x538454127b096490
+    mov qword ptr [r8 + 7675296], rax
     movabs rax, 0xde0f90d6d3a4e4e3
     mov qword ptr [r8 + 7675224], rax
+    mov qword ptr [r8 + 7675232], 0
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
@@ -3018,7 +3417,7 @@ ditto_body_init_c1:
     ret
     .size ditto_body_init_c1, .-ditto_body_init_c1
 
-// ---- cluster c2: 8026 instructions per call, 11 blocks
+// ---- cluster c2: 7146 instructions per call, 11 blocks
     .text
     .globl ditto_body_c2
     .type ditto_body_c2, @function
@@ -3038,9 +3437,9 @@ ditto_body_c2:
     or eax, 0x8040
     mov dword ptr [rsp + 4], eax
     ldmxcsr dword ptr [rsp + 4]
-    mov r11, qword ptr [r15 + 11838912]
-    mov r10, qword ptr [r15 + 11838920]
-    mov r12, qword ptr [r15 + 11838928]
+    mov r11, qword ptr [r15 + 11724224]
+    mov r10, qword ptr [r15 + 11724232]
+    mov r12, qword ptr [r15 + 11724240]
     and r12, 0
     xor eax, eax
     xor ecx, ecx
@@ -3067,476 +3466,484 @@ ditto_body_c2:
     pxor xmm14, xmm14
     pxor xmm15, xmm15
 // block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 11838944]
+    mov rbx, qword ptr [r15 + 11724264]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 11838944], rcx
+    mov qword ptr [r15 + 11724264], rcx
     mov r13d, 1
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
-    mov rbp, r10
+    mov ecx, 103
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    test ebx, 32352
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    lock add qword ptr [r15 + rbp + 64], rcx
-    jmp 1f
-1:
-    test ebx, 13312
-    jnz 1f
-1:
-    mov ecx, 141
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 400
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, sil
-    add r10, r11
+    pcmpeqb xmm5, xmmword ptr [r15 + rbp + 64]
+    pmovmskb ebp, xmm15
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
-// block 1: 1024 bytes, 4 chunk(s), 20 chunk executions per call
-    mov rbx, qword ptr [r15 + 11838952]
-    lea rcx, [rbx + 20]
-    mov qword ptr [r15 + 11838952], rcx
-    mov r13d, 20
+// block 1: 1024 bytes, 4 chunk(s), 16 chunk executions per call
+    mov rbx, qword ptr [r15 + 11724272]
+    lea rcx, [rbx + 16]
+    mov qword ptr [r15 + 11724272], rcx
+    mov r13d, 16
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov dword ptr [r14 + rbp + 512], 84
-    lea r9, [r10 + r10*1]
-    mov ecx, ecx
-    and r8, 64
-    mov byte ptr [r15 + r8 + 448], r9b
-    and r9, 64
-    mov dword ptr [r15 + r9 + 576], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rdx
-    lock add qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    test bl, 80
-    jnz 1f
-1:
-    movq xmm8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
+    lea rcx, [rip + .Lc2_d67_j]
+    add rcx, qword ptr [r15 + 11724256]
+    jmp rcx
+.Lc2_d67_j:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 94
+    mov ecx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    .byte 0x66, 0x90
-    jmp 1f
-1:
-    mov ecx, 236
-    test ebx, 40960
-    jnz 1f
-1:
-    mov ecx, 70
-    addsd xmm8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    paddq xmm8, xmmword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], ecx
+    mov ecx, eax
+    mov dword ptr [r15 + 0], 71
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    mov ecx, 248
+    movzx eax, cl
+    imul rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 1073741824
+    jz 1f
 1:
-    jmp 1f
-1:
-    pcmpeqb xmm8, xmm4
+    add rbp, qword ptr [r15 + 0]
+    lea r8, [r11 + r11*2]
+    mov dword ptr [r15 + 0], 93
+    and ebp, dword ptr [r15 + 0]
     test ebx, 86016
     jnz 1f
 1:
-    add rcx, qword ptr [r15 + 0]
+    and r8, 1984
+    and eax, dword ptr [r15 + r8 + 3008]
+    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
-    mov qword ptr [r14 + 0], rcx
-    mov ecx, dword ptr [r15 + r9 + 640]
+    mov ecx, dword ptr [r15 + r8 + 2944]
+    and rbp, 64
+    and ecx, dword ptr [r15 + rbp + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    and eax, dword ptr [r15 + r8 + 2880]
+    and r9, 64
+    add r8, qword ptr [r15 + r9 + 384]
+    mov rcx, rbp
+    test ebx, 256
+    jz 1f
+1:
+    mov r8d, ecx
+    add r8, qword ptr [r14 + 0]
+    movsxd rdi, dword ptr [r14 + 0]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    movdqu xmm8, xmmword ptr [r15 + r8 + 512]
-    and ecx, dword ptr [r15 + rbp + 448]
+    jmp 1f
+1:
+    mulsd xmm0, qword ptr [r14 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, al
+    mov r8, qword ptr [r15 + rbp + 448]
+    movzx ecx, byte ptr [r15 + r9 + 320]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b1_done
 .Lc2_b1_c1:
+    lea rcx, [rip + .Lc2_d128_j]
+    add rcx, qword ptr [r15 + 11724256]
+    jmp rcx
+.Lc2_d128_j:
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    add rbp, qword ptr [r15 + 0]
+    pmovmskb ebp, xmm0
     .byte 0x66, 0x90
+    mov qword ptr [r15 + 0], rax
+    movq xmm0, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov ebp, 226
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    movdqu xmmword ptr [r15 + 0], xmm8
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movdqu xmm0, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 55
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 141
+    lea rbp, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + 0], rbp
     and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 256]
-    jmp 1f
-1:
+    lea r8, [r11 + r11*1]
+    addsd xmm0, qword ptr [r15 + rbp + 320]
     and r8, 64
-    and ecx, dword ptr [r15 + r8 + 320]
+    mulsd xmm0, qword ptr [r14 + r8 + 128]
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    lock add qword ptr [r15 + r8 + 384], rbp
-    mov rcx, rcx
-    mov rcx, qword ptr [r14 + 0]
-    mov qword ptr [r14 + 0], rcx
+    pcmpeqb xmm5, xmmword ptr [r15 + rbp + 384]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 320], r9b
+    and ebp, dword ptr [r15 + r9 + 384]
+    add rbp, qword ptr [r15 + r8 + 64]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    pcmpeqb xmm8, xmmword ptr [r14 + rbp + 192]
-    and r8, 64
-    add rcx, qword ptr [r15 + r8 + 576]
-    mov rbp, qword ptr [r15 + r8 + 640]
-    mov r8, r9
+    mov ebp, ebp
+    mov dword ptr [r14 + 0], ebp
+    jmp 1f
+1:
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b1_done
 .Lc2_b1_c2:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rax, qword ptr [r15 + 11724248]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 11724248], rax
+    lea rcx, [rip + .Lc2_d188_j]
+    add rcx, qword ptr [r15 + 11724256]
+    jmp rcx
+.Lc2_d188_j:
     lea rbp, [r11 + r11*1]
-    lea r8, [r11*8]
+    and rbp, 64
+    movzx eax, byte ptr [r14 + rbp + 192]
+    mov ecx, dword ptr [r14 + 0]
+    movsxd r8, dword ptr [r14 + 0]
     jmp 1f
 1:
     lea r9, [r11 + r11*1]
-    and r8, 448
-    mov ecx, dword ptr [r14 + r8 + 896]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 256], rsi
-    test ebx, 640
-    jnz 1f
-1:
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 640]
-    and ecx, dword ptr [r15 + r9 + 576]
-    xchg qword ptr [r15 + r8 + 1088], r9
-    jmp 1f
-1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r9
     jmp 1f
 1:
-    mov r9, r8
-    test ebx, 73728
-    jnz 1f
-1:
-    jmp 1f
-1:
-    pcmpeqb xmm8, xmmword ptr [r14 + r8 + 832]
-    mov dword ptr [r15 + r8 + 1024], 91
+    mov rcx, r9
+    and r9, 64
+    and eax, dword ptr [r15 + r9 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 1280], 85
-    movdqu xmm8, xmmword ptr [r15 + r8 + 1216]
-    movsxd rdx, dword ptr [r15 + r8 + 960]
-    or r9d, 1
-    xor edx, edx
-    div r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movdqu xmm8, xmmword ptr [r15 + rbp + 192]
-    pmovmskb edx, xmm8
-    jmp 1f
-1:
+    pcmpeqb xmm0, xmmword ptr [r15 + 0]
+    paddd xmm0, xmm5
+    and eax, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    add rdx, qword ptr [r15 + r8 + 1152]
+    mov dword ptr [r15 + 0], esi
+    mov qword ptr [r15 + 0], rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    ucomisd xmm0, xmm0
+    mov eax, 244
+    mov rdi, rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    imul r8d, edi, 33
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movq xmm5, rdi
+    lock xadd qword ptr [r15 + rbp + 256], r8
+    test dword ptr [r15 + 11724252], 32770
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 768], 108
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], 205
+    movdqu xmm0, xmmword ptr [r15 + r8 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b1_done
 .Lc2_b1_c3:
+    lea rcx, [rip + .Lc2_d245_j]
+    add rcx, qword ptr [r15 + 11724256]
+    jmp rcx
+.Lc2_d245_j:
+    add qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
+    imul r8, qword ptr [r15 + 0]
+    addsd xmm0, qword ptr [r15 + 0]
+    test ebx, 45056
+    jnz 1f
+1:
+    inc dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 198
+    movzx r8d, byte ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov qword ptr [r15 + 0], rdx
+    mov r8d, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 202
-    add rdx, qword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 77
+    add qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    paddd xmm8, xmm6
+    pxor xmm0, xmm5
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, dl
-    mov byte ptr [r15 + 0], r9b
-    mov r9, rsi
-    mov r9d, edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    addsd xmm8, qword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 24576
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    movq xmm8, r9
-    and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 192]
-    lea rbp, [r11 + r11*2]
-    mov esi, 194
-    and rbp, 192
-    inc dword ptr [r15 + rbp + 1920]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and edx, dword ptr [r15 + rbp + 1984]
-    movzx esi, byte ptr [r14 + 0]
-    add qword ptr [r14 + 0], rsi
-    lea r8, [r11 + r11*1]
-    mov esi, esi
-    test ebx, 3264
-    jnz 1f
-1:
+    lea r8, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    or qword ptr [r15 + r8 + 384], 127
-    mov byte ptr [r14 + r9 + 256], r8b
-    movsd qword ptr [r15 + r8 + 320], xmm8
-    movzx r8d, byte ptr [r14 + rbp + 1856]
+    lock add qword ptr [r15 + r8 + 256], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    .byte 0x0f, 0x1f, 0x00
+    and rbp, 64
+    mov esi, dword ptr [r14 + rbp + 64]
+    mov edi, dword ptr [r14 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, ebp
+    jmp 1f
+1:
+    mov esi, esi
+    mov qword ptr [r14 + 0], rsi
+    lea r9, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsd qword ptr [r15 + r8 + 192], xmm0
+    mov byte ptr [r14 + rbp + 128], r9b
+    and r9, 64
+    add r8, qword ptr [r15 + r9 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 768], r8d
+    movzx r8d, r8b
+    jmp 1f
+1:
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
-// block 2: 512 bytes, 2 chunk(s), 32 chunk executions per call
-    mov rbx, qword ptr [r15 + 11838960]
-    lea rcx, [rbx + 32]
-    mov qword ptr [r15 + 11838960], rcx
-    mov r13d, 32
+// block 2: 512 bytes, 2 chunk(s), 28 chunk executions per call
+    mov rbx, qword ptr [r15 + 11724280]
+    lea rcx, [rbx + 28]
+    mov qword ptr [r15 + 11724280], rcx
+    mov r13d, 28
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    movdqu xmm0, xmmword ptr [r15 + 0]
+    movsd xmm5, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
     and ecx, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
+    movsd xmm0, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    paddq xmm0, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, sil
-    mov dword ptr [r15 + 0], 96
-    movq qword ptr [r15 + 0], xmm8
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    pmovmskb esi, xmm0
-    paddq xmm8, xmmword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 56704
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movdqu xmm8, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
     movzx ecx, byte ptr [r15 + 0]
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 320]
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 0], 69
+    lea r8, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    pcmpeqb xmm8, xmm14
-    movzx r8d, byte ptr [r14 + 0]
-    mov esi, 139
-    mov dword ptr [r14 + 0], 27
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    add rcx, qword ptr [r15 + r8 + 640]
+    mov dword ptr [r14 + 0], r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r14 + 0], sil
-    lea r8, [r11 + r11*1]
-    mov esi, r8d
+    mov ecx, 217
+    mov dword ptr [r14 + 0], ecx
+    movzx ecx, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, r8b
+    lea r9, [r11 + r11*1]
+    paddd xmm0, xmm0
+    and r9, 64
+    mulsd xmm0, qword ptr [r14 + r9 + 64]
     jmp 1f
 1:
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 640]
-    test ebx, 64320
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
-    and esi, dword ptr [r15 + rbp + 384]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 2368], 237
-    mov r9, qword ptr [r14 + r8 + 576]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 128], rbp
+    and rbp, 64
+    movsd xmm0, qword ptr [r15 + rbp + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movdqu xmm0, xmmword ptr [r15 + r8 + 576]
+    mov qword ptr [r15 + rbp + 384], rax
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b2_done
 .Lc2_b2_c1:
-    mov rsi, r9
-    jmp 1f
+    lea rcx, [rip + .Lc2_d367_j]
+    add rcx, qword ptr [r15 + 11724256]
+    jmp rcx
+.Lc2_d367_j:
+    paddq xmm0, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    paddq xmm8, xmmword ptr [r14 + 0]
-    mov dword ptr [r14 + 0], 56
-    lea r9, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movdqu xmm8, xmmword ptr [r14 + 0]
-    and esi, dword ptr [r14 + 0]
-    and r9, 192
-    addsd xmm8, qword ptr [r15 + r9 + 2112]
-    xor dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
     inc dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    test ebx, 44032
-    jnz 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    mulsd xmm8, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], 143
+    mov qword ptr [r15 + 0], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 82
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov r8d, r8d
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 222
+    pshufd xmm0, xmm0, 224
+    mov rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     lea rbp, [r11 + r11*1]
-    pcmpeqb xmm8, xmmword ptr [r15 + 0]
-    and rbp, 192
-    add r8, qword ptr [r15 + rbp + 1920]
-    mov byte ptr [r14 + rbp + 1856], r8b
-    mov r8, r11
-    pmovmskb ebp, xmm8
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    and ecx, dword ptr [r15 + r9 + 704]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], ebp
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], r8b
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + r8 + 128]
+    mov dword ptr [r14 + rbp + 192], ecx
+    mov byte ptr [r15 + r9 + 768], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, dl
+    maxsd xmm0, xmm3
+    mov ecx, dword ptr [r14 + 0]
+    pcmpeqb xmm0, xmm5
+    test ebx, 44928
     jz 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 9024], r8d
-    mov byte ptr [r15 + r9 + 2176], r8b
-    paddd xmm8, xmm8
+    movsxd rcx, dword ptr [r14 + 0]
+    movsd xmm0, qword ptr [r14 + 0]
+    mov r8, rbp
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b2_c0
 .Lc2_b2_done:
-// block 3: 1024 bytes, 4 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 11838968]
+// block 3: 2048 bytes, 8 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 11724288]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 11838968], rcx
+    mov qword ptr [r15 + 11724288], rcx
     mov r13d, 1
     mov eax, ebx
-    and eax, 3
+    and eax, 7
     lea rcx, [rip + .Lc2_b3_stubs]
     lea rcx, [rcx + rax*8]
     jmp rcx
@@ -3550,456 +3957,738 @@ ditto_body_c2:
     jmp .Lc2_b3_c2
     .p2align 3
     jmp .Lc2_b3_c3
+    .p2align 3
+    jmp .Lc2_b3_c4
+    .p2align 3
+    jmp .Lc2_b3_c5
+    .p2align 3
+    jmp .Lc2_b3_c6
+    .p2align 3
+    jmp .Lc2_b3_c7
     .p2align 6
 .Lc2_b3_c0:
-    mov ecx, 254
-    mov ecx, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 16384
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lock add qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 32
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 102400
-    jnz 1f
-1:
-    pmovmskb ecx, xmm8
-    mov ecx, 190
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r14 + 0]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    xor dword ptr [r14 + rbp + 320], ebp
+    mov eax, 196
+    mov eax, 194
     and r8, 64
-    movdqu xmm8, xmmword ptr [r14 + r8 + 704]
-    and r9, 64
-    and ecx, dword ptr [r14 + r9 + 512]
+    xor dword ptr [r14 + r8 + 640], r8d
+    mov eax, 230
     test ebx, 1073741824
     jnz 1f
 1:
-    xor dword ptr [r14 + rbp + 384], ecx
-    movsxd rcx, dword ptr [r14 + r8 + 768]
-    mov dword ptr [r14 + r9 + 448], 131
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock xadd qword ptr [r15 + 0], rcx
+    lock add qword ptr [r15 + 0], rcx
+    mov eax, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    pmovmskb eax, xmm0
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r14 + 0], eax
+    and rbp, 64
+    mov qword ptr [r14 + rbp + 512], rbp
+    and r9, 64
+    lock xadd qword ptr [r15 + r9 + 384], rcx
+    test ebx, 204800
+    jnz 1f
+1:
+    pxor xmm0, xmm5
+    mov rcx, rcx
+    xor dword ptr [r14 + r8 + 576], ecx
+    mov dword ptr [r14 + rbp + 448], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + r9 + 320], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c1:
-    mov rax, qword ptr [r15 + 11838936]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 11838936], rax
-    lea r8, [r11 + r11*1]
-    mov rax, r8
-    movzx eax, al
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 16
-    movzx eax, r8b
-    test dword ptr [r15 + 11838939], 142606336
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 73728
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1216
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    pshufd xmm8, xmm8, 2
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, r9
-    and r9, 64
-    movsxd rax, dword ptr [r14 + r9 + 128]
-    mov rbp, rax
+    mov ecx, ecx
     lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rcx, rbp
     and rbp, 64
-    mov qword ptr [r15 + rbp + 256], rbp
-    mov esi, 211
+    add rcx, qword ptr [r15 + rbp + 256]
     jmp 1f
 1:
-    addsd xmm8, qword ptr [r14 + r8 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    xchg qword ptr [r15 + rbp + 192], rbp
-    movzx r8d, byte ptr [r14 + r9 + 64]
-    movzx r9d, byte ptr [r14 + 0]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, r8
+    mov ecx, ecx
+    mov rcx, r8
+    test ebx, 155648
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, rcx
+    lea r8, [r11 + r11*4]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1024], r8d
+    imul rcx, qword ptr [r15 + r8 + 960]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + r8 + 896]
+    and ecx, dword ptr [r14 + r8 + 1088]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    add qword ptr [r14 + rbp + 192], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 832], r9d
+    and r9, 64
+    mov qword ptr [r14 + r9 + 448], rcx
+    mov dword ptr [r15 + r9 + 512], 55
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c2:
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    movzx r9d, bpl
-    mov rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 0], ebp
-    and ebp, dword ptr [r15 + 0]
-    movzx esi, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    addsd xmm8, xmm8
-    add rbp, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movdqu xmm8, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    movzx ebp, bpl
-    lea rbp, [r11 + r11*1]
-    test ebx, 45056
+    movzx r9d, cl
+    movzx r9d, r9b
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 208
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 576]
-    test ebx, 45056
-    jnz 1f
-1:
-    and r9d, dword ptr [r14 + 0]
-    movq qword ptr [r14 + 0], xmm8
-    lea r8, [r11 + r11*1]
-    movzx eax, r8b
-    movzx eax, al
-    test ebx, 88064
-    jnz 1f
-1:
-    and r8, 64
     lea r9, [r11 + r11*1]
-    mov rax, qword ptr [r15 + r8 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    and eax, dword ptr [r15 + r9 + 448]
-    pcmpeqb xmm8, xmmword ptr [r15 + r9 + 512]
+    xchg qword ptr [r15 + r9 + 192], rcx
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    and eax, dword ptr [r14 + r8 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movdqu xmm8, xmmword ptr [r15 + rbp + 640]
+    and r8, 448
+    and ecx, dword ptr [r14 + r8 + 1408]
+    and rbp, 64
+    xchg qword ptr [r15 + rbp + 512], rcx
+    and ecx, dword ptr [r14 + r9 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rax
-    movzx eax, al
-    movzx eax, al
+    movzx ecx, cl
+    ucomisd xmm0, xmm9
+    jmp 1f
+1:
+    pmovmskb ecx, xmm7
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, ecx
+    addsd xmm5, qword ptr [r15 + r8 + 1344]
+    lock add qword ptr [r15 + rbp + 448], rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c3:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 128]
-    mov ecx, 232
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
-    mov ecx, dword ptr [r14 + r8 + 256]
-    test ebx, 24576
+    movzx ecx, cl
+    mov ecx, 229
+    lea rbp, [r11*8]
+    mov ecx, 150
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1152], ebp
+    test ebx, 155648
     jnz 1f
 1:
-    pcmpeqb xmm8, xmm14
-    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    pcmpeqb xmm5, xmm0
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    movsd xmm5, qword ptr [r15 + rbp + 960]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    addsd xmm3, qword ptr [r14 + r8 + 448]
+    mov qword ptr [r14 + rbp + 1024], r8
+    add rcx, qword ptr [r15 + rbp + 1088]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 832], r9b
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 73
+    movdqu xmm3, xmmword ptr [r14 + r9 + 64]
+    movzx ecx, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + rbp + 896]
+    mov r9d, ecx
+    mov qword ptr [r15 + r8 + 512], r8
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc2_b3_done
+.Lc2_b3_c4:
+    movzx r9d, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 90112
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*2]
+    jmp 1f
+1:
+    and r9, 448
+    paddq xmm5, xmmword ptr [r15 + r9 + 1472]
+    lea r8, [r11 + r11*1]
+    mov rcx, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 512], r8b
+    lock xadd qword ptr [r15 + r8 + 448], r8
+    mov rbp, r11
+    add r8, qword ptr [r14 + r9 + 1408]
+    and rbp, 131008
+    mov dword ptr [r14 + rbp + 2147136], ebp
+    test ebx, 81920
+    jz 1f
+1:
+    movsd xmm5, qword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    por xmm5, xmm5
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc2_b3_done
+.Lc2_b3_c5:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    movsxd r8, dword ptr [r15 + rbp + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, ebp
+    movq xmm5, r8
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, bpl
+    movzx r8d, r8b
+    mov r8d, 66
+    jmp 1f
+1:
+    test ebx, 204800
+    jnz 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movq xmm5, r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    subsd xmm5, xmm5
+    test ebx, 32768
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r8b
+    .byte 0x66, 0x90
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + rbp + 256]
+    lea r8, [r11 + r11*1]
+    mov rbp, r8
+    and r8, 64
+    mov byte ptr [r14 + r8 + 320], r9b
+    lea rbp, [r11 + r11*1]
+    mov r9, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 640], 29
+    movzx r9d, byte ptr [r15 + r8 + 384]
+    xor dword ptr [r14 + rbp + 576], r9d
+    mov r9d, dword ptr [r14 + 0]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc2_b3_done
+.Lc2_b3_c6:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 147456
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    lock add qword ptr [r15 + 0], rcx
-    mov ecx, 66
-    jmp 1f
-1:
-    lock xadd qword ptr [r15 + 0], rcx
+    mov rcx, qword ptr [r15 + 0]
+    mov r9d, 38
+    mov r9d, ebp
+    lock xadd qword ptr [r15 + 0], r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
+    movzx r9d, cl
+    addsd xmm5, xmm5
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 244
-    test bl, 80
+    test ebx, 1073741824
     jnz 1f
 1:
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
+    mov ecx, 138
+    jmp 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 192], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    add rcx, qword ptr [r14 + 0]
+    and rbp, 64
+    and ecx, dword ptr [r14 + rbp + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + rbp + 512]
+    lea rbp, [r11 + r11*1]
+    paddq xmm5, xmmword ptr [r15 + r9 + 256]
+    mov r9d, ebp
+    and rbp, 64
+    mov r9, qword ptr [r14 + rbp + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movdqu xmm5, xmmword ptr [r15 + rbp + 320]
+    movq xmm3, rbp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc2_b3_done
+.Lc2_b3_c7:
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11*8]
+    jmp 1f
+1:
+    and rbp, 64
+    and ecx, dword ptr [r14 + rbp + 384]
+    and r9, 448
+    mov r8d, dword ptr [r14 + r9 + 1216]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, r8b
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    por xmm14, xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul ecx, ecx, 99
+    mulsd xmm3, xmm5
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 116736
-    jnz 1f
+    jmp 1f
 1:
     and r8, 64
-    mov eax, dword ptr [r15 + r8 + 320]
-    movdqu xmm14, xmmword ptr [r15 + rbp + 64]
-    mov dword ptr [r14 + r8 + 384], eax
-    movzx eax, al
+    mov ecx, dword ptr [r15 + r8 + 128]
+    mov edx, ecx
+    jmp 1f
+1:
+    test ebx, 57344
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    paddq xmm3, xmmword ptr [r15 + r9 + 1152]
+    test ebx, 32768
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 214
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r14 + r9 + 1024]
     test ebx, 1073741824
     jnz 1f
 1:
-    pcmpeqb xmm14, xmm8
-    .byte 0x66, 0x90
+    mov ecx, 235
+    movsxd rcx, dword ptr [r15 + r9 + 1088]
     jmp 1f
 1:
-    or qword ptr [r14 + 0], 41
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + r9 + 896], 135
+    movsxd rbp, dword ptr [r15 + r8 + 64]
+    mov dword ptr [r15 + r9 + 832], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + r9 + 960]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b3_c0
 .Lc2_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 33 chunk executions per call
-    mov rbx, qword ptr [r15 + 11838976]
-    lea rcx, [rbx + 33]
-    mov qword ptr [r15 + 11838976], rcx
-    mov r13d, 33
+// block 4: 64 bytes, 1 chunk(s), 36 chunk executions per call
+    mov rbx, qword ptr [r15 + 11724296]
+    lea rcx, [rbx + 36]
+    mov qword ptr [r15 + 11724296], rcx
+    mov r13d, 36
     jmp .Lc2_b4_c0
     .p2align 6
 .Lc2_b4_c0:
-    mov r8, r11
-    and r8, 448
-    add rcx, qword ptr [r15 + r8 + 832]
-    mov r8, r10
     jmp 1f
 1:
-    and r8, 64
-    imul rcx, qword ptr [r15 + r8 + 704]
-    test ebx, 1073741824
+    mov rbp, r11
+    movzx ecx, bpl
+    test ebx, 6144
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
+    mov r8, r11
+    and rbp, 448
+    movdqu xmmword ptr [r15 + rbp + 832], xmm3
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], r8
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b4_c0
 .Lc2_b4_done:
-// block 5: 64 bytes, 1 chunk(s), 104 chunk executions per call
-    mov r13d, 104
+// block 5: 64 bytes, 1 chunk(s), 97 chunk executions per call
+    mov r13d, 97
     jmp .Lc2_b5_c0
     .p2align 6
 .Lc2_b5_c0:
     mov r8, r11
     and r8, 64
-    mov qword ptr [r15 + r8 + 448], r8
+    mov qword ptr [r15 + r8 + 448], rdi
     mov r8, r11
     mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    or qword ptr [r15 + rbp + 320], 3
+    or qword ptr [r15 + rbp + 320], 117
     jmp 1f
 1:
     and r8, 64
-    lock or dword ptr [r15 + r8 + 64], 26
+    lock or dword ptr [r15 + r8 + 64], 7
     add r11, 64
     dec r13
     jnz .Lc2_b5_c0
 .Lc2_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 39 chunk executions per call
-    mov rbx, qword ptr [r15 + 11838992]
-    lea rcx, [rbx + 39]
-    mov qword ptr [r15 + 11838992], rcx
-    mov r13d, 39
+// block 6: 64 bytes, 1 chunk(s), 31 chunk executions per call
+    mov rbx, qword ptr [r15 + 11724312]
+    lea rcx, [rbx + 31]
+    mov qword ptr [r15 + 11724312], rcx
+    mov r13d, 31
     jmp .Lc2_b6_c0
     .p2align 6
 .Lc2_b6_c0:
-    mov rax, qword ptr [r15 + 11838936]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 11838936], rax
+    pshufd xmm3, xmm5, 128
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
     mov rbp, r11
-    mov ecx, r8d
-    and rbp, 64
-    mov byte ptr [r14 + rbp + 192], dil
-    test dword ptr [r15 + 11838940], 135331844
+    mov r8, r10
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r8
-    mov ebp, eax
+    mov byte ptr [r15 + 0], r8b
+    and r8, 1048512
+    mov dword ptr [r15 + r8 + 2278208], ecx
+    and rbp, 64
+    mov r8, qword ptr [r15 + rbp + 192]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b6_c0
 .Lc2_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 47 chunk executions per call
-    mov rbx, qword ptr [r15 + 11839000]
-    lea rcx, [rbx + 47]
-    mov qword ptr [r15 + 11839000], rcx
-    mov r13d, 47
+// block 7: 64 bytes, 1 chunk(s), 33 chunk executions per call
+    mov rbx, qword ptr [r15 + 11724320]
+    lea rcx, [rbx + 33]
+    mov qword ptr [r15 + 11724320], rcx
+    mov r13d, 33
     jmp .Lc2_b7_c0
     .p2align 6
 .Lc2_b7_c0:
-    pxor xmm8, xmm14
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 119
+    mov edi, ebp
     mov rbp, r11
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 4032
+    mov rcx, qword ptr [r14 + rbp + 4928]
+    and r8, 192
+    movzx ebp, byte ptr [r15 + r8 + 1856]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 45
-    mov ebp, 26
+    mov byte ptr [r15 + 0], dil
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b7_c0
 .Lc2_b7_done:
-// block 8: 64 bytes, 1 chunk(s), 37 chunk executions per call
-    mov rbx, qword ptr [r15 + 11839008]
-    lea rcx, [rbx + 37]
-    mov qword ptr [r15 + 11839008], rcx
-    mov r13d, 37
+// block 8: 64 bytes, 1 chunk(s), 31 chunk executions per call
+    mov rbx, qword ptr [r15 + 11724328]
+    lea rcx, [rbx + 31]
+    mov qword ptr [r15 + 11724328], rcx
+    mov r13d, 31
     jmp .Lc2_b8_c0
     .p2align 6
 .Lc2_b8_c0:
     mov rbp, r11
-    mov r8, r11
-    mov r9, r11
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 64]
-    and r8, 64
-    mov ebp, dword ptr [r15 + r8 + 192]
+    mov ecx, edi
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 2368]
+    mov ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 1984
-    movsd xmm8, qword ptr [r14 + r9 + 2880]
+    movzx ebp, cl
+    pcmpeqb xmm3, xmmword ptr [r14 + 0]
+    jmp 1f
+1:
+    mov ecx, 57
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b8_c0
 .Lc2_b8_done:
-// block 9: 64 bytes, 1 chunk(s), 27 chunk executions per call
-    mov rbx, qword ptr [r15 + 11839016]
-    lea rcx, [rbx + 27]
-    mov qword ptr [r15 + 11839016], rcx
-    mov r13d, 27
+// block 9: 64 bytes, 1 chunk(s), 16 chunk executions per call
+    mov rbx, qword ptr [r15 + 11724336]
+    lea rcx, [rbx + 16]
+    mov qword ptr [r15 + 11724336], rcx
+    mov r13d, 16
     jmp .Lc2_b9_c0
     .p2align 6
 .Lc2_b9_c0:
-    mov ecx, ebp
-    mov rcx, r9
-    mov ecx, 20
-    ucomisd xmm8, xmm8
+    lea rcx, [rip + .Lc2_d963_j]
+    add rcx, qword ptr [r15 + 11724256]
+    jmp rcx
+.Lc2_d963_j:
+    jmp 1f
+1:
+    mov ecx, 10
+    movq xmm3, rcx
+    jmp 1f
+1:
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rcx, rbp
+    and rbp, 64
+    movsxd rcx, dword ptr [r15 + rbp + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 138
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 200
+    movzx ebp, dil
+    imul rcx, rcx
+    or ecx, 1
+    xor edx, edx
+    div ecx
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b9_c0
 .Lc2_b9_done:
-// block 10: 64 bytes, 1 chunk(s), 43 chunk executions per call
-    mov rbx, qword ptr [r15 + 11839024]
-    lea rcx, [rbx + 43]
-    mov qword ptr [r15 + 11839024], rcx
-    mov r13d, 43
+// block 10: 64 bytes, 1 chunk(s), 31 chunk executions per call
+    mov rbx, qword ptr [r15 + 11724344]
+    lea rcx, [rbx + 31]
+    mov qword ptr [r15 + 11724344], rcx
+    mov r13d, 31
     jmp .Lc2_b10_c0
     .p2align 6
 .Lc2_b10_c0:
+    lea rcx, [rip + .Lc2_d993_j]
+    add rcx, qword ptr [r15 + 11724256]
+    jmp rcx
+.Lc2_d993_j:
     mov rbp, r10
     mov r8, r11
     and rbp, 64
     add rcx, qword ptr [r14 + rbp + 576]
-    and r8, 448
-    addsd xmm8, qword ptr [r14 + r8 + 1344]
     jmp 1f
 1:
+    and r8, 448
+    addsd xmm3, qword ptr [r14 + r8 + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
@@ -4013,9 +4702,9 @@ ditto_body_c2:
     dec r13
     jnz .Lc2_b10_c0
 .Lc2_b10_done:
-    mov qword ptr [r15 + 11838912], r11
-    mov qword ptr [r15 + 11838920], r10
-    mov qword ptr [r15 + 11838928], r12
+    mov qword ptr [r15 + 11724224], r11
+    mov qword ptr [r15 + 11724232], r10
+    mov qword ptr [r15 + 11724240], r12
     ldmxcsr dword ptr [rsp]
     add rsp, 8
     pop r15
@@ -4033,29 +4722,30 @@ ditto_body_c2:
 ditto_body_init_c2:
     mov r8, qword ptr [rdi]
     movabs rax, 0x0
-    mov qword ptr [r8 + 11838944], rax
+    mov qword ptr [r8 + 11724264], rax
     movabs rax, 0x9e3779b97f4a7c14
-    mov qword ptr [r8 + 11838952], rax
+    mov qword ptr [r8 + 11724272], rax
     movabs rax, 0x3c6ef372fe94f82a
-    mov qword ptr [r8 + 11838960], rax
-    movabs rax, 0xdaa66d2c7ddf743c
-    mov qword ptr [r8 + 11838968], rax
+    mov qword ptr [r8 + 11724280], rax
+    movabs rax, 0xdaa66d2c7ddf7438
+    mov qword ptr [r8 + 11724288], rax
     movabs rax, 0x78dde6e5fd29f054
-    mov qword ptr [r8 + 11838976], rax
+    mov qword ptr [r8 + 11724296], rax
     movabs rax, 0x1715609f7c746c69
-    mov qword ptr [r8 + 11838984], rax
+    mov qword ptr [r8 + 11724304], rax
     movabs rax, 0xb54cda58fbbee87e
-    mov qword ptr [r8 + 11838992], rax
+    mov qword ptr [r8 + 11724312], rax
     movabs rax, 0x538454127b096493
-    mov qword ptr [r8 + 11839000], rax
+    mov qword ptr [r8 + 11724320], rax
     movabs rax, 0xf1bbcdcbfa53e0a8
-    mov qword ptr [r8 + 11839008], rax
+    mov qword ptr [r8 + 11724328], rax
     movabs rax, 0x8ff34785799e5cbd
-    mov qword ptr [r8 + 11839016], rax
+    mov qword ptr [r8 + 11724336], rax
     movabs rax, 0x2e2ac13ef8e8d8d2
-    mov qword ptr [r8 + 11839024], rax
+    mov qword ptr [r8 + 11724344], rax
     movabs rax, 0x4fca4a4c4a621b1f
-    mov qword ptr [r8 + 11838936], rax
+    mov qword ptr [r8 + 11724248], rax
+    mov qword ptr [r8 + 11724256], 0
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5

@@ -38,6 +38,15 @@ pub struct BranchStat {
     last: u8, // 0 unknown, 1 not taken, 2 taken
 }
 
+/// Per static indirect jump or call, per thread.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IndirectStat {
+    pub executions: u64,
+    /// Executions whose target differed from the site's previous target.
+    pub changes: u64,
+    last_target: u64, // 0 unknown
+}
+
 /// What one thread did in the current window.
 #[derive(Debug, Clone)]
 pub struct ThreadCounts {
@@ -47,6 +56,8 @@ pub struct ThreadCounts {
     pub instruction_bytes: u64,
     pub mix: [u64; MIX_SLOTS],
     pub branches: Vec<BranchStat>,
+    /// Indexed by the process's indirect site id.
+    pub indirect: Vec<IndirectStat>,
     pub raw: [u64; DEP_BINS],
     pub war: [u64; DEP_BINS],
     pub waw: [u64; DEP_BINS],
@@ -69,6 +80,7 @@ impl ThreadCounts {
             instruction_bytes: 0,
             mix: [0; MIX_SLOTS],
             branches: Vec::new(),
+            indirect: Vec::new(),
             raw: [0; DEP_BINS],
             war: [0; DEP_BINS],
             waw: [0; DEP_BINS],
@@ -85,7 +97,16 @@ impl ThreadCounts {
     fn reset(&mut self) {
         let (tid, lwp) = (self.tid, self.lwp);
         let branches = std::mem::take(&mut self.branches);
+        let indirect = std::mem::take(&mut self.indirect);
         *self = ThreadCounts::new(tid, lwp);
+        // Likewise each indirect site's last target.
+        self.indirect = indirect
+            .into_iter()
+            .map(|b| IndirectStat {
+                last_target: b.last_target,
+                ..IndirectStat::default()
+            })
+            .collect();
         // Keep each branch's last direction so the first transition of the window is counted right.
         self.branches = branches
             .into_iter()
@@ -123,6 +144,9 @@ struct Thread {
     deps: DepState,
     /// Dynamic instruction index (never reset: distances span windows).
     clock: u64,
+    /// The indirect site this thread's last superblock ended with: its target is where the thread's
+    /// next superblock starts.
+    pending_indirect: Option<u32>,
 }
 
 /// A superblock ready for execution accounting.
@@ -137,6 +161,9 @@ struct Superblock {
     exits: Vec<stream::ExitItem>,
     /// For each instruction: (exit index, branch taken when that exit is taken, static branch id).
     branch_exit: Vec<Option<(u16, bool, u32)>>,
+    /// The indirect site id of the last instruction, when it is an indirect jump or call (it then
+    /// ends the superblock, and runs when the superblock runs to its end).
+    ends_indirect: Option<u32>,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -154,6 +181,7 @@ pub struct ProcessAnalysis {
     sbs: Vec<Option<Superblock>>,
     strides: Vec<StrideState>,
     branch_of_static: HashMap<u32, u32>,
+    indirect_of_static: HashMap<u32, u32>,
     threads: Vec<Thread>,
     thread_index: HashMap<u32, usize>,
     cur_thread: usize,
@@ -201,6 +229,7 @@ impl ProcessAnalysis {
             sbs: Vec::new(),
             strides: Vec::new(),
             branch_of_static: HashMap::new(),
+            indirect_of_static: HashMap::new(),
             threads: Vec::new(),
             thread_index: HashMap::new(),
             cur_thread: usize::MAX,
@@ -268,6 +297,7 @@ impl ProcessAnalysis {
                     if self.cur_thread == usize::MAX {
                         self.switch_thread(0);
                     }
+                    self.resolve_indirect(idx);
                     self.cur_sb = Some(idx);
                     self.mem_cursor = 0;
                 }
@@ -299,6 +329,7 @@ impl ProcessAnalysis {
                 counts: ThreadCounts::new(tid, lwp),
                 deps: DepState::new(),
                 clock: 0,
+                pending_indirect: None,
             });
             self.threads.len() - 1
         });
@@ -339,6 +370,12 @@ impl ProcessAnalysis {
                 branch_exit[e.instr as usize] = Some((k as u16, e.target != fall_through, bid));
             }
         }
+        let ends_indirect = instrs.last().and_then(|&si| {
+            self.statics[si as usize].is_indirect.then(|| {
+                let next = self.indirect_of_static.len() as u32;
+                *self.indirect_of_static.entry(si).or_insert(next)
+            })
+        });
         let mut mem_slot = Vec::with_capacity(def.mems.len());
         let mut mem_is_modify_store = Vec::with_capacity(def.mems.len());
         // Strides are tracked per static instruction and access ordinal, not per superblock: the same
@@ -370,8 +407,35 @@ impl ProcessAnalysis {
             mem_is_modify_store,
             exits: def.exits,
             branch_exit,
+            ends_indirect,
         });
         Ok(())
+    }
+
+    /// Counts the current thread's pending indirect jump or call, whose target is the start of
+    /// superblock `idx`, the one the thread enters next.
+    fn resolve_indirect(&mut self, idx: usize) {
+        let Some(t) = self.threads.get_mut(self.cur_thread) else {
+            return;
+        };
+        let Some(site) = t.pending_indirect.take() else {
+            return;
+        };
+        let Some(&first) = self.sbs.get(idx).and_then(|s| s.as_ref()?.instrs.first()) else {
+            return;
+        };
+        let target = self.statics[first as usize].addr;
+        let c = &mut t.counts;
+        let site = site as usize;
+        if c.indirect.len() <= site {
+            c.indirect.resize(site + 1, IndirectStat::default());
+        }
+        let st = &mut c.indirect[site];
+        st.executions += 1;
+        if st.last_target != 0 && st.last_target != target {
+            st.changes += 1;
+        }
+        st.last_target = target;
     }
 
     #[inline]
@@ -435,6 +499,9 @@ impl ProcessAnalysis {
             return;
         }
         let t = &mut self.threads[self.cur_thread];
+        if exit.is_none() {
+            t.pending_indirect = sb.ends_indirect;
+        }
         let c = &mut t.counts;
         let d = &mut t.deps;
         let mut last_page = self.last_page;
@@ -700,6 +767,64 @@ mod tests {
             let (h, _) = c.dcache.hit_rate(4096).unwrap();
             assert!((h - (n - 13) as f64 / n as f64).abs() < 1e-9, "{h}");
         }
+    }
+
+    fn one_instr_def(id: u64, addr: u64, bytes: &[u8]) -> SbDefinition {
+        SbDefinition {
+            id,
+            start: addr,
+            instrs: vec![instr(addr, bytes)],
+            mems: vec![],
+            exits: vec![],
+        }
+    }
+
+    #[test]
+    fn an_indirect_jump_counts_a_target_change_where_the_next_superblock_starts_elsewhere() {
+        // jmp rax at 0x3000 (superblock 1), landing on 0x4000 (2) or 0x5000 (3), both `nop`; a
+        // second thread runs in between without disturbing the first one's pending jump.
+        let mut w = encode::header(10, 0);
+        w.push(control(TAG_THREAD, (1 << 32) | 10));
+        w.extend(encode::sb_def(&one_instr_def(1, 0x3000, &[0xff, 0xe0])));
+        w.extend(encode::sb_def(&one_instr_def(2, 0x4000, &[0x90])));
+        w.extend(encode::sb_def(&one_instr_def(3, 0x5000, &[0x90])));
+        // Targets A A B A B B B: changes at executions 3, 4, 5 of 7.
+        for (k, target) in [2u64, 2, 3, 2, 3, 3, 3].into_iter().enumerate() {
+            w.push(control(TAG_SB_ENTER, 1));
+            if k == 2 {
+                w.push(control(TAG_THREAD, (2 << 32) | 11));
+                w.push(control(TAG_SB_ENTER, 2));
+                w.push(control(TAG_THREAD, (1 << 32) | 10));
+            }
+            w.push(control(TAG_SB_ENTER, target));
+        }
+        let c = run(&w);
+        let t = &c.threads[0];
+        assert_eq!(t.indirect.len(), 1);
+        assert_eq!(t.indirect[0].executions, 7);
+        assert_eq!(t.indirect[0].changes, 3);
+        assert!(
+            c.threads[1].indirect.is_empty(),
+            "the other thread ran no jump"
+        );
+        assert!(
+            t.branches.is_empty(),
+            "an indirect jump is not a conditional branch"
+        );
+    }
+
+    #[test]
+    fn a_return_is_not_an_indirect_branch() {
+        let mut w = encode::header(10, 0);
+        w.push(control(TAG_THREAD, (1 << 32) | 10));
+        w.extend(encode::sb_def(&one_instr_def(1, 0x3000, &[0xc3])));
+        w.extend(encode::sb_def(&one_instr_def(2, 0x4000, &[0x90])));
+        w.extend(encode::sb_def(&one_instr_def(3, 0x5000, &[0x90])));
+        for target in [2u64, 3, 2] {
+            w.push(control(TAG_SB_ENTER, 1));
+            w.push(control(TAG_SB_ENTER, target));
+        }
+        assert!(run(&w).threads[0].indirect.is_empty());
     }
 
     #[test]

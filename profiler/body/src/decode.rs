@@ -30,6 +30,8 @@ pub struct StaticInstr {
     pub class: ClassId,
     pub operand: u8,
     pub is_cond_branch: bool,
+    /// An indirect jump or call (`jmp rax`, `call [rax + 8]`); returns are not.
+    pub is_indirect: bool,
     pub is_rep_string: bool,
     /// Loads whose address is computed from a register (candidates for pointer chasing).
     pub is_load: bool,
@@ -145,6 +147,10 @@ impl InstrDecoder {
             push(&mut s.writes, &mut s.n_writes, FLAGS_SLOT);
         }
         s.is_cond_branch = instr.flow_control() == FlowControl::ConditionalBranch;
+        s.is_indirect = matches!(
+            instr.flow_control(),
+            FlowControl::IndirectBranch | FlowControl::IndirectCall
+        );
         s.is_rep_string = string_op && (instr.has_rep_prefix() || instr.has_repne_prefix());
         let implicit_lock = instr.mnemonic() == Mnemonic::Xchg && writes_mem;
         s.class = if instr.has_lock_prefix() || implicit_lock {
@@ -231,6 +237,18 @@ mod tests {
         assert_eq!(class(&s), "branch");
         assert!(s.is_cond_branch);
         assert!(s.reads[..s.n_reads as usize].contains(&FLAGS_SLOT));
+        assert!(!s.is_indirect);
+        // jmp rax, call [rax + 8]: indirect; ret, call rel32: not.
+        for (bytes, indirect) in [
+            (&[0xff, 0xe0][..], true),
+            (&[0xff, 0x50, 0x08][..], true),
+            (&[0xc3][..], false),
+            (&[0xe8, 0, 0, 0, 0][..], false),
+        ] {
+            let s = dec(bytes);
+            assert_eq!(s.is_indirect, indirect, "{bytes:02x?}");
+            assert!(!s.is_cond_branch);
+        }
         // vaddpd ymm0, ymm1, ymm2
         assert_eq!(class(&dec(&[0xc5, 0xf5, 0x58, 0xc2])), "simd256");
         // addpd xmm0, xmm1

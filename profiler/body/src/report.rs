@@ -2,10 +2,13 @@
 //! every count becomes a per-request figure or a share.
 
 use ditto_profile::{
-    Body, Branches, ClusterBody, Dependencies, Histogram, HitCurve, HitPoint, MixShare,
+    Body, Branches, ClusterBody, Dependencies, Histogram, HitCurve, HitPoint, IndirectBranches,
+    MixShare,
 };
 
-use crate::analysis::{rate_bin, BranchStat, ProcessCounts, ThreadCounts, DEP_BINS, RATE_BINS};
+use crate::analysis::{
+    rate_bin, BranchStat, IndirectStat, ProcessCounts, ThreadCounts, DEP_BINS, RATE_BINS,
+};
 use crate::cache::CurveSim;
 use crate::classes::{CLASSES, OPERANDS};
 
@@ -219,6 +222,29 @@ fn cluster_body(
         }
     }
 
+    // Indirect sites merge the same way; a site's target changes are counted per thread.
+    let mut change_hist = [0u64; IndirectBranches::BINS];
+    let (mut indirect_executions, mut indirect_changes, mut indirect_sites) = (0u64, 0u64, 0u64);
+    for &p in procs {
+        let mut merged: Vec<IndirectStat> = Vec::new();
+        for (_, t) in threads.iter().filter(|(tp, _)| *tp == p) {
+            if merged.len() < t.indirect.len() {
+                merged.resize(t.indirect.len(), IndirectStat::default());
+            }
+            for (m, b) in merged.iter_mut().zip(&t.indirect) {
+                m.executions += b.executions;
+                m.changes += b.changes;
+            }
+        }
+        for b in merged.iter().filter(|b| b.executions > 0) {
+            let rate = b.changes as f64 / b.executions as f64;
+            change_hist[IndirectBranches::bin(rate)] += b.executions;
+            indirect_executions += b.executions;
+            indirect_changes += b.changes;
+            indirect_sites += 1;
+        }
+    }
+
     // Bucket 0 holds zero repeats, bucket k > 0 holds [2^(k-1), 2^k) (Histogram::from_log2_buckets).
     let mut rep = [0u64; 65];
     for (_, t) in threads {
@@ -257,6 +283,16 @@ fn cluster_body(
                     .map(|(&t, &all)| if all == 0 { 0.0 } else { t as f64 / all as f64 })
                     .collect(),
             ),
+            indirect: Some(IndirectBranches {
+                per_request: indirect_executions as f64 / requests,
+                static_count: indirect_sites,
+                target_change_rate: shares(change_hist),
+                mean_target_change_rate: if indirect_executions == 0 {
+                    0.0
+                } else {
+                    indirect_changes as f64 / indirect_executions as f64
+                },
+            }),
         },
         instruction_working_set: curve(&icache),
         data_working_set: curve(&dcache),

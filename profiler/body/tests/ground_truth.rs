@@ -3,8 +3,10 @@
 //! stated tolerance, and its hit curves must agree with cachegrind runs of the same program at four
 //! sizes (same geometry) within 2 points of hit rate.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -340,21 +342,59 @@ fn instruction_mix_and_rep_counts_are_recovered() {
     assert!(at16 as f64 >= 0.99 * total as f64, "rep counts {reps:?}");
 }
 
-/// Miss rates cachegrind reports for one program with I1 = D1 = `size` bytes.
-fn cachegrind(argv: &[String], size: u64) -> (f64, f64) {
-    let ways = if size < 1 << 20 { 8 } else { 16 };
-    let geometry = format!("{size},{ways},64");
-    let out = std::env::temp_dir().join(format!("ditto-gt-cg-{}-{size}", std::process::id()));
+#[test]
+fn indirect_calls_and_their_target_changes_are_recovered_and_counted_as_cachegrind_counts_them() {
+    let name = "indirect";
+    let b = profile(name);
+    let c = case(name);
+    let i = b.branches.indirect.expect("indirect jumps recorded");
+    let tol = num(&c["indirect_change_rate_tol"]);
+    for (k, want) in c["indirect_change_rate"]
+        .as_array()
+        .expect("bins")
+        .iter()
+        .enumerate()
+    {
+        within(
+            name,
+            &format!("target-change bin {k}"),
+            i.target_change_rate[k],
+            num(want),
+            tol,
+        );
+    }
+    let mean = c["mean_target_change_rate"].as_table().expect("mean");
+    within(
+        name,
+        "mean target-change rate",
+        i.mean_target_change_rate,
+        num(&mean["value"]),
+        num(&mean["tol"]),
+    );
+    // The whole run is one request: the count is cachegrind's Bi (indirect jumps and calls, no
+    // returns), start-up and exit included.
+    let argv = vec![programs().join("indirect").display().to_string()];
+    let bi = cachegrind_event(&argv, &["--cache-sim=no", "--branch-sim=yes"], "Bi");
+    within(
+        name,
+        "indirect calls against cachegrind's Bi (relative)",
+        i.per_request / bi,
+        1.0,
+        0.001,
+    );
+}
+
+/// The event totals (`summary:`) of a cachegrind run of `argv` with `options`, by event name.
+fn cachegrind_totals(argv: &[String], options: &[String]) -> HashMap<String, f64> {
+    static RUNS: AtomicUsize = AtomicUsize::new(0);
+    let out = std::env::temp_dir().join(format!(
+        "ditto-gt-cg-{}-{}",
+        std::process::id(),
+        RUNS.fetch_add(1, Ordering::Relaxed)
+    ));
     let status = Command::new("valgrind")
-        .args([
-            "--tool=cachegrind",
-            "--cache-sim=yes",
-            "--branch-sim=no",
-            "-q",
-        ])
-        .arg(format!("--I1={geometry}"))
-        .arg(format!("--D1={geometry}"))
-        .arg("--LL=268435456,16,64")
+        .args(["--tool=cachegrind", "-q"])
+        .args(options)
         .arg(format!("--cachegrind-out-file={}", out.display()))
         .args(argv)
         .stdout(Stdio::null())
@@ -363,22 +403,41 @@ fn cachegrind(argv: &[String], size: u64) -> (f64, f64) {
     assert!(status.success());
     let text = std::fs::read_to_string(&out).expect("cachegrind output");
     let _ = std::fs::remove_file(&out);
-    let events: Vec<&str> = text
-        .lines()
-        .find_map(|l| l.strip_prefix("events: "))
-        .expect("events line")
-        .split_whitespace()
-        .collect();
-    let summary: Vec<f64> = text
-        .lines()
-        .find_map(|l| l.strip_prefix("summary: "))
-        .expect("summary line")
-        .split_whitespace()
-        .map(|v| v.parse().expect("count"))
-        .collect();
-    let get = |e: &str| summary[events.iter().position(|x| *x == e).expect("event")];
-    let i_miss = get("I1mr") / get("Ir");
-    let d_miss = (get("D1mr") + get("D1mw")) / (get("Dr") + get("Dw"));
+    let line = |prefix: &str| -> Vec<String> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no '{prefix}' line"))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    line("events: ")
+        .into_iter()
+        .zip(line("summary: "))
+        .map(|(e, v)| (e, v.parse().expect("count")))
+        .collect()
+}
+
+/// One event's total from a cachegrind run of `argv` with `options`.
+fn cachegrind_event(argv: &[String], options: &[&str], event: &str) -> f64 {
+    let options: Vec<String> = options.iter().map(|o| o.to_string()).collect();
+    cachegrind_totals(argv, &options)[event]
+}
+
+/// Miss rates cachegrind reports for one program with I1 = D1 = `size` bytes.
+fn cachegrind(argv: &[String], size: u64) -> (f64, f64) {
+    let ways = if size < 1 << 20 { 8 } else { 16 };
+    let geometry = format!("{size},{ways},64");
+    let options = [
+        "--cache-sim=yes".to_string(),
+        "--branch-sim=no".to_string(),
+        format!("--I1={geometry}"),
+        format!("--D1={geometry}"),
+        "--LL=268435456,16,64".to_string(),
+    ];
+    let t = cachegrind_totals(argv, &options);
+    let i_miss = t["I1mr"] / t["Ir"];
+    let d_miss = (t["D1mr"] + t["D1mw"]) / (t["Dr"] + t["Dw"]);
     (1.0 - i_miss, 1.0 - d_miss)
 }
 

@@ -38,9 +38,9 @@ ditto_body_c1:
     xor r9d, r9d
     vzeroall
 // block 0: 2048 bytes, 8 chunk(s), 8 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117728]
+    mov rbx, qword ptr [r15 + 67117736]
     lea rcx, [rbx + 8]
-    mov qword ptr [r15 + 67117728], rcx
+    mov qword ptr [r15 + 67117736], rcx
     mov r13d, 8
     jmp .Lc1_b0_c0
     .p2align 6
@@ -48,52 +48,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10*8]
-    movzx eax, al
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 1664], rdi
-    mov rcx, qword ptr [r15 + rbp + 1728]
-    test dword ptr [r15 + 67117723], 134217728
+    lea rcx, [rip + .Lc1_d35_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp rcx
+.Lc1_d35_j:
+    movzx ecx, cl
+    mov eax, 128
+    sete bpl
+    test ebx, 304
     jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 1472], rcx
-    lea r8, [r10 + r10*1]
-    mov edi, r9d
-    mov r9d, r8d
-    test dword ptr [r15 + 67117724], 2182
-    jz 1f
+    mov rbp, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
 1:
-    and r8, 64
-    vmovdqu xmm1, xmmword ptr [r15 + r8 + 896]
-    lea r9, [r10 + r10*1]
-    mov ecx, 26
-    and r9, 64
-    mov edi, dword ptr [r15 + r9 + 256]
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
     test dword ptr [r15 + 67117724], 512
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r14 + rbp + 1792], r8d
-    movsxd rax, dword ptr [r15 + r9 + 192]
-    test ebx, 26560
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + rbp + 1856]
-    mov qword ptr [r15 + r8 + 832], rdx
-    sete al
-    test dword ptr [r15 + 67117724], 67110032
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + rbp + 1920]
-    movsxd rdx, dword ptr [r15 + rbp + 1536]
-    mov ecx, dword ptr [r15 + rbp + 1600]
-    test bl, 128
+    mov ecx, dword ptr [r15 + 0]
+    mov r8d, 28
+    mov rdi, rbp
+    lea rbp, [r10 + r10*1]
+    test dword ptr [r15 + 67117724], 134808577
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    movzx ebp, cl
-    movzx ecx, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov ecx, 75
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], dil
+    test ebx, 15264
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    vpaddd xmm3, xmm3, xmm5
+    mov edi, dword ptr [r14 + 0]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], 170
+    test dword ptr [r15 + 67117724], 16777216
+    jz 1f
+1:
+    mov rdi, r9
+    lea r8, [r10 + r10*1]
+    mov rcx, qword ptr [r14 + rbp + 448]
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 832]
+    test dword ptr [r15 + 67117724], 8388608
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + r8 + 896]
+    movzx eax, dl
+    mov rdx, qword ptr [r15 + r9 + 256]
     add r10, r11
     inc rbx
     dec r13
@@ -102,56 +111,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 896]
-    mov esi, dword ptr [r15 + 0]
-    sete cl
-    test dword ptr [r15 + 67117724], 1342308352
-    jnz 1f
-1:
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 524288
-    jz 1f
-1:
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    test dword ptr [r15 + 67117724], 805308456
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx r9d, al
-    mov r9, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 262144
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    movzx edi, byte ptr [r15 + 0]
-    vpaddq xmm15, xmm15, xmmword ptr [r14 + 0]
-    test dword ptr [r15 + 67117723], 8192
-    jnz 1f
-1:
     lea rbp, [r10 + r10*1]
-    movsxd rdi, dword ptr [r14 + 0]
     and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 384]
-    mov rdx, qword ptr [r15 + rbp + 320]
-    lea rbp, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + rbp + 384]
+    movzx esi, al
+    lea r8, [r10 + r10*1]
+    mov r9d, dword ptr [r14 + 0]
+    test ebx, 6528
+    jnz 1f
+1:
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 448]
+    movzx edx, byte ptr [r15 + 0]
+    mov rcx, rsi
+    test bl, 32
+    jnz 1f
+1:
+    mov edi, edx
+    mov r9, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 32768
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    bswap rcx
+    test dword ptr [r15 + 67117724], 4456448
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    bt rdx, r8
+    mov dword ptr [r15 + 0], edi
+    test dword ptr [r15 + 67117723], 65536
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov rcx, rdi
+    movsxd rdx, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
     test bl, 32
     jz 1f
 1:
-    movzx eax, bpl
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 640], rax
-    movsxd rsi, dword ptr [r15 + r8 + 832]
-    test ebx, 464
-    jz 1f
+    mov edi, 153
+    and r9, 64
+    mov dword ptr [r15 + r9 + 640], edi
+    movsxd rax, dword ptr [r15 + r8 + 512]
+    test bl, 64
+    jnz 1f
 1:
-    mov esi, dword ptr [r15 + rbp + 576]
+    mov esi, eax
+    mov rdx, qword ptr [r14 + rbp + 320]
+    movzx ecx, r8b
+    test bl, 64
+    jnz 1f
+1:
     mov rcx, rbp
+    movsxd rax, dword ptr [r15 + r9 + 576]
     add r10, r11
     inc rbx
     dec r13
@@ -160,62 +175,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    movzx eax, cl
-    test dword ptr [r15 + 67117724], 75628544
-    jnz 1f
-1:
-    movzx edx, al
-    mov edx, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 1233207936
+    lea rcx, [rip + .Lc1_d144_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp rcx
+.Lc1_d144_j:
+    movsxd rsi, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r8d, 199
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 29664
     jz 1f
 1:
-    mov edi, r8d
-    movzx edx, r8b
+    xchg rdi, rdx
+    mov dword ptr [r15 + 0], 63
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 1024
+    jnz 1f
+1:
     mov eax, dword ptr [r15 + 0]
-    mov esi, 70
-    test ebx, 4096
+    movzx edx, bpl
+    movzx edx, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 302041440
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    bt r8, rdi
-    test ebx, 12016
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov rbp, r8
-    mov edi, ecx
-    mov r8d, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 4194304
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 704]
-    test bl, 208
+    movzx ebp, byte ptr [r15 + 0]
+    bt rdx, rsi
+    lea r8, [r10 + r10*1]
+    btc dword ptr [r15 + 0], 12
+    test bl, 32
     jz 1f
 1:
-    mov edx, ebp
-    lea r8, [r10 + r10*1]
-    and r9, 64
-    mov byte ptr [r14 + r9 + 256], sil
+    xchg rsi, rbp
     and r8, 64
-    mov dword ptr [r15 + r8 + 832], r9d
-    mov rsi, qword ptr [r14 + 0]
-    test ebx, 576
+    mov byte ptr [r15 + r8 + 384], dil
+    vpaddq xmm3, xmm3, xmmword ptr [r14 + 0]
+    test bl, 80
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + r9 + 192]
-    mov rsi, qword ptr [r15 + r8 + 896]
-    mov eax, dword ptr [r15 + rbp + 768]
+    lea r9, [r10 + r10*1]
+    movzx eax, cl
+    mov rcx, qword ptr [r14 + 0]
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 832]
+    lea rbp, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 453085192
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 320], bpl
+    and rbp, 64
+    movsxd r8, dword ptr [r15 + rbp + 320]
+    movzx edi, byte ptr [r15 + rbp + 384]
+    test bl, 80
+    jnz 1f
+1:
+    mov ebp, 108
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + r9 + 896]
+    movzx ebp, bpl
     add r10, r11
     inc rbx
     dec r13
@@ -224,60 +239,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx ecx, byte ptr [r15 + 0]
-    mov ebp, 19
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    test dword ptr [r15 + 67117724], 24
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    movzx r8d, dl
-    mov edx, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    movzx edi, dl
-    movzx edx, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 54542876
-    jnz 1f
-1:
-    mov esi, 132
-    mov rcx, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov rbp, rdx
-    mov r8d, dword ptr [r14 + 0]
-    mov eax, 74
-    lea r9, [r10 + r10*1]
     lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 33557056
+    mov r9d, ebp
+    and rbp, 64
+    movsxd rcx, dword ptr [r15 + rbp + 576]
+    mov eax, ebp
+    test ebx, 1952
     jz 1f
 1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], cl
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 320]
-    mov esi, ebp
-    test dword ptr [r15 + 67117723], 17432640
+    mov dword ptr [r15 + 0], 79
+    mov rdx, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 12256
     jnz 1f
 1:
+    movzx esi, byte ptr [r15 + 0]
+    mov r8, r9
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 2304
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 169
+    mov eax, 12
+    test bl, 240
+    jz 1f
+1:
+    mov rdi, rax
+    movsxd r9, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 39
+    test ebx, 816
+    jz 1f
+1:
+    movzx edi, dil
+    movsxd rdx, dword ptr [r15 + 0]
+    mov esi, r9d
+    test ebx, 2912
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
     lea r8, [r10 + r10*1]
-    mov edx, dword ptr [r14 + r9 + 256]
+    mov ecx, r9d
+    test dword ptr [r15 + 67117724], 671129856
+    jz 1f
+1:
+    movsxd r9, dword ptr [r14 + 0]
     and r8, 64
-    mov r9, qword ptr [r15 + r8 + 384]
-    xchg rcx, rdi
-    test bl, 32
+    mov qword ptr [r15 + r8 + 512], r9
+    lea r9, [r10 + r10*1]
+    movsxd rdi, dword ptr [r15 + rbp + 640]
+    test bl, 64
     jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 320], al
-    movzx esi, byte ptr [r15 + rbp + 384]
-    xchg rcx, r9
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], rcx
+    movsxd rbp, dword ptr [r15 + r9 + 128]
+    movzx ecx, byte ptr [r15 + r8 + 448]
     add r10, r11
     inc rbx
     dec r13
@@ -286,61 +304,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 576]
-    mov byte ptr [r14 + 0], bpl
-    mov dword ptr [r15 + 0], 239
-    mov r8d, edx
-    test dword ptr [r15 + 67117723], 268568584
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov rsi, rdx
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 8048
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d255_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp rcx
+.Lc1_d255_j:
     mov rsi, qword ptr [r15 + 0]
-    test ebx, 608
-    jnz 1f
-1:
-    btc dword ptr [r15 + 0], 28
-    mov eax, ecx
-    mov dword ptr [r15 + 0], 233
-    test bl, 64
+    mov edx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov r9d, 240
+    test ebx, 14288
     jz 1f
 1:
-    mov eax, r8d
-    mov ecx, ecx
-    movzx r8d, al
+    movzx edi, byte ptr [r15 + 0]
+    bt r9, rdx
+    movzx esi, dil
+    test dword ptr [r15 + 67117724], 262145
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov rax, rsi
+    bswap rbp
+    mov qword ptr [r15 + 0], r8
+    test dword ptr [r15 + 67117723], 4160
+    jz 1f
+1:
+    mov r8d, 21
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 14288
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov eax, r9d
+    movsxd rdi, dword ptr [r14 + 0]
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 640]
     test bl, 32
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 194
-    lea r9, [r10 + r10*1]
-    mov rcx, rax
-    jmp 1f
-1:
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 128]
+    lea rbp, [r10 + r10*1]
+    mov rax, qword ptr [r15 + r9 + 576]
+    mov esi, ebp
+    movzx r9d, al
+    and rbp, 64
+    movzx eax, byte ptr [r14 + rbp + 320]
     lea r8, [r10 + r10*1]
-    test bl, 64
-    jnz 1f
+    test ebx, 1024
+    jz 1f
 1:
+    movzx ecx, al
     and r8, 64
-    mov rax, qword ptr [r15 + r8 + 384]
-    movzx edi, byte ptr [r15 + r8 + 320]
-    movzx edx, bpl
-    test dword ptr [r15 + 67117723], 537923596
-    jnz 1f
+    mov eax, dword ptr [r15 + r8 + 512]
+    movzx ecx, byte ptr [r15 + rbp + 384]
+    test bl, 32
+    jz 1f
 1:
-    mov rsi, rbp
-    movzx ecx, byte ptr [r15 + rbp + 640]
-    mov ebp, dword ptr [r15 + r9 + 64]
+    mov ebp, 190
+    mov dword ptr [r15 + r8 + 448], 137
+    mov edi, ebp
     add r10, r11
     inc rbx
     dec r13
@@ -349,60 +370,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vmovq xmm15, rax
-    mov r8, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 608
-    jnz 1f
+    lea r9, [r10 + r10*1]
+    mov eax, 66
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 448]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 285279106
+    jz 1f
 1:
+    movzx ebp, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
     vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    vpaddd xmm5, xmm5, xmm3
+    movzx ecx, byte ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
     test bl, 112
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    mov esi, ebp
-    movsxd rbp, dword ptr [r15 + 0]
-    test bl, 80
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    test dword ptr [r15 + 67117724], 2056
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov r9d, 229
-    test dword ptr [r15 + 67117723], 536870912
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov r8d, 247
-    mov esi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 553648256
+    mov edx, eax
+    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 536883329
     jnz 1f
 1:
-    vpshufd xmm3, xmm3, 2
     lea rbp, [r10 + r10*1]
-    mov r8d, ebp
-    mov esi, 13
+    mov edi, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
     and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 64]
-    lea r9, [r10 + r10*1]
-    test ebx, 432
+    vmovdqu xmm3, xmmword ptr [r15 + rbp + 384]
+    and r8, 64
+    movzx esi, byte ptr [r14 + r8 + 640]
+    test ebx, 15280
     jz 1f
 1:
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 576]
-    lea r8, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + rbp + 128]
-    mov rax, qword ptr [r15 + r9 + 640]
-    test bl, 64
-    jnz 1f
+    mov rax, rsi
+    mov edi, dword ptr [r14 + 0]
+    mov esi, eax
+    test ebx, 62336
+    jz 1f
 1:
-    and r8, 64
-    movzx ebp, byte ptr [r14 + r8 + 768]
-    mov r9, qword ptr [r14 + 0]
-    movsxd rcx, dword ptr [r15 + r8 + 704]
+    movsxd rax, dword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + r8 + 576], r9d
+    mov r9, qword ptr [r15 + rbp + 320]
     add r10, r11
     inc rbx
     dec r13
@@ -411,60 +430,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
+    lea rcx, [rip + .Lc1_d364_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp rcx
+.Lc1_d364_j:
+    lea rbp, [r10 + r10*8]
+    and rbp, 4032
     lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 192]
+    movzx edx, byte ptr [r15 + rbp + 3200]
+    mov eax, dword ptr [r15 + rbp + 3392]
     and r8, 64
-    mov byte ptr [r15 + r8 + 512], cl
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
-    test bl, 32
+    mov rsi, qword ptr [r14 + r8 + 640]
+    mov rdi, qword ptr [r14 + 0]
+    test ebx, 288
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    mov r9, rcx
-    mov edi, r9d
-    test ebx, 31424
-    jz 1f
+    mov ecx, dword ptr [r15 + rbp + 3008]
+    mov r9, r9
+    mov eax, edi
+    test dword ptr [r15 + 67117724], 2
+    jnz 1f
 1:
-    mov edx, 31
-    movzx ecx, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 679584512
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov eax, eax
+    mov r9, rbp
+    mov edi, ecx
+    mov eax, 254
     lea r9, [r10 + r10*1]
-    mov rdi, rax
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 64
+    test ebx, 32352
     jnz 1f
 1:
     and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 640]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + rbp + 256]
-    test dword ptr [r15 + 67117723], 33556288
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + r9 + 576]
-    mov rsi, rbp
-    mov r9d, dword ptr [r14 + 0]
-    test ebx, 368
+    mov byte ptr [r15 + r9 + 192], r9b
+    movzx edx, byte ptr [r15 + rbp + 3264]
+    mov byte ptr [r15 + 0], r8b
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 14592
     jz 1f
 1:
-    mov rbp, qword ptr [r14 + 0]
-    mov dword ptr [r15 + r8 + 448], 102
-    mov rdx, r8
+    movzx edi, byte ptr [r15 + rbp + 3520]
+    mov qword ptr [r15 + rbp + 3136], rdi
+    mov rcx, qword ptr [r15 + rbp + 3072]
+    test bl, 64
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + r8 + 576]
+    mov r8, qword ptr [r15 + r9 + 256]
+    movzx r9d, byte ptr [r15 + rbp + 3456]
+    test ebx, 7168
+    jnz 1f
+1:
+    mov r9d, 36
+    mov r8, rdi
+    mov rdx, qword ptr [r15 + rbp + 3328]
     add r10, r11
     inc rbx
     dec r13
@@ -473,169 +489,177 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r8, [r10 + r10*8]
-    mov ebp, eax
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3072], bpl
-    movzx eax, byte ptr [r15 + r8 + 3008]
     lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 32768
-    jz 1f
-1:
+    lea r8, [r10 + r10*1]
     and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 512]
-    mov rcx, qword ptr [r15 + r8 + 3136]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 639
-    rep movsb
-    test ebx, 53184
+    mov byte ptr [r14 + rbp + 640], r8b
+    and r8, 64
+    mov rdi, qword ptr [r15 + r8 + 384]
+    mov eax, esi
+    test dword ptr [r15 + 67117724], 67239936
     jz 1f
 1:
-    mov eax, dword ptr [r15 + r8 + 3392]
-    movsxd rdx, dword ptr [r15 + r8 + 3264]
-    test bl, 208
+    sete sil
+    mov r9, rsi
+    mov dword ptr [r15 + 0], ecx
+    test dword ptr [r15 + 67117724], 1053192
     jz 1f
 1:
-    mov r9d, 7
-    mov edx, dword ptr [r15 + r8 + 3200]
-    mov edi, r9d
-    test dword ptr [r15 + 67117723], 2097152
-    jnz 1f
+    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 1428684802
+    jz 1f
 1:
-    mov dword ptr [r15 + r8 + 3328], eax
+    mov eax, eax
+    mov byte ptr [r15 + 0], bpl
+    test dword ptr [r15 + 67117724], 1344274496
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + r8 + 3520]
-    test ebx, 14064
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + r8 + 3456]
+    mov qword ptr [r14 + 0], rdx
     and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 384]
-    vmovdqu xmm3, xmmword ptr [r14 + rbp + 448]
-    test ebx, 720
+    mov dword ptr [r15 + r9 + 512], edx
+    test ebx, 6096
     jnz 1f
 1:
-    vpxor xmm15, xmm15, xmm10
-    mov qword ptr [r15 + r9 + 320], rax
+    mov edx, 187
+    vmovq xmm5, rdx
+    mov eax, 196
+    test dword ptr [r15 + 67117723], 16
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + rbp + 576]
+    movzx eax, al
+    xchg rbp, rdi
+    test dword ptr [r15 + 67117723], 134217728
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + r8 + 320]
+    mov ecx, dword ptr [r15 + r9 + 448]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 112 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117736]
-    lea rcx, [rbx + 112]
-    mov qword ptr [r15 + 67117736], rcx
-    mov r13d, 112
+// block 1: 128 bytes, 1 chunk(s), 110 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117744]
+    lea rcx, [rbx + 110]
+    mov qword ptr [r15 + 67117744], rcx
+    mov r13d, 110
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    movsxd rcx, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov r8d, ecx
+    movzx ecx, byte ptr [r15 + 0]
+    mov r9d, ecx
     jmp 1f
 1:
-    mov r9, r10
+    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 124
-    and r9, 64
-    mov qword ptr [r15 + r9 + 704], r9
+    or qword ptr [r15 + 0], 73
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 704], r9
     nop
     test bl, 10
     jz 1f
 1:
-    mov rbp, r11
-    movzx r8d, bpl
-    and rbp, 448
+    mov r8, r11
+    movzx esi, r8b
+    and r8, 448
     mov r9, r10
-    add rcx, qword ptr [r15 + rbp + 960]
-    mov dword ptr [r14 + 0], 34
+    add rbp, qword ptr [r15 + r8 + 960]
+    mov dword ptr [r14 + 0], 166
     and r9, 33554368
-    movzx eax, byte ptr [r15 + r9 + 33554432]
+    movzx r8d, byte ptr [r15 + r9 + 33554432]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 256 bytes, 1 chunk(s), 34 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117744]
-    lea rcx, [rbx + 34]
-    mov qword ptr [r15 + 67117744], rcx
-    mov r13d, 34
+// block 2: 256 bytes, 1 chunk(s), 32 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117752]
+    lea rcx, [rbx + 32]
+    mov qword ptr [r15 + 67117752], rcx
+    mov r13d, 32
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xchg rdx, rdi
-    mov rsi, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d502_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp rcx
+.Lc1_d502_j:
+    lea rbp, [r10 + r10*1]
+    movzx ecx, cl
+    mov edx, 2
+    and rbp, 64
+    movzx esi, byte ptr [r15 + rbp + 128]
+    mov rdi, qword ptr [r15 + 0]
     test ebx, 512
     jnz 1f
 1:
+    mov edx, dword ptr [r15 + 0]
     mov ecx, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    movzx edi, r8b
+    mov r8d, r9d
     test bl, 16
     jnz 1f
 1:
-    mov r8, r9
-    mov r9, qword ptr [r15 + 0]
-    popcnt rsi, rsi
+    mov rsi, rcx
+    movzx r9d, byte ptr [r15 + 0]
+    lock add qword ptr [r15 + 0], rdi
     test dword ptr [r15 + 67117723], 512
     jnz 1f
 1:
-    lock add qword ptr [r15 + 0], rcx
-    and r9d, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
+    popcnt rdi, rax
+    mov rdx, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
     test ebx, 8030
     jz 1f
 1:
-    vmulsd xmm15, xmm15, xmm12
-    popcnt rcx, r9
-    mov r9d, 190
+    mov rdi, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    and esi, dword ptr [r15 + 0]
+    popcnt rcx, rcx
     test dword ptr [r15 + 67117724], 268435456
     jnz 1f
 1:
+    and r8, 64
+    vpaddd ymm5, ymm1, ymmword ptr [r15 + r8 + 192]
+    mov edx, dword ptr [r15 + rbp + 64]
+    vmulsd xmm3, xmm3, xmm8
     lea rbp, [r10 + r10*1]
-    mov edi, 75
-    mov esi, edx
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 128]
     test bl, 42
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov edx, dword ptr [r14 + 0]
-    and r8, 64
-    vpaddd ymm12, ymm3, ymmword ptr [r15 + r8 + 192]
-    lea r9, [r10 + r10*1]
-    mov eax, dword ptr [r15 + rbp + 64]
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + rbp + 384], 156
+    xchg r9, rbp
     test dword ptr [r15 + 67117724], 575021448
     jz 1f
 1:
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + r9 + 384], 245
-    movsxd rbp, dword ptr [r15 + r8 + 256]
+    mov edx, dword ptr [r14 + 0]
+    mov esi, 86
+    movsxd rcx, dword ptr [r15 + r8 + 256]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
 // block 3: 4096 bytes, 16 chunk(s), 8 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117752]
+    mov rbx, qword ptr [r15 + 67117760]
     lea rcx, [rbx + 8]
-    mov qword ptr [r15 + 67117752], rcx
+    mov qword ptr [r15 + 67117760], rcx
     mov r13d, 8
     mov eax, ebx
     and eax, 15
@@ -681,65 +705,95 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vpshufd xmm10, xmm12, 33
-    mov ecx, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    test dword ptr [r15 + 67117724], 1053192
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d566_s]
+    lea rcx, [rcx + rax*8]
+    jmp rcx
+    .p2align 3
+.Lc1_d566_s:
+    .p2align 3
+    jmp .Lc1_d566_j
+    .p2align 3
+    jmp .Lc1_d566_j
+    .p2align 3
+    jmp .Lc1_d566_j
+    .p2align 3
+    jmp .Lc1_d566_j
+    .p2align 3
+    jmp .Lc1_d566_j
+    .p2align 3
+    jmp .Lc1_d566_j
+    .p2align 3
+    jmp .Lc1_d566_j
+    .p2align 3
+    jmp .Lc1_d566_j
+    .p2align 3
+    jmp .Lc1_d566_j
+    .p2align 3
+    jmp .Lc1_d566_j
+    .p2align 3
+    jmp .Lc1_d566_j
+    .p2align 3
+    jmp .Lc1_d566_j
+    .p2align 3
+    jmp .Lc1_d566_j
+    .p2align 3
+    jmp .Lc1_d566_j
+    .p2align 3
+    jmp .Lc1_d566_j
+    .p2align 3
+    jmp .Lc1_d566_j
+.Lc1_d566_j:
+    mov byte ptr [r15 + 0], dil
+    mov rdx, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 8391172
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 9437312
-    jnz 1f
-1:
-    mov edx, ebp
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r9d, 213
-    mov qword ptr [r15 + 0], rdx
-    test dword ptr [r15 + 67117724], 1064960
-    jnz 1f
-1:
+    movzx edi, sil
+    mov eax, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
     movzx ebp, byte ptr [r15 + 0]
-    movzx edx, cl
-    mov byte ptr [r15 + 0], bpl
-    lea rbp, [r10 + r10*1]
-    test ebx, 2944
+    test dword ptr [r15 + 67117723], 1024
     jnz 1f
 1:
-    and rbp, 64
-    lea r8, [r10 + r10*1]
-    mov r9, qword ptr [r15 + rbp + 64]
-    mov ecx, r8d
-    and r8, 64
-    add qword ptr [r14 + r8 + 576], rbp
-    mov byte ptr [r15 + r8 + 640], bpl
-    test bl, 128
-    jnz 1f
-1:
-    or eax, 1
-    xor edx, edx
-    div eax
-    movsxd rdi, dword ptr [r15 + rbp + 128]
-    jmp 1f
-1:
-    test bl, 128
+    movzx edx, dl
+    movzx r8d, byte ptr [r15 + 0]
+    mov esi, ecx
+    test dword ptr [r15 + 67117724], 2097152
     jz 1f
 1:
+    mov qword ptr [r15 + 0], rsi
+    mov r9, rcx
+    lea r9, [r10 + r10*1]
+    bswap rcx
     lea rbp, [r10 + r10*1]
-    jmp 1f
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], 243
+    test ebx, 8096
+    jz 1f
 1:
-    mov esi, 32
-    mov r8d, r9d
     and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 448]
-    test bl, 128
+    movzx eax, byte ptr [r15 + rbp + 640]
+    sete r8b
+    movzx edx, dl
+    test ebx, 352
+    jz 1f
+1:
+    mov qword ptr [r15 + r9 + 384], rsi
+    mov esi, edi
+    lea r9, [r10 + r10*1]
+    mov edi, 195
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 192]
+    test dword ptr [r15 + 67117724], 32768
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + rbp + 512]
-    movsxd rax, dword ptr [r14 + 0]
-    mov rbp, rbp
+    movzx edx, byte ptr [r15 + rbp + 576]
+    mov eax, dword ptr [r14 + 0]
+    movsxd rbp, dword ptr [r15 + r9 + 256]
     add r10, r11
     inc rbx
     dec r13
@@ -748,53 +802,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r8, [r10 + r10*8]
-    mov esi, r8d
-    and r8, 960
-    movsxd rdi, dword ptr [r15 + r8 + 2112]
-    mov byte ptr [r15 + r8 + 1984], cl
-    test dword ptr [r15 + 67117724], 185114752
-    jnz 1f
-1:
-    not qword ptr [r15 + r8 + 2240]
-    mov rsi, rsi
-    mov rbp, qword ptr [r14 + 0]
-    test ebx, 14592
+    btc dword ptr [r15 + 0], 25
+    mov r8, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 823132416
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov byte ptr [r15 + r8 + 2368], dl
-    mov byte ptr [r15 + r8 + 2496], bpl
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], edx
+    movzx r9d, r8b
+    mov rbp, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 2114659
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov edx, edx
+    mov r8d, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 343933184
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    movzx esi, byte ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + r8 + 2304], 4
-    and rbp, 64
-    or qword ptr [r15 + rbp + 128], 64
-    mov edx, dword ptr [r15 + r8 + 2048]
-    test dword ptr [r15 + 67117723], 2048
+    test bl, 128
     jz 1f
 1:
-    mov edi, ecx
-    mov rax, qword ptr [r15 + rbp + 64]
-    movsxd rsi, dword ptr [r15 + r8 + 2176]
-    test dword ptr [r15 + 67117723], 1078575136
+    lea r9, [r10 + r10*1]
+    movsxd rdi, dword ptr [r14 + 0]
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 128]
+    test bl, 128
+    jz 1f
+1:
+    and r9, 64
+    lea r8, [r10 + r10*1]
+    vmovdqu xmm8, xmmword ptr [r14 + r9 + 256]
+    mov byte ptr [r15 + r9 + 192], al
+    and r8, 64
+    mov dword ptr [r15 + r8 + 896], eax
+    test ebx, 23552
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    vpshufd xmm12, xmm12, 98
-    test dword ptr [r15 + 67117724], 269789190
+    mov dword ptr [r15 + rbp + 64], 82
+    mov ecx, 98
+    test dword ptr [r15 + 67117724], 272933137
     jz 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 2432], rcx
-    movsxd rdi, dword ptr [r14 + r9 + 384]
+    movzx ebp, al
+    mov dword ptr [r15 + r8 + 832], esi
     add r10, r11
     inc rbx
     dec r13
@@ -803,58 +862,98 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov edi, r9d
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 1024
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d688_s]
+    lea rcx, [rcx + rax*8]
+    jmp rcx
+    .p2align 3
+.Lc1_d688_s:
+    .p2align 3
+    jmp .Lc1_d688_j
+    .p2align 3
+    jmp .Lc1_d688_j
+    .p2align 3
+    jmp .Lc1_d688_j
+    .p2align 3
+    jmp .Lc1_d688_j
+    .p2align 3
+    jmp .Lc1_d688_j
+    .p2align 3
+    jmp .Lc1_d688_j
+    .p2align 3
+    jmp .Lc1_d688_j
+    .p2align 3
+    jmp .Lc1_d688_j
+    .p2align 3
+    jmp .Lc1_d688_j
+    .p2align 3
+    jmp .Lc1_d688_j
+    .p2align 3
+    jmp .Lc1_d688_j
+    .p2align 3
+    jmp .Lc1_d688_j
+    .p2align 3
+    jmp .Lc1_d688_j
+    .p2align 3
+    jmp .Lc1_d688_j
+    .p2align 3
+    jmp .Lc1_d688_j
+    .p2align 3
+    jmp .Lc1_d688_j
+.Lc1_d688_j:
+    mov esi, edx
+    mov rdi, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    vpaddd xmm8, xmm8, xmm8
+    test ebx, 7136
     jz 1f
 1:
-    vpcmpeqb xmm10, xmm10, xmm2
+    movzx edi, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    vpxor xmm3, xmm3, xmm8
+    test bl, 128
+    jz 1f
+1:
     mov dword ptr [r15 + 0], r8d
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
-    test ebx, 1920
-    jz 1f
-1:
-    vpcmpeqb xmm2, xmm2, xmm10
-    movsxd rdx, dword ptr [r15 + 0]
     mov r8d, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 67108864
-    jz 1f
-1:
-    mov rax, rbp
-    movzx eax, bpl
-    sete r8b
-    test dword ptr [r15 + 67117724], 18088236
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r14 + 0], eax
-    mov r9d, r8d
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 192]
-    test dword ptr [r15 + 67117723], 33554432
-    jz 1f
-1:
-    movzx r8d, cl
-    lea r9, [r10 + r10*1]
-    mov rax, rdx
-    and r9, 64
-    vmovdqu xmm10, xmmword ptr [r15 + r9 + 640]
-    lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 1075838976
-    jz 1f
-1:
-    movzx ecx, cl
-    and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 512]
-    movsxd rcx, dword ptr [r15 + r8 + 448]
-    test bl, 64
+    mov rbp, rax
+    test ebx, 89088
     jnz 1f
 1:
-    xchg rdi, rdi
-    mov r8d, dword ptr [r15 + r9 + 576]
-    mov esi, dword ptr [r15 + rbp + 256]
+    movzx eax, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 189
+    movzx edi, sil
+    test dword ptr [r15 + 67117723], 1645240448
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    test dword ptr [r15 + 67117724], 8390656
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    movsxd rdx, dword ptr [r15 + 0]
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 384]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], rsi
+    test ebx, 1024
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov esi, dword ptr [r14 + 0]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], 168
+    movzx edi, byte ptr [r15 + r8 + 64]
+    test dword ptr [r15 + 67117723], 512
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + rbp + 320]
+    mov rax, rax
+    mov ecx, dword ptr [r15 + r9 + 448]
     add r10, r11
     inc rbx
     dec r13
@@ -863,60 +962,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d761_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp rcx
+.Lc1_d761_j:
     lea rbp, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
     and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 256]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov edx, eax
-    mov eax, ecx
+    mov ecx, dword ptr [r15 + rbp + 896]
+    and r9, 64
+    mov edi, dword ptr [r15 + r9 + 832]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 54
+    mov edi, 16
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 832
+    jnz 1f
+1:
+    inc dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    bt rax, rsi
+    test bl, 64
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    test dword ptr [r15 + 67117724], 12583426
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    movzx r8d, dl
     test bl, 64
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 4096
+    mov edi, r8d
+    mov dword ptr [r15 + 0], esi
+    lea r8, [r10 + r10*1]
+    mov qword ptr [r15 + rbp + 832], rbp
+    test dword ptr [r15 + 67117723], 369115648
     jz 1f
 1:
-    mov rdx, r8
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 384
-    jnz 1f
-1:
-    mov esi, 250
-    mov rdi, qword ptr [r15 + 0]
-    mov r9, rsi
-    test dword ptr [r15 + 67117723], 152044032
-    jnz 1f
-1:
-    mov eax, 129
-    movzx esi, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 0], r9d
     and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 128]
-    test dword ptr [r15 + 67117723], 4194304
-    jnz 1f
-1:
-    vpaddd xmm12, xmm12, xmm10
-    mov byte ptr [r15 + rbp + 192], r8b
-    mov ebp, dword ptr [r14 + 0]
-    test dword ptr [r15 + 67117724], 1073741824
+    mov dword ptr [r15 + r8 + 192], 73
+    mov rcx, r8
+    mov rbp, qword ptr [r14 + r9 + 896]
+    test dword ptr [r15 + 67117723], 37880914
     jz 1f
 1:
-    mov edx, edi
-    xchg rdi, rax
-    movsxd r9, dword ptr [r15 + r8 + 64]
-    test dword ptr [r15 + 67117723], 540059140
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    movzx eax, dil
-    and r8, 64
-    movsxd rcx, dword ptr [r14 + r8 + 384]
-    mov rdi, qword ptr [r15 + r8 + 320]
+    vmovdqu xmm5, xmmword ptr [r14 + 0]
+    mov r9, rbp
+    mov dword ptr [r15 + r8 + 256], r9d
     add r10, r11
     inc rbx
     dec r13
@@ -925,51 +1025,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*8]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7360], edx
-    movzx esi, byte ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + rbp + 7616], eax
-    test dword ptr [r15 + 67117723], 1417953536
+    movzx edi, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 16384
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    mov r9, r8
-    mov edx, edi
-    test dword ptr [r15 + 67117723], 537395712
-    jz 1f
-1:
-    movzx edi, byte ptr [r14 + rbp + 7168]
-    mov ecx, dword ptr [r15 + rbp + 7424]
-    mov rsi, r8
+    mov rdx, rdx
+    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 238
     test bl, 128
     jnz 1f
 1:
-    mov r8, r8
-    lea r9, [r10 + r10*1]
-    mov rcx, rbp
+    movzx r9d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    inc dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 1024
+    jnz 1f
+1:
+    mov r9d, 24
+    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], 22
     lea r8, [r10 + r10*1]
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 384]
-    test ebx, 57024
+    test bl, 64
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 7296], 201
+    movsxd rbp, dword ptr [r15 + 0]
     and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 256]
-    movzx edx, byte ptr [r15 + r8 + 192]
-    test ebx, 256
+    movsxd rdx, dword ptr [r14 + r8 + 192]
+    bt rcx, rsi
+    lea r9, [r10 + r10*1]
+    test dword ptr [r15 + 67117724], 16
     jnz 1f
 1:
-    movzx esi, byte ptr [r14 + rbp + 7552]
-    sete cl
-    vpor xmm15, xmm15, xmm12
-    test ebx, 4992
+    and r9, 64
+    mov rdi, qword ptr [r15 + r9 + 512]
+    movzx esi, r9b
+    movzx ecx, byte ptr [r15 + r9 + 448]
+    lea rbp, [r10 + r10*1]
+    test dword ptr [r15 + 67117724], 525312
     jnz 1f
 1:
-    vmovdqu xmm12, xmmword ptr [r15 + rbp + 7232]
-    movsxd rsi, dword ptr [r15 + r9 + 320]
-    mov eax, dword ptr [r15 + rbp + 7104]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 768], rax
+    mov byte ptr [r15 + r8 + 256], al
+    mov rdi, qword ptr [r15 + rbp + 704]
+    test dword ptr [r15 + 67117723], 2203648
+    jz 1f
+1:
+    mov rdx, qword ptr [r14 + 0]
+    mov edi, eax
     add r10, r11
     inc rbx
     dec r13
@@ -978,60 +1083,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], ebp
-    mov qword ptr [r15 + 0], rdi
-    movzx r9d, bpl
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 288
-    jnz 1f
-1:
-    movzx ebp, r9b
-    mov byte ptr [r15 + 0], dil
-    mov edx, edi
-    test dword ptr [r15 + 67117723], 2228756
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov rsi, r8
-    movzx r9d, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 928
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    movzx edx, r8b
-    mov r8d, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 65536
-    jz 1f
-1:
-    mov esi, eax
-    mov eax, r9d
-    movzx r9d, byte ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d865_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp rcx
+.Lc1_d865_j:
+    mov ebp, ecx
+    lea r8, [r10 + r10*1]
+    mov r9d, esi
+    mov edi, r8d
     test bl, 64
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov edi, dword ptr [r15 + 0]
-    and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 832]
-    mov esi, eax
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r14 + 0], rbp
-    test dword ptr [r15 + 67117723], 557059
-    jz 1f
-1:
     and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 64]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 249
-    mov ecx, dword ptr [r15 + rbp + 896]
-    test ebx, 8128
+    mov ecx, dword ptr [r15 + r8 + 256]
+    mov byte ptr [r15 + 0], dl
+    movsxd rdi, dword ptr [r15 + 0]
+    lea rbp, [r10*8]
+    test ebx, 1024
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + r8 + 128]
-    mov edx, dword ptr [r15 + r9 + 448]
-    mov edi, 45
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 1728]
+    mov edx, 153
+    mov rsi, rsi
+    test dword ptr [r15 + 67117724], 294912
+    jnz 1f
+1:
+    mov byte ptr [r14 + rbp + 1920], al
+    movsxd rax, dword ptr [r15 + rbp + 1856]
+    movsxd rsi, dword ptr [r15 + rbp + 1600]
+    test ebx, 672
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + rbp + 1536]
+    movsxd rax, dword ptr [r15 + r8 + 192]
+    movzx edi, byte ptr [r15 + rbp + 1792]
+    test dword ptr [r15 + 67117723], 32768
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    movzx esi, cl
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], cl
+    mov rdi, qword ptr [r14 + r8 + 128]
+    test bl, 128
+    jnz 1f
+1:
+    mov rcx, r9
+    mov r9d, dword ptr [r15 + rbp + 1664]
+    mov edi, dword ptr [r15 + rbp + 1472]
+    test ebx, 1376
+    jnz 1f
+1:
+    mov edx, 72
+    mov ebp, 249
     add r10, r11
     inc rbx
     dec r13
@@ -1040,62 +1145,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r8
-    mov edx, esi
-    add qword ptr [r15 + 0], rsi
-    mov ecx, esi
-    test ebx, 14176
+    lea r8, [r10 + r10*8]
+    and r8, 4032
+    movzx edi, byte ptr [r15 + r8 + 3008]
+    movzx eax, byte ptr [r15 + r8 + 3264]
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    mov r9d, 110
-    mov eax, dword ptr [r15 + 0]
-    vmovdqu xmm2, xmmword ptr [r15 + 0]
-    test ebx, 2048
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    movzx edx, r9b
-    mov esi, eax
-    mov ecx, ebp
-    test dword ptr [r15 + 67117724], 1613234176
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    vmovq xmm3, r8
-    mov ebp, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov ecx, 246
+    lea rbp, [r10 + r10*1]
+    movsxd rdx, dword ptr [r15 + r8 + 3392]
     test bl, 128
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov r9d, 176
-    mov rcx, r8
-    movzx edi, dl
-    test dword ptr [r15 + 67117723], 536870913
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 192]
+    mov eax, dword ptr [r15 + r8 + 3200]
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r14 + r8 + 3136], rcx
+    test bl, 64
     jnz 1f
 1:
-    mov rsi, qword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 448]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 640]
-    lea r9, [r10 + r10*1]
-    test ebx, 6400
+    mov edx, r8d
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 640]
+    mov dword ptr [r15 + r8 + 3520], 177
+    test dword ptr [r15 + 67117723], 1275724096
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + r8 + 3456]
+    mov edi, r8d
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + r8 + 3328]
+    test dword ptr [r15 + 67117723], 2048
     jz 1f
 1:
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 320]
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + rbp + 512]
-    movzx edi, byte ptr [r15 + r8 + 576]
-    test ebx, 57088
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + r9 + 576]
+    mov rdi, rbp
+    mov r9, qword ptr [r15 + rbp + 256]
+    test dword ptr [r15 + 67117723], 256
     jnz 1f
 1:
-    mov ebp, 147
-    movzx r8d, sil
-    movsxd rcx, dword ptr [r14 + r9 + 384]
+    bswap rdi
+    mov dword ptr [r15 + r8 + 3072], r8d
     add r10, r11
     inc rbx
     dec r13
@@ -1104,60 +1197,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov r8, rax
+    mov ebp, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    test dword ptr [r15 + 67117724], 143488
+    jz 1f
+1:
     mov dword ptr [r15 + 0], eax
-    bswap rax
-    mov rcx, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 320
-    jnz 1f
-1:
-    movzx esi, sil
-    movzx edi, dl
-    mov ecx, r8d
-    test ebx, 256
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    mov rdx, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 213946370
-    jnz 1f
-1:
-    xchg qword ptr [r15 + 0], rsi
-    mov eax, 248
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 352
-    jz 1f
-1:
-    movzx r9d, dl
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 64832
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
     movsxd rsi, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 0], 167
+    mov r9, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 16855040
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov edx, 157
+    mov dword ptr [r15 + 0], eax
+    mov rdi, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 1
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 256]
-    movzx eax, byte ptr [r14 + 0]
-    test ebx, 14848
-    jz 1f
+    mov ecx, ecx
+    movzx r8d, byte ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
 1:
     and rbp, 64
-    mov qword ptr [r15 + rbp + 512], rax
-    mov edx, ecx
+    movzx edx, byte ptr [r15 + rbp + 384]
+    mov rsi, qword ptr [r15 + rbp + 320]
+    mov byte ptr [r14 + 0], dl
     lea r9, [r10 + r10*1]
-    mov byte ptr [r15 + rbp + 448], dl
-    test dword ptr [r15 + 67117723], 822083664
+    mov ecx, 34
+    test dword ptr [r15 + 67117724], 268435456
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r14 + 0]
+    and r9, 64
+    lea rbp, [r10 + r10*1]
+    mov r8d, dword ptr [r15 + r9 + 256]
+    and rbp, 64
+    mov rdx, qword ptr [r15 + rbp + 768]
+    movzx eax, byte ptr [r14 + r9 + 192]
+    test bl, 64
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + r8 + 192]
-    and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 384]
-    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + r9 + 320]
+    movsxd rsi, dword ptr [r15 + rbp + 704]
+    mov edi, esi
+    mov r8d, 73
     add r10, r11
     inc rbx
     dec r13
@@ -1166,61 +1255,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov edi, 118
-    mov esi, r8d
+    lea rcx, [rip + .Lc1_d1014_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp rcx
+.Lc1_d1014_j:
+    movzx r9d, byte ptr [r15 + 0]
+    vmovdqu xmm1, xmmword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*8]
     test bl, 128
     jz 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    vpshufd xmm2, xmm15, 162
-    test ebx, 448
-    jnz 1f
-1:
-    movzx r8d, r8b
-    lea rdi, [r15 + 67109504]
-    mov ecx, 644
-    rep stosb
-    mov eax, 188
-    test bl, 64
-    jnz 1f
-1:
-    mov rdx, r8
-    mov ecx, 121
-    movsxd r9, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 541671938
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + 0]
-    and rbp, 64
-    mov r8, qword ptr [r14 + rbp + 704]
-    movsxd rdx, dword ptr [r14 + 0]
-    test bl, 192
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + rbp + 768]
-    sete bpl
-    movzx eax, al
-    lea r9, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 16777216
-    jz 1f
-1:
     lea r8, [r10 + r10*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 576], rcx
-    sete sil
+    lea r9, [r10 + r10*1]
+    and rbp, 8128
+    movzx eax, byte ptr [r14 + rbp + 7232]
     and r8, 64
-    mov dword ptr [r15 + r8 + 320], ecx
-    test bl, 64
+    mov byte ptr [r15 + r8 + 448], al
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 192]
+    test dword ptr [r15 + 67117723], 1024
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 384], r8d
-    mov ecx, 152
-    mov edx, dword ptr [r15 + r9 + 640]
+    movsxd rdx, dword ptr [r15 + rbp + 7360]
+    mov edi, dword ptr [r15 + r9 + 256]
+    mov rax, qword ptr [r15 + rbp + 7104]
+    test ebx, 320
+    jz 1f
+1:
+    mov r9, rcx
+    mov esi, dword ptr [r15 + rbp + 7424]
+    test ebx, 672
+    jnz 1f
+1:
+    inc dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + r8 + 512], 235
+    movzx ecx, byte ptr [r15 + rbp + 7168]
+    test dword ptr [r15 + 67117723], 4194304
+    jnz 1f
+1:
+    movzx r8d, bpl
+    movzx r8d, byte ptr [r15 + rbp + 7552]
+    movsxd r9, dword ptr [r15 + rbp + 7616]
+    test dword ptr [r15 + 67117723], 256
+    jz 1f
+1:
+    mov qword ptr [r15 + rbp + 7296], rdi
+    movzx eax, r9b
     add r10, r11
     inc rbx
     dec r13
@@ -1229,59 +1310,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor dword ptr [r15 + 0], edx
-    mov dword ptr [r15 + 0], eax
-    mov edi, 177
-    mov dword ptr [r15 + 0], eax
-    test dword ptr [r15 + 67117724], 1024
+    mov rbp, rbp
+    mov dword ptr [r15 + 0], ebp
+    mov rdi, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 32768
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov rsi, rcx
+    movzx r9d, r8b
+    test dword ptr [r15 + 67117723], 134217728
     jnz 1f
 1:
-    jmp 1f
+    cmovne r8, rcx
+    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 93
+    test dword ptr [r15 + 67117724], 180377600
+    jz 1f
 1:
-    movzx ebp, bpl
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 15808
-    jnz 1f
+    mov rdx, qword ptr [r15 + 0]
+    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test bl, 96
+    jz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    movzx esi, dil
+    mov dword ptr [r15 + 0], 191
     mov edi, dword ptr [r15 + 0]
-    test ebx, 16032
+    lea r8, [r10 + r10*1]
+    test ebx, 2816
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    movzx r8d, byte ptr [r15 + 0]
-    btc dword ptr [r15 + 0], 1
-    test dword ptr [r15 + 67117723], 135266337
-    jnz 1f
-1:
-    mov esi, 122
-    mov ecx, ecx
-    lea rbp, [r10 + r10*1]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 832
-    jz 1f
-1:
-    and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 128]
-    vmovdqu xmm2, xmmword ptr [r14 + 0]
-    xor dword ptr [r14 + 0], r9d
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 64]
     lea r9, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 150994978
-    jnz 1f
-1:
-    xchg rax, rax
-    movzx esi, byte ptr [r15 + rbp + 64]
+    mov edx, 117
     and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 384]
-    lea rbp, [r10 + r10*1]
-    test ebx, 1632
+    movzx edi, byte ptr [r15 + r9 + 512]
+    test ebx, 704
     jz 1f
 1:
+    movsxd rcx, dword ptr [r14 + 0]
+    mov byte ptr [r15 + r8 + 128], bpl
+    movsxd rsi, dword ptr [r14 + r9 + 448]
+    lea rbp, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 16
+    jz 1f
+1:
+    mov r9d, ebp
     and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    movsxd rcx, dword ptr [r15 + rbp + 896]
-    movzx edi, byte ptr [r15 + r9 + 320]
+    mov esi, dword ptr [r15 + rbp + 384]
+    movsxd r8, dword ptr [r15 + rbp + 320]
     add r10, r11
     inc rbx
     dec r13
@@ -1290,54 +1369,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9d, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    vpcmpeqb xmm15, xmm15, xmm2
-    test dword ptr [r15 + 67117723], 4194432
-    jnz 1f
+    lea rcx, [rip + .Lc1_d1112_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp rcx
+.Lc1_d1112_j:
+    mov rax, rdx
+    movzx edx, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
 1:
     movzx edx, byte ptr [r15 + 0]
-    xchg r8, rax
-    mov ecx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 67108864
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 184
-    btc dword ptr [r15 + 0], 11
-    movsxd r8, dword ptr [r15 + 0]
-    mov edi, ecx
-    test dword ptr [r15 + 67117723], 570425448
-    jz 1f
-1:
-    mov ecx, 144
-    mov rsi, r8
-    mov edx, r9d
-    lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 589824
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
-    and rbp, 64
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + rbp + 512]
-    mov byte ptr [r15 + rbp + 448], bpl
-    lea r8, [r10 + r10*1]
-    test ebx, 3968
-    jz 1f
-1:
-    movzx ebp, r9b
-    and r8, 64
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r14 + r8 + 640], edi
-    movzx eax, byte ptr [r14 + 0]
-    test dword ptr [r15 + 67117723], 671088704
+    mov dword ptr [r15 + 0], 76
+    mov qword ptr [r15 + 0], r9
+    test dword ptr [r15 + 67117724], 33554432
     jnz 1f
 1:
+    mov r9, qword ptr [r15 + 0]
+    mov rdi, r9
+    mov dword ptr [r15 + 0], r9d
+    test dword ptr [r15 + 67117723], 32
+    jnz 1f
+1:
+    mov rdx, rbp
+    mov qword ptr [r15 + 0], rdx
+    movzx esi, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 4194304
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov r8, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r14 + 0]
+    and rbp, 64
+    mov r9, qword ptr [r15 + rbp + 192]
+    test bl, 128
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    movzx ecx, cl
+    and r8, 64
+    vpaddq xmm1, xmm1, xmmword ptr [r14 + r8 + 192]
+    lea r9, [r10 + r10*1]
+    mov edx, eax
+    test ebx, 1248
+    jz 1f
+1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 128], r8d
-    mov rdi, qword ptr [r15 + r8 + 576]
-    movsxd rdx, dword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + r9 + 576], eax
+    or qword ptr [r15 + r8 + 256], 51
+    mov ecx, 201
+    test ebx, 14848
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + rbp + 256]
+    mov rbp, rdi
+    mov rdx, qword ptr [r15 + r9 + 640]
     add r10, r11
     inc rbx
     dec r13
@@ -1346,64 +1433,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, qword ptr [r14 + 0]
-    jmp 1f
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    mov edi, dword ptr [r15 + r8 + 320]
+    movsxd rax, dword ptr [r15 + 0]
+    vpcmpeqb xmm1, xmm1, xmm8
+    mov r9d, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 8192
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rax, rsi
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 59772420
+    jz 1f
+1:
+    mov rsi, rbp
+    mov ecx, edx
+    movzx r9d, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 524292
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 288
+    jz 1f
+1:
+    mov rdx, r8
+    mov dword ptr [r15 + 0], 22
+    mov qword ptr [r15 + 0], r8
+    mov eax, dword ptr [r15 + r8 + 384]
+    lea r8, [r10 + r10*1]
+    test bl, 64
+    jnz 1f
+1:
+    movzx esi, sil
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 512]
+    movzx esi, byte ptr [r15 + r8 + 448]
+    test dword ptr [r15 + 67117723], 1
+    jz 1f
+1:
+    vpmovmskb r9d, xmm5
+    mov r8d, ebp
+    mov rdi, rbp
+    test ebx, 30208
+    jnz 1f
 1:
     lea rbp, [r10 + r10*1]
-    movzx eax, byte ptr [r14 + 0]
-    test dword ptr [r15 + 67117724], 671645824
-    jz 1f
-1:
+    mov esi, dword ptr [r14 + 0]
     and rbp, 64
-    inc dword ptr [r15 + rbp + 512]
-    jmp 1f
-1:
-    mov edi, ecx
-    test dword ptr [r15 + 67117723], 536870912
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    movzx r9d, dil
-    mov esi, dword ptr [r15 + 0]
-    test bl, 160
-    jz 1f
-1:
-    mov edi, 3
-    mov dword ptr [r15 + 0], r8d
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 1024
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov ecx, ebp
-    mov dword ptr [r15 + 0], ebp
-    test dword ptr [r15 + 67117724], 33280
-    jnz 1f
-1:
-    mov rax, rax
-    mov esi, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 114048
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov edx, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    and r9, 64
-    mov r8, qword ptr [r15 + r9 + 128]
-    lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 131082
-    jz 1f
-1:
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 896]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + rbp + 448]
-    mov ebp, r9d
-    test ebx, 2048
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + r8 + 832]
-    add qword ptr [r15 + r9 + 64], rax
+    mov edx, dword ptr [r15 + rbp + 64]
+    mov eax, dword ptr [r14 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
@@ -1412,55 +1494,70 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx r9d, byte ptr [r15 + 0]
-    mov rsi, rax
-    mov r8d, dword ptr [r15 + 0]
-    mov edx, eax
-    test dword ptr [r15 + 67117723], 33554436
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 369100800
+    setz al
+    lea rcx, [rip + .Lc1_d1220_s]
+    lea rcx, [rcx + rax*8]
+    jmp rcx
+    .p2align 3
+.Lc1_d1220_s:
+    .p2align 3
+    jmp .Lc1_d1220_j
+    .p2align 3
+    jmp .Lc1_d1220_j
+.Lc1_d1220_j:
+    mov dword ptr [r15 + 0], edi
+    xor dword ptr [r15 + 0], ecx
+    movzx edi, dl
+    test dword ptr [r15 + 67117724], 2048
     jnz 1f
 1:
-    movzx eax, cl
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    movzx esi, dl
+    test bl, 224
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    bt rax, rax
+    test dword ptr [r15 + 67117724], 402653185
+    jz 1f
+1:
     movzx ecx, byte ptr [r15 + 0]
-    mov edi, eax
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 256
+    mov r9d, ecx
+    mov esi, eax
+    test dword ptr [r15 + 67117723], 4
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    test ebx, 48576
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 74
-    cmovne r9, rcx
-    test dword ptr [r15 + 67117724], 49152
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    mov eax, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    test ebx, 384
-    jz 1f
-1:
     and r8, 64
-    mov byte ptr [r15 + r8 + 192], sil
+    mov r9d, dword ptr [r15 + r8 + 576]
     and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rdi
-    mov eax, dword ptr [r15 + r8 + 256]
-    test dword ptr [r15 + 67117723], 7340160
+    movsxd rdx, dword ptr [r15 + rbp + 512]
+    movzx ecx, byte ptr [r15 + rbp + 448]
+    test ebx, 13056
     jnz 1f
 1:
-    vpxor xmm15, xmm15, xmm7
-    lea r9, [r10 + r10*1]
-    movzx edi, bpl
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + rbp + 64], 92
-    test dword ptr [r15 + 67117724], 1
+    mov dword ptr [r14 + 0], 75
+    mov rsi, qword ptr [r15 + r8 + 640]
+    lea r8, [r10 + r10*1]
+    mov r9, rax
+    test dword ptr [r15 + 67117724], 606175245
     jz 1f
 1:
-    mov edx, dword ptr [r15 + r9 + 320]
-    mov r9d, 69
-    mov r8d, dword ptr [r14 + 0]
+    mov rdi, r8
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], eax
+    mov esi, dword ptr [r14 + r8 + 192]
     add r10, r11
     inc rbx
     dec r13
@@ -1469,57 +1566,72 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    cmovne rcx, rcx
-    mov qword ptr [r15 + 0], rdi
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 60896
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 67764232
+    setz al
+    lea rcx, [rip + .Lc1_d1279_s]
+    lea rcx, [rcx + rax*8]
+    jmp rcx
+    .p2align 3
+.Lc1_d1279_s:
+    .p2align 3
+    jmp .Lc1_d1279_j
+    .p2align 3
+    jmp .Lc1_d1279_j
+.Lc1_d1279_j:
+    mov qword ptr [r15 + 0], rbp
+    movzx ecx, cl
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 63872
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
     mov byte ptr [r15 + 0], dl
-    test ebx, 27136
+    mov byte ptr [r15 + 0], dl
+    test dword ptr [r15 + 67117723], 128
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
+    mov rdx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    test bl, 128
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 4096
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    mov r8, rsi
+    test dword ptr [r15 + 67117724], 67641356
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 241
+    mov rax, qword ptr [r14 + 0]
     lea rbp, [r10 + r10*1]
-    test ebx, 48832
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 140
-    mov r8d, dword ptr [r15 + 0]
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 512]
-    test bl, 128
-    jnz 1f
-1:
-    mov edi, r8d
     lea r9, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + rbp + 448]
-    mov ecx, ecx
-    test dword ptr [r15 + 67117723], 512
-    jnz 1f
+    test ebx, 3072
+    jz 1f
 1:
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 768]
     and r9, 64
-    mov dword ptr [r14 + r9 + 192], 218
-    mov dword ptr [r15 + r9 + 256], 83
-    mov rbp, qword ptr [r14 + 0]
+    mov byte ptr [r15 + r9 + 256], cl
     lea r8, [r10 + r10*1]
-    test bl, 128
-    jnz 1f
+    test dword ptr [r15 + 67117724], 536870912
+    jz 1f
 1:
-    mov eax, 210
-    mov r9, r8
+    mov ecx, dword ptr [r14 + rbp + 704]
+    mov qword ptr [r15 + r9 + 192], rdx
     and r8, 64
-    mov byte ptr [r15 + r8 + 448], sil
-    test dword ptr [r15 + 67117723], 21006088
+    mov edx, dword ptr [r15 + r8 + 640]
+    test dword ptr [r15 + 67117723], 268435456
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + r8 + 512]
-    mov eax, 232
-    mov rdi, rcx
+    mov dword ptr [r15 + r8 + 576], edx
+    mov eax, 112
     add r10, r11
     inc rbx
     dec r13
@@ -1528,55 +1640,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], 91
-    mov qword ptr [r15 + 0], rsi
-    mov r8, rsi
-    mov esi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 16777216
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 65536
+    mov byte ptr [r15 + 0], dil
+    mov rsi, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 144
-    xchg rsi, rax
-    vmovdqu xmm2, xmmword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 256
+    mov r8d, 125
+    mov ebp, 214
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 8192
+    jz 1f
+1:
+    vpshufd xmm8, xmm15, 162
+    popcnt rcx, r9
+    test bl, 128
     jnz 1f
 1:
-    mov edi, r9d
-    mov rax, rax
-    movsxd rdx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
+    mov r9d, 190
+    mov esi, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 113600
+    jz 1f
+1:
+    mov eax, 209
+    mov edi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
     lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 4096
-    jnz 1f
+    test bl, 160
+    jz 1f
 1:
     and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 128]
-    lea r9, [r10 + r10*1]
-    mov eax, dword ptr [r15 + r8 + 64]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 256], rbp
-    test ebx, 1024
+    mov rax, qword ptr [r15 + r8 + 896]
+    movsxd rbp, dword ptr [r15 + r8 + 832]
+    test dword ptr [r15 + 67117723], 33652808
     jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 512], rbp
-    xchg rcx, rdi
-    mov r8d, 134
-    movzx edx, bpl
-    test ebx, 608
+    movzx ecx, al
+    mov r9d, dword ptr [r14 + 0]
+    mov rcx, qword ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 8389152
+    jnz 1f
+1:
+    and rbp, 64
+    mov r8d, dword ptr [r15 + rbp + 448]
+    lea r9, [r10 + r10*1]
+    movzx esi, byte ptr [r15 + rbp + 512]
+    bswap rdi
+    test ebx, 6784
     jz 1f
 1:
-    inc dword ptr [r14 + 0]
-    mov rbp, qword ptr [r14 + r9 + 192]
-    movzx edx, bpl
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 192]
+    movsxd rdx, dword ptr [r15 + r9 + 256]
     add r10, r11
     inc rbx
     dec r13
@@ -1585,72 +1702,77 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    cmovne rbp, rax
-    mov dword ptr [r15 + 0], esi
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx edx, dil
-    test dword ptr [r15 + 67117723], 1073742080
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 537141248
+    setz al
+    lea rcx, [rip + .Lc1_d1392_s]
+    lea rcx, [rcx + rax*8]
+    jmp rcx
+    .p2align 3
+.Lc1_d1392_s:
+    .p2align 3
+    jmp .Lc1_d1392_j
+    .p2align 3
+    jmp .Lc1_d1392_j
+.Lc1_d1392_j:
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], ebp
+    mov eax, edx
+    vmovdqu xmm5, xmmword ptr [r15 + 0]
+    mov edx, edx
+    test bl, 64
     jnz 1f
 1:
-    mov edi, 229
-    mov eax, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 8454148
-    jz 1f
-1:
+    mov rsi, r9
+    mov dword ptr [r15 + 0], 226
     mov r9d, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    mov ecx, 99
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 128
+    mov r8d, r8d
+    test dword ptr [r15 + 67117724], 16384
     jz 1f
 1:
-    and r8, 64
-    lea rbp, [r10 + r10*1]
-    mov rdx, qword ptr [r15 + r8 + 192]
+    mov edi, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    movzx ecx, dil
+    test dword ptr [r15 + 67117723], 33555520
+    jnz 1f
+1:
+    mov rdi, rbp
+    movsxd r8, dword ptr [r15 + 0]
+    mov esi, edi
+    mov rax, r8
+    test dword ptr [r15 + 67117724], 809509893
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    vpor xmm14, xmm14, xmm8
+    mov dword ptr [r15 + 0], 57
     lea r9, [r10 + r10*1]
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 704]
-    mov dword ptr [r15 + r8 + 256], ebp
-    test dword ptr [r15 + 67117723], 9437186
-    jz 1f
+    test dword ptr [r15 + 67117724], 294258726
+    jnz 1f
 1:
     and r9, 64
-    vmovdqu xmm10, xmmword ptr [r15 + r9 + 64]
-    mov rax, r9
-    mov r8, qword ptr [r15 + r9 + 128]
-    mov edx, 9
-    test ebx, 6848
+    movsxd rsi, dword ptr [r14 + r9 + 896]
+    mov edi, 134
+    movsxd rcx, dword ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + r9 + 832], 186
+    lea rbp, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 134924290
     jnz 1f
 1:
-    movzx ecx, byte ptr [r14 + rbp + 768]
-    jmp 1f
-1:
-    mov ebp, esi
-    test ebx, 1984
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov esi, dword ptr [r14 + 0]
-    cmovne r9, rdi
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 256]
+    movzx eax, byte ptr [r15 + rbp + 192]
+    mov r9d, 95
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
 // block 4: 1024 bytes, 4 chunk(s), 16 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117760]
+    mov rbx, qword ptr [r15 + 67117768]
     lea rcx, [rbx + 16]
-    mov qword ptr [r15 + 67117760], rcx
+    mov qword ptr [r15 + 67117768], rcx
     mov r13d, 16
     jmp .Lc1_b4_c0
     .p2align 6
@@ -1658,53 +1780,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*8]
-    jmp 1f
-1:
-    mov rdi, rbp
-    and rbp, 960
-    movsxd rsi, dword ptr [r15 + rbp + 1984]
-    movzx r9d, byte ptr [r15 + rbp + 2048]
-    test ebx, 512
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d1455_s]
+    lea rcx, [rcx + rax*8]
+    jmp rcx
+    .p2align 3
+.Lc1_d1455_s:
+    .p2align 3
+    jmp .Lc1_d1455_j
+    .p2align 3
+    jmp .Lc1_d1455_j
+.Lc1_d1455_j:
+    mov eax, r8d
+    mov r8, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 89
+    test bl, 64
     jnz 1f
 1:
-    movzx edx, r8b
-    mov qword ptr [r15 + 0], r8
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1936
+    mov rsi, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 1242578978
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], edx
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 304
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    movzx esi, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    movsxd rdx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 1984
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
     and r8, 64
-    mov eax, dword ptr [r15 + r8 + 384]
-    mov esi, r8d
+    mov edi, dword ptr [r15 + r8 + 64]
+    lea rbp, [r10 + r10*1]
+    test bl, 200
+    jnz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], 111
+    mov dword ptr [r14 + r8 + 128], r9d
     lea r9, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 688915080
+    mov r8d, eax
+    test bl, 64
     jz 1f
 1:
     and r9, 64
-    mov byte ptr [r15 + r9 + 448], bpl
-    movsxd rcx, dword ptr [r15 + rbp + 2304]
-    vmovdqu xmm15, xmmword ptr [r15 + rbp + 2176]
-    test ebx, 256
+    mov rax, qword ptr [r15 + r9 + 384]
+    mov r8d, r9d
+    movzx esi, byte ptr [r15 + rbp + 512]
+    test dword ptr [r15 + 67117724], 1024
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 2432]
-    mov qword ptr [r15 + r8 + 320], rax
-    vmovdqu xmm7, xmmword ptr [r15 + rbp + 2240]
-    test dword ptr [r15 + 67117723], 256
-    jnz 1f
-1:
-    movzx edx, byte ptr [r14 + rbp + 2368]
-    mov byte ptr [r15 + rbp + 2112], dl
-    mov edi, edi
-    test ebx, 456
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + rbp + 2496]
-    movsxd rbp, dword ptr [r15 + r9 + 512]
-    mov r9d, 174
+    vpaddq xmm14, xmm14, xmmword ptr [r14 + 0]
+    movzx ebp, dil
+    movzx edi, byte ptr [r15 + r9 + 320]
     add r10, r11
     inc rbx
     dec r13
@@ -1713,64 +1853,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx ecx, r8b
-    mov r8d, r8d
-    test bl, 32
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 2097152
+    lea rbp, [r10*8]
+    vmovq xmm5, rdx
+    and rbp, 8128
+    movsxd rdx, dword ptr [r15 + rbp + 7488]
+    mov r9d, dword ptr [r15 + rbp + 7296]
+    test dword ptr [r15 + 67117724], 2101410
     jz 1f
 1:
-    mov edi, eax
-    or edi, 1
-    xor edx, edx
-    div edi
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1784
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 169
-    mov r9d, ecx
-    mov rsi, rdi
-    test bl, 64
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + rbp + 7360], 58
+    movsxd rsi, dword ptr [r15 + rbp + 7232]
+    test ebx, 7664
     jz 1f
 1:
-    vpcmpeqb xmm2, xmm2, xmm15
-    movsxd rcx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 16843020
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 71927042
-    jnz 1f
-1:
-    mov rcx, rax
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], ecx
-    mov r8d, dword ptr [r14 + 0]
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 64]
     lea r9, [r10 + r10*1]
-    test ebx, 256
+    movzx eax, al
+    test dword ptr [r15 + 67117724], 2048
     jz 1f
 1:
     and r9, 64
-    lea r8, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + r9 + 128]
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 448]
-    mov rdi, qword ptr [r15 + r8 + 512]
-    test dword ptr [r15 + 67117724], 1410072712
+    mov esi, dword ptr [r15 + r9 + 128]
+    mov rcx, qword ptr [r14 + rbp + 7104]
+    test dword ptr [r15 + 67117723], 5251073
     jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 256], rdx
-    mov byte ptr [r15 + r9 + 64], al
+    mov byte ptr [r15 + r9 + 64], bpl
+    mov r9d, 62
+    test dword ptr [r15 + 67117724], 1611679824
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + rbp + 7168]
+    crc32 esi, dil
+    test dword ptr [r15 + 67117724], 277366849
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + r8 + 128]
+    movzx eax, r9b
+    test dword ptr [r15 + 67117724], 571544066
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + rbp + 7552]
+    movsxd rax, dword ptr [r14 + rbp + 7424]
     add r10, r11
     inc rbx
     dec r13
@@ -1779,56 +1905,72 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4210708
+    setz al
+    lea rcx, [rip + .Lc1_d1559_s]
+    lea rcx, [rcx + rax*8]
+    jmp rcx
+    .p2align 3
+.Lc1_d1559_s:
+    .p2align 3
+    jmp .Lc1_d1559_j
+    .p2align 3
+    jmp .Lc1_d1559_j
+.Lc1_d1559_j:
     lea rbp, [r10 + r10*1]
-    mov esi, esi
+    mov rdx, rdx
     and rbp, 64
-    vpcmpeqb xmm2, xmm2, xmmword ptr [r14 + rbp + 192]
-    mov edx, 20
-    mov r9d, dword ptr [r15 + rbp + 256]
-    test ebx, 256
+    mov rdi, qword ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + rbp + 128], esi
+    movsxd rax, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 14835760
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov rbp, rcx
-    mov eax, 33
-    and r8, 64
-    mov dword ptr [r15 + r8 + 576], r9d
-    bswap rcx
-    test ebx, 15216
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov r8, qword ptr [r15 + 0]
     mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 40
-    test ebx, 1456
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 10
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
     test bl, 64
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    movzx edx, al
-    vpmovmskb edi, xmm10
-    movsxd rcx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 1074143506
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r15 + 0], rax
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 320]
-    movzx esi, r9b
-    movzx edx, byte ptr [r15 + r9 + 384]
-    test dword ptr [r15 + 67117723], 285278336
     jz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov qword ptr [r15 + 0], rsi
+    movzx edi, r9b
+    test dword ptr [r15 + 67117724], 1024
+    jz 1f
+1:
+    mov ecx, edi
+    vpor xmm14, xmm14, xmm14
+    movzx r9d, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 262144
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    movsxd rdx, dword ptr [r15 + 0]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 832], 187
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 192]
+    test ebx, 1264
+    jz 1f
+1:
+    mov edi, 195
+    movsxd rsi, dword ptr [r15 + rbp + 896]
+    movzx ecx, cl
+    test dword ptr [r15 + 67117723], 8962052
+    jz 1f
+1:
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r14 + r8 + 256]
+    mov ebp, edx
+    mov r8, rbp
+    test dword ptr [r15 + 67117724], 404101184
+    jnz 1f
 1:
     movzx r9d, dl
-    mov dword ptr [r15 + r8 + 640], r8d
-    movzx r8d, byte ptr [r14 + 0]
+    movzx edx, dl
+    movzx eax, byte ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
@@ -1837,67 +1979,86 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 0], bpl
-    mov rdi, rdi
-    mov ecx, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test bl, 16
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 3
+    lea rcx, [rip + .Lc1_d1620_s]
+    lea rcx, [rcx + rax*8]
+    jmp rcx
+    .p2align 3
+.Lc1_d1620_s:
+    .p2align 3
+    jmp .Lc1_d1620_j
+    .p2align 3
+    jmp .Lc1_d1620_j
+    .p2align 3
+    jmp .Lc1_d1620_j
+    .p2align 3
+    jmp .Lc1_d1620_j
+.Lc1_d1620_j:
+    movzx r8d, sil
+    mov edx, 246
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 3000
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov rcx, rsi
+    mov ebp, esi
+    test ebx, 256
     jnz 1f
 1:
-    mov edx, esi
-    mov rax, qword ptr [r15 + 0]
-    sete r9b
-    test dword ptr [r15 + 67117724], 268449380
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    movzx esi, byte ptr [r15 + 0]
-    mov r9, r8
-    test ebx, 704
-    jnz 1f
-1:
-    mov rcx, r8
-    movzx r8d, byte ptr [r15 + 0]
-    mov edi, 173
-    test dword ptr [r15 + 67117724], 16
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    movzx r8d, byte ptr [r14 + 0]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], 232
-    test bl, 32
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    movzx edx, r8b
-    and rbp, 64
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + rbp + 64]
-    lea r8, [r10 + r10*1]
-    mov esi, 102
-    test dword ptr [r15 + 67117724], 67265536
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + rbp + 128]
-    and r8, 64
-    movsxd rdi, dword ptr [r14 + r8 + 256]
-    mov rbp, qword ptr [r15 + r8 + 192]
-    test dword ptr [r15 + 67117724], 33045
-    jnz 1f
-1:
-    mov r8, rbp
+    movsxd r9, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
     movzx eax, al
-    mov rbp, qword ptr [r15 + r9 + 128]
+    test dword ptr [r15 + 67117723], 872416258
+    jz 1f
+1:
+    vpxor xmm8, xmm8, xmm5
+    mov eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    test ebx, 336
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    test ebx, 752
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    movzx ecx, dil
+    and r8, 64
+    vmovdqu xmm5, xmmword ptr [r14 + r8 + 512]
+    and rbp, 64
+    mov edi, dword ptr [r15 + rbp + 192]
+    lea r9, [r10 + r10*1]
+    test ebx, 2976
+    jz 1f
+1:
+    mov edx, 80
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 576]
+    mov rax, qword ptr [r15 + r9 + 640]
+    test bl, 168
+    jnz 1f
+1:
+    movzx ecx, cl
+    movzx esi, byte ptr [r15 + rbp + 256]
+    mov ebp, 226
+    test dword ptr [r15 + 67117723], 268435459
+    jz 1f
+1:
+    mov r9d, dword ptr [r14 + 0]
+    mov byte ptr [r15 + r8 + 448], bpl
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
 // block 5: 2048 bytes, 8 chunk(s), 16 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117768]
+    mov rbx, qword ptr [r15 + 67117776]
     lea rcx, [rbx + 16]
-    mov qword ptr [r15 + 67117768], rcx
+    mov qword ptr [r15 + 67117776], rcx
     mov r13d, 16
     jmp .Lc1_b5_c0
     .p2align 6
@@ -1905,59 +2066,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9d, 8
-    mov ecx, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 24288
-    jnz 1f
-1:
-    mov r8d, 215
-    mov ebp, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 14288
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    mov dword ptr [r15 + 0], 163
-    test ebx, 992
-    jnz 1f
-1:
     lea rbp, [r10 + r10*1]
-    movzx edi, dil
-    mov esi, 37
     and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 832]
-    test dword ptr [r15 + 67117723], 34670120
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + rbp + 896]
-    mov r9d, 164
-    popcnt r8, rdx
-    test dword ptr [r15 + 67117724], 184448
+    movzx r8d, byte ptr [r15 + rbp + 192]
+    movzx edx, byte ptr [r15 + 0]
+    movzx edi, dil
+    test dword ptr [r15 + 67117723], 704647168
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    movzx eax, al
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 256]
+    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    not qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 469762816
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 3488
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 29184
+    jz 1f
+1:
+    mov r9, r8
     lea r8, [r10 + r10*1]
-    or edi, 1
-    xor edx, edx
-    div edi
-    test bl, 64
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 7920
     jz 1f
 1:
     and r8, 64
-    mov byte ptr [r15 + r8 + 576], dil
-    mov qword ptr [r14 + 0], rdi
-    movsxd rdx, dword ptr [r14 + 0]
-    test dword ptr [r15 + 67117724], 44124208
+    mov byte ptr [r15 + r8 + 704], r8b
+    mov dword ptr [r15 + r8 + 768], r8d
+    lea r9, [r10 + r10*1]
+    mov rdx, rbp
+    test ebx, 3776
     jz 1f
 1:
-    mov edi, dword ptr [r15 + r8 + 640]
-    mov qword ptr [r15 + rbp + 192], rcx
-    mov eax, esi
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 576]
+    sete dl
+    test dword ptr [r15 + 67117724], 128
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + r9 + 640]
+    mov r8d, 76
+    mov dword ptr [r15 + rbp + 256], 237
+    test dword ptr [r15 + 67117723], 117998672
+    jnz 1f
+1:
+    mov eax, 115
+    vpor xmm5, xmm5, xmm12
     add r10, r11
     inc rbx
     dec r13
@@ -1966,46 +2127,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*8]
-    lea r8, [r10 + r10*1]
-    and rbp, 8128
-    vmovdqu xmm10, xmmword ptr [r15 + rbp + 7424]
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 128]
-    mov esi, dword ptr [r15 + rbp + 7552]
-    mov dword ptr [r15 + 0], ecx
-    test dword ptr [r15 + 67117723], 343943234
+    mov ebp, dword ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r14 + 0], ecx
+    and r9, 64
+    mov qword ptr [r15 + r9 + 384], rax
+    mov qword ptr [r15 + 0], r9
+    test bl, 32
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 165
+    mov eax, dword ptr [r15 + 0]
+    test bl, 32
     jz 1f
 1:
-    movzx ecx, r9b
-    movzx ecx, byte ptr [r15 + rbp + 7104]
-    lea r9, [r10 + r10*1]
-    mov rdi, rcx
-    test dword ptr [r15 + 67117723], 44048386
+    movzx esi, al
+    mov dword ptr [r15 + 0], 84
+    movzx eax, byte ptr [r15 + 0]
+    xchg rcx, rdx
+    test dword ptr [r15 + 67117724], 1115684928
     jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 139
+    movzx edi, r8b
+    test bl, 64
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 196
+    sete r8b
+    test dword ptr [r15 + 67117724], 67108864
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + r9 + 320]
+    and rbp, 64
+    lea r9, [r10 + r10*1]
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r14 + rbp + 832]
+    mov dword ptr [r15 + rbp + 896], 163
+    test dword ptr [r15 + 67117724], 64
+    jz 1f
 1:
     and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 640]
-    movsxd rax, dword ptr [r15 + rbp + 7360]
-    mov ecx, ebp
-    test dword ptr [r15 + 67117724], 1208762889
-    jz 1f
-1:
-    mov edi, dword ptr [r14 + rbp + 7488]
-    movsxd rsi, dword ptr [r15 + r8 + 64]
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 7232]
-    test dword ptr [r15 + 67117723], 128
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 7616], rdi
-    mov dword ptr [r15 + rbp + 7168], 10
-    mov rdx, rsi
-    test dword ptr [r15 + 67117723], 1634206208
-    jz 1f
-1:
-    movzx esi, bpl
-    mov dword ptr [r15 + rbp + 7296], edx
-    mov edi, dword ptr [r15 + r9 + 576]
+    movsxd rsi, dword ptr [r15 + r9 + 64]
+    vpaddd xmm5, xmm5, xmm5
+    movzx edi, byte ptr [r15 + r9 + 128]
     add r10, r11
     inc rbx
     dec r13
@@ -2014,56 +2183,67 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], 130
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 608
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8388624
+    setz al
+    lea rcx, [rip + .Lc1_d1789_s]
+    lea rcx, [rcx + rax*8]
+    jmp rcx
+    .p2align 3
+.Lc1_d1789_s:
+    .p2align 3
+    jmp .Lc1_d1789_j
+    .p2align 3
+    jmp .Lc1_d1789_j
+.Lc1_d1789_j:
+    mov rsi, rdx
+    movzx edx, dl
+    mov edi, 190
+    mov r9d, ebp
+    test dword ptr [r15 + 67117723], 16
+    jz 1f
+1:
+    movzx eax, r8b
+    movzx ebp, r9b
+    vpor xmm8, xmm8, xmm8
+    test dword ptr [r15 + 67117723], 545300832
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    movzx r8d, bpl
-    mov r9, r9
-    test dword ptr [r15 + 67117723], 134217728
-    jnz 1f
+    movzx r8d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov esi, dword ptr [r15 + 0]
+    mov r9d, 183
+    test dword ptr [r15 + 67117724], 147456
+    jz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + 0]
     movzx esi, byte ptr [r15 + 0]
-    test ebx, 304
-    jz 1f
-1:
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], rsi
     lea rbp, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 65925
+    test dword ptr [r15 + 67117723], 8192
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov eax, 247
+    movzx esi, byte ptr [r15 + 0]
     and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 192]
-    and r8, 64
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + r8 + 768]
-    lea r9, [r10 + r10*1]
-    test ebx, 512
-    jnz 1f
-1:
-    mov dword ptr [r14 + 0], 77
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 576]
-    mov edi, 204
-    test dword ptr [r15 + 67117723], 4
-    jnz 1f
-1:
-    vmovdqu xmm14, xmmword ptr [r15 + r9 + 640]
-    sete cl
-    cmovne r9, rdx
-    test dword ptr [r15 + 67117723], 512
+    movsxd rdi, dword ptr [r15 + rbp + 256]
+    bswap rsi
+    lea r8, [r10 + r10*1]
+    vmovq xmm10, rcx
+    test dword ptr [r15 + 67117724], 32
     jz 1f
 1:
-    mov dword ptr [r14 + r8 + 704], ecx
-    mov dword ptr [r15 + rbp + 256], 147
+    movsxd rdi, dword ptr [r14 + rbp + 192]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], esi
+    mov rcx, r8
+    lea r9, [r10 + r10*1]
+    test dword ptr [r15 + 67117724], 671097872
+    jz 1f
+1:
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 640]
+    mov qword ptr [r15 + r8 + 320], r9
+    mov rbp, qword ptr [r15 + r9 + 576]
     add r10, r11
     inc rbx
     dec r13
@@ -2072,124 +2252,117 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov r9, r8
+    lea r8, [r10*8]
     lea rbp, [r10 + r10*1]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3328], ebp
     and rbp, 64
-    mov rdx, qword ptr [r14 + rbp + 128]
-    mov eax, esi
-    movsxd rdi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    test dword ptr [r15 + 67117724], 16924928
+    mov rdi, qword ptr [r15 + rbp + 512]
+    test dword ptr [r15 + 67117723], 1074024448
+    jnz 1f
+1:
+    mov esi, 242
+    mov edx, 58
+    test ebx, 15088
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r8d, 242
-    mov ecx, 107
-    test ebx, 816
+    vmovdqu xmm15, xmmword ptr [r14 + rbp + 448]
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    test dword ptr [r15 + 67117724], 272638020
     jz 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    movsxd rdi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov eax, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 128
+    mov dword ptr [r15 + r8 + 3072], r9d
+    mov rdi, qword ptr [r15 + r8 + 3264]
+    test dword ptr [r15 + 67117724], 1208090689
+    jnz 1f
+1:
+    mov r9d, 247
+    mov dword ptr [r15 + r8 + 3008], 227
+    mov edx, edi
+    test dword ptr [r15 + 67117723], 672210944
     jz 1f
 1:
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    mov ecx, eax
+    mov esi, ebp
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + r8 + 3200]
+    test dword ptr [r15 + 67117723], 620892178
+    jz 1f
+1:
+    movzx eax, bpl
+    mov ecx, dword ptr [r14 + r8 + 3136]
+    lea rbp, [r10 + r10*1]
     test bl, 32
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    cmovne r9, r9
-    lea r8, [r10 + r10*1]
-    test ebx, 14256
     jz 1f
 1:
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 384]
-    vmovdqu xmm10, xmmword ptr [r15 + r8 + 320]
-    mov qword ptr [r15 + rbp + 64], rbp
-    mov edx, r9d
-    test dword ptr [r15 + 67117723], 672137256
-    jnz 1f
-1:
-    mov edi, edx
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r14 + 0]
-    mov ebp, 38
-    lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 557321216
-    jz 1f
-1:
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 128]
-    mov rdx, qword ptr [r15 + r8 + 64]
-    mov ecx, 150
+    and rbp, 64
+    movsxd r8, dword ptr [r15 + rbp + 256]
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c4:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d1888_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp rcx
+.Lc1_d1888_j:
+    lea r9, [r10 + r10*1]
     lea rbp, [r10 + r10*1]
+    sete dl
     and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 192]
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    test bl, 128
+    movsxd rsi, dword ptr [r15 + rbp + 448]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 768], 30
+    movzx eax, r9b
+    test ebx, 7152
     jz 1f
 1:
-    mov edx, edi
-    mov qword ptr [r15 + 0], r8
-    mov edi, dword ptr [r15 + 0]
+    mov edi, 142
+    mov r8, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    vpor xmm8, xmm8, xmm5
+    movsxd r8, dword ptr [r15 + 0]
+    mov esi, 96
     test bl, 32
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    movzx ecx, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
     test ebx, 896
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov esi, edx
-    lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 553648640
     jnz 1f
 1:
     mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + rbp + 256], 188
-    and r8, 64
-    movzx ebp, byte ptr [r15 + r8 + 384]
-    lea r9, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 1208090689
+    btc dword ptr [r15 + 0], 27
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 11264
     jnz 1f
 1:
-    movzx esi, r8b
-    movzx edx, r9b
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], edx
-    movzx edx, dil
-    test bl, 64
-    jnz 1f
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + r9 + 704], 253
+    mov r9d, 37
+    mov r8, r8
+    test bl, 224
+    jz 1f
 1:
-    vmovdqu xmm7, xmmword ptr [r15 + r9 + 64]
-    mov edi, dword ptr [r14 + 0]
-    movzx eax, byte ptr [r15 + r8 + 320]
-    test ebx, 1952
-    jnz 1f
+    mov esi, 177
+    movzx ecx, byte ptr [r14 + rbp + 512]
+    lea rbp, [r10 + r10*1]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 641
+    rep movsb
+    test ebx, 576
+    jz 1f
 1:
-    mov esi, 46
-    mov ecx, 22
-    jmp 1f
-1:
+    and rbp, 64
+    vmovdqu xmm12, xmmword ptr [r15 + rbp + 128]
+    vmovdqu xmm5, xmmword ptr [r15 + rbp + 64]
+    mov rax, rbp
     add r10, r11
     inc rbx
     dec r13
@@ -2198,60 +2371,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vpor xmm10, xmm10, xmm7
-    mov esi, 199
-    vpor xmm7, xmm7, xmm2
-    mov dword ptr [r15 + 0], esi
-    test bl, 208
+    movzx edi, byte ptr [r14 + 0]
+    mov esi, edx
+    movsxd rax, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 134217728
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 17842178
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 0]
+    mov edx, eax
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 7632
     jz 1f
 1:
-    mov r8, rcx
-    movzx eax, byte ptr [r15 + 0]
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 12649763
+    mov byte ptr [r15 + 0], bpl
+    mov rax, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test bl, 32
     jnz 1f
 1:
-    mov r9, rcx
-    jmp 1f
+    movsxd r9, dword ptr [r15 + 0]
+    mov rbp, r9
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 7024
+    jnz 1f
 1:
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 3407881
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    movzx ebp, byte ptr [r15 + 0]
+    and r9, 64
+    lea r8, [r10 + r10*1]
+    movsxd rax, dword ptr [r15 + r9 + 640]
+    movzx edx, dl
+    test dword ptr [r15 + 67117723], 2097152
+    jnz 1f
+1:
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 832]
+    mov ebp, r8d
+    mov dword ptr [r14 + r8 + 896], ecx
     test bl, 64
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov ecx, edi
-    mov esi, dword ptr [r14 + 0]
-    mov ebp, edi
-    lea r8, [r10 + r10*1]
-    test ebx, 2496
+    movzx ecx, sil
+    mov edi, 129
+    lea rbp, [r10 + r10*1]
+    vmovdqu xmm3, xmmword ptr [r15 + r9 + 576]
+    test dword ptr [r15 + 67117723], 4198497
     jz 1f
 1:
-    and r8, 64
-    lea r9, [r10 + r10*1]
-    mov eax, dword ptr [r15 + r8 + 384]
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r14 + r8 + 320]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], dil
-    lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 4
-    jnz 1f
-1:
-    mov edi, 10
     and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 576]
-    mov ecx, dword ptr [r15 + rbp + 640]
-    test ebx, 32416
-    jnz 1f
-1:
-    mov edx, edi
-    vpor xmm14, xmm14, xmm7
-    movsxd rsi, dword ptr [r15 + r9 + 256]
+    movzx r9d, byte ptr [r15 + rbp + 448]
+    mov rsi, qword ptr [r15 + rbp + 512]
     add r10, r11
     inc rbx
     dec r13
@@ -2260,57 +2434,70 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r9, [r10 + r10*1]
-    mov edx, r9d
-    and r9, 64
-    movsxd rsi, dword ptr [r14 + r9 + 384]
-    mov dword ptr [r15 + 0], 144
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 134217752
+    setz al
+    lea rcx, [rip + .Lc1_d2002_s]
+    lea rcx, [rcx + rax*8]
+    jmp rcx
+    .p2align 3
+.Lc1_d2002_s:
+    .p2align 3
+    jmp .Lc1_d2002_j
+    .p2align 3
+    jmp .Lc1_d2002_j
+.Lc1_d2002_j:
+    movsxd rax, dword ptr [r14 + 0]
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov rdi, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 142622848
+    jnz 1f
+1:
+    or qword ptr [r15 + 0], 99
+    mov esi, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    movzx r9d, cl
     mov edi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 11669528
+    mov ecx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    test bl, 64
     jz 1f
 1:
-    vmovdqu xmm9, xmmword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov eax, 109
-    mov dword ptr [r15 + 0], 246
-    test dword ptr [r15 + 67117723], 606240810
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
+    mov edi, dword ptr [r15 + 0]
+    mov edx, ecx
+    mov r8d, edi
     movsxd rcx, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 7152
+    test dword ptr [r15 + 67117723], 18890912
     jz 1f
 1:
+    lea rbp, [r10 + r10*1]
+    bt rcx, rbp
+    mov rax, rax
+    lea r9, [r10 + r10*1]
     and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 64]
-    movzx esi, bpl
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 33554432
+    movzx esi, byte ptr [r15 + rbp + 384]
+    and r9, 64
+    movsxd r8, dword ptr [r15 + r9 + 128]
+    test dword ptr [r15 + 67117723], 1024
     jnz 1f
 1:
-    mov ecx, dword ptr [r14 + 0]
+    popcnt rdi, rcx
     lea r8, [r10 + r10*1]
-    mov edx, 35
-    movzx esi, byte ptr [r15 + r9 + 320]
+    movzx ecx, dl
     and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 256]
-    test dword ptr [r15 + 67117724], 17321988
+    mov rax, qword ptr [r14 + r8 + 256]
+    mov edx, dword ptr [r15 + r8 + 192]
+    test dword ptr [r15 + 67117723], 273679376
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + r8 + 192]
-    movzx r9d, r9b
-    movzx eax, byte ptr [r15 + rbp + 128]
+    movzx esi, dl
+    mov r8d, dword ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + r9 + 64], r9d
     add r10, r11
     inc rbx
     dec r13
@@ -2319,122 +2506,136 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 256]
-    movzx r8d, bpl
-    mov r9, rdi
-    test dword ptr [r15 + 67117724], 268435456
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 16777216
     jz 1f
 1:
+    mov edi, dword ptr [r15 + 0]
+    mov edx, 174
+    test dword ptr [r15 + 67117723], 23070848
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    mov edx, 136
-    mov ecx, ecx
+    test dword ptr [r15 + 67117723], 16797700
+    jnz 1f
+1:
     and r8, 64
-    mov byte ptr [r15 + r8 + 64], sil
-    test dword ptr [r15 + 67117724], 16912528
-    jz 1f
-1:
-    mov r9d, edi
-    movzx esi, byte ptr [r15 + 0]
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 1075873794
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 32768
+    movsxd rsi, dword ptr [r14 + r8 + 320]
+    popcnt rcx, r8
+    test dword ptr [r15 + 67117723], 134234368
     jnz 1f
 1:
+    mov r9d, 234
+    popcnt rsi, rbp
+    lea rbp, [r10 + r10*1]
     lea r9, [r10 + r10*1]
-    mov rdi, rcx
-    mov eax, eax
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 384]
-    test dword ptr [r15 + 67117723], 4227144
+    mov rdi, rdi
+    test bl, 64
     jz 1f
 1:
-    movsxd rcx, dword ptr [r14 + 0]
-    movzx esi, byte ptr [r14 + 0]
-    mov eax, 172
-    test dword ptr [r15 + 67117723], 1074561080
-    jnz 1f
+    and rbp, 64
+    movzx edx, byte ptr [r15 + rbp + 512]
+    and r9, 64
+    vmovdqu xmm5, xmmword ptr [r15 + r9 + 128]
+    test bl, 64
+    jz 1f
 1:
-    vpxor xmm4, xmm4, xmm10
-    movzx edx, byte ptr [r15 + rbp + 192]
-    not qword ptr [r15 + r8 + 128]
-    test dword ptr [r15 + 67117723], 2097152
-    jnz 1f
+    movsxd rdi, dword ptr [r15 + r8 + 384]
+    mov r8, qword ptr [r14 + 0]
+    test dword ptr [r15 + 67117723], 2
+    jz 1f
 1:
-    mov qword ptr [r15 + r9 + 320], rdx
-    jmp 1f
+    mov dword ptr [r15 + r9 + 64], eax
+    movzx eax, cl
+    test dword ptr [r15 + 67117723], 536871680
+    jz 1f
 1:
+    mov byte ptr [r15 + rbp + 448], al
+    popcnt rcx, rsi
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 512 bytes, 2 chunk(s), 26 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117776]
-    lea rcx, [rbx + 26]
-    mov qword ptr [r15 + 67117776], rcx
-    mov r13d, 26
+// block 6: 512 bytes, 2 chunk(s), 24 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117784]
+    lea rcx, [rbx + 24]
+    mov qword ptr [r15 + 67117784], rcx
+    mov r13d, 24
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r9, [r10 + r10*2]
-    and r9, 4032
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 106688
+    setz al
+    lea rcx, [rip + .Lc1_d2116_s]
+    lea rcx, [rcx + rax*8]
+    jmp rcx
+    .p2align 3
+.Lc1_d2116_s:
+    .p2align 3
+    jmp .Lc1_d2116_j
+    .p2align 3
+    jmp .Lc1_d2116_j
+.Lc1_d2116_j:
     lea rbp, [r10*4]
-    mov dword ptr [r15 + r9 + 3072], 86
-    mov r8d, eax
-    mov rax, rdi
+    movzx edx, r9b
     and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 1472]
-    test dword ptr [r15 + 67117724], 128
+    lea r9, [r10 + r10*1]
+    movsxd rdi, dword ptr [r15 + rbp + 1472]
+    movzx eax, sil
+    test bl, 128
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    bt rsi, rdx
-    test dword ptr [r15 + 67117724], 268831744
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov edi, 246
-    movzx eax, byte ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 880
-    jnz 1f
-1:
-    mov rdi, r9
-    mov r8, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 736
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
+    and r9, 64
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + r9 + 256]
+    movsxd rsi, dword ptr [r15 + 0]
     mov ecx, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + rbp + 1664]
-    mov dword ptr [r15 + r9 + 3136], ecx
+    test dword ptr [r15 + 67117724], 1354797248
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r8, r8
+    mov eax, edx
+    test dword ptr [r15 + 67117724], 128
+    jz 1f
+1:
+    movzx edi, bpl
+    mov rdx, qword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    test bl, 44
+    test ebx, 704
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + rbp + 1600]
-    mov dword ptr [r14 + 0], 173
+    mov dword ptr [r15 + 0], 109
+    movzx eax, byte ptr [r15 + 0]
     and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 640]
-    test ebx, 352
+    mov qword ptr [r15 + r8 + 320], rax
+    test dword ptr [r15 + 67117723], 128
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 1664]
+    movsxd rsi, dword ptr [r15 + rbp + 1600]
+    mov byte ptr [r15 + rbp + 1536], r8b
+    test ebx, 800
     jz 1f
 1:
-    vmovdqu xmm10, xmmword ptr [r15 + r9 + 3008]
-    mov r9d, dword ptr [r15 + rbp + 1536]
-    movsxd rsi, dword ptr [r15 + r8 + 576]
+    mov ecx, dword ptr [r14 + 0]
+    mov dword ptr [r15 + r8 + 384], ebp
+    or ebp, 1
+    xor edx, edx
+    div ebp
+    test bl, 16
+    jnz 1f
+1:
+    vpcmpeqb xmm5, xmm5, xmm10
+    movsxd r8, dword ptr [r15 + r9 + 192]
     add r10, r11
     inc rbx
     dec r13
@@ -2443,89 +2644,104 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
-    mov qword ptr [r14 + 0], rbp
-    and rbp, 64
+    lea rcx, [rip + .Lc1_d2175_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp rcx
+.Lc1_d2175_j:
+    mov r9d, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 422
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 231
+    test bl, 204
+    jz 1f
+1:
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + 0]
+    mov rax, rax
+    test ebx, 1824
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*2]
+    mov rsi, rsi
+    movzx ecx, byte ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 512], 142
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 896]
-    movzx edx, byte ptr [r15 + rbp + 448]
-    test dword ptr [r15 + 67117724], 2
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov ecx, ebp
-    crc32 rdi, r9
-    test ebx, 512
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    mov rsi, qword ptr [r15 + 0]
-    mov edx, ecx
-    test ebx, 1468
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
+    and rbp, 960
+    mov dword ptr [r15 + rbp + 2048], ecx
     test bl, 128
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + r8 + 832]
-    mov rbp, r8
-    vpcmpeqb xmm4, xmm4, xmm10
-    test dword ptr [r15 + 67117723], 2048
-    jz 1f
-1:
-    movzx edx, r8b
-    mov rsi, r8
-    mov ecx, ebp
-    lea rbp, [r10 + r10*1]
-    test bl, 32
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r8d, 121
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rbp
-    test ebx, 256
+    lea r9, [r10 + r10*1]
+    and r8, 64
+    mov rdi, qword ptr [r15 + r8 + 64]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], 184
+    test dword ptr [r15 + 67117724], 16777216
     jnz 1f
 1:
+    mov eax, 206
     lea rdi, [r15 + 67109504]
     mov ecx, 643
     rep stosb
-    vpmovmskb eax, xmm4
-    mov r8d, dword ptr [r15 + rbp + 256]
+    test bl, 128
+    jnz 1f
+1:
+    sete dl
+    mov byte ptr [r15 + rbp + 2112], cl
+    mov rsi, qword ptr [r15 + r9 + 512]
+    test ebx, 512
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r8 + 128]
+    mov edi, dword ptr [r15 + rbp + 1984]
+    test ebx, 892
+    jz 1f
+1:
+    vpor xmm5, xmm5, xmm3
+    movzx edx, byte ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
 // block 7: 64 bytes, 1 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117792]
+    lea rcx, [rbx + 1]
+    mov qword ptr [r15 + 67117792], rcx
     mov r13d, 1
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    mov r9, r10
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d2235_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp rcx
+.Lc1_d2235_j:
     mov rbp, r10
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7104], r9b
-    mov r8, r10
     and rbp, 64
-    mov byte ptr [r15 + rbp + 448], dil
-    and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 64]
+    mov esi, dword ptr [r15 + rbp + 448]
+    mov rbp, r10
+    mov r8, r9
+    test dword ptr [r15 + 67117723], 2048
+    jz 1f
+1:
+    vpaddd xmm12, xmm12, xmm3
+    and rbp, 64
+    mov r9d, dword ptr [r15 + rbp + 576]
     add r10, r11
+    inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
-// block 8: 4096 bytes, 16 chunk(s), 4 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117792]
-    lea rcx, [rbx + 4]
-    mov qword ptr [r15 + 67117792], rcx
-    mov r13d, 4
+// block 8: 4096 bytes, 16 chunk(s), 2 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117800]
+    lea rcx, [rbx + 2]
+    mov qword ptr [r15 + 67117800], rcx
+    mov r13d, 2
     mov eax, ebx
     and eax, 15
     lea rcx, [rip + .Lc1_b8_stubs]
@@ -2570,60 +2786,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov ecx, eax
-    movzx r9d, byte ptr [r15 + 0]
-    popcnt rsi, rsi
-    mov rax, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 268715153
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rdx, rcx
-    test dword ptr [r15 + 67117724], 1090620104
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov ebp, 182
-    movzx edi, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 1344
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    bswap r8
-    not qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 128
-    jz 1f
-1:
-    mov rdx, r8
-    mov rcx, qword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 0], r9d
-    test bl, 64
-    jnz 1f
-1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 512], ebp
-    mov edx, ebp
-    mov r9d, edx
-    movzx edi, dil
+    mov dword ptr [r15 + rbp + 448], edx
     lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 26624
-    jz 1f
+    mov edx, eax
+    mov rdi, r8
+    test dword ptr [r15 + 67117724], 1048576
+    jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 448], al
     and r8, 64
-    mov rax, qword ptr [r15 + r8 + 64]
-    lea rbp, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + r8 + 128]
-    test ebx, 352
+    mov esi, dword ptr [r14 + r8 + 576]
+    sete dl
+    lea r9, [r10*8]
+    test bl, 96
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + r8 + 640]
+    mov edi, eax
+    and r9, 4032
+    mov esi, dword ptr [r15 + r9 + 3392]
+    test dword ptr [r15 + 67117724], 12297
+    jnz 1f
+1:
+    mov rdi, r9
+    mov esi, dword ptr [r15 + r9 + 3200]
+    test dword ptr [r15 + 67117724], 282132480
     jz 1f
 1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov rcx, rsi
-    mov r8d, dword ptr [r15 + rbp + 896]
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + r9 + 3072]
+    movsxd r8, dword ptr [r15 + r9 + 3136]
+    test dword ptr [r15 + 67117723], 281018400
+    jz 1f
+1:
+    sete al
+    mov edi, dword ptr [r15 + rbp + 512]
+    xor dword ptr [r15 + r9 + 3264], eax
+    test dword ptr [r15 + 67117723], 155296400
+    jz 1f
+1:
+    mov ebp, 229
+    movzx eax, byte ptr [r15 + r9 + 3328]
+    test ebx, 1600
+    jnz 1f
+1:
+    movzx edx, r9b
+    mov rcx, qword ptr [r14 + r9 + 3008]
     add r10, r11
     inc rbx
     dec r13
@@ -2632,63 +2840,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov edx, 15
-    test ebx, 105472
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    mov r9d, dword ptr [r15 + r8 + 576]
+    mov rax, qword ptr [r15 + 0]
+    vpaddd xmm12, xmm12, xmm12
+    test dword ptr [r15 + 67117723], 69238824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov qword ptr [r15 + 0], rax
+    test dword ptr [r15 + 67117724], 4737025
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov rax, rdi
-    test dword ptr [r15 + 67117723], 268731008
+    bswap r9
+    mov dword ptr [r15 + 0], esi
+    bt r9, rax
+    test dword ptr [r15 + 67117724], 33555456
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 262144
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 8389634
+    mov r9d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov edi, edi
+    test ebx, 5376
     jz 1f
 1:
     movsxd rbp, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov esi, dword ptr [r15 + 0]
-    or edi, 1
-    xor edx, edx
-    div edi
-    test ebx, 256
-    jz 1f
-1:
-    and r9, 64
-    lea rbp, [r10 + r10*1]
-    mov rax, qword ptr [r15 + r9 + 64]
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 128]
-    test ebx, 288
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 8321
     jnz 1f
 1:
-    movzx edi, r8b
+    mov edx, dword ptr [r15 + 0]
+    mov byte ptr [r14 + 0], dl
+    mov dword ptr [r15 + r8 + 640], edx
     lea r8, [r10 + r10*1]
-    mov byte ptr [r14 + rbp + 64], sil
+    test ebx, 928
+    jz 1f
+1:
     and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 512]
-    test bl, 192
+    lea r9, [r10 + r10*1]
+    movzx ecx, byte ptr [r15 + r8 + 64]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], 80
+    mov edi, 227
+    test dword ptr [r15 + 67117724], 12601360
     jz 1f
 1:
-    mov rsi, r8
-    movsxd rcx, dword ptr [r15 + r9 + 128]
-    movzx edx, byte ptr [r14 + 0]
-    test dword ptr [r15 + 67117724], 536870912
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + r8 + 448]
+    mov ecx, 56
+    movzx ebp, byte ptr [r15 + r8 + 128]
+    or qword ptr [r14 + r9 + 512], 117
     add r10, r11
     inc rbx
     dec r13
@@ -2697,56 +2899,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx r8d, bpl
-    movzx r9d, al
-    movsxd rbp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 8392832
+    lea r8, [r10 + r10*1]
+    mov edx, 251
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 128]
+    mov eax, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 64128
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    test dword ptr [r15 + 67117723], 1048834
+    jnz 1f
+1:
+    xchg qword ptr [r15 + 0], rcx
+    mov edx, 226
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 448
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 128
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
     mov ecx, dword ptr [r15 + 0]
     mov rbp, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 2
-    jnz 1f
-1:
-    mov eax, 191
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 18874368
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    vpaddd xmm10, xmm10, xmm4
-    mov r9d, 243
-    test dword ptr [r15 + 67117724], 541720693
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 896]
-    and rbp, 64
+    mov eax, 228
     lea r9, [r10 + r10*1]
-    vmovdqu xmm4, xmmword ptr [r14 + rbp + 256]
-    and r9, 64
-    mov edi, dword ptr [r15 + r9 + 128]
-    test dword ptr [r15 + 67117724], 536871936
+    test bl, 224
     jz 1f
 1:
-    inc dword ptr [r14 + 0]
-    vpxor xmm14, xmm14, xmm4
-    mov rdi, qword ptr [r15 + r9 + 64]
-    test dword ptr [r15 + 67117724], 4
+    lea rbp, [r10 + r10*1]
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 448]
+    movzx esi, sil
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], r8b
+    test ebx, 6592
     jnz 1f
 1:
-    movzx edx, dil
-    movzx r9d, byte ptr [r15 + rbp + 192]
-    mov rbp, qword ptr [r15 + r8 + 832]
+    mov rsi, qword ptr [r15 + r8 + 64]
+    mov edi, dword ptr [r15 + r9 + 512]
+    mov r8d, ebp
+    test dword ptr [r15 + 67117724], 256
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r14 + 0]
+    mov dword ptr [r14 + rbp + 320], eax
+    movzx eax, r9b
     add r10, r11
     inc rbx
     dec r13
@@ -2755,59 +2960,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vpshufd xmm2, xmm14, 17
-    vmovq xmm11, rsi
-    mov r8d, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 15264
+    movzx r9d, byte ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    vmovdqu xmm12, xmmword ptr [r15 + 0]
+    test ebx, 256
     jnz 1f
 1:
-    mov rsi, rdx
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
-    mov r9d, eax
-    test dword ptr [r15 + 67117724], 268435475
+    mov byte ptr [r15 + 0], sil
+    mov rax, rdx
+    mov dword ptr [r15 + 0], edx
+    test ebx, 15584
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    xchg rcx, rdx
-    mov ebp, 143
-    test dword ptr [r15 + 67117724], 276922704
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rdi, rbp
-    mov byte ptr [r15 + 0], r8b
-    lea r8, [r10 + r10*1]
-    test ebx, 40832
+    movzx edx, byte ptr [r15 + 0]
+    mov esi, 15
+    movsxd r8, dword ptr [r15 + 0]
+    bt rcx, rcx
+    test dword ptr [r15 + 67117724], 526500
     jz 1f
 1:
-    vmovq xmm9, r8
-    mov byte ptr [r15 + 0], cl
-    and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 448]
-    mov edi, esi
+    movzx edi, r8b
+    mov rcx, qword ptr [r15 + 0]
+    mov r8d, esi
+    test ebx, 256
+    jnz 1f
+1:
     lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 524288
-    jz 1f
-1:
+    movzx esi, byte ptr [r15 + 0]
     and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 512]
-    movzx esi, byte ptr [r15 + rbp + 448]
+    movsxd rax, dword ptr [r15 + rbp + 192]
     lea r9, [r10 + r10*1]
-    mov ecx, ebp
-    test ebx, 6848
-    jz 1f
+    lea r8, [r10 + r10*1]
+    mov rcx, qword ptr [r14 + 0]
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 768]
+    test ebx, 256
+    jnz 1f
 1:
     and r9, 64
-    mov edx, dword ptr [r15 + r9 + 384]
-    mov ebp, dword ptr [r15 + r9 + 320]
-    mov edi, dword ptr [r14 + 0]
-    test bl, 128
+    movzx esi, byte ptr [r15 + r9 + 768]
+    movzx edi, r9b
+    bswap rax
+    test ebx, 1024
+    jnz 1f
+1:
+    crc32 edi, bpl
+    movzx eax, byte ptr [r15 + r8 + 704]
+    mov r8, rdi
+    mov dword ptr [r15 + rbp + 256], ebp
+    test bl, 64
     jz 1f
 1:
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r14 + 0]
-    mov dword ptr [r15 + r8 + 512], r8d
-    vpxor xmm10, xmm10, xmm4
+    mov ecx, ecx
+    mov edx, dword ptr [r14 + r9 + 704]
+    mov r9d, 233
     add r10, r11
     inc rbx
     dec r13
@@ -2816,58 +3023,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    cmovne rsi, r8
-    mov r8d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 1344
-    jnz 1f
-1:
-    popcnt rdi, r9
-    movsxd rdx, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 26368
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 67108864
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov eax, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 2433026
-    jz 1f
-1:
-    mov r9, rax
-    mov dword ptr [r15 + 0], 101
-    lea r8, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 16781312
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    and r8, 64
+    lea rcx, [rip + .Lc1_d2469_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp rcx
+.Lc1_d2469_j:
     lea rbp, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + r8 + 384]
-    movzx esi, byte ptr [r14 + 0]
-    test ebx, 7168
-    jnz 1f
-1:
     and rbp, 64
-    lea r9, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + rbp + 64]
-    movzx eax, byte ptr [r15 + r8 + 320]
-    and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 640]
-    test ebx, 11520
+    lea r8, [r10 + r10*1]
+    movsxd rcx, dword ptr [r14 + rbp + 768]
+    not qword ptr [r15 + rbp + 704]
+    and r8, 64
+    vmovdqu xmm3, xmmword ptr [r15 + r8 + 896]
+    movzx ebp, cl
+    test ebx, 256
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + rbp + 128]
-    movzx edi, byte ptr [r15 + r9 + 576]
-    mov rbp, rdx
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    movzx eax, dl
+    test dword ptr [r15 + 67117723], 269488128
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], 56
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 16160
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 183
+    mov rdx, rdi
+    movzx r9d, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 2048
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov esi, eax
+    cmovne rdi, r8
+    test ebx, 56256
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    test ebx, 11232
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + r8 + 832]
+    and r9, 64
+    movsxd rsi, dword ptr [r15 + r9 + 128]
+    mov edx, dword ptr [r15 + r9 + 64]
     add r10, r11
     inc rbx
     dec r13
@@ -2876,61 +3089,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    jmp 1f
+    lea r8, [r10 + r10*8]
+    and r8, 960
+    mov edi, dword ptr [r15 + r8 + 2240]
+    mov esi, 128
+    mov rax, qword ptr [r15 + r8 + 2432]
+    test dword ptr [r15 + 67117723], 562302994
+    jz 1f
 1:
+    movzx ecx, byte ptr [r15 + r8 + 2368]
+    mov ebp, 107
+    movsxd r9, dword ptr [r15 + r8 + 2048]
+    test dword ptr [r15 + 67117724], 537985344
+    jz 1f
+1:
+    add qword ptr [r15 + r8 + 1984], rdx
+    movzx esi, byte ptr [r15 + r8 + 2112]
+    mov edx, 11
     lea rbp, [r10 + r10*1]
-    vpor xmm10, xmm10, xmm4
-    and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 704]
-    bt rdi, rcx
-    test bl, 128
+    test ebx, 24064
     jnz 1f
-1:
-    mov esi, ecx
-    mov rdi, rsi
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    movzx ecx, al
-    mov eax, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 532608
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 16384
-    jz 1f
 1:
     movsxd rcx, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 2
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 128]
-    xchg r9, rdi
-    mov rsi, qword ptr [r15 + r8 + 64]
+    mov rdx, qword ptr [r15 + r8 + 2496]
+    and rbp, 64
+    movsxd rdi, dword ptr [r14 + rbp + 640]
+    lea r9, [r10 + r10*1]
     test bl, 64
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + rbp + 768]
-    lea rbp, [r10 + r10*1]
-    movzx edi, byte ptr [r14 + 0]
-    mov r9d, 217
-    test dword ptr [r15 + 67117724], 1076890112
+    mov qword ptr [r15 + r8 + 2304], rax
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 192]
+    mov rdx, qword ptr [r15 + rbp + 576]
+    test dword ptr [r15 + 67117723], 838861088
     jz 1f
 1:
-    and rbp, 64
-    movsxd rcx, dword ptr [r14 + rbp + 576]
-    movzx edx, dil
-    movzx r8d, byte ptr [r15 + rbp + 640]
+    mov dword ptr [r15 + r8 + 2176], r8d
+    mov esi, edi
+    movzx ecx, sil
+    test ebx, 128640
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r14 + 0]
+    mov dword ptr [r15 + r9 + 256], ebp
     add r10, r11
     inc rbx
     dec r13
@@ -2939,63 +3141,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx esi, byte ptr [r15 + 0]
-    mov eax, esi
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d2571_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp rcx
+.Lc1_d2571_j:
+    mov rbp, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 608
+    jz 1f
+1:
+    mov r8d, 27
+    mov rcx, rdi
+    movsxd rsi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 134217728
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    mov edi, eax
     test bl, 64
     jz 1f
 1:
-    jmp 1f
-1:
-    mov ebp, 112
-    mov rdx, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 67108864
+    mov r8d, 77
+    mov rax, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 256
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov rdx, qword ptr [r15 + 0]
-    mov rsi, rsi
-    test ebx, 48960
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov edi, 88
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov qword ptr [r15 + 0], rdx
-    lea r8, [r10 + r10*1]
-    test bl, 192
-    jz 1f
-1:
+    movsxd rsi, dword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 128]
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 64]
-    and r8, 64
-    movsxd rsi, dword ptr [r14 + r8 + 832]
-    test dword ptr [r15 + 67117723], 1207963666
+    mov edi, dword ptr [r15 + 0]
+    mov ecx, 73
+    test dword ptr [r15 + 67117724], 512
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 896], esi
-    mov r8d, 133
-    vmovdqu xmm10, xmmword ptr [r14 + 0]
-    mov rcx, qword ptr [r15 + rbp + 64]
-    test ebx, 2816
-    jnz 1f
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 256]
+    movsxd rdx, dword ptr [r14 + 0]
+    mov r8d, r8d
+    lea rbp, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 604045316
+    jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + r9 + 128]
-    movzx edi, bpl
-    popcnt r8, rdx
+    movsxd rdx, dword ptr [r14 + 0]
+    and rbp, 64
+    lea r8, [r10 + r10*1]
+    movzx edi, byte ptr [r15 + rbp + 832]
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 448]
+    test ebx, 12256
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 192], 152
+    mov byte ptr [r15 + rbp + 896], sil
+    mov ecx, dword ptr [r15 + r8 + 512]
     add r10, r11
     inc rbx
     dec r13
@@ -3004,56 +3205,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rdx, r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 228
-    mov r9d, 53
-    test dword ptr [r15 + 67117723], 1348665346
-    jz 1f
-1:
-    add qword ptr [r15 + 0], r9
-    mov rax, r9
-    mov r9d, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d2626_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp rcx
+.Lc1_d2626_j:
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    movsxd rdx, dword ptr [r15 + rbp + 320]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rdi, rdx
+    mov r8d, 114
     test bl, 64
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov edi, r8d
-    movsxd rsi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 16779264
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    bt rsi, rcx
-    mov rdi, r8
-    movzx edx, byte ptr [r15 + 0]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
     test dword ptr [r15 + 67117724], 32
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov r9d, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 384]
-    test bl, 128
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + rbp + 320]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], 62
-    lea r9, [r10 + r10*1]
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + r8 + 512]
-    and r9, 64
-    movsxd rdx, dword ptr [r14 + r9 + 704]
-    test dword ptr [r15 + 67117724], 134218401
+    movzx eax, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 122240
     jz 1f
 1:
-    movzx eax, r9b
-    movsxd rdi, dword ptr [r15 + r9 + 768]
-    mov rcx, qword ptr [r14 + 0]
+    mov dword ptr [r15 + 0], 172
+    mov rdx, rax
+    mov r8d, ebp
+    test bl, 64
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 736
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + rbp + 384], esi
+    and r8, 64
+    mov edi, dword ptr [r15 + r8 + 192]
+    movsxd r9, dword ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
+    test ebx, 672
+    jnz 1f
+1:
+    mov esi, dword ptr [r14 + 0]
+    and rbp, 64
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 832]
+    movzx edx, byte ptr [r15 + r8 + 256]
+    test dword ptr [r15 + 67117723], 402720789
+    jz 1f
+1:
+    mov r8, rcx
+    mov ecx, ecx
+    mov dword ptr [r15 + rbp + 896], 114
     add r10, r11
     inc rbx
     dec r13
@@ -3062,59 +3269,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
-    mov r8d, r8d
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 64]
-    mov r8, r9
-    cmovne rax, r8
-    test ebx, 15968
-    jz 1f
+    cmovne rbp, r9
+    mov r9d, 141
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 704
+    jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    movzx r9d, r8b
-    test ebx, 7168
-    jz 1f
+    mov dword ptr [r15 + 0], 249
+    mov rsi, qword ptr [r15 + 0]
+    mov r9d, 189
+    test ebx, 13952
+    jnz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
+    mov edi, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test bl, 96
+    jnz 1f
+1:
+    mov r8d, edi
+    mov edi, ebp
+    mov qword ptr [r15 + 0], rsi
+    test bl, 128
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov eax, esi
+    mov rsi, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    test ebx, 60416
+    jnz 1f
+1:
     mov r8d, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 160
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov esi, edx
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 16064
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    xor dword ptr [r15 + 0], edi
-    movzx r8d, cl
-    mov qword ptr [r15 + 0], rdx
-    test dword ptr [r15 + 67117723], 134217732
-    jz 1f
-1:
-    mov eax, 46
-    mov r9, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    mov esi, 228
-    test dword ptr [r15 + 67117723], 8462856
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 128], 229
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 192]
     lea rbp, [r10 + r10*1]
-    mov edi, dword ptr [r15 + r8 + 256]
-    test dword ptr [r15 + 67117723], 32768
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 640]
+    and rbp, 64
+    lea r8, [r10 + r10*1]
+    movsxd rsi, dword ptr [r15 + rbp + 320]
+    test ebx, 13952
     jnz 1f
 1:
-    movzx esi, dl
-    and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 192]
-    mov eax, dword ptr [r14 + rbp + 256]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 448], bpl
+    mov edx, dword ptr [r15 + rbp + 384]
+    movzx edi, byte ptr [r15 + r9 + 576]
+    test ebx, 256
+    jz 1f
+1:
+    movzx ebp, dil
+    mov eax, edi
+    vmovdqu xmm14, xmmword ptr [r15 + r8 + 512]
+    test dword ptr [r15 + 67117724], 4
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r14 + 0]
+    mov rcx, r9
+    movzx edi, bpl
     add r10, r11
     inc rbx
     dec r13
@@ -3123,59 +3342,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], eax
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 12000
-    jnz 1f
-1:
-    mov ebp, edx
-    movzx eax, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 100671488
-    jnz 1f
-1:
-    mov r8, r9
-    mov r9, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 128
-    jnz 1f
-1:
-    movzx eax, bpl
-    movzx ebp, byte ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 1248
+    lea rcx, [rip + .Lc1_d2744_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp rcx
+.Lc1_d2744_j:
+    mov r8d, edx
+    mov edx, eax
+    movzx ecx, bpl
+    mov rsi, rdx
+    lea rbp, [r10*8]
+    test dword ptr [r15 + 67117724], 21499906
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 641
-    rep stosb
-    mov rax, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    test ebx, 1376
-    jnz 1f
-1:
-    and rbp, 64
-    lea r8, [r10 + r10*1]
-    mov rdi, qword ptr [r14 + rbp + 320]
-    and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 512]
-    movzx edx, sil
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 1728]
     lea r9, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 2097152
+    mov edx, r8d
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 256]
+    lea r8, [r10 + r10*1]
+    test dword ptr [r15 + 67117724], 67108864
     jnz 1f
 1:
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 448]
-    mov ecx, ecx
-    movsxd rax, dword ptr [r15 + r9 + 512]
+    mov eax, dword ptr [r15 + rbp + 1792]
+    movzx edi, cl
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 448]
+    test dword ptr [r15 + 67117723], 1024
+    jnz 1f
+1:
+    mov rdx, rdx
+    movsxd rcx, dword ptr [r15 + rbp + 1600]
+    movzx eax, byte ptr [r14 + r8 + 512]
+    mov edx, edx
+    test ebx, 31680
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + r9 + 192]
+    mov ecx, dword ptr [r15 + rbp + 1536]
+    mov byte ptr [r15 + rbp + 1664], sil
     test dword ptr [r15 + 67117723], 134217728
     jnz 1f
 1:
-    mov r9d, eax
-    mov esi, dword ptr [r15 + r8 + 448]
-    add qword ptr [r14 + rbp + 384], rsi
+    mov esi, ecx
+    movzx r9d, byte ptr [r14 + rbp + 1472]
+    mov edx, 234
+    test dword ptr [r15 + 67117724], 131584
+    jnz 1f
+1:
+    mov r9, rsi
+    mov ebp, 244
+    mov rdi, r9
     add r10, r11
     inc rbx
     dec r13
@@ -3184,51 +3401,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    movzx r8d, byte ptr [r14 + rbp + 448]
-    mov eax, edi
-    lea r9, [r10 + r10*1]
-    movsxd rdi, dword ptr [r15 + rbp + 512]
-    lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 847249472
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], r9d
-    mov edx, 107
-    and rbp, 64
-    mov ecx, dword ptr [r14 + rbp + 576]
-    test dword ptr [r15 + 67117724], 9181184
-    jz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 642
-    rep movsb
-    mov edx, 184
-    test dword ptr [r15 + 67117724], 128
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    sete dil
-    mov esi, 28
-    test dword ptr [r15 + 67117724], 1
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 832], al
+    vpxor xmm12, xmm12, xmm14
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 28672
     jnz 1f
 1:
+    mov eax, dword ptr [r15 + 0]
+    mov ebp, 85
+    mov r9, r9
+    test ebx, 256
+    jnz 1f
+1:
+    mov esi, 239
+    mov ecx, edx
+    mov rdx, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 268705825
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov rdx, r9
+    test ebx, 672
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    movzx edx, dil
+    test dword ptr [r15 + 67117723], 51972193
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    movsxd rsi, dword ptr [r15 + r8 + 896]
+    and rbp, 64
+    mov r8d, dword ptr [r14 + rbp + 512]
+    test dword ptr [r15 + 67117723], 2048
+    jz 1f
+1:
+    mov r9d, dword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    mov rax, r9
+    and r8, 64
+    mov rdi, qword ptr [r15 + r8 + 448]
+    test ebx, 2048
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + r8 + 512]
     mov r8d, ecx
-    mov rcx, rsi
-    test dword ptr [r15 + 67117723], 134217728
-    jnz 1f
+    mov r9d, dword ptr [r15 + rbp + 448]
+    test bl, 96
+    jz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    cmovne rsi, rbp
-    mov rdi, rbp
-    test dword ptr [r15 + 67117724], 131584
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + rbp + 640]
-    mov dword ptr [r15 + r9 + 256], 54
+    movzx esi, r9b
+    mov edx, ebp
     add r10, r11
     inc rbx
     dec r13
@@ -3237,54 +3465,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10*8]
-    and rbp, 448
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + rbp + 1536]
+    lea rcx, [rip + .Lc1_d2850_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp rcx
+.Lc1_d2850_j:
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 576], cl
+    mov edi, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 1073743892
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 832
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    add qword ptr [r15 + 0], rsi
+    test ebx, 18432
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
     mov rdx, qword ptr [r15 + 0]
-    movzx r9d, dl
-    mov r8, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 512
+    mov rcx, rsi
+    test dword ptr [r15 + 67117723], 33792
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov eax, edi
+    test ebx, 7904
+    jz 1f
+1:
+    mov edi, dword ptr [r14 + 0]
+    sete cl
+    vpxor xmm12, xmm12, xmm14
+    test dword ptr [r15 + 67117723], 150999104
     jz 1f
 1:
     lea r8, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + 0]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 448], dil
+    mov dword ptr [r14 + 0], 172
     lea r9, [r10 + r10*1]
-    mov rdx, r9
-    test ebx, 4064
+    and r8, 64
+    mov dword ptr [r15 + r8 + 896], 16
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    test dword ptr [r15 + 67117724], 1078023682
     jnz 1f
 1:
     and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 128]
-    movzx edi, dil
-    movsxd rax, dword ptr [r15 + rbp + 1600]
-    test dword ptr [r15 + 67117724], 4259858
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + r9 + 64]
-    mov rcx, rax
-    movsxd r9, dword ptr [r15 + rbp + 1792]
-    vmovdqu xmm14, xmmword ptr [r15 + rbp + 1920]
-    test bl, 64
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + rbp + 1856]
-    mov r9, rax
-    cmovne rdi, rsi
-    test bl, 128
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + rbp + 1664]
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r14 + rbp + 1472]
-    mov rsi, qword ptr [r15 + rbp + 1728]
-    test ebx, 10208
-    jnz 1f
-1:
-    mov rcx, rsi
-    movsxd rbp, dword ptr [r15 + r8 + 512]
-    jmp 1f
-1:
+    movsxd r8, dword ptr [r15 + r9 + 64]
+    movzx edx, byte ptr [r15 + rbp + 640]
+    movzx ebp, byte ptr [r15 + r9 + 128]
     add r10, r11
     inc rbx
     dec r13
@@ -3293,63 +3528,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov r8, r8
-    movsxd rdi, dword ptr [r15 + 0]
-    mov esi, 190
-    test ebx, 10112
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 4
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 536875016
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rsi, rcx
-    lea r9, [r10 + r10*1]
-    test ebx, 30976
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    movsxd rcx, dword ptr [r14 + 0]
-    and r9, 64
-    lea rbp, [r10 + r10*1]
-    movsxd rdx, dword ptr [r15 + r9 + 192]
-    test dword ptr [r15 + 67117723], 8396800
-    jnz 1f
-1:
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 576]
-    movzx esi, bpl
-    sete cl
-    mov rcx, qword ptr [r15 + r9 + 256]
-    test ebx, 62912
-    jz 1f
-1:
-    mov r9, rcx
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + rbp + 640]
     lea r8, [r10 + r10*1]
-    test ebx, 352
+    and r8, 64
+    movsxd rdi, dword ptr [r15 + r8 + 512]
+    lea rbp, [r10 + r10*1]
+    movsxd rcx, dword ptr [r14 + 0]
+    mov dword ptr [r14 + 0], 54
+    and rbp, 64
+    inc dword ptr [r15 + rbp + 64]
+    test bl, 128
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 196
+    test ebx, 4608
     jz 1f
 1:
-    and r8, 64
-    or qword ptr [r15 + r8 + 384], 90
-    mov rbp, qword ptr [r14 + r8 + 320]
-    mov r9d, 242
+    mov qword ptr [r15 + 0], rax
+    mov byte ptr [r15 + 0], r9b
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 4608
+    jnz 1f
+1:
+    xchg r9, rsi
+    mov rdx, qword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 8
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov rax, rdx
+    mov esi, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 448]
+    test ebx, 4064
+    jz 1f
+1:
+    movzx edi, dl
+    mov rsi, rdx
+    movzx ecx, byte ptr [r15 + r9 + 512]
+    test dword ptr [r15 + 67117723], 829424384
+    jz 1f
+1:
+    bswap rdx
+    mov edi, dword ptr [r15 + r8 + 448]
+    movsxd r8, dword ptr [r15 + rbp + 128]
+    test bl, 128
+    jnz 1f
+1:
+    mov rbp, rbp
+    mov ecx, 159
+    movzx eax, bpl
     add r10, r11
     inc rbx
     dec r13
@@ -3358,48 +3589,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 6016
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 44
-    mov qword ptr [r15 + 0], rdx
+    lea rcx, [rip + .Lc1_d2957_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp rcx
+.Lc1_d2957_j:
+    lea r9, [r10 + r10*1]
+    and r9, 64
+    mov rdi, qword ptr [r15 + r9 + 448]
+    mov rsi, r9
     lea rbp, [r10 + r10*1]
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 654970885
+    movzx edx, sil
+    mov r8, r9
+    test ebx, 31168
     jz 1f
 1:
-    lea r9, [r10*8]
     and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rdi
-    and r9, 448
-    mov dword ptr [r15 + r9 + 1664], 94
-    test bl, 64
+    mov esi, dword ptr [r15 + rbp + 896]
+    mov dword ptr [r15 + 0], r9d
+    mov rax, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 268435456
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    test dword ptr [r15 + 67117724], 1073748032
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + r9 + 1728]
-    mov rdi, qword ptr [r15 + r9 + 1472]
-    movzx edx, byte ptr [r14 + rbp + 384]
+    xor dword ptr [r15 + 0], ecx
+    mov rdi, qword ptr [r15 + 0]
+    movzx edx, dil
     lea r8, [r10 + r10*1]
-    test ebx, 7904
+    test bl, 64
     jz 1f
 1:
+    mov rdi, qword ptr [r15 + 0]
     and r8, 64
-    movsxd rbp, dword ptr [r15 + r8 + 896]
-    movzx eax, byte ptr [r15 + r8 + 832]
-    test dword ptr [r15 + 67117723], 269689868
+    mov ecx, dword ptr [r15 + r8 + 640]
+    mov rax, qword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r14 + 0]
+    test dword ptr [r15 + 67117724], 1572864
+    jz 1f
+1:
+    mov rsi, rbp
+    bswap rdx
+    movzx ebp, al
+    test ebx, 800
+    jz 1f
+1:
+    mov rax, r9
+    mov edx, 124
+    mov dword ptr [r15 + r8 + 576], 181
+    test ebx, 11744
     jnz 1f
 1:
-    mov qword ptr [r14 + r9 + 1792], rsi
-    movzx r8d, byte ptr [r15 + r9 + 1600]
-    mov rsi, qword ptr [r15 + r9 + 1536]
-    test dword ptr [r15 + 67117723], 32768
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 1856], r9d
-    mov rbp, qword ptr [r15 + r9 + 1920]
+    movzx esi, dl
+    movsxd r8, dword ptr [r15 + r9 + 512]
+    vmovq xmm5, r9
     add r10, r11
     inc rbx
     dec r13
@@ -3409,55 +3655,57 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     lea r9, [r10 + r10*1]
-    movzx edx, al
     and r9, 64
-    mov dword ptr [r15 + r9 + 576], ecx
-    movzx ecx, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 1073741824
-    jz 1f
-1:
-    movzx esi, cl
-    mov rcx, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + r9 + 256]
+    xchg rdx, rdx
     mov rdi, qword ptr [r15 + 0]
-    bswap rdx
-    test dword ptr [r15 + 67117723], 536870912
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx r8d, bpl
-    mov qword ptr [r15 + 0], rdx
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 301998176
-    jz 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov edx, r9d
-    mov rax, rdi
-    test dword ptr [r15 + 67117723], 2048
+    movsxd rsi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 168305281
     jnz 1f
 1:
-    popcnt rsi, rdx
-    mov edi, esi
-    mov qword ptr [r15 + 0], rcx
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    bt rsi, r8
+    test ebx, 256
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov rax, r8
+    test dword ptr [r15 + 67117724], 2099200
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    vpor xmm14, xmm14, xmm5
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 11264
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rsi
     lea rbp, [r10 + r10*1]
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 3904
+    test ebx, 9216
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + r9 + 640]
+    movzx esi, bpl
+    crc32 r8d, r9b
     and rbp, 64
+    movsxd r8, dword ptr [r15 + rbp + 128]
     lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 832], r8d
-    mov dword ptr [r14 + rbp + 896], r9d
-    and r8, 64
-    mov dword ptr [r15 + r8 + 768], 33
-    test ebx, 24000
+    test dword ptr [r15 + 67117724], 1
     jz 1f
 1:
-    movzx r9d, bpl
-    or qword ptr [r14 + 0], 41
-    mov byte ptr [r15 + r8 + 704], r9b
+    movsxd rdi, dword ptr [r15 + r9 + 192]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 640], r9b
+    movzx r9d, byte ptr [r14 + r8 + 576]
+    test dword ptr [r15 + 67117724], 67305652
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + rbp + 64]
+    movzx r8d, byte ptr [r14 + 0]
+    mov ebp, 85
     add r10, r11
     inc rbx
     dec r13
@@ -3466,55 +3714,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], r8d
-    mov byte ptr [r15 + 0], r8b
-    movsxd rsi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 134250529
+    lea rcx, [rip + .Lc1_d3065_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp rcx
+.Lc1_d3065_j:
+    movzx edi, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    not qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 67112962
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    mov r8d, 141
-    mov edi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 1024
-    jnz 1f
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rdi
+    mov ecx, 26
+    test dword ptr [r15 + 67117723], 4
+    jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov ebp, 197
-    lea r8, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    test bl, 128
-    jnz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 640], ecx
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 192]
-    test dword ptr [r15 + 67117723], 16777216
-    jnz 1f
-1:
-    movzx eax, dl
-    vpaddq xmm10, xmm10, xmmword ptr [r14 + 0]
-    movzx edx, al
+    lea rdi, [r15 + 67109504]
+    mov ecx, 644
+    rep stosb
+    mov edx, 245
+    mov rax, qword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    mov r9, rdi
-    movsxd rsi, dword ptr [r15 + rbp + 576]
+    mov esi, 101
     lea rbp, [r10 + r10*1]
-    movzx edi, bpl
-    test dword ptr [r15 + 67117723], 2097153
-    jnz 1f
-1:
-    vmovq xmm14, rdi
+    movzx eax, byte ptr [r15 + 0]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 896], 165
-    mov edi, dword ptr [r14 + rbp + 832]
-    test dword ptr [r15 + 67117723], 64
+    lea r8, [r10 + r10*1]
+    movsxd r9, dword ptr [r15 + rbp + 128]
+    lea r9, [r10 + r10*1]
+    test bl, 64
     jz 1f
 1:
-    mov esi, r8d
-    movsxd rax, dword ptr [r15 + r8 + 256]
+    and r9, 64
+    movsxd rdi, dword ptr [r15 + r9 + 384]
+    and r8, 64
+    xor dword ptr [r15 + r8 + 448], edi
+    mov dword ptr [r15 + r8 + 512], 221
+    test dword ptr [r15 + 67117723], 16777216
+    jz 1f
+1:
+    mov edx, 11
+    mov esi, 240
+    mov dword ptr [r14 + r9 + 320], 150
+    test ebx, 16384
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r14 + 0]
+    mov esi, 50
+    mov eax, dword ptr [r15 + rbp + 64]
     add r10, r11
     inc rbx
     dec r13
@@ -3541,25 +3791,26 @@ ditto_body_c1:
 ditto_body_init_c1:
     mov r8, qword ptr [rdi]
     movabs rax, 0x0
-    mov qword ptr [r8 + 67117728], rax
-    movabs rax, 0x9e3779b97f4a7c15
     mov qword ptr [r8 + 67117736], rax
-    movabs rax, 0x3c6ef372fe94f82a
+    movabs rax, 0x9e3779b97f4a7c15
     mov qword ptr [r8 + 67117744], rax
-    movabs rax, 0xdaa66d2c7ddf7430
+    movabs rax, 0x3c6ef372fe94f82a
     mov qword ptr [r8 + 67117752], rax
-    movabs rax, 0x78dde6e5fd29f054
+    movabs rax, 0xdaa66d2c7ddf7430
     mov qword ptr [r8 + 67117760], rax
-    movabs rax, 0x1715609f7c746c68
+    movabs rax, 0x78dde6e5fd29f054
     mov qword ptr [r8 + 67117768], rax
-    movabs rax, 0xb54cda58fbbee87e
+    movabs rax, 0x1715609f7c746c68
     mov qword ptr [r8 + 67117776], rax
-    movabs rax, 0x538454127b096493
+    movabs rax, 0xb54cda58fbbee87e
     mov qword ptr [r8 + 67117784], rax
-    movabs rax, 0xf1bbcdcbfa53e0a0
+    movabs rax, 0x538454127b096493
     mov qword ptr [r8 + 67117792], rax
+    movabs rax, 0xf1bbcdcbfa53e0a0
+    mov qword ptr [r8 + 67117800], rax
     movabs rax, 0xf9cc25064338e795
     mov qword ptr [r8 + 67117720], rax
+    mov qword ptr [r8 + 67117728], 0
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
@@ -3609,9 +3860,9 @@ ditto_body_c2:
     xor r9d, r9d
     vzeroall
 // block 0: 64 bytes, 1 chunk(s), 7 chunk executions per call
-    mov rbx, qword ptr [r15 + 9440]
+    mov rbx, qword ptr [r15 + 9448]
     lea rcx, [rbx + 7]
-    mov qword ptr [r15 + 9440], rcx
+    mov qword ptr [r15 + 9448], rcx
     mov r13d, 7
     jmp .Lc2_b0_c0
     .p2align 6
@@ -3658,9 +3909,9 @@ ditto_body_c2:
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
 // block 2: 64 bytes, 1 chunk(s), 10 chunk executions per call
-    mov rbx, qword ptr [r15 + 9456]
+    mov rbx, qword ptr [r15 + 9464]
     lea rcx, [rbx + 10]
-    mov qword ptr [r15 + 9456], rcx
+    mov qword ptr [r15 + 9464], rcx
     mov r13d, 10
     jmp .Lc2_b2_c0
     .p2align 6
@@ -3707,13 +3958,14 @@ ditto_body_c2:
 ditto_body_init_c2:
     mov r8, qword ptr [rdi]
     movabs rax, 0x0
-    mov qword ptr [r8 + 9440], rax
-    movabs rax, 0x9e3779b97f4a7c15
     mov qword ptr [r8 + 9448], rax
-    movabs rax, 0x3c6ef372fe94f82a
+    movabs rax, 0x9e3779b97f4a7c15
     mov qword ptr [r8 + 9456], rax
+    movabs rax, 0x3c6ef372fe94f82a
+    mov qword ptr [r8 + 9464], rax
     movabs rax, 0xb07caedad8314639
     mov qword ptr [r8 + 9432], rax
+    mov qword ptr [r8 + 9440], 0
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
