@@ -54,6 +54,10 @@ pub const HISTOGRAM_TOL: f64 = 5.0;
 /// Indirect jumps and calls per request: 10 % (a site is a few instructions of dispatch; the clone
 /// places at most one per chunk).
 pub const INDIRECT_TOL: f64 = 0.10;
+/// Indirect jumps are compared only where the original makes at least this many per request: below
+/// it they are start-up and exit (a plain program's few PLT jumps over a long run), while a clone's
+/// own frame adds about one per call (its ring entries, the harness's call).
+pub const INDIRECT_MIN_PER_REQUEST: f64 = 1.0;
 /// Syscalls per request by name: 2 % (issue bar for a clone's skeleton).
 pub const SYSCALL_TOL: f64 = 0.02;
 /// Calls rarer than this per request in the original are connection set-up or noise, not compared.
@@ -163,19 +167,22 @@ pub fn body_diff(original: &ClusterBody, clone: &ClusterBody) -> Vec<FieldDiff> 
     ) {
         out.push(points("majority_taken".into(), a, b, HISTOGRAM_TOL));
     }
-    if let (Some(a), Some(b)) = (&original.branches.indirect, &clone.branches.indirect) {
-        out.push(relative(
-            "indirect.per_request".into(),
-            a.per_request,
-            b.per_request,
-            INDIRECT_TOL,
-        ));
-        out.push(points(
-            "indirect.mean_target_change_rate".into(),
-            a.mean_target_change_rate,
-            b.mean_target_change_rate,
-            HISTOGRAM_TOL,
-        ));
+    let indirect = (&original.branches.indirect, &clone.branches.indirect);
+    if let (Some(a), Some(b)) = indirect {
+        if a.per_request >= INDIRECT_MIN_PER_REQUEST {
+            out.push(relative(
+                "indirect.per_request".into(),
+                a.per_request,
+                b.per_request,
+                INDIRECT_TOL,
+            ));
+            out.push(points(
+                "indirect.mean_target_change_rate".into(),
+                a.mean_target_change_rate,
+                b.mean_target_change_rate,
+                HISTOGRAM_TOL,
+            ));
+        }
     }
     curve(
         &mut out,
@@ -362,7 +369,8 @@ mod tests {
     }
 
     #[test]
-    fn indirect_branches_are_compared_per_request_and_by_mean_change_rate_when_both_record_them() {
+    fn indirect_branches_are_compared_where_both_record_them_and_the_original_makes_one_per_request(
+    ) {
         let mut a = body(1000.0, 0.5, 0.9);
         let mut b = a.clone();
         let fields = |a: &ClusterBody, b: &ClusterBody| -> Vec<FieldDiff> {
@@ -386,6 +394,9 @@ mod tests {
         assert!((f[0].error - 0.05).abs() < 1e-9 && f[0].within());
         assert_eq!(f[1].kind, ErrorKind::Points);
         assert!((f[1].error - 10.0).abs() < 1e-9 && !f[1].within());
+        // A plain program's start-up jumps over a long run are not compared.
+        a.branches.indirect = Some(indirect(0.03, 0.30));
+        assert!(fields(&a, &b).is_empty(), "below one per request");
     }
 
     #[test]
