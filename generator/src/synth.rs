@@ -890,13 +890,10 @@ impl Composer<'_> {
                 } = p
                 {
                     bytes += RANDOM_TEST_BYTES - COUNTER_TEST_BYTES;
-                    if !steps_rng {
-                        steps_rng = true;
-                        self.rng_step(w);
-                        bytes += RNG_STEP_BYTES;
-                        instrs += RNG_STEP_INSTRS;
-                        self.cond_acc += RNG_STEP_INSTRS as f64 * ratio;
-                    }
+                    let (i, b) = self.step_rng_once(&mut steps_rng, w);
+                    instrs += i;
+                    bytes += b;
+                    self.cond_acc += i as f64 * ratio;
                 }
                 patterns.push(p);
                 // A counter test and its jcc: 5 bytes with a byte mask, 8 with a dword one.
@@ -993,14 +990,14 @@ impl Composer<'_> {
         if self.indirect_acc >= 0.5 * w && !self.indirect.is_empty() {
             let d = self.dispatch(w);
             let mut added = d.instrs();
-            if d.uses_random_word() && !steps_rng {
-                steps_rng = true;
-                self.rng_step(w);
-                bytes += RNG_STEP_BYTES;
-                added += RNG_STEP_INSTRS;
+            let mut added_bytes = d.bytes();
+            if d.uses_random_word() {
+                let (i, b) = self.step_rng_once(&mut steps_rng, w);
+                added += i;
+                added_bytes += b;
             }
             instrs += added;
-            bytes += d.bytes();
+            bytes += added_bytes;
             self.indirect_acc += added as f64 * w * self.plan.indirect_ratio - w;
             self.cond_acc += added as f64 * ratio;
             dispatch = Some(d);
@@ -1190,12 +1187,7 @@ impl Composer<'_> {
         let q = 0.5f64.powi(m as i32);
         self.taken.add(t, w);
         self.transition.add(rate_bin(2.0 * q * (1.0 - q)), w);
-        let mut bits: Vec<u32> = (0..31).collect();
-        self.rng.shuffle(&mut bits);
-        let mask = bits
-            .into_iter()
-            .take(m as usize)
-            .fold(0u32, |acc, b| acc | 1 << b);
+        let mask = self.random_mask(m);
         // `test` sets ZF when all mask bits are clear, 2^−M of the time: `jz` is taken in the minority.
         let jz = match self.majority_taken(t, w) {
             Some(majority_taken) => !majority_taken,
@@ -1214,6 +1206,16 @@ impl Composer<'_> {
             jz,
             source: BranchSource::Random { byte },
         }
+    }
+
+    /// A mask of `m` bits drawn among bits 0–30 (a sign-extended imm32 of `test dword ptr`): all
+    /// clear with probability 2^−m in the pseudo-random word.
+    fn random_mask(&mut self, m: u32) -> u32 {
+        let mut bits: Vec<u32> = (0..31).collect();
+        self.rng.shuffle(&mut bits);
+        bits.into_iter()
+            .take(m as usize)
+            .fold(0u32, |acc, b| acc | 1 << b)
     }
 
     /// Counts one access per call-weight `w` to the body's header (the pseudo-random word) as a data
@@ -1249,10 +1251,7 @@ impl Composer<'_> {
         let mut d = Dispatch::nearest(IndirectBranches::bin_rate(bin));
         if let Dispatch::Two { mask, .. } = d {
             // M random bits of bytes 3–6 of the word (bits 24–62), as the data-dependent branches'.
-            let m = mask.count_ones();
-            let mut bits: Vec<u32> = (0..31).collect();
-            self.rng.shuffle(&mut bits);
-            let mask = bits.into_iter().take(m as usize).fold(0, |a, b| a | 1 << b);
+            let mask = self.random_mask(mask.count_ones());
             let byte = 3 + self.rng.below(2) as u8;
             d = Dispatch::Two { mask, byte };
         }
@@ -1286,13 +1285,20 @@ impl Composer<'_> {
         d
     }
 
-    /// Accounts the chunk's pseudo-random step (`Item::RngStep`): a load, a multiply and a store.
-    fn rng_step(&mut self, w: f64) {
+    /// The chunk's pseudo-random step (`Item::RngStep`: a load, a multiply and a store), the first
+    /// time the chunk needs it (`steps`): accounted, and its (instructions, bytes); (0, 0) when the
+    /// chunk already steps the word.
+    fn step_rng_once(&mut self, steps: &mut bool, w: f64) -> (u64, u64) {
+        if *steps {
+            return (0, 0);
+        }
+        *steps = true;
         self.account((Class::Mov, Opnd::Load), w);
         self.account((Class::Mul, Opnd::Reg), w);
         self.account((Class::Mov, Opnd::Store), w);
         self.header_access(w, true);
         self.header_access(w, false);
+        (RNG_STEP_INSTRS, RNG_STEP_BYTES)
     }
 
     /// A branch of the "never" bin (minority rate below 2^−11): its only mask bit is bit 30 of the
@@ -2030,6 +2036,20 @@ impl Renderer<'_> {
             .unwrap_or(TEMPS[0])
     }
 
+    /// `jmp rcx` to stub rax of `stubs`, each an 8-byte `jmp` to its target: code, not a data
+    /// table, so the body reads no memory outside its buffers. Counts the three instructions before
+    /// the stubs; what the stubs execute is the caller's to count.
+    fn jump_through_stubs(&mut self, stubs: &str, targets: &[String]) {
+        self.fixed(&format!("lea rcx, [rip + {stubs}]"), &[], &[RCX], 7);
+        self.fixed("lea rcx, [rcx + rax*8]", &[RCX, RAX], &[RCX], 4);
+        self.fixed("jmp rcx", &[RCX], &[], 2);
+        // Alignment padding after each `jmp` is never executed.
+        let _ = writeln!(self.out, "    .p2align 3\n{stubs}:");
+        for t in targets {
+            let _ = writeln!(self.out, "    .p2align 3\n    jmp {t}");
+        }
+    }
+
     /// An indirect jump (`Item::Indirect`): the target index into rax, the stub's address into rcx,
     /// `jmp rcx`. The targets are stubs of `jmp` to the join point, code rather than a data table, so
     /// the body reads no memory outside its buffers; rax and rcx are dead at a chunk's start.
@@ -2078,14 +2098,8 @@ impl Renderer<'_> {
                 self.fixed(&format!("and eax, {}", targets - 1), &[RAX], &[RAX], 3);
             }
         }
-        self.fixed(&format!("lea rcx, [rip + {stubs}]"), &[], &[RCX], 7);
-        self.fixed("lea rcx, [rcx + rax*8]", &[RCX, RAX], &[RCX], 4);
-        self.fixed("jmp rcx", &[RCX], &[], 2);
-        // Alignment padding after each `jmp` is never executed.
-        let _ = writeln!(self.out, "    .p2align 3\n{stubs}:");
-        for _ in 0..d.targets() {
-            let _ = writeln!(self.out, "    .p2align 3\n    jmp {join}");
-        }
+        let targets = vec![join.clone(); d.targets() as usize];
+        self.jump_through_stubs(&stubs, &targets);
         // One stub runs per execution; the others are static instructions only.
         self.commit(&[], &[], 2);
         self.static_instrs += u64::from(d.targets()) - 1;
@@ -2567,20 +2581,8 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
         if indirect {
             r.fixed("mov eax, ebx", &[RBX], &[RAX], 2);
             r.fixed(&format!("and eax, {}", ring - 1), &[RAX], &[RAX], 3);
-            r.fixed(
-                &format!("lea rcx, [rip + {}]", lbl("stubs")),
-                &[],
-                &[RCX],
-                7,
-            );
-            r.fixed("lea rcx, [rcx + rax*8]", &[RCX, RAX], &[RCX], 4);
-            r.fixed("jmp rcx", &[RCX], &[], 2);
-            // Entry stubs: code, not a data table, so the body reads no memory outside its buffers.
-            // Alignment padding after each `jmp` is never executed.
-            let _ = writeln!(r.out, "    .p2align 3\n{}:", lbl("stubs"));
-            for j in 0..ring {
-                let _ = writeln!(r.out, "    .p2align 3\n    jmp {}", lbl(&format!("c{j}")));
-            }
+            let chunks: Vec<String> = (0..ring).map(|j| lbl(&format!("c{j}"))).collect();
+            r.jump_through_stubs(&lbl("stubs"), &chunks);
         } else {
             r.fixed(&format!("jmp {}", lbl("c0")), &[], &[], 2);
         }

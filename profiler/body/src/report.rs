@@ -6,9 +6,7 @@ use ditto_profile::{
     MixShare,
 };
 
-use crate::analysis::{
-    rate_bin, BranchStat, IndirectStat, ProcessCounts, ThreadCounts, DEP_BINS, RATE_BINS,
-};
+use crate::analysis::{rate_bin, ProcessCounts, ThreadCounts, DEP_BINS, RATE_BINS};
 use crate::cache::CurveSim;
 use crate::classes::{CLASSES, OPERANDS};
 
@@ -144,6 +142,27 @@ fn shares<const N: usize>(counts: [u64; N]) -> Vec<f64> {
         .collect()
 }
 
+/// Process `p`'s per-site statistics (branch or indirect-jump ids are per process), each site's
+/// threads added up with `add`.
+fn per_site<T: Clone + Default>(
+    threads: &[(usize, &ThreadCounts)],
+    p: usize,
+    sites: impl Fn(&ThreadCounts) -> &[T],
+    add: impl Fn(&mut T, &T),
+) -> Vec<T> {
+    let mut merged: Vec<T> = Vec::new();
+    for (_, t) in threads.iter().filter(|(tp, _)| *tp == p) {
+        let s = sites(t);
+        if merged.len() < s.len() {
+            merged.resize(s.len(), T::default());
+        }
+        for (m, b) in merged.iter_mut().zip(s) {
+            add(m, b);
+        }
+    }
+    merged
+}
+
 fn sum_arrays<const N: usize>(
     threads: &[(usize, &ThreadCounts)],
     f: impl Fn(&ThreadCounts) -> [u64; N],
@@ -197,17 +216,16 @@ fn cluster_body(
     let mut executions = 0u64;
     let mut static_count = 0u64;
     for &p in procs {
-        let mut merged: Vec<BranchStat> = Vec::new();
-        for (_, t) in threads.iter().filter(|(tp, _)| *tp == p) {
-            if merged.len() < t.branches.len() {
-                merged.resize(t.branches.len(), BranchStat::default());
-            }
-            for (m, b) in merged.iter_mut().zip(&t.branches) {
+        let merged = per_site(
+            threads,
+            p,
+            |t| &t.branches,
+            |m, b| {
                 m.executions += b.executions;
                 m.taken += b.taken;
                 m.transitions += b.transitions;
-            }
-        }
+            },
+        );
         for b in merged.iter().filter(|b| b.executions > 0) {
             let p_taken = b.taken as f64 / b.executions as f64;
             let t = b.transitions as f64 / b.executions as f64;
@@ -226,16 +244,15 @@ fn cluster_body(
     let mut change_hist = [0u64; IndirectBranches::BINS];
     let (mut indirect_executions, mut indirect_changes, mut indirect_sites) = (0u64, 0u64, 0u64);
     for &p in procs {
-        let mut merged: Vec<IndirectStat> = Vec::new();
-        for (_, t) in threads.iter().filter(|(tp, _)| *tp == p) {
-            if merged.len() < t.indirect.len() {
-                merged.resize(t.indirect.len(), IndirectStat::default());
-            }
-            for (m, b) in merged.iter_mut().zip(&t.indirect) {
+        let merged = per_site(
+            threads,
+            p,
+            |t| &t.indirect,
+            |m, b| {
                 m.executions += b.executions;
                 m.changes += b.changes;
-            }
-        }
+            },
+        );
         for b in merged.iter().filter(|b| b.executions > 0) {
             let rate = b.changes as f64 / b.executions as f64;
             change_hist[IndirectBranches::bin(rate)] += b.executions;

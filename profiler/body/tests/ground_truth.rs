@@ -4,6 +4,7 @@
 //! sizes (same geometry) within 2 points of hit rate.
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -374,7 +375,7 @@ fn indirect_calls_and_their_target_changes_are_recovered_and_counted_as_cachegri
     // The whole run is one request: the count is cachegrind's Bi (indirect jumps and calls, no
     // returns), start-up and exit included.
     let argv = vec![programs().join("indirect").display().to_string()];
-    let bi = cachegrind_event(&argv, &["--cache-sim=no", "--branch-sim=yes"], "Bi");
+    let bi = cachegrind_totals(&argv, &["--cache-sim=no", "--branch-sim=yes"])["Bi"];
     within(
         name,
         "indirect calls against cachegrind's Bi (relative)",
@@ -385,7 +386,7 @@ fn indirect_calls_and_their_target_changes_are_recovered_and_counted_as_cachegri
 }
 
 /// The event totals (`summary:`) of a cachegrind run of `argv` with `options`, by event name.
-fn cachegrind_totals(argv: &[String], options: &[String]) -> HashMap<String, f64> {
+fn cachegrind_totals(argv: &[String], options: &[impl AsRef<OsStr>]) -> HashMap<String, f64> {
     static RUNS: AtomicUsize = AtomicUsize::new(0);
     let out = std::env::temp_dir().join(format!(
         "ditto-gt-cg-{}-{}",
@@ -416,12 +417,6 @@ fn cachegrind_totals(argv: &[String], options: &[String]) -> HashMap<String, f64
         .zip(line("summary: "))
         .map(|(e, v)| (e, v.parse().expect("count")))
         .collect()
-}
-
-/// One event's total from a cachegrind run of `argv` with `options`.
-fn cachegrind_event(argv: &[String], options: &[&str], event: &str) -> f64 {
-    let options: Vec<String> = options.iter().map(|o| o.to_string()).collect();
-    cachegrind_totals(argv, &options)[event]
 }
 
 /// Miss rates cachegrind reports for one program with I1 = D1 = `size` bytes.
