@@ -50,6 +50,9 @@ pub struct BranchKnobs {
     /// How many pattern branches test pseudo-random bits instead of the chunk counter (see the
     /// entry's doc): 1 makes every branch whose rates are a coin toss's random, up to 2 the rest too.
     pub data_dependent_scale: f64,
+    /// Multiplies every indirect jump's target-change rate (capped at the top bin): 0 gives every
+    /// dispatch one target, so it is predicted whenever its predictor entry is its own.
+    pub indirect_change_scale: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -97,6 +100,7 @@ impl Default for BranchKnobs {
             taken_rate_scale: 1.0,
             transition_rate_scale: 1.0,
             data_dependent_scale: 1.0,
+            indirect_change_scale: 1.0,
         }
     }
 }
@@ -332,6 +336,17 @@ impl Knobs {
                       share of the branches whose transition rate is a coin toss's for their taken \
                       rate; from 1 to 2, also that much of the others. 0: every branch follows the \
                       counter (periodic, learnable).",
+            },
+            Entry {
+                section: "branches",
+                key: "indirect_change_scale",
+                value: Value::F(self.branches.indirect_change_scale),
+                min: 0.0,
+                max: 10.0,
+                min_inclusive: true,
+                doc: "Multiplies every indirect jump's target-change rate (capped at the top bin, \
+                      0.95): 0 gives every dispatch a single target (mispredicted only where another \
+                      jump shares its predictor entry).",
             },
             scale(
                 "dependencies",

@@ -2,7 +2,7 @@
 //! equation 2, the data working-set classes of equation 1, the folded instruction mix, and the branch,
 //! dependency and access-pattern distributions. Pure arithmetic; `synth.rs` turns it into code.
 
-use ditto_profile::{ClusterBody, HitCurve};
+use ditto_profile::{ClusterBody, HitCurve, IndirectBranches};
 
 use crate::deficit::shift_bins;
 use crate::isa::{fold, Class, Opnd};
@@ -73,9 +73,11 @@ pub struct BodyPlan {
     /// Indirect jumps and calls per dynamic instruction (the profile's `branches.indirect`); 0 when
     /// the profile does not record them.
     pub indirect_ratio: f64,
-    /// Their target-change rates in the profile's 11 bins (`IndirectBranches::target_change_rate`).
+    /// Their target-change rates in the profile's 11 bins (`IndirectBranches::target_change_rate`),
+    /// scaled by `branches.indirect_change_scale` (`scale_change_bins`).
     pub indirect_change_bins: Vec<f64>,
-    /// Their mean target-change rate (`IndirectBranches::mean_target_change_rate`).
+    /// Their mean target-change rate (`IndirectBranches::mean_target_change_rate`; with
+    /// `branches.indirect_change_scale` ≠ 1, the mean of the scaled bins).
     pub indirect_mean_change: f64,
     pub blocks: Vec<BlockPlan>,
     pub data_classes: Vec<DataClass>,
@@ -1035,6 +1037,18 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
     });
     let (indirect_ratio, indirect_change_bins, indirect_mean_change) =
         indirect.unwrap_or((0.0, Vec::new(), 0.0));
+    let change_scale = b.indirect_change_scale;
+    let (indirect_change_bins, indirect_mean_change) = if (change_scale - 1.0).abs() < 1e-12 {
+        (indirect_change_bins, indirect_mean_change)
+    } else {
+        let scaled = scale_change_bins(&indirect_change_bins, change_scale);
+        let mean = scaled
+            .iter()
+            .enumerate()
+            .map(|(i, w)| w * IndirectBranches::bin_rate(i))
+            .sum();
+        (scaled, mean)
+    };
 
     let iw = &knobs.instruction_working_set;
     let igrid = grid_curve(&icurve, iw.size_scale, knobs.limits.max_code_bytes);
@@ -1117,9 +1131,79 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
     }
 }
 
+/// Target-change bins with every rate multiplied by `scale` (`branches.indirect_change_scale`),
+/// capped at the top bin's rate. Each bin stands for its rate (`IndirectBranches::bin_rate`: 0, then
+/// the tenths' midpoints); a scaled rate between two of those is split between their bins in
+/// proportion, so that the mean moves by the scale exactly below the cap and a small scale empties
+/// the low bins into bin 0 (dispatches with one target) instead of stalling in bin 1, whose rates
+/// (0–0.1) a plain re-binning would never leave.
+pub fn scale_change_bins(bins: &[f64], scale: f64) -> Vec<f64> {
+    let n = bins.len();
+    let mut out = vec![0.0; n];
+    if n == 0 {
+        return out;
+    }
+    let rate = IndirectBranches::bin_rate;
+    let top = rate(n - 1);
+    for (i, &w) in bins.iter().enumerate() {
+        let r = (rate(i) * scale.max(0.0)).min(top);
+        // The highest bin whose rate is at most r, and the share that goes one bin up.
+        let lo = (0..n).rev().find(|&j| rate(j) <= r).unwrap_or(0);
+        if lo + 1 < n && r > rate(lo) {
+            let f = (r - rate(lo)) / (rate(lo + 1) - rate(lo));
+            out[lo] += w * (1.0 - f);
+            out[lo + 1] += w * f;
+        } else {
+            out[lo] += w;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scaled_change_bins_keep_their_weight_and_move_the_mean_by_the_scale_below_the_cap() {
+        let bins = [0.4, 0.2, 0.1, 0.1, 0.0, 0.0, 0.1, 0.0, 0.0, 0.0, 0.1];
+        let mean = |b: &[f64]| -> f64 {
+            b.iter()
+                .enumerate()
+                .map(|(i, w)| w * IndirectBranches::bin_rate(i))
+                .sum()
+        };
+        assert_eq!(scale_change_bins(&bins, 1.0), bins.to_vec());
+        for s in [0.0, 0.1, 0.5, 0.9] {
+            let out = scale_change_bins(&bins, s);
+            assert!(
+                (out.iter().sum::<f64>() - 1.0).abs() < 1e-12,
+                "weight at ×{s}"
+            );
+            assert!(
+                (mean(&out) - s * mean(&bins)).abs() < 1e-12,
+                "mean at ×{s}: {} against {}",
+                mean(&out),
+                s * mean(&bins)
+            );
+        }
+        // Bin 1 (rates up to 0.1) empties into bin 0 as the scale falls, instead of staying put.
+        let low = scale_change_bins(
+            &[0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+            0.2,
+        );
+        assert!(
+            (low[0] - 0.8).abs() < 1e-12 && (low[1] - 0.2).abs() < 1e-12,
+            "{low:?}"
+        );
+        assert_eq!(scale_change_bins(&bins, 0.0)[0], 1.0);
+        // Past the cap everything sits in the top bin.
+        let high = scale_change_bins(&bins, 100.0);
+        assert!(
+            (high[10] - 0.6).abs() < 1e-12 && (high[0] - 0.4).abs() < 1e-12,
+            "{high:?}"
+        );
+    }
 
     /// `fit_data`'s model for one body in one thread, as the unit tests state their cases.
     fn fit_regions(classes: &mut [DataClass], chase: Option<(usize, f64)>, cap: u64) -> u64 {

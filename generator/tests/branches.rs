@@ -327,3 +327,53 @@ fn indirect_jumps_follow_the_profiles_count_and_change_rate_through_stubs_in_cod
         "no dispatch without indirect jumps in the profile"
     );
 }
+
+#[test]
+fn indirect_change_scale_multiplies_the_dispatches_change_rate_and_zero_leaves_one_target_each() {
+    let mut body = nginx_body();
+    let shares = [0.3, 0.1, 0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05];
+    let mean: f64 = shares
+        .iter()
+        .enumerate()
+        .map(|(b, s)| s * IndirectBranches::bin_rate(b))
+        .sum();
+    body.branches.indirect = Some(IndirectBranches {
+        per_request: body.instructions_per_request * 0.01,
+        static_count: 200,
+        target_change_rate: shares.to_vec(),
+        mean_target_change_rate: mean,
+    });
+    let with_scale = |scale: f64| {
+        let mut knobs = Knobs::default();
+        knobs.branches.indirect_change_scale = scale;
+        synth_with(&body, &knobs)
+    };
+    let (full, half, none) = (with_scale(1.0), with_scale(0.5), with_scale(0.0));
+    let got = |a: &ClusterAsm| a.stats.indirect_change_rate.1;
+    let want = |a: &ClusterAsm| a.stats.indirect_change_rate.0;
+    assert!(
+        (want(&half) - 0.5 * want(&full)).abs() < 0.02,
+        "target at ×0.5: {:.3} against {:.3} at ×1",
+        want(&half),
+        want(&full)
+    );
+    assert!(
+        (got(&half) - want(&half)).abs() < 0.03,
+        "realised at ×0.5: {:.3} against a target of {:.3}",
+        got(&half),
+        want(&half)
+    );
+    assert_eq!(want(&none), 0.0);
+    assert_eq!(got(&none), 0.0);
+    // The count is the profile's whatever the scale; at 0 every dispatch has a single target (its
+    // stub label `_j`, no table of stubs `_s`).
+    let jumps = |a: &ClusterAsm| a.stats.indirect_jumps_per_call.1;
+    assert!((jumps(&none) - jumps(&full)).abs() / jumps(&full) < 0.05);
+    let lines: Vec<&str> = none.text.lines().map(str::trim).collect();
+    assert!(lines
+        .iter()
+        .any(|l| l.starts_with("lea rcx, [rip + ") && l.ends_with("_j]")));
+    assert!(!lines
+        .iter()
+        .any(|l| l.starts_with("lea rcx, [rip + ") && l.ends_with("_s]")));
+}

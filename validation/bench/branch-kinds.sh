@@ -4,7 +4,8 @@
 # branches by kind per call: ring entry jumps (`jmp rcx`), loop branches (after `dec r13`), pattern
 # branches (after `test ebx`/`test bl`), data-dependent pattern branches (after `test dword ptr [r15 …]`,
 # the pseudo-random word), indirect dispatch jumps (`jmp rcx` into a dispatch's stubs), rep-string
-# iterations and the rest.
+# iterations and the rest; then every body's indirect jumps split by whether their predictor entry
+# (address bits 0-8) is shared with another body site.
 # Usage: validation/bench/branch-kinds.sh CLONE_DIR [CLUSTER]   (CLUSTER: c1 by default)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -79,4 +80,50 @@ for k, (b, mp) in sorted(kinds.items()):
     total[0] += b
     total[1] += mp
 print(f"{'all':<24}{total[0] / calls:>14.2f}{total[1] / calls:>19.2f}  ({100 * total[1] / max(total[0], 1):.2f} % mispredicted)")
+PY
+# Indirect jumps by predictor entry: cachegrind predicts an indirect jump's target from a 512-entry
+# table indexed by the jump's address bits 0-8, so two sites on one entry evict each other's target.
+# Every body's sites (all clusters: the table is the process's), their addresses from the line table.
+readelf --debug-dump=decodedline "$clone/clone" >"$work/lines.txt"
+python3 - "$work/cg.out" "$work/lines.txt" "$clone/src/body.S" <<'PY'
+import collections, sys
+cg, lines, body = sys.argv[1:4]
+sites, in_body = {}, False
+for line in open(cg):
+    if line.startswith("fl="):
+        in_body = line.rstrip().endswith("/body.S")
+    elif in_body and line[:1].isdigit():
+        f = line.split() + ["0"] * 6
+        if int(f[4]):
+            s = sites.setdefault(int(f[0]), [0, 0])
+            s[0] += int(f[4])
+            s[1] += int(f[5])
+addr = {}
+for line in open(lines):
+    f = line.split()
+    if len(f) >= 3 and f[0] == "body.S" and f[1].isdigit() and f[2].startswith("0x"):
+        addr.setdefault(int(f[1]), int(f[2], 16))
+src = open(body).read().splitlines()
+def kind(n):
+    for k in range(n - 2, max(0, n - 6), -1):
+        t = src[k].strip()
+        if t.startswith("lea rcx, [rip + "):
+            label = t[len("lea rcx, [rip + "):-1]
+            if label.endswith("_j"):
+                return "dispatch, one target"
+            return "dispatch, stubs" if label.endswith("_s") else "ring entry"
+    return "other"
+entry = collections.Counter(addr[n] & 511 for n in sites if n in addr)
+rows = {}
+for n, (b, mp) in sites.items():
+    shared = n in addr and entry[addr[n] & 511] > 1
+    r = rows.setdefault(kind(n), [0, 0, 0, 0])
+    r[0] += b
+    r[1] += mp
+    r[2 + 0] += b if shared else 0
+    r[3] += mp if shared else 0
+print(f"indirect jumps of every body: {len(sites)} sites on {len(entry)} predictor entries (address bits 0-8)")
+print(f"{'kind':<24}{'executed':>12}{'mispredicted':>14}{'on a shared entry':>20}{'mispredicted':>14}")
+for k, (b, mp, sb, smp) in sorted(rows.items()):
+    print(f"{k:<24}{b:>12}{mp:>14}{sb:>20}{smp:>14}")
 PY
