@@ -205,8 +205,12 @@ pub fn render_clone(
             bodies.push(None);
             continue;
         };
-        let asm = synth::synthesize(&cl.cname, p, knobs, seed)
+        let mut asm = synth::synthesize(&cl.cname, p, knobs, seed)
             .with_context(|| format!("synthesising the body of cluster {}", cl.id))?;
+        // The file's one trampoline table ranks every body's indirect jumps per request.
+        for t in &mut asm.trampolines {
+            t.1 *= cl.calls_per_request;
+        }
         bodies.push(Some(asm));
     }
     let priv_bytes = bodies

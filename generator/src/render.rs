@@ -225,6 +225,11 @@ pub fn body_s(name: &str, parts: &[&ClusterAsm]) -> String {
     for p in parts {
         out.push_str(&p.text);
     }
+    let trampolines: Vec<(String, f64)> = parts
+        .iter()
+        .flat_map(|p| p.trampolines.iter().cloned())
+        .collect();
+    out.push_str(&crate::synth::trampoline_table(&trampolines));
     out.push_str("\n    .section .note.GNU-stack,\"\",@progbits\n");
     out
 }

@@ -347,8 +347,9 @@ fn ring_windows_are_aligned_and_whole_laps_enter_directly() {
                 .lines()
                 .take_while(|l| !l.contains("p2align 6"))
                 .collect();
+            // An indirect entry jumps to its trampoline (`…stubs_t`), whose `jmp rcx` is elsewhere.
             assert_eq!(
-                entry.contains("jmp rcx"),
+                entry.contains("stubs_t"),
                 x % ring != 0,
                 "{name}: {header}: entry {entry}"
             );

@@ -35,7 +35,7 @@ import re, sys
 path, fn_name = sys.argv[1], sys.argv[2] + ":"
 num = r"([\d,]+(?: \(\s*[\d.]+%\))?|\.)"
 row = re.compile(r"^\s*" + r"\s+".join([num] * 5) + r"\s\s+(.*)$")
-kinds, prev, lea, fn, calls = {}, "", "", None, 0
+kinds, prev, fn, calls = {}, "", None, 0
 for line in open(path):
     m = row.match(line.rstrip("\n"))
     if not m:
@@ -44,15 +44,18 @@ for line in open(path):
     src = m.group(6).strip()
     if re.match(r"ditto_body_\w+:$", src):
         fn = src
-    if fn != fn_name:
+    # The trampolines (every indirect jump) follow all the functions; their labels name the body.
+    t = re.match(r"\.L(\w+?)_\w*_t:$", prev)
+    mine = fn == fn_name if not (t and src == "jmp rcx") else "ditto_body_" + t.group(1) + ":" == fn_name
+    if not mine:
         prev = src
         continue
     if src.startswith("push rbx") and calls == 0:
         calls = ir
-    if src.startswith("lea rcx, [rip + "):
-        lea = src
     if bc or bi:
-        if src.startswith("jmp rcx") and "stubs" not in lea:
+        # Every indirect jump is a trampoline's `jmp rcx`, right after its label (`…stubs_t:` for
+        # a ring entry, a dispatch's otherwise).
+        if src.startswith("jmp rcx") and not prev.endswith("stubs_t:"):
             k = "dispatch jumps"
         elif src.startswith("jmp rcx"):
             k = "ring entry jumps"
@@ -105,14 +108,13 @@ for line in open(lines):
         addr.setdefault(int(f[1]), int(f[2], 16))
 src = open(body).read().splitlines()
 def kind(n):
-    for k in range(n - 2, max(0, n - 6), -1):
-        t = src[k].strip()
-        if t.startswith("lea rcx, [rip + "):
-            label = t[len("lea rcx, [rip + "):-1]
-            if label.endswith("_j"):
-                return "dispatch, one target"
-            return "dispatch, stubs" if label.endswith("_s") else "ring entry"
-    return "other"
+    # A trampoline: its label (the label its rcx was loaded from, then `_t`) on the line before.
+    label = src[n - 2].strip() if n >= 2 else ""
+    if label.endswith("_j_t:"):
+        return "dispatch, one target"
+    if label.endswith("_s_t:"):
+        return "dispatch, stubs"
+    return "ring entry" if label.endswith("stubs_t:") else "other"
 entry = collections.Counter(addr[n] & 511 for n in sites if n in addr)
 rows = {}
 for n, (b, mp) in sites.items():

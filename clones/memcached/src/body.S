@@ -61,23 +61,23 @@ ditto_body_c0:
     .p2align 6
 .Lc0_b0_c0:
     mov rbp, r11
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rcx
-    lea rbp, [r11 + r11*1]
-    mov rdi, r8
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1088], ecx
+    movzx ecx, r8b
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 448], cl
-    movq qword ptr [r15 + rbp + 512], xmm14
+    mov qword ptr [r15 + rbp + 64], r9
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc0_b0_c0
 .Lc0_b0_done:
-// block 1: 64 bytes, 1 chunk(s), 2843 chunk executions per call
-    mov r13d, 2843
+// block 1: 64 bytes, 1 chunk(s), 2844 chunk executions per call
+    mov r13d, 2844
     jmp .Lc0_b1_c0
     .p2align 6
 .Lc0_b1_c0:
@@ -88,87 +88,89 @@ ditto_body_c0:
     and rbp, 8128
     movsxd rcx, dword ptr [r15 + rbp + 2112704]
     and r8, 64
-    mov qword ptr [r15 + r8 + 576], rcx
-    movzx r8d, r9b
-    mov r8d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + r8 + 576], rdx
+    movzx edx, cl
+    mov esi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     add r11, 64
     add r10, r11
     dec r13
     jnz .Lc0_b1_c0
 .Lc0_b1_done:
-// block 2: 64 bytes, 1 chunk(s), 1773 chunk executions per call
+// block 2: 64 bytes, 1 chunk(s), 1564 chunk executions per call
     mov rbx, qword ptr [r15 + 2391928]
-    lea rcx, [rbx + 1773]
+    lea rcx, [rbx + 1564]
     mov qword ptr [r15 + 2391928], rcx
-    mov r13d, 1773
+    mov r13d, 1564
     jmp .Lc0_b2_c0
     .p2align 6
 .Lc0_b2_c0:
-    mov r9, r11
-    mov r8, r10
-    and r9, 192
-    mov dword ptr [r15 + r9 + 832], ebp
-    mov ecx, 22
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 448], bpl
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r8, r10
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], rcx
     and r8, 64
-    mov dword ptr [r14 + r8 + 64], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r14 + r8 + 64], ecx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b2_c0
 .Lc0_b2_done:
-// block 3: 64 bytes, 1 chunk(s), 686 chunk executions per call
+// block 3: 64 bytes, 1 chunk(s), 605 chunk executions per call
     mov rbx, qword ptr [r15 + 2391936]
-    lea rcx, [rbx + 686]
+    lea rcx, [rbx + 605]
     mov qword ptr [r15 + 2391936], rcx
-    mov r13d, 686
+    mov r13d, 605
     jmp .Lc0_b3_c0
     .p2align 6
 .Lc0_b3_c0:
-    mov r8, r10
-    and r8, 262080
-    mov dword ptr [r15 + r8 + 2120896], ecx
-    pshufd xmm14, xmm11, 178
-    jmp 1f
-1:
+    pxor xmm14, xmm15
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3648], rax
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r10
     jmp 1f
 1:
-    and r8, 64
-    mov qword ptr [r14 + r8 + 320], r8
+    jmp 1f
+1:
+    and r9, 64
+    mov rbp, qword ptr [r15 + r9 + 192]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b3_c0
 .Lc0_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 939 chunk executions per call
+// block 4: 64 bytes, 1 chunk(s), 1073 chunk executions per call
     mov rbx, qword ptr [r15 + 2391944]
-    lea rcx, [rbx + 939]
+    lea rcx, [rbx + 1073]
     mov qword ptr [r15 + 2391944], rcx
-    mov r13d, 939
+    mov r13d, 1073
     jmp .Lc0_b4_c0
     .p2align 6
 .Lc0_b4_c0:
     mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r10
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rcx
-    and r9, 448
-    movzx ecx, byte ptr [r14 + r9 + 1088]
-    mov r9, r11
+    and rbp, 192
+    movsxd rdx, dword ptr [r14 + rbp + 832]
     test ebx, 1073741824
     jnz 1f
 1:
     and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 704]
+    mov ebp, dword ptr [r15 + r9 + 192]
     add r11, 64
     add r10, r11
     inc rbx
@@ -183,39 +185,36 @@ ditto_body_c0:
     jmp .Lc0_b5_c0
     .p2align 6
 .Lc0_b5_c0:
+    mov rbp, r11
+    and rbp, 64
     mov r9, r11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3648], 165
-    mov r9, r11
+    mov dword ptr [r15 + rbp + 192], 176
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], r9
-    jmp 1f
+    and r9, 192
+    mov qword ptr [r15 + r9 + 832], rcx
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movzx ecx, al
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc0_b5_c0
 .Lc0_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 1419 chunk executions per call
+// block 6: 64 bytes, 1 chunk(s), 1354 chunk executions per call
     mov rbx, qword ptr [r15 + 2391960]
-    lea rcx, [rbx + 1419]
+    lea rcx, [rbx + 1354]
     mov qword ptr [r15 + 2391960], rcx
-    mov r13d, 1419
+    mov r13d, 1354
     jmp .Lc0_b6_c0
     .p2align 6
 .Lc0_b6_c0:
     lea rcx, [rip + .Lc0_d164_j]
     add rcx, qword ptr [r15 + 2391904]
-    jmp rcx
+    jmp .Lc0_d164_j_t
 .Lc0_d164_j:
-    mov r9, rsi
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
@@ -227,7 +226,7 @@ ditto_body_c0:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 320]
+    add rax, qword ptr [r15 + rbp + 320]
     test ebx, 1073741824
     jnz 1f
 1:
@@ -239,24 +238,23 @@ ditto_body_c0:
     dec r13
     jnz .Lc0_b6_c0
 .Lc0_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 772 chunk executions per call
+// block 7: 64 bytes, 1 chunk(s), 824 chunk executions per call
     mov rbx, qword ptr [r15 + 2391968]
-    lea rcx, [rbx + 772]
+    lea rcx, [rbx + 824]
     mov qword ptr [r15 + 2391968], rcx
-    mov r13d, 772
+    mov r13d, 824
     jmp .Lc0_b7_c0
     .p2align 6
 .Lc0_b7_c0:
-    lea rcx, [rip + .Lc0_d190_j]
-    add rcx, qword ptr [r15 + 2391904]
-    jmp rcx
-.Lc0_d190_j:
     mov rbp, r11
-    mov r8, r11
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 9792], r9b
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], cl
+    mov r9, r11
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov byte ptr [r14 + r9 + 64], r9b
     test ebx, 1073741824
     jz 1f
 1:
@@ -266,101 +264,120 @@ ditto_body_c0:
     dec r13
     jnz .Lc0_b7_c0
 .Lc0_b7_done:
-// block 8: 64 bytes, 1 chunk(s), 1101 chunk executions per call
+// block 8: 64 bytes, 1 chunk(s), 895 chunk executions per call
     mov rbx, qword ptr [r15 + 2391976]
-    lea rcx, [rbx + 1101]
+    lea rcx, [rbx + 895]
     mov qword ptr [r15 + 2391976], rcx
-    mov r13d, 1101
+    mov r13d, 895
     jmp .Lc0_b8_c0
     .p2align 6
 .Lc0_b8_c0:
+    mov r9, r11
     mov rbp, r11
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    and ecx, dword ptr [r15 + r9 + 448]
     and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 192]
+    mov r9d, dword ptr [r15 + rbp + 704]
+    mov rbp, r9
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], r9d
+    mov ecx, r9d
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc0_b8_c0
 .Lc0_b8_done:
-// block 9: 64 bytes, 1 chunk(s), 780 chunk executions per call
+// block 9: 64 bytes, 1 chunk(s), 884 chunk executions per call
     mov rbx, qword ptr [r15 + 2391984]
-    lea rcx, [rbx + 780]
+    lea rcx, [rbx + 884]
     mov qword ptr [r15 + 2391984], rcx
-    mov r13d, 780
+    mov r13d, 884
     jmp .Lc0_b9_c0
     .p2align 6
 .Lc0_b9_c0:
-    mov rbp, r10
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 246
+    mov r8, r10
+    movzx r9d, r9b
+    and r8, 64
+    mov r9, r11
+    mov dword ptr [r15 + r8 + 704], esi
     test ebx, 1073741824
     jnz 1f
 1:
-    imul r9d, r8d, 36
-    mov r8, r11
-    mov r9d, 51
-    and r8, 64
-    lock xadd qword ptr [r15 + r8 + 448], r8
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], ecx
+    mov r9, rcx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b9_c0
 .Lc0_b9_done:
-// block 10: 64 bytes, 1 chunk(s), 99 chunk executions per call
+// block 10: 64 bytes, 1 chunk(s), 60 chunk executions per call
     mov rbx, qword ptr [r15 + 2391992]
-    lea rcx, [rbx + 99]
+    lea rcx, [rbx + 60]
     mov qword ptr [r15 + 2391992], rcx
-    mov r13d, 99
+    mov r13d, 60
     jmp .Lc0_b10_c0
     .p2align 6
 .Lc0_b10_c0:
+    mov rax, qword ptr [r15 + 2391896]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 2391896], rax
+    xor eax, eax
+    test dword ptr [r15 + 2391900], 813729792
+    setz al
+    lea rcx, [rip + .Lc0_d255_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc0_d255_s_t
+    .p2align 3
+.Lc0_d255_s:
+    .p2align 3
+    jmp .Lc0_d255_j
+    .p2align 3
+    jmp .Lc0_d255_j
+.Lc0_d255_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r11
-    .byte 0x66, 0x90
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], ecx
-    add r11, 64
-    inc rbx
-    dec r13
-    jnz .Lc0_b10_c0
-.Lc0_b10_done:
-// block 11: 64 bytes, 1 chunk(s), 909 chunk executions per call
-    mov rbx, qword ptr [r15 + 2392000]
-    lea rcx, [rbx + 909]
-    mov qword ptr [r15 + 2392000], rcx
-    mov r13d, 909
-    jmp .Lc0_b11_c0
-    .p2align 6
-.Lc0_b11_c0:
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 64
-    mov rbp, r11
-    mov dword ptr [r15 + r8 + 64], r9d
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 1600]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc rbx
+    dec r13
+    jnz .Lc0_b10_c0
+.Lc0_b10_done:
+// block 11: 64 bytes, 1 chunk(s), 670 chunk executions per call
+    mov rbx, qword ptr [r15 + 2392000]
+    lea rcx, [rbx + 670]
+    mov qword ptr [r15 + 2392000], rcx
+    mov r13d, 670
+    jmp .Lc0_b11_c0
+    .p2align 6
+.Lc0_b11_c0:
+    lea rcx, [rip + .Lc0_d281_j]
+    add rcx, qword ptr [r15 + 2391904]
+    jmp .Lc0_d281_j_t
+.Lc0_d281_j:
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1600]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r10
+    mov ecx, r9d
+    and r8, 64
+    xchg qword ptr [r15 + r8 + 64], r8
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b11_c0
@@ -468,7 +485,7 @@ ditto_body_c1:
     and eax, 7
     lea rcx, [rip + .Lc1_b0_stubs]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_b0_stubs_t
     .p2align 3
 .Lc1_b0_stubs:
     .p2align 3
@@ -493,89 +510,82 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
     xor eax, eax
-    test dword ptr [r15 + 7675228], 1079377920
+    test dword ptr [r15 + 7675227], 4223488
     setz al
-    lea rcx, [rip + .Lc1_d39_s]
+    lea rcx, [rip + .Lc1_d40_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d40_s_t
     .p2align 3
-.Lc1_d39_s:
+.Lc1_d40_s:
     .p2align 3
-    jmp .Lc1_d39_j
+    jmp .Lc1_d40_j
     .p2align 3
-    jmp .Lc1_d39_j
-.Lc1_d39_j:
+    jmp .Lc1_d40_j
+.Lc1_d40_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r10 + r10*1]
-    mov eax, ecx
-    bswap rcx
-    jmp 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    vmovdqu ymm3, ymmword ptr [r15 + rbp + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    add rcx, qword ptr [r14 + rbp + 384]
-    mov rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 112640
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm2
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov ecx, dword ptr [r15 + rbp + 512]
+    test ebx, 260544
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    movzx ebp, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    vmovdqu ymm2, ymmword ptr [r15 + 0]
+    mov rcx, rdx
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 288
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    lea rbp, [r10 + r10*1]
+    mov ecx, r9d
     lea r8, [r10 + r10*1]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 1088]
+    test dword ptr [r15 + 7675227], 34736384
+    jz 1f
+1:
     and r8, 64
-    mov qword ptr [r15 + r8 + 192], rax
+    vmovdqu ymm10, ymmword ptr [r15 + r8 + 64]
+    mov ecx, 40
+    mov ecx, 82
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rax
-    mov byte ptr [r15 + r8 + 256], bpl
+    mov rax, qword ptr [r15 + r8 + 128]
+    lea r8, [r10 + r10*1]
+    mov edx, ecx
+    and r8, 64
+    mov rdx, qword ptr [r14 + r8 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 448], ymm1
+    add rbp, qword ptr [r15 + r8 + 64]
     jmp 1f
 1:
-    mov r8, qword ptr [r14 + 0]
+    test dword ptr [r15 + 7675227], 67645440
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r14 + 0]
+    movzx r8d, dil
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, rdi
-    mov r8d, 128
-    movzx r8d, byte ptr [r15 + rbp + 1152]
+    movzx ebp, sil
+    jmp 1f
+1:
+    .byte 0x66, 0x90
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -584,146 +594,143 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d110_j]
+    lea rcx, [rip + .Lc1_d105_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp rcx
-.Lc1_d110_j:
+    jmp .Lc1_d105_j_t
+.Lc1_d105_j:
+    lea rbp, [r10 + r10*1]
+    mov ecx, 120
+    mov ecx, r8d
+    and rbp, 64
+    mov r8d, dword ptr [r15 + rbp + 384]
+    test ebx, 120832
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, dl
+    mov dword ptr [r15 + 0], 231
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov ecx, 248
-    movzx ecx, r9b
+    mov r8d, 124
+    movsxd rcx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov ecx, ecx
+    movzx r9d, byte ptr [r15 + 0]
     jmp 1f
 1:
-    test dword ptr [r15 + 7675227], 1075839616
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rcx, rsi
-    test ebx, 1073741824
+    mov r8d, r9d
+    test ebx, 124928
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov rsi, qword ptr [r14 + r9 + 320]
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675228], 2760704
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    test bl, 160
     jnz 1f
 1:
-    mov esi, edi
-    mov rsi, rsi
+    lea r9, [r10*4]
+    movsxd r8, dword ptr [r15 + 0]
+    mov dword ptr [r15 + rbp + 320], 191
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, qword ptr [r14 + r9 + 384]
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 128]
+    and r9, 448
     lea r8, [r10 + r10*1]
-    vmovdqu ymmword ptr [r14 + 0], ymm2
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm14
+    add rbp, qword ptr [r15 + r9 + 1216]
     and r8, 64
-    add rdx, qword ptr [r15 + r8 + 192]
-    test ebx, 1073741824
-    jz 1f
+    mov dword ptr [r14 + r8 + 256], edi
+    test dword ptr [r15 + 7675228], 33555616
+    jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 64], rdi
-    mov dword ptr [r15 + r8 + 256], 65
+    movzx ebp, bpl
+    mov rcx, qword ptr [r14 + r9 + 1408]
+    test ebx, 688
+    jnz 1f
+1:
+    add rbp, qword ptr [r15 + r8 + 192]
+    vmovdqu ymmword ptr [r15 + r9 + 1280], ymm9
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d171_j]
+    lea rcx, [rip + .Lc1_d156_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp rcx
-.Lc1_d171_j:
-    mov dword ptr [r14 + 0], r9d
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
+    jmp .Lc1_d156_j_t
+.Lc1_d156_j:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 64
-    vmovdqu ymm2, ymmword ptr [r15 + r9 + 448]
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 320]
-    test ebx, 1073741824
+    mov ebp, 105
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 816
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    mov ecx, 80
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 171
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edi, bpl
-    .byte 0x0f, 0x1f, 0x40, 0x00
     mov ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov ecx, ecx
     test ebx, 1073741824
     jnz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov ecx, ecx
+    movsxd r8, dword ptr [r15 + 0]
+    movzx ecx, bpl
+    test ebx, 1073741824
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov rax, qword ptr [r15 + 0]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    mov rcx, rax
-    mov rax, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    movzx ebp, dil
     test ebx, 1073741824
     jnz 1f
 1:
+    vpaddd ymm9, ymm10, ymmword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov rdi, r8
     jmp 1f
 1:
-    add rax, qword ptr [r15 + r9 + 512]
-    lea rbp, [r10 + r10*1]
-    mov r9, qword ptr [r14 + r8 + 384]
-    test dword ptr [r15 + 7675228], 6424592
+    and rbp, 64
+    movzx edi, byte ptr [r15 + rbp + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rdi, qword ptr [r14 + 0]
+    mov ecx, 17
+    lea r8, [r10 + r10*1]
+    mov ecx, dword ptr [r14 + 0]
+    and r8, 64
+    movsxd r9, dword ptr [r14 + r8 + 64]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, ebp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 576], r8d
-    mov esi, dword ptr [r15 + rbp + 640]
+    mov rdi, qword ptr [r15 + r8 + 128]
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, 113
+    mov dword ptr [r15 + rbp + 384], 8
+    mov ebp, dword ptr [r15 + r8 + 256]
     add r10, r11
     inc rbx
     dec r13
@@ -732,135 +739,135 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d227_j]
+    lea rcx, [rip + .Lc1_d224_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp rcx
-.Lc1_d227_j:
-    mov byte ptr [r15 + 0], cl
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 96
-    jnz 1f
+    jmp .Lc1_d224_j_t
+.Lc1_d224_j:
+    mov rax, rcx
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dl
-    mov rcx, qword ptr [r15 + 0]
-    test dword ptr [r15 + 7675227], 8930308
+    mov byte ptr [r15 + 0], al
+    test dword ptr [r15 + 7675227], 536879192
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    mov ecx, 147
+    mov eax, 225
+    mov dword ptr [r15 + 0], 145
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675228], 413138944
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 36
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 212
-    inc dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add qword ptr [r15 + 0], rax
+    test ebx, 816
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
     and rbp, 64
-    and edi, dword ptr [r14 + rbp + 192]
+    movsxd rax, dword ptr [r15 + rbp + 320]
+    add rdx, qword ptr [r15 + rbp + 384]
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r14 + rbp + 256], 96
+    movzx edx, byte ptr [r14 + 0]
     lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 256], 185
+    mov dword ptr [r14 + 0], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 192], rdx
     and r8, 64
-    add rbp, qword ptr [r15 + r8 + 640]
-    test ebx, 15616
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    movzx edi, byte ptr [r14 + r8 + 576]
-    add rdi, qword ptr [r14 + 0]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 704], rdx
-    test dword ptr [r15 + 7675228], 664066
-    jz 1f
-1:
-    and edx, dword ptr [r15 + rbp + 768]
-    jmp 1f
-1:
+    mov qword ptr [r15 + r8 + 256], r8
+    and eax, dword ptr [r15 + r8 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c4:
-    lea rcx, [rip + .Lc1_d277_j]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d279_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp rcx
-.Lc1_d277_j:
+    jmp .Lc1_d279_j_t
+.Lc1_d279_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 165
+    mov dword ptr [r15 + 0], eax
+    mov rax, qword ptr [r15 + 0]
+    test dword ptr [r15 + 7675227], 578814024
+    jz 1f
+1:
+    mov rcx, r8
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 176128
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 127
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea rbp, [r10 + r10*1]
     jmp 1f
 1:
     and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 1088], ymm2
-    mov ecx, edi
-    test ebx, 176128
+    mov eax, dword ptr [r15 + rbp + 384]
+    test bl, 96
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rdi, [r15 + 7667008]
-    lea rsi, [r15 + 7671104]
-    mov ecx, 68
-    rep movsb
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 49152
-    jnz 1f
-1:
-    movzx edi, cl
-    mov esi, 186
-    mov rcx, rsi
+    movsxd rax, dword ptr [r15 + rbp + 320]
+    mov ebp, eax
+    mov ebp, ebp
+    lea rbp, [r10 + r10*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, 80
-    mov rcx, r9
-    mov rsi, rcx
-    test ebx, 1073741824
-    jz 1f
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 256]
+    lea r8, [r10 + r10*1]
+    mov edx, 12
+    movzx ecx, dl
+    test bl, 96
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov ecx, ecx
+    and r8, 64
+    mov rdx, qword ptr [r14 + r8 + 704]
+    mov eax, 240
+    mov dword ptr [r15 + rbp + 192], 132
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpaddd ymm2, ymm2, ymmword ptr [r15 + 0]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 448]
-    vpaddd ymm1, ymm2, ymmword ptr [r15 + rbp + 1152]
-    test ebx, 110592
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + r8 + 512]
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    and r8, 64
-    movzx r9d, byte ptr [r14 + r8 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + r8 + 256]
-    mov byte ptr [r14 + 0], cl
-    mov r8, rsi
+    movsxd rbp, dword ptr [r15 + r8 + 768]
     add r10, r11
     inc rbx
     dec r13
@@ -871,113 +878,120 @@ ditto_body_c1:
     mov qword ptr [r15 + 7675224], rax
     mov eax, dword ptr [r15 + 7675228]
     and eax, 15
-    lea rcx, [rip + .Lc1_d339_s]
+    lea rcx, [rip + .Lc1_d337_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d337_s_t
     .p2align 3
-.Lc1_d339_s:
+.Lc1_d337_s:
     .p2align 3
-    jmp .Lc1_d339_j
+    jmp .Lc1_d337_j
     .p2align 3
-    jmp .Lc1_d339_j
+    jmp .Lc1_d337_j
     .p2align 3
-    jmp .Lc1_d339_j
+    jmp .Lc1_d337_j
     .p2align 3
-    jmp .Lc1_d339_j
+    jmp .Lc1_d337_j
     .p2align 3
-    jmp .Lc1_d339_j
+    jmp .Lc1_d337_j
     .p2align 3
-    jmp .Lc1_d339_j
+    jmp .Lc1_d337_j
     .p2align 3
-    jmp .Lc1_d339_j
+    jmp .Lc1_d337_j
     .p2align 3
-    jmp .Lc1_d339_j
+    jmp .Lc1_d337_j
     .p2align 3
-    jmp .Lc1_d339_j
+    jmp .Lc1_d337_j
     .p2align 3
-    jmp .Lc1_d339_j
+    jmp .Lc1_d337_j
     .p2align 3
-    jmp .Lc1_d339_j
+    jmp .Lc1_d337_j
     .p2align 3
-    jmp .Lc1_d339_j
+    jmp .Lc1_d337_j
     .p2align 3
-    jmp .Lc1_d339_j
+    jmp .Lc1_d337_j
     .p2align 3
-    jmp .Lc1_d339_j
+    jmp .Lc1_d337_j
     .p2align 3
-    jmp .Lc1_d339_j
+    jmp .Lc1_d337_j
     .p2align 3
-    jmp .Lc1_d339_j
-.Lc1_d339_j:
+    jmp .Lc1_d337_j
+.Lc1_d337_j:
     lea rbp, [r10 + r10*1]
     jmp 1f
 1:
     and rbp, 64
-    movsxd rax, dword ptr [r14 + rbp + 320]
-    movzx ecx, cl
-    mov dword ptr [r15 + 0], 74
+    mov dword ptr [r15 + rbp + 128], 254
+    mov rcx, rbp
+    mov ecx, r9d
     test ebx, 1073741824
     jz 1f
+1:
+    movzx ecx, cl
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
 1:
     mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 157
     jmp 1f
 1:
     add rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
+    test ebx, 190464
+    jz 1f
 1:
-    mov dword ptr [r15 + 0], 79
-    mov dword ptr [r15 + 0], 174
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
+    movzx ecx, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r14 + 0]
-    mov r9d, ebp
-    test ebx, 61440
+    mov byte ptr [r15 + 0], al
+    test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ecx, 161
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, esi
+    movzx r8d, al
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, edx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add qword ptr [r14 + 0], rbp
-    lea r9, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    and ecx, dword ptr [r15 + 0]
+    and r8, 64
+    vmovdqu ymm9, ymmword ptr [r14 + r8 + 512]
+    movzx eax, dil
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 576]
-    and ecx, dword ptr [r15 + rbp + 384]
-    mov ebp, 76
-    lea rbp, [r10 + r10*1]
+    mov rax, rax
+    movsxd rax, dword ptr [r15 + r8 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 704], ebp
-    movzx ecx, cl
-    mov dword ptr [r15 + rbp + 768], 248
+    mov eax, 69
     jmp 1f
 1:
-    test bl, 192
+    mov eax, 137
+    lea r8, [r10 + r10*1]
+    test ebx, 217088
     jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 640], rbp
-    mov ecx, 53
-    mov edx, eax
+    mov rdi, r8
+    and r8, 960
+    mov dword ptr [r15 + r8 + 1792], r8d
+    and eax, dword ptr [r15 + rbp + 64]
+    and ebp, dword ptr [r14 + r8 + 1728]
+    test ebx, 1696
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r8, qword ptr [r14 + 0]
+    movzx eax, r8b
     add r10, r11
     inc rbx
     dec r13
@@ -986,194 +1000,183 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d421_j]
+    lea rcx, [rip + .Lc1_d425_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp rcx
-.Lc1_d421_j:
-    lea rbp, [r10 + r10*1]
-    mov eax, ebp
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 64]
+    jmp .Lc1_d425_j_t
+.Lc1_d425_j:
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 7675228], 28835840
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test dword ptr [r15 + 7675227], 155189632
+    test ebx, 210944
     jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov ecx, ecx
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
+    test dword ptr [r15 + 7675228], 1161
+    jnz 1f
+1:
+    mov ecx, 141
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 768], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 248
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov rcx, qword ptr [r14 + r8 + 512]
+    test ebx, 1073741824
+    jnz 1f
 1:
     lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    lea r8, [r10 + r10*2]
+    mov eax, r9d
     and r9, 64
-    mov byte ptr [r14 + r9 + 192], r9b
-    and r8, 448
-    vpaddd ymm2, ymm1, ymmword ptr [r15 + r8 + 1344]
-    test dword ptr [r15 + 7675228], 12846080
-    jnz 1f
-1:
-    mov eax, edi
-    mov eax, ebp
+    mov qword ptr [r14 + r9 + 384], rbp
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 54
-    movzx edi, byte ptr [r15 + r9 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 7675227], 1091
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r9, rsi
+    movzx ecx, byte ptr [r15 + rbp + 704]
+    vmovdqu ymm9, ymmword ptr [r15 + r8 + 448]
+    test dword ptr [r15 + 7675227], 1094713408
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r8d, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + rbp + 128]
-    movzx edi, byte ptr [r15 + r8 + 1216]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + r8 + 1280]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, esi
+    mov rbp, rdx
+    .byte 0x0f, 0x1f, 0x40, 0x00
     nop
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r8d, r9d
-    jmp 1f
-1:
+    mov dword ptr [r15 + r9 + 320], eax
+    mov eax, 22
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d481_j]
+    lea rcx, [rip + .Lc1_d482_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp rcx
-.Lc1_d481_j:
-    mov edx, 206
-    jmp 1f
-1:
-    mov ecx, edx
+    jmp .Lc1_d482_j_t
+.Lc1_d482_j:
+    lea rbp, [r10 + r10*1]
+    movzx ecx, bpl
+    and rbp, 64
     lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675227], 33571120
-    jz 1f
-1:
-    mov ecx, r8d
+    inc dword ptr [r15 + rbp + 192]
+    lea rdi, [r15 + 7667008]
+    lea rsi, [r15 + 7671104]
+    mov ecx, 68
+    rep movsb
     and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymm9, ymmword ptr [r14 + r8 + 1088]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], 12
+    movzx edi, dl
+    mov byte ptr [r15 + 0], sil
+    test bl, 160
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, r8d
+    mov ecx, esi
+    mov esi, edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov edi, dword ptr [r15 + 0]
+    mov esi, edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov edi, 23
+    nop
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, eax
-    and eax, dword ptr [r15 + r8 + 320]
-    mov r8, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r10*4]
-    mov edx, r8d
+    movsxd rdi, dword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 1408]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 56
     and r9, 64
-    movzx edx, byte ptr [r14 + r9 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r14 + r9 + 320]
-    mov r9d, eax
-    mov r9, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r14 + r8 + 1344], ymm2
-    jmp 1f
-1:
-    mov edi, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 1280], 113
-    jmp 1f
-1:
-    mov r9d, edi
+    mov dword ptr [r15 + r9 + 64], 209
+    mov edi, dword ptr [r15 + r9 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, r9d
-    mov qword ptr [r15 + r8 + 1216], rax
-    mov r9d, 91
+    mov r9d, dword ptr [r15 + r8 + 1152]
+    vmovdqu ymm9, ymmword ptr [r14 + 0]
+    vpaddd ymm10, ymm9, ymmword ptr [r15 + rbp + 256]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 16 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 15 chunk executions per call
     mov rbx, qword ptr [r15 + 7675248]
-    lea rcx, [rbx + 16]
+    lea rcx, [rbx + 15]
     mov qword ptr [r15 + 7675248], rcx
-    mov r13d, 16
+    mov r13d, 15
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
     jmp 1f
 1:
     imul rcx, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    xor ecx, esi
-    mov dword ptr [r15 + 0], ecx
+    xor ecx, edx
+    mov dword ptr [r15 + 0], edi
     mov r9, r10
     mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    add qword ptr [r15 + r9 + 832], rsi
+    add qword ptr [r15 + r9 + 832], r9
     mov r9, r11
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r11
+    mov rbp, r11
     and r9, 64
     lock add qword ptr [r15 + r9 + 448], r9
-    mov r9, r9
-    and r8, 64
-    add r9, qword ptr [r14 + r8 + 64]
-    imul ecx, ebp, 114
+    mov r9, rdx
+    and rbp, 64
+    add rcx, qword ptr [r14 + rbp + 64]
+    imul edx, ecx, 98
     add r11, 64
     add r10, r11
     inc rbx
@@ -1193,108 +1196,108 @@ ditto_body_c1:
     mov qword ptr [r15 + 7675224], rax
     mov eax, dword ptr [r15 + 7675228]
     and eax, 15
-    lea rcx, [rip + .Lc1_d580_s]
+    lea rcx, [rip + .Lc1_d582_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d582_s_t
     .p2align 3
-.Lc1_d580_s:
+.Lc1_d582_s:
     .p2align 3
-    jmp .Lc1_d580_j
+    jmp .Lc1_d582_j
     .p2align 3
-    jmp .Lc1_d580_j
+    jmp .Lc1_d582_j
     .p2align 3
-    jmp .Lc1_d580_j
+    jmp .Lc1_d582_j
     .p2align 3
-    jmp .Lc1_d580_j
+    jmp .Lc1_d582_j
     .p2align 3
-    jmp .Lc1_d580_j
+    jmp .Lc1_d582_j
     .p2align 3
-    jmp .Lc1_d580_j
+    jmp .Lc1_d582_j
     .p2align 3
-    jmp .Lc1_d580_j
+    jmp .Lc1_d582_j
     .p2align 3
-    jmp .Lc1_d580_j
+    jmp .Lc1_d582_j
     .p2align 3
-    jmp .Lc1_d580_j
+    jmp .Lc1_d582_j
     .p2align 3
-    jmp .Lc1_d580_j
+    jmp .Lc1_d582_j
     .p2align 3
-    jmp .Lc1_d580_j
+    jmp .Lc1_d582_j
     .p2align 3
-    jmp .Lc1_d580_j
+    jmp .Lc1_d582_j
     .p2align 3
-    jmp .Lc1_d580_j
+    jmp .Lc1_d582_j
     .p2align 3
-    jmp .Lc1_d580_j
+    jmp .Lc1_d582_j
     .p2align 3
-    jmp .Lc1_d580_j
+    jmp .Lc1_d582_j
     .p2align 3
-    jmp .Lc1_d580_j
-.Lc1_d580_j:
-    mov ecx, dword ptr [r15 + 0]
-    mov eax, r9d
-    mov byte ptr [r15 + 0], r8b
+    jmp .Lc1_d582_j
+.Lc1_d582_j:
     jmp 1f
 1:
-    test ebx, 93184
+    movzx ecx, sil
+    mov qword ptr [r14 + 0], rsi
+    test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 79
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 117760
+    mov rcx, qword ptr [r15 + 0]
+    movzx eax, dil
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 36
-    mov r8d, esi
-    add r8, qword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    mov rcx, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, r8d
-    mov ecx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymm1, ymmword ptr [r15 + 0]
-    movzx ecx, al
-    test ebx, 6848
-    jz 1f
-1:
+    mov byte ptr [r15 + 0], dl
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
+    test ebx, 15488
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 0], 111
     test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675227], 2363904
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     movzx eax, al
-    mov eax, dword ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r14 + 0], 211
-    mov ecx, 213
+    mov eax, eax
+    lea rbp, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    lea r9, [r10 + r10*1]
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm1
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + r8 + 128], ebp
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 576]
-    test ebx, 7040
-    jz 1f
+    jmp 1f
 1:
     and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 192]
-    and eax, dword ptr [r15 + r9 + 640]
-    vmovdqu ymm1, ymmword ptr [r15 + rbp + 256]
+    movsxd rax, dword ptr [r14 + rbp + 192]
+    lea r9, [r10 + r10*1]
+    mov r8, r10
+    test bl, 48
+    jnz 1f
+1:
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 960]
+    and r8, 4194240
+    movzx edx, byte ptr [r15 + r8 + 3472064]
+    mov r8d, 39
+    test dword ptr [r15 + 7675228], 2228741
+    jz 1f
+1:
+    and r8d, dword ptr [r15 + r9 + 1024]
+    mov byte ptr [r15 + rbp + 256], r8b
     add r10, r11
     inc rbx
     dec r13
@@ -1305,241 +1308,210 @@ ditto_body_c1:
     mov qword ptr [r15 + 7675224], rax
     lea rcx, [rip + .Lc1_d661_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp rcx
+    jmp .Lc1_d661_j_t
 .Lc1_d661_j:
-    jmp 1f
+    lea r8, [r10 + r10*1]
+    mov ecx, eax
+    and r8, 64
+    mov dword ptr [r15 + r8 + 640], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov rcx, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 7675227], 136447488
+    movzx eax, cl
+    test dword ptr [r15 + 7675228], 263220
     jz 1f
 1:
-    mov r8, rcx
-    mov r8, rbp
-    movzx ecx, al
+    mov ecx, 152
+    mov eax, 106
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, r9b
-    and rbp, 64
-    lea r8, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + rbp + 640]
-    and r8, 64
-    movzx r9d, byte ptr [r14 + r8 + 128]
-    test bl, 80
+    movzx ecx, bpl
+    and rbp, 448
+    mov ecx, dword ptr [r14 + rbp + 1280]
+    test dword ptr [r15 + 7675228], 1611137088
     jnz 1f
 1:
-    mov qword ptr [r15 + r8 + 64], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test bl, 160
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, ecx
-    test ebx, 1073741824
+    mov ecx, dword ptr [r14 + rbp + 1216]
+    mov eax, 19
+    and ebp, dword ptr [r14 + r8 + 576]
+    test dword ptr [r15 + 7675227], 1207993472
     jz 1f
 1:
     jmp 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov ecx, esi
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 1152]
+    mov rbp, rbp
+    mov ebp, 123
+    lea rbp, [r10 + r10*1]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movzx ecx, byte ptr [r14 + rbp + 576]
-    jmp 1f
-1:
-    mov ebp, 225
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 179
-    test bl, 80
-    jnz 1f
-1:
-    movzx ebp, bpl
-    movzx ecx, bpl
-    mov ecx, 198
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymm1, ymmword ptr [r15 + r8 + 1088]
-    movzx r8d, cl
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 320]
+    movsxd rax, dword ptr [r15 + rbp + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c2:
-    lea rcx, [rip + .Lc1_d720_j]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d718_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp rcx
-.Lc1_d720_j:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 256]
-    mov ebp, ecx
-    mov ecx, dword ptr [r15 + 0]
-    vmovdqu xmm1, xmmword ptr [r15 + 0]
-    test ebx, 56320
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov ecx, ecx
-    movzx ecx, sil
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    mov rcx, r8
-    and ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 111616
-    jz 1f
-1:
-    movzx ebp, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rbp
-    mov ebp, edx
-    mov byte ptr [r15 + 0], bpl
+    jmp .Lc1_d718_j_t
+.Lc1_d718_j:
+    mov eax, 86
     lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    add rcx, qword ptr [r14 + rbp + 640]
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
     test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    mov rcx, rcx
+    mov rcx, rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 47
+    movzx eax, r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    test dword ptr [r15 + 7675227], 1476526080
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + r8 + 192], rdx
-    and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 576]
-    mov edx, 141
-    test ebx, 408
-    jnz 1f
-1:
+    vmovdqu ymm10, ymmword ptr [r14 + 0]
     jmp 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 24
+    jmp 1f
+1:
+    movzx eax, al
+    test ebx, 79872
+    jnz 1f
+1:
+    vmovdqu ymm10, ymmword ptr [r15 + rbp + 576]
+    mov dword ptr [r15 + r8 + 128], 195
     lea r8, [r10 + r10*1]
-    mov edx, 214
+    movzx eax, dil
+    test bl, 80
+    jnz 1f
+1:
     and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vpaddd ymm1, ymm1, ymmword ptr [r14 + r8 + 320]
-    mov r8, rdx
-    and r8d, dword ptr [r15 + rbp + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r14 + 0]
-    mov ebp, 34
-    movzx edx, sil
+    mov byte ptr [r15 + r8 + 192], r8b
+    movzx eax, r8b
+    mov dword ptr [r15 + r8 + 256], 236
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c3:
-    lea rcx, [rip + .Lc1_d783_j]
+    lea rcx, [rip + .Lc1_d771_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp rcx
-.Lc1_d783_j:
-    mov rcx, r8
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 576]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], 145
-    and r9, 64
-    add rcx, qword ptr [r15 + r9 + 704]
-    test ebx, 79872
+    jmp .Lc1_d771_j_t
+.Lc1_d771_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    and ecx, dword ptr [r15 + r9 + 768]
-    and ecx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    test ebx, 79872
-    jnz 1f
+    mov ecx, eax
+    movzx ecx, al
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 223
+    test ebx, 1073741824
+    jz 1f
 1:
     movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
+    mov eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    test ebx, 60416
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx ecx, al
+    mov eax, r8d
+    mov dword ptr [r15 + 0], eax
+    movzx eax, al
+    mov eax, 213
+    test ebx, 11008
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, cl
-    mov dword ptr [r15 + rbp + 640], ecx
-    jmp 1f
-1:
-    mov ecx, dword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    mov eax, r8d
+    and r8, 64
+    lea rbp, [r10 + r10*1]
+    movsxd rax, dword ptr [r15 + r8 + 320]
+    and rbp, 64
+    add rdi, qword ptr [r15 + rbp + 64]
+    mov rcx, rsi
     test ebx, 1073741824
     jnz 1f
 1:
+    lea r9, [r10 + r10*1]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movzx edi, r8b
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], 237
     test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 239
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov ecx, 92
-    test ebx, 111616
     jz 1f
 1:
-    mov rcx, rcx
-    mov ecx, 181
-    movsxd rcx, dword ptr [r14 + r8 + 384]
+    movzx edi, r9b
+    movzx edi, byte ptr [r15 + rbp + 128]
+    movsxd rbp, dword ptr [r15 + r9 + 256]
+    mov r9d, 145
+    test ebx, 79872
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r14 + 0]
+    mov ebp, 50
+    mov byte ptr [r14 + r8 + 384], al
     add r10, r11
     inc rbx
     dec r13
@@ -1554,7 +1526,7 @@ ditto_body_c1:
     and eax, 1
     lea rcx, [rip + .Lc1_b3_stubs]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_b3_stubs_t
     .p2align 3
 .Lc1_b3_stubs:
     .p2align 3
@@ -1568,195 +1540,185 @@ ditto_body_c1:
     mov qword ptr [r15 + 7675224], rax
     mov eax, dword ptr [r15 + 7675228]
     and eax, 15
-    lea rcx, [rip + .Lc1_d860_s]
+    lea rcx, [rip + .Lc1_d846_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d846_s_t
     .p2align 3
-.Lc1_d860_s:
+.Lc1_d846_s:
     .p2align 3
-    jmp .Lc1_d860_j
+    jmp .Lc1_d846_j
     .p2align 3
-    jmp .Lc1_d860_j
+    jmp .Lc1_d846_j
     .p2align 3
-    jmp .Lc1_d860_j
+    jmp .Lc1_d846_j
     .p2align 3
-    jmp .Lc1_d860_j
+    jmp .Lc1_d846_j
     .p2align 3
-    jmp .Lc1_d860_j
+    jmp .Lc1_d846_j
     .p2align 3
-    jmp .Lc1_d860_j
+    jmp .Lc1_d846_j
     .p2align 3
-    jmp .Lc1_d860_j
+    jmp .Lc1_d846_j
     .p2align 3
-    jmp .Lc1_d860_j
+    jmp .Lc1_d846_j
     .p2align 3
-    jmp .Lc1_d860_j
+    jmp .Lc1_d846_j
     .p2align 3
-    jmp .Lc1_d860_j
+    jmp .Lc1_d846_j
     .p2align 3
-    jmp .Lc1_d860_j
+    jmp .Lc1_d846_j
     .p2align 3
-    jmp .Lc1_d860_j
+    jmp .Lc1_d846_j
     .p2align 3
-    jmp .Lc1_d860_j
+    jmp .Lc1_d846_j
     .p2align 3
-    jmp .Lc1_d860_j
+    jmp .Lc1_d846_j
     .p2align 3
-    jmp .Lc1_d860_j
+    jmp .Lc1_d846_j
     .p2align 3
-    jmp .Lc1_d860_j
-.Lc1_d860_j:
+    jmp .Lc1_d846_j
+.Lc1_d846_j:
+    mov rcx, rcx
+    mov ecx, ecx
+    mov ecx, ecx
     lea rbp, [r10 + r10*1]
-    movzx esi, bpl
+    lea r9, [r10 + r10*1]
+    movzx ecx, al
+    test ebx, 2496
+    jnz 1f
+1:
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 576]
     and rbp, 64
     movsxd rax, dword ptr [r15 + rbp + 192]
-    mov ecx, eax
-    mov esi, r9d
-    test ebx, 62944
+    mov edi, eax
+    test ebx, 39936
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx eax, sil
+    test dword ptr [r15 + 7675227], 33566784
+    jnz 1f
+1:
+    mov edi, 6
+    mov qword ptr [r15 + 0], rdi
+    mov edi, edi
+    test ebx, 49008
     jz 1f
 1:
-    mov rax, rdi
-    mov eax, 153
-    mov ecx, 82
+    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 0], 91
+    mov qword ptr [r15 + 0], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, rax
-    test dword ptr [r15 + 7675228], 67256704
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov edi, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675227], 19152900
+    vpaddd ymm9, ymm10, ymmword ptr [r14 + 0]
+    test dword ptr [r15 + 7675228], 268763201
     jz 1f
 1:
     and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 128]
-    movzx eax, byte ptr [r15 + 0]
-    movzx ecx, al
-    test ebx, 46592
+    add rdi, qword ptr [r15 + r8 + 640]
+    and edi, dword ptr [r14 + r9 + 640]
+    mov eax, r9d
+    test ebx, 59904
     jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + r8 + 576]
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, ecx
-    lea r9, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 5952
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    and r9, 64
-    mov dword ptr [r14 + r9 + 320], 216
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675228], 1075872772
-    jz 1f
-1:
-    add rax, qword ptr [r15 + r8 + 64]
-    mov ecx, 122
-    mov r8d, 68
     test ebx, 1073741824
     jnz 1f
 1:
-    add r8, qword ptr [r15 + rbp + 256]
-    and r8d, dword ptr [r15 + r9 + 384]
-    mov r9d, 189
+    mov rdi, r8
+    mov r8d, 77
+    vpaddd ymm10, ymm9, ymmword ptr [r15 + rbp + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d938_j]
+    lea rcx, [rip + .Lc1_d922_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp rcx
-.Lc1_d938_j:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    and ecx, dword ptr [r15 + r8 + 256]
-    movsxd rax, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpaddd ymm1, ymm1, ymmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 3
-    mov ecx, 115
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r9d, edi
-    mov byte ptr [r15 + 0], r9b
-    test bl, 80
-    jnz 1f
-1:
+    jmp .Lc1_d922_j_t
+.Lc1_d922_j:
+    movzx r8d, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    lea r9, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + 0]
+    mov rdi, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rdi, rcx
+    jmp 1f
+1:
+    test ebx, 46592
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    mov rcx, rdi
+    mov edi, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    mov edi, 75
+    vmovdqu ymmword ptr [r15 + 0], ymm6
     test ebx, 44544
     jnz 1f
 1:
-    jmp 1f
-1:
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 960]
-    mov qword ptr [r14 + 0], rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rdi
-    mov rdi, qword ptr [r14 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rdi
-    mov edi, dword ptr [r15 + r9 + 1024]
-    mov r9, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edi, sil
-    mov r9, r10
-    mov rdi, r9
-    and r9, 1048512
-    movzx esi, byte ptr [r15 + r9 + 2423488]
-    test ebx, 58880
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 63328
     jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675228], 2113796
+    movsxd rdi, dword ptr [r15 + 0]
+    bt rdi, rdi
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r14 + r8 + 192]
-    jmp 1f
+    lea rbp, [r10 + r10*1]
+    mov rdi, rbp
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 640], ymm10
+    movsxd rcx, dword ptr [r14 + 0]
+    and eax, dword ptr [r14 + 0]
+    mov r8, r10
+    test ebx, 59904
+    jz 1f
 1:
-    lea rdi, [r15 + 7667008]
-    lea rsi, [r15 + 7671104]
-    mov ecx, 69
-    rep movsb
+    movzx esi, r9b
+    and r8, 8128
+    mov dword ptr [r14 + r8 + 15040], r8d
+    mov eax, r9d
+    lea r8, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    add rax, qword ptr [r15 + r8 + 704]
+    mov byte ptr [r15 + rbp + 576], al
+    mov byte ptr [r15 + r8 + 768], dl
     add r10, r11
     inc rbx
     dec r13
@@ -1771,7 +1733,7 @@ ditto_body_c1:
     and eax, 1
     lea rcx, [rip + .Lc1_b4_stubs]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_b4_stubs_t
     .p2align 3
 .Lc1_b4_stubs:
     .p2align 3
@@ -1780,77 +1742,89 @@ ditto_body_c1:
     jmp .Lc1_b4_c1
     .p2align 6
 .Lc1_b4_c0:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1015_j]
+    lea rcx, [rip + .Lc1_d998_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp rcx
-.Lc1_d1015_j:
-    lea r9, [r10 + r10*1]
-    mov rcx, rsi
+    jmp .Lc1_d998_j_t
+.Lc1_d998_j:
+    mov ecx, dword ptr [r15 + 0]
+    mov esi, 187
+    mov rsi, rsi
     jmp 1f
 1:
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 768]
-    mov esi, 217
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, 143
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    test bl, 116
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], 74
+    mov esi, edi
     mov byte ptr [r15 + 0], sil
-    test dword ptr [r15 + 7675228], 16908306
-    jnz 1f
-1:
-    mov rsi, rdx
-    mov byte ptr [r15 + 0], r8b
-    mov esi, esi
+    mov dword ptr [r15 + 0], 185
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov rsi, rcx
     jmp 1f
 1:
-    mov ecx, edi
+    and esi, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov esi, 87
+    jmp 1f
+1:
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    mov edx, edx
+    movzx esi, byte ptr [r15 + 0]
+    mov ecx, ecx
+    mov rcx, rdx
     lea rbp, [r10 + r10*1]
-    vmovdqu ymmword ptr [r15 + 0], ymm1
     test ebx, 1073741824
     jnz 1f
 1:
+    lea r8, [r10 + r10*1]
+    movsxd rsi, dword ptr [r14 + 0]
     and rbp, 64
-    add rdx, qword ptr [r15 + rbp + 384]
-    movzx edi, byte ptr [r15 + r9 + 704]
-    lea r9, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + rbp + 640]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 2816], r8b
+    jmp 1f
+1:
+    test ebx, 54784
+    jz 1f
+1:
+    mov ecx, 212
+    mov ecx, 236
+    mov rcx, rcx
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov edx, dword ptr [r14 + r9 + 640]
+    mov ecx, 151
     jmp 1f
 1:
-    mov esi, edx
+    movzx esi, byte ptr [r15 + rbp + 576]
     test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + r8 + 2752], cl
+    and rbp, 64
+    mov dword ptr [r14 + rbp + 256], edx
+    mov edx, 215
+    jmp 1f
+1:
+    test ebx, 23552
     jnz 1f
 1:
-    mov esi, r8d
-    add rsi, qword ptr [r14 + r9 + 576]
-    mov byte ptr [r15 + rbp + 320], sil
+    mov qword ptr [r15 + rbp + 192], rdx
+    jmp 1f
+1:
+    mov rdx, rdx
     add r10, r11
     inc rbx
     dec r13
@@ -1859,71 +1833,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1076_j]
+    lea rcx, [rip + .Lc1_d1069_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp rcx
-.Lc1_d1076_j:
+    jmp .Lc1_d1069_j_t
+.Lc1_d1069_j:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, al
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
     lea rbp, [r10 + r10*1]
+    test dword ptr [r15 + 7675228], 34013312
+    jz 1f
+1:
+    movzx r9d, byte ptr [r14 + 0]
+    jmp 1f
+1:
     and rbp, 64
-    movsxd rcx, dword ptr [r14 + rbp + 128]
-    movzx r8d, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 1073741824
+    mov qword ptr [r15 + rbp + 704], rbp
+    test dword ptr [r15 + 7675228], 311872
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movsxd rax, dword ptr [r15 + rbp + 768]
+    lea rbp, [r10 + r10*1]
+    .byte 0x66, 0x90
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 384], rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    vpaddd ymm1, ymm1, ymm1
-    movsxd rcx, dword ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
-    test dword ptr [r15 + 7675227], 22151168
+    movzx eax, r9b
+    mov esi, 187
+    movzx r9d, r8b
+    test dword ptr [r15 + 7675227], 134219272
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movzx r9d, sil
+    mov dword ptr [r14 + rbp + 320], 67
+    lea r8, [r10 + r10*1]
+    lea rdi, [r15 + 7667008]
+    lea rsi, [r15 + 7671104]
+    mov ecx, 69
+    rep movsb
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r14 + 0], dil
-    jmp 1f
-1:
-    test bl, 92
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, r9b
-    add rdi, qword ptr [r14 + rbp + 64]
-    lea r9, [r10 + r10*1]
-    test bl, 92
-    jnz 1f
-1:
-    and r9, 960
-    vmovdqu ymmword ptr [r15 + r9 + 1728], ymm15
-    movzx ebp, al
-    mov dword ptr [r15 + r9 + 1792], 153
-    lea r9, [r10 + r10*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r9
-    movzx ebp, bpl
-    and r9, 64
-    vmovdqu ymm1, ymmword ptr [r15 + r9 + 384]
-    test bl, 204
-    jnz 1f
-1:
-    mov rax, r9
-    mov qword ptr [r15 + r9 + 320], rcx
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 256]
+    mov dword ptr [r15 + r8 + 192], 218
+    mov r8d, edx
     add r10, r11
     inc rbx
     dec r13
@@ -1940,77 +1911,77 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1139_j]
+    lea rcx, [rip + .Lc1_d1132_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp rcx
-.Lc1_d1139_j:
-    and eax, dword ptr [r15 + 0]
-    nop
-    mov r8d, 205
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    movzx ecx, sil
-    test dword ptr [r15 + 7675228], 25632
-    jnz 1f
-1:
-    jmp 1f
-1:
+    jmp .Lc1_d1132_j_t
+.Lc1_d1132_j:
+    mov ecx, ecx
+    and ecx, dword ptr [r15 + 0]
     mov dword ptr [r15 + 0], ecx
-    movzx ecx, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test ebx, 6144
+    test ebx, 13824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], al
+    vmovdqu ymm10, ymmword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    movzx eax, dl
+    test bl, 36
+    jnz 1f
+1:
     jmp 1f
 1:
-    test ebx, 1073741824
+    and ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test bl, 24
     jnz 1f
 1:
-    mov eax, 249
-    lea rbp, [r10 + r10*1]
-    mov eax, 2
-    and rbp, 64
-    add rax, qword ptr [r15 + rbp + 192]
-    test dword ptr [r15 + 7675228], 403181568
+    mov byte ptr [r15 + 0], cl
+    mov ecx, eax
+    movsxd rcx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 7675228], 802960
     jz 1f
 1:
     jmp 1f
 1:
-    mov r9, rax
-    lea r9, [r10 + r10*1]
-    mov rsi, r8
+    and eax, dword ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    movzx ecx, dl
+    test dword ptr [r15 + 7675228], 33628192
+    jnz 1f
+1:
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 704], ymm9
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 256], ymm10
+    mov rcx, rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, dl
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 192]
+    and edx, dword ptr [r15 + rbp + 192]
+    movzx ebp, dl
     jmp 1f
 1:
-    test ebx, 16360
-    jnz 1f
-1:
-    mov qword ptr [r14 + rbp + 256], rax
-    movsxd rax, dword ptr [r15 + r8 + 320]
-    mov rbp, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 252
-    mov eax, r8d
-    mov ebp, dword ptr [r15 + r9 + 256]
-    test bl, 78
+    mov rbp, r9
+    mov ebp, ebp
+    movzx ebp, r9b
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r9
-    mov byte ptr [r14 + 0], r9b
+    movsxd rcx, dword ptr [r15 + r8 + 768]
+    mov rbp, r10
+    jmp 1f
+1:
+    mov r9, rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 960
+    mov r9d, dword ptr [r14 + rbp + 1728]
+    mov ebp, 189
     add r10, r11
     inc rbx
     dec r13
@@ -2024,23 +1995,23 @@ ditto_body_c1:
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    lea rcx, [rip + .Lc1_d1204_j]
+    lea rcx, [rip + .Lc1_d1198_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp rcx
-.Lc1_d1204_j:
-    mov r8, r10
-    movzx ecx, al
-    and r8, 64
-    mov dword ptr [r14 + r8 + 192], edx
-    mov r8, r10
+    jmp .Lc1_d1198_j_t
+.Lc1_d1198_j:
+    mov rbp, r10
+    movzx ecx, bpl
+    and rbp, 64
+    mov dword ptr [r14 + rbp + 192], ebp
+    mov rbp, r10
     test ebx, 7680
     jnz 1f
 1:
-    and r8, 64
-    mov rbp, r10
-    mov dword ptr [r15 + r8 + 320], ebp
     and rbp, 64
-    mov qword ptr [r15 + rbp + 960], rbp
+    mov r9, r10
+    mov dword ptr [r15 + rbp + 320], r8d
+    and r9, 64
+    mov qword ptr [r15 + r9 + 960], r9
     add r10, r11
     inc rbx
     dec r13
@@ -2055,7 +2026,7 @@ ditto_body_c1:
     and eax, 15
     lea rcx, [rip + .Lc1_b7_stubs]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_b7_stubs_t
     .p2align 3
 .Lc1_b7_stubs:
     .p2align 3
@@ -2095,69 +2066,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1235_j]
+    lea rcx, [rip + .Lc1_d1231_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp rcx
-.Lc1_d1235_j:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 256], bpl
-    movzx ecx, bpl
-    movzx eax, r9b
-    movzx r9d, byte ptr [r15 + 0]
+    jmp .Lc1_d1231_j_t
+.Lc1_d1231_j:
+    mov byte ptr [r15 + 0], r9b
+    movzx ecx, cl
+    mov r9d, 61
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov ecx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 7675227], 67634696
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 9
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    movzx ecx, bpl
+    test dword ptr [r15 + 7675228], 1107304456
     jnz 1f
 1:
     mov ecx, ecx
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    test dword ptr [r15 + 7675227], 286277632
-    jnz 1f
-1:
-    add qword ptr [r15 + 0], rbp
-    mov rcx, rax
-    add qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 34
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
     lea r9, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 960], dil
-    add rcx, qword ptr [r14 + 0]
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 448]
-    test ebx, 1073741824
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 1376
     jnz 1f
-1:
-    jmp 1f
 1:
     mov ecx, ebp
-    mov ecx, dword ptr [r14 + r8 + 512]
-    xor dword ptr [r15 + r9 + 1024], ecx
-    test dword ptr [r15 + 7675228], 540936
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + rbp + 192]
-    mov r9, r9
+    and r9, 64
+    mov dword ptr [r14 + r9 + 448], eax
+    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
+    test ebx, 259968
+    jnz 1f
+1:
+    mov rcx, rbp
+    and rbp, 64
+    lea r8, [r10 + r10*1]
+    movzx ecx, byte ptr [r15 + rbp + 1152]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + r9 + 512]
+    movzx r9d, byte ptr [r14 + r8 + 256]
+    inc dword ptr [r15 + rbp + 1088]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, 71
+    mov ebp, 147
+    mov rbp, rax
     add r10, r11
     inc rbx
     dec r13
@@ -2166,103 +2139,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    mov eax, dword ptr [r15 + 7675228]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d1293_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d1293_s:
-    .p2align 3
-    jmp .Lc1_d1293_j
-    .p2align 3
-    jmp .Lc1_d1293_j
-    .p2align 3
-    jmp .Lc1_d1293_j
-    .p2align 3
-    jmp .Lc1_d1293_j
-    .p2align 3
-    jmp .Lc1_d1293_j
-    .p2align 3
-    jmp .Lc1_d1293_j
-    .p2align 3
-    jmp .Lc1_d1293_j
-    .p2align 3
-    jmp .Lc1_d1293_j
-    .p2align 3
-    jmp .Lc1_d1293_j
-    .p2align 3
-    jmp .Lc1_d1293_j
-    .p2align 3
-    jmp .Lc1_d1293_j
-    .p2align 3
-    jmp .Lc1_d1293_j
-    .p2align 3
-    jmp .Lc1_d1293_j
-    .p2align 3
-    jmp .Lc1_d1293_j
-    .p2align 3
-    jmp .Lc1_d1293_j
-    .p2align 3
-    jmp .Lc1_d1293_j
-.Lc1_d1293_j:
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    add rcx, qword ptr [r14 + r9 + 64]
-    mov dword ptr [r15 + r9 + 128], ecx
-    mov ecx, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    movzx ecx, sil
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 174
-    test dword ptr [r15 + 7675227], 18880512
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
+    lea rcx, [rip + .Lc1_d1291_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp .Lc1_d1291_j_t
+.Lc1_d1291_j:
+    mov dword ptr [r15 + 0], esi
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 640
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    mov rcx, rcx
-    mov eax, 122
-    test ebx, 261504
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 58880
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
+    vpaddd ymm10, ymm10, ymmword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov rcx, rax
+    mov rcx, qword ptr [r15 + 0]
+    test dword ptr [r15 + 7675227], 8913056
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov eax, dword ptr [r15 + 0]
+    and rbp, 64
+    add qword ptr [r15 + rbp + 640], rbp
+    and eax, dword ptr [r14 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, esi
+    .byte 0x0f, 0x1f, 0x40, 0x00
     lea r8, [r10 + r10*1]
     jmp 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], 232
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 256]
+    lea r9, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + r8 + 192]
-    mov r8d, 242
-    mov r8, r8
+    and r8, 64
+    mov qword ptr [r14 + r8 + 320], rbp
+    movzx eax, sil
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 256], ymm9
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymm1, ymmword ptr [r14 + r9 + 384]
-    mov r8d, edx
+    and eax, dword ptr [r15 + r8 + 384]
+    add r8, qword ptr [r15 + rbp + 576]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc dword ptr [r14 + r9 + 192]
+    movzx r8d, r8b
+    mov r8, r8
     add r10, r11
     inc rbx
     dec r13
@@ -2271,224 +2212,264 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1368_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp rcx
-.Lc1_d1368_j:
-    lea r8, [r10 + r10*1]
+    mov eax, dword ptr [r15 + 7675228]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d1351_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1351_s_t
+    .p2align 3
+.Lc1_d1351_s:
+    .p2align 3
+    jmp .Lc1_d1351_j
+    .p2align 3
+    jmp .Lc1_d1351_j
+    .p2align 3
+    jmp .Lc1_d1351_j
+    .p2align 3
+    jmp .Lc1_d1351_j
+    .p2align 3
+    jmp .Lc1_d1351_j
+    .p2align 3
+    jmp .Lc1_d1351_j
+    .p2align 3
+    jmp .Lc1_d1351_j
+    .p2align 3
+    jmp .Lc1_d1351_j
+    .p2align 3
+    jmp .Lc1_d1351_j
+    .p2align 3
+    jmp .Lc1_d1351_j
+    .p2align 3
+    jmp .Lc1_d1351_j
+    .p2align 3
+    jmp .Lc1_d1351_j
+    .p2align 3
+    jmp .Lc1_d1351_j
+    .p2align 3
+    jmp .Lc1_d1351_j
+    .p2align 3
+    jmp .Lc1_d1351_j
+    .p2align 3
+    jmp .Lc1_d1351_j
+.Lc1_d1351_j:
+    mov ecx, r8d
     jmp 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    test dword ptr [r15 + 7675228], 67175056
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 479232
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r10 + r10*1]
+    mov ecx, r9d
+    test ebx, 1073741824
+    jnz 1f
 1:
     and r8, 64
-    and ecx, dword ptr [r15 + r8 + 192]
+    vmovdqu ymmword ptr [r15 + r8 + 256], ymm10
+    mov ecx, dword ptr [r14 + r8 + 192]
+    movzx r8d, r9b
+    lea r8, [r10 + r10*1]
+    test ebx, 320
+    jnz 1f
+1:
+    mov r9d, 189
+    and r8, 64
+    mov r9d, dword ptr [r15 + r8 + 640]
     jmp 1f
 1:
-    mov rax, rax
-    test dword ptr [r15 + 7675227], 301990036
-    jz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 218
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 59
-    or qword ptr [r15 + 0], 102
-    lea r9, [r10 + r10*1]
-    add rcx, qword ptr [r15 + 0]
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 64], ymm13
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r9 + 128]
-    mov r9d, ecx
     lea r9, [r10 + r10*1]
     jmp 1f
 1:
-    test dword ptr [r15 + 7675228], 5115904
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 64]
+    movsxd rax, dword ptr [r14 + 0]
+    test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    add qword ptr [r14 + r9 + 960], rsi
-    mov rcx, qword ptr [r14 + r9 + 1024]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + r8 + 256]
-    mov ecx, 242
-    add rcx, qword ptr [r14 + 0]
+    and eax, dword ptr [r15 + r9 + 128]
+    mov esi, dword ptr [r15 + r8 + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c3:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1424_j]
+    lea rcx, [rip + .Lc1_d1426_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp rcx
-.Lc1_d1424_j:
+    jmp .Lc1_d1426_j_t
+.Lc1_d1426_j:
     lea r9, [r10 + r10*1]
-    movzx ecx, r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
     and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 576]
-    movzx eax, r8b
-    test dword ptr [r15 + 7675227], 807403777
-    jz 1f
-1:
-    mov r8d, 167
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rax
-    test dword ptr [r15 + 7675228], 4737024
+    movzx ecx, byte ptr [r15 + r9 + 1088]
+    mov eax, 244
+    test ebx, 15360
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rax
-    test dword ptr [r15 + 7675228], 3276868
-    jz 1f
-1:
-    mov rax, r8
+    mov rcx, r9
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, rdx
-    and rbp, 64
-    and edx, dword ptr [r15 + rbp + 576]
-    lea rbp, [r10 + r10*1]
+    add rcx, qword ptr [r15 + 0]
+    movzx eax, dl
+    mov rax, qword ptr [r15 + 0]
+    vmovdqu ymm10, ymmword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 864
+    jnz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r14 + rbp + 192], 128
-    movzx edx, byte ptr [r15 + r9 + 640]
-    test dword ptr [r15 + 7675227], 1108344865
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 119
+    add qword ptr [r15 + 0], rdx
+    test ebx, 372736
     jz 1f
 1:
-    mov edx, dword ptr [r14 + rbp + 256]
     jmp 1f
 1:
+    mov eax, 156
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, ecx
+    mov rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rdi
-    jmp 1f
+    mov ecx, 245
+    mov rcx, rdx
+    movsxd rcx, dword ptr [r15 + r9 + 1152]
+    mov r9d, 16
+    lea r9, [r10 + r10*1]
+    test ebx, 1073741824
+    jz 1f
 1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], eax
+    movzx edx, r9b
+    lea r8, [r10 + r10*1]
+    mov qword ptr [r15 + r9 + 320], rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov r9, qword ptr [r14 + r8 + 64]
+    mov byte ptr [r14 + r8 + 128], r9b
+    mov qword ptr [r14 + 0], rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c4:
-    lea rcx, [rip + .Lc1_d1477_j]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d1495_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp rcx
-.Lc1_d1477_j:
-    lea rbp, [r10 + r10*1]
+    jmp .Lc1_d1495_j_t
+.Lc1_d1495_j:
+    inc dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675227], 6586880
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dil
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov r9d, 34
+    mov r9d, 203
+    test ebx, 384
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm11
     lea r8, [r10 + r10*1]
+    test ebx, 1152
+    jnz 1f
+1:
+    inc dword ptr [r15 + 0]
+    and r8, 64
+    and r9d, dword ptr [r15 + r8 + 256]
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
     and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rbp
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 1152]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx r9d, bpl
-    mov r9d, 216
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov r9d, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 171
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov rdi, rbp
-    mov dword ptr [r14 + 0], ebp
-    mov edi, 99
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r14 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    inc dword ptr [r14 + r8 + 1088]
+    mov qword ptr [r15 + rbp + 960], rbp
     and r9, 64
-    mov byte ptr [r15 + r9 + 448], r9b
-    movzx ecx, byte ptr [r15 + rbp + 320]
+    mov ecx, dword ptr [r15 + r9 + 128]
+    test ebx, 29440
+    jz 1f
+1:
+    and edi, dword ptr [r14 + rbp + 1024]
+    movzx ebp, sil
+    movzx ebp, bpl
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm1
-    mov r9d, 135
-    mov r9d, 69
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + r8 + 192]
+    add rbp, qword ptr [r14 + r9 + 64]
     add r10, r11
     inc rbx
     dec r13
@@ -2497,151 +2478,149 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1543_j]
+    lea rcx, [rip + .Lc1_d1555_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp rcx
-.Lc1_d1543_j:
+    jmp .Lc1_d1555_j_t
+.Lc1_d1555_j:
+    .byte 0x66, 0x90
     jmp 1f
 1:
-    mov r9d, 250
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 7675228], 3153937
+    mov ecx, 250
+    mov dword ptr [r15 + 0], 163
+    test ebx, 1073741824
     jz 1f
 1:
+    mov dword ptr [r15 + 0], 105
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, rsi
+    test dword ptr [r15 + 7675228], 659460
+    jnz 1f
+1:
+    mov ecx, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov r9, rcx
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 41
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675228], 50368514
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rbp, rsi
-    test dword ptr [r15 + 7675228], 153354496
-    jz 1f
-1:
     lea rbp, [r10 + r10*1]
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 640], ymm9
-    movzx ecx, sil
+    jmp 1f
+1:
     and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 1024]
+    mov ecx, dword ptr [r15 + rbp + 384]
+    lea r8, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + r9 + 576]
+    lea r9, [r10 + r10*1]
     and r8, 64
-    mov r9d, dword ptr [r14 + r8 + 128]
-    mov eax, dword ptr [r14 + 0]
+    movsxd rsi, dword ptr [r14 + r8 + 64]
+    mov ecx, esi
+    and r9, 64
+    or qword ptr [r15 + r9 + 192], 90
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    add r9, qword ptr [r15 + r8 + 64]
-    mov byte ptr [r15 + rbp + 960], r9b
+    jmp 1f
+1:
+    movzx esi, sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov esi, esi
+    mov esi, 30
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + r8 + 128]
+    mov r8, rdx
+    movzx r8d, byte ptr [r15 + r9 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8d, dword ptr [r14 + rbp + 320]
+    mov rbp, rbp
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c6:
-    lea rcx, [rip + .Lc1_d1595_j]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d1616_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp rcx
-.Lc1_d1595_j:
+    jmp .Lc1_d1616_j_t
+.Lc1_d1616_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
     jmp 1f
 1:
-    movzx ecx, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    test ebx, 1440
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, r8b
-    mov byte ptr [r15 + 0], sil
-    add r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
+    mov byte ptr [r15 + 0], al
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    add qword ptr [r15 + 0], rdx
-    mov r8, r8
-    test ebx, 1073741824
+    mov eax, 3
+    mov rax, rax
+    test dword ptr [r15 + 7675228], 553648137
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r14 + 0]
-    jmp 1f
-1:
+    movsxd rax, dword ptr [r15 + 0]
+    movzx edx, al
     jmp 1f
 1:
     lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov eax, ebp
+    mov eax, edi
     and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 256]
-    and r9, 64
-    mov qword ptr [r14 + r9 + 128], r8
+    mov rax, qword ptr [r15 + rbp + 192]
+    test dword ptr [r15 + 7675228], 301989953
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov rax, rdx
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], r8
     jmp 1f
 1:
+    lea r9, [r10 + r10*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, esi
-    lea r8, [r10 + r10*1]
-    movzx esi, r8b
-    and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 448]
-    mov rdi, rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + r9 + 64], ymm1
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, rdi
-    mov esi, edx
-    mov byte ptr [r15 + rbp + 192], dl
-    movzx esi, r8b
+    movzx edx, r9b
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 512]
+    and edx, dword ptr [r15 + rbp + 256]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov esi, 101
-    mov rsi, qword ptr [r15 + r8 + 512]
+    add rdx, qword ptr [r14 + r8 + 128]
+    movsxd rax, dword ptr [r14 + r9 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor dword ptr [r14 + 0], ecx
+    mov esi, eax
+    movzx eax, cl
     add r10, r11
     inc rbx
     dec r13
@@ -2652,104 +2631,108 @@ ditto_body_c1:
     mov qword ptr [r15 + 7675224], rax
     mov eax, dword ptr [r15 + 7675228]
     and eax, 15
-    lea rcx, [rip + .Lc1_d1664_s]
+    lea rcx, [rip + .Lc1_d1677_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d1677_s_t
     .p2align 3
-.Lc1_d1664_s:
+.Lc1_d1677_s:
     .p2align 3
-    jmp .Lc1_d1664_j
+    jmp .Lc1_d1677_j
     .p2align 3
-    jmp .Lc1_d1664_j
+    jmp .Lc1_d1677_j
     .p2align 3
-    jmp .Lc1_d1664_j
+    jmp .Lc1_d1677_j
     .p2align 3
-    jmp .Lc1_d1664_j
+    jmp .Lc1_d1677_j
     .p2align 3
-    jmp .Lc1_d1664_j
+    jmp .Lc1_d1677_j
     .p2align 3
-    jmp .Lc1_d1664_j
+    jmp .Lc1_d1677_j
     .p2align 3
-    jmp .Lc1_d1664_j
+    jmp .Lc1_d1677_j
     .p2align 3
-    jmp .Lc1_d1664_j
+    jmp .Lc1_d1677_j
     .p2align 3
-    jmp .Lc1_d1664_j
+    jmp .Lc1_d1677_j
     .p2align 3
-    jmp .Lc1_d1664_j
+    jmp .Lc1_d1677_j
     .p2align 3
-    jmp .Lc1_d1664_j
+    jmp .Lc1_d1677_j
     .p2align 3
-    jmp .Lc1_d1664_j
+    jmp .Lc1_d1677_j
     .p2align 3
-    jmp .Lc1_d1664_j
+    jmp .Lc1_d1677_j
     .p2align 3
-    jmp .Lc1_d1664_j
+    jmp .Lc1_d1677_j
     .p2align 3
-    jmp .Lc1_d1664_j
+    jmp .Lc1_d1677_j
     .p2align 3
-    jmp .Lc1_d1664_j
-.Lc1_d1664_j:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    vpaddd ymm1, ymm8, ymmword ptr [r15 + r8 + 256]
+    jmp .Lc1_d1677_j
+.Lc1_d1677_j:
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    mov rcx, qword ptr [r14 + rbp + 320]
+    mov eax, 3
+    vmovdqu ymm10, ymmword ptr [r14 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 320
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    test ebx, 225280
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
     mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd ymm1, ymm1, ymmword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], esi
-    mov esi, 180
-    mov rsi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx edi, sil
-    mov rsi, qword ptr [r15 + 0]
-    movzx ecx, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, sil
-    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r10 + r10*2]
-    vmovdqu ymm1, ymmword ptr [r14 + r8 + 192]
+    mov rsi, rdi
+    mov rsi, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, rbp
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 6848], bpl
-    lea r8, [r10 + r10*1]
-    mov rdi, r8
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 384]
+    mov rsi, rcx
+    mov esi, dword ptr [r15 + 0]
+    add rsi, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*2]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + rbp + 6912]
-    movsxd rdi, dword ptr [r15 + rbp + 6976]
+    and r8, 8128
+    mov esi, dword ptr [r15 + r8 + 6848]
+    mov rcx, rcx
+    lea r9, [r10 + r10*1]
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + r8 + 320]
-    test ebx, 26112
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, dl
-    movsxd r8, dword ptr [r14 + 0]
-    mov qword ptr [r14 + 0], r8
+    jmp 1f
+1:
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 320]
+    inc dword ptr [r15 + r8 + 6912]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 384], r8
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675228], 537397512
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 6976], cl
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm10
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -2758,61 +2741,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1743_j]
+    lea rcx, [rip + .Lc1_d1756_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp rcx
-.Lc1_d1743_j:
-    movzx eax, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymm1, ymmword ptr [r15 + 0]
+    jmp .Lc1_d1756_j_t
+.Lc1_d1756_j:
+    lea r8, [r10 + r10*1]
+    movzx ecx, r8b
+    and r8, 64
+    movzx ecx, byte ptr [r14 + r8 + 704]
+    movzx eax, cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
+    movzx ecx, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 7675227], 2131972
+    lea r9, [r10 + r10*1]
+    movzx ebp, dil
+    test ebx, 1632
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 187
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r10*4]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 175
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 2880]
     jmp 1f
 1:
-    test ebx, 320
-    jnz 1f
+    mov edx, dword ptr [r15 + rbp + 2944]
+    test dword ptr [r15 + 7675227], 138676228
+    jz 1f
 1:
-    movzx esi, dl
-    lea rbp, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 7675228], 4210691
-    jnz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r14 + rbp + 576], 58
-    mov esi, 119
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], rdi
+    and ecx, dword ptr [r14 + 0]
+    add rcx, qword ptr [r15 + rbp + 2816]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], 241
-    mov rdi, r9
+    mov rcx, r9
+    movzx edx, dil
+    add qword ptr [r14 + rbp + 2752], rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + rbp + 640]
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov ecx, 102
+    mov rcx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + r9 + 64]
+    mov r9d, 85
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdi, rdi
-    and edi, dword ptr [r14 + r8 + 128]
-    test dword ptr [r15 + 7675227], 134350208
-    jz 1f
+    mov dword ptr [r15 + r8 + 768], 141
+    jmp 1f
 1:
-    mov r8d, edi
-    and esi, dword ptr [r15 + r9 + 256]
     add r10, r11
     inc rbx
     dec r13
@@ -2821,130 +2809,145 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1795_j]
+    lea rcx, [rip + .Lc1_d1812_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp rcx
-.Lc1_d1795_j:
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    movsxd rcx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
+    jmp .Lc1_d1812_j_t
+.Lc1_d1812_j:
+    sete cl
+    mov dword ptr [r15 + 0], 23
+    movzx ecx, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    and edi, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 182
+    mov rdx, rbp
     test ebx, 1073741824
     jnz 1f
 1:
+    mov rbp, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov eax, 154
-    mov eax, 227
-    lea r8, [r10 + r10*1]
     lea rbp, [r10 + r10*1]
-    test ebx, 1073741824
+    and edx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 7675228], 34605060
     jnz 1f
-1:
-    and r8, 64
-    vmovdqu ymmword ptr [r14 + r8 + 64], ymm11
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 256]
-    jmp 1f
 1:
     lea r9, [r10 + r10*1]
-    test dword ptr [r15 + 7675228], 537020672
+    and rbp, 64
+    add qword ptr [r15 + rbp + 576], rax
+    and r9, 64
+    mov edx, dword ptr [r15 + r9 + 384]
+    movzx eax, dl
+    lea r8, [r10 + r10*1]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r14 + 0], rdx
-    jmp 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 152
-    test dword ptr [r15 + 7675227], 16786944
+    vmovdqu ymm10, ymmword ptr [r14 + rbp + 640]
+    mov edx, dword ptr [r14 + 0]
+    and r8, 64
+    and ebp, dword ptr [r15 + r8 + 256]
+    add rdx, qword ptr [r15 + r9 + 320]
+    test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    add rax, qword ptr [r15 + r8 + 128]
-    or qword ptr [r14 + r9 + 320], 61
-    test ebx, 380928
-    jz 1f
+    movzx edx, al
+    mov rdx, rdx
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movzx eax, al
-    movzx eax, al
-    mov dword ptr [r15 + rbp + 192], r9d
+    mov qword ptr [r15 + r8 + 192], rdx
+    mov ebp, edx
+    movzx ebp, bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c10:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1849_j]
+    lea rcx, [rip + .Lc1_d1867_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp rcx
-.Lc1_d1849_j:
-    mov esi, 94
-    and esi, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 7675227], 1208254472
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov esi, 208
-    test dword ptr [r15 + 7675228], 553681408
-    jnz 1f
-1:
-    mov esi, 168
+    jmp .Lc1_d1867_j_t
+.Lc1_d1867_j:
     jmp 1f
 1:
-    lea rbp, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1248
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, esi
+    mov rcx, rdx
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 128]
-    lea r8, [r10 + r10*1]
-    jmp 1f
+    mov edx, ecx
+    mov r8, rdx
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    lea r8, [r10 + r10*1]
+    movzx ecx, sil
+    or qword ptr [r15 + 0], 49
     test ebx, 1073741824
     jz 1f
 1:
     and r8, 64
-    mov byte ptr [r15 + r8 + 256], bpl
-    mov edx, 55
-    lea rdi, [r15 + 7667008]
-    lea rsi, [r15 + 7671104]
-    mov ecx, 69
-    rep movsb
-    test dword ptr [r15 + 7675227], 2163968
+    mov dword ptr [r15 + r8 + 640], r8d
+    mov ecx, eax
+    mov eax, 98
+    test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r14 + r8 + 192], eax
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 448]
-    test ebx, 39936
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 512], esi
-    mov esi, 222
+    mov eax, eax
     jmp 1f
 1:
-    test dword ptr [r15 + 7675228], 285213760
+    mov eax, dword ptr [r14 + 0]
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, sil
-    mov qword ptr [r14 + rbp + 64], rsi
+    mov eax, 127
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    and rbp, 64
+    lea r9, [r10 + r10*1]
+    vmovdqu ymm10, ymmword ptr [r15 + rbp + 320]
+    mov eax, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 320]
+    mov ecx, eax
+    movzx ecx, byte ptr [r15 + rbp + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, rcx
+    mov eax, 153
+    mov rax, qword ptr [r15 + r9 + 384]
+    test bl, 192
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rdi, r9
+    movsxd r9, dword ptr [r14 + r8 + 576]
     add r10, r11
     inc rbx
     dec r13
@@ -2953,156 +2956,131 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1902_j]
+    lea rcx, [rip + .Lc1_d1935_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp rcx
-.Lc1_d1902_j:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 384]
-    mov eax, 170
-    jmp 1f
+    jmp .Lc1_d1935_j_t
+.Lc1_d1935_j:
+    mov esi, ecx
+    mov eax, esi
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
 1:
+    movzx esi, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    test dword ptr [r15 + 7675228], 1074532352
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 384
+    jnz 1f
+1:
+    mov eax, 228
     jmp 1f
 1:
     lea r9, [r10 + r10*1]
+    movzx eax, byte ptr [r15 + 0]
+    test dword ptr [r15 + 7675227], 2163970
+    jz 1f
+1:
+    movzx edi, dl
+    and r9, 64
+    vmovdqu ymm10, ymmword ptr [r15 + r9 + 576]
+    lea rbp, [r10 + r10*1]
+    mov eax, 33
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 640], edx
+    and rbp, 64
+    lea r9, [r10 + r10*1]
+    inc dword ptr [r15 + rbp + 64]
     test ebx, 1073741824
     jnz 1f
 1:
     and r9, 64
-    add qword ptr [r15 + r9 + 256], r9
-    vpaddd ymm1, ymm1, ymmword ptr [r14 + r9 + 192]
-    lea rbp, [r10 + r10*1]
-    mov r9d, 102
-    test ebx, 1073741824
+    mov qword ptr [r14 + r9 + 64], r9
+    mov eax, 73
+    lea rdi, [r15 + 7667008]
+    lea rsi, [r15 + 7671104]
+    mov ecx, 69
+    rep movsb
+    test ebx, 928
     jnz 1f
 1:
-    mov eax, r9d
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], dil
-    mov r9d, 99
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 47
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675228], 2408448
-    jnz 1f
-1:
-    movzx eax, dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, r9b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add qword ptr [r14 + rbp + 128], r9
-    mov rbp, rbp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 320], rdx
-    mov ebp, 253
+    mov dword ptr [r15 + rbp + 128], 87
+    movzx ecx, byte ptr [r14 + r9 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c12:
-    lea rcx, [rip + .Lc1_d1959_j]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d1990_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp rcx
-.Lc1_d1959_j:
+    jmp .Lc1_d1990_j_t
+.Lc1_d1990_j:
+    mov rax, qword ptr [r15 + 0]
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 47616
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
     add rcx, qword ptr [r15 + 0]
-    mov eax, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 640
+    test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    movzx ecx, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], rcx
+    mov ecx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov r9d, 169
-    movzx edi, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 210
-    mov eax, 67
-    jmp 1f
-1:
-    mov rcx, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, cl
-    movsxd rcx, dword ptr [r15 + 0]
-    mov edi, ecx
-    jmp 1f
-1:
-    test ebx, 576
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov qword ptr [r14 + 0], rsi
-    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r14 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     lea rbp, [r10 + r10*1]
-    mov rcx, rbp
-    movzx edi, byte ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], esi
     jmp 1f
 1:
-    lea r8, [r10 + r10*1]
+    add rcx, qword ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 448]
+    test ebx, 480
+    jnz 1f
+1:
+    mov rcx, rdi
+    and r9, 64
+    mov rcx, qword ptr [r14 + r9 + 64]
+    mov byte ptr [r15 + r9 + 128], cl
+    test dword ptr [r15 + 7675228], 1073775888
+    jz 1f
+1:
+    mov ecx, 111
+    lea r9, [r10 + r10*1]
+    mov ecx, 36
+    and r9, 64
+    mov qword ptr [r15 + r9 + 768], r9
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov qword ptr [r14 + r9 + 576], r9
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 320]
-    movzx edi, al
-    movzx edi, byte ptr [r15 + r9 + 640]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add qword ptr [r15 + rbp + 128], rdi
-    mov edi, edx
-    mov dword ptr [r15 + r8 + 384], 234
+    and ecx, dword ptr [r15 + rbp + 512]
+    xor dword ptr [r15 + r9 + 704], ebp
     add r10, r11
     inc rbx
     dec r13
@@ -3113,100 +3091,97 @@ ditto_body_c1:
     mov qword ptr [r15 + 7675224], rax
     mov eax, dword ptr [r15 + 7675228]
     and eax, 15
-    lea rcx, [rip + .Lc1_d2026_s]
+    lea rcx, [rip + .Lc1_d2048_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d2048_s_t
     .p2align 3
-.Lc1_d2026_s:
+.Lc1_d2048_s:
     .p2align 3
-    jmp .Lc1_d2026_j
+    jmp .Lc1_d2048_j
     .p2align 3
-    jmp .Lc1_d2026_j
+    jmp .Lc1_d2048_j
     .p2align 3
-    jmp .Lc1_d2026_j
+    jmp .Lc1_d2048_j
     .p2align 3
-    jmp .Lc1_d2026_j
+    jmp .Lc1_d2048_j
     .p2align 3
-    jmp .Lc1_d2026_j
+    jmp .Lc1_d2048_j
     .p2align 3
-    jmp .Lc1_d2026_j
+    jmp .Lc1_d2048_j
     .p2align 3
-    jmp .Lc1_d2026_j
+    jmp .Lc1_d2048_j
     .p2align 3
-    jmp .Lc1_d2026_j
+    jmp .Lc1_d2048_j
     .p2align 3
-    jmp .Lc1_d2026_j
+    jmp .Lc1_d2048_j
     .p2align 3
-    jmp .Lc1_d2026_j
+    jmp .Lc1_d2048_j
     .p2align 3
-    jmp .Lc1_d2026_j
+    jmp .Lc1_d2048_j
     .p2align 3
-    jmp .Lc1_d2026_j
+    jmp .Lc1_d2048_j
     .p2align 3
-    jmp .Lc1_d2026_j
+    jmp .Lc1_d2048_j
     .p2align 3
-    jmp .Lc1_d2026_j
+    jmp .Lc1_d2048_j
     .p2align 3
-    jmp .Lc1_d2026_j
+    jmp .Lc1_d2048_j
     .p2align 3
-    jmp .Lc1_d2026_j
-.Lc1_d2026_j:
-    mov rcx, rcx
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
-    test ebx, 237568
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d2048_j
+.Lc1_d2048_j:
+    lea r9, [r10 + r10*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 203
     jmp 1f
 1:
-    vpaddd ymm1, ymm1, ymmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    movzx eax, dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 135
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, esi
     lea rbp, [r10 + r10*1]
+    movzx ecx, bpl
+    mov qword ptr [r14 + 0], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 217
-    jmp 1f
-1:
     and rbp, 64
-    mov ecx, dword ptr [r14 + rbp + 448]
-    lea r8, [r10 + r10*1]
+    mov ecx, dword ptr [r14 + rbp + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    test dword ptr [r15 + 7675227], 537139200
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 7675227], 572588544
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rcx
+    or qword ptr [r15 + 0], 124
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 64]
-    movsxd rax, dword ptr [r15 + rbp + 512]
-    mov ebp, 206
-    test dword ptr [r15 + 7675227], 816885777
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 128], rsi
     lea r8, [r10 + r10*1]
-    mov ebp, 223
+    mov ecx, ecx
     and r8, 64
-    or qword ptr [r15 + r8 + 192], 73
-    test dword ptr [r15 + 7675227], 1073811488
+    mov qword ptr [r15 + r8 + 192], r8
+    movzx ecx, byte ptr [r15 + r9 + 320]
+    test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    vmovdqu ymm1, ymmword ptr [r15 + r8 + 256]
+    movzx ecx, byte ptr [r15 + rbp + 576]
+    mov byte ptr [r14 + r8 + 256], cl
     jmp 1f
 1:
     add r10, r11
@@ -3217,70 +3192,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d2100_j]
+    lea rcx, [rip + .Lc1_d2122_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp rcx
-.Lc1_d2100_j:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 448]
-    and r8, 64
-    mov byte ptr [r14 + r8 + 704], r8b
-    mov eax, 170
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, bpl
+    jmp .Lc1_d2122_j_t
+.Lc1_d2122_j:
+    mov qword ptr [r15 + 0], rcx
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
     jmp 1f
 1:
-    test dword ptr [r15 + 7675228], 135012352
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, al
-    mov eax, 6
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r14 + rbp + 512], al
-    movzx eax, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rax
+    movzx eax, al
+    test dword ptr [r15 + 7675227], 50598144
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     lea rbp, [r10 + r10*1]
-    mov rax, rsi
+    and eax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
     and rbp, 64
-    mov byte ptr [r15 + rbp + 256], bpl
-    test dword ptr [r15 + 7675227], 549523456
-    jz 1f
+    movzx eax, byte ptr [r14 + rbp + 128]
+    lea r8, [r10 + r10*1]
+    test dword ptr [r15 + 7675227], 545275920
+    jnz 1f
 1:
+    lea r9, [r10 + r10*1]
+    and r8, 64
+    xor dword ptr [r15 + r8 + 896], r8d
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + r8 + 768]
+    and r9, 64
+    and eax, dword ptr [r15 + r9 + 256]
+    test dword ptr [r15 + 7675228], 4260368
+    jnz 1f
+1:
+    mov rax, rbp
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r14 + r9 + 192], ymm2
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 76
-    jmp 1f
-1:
-    lea rdi, [r15 + 7667008]
-    lea rsi, [r15 + 7671104]
-    mov ecx, 68
-    rep movsb
-    test ebx, 1073741824
-    jnz 1f
-1:
-    nop
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675227], 268583232
+    mov r9d, 174
+    vpaddd ymm10, ymm10, ymmword ptr [r15 + r8 + 832]
+    mov r9d, dword ptr [r15 + rbp + 64]
+    test ebx, 356352
     jz 1f
 1:
-    add rcx, qword ptr [r14 + rbp + 192]
-    mov edi, ecx
+    mov r9d, 213
+    mov ebp, r9d
     add r10, r11
     inc rbx
     dec r13
@@ -3289,10 +3265,38 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d2157_j]
+    lea rcx, [rip + .Lc1_d2180_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp rcx
-.Lc1_d2157_j:
+    jmp .Lc1_d2180_j_t
+.Lc1_d2180_j:
+    mov rcx, rcx
+    mov eax, 68
+    vmovdqu ymmword ptr [r14 + 0], ymm10
+    jmp 1f
+1:
+    test ebx, 576
+    jnz 1f
+1:
+    mov rcx, rbp
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rbp
+    mov rax, rbp
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     jmp 1f
@@ -3300,64 +3304,38 @@ ditto_body_c1:
     lea rbp, [r10 + r10*1]
     jmp 1f
 1:
-    and rbp, 64
-    add qword ptr [r15 + rbp + 640], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, edx
-    mov qword ptr [r14 + 0], rcx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 864
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov eax, 52
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 7675228], 1610744336
-    jz 1f
-1:
-    mov ecx, r8d
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 1088]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movzx ecx, r9b
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 256]
-    mov rax, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + rbp + 576]
-    mov dword ptr [r14 + r8 + 1152], edx
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], r8
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 512], ymm10
+    mov dword ptr [r14 + rbp + 448], ebp
+    test ebx, 1248
+    jnz 1f
+1:
     jmp 1f
 1:
-    test ebx, 1073741824
+    movzx edx, dl
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675227], 1082392579
     jz 1f
 1:
-    movzx r8d, r9b
-    mov dword ptr [r15 + r9 + 192], 13
-    mov r8d, ecx
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov edx, 26
+    mov eax, edi
+    test ebx, 15104
+    jz 1f
+1:
+    and rbp, 64
+    and edi, dword ptr [r15 + rbp + 512]
+    movsxd rax, dword ptr [r15 + rbp + 448]
+    vmovdqu ymmword ptr [r15 + r8 + 64], ymm14
     add r10, r11
     inc rbx
     dec r13
@@ -3473,19 +3451,17 @@ ditto_body_c2:
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
-    mov ecx, 103
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    test ebx, 32352
-    jz 1f
+    and rbp, 4032
+    mov rcx, qword ptr [r14 + rbp + 9024]
+    cvtsi2sd xmm14, edx
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    pcmpeqb xmm5, xmmword ptr [r15 + rbp + 64]
-    pmovmskb ebp, xmm15
+    mov rbp, r11
+    por xmm14, xmm15
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 2880]
     add r11, 64
     inc rbx
     dec r13
@@ -3499,147 +3475,156 @@ ditto_body_c2:
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
-    lea rcx, [rip + .Lc2_d67_j]
+    lea rcx, [rip + .Lc2_d66_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp rcx
-.Lc2_d67_j:
+    jmp .Lc2_d66_j_t
+.Lc2_d66_j:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 0], eax
+    imul rcx, rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    xor dword ptr [r15 + 0], ecx
-    mov ecx, eax
-    mov dword ptr [r15 + 0], 71
+    movsd xmm14, qword ptr [r15 + 0]
+    mulsd xmm14, xmm14
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 248
-    movzx eax, cl
-    imul rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
+    or qword ptr [r15 + 0], 94
+    mov ecx, esi
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 105
+    and esi, dword ptr [r14 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    add rbp, qword ptr [r15 + 0]
-    lea r8, [r11 + r11*2]
-    mov dword ptr [r15 + 0], 93
-    and ebp, dword ptr [r15 + 0]
-    test ebx, 86016
+    mov rsi, rcx
+    movsd xmm14, qword ptr [r14 + 0]
+    mov ebp, ecx
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 1984
-    and eax, dword ptr [r15 + r8 + 3008]
+    mov ecx, esi
     lea rbp, [r10 + r10*1]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + r8 + 2944]
     and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 512]
+    movsd xmm15, qword ptr [r14 + rbp + 704]
+    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    lea r9, [r11 + r11*1]
-    and eax, dword ptr [r15 + r8 + 2880]
     and r9, 64
-    add r8, qword ptr [r15 + r9 + 384]
-    mov rcx, rbp
+    mov dword ptr [r14 + r9 + 256], esi
+    and r8, 64
+    movdqu xmm14, xmmword ptr [r15 + r8 + 64]
+    mov esi, edi
     test ebx, 256
     jz 1f
 1:
-    mov r8d, ecx
-    add r8, qword ptr [r14 + 0]
-    movsxd rdi, dword ptr [r14 + 0]
-    jmp 1f
-1:
+    movdqu xmm14, xmmword ptr [r15 + r9 + 192]
+    mov byte ptr [r15 + rbp + 768], cl
+    add rsi, qword ptr [r15 + r8 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mulsd xmm0, qword ptr [r14 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, al
-    mov r8, qword ptr [r15 + rbp + 448]
-    movzx ecx, byte ptr [r15 + r9 + 320]
-    add r11, 64
+    mov esi, esi
+    mov rsi, rsi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b1_done
 .Lc2_b1_c1:
-    lea rcx, [rip + .Lc2_d128_j]
+    lea rcx, [rip + .Lc2_d129_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp rcx
-.Lc2_d128_j:
+    jmp .Lc2_d129_j_t
+.Lc2_d129_j:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    paddq xmm14, xmmword ptr [r15 + rbp + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 195
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    pmovmskb ebp, xmm0
-    .byte 0x66, 0x90
+    jmp 1f
+1:
+    mov ecx, esi
+    mov dword ptr [r15 + 0], ebp
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    movzx esi, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsd qword ptr [r15 + 0], xmm14
+    mov ecx, dword ptr [r15 + 0]
     mov qword ptr [r15 + 0], rax
-    movq xmm0, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movdqu xmm0, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 55
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 141
-    lea rbp, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    addsd xmm0, qword ptr [r15 + rbp + 320]
-    and r8, 64
-    mulsd xmm0, qword ptr [r14 + r8 + 128]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    pcmpeqb xmm5, xmmword ptr [r15 + rbp + 384]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], r9b
-    and ebp, dword ptr [r15 + r9 + 384]
-    add rbp, qword ptr [r15 + r8 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, ebp
-    mov dword ptr [r14 + 0], ebp
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx esi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    pcmpeqb xmm14, xmmword ptr [r15 + rbp + 64]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 320], sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rsi, r8
+    mov byte ptr [r14 + 0], sil
+    lea rbp, [r11 + r11*1]
+    pcmpeqb xmm14, xmmword ptr [r15 + r8 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    mov rsi, qword ptr [r14 + rbp + 192]
+    movzx r8d, byte ptr [r15 + rbp + 256]
+    mov ebp, r8d
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b1_done
@@ -3647,147 +3632,149 @@ ditto_body_c2:
     mov rax, qword ptr [r15 + 11724248]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 11724248], rax
-    lea rcx, [rip + .Lc2_d188_j]
+    lea rcx, [rip + .Lc2_d194_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp rcx
-.Lc2_d188_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    movzx eax, byte ptr [r14 + rbp + 192]
-    mov ecx, dword ptr [r14 + 0]
-    movsxd r8, dword ptr [r14 + 0]
+    jmp .Lc2_d194_j_t
+.Lc2_d194_j:
+    pmovmskb ecx, xmm14
+    mov rcx, rcx
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mulsd xmm14, qword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    lea rbp, [r11*4]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov rcx, r9
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    pcmpeqb xmm0, xmmword ptr [r15 + 0]
-    paddd xmm0, xmm5
-    and eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    ucomisd xmm0, xmm0
-    mov eax, 244
-    mov rdi, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul r8d, edi, 33
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movq xmm5, rdi
-    lock xadd qword ptr [r15 + rbp + 256], r8
-    test dword ptr [r15 + 11724252], 32770
-    jz 1f
-1:
+    and rbp, 192
+    movsxd rsi, dword ptr [r14 + rbp + 2112]
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 768], 108
+    pxor xmm14, xmm15
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 64], 205
-    movdqu xmm0, xmmword ptr [r15 + r8 + 128]
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 128], rdi
+    and r9, 64
+    or qword ptr [r15 + r9 + 704], 56
+    test ebx, 1073741824
+    jnz 1f
+1:
+    ucomisd xmm5, xmm14
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + rbp + 2176]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r9 + 768], rsi
+    mov esi, 195
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx esi, byte ptr [r14 + r8 + 64]
+    mov dword ptr [r15 + rbp + 2304], esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rsi, rsi
+    jmp 1f
+1:
+    test dword ptr [r15 + 11724251], 1073741840
+    jnz 1f
+1:
+    jmp 1f
+1:
+    pcmpeqb xmm14, xmmword ptr [r14 + 0]
+    mov qword ptr [r15 + rbp + 2240], rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b1_done
 .Lc2_b1_c3:
-    lea rcx, [rip + .Lc2_d245_j]
+    lea rcx, [rip + .Lc2_d253_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp rcx
-.Lc2_d245_j:
-    add qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul r8, qword ptr [r15 + 0]
-    addsd xmm0, qword ptr [r15 + 0]
-    test ebx, 45056
-    jnz 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 198
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
+    jmp .Lc2_d253_j_t
+.Lc2_d253_j:
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    or qword ptr [r15 + 0], 77
-    add qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    pxor xmm0, xmm5
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    movzx esi, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    lock add qword ptr [r15 + r8 + 256], r8
+    .byte 0x66, 0x90
     test ebx, 1073741824
     jz 1f
+1:
+    addsd xmm14, qword ptr [r15 + 0]
+    addsd xmm14, xmm14
+    mov esi, 254
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movq xmm14, rsi
+    addsd xmm14, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    and esi, dword ptr [r15 + 0]
+    mov ecx, ecx
+    and r9, 64
+    mov byte ptr [r15 + r9 + 64], r9b
+    test ebx, 1073741824
+    jnz 1f
 1:
     lea rbp, [r11 + r11*1]
-    .byte 0x0f, 0x1f, 0x00
+    lea r8, [r11 + r11*1]
     and rbp, 64
-    mov esi, dword ptr [r14 + rbp + 64]
-    mov edi, dword ptr [r14 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, ebp
+    or qword ptr [r14 + rbp + 320], 20
+    and r8, 64
+    imul rsi, qword ptr [r15 + r8 + 192]
     jmp 1f
 1:
-    mov esi, esi
-    mov qword ptr [r14 + 0], rsi
-    lea r9, [r10 + r10*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, r8b
+    movzx ecx, byte ptr [r14 + 0]
+    mov esi, 119
     test ebx, 1073741824
     jnz 1f
 1:
-    movsd qword ptr [r15 + r8 + 192], xmm0
-    mov byte ptr [r14 + rbp + 128], r9b
-    and r9, 64
-    add r8, qword ptr [r15 + r9 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 768], r8d
-    movzx r8d, r8b
-    jmp 1f
-1:
+    or qword ptr [r14 + r9 + 128], 33
+    inc dword ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + r8 + 256], 70
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b1_c0
@@ -3800,138 +3787,143 @@ ditto_body_c2:
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movdqu xmm0, xmmword ptr [r15 + 0]
-    movsd xmm5, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
     and ecx, dword ptr [r15 + 0]
-    movsd xmm0, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 103
+    movsd xmm14, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    paddq xmm0, xmmword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
+    movsxd rcx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 69
-    lea r8, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
+    por xmm14, xmm14
+    mov edi, 138
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    add rcx, qword ptr [r15 + r8 + 640]
-    mov dword ptr [r14 + 0], r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 217
-    mov dword ptr [r14 + 0], ecx
-    movzx ecx, r8b
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 138
+    mov edi, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, r8b
-    lea r9, [r11 + r11*1]
-    paddd xmm0, xmm0
-    and r9, 64
-    mulsd xmm0, qword ptr [r14 + r9 + 64]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 205
     lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 128], rbp
+    or ecx, 1
+    xor edx, edx
+    div ecx
     and rbp, 64
-    movsd xmm0, qword ptr [r15 + rbp + 320]
+    movsd xmm14, qword ptr [r15 + rbp + 64]
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov rdx, qword ptr [r14 + r8 + 64]
+    addsd xmm14, qword ptr [r14 + 0]
+    addsd xmm14, xmm14
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
+    pcmpeqb xmm14, xmm15
+    and r9, 64
+    add rdx, qword ptr [r15 + r9 + 256]
+    mov dword ptr [r15 + r8 + 128], 65
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r14 + r9 + 192], sil
+    mov edx, r9d
+    movzx edx, dl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r14 + rbp + 128], rdx
+    por xmm14, xmm14
     jmp 1f
 1:
-    movdqu xmm0, xmmword ptr [r15 + r8 + 576]
-    mov qword ptr [r15 + rbp + 384], rax
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b2_done
 .Lc2_b2_c1:
-    lea rcx, [rip + .Lc2_d367_j]
+    lea rcx, [rip + .Lc2_d373_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp rcx
-.Lc2_d367_j:
-    paddq xmm0, xmmword ptr [r15 + 0]
+    jmp .Lc2_d373_j_t
+.Lc2_d373_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    movzx edx, cl
+    mov byte ptr [r15 + 0], sil
+    mov edx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 143
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov ecx, esi
     jmp 1f
 1:
-    mov ecx, 222
-    pshufd xmm0, xmm0, 224
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
+    mov ecx, dword ptr [r15 + 0]
+    jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    and ecx, dword ptr [r15 + r9 + 704]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ebp
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + r8 + 128]
-    mov dword ptr [r14 + rbp + 192], ecx
-    mov byte ptr [r15 + r9 + 768], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, dl
-    maxsd xmm0, xmm3
-    mov ecx, dword ptr [r14 + 0]
-    pcmpeqb xmm0, xmm5
-    test ebx, 44928
+    test ebx, 60288
     jz 1f
 1:
-    movsxd rcx, dword ptr [r14 + 0]
-    movsd xmm0, qword ptr [r14 + 0]
-    mov r8, rbp
+    addsd xmm14, qword ptr [r15 + 0]
+    paddd xmm14, xmm14
+    jmp 1f
+1:
+    mov rcx, rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, r9
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul edx, edx, 80
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 0]
+    movq xmm14, rdx
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 55
+    movzx edx, byte ptr [r15 + 0]
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 512]
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 576], edi
+    add rsi, qword ptr [r14 + r8 + 448]
+    add rdi, qword ptr [r15 + rbp + 640]
+    add qword ptr [r15 + r9 + 192], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    imul rax, rdi
+    mov qword ptr [r14 + 0], rax
+    mov byte ptr [r14 + 0], al
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -3946,7 +3938,7 @@ ditto_body_c2:
     and eax, 7
     lea rcx, [rip + .Lc2_b3_stubs]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc2_b3_stubs_t
     .p2align 3
 .Lc2_b3_stubs:
     .p2align 3
@@ -3967,608 +3959,572 @@ ditto_body_c2:
     jmp .Lc2_b3_c7
     .p2align 6
 .Lc2_b3_c0:
+    lea rbp, [r11 + r11*4]
+    mov eax, 43
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 1024]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + rbp + 960]
     lea r8, [r11 + r11*1]
-    mov eax, 196
-    mov eax, 194
+    test ebx, 1073741824
+    jnz 1f
+1:
     and r8, 64
-    xor dword ptr [r14 + r8 + 640], r8d
-    mov eax, 230
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lock xadd qword ptr [r15 + 0], rcx
-    lock add qword ptr [r15 + 0], rcx
-    mov eax, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    pmovmskb eax, xmm0
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
+    add rax, qword ptr [r15 + r8 + 256]
+    mov dword ptr [r15 + rbp + 832], 186
     lea r9, [r11 + r11*1]
-    mov dword ptr [r14 + 0], eax
-    and rbp, 64
-    mov qword ptr [r14 + rbp + 512], rbp
-    and r9, 64
-    lock xadd qword ptr [r15 + r9 + 384], rcx
-    test ebx, 204800
-    jnz 1f
-1:
-    pxor xmm0, xmm5
-    mov rcx, rcx
-    xor dword ptr [r14 + r8 + 576], ecx
-    mov dword ptr [r14 + rbp + 448], ecx
+    mov rcx, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + r9 + 320], ecx
-    jmp 1f
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], r9b
+    addsd xmm14, qword ptr [r15 + rbp + 1088]
+    mov ecx, 37
+    pmovmskb ecx, xmm9
+    test ebx, 1073741824
+    jnz 1f
 1:
     jmp 1f
 1:
+    mov dword ptr [r15 + rbp + 896], 193
+    jmp 1f
+1:
+    movdqu xmm14, xmmword ptr [r15 + r9 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 3
+    jmp 1f
+1:
+    mulsd xmm14, qword ptr [r15 + r8 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c1:
-    mov ecx, ecx
-    lea rbp, [r11 + r11*1]
-    mov rcx, rbp
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 256]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rcx
+    mov r9, r8
+    mov r9d, edi
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r8d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, r8
-    mov ecx, ecx
-    mov rcx, r8
-    test ebx, 155648
-    jnz 1f
-1:
+    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, rcx
-    lea r8, [r11 + r11*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 1024], r8d
-    imul rcx, qword ptr [r15 + r8 + 960]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + r8 + 896]
-    and ecx, dword ptr [r14 + r8 + 1088]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
     lea r9, [r11 + r11*1]
-    add qword ptr [r14 + rbp + 192], r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 832], r9d
     and r9, 64
-    mov qword ptr [r14 + r9 + 448], rcx
-    mov dword ptr [r15 + r9 + 512], 55
+    mov r8d, dword ptr [r15 + r9 + 256]
+    jmp 1f
+1:
+    mov rbp, rcx
+    lea rbp, [r11*8]
+    mov qword ptr [r14 + r9 + 192], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    and rbp, 8388544
+    add r9, qword ptr [r14 + rbp + 3326912]
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 128]
+    lock or dword ptr [r15 + rbp + 3326848], 48
+    mov eax, edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 3327104], rbp
+    movzx ecx, r8b
+    mov rcx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, ecx
+    mov ecx, 186
+    mov dword ptr [r15 + rbp + 3327168], ecx
+    mov ecx, 17
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lock or dword ptr [r15 + r8 + 64], 68
+    lock xadd qword ptr [r15 + rbp + 3326784], rcx
+    paddd xmm14, xmm6
+    mov r8d, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r8, qword ptr [r15 + rbp + 3326976]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + rbp + 3327040]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c2:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*8]
+    mov rcx, rax
+    mov ecx, 203
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 4928]
+    mov rax, qword ptr [r15 + r8 + 5312]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lock or dword ptr [r15 + r8 + 5376], 88
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r8 + 5440], 204
+    movsxd rax, dword ptr [r14 + 0]
+    movzx ecx, al
+    test ebx, 243200
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 5120], cl
+    imul rcx, qword ptr [r15 + r8 + 5056]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    movzx r9d, r9b
+    lea rbp, [r11 + r11*1]
+    mov rcx, rsi
+    mov rcx, rax
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 320]
+    movsxd rax, dword ptr [r15 + r8 + 4992]
     test ebx, 1073741824
     jnz 1f
 1:
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    xchg qword ptr [r15 + r9 + 192], rcx
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 448
-    and ecx, dword ptr [r14 + r8 + 1408]
-    and rbp, 64
-    xchg qword ptr [r15 + rbp + 512], rcx
-    and ecx, dword ptr [r14 + r9 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, cl
-    ucomisd xmm0, xmm9
     jmp 1f
 1:
-    pmovmskb ecx, xmm7
+    jmp 1f
+1:
+    and r9, 64
+    movzx eax, byte ptr [r14 + r9 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ecx
-    addsd xmm5, qword ptr [r15 + r8 + 1344]
-    lock add qword ptr [r15 + rbp + 448], rcx
+    mov dword ptr [r15 + r8 + 5184], r9d
+    mov eax, r9d
+    cvtsi2sd xmm14, eax
+    test ebx, 252672
+    jz 1f
+1:
+    xchg qword ptr [r15 + r8 + 5248], rax
+    movzx ecx, byte ptr [r14 + rbp + 384]
+    mov r8, qword ptr [r15 + r9 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c3:
-    movzx ecx, cl
-    mov ecx, 229
-    lea rbp, [r11*8]
-    mov ecx, 150
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1152], ebp
-    test ebx, 155648
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    pcmpeqb xmm5, xmm0
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    movsd xmm5, qword ptr [r15 + rbp + 960]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov eax, 91
     and r8, 64
-    addsd xmm3, qword ptr [r14 + r8 + 448]
-    mov qword ptr [r14 + rbp + 1024], r8
-    add rcx, qword ptr [r15 + rbp + 1088]
+    and r9d, dword ptr [r15 + r8 + 320]
+    mov eax, 90
+    mov eax, 35
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    movsxd r9, dword ptr [r15 + 0]
+    por xmm14, xmm14
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 82
+    xor dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 187
     lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + rbp + 832], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    mov dword ptr [r15 + r9 + 128], 73
-    movdqu xmm3, xmmword ptr [r14 + r9 + 64]
-    movzx ecx, r9b
+    add rax, qword ptr [r15 + r9 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rcx, qword ptr [r15 + rbp + 896]
-    mov r9d, ecx
-    mov qword ptr [r15 + r8 + 512], r8
+    and rbp, 64
+    and eax, dword ptr [r15 + rbp + 512]
+    mov byte ptr [r15 + rbp + 448], sil
+    movzx ebp, byte ptr [r14 + r8 + 384]
+    mov r8d, dword ptr [r14 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, r8b
+    mov r8d, dword ptr [r14 + 0]
+    movzx eax, r8b
+    mov eax, 69
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, al
+    mov eax, r8d
+    and eax, dword ptr [r15 + r9 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c4:
-    movzx r9d, dl
+    jmp 1f
+1:
+    pcmpeqb xmm14, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    pcmpeqb xmm14, xmmword ptr [r15 + 0]
+    movzx r8d, r8b
+    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
+    lea r8, [r11 + r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8388544
+    imul rax, qword ptr [r14 + r8 + 3327296]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    lock or dword ptr [r15 + r8 + 3326784], 69
+    mov byte ptr [r15 + r8 + 3326848], bpl
+    movzx eax, bpl
+    and rbp, 64
+    lock add qword ptr [r15 + rbp + 64], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 90112
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*2]
-    jmp 1f
-1:
-    and r9, 448
-    paddq xmm5, xmmword ptr [r15 + r9 + 1472]
-    lea r8, [r11 + r11*1]
-    mov rcx, r8
+    add qword ptr [r15 + r8 + 3327168], rdi
+    add rax, qword ptr [r15 + r8 + 3326976]
+    lea r9, [r11 + r11*1]
+    and eax, dword ptr [r14 + r8 + 3327040]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 512], r8b
-    lock xadd qword ptr [r15 + r8 + 448], r8
-    mov rbp, r11
-    add r8, qword ptr [r14 + r9 + 1408]
-    and rbp, 131008
-    mov dword ptr [r14 + rbp + 2147136], ebp
-    test ebx, 81920
-    jz 1f
+    mov qword ptr [r14 + rbp + 128], r9
+    and r9, 64
+    lock add qword ptr [r15 + r9 + 384], r9
+    movzx ebp, byte ptr [r15 + r9 + 320]
+    mov rax, qword ptr [r15 + r8 + 3327104]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movsd xmm5, qword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    por xmm5, xmm5
+    paddq xmm14, xmmword ptr [r15 + r8 + 3326912]
+    movdqu xmm6, xmmword ptr [r15 + r8 + 3327232]
+    mov r8d, 69
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c5:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, ebp
-    movq xmm5, r8
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, bpl
-    movzx r8d, r8b
-    mov r8d, 66
-    jmp 1f
-1:
-    test ebx, 204800
-    jnz 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movq xmm5, r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    subsd xmm5, xmm5
-    test ebx, 32768
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
-    .byte 0x66, 0x90
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + rbp + 256]
     lea r8, [r11 + r11*1]
-    mov rbp, r8
     and r8, 64
-    mov byte ptr [r14 + r8 + 320], r9b
-    lea rbp, [r11 + r11*1]
-    mov r9, rbp
+    add r9, qword ptr [r15 + r8 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rbp
+    mov qword ptr [r15 + 0], rax
+    pcmpeqb xmm14, xmmword ptr [r15 + 0]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
+1:
+    mov eax, eax
+    mov rax, qword ptr [r15 + 0]
+    cvtsi2sd xmm14, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
+    add rax, qword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    pcmpeqb xmm14, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    imul rax, qword ptr [r14 + 0]
+    imul rax, qword ptr [r14 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 174
+    .byte 0x66, 0x90
+    imul rax, qword ptr [r15 + r8 + 512]
+    lea rbp, [r11 + r11*1]
+    addsd xmm14, qword ptr [r14 + r9 + 128]
+    test ebx, 512
+    jnz 1f
 1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 640], 29
-    movzx r9d, byte ptr [r15 + r8 + 384]
-    xor dword ptr [r14 + rbp + 576], r9d
-    mov r9d, dword ptr [r14 + 0]
+    mov qword ptr [r15 + rbp + 256], r9
+    mov rax, rdi
+    movsxd rax, dword ptr [r15 + rbp + 192]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c6:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    xor dword ptr [r15 + rbp + 1088], ebp
     jmp 1f
 1:
+    paddq xmm14, xmmword ptr [r15 + rbp + 1280]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
+    mov eax, dword ptr [r14 + 0]
+    mov r9d, eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 147456
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r9d, 38
-    mov r9d, ebp
-    lock xadd qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 85
+    por xmm14, xmm11
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, cl
-    addsd xmm5, xmm5
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rax, qword ptr [r15 + 0]
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov ecx, 138
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    paddq xmm14, xmmword ptr [r15 + rbp + 832]
     and r9, 64
-    mov qword ptr [r15 + r9 + 192], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    add rcx, qword ptr [r14 + 0]
-    and rbp, 64
-    and ecx, dword ptr [r14 + rbp + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + rbp + 512]
-    lea rbp, [r11 + r11*1]
-    paddq xmm5, xmmword ptr [r15 + r9 + 256]
-    mov r9d, ebp
-    and rbp, 64
-    mov r9, qword ptr [r14 + rbp + 384]
-    test ebx, 1073741824
+    movzx r8d, byte ptr [r15 + r9 + 384]
+    test ebx, 128768
     jz 1f
 1:
+    imul r8, qword ptr [r15 + rbp + 1024]
+    paddq xmm14, xmmword ptr [r15 + rbp + 896]
+    mov dword ptr [r14 + rbp + 1216], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    movdqu xmm5, xmmword ptr [r15 + rbp + 320]
-    movq xmm3, rbp
+    mov r8, qword ptr [r15 + rbp + 960]
+    lock add qword ptr [r15 + rbp + 1152], r8
+    lea r8, [r11 + r11*1]
+    mov rax, qword ptr [r14 + r9 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movq xmm14, r8
+    and r8, 64
+    lock xadd qword ptr [r15 + r8 + 256], rax
+    pcmpeqb xmm14, xmmword ptr [r15 + r8 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c7:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11*8]
-    jmp 1f
-1:
-    and rbp, 64
-    and ecx, dword ptr [r14 + rbp + 384]
-    and r9, 448
-    mov r8d, dword ptr [r14 + r9 + 1216]
     mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    movdqu xmm14, xmmword ptr [r15 + 0]
+    lock or dword ptr [r15 + 0], 78
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    lock or dword ptr [r15 + 0], 32
+    mov r8d, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    imul ecx, ecx, 99
-    mulsd xmm3, xmm5
+    movzx eax, r8b
+    xchg qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    xchg qword ptr [r15 + 0], rax
+    mov r8d, eax
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
+    mov eax, 139
     and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 128]
-    mov edx, ecx
-    jmp 1f
-1:
-    test ebx, 57344
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    paddq xmm3, xmmword ptr [r15 + r9 + 1152]
-    test ebx, 32768
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 214
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r14 + r9 + 1024]
+    add rax, qword ptr [r15 + r8 + 256]
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 235
-    movsxd rcx, dword ptr [r15 + r9 + 1088]
+    jmp 1f
+1:
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 320]
+    and rbp, 64
+    and eax, dword ptr [r15 + rbp + 384]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + rbp + 320]
-    mov dword ptr [r15 + r9 + 896], 135
-    movsxd rbp, dword ptr [r15 + r8 + 64]
-    mov dword ptr [r15 + r9 + 832], ebp
+    movzx eax, byte ptr [r14 + r9 + 384]
+    mov r9d, eax
+    mov eax, dword ptr [r15 + rbp + 320]
+    movsxd rbp, dword ptr [r14 + 0]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + r9 + 960]
-    jmp 1f
-1:
+    movzx ebp, byte ptr [r14 + 0]
+    mov dword ptr [r15 + r8 + 192], 165
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b3_c0
 .Lc2_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 36 chunk executions per call
+// block 4: 64 bytes, 1 chunk(s), 34 chunk executions per call
     mov rbx, qword ptr [r15 + 11724296]
-    lea rcx, [rbx + 36]
+    lea rcx, [rbx + 34]
     mov qword ptr [r15 + 11724296], rcx
-    mov r13d, 36
+    mov r13d, 34
     jmp .Lc2_b4_c0
     .p2align 6
 .Lc2_b4_c0:
+    mov rbp, r11
+    movq xmm14, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov qword ptr [r14 + rbp + 704], rax
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    mov rbp, r11
-    movzx ecx, bpl
-    test ebx, 6144
-    jnz 1f
-1:
-    mov r8, r11
     and rbp, 448
-    movdqu xmmword ptr [r15 + rbp + 832], xmm3
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
+    mov qword ptr [r15 + rbp + 832], rcx
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b4_c0
 .Lc2_b4_done:
-// block 5: 64 bytes, 1 chunk(s), 97 chunk executions per call
-    mov r13d, 97
+// block 5: 64 bytes, 1 chunk(s), 89 chunk executions per call
+    mov r13d, 89
     jmp .Lc2_b5_c0
     .p2align 6
 .Lc2_b5_c0:
-    mov r8, r11
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], rdi
-    mov r8, r11
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    or qword ptr [r15 + rbp + 320], 117
+    mov qword ptr [r15 + rbp + 448], rcx
+    mov rbp, r11
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    or qword ptr [r15 + r8 + 320], 87
     jmp 1f
 1:
-    and r8, 64
-    lock or dword ptr [r15 + r8 + 64], 7
+    and rbp, 64
+    lock or dword ptr [r15 + rbp + 64], 75
     add r11, 64
     dec r13
     jnz .Lc2_b5_c0
 .Lc2_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 31 chunk executions per call
+// block 6: 64 bytes, 1 chunk(s), 33 chunk executions per call
     mov rbx, qword ptr [r15 + 11724312]
-    lea rcx, [rbx + 31]
+    lea rcx, [rbx + 33]
     mov qword ptr [r15 + 11724312], rcx
-    mov r13d, 31
+    mov r13d, 33
     jmp .Lc2_b6_c0
     .p2align 6
 .Lc2_b6_c0:
-    pshufd xmm3, xmm5, 128
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    mov rbp, r11
+    mov rbp, qword ptr [r15 + 0]
+    mov ecx, r8d
     mov r8, r10
+    mov byte ptr [r15 + 0], bpl
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
     and r8, 1048512
     mov dword ptr [r15 + r8 + 2278208], ecx
     and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 192]
+    mov rcx, qword ptr [r15 + rbp + 192]
     add r11, 64
     add r10, r11
     inc rbx
@@ -4583,104 +4539,96 @@ ditto_body_c2:
     jmp .Lc2_b7_c0
     .p2align 6
 .Lc2_b7_c0:
-    mov ecx, 119
-    mov edi, ebp
+    mov ecx, ecx
+    mov ebp, edx
     mov rbp, r11
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 4032
-    mov rcx, qword ptr [r14 + rbp + 4928]
-    and r8, 192
-    movzx ebp, byte ptr [r15 + r8 + 1856]
-    test ebx, 1073741824
+    test ebx, 6144
     jz 1f
 1:
-    mov byte ptr [r15 + 0], dil
+    mov r8, r11
+    and rbp, 64
+    pcmpeqb xmm14, xmmword ptr [r15 + rbp + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 11264
+    jnz 1f
+1:
+    and r8, 192
+    movzx ebp, byte ptr [r15 + r8 + 1856]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b7_c0
 .Lc2_b7_done:
-// block 8: 64 bytes, 1 chunk(s), 31 chunk executions per call
+// block 8: 64 bytes, 1 chunk(s), 29 chunk executions per call
     mov rbx, qword ptr [r15 + 11724328]
-    lea rcx, [rbx + 31]
+    lea rcx, [rbx + 29]
     mov qword ptr [r15 + 11724328], rcx
-    mov r13d, 31
+    mov r13d, 29
     jmp .Lc2_b8_c0
     .p2align 6
 .Lc2_b8_c0:
     mov rbp, r11
-    mov ecx, edi
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 2368]
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    movsxd rcx, dword ptr [r15 + rbp + 320]
+    movq qword ptr [r14 + 0], xmm14
+    mov dword ptr [r15 + 0], 154
+    mov r8, r11
+    mov rbp, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, cl
-    pcmpeqb xmm3, xmmword ptr [r14 + 0]
-    jmp 1f
-1:
-    mov ecx, 57
+    add rbp, qword ptr [r15 + 0]
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 192]
+    mov r8d, 143
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b8_c0
 .Lc2_b8_done:
-// block 9: 64 bytes, 1 chunk(s), 16 chunk executions per call
+// block 9: 64 bytes, 1 chunk(s), 20 chunk executions per call
     mov rbx, qword ptr [r15 + 11724336]
-    lea rcx, [rbx + 16]
+    lea rcx, [rbx + 20]
     mov qword ptr [r15 + 11724336], rcx
-    mov r13d, 16
+    mov r13d, 20
     jmp .Lc2_b9_c0
     .p2align 6
 .Lc2_b9_c0:
     lea rcx, [rip + .Lc2_d963_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp rcx
+    jmp .Lc2_d963_j_t
 .Lc2_d963_j:
-    jmp 1f
-1:
-    mov ecx, 10
-    movq xmm3, rcx
-    jmp 1f
-1:
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
+    paddd xmm14, xmm14
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, dil
-    imul rcx, rcx
-    or ecx, 1
-    xor edx, edx
-    div ecx
-    add r11, 64
+    mov rcx, rcx
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 32704
+    add rcx, qword ptr [r15 + rbp + 2114368]
+    mov ebp, 114
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b9_c0
 .Lc2_b9_done:
-// block 10: 64 bytes, 1 chunk(s), 31 chunk executions per call
+// block 10: 64 bytes, 1 chunk(s), 30 chunk executions per call
     mov rbx, qword ptr [r15 + 11724344]
-    lea rcx, [rbx + 31]
+    lea rcx, [rbx + 30]
     mov qword ptr [r15 + 11724344], rcx
-    mov r13d, 31
+    mov r13d, 30
     jmp .Lc2_b10_c0
     .p2align 6
 .Lc2_b10_c0:
-    lea rcx, [rip + .Lc2_d993_j]
+    lea rcx, [rip + .Lc2_d988_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp rcx
-.Lc2_d993_j:
+    jmp .Lc2_d988_j_t
+.Lc2_d988_j:
     mov rbp, r10
     mov r8, r11
     and rbp, 64
@@ -4688,7 +4636,7 @@ ditto_body_c2:
     jmp 1f
 1:
     and r8, 448
-    addsd xmm3, qword ptr [r14 + r8 + 1344]
+    addsd xmm14, qword ptr [r14 + r8 + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
@@ -4760,5 +4708,107 @@ ditto_body_init_c2:
     jb 2b
     ret
     .size ditto_body_init_c2, .-ditto_body_init_c2
+
+    .section .text.ditto_indirect,"ax",@progbits
+    .p2align 9, 0xcc
+.Lc2_d988_j_t:
+    jmp rcx
+.Lc2_d963_j_t:
+    jmp rcx
+.Lc2_d373_j_t:
+    jmp rcx
+.Lc1_b0_stubs_t:
+    jmp rcx
+.Lc1_d582_s_t:
+    jmp rcx
+.Lc1_d661_j_t:
+    jmp rcx
+.Lc1_d718_j_t:
+    jmp rcx
+.Lc1_d771_j_t:
+    jmp rcx
+.Lc1_b3_stubs_t:
+    jmp rcx
+.Lc1_b4_stubs_t:
+    jmp rcx
+.Lc1_d1132_j_t:
+    jmp rcx
+.Lc1_d1198_j_t:
+    jmp rcx
+.Lc1_b7_stubs_t:
+    jmp rcx
+.Lc1_d40_s_t:
+    jmp rcx
+.Lc1_d105_j_t:
+    jmp rcx
+.Lc1_d156_j_t:
+    jmp rcx
+.Lc1_d224_j_t:
+    jmp rcx
+.Lc1_d279_j_t:
+    jmp rcx
+.Lc1_d337_s_t:
+    jmp rcx
+.Lc1_d425_j_t:
+    jmp rcx
+.Lc1_d482_j_t:
+    jmp rcx
+.Lc1_d846_s_t:
+    jmp rcx
+.Lc1_d922_j_t:
+    jmp rcx
+.Lc1_d998_j_t:
+    jmp rcx
+.Lc1_d1069_j_t:
+    jmp rcx
+.Lc1_d1231_j_t:
+    jmp rcx
+.Lc1_d1291_j_t:
+    jmp rcx
+.Lc1_d1351_s_t:
+    jmp rcx
+.Lc1_d1426_j_t:
+    jmp rcx
+.Lc1_d1495_j_t:
+    jmp rcx
+.Lc1_d1555_j_t:
+    jmp rcx
+.Lc1_d1616_j_t:
+    jmp rcx
+.Lc1_d1677_s_t:
+    jmp rcx
+.Lc1_d1756_j_t:
+    jmp rcx
+.Lc1_d1812_j_t:
+    jmp rcx
+.Lc1_d1867_j_t:
+    jmp rcx
+.Lc1_d1935_j_t:
+    jmp rcx
+.Lc1_d1990_j_t:
+    jmp rcx
+.Lc1_d2048_s_t:
+    jmp rcx
+.Lc1_d2122_j_t:
+    jmp rcx
+.Lc1_d2180_j_t:
+    jmp rcx
+.Lc2_d66_j_t:
+    jmp rcx
+.Lc2_d129_j_t:
+    jmp rcx
+.Lc2_d194_j_t:
+    jmp rcx
+.Lc2_d253_j_t:
+    jmp rcx
+.Lc0_d164_j_t:
+    jmp rcx
+.Lc2_b3_stubs_t:
+    jmp rcx
+.Lc0_d281_j_t:
+    jmp rcx
+.Lc0_d255_s_t:
+    jmp rcx
+    .text
 
     .section .note.GNU-stack,"",@progbits

@@ -37,11 +37,11 @@ ditto_body_c1:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 128 bytes, 1 chunk(s), 31 chunk executions per call
+// block 0: 128 bytes, 1 chunk(s), 32 chunk executions per call
     mov rbx, qword ptr [r15 + 67117736]
-    lea rcx, [rbx + 31]
+    lea rcx, [rbx + 32]
     mov qword ptr [r15 + 67117736], rcx
-    mov r13d, 31
+    mov r13d, 32
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
@@ -96,168 +96,173 @@ ditto_body_c1:
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r11*4]
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 640], al
+    lea rcx, [rip + .Lc1_d69_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d69_j_t
+.Lc1_d69_j:
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    mov edi, 237
+    mov dword ptr [r15 + 0], 208
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm13, xmm13, xmm15
+    mov r8d, 178
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov ebp, 146
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm13, xmm15, 39
+    lea rbp, [r11*4]
+    lea r8, [r11 + r11*1]
+    and rbp, 192
+    mov qword ptr [r15 + rbp + 768], r8
+    mov ecx, dword ptr [r15 + rbp + 704]
+    and r8, 64
+    mov rdi, qword ptr [r15 + r8 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, edi
-    lea r8, [r11 + r11*2]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7616], rcx
+    mov ecx, r8d
     lea r9, [r11 + r11*1]
-    test dword ptr [r15 + 67117724], 2049
-    jnz 1f
-1:
+    mov ecx, ecx
+    mov qword ptr [r15 + r8 + 128], rdx
     and r9, 64
-    mov dword ptr [r15 + r9 + 192], 25
-    vmovdqu ymmword ptr [r15 + r8 + 7552], ymm13
-    mov ecx, dword ptr [r15 + rbp + 576]
-    movzx eax, r9b
+    mov qword ptr [r15 + r9 + 512], rcx
+    mov byte ptr [r15 + rbp + 640], dil
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movzx ecx, byte ptr [r15 + r9 + 256]
-    movsxd rax, dword ptr [r15 + rbp + 704]
-    movzx r9d, byte ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + rbp + 768], 94
+    mov ecx, 7
+    mov rdi, rbp
+    movsxd rcx, dword ptr [r15 + rbp + 576]
+    mov dword ptr [r15 + r9 + 448], 125
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 33554432
-    setz al
-    lea rcx, [rip + .Lc1_d115_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d115_s:
-    .p2align 3
-    jmp .Lc1_d115_j
-    .p2align 3
-    jmp .Lc1_d115_j
-.Lc1_d115_j:
-    mov ecx, 170
-    mov rax, rcx
-    .byte 0x0f, 0x1f, 0x00
+    lea r9, [r11*4]
+    and r9, 192
+    movzx ecx, byte ptr [r15 + r9 + 640]
+    lea rbp, [r11 + r11*1]
+    movzx eax, sil
+    lea r8, [r11 + r11*4]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rsi
+    and r8, 1984
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + r8 + 1472]
+    mov esi, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 119
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 121
-    lea rbp, [r11*8]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 1024]
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + rbp + 1088]
-    movzx esi, cl
-    vmovdqu ymmword ptr [r15 + rbp + 1280], ymm13
-    mov rdi, rcx
+    mov esi, 43
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, esi
+    mov rsi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + r8 + 1408], dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, dil
+    mov esi, 105
+    mov rsi, qword ptr [r15 + rbp + 64]
+    mov byte ptr [r15 + r9 + 704], sil
+    movzx esi, sil
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 896], rdi
-    mov dword ptr [r15 + rbp + 832], edx
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], r9d
-    mov dword ptr [r15 + rbp + 1216], r8d
-    mov byte ptr [r15 + rbp + 960], dl
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], r8d
-    test ebx, 36864
-    jnz 1f
-1:
-    mov edi, esi
-    mov rdi, rdi
-    mov qword ptr [r15 + r9 + 384], rcx
-    movsxd rdi, dword ptr [r15 + r8 + 448]
-    mov dword ptr [r15 + rbp + 1152], ecx
+    movzx esi, byte ptr [r15 + r9 + 576]
+    movzx edx, byte ptr [r15 + r8 + 1344]
+    mov rcx, qword ptr [r15 + r8 + 1600]
+    mov qword ptr [r15 + r9 + 768], rsi
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + r8 + 1536]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c2:
-    movzx edi, al
-    lea r9, [r11*4]
-    mov ecx, 65
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3520], 140
-    mov ecx, esi
-    mov ecx, r9d
-    test ebx, 1073741824
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d170_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d170_s_t
+    .p2align 3
+.Lc1_d170_s:
+    .p2align 3
+    jmp .Lc1_d170_j
+    .p2align 3
+    jmp .Lc1_d170_j
+.Lc1_d170_j:
+    mov ecx, ecx
+    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 126
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 268443648
     jnz 1f
 1:
-    mov ecx, edx
-    vmovdqu ymmword ptr [r15 + r9 + 3456], ymm13
-    movzx ecx, cl
-    mov rdi, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 254
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, 207
+    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    vmovdqu xmmword ptr [r15 + rbp + 1408], xmm13
-    mov dword ptr [r15 + rbp + 1600], ebp
-    mov byte ptr [r15 + rbp + 1536], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 3392], ebp
-    movzx edx, byte ptr [r15 + r9 + 3584]
-    mov ecx, 217
-    mov dword ptr [r15 + rbp + 1472], 124
-    test ebx, 384
-    jz 1f
-1:
+    and rbp, 64
+    add qword ptr [r15 + rbp + 384], rax
     lea r8, [r11 + r11*1]
-    mov edx, 199
+    movzx eax, bpl
     and r8, 64
-    mov byte ptr [r15 + r8 + 448], r8b
-    mov dword ptr [r15 + r8 + 512], 110
-    mov dword ptr [r15 + rbp + 1344], edi
+    mov qword ptr [r15 + r8 + 128], r9
+    mov eax, 100
+    lea r9, [r11*4]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 14
+    mov rax, qword ptr [r15 + r9 + 7552]
+    mov ecx, 217
+    mov dword ptr [r15 + r9 + 7616], 124
+    mov rcx, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, ebp
+    mov dword ptr [r15 + r8 + 64], 150
+    mov dword ptr [r15 + r9 + 7680], 112
+    mov r9d, dword ptr [r15 + rbp + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -266,99 +271,109 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d218_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d218_j:
-    movzx eax, cl
+    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 110
-    mov edi, 104
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 16384
     jnz 1f
 1:
+    mov qword ptr [r15 + 0], rdx
+    mov eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 540051027
+    test dword ptr [r15 + 67117724], 4096
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov edi, 145
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov edi, dword ptr [r15 + r8 + 512]
+    vpmovmskb edx, xmm13
+    test dword ptr [r15 + 67117724], 1380844802
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 8
+    mov dword ptr [r15 + 0], 35
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], edx
+    test ebx, 1073741824
+    jz 1f
+1:
     lea rbp, [r11 + r11*1]
-    movzx eax, al
-    lea r9, [r11*4]
-    test dword ptr [r15 + 67117724], 65536
-    jz 1f
-1:
-    and rbp, 1984
-    movzx edi, byte ptr [r15 + rbp + 1344]
-    add qword ptr [r15 + rbp + 1408], rdx
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    movsxd rcx, dword ptr [r15 + r8 + 448]
-    test ebx, 1073741824
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 128], r9d
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], ecx
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 384], rdx
+    test dword ptr [r15 + 67117723], 67108864
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 3520], dl
-    mov rdx, qword ptr [r15 + r9 + 3456]
-    mov ebp, ecx
-    mov qword ptr [r15 + r9 + 3584], rdx
+    mov byte ptr [r15 + r8 + 192], bpl
+    mov dword ptr [r15 + rbp + 320], 244
+    mov r8d, 97
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c4:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d264_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d264_j_t
+.Lc1_d264_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dil
+    movzx edi, cl
+    movzx edi, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov qword ptr [r15 + 0], r9
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 768], rsi
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + 0]
     and r8, 64
-    lea r9, [r11 + r11*1]
-    mov eax, dword ptr [r15 + r8 + 320]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 256], r9
-    mov edx, 239
-    mov rdx, qword ptr [r15 + rbp + 576]
-    test dword ptr [r15 + 67117724], 16384
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 192], edx
-    mov edx, 54
-    mov dword ptr [r15 + rbp + 640], 127
-    vpcmpeqb xmm13, xmm13, xmm2
-    vmovdqu ymmword ptr [r15 + r8 + 384], ymm9
+    mov edi, dword ptr [r15 + r8 + 128]
+    and rbp, 64
+    mov r9d, dword ptr [r15 + rbp + 320]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx edx, dl
-    movzx edx, dl
-    mov rdx, rbp
-    vmovdqu xmmword ptr [r15 + rbp + 704], xmm4
+    mov edx, edi
+    lea r9, [r11 + r11*1]
+    movzx edi, al
+    movzx edi, dl
+    and r9, 64
+    movsxd rdi, dword ptr [r15 + r9 + 448]
+    vmovdqu ymmword ptr [r15 + r8 + 64], ymm13
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, ecx
+    mov edi, 152
+    vpcmpeqb xmm13, xmm13, xmm7
+    mov qword ptr [r15 + r9 + 512], r8
+    mov qword ptr [r15 + rbp + 384], r8
     add r11, 64
     inc rbx
     dec r13
@@ -367,55 +382,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d308_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d308_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov eax, 2
-    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 3211264
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rax
+    test dword ptr [r15 + 67117724], 8192
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    .byte 0x66, 0x90
     test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 52
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 256
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
-    mov eax, r8d
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 256]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 512]
-    movzx r9d, byte ptr [r15 + r8 + 448]
-    movzx r8d, dil
     lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, r8d
+    mov eax, dword ptr [r15 + 0]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], 116
     and r8, 64
-    mov dword ptr [r15 + r8 + 64], 206
-    mov eax, r8d
-    movzx eax, r8b
-    movzx ecx, bpl
-    test ebx, 640
-    jnz 1f
+    xor dword ptr [r15 + r8 + 128], r8d
+    mov rdi, r8
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 64], r8b
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov byte ptr [r15 + rbp + 192], dl
-    vpshufd xmm13, xmm13, 79
-    mov ecx, dword ptr [r15 + r8 + 128]
-    mov rbp, rbp
-    mov ebp, edx
+    mov dword ptr [r15 + rbp + 192], eax
+    and r9, 64
+    mov edi, dword ptr [r15 + r9 + 320]
+    movzx ebp, dl
+    movsxd rbp, dword ptr [r15 + r9 + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -424,60 +432,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8388608
-    setz al
-    lea rcx, [rip + .Lc1_d359_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d359_s:
-    .p2align 3
-    jmp .Lc1_d359_j
-    .p2align 3
-    jmp .Lc1_d359_j
-.Lc1_d359_j:
-    lea rbp, [r11 + r11*8]
-    and rbp, 8128
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 7488], ecx
-    mov ecx, dword ptr [r15 + rbp + 7616]
-    mov dword ptr [r15 + rbp + 7744], 87
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 320]
-    movzx edx, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
+    lea rcx, [rip + .Lc1_d368_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d368_j_t
+.Lc1_d368_j:
+    lea rbp, [r11 + r11*1]
     lea r9, [r11 + r11*1]
-    movzx edi, bpl
-    .byte 0x0f, 0x1f, 0x00
-    mov dword ptr [r15 + rbp + 7808], 70
+    movzx ecx, r8b
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 256], rbp
     and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 256]
-    mov rdx, r9
-    test ebx, 256
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 8000], 153
-    mov byte ptr [r15 + rbp + 7936], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + r8 + 384], xmm13
+    mov qword ptr [r15 + r9 + 384], rax
+    mov rax, rdi
+    mov eax, 119
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 192], rax
-    or qword ptr [r15 + rbp + 7680], 58
-    mov eax, dword ptr [r15 + rbp + 7872]
-    mov dword ptr [r15 + rbp + 7552], eax
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 32768
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 68
+    test dword ptr [r15 + 67117724], 33554432
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov dword ptr [r15 + 0], ebp
+    movzx eax, al
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    test dword ptr [r15 + 67117724], 1073741840
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + r9 + 320]
+    and r8, 64
+    inc dword ptr [r15 + r8 + 256]
+    mov r9d, dword ptr [r15 + r8 + 192]
+    vmovdqu ymmword ptr [r15 + rbp + 192], ymm13
     add r11, 64
     inc rbx
     dec r13
@@ -486,109 +485,109 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r9, [r11 + r11*2]
-    mov eax, 236
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    lea r8, [r11*4]
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7552], ymm13
+    lea r9, [r11 + r11*1]
+    mov eax, r9d
+    and r9, 64
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + r9 + 320], 3
+    test dword ptr [r15 + 67117723], 268566784
+    jz 1f
+1:
+    mov qword ptr [r15 + r8 + 7680], rax
+    mov dword ptr [r15 + r8 + 7616], edi
+    lea r9, [r11 + r11*1]
+    mov eax, 99
+    and r9, 64
+    mov dword ptr [r15 + r9 + 256], r9d
+    test dword ptr [r15 + 67117723], 65538
     jnz 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 2080
-    jnz 1f
-1:
+    lea rdi, [r15 + 67109504]
+    mov ecx, 12
+    rep stosb
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
+    mov rcx, rcx
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    movzx r8d, al
+    mov ebp, 138
+    mov edi, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 640
-    jnz 1f
-1:
-    and rbp, 64
-    vmovdqu xmm13, xmmword ptr [r15 + rbp + 64]
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 960], r8
-    xor dword ptr [r15 + rbp + 128], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], r8
-    mov ebp, r8d
-    mov byte ptr [r15 + r8 + 512], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, bpl
-    mov qword ptr [r15 + r9 + 896], rdi
-    mov ebp, 82
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + r9 + 192], 46
+    mov qword ptr [r15 + r8 + 7488], rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c8:
-    lea rcx, [rip + .Lc1_d456_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d456_j:
-    lea rbp, [r11*4]
-    and rbp, 192
-    mov rcx, qword ptr [r15 + rbp + 704]
-    mov r8, rcx
-    movzx r8d, byte ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d459_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d459_s_t
+    .p2align 3
+.Lc1_d459_s:
+    .p2align 3
+    jmp .Lc1_d459_j
+    .p2align 3
+    jmp .Lc1_d459_j
+.Lc1_d459_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov eax, dword ptr [r15 + 0]
+    mov ecx, 16
+    mov rcx, qword ptr [r15 + 0]
+    mov rbp, rcx
+    test ebx, 640
     jz 1f
 1:
-    vpmovmskb ecx, xmm13
-    mov ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    mov rdi, r9
+    vmovdqu xmm7, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov ecx, 226
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edx
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117723], 516
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 110
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    movzx ecx, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
     lea r9, [r11 + r11*1]
     lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 448], al
     and r9, 64
-    mov byte ptr [r15 + r9 + 320], r8b
-    mov rcx, qword ptr [r15 + rbp + 640]
+    mov dword ptr [r15 + r9 + 64], 210
     and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 512]
-    or qword ptr [r15 + rbp + 768], 104
+    mov byte ptr [r15 + r8 + 384], r8b
+    mov ecx, edi
+    mov ecx, 235
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edx, dl
-    mov rdx, r9
-    vmovdqu ymmword ptr [r15 + rbp + 576], ymm13
-    vmovdqu xmmword ptr [r15 + r9 + 384], xmm13
-    mov qword ptr [r15 + r8 + 448], rdx
+    mov qword ptr [r15 + r9 + 128], rcx
+    vmovdqu ymmword ptr [r15 + rbp + 512], ymm7
+    movsxd rcx, dword ptr [r15 + r8 + 320]
+    movzx r8d, dl
     add r11, 64
     inc rbx
     dec r13
@@ -597,99 +596,108 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r8, [r11 + r11*1]
-    lea r9, [r11*8]
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 256]
-    and r9, 1984
-    vmovdqu ymmword ptr [r15 + r9 + 1664], ymm13
+    lea rcx, [rip + .Lc1_d513_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d513_j_t
+.Lc1_d513_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 219
+    mov ecx, 223
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, eax
     mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], 141
+    test dword ptr [r15 + 67117723], 268439552
+    jz 1f
+1:
+    movzx ecx, r8b
+    lea rbp, [r11*4]
+    mov ecx, 136
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3520], al
+    lea r9, [r11 + r11*1]
+    test dword ptr [r15 + 67117724], 131072
+    jz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], 217
+    vmovdqu ymmword ptr [r15 + rbp + 3456], ymm7
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + rbp + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + r9 + 1472]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 512], rbp
-    movzx edx, al
-    test dword ptr [r15 + 67117723], 262144
-    jz 1f
-1:
-    mov rax, rdx
-    mov byte ptr [r15 + r9 + 1344], dl
-    mov rdx, qword ptr [r15 + r9 + 1600]
-    mov dword ptr [r15 + r9 + 1536], edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, rdi
-    movsxd rdx, dword ptr [r15 + rbp + 448]
-    mov dword ptr [r15 + r8 + 192], 33
-    mov qword ptr [r15 + r9 + 1408], rdx
+    mov dword ptr [r15 + r9 + 128], 90
+    mov byte ptr [r15 + r8 + 128], cl
+    movzx ecx, byte ptr [r15 + rbp + 3584]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c10:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d551_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d551_j:
     lea rbp, [r11 + r11*1]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 512], edx
-    mov rax, rdx
+    mov dword ptr [r15 + rbp + 512], 218
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    movzx eax, al
-    test dword ptr [r15 + 67117724], 16910336
+    mov ecx, 70
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 137
-    mov edi, 81
-    movzx eax, cl
+    mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rbp
+    mov r9d, 37
+    movzx r9d, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 32768
+    mov byte ptr [r15 + 0], dil
+    vpshufd xmm7, xmm7, 113
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 268435464
+    .byte 0x66, 0x90
+    mov r9d, dword ptr [r15 + 0]
+    mov ecx, r9d
+    test ebx, 1073741824
     jz 1f
 1:
     lea r9, [r11 + r11*1]
-    nop
+    mov ecx, 86
+    movzx ecx, byte ptr [r15 + 0]
     and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + rbp + 448], edi
-    mov qword ptr [r15 + r9 + 64], rdi
-    movzx ebp, r9b
-    test dword ptr [r15 + 67117724], 268435457
-    jz 1f
+    mov dword ptr [r15 + r9 + 384], 82
+    movzx r8d, r9b
+    movzx r8d, r8b
+    test ebx, 1073741824
+    jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    movzx r9d, bpl
-    mov r9d, ebp
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 640], ebp
-    movzx r9d, byte ptr [r15 + rbp + 576]
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 320], r8b
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 128]
+    mov r9, qword ptr [r15 + r8 + 64]
+    mov r8, qword ptr [r15 + rbp + 448]
+    mov rbp, rcx
     add r11, 64
     inc rbx
     dec r13
@@ -698,104 +706,98 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 0], rax
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov eax, 61
+    lea rcx, [rip + .Lc1_d611_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d611_j_t
+.Lc1_d611_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 1
-    test ebx, 1073741824
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 134234112
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 195
-    mov eax, 27
-    movsxd rax, dword ptr [r15 + 0]
-    mov r9, rax
-    mov edx, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, r9
-    mov eax, 38
+    movzx ecx, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    vmovdqu ymmword ptr [r15 + 0], ymm7
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 16778752
     jz 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], 43
-    lea r9, [r11 + r11*1]
+    mov ecx, 175
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 184
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 64]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 249
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 128], r8
     and r9, 64
-    mov byte ptr [r15 + r9 + 192], r9b
-    test dword ptr [r15 + 67117724], 524288
+    mov dword ptr [r15 + r9 + 384], 249
+    test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 128], sil
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 64]
-    mov byte ptr [r15 + rbp + 64], al
-    vmovdqu ymmword ptr [r15 + r8 + 128], ymm13
-    mov qword ptr [r15 + r9 + 256], r8
+    mov rbp, rbp
+    mov byte ptr [r15 + r9 + 320], bpl
+    mov dword ptr [r15 + r8 + 448], 167
+    movzx ebp, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c12:
-    lea rcx, [rip + .Lc1_d643_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d643_j:
-    mov ecx, 106
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 32
     jz 1f
 1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
+    movzx edi, bpl
+    lea r9, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 88
-    test ebx, 640
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], rbp
+    lea r8, [r11*4]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], r9d
+    test dword ptr [r15 + 67117723], 8
     jnz 1f
 1:
-    lea r8, [r11 + r11*8]
-    and rbp, 64
-    imul rcx, qword ptr [r15 + rbp + 256]
-    mov eax, 2
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7872]
-    mov qword ptr [r15 + r8 + 7744], rbp
-    mov qword ptr [r15 + r8 + 7808], rax
-    movzx eax, byte ptr [r15 + rbp + 192]
+    and r8, 192
+    mov edi, dword ptr [r15 + r8 + 768]
+    or qword ptr [r15 + r8 + 640], 107
+    movzx eax, byte ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + r8 + 576], 196
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rcx
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 8000], 188
-    mov byte ptr [r15 + r8 + 7616], cl
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 64]
-    movzx eax, byte ptr [r15 + r8 + 7680]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + r8 + 7488], ecx
-    mov byte ptr [r15 + r8 + 7552], dl
-    mov ecx, dword ptr [r15 + r8 + 7936]
-    movzx r8d, cl
+    mov qword ptr [r15 + r8 + 704], rax
+    mov eax, 86
+    mov dword ptr [r15 + rbp + 128], 225
+    mov eax, 179
     add r11, 64
     inc rbx
     dec r13
@@ -804,45 +806,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d701_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d701_j_t
+.Lc1_d701_j:
+    lea rbp, [r11*4]
+    lea r8, [r11 + r11*4]
+    and rbp, 192
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + rbp + 704]
+    vmovdqu ymmword ptr [r15 + rbp + 640], ymm13
+    mov ecx, 95
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    test dword ptr [r15 + 67117723], 262208
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 129
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 4194304
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    movzx ebp, al
-    vpcmpeqb xmm13, xmm13, xmm7
+    movzx ecx, cl
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, bpl
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + 0], al
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 64], ymm13
-    lea r8, [r11 + r11*1]
-    mov rax, qword ptr [r15 + rbp + 128]
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    mov rcx, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 49
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 384]
-    vmovq qword ptr [r15 + rbp + 320], xmm13
-    mov dword ptr [r15 + r8 + 192], 110
+    mov qword ptr [r15 + r8 + 1536], r9
+    mov dword ptr [r15 + r8 + 1408], 51
+    mov qword ptr [r15 + r8 + 1600], r9
+    mov rcx, rcx
+    mov ecx, ecx
+    test dword ptr [r15 + 67117723], 335544328
+    jz 1f
+1:
+    vpcmpeqb xmm7, xmm7, xmm13
+    movzx ecx, byte ptr [r15 + r8 + 1472]
+    mov r8d, dword ptr [r15 + r9 + 320]
+    vmovdqu ymmword ptr [r15 + rbp + 768], ymm7
+    movsxd r9, dword ptr [r15 + rbp + 576]
     add r11, 64
     inc rbx
     dec r13
@@ -851,58 +862,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d736_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d736_s:
-    .p2align 3
-    jmp .Lc1_d736_j
-    .p2align 3
-    jmp .Lc1_d736_j
-.Lc1_d736_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 514
+    mov eax, eax
+    mov rax, rcx
+    mov eax, ebp
+    mov ecx, eax
+    vpaddd xmm7, xmm7, xmm7
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    mov edx, 126
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 269484033
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 178
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test dword ptr [r15 + 67117724], 1075838976
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], rdx
-    mov dword ptr [r15 + rbp + 320], 11
-    mov edx, 224
-    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 251
+    movzx eax, cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 64], 135
+    sete al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm7
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 140
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 48
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + r8 + 320]
+    and r9, 64
+    lea rbp, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + r9 + 192]
+    mov dword ptr [r15 + r9 + 256], 207
+    test dword ptr [r15 + 67117724], 514
+    jnz 1f
+1:
     and rbp, 64
-    mov byte ptr [r15 + rbp + 512], r8b
-    mov r8d, dword ptr [r15 + rbp + 448]
-    mov rbp, rax
+    mov r9, qword ptr [r15 + rbp + 448]
+    mov dword ptr [r15 + rbp + 512], 205
+    movzx eax, r9b
+    mov byte ptr [r15 + r8 + 384], al
     add r11, 64
     inc rbx
     dec r13
@@ -911,215 +918,222 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d786_j]
+    lea rcx, [rip + .Lc1_d802_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d786_j:
+    jmp .Lc1_d802_j_t
+.Lc1_d802_j:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 90
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 524288
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 145
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    test dword ptr [r15 + 67117724], 4194304
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
+    mov ecx, 37
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 320], 152
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    lea r9, [r11 + r11*1]
-    test dword ptr [r15 + 67117724], 132096
-    jnz 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], r9
-    mov ecx, r9d
-    mov rcx, rcx
-    mov qword ptr [r15 + rbp + 384], rcx
-    test dword ptr [r15 + 67117723], 533504
+    test dword ptr [r15 + 67117724], 536873216
     jz 1f
 1:
-    mov ecx, 163
-    movzx ecx, byte ptr [r15 + r8 + 896]
-    mov dword ptr [r15 + r9 + 128], ecx
+    mov ecx, ecx
+    mov qword ptr [r15 + 0], r8
+    lea r8, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 192
+    movzx ecx, byte ptr [r15 + r8 + 640]
+    mov dword ptr [r15 + r8 + 704], 83
+    test dword ptr [r15 + 67117723], 67108864
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + r8 + 576]
+    mov dword ptr [r15 + r8 + 768], r8d
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 64], 106
+    and r8, 64
+    mov rbp, qword ptr [r15 + r8 + 512]
+    mov byte ptr [r15 + r8 + 448], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c16:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*8]
+    lea r8, [r11*4]
+    lea r9, [r11 + r11*1]
+    and r8, 192
+    movsxd rcx, dword ptr [r15 + r8 + 576]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3648], bpl
+    mov eax, ebp
+    and r9, 64
+    mov qword ptr [r15 + r9 + 256], r8
+    mov eax, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 704], 240
+    movsxd rax, dword ptr [r15 + r8 + 640]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 128
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 384], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 3520], 220
+    mov dword ptr [r15 + rbp + 3456], r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, dl
-    mov ecx, edx
-    lea r8, [r11 + r11*1]
-    lea r9, [r11*8]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
-    movzx ecx, bpl
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    mov byte ptr [r15 + r9 + 1600], bpl
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    movzx ecx, byte ptr [r15 + rbp + 3712]
+    mov qword ptr [r15 + rbp + 3584], rcx
+    mov edi, ecx
+    mov qword ptr [r15 + r8 + 768], rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, r9
-    movzx ecx, byte ptr [r15 + r9 + 1408]
-    mov rdx, qword ptr [r15 + r9 + 1664]
-    mov dword ptr [r15 + rbp + 320], edx
-    movzx edx, byte ptr [r15 + r9 + 1536]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, 191
-    movzx edx, byte ptr [r15 + r8 + 256]
-    mov r8, rdx
-    mov rdx, qword ptr [r15 + r9 + 1472]
-    mov qword ptr [r15 + r9 + 1728], rax
+    mov qword ptr [r15 + rbp + 3776], rdi
+    mov byte ptr [r15 + r9 + 192], r8b
+    mov qword ptr [r15 + rbp + 3840], rcx
+    vmovdqu ymmword ptr [r15 + rbp + 3904], ymm7
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c17:
-    lea rcx, [rip + .Lc1_d875_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d875_j:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 178
-    mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dl
-    mov ecx, edx
-    mov dword ptr [r15 + 0], edx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 256
+    setz al
+    lea rcx, [rip + .Lc1_d887_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d887_s_t
+    .p2align 3
+.Lc1_d887_s:
+    .p2align 3
+    jmp .Lc1_d887_j
+    .p2align 3
+    jmp .Lc1_d887_j
+.Lc1_d887_j:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rax, r8
+    movzx eax, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx edx, dl
+    mov r8d, 140
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, bpl
-    mov rbp, rdx
-    vpaddd xmm13, xmm13, xmm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 216
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ebp
-    mov byte ptr [r15 + 0], dl
-    test ebx, 1073741824
+    mov r8d, r9d
+    movzx r8d, al
+    test dword ptr [r15 + 67117723], 268435472
+    jz 1f
+1:
+    mov r8, r8
+    mov r8d, r8d
+    mov r8d, 165
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1152
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    lea r9, [r11*4]
+    lea r8, [r11 + r11*1]
+    mov eax, dword ptr [r15 + 0]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], r8
     lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + 0], bpl
-    and r9, 192
-    movzx ecx, byte ptr [r15 + r9 + 704]
+    lea r9, [r11 + r11*1]
     and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 64]
+    movsxd rdi, dword ptr [r15 + rbp + 64]
+    mov ecx, dword ptr [r15 + r8 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edx, r8b
-    mov qword ptr [r15 + r8 + 320], rcx
-    mov qword ptr [r15 + rbp + 128], r8
-    mov byte ptr [r15 + r9 + 768], r9b
-    movsxd rdx, dword ptr [r15 + r9 + 640]
-    movzx ebp, byte ptr [r15 + r9 + 576]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 256], r9
+    movzx r8d, byte ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + r9 + 192], eax
+    mov r9d, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c18:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d945_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d945_s_t
+    .p2align 3
+.Lc1_d945_s:
+    .p2align 3
+    jmp .Lc1_d945_j
+    .p2align 3
+    jmp .Lc1_d945_j
+.Lc1_d945_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 144
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 234
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 570452496
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 189
+    mov dword ptr [r15 + rbp + 256], ecx
+    mov ebp, 135
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 31
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, 234
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 320]
-    movzx r9d, dl
-    movzx edx, byte ptr [r15 + r8 + 384]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 64]
-    .byte 0x66, 0x90
-    and r9, 64
-    vmovq qword ptr [r15 + r9 + 384], xmm13
-    movzx ebp, cl
-    mov rbp, qword ptr [r15 + r8 + 128]
-    test ebx, 1073741824
+    mov ebp, 198
+    mov ebp, ebp
+    lea rbp, [r11 + r11*2]
+    mov ecx, 4
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1408]
+    test dword ptr [r15 + 67117723], 32776
     jz 1f
 1:
-    mov r8, r8
-    mov byte ptr [r15 + r9 + 320], r8b
-    mov r8, rcx
-    mov r9d, r8d
+    lea r8, [r11 + r11*1]
+    movzx ecx, r8b
+    movzx ecx, cl
+    and r8, 64
+    vmovdqu xmmword ptr [r15 + r8 + 192], xmm8
+    movzx ecx, r9b
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm7
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, cl
+    mov dword ptr [r15 + rbp + 1472], eax
+    mov eax, 242
+    mov qword ptr [r15 + r8 + 256], rax
     add r11, 64
     inc rbx
     dec r13
@@ -1128,68 +1142,47 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 64
-    setz al
-    lea rcx, [rip + .Lc1_d979_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d979_s:
-    .p2align 3
-    jmp .Lc1_d979_j
-    .p2align 3
-    jmp .Lc1_d979_j
-.Lc1_d979_j:
+    lea rbp, [r11*4]
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 576], dl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 187
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov ecx, ebp
-    test dword ptr [r15 + 67117724], 140003433
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov ecx, 180
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117724], 39845888
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    mov rax, rax
-    mov ecx, 86
-    mov ecx, eax
-    mov rcx, rdx
-    test dword ptr [r15 + 67117723], 1048576
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], al
+    mov eax, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    lea rbp, [r11 + r11*1]
+    xor dword ptr [r15 + rbp + 704], eax
     lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], ebp
-    lea r9, [r11 + r11*1]
+    mov eax, 43
     and r8, 64
-    mov byte ptr [r15 + r8 + 64], al
+    mov dword ptr [r15 + r8 + 256], 47
+    test dword ptr [r15 + 67117724], 536903744
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 640], r9b
+    vpor xmm7, xmm7, xmm7
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], 35
+    mov dword ptr [r15 + r8 + 192], 53
+    test ebx, 256
+    jnz 1f
+1:
+    mov eax, 147
+    mov eax, 217
+    movzx r8d, r8b
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + r8 + 128]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], edx
-    mov qword ptr [r15 + rbp + 320], rax
-    vmovdqu xmm13, xmmword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + r9 + 512], r8d
+    mov byte ptr [r15 + rbp + 768], r8b
+    mov r8d, 58
     add r11, 64
     inc rbx
     dec r13
@@ -1198,49 +1191,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r8, [r11 + r11*1]
-    lea r9, [r11*8]
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3520], ymm15
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    lea rcx, [rip + .Lc1_d1041_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1041_j_t
+.Lc1_d1041_j:
+    lea r8, [r11*8]
+    mov eax, r8d
+    vpmovmskb eax, xmm7
+    lea r9, [r11 + r11*1]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1088], ebp
+    and r9, 64
+    mov qword ptr [r15 + r9 + 320], r9
+    mov eax, ecx
+    test ebx, 1073741824
+    jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 8192
+    mov rcx, r9
+    mov qword ptr [r15 + r8 + 960], r8
+    mov ecx, edi
+    mov ecx, ecx
+    lea rbp, [r11 + r11*2]
+    mov ecx, 137
+    test ebx, 256
     jz 1f
 1:
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rax
-    movsxd rax, dword ptr [r15 + r9 + 3456]
-    mov byte ptr [r15 + r8 + 384], r9b
-    test ebx, 1073741824
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    movzx ecx, al
+    mov dword ptr [r15 + rbp + 1472], 222
+    mov rcx, rdi
+    mov dword ptr [r15 + r8 + 896], ecx
+    test dword ptr [r15 + 67117724], 65536
     jz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov rax, qword ptr [r15 + r9 + 3648]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 448], bpl
-    mov r8, rbp
-    movsxd rdi, dword ptr [r15 + rbp + 512]
-    movzx r8d, dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, rcx
-    mov byte ptr [r15 + r9 + 3392], r8b
-    mov qword ptr [r15 + r9 + 3712], rdi
-    vmovdqu ymmword ptr [r15 + r9 + 3584], ymm13
+    mov rcx, qword ptr [r15 + r8 + 1024]
+    mov eax, dword ptr [r15 + rbp + 1408]
+    movzx ebp, byte ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + r8 + 1152], bpl
+    mov dword ptr [r15 + r9 + 384], r8d
     add r11, 64
     inc rbx
     dec r13
@@ -1249,101 +1246,100 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1082_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d1082_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], 18
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    test dword ptr [r15 + 67117723], 20608
+    mov rax, rbp
+    mov eax, 251
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb ecx, xmm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 537133056
-    jnz 1f
-1:
-    jmp 1f
-1:
+    movsxd rax, dword ptr [r15 + 0]
+    vpcmpeqb xmm7, xmm7, xmm15
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 1207959552
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 512], 47
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], ecx
-    mov rcx, qword ptr [r15 + r8 + 320]
-    mov r8, rcx
-    lea r8, [r11 + r11*2]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 144
-    and r8, 192
-    inc dword ptr [r15 + r8 + 576]
-    mov byte ptr [r15 + r8 + 704], bpl
-    movzx ecx, byte ptr [r15 + r8 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 61
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    test dword ptr [r15 + 67117724], 8
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 214
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 704], 0
+    mov dword ptr [r15 + rbp + 576], ebp
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + rbp + 768], dil
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 192], ymm7
+    lea r8, [r11 + r11*1]
+    mov rax, qword ptr [r15 + rbp + 640]
+    mov ebp, 249
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    movzx ebp, byte ptr [r15 + r8 + 64]
+    mov qword ptr [r15 + r9 + 256], rbp
+    mov qword ptr [r15 + r8 + 128], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c22:
-    lea r8, [r11*8]
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    inc dword ptr [r15 + r8 + 3456]
-    movsxd rbp, dword ptr [r15 + r8 + 3648]
-    lea r9, [r11*4]
-    jmp 1f
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d1136_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1136_j_t
+.Lc1_d1136_j:
+    mov dword ptr [r15 + 0], 211
+    movzx ecx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 1073742336
+    jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + r8 + 3712]
-    and r9, 192
-    mov dword ptr [r15 + r9 + 576], 235
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 768], r8b
+    movzx r8d, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
+    mov ecx, r9d
+    lea r8, [r11 + r11*1]
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
+    mov ecx, 120
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 71
     lea rbp, [r11 + r11*1]
-    vpmovmskb ecx, xmm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    test ebx, 1152
+    jnz 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 320], r9
+    movzx ecx, r9b
     and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 199
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + r9 + 640]
-    mov dword ptr [r15 + r8 + 3520], ecx
-    vmovdqu xmm13, xmmword ptr [r15 + r9 + 704]
-    movzx ecx, dil
-    movzx eax, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 3584], edx
-    mov ecx, 111
-    movzx ecx, cl
-    movsxd rcx, dword ptr [r15 + rbp + 128]
-    movzx ebp, bpl
+    mov ecx, dword ptr [r15 + rbp + 256]
+    vmovdqu xmmword ptr [r15 + r8 + 64], xmm7
+    movzx edi, byte ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + rbp + 192], 48
     add r11, 64
     inc rbx
     dec r13
@@ -1352,57 +1348,45 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1172_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d1172_j:
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, ecx
-    movzx ecx, byte ptr [r15 + 0]
-    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 570687488
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 16512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 51
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
+    lea rbp, [r11*8]
+    nop
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1472]
+    mov byte ptr [r15 + rbp + 1664], cl
+    mov qword ptr [r15 + rbp + 1600], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, eax
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rdx
-    and r9, 64
+    mov eax, 31
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 192], 210
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 1536], bpl
+    and r9, 64
+    mov qword ptr [r15 + r9 + 320], rdi
     and r8, 64
-    mov rax, qword ptr [r15 + r8 + 128]
-    test dword ptr [r15 + 67117723], 4
+    mov dword ptr [r15 + r8 + 384], 252
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rax, rdx
-    mov eax, 110
-    mov dword ptr [r15 + r8 + 64], ebp
-    mov dword ptr [r15 + rbp + 512], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, edi
-    mov qword ptr [r15 + r9 + 256], rax
-    movzx edi, al
-    mov rdi, rdi
+    movzx eax, byte ptr [r15 + rbp + 1408]
+    mov dword ptr [r15 + r8 + 320], eax
+    mov dword ptr [r15 + rbp + 1344], 35
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm7
     add r11, 64
     inc rbx
     dec r13
@@ -1411,51 +1395,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1223_j]
+    lea rcx, [rip + .Lc1_d1225_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d1223_j:
-    lea rbp, [r11*8]
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + r8 + 512]
-    and rbp, 16320
-    vmovdqu ymmword ptr [r15 + rbp + 15808], ymm13
-    mov ecx, dword ptr [r15 + rbp + 15680]
-    mov dword ptr [r15 + r8 + 448], 91
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 1048576
+    jmp .Lc1_d1225_j_t
+.Lc1_d1225_j:
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*2]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], al
+    mov rcx, rax
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3456], 83
+    movzx ecx, dil
+    test dword ptr [r15 + 67117723], 67108864
     jnz 1f
 1:
-    mov rcx, r8
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 10678537
+    jnz 1f
 1:
+    mov rax, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    test dword ptr [r15 + 67117723], 8388736
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + rbp + 15744], cl
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
+    mov eax, 176
+    mov qword ptr [r15 + r8 + 3392], rcx
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 192]
+    mov dword ptr [r15 + r9 + 256], 202
+    test dword ptr [r15 + 67117724], 67109376
     jnz 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
-    mov dword ptr [r15 + rbp + 15872], 178
-    mov dword ptr [r15 + rbp + 16000], r8d
-    mov edx, 5
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + rbp + 16064]
-    mov byte ptr [r15 + rbp + 15936], dl
-    mov dword ptr [r15 + r8 + 256], 33
-    movzx edx, dl
+    mov ecx, dword ptr [r15 + r8 + 3520]
+    mov r9d, ecx
+    movsxd r9, dword ptr [r15 + rbp + 448]
+    movzx r8d, r9b
     add r11, 64
     inc rbx
     dec r13
@@ -1464,48 +1445,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rax
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 139
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 16777216
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 576], ebp
-    movzx eax, byte ptr [r15 + rbp + 640]
     lea r8, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + rbp + 768]
-    lea r9, [r11 + r11*1]
     and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
+    movsxd rax, dword ptr [r15 + r8 + 64]
+    mov dword ptr [r15 + 0], 249
+    mov r9, rax
+    mov dword ptr [r15 + 0], 215
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    vmovdqu ymmword ptr [r15 + 0], ymm7
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
     mov dword ptr [r15 + r9 + 384], r9d
-    mov dword ptr [r15 + r8 + 64], ebp
-    mov dword ptr [r15 + r9 + 320], r9d
-    mov byte ptr [r15 + rbp + 704], r9b
+    mov rax, r9
+    lea rbp, [r11 + r11*1]
+    test dword ptr [r15 + 67117724], 16384
+    jz 1f
+1:
+    mov eax, eax
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 64], ymm7
+    mov qword ptr [r15 + rbp + 128], r9
+    movsxd rbp, dword ptr [r15 + r8 + 128]
+    movsxd r8, dword ptr [r15 + r9 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -1516,120 +1498,132 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d1312_s]
+    lea rcx, [rip + .Lc1_d1316_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d1316_s_t
     .p2align 3
-.Lc1_d1312_s:
+.Lc1_d1316_s:
     .p2align 3
-    jmp .Lc1_d1312_j
+    jmp .Lc1_d1316_j
     .p2align 3
-    jmp .Lc1_d1312_j
+    jmp .Lc1_d1316_j
     .p2align 3
-    jmp .Lc1_d1312_j
+    jmp .Lc1_d1316_j
     .p2align 3
-    jmp .Lc1_d1312_j
+    jmp .Lc1_d1316_j
     .p2align 3
-    jmp .Lc1_d1312_j
+    jmp .Lc1_d1316_j
     .p2align 3
-    jmp .Lc1_d1312_j
+    jmp .Lc1_d1316_j
     .p2align 3
-    jmp .Lc1_d1312_j
+    jmp .Lc1_d1316_j
     .p2align 3
-    jmp .Lc1_d1312_j
-.Lc1_d1312_j:
-    mov ecx, dword ptr [r15 + 0]
-    vmovq xmm13, rbp
+    jmp .Lc1_d1316_j
+.Lc1_d1316_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 144
+    test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 1073741824
-    jz 1f
+    mov rax, rax
+    mov eax, 111
+    mov qword ptr [r15 + 0], rcx
+    mov byte ptr [r15 + 0], al
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    lea r9, [r11*4]
-    mov dword ptr [r15 + rbp + 128], r9d
-    and r9, 192
-    mov rcx, qword ptr [r15 + r9 + 704]
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 384]
+    mov qword ptr [r15 + 0], rax
+    mov byte ptr [r15 + 0], al
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + r9 + 576], bpl
-    mov qword ptr [r15 + r8 + 320], rax
-    movzx r8d, al
-    vpcmpeqb xmm13, xmm13, xmm6
-    movsxd rcx, dword ptr [r15 + rbp + 64]
-    test ebx, 256
-    jz 1f
+    mov eax, 62
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], ebp
+    mov eax, 23
+    mov rax, r8
+    test dword ptr [r15 + 67117723], 67633152
+    jnz 1f
 1:
-    mov r8, rcx
-    mov dword ptr [r15 + r9 + 768], 59
-    mov r8, qword ptr [r15 + r9 + 640]
-    mov r9, r8
+    mov qword ptr [r15 + rbp + 448], rax
+    mov eax, ecx
+    lea rbp, [r11 + r11*1]
+    mov rax, rcx
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], bpl
+    mov eax, ebp
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 448]
+    mov rcx, qword ptr [r15 + rbp + 64]
+    mov ebp, 193
+    mov byte ptr [r15 + r8 + 512], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c27:
-    lea r8, [r11*8]
-    lea r9, [r11 + r11*1]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7808], ecx
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 512]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d1381_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1381_j_t
+.Lc1_d1381_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 97
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx ecx, al
+    mov ecx, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], eax
-    mov dword ptr [r15 + r9 + 448], 49
-    mov qword ptr [r15 + r8 + 7488], rax
-    mov eax, 26
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 134218256
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 189
+    lea rbp, [r11*4]
+    mov ecx, 188
+    test ebx, 256
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 1024], rax
+    vpaddd xmm7, xmm7, xmm7
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 512], ymm7
+    mov rcx, rcx
+    test dword ptr [r15 + 67117723], 524296
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + rbp + 896]
+    mov qword ptr [r15 + r8 + 448], r9
+    mov r8, qword ptr [r15 + rbp + 832]
+    mov r9, r11
+    mov eax, 99
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, eax
-    mov rax, rax
-    movzx eax, al
-    mov qword ptr [r15 + r8 + 7616], rax
-    mov rax, qword ptr [r15 + rbp + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 22
-    mov eax, eax
-    movsxd r9, dword ptr [r15 + r8 + 7744]
-    mov rax, qword ptr [r15 + r8 + 7552]
-    movzx ebp, byte ptr [r15 + r8 + 7680]
+    mov eax, edi
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 85
+    mov dword ptr [r15 + rbp + 960], 21
     add r11, 64
     inc rbx
     dec r13
@@ -1638,58 +1632,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1414_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d1414_j:
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 211
+    mov dword ptr [r15 + 0], 100
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 32768
+    test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 210
+    vpshufd xmm7, xmm7, 22
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 33554432
+    jnz 1f
 1:
-    movzx ecx, cl
-    vpor xmm13, xmm13, xmm13
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    test dword ptr [r15 + 67117723], 33587200
-    jz 1f
-1:
-    mov rcx, rbp
-    mov ecx, 63
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
     and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 320], ymm13
-    mov ecx, ebp
-    lea r9, [r11*4]
+    movsxd r8, dword ptr [r15 + rbp + 320]
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 64], r9b
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 192
-    mov byte ptr [r15 + r9 + 768], dil
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + r9 + 704]
-    mov byte ptr [r15 + r9 + 576], cl
-    test ebx, 640
-    jnz 1f
-1:
-    movzx ecx, cl
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov ecx, ecx
-    test dword ptr [r15 + 67117724], 268435460
+    and r8, 64
+    inc dword ptr [r15 + r8 + 192]
+    mov byte ptr [r15 + r9 + 128], al
+    movzx r9d, r8b
+    vmovq xmm7, rdi
+    mov qword ptr [r15 + r8 + 256], r9
+    test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 640], r9
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 512], ymm13
-    vmovdqu ymmword ptr [r15 + rbp + 384], ymm13
-    mov dword ptr [r15 + r8 + 448], 55
+    mov r8, r9
+    movzx r8d, bpl
+    mov r8d, dword ptr [r15 + rbp + 384]
+    mov r9d, r8d
+    mov r8d, 113
     add r11, 64
     inc rbx
     dec r13
@@ -1698,66 +1683,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 128
+    setz al
+    lea rcx, [rip + .Lc1_d1476_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1476_s_t
+    .p2align 3
+.Lc1_d1476_s:
+    .p2align 3
+    jmp .Lc1_d1476_j
+    .p2align 3
+    jmp .Lc1_d1476_j
+.Lc1_d1476_j:
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 75
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1152
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    mov eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    movzx ecx, cl
+    test ebx, 1073741824
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm7
+    mov dword ptr [r15 + 0], 247
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    jmp 1f
-1:
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
+    mov ecx, 113
+    mov ecx, 29
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
     lea rbp, [r11 + r11*1]
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 256]
-    jmp 1f
+    mov ecx, 73
+    test dword ptr [r15 + 67117724], 16793600
+    jnz 1f
 1:
     lea r9, [r11 + r11*1]
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 640], r8
-    test dword ptr [r15 + 67117723], 256
-    jz 1f
-1:
+    and rbp, 64
+    movsxd rcx, dword ptr [r15 + rbp + 128]
     and r9, 64
-    mov dword ptr [r15 + r9 + 64], r9d
-    .byte 0x66, 0x90
-    mov rax, r9
-    mov byte ptr [r15 + rbp + 576], r8b
-    mov dword ptr [r15 + r8 + 192], eax
-    mov edi, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 181
-    mov eax, 50
-    mov rax, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, al
-    vpxor xmm13, xmm13, xmm12
-    mov dword ptr [r15 + r9 + 128], 251
-    mov eax, eax
-    jmp 1f
-1:
+    mov dword ptr [r15 + r9 + 448], 219
+    mov byte ptr [r15 + r9 + 512], r9b
+    movzx r9d, byte ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + rbp + 64], r9d
     add r11, 64
     inc rbx
     dec r13
@@ -1766,65 +1748,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d1519_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d1519_s:
-    .p2align 3
-    jmp .Lc1_d1519_j
-    .p2align 3
-    jmp .Lc1_d1519_j
-.Lc1_d1519_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    lea r8, [r11*8]
-    mov qword ptr [r15 + rbp + 384], r8
-    mov rcx, r8
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rax
+    lea rbp, [r11*4]
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 704], 186
+    movzx eax, bpl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 210
+    mov eax, 100
+    mov eax, 144
     mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 32770
+    jz 1f
+1:
+    mov edi, eax
+    mov edi, edi
+    mov edi, 104
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + rbp + 320]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 3456], 188
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], al
-    mov eax, dword ptr [r15 + r8 + 3520]
-    test dword ptr [r15 + 67117723], 553650176
-    jz 1f
-1:
-    mov rax, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu xmm12, xmmword ptr [r15 + r8 + 3648]
+    movzx edi, byte ptr [r15 + rbp + 768]
+    and r8, 64
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 128], r9b
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], 180
+    mov qword ptr [r15 + r8 + 64], r9
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 448], eax
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + r8 + 3584]
-    mov dword ptr [r15 + r8 + 3712], ebp
-    mov ebp, 251
+    mov dword ptr [r15 + rbp + 640], edx
+    mov qword ptr [r15 + rbp + 576], r9
+    mov dword ptr [r15 + r9 + 448], 67
     add r11, 64
     inc rbx
     dec r13
@@ -1833,110 +1799,97 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1572_j]
+    lea rcx, [rip + .Lc1_d1576_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d1572_j:
+    jmp .Lc1_d1576_j_t
+.Lc1_d1576_j:
+    lea r8, [r11*4]
+    mov ecx, 145
+    and r8, 8128
+    or qword ptr [r15 + r8 + 7616], 13
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 2048
+    mov ecx, 109
+    test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm12, xmm12, 81
-    test dword ptr [r15 + 67117723], 536904704
-    jz 1f
-1:
-    mov ecx, 128
+    mov ecx, 251
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 72
-    jmp 1f
-1:
+    mov ecx, 96
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov ecx, 19
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    and rbp, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 54
     lea r9, [r11 + r11*1]
-    or qword ptr [r15 + rbp + 320], 62
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
     jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 65536
+    jz 1f
 1:
     and r9, 64
-    vmovdqu xmmword ptr [r15 + r9 + 448], xmm12
+    mov ecx, dword ptr [r15 + r9 + 384]
+    mov rax, qword ptr [r15 + r8 + 7552]
+    mov edi, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + r9 + 320], 237
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + r8 + 128]
-    movzx edi, byte ptr [r15 + rbp + 384]
-    movzx r8d, byte ptr [r15 + r9 + 512]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], 218
+    mov eax, dword ptr [r15 + r9 + 256]
+    mov r9, rax
+    vmovdqu ymmword ptr [r15 + r8 + 7680], ymm7
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c32:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm12, xmm12, xmm12
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*8]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3584], 247
     lea r8, [r11 + r11*1]
+    mov eax, esi
+    mov byte ptr [r15 + r9 + 3776], al
+    mov eax, 182
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], 118
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
+1:
+    mov qword ptr [r15 + r9 + 3648], r9
+    mov eax, dword ptr [r15 + r9 + 3520]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    vmovq qword ptr [r15 + r8 + 320], xmm12
-    jmp 1f
-1:
-    lea rbp, [r11*8]
-    jmp 1f
-1:
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    mov rcx, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 1088], r8b
-    mov ecx, ecx
-    mov dword ptr [r15 + rbp + 1216], ecx
-    mov ecx, 89
-    mov rcx, qword ptr [r15 + r8 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + r9 + 3840], xmm7
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + rbp + 1152]
-    lea r9, [r11 + r11*1]
-    mov r8d, 167
-    mov dword ptr [r15 + rbp + 896], 149
-    and r9, 64
-    vmovdqu xmmword ptr [r15 + r9 + 64], xmm12
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 1280], 74
+    movzx eax, byte ptr [r15 + r9 + 3712]
+    mov rdi, rax
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], 68
+    vmovdqu ymmword ptr [r15 + r9 + 3456], ymm7
+    mov qword ptr [r15 + r9 + 3392], rdi
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r8d, 32
-    mov r8d, dword ptr [r15 + rbp + 960]
-    mov rcx, qword ptr [r15 + r9 + 128]
-    mov byte ptr [r15 + rbp + 1024], cl
-    movzx ecx, cl
+    mov byte ptr [r15 + rbp + 512], al
+    movzx ebp, bpl
+    mov dword ptr [r15 + r8 + 192], 164
+    mov rbp, rbp
     add r11, 64
     inc rbx
     dec r13
@@ -1946,73 +1899,55 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 65536
+    test dword ptr [r15 + 67117724], 134217728
     setz al
-    lea rcx, [rip + .Lc1_d1666_s]
+    lea rcx, [rip + .Lc1_d1664_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d1664_s_t
     .p2align 3
-.Lc1_d1666_s:
+.Lc1_d1664_s:
     .p2align 3
-    jmp .Lc1_d1666_j
+    jmp .Lc1_d1664_j
     .p2align 3
-    jmp .Lc1_d1666_j
-.Lc1_d1666_j:
+    jmp .Lc1_d1664_j
+.Lc1_d1664_j:
+    lea r8, [r11*8]
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7808]
+    mov eax, ecx
+    movsxd rcx, dword ptr [r15 + r8 + 7936]
+    mov ebp, 247
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
-    movzx ecx, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
+    test dword ptr [r15 + 67117724], 33554432
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + r8 + 7872], ymm7
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 112
-    mov dword ptr [r15 + 0], 92
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, edi
-    mov edi, 90
-    jmp 1f
-1:
-    or qword ptr [r15 + 0], 107
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov edx, ecx
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
+    lea rbp, [r11 + r11*1]
     lea r9, [r11 + r11*1]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 512]
+    mov dword ptr [r15 + r8 + 7744], 4
     and r9, 64
-    mov dword ptr [r15 + r9 + 384], 152
-    mov edi, r9d
-    mov byte ptr [r15 + r8 + 448], bpl
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    test dword ptr [r15 + 67117724], 8388608
+    mov dword ptr [r15 + r9 + 256], 183
+    mov dword ptr [r15 + r8 + 7552], 2
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], ebp
+    movsxd rsi, dword ptr [r15 + rbp + 64]
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], bpl
-    vmovdqu ymmword ptr [r15 + r9 + 320], ymm12
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 128], ymm12
+    mov qword ptr [r15 + r8 + 7488], rax
+    mov ebp, 2
+    mov dword ptr [r15 + r8 + 7616], ebp
+    mov rbp, qword ptr [r15 + r8 + 7680]
+    movzx r8d, byte ptr [r15 + r9 + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -2021,51 +1956,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    bt rax, rcx
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117723], 8388608
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 198
+    mov eax, 206
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 268500992
-    jnz 1f
+    lea rbp, [r11*4]
+    jmp 1f
 1:
-    lea r8, [r11 + r11*2]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 48
-    test ebx, 1664
+    test ebx, 261760
     jz 1f
 1:
+    mov eax, 87
+    and rbp, 1984
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 1536], r8d
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], edi
+    test dword ptr [r15 + 67117723], 8208
+    jz 1f
+1:
+    mov eax, ebp
     lea r9, [r11 + r11*1]
-    mov eax, r9d
-    mov dword ptr [r15 + r8 + 1472], r8d
-    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 448], rbp
+    movzx r8d, byte ptr [r15 + rbp + 1408]
     and r9, 64
-    mov qword ptr [r15 + r9 + 128], rdi
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], r8d
-    test dword ptr [r15 + 67117723], 2048
-    jz 1f
+    mov dword ptr [r15 + r9 + 384], 136
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov qword ptr [r15 + r8 + 1408], rbp
-    mov r8d, dword ptr [r15 + rbp + 128]
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + r9 + 64]
+    vmovdqu ymmword ptr [r15 + rbp + 1472], ymm7
+    mov byte ptr [r15 + rbp + 1344], r8b
+    mov qword ptr [r15 + r9 + 320], r9
     add r11, 64
     inc rbx
     dec r13
@@ -2074,53 +2008,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1772_j]
+    lea rcx, [rip + .Lc1_d1757_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d1772_j:
-    lea r8, [r11*4]
-    mov eax, r8d
-    and r8, 192
-    mov eax, dword ptr [r15 + r8 + 704]
+    jmp .Lc1_d1757_j_t
+.Lc1_d1757_j:
+    mov ecx, ecx
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
     jmp 1f
 1:
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 4
-    jz 1f
-1:
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 228
-    mov rcx, r8
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 121
-    mov dword ptr [r15 + 0], 220
+    mov rax, rdx
+    test dword ptr [r15 + 67117723], 131616
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 16809984
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*2]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 192
+    vmovdqu xmmword ptr [r15 + rbp + 704], xmm7
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 128]
+    movzx ecx, byte ptr [r15 + rbp + 640]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + rbp + 256]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], r9b
-    mov qword ptr [r15 + rbp + 192], r9
-    mov dword ptr [r15 + r8 + 640], r9d
-    test ebx, 1073741824
-    jz 1f
+    mov ecx, dword ptr [r15 + r8 + 64]
+    mov r8d, 187
+    mov rax, rbp
+    mov r8, qword ptr [r15 + rbp + 576]
+    mov ebp, r8d
+    test dword ptr [r15 + 67117724], 8704
+    jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + r8 + 576]
-    mov byte ptr [r15 + r8 + 768], cl
-    mov rcx, qword ptr [r15 + r9 + 320]
-    mov r9d, 164
+    mov r8d, 51
+    mov rbp, r11
+    mov r8, rbp
+    and rbp, 448
+    vmovq qword ptr [r15 + rbp + 832], xmm7
+    movzx ebp, cl
     add r11, 64
     inc rbx
     dec r13
@@ -2129,113 +2072,110 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 33558528
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rax, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 487296
-    jz 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
+    lea rcx, [rip + .Lc1_d1812_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1812_j_t
+.Lc1_d1812_j:
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 512], edi
-    lea r8, [r11 + r11*4]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 960]
-    mov byte ptr [r15 + r8 + 1088], al
+    movzx ecx, byte ptr [r15 + rbp + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     movzx eax, al
-    mov rax, qword ptr [r15 + r8 + 1024]
-    mov rcx, qword ptr [r15 + r9 + 448]
+    test dword ptr [r15 + 67117724], 131072
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], r8d
+    lea r9, [r11 + r11*2]
+    mov rax, r9
+    test dword ptr [r15 + 67117724], 1082130432
+    jnz 1f
+1:
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r8
+    movzx eax, al
+    mov byte ptr [r15 + r9 + 7616], r8b
+    mov eax, dword ptr [r15 + r9 + 7552]
+    vpshufd xmm7, xmm7, 144
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 896], 100
-    movzx eax, bpl
-    mov dword ptr [r15 + r8 + 832], 97
-    mov byte ptr [r15 + rbp + 320], r8b
+    mov r9d, dword ptr [r15 + r8 + 128]
+    mov eax, dword ptr [r15 + rbp + 192]
+    mov r8, rax
+    mov r8d, r8d
+    mov r8d, 105
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c37:
-    lea rcx, [rip + .Lc1_d1861_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d1861_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, edi
+    vmovq qword ptr [r15 + 0], xmm7
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 536870912
+    jnz 1f
+1:
+    mov eax, r9d
+    movzx eax, byte ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm12, xmm12, xmm13
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 64]
+    vpmovmskb r9d, xmm7
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 256]
+    mov rdi, r8
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 192], ebp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], ebp
+    test dword ptr [r15 + 67117723], 1
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov dword ptr [r15 + 0], 35
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 97
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, r9b
-    lea rbp, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + 0]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    movzx r9d, byte ptr [r15 + rbp + 64]
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11*4]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 2
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, ebp
-    and r8, 192
-    mov r9d, dword ptr [r15 + r8 + 576]
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 256], r9d
-    mov ebp, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rbp
-    vpxor xmm12, xmm12, xmm13
-    mov byte ptr [r15 + r8 + 768], bpl
-    movzx ebp, byte ptr [r15 + r8 + 640]
-    mov dword ptr [r15 + r8 + 704], ebp
+    mov r9d, r8d
+    mov dword ptr [r15 + r8 + 128], r9d
+    mov r9d, 101
+    vmovdqu ymmword ptr [r15 + rbp + 128], ymm7
     add r11, 64
     inc rbx
     dec r13
@@ -2245,197 +2185,186 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 268435456
+    test dword ptr [r15 + 67117723], 67108864
     setz al
-    lea rcx, [rip + .Lc1_d1918_s]
+    lea rcx, [rip + .Lc1_d1910_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d1910_s_t
     .p2align 3
-.Lc1_d1918_s:
+.Lc1_d1910_s:
     .p2align 3
-    jmp .Lc1_d1918_j
+    jmp .Lc1_d1910_j
     .p2align 3
-    jmp .Lc1_d1918_j
-.Lc1_d1918_j:
+    jmp .Lc1_d1910_j
+.Lc1_d1910_j:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov eax, r8d
+    mov eax, dword ptr [r15 + 0]
+    movzx r8d, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 7
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, dil
     test ebx, 1073741824
     jz 1f
 1:
+    mov dword ptr [r15 + 0], 62
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    xor dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 92
-    test dword ptr [r15 + 67117724], 276824064
-    jnz 1f
-1:
+    mov dword ptr [r15 + 0], 110
+    mov dword ptr [r15 + 0], edi
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
     test ebx, 1073741824
     jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov rax, r8
+    mov rsi, rax
+    mov edi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
 1:
     and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 512]
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 320]
-    jmp 1f
-1:
-    mov r9, rax
-    mov byte ptr [r15 + rbp + 384], r9b
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 192], 38
     lea r9, [r11 + r11*1]
-    test dword ptr [r15 + 67117723], 4456448
-    jz 1f
-1:
-    jmp 1f
-1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], eax
+    mov byte ptr [r15 + r8 + 256], bpl
     and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 64], ymm12
-    mov eax, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 128], eax
-    mov byte ptr [r15 + r8 + 448], r9b
-    jmp 1f
-1:
-    movzx r9d, r9b
+    mov dword ptr [r15 + r9 + 128], r9d
+    movzx esi, byte ptr [r15 + rbp + 448]
+    movsxd rbp, dword ptr [r15 + r9 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c39:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 101
+    jmp 1f
+1:
+    mov r9d, ebp
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    mov eax, 64
+    vpor xmm7, xmm7, xmm7
+    lea r9, [r11 + r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 570425344
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], r9
-    test dword ptr [r15 + 67117724], 16777224
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov eax, 173
-    lea r8, [r11*4]
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 64]
-    and r8, 192
-    mov byte ptr [r15 + r8 + 704], r8b
-    mov byte ptr [r15 + r9 + 256], r8b
-    test ebx, 256
-    jnz 1f
-1:
-    mov r9d, 36
+    and r9, 16320
+    vmovdqu ymmword ptr [r15 + r9 + 15808], ymm7
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], r8d
+    mov rsi, qword ptr [r15 + r9 + 16064]
     jmp 1f
 1:
+    test ebx, 512
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 320], esi
+    movsxd rcx, dword ptr [r15 + r9 + 15872]
+    mov rsi, r9
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 128], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 64], esi
+    mov rsi, r8
+    mov qword ptr [r15 + r9 + 15936], rax
+    mov esi, esi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 768], r9b
-    vmovdqu ymmword ptr [r15 + r8 + 576], ymm12
-    movzx r9d, r8b
-    mov dword ptr [r15 + r8 + 640], eax
+    mov qword ptr [r15 + r9 + 15680], rsi
+    movzx esi, sil
+    inc dword ptr [r15 + r9 + 16128]
+    mov esi, 16
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 16192], dil
+    mov dword ptr [r15 + r9 + 15744], 209
+    mov dword ptr [r15 + r9 + 16000], esi
+    mov esi, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c40:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     lea rcx, [rip + .Lc1_d2021_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
+    jmp .Lc1_d2021_j_t
 .Lc1_d2021_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], dil
-    movzx ecx, byte ptr [r15 + 0]
-    mov edi, 184
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov ecx, 121
-    and r9, 64
-    mov edi, dword ptr [r15 + r9 + 192]
-    mov rcx, rdi
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1408], ebp
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
+    mov ecx, dword ptr [r15 + rbp + 1664]
     and r8, 64
-    mov dword ptr [r15 + r8 + 448], edx
+    mov byte ptr [r15 + r8 + 64], r8b
+    test dword ptr [r15 + 67117723], 524290
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 1600], 165
+    lea r9, [r11 + r11*1]
+    movzx ecx, r9b
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + rbp + 1472], ecx
+    mov ecx, 121
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 256]
-    movzx ecx, byte ptr [r15 + rbp + 192]
-    mov qword ptr [r15 + r9 + 256], rcx
-    jmp 1f
-1:
-    mov ecx, 195
-    mov rcx, rcx
-    test ebx, 1073741824
+    movsxd rcx, dword ptr [r15 + r8 + 128]
+    mov qword ptr [r15 + r9 + 384], rcx
+    mov rcx, r8
+    movzx ecx, byte ptr [r15 + rbp + 1536]
+    mov r8, rcx
+    test ebx, 2304
     jz 1f
 1:
-    mov ecx, 73
-    mov rcx, rcx
-    mov dword ptr [r15 + r8 + 512], edx
-    nop
-    movzx ecx, cl
+    mov qword ptr [r15 + rbp + 1344], r9
+    jmp 1f
+1:
+    mov r8d, r9d
+    mov r9d, 165
+    mov r9d, ebp
     add r11, 64
     inc rbx
     dec r13
@@ -2444,50 +2373,97 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r11 + r11*1]
-    mov eax, 197
-    and rbp, 64
-    vmovdqu xmmword ptr [r15 + rbp + 320], xmm12
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d2071_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2071_s_t
+    .p2align 3
+.Lc1_d2071_s:
+    .p2align 3
+    jmp .Lc1_d2071_j
+    .p2align 3
+    jmp .Lc1_d2071_j
+    .p2align 3
+    jmp .Lc1_d2071_j
+    .p2align 3
+    jmp .Lc1_d2071_j
+    .p2align 3
+    jmp .Lc1_d2071_j
+    .p2align 3
+    jmp .Lc1_d2071_j
+    .p2align 3
+    jmp .Lc1_d2071_j
+    .p2align 3
+    jmp .Lc1_d2071_j
+    .p2align 3
+    jmp .Lc1_d2071_j
+    .p2align 3
+    jmp .Lc1_d2071_j
+    .p2align 3
+    jmp .Lc1_d2071_j
+    .p2align 3
+    jmp .Lc1_d2071_j
+    .p2align 3
+    jmp .Lc1_d2071_j
+    .p2align 3
+    jmp .Lc1_d2071_j
+    .p2align 3
+    jmp .Lc1_d2071_j
+    .p2align 3
+    jmp .Lc1_d2071_j
+.Lc1_d2071_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 6
-    test dword ptr [r15 + 67117724], 671088656
-    jz 1f
-1:
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 10
-    lea r8, [r11 + r11*1]
-    movzx eax, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], ecx
-    mov qword ptr [r15 + r8 + 128], r8
-    lea r8, [r11 + r11*2]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 192
-    mov dword ptr [r15 + r8 + 576], 193
-    mov rax, r8
-    vpcmpeqb xmm12, xmm12, xmm15
-    mov byte ptr [r15 + r8 + 640], al
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 335544448
+    jz 1f
+1:
+    mov ecx, ecx
+    movzx eax, al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     movzx eax, al
-    mov eax, 38
-    mov eax, 4
-    movzx eax, byte ptr [r15 + rbp + 384]
-    movzx ebp, byte ptr [r15 + r8 + 704]
+    lea r9, [r11 + r11*1]
+    mov eax, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rax
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], ecx
+    mov ebp, 24
+    mov eax, 136
+    lea rbp, [r11*4]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov rcx, qword ptr [r15 + rbp + 7552]
+    mov dword ptr [r15 + r9 + 128], r9d
+    vpor xmm7, xmm7, xmm7
+    mov qword ptr [r15 + rbp + 7616], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 7680], 173
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + r9 + 448], esi
+    mov r9, rcx
     add r11, 64
     inc rbx
     dec r13
@@ -2496,89 +2472,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d2126_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d2126_s:
-    .p2align 3
-    jmp .Lc1_d2126_j
-    .p2align 3
-    jmp .Lc1_d2126_j
-    .p2align 3
-    jmp .Lc1_d2126_j
-    .p2align 3
-    jmp .Lc1_d2126_j
-    .p2align 3
-    jmp .Lc1_d2126_j
-    .p2align 3
-    jmp .Lc1_d2126_j
-    .p2align 3
-    jmp .Lc1_d2126_j
-    .p2align 3
-    jmp .Lc1_d2126_j
-    .p2align 3
-    jmp .Lc1_d2126_j
-    .p2align 3
-    jmp .Lc1_d2126_j
-    .p2align 3
-    jmp .Lc1_d2126_j
-    .p2align 3
-    jmp .Lc1_d2126_j
-    .p2align 3
-    jmp .Lc1_d2126_j
-    .p2align 3
-    jmp .Lc1_d2126_j
-    .p2align 3
-    jmp .Lc1_d2126_j
-    .p2align 3
-    jmp .Lc1_d2126_j
-.Lc1_d2126_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    lea r8, [r11*4]
-    vmovdqu ymmword ptr [r15 + rbp + 192], ymm12
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm12
-    mov byte ptr [r15 + r8 + 7680], r8b
-    mov rcx, r8
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 107
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 128
+    mov eax, 95
+    mov eax, eax
+    test ebx, 1073741824
     jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r9
+    mov r9d, 168
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test dword ptr [r15 + 67117724], 1024
+    jnz 1f
 1:
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], al
     and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + r9 + 320], 52
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + r8 + 7552]
-    test dword ptr [r15 + 67117724], 32
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 320], r8b
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], 51
+    test ebx, 256
     jz 1f
 1:
-    mov r9d, ecx
-    mov r9, qword ptr [r15 + rbp + 256]
-    movzx ecx, byte ptr [r15 + r8 + 7616]
-    mov r8d, r8d
+    mov eax, dword ptr [r15 + rbp + 320]
+    movsxd rbp, dword ptr [r15 + r9 + 384]
+    mov qword ptr [r15 + r8 + 128], rbp
     add r11, 64
     inc rbx
     dec r13
@@ -2587,59 +2529,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2191_j]
+    lea rcx, [rip + .Lc1_d2192_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d2191_j:
-    lea r8, [r11 + r11*4]
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
-    lea r9, [r11 + r11*1]
+    jmp .Lc1_d2192_j_t
+.Lc1_d2192_j:
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 320]
-    movzx ebp, al
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 71303168
     jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
     lea rbp, [r11 + r11*1]
-    mov eax, 159
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 256], 102
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + rbp + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    .byte 0x66, 0x90
+    and r8, 64
+    mov byte ptr [r15 + r8 + 448], bpl
+    movzx eax, r8b
+    mov qword ptr [r15 + rbp + 128], rax
+    mov eax, eax
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 1050624
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    mov byte ptr [r15 + r8 + 960], al
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 384]
+    mov rcx, qword ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + r8 + 512], 6
+    mov ebp, 53
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 896], al
-    movsxd rax, dword ptr [r15 + r8 + 1088]
-    movzx ecx, byte ptr [r15 + rbp + 192]
-    jmp 1f
-1:
-    test ebx, 256
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 1024], cl
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 384], cl
-    vpmovmskb ecx, xmm12
     add r11, 64
     inc rbx
     dec r13
@@ -2649,51 +2589,53 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
+    mov dword ptr [r15 + 0], 247
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    test dword ptr [r15 + 67117723], 4096
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 218
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
+    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    vpaddd xmm7, xmm7, xmm7
+    movsxd r8, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 4
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 165
-    test ebx, 512
-    jz 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
     and rbp, 64
-    mov qword ptr [r15 + rbp + 256], rax
-    lea r8, [r11 + r11*1]
-    mov edi, 241
-    mov rax, rax
+    mov eax, dword ptr [r15 + rbp + 192]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 512], r8
     and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
+    mov ecx, dword ptr [r15 + r8 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + r8 + 128]
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 192], r8
-    mov ebp, 222
-    and r8, 64
-    movsxd rbp, dword ptr [r15 + r8 + 384]
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + r8 + 320]
+    mov rax, rax
+    mov eax, 102
+    mov eax, 211
+    mov dword ptr [r15 + rbp + 256], 114
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + r9 + 448], bpl
+    mov ebp, 113
+    mov ebp, ebp
+    mov dword ptr [r15 + r8 + 64], 246
     add r11, 64
     inc rbx
     dec r13
@@ -2702,81 +2644,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d2287_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d2287_s:
-    .p2align 3
-    jmp .Lc1_d2287_j
-    .p2align 3
-    jmp .Lc1_d2287_j
-.Lc1_d2287_j:
-    jmp 1f
-1:
-    movzx ecx, dil
-    mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 111
-    movzx ecx, al
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    movzx ecx, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ebp
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, rcx
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpxor xmm12, xmm12, xmm13
+    lea rcx, [rip + .Lc1_d2291_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2291_j_t
+.Lc1_d2291_j:
+    movzx eax, cl
+    mov ecx, 8
     lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
+    mov ecx, 140
     and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 128]
+    mov byte ptr [r15 + rbp + 64], bpl
     and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 384]
-    movzx eax, dil
+    movzx ecx, byte ptr [r15 + r8 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 134217856
+    jz 1f
+1:
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    vpxor xmm7, xmm7, xmm5
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, rcx
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov ecx, dword ptr [r15 + r8 + 256]
+    mov r9d, 164
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + rbp + 128], rbp
+    movzx ecx, r9b
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 320], 187
-    movsxd r8, dword ptr [r15 + rbp + 64]
-    mov ebp, 254
+    mov rcx, r9
     and r9, 64
-    mov qword ptr [r15 + r9 + 512], rdi
-    mov ebp, dword ptr [r15 + r9 + 448]
+    movzx ecx, byte ptr [r15 + r9 + 320]
+    mov ebp, dword ptr [r15 + r9 + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -2785,126 +2705,115 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 7
-    test dword ptr [r15 + 67117723], 8
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov rax, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32
+    setz al
+    lea rcx, [rip + .Lc1_d2344_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2344_s_t
+    .p2align 3
+.Lc1_d2344_s:
+    .p2align 3
+    jmp .Lc1_d2344_j
+    .p2align 3
+    jmp .Lc1_d2344_j
+.Lc1_d2344_j:
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
     and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 384]
-    test ebx, 640
-    jz 1f
+    mov byte ptr [r15 + rbp + 448], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 16777218
+    jnz 1f
 1:
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
-    movzx eax, byte ptr [r15 + r8 + 256]
-    and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + r9 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 320], 242
+    movsxd rcx, dword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    mov eax, dword ptr [r15 + rbp + 512]
+    test dword ptr [r15 + 67117723], 3149824
+    jz 1f
+1:
+    mov ebp, eax
+    and r9, 64
+    mov byte ptr [r15 + r9 + 320], al
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], 203
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + r9 + 384]
+    mov r9d, 57
+    movzx r9d, r8b
+    mov dword ptr [r15 + rbp + 128], 31
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c47:
-    lea rcx, [rip + .Lc1_d2398_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d2398_j:
-    jmp 1f
-1:
-    mov ecx, 166
-    mov rcx, rcx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 640
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
-    mov r9, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r8d, dword ptr [r15 + 0]
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 109
-    lea r9, [r11*4]
-    lea r8, [r11 + r11*1]
-    mov ecx, 27
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 512]
-    and r9, 192
-    mov qword ptr [r15 + r9 + 768], r9
-    mov byte ptr [r15 + r8 + 448], r9b
-    mov dword ptr [r15 + r9 + 704], r9d
-    test ebx, 28544
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 162
+    lea rbp, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 576], r8d
-    mov byte ptr [r15 + r9 + 640], r9b
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1536]
+    mov qword ptr [r15 + rbp + 1408], rax
     lea r9, [r11 + r11*1]
+    mov eax, r9d
+    test dword ptr [r15 + 67117724], 33557673
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
     and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 128]
-    movsxd rcx, dword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + r9 + 192], 236
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], ebp
+    mov rax, qword ptr [r15 + rbp + 1600]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r8 + 320], rbp
+    mov r8d, r9d
+    mov r8, qword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + r9 + 256], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + rbp + 1664], r8
+    mov dword ptr [r15 + rbp + 1472], r8d
+    mov r8d, r8d
     add r11, 64
     inc rbx
     dec r13
@@ -2913,62 +2822,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2458_j]
+    lea rcx, [rip + .Lc1_d2442_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d2458_j:
+    jmp .Lc1_d2442_j_t
+.Lc1_d2442_j:
     lea r8, [r11 + r11*1]
+    jmp 1f
+1:
     and r8, 64
-    add qword ptr [r15 + r8 + 128], r8
+    movsxd rcx, dword ptr [r15 + r8 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 8388736
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vpmovmskb ecx, xmm12
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 33024
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], r9b
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 190
-    test ebx, 256
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + r9 + 256]
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 64], r8b
-    mov r9d, ecx
-    test ebx, 1073741824
+    movzx ecx, r8b
+    mov ecx, 243
+    test dword ptr [r15 + 67117724], 33555488
     jz 1f
 1:
-    movzx r9d, r9b
-    mov ecx, r9d
-    mov dword ptr [r15 + rbp + 384], 176
+    mov ecx, ebp
+    mov rcx, r9
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 139
+    test dword ptr [r15 + 67117723], 536870912
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    lea rbp, [r11 + r11*1]
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 64], cl
+    lea r9, [r11 + r11*1]
+    test dword ptr [r15 + 67117724], 1073741824
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + r8 + 448]
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 192]
+    mov qword ptr [r15 + rbp + 128], rax
+    mov rax, qword ptr [r15 + r9 + 256]
+    mov r9d, eax
     add r11, 64
     inc rbx
     dec r13
@@ -2977,62 +2879,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 0], rax
-    movzx eax, byte ptr [r15 + 0]
-    movzx ecx, al
-    movzx ecx, cl
-    mov eax, 142
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 204
+    test dword ptr [r15 + 67117724], 512
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm7, xmm7, xmm7
+    movzx eax, al
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
+    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], eax
-    test dword ptr [r15 + 67117723], 1224736768
-    jz 1f
-1:
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 38
-    mov ecx, r9d
-    mov ecx, 56
-    and r9, 64
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 384], ebp
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 448]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 157
-    lea r8, [r11 + r11*1]
+    lea r8, [r11 + r11*2]
+    mov dword ptr [r15 + rbp + 320], r8d
+    test dword ptr [r15 + 67117723], 294700069
+    jnz 1f
+1:
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 832]
+    mov ecx, 88
+    mov dword ptr [r15 + rbp + 384], 139
+    mov qword ptr [r15 + r9 + 512], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], rdi
+    mov ecx, dword ptr [r15 + r8 + 896]
+    mov byte ptr [r15 + r8 + 960], cl
     jmp 1f
 1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r9 + 320], ymm12
-    vmovdqu ymmword ptr [r15 + rbp + 448], ymm12
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 200
-    .byte 0x66, 0x90
-    mov dword ptr [r15 + r8 + 256], r8d
-    vpaddd xmm12, xmm12, xmm12
+    mov rcx, rcx
     add r11, 64
     inc rbx
     dec r13
@@ -3041,57 +2936,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2562_j]
+    lea rcx, [rip + .Lc1_d2539_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d2562_j:
-    lea rbp, [r11*8]
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1600]
+    jmp .Lc1_d2539_j_t
+.Lc1_d2539_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 188
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 166
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm7
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 219
+    lea rbp, [r11*4]
+    test ebx, 256
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 192
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 212
-    lea r9, [r11 + r11*1]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 576], r8d
+    mov byte ptr [r15 + rbp + 704], r9b
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 512], ymm7
+    vmovdqu ymmword ptr [r15 + rbp + 768], ymm7
+    test dword ptr [r15 + 67117724], 8388640
+    jnz 1f
+1:
+    movzx eax, bpl
+    movzx eax, byte ptr [r15 + rbp + 640]
+    mov r9d, dword ptr [r15 + rbp + 576]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 512]
-    mov qword ptr [r15 + r8 + 640], rcx
-    mov byte ptr [r15 + r9 + 448], al
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 1536], dil
-    test dword ptr [r15 + 67117723], 768
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 1664], r9d
-    mov qword ptr [r15 + rbp + 1408], r8
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 1344], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 1728], rax
-    jmp 1f
-1:
-    mov rax, rax
-    mov rax, rax
-    movzx r9d, byte ptr [r15 + rbp + 1472]
+    mov dword ptr [r15 + r8 + 448], 150
+    and rbp, 64
+    xor dword ptr [r15 + rbp + 128], ecx
+    vmovdqu ymmword ptr [r15 + rbp + 64], ymm7
+    mov ebp, ebp
     add r11, 64
     inc rbx
     dec r13
@@ -3100,51 +2991,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    vmovq qword ptr [r15 + r9 + 320], xmm12
+    mov ebp, eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 122
-    test dword ptr [r15 + 67117724], 537002144
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 32
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11 + r11*2]
-    mov eax, 4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 38
+    mov ecx, 152
+    lea rbp, [r11*4]
+    lea r8, [r11 + r11*1]
     and rbp, 192
-    vmovdqu ymmword ptr [r15 + rbp + 576], ymm12
-    mov dword ptr [r15 + r9 + 384], 48
-    mov dword ptr [r15 + rbp + 704], eax
-    test dword ptr [r15 + 67117724], 16384
+    movsxd rcx, dword ptr [r15 + rbp + 704]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], 134
+    jmp 1f
+1:
+    test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov rax, r9
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], 3
-    jmp 1f
-1:
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + rbp + 640]
+    mov dword ptr [r15 + rbp + 576], ecx
+    movzx ecx, r8b
+    mov ecx, 233
+    movsxd rcx, dword ptr [r15 + rbp + 768]
+    mov eax, dword ptr [r15 + r8 + 128]
+    lea r8, [r11 + r11*2]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r9 + 512], r9
-    mov r9d, eax
+    vpshufd xmm7, xmm7, 18
+    and r8, 448
+    mov byte ptr [r15 + r8 + 896], r8b
+    mov ecx, 45
+    mov rcx, rax
+    movzx ecx, byte ptr [r15 + r8 + 960]
+    test dword ptr [r15 + 67117723], 67110928
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + r8 + 832]
+    mov r8d, r9d
+    mov byte ptr [r15 + rbp + 640], r8b
     jmp 1f
 1:
-    mov r9, r9
     add r11, 64
     inc rbx
     dec r13
@@ -3154,135 +3054,127 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 131072
+    test dword ptr [r15 + 67117724], 65536
     setz al
-    lea rcx, [rip + .Lc1_d2655_s]
+    lea rcx, [rip + .Lc1_d2639_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d2639_s_t
     .p2align 3
-.Lc1_d2655_s:
+.Lc1_d2639_s:
     .p2align 3
-    jmp .Lc1_d2655_j
+    jmp .Lc1_d2639_j
     .p2align 3
-    jmp .Lc1_d2655_j
-.Lc1_d2655_j:
-    lea r9, [r11*8]
-    and r9, 8128
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 7488], 242
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], 209
+    jmp .Lc1_d2639_j
+.Lc1_d2639_j:
     lea r8, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + r9 + 7808]
     and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 64]
-    mov byte ptr [r15 + rbp + 512], r9b
-    test ebx, 1664
+    mov ecx, dword ptr [r15 + r8 + 512]
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 130
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    test dword ptr [r15 + 67117724], 8196
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], rax
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], r9d
+    movzx eax, r9b
+    movzx eax, bpl
+    mov dword ptr [r15 + r9 + 512], 204
+    mov qword ptr [r15 + r8 + 448], rax
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov rbp, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + r9 + 7680]
-    vpor xmm12, xmm12, xmm12
+    mov r9d, dword ptr [r15 + rbp + 128]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + r9 + 7616]
-    mov eax, 186
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + r9 + 7744], ymm12
-    mov rbp, rax
-    mov eax, dword ptr [r15 + r8 + 128]
-    movzx r8d, byte ptr [r15 + r9 + 7872]
-    or qword ptr [r15 + r9 + 7552], 98
+    vpxor xmm7, xmm7, xmm12
+    mov rbp, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c53:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2712_j]
+    lea rcx, [rip + .Lc1_d2694_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d2712_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rbp
-    mov ecx, ebp
+    jmp .Lc1_d2694_j_t
+.Lc1_d2694_j:
+    lea rbp, [r11*8]
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 960]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 3145728
-    jz 1f
-1:
-    mov ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 3
-    test dword ptr [r15 + 67117724], 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], r8d
+    mov ecx, 49
+    mov ecx, 159
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 238
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + rbp + 1216]
+    mov r9, r11
+    mov dword ptr [r15 + rbp + 896], r9d
+    and r9, 8128
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 7488], 14
+    test ebx, 1280
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 1152], ymm7
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 87
+    mov dword ptr [r15 + rbp + 1088], r8d
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 320], 160
-    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 246
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], r8d
-    mov dword ptr [r15 + r8 + 448], ecx
-    mov r8, qword ptr [r15 + rbp + 128]
+    mov byte ptr [r15 + rbp + 832], r9b
+    mov r9, qword ptr [r15 + rbp + 1024]
+    mov ebp, 173
+    movzx ebp, byte ptr [r15 + r8 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov r8, rax
+    movzx ebp, r8b
+    vpaddd xmm7, xmm7, xmm7
+    mov r8d, 248
+    mov r8d, 92
     add r11, 64
     inc rbx
     dec r13
@@ -3291,54 +3183,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r8, [r11 + r11*4]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1472], 174
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    movzx r9d, byte ptr [r15 + r8 + 192]
+    mov eax, 160
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 34086912
+    test dword ptr [r15 + 67117723], 4096
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rax, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
+    test dword ptr [r15 + 67117723], 524288
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 14
-    mov byte ptr [r15 + r8 + 1536], al
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], r9d
-    mov byte ptr [r15 + r8 + 1344], r9b
-    movzx eax, byte ptr [r15 + r8 + 1600]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 192], eax
-    test dword ptr [r15 + 67117723], 16777216
+    mov dword ptr [r15 + r8 + 256], r9d
+    mov r8d, dword ptr [r15 + r9 + 1408]
+    test dword ptr [r15 + 67117723], 67108865
     jz 1f
 1:
-    jmp 1f
+    vpshufd xmm7, xmm7, 244
+    lea r8, [r11 + r11*1]
+    mov r9d, 145
+    and r8, 64
+    mov byte ptr [r15 + r8 + 320], cl
+    mov r9d, 127
+    test ebx, 1073741824
+    jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + r8 + 1408], ymm12
-    mov rax, qword ptr [r15 + rbp + 384]
-    mov r9d, 27
+    mov byte ptr [r15 + r8 + 384], r9b
+    mov r9, rdi
+    mov r8d, 77
     add r11, 64
     inc rbx
     dec r13
@@ -3349,134 +3238,130 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d2810_s]
+    lea rcx, [rip + .Lc1_d2791_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d2791_s_t
     .p2align 3
-.Lc1_d2810_s:
+.Lc1_d2791_s:
     .p2align 3
-    jmp .Lc1_d2810_j
+    jmp .Lc1_d2791_j
     .p2align 3
-    jmp .Lc1_d2810_j
+    jmp .Lc1_d2791_j
     .p2align 3
-    jmp .Lc1_d2810_j
+    jmp .Lc1_d2791_j
     .p2align 3
-    jmp .Lc1_d2810_j
+    jmp .Lc1_d2791_j
     .p2align 3
-    jmp .Lc1_d2810_j
+    jmp .Lc1_d2791_j
     .p2align 3
-    jmp .Lc1_d2810_j
+    jmp .Lc1_d2791_j
     .p2align 3
-    jmp .Lc1_d2810_j
+    jmp .Lc1_d2791_j
     .p2align 3
-    jmp .Lc1_d2810_j
-.Lc1_d2810_j:
+    jmp .Lc1_d2791_j
+.Lc1_d2791_j:
+    lea r8, [r11 + r11*1]
     lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*4]
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 320]
+    mov ecx, 49
     and r9, 64
-    mov dword ptr [r15 + r9 + 384], 133
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm12
+    mov rcx, qword ptr [r15 + r9 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 268435456
+    test dword ptr [r15 + 67117723], 262400
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx edi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 256
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + r9 + 128]
+    lea r9, [r11 + r11*4]
+    mov rax, r9
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 165
+    jmp 1f
+1:
+    mov eax, edi
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], 35
-    test dword ptr [r15 + 67117723], 4
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + rbp + 3456]
-    mov dword ptr [r15 + r8 + 128], 111
-    mov r8d, dword ptr [r15 + r9 + 320]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 1074790404
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 3520], r8b
-    mov r8d, dword ptr [r15 + rbp + 3648]
-    movzx r9d, cl
-    mov r9d, dword ptr [r15 + rbp + 3584]
+    vmovdqu xmmword ptr [r15 + r9 + 7616], xmm7
+    mov dword ptr [r15 + r8 + 384], r9d
+    mov dword ptr [r15 + r9 + 7744], 147
+    mov dword ptr [r15 + r9 + 7680], 34
+    mov dword ptr [r15 + r9 + 7552], 237
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c56:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    movzx eax, al
-    movzx eax, al
+    mov dword ptr [r15 + 0], 91
+    movzx r9d, byte ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 384
+    jnz 1f
 1:
+    movzx r9d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rax
+    mov dword ptr [r15 + 0], ebp
+    movzx r9d, r9b
     jmp 1f
 1:
-    vpshufd xmm12, xmm12, 162
-    mov qword ptr [r15 + 0], rax
-    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 47
+    test ebx, 2432
+    jz 1f
+1:
+    and r9, 64
+    lea r8, [r11 + r11*1]
+    mov rax, qword ptr [r15 + r9 + 64]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    vpaddd xmm12, xmm12, xmm12
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 119
+    mov edi, 16
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov eax, 213
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 262656
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + 0], r9
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 192]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
+    and rbp, 64
+    mov edi, dword ptr [r15 + rbp + 320]
+    nop
+    mov rax, r8
+    mov eax, dword ptr [r15 + r8 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 256], r8b
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 64], rax
-    and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 512]
-    mov eax, eax
-    mov byte ptr [r15 + rbp + 448], al
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + r9 + 128]
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + rbp + 384]
+    movzx eax, r8b
     add r11, 64
     inc rbx
     dec r13
@@ -3485,65 +3370,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2918_j]
+    lea rcx, [rip + .Lc1_d2898_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d2918_j:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ebp
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], r8d
-    mov rcx, r8
-    movsxd rcx, dword ptr [r15 + 0]
+    jmp .Lc1_d2898_j_t
+.Lc1_d2898_j:
+    lea r8, [r11*8]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3584], r8b
     jmp 1f
 1:
-    test ebx, 512
+    mov ecx, dword ptr [r15 + r8 + 3520]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 68160
     jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 211
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 219
-    test ebx, 1047040
-    jnz 1f
-1:
+    movzx ecx, cl
+    mov ecx, ecx
+    lea rbp, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, rcx
-    test dword ptr [r15 + 67117723], 258
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 960]
     test ebx, 1073741824
     jz 1f
 1:
+    mov dword ptr [r15 + r8 + 3392], 103
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    mov dword ptr [r15 + r8 + 384], ecx
+    mov byte ptr [r15 + rbp + 1024], r9b
+    mov dword ptr [r15 + rbp + 896], 211
     and r9, 64
-    vmovq qword ptr [r15 + r9 + 128], xmm12
-    mov qword ptr [r15 + r9 + 64], rbp
-    test dword ptr [r15 + 67117724], 2098176
+    mov byte ptr [r15 + r9 + 192], bpl
+    add qword ptr [r15 + r8 + 3712], rcx
+    mov byte ptr [r15 + r8 + 3776], r9b
+    test ebx, 1073741824
     jnz 1f
 1:
-    nop
-    movsxd r9, dword ptr [r15 + rbp + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + rbp + 832], r9b
+    mov ebp, 115
+    mov qword ptr [r15 + r8 + 3648], rbp
+    mov qword ptr [r15 + r9 + 256], rbp
+    mov dword ptr [r15 + r8 + 3456], 112
     add r11, 64
     inc rbx
     dec r13
@@ -3552,140 +3421,139 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d2972_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d2972_s:
-    .p2align 3
-    jmp .Lc1_d2972_j
-    .p2align 3
-    jmp .Lc1_d2972_j
-.Lc1_d2972_j:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 512
-    jnz 1f
-1:
-    mov ecx, ecx
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
     test ebx, 1073741824
     jz 1f
 1:
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*2]
+    or qword ptr [r15 + 0], 10
     jmp 1f
 1:
-    and r9, 1984
-    vmovdqu ymmword ptr [r15 + r9 + 1472], ymm12
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm7
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 8388608
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    .byte 0x0f, 0x1f, 0x00
+    test dword ptr [r15 + 67117723], 528384
+    jnz 1f
+1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 174
+    add qword ptr [r15 + rbp + 192], rbp
+    mov eax, 31
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 256], r9b
+    and r9, 64
+    mov byte ptr [r15 + r9 + 64], dil
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + rbp + 128]
-    and r8, 64
-    movzx ebp, byte ptr [r15 + r8 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + r9 + 1408]
-    mov rbp, rcx
-    mov byte ptr [r15 + r8 + 320], bpl
+    mov dword ptr [r15 + r9 + 128], ebp
+    and rbp, 64
+    mov r9, qword ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + rbp + 320], r9d
+    movzx r9d, r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c59:
-    lea rbp, [r11 + r11*1]
-    mov r8d, ebp
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], bpl
-    mov r9, rcx
-    mov dword ptr [r15 + 0], 24
-    movzx ecx, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov ecx, 15
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, cl
-    vmovq qword ptr [r15 + 0], xmm12
-    mov ecx, ecx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 536870912
+    setz al
+    lea rcx, [rip + .Lc1_d2993_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2993_s_t
+    .p2align 3
+.Lc1_d2993_s:
+    .p2align 3
+    jmp .Lc1_d2993_j
+    .p2align 3
+    jmp .Lc1_d2993_j
+.Lc1_d2993_j:
     mov rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovq qword ptr [r15 + 0], xmm12
-    mov dword ptr [r15 + 0], 203
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 106
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 512]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov r8d, 249
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], 158
+    mov r8d, 169
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, r8d
+    lea r8, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 192
+    movsxd rcx, dword ptr [r15 + r8 + 576]
+    vmovdqu ymmword ptr [r15 + r8 + 640], ymm7
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 256], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, ebp
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + r8 + 768]
+    mov dword ptr [r15 + r8 + 704], ecx
     lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 192], r9
     test ebx, 1073741824
     jnz 1f
 1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 192], r9
-    movzx ecx, byte ptr [r15 + r9 + 256]
-    movzx r9d, byte ptr [r15 + rbp + 128]
-    mov byte ptr [r15 + r8 + 448], r8b
+    mov rbp, qword ptr [r15 + r9 + 320]
+    mov ecx, 246
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + r9 + 384]
+    mov r8d, ecx
     add r11, 64
     inc rbx
     dec r13
@@ -3694,120 +3562,161 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3084_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d3084_j:
-    lea r9, [r11*8]
-    and r9, 4032
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d3057_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3057_s_t
+    .p2align 3
+.Lc1_d3057_s:
+    .p2align 3
+    jmp .Lc1_d3057_j
+    .p2align 3
+    jmp .Lc1_d3057_j
+    .p2align 3
+    jmp .Lc1_d3057_j
+    .p2align 3
+    jmp .Lc1_d3057_j
+    .p2align 3
+    jmp .Lc1_d3057_j
+    .p2align 3
+    jmp .Lc1_d3057_j
+    .p2align 3
+    jmp .Lc1_d3057_j
+    .p2align 3
+    jmp .Lc1_d3057_j
+    .p2align 3
+    jmp .Lc1_d3057_j
+    .p2align 3
+    jmp .Lc1_d3057_j
+    .p2align 3
+    jmp .Lc1_d3057_j
+    .p2align 3
+    jmp .Lc1_d3057_j
+    .p2align 3
+    jmp .Lc1_d3057_j
+    .p2align 3
+    jmp .Lc1_d3057_j
+    .p2align 3
+    jmp .Lc1_d3057_j
+    .p2align 3
+    jmp .Lc1_d3057_j
+.Lc1_d3057_j:
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 3712], 18
+    and r8, 192
+    mov qword ptr [r15 + r8 + 640], r8
+    mov ecx, 184
+    mov byte ptr [r15 + r8 + 576], cl
+    movzx ecx, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, ecx
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + r9 + 3584]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 5
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm7, rax
+    movzx eax, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    test dword ptr [r15 + 67117723], 268960512
+    jz 1f
+1:
     and r8, 64
-    mov qword ptr [r15 + r8 + 128], rax
-    mov rax, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov dword ptr [r15 + r8 + 192], 146
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 20480
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 3776], eax
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r9 + 3456], rax
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 3392], r9b
-    mov dword ptr [r15 + r9 + 3840], 227
-    mov dword ptr [r15 + rbp + 64], 184
-    test dword ptr [r15 + 67117724], 8390656
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + r9 + 3648]
-    mov rax, qword ptr [r15 + r9 + 3520]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + r8 + 64]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 4
+    vmovdqu ymmword ptr [r15 + r8 + 256], ymm7
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c61:
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm12
-    mov r9d, 210
-    mov r9d, 79
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    lea r9, [r11 + r11*1]
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], r9b
-    and r8, 64
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 256], bpl
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov rax, qword ptr [r15 + rbp + 128]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], 123
+    movsxd rcx, dword ptr [r15 + rbp + 64]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 8320
+    jz 1f
+1:
+    mov ebp, 77
+    mov ebp, 31
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    vmovq qword ptr [r15 + r9 + 256], xmm12
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 512], rbp
-    mov qword ptr [r15 + r8 + 192], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    movzx ebp, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 448], 179
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 256], bpl
+    mov rbp, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 384], bpl
+    mov dword ptr [r15 + r9 + 192], 237
+    movzx ecx, bpl
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -3816,73 +3725,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3185_j]
+    lea rcx, [rip + .Lc1_d3177_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d3185_j:
+    jmp .Lc1_d3177_j_t
+.Lc1_d3177_j:
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], ebp
-    mov ecx, 139
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 46
-    test ebx, 1073741824
-    jz 1f
-1:
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm12, xmm12, xmm12
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    test dword ptr [r15 + 67117724], 4
-    jnz 1f
-1:
-    movzx ecx, bpl
-    mov ecx, ecx
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov eax, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 97
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 192]
-    mov eax, 223
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 64]
     movzx eax, cl
-    mov byte ptr [r15 + rbp + 320], bpl
-    mov dword ptr [r15 + r9 + 128], eax
-    test dword ptr [r15 + 67117724], 34603520
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1536], 250
+    mov rax, qword ptr [r15 + r8 + 1472]
+    mov ecx, 168
+    test dword ptr [r15 + 67117724], 4194304
     jz 1f
 1:
-    mov rcx, r8
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 1408], edi
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 256], r8d
-    jmp 1f
+    mov ecx, ebp
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 171
+    movzx ecx, r9b
+    test ebx, 1073741824
+    jnz 1f
 1:
-    jmp 1f
-1:
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    movzx r8d, al
+    movzx r8d, byte ptr [r15 + rbp + 7552]
+    mov edi, dword ptr [r15 + r9 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -3891,104 +3783,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d3243_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d3243_s:
-    .p2align 3
-    jmp .Lc1_d3243_j
-    .p2align 3
-    jmp .Lc1_d3243_j
-    .p2align 3
-    jmp .Lc1_d3243_j
-    .p2align 3
-    jmp .Lc1_d3243_j
-    .p2align 3
-    jmp .Lc1_d3243_j
-    .p2align 3
-    jmp .Lc1_d3243_j
-    .p2align 3
-    jmp .Lc1_d3243_j
-    .p2align 3
-    jmp .Lc1_d3243_j
-    .p2align 3
-    jmp .Lc1_d3243_j
-    .p2align 3
-    jmp .Lc1_d3243_j
-    .p2align 3
-    jmp .Lc1_d3243_j
-    .p2align 3
-    jmp .Lc1_d3243_j
-    .p2align 3
-    jmp .Lc1_d3243_j
-    .p2align 3
-    jmp .Lc1_d3243_j
-    .p2align 3
-    jmp .Lc1_d3243_j
-    .p2align 3
-    jmp .Lc1_d3243_j
-.Lc1_d3243_j:
-    lea r8, [r11*4]
-    movzx ecx, r8b
+    lea rcx, [rip + .Lc1_d3226_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3226_j_t
+.Lc1_d3226_j:
+    mov eax, edi
     mov rcx, rax
-    and r8, 192
-    lea r9, [r11*4]
-    vmovdqu ymmword ptr [r15 + r8 + 704], ymm12
-    jmp 1f
-1:
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3520], rax
-    mov rax, r9
+    mov rcx, rcx
+    mov eax, ecx
+    movzx ecx, al
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov rax, rax
-    mov dword ptr [r15 + r9 + 3456], eax
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + r8 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 130
+    movzx ecx, dil
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    movzx eax, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 230
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm7
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + r8 + 768], r8b
-    lea rbp, [r11 + r11*1]
-    mov eax, 130
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], r9d
-    mov byte ptr [r15 + rbp + 256], r9b
+    lea r8, [r11*4]
+    lea r9, [r11 + r11*1]
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
+    and r8, 192
+    mov rcx, qword ptr [r15 + r8 + 704]
+    mov qword ptr [r15 + r8 + 640], rax
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 384]
+    movzx edi, al
     test ebx, 512
     jz 1f
 1:
+    mov rax, qword ptr [r15 + r8 + 768]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + r9 + 3584], ymm12
+    mov edi, eax
+    movzx eax, byte ptr [r15 + r8 + 576]
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 640], rbp
-    mov ebp, 195
+    test dword ptr [r15 + 67117723], 32768
+    jnz 1f
+1:
+    mov rax, rbp
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 512]
+    mov dword ptr [r15 + r8 + 448], 81
+    movzx r8d, byte ptr [r15 + r9 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -4006,38 +3855,32 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 32768
+    test dword ptr [r15 + 67117723], 262144
     setz al
-    lea rcx, [rip + .Lc1_d3323_s]
+    lea rcx, [rip + .Lc1_d3286_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d3286_s_t
     .p2align 3
-.Lc1_d3323_s:
+.Lc1_d3286_s:
     .p2align 3
-    jmp .Lc1_d3323_j
+    jmp .Lc1_d3286_j
     .p2align 3
-    jmp .Lc1_d3323_j
-.Lc1_d3323_j:
+    jmp .Lc1_d3286_j
+.Lc1_d3286_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 262656
-    jz 1f
-1:
-    mov eax, 69
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 8256
+    mov rcx, r9
+    test ebx, 45040
     jnz 1f
 1:
-    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r10 + r10*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, ecx
+    test dword ptr [r15 + 67117724], 536870912
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
@@ -4045,33 +3888,42 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 56192
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov rax, r8
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], 41
     and r9, 64
-    mov dword ptr [r15 + r9 + 192], r9d
-    test dword ptr [r15 + 67117723], 1149670020
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 128], 56
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lock xadd qword ptr [r15 + rbp + 320], r8
+    mov dword ptr [r15 + r9 + 384], r9d
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, r8b
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 1408], edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lock xadd qword ptr [r15 + r9 + 320], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    mov r8d, 30
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
     add r11, 64
     add r10, r11
     inc rbx
@@ -4083,104 +3935,99 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d3382_s]
+    lea rcx, [rip + .Lc1_d3348_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d3348_s_t
     .p2align 3
-.Lc1_d3382_s:
+.Lc1_d3348_s:
     .p2align 3
-    jmp .Lc1_d3382_j
+    jmp .Lc1_d3348_j
     .p2align 3
-    jmp .Lc1_d3382_j
+    jmp .Lc1_d3348_j
     .p2align 3
-    jmp .Lc1_d3382_j
+    jmp .Lc1_d3348_j
     .p2align 3
-    jmp .Lc1_d3382_j
+    jmp .Lc1_d3348_j
     .p2align 3
-    jmp .Lc1_d3382_j
+    jmp .Lc1_d3348_j
     .p2align 3
-    jmp .Lc1_d3382_j
+    jmp .Lc1_d3348_j
     .p2align 3
-    jmp .Lc1_d3382_j
+    jmp .Lc1_d3348_j
     .p2align 3
-    jmp .Lc1_d3382_j
+    jmp .Lc1_d3348_j
     .p2align 3
-    jmp .Lc1_d3382_j
+    jmp .Lc1_d3348_j
     .p2align 3
-    jmp .Lc1_d3382_j
+    jmp .Lc1_d3348_j
     .p2align 3
-    jmp .Lc1_d3382_j
+    jmp .Lc1_d3348_j
     .p2align 3
-    jmp .Lc1_d3382_j
+    jmp .Lc1_d3348_j
     .p2align 3
-    jmp .Lc1_d3382_j
+    jmp .Lc1_d3348_j
     .p2align 3
-    jmp .Lc1_d3382_j
+    jmp .Lc1_d3348_j
     .p2align 3
-    jmp .Lc1_d3382_j
+    jmp .Lc1_d3348_j
     .p2align 3
-    jmp .Lc1_d3382_j
-.Lc1_d3382_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 48576
-    jz 1f
-1:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 268435460
-    jz 1f
-1:
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    jmp .Lc1_d3348_j
+.Lc1_d3348_j:
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 76
-    test dword ptr [r15 + 67117723], 16777216
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], 130
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
+    and r8, 64
+    mov r9, r11
+    mov dword ptr [r15 + r8 + 64], 100
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 320], r9b
+    test ebx, 3960
+    jz 1f
+1:
+    mov r9d, r9d
+    test ebx, 384
+    jnz 1f
+1:
+    mov qword ptr [r15 + r8 + 128], r8
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r11
-    mov rax, rcx
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 252
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 2
+    jz 1f
+1:
+    mov r8, r9
+    test ebx, 800
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 16908288
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 4096
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     add r11, 64
     inc rbx
     dec r13
@@ -4197,58 +4044,80 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3463_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d3463_j:
-    mov ecx, r8d
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 524288
+    setz al
+    lea rcx, [rip + .Lc1_d3425_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3425_s_t
+    .p2align 3
+.Lc1_d3425_s:
+    .p2align 3
+    jmp .Lc1_d3425_j
+    .p2align 3
+    jmp .Lc1_d3425_j
+.Lc1_d3425_j:
+    lea r8, [r11*4]
+    lea r9, [r11 + r11*1]
+    and r8, 192
+    mov qword ptr [r15 + r8 + 768], rax
+    jmp 1f
+1:
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 448]
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 704], rax
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ecx
-    test dword ptr [r15 + 67117724], 524352
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3520], ymm12
-    xor dword ptr [r15 + r8 + 3712], r8d
-    movzx ecx, r8b
-    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], ebp
-    movzx ecx, r8b
-    lea r9, [r11 + r11*1]
-    movzx ecx, r8b
-    mov dword ptr [r15 + r8 + 3584], eax
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm12
-    and r9, 64
-    xor dword ptr [r15 + r9 + 320], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 184
+    mov rax, r9
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + r8 + 3648]
-    vmovdqu ymmword ptr [r15 + r9 + 384], ymm12
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 3456], 116
-    movzx r9d, bpl
-    mov dword ptr [r15 + rbp + 448], eax
+    mov rax, rcx
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 256], r9
+    movsxd rcx, dword ptr [r15 + r8 + 640]
+    movzx eax, byte ptr [r15 + r8 + 576]
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + r9 + 512], xmm7
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 262144
+    jnz 1f
+1:
+    movzx r9d, al
+    mov r9d, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 104
+    mov byte ptr [r15 + rbp + 192], r9b
+    jmp 1f
+1:
+    movzx r9d, sil
     add r11, 64
     inc rbx
     dec r13
@@ -4257,53 +4126,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d3487_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3487_j_t
+.Lc1_d3487_j:
+    lea r9, [r11*4]
+    jmp 1f
+1:
+    and r9, 192
+    lea rbp, [r11 + r11*2]
+    vmovdqu xmmword ptr [r15 + r9 + 640], xmm7
+    vmovdqu xmmword ptr [r15 + r9 + 576], xmm7
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7552], eax
+    mov eax, 164
+    movzx eax, cl
+    movzx eax, r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + rbp + 7616]
+    mov ecx, 29
+    movzx ecx, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
+    mov rcx, rbp
+    test dword ptr [r15 + 67117723], 268959744
+    jz 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 105
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + r9 + 704]
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov eax, r8d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 226
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11*4]
-    test dword ptr [r15 + 67117723], 4194432
-    jnz 1f
-1:
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 576], esi
-    mov dword ptr [r15 + rbp + 640], 58
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], r9b
-    movzx esi, al
-    mov dword ptr [r15 + rbp + 768], esi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    test dword ptr [r15 + 67117723], 2129921
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 384], bpl
+    mov dword ptr [r15 + rbp + 7488], 99
+    mov byte ptr [r15 + r9 + 768], r8b
     and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
+    mov dword ptr [r15 + r8 + 512], edi
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + rbp + 704]
-    mov ebp, dword ptr [r15 + r8 + 256]
-    jmp 1f
-1:
+    mov dword ptr [r15 + r8 + 448], 130
+    mov r8, rax
     add r11, 64
     inc rbx
     dec r13
@@ -4312,59 +4183,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3557_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d3557_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    lea r9, [r11*4]
-    mov qword ptr [r15 + rbp + 256], r9
-    jmp 1f
-1:
-    and r9, 192
-    mov dword ptr [r15 + r9 + 704], r9d
-    mov qword ptr [r15 + 0], rcx
+    lea rbp, [r11*4]
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 704], r8b
+    mov dword ptr [r15 + 0], 70
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 32768
+    jz 1f
 1:
-    jmp 1f
-1:
-    mov rcx, rax
+    movzx eax, al
+    movzx r8d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov eax, 84
+    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r8d, 221
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 77
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 336470144
+    jmp 1f
+1:
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 67371010
     jz 1f
 1:
+    mov byte ptr [r15 + rbp + 576], r8b
+    movzx eax, r8b
+    mov qword ptr [r15 + r8 + 128], r9
     jmp 1f
 1:
-    vpshufd xmm12, xmm12, 208
-    mov r8d, 177
-    mov r8, qword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + rbp + 192]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
-    mov qword ptr [r15 + r9 + 576], rbp
-    test dword ptr [r15 + 67117723], 3072
+    mov eax, eax
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, r8d
-    mov eax, 167
-    vmovq qword ptr [r15 + r8 + 128], xmm12
-    mov ebp, dword ptr [r15 + r9 + 640]
-    mov rax, r8
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 768], r8d
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], r8d
+    vmovdqu ymmword ptr [r15 + rbp + 768], ymm7
+    mov dword ptr [r15 + rbp + 640], r8d
+    movsxd rax, dword ptr [r15 + r8 + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -4373,47 +4239,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 448]
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d3583_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3583_j_t
+.Lc1_d3583_j:
     jmp 1f
 1:
+    movzx edx, byte ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm7
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rdx
+    mov edx, 168
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm7
+    mov dword ptr [r15 + 0], eax
+    test dword ptr [r15 + 67117724], 276824064
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 86
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 58
+    mov eax, 251
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, rax
+    add qword ptr [r15 + 0], rax
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], r8d
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, sil
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 33685504
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    mov qword ptr [r15 + r8 + 320], rax
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 384], r9d
-    mov r8, qword ptr [r15 + rbp + 512]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], 39
-    mov rbp, r9
-    mov ebp, 13
-    movsxd rbp, dword ptr [r15 + r9 + 128]
+    mov byte ptr [r15 + r8 + 256], dl
+    and rbp, 64
+    movzx edx, byte ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + rbp + 384], 26
+    lea rbp, [r11 + r11*1]
+    mov eax, 55
+    mov dword ptr [r15 + r8 + 192], r8d
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 36
+    mov dword ptr [r15 + rbp + 320], 202
+    mov ebp, 225
+    mov ebp, 219
     add r11, 64
     inc rbx
     dec r13
@@ -4422,65 +4297,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 524288
-    setz al
-    lea rcx, [rip + .Lc1_d3651_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d3651_s:
-    .p2align 3
-    jmp .Lc1_d3651_j
-    .p2align 3
-    jmp .Lc1_d3651_j
-.Lc1_d3651_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    lea r8, [r11 + r11*4]
-    or qword ptr [r15 + rbp + 512], 16
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1472], eax
-    jmp 1f
-1:
-    mov eax, 90
+    mov eax, 100
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    test dword ptr [r15 + 67117723], 134217736
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
-    test dword ptr [r15 + 67117724], 8388608
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 1600], eax
-    mov dword ptr [r15 + r8 + 1536], 68
-    mov rax, rcx
-    mov eax, dword ptr [r15 + rbp + 448]
-    mov ebp, ebp
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
+    mov eax, 201
+    mov byte ptr [r15 + 0], r9b
+    mov eax, eax
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], r8d
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 1344], eax
-    mov dword ptr [r15 + r8 + 1408], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 64
+    jz 1f
+1:
+    movzx eax, al
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 152
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], ebp
+    lea rbp, [r11 + r11*1]
+    movzx eax, bpl
+    and rbp, 64
     mov qword ptr [r15 + rbp + 64], rbp
-    movzx ebp, bpl
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    vmovdqu xmm0, xmmword ptr [r15 + r8 + 320]
+    mov rax, qword ptr [r15 + r8 + 384]
+    mov qword ptr [r15 + r9 + 128], rax
+    mov qword ptr [r15 + rbp + 128], rax
     jmp 1f
 1:
     add r11, 64
@@ -4491,129 +4355,132 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3706_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d3706_j:
-    movzx eax, cl
-    movzx ecx, byte ptr [r15 + 0]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8192
+    setz al
+    lea rcx, [rip + .Lc1_d3683_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3683_s_t
+    .p2align 3
+.Lc1_d3683_s:
+    .p2align 3
+    jmp .Lc1_d3683_j
+    .p2align 3
+    jmp .Lc1_d3683_j
+.Lc1_d3683_j:
+    mov dword ptr [r15 + 0], 230
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    movsxd rcx, dword ptr [r15 + 0]
     mov rax, qword ptr [r15 + 0]
-    mov rbp, rbp
+    mov r8, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    nop
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
+    movzx eax, byte ptr [r15 + 0]
     mov byte ptr [r15 + 0], al
-    mov rax, rbp
+    jmp 1f
+1:
+    vpshufd xmm7, xmm0, 103
+    mov dword ptr [r15 + 0], eax
+    mov eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 217
+    mov ecx, 70
+    test bl, 80
+    jnz 1f
+1:
+    mov eax, 89
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], r8d
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], r8d
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 32
+    movzx eax, bpl
+    movzx eax, cl
+    test ebx, 1073741824
     jz 1f
 1:
     and rbp, 64
-    lea r8, [r11 + r11*1]
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + rbp + 64]
+    xor dword ptr [r15 + rbp + 512], ebp
     jmp 1f
 1:
-    movzx eax, bpl
+    mov dword ptr [r15 + r8 + 256], r9d
+    lea r8, [r11 + r11*1]
+    mov ecx, eax
     and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 256]
-    mov byte ptr [r15 + rbp + 128], bpl
-    lea rbp, [r11 + r11*1]
-    mov rcx, rbp
-    test dword ptr [r15 + 67117724], 16384
-    jnz 1f
+    mov dword ptr [r15 + r8 + 128], 225
+    jmp 1f
 1:
-    mov rcx, rcx
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 157
-    mov ecx, r8d
-    mov ecx, 44
-    mov dword ptr [r15 + r8 + 192], ecx
-    mov qword ptr [r15 + rbp + 128], r9
+    mov qword ptr [r15 + r8 + 64], rax
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 448], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c6:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d3748_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3748_j_t
+.Lc1_d3748_j:
+    lea rbp, [r11*4]
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 640], ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    movzx ecx, cl
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rbp, rcx
-    test ebx, 1073741824
+    mov ecx, 58
+    movzx ecx, al
+    test bl, 32
     jz 1f
 1:
-    mov ecx, 82
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov dword ptr [r15 + 0], 248
-    test bl, 32
-    jnz 1f
-1:
-    movzx ecx, cl
-    lea rbp, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    movsxd rcx, dword ptr [r15 + rbp + 704]
-    movsxd r8, dword ptr [r15 + rbp + 640]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ebp
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 320], ymm12
-    inc dword ptr [r15 + rbp + 768]
-    mov rcx, r8
+    mov ecx, dword ptr [r15 + 0]
+    mov eax, 155
     jmp 1f
 1:
     lea r8, [r11 + r11*1]
-    jmp 1f
+    test dword ptr [r15 + 67117723], 1310976
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], rcx
+    mov ecx, 126
+    mov dword ptr [r15 + r8 + 64], 214
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
 1:
     and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
+    vmovq qword ptr [r15 + r8 + 384], xmm0
+    mov qword ptr [r15 + r8 + 320], rbp
+    mov r8d, eax
+    mov dword ptr [r15 + rbp + 704], 121
+    mov eax, 31
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 256], r8b
-    vmovq xmm12, r9
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 384], cl
-    mov dword ptr [r15 + rbp + 576], ecx
-    mov r9d, eax
+    mov eax, 133
+    mov dword ptr [r15 + rbp + 768], eax
+    mov qword ptr [r15 + rbp + 576], rax
+    mov eax, eax
     add r11, 64
     inc rbx
     dec r13
@@ -4622,88 +4489,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d3814_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d3814_s:
-    .p2align 3
-    jmp .Lc1_d3814_j
-    .p2align 3
-    jmp .Lc1_d3814_j
-    .p2align 3
-    jmp .Lc1_d3814_j
-    .p2align 3
-    jmp .Lc1_d3814_j
-    .p2align 3
-    jmp .Lc1_d3814_j
-    .p2align 3
-    jmp .Lc1_d3814_j
-    .p2align 3
-    jmp .Lc1_d3814_j
-    .p2align 3
-    jmp .Lc1_d3814_j
-    .p2align 3
-    jmp .Lc1_d3814_j
-    .p2align 3
-    jmp .Lc1_d3814_j
-    .p2align 3
-    jmp .Lc1_d3814_j
-    .p2align 3
-    jmp .Lc1_d3814_j
-    .p2align 3
-    jmp .Lc1_d3814_j
-    .p2align 3
-    jmp .Lc1_d3814_j
-    .p2align 3
-    jmp .Lc1_d3814_j
-    .p2align 3
-    jmp .Lc1_d3814_j
-.Lc1_d3814_j:
+    vpshufd xmm0, xmm7, 105
+    mov eax, 98
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 18
-    lea r8, [r11 + r11*4]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7744], rax
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm12
-    test dword ptr [r15 + 67117723], 1048584
-    jnz 1f
-1:
-    mov eax, ecx
-    mov eax, eax
-    mov eax, ecx
-    mov eax, 125
-    mov eax, esi
-    mov eax, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + r8 + 7616], r9d
-    mov dword ptr [r15 + r8 + 7552], 234
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 136577025
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, r9b
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov rax, rax
+    mov rax, r8
+    movzx eax, al
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    test dword ptr [r15 + 67117723], 32
+    jz 1f
+1:
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 320]
-    vmovq xmm12, rax
-    movsxd rax, dword ptr [r15 + r8 + 7680]
-    vmovdqu ymmword ptr [r15 + r9 + 448], ymm8
-    mov byte ptr [r15 + rbp + 384], r8b
-    mov r9, rcx
+    mov eax, dword ptr [r15 + rbp + 64]
+    lea r8, [r11 + r11*1]
+    mov rcx, rdx
+    and r8, 64
+    movsxd rdx, dword ptr [r15 + r8 + 128]
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 64], rbp
+    mov r8d, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, r8d
+    lea r8, [r11 + r11*1]
+    mov rax, r8
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], 235
+    mov rdx, r8
+    mov dword ptr [r15 + r8 + 384], edx
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + rbp + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -4720,79 +4554,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d3884_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d3884_s:
-    .p2align 3
-    jmp .Lc1_d3884_j
-    .p2align 3
-    jmp .Lc1_d3884_j
-    .p2align 3
-    jmp .Lc1_d3884_j
-    .p2align 3
-    jmp .Lc1_d3884_j
-    .p2align 3
-    jmp .Lc1_d3884_j
-    .p2align 3
-    jmp .Lc1_d3884_j
-    .p2align 3
-    jmp .Lc1_d3884_j
-    .p2align 3
-    jmp .Lc1_d3884_j
-.Lc1_d3884_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 256], rax
+    lea rcx, [rip + .Lc1_d3852_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3852_j_t
+.Lc1_d3852_j:
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 448], rdx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 537165824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov eax, 251
-    test dword ptr [r15 + 67117723], 536871936
-    jnz 1f
-1:
-    mov r9, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
+    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    lea rbp, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7616]
+    mov eax, dword ptr [r15 + rbp + 7680]
     and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 512]
-    test ebx, 1073741824
+    mov qword ptr [r15 + r9 + 64], r8
+    mov qword ptr [r15 + r8 + 512], rbp
+    test dword ptr [r15 + 67117723], 135266304
     jnz 1f
 1:
-    movzx eax, r9b
-    mov qword ptr [r15 + rbp + 192], rax
-    mov eax, eax
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
+    mov dword ptr [r15 + rbp + 7488], 141
+    mov r8d, ebp
+    movzx r8d, r8b
+    mov r8d, ebp
+    test dword ptr [r15 + 67117724], 1026
+    jnz 1f
 1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], bpl
-    mov eax, 31
-    mov rax, r8
-    movzx eax, byte ptr [r15 + r9 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 41
-    mov rax, rax
-    mov qword ptr [r15 + rbp + 64], rbp
+    mov dword ptr [r15 + r9 + 128], 82
+    mov r8, r8
+    mov r9d, 100
+    mov qword ptr [r15 + rbp + 7552], r9
     add r11, 64
     inc rbx
     dec r13
@@ -4803,200 +4608,234 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    vmovq xmm0, rax
+    test dword ptr [r15 + 67117723], 536871936
+    jz 1f
+1:
+    lea r9, [r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3648], ebp
-    lea r9, [r11 + r11*1]
-    mov eax, 42
-    mov qword ptr [r15 + rbp + 3456], rbp
-    and r9, 16320
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + r9 + 15744]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + rbp + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 1088], 244
     lea r8, [r11 + r11*1]
-    movzx esi, r8b
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], 127
-    movzx esi, byte ptr [r15 + rbp + 3776]
     test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, r8b
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 128]
+    mov byte ptr [r15 + r9 + 1152], r9b
+    mov dword ptr [r15 + r9 + 896], 185
+    test ebx, 253760
     jz 1f
 1:
-    mov byte ptr [r15 + r8 + 384], sil
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + rbp + 3584]
-    mov dword ptr [r15 + rbp + 3520], esi
-    movzx esi, al
-    test dword ptr [r15 + 67117723], 2105360
-    jz 1f
+    mov ebp, 228
+    mov dword ptr [r15 + r9 + 1024], 26
+    mov byte ptr [r15 + r9 + 832], bpl
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 64], rcx
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 3712], r8
-    mov qword ptr [r15 + rbp + 3840], rax
-    vpaddd xmm12, xmm12, xmm11
-    mov dword ptr [r15 + r9 + 15680], 100
+    mov r8, rcx
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], dl
+    mov dword ptr [r15 + rbp + 448], ebp
+    movzx ecx, byte ptr [r15 + r9 + 960]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    lea rcx, [rip + .Lc1_d3986_j]
+    lea rcx, [rip + .Lc1_d3938_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d3986_j:
-    mov rcx, rcx
+    jmp .Lc1_d3938_j_t
+.Lc1_d3938_j:
+    lea rbp, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    mov ecx, r8d
-    movzx ecx, cl
-    movzx ecx, cl
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 238
     and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, r8
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + r8 + 128]
+    mov r9d, 144
+    mov r9d, 36
+    lea r9, [r11*8]
+    mov eax, 115
+    and r9, 4032
+    movzx eax, byte ptr [r15 + r9 + 3584]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    mov byte ptr [r15 + 0], r8b
-    mov rcx, rcx
+    mov ecx, 91
+    mov edx, 124
+    movzx edx, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 44
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, dl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 250
-    lea rbp, [r11 + r11*1]
+    mov rdx, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    lea r9, [r11*4]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], eax
-    and r9, 192
-    movzx ecx, byte ptr [r15 + r9 + 768]
-    mov eax, 233
+    mov edx, 98
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 704], rbp
-    vmovdqu ymmword ptr [r15 + r9 + 576], ymm12
-    mov dword ptr [r15 + r9 + 640], 135
-    mov qword ptr [r15 + rbp + 320], rbp
-    mov qword ptr [r15 + r8 + 256], rcx
-    mov ecx, 68
+    mov edx, dword ptr [r15 + r9 + 3520]
+    movzx ecx, dl
+    mov dword ptr [r15 + r8 + 64], ebp
+    movzx edx, al
+    mov r8d, 110
+    mov rdx, qword ptr [r15 + r9 + 3712]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 3392], r8d
+    mov dword ptr [r15 + r9 + 3648], 104
+    movzx edx, dl
+    mov byte ptr [r15 + r9 + 3456], dl
+    movsxd rdx, dword ptr [r15 + rbp + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    lea r9, [r11*8]
-    mov ecx, r9d
-    lea rbp, [r11 + r11*1]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rdx
-    mov qword ptr [r15 + r9 + 1536], rsi
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    mov ecx, 99
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d3992_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3992_s_t
+    .p2align 3
+.Lc1_d3992_s:
+    .p2align 3
+    jmp .Lc1_d3992_j
+    .p2align 3
+    jmp .Lc1_d3992_j
+    .p2align 3
+    jmp .Lc1_d3992_j
+    .p2align 3
+    jmp .Lc1_d3992_j
+    .p2align 3
+    jmp .Lc1_d3992_j
+    .p2align 3
+    jmp .Lc1_d3992_j
+    .p2align 3
+    jmp .Lc1_d3992_j
+    .p2align 3
+    jmp .Lc1_d3992_j
+.Lc1_d3992_j:
+    mov rcx, rdx
+    mov ecx, 65
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rcx
+    mov rcx, rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, dl
+    mov edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 45
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 227264
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    lea r9, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + r9 + 1664], ymm12
     and r8, 64
-    mov eax, dword ptr [r15 + r8 + 512]
-    mov qword ptr [r15 + r9 + 1728], rax
+    inc dword ptr [r15 + r8 + 384]
+    and r9, 64
+    mov edx, dword ptr [r15 + r9 + 192]
+    lea rbp, [r11*8]
+    .byte 0x0f, 0x1f, 0x40, 0x00
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 22
-    mov qword ptr [r15 + r9 + 1472], r8
-    movsxd rax, dword ptr [r15 + rbp + 64]
-    mov dword ptr [r15 + r9 + 1408], 60
+    mov rdx, r9
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 172
+    mov rdx, rbp
+    mov dword ptr [r15 + r8 + 320], edx
+    mov edx, r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + r9 + 1600]
-    movzx ebp, sil
-    mov rbp, qword ptr [r15 + r9 + 1792]
-    mov ecx, dword ptr [r15 + r8 + 448]
+    mov rdx, rdx
+    mov dword ptr [r15 + rbp + 3584], r9d
+    mov edx, 55
+    movsxd rdx, dword ptr [r15 + rbp + 3520]
+    mov dword ptr [r15 + rbp + 3456], 6
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + rbp + 3712]
+    mov dword ptr [r15 + r9 + 256], 145
+    mov r9d, r8d
+    mov dword ptr [r15 + rbp + 3648], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c4:
-    lea rcx, [rip + .Lc1_d4083_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d4083_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
+    mov eax, ecx
+    movzx eax, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 192
-    lea rbp, [r11*8]
-    lea r8, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + r9 + 640]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1216], 36
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 448], ymm12
-    movsxd rax, dword ptr [r15 + r9 + 704]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 960], 102
-    mov dword ptr [r15 + rbp + 896], 179
-    mov qword ptr [r15 + rbp + 832], r9
-    mov dword ptr [r15 + r8 + 512], r8d
-    movzx r8d, sil
-    mov qword ptr [r15 + rbp + 1088], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
+    vpxor xmm0, xmm0, xmm7
+    mov ecx, eax
+    test dword ptr [r15 + 67117724], 163840
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm0, xmm0, xmm0
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + rbp + 1152]
-    movzx ecx, r8b
-    movzx ecx, byte ptr [r15 + r9 + 768]
-    mov rax, rax
-    vmovdqu ymmword ptr [r15 + r9 + 576], ymm12
-    mov qword ptr [r15 + rbp + 1024], rax
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 28
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + rbp + 128]
+    movzx eax, cl
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 128], cl
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 64], 75
+    and r8, 64
+    mov ebp, dword ptr [r15 + r8 + 448]
+    mov qword ptr [r15 + r8 + 512], rbp
     add r11, 64
     inc rbx
     dec r13
@@ -5005,139 +4844,121 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 0], al
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov eax, 29
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d4105_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4105_s_t
+    .p2align 3
+.Lc1_d4105_s:
+    .p2align 3
+    jmp .Lc1_d4105_j
+    .p2align 3
+    jmp .Lc1_d4105_j
+    .p2align 3
+    jmp .Lc1_d4105_j
+    .p2align 3
+    jmp .Lc1_d4105_j
+    .p2align 3
+    jmp .Lc1_d4105_j
+    .p2align 3
+    jmp .Lc1_d4105_j
+    .p2align 3
+    jmp .Lc1_d4105_j
+    .p2align 3
+    jmp .Lc1_d4105_j
+.Lc1_d4105_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb eax, xmm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 187
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
+    mov ecx, 48
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], ebp
+    lea r9, [r11*4]
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 128]
+    test dword ptr [r15 + 67117723], 67109952
+    jz 1f
+1:
+    and r9, 192
+    vmovdqu ymmword ptr [r15 + r9 + 576], ymm0
+    mov ecx, 169
+    mov dword ptr [r15 + r9 + 704], 36
+    movsxd rcx, dword ptr [r15 + rbp + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r11*4]
-    and rbp, 64
-    vmovq qword ptr [r15 + rbp + 448], xmm12
-    and r8, 192
-    movsxd rax, dword ptr [r15 + r8 + 704]
-    lea r9, [r11 + r11*1]
-    movzx esi, byte ptr [r15 + r8 + 640]
-    mov ecx, dword ptr [r15 + rbp + 512]
-    test dword ptr [r15 + 67117724], 16812032
-    jz 1f
-1:
-    and r9, 64
-    movzx ebp, byte ptr [r15 + r9 + 192]
-    movsxd rax, dword ptr [r15 + r8 + 768]
-    or qword ptr [r15 + r8 + 576], 77
-    mov dword ptr [r15 + r9 + 256], eax
+    mov ecx, r8d
+    mov dword ptr [r15 + r9 + 768], eax
+    movsxd rcx, dword ptr [r15 + r8 + 64]
+    vmovdqu ymmword ptr [r15 + r9 + 640], ymm0
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c6:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d4178_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d4178_s:
-    .p2align 3
-    jmp .Lc1_d4178_j
-    .p2align 3
-    jmp .Lc1_d4178_j
-    .p2align 3
-    jmp .Lc1_d4178_j
-    .p2align 3
-    jmp .Lc1_d4178_j
-    .p2align 3
-    jmp .Lc1_d4178_j
-    .p2align 3
-    jmp .Lc1_d4178_j
-    .p2align 3
-    jmp .Lc1_d4178_j
-    .p2align 3
-    jmp .Lc1_d4178_j
-.Lc1_d4178_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rsi
-    mov ecx, 227
-    mov rcx, rbp
-    movsxd rcx, dword ptr [r15 + 0]
+    lea r9, [r11 + r11*4]
+    movzx r8d, r9b
+    and r9, 4032
+    mov r8d, dword ptr [r15 + r9 + 3520]
+    mov rbp, qword ptr [r15 + r9 + 3456]
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov ebp, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    mov ecx, 138
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov ecx, eax
-    mov r8d, 156
+    lea rbp, [r11*8]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov dword ptr [r15 + 0], ebp
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov edx, dword ptr [r15 + rbp + 1344]
+    movzx ecx, byte ptr [r15 + rbp + 1600]
+    mov dword ptr [r15 + r9 + 3392], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 128
+    vpaddd xmm0, xmm0, xmm0
+    mov dword ptr [r15 + rbp + 1536], r9d
+    mov dword ptr [r15 + r9 + 3648], 180
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 1408], r8b
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 512]
+    movzx eax, dl
+    mov dword ptr [r15 + rbp + 1472], eax
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + 0]
-    mov rax, rcx
-    mov dword ptr [r15 + 0], eax
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 64]
-    lea r9, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + rbp + 128]
-    lea rbp, [r11 + r11*1]
-    test bl, 144
-    jz 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], sil
-    mov qword ptr [r15 + r9 + 512], rsi
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], bpl
-    movzx r9d, byte ptr [r15 + rbp + 128]
-    mov ebp, 204
+    mov dword ptr [r15 + rbp + 1664], ecx
+    mov qword ptr [r15 + r9 + 3584], rax
+    vmovdqu ymmword ptr [r15 + r8 + 448], ymm0
+    mov rcx, r9
     add r11, 64
     inc rbx
     dec r13
@@ -5146,180 +4967,199 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4247_j]
+    lea rcx, [rip + .Lc1_d4207_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d4247_j:
-    mov ecx, 108
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 131072
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d4207_j_t
+.Lc1_d4207_j:
+    lea r8, [r11*8]
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7616]
     lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], r9
+    mov qword ptr [r15 + r8 + 7680], rbp
     and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 149
-    mov byte ptr [r15 + r9 + 128], cl
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 384], r9
+    movzx eax, byte ptr [r15 + rbp + 256]
+    movzx r9d, al
+    movzx r9d, byte ptr [r15 + r8 + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 13
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    test dword ptr [r15 + 67117724], 132
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 7552], r8b
     and r9, 64
-    mov dword ptr [r15 + r9 + 512], ebp
-    mov ebp, 111
-    mov dword ptr [r15 + r9 + 448], 220
+    mov byte ptr [r15 + r9 + 384], r9b
+    mov eax, r9d
+    mov eax, dword ptr [r15 + rbp + 192]
+    mov ebp, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, r9
+    mov rax, rax
+    mov dword ptr [r15 + r8 + 7744], eax
+    mov eax, dword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + r8 + 7808], r9d
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
-// block 5: 2048 bytes, 8 chunk(s), 8 chunk executions per call
+// block 5: 2048 bytes, 8 chunk(s), 4 chunk executions per call
     mov rbx, qword ptr [r15 + 67117776]
-    lea rcx, [rbx + 8]
+    lea rcx, [rbx + 4]
     mov qword ptr [r15 + 67117776], rcx
-    mov r13d, 8
+    mov r13d, 4
+    mov eax, ebx
+    and eax, 7
+    lea rcx, [rip + .Lc1_b5_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_b5_stubs_t
+    .p2align 3
+.Lc1_b5_stubs:
+    .p2align 3
     jmp .Lc1_b5_c0
+    .p2align 3
+    jmp .Lc1_b5_c1
+    .p2align 3
+    jmp .Lc1_b5_c2
+    .p2align 3
+    jmp .Lc1_b5_c3
+    .p2align 3
+    jmp .Lc1_b5_c4
+    .p2align 3
+    jmp .Lc1_b5_c5
+    .p2align 3
+    jmp .Lc1_b5_c6
+    .p2align 3
+    jmp .Lc1_b5_c7
     .p2align 6
 .Lc1_b5_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 125
     test ebx, 1073741824
     jz 1f
 1:
+    movzx eax, dl
+    mov eax, 157
+    mov eax, 247
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 26
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 1107296256
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 43
-    lea rbp, [r11 + r11*2]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 245
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    test dword ptr [r15 + 67117723], 67108864
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx ecx, bpl
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1408], 88
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov ebp, 219
+    mov rbp, r11
+    test dword ptr [r15 + 67117723], 268435468
+    jz 1f
+1:
+    and rbp, 64
     lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], eax
-    mov eax, 76
-    test bl, 48
-    jz 1f
-1:
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 128], ymm12
-    xor dword ptr [r15 + r8 + 512], ebp
-    mov qword ptr [r15 + rbp + 1472], rbp
+    mov byte ptr [r15 + rbp + 320], r8b
+    and r8, 192
+    mov byte ptr [r15 + r8 + 576], r8b
+    mov dword ptr [r15 + r8 + 640], r9d
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 1344], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 64], 8
-    mov r8d, eax
-    jmp 1f
-1:
-    mov r8, rax
-    mov r8, r9
+    movzx r8d, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4347_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d4347_j:
-    mov ecx, 229
+    lea r8, [r11 + r11*2]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    mov eax, 88
+    mov ebp, 240
+    lea rbp, [r11*4]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7552], 20
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 640], 147
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 217
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, cl
+    vpor xmm0, xmm0, xmm0
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm0, xmm0, xmm0
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 128]
+    jmp 1f
+1:
+    mov eax, esi
+    mov byte ptr [r15 + r9 + 64], al
     test ebx, 1073741824
     jz 1f
 1:
-    vpxor xmm12, xmm12, xmm1
-    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + r8 + 7488], eax
+    mov qword ptr [r15 + rbp + 576], rax
+    mov rsi, qword ptr [r15 + r8 + 7616]
+    mov qword ptr [r15 + rbp + 768], r9
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
-    mov r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rsi
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], ecx
-    movzx ecx, r8b
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + rbp + 256]
-    mov rax, rcx
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 4
-    test dword ptr [r15 + 67117724], 16777217
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + rbp + 192]
-    mov eax, 179
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 320], eax
-    vmovdqu ymmword ptr [r15 + r8 + 448], ymm12
-    mov eax, eax
+    mov byte ptr [r15 + rbp + 704], r9b
+    movzx esi, r9b
+    mov esi, 166
     add r11, 64
     inc rbx
     dec r13
@@ -5328,54 +5168,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d4363_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4363_j_t
+.Lc1_d4363_j:
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], esi
     lea rbp, [r11*8]
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7680], ebp
-    mov eax, 120
-    mov dword ptr [r15 + rbp + 7744], ecx
-    mov dword ptr [r15 + rbp + 7808], 181
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 38
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + rbp + 7552], 91
-    mov eax, 126
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
+    movzx ecx, r8b
+    mov ecx, ecx
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 1024]
     and r8, 64
-    mov qword ptr [r15 + r8 + 512], r8
+    mov rsi, qword ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + rbp + 832], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + rbp + 7616]
-    test dword ptr [r15 + 67117723], 1114112
+    movzx esi, dl
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 16777216
     jz 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 7488]
-    lea rbp, [r11 + r11*1]
-    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + rbp + 1152]
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + rbp + 896]
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 448], r8d
-    and rbp, 64
-    xor dword ptr [r15 + rbp + 64], r8d
-    mov dword ptr [r15 + rbp + 128], 29
+    mov dword ptr [r15 + r9 + 128], esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 1088], 224
+    mov dword ptr [r15 + r8 + 384], r8d
+    jmp 1f
+1:
+    movzx r8d, sil
+    mov r8d, 161
+    vmovdqu ymmword ptr [r15 + rbp + 960], ymm0
     add r11, 64
     inc rbx
     dec r13
@@ -5385,76 +5226,62 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 32768
+    test dword ptr [r15 + 67117723], 128
     setz al
-    lea rcx, [rip + .Lc1_d4446_s]
+    lea rcx, [rip + .Lc1_d4412_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d4412_s_t
     .p2align 3
-.Lc1_d4446_s:
+.Lc1_d4412_s:
     .p2align 3
-    jmp .Lc1_d4446_j
+    jmp .Lc1_d4412_j
     .p2align 3
-    jmp .Lc1_d4446_j
-.Lc1_d4446_j:
-    lea rbp, [r11 + r11*1]
-    mov rcx, rax
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 256]
-    mov qword ptr [r15 + 0], rax
-    mov eax, 166
+    jmp .Lc1_d4412_j
+.Lc1_d4412_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 288
-    jnz 1f
-1:
+    movzx ecx, cl
+    movzx ecx, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov ecx, eax
-    movzx eax, bpl
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov rcx, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, eax
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 79
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    test dword ptr [r15 + 67117723], 138543360
+    movzx ecx, cl
+    test ebx, 400
     jz 1f
 1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 120
+    jmp 1f
+1:
+    lea r8, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 576], r8d
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
     lea r9, [r11 + r11*1]
-    jmp 1f
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 107
+    movsxd rcx, dword ptr [r15 + r8 + 704]
+    test dword ptr [r15 + 67117723], 131584
+    jnz 1f
 1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 512], rax
-    mov dword ptr [r15 + r8 + 320], r9d
-    mov dword ptr [r15 + r9 + 448], ecx
-    mov qword ptr [r15 + rbp + 192], r8
+    mov qword ptr [r15 + r9 + 192], r9
+    mov dword ptr [r15 + r9 + 256], r9d
+    movzx r9d, byte ptr [r15 + r8 + 768]
+    mov dword ptr [r15 + r8 + 640], 125
+    mov qword ptr [r15 + rbp + 320], rbp
+    mov r8, r9
     add r11, 64
     inc rbx
     dec r13
@@ -5463,60 +5290,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4510_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d4510_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*4]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3456], r8d
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, cl
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 43
+    mov qword ptr [r15 + r9 + 320], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 8388608
+    mov r9, rax
+    test dword ptr [r15 + 67117723], 272697410
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r9
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + r8 + 3520], rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    lea r8, [r11 + r11*2]
-    movzx ecx, r8b
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     and r9, 64
-    vmovq qword ptr [r15 + r9 + 64], xmm12
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    lea rbp, [r11 + r11*1]
-    mov ecx, 229
-    mov qword ptr [r15 + r9 + 128], r9
-    test dword ptr [r15 + 67117723], 2056
+    xor dword ptr [r15 + r9 + 64], eax
+    mov qword ptr [r15 + r9 + 128], rax
+    mov dword ptr [r15 + r8 + 3584], eax
+    test bl, 144
     jnz 1f
 1:
-    and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 384]
-    mov ecx, r8d
-    mov rcx, qword ptr [r15 + r8 + 1408]
+    movzx esi, r9b
     jmp 1f
 1:
-    imul rax, qword ptr [r15 + rbp + 320]
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 1472], rax
+    mov dword ptr [r15 + r8 + 3392], 65
+    .byte 0x0f, 0x1f, 0x00
+    mov dword ptr [r15 + r8 + 3648], 212
     add r11, 64
     inc rbx
     dec r13
@@ -5525,51 +5347,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 192
-    mov ebp, eax
-    mov rax, rbp
-    mov dword ptr [r15 + 0], eax
-    test dword ptr [r15 + 67117723], 8781952
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d4513_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4513_j_t
+.Lc1_d4513_j:
+    lea r9, [r11*4]
+    vpaddd xmm0, xmm0, xmm0
+    mov ecx, r9d
+    and r9, 192
+    mov rcx, qword ptr [r15 + r9 + 768]
     mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 192
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 640], 203
-    movzx eax, r8b
-    mov qword ptr [r15 + rbp + 704], rcx
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], rbp
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov rax, qword ptr [r15 + r8 + 512]
-    and r9, 64
-    mov r8, qword ptr [r15 + r9 + 192]
+    jmp 1f
+1:
+    mov eax, ecx
+    mov rax, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 256], r8d
+    mov eax, 242
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 768], r9
-    mov r8, rax
-    mov dword ptr [r15 + rbp + 576], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    popcnt rax, rax
+    test dword ptr [r15 + 67117723], 4198400
+    jnz 1f
+1:
+    movzx eax, r9b
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov rax, r9
+    mov eax, 139
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 704], 237
+    mov dword ptr [r15 + r9 + 576], 225
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 64], ymm0
     jmp 1f
 1:
+    mov qword ptr [r15 + r9 + 640], rax
+    mov eax, ebp
+    lea r9, [r11 + r11*1]
+    mov rax, qword ptr [r15 + rbp + 128]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 384], rbp
+    mov dword ptr [r15 + r9 + 320], ebp
     add r11, 64
     inc rbx
     dec r13
@@ -5578,85 +5409,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 67108864
-    setz al
-    lea rcx, [rip + .Lc1_d4606_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d4606_s:
-    .p2align 3
-    jmp .Lc1_d4606_j
-    .p2align 3
-    jmp .Lc1_d4606_j
-.Lc1_d4606_j:
-    jmp 1f
-1:
-    movzx eax, r9b
-    mov eax, 158
-    mov eax, eax
-    movzx eax, al
-    jmp 1f
-1:
+    mov eax, 212
+    mov eax, r9d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    movzx ecx, al
-    mov dword ptr [r15 + 0], 207
-    movzx eax, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 230
-    movzx eax, al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    nop
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 64]
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 320]
-    mov ebp, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
 1:
     lea rbp, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + r8 + 384]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 384]
-    mov byte ptr [r15 + rbp + 320], r9b
-    movsxd rbp, dword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + rbp + 128], 196
+    and r9, 1984
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 1600], 118
+    movzx ecx, r8b
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], r8d
+    test dword ptr [r15 + 67117724], 541065216
+    jnz 1f
+1:
+    vpcmpeqb xmm0, xmm0, xmm7
+    movzx eax, r8b
+    mov byte ptr [r15 + rbp + 64], al
+    mov dword ptr [r15 + r9 + 1472], 207
+    mov eax, 114
+    mov byte ptr [r15 + r9 + 1344], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r9 + 1536], r9
     jmp 1f
 1:
+    add qword ptr [r15 + r9 + 1408], r8
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + r8 + 448]
+    movzx eax, al
     add r11, 64
     inc rbx
     dec r13
@@ -5665,333 +5460,313 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4673_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d4673_j:
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, esi
-    mov rcx, r8
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16
+    setz al
+    lea rcx, [rip + .Lc1_d4611_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4611_s_t
+    .p2align 3
+.Lc1_d4611_s:
+    .p2align 3
+    jmp .Lc1_d4611_j
+    .p2align 3
+    jmp .Lc1_d4611_j
+.Lc1_d4611_j:
     lea rbp, [r11 + r11*1]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 158
-    mov rax, rbp
-    lea r8, [r11 + r11*2]
-    test dword ptr [r15 + 67117724], 8388608
+    mov qword ptr [r15 + rbp + 512], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 143
+    mov ecx, 246
+    mov dword ptr [r15 + 0], esi
+    mov ecx, 29
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 57
+    test ebx, 1073741824
     jz 1f
 1:
-    and r8, 192
-    mov byte ptr [r15 + r8 + 640], r8b
-    lea r9, [r11 + r11*1]
-    mov rcx, r9
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], r9d
-    mov dword ptr [r15 + rbp + 64], r9d
-    mov ecx, ebp
-    mov ebp, 248
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov eax, eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, al
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], rax
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + r8 + 576]
-    movsxd rax, dword ptr [r15 + r8 + 704]
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + r9 + 512]
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + 0], r9
+    lea r8, [r11 + r11*1]
+    mov rax, r8
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 256]
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 384]
+    mov esi, dword ptr [r15 + r9 + 192]
+    mov r9d, dword ptr [r15 + r8 + 320]
+    mov edx, dword ptr [r15 + rbp + 448]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9, rax
+    mov r8d, edx
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 1024 bytes, 4 chunk(s), 4 chunk executions per call
+// block 6: 1024 bytes, 4 chunk(s), 8 chunk executions per call
     mov rbx, qword ptr [r15 + 67117784]
-    lea rcx, [rbx + 4]
+    lea rcx, [rbx + 8]
     mov qword ptr [r15 + 67117784], rcx
-    mov r13d, 4
+    mov r13d, 8
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edi
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 688
-    jz 1f
-1:
+    lea rcx, [rip + .Lc1_d4681_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4681_j_t
+.Lc1_d4681_j:
+    movsxd rsi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rax, r8
-    test dword ptr [r15 + 67117723], 67141633
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    movzx eax, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    and r8, 192
-    vmovdqu ymmword ptr [r15 + r8 + 704], ymm12
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 448]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], r9d
-    mov ecx, 164
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + r8 + 576]
-    mov rcx, qword ptr [r15 + r8 + 640]
-    mov esi, dword ptr [r15 + r9 + 256]
-    mov byte ptr [r15 + r8 + 768], sil
-    mov byte ptr [r15 + rbp + 512], sil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 536870912
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + 0], sil
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], 18
+    lea r9, [r11 + r11*1]
+    mov esi, 180
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    movsxd rsi, dword ptr [r15 + r9 + 64]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov ecx, ebp
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 384], r8
+    test dword ptr [r15 + 67117723], 536870913
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 320], 203
+    mov qword ptr [r15 + r9 + 128], r9
+    mov ebp, 203
+    vmovdqu xmmword ptr [r15 + r8 + 320], xmm0
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4778_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d4778_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 246
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    movzx ecx, cl
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpmovmskb ecx, xmm12
+    mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 35
+    mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpaddd xmm12, xmm12, xmm12
-    mov ecx, 145
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, rcx
-    jmp 1f
-1:
+    mov ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, cl
-    lea r8, [r11 + r11*1]
-    mov ecx, 97
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 448], r9b
-    mov rcx, qword ptr [r15 + r8 + 512]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 256], r9
-    test dword ptr [r15 + 67117723], 131072
+    test bl, 16
     jz 1f
 1:
-    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + rbp + 64]
-    movsxd rcx, dword ptr [r15 + r9 + 192]
+    movzx r9d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    lea r9, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + rbp + 7808]
+    mov r8d, 202
+    and r9, 64
+    vmovq qword ptr [r15 + r9 + 448], xmm0
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r9
     jmp 1f
 1:
-    jmp 1f
+    movsxd r8, dword ptr [r15 + rbp + 7552]
+    mov ecx, dword ptr [r15 + r9 + 512]
+    mov r9d, ecx
+    mov rdx, r9
+    mov qword ptr [r15 + rbp + 7744], rax
+    mov dword ptr [r15 + rbp + 7680], edx
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movzx r9d, r9b
+    and r9, 64
+    mov dword ptr [r15 + r9 + 256], 12
+    mov rdx, r9
+    mov dword ptr [r15 + r9 + 192], 221
+    mov r9, rdx
+    mov byte ptr [r15 + rbp + 7872], r9b
+    movsxd r9, dword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + rbp + 7616], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d4839_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d4839_s:
-    .p2align 3
-    jmp .Lc1_d4839_j
-    .p2align 3
-    jmp .Lc1_d4839_j
-.Lc1_d4839_j:
+    lea rcx, [rip + .Lc1_d4774_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4774_j_t
+.Lc1_d4774_j:
+    lea r9, [r11 + r11*8]
+    mov eax, 70
+    mov rcx, rax
+    and r9, 8128
+    movsxd rax, dword ptr [r15 + r9 + 7936]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r9d, 102
-    jmp 1f
-1:
+    mov ecx, r8d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    vmovq qword ptr [r15 + r9 + 448], xmm12
-    mov rcx, r9
-    lea r8, [r11*4]
-    vpmovmskb ecx, xmm12
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 896]
-    lea rbp, [r11 + r11*1]
-    test dword ptr [r15 + 67117723], 163841
+    test bl, 72
     jz 1f
 1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + r9 + 8000]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ebp
-    movzx ecx, dl
-    mov byte ptr [r15 + r8 + 1024], sil
+    movsxd rax, dword ptr [r15 + rbp + 448]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], esi
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + rbp + 512]
+    mov rbp, qword ptr [r15 + r9 + 7680]
+    test bl, 168
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + r8 + 64]
     jmp 1f
 1:
-    vpxor xmm12, xmm12, xmm8
-    mov byte ptr [r15 + rbp + 192], dil
-    mov rbp, rcx
-    test dword ptr [r15 + 67117723], 512
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + r8 + 832]
-    movzx edi, sil
-    mov qword ptr [r15 + r8 + 960], rdi
-    mov byte ptr [r15 + r9 + 512], cl
-    jmp 1f
-1:
-    mov edi, 225
+    mov r8, qword ptr [r15 + r9 + 7552]
+    mov byte ptr [r15 + r9 + 7616], cl
+    mov byte ptr [r15 + r9 + 7744], dl
+    movzx ecx, r8b
+    mov qword ptr [r15 + r9 + 7488], rdi
+    mov dword ptr [r15 + r9 + 7808], ecx
+    movzx ecx, byte ptr [r15 + r9 + 7872]
+    movzx r8d, al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c3:
-    movzx r8d, dil
-    mov qword ptr [r15 + 0], r8
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 65664
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], r9d
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + r9 + 512], r9
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
+    lea r8, [r11 + r11*4]
+    lea r9, [r11 + r11*1]
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1408]
+    and r9, 64
+    vmovdqu xmmword ptr [r15 + r9 + 64], xmm0
     jmp 1f
 1:
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 109052416
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + r8 + 1472]
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 1536], cl
+    jmp 1f
+1:
+    movzx ecx, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, r8b
-    jmp 1f
-1:
-    lea r8, [r11*4]
-    mov edi, r8d
-    test bl, 16
-    jz 1f
-1:
-    and r8, 192
-    movsxd rdi, dword ptr [r15 + r8 + 768]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov rcx, rdi
-    and rbp, 64
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + rbp + 512]
-    jmp 1f
-1:
-    mov edi, 176
-    mov dword ptr [r15 + r8 + 640], 187
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 210
-    mov dword ptr [r15 + r8 + 576], ebp
-    mov byte ptr [r15 + rbp + 448], r9b
-    mov edi, dword ptr [r15 + r9 + 448]
-    mov byte ptr [r15 + r8 + 704], bpl
+    mov rcx, rcx
+    mov rcx, qword ptr [r15 + r9 + 128]
+    mov qword ptr [r15 + r8 + 1600], rcx
+    mov dword ptr [r15 + r8 + 1344], ecx
     jmp 1f
 1:
     add r11, 64
@@ -6007,64 +5782,69 @@ ditto_body_c1:
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4951_j]
+    lea rcx, [rip + .Lc1_d4876_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d4951_j:
-    mov ecx, r9d
-    mov ecx, ebp
+    jmp .Lc1_d4876_j_t
+.Lc1_d4876_j:
+    lea r9, [r11 + r11*1]
+    vmovq xmm0, r8
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 58
+    vpcmpeqb xmm0, xmm0, xmm3
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 2097408
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov r8d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 516
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 536870912
+    test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, ecx
-    test dword ptr [r15 + 67117724], 2564
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
+    vmovdqu xmmword ptr [r15 + r9 + 320], xmm0
     lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    vpor xmm12, xmm12, xmm12
+    and r8, 448
+    mov byte ptr [r15 + r8 + 896], r8b
+    mov r9d, r8d
+    test bl, 16
+    jnz 1f
+1:
+    movzx r9d, r8b
+    mov r9, r9
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 512], r8
-    lea r9, [r11 + r11*1]
-    test dword ptr [r15 + 67117724], 196608
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
+    mov ebp, 59
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], rdx
-    mov dword ptr [r15 + r8 + 448], r9d
-    test ebx, 62464
-    jz 1f
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 832]
+    movzx r8d, r8b
+    test ebx, 1073741824
+    jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + r9 + 256], ymm12
-    test dword ptr [r15 + 67117723], 213910658
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 128], 57
+    .byte 0x66, 0x90
+    mov dword ptr [r15 + r9 + 64], ebp
     add r11, 64
     inc rbx
     dec r13
@@ -6073,19 +5853,18 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d5002_j]
+    lea rcx, [rip + .Lc1_d4936_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d5002_j:
+    jmp .Lc1_d4936_j_t
+.Lc1_d4936_j:
     movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, sil
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    test dword ptr [r15 + 67117724], 512
+    mov ecx, 5
+    test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -6095,33 +5874,40 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
+    test dword ptr [r15 + 67117724], 8388640
+    jz 1f
 1:
-    lea r8, [r11 + r11*2]
+    lea r9, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], ecx
-    and r8, 1984
-    add qword ptr [r15 + r8 + 1344], rdi
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 1472], 133
-    mov dword ptr [r15 + r8 + 1408], 224
-    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 960], r9
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 251
-    mov dword ptr [r15 + r8 + 64], 239
+    and rbp, 4032
+    imul rcx, qword ptr [r15 + rbp + 3392]
+    mov rbp, r11
+    mov rax, qword ptr [r15 + r9 + 832]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx r8d, r8b
-    mov dword ptr [r15 + rbp + 384], 58
+    mov ecx, r9d
+    and rbp, 192
+    xor dword ptr [r15 + rbp + 576], ebp
+    test dword ptr [r15 + 67117723], 2129920
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 896], ebp
+    movzx ecx, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu xmmword ptr [r15 + r9 + 1024], xmm0
     add r11, 64
     inc rbx
     dec r13
@@ -6130,53 +5916,69 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r8, [r11 + r11*4]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 960], r8d
-    mov qword ptr [r15 + r8 + 1088], r8
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d4989_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4989_s_t
+    .p2align 3
+.Lc1_d4989_s:
+    .p2align 3
+    jmp .Lc1_d4989_j
+    .p2align 3
+    jmp .Lc1_d4989_j
+.Lc1_d4989_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 227
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 4
+    movzx eax, al
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 7
+    mov rax, rcx
     test ebx, 1073741824
     jnz 1f
 1:
     mov eax, eax
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 832], 115
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3456], rbp
-    lea r9, [r11 + r11*1]
-    movzx eax, r9b
-    test dword ptr [r15 + 67117723], 33558784
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 896], r9d
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 320], 211
-    mov byte ptr [r15 + r8 + 1024], r9b
-    test dword ptr [r15 + 67117724], 1048584
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 384]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 34
+    test dword ptr [r15 + 67117724], 4194304
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 3392], rax
-    mov ecx, ebp
+    and r8, 64
+    mov byte ptr [r15 + r8 + 448], r9b
+    mov eax, r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, r9
+    mov eax, 125
+    mov dword ptr [r15 + r9 + 320], 184
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 256], 97
+    movsxd rbp, dword ptr [r15 + r8 + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -6185,69 +5987,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32
-    setz al
-    lea rcx, [rip + .Lc1_d5096_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d5096_s:
-    .p2align 3
-    jmp .Lc1_d5096_j
-    .p2align 3
-    jmp .Lc1_d5096_j
-.Lc1_d5096_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 106
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 524800
-    jnz 1f
+    mov rax, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 4194304
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 201
-    vpcmpeqb xmm12, xmm12, xmm0
+    mov dword ptr [r15 + 0], 105
     lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
+    test ebx, 632
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 128], r8b
-    test dword ptr [r15 + 67117723], 134217728
-    jz 1f
+    mov qword ptr [r15 + rbp + 64], rdx
+    test dword ptr [r15 + 67117723], 268435458
+    jnz 1f
 1:
-    mov r9, r11
-    mov qword ptr [r15 + rbp + 64], rsi
-    and r9, 192
-    mov byte ptr [r15 + r9 + 576], cl
+    lea r8, [r11 + r11*1]
+    mov eax, 58
+    and r8, 64
+    vmovq qword ptr [r15 + r8 + 512], xmm0
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r11
-    mov ecx, r9d
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 202
-    test ebx, 97024
-    jnz 1f
+    mov byte ptr [r15 + rbp + 128], r9b
+    test dword ptr [r15 + 67117724], 1048576
+    jz 1f
 1:
-    mov rbp, r9
-    vpmovmskb r9d, xmm12
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], ebp
+    mov qword ptr [r15 + r9 + 384], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + r8 + 448], r9
     add r11, 64
     inc rbx
     dec r13
@@ -6264,69 +6052,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d5158_j]
+    lea rcx, [rip + .Lc1_d5099_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d5158_j:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm12
+    jmp .Lc1_d5099_j_t
+.Lc1_d5099_j:
+    mov ecx, 232
     test dword ptr [r15 + 67117724], 1611674659
     jz 1f
 1:
-    mov ecx, 158
-    lea r8, [r11 + r11*1]
+    mov ecx, 113
     test dword ptr [r15 + 67117723], 65536
     jnz 1f
+1:
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 8128
+    add rax, qword ptr [r15 + rbp + 7488]
+    lea rbp, [r11 + r11*1]
+    test ebx, 6400
+    jz 1f
+1:
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 512], ymm0
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
     and r8, 64
-    mov byte ptr [r15 + r8 + 320], al
-    test ebx, 6400
-    jz 1f
-1:
-    movzx eax, dil
-    test ebx, 1073741824
-    jz 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + r8 + 320], r8b
     test dword ptr [r15 + 67117723], 64
     jnz 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    add rax, qword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117724], 32772
     jz 1f
 1:
+    movzx eax, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r9 + 448], rax
+    mov dword ptr [r15 + r8 + 384], 183
     test ebx, 1073741824
     jnz 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 384], 201
-    test dword ptr [r15 + 67117724], 262144
+    mov qword ptr [r15 + rbp + 448], rax
+    test dword ptr [r15 + 67117724], 4112
     jz 1f
 1:
     add r11, 64
@@ -6343,7 +6128,7 @@ ditto_body_c1:
     and eax, 255
     lea rcx, [rip + .Lc1_b9_stubs]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_b9_stubs_t
     .p2align 3
 .Lc1_b9_stubs:
     .p2align 3
@@ -6863,1111 +6648,1400 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d5164_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5164_s_t
+    .p2align 3
+.Lc1_d5164_s:
+    .p2align 3
+    jmp .Lc1_d5164_j
+    .p2align 3
+    jmp .Lc1_d5164_j
+    .p2align 3
+    jmp .Lc1_d5164_j
+    .p2align 3
+    jmp .Lc1_d5164_j
+    .p2align 3
+    jmp .Lc1_d5164_j
+    .p2align 3
+    jmp .Lc1_d5164_j
+    .p2align 3
+    jmp .Lc1_d5164_j
+    .p2align 3
+    jmp .Lc1_d5164_j
+    .p2align 3
+    jmp .Lc1_d5164_j
+    .p2align 3
+    jmp .Lc1_d5164_j
+    .p2align 3
+    jmp .Lc1_d5164_j
+    .p2align 3
+    jmp .Lc1_d5164_j
+    .p2align 3
+    jmp .Lc1_d5164_j
+    .p2align 3
+    jmp .Lc1_d5164_j
+    .p2align 3
+    jmp .Lc1_d5164_j
+    .p2align 3
+    jmp .Lc1_d5164_j
+.Lc1_d5164_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm0
+    mov rcx, rcx
+    or qword ptr [r15 + 0], 64
+    jmp 1f
+1:
+    mov rcx, r9
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], 111
+    movzx ecx, byte ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    mov rbp, rdx
     lea rbp, [r11 + r11*1]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm12
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 41943040
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov edx, dword ptr [r15 + 0]
     and r8, 64
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 448], bpl
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], ecx
-    mov dword ptr [r15 + r9 + 128], 123
-    mov dword ptr [r15 + rbp + 64], 247
+    mov esi, dword ptr [r15 + r8 + 128]
+    lea r9, [r11 + r11*8]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], bpl
+    and r9, 1984
+    mov edi, dword ptr [r15 + r9 + 1664]
+    movsxd rdx, dword ptr [r15 + r9 + 1728]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 108
+    movzx edi, byte ptr [r15 + r9 + 1536]
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + r9 + 1792]
+    mov qword ptr [r15 + rbp + 448], r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 1472], r9d
+    mov dword ptr [r15 + r9 + 1600], 188
+    vmovdqu xmmword ptr [r15 + r9 + 1856], xmm0
+    mov byte ptr [r15 + r9 + 1344], cl
+    jmp 1f
+1:
+    mov ebp, ecx
+    movsxd rcx, dword ptr [r15 + r9 + 1408]
+    jmp 1f
+1:
+    mov r9, rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d5238_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5238_s_t
+    .p2align 3
+.Lc1_d5238_s:
+    .p2align 3
+    jmp .Lc1_d5238_j
+    .p2align 3
+    jmp .Lc1_d5238_j
+    .p2align 3
+    jmp .Lc1_d5238_j
+    .p2align 3
+    jmp .Lc1_d5238_j
+    .p2align 3
+    jmp .Lc1_d5238_j
+    .p2align 3
+    jmp .Lc1_d5238_j
+    .p2align 3
+    jmp .Lc1_d5238_j
+    .p2align 3
+    jmp .Lc1_d5238_j
+    .p2align 3
+    jmp .Lc1_d5238_j
+    .p2align 3
+    jmp .Lc1_d5238_j
+    .p2align 3
+    jmp .Lc1_d5238_j
+    .p2align 3
+    jmp .Lc1_d5238_j
+    .p2align 3
+    jmp .Lc1_d5238_j
+    .p2align 3
+    jmp .Lc1_d5238_j
+    .p2align 3
+    jmp .Lc1_d5238_j
+    .p2align 3
+    jmp .Lc1_d5238_j
+.Lc1_d5238_j:
+    movzx ecx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 134
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 228
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    mov r8d, 242
-    jmp 1f
-1:
+    mov ecx, 44
+    mov rsi, qword ptr [r15 + rbp + 7616]
+    lea r8, [r11 + r11*1]
     and r9, 64
-    lea r8, [r11*8]
-    vmovq qword ptr [r15 + r9 + 320], xmm12
+    vmovdqu ymmword ptr [r15 + r9 + 320], ymm0
+    mov eax, ebp
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], 123
+    mov qword ptr [r15 + r8 + 128], rdx
+    vmovq qword ptr [r15 + r9 + 384], xmm0
+    vmovdqu ymmword ptr [r15 + rbp + 7808], ymm0
     jmp 1f
 1:
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    vmovq qword ptr [r15 + r8 + 7808], xmm12
-    lea rbp, [r11*4]
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 384], 114
     jmp 1f
 1:
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 704], 13
-    mov r9d, 98
-    movsxd r9, dword ptr [r15 + r8 + 7616]
-    mov eax, r9d
+    movzx r8d, r8b
+    vmovdqu ymmword ptr [r15 + rbp + 7936], ymm0
+    mov qword ptr [r15 + rbp + 7680], rdx
+    mov r8d, 46
     jmp 1f
 1:
-    movzx r9d, al
-    mov r9d, 179
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r9b
-    mov edi, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 7744], 65
-    mov dword ptr [r15 + r8 + 7552], 127
-    movzx edi, dil
-    mov r9, qword ptr [r15 + rbp + 640]
-    mov dword ptr [r15 + rbp + 576], ebp
-    movzx edi, byte ptr [r15 + rbp + 768]
-    mov byte ptr [r15 + r8 + 7680], dil
+    mov r8d, r8d
+    movzx r8d, byte ptr [r15 + rbp + 7552]
+    movzx edx, r8b
+    nop
+    mov byte ptr [r15 + rbp + 7872], dl
+    mov r8d, ebp
+    mov rdi, qword ptr [r15 + rbp + 7744]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c2:
-    lea r9, [r11 + r11*1]
-    movzx edi, dil
-    jmp 1f
-1:
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 320]
-    mov byte ptr [r15 + 0], dil
-    mov edi, eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 213
-    mov dword ptr [r15 + 0], ecx
-    movzx edi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov ecx, eax
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov eax, 11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r8b
-    lea rbp, [r11 + r11*1]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d5309_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5309_s_t
+    .p2align 3
+.Lc1_d5309_s:
+    .p2align 3
+    jmp .Lc1_d5309_j
+    .p2align 3
+    jmp .Lc1_d5309_j
+    .p2align 3
+    jmp .Lc1_d5309_j
+    .p2align 3
+    jmp .Lc1_d5309_j
+    .p2align 3
+    jmp .Lc1_d5309_j
+    .p2align 3
+    jmp .Lc1_d5309_j
+    .p2align 3
+    jmp .Lc1_d5309_j
+    .p2align 3
+    jmp .Lc1_d5309_j
+    .p2align 3
+    jmp .Lc1_d5309_j
+    .p2align 3
+    jmp .Lc1_d5309_j
+    .p2align 3
+    jmp .Lc1_d5309_j
+    .p2align 3
+    jmp .Lc1_d5309_j
+    .p2align 3
+    jmp .Lc1_d5309_j
+    .p2align 3
+    jmp .Lc1_d5309_j
+    .p2align 3
+    jmp .Lc1_d5309_j
+    .p2align 3
+    jmp .Lc1_d5309_j
+.Lc1_d5309_j:
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 512], r9d
-    movsxd rdi, dword ptr [r15 + r8 + 448]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 24
-    mov qword ptr [r15 + r9 + 384], rax
+    mov byte ptr [r15 + r8 + 384], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + rbp + 128]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 8000], r8
+    mov byte ptr [r15 + rbp + 7616], r8b
+    movzx ecx, bpl
+    add qword ptr [r15 + rbp + 7872], rcx
+    mov esi, 207
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + rbp + 7808]
+    mov dword ptr [r15 + rbp + 7744], ecx
+    movsxd rcx, dword ptr [r15 + rbp + 7680]
+    lea r9, [r11 + r11*1]
+    mov esi, ebp
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + r8 + 320], 220
+    movsxd r8, dword ptr [r15 + rbp + 7936]
+    vmovdqu ymmword ptr [r15 + r9 + 448], ymm0
+    jmp 1f
+1:
+    mov r9d, r8d
+    mov r9d, 36
+    mov r9d, r9d
+    mov dword ptr [r15 + rbp + 7552], r9d
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c3:
-    mov r8d, ebp
-    mov r8d, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d5376_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5376_s_t
+    .p2align 3
+.Lc1_d5376_s:
+    .p2align 3
+    jmp .Lc1_d5376_j
+    .p2align 3
+    jmp .Lc1_d5376_j
+    .p2align 3
+    jmp .Lc1_d5376_j
+    .p2align 3
+    jmp .Lc1_d5376_j
+    .p2align 3
+    jmp .Lc1_d5376_j
+    .p2align 3
+    jmp .Lc1_d5376_j
+    .p2align 3
+    jmp .Lc1_d5376_j
+    .p2align 3
+    jmp .Lc1_d5376_j
+    .p2align 3
+    jmp .Lc1_d5376_j
+    .p2align 3
+    jmp .Lc1_d5376_j
+    .p2align 3
+    jmp .Lc1_d5376_j
+    .p2align 3
+    jmp .Lc1_d5376_j
+    .p2align 3
+    jmp .Lc1_d5376_j
+    .p2align 3
+    jmp .Lc1_d5376_j
+    .p2align 3
+    jmp .Lc1_d5376_j
+    .p2align 3
+    jmp .Lc1_d5376_j
+.Lc1_d5376_j:
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 207
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
+    mov r8, rcx
+    jmp 1f
+1:
+    movzx r8d, r8b
+    mov dword ptr [r15 + 0], 248
+    mov r8, qword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], dil
     jmp 1f
 1:
-    movzx ebp, bpl
+    mov edi, 25
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    mov rbp, rcx
-    mov ebp, 234
-    jmp 1f
-1:
-    mov ebp, 163
-    mov rbp, r8
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], 173
-    jmp 1f
-1:
-    mov eax, 174
-    mov rax, rdi
-    lea r9, [r11*8]
+    movzx edi, byte ptr [r15 + 0]
+    movzx ecx, dil
     test ebx, 1073741824
     jz 1f
 1:
-    vmovq qword ptr [r15 + rbp + 192], xmm12
-    lea rbp, [r11 + r11*1]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 1088], ecx
-    mov dword ptr [r15 + r9 + 896], 193
-    mov qword ptr [r15 + r9 + 1280], rax
-    and rbp, 64
-    vmovq qword ptr [r15 + rbp + 128], xmm12
-    add qword ptr [r15 + rbp + 64], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movzx ecx, dil
     jmp 1f
 1:
+    mov ecx, ecx
+    mov qword ptr [r15 + 0], rax
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 128]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + r9 + 832]
-    vmovdqu ymmword ptr [r15 + r9 + 1216], ymm12
-    movzx ebp, dil
-    mov dword ptr [r15 + r9 + 1152], 133
+    and r9, 64
+    mov qword ptr [r15 + r9 + 256], rdi
+    mov edi, dword ptr [r15 + r8 + 64]
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 960], r9
-    mov byte ptr [r15 + r9 + 1024], dil
-    mov rdi, rdi
-    mov r9, rdi
-    movzx r9d, r9b
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], 24
+    mov ecx, dword ptr [r15 + r9 + 192]
+    vmovdqu ymmword ptr [r15 + r8 + 320], ymm0
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c4:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d5452_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5452_s_t
+    .p2align 3
+.Lc1_d5452_s:
+    .p2align 3
+    jmp .Lc1_d5452_j
+    .p2align 3
+    jmp .Lc1_d5452_j
+    .p2align 3
+    jmp .Lc1_d5452_j
+    .p2align 3
+    jmp .Lc1_d5452_j
+    .p2align 3
+    jmp .Lc1_d5452_j
+    .p2align 3
+    jmp .Lc1_d5452_j
+    .p2align 3
+    jmp .Lc1_d5452_j
+    .p2align 3
+    jmp .Lc1_d5452_j
+    .p2align 3
+    jmp .Lc1_d5452_j
+    .p2align 3
+    jmp .Lc1_d5452_j
+    .p2align 3
+    jmp .Lc1_d5452_j
+    .p2align 3
+    jmp .Lc1_d5452_j
+    .p2align 3
+    jmp .Lc1_d5452_j
+    .p2align 3
+    jmp .Lc1_d5452_j
+    .p2align 3
+    jmp .Lc1_d5452_j
+    .p2align 3
+    jmp .Lc1_d5452_j
+.Lc1_d5452_j:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 120
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 81
+    mov rcx, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
     lea r9, [r11 + r11*1]
-    mov ecx, ebp
+    jmp 1f
+1:
+    lea rbp, [r11*4]
+    jmp 1f
+1:
     and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 128]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    movzx ecx, byte ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    mov edi, r9d
-    movzx edi, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdi
-    mov rdi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 196
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r8d, 58
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + r9 + 448], r9b
+    and rbp, 192
+    vmovdqu ymmword ptr [r15 + rbp + 576], ymm0
     lea r8, [r11 + r11*1]
+    mov rax, qword ptr [r15 + rbp + 768]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], 219
+    mov dword ptr [r15 + rbp + 704], 43
+    vmovdqu ymmword ptr [r15 + r9 + 512], ymm0
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov byte ptr [r15 + rbp + 640], sil
+    mov byte ptr [r15 + r8 + 192], r9b
     jmp 1f
 1:
-    mov esi, 237
-    mov rsi, rsi
-    and r8, 64
-    mov byte ptr [r15 + r8 + 512], r8b
-    lea rbp, [r11 + r11*1]
-    mov esi, 216
-    and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 192]
-    mov dword ptr [r15 + rbp + 256], 133
-    mov ebp, 85
-    movsxd rbp, dword ptr [r15 + r8 + 448]
-    mov rdx, qword ptr [r15 + r9 + 64]
+    mov r8d, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c5:
-    lea rcx, [rip + .Lc1_d5458_j]
+    lea rcx, [rip + .Lc1_d5521_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d5458_j:
-    mov rcx, r9
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov rcx, r9
+    jmp .Lc1_d5521_j_t
+.Lc1_d5521_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    movzx r9d, bpl
-    mov dword ptr [r15 + 0], r9d
-    mov r8, r8
-    mov byte ptr [r15 + 0], al
-    mov r8d, r8d
-    movzx edx, cl
-    jmp 1f
-1:
+    movzx ecx, dil
     mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 240
-    mov ecx, 52
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    movzx edi, dl
+    jmp 1f
+1:
+    mov ecx, 129
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    lea r8, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 640], r8d
+    mov ecx, 204
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3584]
+    mov dword ptr [r15 + r8 + 768], 193
+    jmp 1f
+1:
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 3392], 69
     and r9, 64
-    mov dword ptr [r15 + r9 + 192], r9d
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + r9 + 320], r8d
+    mov rax, qword ptr [r15 + r9 + 384]
+    mov r9d, dword ptr [r15 + rbp + 3520]
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 384], rdx
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov edx, 19
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 448], ymm12
-    mov edx, 97
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + rbp + 512]
-    mov byte ptr [r15 + r9 + 256], dl
+    movzx edi, dil
+    add qword ptr [r15 + r8 + 704], rdi
+    mov qword ptr [r15 + rbp + 3456], rcx
+    movzx edi, bpl
+    movsxd rdi, dword ptr [r15 + r8 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c6:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d5568_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5568_j_t
+.Lc1_d5568_j:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 119
-    mov byte ptr [r15 + 0], dl
-    mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 75
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11*8]
-    mov rdx, r9
-    mov r9, rdx
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 1088], r8
-    movzx r9d, bpl
-    mov edx, r9d
-    vmovdqu xmm12, xmmword ptr [r15 + rbp + 1280]
-    mov qword ptr [r15 + rbp + 896], rdx
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 960], r8d
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
+    mov ecx, 132
     and r9, 64
-    mov byte ptr [r15 + r9 + 320], dl
-    mov byte ptr [r15 + r8 + 256], r9b
-    mov byte ptr [r15 + rbp + 1216], dl
-    mov rdx, qword ptr [r15 + rbp + 1024]
-    mov r8, qword ptr [r15 + rbp + 832]
-    mov edi, dword ptr [r15 + r9 + 384]
+    mov qword ptr [r15 + r9 + 448], rdx
+    mov ecx, r9d
+    mov rdi, rcx
+    mov rcx, rbp
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    jmp 1f
+1:
+    movzx ecx, dl
+    mov ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 253
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    mov rsi, rcx
+    movzx ecx, byte ptr [r15 + 0]
+    mov edi, 47
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 1152], dil
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 320], bpl
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], r8d
+    mov dword ptr [r15 + rbp + 384], 245
+    vmovdqu ymmword ptr [r15 + r9 + 512], ymm0
+    mov dword ptr [r15 + r8 + 64], 196
+    jmp 1f
+1:
+    mov r8d, 85
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c7:
-    lea rcx, [rip + .Lc1_d5560_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d5560_j:
-    lea r8, [r11 + r11*8]
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7872]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d5629_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5629_s_t
+    .p2align 3
+.Lc1_d5629_s:
+    .p2align 3
+    jmp .Lc1_d5629_j
+    .p2align 3
+    jmp .Lc1_d5629_j
+    .p2align 3
+    jmp .Lc1_d5629_j
+    .p2align 3
+    jmp .Lc1_d5629_j
+    .p2align 3
+    jmp .Lc1_d5629_j
+    .p2align 3
+    jmp .Lc1_d5629_j
+    .p2align 3
+    jmp .Lc1_d5629_j
+    .p2align 3
+    jmp .Lc1_d5629_j
+    .p2align 3
+    jmp .Lc1_d5629_j
+    .p2align 3
+    jmp .Lc1_d5629_j
+    .p2align 3
+    jmp .Lc1_d5629_j
+    .p2align 3
+    jmp .Lc1_d5629_j
+    .p2align 3
+    jmp .Lc1_d5629_j
+    .p2align 3
+    jmp .Lc1_d5629_j
+    .p2align 3
+    jmp .Lc1_d5629_j
+    .p2align 3
+    jmp .Lc1_d5629_j
+.Lc1_d5629_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r8d
-    mov edx, 144
+    mov eax, dword ptr [r15 + 0]
+    mov edx, 152
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    lea r9, [r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, sil
+    lea r8, [r11 + r11*1]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 1152], r9d
     jmp 1f
 1:
+    and r8, 64
+    movzx edx, byte ptr [r15 + r8 + 512]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 68
-    and r9, 64
-    mov byte ptr [r15 + r9 + 256], r9b
-    mov byte ptr [r15 + r8 + 7488], dl
-    movzx esi, dl
-    movsxd rsi, dword ptr [r15 + r8 + 7936]
+    mov dword ptr [r15 + r9 + 1216], eax
     lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, esi
-    jmp 1f
-1:
+    mov qword ptr [r15 + r9 + 896], rax
     and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ebp
-    movzx esi, r9b
-    movzx esi, sil
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + rbp + 64]
+    movzx eax, bpl
+    mov edi, 138
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + rbp + 64], ymm12
-    movzx esi, byte ptr [r15 + r8 + 7616]
-    mov ebp, 86
-    mov dword ptr [r15 + r8 + 7744], 4
-    mov byte ptr [r15 + r9 + 192], dil
-    mov byte ptr [r15 + r8 + 7808], sil
+    mov byte ptr [r15 + r9 + 832], dl
+    movzx eax, byte ptr [r15 + r9 + 1088]
+    mov edx, eax
+    mov eax, dword ptr [r15 + r8 + 448]
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 7680], 94
+    mov r8d, dword ptr [r15 + r9 + 1024]
+    vmovdqu ymmword ptr [r15 + r9 + 1280], ymm0
+    mov rcx, qword ptr [r15 + r9 + 960]
+    mov r9d, 168
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + r8 + 8000]
-    mov ebp, dword ptr [r15 + r8 + 7552]
+    mov r9, r9
+    mov dword ptr [r15 + rbp + 128], 245
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c8:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, dword ptr [r15 + 0]
+    mov ebp, 228
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    imul rsi, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    vpcmpeqb xmm12, xmm12, xmm13
-    mov rcx, rsi
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 220
-    mov ecx, dword ptr [r15 + 0]
-    movzx r9d, bpl
-    mov r9d, 217
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r8, rbp
+    mov r8d, 75
+    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 50
+    mov r8d, r8d
+    mov r8, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and rbp, 64
+    lea r9, [r11*4]
+    mov dword ptr [r15 + rbp + 64], r9d
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
-    lea r9, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm12
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 131
-    mov edi, edx
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], r8d
-    mov edx, r8d
-    mov edx, dword ptr [r15 + r8 + 192]
-    mov r8d, edi
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 448], r8b
-    .byte 0x66, 0x90
+    and r9, 192
+    mov byte ptr [r15 + r9 + 640], r9b
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], 183
+    movsxd rax, dword ptr [r15 + r9 + 576]
+    mov dword ptr [r15 + r8 + 512], 2
+    mov byte ptr [r15 + r9 + 704], bpl
+    mov dword ptr [r15 + rbp + 128], eax
+    movsxd rax, dword ptr [r15 + r9 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c9:
-    lea rcx, [rip + .Lc1_d5659_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d5659_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d5746_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5746_s_t
+    .p2align 3
+.Lc1_d5746_s:
+    .p2align 3
+    jmp .Lc1_d5746_j
+    .p2align 3
+    jmp .Lc1_d5746_j
+    .p2align 3
+    jmp .Lc1_d5746_j
+    .p2align 3
+    jmp .Lc1_d5746_j
+    .p2align 3
+    jmp .Lc1_d5746_j
+    .p2align 3
+    jmp .Lc1_d5746_j
+    .p2align 3
+    jmp .Lc1_d5746_j
+    .p2align 3
+    jmp .Lc1_d5746_j
+    .p2align 3
+    jmp .Lc1_d5746_j
+    .p2align 3
+    jmp .Lc1_d5746_j
+    .p2align 3
+    jmp .Lc1_d5746_j
+    .p2align 3
+    jmp .Lc1_d5746_j
+    .p2align 3
+    jmp .Lc1_d5746_j
+    .p2align 3
+    jmp .Lc1_d5746_j
+    .p2align 3
+    jmp .Lc1_d5746_j
+    .p2align 3
+    jmp .Lc1_d5746_j
+.Lc1_d5746_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 55
+    mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], cl
-    mov ecx, r8d
-    mov byte ptr [r15 + 0], cl
+    mov eax, 124
+    vpaddd xmm0, xmm0, xmm0
+    mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 242
-    mov r9, r8
-    mov r8, rdi
-    mov r8, r8
-    mov r8, r8
-    jmp 1f
-1:
+    mov eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 169
-    mov r8d, 104
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], 36
-    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    mov r9d, 3
     jmp 1f
 1:
     jmp 1f
 1:
+    movsxd r9, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    vmovq qword ptr [r15 + 0], xmm12
-    mov r8, r8
-    mov r8d, dword ptr [r15 + 0]
+    movzx r9d, al
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r8d
+    mov dword ptr [r15 + 0], 147
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 256]
+    lea r9, [r11*4]
     lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    mov edx, r9d
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 192
+    movzx eax, byte ptr [r15 + r9 + 576]
     and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
-    mov dword ptr [r15 + r9 + 320], 113
-    movzx r9d, r8b
+    vmovdqu ymmword ptr [r15 + r8 + 128], ymm0
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], cl
+    mov ecx, 65
+    mov rcx, qword ptr [r15 + r8 + 64]
     jmp 1f
 1:
+    movzx r8d, byte ptr [r15 + r9 + 768]
+    mov edx, r8d
+    mov rdx, qword ptr [r15 + rbp + 448]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + r8 + 64]
+    mov qword ptr [r15 + r9 + 640], rdx
+    mov byte ptr [r15 + r9 + 704], dl
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 192], 159
-    mov r8d, 125
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c10:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d5718_j]
+    lea rcx, [rip + .Lc1_d5817_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d5718_j:
+    jmp .Lc1_d5817_j_t
+.Lc1_d5817_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, rdi
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    xor dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 34
+    vmovdqu xmmword ptr [r15 + 0], xmm0
+    mov eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    mov eax, 70
+    movzx eax, al
     movzx eax, byte ptr [r15 + 0]
-    mov ecx, 103
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r8d, r8d
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 23
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    test dword ptr [r15 + 67117724], 1056768
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 189
-    mov r9, r9
-    mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 0], 228
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, ebp
-    lea r9, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov edi, dword ptr [r15 + r9 + 320]
     and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rbp
     lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 384], r8
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], r9d
-    mov byte ptr [r15 + rbp + 320], bpl
-    mov r9, r8
-    mov dword ptr [r15 + r8 + 512], r9d
+    mov dword ptr [r15 + rbp + 64], r8d
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 256], r8b
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], 120
+    movsxd rdi, dword ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + r8 + 192], 159
+    movsxd rbp, dword ptr [r15 + r9 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c11:
-    lea r9, [r11*8]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 1024], 253
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, r9b
-    movsxd r8, dword ptr [r15 + 0]
-    movzx ebp, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + r9 + 960], ymm12
-    mov qword ptr [r15 + r9 + 896], r9
-    mov qword ptr [r15 + r9 + 832], r8
-    lea rbp, [r11 + r11*1]
-    movzx r8d, r8b
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rbp
-    mov r8, qword ptr [r15 + rbp + 512]
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*8]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7744]
+    and r8, 64
+    vmovq qword ptr [r15 + r8 + 320], xmm0
+    mov edi, dword ptr [r15 + rbp + 7936]
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    vmovdqu ymmword ptr [r15 + rbp + 7616], ymm0
+    movzx eax, cl
     jmp 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], ebp
-    mov dword ptr [r15 + rbp + 384], 34
-    mov byte ptr [r15 + r9 + 1216], bpl
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 1152], r8b
-    mov ebp, dword ptr [r15 + r9 + 1088]
+    mov ecx, 18
+    vmovq qword ptr [r15 + rbp + 7872], xmm0
+    mov ecx, ecx
+    mov ecx, 161
+    mov qword ptr [r15 + rbp + 7808], rdx
     jmp 1f
 1:
-    mov r8, r8
-    movzx r8d, byte ptr [r15 + r9 + 1280]
-    mov r9d, 134
     jmp 1f
 1:
-    mov r9d, 141
-    movzx r9d, r9b
-    mov r9, rbp
+    movsxd rcx, dword ptr [r15 + rbp + 7552]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 8000], ymm0
+    mov dword ptr [r15 + r8 + 384], 242
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + rbp + 7680]
+    and r8, 64
+    mov ebp, dword ptr [r15 + r8 + 320]
+    mov rsi, rbp
+    mov dword ptr [r15 + r8 + 384], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c12:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8192
-    setz al
-    lea rcx, [rip + .Lc1_d5817_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d5817_s:
-    .p2align 3
-    jmp .Lc1_d5817_j
-    .p2align 3
-    jmp .Lc1_d5817_j
-.Lc1_d5817_j:
-    mov rcx, rcx
-    mov dword ptr [r15 + 0], ecx
-    movzx ecx, cl
-    mov qword ptr [r15 + 0], rdi
-    mov qword ptr [r15 + 0], rcx
+    lea rcx, [rip + .Lc1_d5911_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5911_j_t
+.Lc1_d5911_j:
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov ecx, 196
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm0, xmm0, 35
+    movzx r8d, bpl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov dword ptr [r15 + 0], r8d
-    mov eax, eax
-    mov dword ptr [r15 + 0], 134
-    mov eax, 253
-    mov rax, rax
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 80
-    mov byte ptr [r15 + 0], dl
-    movzx edx, r8b
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov edx, 179
-    jmp 1f
+    movzx ebp, dl
+    test ebx, 2011136
+    jz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    movzx edi, r9b
+    movsxd r8, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov r8, r8
     and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 64], ymm12
     lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 192], ecx
     and r9, 64
-    mov dword ptr [r15 + r9 + 256], r9d
+    movsxd rcx, dword ptr [r15 + r9 + 128]
     and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
-    mov rdi, rsi
-    mov edi, dword ptr [r15 + r8 + 320]
-    movsxd r8, dword ptr [r15 + r9 + 192]
+    mov rsi, qword ptr [r15 + r8 + 448]
+    mov rdx, rax
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 128], 225
+    mov rdx, rdx
+    mov edx, 136
+    mov dword ptr [r15 + r9 + 64], 156
+    vmovdqu ymmword ptr [r15 + r8 + 512], ymm0
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, 140
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + rbp + 256]
+    jmp 1f
+1:
+    mov ebp, 100
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c13:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov edx, eax
+    jmp 1f
+1:
+    mov rdx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
+    mov edx, edx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm0, xmm0, xmm1
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edi
-    jmp 1f
-1:
-    vpaddd xmm12, xmm12, xmm12
+    movzx edx, dil
+    mov rdx, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rdx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
+    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*8]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], 60
+    and r9, 192
+    add qword ptr [r15 + r9 + 576], r9
+    movzx esi, dl
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7680], dil
-    and r9, 448
-    or qword ptr [r15 + r9 + 896], 63
-    movsxd rdi, dword ptr [r15 + r8 + 7552]
+    mov qword ptr [r15 + r8 + 192], rdi
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + r9 + 704]
     and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    movsxd rax, dword ptr [r15 + r9 + 1088]
-    mov dword ptr [r15 + r8 + 7616], 14
-    mov dword ptr [r15 + r9 + 1024], eax
+    mov ecx, dword ptr [r15 + rbp + 448]
+    mov r8, rcx
+    mov r8, r8
+    movzx ecx, byte ptr [r15 + r9 + 768]
+    movzx edi, cl
+    movsxd rcx, dword ptr [r15 + r9 + 640]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 64], eax
-    jmp 1f
-1:
-    vpxor xmm12, xmm12, xmm13
-    mov dword ptr [r15 + r9 + 832], ebp
-    movzx eax, byte ptr [r15 + r9 + 960]
-    mov rbp, qword ptr [r15 + r8 + 7488]
-    vpaddd xmm12, xmm12, xmm12
-    mov r8d, dword ptr [r15 + r9 + 1216]
-    mov byte ptr [r15 + r9 + 1152], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r9d, dword ptr [r15 + rbp + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c14:
-    lea rcx, [rip + .Lc1_d5919_j]
+    lea rcx, [rip + .Lc1_d6020_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d5919_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
+    jmp .Lc1_d6020_j_t
+.Lc1_d6020_j:
+    mov ecx, 173
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
+    mov ecx, r8d
+    vmovdqu xmmword ptr [r15 + 0], xmm0
+    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb esi, xmm12
+    movzx ecx, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov r8d, eax
+    movzx edx, r8b
+    mov r8d, 93
+    mov r8d, eax
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 166
+    movzx r8d, dl
+    movzx r8d, r8b
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 60
-    mov rsi, rsi
+    mov r8d, r8d
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    movsxd rcx, dword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 253
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rdx
-    mov rsi, rsi
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], bpl
-    lea r8, [r11 + r11*8]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov byte ptr [r15 + r8 + 1664], sil
-    mov rsi, rdx
-    and r9, 64
-    mov qword ptr [r15 + r9 + 448], r9
-    mov qword ptr [r15 + r8 + 1408], r9
-    mov esi, dword ptr [r15 + r8 + 1856]
-    mov byte ptr [r15 + r9 + 512], bpl
-    movzx r9d, byte ptr [r15 + rbp + 384]
-    mov rdi, qword ptr [r15 + r8 + 1792]
-    movsxd rbp, dword ptr [r15 + r8 + 1472]
-    vmovdqu xmmword ptr [r15 + r8 + 1728], xmm12
-    mov qword ptr [r15 + r8 + 1536], rbp
-    mov edx, edi
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 1600], rdx
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], r8d
+    and r9, 64
+    mov edx, dword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + r9 + 128], 36
+    lea r9, [r11 + r11*1]
+    movzx edi, cl
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 240
+    mov ecx, dword ptr [r15 + r8 + 256]
+    mov dword ptr [r15 + r9 + 64], 50
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c15:
-    lea rcx, [rip + .Lc1_d5965_j]
+    lea rcx, [rip + .Lc1_d6078_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d5965_j:
-    mov dword ptr [r15 + 0], ebp
-    mov ecx, 126
-    movzx ecx, cl
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    mov ebp, 99
+    jmp .Lc1_d6078_j_t
+.Lc1_d6078_j:
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    movzx ebp, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    mov r9d, 71
-    mov edx, 8
+    mov ecx, 205
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 164
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r8, [r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r8
-    mov eax, r8d
+    and r8, 448
+    lea r9, [r11 + r11*2]
+    movsxd rcx, dword ptr [r15 + r8 + 1152]
+    vmovdqu ymmword ptr [r15 + r8 + 1024], ymm0
+    and r9, 1984
+    mov edx, dword ptr [r15 + r9 + 1408]
+    mov edi, 252
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 1472], edi
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 195
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 142
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, 6
+    mov byte ptr [r15 + r8 + 832], r8b
     lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], rdi
-    mov edx, r8d
-    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 960], 137
+    mov qword ptr [r15 + r8 + 1088], rbp
     and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 192], ymm12
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
-    mov edi, dword ptr [r15 + r9 + 64]
-    mov byte ptr [r15 + r8 + 320], r8b
-    mov qword ptr [r15 + rbp + 256], r8
+    mov byte ptr [r15 + rbp + 64], bpl
+    mov byte ptr [r15 + r8 + 896], cl
+    mov qword ptr [r15 + r8 + 1216], rdi
+    mov edi, 69
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 1280], dil
+    mov edi, edi
+    vpcmpeqb xmm0, xmm0, xmm7
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 128], 219
+    movsxd rbp, dword ptr [r15 + r9 + 1344]
+    mov edi, 195
+    movzx edi, dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c16:
-    mov rdi, rdi
-    lea rbp, [r11*8]
-    movzx edi, bpl
-    and rbp, 448
-    mov r9, qword ptr [r15 + rbp + 896]
-    movzx r8d, byte ptr [r15 + rbp + 832]
-    mov edi, r8d
-    mov rdi, rsi
+    lea rbp, [r11 + r11*8]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3840], rdi
+    and r9, 64
+    movsxd rdi, dword ptr [r15 + r9 + 384]
+    mov ecx, dword ptr [r15 + rbp + 3648]
+    jmp 1f
+1:
+    mov r8d, ebp
+    movzx r8d, bpl
+    mov r8, qword ptr [r15 + rbp + 3456]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm0, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 134
-    movzx esi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r9b
     and r8, 64
-    mov dword ptr [r15 + r8 + 320], 123
-    mov dword ptr [r15 + rbp + 1088], 109
-    mov rdi, qword ptr [r15 + rbp + 1280]
-    mov dword ptr [r15 + r8 + 384], edi
-    mov byte ptr [r15 + rbp + 1024], dil
-    mov edi, dword ptr [r15 + rbp + 1152]
-    lea r8, [r11 + r11*1]
-    mov rdx, qword ptr [r15 + rbp + 1216]
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 512]
+    vmovdqu ymmword ptr [r15 + r8 + 448], ymm0
+    movzx ecx, r8b
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm0
+    mov dword ptr [r15 + rbp + 3584], ecx
+    vmovdqu ymmword ptr [r15 + rbp + 3520], ymm0
+    mov ecx, dword ptr [r15 + r9 + 320]
+    mov byte ptr [r15 + r8 + 512], cl
+    mov r9, rcx
+    mov ecx, 46
+    vmovdqu xmm0, xmmword ptr [r15 + rbp + 3712]
     jmp 1f
 1:
-    mov rax, rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 960], esi
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 448], ymm12
-    nop
+    mov byte ptr [r15 + rbp + 3776], dl
+    mov dword ptr [r15 + rbp + 3904], ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c17:
-    lea rcx, [rip + .Lc1_d6062_j]
+    lea rcx, [rip + .Lc1_d6172_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d6062_j:
-    lea r8, [r11 + r11*8]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
+    jmp .Lc1_d6172_j_t
+.Lc1_d6172_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 208
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r8d
+    mov ebp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r9d, dword ptr [r15 + 0]
+    mov r8, rbp
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
+    mov rcx, r8
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 1280]
     lea rbp, [r11 + r11*1]
-    mov esi, r9d
-    lea r9, [r11 + r11*1]
+    mov rdi, rax
+    mov eax, edi
+    mov qword ptr [r15 + r8 + 1024], rsi
     and rbp, 64
-    mov byte ptr [r15 + rbp + 128], al
-    and r9, 64
-    mov qword ptr [r15 + r9 + 448], r9
-    mov rdx, qword ptr [r15 + r8 + 7680]
-    mov qword ptr [r15 + rbp + 64], rdx
-    mov eax, 53
-    vmovdqu xmm12, xmmword ptr [r15 + r8 + 7552]
-    mov rax, rsi
+    mov byte ptr [r15 + rbp + 256], bpl
+    mov byte ptr [r15 + rbp + 192], r9b
     jmp 1f
 1:
+    mov rbp, rbp
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 8000], eax
-    mov rax, rsi
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 832], dl
+    mov qword ptr [r15 + r8 + 896], rbp
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 320], bpl
+    mov byte ptr [r15 + r8 + 1152], bpl
+    vmovdqu xmmword ptr [r15 + r8 + 1216], xmm0
+    mov edi, 168
+    mov qword ptr [r15 + r8 + 1088], rax
+    movsxd rdi, dword ptr [r15 + r8 + 960]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + r8 + 7808]
-    mov rsi, qword ptr [r15 + r8 + 7616]
-    mov dword ptr [r15 + r8 + 7872], 2
-    mov edx, r9d
-    movzx edx, byte ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + r8 + 7744], ebp
-    mov edi, r8d
-    mov dword ptr [r15 + r8 + 7936], eax
+    movsxd rax, dword ptr [r15 + rbp + 384]
+    vpmovmskb ebp, xmm0
+    mov rbp, rbp
+    movzx ebp, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c18:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 163
-    mov rdi, rdx
-    mov edi, 250
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
+    mov ebp, 84
+    mov ebp, ebp
+    mov esi, 128
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rcx
-    mov esi, esi
+    movzx esi, byte ptr [r15 + 0]
+    mov eax, esi
+    mov dword ptr [r15 + 0], 174
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edi, dil
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov dword ptr [r15 + 0], 228
+    mov esi, 239
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 232
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 124
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    mov edx, r8d
+    mov esi, eax
+    and r8, 192
+    vmovdqu ymmword ptr [r15 + r8 + 768], ymm0
+    movzx esi, byte ptr [r15 + r8 + 640]
     lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 704], 176
+    movzx edx, cl
+    and r9, 64
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 192], rbp
+    jmp 1f
+1:
     jmp 1f
 1:
     and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 320]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 222
-    lea r8, [r11 + r11*1]
-    mov edx, edx
-    mov byte ptr [r15 + r9 + 448], al
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 448]
-    mov dword ptr [r15 + rbp + 384], 155
+    mov qword ptr [r15 + rbp + 128], rbp
     jmp 1f
 1:
-    movzx r9d, r8b
-    mov r9d, r9d
-    mov dword ptr [r15 + r8 + 512], 12
     jmp 1f
 1:
+    mov dword ptr [r15 + r8 + 576], ebp
+    mov qword ptr [r15 + rbp + 64], r8
+    movzx ebp, byte ptr [r15 + r9 + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -7976,477 +8050,546 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d6164_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d6164_j:
-    mov qword ptr [r15 + 0], rsi
-    mov eax, 46
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], esi
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d6273_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6273_s_t
+    .p2align 3
+.Lc1_d6273_s:
+    .p2align 3
+    jmp .Lc1_d6273_j
+    .p2align 3
+    jmp .Lc1_d6273_j
+    .p2align 3
+    jmp .Lc1_d6273_j
+    .p2align 3
+    jmp .Lc1_d6273_j
+    .p2align 3
+    jmp .Lc1_d6273_j
+    .p2align 3
+    jmp .Lc1_d6273_j
+    .p2align 3
+    jmp .Lc1_d6273_j
+    .p2align 3
+    jmp .Lc1_d6273_j
+    .p2align 3
+    jmp .Lc1_d6273_j
+    .p2align 3
+    jmp .Lc1_d6273_j
+    .p2align 3
+    jmp .Lc1_d6273_j
+    .p2align 3
+    jmp .Lc1_d6273_j
+    .p2align 3
+    jmp .Lc1_d6273_j
+    .p2align 3
+    jmp .Lc1_d6273_j
+    .p2align 3
+    jmp .Lc1_d6273_j
+    .p2align 3
+    jmp .Lc1_d6273_j
+.Lc1_d6273_j:
+    mov rax, rbp
+    lea rbp, [r11*8]
+    jmp 1f
+1:
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 1088]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, cl
-    mov rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
+    mov r9, rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    nop
+    mov dword ptr [r15 + 0], 25
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 32800
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    lea rbp, [r11*4]
+    mov r8, rdi
+    mov byte ptr [r15 + 0], r8b
+    mov r8d, r8d
+    mov r8d, 86
     lea r8, [r11 + r11*1]
-    mov eax, dword ptr [r15 + 0]
-    and rbp, 192
-    movzx esi, byte ptr [r15 + rbp + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    mov dword ptr [r15 + r8 + 128], r8d
+    mov dword ptr [r15 + r8 + 192], r8d
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
+    mov qword ptr [r15 + rbp + 1024], r9
+    mov dword ptr [r15 + r8 + 256], ecx
     and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 128], ymm12
-    mov byte ptr [r15 + rbp + 704], cl
-    mov dword ptr [r15 + rbp + 640], edi
-    movzx ecx, r9b
+    mov r8, qword ptr [r15 + r9 + 128]
+    mov rcx, qword ptr [r15 + rbp + 896]
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 64], ecx
+    mov edi, dword ptr [r15 + rbp + 1280]
+    movzx edx, byte ptr [r15 + rbp + 1216]
+    movzx esi, byte ptr [r15 + rbp + 832]
+    movzx r8d, bpl
+    movzx r8d, cl
+    .byte 0x0f, 0x1f, 0x00
     movzx ecx, byte ptr [r15 + r9 + 64]
-    mov byte ptr [r15 + rbp + 768], cl
-    jmp 1f
-1:
+    mov qword ptr [r15 + rbp + 1152], rcx
+    mov dword ptr [r15 + rbp + 960], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c20:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    lea r9, [r11*8]
-    lea rbp, [r11 + r11*1]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d6345_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6345_s_t
+    .p2align 3
+.Lc1_d6345_s:
+    .p2align 3
+    jmp .Lc1_d6345_j
+    .p2align 3
+    jmp .Lc1_d6345_j
+    .p2align 3
+    jmp .Lc1_d6345_j
+    .p2align 3
+    jmp .Lc1_d6345_j
+    .p2align 3
+    jmp .Lc1_d6345_j
+    .p2align 3
+    jmp .Lc1_d6345_j
+    .p2align 3
+    jmp .Lc1_d6345_j
+    .p2align 3
+    jmp .Lc1_d6345_j
+    .p2align 3
+    jmp .Lc1_d6345_j
+    .p2align 3
+    jmp .Lc1_d6345_j
+    .p2align 3
+    jmp .Lc1_d6345_j
+    .p2align 3
+    jmp .Lc1_d6345_j
+    .p2align 3
+    jmp .Lc1_d6345_j
+    .p2align 3
+    jmp .Lc1_d6345_j
+    .p2align 3
+    jmp .Lc1_d6345_j
+    .p2align 3
+    jmp .Lc1_d6345_j
+.Lc1_d6345_j:
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], 154
     jmp 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], ecx
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 40
-    mov rcx, rdx
-    mov ecx, dword ptr [r15 + r9 + 896]
-    movzx edx, r8b
-    mov qword ptr [r15 + r9 + 1088], rax
-    mov rdx, rdx
-    mov r8, rdi
-    mov eax, dword ptr [r15 + r9 + 1216]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov eax, 96
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    mov eax, ecx
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    mov qword ptr [r15 + r8 + 512], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 12
-    rep movsb
-    mov rsi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 49
-    mov esi, r8d
-    mov rsi, qword ptr [r15 + r9 + 960]
-    mov rcx, qword ptr [r15 + r9 + 1024]
-    mov rdi, rdx
-    movzx edi, dl
+    mov byte ptr [r15 + r8 + 192], r8b
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov edi, edi
-    mov dword ptr [r15 + r9 + 1152], edi
-    xor dword ptr [r15 + rbp + 384], ecx
-    movzx edi, sil
-    mov qword ptr [r15 + r8 + 448], rsi
+    mov rcx, rsi
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 128]
+    lea rbp, [r11 + r11*1]
+    mov rsi, rbp
+    mov rsi, rsi
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], bpl
+    vmovdqu xmmword ptr [r15 + rbp + 448], xmm0
+    movsxd rbp, dword ptr [r15 + r9 + 64]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + r8 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c21:
-    lea rcx, [rip + .Lc1_d6263_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d6263_j:
-    mov rcx, rdi
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
     and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 512]
-    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + rbp + 448], 33
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 233
-    mov rsi, rdi
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edx
+    movzx r9d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm12
-    movzx eax, sil
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    mov rsi, qword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    movzx esi, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*4]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 168
+    mov edx, r8d
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3520], r8d
+    mov dword ptr [r15 + r8 + 3456], r8d
+    vmovdqu ymmword ptr [r15 + r9 + 1088], ymm0
+    mov edi, dword ptr [r15 + r8 + 3584]
+    mov edx, dword ptr [r15 + r9 + 1024]
+    mov byte ptr [r15 + rbp + 512], dl
+    mov rdx, rcx
+    movzx edx, al
+    mov edx, edx
+    mov dword ptr [r15 + r8 + 3392], 100
+    mov dword ptr [r15 + r9 + 896], 202
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r8 + 3648], edx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 157
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 256], r8
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 128]
-    mov rax, qword ptr [r15 + r8 + 192]
-    mov r8d, eax
-    mov eax, r8d
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + rbp + 448]
-    movzx ebp, byte ptr [r15 + r9 + 64]
-    mov r9d, 148
+    mov dword ptr [r15 + r9 + 960], edi
+    mov rdi, qword ptr [r15 + r9 + 1152]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c22:
-    lea rcx, [rip + .Lc1_d6317_j]
+    lea rcx, [rip + .Lc1_d6464_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d6317_j:
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm12
+    jmp .Lc1_d6464_j_t
+.Lc1_d6464_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 124
+    mov dword ptr [r15 + 0], eax
     mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 250
-    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 203
-    jmp 1f
-1:
-    mov r8d, 63
-    movzx esi, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 177
     lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11*4]
-    vmovdqu xmmword ptr [r15 + 0], xmm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm0
+    mov dword ptr [r15 + 0], ebp
+    lea r8, [r11*8]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 320], r8b
-    and r9, 192
-    mov r8, qword ptr [r15 + r9 + 640]
-    movzx eax, r8b
-    movzx r8d, sil
+    movsxd rdx, dword ptr [r15 + rbp + 384]
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 1088]
+    mov r9d, edi
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 1280], al
+    mov dword ptr [r15 + r8 + 960], r9d
+    mov dword ptr [r15 + r8 + 832], r9d
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], r9b
+    mov qword ptr [r15 + r8 + 1216], r9
+    mov rax, qword ptr [r15 + r8 + 896]
+    vmovdqu ymmword ptr [r15 + r9 + 64], ymm0
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 768], 239
-    mov esi, 149
-    mov ecx, ebp
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], rbp
-    mov dword ptr [r15 + r9 + 576], 221
-    mov qword ptr [r15 + rbp + 384], rcx
+    mov esi, 185
+    movsxd r9, dword ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + r8 + 1152], r9d
+    mov r9, r9
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 704], 26
-    mov rcx, rax
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + r8 + 64]
+    mov r9d, dword ptr [r15 + r8 + 1024]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c23:
-    mov byte ptr [r15 + 0], dil
-    mov r8, rcx
-    mov rcx, rbp
-    mov dword ptr [r15 + 0], 176
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea r9, [r11 + r11*4]
+    mov rax, rdi
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 896]
+    movzx edi, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    add qword ptr [r15 + 0], rcx
-    mov byte ptr [r15 + 0], cl
-    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    movsxd rcx, dword ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x40, 0x00
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov r8d, dword ptr [r15 + 0]
+    mov edi, 28
+    mov rbp, rax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
+    mov edi, 102
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov ecx, ecx
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], 194
-    movzx ecx, sil
-    mov eax, edx
-    mov rsi, r8
+    test dword ptr [r15 + 67117724], 8192
+    jnz 1f
+1:
+    mov rax, rdi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
-    mov esi, 229
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], 232
-    mov qword ptr [r15 + rbp + 512], rbp
-    movsxd rbp, dword ptr [r15 + r8 + 256]
     lea r8, [r11 + r11*1]
-    mov ecx, 125
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movzx edi, byte ptr [r15 + r9 + 1024]
     and r8, 64
-    mov qword ptr [r15 + r8 + 128], rdi
-    mov rdi, r8
-    mov edi, 177
-    mov qword ptr [r15 + r8 + 64], rdi
-    mov edi, 108
-    mov rdi, rsi
+    mov eax, dword ptr [r15 + r8 + 384]
+    and rbp, 64
+    mov rsi, qword ptr [r15 + rbp + 512]
+    mov dword ptr [r15 + r9 + 832], edi
+    vmovdqu ymmword ptr [r15 + r9 + 1088], ymm0
+    vpor xmm0, xmm0, xmm0
+    mov dword ptr [r15 + r8 + 320], 73
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 960], 121
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 448], rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c24:
-    lea rcx, [rip + .Lc1_d6419_j]
+    lea rcx, [rip + .Lc1_d6559_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d6419_j:
-    mov rcx, rcx
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 11
-    rep movsb
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d6559_j_t
+.Lc1_d6559_j:
+    lea rbp, [r11*8]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 89
-    mov esi, ecx
-    jmp 1f
-1:
-    mov esi, esi
-    mov qword ptr [r15 + 0], rsi
-    mov edi, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    mov rdi, r9
+    mov ecx, 197
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3456]
     lea r8, [r11 + r11*1]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm12
-    mov byte ptr [r15 + rbp + 64], sil
+    mov dword ptr [r15 + rbp + 3584], 191
+    jmp 1f
+1:
     and r8, 64
-    mov ebp, dword ptr [r15 + r8 + 384]
-    mov esi, eax
-    mov esi, eax
+    vmovdqu ymmword ptr [r15 + r8 + 128], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 3648], edi
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 3840], 158
     lea r9, [r11 + r11*1]
-    movzx esi, al
-    mov eax, eax
+    mov dword ptr [r15 + rbp + 3520], r9d
+    movzx edi, r9b
+    mov rdi, rdi
     and r9, 64
-    inc dword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + r9 + 384], r9d
     jmp 1f
 1:
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + rbp + 3712]
     jmp 1f
 1:
+    movsxd rdi, dword ptr [r15 + r9 + 320]
+    mov r9d, 109
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    movsxd rsi, dword ptr [r15 + rbp + 3776]
+    mov ebp, 172
+    mov byte ptr [r15 + r8 + 64], dil
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + r9 + 448]
-    mov dword ptr [r15 + r8 + 320], r8d
-    mov r8d, eax
-    jmp 1f
-1:
-    mov eax, 20
-    jmp 1f
-1:
-    vpshufd xmm12, xmm12, 235
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c25:
-    lea rcx, [rip + .Lc1_d6480_j]
+    lea rcx, [rip + .Lc1_d6607_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d6480_j:
-    lea r8, [r11*4]
-    lea rbp, [r11 + r11*1]
-    and r8, 192
-    movsxd rcx, dword ptr [r15 + r8 + 576]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], al
+    jmp .Lc1_d6607_j_t
+.Lc1_d6607_j:
+    mov ecx, 7
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 200
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 320], edi
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, edi
-    mov edi, 185
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    mov edi, 213
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 87
-    mov dword ptr [r15 + 0], 43
+    movzx edi, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 0]
+    vmovq qword ptr [r15 + 0], xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov rcx, rcx
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 768], 216
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 256]
-    movzx ecx, al
-    movsxd rax, dword ptr [r15 + r8 + 704]
-    mov r9d, edi
-    mov r9, rdi
-    mov byte ptr [r15 + rbp + 192], dil
-    movzx ebp, dil
-    movzx edi, byte ptr [r15 + r8 + 640]
+    mov r8, rcx
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], 239
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    lea rbp, [r11*4]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], eax
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 576], 20
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov eax, 107
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], rcx
+    mov dword ptr [r15 + rbp + 768], 198
+    mov rcx, qword ptr [r15 + rbp + 640]
+    mov qword ptr [r15 + r9 + 128], rbp
+    mov dword ptr [r15 + rbp + 704], 229
+    mov byte ptr [r15 + r8 + 512], sil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c26:
-    mov edi, 121
+    mov dword ptr [r15 + 0], esi
+    mov esi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, rsi
+    jmp 1f
+1:
+    vpxor xmm0, xmm0, xmm9
+    movzx ecx, cl
+    mov dword ptr [r15 + 0], 174
+    movzx esi, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdi
+    movzx edx, sil
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov esi, 237
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    lea r9, [r11*8]
+    mov esi, r8d
+    mov qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + 0], esi
+    movzx esi, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    movzx r8d, sil
     lea r8, [r11 + r11*1]
-    and rbp, 192
-    mov rdi, qword ptr [r15 + rbp + 576]
+    jmp 1f
+1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 192], 14
-    mov rax, rax
-    and r9, 4032
-    mov rdx, qword ptr [r15 + r9 + 3456]
-    mov dword ptr [r15 + rbp + 640], 103
-    mov dword ptr [r15 + r9 + 3776], ebp
-    movsxd rax, dword ptr [r15 + r9 + 3712]
-    movzx ecx, byte ptr [r15 + r9 + 3584]
-    mov qword ptr [r15 + rbp + 704], rsi
-    mov qword ptr [r15 + r9 + 3648], rcx
-    mov qword ptr [r15 + rbp + 768], rcx
-    movsxd rcx, dword ptr [r15 + r9 + 3840]
-    mov qword ptr [r15 + r8 + 256], rdx
-    movzx ebp, byte ptr [r15 + r9 + 3392]
-    mov esi, 1
-    mov dword ptr [r15 + r9 + 3520], edi
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 64], rbp
+    and rbp, 64
+    movzx edx, byte ptr [r15 + rbp + 256]
+    mov rax, rsi
+    mov rsi, r9
+    lea r9, [r11*4]
+    mov esi, 104
+    and r9, 192
+    mov esi, dword ptr [r15 + r9 + 640]
+    mov edi, 122
+    jmp 1f
+1:
+    mov edi, 140
+    jmp 1f
+1:
+    mov edi, edx
+    mov edx, edi
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 768], ecx
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 704], rax
+    mov rdx, rdx
+    mov dword ptr [r15 + r9 + 576], 251
+    mov dword ptr [r15 + rbp + 192], 209
+    mov qword ptr [r15 + r8 + 128], rdx
     jmp 1f
 1:
     add r11, 64
@@ -8454,1061 +8597,1112 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c27:
-    lea rcx, [rip + .Lc1_d6570_j]
+    lea rcx, [rip + .Lc1_d6712_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d6570_j:
-    lea rbp, [r11 + r11*1]
+    jmp .Lc1_d6712_j_t
+.Lc1_d6712_j:
+    lea rbp, [r11 + r11*8]
+    mov ecx, r8d
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3904], r8d
     jmp 1f
 1:
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 320]
+    movzx ecx, byte ptr [r15 + rbp + 3648]
     jmp 1f
 1:
-    mov r9, rsi
-    mov byte ptr [r15 + 0], sil
-    mov esi, ebp
+    vpshufd xmm0, xmm0, 228
+    movsxd r8, dword ptr [r15 + rbp + 3392]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    mov r9d, 232
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, rcx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx r9d, sil
-    jmp 1f
-1:
-    mov r9d, 85
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov rdx, rdx
+    mov edx, 204
+    mov eax, edx
+    mov eax, 40
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edx, edx
-    mov edx, 234
-    mov byte ptr [r15 + 0], dl
-    mov edx, edx
-    mov edx, 146
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, eax
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 3584], r8
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], r8d
+    mov edx, dword ptr [r15 + rbp + 3712]
+    vpcmpeqb xmm0, xmm0, xmm6
+    mov qword ptr [r15 + rbp + 3776], rdx
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 3520], 189
+    mov edx, dword ptr [r15 + rbp + 3456]
     and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 64]
-    mov ecx, dword ptr [r15 + rbp + 384]
-    lea rbp, [r11 + r11*1]
-    mov esi, dword ptr [r15 + r9 + 128]
-    vpshufd xmm12, xmm12, 132
-    and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 64]
-    mov dword ptr [r15 + rbp + 128], r9d
+    mov qword ptr [r15 + r9 + 192], r9
+    mov rax, qword ptr [r15 + r9 + 256]
+    mov dword ptr [r15 + rbp + 3840], 49
+    mov r9, rdi
+    mov byte ptr [r15 + r8 + 384], r9b
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c28:
+    movzx r9d, al
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 150
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 120
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 97
+    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edx
+    mov eax, 55
+    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 43
     mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 235
+    mov r9d, 142
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 195
+    mov rdx, rbp
     and r8, 64
-    mov byte ptr [r15 + r8 + 128], r9b
-    mov r9d, r8d
-    mov r9, rsi
-    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 448], r8b
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 64], bpl
+    movsxd rdx, dword ptr [r15 + r8 + 512]
+    mov r8d, 18
+    lea r8, [r11 + r11*1]
+    movzx edi, byte ptr [r15 + rbp + 128]
+    movzx ebp, dil
+    and r8, 64
+    movzx ebp, byte ptr [r15 + r8 + 320]
     jmp 1f
 1:
-    lea rbp, [r11*8]
-    mov esi, 178
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 1216]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], 246
-    mov dword ptr [r15 + rbp + 1152], r9d
-    mov byte ptr [r15 + rbp + 1280], al
-    mov rax, qword ptr [r15 + r9 + 384]
-    mov r9d, 160
-    mov dword ptr [r15 + rbp + 960], r9d
-    mov r9d, dword ptr [r15 + r8 + 64]
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + rbp + 896]
-    mov dword ptr [r15 + rbp + 832], esi
-    mov dword ptr [r15 + rbp + 1024], 71
-    mov qword ptr [r15 + rbp + 1088], rbp
+    movsxd rsi, dword ptr [r15 + r8 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c29:
-    lea rcx, [rip + .Lc1_d6672_j]
+    lea rcx, [rip + .Lc1_d6811_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d6672_j:
-    lea r9, [r11 + r11*8]
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1856]
+    jmp .Lc1_d6811_j_t
+.Lc1_d6811_j:
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
+    mov ecx, eax
     and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 320]
+    vmovdqu ymmword ptr [r15 + rbp + 256], ymm0
+    mov rcx, rbp
+    movzx ecx, sil
+    mov ecx, ecx
+    mov ecx, 25
+    movzx eax, cl
+    mov rcx, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    vpaddd xmm0, xmm0, xmm0
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 214
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 57
+    mov ecx, 231
+    mov rcx, rcx
+    mov ecx, 139
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], ecx
+    lea r8, [r11*4]
+    mov ecx, r8d
+    movsxd rcx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    and r8, 192
+    mov rsi, qword ptr [r15 + r8 + 576]
+    mov qword ptr [r15 + r8 + 704], rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 768], rsi
+    mov dword ptr [r15 + r8 + 640], 142
+    mov dword ptr [r15 + rbp + 192], 244
+    mov r8, rsi
     lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 192]
-    mov rdx, qword ptr [r15 + r9 + 1408]
-    mov dword ptr [r15 + rbp + 384], edx
-    mov dword ptr [r15 + r9 + 1600], 65
-    movzx edx, cl
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + r8 + 256]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 1664], 199
-    mov dword ptr [r15 + r9 + 1792], edi
-    movsxd r8, dword ptr [r15 + r9 + 1472]
-    mov dword ptr [r15 + r9 + 1344], 121
-    mov ebp, 55
-    movzx ebp, byte ptr [r15 + r9 + 1536]
-    mov dword ptr [r15 + r9 + 1728], ebp
-    mov r9, rbp
-    movzx ebp, dl
+    mov qword ptr [r15 + r8 + 320], r8
+    mov rsi, qword ptr [r15 + r8 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c30:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*4]
-    mov edx, 8
-    mov rdx, rdx
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3584], r8d
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], cl
-    movsxd rdx, dword ptr [r15 + rbp + 384]
-    mov rbp, qword ptr [r15 + r9 + 3392]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, r9b
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d6869_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6869_s_t
+    .p2align 3
+.Lc1_d6869_s:
+    .p2align 3
+    jmp .Lc1_d6869_j
+    .p2align 3
+    jmp .Lc1_d6869_j
+.Lc1_d6869_j:
+    mov rax, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r9
+    mov ecx, 175
+    mov qword ptr [r15 + 0], rcx
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    movsxd rcx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, byte ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r9, r8
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8d, edx
-    movzx edx, r8b
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 4096
+    jnz 1f
 1:
-    jmp 1f
-1:
-    mov edx, r8d
-    jmp 1f
-1:
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, dil
+    lea r9, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + r9 + 3648]
-    jmp 1f
-1:
     lea r8, [r11 + r11*1]
-    movzx edi, byte ptr [r15 + r9 + 3520]
+    movzx edi, r8b
     and r8, 64
-    add qword ptr [r15 + r8 + 64], r8
-    movzx ebp, byte ptr [r15 + r8 + 128]
-    movzx ecx, byte ptr [r15 + r9 + 3456]
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 192]
+    and r9, 64
+    lea rbp, [r11 + r11*1]
+    mov edi, dword ptr [r15 + r9 + 448]
+    mov esi, edi
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], bpl
+    mov byte ptr [r15 + rbp + 64], bpl
+    mov rbp, qword ptr [r15 + r8 + 256]
+    mov r8, rbp
     jmp 1f
 1:
-    movzx r8d, dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, rdx
-    vpmovmskb edx, xmm12
-    mov rdx, rdx
+    vmovdqu ymmword ptr [r15 + r9 + 512], ymm0
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c31:
-    lea rcx, [rip + .Lc1_d6768_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d6768_j:
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov rcx, rdx
-    mov ecx, 18
-    lea r9, [r11 + r11*1]
-    mov edi, 181
-    mov rcx, rax
-    mov ecx, 129
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
     lea rbp, [r11 + r11*1]
     jmp 1f
 1:
     and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 320], 172
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    mov rcx, rax
-    mov dword ptr [r15 + 0], 145
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov ecx, 196
-    mov ecx, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    movzx eax, dil
+    mov r8d, 193
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    movzx edx, al
-    mov dword ptr [r15 + 0], 149
+    mov r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx r9d, r9b
+    mov r9d, ebp
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov r9d, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 50
+    mov dword ptr [r15 + 0], 214
+    mov eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, al
+    mov eax, 167
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + rbp + 256]
+    movsxd rax, dword ptr [r15 + 0]
     and r8, 64
-    vmovdqu xmmword ptr [r15 + r8 + 384], xmm12
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 320], rcx
-    vmovq qword ptr [r15 + r9 + 64], xmm12
-    jmp 1f
-1:
+    mov byte ptr [r15 + r8 + 192], r9b
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 384], r9d
+    add rax, qword ptr [r15 + r8 + 256]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 236
+    mov dword ptr [r15 + r9 + 320], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c32:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 64
-    setz al
-    lea rcx, [rip + .Lc1_d6827_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d6827_s:
-    .p2align 3
-    jmp .Lc1_d6827_j
-    .p2align 3
-    jmp .Lc1_d6827_j
-.Lc1_d6827_j:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 141
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov eax, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d6980_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6980_j_t
+.Lc1_d6980_j:
     mov dword ptr [r15 + 0], ecx
+    mov ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx r9d, bpl
     jmp 1f
 1:
-    mov rdi, rax
-    mov dword ptr [r15 + 0], edi
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    mov rdi, r9
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    mov r9d, 103
-    movzx r9d, r9b
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov r9d, 39
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov rbp, rax
+    mov ebp, 208
+    jmp 1f
+1:
+    mov ebp, 50
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 256], cl
+    lea r9, [r11 + r11*1]
+    and rbp, 192
+    mov rax, qword ptr [r15 + rbp + 640]
     jmp 1f
 1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 320], 148
+    mov dword ptr [r15 + r9 + 448], r8d
     and r8, 64
-    mov dword ptr [r15 + r8 + 64], 165
-    vpmovmskb ecx, xmm12
-    movsxd rcx, dword ptr [r15 + rbp + 192]
-    mov qword ptr [r15 + r9 + 384], rdi
-    movsxd rbp, dword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + r8 + 192], 144
     mov edi, r8d
+    movsxd rdi, dword ptr [r15 + r9 + 512]
+    mov qword ptr [r15 + rbp + 704], rsi
+    movzx r9d, sil
+    mov dword ptr [r15 + rbp + 768], esi
+    mov dword ptr [r15 + rbp + 576], r9d
+    mov dword ptr [r15 + r8 + 256], 196
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c33:
-    mov rdi, rbp
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d7040_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7040_s_t
+    .p2align 3
+.Lc1_d7040_s:
+    .p2align 3
+    jmp .Lc1_d7040_j
+    .p2align 3
+    jmp .Lc1_d7040_j
+    .p2align 3
+    jmp .Lc1_d7040_j
+    .p2align 3
+    jmp .Lc1_d7040_j
+    .p2align 3
+    jmp .Lc1_d7040_j
+    .p2align 3
+    jmp .Lc1_d7040_j
+    .p2align 3
+    jmp .Lc1_d7040_j
+    .p2align 3
+    jmp .Lc1_d7040_j
+    .p2align 3
+    jmp .Lc1_d7040_j
+    .p2align 3
+    jmp .Lc1_d7040_j
+    .p2align 3
+    jmp .Lc1_d7040_j
+    .p2align 3
+    jmp .Lc1_d7040_j
+    .p2align 3
+    jmp .Lc1_d7040_j
+    .p2align 3
+    jmp .Lc1_d7040_j
+    .p2align 3
+    jmp .Lc1_d7040_j
+    .p2align 3
+    jmp .Lc1_d7040_j
+.Lc1_d7040_j:
+    .byte 0x0f, 0x1f, 0x00
+    mov ecx, r9d
     jmp 1f
 1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], rcx
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 256], cl
-    mov ecx, ecx
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 181
-    mov ecx, 107
-    mov rdi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
+    mov r9, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
     jmp 1f
 1:
-    movzx edi, sil
+    mov r9, qword ptr [r15 + 0]
+    mov rcx, r9
+    mov dword ptr [r15 + 0], 208
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov eax, 71
+    mov eax, 18
+    mov esi, 111
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 0]
-    movzx eax, cl
-    jmp 1f
-1:
-    mov ecx, 69
-    mov ecx, ecx
-    movsxd rax, dword ptr [r15 + 0]
-    mov ecx, eax
-    mov dword ptr [r15 + 0], 116
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov edi, 30
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov edi, 33
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, al
+    mov r9, r9
+    jmp 1f
+1:
+    mov esi, 78
+    lea r9, [r11 + r11*1]
+    vmovq xmm0, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 64], rcx
-    mov dword ptr [r15 + r8 + 512], r9d
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 512], ecx
+    mov rax, rbp
     jmp 1f
 1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 77
+    mov dword ptr [r15 + r9 + 448], 174
+    lea r9, [r11 + r11*1]
+    mov rax, qword ptr [r15 + rbp + 320]
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 192], rdi
-    mov byte ptr [r15 + r9 + 128], cl
+    mov rsi, rax
+    and r9, 64
+    movsxd rsi, dword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + r9 + 64], esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c34:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d6938_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d6938_s:
-    .p2align 3
-    jmp .Lc1_d6938_j
-    .p2align 3
-    jmp .Lc1_d6938_j
-.Lc1_d6938_j:
     jmp 1f
 1:
+    movzx esi, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9, rsi
+    mov esi, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
-    mov rax, r9
-    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r9
+    movzx esi, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, esi
+    movsxd rax, dword ptr [r15 + 0]
+    mov ebp, eax
+    mov rax, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], al
-    mov ecx, eax
+    mov qword ptr [r15 + 0], rdi
+    vpaddd xmm0, xmm0, xmm0
+    mov byte ptr [r15 + 0], sil
+    vmovq xmm0, r9
+    mov dword ptr [r15 + 0], 237
+    mov eax, esi
+    mov qword ptr [r15 + 0], rsi
+    mov eax, 135
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 204
-    movsxd r9, dword ptr [r15 + 0]
+    lea rbp, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 192
+    mov qword ptr [r15 + rbp + 576], r9
+    mov byte ptr [r15 + rbp + 640], sil
+    movzx r9d, byte ptr [r15 + rbp + 704]
+    mov rax, rax
+    mov rax, rsi
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    mov ecx, r9d
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], r8d
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 128]
+    mov qword ptr [r15 + r9 + 64], rax
+    mov qword ptr [r15 + r8 + 512], rsi
     jmp 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 164
-    lea r8, [r11*4]
+    vmovdqu ymmword ptr [r15 + rbp + 768], ymm0
+    mov r8d, r8d
+    mov r8d, ebp
     jmp 1f
 1:
-    and r8, 192
-    mov dword ptr [r15 + r8 + 704], 73
-    mov rsi, qword ptr [r15 + rbp + 384]
-    lea rbp, [r11 + r11*1]
-    mov rdx, qword ptr [r15 + r8 + 768]
-    mov r9d, 100
-    movzx r9d, r9b
-    and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 64]
-    add qword ptr [r15 + rbp + 128], r9
-    mov r9, r9
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 640], r9b
-    vmovdqu ymmword ptr [r15 + r8 + 576], ymm12
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c35:
-    lea rcx, [rip + .Lc1_d6994_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d7171_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d6994_j:
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, eax
+    jmp .Lc1_d7171_j_t
+.Lc1_d7171_j:
+    mov eax, 129
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    movzx r9d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 8388608
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    vmovdqu ymmword ptr [r15 + 0], ymm7
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov qword ptr [r15 + 0], r9
-    .byte 0x0f, 0x1f, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov r8, rcx
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov ebp, ecx
     jmp 1f
 1:
-    lea rbp, [r11*4]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, bpl
-    lea r8, [r11 + r11*1]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 704], 215
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], 195
-    mov eax, ecx
+    lea rbp, [r11 + r11*1]
     lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    movzx ecx, r9b
-    mov ecx, 54
     and r9, 64
-    mov byte ptr [r15 + r9 + 192], bpl
-    mov qword ptr [r15 + rbp + 768], r9
-    mov qword ptr [r15 + r9 + 256], rbp
-    mov byte ptr [r15 + rbp + 640], r9b
-    mov edx, 184
-    mov r9d, 3
+    mov qword ptr [r15 + r9 + 512], rsi
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 155
     jmp 1f
 1:
+    movzx esi, byte ptr [r15 + rbp + 320]
+    mov ebp, ecx
+    lea rbp, [r11 + r11*1]
+    mov ecx, 81
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], ebp
+    vmovq qword ptr [r15 + r9 + 448], xmm0
+    vmovdqu ymmword ptr [r15 + rbp + 320], ymm0
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 576], r8d
-    mov qword ptr [r15 + r8 + 128], rcx
-    jmp 1f
-1:
-    mov rcx, rcx
-    movzx ecx, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c36:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 36
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 0], xmm12
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    mov ecx, ecx
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, dword ptr [r15 + 0]
-    mov r9d, 77
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    mov qword ptr [r15 + 0], rcx
-    mov byte ptr [r15 + 0], sil
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7680]
     lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 512]
-    movzx edx, cl
-    mov rdx, r8
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 320]
-    lea r8, [r11 + r11*1]
-    movzx esi, r8b
     jmp 1f
 1:
-    and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 128]
-    mov edi, 202
-    mov dword ptr [r15 + rbp + 384], 199
-    mov ebp, dword ptr [r15 + r8 + 64]
-    mov dword ptr [r15 + r9 + 448], 163
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], r9d
+    movzx esi, r9b
+    lea r8, [r11 + r11*4]
+    mov rsi, r8
+    vpaddd xmm0, xmm0, xmm0
+    and r8, 448
+    mov dword ptr [r15 + r8 + 960], 29
+    jmp 1f
+1:
+    mov rsi, r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, r9d
+    mov esi, 17
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, esi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r9 + 512], 239
+    mov qword ptr [r15 + rbp + 7488], rbp
+    movzx esi, sil
+    mov byte ptr [r15 + r8 + 1088], al
+    mov eax, esi
+    mov r9d, 164
+    movzx r9d, r9b
+    movsxd r9, dword ptr [r15 + r8 + 896]
+    mov dword ptr [r15 + rbp + 7616], 183
+    mov dword ptr [r15 + r8 + 832], eax
+    mov rax, qword ptr [r15 + r8 + 1024]
+    vmovdqu ymmword ptr [r15 + rbp + 7552], ymm0
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c37:
-    lea rcx, [rip + .Lc1_d7101_j]
+    lea rcx, [rip + .Lc1_d7269_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d7101_j:
-    vpxor xmm12, xmm12, xmm15
+    jmp .Lc1_d7269_j_t
+.Lc1_d7269_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov rcx, rcx
+    movsxd rcx, dword ptr [r15 + 0]
+    nop
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    lea r9, [r11 + r11*8]
     lea rbp, [r11 + r11*1]
-    movzx r9d, sil
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1472], 150
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + r9 + 1792]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    mov rcx, rdx
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov byte ptr [r15 + 0], bpl
-    mov r9d, 67
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 244
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
-    mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 64], ebp
+    mov r8d, ebp
+    movsxd r8, dword ptr [r15 + r9 + 1344]
+    mov esi, r9d
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 320], sil
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], r9d
+    mov esi, r9d
     and r8, 64
-    mov qword ptr [r15 + r8 + 128], rdx
+    mov esi, dword ptr [r15 + r8 + 512]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm12
-    mov rdi, qword ptr [r15 + r9 + 256]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 1728], 138
+    mov edi, 242
+    movsxd rdi, dword ptr [r15 + r9 + 1536]
+    mov qword ptr [r15 + r9 + 1856], rbp
+    mov dword ptr [r15 + rbp + 128], 254
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + r9 + 1408]
+    vmovdqu xmmword ptr [r15 + r9 + 1600], xmm0
+    mov dword ptr [r15 + r9 + 1664], r8d
+    add rbp, qword ptr [r15 + r8 + 448]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c38:
-    lea r8, [r11*8]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 8192
+    setz al
+    lea rcx, [rip + .Lc1_d7322_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7322_s_t
+    .p2align 3
+.Lc1_d7322_s:
+    .p2align 3
+    jmp .Lc1_d7322_j
+    .p2align 3
+    jmp .Lc1_d7322_j
+.Lc1_d7322_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 164
     jmp 1f
 1:
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    mov edx, r9d
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 50
+    mov dword ptr [r15 + 0], 207
+    mov rcx, qword ptr [r15 + 0]
+    mov r9d, r8d
+    mov r9d, 3
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    mov r9d, ebp
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
-    mov edi, edi
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 113
-    mov esi, 236
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 130
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + r8 + 3456], 54
-    mov edi, dword ptr [r15 + r8 + 3712]
-    mov byte ptr [r15 + r8 + 3520], dil
-    movzx edi, byte ptr [r15 + r8 + 3584]
-    movzx eax, dil
+    lea r8, [r11*4]
+    mov qword ptr [r15 + 0], r8
+    and r8, 192
+    mov qword ptr [r15 + r8 + 576], r8
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 12
-    rep stosb
-    mov dword ptr [r15 + r8 + 3648], r9d
+    vmovdqu ymmword ptr [r15 + r8 + 704], ymm0
+    mov dword ptr [r15 + r8 + 640], 116
     and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 64]
-    movsxd rax, dword ptr [r15 + r9 + 320]
-    mov byte ptr [r15 + r8 + 3776], al
-    mov eax, eax
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 320], al
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], rdi
+    mov eax, r9d
     jmp 1f
 1:
-    mov eax, ebp
+    movzx eax, byte ptr [r15 + rbp + 384]
     jmp 1f
 1:
-    mov rax, rdi
+    movzx ebp, al
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 128], rdi
+    mov dword ptr [r15 + r9 + 64], ebp
+    vmovdqu xmm0, xmmword ptr [r15 + r8 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c39:
-    lea rcx, [rip + .Lc1_d7200_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d7200_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov rcx, rcx
-    mov eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, bpl
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 192
-    movsxd rcx, dword ptr [r15 + r8 + 768]
-    lea r9, [r11 + r11*4]
-    and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 64]
-    movzx eax, dil
-    and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov edi, dword ptr [r15 + rbp + 1344]
+    movzx r9d, dil
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + r8 + 704]
-    movzx edx, byte ptr [r15 + r9 + 7616]
+    movsxd r9, dword ptr [r15 + rbp + 1728]
+    lea r8, [r11 + r11*1]
+    mov eax, dword ptr [r15 + rbp + 1664]
     test ebx, 1073741824
     jz 1f
 1:
+    mov qword ptr [r15 + rbp + 1536], r8
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 166
     jmp 1f
 1:
+    mov qword ptr [r15 + r8 + 64], r8
+    movzx r8d, byte ptr [r15 + rbp + 1856]
+    lea r9, [r11 + r11*1]
+    mov edi, dword ptr [r15 + rbp + 1408]
     jmp 1f
 1:
+    mov eax, esi
+    and r9, 64
+    mov qword ptr [r15 + r9 + 320], r8
     jmp 1f
 1:
-    movzx edi, dl
-    vpaddd xmm12, xmm12, xmm12
-    mov dword ptr [r15 + r9 + 7552], 74
-    movzx edx, sil
-    movzx edx, r9b
-    mov edx, edx
-    mov dword ptr [r15 + r8 + 576], 157
+    movzx eax, byte ptr [r15 + rbp + 1600]
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + rbp + 128]
-    movzx ebp, dil
-    mov rbp, qword ptr [r15 + r9 + 7680]
-    mov qword ptr [r15 + r9 + 7744], rdi
-    mov qword ptr [r15 + r8 + 640], rcx
-    mov rsi, rdi
+    mov byte ptr [r15 + r9 + 384], r8b
+    mov qword ptr [r15 + rbp + 1792], rax
+    mov eax, 244
+    vmovdqu ymmword ptr [r15 + rbp + 1472], ymm0
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c40:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2048
-    setz al
-    lea rcx, [rip + .Lc1_d7253_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d7253_s:
-    .p2align 3
-    jmp .Lc1_d7253_j
-    .p2align 3
-    jmp .Lc1_d7253_j
-.Lc1_d7253_j:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 101
-    mov qword ptr [r15 + 0], rax
-    mov rax, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 11
-    rep stosb
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11*4]
-    mov ecx, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 384]
-    and rbp, 192
+    lea rcx, [rip + .Lc1_d7424_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7424_j_t
+.Lc1_d7424_j:
+    lea r8, [r11*8]
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 768], eax
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 1280]
     and r9, 64
-    mov qword ptr [r15 + r9 + 512], rcx
-    mov ecx, ecx
-    mov eax, ecx
-    movzx eax, byte ptr [r15 + r9 + 448]
+    mov eax, dword ptr [r15 + r9 + 128]
+    mov rbp, qword ptr [r15 + r8 + 1216]
+    movzx edi, byte ptr [r15 + r8 + 960]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + rbp + 576]
-    vmovdqu xmm12, xmmword ptr [r15 + rbp + 704]
     jmp 1f
 1:
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + r8 + 320]
-    mov dword ptr [r15 + rbp + 640], 231
+    jmp 1f
+1:
+    mov esi, edi
+    mov edi, edx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb edi, xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + r8 + 1024]
+    mov edx, dword ptr [r15 + r8 + 1152]
+    mov dword ptr [r15 + r9 + 64], 233
+    jmp 1f
+1:
+    lea r9, [r11 + r11*2]
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 832], r9
+    movsxd rdi, dword ptr [r15 + r8 + 1088]
+    and r9, 1984
+    movsxd rdi, dword ptr [r15 + r9 + 1472]
+    mov byte ptr [r15 + r9 + 1408], dil
+    mov qword ptr [r15 + r9 + 1344], rdi
+    mov r9, rdx
+    mov r9d, r9d
+    mov edx, r9d
+    mov dword ptr [r15 + r8 + 896], 186
+    mov rdx, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c41:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    mov r8d, r9d
+    mov dword ptr [r15 + 0], 85
+    movzx r9d, dl
     movsxd r8, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx edx, r8b
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 159
-    mov r9d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    mov ebp, r9d
+    jmp 1f
+1:
+    mov rcx, r9
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 192
-    mov dword ptr [r15 + r9 + 576], r9d
+    mov r9, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpaddd xmm0, xmm0, xmm0
+    movzx edi, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], rax
+    jmp 1f
+1:
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 256]
+    jmp 1f
+1:
+    xor dword ptr [r15 + rbp + 192], edi
     jmp 1f
 1:
     lea rbp, [r11 + r11*1]
     jmp 1f
 1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 192], r8d
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 640], esi
-    mov rcx, qword ptr [r15 + r9 + 768]
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 512]
-    movzx eax, byte ptr [r15 + rbp + 256]
-    movzx ebp, byte ptr [r15 + r9 + 704]
-    mov dword ptr [r15 + r8 + 448], 31
+    mov dword ptr [r15 + rbp + 448], ebp
+    and eax, dword ptr [r15 + r9 + 128]
+    mov r9, qword ptr [r15 + rbp + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c42:
-    lea rcx, [rip + .Lc1_d7359_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d7359_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d7527_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7527_s_t
+    .p2align 3
+.Lc1_d7527_s:
+    .p2align 3
+    jmp .Lc1_d7527_j
+    .p2align 3
+    jmp .Lc1_d7527_j
+.Lc1_d7527_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11*8]
-    lea r9, [r11 + r11*4]
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7808], ebp
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    mov r8d, 104
+    mov dword ptr [r15 + 0], 183
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rdi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 153
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 7488], rcx
+    lea r8, [r11 + r11*1]
     mov ecx, r8d
-    mov rax, qword ptr [r15 + rbp + 7552]
-    vmovdqu ymmword ptr [r15 + r9 + 896], ymm12
-    mov rcx, qword ptr [r15 + rbp + 7744]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + r9 + 1024], xmm12
-    mov dword ptr [r15 + r9 + 960], ecx
-    mov r8, qword ptr [r15 + r9 + 1088]
-    mov rcx, qword ptr [r15 + rbp + 7616]
-    mov byte ptr [r15 + rbp + 7872], al
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 896], rbp
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], r9d
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 7936], r9d
+    movsxd rcx, dword ptr [r15 + rbp + 960]
+    mov qword ptr [r15 + rbp + 1024], rdi
     and r9, 64
-    mov qword ptr [r15 + r9 + 512], rax
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + rbp + 7680]
-    mov byte ptr [r15 + r9 + 448], r9b
+    mov rdi, qword ptr [r15 + r9 + 64]
+    movzx eax, bpl
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + rbp + 1152]
+    mov qword ptr [r15 + rbp + 1280], rax
+    mov eax, edi
+    mov qword ptr [r15 + r8 + 192], rax
+    mov dword ptr [r15 + rbp + 1088], 55
+    movzx eax, byte ptr [r15 + rbp + 832]
+    movsxd rdi, dword ptr [r15 + r9 + 128]
+    mov r8, qword ptr [r15 + rbp + 1216]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c43:
+    lea rcx, [rip + .Lc1_d7580_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7580_j_t
+.Lc1_d7580_j:
+    lea r8, [r11*4]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 640], 117
+    mov ecx, r8d
+    mov dword ptr [r15 + r8 + 704], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dil
-    mov rdi, r8
+    mov ecx, ecx
+    movzx ecx, cl
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    mov eax, ecx
-    mov rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 228
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 46
+    mov r9, rbp
+    vmovdqu xmmword ptr [r15 + 0], xmm0
+    mov r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 37
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    movzx ebp, byte ptr [r15 + r8 + 768]
+    mov ecx, ebp
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    mov eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    mov qword ptr [r15 + r8 + 576], rsi
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 195
-    mov rax, r8
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 64]
     lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 128], rdi
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], rdi
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ebp, 187
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 128], bpl
-    mov edi, ebp
     and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 448]
-    movzx r8d, byte ptr [r15 + rbp + 512]
+    mov qword ptr [r15 + rbp + 512], r9
+    movzx r9d, cl
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], ecx
+    mov byte ptr [r15 + rbp + 448], r8b
+    mov dword ptr [r15 + r8 + 320], 72
     jmp 1f
 1:
     add r11, 64
@@ -9516,198 +9710,197 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c44:
-    lea rcx, [rip + .Lc1_d7457_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d7457_j:
-    mov rdx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, edx
+    lea rbp, [r11*8]
+    jmp 1f
+1:
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3456]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx r8d, dil
+    mov ecx, r9d
+    mov ecx, 216
+    mov dword ptr [r15 + rbp + 3520], ecx
+    lea r9, [r11 + r11*2]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    and r9, 448
+    xchg qword ptr [r15 + r9 + 960], rcx
+    movzx edx, r8b
+    vmovdqu ymmword ptr [r15 + r9 + 896], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    mov qword ptr [r15 + 0], r8
-    mov r8d, r8d
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov rdx, r8
-    movsxd r8, dword ptr [r15 + 0]
-    mov rdx, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ecx
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
+    mov r8d, edx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    lea rbp, [r11 + r11*1]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    mov edi, 146
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 384], 225
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + rbp + 3648], r8
+    jmp 1f
+1:
+    mov r8, r8
+    movzx edx, byte ptr [r15 + r9 + 832]
     lea r8, [r11 + r11*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], r9
+    mov r9d, ebp
+    mov dword ptr [r15 + rbp + 3584], 230
+    mov r9d, ebp
     and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 384]
-    mov byte ptr [r15 + r9 + 128], al
+    mov qword ptr [r15 + r8 + 512], rcx
+    mov qword ptr [r15 + r8 + 448], r8
+    mov r9d, 153
+    mov r9, qword ptr [r15 + rbp + 3712]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + rbp + 320]
-    mov rbp, r9
-    movzx ebp, bpl
-    movzx r9d, byte ptr [r15 + r8 + 320]
-    movzx r8d, r8b
+    vmovdqu ymmword ptr [r15 + rbp + 3776], ymm0
+    mov r8d, 75
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c45:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1
-    setz al
-    lea rcx, [rip + .Lc1_d7515_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d7515_s:
-    .p2align 3
-    jmp .Lc1_d7515_j
-    .p2align 3
-    jmp .Lc1_d7515_j
-.Lc1_d7515_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, 41
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
-    mov rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 13
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 131073
-    jz 1f
-1:
-    mov eax, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, eax
-    mov eax, 125
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    mov esi, edx
-    jmp 1f
-1:
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 512]
+    lea rcx, [rip + .Lc1_d7681_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7681_j_t
+.Lc1_d7681_j:
     lea r8, [r11 + r11*1]
+    and r8, 64
+    vmovdqu xmmword ptr [r15 + r8 + 320], xmm0
+    mov ecx, edi
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + rbp + 64], xmm12
-    and r8, 64
-    movsxd rbp, dword ptr [r15 + r8 + 320]
-    movzx edx, byte ptr [r15 + r8 + 384]
-    mov ecx, dword ptr [r15 + r9 + 448]
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov byte ptr [r15 + 0], r8b
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov rbp, qword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    mov rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 192], ymm0
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + rbp + 128], edi
+    mov edi, eax
+    mov byte ptr [r15 + r8 + 384], dil
+    movsxd rdi, dword ptr [r15 + r9 + 256]
+    mov r9d, 169
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c46:
-    lea rbp, [r11*8]
-    and rbp, 1984
-    mov r8, qword ptr [r15 + rbp + 1600]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 536870912
+    setz al
+    lea rcx, [rip + .Lc1_d7739_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7739_s_t
+    .p2align 3
+.Lc1_d7739_s:
+    .p2align 3
+    jmp .Lc1_d7739_j
+    .p2align 3
+    jmp .Lc1_d7739_j
+.Lc1_d7739_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov ecx, dword ptr [r15 + 0]
     jmp 1f
+1:
+    mov eax, eax
+    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    mov r9d, 173
+    mov dword ptr [r15 + 0], 73
+    vmovq qword ptr [r15 + 0], xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 92
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 91
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpshufd xmm12, xmm12, 242
-    jmp 1f
-1:
-    movzx r9d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + rbp + 1344], edx
-    mov r9, r9
-    movsxd r9, dword ptr [r15 + rbp + 1472]
-    lea r8, [r11 + r11*1]
-    mov edx, ecx
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 105
-    jmp 1f
-1:
-    vpcmpeqb xmm12, xmm12, xmm8
+    and r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    mov byte ptr [r15 + 0], al
+    mov byte ptr [r15 + 0], dl
     lea r9, [r11 + r11*1]
-    movzx ecx, r9b
-    movzx ecx, r8b
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], r8
     and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 128]
-    mov edx, 33
-    mov qword ptr [r15 + r9 + 64], r8
-    mov r9d, dword ptr [r15 + rbp + 1536]
-    mov byte ptr [r15 + rbp + 1664], r9b
-    movzx r9d, dil
-    mov r9, r9
-    mov dword ptr [r15 + rbp + 1408], 197
-    mov r9, qword ptr [r15 + r8 + 320]
+    mov qword ptr [r15 + r9 + 448], rcx
+    movzx ecx, r9b
+    mov rcx, rcx
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 512], 96
+    jmp 1f
+1:
+    mov r9d, 214
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rbp
+    mov r9d, dword ptr [r15 + rbp + 64]
+    movsxd rcx, dword ptr [r15 + r8 + 256]
+    movzx ebp, cl
     jmp 1f
 1:
     add r11, 64
@@ -9715,1274 +9908,1356 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c47:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d7623_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d7623_s:
-    .p2align 3
-    jmp .Lc1_d7623_j
-    .p2align 3
-    jmp .Lc1_d7623_j
-.Lc1_d7623_j:
+    lea rbp, [r11*8]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1088], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 214
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    lea rbp, [r11*4]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], r9
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 768], eax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 255
-    mov rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 55
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rax
-    mov eax, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edi, 75
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    mov rdi, qword ptr [r15 + 0]
-    bswap rax
-    movzx edx, byte ptr [r15 + rbp + 704]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
-    mov dword ptr [r15 + rbp + 576], 118
-    mov esi, edx
-    mov byte ptr [r15 + rbp + 640], dl
-    mov rdx, qword ptr [r15 + r8 + 320]
-    mov r8d, 77
-    movzx r8d, byte ptr [r15 + r9 + 128]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 384], sil
     jmp 1f
 1:
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 512]
+    mov rsi, rax
+    movzx esi, byte ptr [r15 + rbp + 1152]
+    mov rax, qword ptr [r15 + rbp + 960]
+    vmovdqu ymmword ptr [r15 + rbp + 896], ymm0
+    mov edx, r9d
+    movzx edx, byte ptr [r15 + rbp + 1280]
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 1024], r8
+    mov dword ptr [r15 + r9 + 320], edx
+    jmp 1f
+1:
+    mov rdx, rax
+    movsxd rdx, dword ptr [r15 + rbp + 1216]
+    mov dword ptr [r15 + r8 + 448], edi
+    mov qword ptr [r15 + rbp + 832], rdx
+    jmp 1f
+1:
+    vpmovmskb edx, xmm0
+    mov edx, eax
+    movzx edx, dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c48:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 187
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm12, xmm2, 100
-    mov edx, 126
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov rdx, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 512
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 102
-    mov byte ptr [r15 + 0], bpl
-    mov r8d, 56
+    lea rcx, [rip + .Lc1_d7845_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7845_j_t
+.Lc1_d7845_j:
+    mov ecx, edx
     lea r8, [r11 + r11*1]
-    mov r9d, r8d
+    jmp 1f
+1:
     and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
+    xor dword ptr [r15 + r8 + 448], r8d
+    vpshufd xmm0, xmm0, 66
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 113
+    mov r9d, r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov edx, esi
+    mov dword ptr [r15 + 0], edx
+    mov edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    movzx esi, dil
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    mov edi, 53
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 90
     and r9, 64
-    mov byte ptr [r15 + r9 + 128], al
-    mov dword ptr [r15 + rbp + 192], 178
-    movzx eax, byte ptr [r15 + r8 + 128]
-    mov r8d, 144
-    mov qword ptr [r15 + r9 + 64], rdx
+    mov dword ptr [r15 + r9 + 256], 15
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 512], rsi
+    mov rsi, qword ptr [r15 + r9 + 192]
+    jmp 1f
+1:
+    mov r9d, esi
+    mov byte ptr [r15 + rbp + 64], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c49:
-    lea rcx, [rip + .Lc1_d7726_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d7726_j:
-    lea r8, [r11 + r11*8]
-    jmp 1f
-1:
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1536]
-    mov rax, rax
-    mov eax, 51
-    movzx eax, byte ptr [r15 + r8 + 1792]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, 219
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    mov edx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    vmovq qword ptr [r15 + r9 + 64], xmm12
-    mov byte ptr [r15 + r9 + 128], cl
-    mov dword ptr [r15 + r8 + 1344], 61
-    movzx r9d, r9b
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 1600], 14
-    mov dword ptr [r15 + r8 + 1408], r9d
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + r9 + 320], 237
-    mov qword ptr [r15 + r8 + 1856], rcx
+    movsxd rsi, dword ptr [r15 + r9 + 320]
+    mov rbp, rsi
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + r8 + 1472]
-    mov dword ptr [r15 + r8 + 1728], edx
-    mov rdx, rax
-    mov rdx, qword ptr [r15 + r8 + 1664]
+    jmp 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, byte ptr [r15 + 0]
+    mov edx, eax
+    mov rdx, rsi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, eax
+    mov byte ptr [r15 + 0], sil
+    mov byte ptr [r15 + 0], sil
+    movzx esi, byte ptr [r15 + 0]
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    add qword ptr [r15 + 0], rcx
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    jmp 1f
+1:
+    vpcmpeqb xmm0, xmm0, xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rsi, rax
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 384], r8d
+    mov esi, 55
+    jmp 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 512], r8b
+    mov dword ptr [r15 + rbp + 192], 214
+    mov qword ptr [r15 + r8 + 448], rax
+    mov eax, 55
+    mov rax, rcx
+    mov r8, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c50:
-    mov edx, 170
-    movzx edx, byte ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d7958_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7958_j_t
+.Lc1_d7958_j:
     mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edi
+    mov byte ptr [r15 + 0], cl
+    mov ecx, 75
+    mov r8, rcx
+    mov r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    lea r9, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 52
-    mov ecx, ecx
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + r9 + 1216]
-    mov rdi, qword ptr [r15 + r9 + 960]
-    mov dword ptr [r15 + r9 + 1152], 223
-    mov eax, r9d
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 1024], al
-    lea rbp, [r11 + r11*1]
-    vmovdqu xmmword ptr [r15 + r9 + 1280], xmm12
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], r9b
-    movsxd rax, dword ptr [r15 + r9 + 896]
+    mov ecx, r8d
     lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*8]
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 448], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3712], 61
     and r8, 64
-    mov dword ptr [r15 + r8 + 64], 184
+    mov rax, qword ptr [r15 + r8 + 320]
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + r8 + 128]
-    mov qword ptr [r15 + r9 + 1088], rbp
+    mov dword ptr [r15 + rbp + 3520], r9d
+    mov qword ptr [r15 + rbp + 3648], rcx
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], r9d
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 3392], rcx
+    mov ecx, 253
+    mov rcx, rax
+    mov dword ptr [r15 + rbp + 3584], 180
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 3776], cl
+    mov dword ptr [r15 + r8 + 384], 37
+    mov rcx, qword ptr [r15 + rbp + 3840]
+    mov r8, qword ptr [r15 + rbp + 3456]
+    mov rax, qword ptr [r15 + rbp + 3904]
+    movzx ebp, byte ptr [r15 + r9 + 64]
+    mov r9d, 56
+    mov r9d, 148
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c51:
-    lea rcx, [rip + .Lc1_d7815_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d7815_j:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, ecx
-    mov dword ptr [r15 + 0], ebp
-    movzx ebp, r8b
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    mov byte ptr [r15 + 0], r8b
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    mov ebp, 92
-    mov r8, rcx
-    mov dword ptr [r15 + 0], ecx
-    mov rcx, r8
-    mov r8, rcx
-    mov ecx, ebp
-    mov rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 8
-    jmp 1f
-1:
-    mov r8d, 212
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, cl
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], r8d
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 320]
-    mov eax, r9d
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d8010_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8010_s_t
+    .p2align 3
+.Lc1_d8010_s:
+    .p2align 3
+    jmp .Lc1_d8010_j
+    .p2align 3
+    jmp .Lc1_d8010_j
+    .p2align 3
+    jmp .Lc1_d8010_j
+    .p2align 3
+    jmp .Lc1_d8010_j
+    .p2align 3
+    jmp .Lc1_d8010_j
+    .p2align 3
+    jmp .Lc1_d8010_j
+    .p2align 3
+    jmp .Lc1_d8010_j
+    .p2align 3
+    jmp .Lc1_d8010_j
+    .p2align 3
+    jmp .Lc1_d8010_j
+    .p2align 3
+    jmp .Lc1_d8010_j
+    .p2align 3
+    jmp .Lc1_d8010_j
+    .p2align 3
+    jmp .Lc1_d8010_j
+    .p2align 3
+    jmp .Lc1_d8010_j
+    .p2align 3
+    jmp .Lc1_d8010_j
+    .p2align 3
+    jmp .Lc1_d8010_j
+    .p2align 3
+    jmp .Lc1_d8010_j
+.Lc1_d8010_j:
     lea r9, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], 7
+    jmp 1f
+1:
     jmp 1f
 1:
     lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 256], r8b
-    mov dword ptr [r15 + r8 + 384], 38
+    mov rcx, qword ptr [r15 + r9 + 384]
+    mov r9, rcx
     and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 123
-    mov dword ptr [r15 + rbp + 448], 178
-    mov r8, qword ptr [r15 + r9 + 192]
+    mov r9, qword ptr [r15 + rbp + 128]
+    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*8]
+    movzx r8d, bpl
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3456], r9d
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 64], 107
+    mov dword ptr [r15 + r9 + 3584], 37
+    mov dword ptr [r15 + r9 + 3520], 142
+    mov rbp, r9
+    jmp 1f
+1:
+    mov ebp, ebp
+    movsxd rbp, dword ptr [r15 + r9 + 3840]
+    mov byte ptr [r15 + r9 + 3648], r8b
+    add qword ptr [r15 + r9 + 3776], r9
+    mov qword ptr [r15 + r9 + 3712], rbp
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c52:
-    lea rcx, [rip + .Lc1_d7870_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d7870_j:
-    lea r8, [r11*8]
-    and r8, 448
-    movsxd r9, dword ptr [r15 + r8 + 1152]
+    lea rbp, [r11*8]
+    and rbp, 4032
+    mov r9, qword ptr [r15 + rbp + 3392]
+    mov r8, r9
+    vmovq qword ptr [r15 + rbp + 3584], xmm0
+    movsxd r9, dword ptr [r15 + rbp + 3712]
+    mov dword ptr [r15 + rbp + 3776], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, r9b
+    vpaddd xmm0, xmm0, xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 165
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 208
-    jmp 1f
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 960], ecx
-    mov rcx, r9
-    movzx r9d, byte ptr [r15 + r8 + 1216]
-    movzx ecx, byte ptr [r15 + r8 + 1280]
-    lea rbp, [r11 + r11*1]
-    mov eax, ebp
-    jmp 1f
-1:
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 128]
     lea r9, [r11 + r11*1]
-    movzx edi, cl
-    mov byte ptr [r15 + r8 + 896], r8b
-    mov dword ptr [r15 + rbp + 64], 241
+    movsxd r8, dword ptr [r15 + rbp + 3520]
+    mov rcx, r8
     and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 448]
-    mov qword ptr [r15 + r8 + 1088], rbp
-    mov dword ptr [r15 + r8 + 1024], ebp
+    vmovdqu ymmword ptr [r15 + r9 + 320], ymm0
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 832], 166
-    movzx edi, dil
-    movzx ebp, byte ptr [r15 + r9 + 512]
+    movzx r8d, al
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 384], r8
+    jmp 1f
+1:
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + r8 + 256], 157
+    movzx r8d, byte ptr [r15 + rbp + 3648]
+    mov byte ptr [r15 + rbp + 3840], r8b
+    mov dword ptr [r15 + rbp + 3456], ecx
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c53:
-    jmp 1f
-1:
-    movzx edi, dil
-    mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d8122_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8122_j_t
+.Lc1_d8122_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    movzx ecx, byte ptr [r15 + 0]
+    mov r8d, ecx
+    mov dword ptr [r15 + 0], 108
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ecx
+    movzx ecx, byte ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 101
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r9d
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, edi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 165
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r9b
-    mov edi, edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    vmovdqu xmmword ptr [r15 + 0], xmm12
-    mov ebp, 188
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov eax, dword ptr [r15 + 0]
+    and rbp, 64
+    movzx esi, byte ptr [r15 + rbp + 384]
     jmp 1f
 1:
     lea r8, [r11 + r11*1]
+    movsxd rdi, dword ptr [r15 + rbp + 320]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov edx, dword ptr [r15 + r8 + 512]
     jmp 1f
 1:
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 128]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
-    lea rbp, [r11 + r11*1]
-    mov eax, r9d
-    mov dword ptr [r15 + r8 + 64], 169
-    mov dword ptr [r15 + r9 + 64], 136
     and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 192]
-    mov dword ptr [r15 + rbp + 256], 149
+    movsxd rax, dword ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + r8 + 448], 71
+    mov qword ptr [r15 + rbp + 64], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c54:
-    lea rcx, [rip + .Lc1_d7971_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d7971_j:
-    lea r9, [r11 + r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov edx, 232
+    mov dword ptr [r15 + 0], 32
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    vmovq qword ptr [r15 + 0], xmm0
+    mov edx, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov rax, rbp
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 151
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    mov esi, r9d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 230
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 64]
+    vpcmpeqb xmm0, xmm0, xmm12
     lea rbp, [r11 + r11*1]
-    and r9, 8128
-    or qword ptr [r15 + r9 + 7936], 24
-    mov qword ptr [r15 + r9 + 7616], r9
+    movzx edi, dil
+    jmp 1f
+1:
     and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 192]
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r8, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 17
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + r9 + 7744], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + rbp + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, r8d
-    vmovdqu xmmword ptr [r15 + r9 + 7872], xmm12
-    movsxd r8, dword ptr [r15 + r9 + 7680]
-    mov qword ptr [r15 + r9 + 7488], rdi
+    mov dword ptr [r15 + rbp + 128], ebp
     lea r8, [r11 + r11*1]
-    mov rdi, r8
-    movsxd rcx, dword ptr [r15 + r9 + 8000]
-    mov rdi, qword ptr [r15 + r9 + 7808]
+    mov byte ptr [r15 + rbp + 64], r8b
+    mov qword ptr [r15 + r9 + 128], r8
+    mov ebp, 155
     and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 64]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 128], 223
-    mov qword ptr [r15 + r9 + 7552], rax
+    mov dword ptr [r15 + r8 + 448], edx
+    mov dword ptr [r15 + r8 + 512], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c55:
-    lea r8, [r11 + r11*1]
-    mov eax, r8d
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], r8b
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 33554432
+    setz al
+    lea rcx, [rip + .Lc1_d8225_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8225_s_t
+    .p2align 3
+.Lc1_d8225_s:
+    .p2align 3
+    jmp .Lc1_d8225_j
+    .p2align 3
+    jmp .Lc1_d8225_j
+.Lc1_d8225_j:
+    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 157
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, ecx
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, eax
-    mov r9d, 89
-    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 0], 144
+    movzx ecx, byte ptr [r15 + 0]
+    vpcmpeqb xmm0, xmm0, xmm10
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
     mov rax, rax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 69
+    movzx eax, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    mov r9, rax
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov rax, rsi
-    mov rax, r8
-    mov r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rax, r8
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rcx, rax
-    jmp 1f
-1:
+    mov r8d, eax
+    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    mov dword ptr [r15 + 0], ebp
-    mov rax, r9
-    mov dword ptr [r15 + 0], 216
+    mov rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 320], r8
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r8 + 384], r9d
     and r9, 64
-    mov dword ptr [r15 + r9 + 512], r9d
+    mov r8, qword ptr [r15 + r9 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, rbp
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov rdx, rbp
+    movsxd rdx, dword ptr [r15 + r9 + 192]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 192], bpl
-    movzx edi, byte ptr [r15 + r9 + 448]
-    mov byte ptr [r15 + rbp + 256], dil
-    mov byte ptr [r15 + r8 + 128], r8b
+    xchg qword ptr [r15 + rbp + 128], rdx
+    mov qword ptr [r15 + rbp + 64], rdx
+    nop
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c56:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d8076_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d8076_s:
-    .p2align 3
-    jmp .Lc1_d8076_j
-    .p2align 3
-    jmp .Lc1_d8076_j
-.Lc1_d8076_j:
-    lea rbp, [r11*4]
-    and rbp, 192
-    mov eax, dword ptr [r15 + rbp + 768]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 231
-    movzx r9d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx edi, cl
-    mov dword ptr [r15 + 0], 86
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 45
-    movsxd rcx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov byte ptr [r15 + 0], r9b
-    test dword ptr [r15 + 67117724], 536870928
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d8285_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8285_j_t
+.Lc1_d8285_j:
+    movzx ecx, cl
+    movzx ecx, bpl
+    movzx ebp, byte ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
+    mov ecx, 90
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    vpshufd xmm0, xmm0, 219
+    mov dword ptr [r15 + 0], 82
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ecx
+    jmp 1f
+1:
+    mov ecx, ebp
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, esi
+    lea rbp, [r11 + r11*1]
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 384], rsi
     lea r8, [r11 + r11*1]
-    mov edi, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + rbp + 704], r9
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 103
-    movsxd r9, dword ptr [r15 + rbp + 640]
+    jmp 1f
+1:
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 576], rcx
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], r8d
     and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
-    mov dword ptr [r15 + r8 + 64], ebp
-    movzx ebp, r9b
-    mov dword ptr [r15 + r9 + 384], 53
+    mov qword ptr [r15 + r9 + 512], r9
+    mov ecx, 170
+    mov ecx, dword ptr [r15 + r9 + 448]
+    mov dword ptr [r15 + r8 + 256], 26
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, ecx
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + rbp + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c57:
-    lea rcx, [rip + .Lc1_d8133_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d8133_j:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11*8]
-    mov ecx, 244
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    lea r9, [r11 + r11*1]
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + rbp + 1216]
-    mov r8, qword ptr [r15 + rbp + 896]
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + r9 + 448], ecx
-    mov dword ptr [r15 + rbp + 1280], 118
-    mov r9, qword ptr [r15 + rbp + 1024]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 832], 249
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], bpl
-    mov dword ptr [r15 + r9 + 384], 187
-    mov ecx, dword ptr [r15 + rbp + 960]
-    mov qword ptr [r15 + rbp + 1152], r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 1088], r8d
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c58:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
-    movzx r9d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rdx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 12
-    rep movsb
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rcx
     and r8, 64
-    mov edi, dword ptr [r15 + r8 + 384]
-    lea r9, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + rbp + 128]
+    mov rbp, qword ptr [r15 + r8 + 512]
+    mov rsi, rbp
+    mov ebp, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 448]
-    movzx eax, byte ptr [r15 + r8 + 320]
-    mov qword ptr [r15 + r9 + 512], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r9d
+    mov rbp, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    lea r9, [r11 + r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    movzx ecx, r9b
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3648], ymm0
+    mov qword ptr [r15 + r9 + 3776], r9
+    mov dword ptr [r15 + r9 + 3584], ecx
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + r9 + 3904]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + r9 + 3840]
+    mov byte ptr [r15 + r9 + 3712], bpl
+    mov dword ptr [r15 + r9 + 3392], 171
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 3520], dil
+    mov edi, dword ptr [r15 + r8 + 448]
+    mov byte ptr [r15 + r9 + 3456], dil
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 128]
+    mov byte ptr [r15 + rbp + 64], dil
+    mov r9d, 122
     mov r9d, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c59:
-    lea rcx, [rip + .Lc1_d8227_j]
+.Lc1_b9_c58:
+    lea rcx, [rip + .Lc1_d8393_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d8227_j:
+    jmp .Lc1_d8393_j_t
+.Lc1_d8393_j:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 256], rbp
+    mov ecx, 211
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, rcx
+    mov dword ptr [r15 + 0], 0
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    movzx ecx, bpl
-    mov rcx, r9
-    lea rbp, [r11*8]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, 53
+    mov dword ptr [r15 + 0], ebp
+    mov ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov eax, 231
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 28
+    jmp 1f
+1:
+    mov eax, 127
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    vmovdqu xmm0, xmmword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 109
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov edi, dword ptr [r15 + r9 + 384]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 192], rsi
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], eax
+    vmovdqu xmmword ptr [r15 + r8 + 448], xmm0
+    movzx edx, byte ptr [r15 + r9 + 320]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c59:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d8448_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8448_s_t
+    .p2align 3
+.Lc1_d8448_s:
+    .p2align 3
+    jmp .Lc1_d8448_j
+    .p2align 3
+    jmp .Lc1_d8448_j
+.Lc1_d8448_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    vmovdqu xmm0, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
     mov rcx, rsi
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7616], 12
-    mov r9d, 118
-    lea r9, [r11 + r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1408], 117
-    movzx ecx, r9b
+    mov dword ptr [r15 + 0], 53
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx esi, al
+    mov byte ptr [r15 + 0], al
+    movzx ebp, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 245
+    vmovdqu xmm0, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rbp
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + rbp + 7680], rbp
-    mov esi, dword ptr [r15 + r9 + 1600]
+    lea rbp, [r11 + r11*1]
     and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 64]
-    movsxd rax, dword ptr [r15 + r9 + 1472]
-    mov dword ptr [r15 + r8 + 128], ebp
-    mov dword ptr [r15 + r9 + 1344], r9d
-    mov r8, r9
-    mov r8d, dword ptr [r15 + rbp + 7744]
-    mov edx, 208
+    mov qword ptr [r15 + r8 + 512], rcx
     jmp 1f
 1:
-    mov edx, edx
-    mov edx, 116
-    mov qword ptr [r15 + rbp + 7808], rdx
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + rbp + 7872]
-    mov dword ptr [r15 + rbp + 7552], 23
-    mov byte ptr [r15 + r9 + 1536], dil
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], ebp
+    mov ecx, eax
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 448], dil
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 384]
+    mov qword ptr [r15 + rbp + 64], r8
+    mov qword ptr [r15 + r9 + 320], rcx
+    movzx r8d, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c60:
-    jmp 1f
-1:
+    lea r8, [r11*8]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3520], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 122
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, 145
+    nop
+    movzx edi, dl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    mov r9, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov edi, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, 61
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov byte ptr [r15 + 0], r9b
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    movzx edi, byte ptr [r15 + rbp + 512]
+    movzx ecx, cl
+    mov ecx, r8d
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 3392]
+    vmovdqu ymmword ptr [r15 + r8 + 3776], ymm7
     lea r9, [r11 + r11*1]
-    mov rdi, qword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + r8 + 3712]
     and r9, 64
-    mov dword ptr [r15 + r9 + 512], 88
-    mov rdx, rdx
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 320], ymm12
-    mov dword ptr [r15 + r9 + 448], 246
-    vmovdqu xmm12, xmmword ptr [r15 + rbp + 384]
-    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 64], rbp
+    mov eax, dword ptr [r15 + r8 + 3456]
+    mov dword ptr [r15 + rbp + 448], 110
     jmp 1f
 1:
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 256]
-    mov qword ptr [r15 + rbp + 192], rdi
-    mov rbp, rdx
-    jmp 1f
-1:
+    mov qword ptr [r15 + r9 + 128], rdi
+    mov qword ptr [r15 + r8 + 3648], rax
+    movzx esi, byte ptr [r15 + r8 + 3584]
+    movzx edi, dil
+    mov edi, dword ptr [r15 + r8 + 3840]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c61:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32
-    setz al
-    lea rcx, [rip + .Lc1_d8327_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d8327_s:
-    .p2align 3
-    jmp .Lc1_d8327_j
-    .p2align 3
-    jmp .Lc1_d8327_j
-.Lc1_d8327_j:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*8]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3840], rax
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov rax, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, eax
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + r9 + 3904]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 239
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, 8
-    movzx eax, r8b
-    jmp 1f
-1:
-    mov eax, 181
-    mov byte ptr [r15 + rbp + 320], al
-    mov byte ptr [r15 + r9 + 3776], al
-    mov eax, r8d
-    lea rbp, [r11 + r11*1]
-    mov rax, qword ptr [r15 + r9 + 3648]
-    mov qword ptr [r15 + r9 + 3584], r8
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 128]
-    mov rdx, r8
-    mov r8, qword ptr [r15 + r9 + 3712]
+    lea rcx, [rip + .Lc1_d8554_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8554_j_t
+.Lc1_d8554_j:
+    mov ecx, 181
     movzx edi, cl
-    mov qword ptr [r15 + r9 + 3520], rdi
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + r9 + 3392]
+    lea rbp, [r11*8]
+    movzx ecx, sil
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + rbp + 64]
-    mov dword ptr [r15 + r9 + 3456], edi
+    and rbp, 448
+    lea r9, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + rbp + 896]
+    movzx esi, cl
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], r9d
+    movzx esi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov rsi, r8
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], eax
+    mov esi, 51
+    jmp 1f
+1:
+    mov rsi, rsi
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 128], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + rbp + 1280]
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    mov rax, r9
+    vmovdqu ymmword ptr [r15 + rbp + 1024], ymm0
+    mov dword ptr [r15 + rbp + 1216], 242
+    vmovdqu xmmword ptr [r15 + rbp + 960], xmm0
+    mov rax, r8
+    movzx eax, byte ptr [r15 + rbp + 1088]
+    movsxd rdi, dword ptr [r15 + r8 + 512]
+    mov byte ptr [r15 + rbp + 1152], dil
+    movzx ebp, dil
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c62:
-    lea rcx, [rip + .Lc1_d8383_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d8383_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 68
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, esi
+    mov rdi, rax
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 0]
+    movzx edi, bpl
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov ebp, edi
+    vmovdqu xmm0, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 3
+    vmovq xmm0, rdi
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    movzx edi, byte ptr [r15 + rbp + 128]
+    lea r8, [r11*4]
+    mov eax, 146
+    and r8, 192
+    movzx eax, byte ptr [r15 + r8 + 704]
+    mov rsi, qword ptr [r15 + rbp + 64]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + r8 + 576]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    mov ecx, dword ptr [r15 + rbp + 640]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7808], r8b
-    jmp 1f
-1:
-    mov edi, 119
+    inc dword ptr [r15 + r8 + 768]
     lea r9, [r11 + r11*1]
-    mov rdi, qword ptr [r15 + rbp + 576]
-    mov rax, qword ptr [r15 + r8 + 7680]
-    mov byte ptr [r15 + rbp + 768], al
+    vmovdqu ymmword ptr [r15 + r8 + 640], ymm0
     and r9, 64
-    mov qword ptr [r15 + r9 + 64], rcx
-    imul rax, qword ptr [r15 + r8 + 7744]
-    movzx ecx, al
-    vmovdqu ymmword ptr [r15 + rbp + 704], ymm12
-    mov dword ptr [r15 + r9 + 128], 161
-    vmovq qword ptr [r15 + r8 + 7488], xmm1
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + r8 + 7616]
-    jmp 1f
-1:
-    movzx eax, sil
-    movzx eax, byte ptr [r15 + r8 + 7552]
-    jmp 1f
-1:
-    mov r8, rcx
+    mov dword ptr [r15 + r9 + 512], 163
+    movsxd r8, dword ptr [r15 + r9 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c63:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 128]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d8653_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8653_s_t
+    .p2align 3
+.Lc1_d8653_s:
+    .p2align 3
+    jmp .Lc1_d8653_j
+    .p2align 3
+    jmp .Lc1_d8653_j
+    .p2align 3
+    jmp .Lc1_d8653_j
+    .p2align 3
+    jmp .Lc1_d8653_j
+    .p2align 3
+    jmp .Lc1_d8653_j
+    .p2align 3
+    jmp .Lc1_d8653_j
+    .p2align 3
+    jmp .Lc1_d8653_j
+    .p2align 3
+    jmp .Lc1_d8653_j
+.Lc1_d8653_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dl
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov qword ptr [r15 + 0], rcx
     lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 191
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
     and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rbp
-    movzx edx, al
-    mov rdx, rax
-    lea r9, [r11 + r11*8]
+    mov dword ptr [r15 + rbp + 256], 75
+    lea r8, [r11 + r11*1]
+    mov eax, 157
+    lea r9, [r11*8]
+    mov rax, r9
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 448]
+    movsxd rax, dword ptr [r15 + r8 + 512]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 896], r9d
+    mov dword ptr [r15 + rbp + 192], r9d
+    mov ebp, 237
+    mov byte ptr [r15 + r9 + 1152], sil
+    mov ebp, edi
+    mov qword ptr [r15 + r9 + 960], r8
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r9 + 1088]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 832], 129
+    movsxd rbp, dword ptr [r15 + r9 + 1280]
+    mov r8d, ebp
+    mov r8d, 180
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 1216], r8b
+    mov r8d, dword ptr [r15 + r9 + 1024]
+    mov esi, 121
     jmp 1f
 1:
     jmp 1f
 1:
-    and r9, 1984
-    vmovdqu ymmword ptr [r15 + r9 + 1408], ymm12
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 1600], r9b
-    mov byte ptr [r15 + r9 + 1792], sil
-    mov esi, 29
-    vmovdqu xmmword ptr [r15 + r8 + 64], xmm12
-    movzx esi, sil
-    mov rsi, qword ptr [r15 + r9 + 1664]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 1344], 86
-    mov byte ptr [r15 + r9 + 1728], sil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 320], r9
-    mov rbp, qword ptr [r15 + r9 + 1472]
-    mov dword ptr [r15 + r9 + 1856], ebp
-    sete bpl
-    movsxd rbp, dword ptr [r15 + r9 + 1536]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c64:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2048
-    setz al
-    lea rcx, [rip + .Lc1_d8481_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d8481_s:
-    .p2align 3
-    jmp .Lc1_d8481_j
-    .p2align 3
-    jmp .Lc1_d8481_j
-.Lc1_d8481_j:
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov dword ptr [r15 + 0], ecx
+    lea rcx, [rip + .Lc1_d8713_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8713_j_t
+.Lc1_d8713_j:
+    lea r8, [r11*4]
+    movzx edi, r8b
     jmp 1f
 1:
+    lea rbp, [r11 + r11*4]
+    and r8, 192
+    mov qword ptr [r15 + r8 + 576], rcx
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3584], al
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 704], 238
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov ecx, eax
-    mov dword ptr [r15 + 0], r8d
-    mov ecx, 64
-    mov eax, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 21
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    vpcmpeqb xmm0, xmm0, xmm12
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 16842752
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    lea rbp, [r11 + r11*1]
-    mov r8, rbp
-    mov qword ptr [r15 + 0], rcx
+    movsxd rcx, dword ptr [r15 + r8 + 640]
+    mov qword ptr [r15 + r8 + 768], r8
     jmp 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], ebp
+    mov qword ptr [r15 + rbp + 3392], rcx
+    jmp 1f
+1:
+    mov rcx, rdx
+    mov rdi, qword ptr [r15 + rbp + 3520]
+    mov rcx, r9
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + rbp + 3456]
     and r8, 64
-    mov dword ptr [r15 + r8 + 512], 166
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 256]
+    mov dword ptr [r15 + r8 + 128], 0
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 320], edx
-    mov ebp, 104
+    movsxd rax, dword ptr [r15 + rbp + 3648]
+    movzx ebp, al
+    movzx ebp, dil
+    mov rbp, rbp
+    mov qword ptr [r15 + r8 + 64], rdi
     jmp 1f
 1:
     jmp 1f
 1:
-    vmovq xmm12, rsi
-    mov qword ptr [r15 + r8 + 448], rbp
-    xor dword ptr [r15 + r9 + 192], ecx
-    mov r9d, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c65:
-    mov rdi, r9
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edi, 166
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm0
+    mov edx, 19
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    jmp 1f
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     movzx edi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    movzx r9d, byte ptr [r15 + 0]
+    movzx ebp, dil
+    vpmovmskb edi, xmm0
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx edx, dil
+    mov rdx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rdi
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    and rbp, 192
+    mov edx, edx
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 640], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 128], 59
     and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 128]
-    mov qword ptr [r15 + r8 + 64], rsi
-    mov byte ptr [r15 + rbp + 576], r9b
-    lea r8, [r11 + r11*1]
+    add qword ptr [r15 + r8 + 384], rsi
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 235
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 768], r8d
-    mov dword ptr [r15 + rbp + 704], ebp
-    and r8, 64
-    mov byte ptr [r15 + r8 + 448], r8b
-    mov qword ptr [r15 + r8 + 512], rbp
+    movzx edx, byte ptr [r15 + r8 + 320]
+    mov rcx, qword ptr [r15 + r9 + 64]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + rbp + 256]
+    mov ebp, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c66:
-    lea rcx, [rip + .Lc1_d8585_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d8585_j:
-    lea r8, [r11 + r11*8]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1728], r8
-    vpcmpeqb xmm12, xmm12, xmm8
-    mov byte ptr [r15 + 0], r8b
-    mov ebp, 235
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov ebp, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov dword ptr [r15 + r8 + 1664], ebp
-    lea rbp, [r11*4]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d8821_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8821_s_t
+    .p2align 3
+.Lc1_d8821_s:
+    .p2align 3
+    jmp .Lc1_d8821_j
+    .p2align 3
+    jmp .Lc1_d8821_j
+.Lc1_d8821_j:
     jmp 1f
 1:
-    and rbp, 192
-    mov rcx, qword ptr [r15 + rbp + 704]
-    mov qword ptr [r15 + r8 + 1536], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ecx
+    movzx edx, dl
+    mov dword ptr [r15 + 0], 174
+    movzx edx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 576], r8b
-    movzx ecx, byte ptr [r15 + r8 + 1856]
-    mov eax, 31
-    mov edi, dword ptr [r15 + r8 + 1408]
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 1472], 110
+    mov edx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], 18
+    movzx ecx, dl
+    mov qword ptr [r15 + 0], rcx
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov qword ptr [r15 + 0], rdx
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 138
+    movzx edx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    vpor xmm0, xmm0, xmm0
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 448]
+    movzx eax, cl
     mov eax, eax
-    lea r9, [r11 + r11*1]
-    mov eax, r9d
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
-    mov qword ptr [r15 + r9 + 320], rcx
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 1792], r9d
-    mov dword ptr [r15 + r8 + 1344], ecx
+    mov dword ptr [r15 + rbp + 512], 116
+    mov eax, 239
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    mov rax, r8
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 320]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 448], dl
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 768], r8b
-    movzx r9d, r9b
-    movsxd r9, dword ptr [r15 + r8 + 1600]
-    mov r8d, dword ptr [r15 + rbp + 640]
-    jmp 1f
-1:
+    mov edx, 190
+    or qword ptr [r15 + r8 + 384], 38
+    mov byte ptr [r15 + rbp + 512], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c67:
-    lea r8, [r11 + r11*1]
+    xor dword ptr [r15 + 0], edx
     jmp 1f
 1:
-    movzx ebp, r8b
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm0
+    movzx edx, cl
+    mov rcx, rcx
+    movzx edx, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    lea r9, [r11 + r11*1]
+    and r8, 192
+    vmovq qword ptr [r15 + r8 + 768], xmm0
+    vpor xmm0, xmm0, xmm0
+    and r9, 64
+    mov qword ptr [r15 + r9 + 448], r9
+    movzx eax, r9b
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + r8 + 640]
+    movzx edi, cl
+    mov dword ptr [r15 + r8 + 704], edi
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*8]
-    mov ecx, 87
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 576], cl
+    jmp 1f
+1:
     and rbp, 64
-    mov byte ptr [r15 + rbp + 384], r8b
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1536], r9d
-    vmovq qword ptr [r15 + rbp + 320], xmm12
-    mov ecx, 242
-    movzx ebp, byte ptr [r15 + r9 + 1408]
-    movzx ecx, byte ptr [r15 + r8 + 64]
-    mov r8d, dword ptr [r15 + r9 + 1728]
-    mov qword ptr [r15 + r9 + 1664], r8
-    mov r8d, 250
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + r9 + 1600]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + r9 + 1472]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + r9 + 1792], xmm12
-    mov rdi, qword ptr [r15 + r9 + 1344]
+    mov r8d, dword ptr [r15 + rbp + 448]
+    mov rdi, qword ptr [r15 + rbp + 512]
+    mov dword ptr [r15 + r9 + 512], edi
     add r11, 64
     inc rbx
     dec r13
@@ -10992,1165 +11267,1151 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d8680_s]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d8929_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d8929_s_t
     .p2align 3
-.Lc1_d8680_s:
+.Lc1_d8929_s:
     .p2align 3
-    jmp .Lc1_d8680_j
+    jmp .Lc1_d8929_j
     .p2align 3
-    jmp .Lc1_d8680_j
+    jmp .Lc1_d8929_j
     .p2align 3
-    jmp .Lc1_d8680_j
+    jmp .Lc1_d8929_j
     .p2align 3
-    jmp .Lc1_d8680_j
+    jmp .Lc1_d8929_j
     .p2align 3
-    jmp .Lc1_d8680_j
+    jmp .Lc1_d8929_j
     .p2align 3
-    jmp .Lc1_d8680_j
+    jmp .Lc1_d8929_j
     .p2align 3
-    jmp .Lc1_d8680_j
+    jmp .Lc1_d8929_j
     .p2align 3
-    jmp .Lc1_d8680_j
-.Lc1_d8680_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm12, xmm12, xmm15
-    xor dword ptr [r15 + 0], ecx
-    mov rax, qword ptr [r15 + 0]
+    jmp .Lc1_d8929_j
+    .p2align 3
+    jmp .Lc1_d8929_j
+    .p2align 3
+    jmp .Lc1_d8929_j
+    .p2align 3
+    jmp .Lc1_d8929_j
+    .p2align 3
+    jmp .Lc1_d8929_j
+    .p2align 3
+    jmp .Lc1_d8929_j
+    .p2align 3
+    jmp .Lc1_d8929_j
+    .p2align 3
+    jmp .Lc1_d8929_j
+    .p2align 3
+    jmp .Lc1_d8929_j
+.Lc1_d8929_j:
+    movzx ecx, dil
+    mov byte ptr [r15 + 0], cl
     jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 134217728
-    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], 230
+    movzx ecx, byte ptr [r15 + 0]
     mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    mov r9, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 64], 126
-    mov rcx, qword ptr [r15 + r8 + 128]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], r8d
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov r8, rbp
+    mov dword ptr [r15 + 0], ebp
     and rbp, 64
-    mov dword ptr [r15 + rbp + 384], ebp
+    mov dword ptr [r15 + rbp + 320], edx
+    lea r8, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + rbp + 384], ymm0
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + rbp + 320]
-    movzx ebp, byte ptr [r15 + r9 + 192]
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 128]
+    and r8, 64
+    mov esi, dword ptr [r15 + r8 + 256]
+    mov dword ptr [r15 + r8 + 192], esi
+    mov dword ptr [r15 + rbp + 64], esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c69:
-    lea rcx, [rip + .Lc1_d8740_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d9003_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d8740_j:
-    movzx ecx, cl
-    lea rbp, [r11*8]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
+    jmp .Lc1_d9003_j_t
+.Lc1_d9003_j:
+    lea r8, [r11*4]
+    mov ecx, r8d
+    lea rbp, [r11 + r11*2]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 576], 202
     and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1792]
+    vmovq qword ptr [r15 + rbp + 1408], xmm0
+    movzx ecx, bpl
+    movsxd rax, dword ptr [r15 + rbp + 1472]
+    vpor xmm0, xmm0, xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], 85
-    mov r8d, r9d
-    mov r8d, dword ptr [r15 + rbp + 1408]
-    mov dword ptr [r15 + rbp + 1472], 237
-    mov eax, r8d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + r9 + 192]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 1536], r9b
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
-    movzx edx, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 524290
+    jnz 1f
+1:
     and r9, 64
-    mov byte ptr [r15 + r9 + 320], al
-    movzx eax, al
-    mov dword ptr [r15 + r9 + 384], 91
+    movsxd rax, dword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + rbp + 1344], eax
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 768], 173
+    mov edi, 145
+    movzx eax, dil
+    vpcmpeqb xmm0, xmm0, xmm14
+    mov eax, 128
+    mov ebp, eax
+    mov eax, 89
+    mov dword ptr [r15 + r9 + 128], eax
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 1728], 78
-    jmp 1f
-1:
-    mov eax, 120
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + rbp + 1664]
-    movzx r9d, al
-    mov dword ptr [r15 + rbp + 1600], r9d
+    mov qword ptr [r15 + r8 + 704], rax
+    mov qword ptr [r15 + r8 + 640], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c70:
-    lea r9, [r11*8]
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 1088]
-    mov dword ptr [r15 + r9 + 896], 36
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
+    movzx ebp, al
+    mov r8d, ebp
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + r9 + 1024], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    movzx eax, bpl
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 512]
-    mov dword ptr [r15 + r9 + 1216], ecx
-    jmp 1f
-1:
-    mov rcx, rax
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 1280], 67
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + r9 + 1152]
-    mov dword ptr [r15 + r9 + 832], ecx
-    mov dword ptr [r15 + rbp + 448], ecx
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r8
-    mov ebp, 79
-    mov dword ptr [r15 + r9 + 960], 87
-    mov r9d, dword ptr [r15 + r8 + 256]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c71:
-    lea rcx, [rip + .Lc1_d8837_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d8837_j:
-    mov qword ptr [r15 + 0], r8
-    movzx ecx, r8b
-    mov dword ptr [r15 + 0], 245
-    movsxd r9, dword ptr [r15 + 0]
-    mov rcx, r9
-    mov byte ptr [r15 + 0], dl
-    movzx ecx, bpl
-    mov dword ptr [r15 + 0], 168
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], ecx
-    mov rcx, qword ptr [r15 + 0]
-    vmovdqu xmmword ptr [r15 + 0], xmm12
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 250
-    movsxd rbp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], 36
+    mov qword ptr [r15 + 0], rax
+    movzx ebp, byte ptr [r15 + 0]
     jmp 1f
 1:
     mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpxor xmm12, xmm12, xmm1
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 163
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    movzx r8d, dl
+    vpshufd xmm0, xmm0, 136
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
+    mov ebp, 211
+    mov ebp, dword ptr [r15 + 0]
+    mov r8d, ebp
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 60
-    and r8, 64
-    mov byte ptr [r15 + r8 + 448], cl
-    mov ecx, 111
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + r8 + 512]
-    vpcmpeqb xmm12, xmm12, xmm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdx, dword ptr [r15 + 0]
     and r9, 64
-    mov dword ptr [r15 + r9 + 512], r9d
-    mov r8, rbp
-    mov r8d, 42
-    vmovdqu xmmword ptr [r15 + rbp + 64], xmm12
-    mov dword ptr [r15 + r9 + 448], edi
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 256], al
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], al
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 384]
+    mov byte ptr [r15 + r8 + 128], dl
+    vmovdqu ymmword ptr [r15 + r9 + 192], ymm0
+    mov dword ptr [r15 + rbp + 320], 123
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c71:
+    lea rcx, [rip + .Lc1_d9098_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9098_j_t
+.Lc1_d9098_j:
+    lea rbp, [r11*8]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3456], bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 3712], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    vpor xmm0, xmm0, xmm0
+    mov ecx, 220
+    and r8, 64
+    lea r9, [r11*4]
+    mov dword ptr [r15 + r8 + 320], 42
+    and r9, 192
+    mov dword ptr [r15 + r9 + 704], r9d
+    mov dword ptr [r15 + r9 + 640], 45
+    mov rcx, qword ptr [r15 + rbp + 3648]
+    movzx eax, cl
+    movzx ecx, al
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + rbp + 3840]
+    mov rdx, rdx
+    vpcmpeqb xmm0, xmm0, xmm7
+    vmovq xmm0, r9
+    mov dword ptr [r15 + rbp + 3584], 168
+    mov rdx, qword ptr [r15 + r9 + 576]
+    mov edi, 224
+    mov byte ptr [r15 + rbp + 3520], dil
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + r8 + 384], edi
+    mov rsi, qword ptr [r15 + rbp + 3776]
+    mov qword ptr [r15 + r9 + 768], rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c72:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
+    and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7808]
     and r8, 64
-    mov byte ptr [r15 + r8 + 384], r9b
-    mov eax, r9d
+    mov dword ptr [r15 + r8 + 384], 31
+    movzx edi, dl
+    mov dword ptr [r15 + rbp + 7936], edi
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpxor xmm12, xmm12, xmm15
-    mov rax, rax
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 192
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, r9d
-    test dword ptr [r15 + 67117723], 8
-    jz 1f
-1:
-    mov r9, rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov r9d, eax
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 245
-    vmovq qword ptr [r15 + 0], xmm12
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 234
     lea r9, [r11 + r11*1]
-    movzx eax, r9b
-    mov eax, dword ptr [r15 + r8 + 320]
+    jmp 1f
+1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
-    movzx r8d, r9b
+    mov dword ptr [r15 + r9 + 256], 111
+    or qword ptr [r15 + r8 + 320], 13
+    mov byte ptr [r15 + rbp + 7616], r8b
     jmp 1f
 1:
+    add r8, qword ptr [r15 + rbp + 7680]
+    mov dword ptr [r15 + rbp + 7744], 149
+    mov edi, dword ptr [r15 + rbp + 7872]
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 256], r8
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + r9 + 384]
+    mov edx, dword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + rbp + 8000], dl
+    mov byte ptr [r15 + r9 + 192], dl
+    mov rdx, qword ptr [r15 + rbp + 7552]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c73:
-    lea rcx, [rip + .Lc1_d8942_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d8942_j:
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], 48
-    movzx ecx, cl
-    mov rcx, rcx
-    movzx r8d, byte ptr [r15 + 0]
-    mov rcx, rax
-    jmp 1f
-1:
-    mov ecx, ebp
-    mov ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 81
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 262144
+    setz al
+    lea rcx, [rip + .Lc1_d9188_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9188_s_t
+    .p2align 3
+.Lc1_d9188_s:
+    .p2align 3
+    jmp .Lc1_d9188_j
+    .p2align 3
+    jmp .Lc1_d9188_j
+.Lc1_d9188_j:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, ebp
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
+    mov eax, 212
+    mov rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    movzx r9d, al
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov r9d, 183
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 14
+    mov rax, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov rbp, r8
+    and r9d, dword ptr [r15 + 0]
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 95
+    lea r9, [r11 + r11*1]
+    mov r8d, 62
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov rdi, qword ptr [r15 + 0]
+    and r9, 64
+    movsxd r8, dword ptr [r15 + r9 + 192]
+    mov dword ptr [r15 + r9 + 256], 76
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx edx, r9b
+    and r9, 64
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    mov r9, rax
-    lea r9, [r11*4]
-    mov rdi, rax
+    mov dword ptr [r15 + r9 + 384], ebp
     jmp 1f
 1:
-    movzx eax, r8b
-    and r9, 192
-    mov dword ptr [r15 + r9 + 576], 22
-    mov rax, rdx
-    mov dword ptr [r15 + r9 + 640], eax
-    mov byte ptr [r15 + rbp + 64], al
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 768], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov rax, qword ptr [r15 + r9 + 704]
     jmp 1f
 1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 192], r9d
-    mov qword ptr [r15 + rbp + 256], rbp
+    mov rdx, qword ptr [r15 + rbp + 448]
+    mov dword ptr [r15 + r9 + 320], 141
+    mov dword ptr [r15 + rbp + 512], 47
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c74:
-    lea rcx, [rip + .Lc1_d8998_j]
+    lea rcx, [rip + .Lc1_d9243_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d8998_j:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d9243_j_t
+.Lc1_d9243_j:
+    mov rcx, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rcx, rcx
+    movzx ecx, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 132
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    movzx ebp, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    mov ebp, 79
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
+    mov rbp, rbp
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rbp
+    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    movzx r8d, cl
-    jmp 1f
-1:
-    mov rcx, rax
-    mov dword ptr [r15 + 0], 15
     mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    lea r9, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 256], rcx
-    vmovdqu xmm12, xmmword ptr [r15 + r9 + 1152]
-    mov dword ptr [r15 + r9 + 1088], 175
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], r8d
-    mov dword ptr [r15 + r9 + 1216], eax
-    mov ecx, dword ptr [r15 + r9 + 896]
-    mov qword ptr [r15 + r9 + 1024], rcx
-    mov qword ptr [r15 + rbp + 192], rdi
-    mov qword ptr [r15 + r9 + 1280], r9
+    mov dword ptr [r15 + 0], 107
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 960], r8d
-    movsxd r9, dword ptr [r15 + r8 + 320]
-    movzx r8d, bpl
+    mov qword ptr [r15 + 0], rbp
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 512], ymm0
+    movzx ecx, bpl
+    lea r8, [r11 + r11*1]
+    mov rcx, r8
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], r8
+    mov ecx, ebp
+    and r9, 64
+    mov byte ptr [r15 + r9 + 320], r9b
+    mov qword ptr [r15 + rbp + 448], rdi
+    mov byte ptr [r15 + r9 + 384], cl
+    jmp 1f
+1:
+    movzx ebp, cl
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 320], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c75:
-    lea r8, [r11*8]
+    lea rbp, [r11*8]
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 1216]
+    movzx ecx, r9b
     lea r9, [r11 + r11*1]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 1216], 221
-    mov ecx, 77
+    mov r8, r9
+    mov dword ptr [r15 + rbp + 1088], 236
     and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 128
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
+    mov qword ptr [r15 + r9 + 128], r9
+    mov dword ptr [r15 + 0], r9d
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r8, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 46
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 384]
-    movzx eax, byte ptr [r15 + r8 + 1152]
-    mov rdi, qword ptr [r15 + r8 + 1088]
-    mov esi, dword ptr [r15 + r9 + 384]
-    mov r9, r9
-    mov qword ptr [r15 + rbp + 320], r9
-    mov r9d, 216
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + r8 + 960]
+    movzx r8d, byte ptr [r15 + rbp + 1024]
+    lea r8, [r11 + r11*1]
+    mov rax, r8
+    and r8, 64
+    mov byte ptr [r15 + r8 + 448], cl
+    mov eax, 243
+    mov dword ptr [r15 + rbp + 1152], 106
+    jmp 1f
+1:
+    movzx ecx, dl
+    and edx, dword ptr [r15 + rbp + 896]
+    mov dword ptr [r15 + r8 + 512], 68
+    mov qword ptr [r15 + rbp + 1280], rsi
+    mov ecx, edi
+    vmovdqu ymmword ptr [r15 + rbp + 960], ymm0
+    mov edi, 183
+    jmp 1f
+1:
+    vpxor xmm0, xmm0, xmm12
+    mov qword ptr [r15 + r9 + 64], rbp
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + r8 + 1024]
-    mov qword ptr [r15 + r8 + 896], r8
-    movzx ebp, bpl
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + rbp + 832], rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c76:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8
-    setz al
-    lea rcx, [rip + .Lc1_d9091_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d9091_s:
-    .p2align 3
-    jmp .Lc1_d9091_j
-    .p2align 3
-    jmp .Lc1_d9091_j
-.Lc1_d9091_j:
-    mov ecx, 86
+    lea rcx, [rip + .Lc1_d9347_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9347_j_t
+.Lc1_d9347_j:
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    mov eax, 250
-    movzx eax, al
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rax
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
+    mov ecx, 41
     jmp 1f
 1:
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 212
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    movzx ebp, al
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea rbp, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 192
-    mov rdx, qword ptr [r15 + rbp + 640]
-    mov byte ptr [r15 + rbp + 576], al
+    mov rcx, rax
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov rcx, rdi
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 52
+    mov ecx, 134
     and r8, 64
-    mov dword ptr [r15 + r8 + 256], 177
-    mov rax, rdx
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 384]
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 64], rbp
+    lea r9, [r11*4]
     jmp 1f
 1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], r8d
+    mov ecx, ebp
+    and r9, 192
+    mov ecx, dword ptr [r15 + r9 + 576]
+    mov rdi, qword ptr [r15 + r9 + 704]
     jmp 1f
 1:
-    movzx ecx, al
-    jmp 1f
-1:
-    mov rax, rcx
-    movzx eax, al
-    vmovdqu ymmword ptr [r15 + rbp + 768], ymm12
-    mov eax, dword ptr [r15 + r8 + 192]
-    vmovdqu ymmword ptr [r15 + r9 + 320], ymm12
-    mov r8, rax
-    movsxd r9, dword ptr [r15 + rbp + 704]
-    jmp 1f
-1:
-    mov eax, 66
+    mov qword ptr [r15 + r8 + 128], rdi
+    mov r8d, 49
+    mov qword ptr [r15 + r9 + 640], r8
+    mov r8, qword ptr [r15 + r9 + 768]
+    mov dword ptr [r15 + rbp + 192], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c77:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
+    mov r8, rdi
     jmp 1f
 1:
-    mov r8, rsi
-    mov dword ptr [r15 + 0], r8d
-    mov r9d, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    mov eax, eax
-    mov ecx, 22
-    mov eax, ecx
-    mov dword ptr [r15 + 0], 35
-    mov rax, qword ptr [r15 + 0]
-    mov edx, r9d
-    mov dword ptr [r15 + 0], 168
-    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rdi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 78
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], 98
+    vmovdqu xmm0, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 139
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, eax
-    mov edx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r9d, edi
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 165
+    mov qword ptr [r15 + 0], rax
     lea r9, [r11 + r11*1]
-    movzx edx, r8b
-    mov dword ptr [r15 + 0], ecx
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], cl
-    lea r8, [r11 + r11*1]
-    movzx ecx, r8b
-    movzx ecx, al
-    and r8, 64
-    mov qword ptr [r15 + r8 + 320], r8
-    mov byte ptr [r15 + r8 + 384], dl
+    mov edi, r9d
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 256], r9b
     and rbp, 64
-    mov qword ptr [r15 + rbp + 448], r9
-    mov r8d, dword ptr [r15 + r9 + 256]
-    mov qword ptr [r15 + rbp + 512], rsi
+    movzx edi, byte ptr [r15 + rbp + 448]
+    lea r8, [r11 + r11*1]
+    mov eax, r9d
+    mov byte ptr [r15 + rbp + 512], al
     jmp 1f
 1:
+    and r8, 64
+    and edi, dword ptr [r15 + r8 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + r9 + 192]
+    mov byte ptr [r15 + r8 + 192], cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c78:
-    lea rcx, [rip + .Lc1_d9203_j]
+    lea rcx, [rip + .Lc1_d9458_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d9203_j:
+    jmp .Lc1_d9458_j_t
+.Lc1_d9458_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdi
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    movzx eax, cl
+    mov byte ptr [r15 + 0], dil
+    mov dword ptr [r15 + 0], 171
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     lea rbp, [r11*4]
+    lea r9, [r11 + r11*1]
     and rbp, 192
-    mov r8d, dword ptr [r15 + rbp + 576]
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r8d, 71
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    jmp 1f
-1:
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 156
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 768], r9d
-    mov r9d, r9d
-    lea r9, [r11 + r11*2]
-    jmp 1f
-1:
-    mov ecx, 25
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7616]
+    mov edx, dword ptr [r15 + rbp + 640]
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + rbp + 640]
+    movzx esi, r8b
     and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    or qword ptr [r15 + r9 + 7488], 19
-    movsxd rsi, dword ptr [r15 + r9 + 7552]
-    mov dword ptr [r15 + rbp + 704], ecx
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + r8 + 320]
+    mov qword ptr [r15 + r8 + 64], rdi
+    and r9, 64
+    mov qword ptr [r15 + r9 + 320], rdi
+    mov edi, 230
+    movsxd rdi, dword ptr [r15 + rbp + 576]
+    mov rsi, qword ptr [r15 + r8 + 128]
+    movzx r8d, byte ptr [r15 + r9 + 384]
+    movzx r9d, byte ptr [r15 + rbp + 768]
+    mov dword ptr [r15 + rbp + 704], 190
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c79:
-    lea rcx, [rip + .Lc1_d9256_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d9256_j:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 256]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d9510_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9510_s_t
+    .p2align 3
+.Lc1_d9510_s:
+    .p2align 3
+    jmp .Lc1_d9510_j
+    .p2align 3
+    jmp .Lc1_d9510_j
+.Lc1_d9510_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r9d, r8b
-    mov dword ptr [r15 + 0], edx
-    mov r9d, r9d
-    mov r9d, 51
-    mov r9, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r9d, 188
-    vmovq qword ptr [r15 + 0], xmm12
-    mov r9, qword ptr [r15 + 0]
-    mov edx, 71
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdx
     jmp 1f
 1:
-    mov edx, ebp
-    movsxd rdx, dword ptr [r15 + 0]
-    mov ebp, 67
-    mov rbp, rbp
-    mov dword ptr [r15 + 0], 156
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov ebp, ebp
-    movzx ebp, bpl
-    mov ebp, 187
-    mov dword ptr [r15 + 0], ebp
-    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, rax
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
-    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    lea r9, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + rbp + 64]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
+    movzx ecx, byte ptr [r15 + rbp + 320]
+    mov rax, rcx
+    lea r8, [r11*8]
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 192], 24
-    mov r8, r9
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3584], rcx
+    mov ecx, dword ptr [r15 + r8 + 3456]
+    vpshufd xmm0, xmm0, 137
+    mov rax, rcx
+    lea r9, [r11*4]
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 128], r8b
-    or qword ptr [r15 + r9 + 320], 90
+    mov dword ptr [r15 + r8 + 3648], r9d
+    and r9, 192
+    mov dword ptr [r15 + r9 + 576], 111
+    mov rcx, rdx
+    mov qword ptr [r15 + r9 + 704], rcx
+    inc dword ptr [r15 + r8 + 3520]
+    movzx ecx, cl
+    mov dword ptr [r15 + r9 + 640], 226
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 3392], 192
+    mov ecx, dword ptr [r15 + r9 + 768]
+    mov dword ptr [r15 + rbp + 384], 223
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 3712], r9
+    mov r9, rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c80:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rbp
+    lea r9, [r11*8]
+    and r9, 8128
+    vmovq qword ptr [r15 + r9 + 7744], xmm0
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, r8
-    mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx eax, r9b
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11*4]
-    inc dword ptr [r15 + 0]
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 448]
-    and rbp, 192
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + rbp + 576]
-    mov dword ptr [r15 + rbp + 640], ecx
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 768], bpl
     mov ecx, r9d
-    lea r8, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + r9 + 512]
-    mov r9, rdx
-    and r8, 64
-    vmovdqu xmmword ptr [r15 + r8 + 192], xmm12
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 704], 75
-    mov r9d, r8d
-    movzx r9d, byte ptr [r15 + r8 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov qword ptr [r15 + r9 + 7872], r9
+    mov byte ptr [r15 + r9 + 7488], r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 166
+    lea rbp, [r11 + r11*1]
+    mov rcx, rbp
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 512]
+    lea r8, [r11 + r11*1]
+    movsxd rdx, dword ptr [r15 + r9 + 7936]
+    mov rax, qword ptr [r15 + r9 + 7808]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], 119
+    mov edi, 122
+    mov dword ptr [r15 + r8 + 192], edi
+    movzx edi, dil
+    mov edi, edi
+    mov rdi, qword ptr [r15 + r9 + 7616]
+    mov dword ptr [r15 + r9 + 7552], 138
+    mov byte ptr [r15 + rbp + 448], sil
+    movzx ebp, byte ptr [r15 + r9 + 7680]
+    mov r8d, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c81:
-    lea rcx, [rip + .Lc1_d9356_j]
+    lea rcx, [rip + .Lc1_d9607_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d9356_j:
-    mov ecx, 84
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov ecx, r9d
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d9607_j_t
+.Lc1_d9607_j:
+    lea rbp, [r11*8]
     lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    lea r9, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 128]
-    and r9, 448
-    mov rbp, qword ptr [r15 + r9 + 960]
-    mov dword ptr [r15 + r8 + 64], edx
-    mov r8, rsi
-    vpxor xmm12, xmm12, xmm4
+    mov rcx, qword ptr [r15 + r8 + 256]
+    and rbp, 448
+    movsxd rdi, dword ptr [r15 + rbp + 1024]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
+    mov r9d, 63
+    mov r9d, 183
+    mov r9d, 199
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 176
     jmp 1f
 1:
     jmp 1f
 1:
+    lea r9, [r11 + r11*1]
+    add rcx, qword ptr [r15 + rbp + 960]
+    and r9, 64
+    mov edx, dword ptr [r15 + r9 + 512]
+    vmovdqu ymmword ptr [r15 + rbp + 1152], ymm0
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm12
-    movzx r8d, byte ptr [r15 + r9 + 1088]
-    lea rbp, [r11 + r11*1]
-    mov edx, ecx
-    movzx edx, byte ptr [r15 + r9 + 1024]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 102
+    mov rax, qword ptr [r15 + rbp + 1088]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 256], ebp
-    mov ebp, 133
+    movzx esi, al
+    mov dword ptr [r15 + rbp + 1216], esi
+    mov rsi, qword ptr [r15 + rbp + 896]
     jmp 1f
 1:
-    movzx ebp, r8b
-    mov byte ptr [r15 + r9 + 896], bpl
-    mov ebp, 71
-    movzx r8d, byte ptr [r15 + r9 + 1152]
-    mov ebp, edx
-    vmovq xmm12, rbp
-    jmp 1f
-1:
-    mov ebp, 83
+    mov eax, 88
+    mov dword ptr [r15 + rbp + 1280], eax
+    mov eax, dword ptr [r15 + r9 + 448]
+    vmovdqu ymmword ptr [r15 + r8 + 192], ymm0
+    mov dword ptr [r15 + rbp + 832], 32
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c82:
+    lea r9, [r11 + r11*8]
+    mov rax, rsi
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 1344]
+    mov rbp, qword ptr [r15 + r9 + 1600]
+    mov rsi, rbp
+    movsxd rbp, dword ptr [r15 + r9 + 1856]
+    mov ecx, 180
+    jmp 1f
+1:
+    movzx ecx, dil
+    movsxd rcx, dword ptr [r15 + r9 + 1472]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 214
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    mov ebp, r8d
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 95
-    mov rbp, r8
     jmp 1f
 1:
-    mov eax, 125
-    mov rbp, rdx
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 244
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 204
-    mov r8d, eax
+    mov ecx, 183
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 1408], 72
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], dil
     jmp 1f
 1:
-    lea r8, [r11*8]
-    jmp 1f
-1:
-    mov rax, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
-    add qword ptr [r15 + r8 + 1792], rax
-    mov eax, dword ptr [r15 + r8 + 1728]
-    mov dword ptr [r15 + r8 + 1408], ebp
-    mov dword ptr [r15 + r8 + 1472], ebp
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 512]
-    mov ecx, dword ptr [r15 + r8 + 1664]
-    mov esi, dword ptr [r15 + r9 + 448]
-    jmp 1f
-1:
-    mov r9d, ebp
-    movzx r9d, al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, al
-    mov qword ptr [r15 + rbp + 384], rax
-    mov dword ptr [r15 + r8 + 1536], eax
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 1600], eax
+    mov dword ptr [r15 + r8 + 128], 98
+    mov r8, rcx
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 1728], r8
+    and r8, 64
+    or qword ptr [r15 + r8 + 320], 11
+    mov dword ptr [r15 + r9 + 1792], r8d
+    mov ecx, 8
+    mov dword ptr [r15 + r9 + 1664], 105
+    mov qword ptr [r15 + r8 + 384], rcx
+    mov ecx, r8d
+    mov dword ptr [r15 + r9 + 1536], ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c83:
-    lea rcx, [rip + .Lc1_d9460_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d9460_j:
-    mov dword ptr [r15 + 0], 179
-    mov dword ptr [r15 + 0], 4
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d9703_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9703_s_t
+    .p2align 3
+.Lc1_d9703_s:
+    .p2align 3
+    jmp .Lc1_d9703_j
+    .p2align 3
+    jmp .Lc1_d9703_j
+    .p2align 3
+    jmp .Lc1_d9703_j
+    .p2align 3
+    jmp .Lc1_d9703_j
+    .p2align 3
+    jmp .Lc1_d9703_j
+    .p2align 3
+    jmp .Lc1_d9703_j
+    .p2align 3
+    jmp .Lc1_d9703_j
+    .p2align 3
+    jmp .Lc1_d9703_j
+    .p2align 3
+    jmp .Lc1_d9703_j
+    .p2align 3
+    jmp .Lc1_d9703_j
+    .p2align 3
+    jmp .Lc1_d9703_j
+    .p2align 3
+    jmp .Lc1_d9703_j
+    .p2align 3
+    jmp .Lc1_d9703_j
+    .p2align 3
+    jmp .Lc1_d9703_j
+    .p2align 3
+    jmp .Lc1_d9703_j
+    .p2align 3
+    jmp .Lc1_d9703_j
+.Lc1_d9703_j:
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    inc dword ptr [r15 + r8 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
     jmp 1f
 1:
-    mov ecx, 227
-    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov ecx, 206
+    jmp 1f
+1:
+    mov ecx, 146
     mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 0]
+    mov edx, ecx
+    add qword ptr [r15 + 0], rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, ecx
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], edx
+    mov edx, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    mov r9d, r9d
+    mov rdx, rdx
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 133
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 0]
+    mov rax, rax
+    movzx eax, byte ptr [r15 + 0]
     jmp 1f
 1:
     mov dword ptr [r15 + 0], 24
-    mov dword ptr [r15 + 0], 70
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], ebp
-    mov eax, 244
+    mov r9d, esi
+    movsxd r9, dword ptr [r15 + r8 + 256]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 124
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 320], rdx
+    jmp 1f
+1:
     and r8, 64
-    mov rax, qword ptr [r15 + r8 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov rdx, rdx
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], ebp
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 192], rdx
-    mov rdx, qword ptr [r15 + rbp + 448]
-    mov dword ptr [r15 + r9 + 64], edx
+    movzx edx, byte ptr [r15 + r8 + 64]
+    movsxd rsi, dword ptr [r15 + r8 + 128]
+    mov r8d, dword ptr [r15 + rbp + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c84:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 64
-    setz al
-    lea rcx, [rip + .Lc1_d9517_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d9517_s:
-    .p2align 3
-    jmp .Lc1_d9517_j
-    .p2align 3
-    jmp .Lc1_d9517_j
-.Lc1_d9517_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 37
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d9774_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9774_j_t
+.Lc1_d9774_j:
     mov rcx, rcx
+    movzx r8d, cl
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 184
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 49152
-    jnz 1f
+    mov r8d, ecx
+    jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dl
+    movzx ecx, dil
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    vmovq xmm0, r8
+    mov r8, rcx
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], al
-    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], 58
+    test ebx, 10752
+    jz 1f
+1:
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r8d, r8d
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov r9d, dword ptr [r15 + 0]
-    mov r8, r9
-    mov r9, rsi
-    mov r9, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 36
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
+    lea rbp, [r11 + r11*1]
+    movzx ecx, cl
+    lea r9, [r11 + r11*1]
     and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 320]
-    mov byte ptr [r15 + rbp + 384], cl
+    mov dword ptr [r15 + rbp + 64], 13
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 512]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], 123
+    mov ecx, 133
+    mov dword ptr [r15 + r8 + 448], edi
+    mov dword ptr [r15 + rbp + 128], 187
+    mov r8d, dword ptr [r15 + r9 + 384]
+    mov edi, 200
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 128], r9
-    mov r8d, dword ptr [r15 + r9 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c85:
-    mov dword ptr [r15 + 0], 104
-    mov r8d, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], r8b
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 248
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm12, xmm12, xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov dword ptr [r15 + 0], ecx
+    mov ecx, dword ptr [r15 + 0]
+    mov edi, 231
+    mov edi, edi
     jmp 1f
 1:
-    lea r9, [r11*4]
+    mov edi, 105
+    xor dword ptr [r15 + 0], r8d
+    movzx edi, sil
+    mov rdi, rdi
+    mov rdi, qword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rsi
+    mov esi, edx
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov ecx, 78
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov dword ptr [r15 + 0], 102
+    jmp 1f
+1:
+    mov ecx, 72
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 192
-    mov byte ptr [r15 + r9 + 704], dl
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpcmpeqb xmm0, xmm0, xmm6
+    movsxd rcx, dword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    mov rax, r8
-    mov dword ptr [r15 + r9 + 768], r8d
+    movzx esi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 128], r8b
-    movzx r8d, bpl
-    mov byte ptr [r15 + r9 + 576], r9b
+    mov qword ptr [r15 + rbp + 384], rbp
+    mov dword ptr [r15 + rbp + 320], 160
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov rcx, r8
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], 103
-    mov byte ptr [r15 + r8 + 128], r8b
-    mov dword ptr [r15 + rbp + 64], 235
-    mov r8, rbp
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 128], ecx
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], ebp
+    and ecx, dword ptr [r15 + rbp + 192]
+    mov r8, rcx
+    movzx ecx, sil
     jmp 1f
 1:
-    movzx r8d, bpl
-    mov dword ptr [r15 + r9 + 640], r8d
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -12160,71 +12421,68 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 256
+    test dword ptr [r15 + 67117724], 256
     setz al
-    lea rcx, [rip + .Lc1_d9633_s]
+    lea rcx, [rip + .Lc1_d9886_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d9886_s_t
     .p2align 3
-.Lc1_d9633_s:
+.Lc1_d9886_s:
     .p2align 3
-    jmp .Lc1_d9633_j
+    jmp .Lc1_d9886_j
     .p2align 3
-    jmp .Lc1_d9633_j
-.Lc1_d9633_j:
-    lea r9, [r11*8]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 1088], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 23
-    mov edx, r9d
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 186
+    jmp .Lc1_d9886_j
+.Lc1_d9886_j:
+    lea r9, [r11 + r11*1]
+    movzx eax, r9b
     lea rbp, [r11 + r11*1]
-    mov edx, 12
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 384]
     and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 512]
-    mov dword ptr [r15 + r9 + 1024], eax
+    mov dword ptr [r15 + rbp + 64], ebp
+    mov edx, ecx
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    movzx ecx, bpl
+    mov dword ptr [r15 + 0], 87
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edx
+    mov dword ptr [r15 + 0], edx
+    mov edi, 72
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 129
+    mov rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, cl
+    movzx ecx, sil
+    jmp 1f
+1:
+    mov rsi, rcx
+    mov esi, 161
+    mov dword ptr [r15 + 0], 224
     lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 896], 248
-    mov qword ptr [r15 + r9 + 960], rcx
     and r8, 64
-    mov dword ptr [r15 + r8 + 192], 122
+    mov rsi, qword ptr [r15 + r8 + 448]
+    mov edx, 211
+    mov rdx, qword ptr [r15 + rbp + 128]
+    mov ebp, edi
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + r8 + 256]
-    mov r8d, ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 1152], r8d
-    mov rcx, qword ptr [r15 + rbp + 448]
-    mov r8, rcx
-    mov byte ptr [r15 + r9 + 1280], r8b
-    mov byte ptr [r15 + r9 + 1216], sil
-    mov r8d, ecx
-    mov byte ptr [r15 + r9 + 832], cl
-    jmp 1f
-1:
-    mov r8, r8
+    mov dword ptr [r15 + r9 + 320], 154
+    mov dword ptr [r15 + r8 + 512], ecx
+    movzx ebp, cl
     jmp 1f
 1:
     add r11, 64
@@ -12232,399 +12490,382 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c87:
-    lea rcx, [rip + .Lc1_d9690_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d9690_j:
-    lea r8, [r11 + r11*8]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    mov rcx, rdi
-    vmovq xmm12, rcx
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7936], bpl
-    mov ecx, 38
-    movzx ecx, cl
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + r8 + 7872]
+    lea rbp, [r11*4]
+    lea r8, [r11 + r11*1]
+    and rbp, 192
+    mov qword ptr [r15 + rbp + 576], rax
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 105
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    mov rbp, rbp
-    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 20
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 1073741824
+    jnz 1f
+1:
+    movzx edi, dil
+    mov dword ptr [r15 + 0], 122
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm12, xmm12, xmm12
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
     lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 320], rdx
-    test ebx, 1073741824
-    jz 1f
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
 1:
-    mov rdx, rcx
+    mov dword ptr [r15 + rbp + 768], 189
     and r9, 64
-    mov byte ptr [r15 + r9 + 64], r9b
-    mov dword ptr [r15 + r8 + 7488], r8d
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 8000], 12
-    mov dword ptr [r15 + r8 + 7744], 50
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 7808], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 7552], dl
-    mov edx, r9d
-    mov byte ptr [r15 + rbp + 384], dl
-    mov edx, dword ptr [r15 + r8 + 7680]
-    mov ebp, edx
-    mov dword ptr [r15 + r8 + 7616], 150
-    mov byte ptr [r15 + r9 + 128], r9b
+    mov byte ptr [r15 + r9 + 512], r9b
+    mov dword ptr [r15 + rbp + 640], 125
+    mov dword ptr [r15 + rbp + 704], ecx
+    mov qword ptr [r15 + r8 + 64], rdi
+    movsxd rdi, dword ptr [r15 + r9 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c88:
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm12
-    mov r9, rdx
+    lea rcx, [rip + .Lc1_d9989_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9989_j_t
+.Lc1_d9989_j:
+    mov dword ptr [r15 + 0], 247
+    movzx ecx, byte ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    vpshufd xmm0, xmm0, 219
+    mov edi, ebp
+    mov dword ptr [r15 + 0], edi
+    movzx r8d, cl
+    mov dword ptr [r15 + 0], 193
+    movsxd rsi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + 0], 122
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov esi, 98
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov esi, 216
-    mov r9, rax
-    movzx esi, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, 223
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    movzx r9d, dl
-    mov qword ptr [r15 + 0], r9
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 125
-    mov dword ptr [r15 + 0], 13
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov edx, dword ptr [r15 + 0]
-    mov eax, 95
+    movzx ebp, sil
+    mov rsi, qword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 64]
-    mov ebp, 89
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 384], bpl
+    movzx ebp, r8b
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 128], ebp
+    jmp 1f
+1:
     and rbp, 64
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 192], 156
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], edx
-    mov edx, r9d
-    mov rdx, rax
-    mov ecx, dword ptr [r15 + rbp + 256]
-    mov edx, 63
-    movzx ebp, byte ptr [r15 + r9 + 320]
+    movsxd rdi, dword ptr [r15 + rbp + 64]
+    mov ecx, 150
     jmp 1f
 1:
+    movzx ecx, cl
+    mov rcx, rcx
+    mov qword ptr [r15 + r8 + 320], rax
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 320], rbp
+    mov dword ptr [r15 + r8 + 384], r8d
     jmp 1f
 1:
+    movsxd r8, dword ptr [r15 + rbp + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c89:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d9799_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d9799_s:
-    .p2align 3
-    jmp .Lc1_d9799_j
-    .p2align 3
-    jmp .Lc1_d9799_j
-    .p2align 3
-    jmp .Lc1_d9799_j
-    .p2align 3
-    jmp .Lc1_d9799_j
-    .p2align 3
-    jmp .Lc1_d9799_j
-    .p2align 3
-    jmp .Lc1_d9799_j
-    .p2align 3
-    jmp .Lc1_d9799_j
-    .p2align 3
-    jmp .Lc1_d9799_j
-.Lc1_d9799_j:
-    lea rbp, [r11*8]
-    vpxor xmm12, xmm12, xmm15
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7680]
-    mov rcx, rax
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + rbp + 7488]
+    lea rcx, [rip + .Lc1_d10045_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10045_j_t
+.Lc1_d10045_j:
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*8]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], r8d
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1664]
+    movsxd rdi, dword ptr [r15 + r8 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, ebp
     jmp 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r8
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov byte ptr [r15 + rbp + 1792], r8b
     jmp 1f
 1:
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + rbp + 7616]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
-    mov edx, 129
-    mov dword ptr [r15 + rbp + 7744], 176
-    mov dword ptr [r15 + r9 + 64], eax
-    mov dword ptr [r15 + rbp + 7552], ecx
-    mov dword ptr [r15 + rbp + 7936], eax
-    mov r9, qword ptr [r15 + rbp + 7872]
+    mov dword ptr [r15 + rbp + 1856], r8d
+    movzx esi, byte ptr [r15 + rbp + 1536]
     lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    movzx ecx, sil
     and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 128]
-    mov eax, edx
-    mov eax, eax
+    mov rax, qword ptr [r15 + r8 + 256]
+    mov dword ptr [r15 + rbp + 1472], 95
     jmp 1f
 1:
-    mov edx, 44
-    movzx edx, dl
-    movsxd rax, dword ptr [r15 + r8 + 64]
-    movzx edx, al
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 7808], rdx
+    mov dword ptr [r15 + rbp + 1600], 125
+    movsxd r9, dword ptr [r15 + r8 + 192]
     jmp 1f
 1:
+    mov r8, qword ptr [r15 + rbp + 1408]
+    mov dword ptr [r15 + rbp + 1728], r8d
+    mov dword ptr [r15 + rbp + 1344], 13
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c90:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d9866_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d9866_j:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 256]
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov ebp, r9d
-    test dword ptr [r15 + 67117723], 4194306
-    jnz 1f
-1:
-    mov edx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov ebp, r8d
+    mov byte ptr [r15 + 0], bpl
     movzx ebp, bpl
+    mov dword ptr [r15 + 0], 150
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 150
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
     movzx ebp, byte ptr [r15 + 0]
+    lea r8, [r11 + r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1856], r8b
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 162
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 512]
-    movsxd rdx, dword ptr [r15 + rbp + 448]
-    mov dword ptr [r15 + r9 + 320], r8d
-    mov dword ptr [r15 + r8 + 192], edx
+    lea r9, [r11 + r11*1]
+    movzx ecx, sil
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], r9d
+    mov qword ptr [r15 + r9 + 64], r9
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 1792], rdx
+    mov esi, r9d
+    jmp 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 256], r9b
+    mov dword ptr [r15 + r8 + 1472], ecx
+    movzx esi, byte ptr [r15 + r8 + 1728]
+    mov ecx, dword ptr [r15 + r9 + 192]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 1536], ebp
+    mov dword ptr [r15 + r8 + 1664], 20
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 1600], 61
+    mov byte ptr [r15 + r8 + 1344], sil
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + r8 + 1408]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c91:
-    inc dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 8388608
+    setz al
+    lea rcx, [rip + .Lc1_d10144_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10144_s_t
+    .p2align 3
+.Lc1_d10144_s:
+    .p2align 3
+    jmp .Lc1_d10144_j
+    .p2align 3
+    jmp .Lc1_d10144_j
+.Lc1_d10144_j:
+    lea r9, [r11 + r11*8]
     jmp 1f
 1:
+    mov ecx, 33
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1664]
+    mov eax, 215
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 62
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, eax
+    mov edx, 23
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 134
+    mov rax, rcx
+    mov dword ptr [r15 + r9 + 1856], eax
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 104
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, rax
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm12, xmm12, xmm13
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 223
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + r9 + 1408], rax
+    mov dword ptr [r15 + r9 + 1728], 63
+    mov dword ptr [r15 + r9 + 1536], eax
     lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 1792], r8d
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + r9 + 1472]
     and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 384]
-    lea r9, [r11*4]
+    mov qword ptr [r15 + rbp + 128], rsi
     jmp 1f
 1:
-    and r9, 192
-    mov rdx, qword ptr [r15 + r9 + 768]
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm0
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    vmovq qword ptr [r15 + rbp + 64], xmm0
     and r8, 64
-    mov byte ptr [r15 + r8 + 256], al
-    mov eax, r8d
-    mov qword ptr [r15 + rbp + 320], rcx
-    mov eax, dword ptr [r15 + r9 + 576]
-    mov ebp, dword ptr [r15 + r9 + 640]
+    mov qword ptr [r15 + r8 + 448], r8
+    mov ebp, dword ptr [r15 + r8 + 512]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 1600], 211
+    mov r8, rbp
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + r9 + 704]
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + r8 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c92:
-    lea rcx, [rip + .Lc1_d9962_j]
+    lea rcx, [rip + .Lc1_d10199_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d9962_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 25
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 92
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    mov ecx, 151
-    mov rcx, r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 384]
+    jmp .Lc1_d10199_j_t
+.Lc1_d10199_j:
+    movzx ecx, r8b
     lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rbp
+    mov ecx, 110
+    lea r8, [r11 + r11*1]
     and r9, 64
-    mov dword ptr [r15 + r9 + 384], 101
-    mov dword ptr [r15 + rbp + 512], 160
-    movzx ebp, byte ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + r9 + 128], r9d
     jmp 1f
 1:
-    mov r9d, ebp
-    movzx ebp, byte ptr [r15 + r8 + 320]
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], 219
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov ebp, 8
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    movzx ecx, r9b
+    mov ecx, 48
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 160
+    mov ebp, ebp
+    jmp 1f
+1:
+    mov esi, r8d
+    mov rbp, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 40
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov dword ptr [r15 + 0], 5
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    mov byte ptr [r15 + 0], bpl
+    vpxor xmm0, xmm0, xmm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, sil
+    mov ebp, 143
+    lea rbp, [r11 + r11*1]
+    mov rsi, rbp
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 448], bpl
+    mov qword ptr [r15 + rbp + 512], rcx
+    mov ebp, esi
+    mov byte ptr [r15 + r8 + 256], sil
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 64], rbp
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -12633,202 +12874,178 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], rax
     movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
+    mov rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 15
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r9
-    lea rbp, [r11*4]
+    mov rbp, rax
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7552], 9
-    lea r9, [r11 + r11*4]
-    test dword ptr [r15 + 67117723], 131088
+    mov r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, eax
+    test dword ptr [r15 + 67117724], 134217744
     jnz 1f
 1:
-    mov eax, edx
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1472], r9d
-    mov rax, qword ptr [r15 + rbp + 7488]
-    mov edx, 8
-    movsxd rdx, dword ptr [r15 + rbp + 7680]
-    movsxd rcx, dword ptr [r15 + r9 + 1600]
-    mov r8d, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + rbp + 7616]
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 185
     lea rbp, [r11 + r11*1]
+    lea r9, [r11*4]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 192
+    movzx eax, byte ptr [r15 + r9 + 768]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 512], eax
-    mov dword ptr [r15 + rbp + 448], ebp
-    mov ebp, ebp
-    mov rax, rcx
+    lea r8, [r11 + r11*1]
+    mov esi, dword ptr [r15 + rbp + 320]
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + r9 + 1536], xmm12
-    mov dword ptr [r15 + r9 + 1408], 66
+    mov rdx, qword ptr [r15 + rbp + 384]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 256], r8b
+    mov byte ptr [r15 + r9 + 576], r8b
+    mov dword ptr [r15 + r9 + 704], edx
+    mov qword ptr [r15 + r8 + 192], rdi
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + r9 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c94:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16
-    setz al
-    lea rcx, [rip + .Lc1_d10062_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d10062_s:
-    .p2align 3
-    jmp .Lc1_d10062_j
-    .p2align 3
-    jmp .Lc1_d10062_j
-.Lc1_d10062_j:
-    mov ecx, 133
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d10307_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10307_j_t
+.Lc1_d10307_j:
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, dword ptr [r15 + 0]
+    mov r8d, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    or qword ptr [r15 + 0], 37
+    nop
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    movzx ecx, cl
-    mov eax, ecx
-    lea rbp, [r11 + r11*8]
+    movsxd r8, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 8000]
-    movzx eax, al
-    mov rax, qword ptr [r15 + rbp + 7680]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    movzx edx, byte ptr [r15 + rbp + 384]
+    and r9, 192
+    mov byte ptr [r15 + r9 + 768], r8b
+    mov qword ptr [r15 + r9 + 640], r8
+    mov r8d, eax
     lea r8, [r11 + r11*1]
-    mov r9, qword ptr [r15 + rbp + 7744]
+    mov dword ptr [r15 + r9 + 576], 164
     and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 256], ymm12
+    mov rax, qword ptr [r15 + r8 + 320]
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + rbp + 7808]
+    mov dword ptr [r15 + r8 + 384], eax
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + rbp + 7936]
-    and r9, 64
-    add qword ptr [r15 + r9 + 320], r9
-    mov qword ptr [r15 + r9 + 384], r9
-    movsxd r9, dword ptr [r15 + rbp + 7552]
-    mov byte ptr [r15 + rbp + 7488], r8b
-    mov dword ptr [r15 + rbp + 7872], r9d
-    mov qword ptr [r15 + rbp + 7616], rcx
-    mov r9, r9
-    mov rdi, rsi
-    mov dword ptr [r15 + r8 + 192], esi
+    mov qword ptr [r15 + rbp + 320], rax
+    mov r8d, dword ptr [r15 + r9 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c95:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8388608
-    setz al
-    lea rcx, [rip + .Lc1_d10119_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d10119_s:
-    .p2align 3
-    jmp .Lc1_d10119_j
-    .p2align 3
-    jmp .Lc1_d10119_j
-.Lc1_d10119_j:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 128], ymm12
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 11
-    rep movsb
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], r9d
-    jmp 1f
-1:
+    lea r8, [r11*4]
+    movzx eax, sil
+    and r8, 192
+    mov byte ptr [r15 + r8 + 576], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x66, 0x90
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 29
+    movzx r9d, r8b
+    jmp 1f
+1:
+    mov ebp, 106
+    mov r9d, 100
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov esi, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 69
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    movzx edi, dil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
-    mov ecx, 147
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 19
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 64], r9b
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 0]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 320], edi
-    movzx edi, bpl
-    movsxd rdi, dword ptr [r15 + rbp + 384]
-    mov dword ptr [r15 + r9 + 192], 177
+    movzx esi, byte ptr [r15 + rbp + 64]
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 640], r8
+    mov rdx, r9
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 320]
+    mov rcx, qword ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + r8 + 768], 254
+    jmp 1f
+1:
+    mov ebp, 110
+    mov ebp, 105
+    movzx ebp, byte ptr [r15 + r8 + 704]
+    mov r8d, r8d
+    mov r8, qword ptr [r15 + r9 + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -12837,1255 +13054,1283 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d10410_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10410_s_t
+    .p2align 3
+.Lc1_d10410_s:
+    .p2align 3
+    jmp .Lc1_d10410_j
+    .p2align 3
+    jmp .Lc1_d10410_j
+    .p2align 3
+    jmp .Lc1_d10410_j
+    .p2align 3
+    jmp .Lc1_d10410_j
+    .p2align 3
+    jmp .Lc1_d10410_j
+    .p2align 3
+    jmp .Lc1_d10410_j
+    .p2align 3
+    jmp .Lc1_d10410_j
+    .p2align 3
+    jmp .Lc1_d10410_j
+.Lc1_d10410_j:
+    lea r8, [r11 + r11*8]
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1856]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edi
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb eax, xmm0
+    vmovdqu ymmword ptr [r15 + r8 + 1536], ymm0
+    mov eax, 228
     jmp 1f
 1:
+    mov rax, rax
+    mov eax, 215
+    vmovq qword ptr [r15 + r8 + 1344], xmm0
     jmp 1f
 1:
+    mov eax, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 252
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
     mov eax, ecx
-    lea rbp, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov eax, eax
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 256]
-    vpcmpeqb xmm12, xmm12, xmm15
-    test dword ptr [r15 + 67117724], 134217736
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, dil
-    jmp 1f
-1:
-    lea r8, [r11*4]
-    jmp 1f
-1:
-    mov ecx, eax
-    mov qword ptr [r15 + rbp + 192], rcx
-    and r8, 192
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 704], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + r8 + 1792]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
-    mov ecx, edi
-    mov qword ptr [r15 + r8 + 768], rdi
-    mov rdi, rcx
-    mov ecx, 59
+    vmovdqu ymmword ptr [r15 + rbp + 192], ymm0
+    mov esi, ebp
+    lea r9, [r11 + r11*1]
+    mov esi, 131
+    vmovq qword ptr [r15 + r8 + 1664], xmm0
     jmp 1f
 1:
-    vmovdqu xmm12, xmmword ptr [r15 + r8 + 576]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + rbp + 128]
-    mov byte ptr [r15 + r8 + 640], sil
+    and r9, 64
+    mov byte ptr [r15 + r9 + 448], r9b
+    movzx esi, r9b
+    vmovdqu ymmword ptr [r15 + r8 + 1408], ymm0
+    movsxd rsi, dword ptr [r15 + r8 + 1600]
+    mov rdx, qword ptr [r15 + rbp + 256]
+    mov edi, edx
+    mov edx, 207
+    mov rdx, qword ptr [r15 + r8 + 1472]
+    mov dword ptr [r15 + r8 + 1728], ebp
+    mov byte ptr [r15 + r9 + 512], r9b
+    mov ebp, edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c97:
-    lea rcx, [rip + .Lc1_d10226_j]
+    lea rcx, [rip + .Lc1_d10471_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d10226_j:
-    movzx ecx, dil
+    jmp .Lc1_d10471_j_t
+.Lc1_d10471_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    mov rdi, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, r9b
-    jmp 1f
-1:
     movzx ecx, cl
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    xor dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edi, cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
+    mov ebp, 199
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 95
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 175
+    mov ecx, 77
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + r8 + 1664]
+    lea rbp, [r11 + r11*1]
+    mov rdx, r8
+    jmp 1f
+1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 384], r8
+    mov edx, dword ptr [r15 + r8 + 1408]
     lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 1472], r9d
+    movzx eax, cl
     jmp 1f
 1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 320], r9d
-    lea rbp, [r11 + r11*1]
-    mov rcx, rdi
+    mov byte ptr [r15 + r9 + 64], r9b
+    movsxd rcx, dword ptr [r15 + r8 + 1792]
+    mov dword ptr [r15 + r8 + 1536], ecx
+    mov qword ptr [r15 + rbp + 320], rcx
+    vmovdqu ymmword ptr [r15 + r9 + 128], ymm0
+    movzx ecx, cl
+    mov dword ptr [r15 + r8 + 1600], 92
+    mov qword ptr [r15 + r8 + 1728], rsi
     jmp 1f
 1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 320]
-    mov esi, 255
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
-    movzx esi, byte ptr [r15 + rbp + 384]
-    movzx ebp, al
-    mov qword ptr [r15 + r9 + 384], rbp
-    nop
-    mov ebp, dword ptr [r15 + r8 + 128]
-    mov r9d, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c98:
-    lea rbp, [r11*8]
-    mov r8d, 83
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 256], rdi
+    mov rdi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rdi
+    mov r8d, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     jmp 1f
 1:
+    movzx edi, byte ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8d, ebp
-    movzx r8d, r8b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11*4]
     movzx ecx, r9b
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1472], r9b
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 1024], r8
-    mov qword ptr [r15 + rbp + 896], rax
-    mov edi, dword ptr [r15 + r8 + 64]
-    mov r8d, 100
-    mov dword ptr [r15 + r9 + 1536], 135
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + rbp + 1088]
-    mov dword ptr [r15 + rbp + 1152], 191
-    xor dword ptr [r15 + r9 + 1408], ecx
-    vmovdqu ymmword ptr [r15 + rbp + 1280], ymm12
-    movsxd rcx, dword ptr [r15 + rbp + 960]
-    mov dword ptr [r15 + r9 + 1344], 134
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + rbp + 1216]
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov ecx, 58
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 251
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov esi, 182
+    movzx esi, byte ptr [r15 + r9 + 192]
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], bpl
+    jmp 1f
+1:
+    mov edx, ebp
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], edi
+    mov dword ptr [r15 + r9 + 512], 78
+    mov dword ptr [r15 + rbp + 320], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c99:
-    lea rcx, [rip + .Lc1_d10330_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d10330_j:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 448]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 144
-    mov rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + r9 + 512], rax
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 384], rdi
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 320], 175
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], r9
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 128], rbp
-    movzx ebp, r9b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c100:
-    lea rcx, [rip + .Lc1_d10383_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d10383_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 86
-    mov dword ptr [r15 + 0], 213
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 29
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    movzx ebp, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov edi, 3
-    jmp 1f
-1:
-    mov eax, 49
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 128]
-    mov edi, eax
-    lea rbp, [r11 + r11*1]
-    mov rax, rbp
-    mov qword ptr [r15 + r8 + 64], rax
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], r9d
-    lea r8, [r11 + r11*1]
-    or qword ptr [r15 + rbp + 448], 45
-    movzx r9d, r8b
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm12
-    mov r9d, dword ptr [r15 + r8 + 128]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c101:
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, rcx
-    mov r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 199
-    mov dword ptr [r15 + 0], 3
-    movzx ecx, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 147
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rbp
-    and r9, 64
-    lea r8, [r11 + r11*1]
-    mov rdi, qword ptr [r15 + r9 + 128]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
-    mov rsi, r8
-    mov byte ptr [r15 + rbp + 256], sil
-    mov byte ptr [r15 + r8 + 128], sil
-    mov dword ptr [r15 + r9 + 64], eax
-    mov edx, 235
-    mov r9d, 89
-    jmp 1f
-1:
-    mov r9, r9
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c102:
-    lea rcx, [rip + .Lc1_d10485_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d10485_j:
-    mov ecx, 96
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 50
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov qword ptr [r15 + 0], rdx
-    movzx edx, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov rdi, rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 0], r9d
-    mov byte ptr [r15 + 0], r9b
-    and r9, 64
-    vmovdqu xmm12, xmmword ptr [r15 + r9 + 64]
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 320]
-    lea r8, [r11*4]
-    mov eax, 22
-    and r8, 192
-    mov dword ptr [r15 + r8 + 768], 105
-    mov eax, edi
-    jmp 1f
-1:
-    mov rax, r9
-    vmovdqu ymmword ptr [r15 + r8 + 704], ymm12
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 576], eax
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 384], rbp
-    mov qword ptr [r15 + r8 + 640], rax
-    mov rax, rax
-    mov dword ptr [r15 + r9 + 128], 35
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c103:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov eax, 65
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 181
-    mov rbp, rsi
-    lea rbp, [r11 + r11*4]
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7552], ebp
-    mov rax, qword ptr [r15 + rbp + 7680]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 7488], 62
-    mov ecx, r9d
-    mov rcx, rbp
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 121
-    mov esi, dword ptr [r15 + rbp + 7744]
-    mov byte ptr [r15 + r9 + 448], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, sil
-    movzx edx, dil
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 7616], dil
-    and r9, 64
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + r9 + 64]
-    mov rbp, rdi
-    movzx ebp, dil
-    jmp 1f
-1:
-    movzx ebp, sil
-    movzx ebp, bpl
-    mov qword ptr [r15 + r9 + 128], rbp
-    mov ecx, 108
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c104:
-    lea rcx, [rip + .Lc1_d10587_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d10587_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, 231
-    mov r9d, r9d
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 0], rcx
-    and rbp, 64
-    xor dword ptr [r15 + rbp + 384], ebp
-    lea r9, [r11 + r11*8]
-    jmp 1f
-1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7680], r8
-    mov ecx, ebp
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + r9 + 7936]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 320], rbp
-    and r8, 64
-    movsxd rbp, dword ptr [r15 + r8 + 448]
-    mov byte ptr [r15 + r9 + 7552], bpl
-    mov qword ptr [r15 + r9 + 7808], rbp
-    mov dword ptr [r15 + r9 + 8000], ecx
-    jmp 1f
-1:
-    movzx ecx, r9b
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov rcx, r8
-    movsxd rdx, dword ptr [r15 + r9 + 7488]
-    mov qword ptr [r15 + r8 + 512], rbp
-    mov dword ptr [r15 + r9 + 7872], 191
-    mov ebp, ecx
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + r9 + 7616]
-    movzx ebp, byte ptr [r15 + r9 + 7744]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c105:
-    lea rcx, [rip + .Lc1_d10640_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d10640_j:
-    mov ecx, 5
-    mov rcx, qword ptr [r15 + 0]
-    mov ebp, 248
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    mov ebp, 215
-    jmp 1f
-1:
-    mov ebp, 147
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov r9d, ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb ebp, xmm12
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 57
-    mov eax, 218
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 320]
-    mov dword ptr [r15 + rbp + 384], esi
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov esi, r9d
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 209
-    mov r9, qword ptr [r15 + rbp + 384]
-    mov ebp, 65
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 192], rdx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c106:
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx eax, dl
-    mov rax, rax
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    mov rsi, rax
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov eax, 228
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, 223
-    mov qword ptr [r15 + 0], rdi
-    lea r8, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + 0]
-    mov edi, 197
-    lea rdi, [r15 + 67109504]
-    mov ecx, 12
-    rep stosb
-    and r8, 64
-    lea rbp, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + r8 + 128]
-    jmp 1f
-1:
-    mov edi, eax
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 320]
-    lea r9, [r11 + r11*1]
-    mov esi, eax
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + r9 + 384], edx
-    mov qword ptr [r15 + rbp + 384], rsi
-    mov r9d, 238
-    mov r9d, dword ptr [r15 + r8 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c107:
-    lea rcx, [rip + .Lc1_d10744_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d10744_j:
-    movsxd r8, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rcx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov esi, ecx
-    mov dword ptr [r15 + 0], r9d
-    mov esi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    mov ecx, dword ptr [r15 + 0]
-    movzx edx, r8b
-    mov r9, r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov qword ptr [r15 + 0], rdx
-    mov qword ptr [r15 + 0], r9
-    mov edx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov r9d, 208
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r9d
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov ebp, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], edi
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 188
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rbp
-    mov edi, 247
-    mov rdi, rdi
-    mov edi, r9d
-    mov byte ptr [r15 + r8 + 448], r9b
-    mov edi, r9d
-    vmovdqu ymmword ptr [r15 + rbp + 320], ymm12
-    movzx r8d, byte ptr [r15 + r9 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c108:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 262144
-    setz al
-    lea rcx, [rip + .Lc1_d10804_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d10804_s:
-    .p2align 3
-    jmp .Lc1_d10804_j
-    .p2align 3
-    jmp .Lc1_d10804_j
-.Lc1_d10804_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm12
-    mov dword ptr [r15 + 0], 205
-    mov dword ptr [r15 + 0], 30
-    mov ecx, 233
-    mov dword ptr [r15 + 0], 176
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
-    mov edi, r8d
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov ecx, 187
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 33
-    movzx ecx, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov ecx, dword ptr [r15 + 0]
-    mov r8d, 223
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], edi
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 320]
-    vmovq xmm12, rdi
-    mov dword ptr [r15 + r8 + 512], ecx
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 256]
-    mov dword ptr [r15 + r8 + 192], ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 384], 177
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c109:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx ecx, r8b
-    jmp 1f
-1:
-    mov rax, r8
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov eax, 18
-    mov rcx, qword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rdx
-    test dword ptr [r15 + 67117724], 2621440
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov ecx, 249
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 320], 125
-    mov dword ptr [r15 + rbp + 384], r9d
-    and r9, 64
-    mov rbp, qword ptr [r15 + r9 + 448]
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 64]
-    mov rsi, rcx
-    jmp 1f
-1:
-    mov esi, esi
-    mov qword ptr [r15 + r8 + 128], rax
-    mov eax, r9d
-    mov dword ptr [r15 + r9 + 512], 80
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c110:
-    lea rcx, [rip + .Lc1_d10910_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d10910_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    movzx esi, bpl
-    and rbp, 4032
-    mov rsi, qword ptr [r15 + rbp + 3392]
-    mov r9, qword ptr [r15 + rbp + 3648]
-    mov eax, 196
-    movzx ecx, al
-    lea r8, [r11 + r11*1]
-    mov rax, qword ptr [r15 + rbp + 3456]
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    vmovq qword ptr [r15 + r8 + 128], xmm12
-    mov dword ptr [r15 + rbp + 3712], 235
-    movsxd rdx, dword ptr [r15 + rbp + 3776]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], edi
-    movzx edi, byte ptr [r15 + rbp + 3584]
-    mov dword ptr [r15 + r8 + 64], edi
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + rbp + 3840]
-    jmp 1f
-1:
-    mov r8, rdi
-    jmp 1f
-1:
-    mov edi, r8d
-    mov edi, edi
-    mov r8d, dword ptr [r15 + rbp + 3520]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 384], 35
-    jmp 1f
-1:
-    mov ecx, r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c111:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov rcx, rcx
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov rdi, rsi
-    movzx edi, r8b
-    movzx edi, dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edi
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 0]
-    mov edi, ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    or qword ptr [r15 + 0], 46
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov ecx, ebp
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], edi
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 448]
-    mov edi, edi
-    mov rdi, qword ptr [r15 + r8 + 512]
-    jmp 1f
-1:
-    movzx r8d, dil
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 256], cl
-    mov dword ptr [r15 + rbp + 384], 205
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + r8 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c112:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
     test dword ptr [r15 + 67117724], 256
     setz al
-    lea rcx, [rip + .Lc1_d11015_s]
+    lea rcx, [rip + .Lc1_d10578_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d10578_s_t
     .p2align 3
-.Lc1_d11015_s:
+.Lc1_d10578_s:
     .p2align 3
-    jmp .Lc1_d11015_j
+    jmp .Lc1_d10578_j
     .p2align 3
-    jmp .Lc1_d11015_j
-.Lc1_d11015_j:
+    jmp .Lc1_d10578_j
+.Lc1_d10578_j:
+    lea rbp, [r11*8]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 896], bpl
+    movzx ecx, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x66, 0x90
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov r9d, dword ptr [r15 + r8 + 320]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + rbp + 1280]
+    mov byte ptr [r15 + r8 + 384], cl
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 832], 198
+    mov dword ptr [r15 + rbp + 960], 24
+    movsxd rcx, dword ptr [r15 + rbp + 1216]
+    and r8, 64
+    movsxd rdi, dword ptr [r15 + r8 + 256]
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + rbp + 1024]
+    mov byte ptr [r15 + rbp + 1152], dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 1088], dl
+    mov edx, ebp
+    vmovdqu xmmword ptr [r15 + r8 + 192], xmm0
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c100:
+    mov rdx, rdx
+    mov edx, 169
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    mov rdx, rdx
+    movsxd rdx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 0], 85
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    mov edi, 65
+    mov edi, 68
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov rdi, rdx
+    jmp 1f
+1:
+    test ebx, 1814528
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 176
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 73
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 228
+    and r9, 64
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 128], rdx
+    mov byte ptr [r15 + r9 + 64], dl
+    and rbp, 64
+    and r9d, dword ptr [r15 + rbp + 256]
+    mov byte ptr [r15 + r8 + 448], r9b
+    movzx eax, byte ptr [r15 + rbp + 192]
+    mov rbp, rax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c101:
+    lea rcx, [rip + .Lc1_d10682_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10682_j_t
+.Lc1_d10682_j:
     lea rbp, [r11 + r11*1]
     and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 512]
-    mov dword ptr [r15 + 0], 112
+    mov edx, dword ptr [r15 + rbp + 384]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    mov r9d, 192
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 65
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, dl
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], esi
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    movzx edx, cl
+    movsxd rdx, dword ptr [r15 + 0]
+    mov rcx, r9
+    mov ecx, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 448]
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 320], cl
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], 5
+    movzx ecx, r8b
+    movsxd rcx, dword ptr [r15 + r8 + 192]
+    mov r8, qword ptr [r15 + r9 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c102:
+    lea rcx, [rip + .Lc1_d10739_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10739_j_t
+.Lc1_d10739_j:
+    lea r8, [r11*8]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 1216], rsi
+    mov qword ptr [r15 + r8 + 896], r9
+    mov rcx, qword ptr [r15 + r8 + 1280]
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 109
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r9b
+    movzx esi, r9b
+    mov r9, rsi
+    vpshufd xmm0, xmm0, 134
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 88
+    mov esi, esi
+    mov dword ptr [r15 + r8 + 1024], 61
+    lea r9, [r11 + r11*1]
+    movzx edx, byte ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    and r9, 64
+    mov ebp, dword ptr [r15 + r9 + 320]
+    jmp 1f
+1:
+    movzx edi, cl
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 148
+    mov byte ptr [r15 + r9 + 384], bpl
+    mov r9d, ebp
+    mov qword ptr [r15 + r8 + 1152], rdx
+    mov byte ptr [r15 + r8 + 960], r9b
+    mov dword ptr [r15 + r8 + 1088], 34
+    vmovdqu ymmword ptr [r15 + rbp + 64], ymm0
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c103:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    mov rax, rax
+    mov eax, eax
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r8
+    mov r8d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rsi
+    jmp 1f
+1:
+    mov r8d, edi
+    movzx edi, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
+    mov byte ptr [r15 + 0], dil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    test dword ptr [r15 + 67117723], 537399312
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    movzx eax, r8b
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 89
+    lea rbp, [r11*4]
+    jmp 1f
+1:
+    and rbp, 192
+    mov eax, dword ptr [r15 + rbp + 576]
+    mov dword ptr [r15 + r8 + 64], edi
+    lea r8, [r11 + r11*1]
+    movzx edi, byte ptr [r15 + rbp + 704]
+    jmp 1f
+1:
+    and r8, 64
+    mov edx, dword ptr [r15 + r8 + 128]
+    movsxd rsi, dword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 640], rdx
+    vmovdqu ymmword ptr [r15 + rbp + 768], ymm0
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c104:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d10842_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10842_s_t
+    .p2align 3
+.Lc1_d10842_s:
+    .p2align 3
+    jmp .Lc1_d10842_j
+    .p2align 3
+    jmp .Lc1_d10842_j
+    .p2align 3
+    jmp .Lc1_d10842_j
+    .p2align 3
+    jmp .Lc1_d10842_j
+    .p2align 3
+    jmp .Lc1_d10842_j
+    .p2align 3
+    jmp .Lc1_d10842_j
+    .p2align 3
+    jmp .Lc1_d10842_j
+    .p2align 3
+    jmp .Lc1_d10842_j
+    .p2align 3
+    jmp .Lc1_d10842_j
+    .p2align 3
+    jmp .Lc1_d10842_j
+    .p2align 3
+    jmp .Lc1_d10842_j
+    .p2align 3
+    jmp .Lc1_d10842_j
+    .p2align 3
+    jmp .Lc1_d10842_j
+    .p2align 3
+    jmp .Lc1_d10842_j
+    .p2align 3
+    jmp .Lc1_d10842_j
+    .p2align 3
+    jmp .Lc1_d10842_j
+.Lc1_d10842_j:
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 50
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, dword ptr [r15 + 0]
-    mov eax, esi
-    movzx esi, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 524800
+    mov byte ptr [r15 + 0], cl
+    mov ecx, 122
+    jmp 1f
+1:
+    mov ecx, 161
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, rcx
+    jmp 1f
+1:
+    mov eax, eax
+    lea r8, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + rbp + 384]
+    and r8, 64
+    lea rbp, [r11 + r11*1]
+    add rax, qword ptr [r15 + r8 + 64]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 28
+    jmp 1f
+1:
+    movzx edx, dil
+    mov byte ptr [r15 + r8 + 128], cl
+    mov r8d, dword ptr [r15 + rbp + 448]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c105:
+    lea rcx, [rip + .Lc1_d10918_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10918_j_t
+.Lc1_d10918_j:
+    lea rbp, [r11*4]
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 640], 245
+    mov ecx, ebp
+    vmovdqu xmm0, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 244
+    mov rdx, rax
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 147
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    mov r8d, 225
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], 102
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 64]
+    and r9, 64
+    mov edi, dword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + r9 + 448], edi
+    mov esi, 156
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 576], 123
+    mov dword ptr [r15 + r8 + 128], 244
+    mov r9d, esi
+    mov byte ptr [r15 + rbp + 768], r9b
+    mov byte ptr [r15 + rbp + 704], r9b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c106:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r11 + r11*1]
+    movzx eax, dl
+    lea r9, [r11*8]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], ebp
+    mov r8d, ebp
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3520], r9
+    jmp 1f
+1:
+    or qword ptr [r15 + r9 + 3456], 7
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], rdi
+    movzx ecx, byte ptr [r15 + r9 + 3648]
+    test dword ptr [r15 + 67117724], 134217728
     jnz 1f
 1:
-    mov esi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 226
+    vmovdqu ymmword ptr [r15 + rbp + 128], ymm0
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
+    movzx edi, r9b
+    mov dword ptr [r15 + r9 + 3776], 135
     jmp 1f
 1:
-    movzx ecx, sil
-    movzx esi, r9b
+    mov rbp, r8
+    movzx ebp, bpl
+    movzx ebp, bpl
+    movzx ebp, byte ptr [r15 + r8 + 64]
+    mov byte ptr [r15 + r9 + 3712], r8b
+    mov qword ptr [r15 + r9 + 3584], rcx
+    mov esi, ebp
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov ebp, 77
+    mov rbp, rdi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c107:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d11018_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11018_s_t
+    .p2align 3
+.Lc1_d11018_s:
+    .p2align 3
+    jmp .Lc1_d11018_j
+    .p2align 3
+    jmp .Lc1_d11018_j
+.Lc1_d11018_j:
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11*4]
+    and rbp, 64
+    vmovdqu xmmword ptr [r15 + rbp + 448], xmm0
+    and r8, 192
+    mov dword ptr [r15 + r8 + 640], 163
+    mov rcx, r8
+    mov ecx, 213
+    mov rdx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    movzx eax, cl
+    jmp 1f
+1:
+    xor dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    nop
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + r8 + 768]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + rbp + 512]
+    movzx ebp, byte ptr [r15 + r9 + 64]
+    mov r9d, 35
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 704], 88
+    mov qword ptr [r15 + r8 + 576], rax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c108:
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    lea rbp, [r11*4]
+    mov eax, dword ptr [r15 + r9 + 512]
+    movzx ecx, al
+    jmp 1f
+1:
+    and rbp, 192
+    mov rax, qword ptr [r15 + rbp + 704]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11*8]
+    mov edx, r9d
+    jmp 1f
+1:
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    mov edx, r8d
+    mov edx, 125
+    mov edx, dword ptr [r15 + r8 + 896]
+    mov qword ptr [r15 + r8 + 1024], rsi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r8 + 1216], r8d
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 448], edx
+    mov dword ptr [r15 + rbp + 768], edx
+    mov qword ptr [r15 + r8 + 1280], rdx
+    vmovdqu ymmword ptr [r15 + rbp + 576], ymm0
+    mov dword ptr [r15 + r8 + 960], 8
+    movzx edx, r8b
+    mov dword ptr [r15 + r8 + 1152], 16
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, edx
+    mov rdx, qword ptr [r15 + r8 + 1088]
+    movsxd r8, dword ptr [r15 + rbp + 640]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c109:
+    lea rcx, [rip + .Lc1_d11118_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11118_j_t
+.Lc1_d11118_j:
+    lea rbp, [r11*4]
+    lea r9, [r11*8]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov ecx, 224
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1600]
+    mov qword ptr [r15 + rbp + 7616], rcx
+    mov ecx, ecx
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 384]
+    mov byte ptr [r15 + rbp + 7680], cl
+    movzx ecx, byte ptr [r15 + r9 + 1664]
+    mov rdx, rcx
+    movzx edx, dl
+    mov rdx, rdx
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 1728], edx
+    movzx ecx, byte ptr [r15 + r9 + 1408]
+    jmp 1f
+1:
+    mov edx, 54
+    mov edx, 152
+    movzx edx, al
+    mov dword ptr [r15 + rbp + 7552], edx
+    mov dword ptr [r15 + r9 + 1536], r9d
+    mov rbp, rdx
+    mov rdx, qword ptr [r15 + r9 + 1344]
+    mov rbp, qword ptr [r15 + r9 + 1472]
+    mov rax, qword ptr [r15 + r8 + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c110:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], dl
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, 242
+    mov r8, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, r8b
+    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r8, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2560
+    jnz 1f
+1:
+    and r8, 448
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 960], r9d
+    movzx eax, r9b
+    mov qword ptr [r15 + r8 + 1216], rbp
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], 135
+    and eax, dword ptr [r15 + r8 + 1024]
+    mov qword ptr [r15 + r8 + 1088], r8
+    vmovdqu ymmword ptr [r15 + rbp + 448], ymm0
+    xchg qword ptr [r15 + r8 + 832], rax
+    mov ecx, eax
+    vmovdqu ymmword ptr [r15 + r9 + 128], ymm0
+    mov rax, qword ptr [r15 + r8 + 1152]
     mov r9, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, ecx
+    mov r9d, 215
+    movzx r9d, byte ptr [r15 + r8 + 896]
+    mov r8, rdx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c111:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2
+    setz al
+    lea rcx, [rip + .Lc1_d11219_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11219_s_t
+    .p2align 3
+.Lc1_d11219_s:
+    .p2align 3
+    jmp .Lc1_d11219_j
+    .p2align 3
+    jmp .Lc1_d11219_j
+.Lc1_d11219_j:
+    mov ecx, 228
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r9, rcx
+    mov ecx, 234
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    movzx ecx, cl
+    mov byte ptr [r15 + 0], cl
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    mov ecx, 34
+    mov dword ptr [r15 + 0], 126
+    add rcx, qword ptr [r15 + 0]
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], r9d
+    and r8, 64
+    mov qword ptr [r15 + r8 + 320], rax
+    movzx r9d, r8b
+    mov byte ptr [r15 + r8 + 384], r9b
     lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 448], edx
-    mov esi, r9d
+    lea r8, [r11 + r11*1]
     and r9, 64
-    mov qword ptr [r15 + r9 + 192], r9
+    mov rax, qword ptr [r15 + r9 + 192]
+    vmovq qword ptr [r15 + r9 + 256], xmm0
+    and r8, 64
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 64]
+    vmovdqu ymmword ptr [r15 + r8 + 128], ymm0
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c112:
+    lea rcx, [rip + .Lc1_d11278_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11278_j_t
+.Lc1_d11278_j:
+    jmp 1f
+1:
+    mov ecx, 179
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov byte ptr [r15 + 0], al
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r8b
+    and r8, 64
+    lea r9, [r11 + r11*8]
+    vmovq qword ptr [r15 + r8 + 384], xmm0
     lea rbp, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + r9 + 256]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7616], cl
+    mov rax, qword ptr [r15 + r9 + 7872]
+    vmovdqu ymmword ptr [r15 + r9 + 7680], ymm0
     and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rbp
-    mov r9, qword ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + rbp + 192], 17
+    mov esi, 251
+    mov dword ptr [r15 + r9 + 7808], 76
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    mov rsi, rdx
+    mov dword ptr [r15 + rbp + 256], esi
+    mov rsi, qword ptr [r15 + r8 + 320]
+    movzx ebp, sil
+    mov dword ptr [r15 + r9 + 8000], edx
+    mov dword ptr [r15 + r9 + 7936], 217
+    mov rsi, rax
+    mov esi, 42
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + r9 + 7744]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 7552], ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c113:
-    lea rcx, [rip + .Lc1_d11070_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d11070_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ecx
-    mov dword ptr [r15 + 0], 23
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 156
+    movzx r8d, byte ptr [r15 + 0]
+    mov r9, rsi
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     movzx esi, r9b
-    movsxd r9, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    vpaddd xmm12, xmm12, xmm12
-    movzx eax, bpl
+    mov r9d, 192
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    mov eax, dword ptr [r15 + rbp + 576]
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov esi, esi
+    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 0], 175
+    mov esi, 120
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    movsxd rdi, dword ptr [r15 + rbp + 768]
+    movzx esi, byte ptr [r15 + 0]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], ebp
     and r8, 64
-    mov byte ptr [r15 + r8 + 384], dl
     lea r9, [r11 + r11*1]
-    mov edx, dword ptr [r15 + rbp + 704]
+    mov qword ptr [r15 + r8 + 64], r9
+    .byte 0x66, 0x90
+    jmp 1f
+1:
     and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 64]
+    mov rcx, qword ptr [r15 + r9 + 320]
     jmp 1f
 1:
-    movzx ecx, dl
-    movsxd rcx, dword ptr [r15 + r8 + 320]
-    jmp 1f
-1:
-    mov r8, rcx
-    mov dword ptr [r15 + rbp + 640], 154
-    jmp 1f
-1:
-    mov ebp, r8d
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 128], bpl
+    and ecx, dword ptr [r15 + r8 + 128]
+    movsxd r8, dword ptr [r15 + rbp + 448]
+    movsxd rbp, dword ptr [r15 + r9 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c114:
-    lea rbp, [r11*4]
-    and rbp, 192
-    movzx r8d, byte ptr [r15 + rbp + 576]
-    movzx r9d, cl
-    mov byte ptr [r15 + rbp + 640], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 49
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d11374_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11374_j_t
+.Lc1_d11374_j:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 244
-    movsxd rcx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
+    mov rsi, rax
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 161
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, esi
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 896]
+    mov rsi, qword ptr [r15 + rbp + 832]
+    movzx r9d, byte ptr [r15 + rbp + 1024]
+    mov dword ptr [r15 + rbp + 960], 96
+    test dword ptr [r15 + 67117724], 262152
+    jz 1f
+1:
+    mov esi, r9d
+    jmp 1f
+1:
+    movzx r9d, sil
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], r9b
+    mov rsi, r9
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
-    mov rdi, rcx
+    and r9, 64
+    movsxd rsi, dword ptr [r15 + r9 + 448]
     and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
-    mov dword ptr [r15 + r8 + 320], 58
-    movzx r8d, cl
-    mov r8, qword ptr [r15 + r9 + 512]
-    mov rcx, rsi
-    mov ecx, r9d
-    mov ecx, 34
+    mov rax, qword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + r9 + 512], eax
+    movzx r9d, byte ptr [r15 + rbp + 1216]
+    mov rax, qword ptr [r15 + r8 + 64]
+    movzx r8d, al
+    mov r8d, 248
+    mov dword ptr [r15 + rbp + 1152], ebp
+    movzx r8d, r8b
     jmp 1f
 1:
-    mov ecx, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + rbp + 704]
-    mov r9, rdi
-    mov qword ptr [r15 + rbp + 768], rdi
+    mov dword ptr [r15 + rbp + 1088], 108
+    movzx edx, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c115:
-    lea rcx, [rip + .Lc1_d11170_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d11170_j:
-    vmovdqu xmmword ptr [r15 + 0], xmm12
-    mov edi, 148
-    mov dword ptr [r15 + 0], 143
-    mov edi, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*8]
+    lea r9, [r11 + r11*1]
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1664], ymm0
+    mov edx, r8d
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], r9d
+    add rbp, qword ptr [r15 + r8 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
+    mov rdx, rbp
+    mov edx, r8d
+    mov edx, 40
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + r9 + 512], ymm0
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 128], ymm0
+    movzx r9d, bpl
+    mov r9, r9
+    mov byte ptr [r15 + rbp + 64], r9b
+    mov qword ptr [r15 + r8 + 1728], r9
     movzx r9d, cl
     jmp 1f
 1:
+    mov ebp, 145
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r8 + 1600], ebp
     jmp 1f
 1:
-    mov ecx, r9d
-    movsxd r8, dword ptr [r15 + 0]
+    mov qword ptr [r15 + r8 + 1536], rsi
+    movzx ebp, r9b
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 4
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    mov dword ptr [r15 + 0], 58
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov qword ptr [r15 + 0], r8
-    mov r9d, r9d
-    lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 256], r9
-    and r8, 64
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 448], 207
-    vmovdqu ymmword ptr [r15 + r9 + 192], ymm12
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], r8d
-    vmovdqu ymmword ptr [r15 + rbp + 64], ymm12
-    movzx ebp, byte ptr [r15 + r8 + 512]
+    mov ebp, 146
+    mov qword ptr [r15 + r8 + 1792], r9
+    mov r9, qword ptr [r15 + r8 + 1856]
+    mov esi, ecx
+    mov byte ptr [r15 + r8 + 1472], sil
+    mov byte ptr [r15 + r8 + 1408], sil
     add r11, 64
     inc rbx
     dec r13
@@ -14095,413 +14340,437 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 64
+    test dword ptr [r15 + 67117723], 1048576
     setz al
-    lea rcx, [rip + .Lc1_d11228_s]
+    lea rcx, [rip + .Lc1_d11475_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d11475_s_t
     .p2align 3
-.Lc1_d11228_s:
+.Lc1_d11475_s:
     .p2align 3
-    jmp .Lc1_d11228_j
+    jmp .Lc1_d11475_j
     .p2align 3
-    jmp .Lc1_d11228_j
-.Lc1_d11228_j:
-    jmp 1f
-1:
+    jmp .Lc1_d11475_j
+.Lc1_d11475_j:
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
     and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, rdi
-    jmp 1f
-1:
-    mov r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 21
+    mov qword ptr [r15 + rbp + 320], rbp
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx eax, dl
+    mov byte ptr [r15 + 0], dl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, 18
-    movzx eax, al
-    vpor xmm12, xmm12, xmm12
-    mov eax, ecx
-    mov eax, 11
-    jmp 1f
-1:
-    mov eax, r9d
-    mov r9d, r9d
-    mov dword ptr [r15 + 0], 49
+    vpaddd xmm0, xmm0, xmm0
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r8d
+    movsxd rax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9, r9
+    mov r8d, 102
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    movzx edx, r8b
     jmp 1f
 1:
-    mov r9d, r9d
-    mov r9, r9
-    mov r9, rax
+    movzx edx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, r9d
-    mov r9, rcx
-    lea r9, [r11 + r11*1]
-    mov rax, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 44
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 128], ymm12
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 0]
     lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 64], r8b
+    lea r9, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
-    mov dword ptr [r15 + r8 + 256], 79
-    mov r8d, dword ptr [r15 + rbp + 512]
-    movzx r9d, al
+    mov dword ptr [r15 + r8 + 64], 208
+    mov edi, 156
+    and r9, 192
+    mov rdi, qword ptr [r15 + r9 + 768]
+    mov edx, edx
+    mov rdx, qword ptr [r15 + r9 + 576]
+    mov edx, 158
+    movzx edx, byte ptr [r15 + r8 + 128]
+    mov r8d, dword ptr [r15 + r9 + 704]
+    mov esi, esi
     jmp 1f
 1:
+    mov dword ptr [r15 + r9 + 640], 242
+    mov byte ptr [r15 + rbp + 384], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c117:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r11 + r11*1]
+    lea rcx, [rip + .Lc1_d11533_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11533_j_t
+.Lc1_d11533_j:
+    lea r8, [r11 + r11*1]
+    mov ecx, 147
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 128]
     jmp 1f
 1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], r8b
+    mov rdi, rdx
+    mov rdx, rsi
+    movzx edx, dl
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edi, 248
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpor xmm12, xmm12, xmm12
-    test dword ptr [r15 + 67117724], 8388864
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov edx, edx
+    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, ebp
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 1536
     jnz 1f
 1:
-    lea r8, [r11 + r11*1]
-    xor dword ptr [r15 + 0], r8d
-    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edx, dl
+    mov rdx, rbp
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 185
+    mov dword ptr [r15 + 0], 86
+    mov rdx, qword ptr [r15 + 0]
+    mov ebp, edx
+    mov ebp, r9d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + r8 + 64]
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
     and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 128]
-    jmp 1f
-1:
+    movsxd rsi, dword ptr [r15 + r8 + 384]
     and r9, 64
-    mov dword ptr [r15 + r9 + 384], 81
-    movzx edi, byte ptr [r15 + r9 + 320]
-    movsxd r9, dword ptr [r15 + r8 + 64]
-    mov r8d, 226
+    mov byte ptr [r15 + r9 + 256], dl
+    mov dword ptr [r15 + r9 + 192], 7
+    mov r9d, esi
+    movzx r9d, r9b
+    mov dword ptr [r15 + r8 + 320], ebp
     jmp 1f
 1:
-    mov r8, rbp
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov ecx, eax
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 384], 2
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c118:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d11343_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d11343_s:
-    .p2align 3
-    jmp .Lc1_d11343_j
-    .p2align 3
-    jmp .Lc1_d11343_j
-    .p2align 3
-    jmp .Lc1_d11343_j
-    .p2align 3
-    jmp .Lc1_d11343_j
-    .p2align 3
-    jmp .Lc1_d11343_j
-    .p2align 3
-    jmp .Lc1_d11343_j
-    .p2align 3
-    jmp .Lc1_d11343_j
-    .p2align 3
-    jmp .Lc1_d11343_j
-.Lc1_d11343_j:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    movsxd rax, dword ptr [r15 + 0]
-    mov ecx, 172
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 11
-    rep movsb
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    movzx edi, dil
-    mov dword ptr [r15 + 0], 11
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
+    mov r9, r9
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, 142
-    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 145
+    movzx r9d, r9b
+    mov r9, r8
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, r9
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov edx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx r8d, dl
+    jmp 1f
+1:
+    lea r8, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r8b
+    and r8, 192
+    add rbp, qword ptr [r15 + r8 + 640]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 512], ymm0
     lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 64], r9
-    mov r8d, 23
-    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 704], r9d
+    jmp 1f
+1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 256], esi
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
+    movzx ecx, byte ptr [r15 + r9 + 384]
+    movsxd rdi, dword ptr [r15 + r9 + 320]
+    vmovdqu ymmword ptr [r15 + r8 + 768], ymm0
+    mov r9d, eax
+    movzx r9d, al
+    mov byte ptr [r15 + r8 + 576], r9b
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + r9 + 192]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + rbp + 448], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c119:
-    lea rcx, [rip + .Lc1_d11407_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d11407_j:
-    mov ecx, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d11650_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11650_s_t
+    .p2align 3
+.Lc1_d11650_s:
+    .p2align 3
+    jmp .Lc1_d11650_j
+    .p2align 3
+    jmp .Lc1_d11650_j
+    .p2align 3
+    jmp .Lc1_d11650_j
+    .p2align 3
+    jmp .Lc1_d11650_j
+    .p2align 3
+    jmp .Lc1_d11650_j
+    .p2align 3
+    jmp .Lc1_d11650_j
+    .p2align 3
+    jmp .Lc1_d11650_j
+    .p2align 3
+    jmp .Lc1_d11650_j
+    .p2align 3
+    jmp .Lc1_d11650_j
+    .p2align 3
+    jmp .Lc1_d11650_j
+    .p2align 3
+    jmp .Lc1_d11650_j
+    .p2align 3
+    jmp .Lc1_d11650_j
+    .p2align 3
+    jmp .Lc1_d11650_j
+    .p2align 3
+    jmp .Lc1_d11650_j
+    .p2align 3
+    jmp .Lc1_d11650_j
+    .p2align 3
+    jmp .Lc1_d11650_j
+.Lc1_d11650_j:
+    mov rcx, rax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, edx
+    jmp 1f
+1:
+    vpor xmm0, xmm0, xmm0
+    mov eax, ecx
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    jmp 1f
+1:
+    mov eax, 160
+    jmp 1f
+1:
+    mov rax, rcx
+    mov rax, rcx
+    mov ecx, r8d
+    mov rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 0], rcx
+    movsxd rcx, dword ptr [r15 + 0]
+    lea rbp, [r11*4]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r9d, dword ptr [r15 + 0]
+    and rbp, 192
+    mov eax, dword ptr [r15 + rbp + 768]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 134
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov edi, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov edi, 53
+    mov r8d, eax
+    movsxd rax, dword ptr [r15 + rbp + 704]
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov r8, rcx
+    mov dword ptr [r15 + rbp + 576], r9d
+    movzx edx, r9b
     and r9, 64
-    vmovq qword ptr [r15 + r9 + 512], xmm12
+    mov dword ptr [r15 + r9 + 64], 207
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
-    mov rbp, r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 448], esi
+    mov edx, r8d
     and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
-    movzx r9d, byte ptr [r15 + r8 + 64]
-    lea r8, [r11 + r11*1]
-    mov esi, edi
-    jmp 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
-    movzx edi, byte ptr [r15 + r8 + 256]
-    jmp 1f
-1:
+    mov edx, dword ptr [r15 + r8 + 320]
+    mov byte ptr [r15 + r9 + 128], bpl
+    mov dword ptr [r15 + r8 + 384], 10
+    mov r9d, 161
+    mov r9d, dword ptr [r15 + rbp + 640]
+    mov r8, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c120:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea r8, [r11*8]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 960], r8b
-    mov rdi, rsi
-    vmovdqu ymmword ptr [r15 + r8 + 1088], ymm12
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 114
+    lea rcx, [rip + .Lc1_d11724_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11724_j_t
+.Lc1_d11724_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx eax, sil
+    mov ecx, edx
+    jmp 1f
+1:
+    mov ecx, 172
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 160
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ebp
-    movzx eax, byte ptr [r15 + r8 + 1024]
-    lea r9, [r11 + r11*1]
-    test dword ptr [r15 + 67117724], 1107298304
+    vpcmpeqb xmm0, xmm0, xmm1
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
+    test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    inc dword ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + r8 + 832], edi
+    and r8, 4032
+    mov r9, r11
+    mov dword ptr [r15 + r8 + 3392], 222
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    mov r9, rcx
     jmp 1f
 1:
-    mov edi, 162
+    mov dword ptr [r15 + r8 + 3456], r8d
+    mov ecx, dword ptr [r15 + r8 + 3648]
+    movsxd rdx, dword ptr [r15 + r8 + 3840]
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
-    mov rdi, qword ptr [r15 + r8 + 896]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r9 + 384], ymm12
+    movsxd rax, dword ptr [r15 + r8 + 3584]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 256], 159
-    mov qword ptr [r15 + r8 + 1216], rbp
-    movsxd r9, dword ptr [r15 + r8 + 1152]
+    mov rdi, qword ptr [r15 + rbp + 256]
+    mov byte ptr [r15 + r8 + 3712], dil
+    movzx edi, dil
     jmp 1f
 1:
-    mov rsi, r9
-    mov rsi, rsi
-    mov dword ptr [r15 + rbp + 192], 204
-    movzx esi, byte ptr [r15 + r8 + 1280]
+    mov byte ptr [r15 + r8 + 3776], dil
+    mov dword ptr [r15 + rbp + 192], 236
+    vmovdqu ymmword ptr [r15 + r8 + 3520], ymm0
+    mov r8d, 170
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c121:
-    lea rcx, [rip + .Lc1_d11505_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d11505_j:
-    mov ecx, 89
-    mov rcx, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov r8d, 134
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 142
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r8
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    mov ecx, 252
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rsi
+    lea r9, [r11*4]
+    add rax, qword ptr [r15 + rbp + 384]
     jmp 1f
 1:
-    lea r8, [r11*8]
+    and r9, 192
+    mov dword ptr [r15 + r9 + 576], 230
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7552], cl
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 7488], r9d
-    mov ecx, 94
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 384]
-    mov esi, ebp
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 7680], sil
-    movzx esi, byte ptr [r15 + r8 + 7744]
-    movzx edi, dil
-    mov dword ptr [r15 + r8 + 7616], r8d
-    mov rdi, r8
-    mov rdi, qword ptr [r15 + r8 + 7872]
-    mov rax, qword ptr [r15 + rbp + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + r9 + 320]
-    mov qword ptr [r15 + r8 + 7808], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movzx edi, r9b
+    lea r8, [r11 + r11*1]
+    mov edi, 170
+    mov byte ptr [r15 + rbp + 320], dil
+    and r8, 64
+    movzx ebp, byte ptr [r15 + r8 + 192]
+    mov edi, 87
+    movzx edi, byte ptr [r15 + r8 + 256]
+    mov qword ptr [r15 + r9 + 640], rdi
+    mov dword ptr [r15 + r9 + 704], edi
+    mov qword ptr [r15 + r9 + 768], rax
     jmp 1f
 1:
     add r11, 64
@@ -14509,19 +14778,24 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c122:
+    lea rcx, [rip + .Lc1_d11826_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11826_j_t
+.Lc1_d11826_j:
     lea rbp, [r11 + r11*1]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 448], edi
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9d, 124
-    mov esi, 48
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
+    mov dword ptr [r15 + rbp + 448], edx
+    lea r8, [r11*8]
+    mov edx, 119
+    mov ecx, 149
+    mov edx, 177
+    and r8, 448
+    mov qword ptr [r15 + r8 + 1024], r8
+    mov edx, dword ptr [r15 + 0]
+    movzx ecx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 50
     jmp 1f
 1:
     jmp 1f
@@ -14529,42 +14803,36 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 200
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 57
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
+    mov edx, edx
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 74
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 59
+    vmovdqu ymmword ptr [r15 + r8 + 896], ymm0
+    movsxd rdx, dword ptr [r15 + r8 + 960]
     lea r9, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + rbp + 512]
-    and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 384]
+    mov qword ptr [r15 + r8 + 832], rcx
     and r9, 64
-    mov qword ptr [r15 + r9 + 192], r9
+    mov dword ptr [r15 + r9 + 384], r9d
+    movsxd rcx, dword ptr [r15 + r8 + 1152]
+    movsxd rax, dword ptr [r15 + r8 + 1280]
+    mov rdi, rax
+    mov eax, edi
+    mov dword ptr [r15 + r9 + 320], esi
+    mov esi, 96
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 320], rsi
-    mov dword ptr [r15 + r9 + 256], 106
+    movzx eax, sil
     jmp 1f
 1:
+    mov byte ptr [r15 + r8 + 1088], al
+    mov esi, 27
+    mov dword ptr [r15 + rbp + 512], esi
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + r8 + 1216]
+    mov ebp, esi
     add r11, 64
     inc rbx
     dec r13
@@ -14574,315 +14842,346 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 256
+    test dword ptr [r15 + 67117724], 128
     setz al
-    lea rcx, [rip + .Lc1_d11611_s]
+    lea rcx, [rip + .Lc1_d11881_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d11881_s_t
     .p2align 3
-.Lc1_d11611_s:
+.Lc1_d11881_s:
     .p2align 3
-    jmp .Lc1_d11611_j
+    jmp .Lc1_d11881_j
     .p2align 3
-    jmp .Lc1_d11611_j
-.Lc1_d11611_j:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*8]
-    mov rcx, rbp
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1408], 0
+    jmp .Lc1_d11881_j
+.Lc1_d11881_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, eax
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + rbp + 1536], bpl
-    movzx eax, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 1728], ymm12
-    mov dword ptr [r15 + rbp + 1856], eax
-    movzx ecx, cl
-    movzx eax, byte ptr [r15 + rbp + 1472]
-    mov byte ptr [r15 + rbp + 1344], bpl
-    jmp 1f
-1:
     mov rcx, rcx
+    mov rcx, rcx
+    mov ecx, 59
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov byte ptr [r15 + 0], cl
+    vmovdqu xmmword ptr [r15 + 0], xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 6
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 107
+    mov dword ptr [r15 + 0], 86
+    mov ebp, 240
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 172
+    and r9, 64
+    mov qword ptr [r15 + r9 + 192], r8
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
     jmp 1f
 1:
     and r8, 64
-    lea r9, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + r8 + 64]
-    and r9, 64
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + r9 + 256]
+    mov ecx, dword ptr [r15 + r8 + 512]
     jmp 1f
 1:
-    vmovdqu xmm1, xmmword ptr [r15 + rbp + 1600]
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 128], al
-    mov r8, rcx
-    mov r8d, dword ptr [r15 + rbp + 1664]
-    mov dword ptr [r15 + rbp + 1792], r8d
-    movsxd r8, dword ptr [r15 + r9 + 192]
-    movzx r9d, r8b
+    vmovdqu ymmword ptr [r15 + r8 + 448], ymm0
+    mov r8, qword ptr [r15 + rbp + 256]
+    mov ebp, r9d
+    mov qword ptr [r15 + r9 + 256], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c124:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm0, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov qword ptr [r15 + 0], rbp
+    mov r8, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 175
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, r9d
+    movzx r9d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rdi, rdx
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
-    lea r9, [r11*8]
-    mov eax, 233
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    vmovq qword ptr [r15 + r8 + 64], xmm1
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7616]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + r9 + 7552]
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, r9d
-    mov ebp, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + r8 + 128], ebp
-    movzx ebp, byte ptr [r15 + r9 + 7808]
-    jmp 1f
-1:
+    movsxd rdx, dword ptr [r15 + r8 + 448]
+    mov edi, edx
+    mov edx, dword ptr [r15 + rbp + 384]
+    mov qword ptr [r15 + r8 + 512], rcx
     lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    jmp 1f
-1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 384], r8d
-    mov eax, 226
+    mov qword ptr [r15 + r8 + 192], r8
     jmp 1f
 1:
-    movzx eax, al
-    movsxd rax, dword ptr [r15 + r9 + 7872]
-    mov dword ptr [r15 + r9 + 7488], 83
-    mov dword ptr [r15 + r8 + 320], eax
-    mov eax, eax
-    mov r8d, dword ptr [r15 + r9 + 7744]
-    mov rcx, qword ptr [r15 + r9 + 7680]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + r8 + 256]
+    movzx r8d, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c125:
-    lea rcx, [rip + .Lc1_d11711_j]
+    lea rcx, [rip + .Lc1_d11989_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d11711_j:
-    movzx ecx, cl
-    mov ecx, 140
-    mov rcx, r8
-    movzx ecx, al
-    movzx eax, cl
-    movzx r8d, al
-    xchg r8, rcx
-    mov ecx, ebp
+    jmp .Lc1_d11989_j_t
+.Lc1_d11989_j:
+    mov dword ptr [r15 + 0], ebp
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    jmp 1f
+1:
+    mov rcx, rbp
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], edx
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 201
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 1024
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
+    mov ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov ebp, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], al
-    lea r9, [r11 + r11*8]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
     and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 128], ymm1
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1600], r9d
-    mov eax, 130
-    mov qword ptr [r15 + r9 + 1472], rcx
+    mov rdx, qword ptr [r15 + r8 + 64]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], 78
+    lea rbp, [r11*4]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + r9 + 1536]
-    mov ecx, dword ptr [r15 + r8 + 64]
-    mov r8d, dword ptr [r15 + r9 + 1792]
-    mov dword ptr [r15 + rbp + 320], 119
-    mov dword ptr [r15 + r9 + 1728], r8d
-    mov qword ptr [r15 + r9 + 1856], rcx
-    mov dword ptr [r15 + r9 + 1408], 192
-    mov ecx, 116
+    mov edi, 108
+    movsxd rdi, dword ptr [r15 + r8 + 128]
+    and rbp, 192
+    mov qword ptr [r15 + rbp + 704], rbp
+    movsxd r8, dword ptr [r15 + r9 + 448]
     jmp 1f
 1:
+    mov dword ptr [r15 + rbp + 768], 62
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + r9 + 1664]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + rbp + 576], r8
+    mov byte ptr [r15 + rbp + 640], dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c126:
-    lea rcx, [rip + .Lc1_d11762_j]
+    lea rcx, [rip + .Lc1_d12045_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d11762_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    vmovdqu xmm1, xmmword ptr [r15 + 0]
+    jmp .Lc1_d12045_j_t
+.Lc1_d12045_j:
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 212
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm1, xmm1, xmm1
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 117
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, byte ptr [r15 + 0]
     jmp 1f
 1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], r9
+    mov ecx, ecx
+    movsxd rcx, dword ptr [r15 + r9 + 128]
+    mov r9, qword ptr [r15 + 0]
+    mov ebp, 210
+    movzx ebp, byte ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov byte ptr [r15 + 0], r8b
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r8, rcx
-    mov rcx, rcx
     jmp 1f
 1:
-    inc dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, dl
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 227
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
+    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, sil
+    mov dword ptr [r15 + 0], 178
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], r8d
     and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 384]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], r9d
+    mov dword ptr [r15 + rbp + 320], 219
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 448], ecx
-    lea r9, [r11 + r11*1]
+    mov rdx, qword ptr [r15 + rbp + 384]
     jmp 1f
 1:
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + rbp + 320], ecx
-    mov dword ptr [r15 + r9 + 64], ecx
+    mov ebp, r8d
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 448], ebp
+    mov ebp, 32
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c127:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov ecx, ecx
-    mov byte ptr [r15 + 0], cl
-    vmovq qword ptr [r15 + 0], xmm1
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rcx, r8
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], 40
+    mov dword ptr [r15 + 0], ebp
+    mov rbp, rbp
+    mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], edx
+    mov ebp, 236
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, dword ptr [r15 + 0]
-    mov rsi, rsi
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    movzx r9d, cl
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], edi
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 384]
-    mov rax, qword ptr [r15 + rbp + 128]
-    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 384]
-    vmovq qword ptr [r15 + r8 + 320], xmm1
-    mov qword ptr [r15 + rbp + 320], rdi
+    mov rdx, qword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 64
+    mov edi, dword ptr [r15 + r9 + 320]
+    mov byte ptr [r15 + r9 + 384], dil
+    mov dword ptr [r15 + r8 + 512], 67
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 71
+    mov r9d, edx
+    lea r9, [r11 + r11*1]
+    mov r8, r9
+    and r9, 64
+    mov r8, qword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + r9 + 128], r8d
+    movzx r8d, dil
+    mov esi, 219
     add r11, 64
     inc rbx
     dec r13
@@ -14892,381 +15191,428 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 4194304
+    test dword ptr [r15 + 67117723], 512
     setz al
-    lea rcx, [rip + .Lc1_d11873_s]
+    lea rcx, [rip + .Lc1_d12160_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d12160_s_t
     .p2align 3
-.Lc1_d11873_s:
+.Lc1_d12160_s:
     .p2align 3
-    jmp .Lc1_d11873_j
+    jmp .Lc1_d12160_j
     .p2align 3
-    jmp .Lc1_d11873_j
-.Lc1_d11873_j:
-    movzx ecx, r9b
-    lea rbp, [r11*8]
+    jmp .Lc1_d12160_j
+.Lc1_d12160_j:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    .byte 0x0f, 0x1f, 0x40, 0x00
     jmp 1f
 1:
-    and rbp, 4032
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    mov edi, eax
+    and eax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 17
+    mov qword ptr [r15 + 0], rdi
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 3648], r8d
-    jmp 1f
-1:
+    lea r9, [r11 + r11*1]
     and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
+    mov qword ptr [r15 + r8 + 128], rdx
+    lea rbp, [r11 + r11*1]
     mov edi, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 237
-    movzx eax, dil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 320]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], ebp
     jmp 1f
 1:
     jmp 1f
 1:
-    mov edi, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + rbp + 512], bpl
+    mov dword ptr [r15 + r8 + 64], 200
     jmp 1f
 1:
+    mov rbp, qword ptr [r15 + r9 + 384]
+    mov r8d, ebp
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 3392], rax
-    jmp 1f
-1:
-    lea r9, [r11*4]
-    mov byte ptr [r15 + rbp + 3776], dl
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
-    movsxd rdi, dword ptr [r15 + r9 + 960]
-    movsxd rdx, dword ptr [r15 + rbp + 3456]
-    vmovdqu xmmword ptr [r15 + rbp + 3520], xmm1
-    mov rsi, qword ptr [r15 + rbp + 3712]
-    mov byte ptr [r15 + r8 + 64], r8b
-    jmp 1f
-1:
-    movzx r8d, sil
-    mov qword ptr [r15 + r9 + 1024], r8
-    movzx esi, byte ptr [r15 + r9 + 896]
-    mov r9, qword ptr [r15 + rbp + 3584]
+    mov r8d, 146
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c129:
+    lea rcx, [rip + .Lc1_d12222_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12222_j_t
+.Lc1_d12222_j:
+    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, rcx
+    mov r8, r9
+    mov r8d, esi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 196
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, 155
+    inc dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 384], r8b
-    mov dword ptr [r15 + 0], 140
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 384], 248
     jmp 1f
 1:
+    mov edx, 98
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], rcx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 157
-    mov r9d, esi
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    mov r8d, dword ptr [r15 + 0]
-    lea r9, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 192
-    mov dword ptr [r15 + r9 + 576], esi
-    mov byte ptr [r15 + r9 + 768], r9b
+    mov dword ptr [r15 + r9 + 64], r8d
+    mov r9, qword ptr [r15 + rbp + 320]
+    mov r8d, r9d
     lea r8, [r11 + r11*1]
-    movzx esi, sil
+    mov ebp, r8d
     jmp 1f
 1:
     and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
-    mov esi, r8d
-    movsxd rsi, dword ptr [r15 + r9 + 704]
-    mov dword ptr [r15 + rbp + 320], 231
-    mov dword ptr [r15 + r8 + 256], 32
-    vmovdqu xmm12, xmmword ptr [r15 + r9 + 640]
+    movzx ebp, byte ptr [r15 + r8 + 448]
+    jmp 1f
+1:
+    movzx ecx, dl
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 512], ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c130:
-    lea rcx, [rip + .Lc1_d11973_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d11973_j:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], esi
-    mov esi, r8d
-    mov esi, esi
-    lea r9, [r11*8]
-    movzx esi, r9b
-    and r9, 1984
-    mov esi, dword ptr [r15 + r9 + 1408]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 1728], 249
-    mov dword ptr [r15 + r9 + 1792], esi
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r8, rsi
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    mov r8d, r8d
+    movzx r8d, r8b
+    movsxd r8, dword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
+    mov ecx, ecx
+    mov rcx, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 5120
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 2068480
     jz 1f
 1:
+    vpshufd xmm0, xmm0, 35
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 128]
     jmp 1f
 1:
     lea rbp, [r11 + r11*1]
-    movzx esi, byte ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + r9 + 1600], esi
-    jmp 1f
-1:
+    lea r9, [r11 + r11*1]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 29
-    movzx esi, bpl
-    mov rsi, rsi
-    mov rsi, rsi
-    movzx esi, sil
-    movzx esi, byte ptr [r15 + r9 + 1536]
-    mov byte ptr [r15 + r9 + 1664], r9b
+    movsxd rdx, dword ptr [r15 + rbp + 192]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], r8d
+    movzx eax, byte ptr [r15 + rbp + 256]
+    movzx ebp, al
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + rbp + 320]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + r8 + 256]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 1472], ebp
+    mov rbp, qword ptr [r15 + r8 + 64]
+    mov r8, qword ptr [r15 + r9 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c131:
-    lea rcx, [rip + .Lc1_d12025_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d12025_j:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d12338_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12338_s_t
+    .p2align 3
+.Lc1_d12338_s:
+    .p2align 3
+    jmp .Lc1_d12338_j
+    .p2align 3
+    jmp .Lc1_d12338_j
+    .p2align 3
+    jmp .Lc1_d12338_j
+    .p2align 3
+    jmp .Lc1_d12338_j
+    .p2align 3
+    jmp .Lc1_d12338_j
+    .p2align 3
+    jmp .Lc1_d12338_j
+    .p2align 3
+    jmp .Lc1_d12338_j
+    .p2align 3
+    jmp .Lc1_d12338_j
+.Lc1_d12338_j:
     lea r9, [r11 + r11*8]
-    lea rbp, [r11 + r11*1]
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3712]
+    mov eax, 48
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + r9 + 7808]
-    vmovq xmm12, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + r9 + 3648]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 3392], rsi
+    jmp 1f
+1:
     and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 384]
-    mov dword ptr [r15 + r9 + 7680], esi
+    mov byte ptr [r15 + rbp + 448], bpl
+    mov esi, 193
+    vmovdqu ymmword ptr [r15 + rbp + 512], ymm0
+    mov esi, eax
+    mov rax, qword ptr [r15 + r9 + 3584]
     jmp 1f
 1:
+    lea rbp, [r11 + r11*1]
+    movzx r8d, bpl
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], r9b
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 7872], esi
-    mov esi, 141
+    movzx r8d, cl
+    mov qword ptr [r15 + rbp + 64], rdx
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + r9 + 7744]
-    movsxd rsi, dword ptr [r15 + r9 + 7616]
-    movzx ecx, byte ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
-    movsxd rdi, dword ptr [r15 + rbp + 320]
-    mov dword ptr [r15 + r9 + 8000], 131
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm1
-    mov r8, rdx
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 7936], esi
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 7552], r8b
-    jmp 1f
-1:
+    movzx ebp, r8b
+    mov dword ptr [r15 + r9 + 3904], 36
+    movzx ebp, bpl
+    mov rbp, rbp
+    vmovdqu ymmword ptr [r15 + r9 + 3456], ymm0
+    mov qword ptr [r15 + r9 + 3776], rbp
+    mov ebp, ebp
+    mov ecx, dword ptr [r15 + r9 + 3520]
+    movzx ebp, r8b
+    movsxd r8, dword ptr [r15 + r9 + 3840]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c132:
-    movsxd r8, dword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d12399_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12399_j_t
+.Lc1_d12399_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 244
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rdi
-    mov dword ptr [r15 + 0], 77
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 119
+    jmp 1f
+1:
+    vpshufd xmm0, xmm0, 161
+    movzx ecx, cl
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 241
-    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], 40
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov ecx, edi
+    mov edi, eax
+    mov dword ptr [r15 + 0], 15
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    vpaddd xmm0, xmm0, xmm0
     mov rdi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 72
-    mov qword ptr [r15 + 0], r8
-    vmovdqu ymmword ptr [r15 + 0], ymm1
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov r8d, 4
-    mov edi, 119
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    vmovdqu xmm1, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], rdi
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
     and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rbp
+    lea r8, [r11*4]
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 128], rdx
+    and r8, 192
+    add rcx, qword ptr [r15 + r8 + 576]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], 72
     jmp 1f
 1:
+    mov qword ptr [r15 + r8 + 640], rdi
+    mov dword ptr [r15 + r8 + 704], 10
+    mov edi, ebp
+    mov byte ptr [r15 + rbp + 64], dil
+    mov byte ptr [r15 + r8 + 768], r8b
+    mov dword ptr [r15 + r9 + 256], ebp
     jmp 1f
 1:
-    mov rdi, rdi
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 384], edi
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r9d, 47
-    jmp 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rbp
-    mov rdi, rdi
-    movsxd rdi, dword ptr [r15 + r8 + 64]
-    movsxd r8, dword ptr [r15 + rbp + 512]
+    vpmovmskb edx, xmm0
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c133:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16384
-    setz al
-    lea rcx, [rip + .Lc1_d12129_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d12129_s:
-    .p2align 3
-    jmp .Lc1_d12129_j
-    .p2align 3
-    jmp .Lc1_d12129_j
-.Lc1_d12129_j:
-    lea r8, [r11*4]
-    jmp 1f
-1:
-    and r8, 192
-    movsxd rdi, dword ptr [r15 + r8 + 640]
-    movsxd rcx, dword ptr [r15 + 0]
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    vmovdqu xmmword ptr [r15 + 0], xmm1
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 125
-    mov ecx, eax
-    movzx ecx, cl
-    mov eax, edi
-    mov eax, 166
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
+    lea r9, [r11*8]
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 576], 174
+    and r9, 448
+    mov dword ptr [r15 + r9 + 1216], r9d
     and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 512]
-    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 448], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, esi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 192]
-    mov rsi, r8
-    mov qword ptr [r15 + rbp + 448], rsi
-    mov byte ptr [r15 + r8 + 768], sil
-    mov rsi, qword ptr [r15 + r9 + 256]
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 704], 51
-    mov r9d, 246
-    movzx r9d, r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, ebp
+    jmp 1f
+1:
+    mov rdx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edx
+    mov edx, dword ptr [r15 + r9 + 1152]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + r9 + 1088]
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 960], r8
+    mov rcx, r8
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 128]
+    movzx esi, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + r9 + 1280]
+    and ecx, dword ptr [r15 + r9 + 832]
+    mov rdi, qword ptr [r15 + r9 + 896]
+    mov byte ptr [r15 + r8 + 64], dil
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + r9 + 1024]
+    mov qword ptr [r15 + rbp + 512], r8
+    mov r8, rdi
     jmp 1f
 1:
     add r11, 64
@@ -15277,106 +15623,148 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r9, [r11*4]
-    and r9, 192
-    mov qword ptr [r15 + r9 + 576], r9
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d12507_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12507_s_t
+    .p2align 3
+.Lc1_d12507_s:
+    .p2align 3
+    jmp .Lc1_d12507_j
+    .p2align 3
+    jmp .Lc1_d12507_j
+    .p2align 3
+    jmp .Lc1_d12507_j
+    .p2align 3
+    jmp .Lc1_d12507_j
+    .p2align 3
+    jmp .Lc1_d12507_j
+    .p2align 3
+    jmp .Lc1_d12507_j
+    .p2align 3
+    jmp .Lc1_d12507_j
+    .p2align 3
+    jmp .Lc1_d12507_j
+    .p2align 3
+    jmp .Lc1_d12507_j
+    .p2align 3
+    jmp .Lc1_d12507_j
+    .p2align 3
+    jmp .Lc1_d12507_j
+    .p2align 3
+    jmp .Lc1_d12507_j
+    .p2align 3
+    jmp .Lc1_d12507_j
+    .p2align 3
+    jmp .Lc1_d12507_j
+    .p2align 3
+    jmp .Lc1_d12507_j
+    .p2align 3
+    jmp .Lc1_d12507_j
+.Lc1_d12507_j:
     jmp 1f
 1:
-    mov rsi, r9
+    lea r8, [r11*8]
+    mov r9d, 9
+    and r8, 448
+    vmovq qword ptr [r15 + r8 + 960], xmm0
+    mov r9d, dword ptr [r15 + 0]
+    mov ecx, edx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 114
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 25
     jmp 1f
 1:
-    mov rsi, r9
     jmp 1f
 1:
-    mov esi, 153
-    mov byte ptr [r15 + 0], r9b
-    test dword ptr [r15 + 67117723], 9437440
-    jz 1f
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, cl
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 704], esi
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 832], 168
     and rbp, 64
-    mov qword ptr [r15 + rbp + 512], rsi
-    .byte 0x0f, 0x1f, 0x00
+    movsxd rsi, dword ptr [r15 + rbp + 320]
+    and r9, 64
+    vmovdqu xmmword ptr [r15 + r9 + 128], xmm0
+    movsxd rdx, dword ptr [r15 + r8 + 1280]
+    mov eax, edi
+    movsxd rdi, dword ptr [r15 + r8 + 1024]
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + r9 + 768]
-    mov rax, rbp
-    mov eax, 56
-    mov byte ptr [r15 + r9 + 640], r8b
-    mov dword ptr [r15 + r8 + 256], eax
-    mov rax, qword ptr [r15 + rbp + 448]
-    mov r8, rax
-    mov r8, r8
+    mov dword ptr [r15 + r8 + 896], 152
+    mov dword ptr [r15 + r8 + 1088], 145
+    vpxor xmm0, xmm0, xmm10
+    mov rax, qword ptr [r15 + r8 + 1152]
+    mov qword ptr [r15 + rbp + 384], rsi
+    mov byte ptr [r15 + r8 + 1216], r8b
+    mov byte ptr [r15 + r9 + 64], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c135:
-    lea rcx, [rip + .Lc1_d12231_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d12231_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
-    lea r8, [r11 + r11*8]
-    vpxor xmm1, xmm1, xmm12
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3648], r8b
-    movzx ecx, al
+    mov dword ptr [r15 + 0], 94
+    movzx eax, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, al
+    movsxd rdx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, 93
+    mov qword ptr [r15 + 0], rax
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 3840], bpl
-    vmovdqu ymmword ptr [r15 + r8 + 3456], ymm12
+    mov dword ptr [r15 + 0], 170
+    mov edx, 225
+    lea r9, [r11 + r11*1]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 182
-    mov ecx, dword ptr [r15 + r8 + 3584]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + rbp + 448]
+    movzx edi, dil
+    and r9, 64
+    lea r8, [r11 + r11*1]
+    vmovdqu xmmword ptr [r15 + r9 + 64], xmm0
+    movzx edi, r8b
+    and r8, 64
+    mov edi, dword ptr [r15 + r8 + 128]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 512], 131
+    mov dword ptr [r15 + r8 + 64], edi
+    movzx ebp, byte ptr [r15 + r9 + 128]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + r8 + 3712]
-    lea r9, [r11*4]
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + r8 + 3776]
-    movsxd rdi, dword ptr [r15 + r8 + 3392]
-    and r9, 192
-    movzx edx, byte ptr [r15 + r9 + 768]
-    mov dword ptr [r15 + rbp + 448], eax
-    mov byte ptr [r15 + r9 + 640], dl
-    mov qword ptr [r15 + r8 + 3904], rax
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + r9 + 704]
-    jmp 1f
-1:
-    mov edx, eax
-    mov qword ptr [r15 + r9 + 576], rdx
-    mov qword ptr [r15 + r8 + 3520], rdx
     jmp 1f
 1:
     add r11, 64
@@ -15384,391 +15772,384 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c136:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d12280_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d12280_s:
-    .p2align 3
-    jmp .Lc1_d12280_j
-    .p2align 3
-    jmp .Lc1_d12280_j
-    .p2align 3
-    jmp .Lc1_d12280_j
-    .p2align 3
-    jmp .Lc1_d12280_j
-    .p2align 3
-    jmp .Lc1_d12280_j
-    .p2align 3
-    jmp .Lc1_d12280_j
-    .p2align 3
-    jmp .Lc1_d12280_j
-    .p2align 3
-    jmp .Lc1_d12280_j
-    .p2align 3
-    jmp .Lc1_d12280_j
-    .p2align 3
-    jmp .Lc1_d12280_j
-    .p2align 3
-    jmp .Lc1_d12280_j
-    .p2align 3
-    jmp .Lc1_d12280_j
-    .p2align 3
-    jmp .Lc1_d12280_j
-    .p2align 3
-    jmp .Lc1_d12280_j
-    .p2align 3
-    jmp .Lc1_d12280_j
-    .p2align 3
-    jmp .Lc1_d12280_j
-.Lc1_d12280_j:
-    lea r9, [r11*8]
-    mov ecx, esi
-    movzx ecx, dl
-    and r9, 4032
-    vmovdqu xmmword ptr [r15 + r9 + 3392], xmm1
+    lea rcx, [rip + .Lc1_d12621_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12621_j_t
+.Lc1_d12621_j:
     jmp 1f
 1:
-    movzx ecx, r9b
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], eax
-    jmp 1f
-1:
-    mov eax, 149
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx r8d, cl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + r9 + 3456], r8b
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 384]
-    mov rcx, rax
-    mov eax, 251
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 3712], 242
-    mov eax, r9d
-    mov esi, 207
-    jmp 1f
-1:
-    mov rax, rsi
-    movzx eax, byte ptr [r15 + r9 + 3584]
-    mov esi, 225
-    movzx esi, sil
-    movzx esi, byte ptr [r15 + r9 + 3520]
-    mov dword ptr [r15 + rbp + 256], esi
-    movzx edi, sil
-    mov dword ptr [r15 + r8 + 320], 198
-    jmp 1f
-1:
-    mov ebp, 118
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 3648], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c137:
-    lea rbp, [r11*4]
-    jmp 1f
-1:
-    mov r8d, 135
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 0], 12
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rdi
-    movzx edi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    nop
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 37
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, r9
-    lea r9, [r11 + r11*2]
-    mov edi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 192
-    mov dword ptr [r15 + r9 + 576], r9d
-    mov dword ptr [r15 + rbp + 896], r9d
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov r8d, ecx
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 704], 162
-    mov dword ptr [r15 + rbp + 1024], edi
+    mov ecx, r8d
     and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 512]
-    mov esi, 170
-    mov rsi, r9
-    movzx esi, sil
-    mov esi, edx
-    mov dword ptr [r15 + r8 + 448], 8
+    movsxd rcx, dword ptr [r15 + r8 + 256]
+    mov r9d, ebp
     jmp 1f
 1:
-    mov rsi, r9
-    mov rsi, r8
-    mov byte ptr [r15 + r9 + 640], sil
-    mov r8d, dword ptr [r15 + rbp + 960]
-    movzx esi, r8b
+    lea r9, [r11 + r11*1]
+    mov ebp, r9d
+    mov dword ptr [r15 + r8 + 192], 8
+    mov r8d, 28
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], r9d
+    mov r8d, 80
     jmp 1f
 1:
-    mov edx, 225
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
+    mov r8d, ebp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], ecx
+    mov r8d, dword ptr [r15 + r9 + 64]
+    mov ecx, dword ptr [r15 + rbp + 512]
+    movzx ebp, cl
+    vpor xmm0, xmm0, xmm0
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c137:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d12680_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12680_s_t
+    .p2align 3
+.Lc1_d12680_s:
+    .p2align 3
+    jmp .Lc1_d12680_j
+    .p2align 3
+    jmp .Lc1_d12680_j
+.Lc1_d12680_j:
+    lea rbp, [r11*4]
+    lea r8, [r11*8]
+    and rbp, 192
+    mov rcx, qword ptr [r15 + rbp + 768]
+    mov eax, 246
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3456]
+    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, r9
+    mov dword ptr [r15 + rbp + 704], 154
+    mov rcx, qword ptr [r15 + r8 + 3520]
+    movzx edx, byte ptr [r15 + r8 + 3584]
+    lea r9, [r11 + r11*1]
+    movzx edi, byte ptr [r15 + rbp + 640]
+    jmp 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r8
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 3776], r9
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + r8 + 3712], r9d
+    mov qword ptr [r15 + r8 + 3648], rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + rbp + 576]
+    mov qword ptr [r15 + r8 + 3392], rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c138:
-    lea rcx, [rip + .Lc1_d12400_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d12400_j:
-    lea r8, [r11 + r11*8]
     jmp 1f
 1:
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1472]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    mov edx, 185
+    mov r9, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 111
+    mov dword ptr [r15 + 0], r9d
+    movsxd r9, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm1
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + r8 + 1856]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 64]
-    mov r9, rdx
     lea r9, [r11 + r11*1]
-    mov rdi, r9
+    mov qword ptr [r15 + rbp + 448], r9
+    jmp 1f
+1:
+    mov esi, 79
     and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 384]
+    vmovdqu ymmword ptr [r15 + r9 + 128], ymm0
+    lea r8, [r11 + r11*1]
+    movzx esi, byte ptr [r15 + rbp + 512]
     jmp 1f
 1:
-    mov eax, 19
-    mov dword ptr [r15 + r8 + 1344], eax
-    mov dword ptr [r15 + r8 + 1408], eax
-    mov dword ptr [r15 + r9 + 320], 160
-    mov qword ptr [r15 + r8 + 1600], rcx
-    movzx eax, cl
-    mov dword ptr [r15 + r8 + 1536], edx
-    mov edx, eax
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + rbp + 128]
-    movsxd rdx, dword ptr [r15 + r8 + 1728]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 1664], 234
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 1792], 234
-    mov r8d, 177
-    jmp 1f
-1:
-    movzx r8d, r8b
-    movzx r8d, r8b
-    jmp 1f
-1:
+    and r8, 64
+    movsxd rbp, dword ptr [r15 + r8 + 384]
+    mov edi, 9
+    vmovdqu ymmword ptr [r15 + r9 + 64], ymm0
+    mov byte ptr [r15 + r8 + 320], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c139:
-    lea rbp, [r11 + r11*1]
-    mov r8, rcx
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 218
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rbp
-    mov ecx, r8d
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    movzx ecx, cl
-    mov ecx, 96
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r8d, 241
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, r8d
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 177
-    jmp 1f
-1:
-    mov ecx, 63
-    movzx r8d, byte ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d12787_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12787_j_t
+.Lc1_d12787_j:
+    lea rbp, [r11*4]
+    and rbp, 192
     lea r8, [r11 + r11*1]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 512], dil
-    mov rsi, rdi
+    mov byte ptr [r15 + rbp + 576], al
+    jmp 1f
+1:
+    jmp 1f
+1:
     and r8, 64
-    add qword ptr [r15 + r8 + 256], rdi
-    mov rdi, qword ptr [r15 + rbp + 128]
-    vmovdqu xmmword ptr [r15 + r8 + 192], xmm1
-    imul rdi, qword ptr [r15 + r9 + 448]
+    mov qword ptr [r15 + r8 + 512], r8
+    lea r9, [r11*8]
+    mov rax, qword ptr [r15 + rbp + 640]
+    mov ecx, 31
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1408]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, r9b
+    movzx edi, dil
+    jmp 1f
+1:
+    mov edi, 116
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 1074790403
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 1600], edi
+    mov edi, 105
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + r9 + 1536]
+    mov rcx, rdi
+    mov qword ptr [r15 + r8 + 448], rdx
+    mov byte ptr [r15 + rbp + 704], cl
+    mov byte ptr [r15 + rbp + 768], cl
+    mov ecx, dword ptr [r15 + r9 + 1664]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, ecx
+    movsxd rdi, dword ptr [r15 + r9 + 1472]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c140:
-    lea rcx, [rip + .Lc1_d12496_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d12496_j:
-    lea r8, [r11 + r11*8]
-    jmp 1f
-1:
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1856]
-    movzx edi, byte ptr [r15 + r8 + 1664]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 256]
-    mov eax, 235
     lea rbp, [r11 + r11*1]
-    mov eax, dword ptr [r15 + r9 + 192]
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 1792], dil
     and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rbp
+    vmovq qword ptr [r15 + rbp + 192], xmm0
+    mov dword ptr [r15 + 0], 169
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    movzx esi, r9b
+    mov r9d, 175
     jmp 1f
 1:
-    movzx edi, bpl
-    mov rdi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    and r9d, dword ptr [r15 + 0]
+    mov rcx, rbp
+    mov dword ptr [r15 + 0], ebp
+    mov rcx, rcx
     jmp 1f
 1:
+    movzx ecx, byte ptr [r15 + 0]
     jmp 1f
 1:
+    mov edi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r8, rdi
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 1536], bpl
-    mov byte ptr [r15 + r8 + 1344], bpl
-    movzx edx, byte ptr [r15 + r8 + 1408]
+    mov r8d, dword ptr [r15 + 0]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 320], r8b
+    vmovdqu ymmword ptr [r15 + r8 + 384], ymm0
+    mov r8, qword ptr [r15 + rbp + 256]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
+    and rbp, 64
+    and r8d, dword ptr [r15 + rbp + 128]
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 1472], rdx
-    mov dword ptr [r15 + r8 + 1728], edx
-    vmovq xmm1, rdx
-    mov byte ptr [r15 + r8 + 1600], al
-    movzx edx, dl
-    vmovq qword ptr [r15 + rbp + 320], xmm1
-    mov ebp, 49
+    mov dword ptr [r15 + rbp + 64], 86
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c141:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 184
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
+    lea rcx, [rip + .Lc1_d12886_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12886_j_t
+.Lc1_d12886_j:
     lea rbp, [r11 + r11*8]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
     and rbp, 8128
-    mov byte ptr [r15 + rbp + 8000], bpl
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], 165
-    mov edx, dword ptr [r15 + rbp + 7744]
-    movsxd rax, dword ptr [r15 + rbp + 7616]
-    mov esi, dword ptr [r15 + rbp + 7488]
-    lea r9, [r11 + r11*1]
-    mov edi, r9d
-    mov edi, 187
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], r9d
-    mov qword ptr [r15 + r8 + 512], r9
-    mov r8, qword ptr [r15 + rbp + 7872]
-    mov rdi, qword ptr [r15 + rbp + 7680]
-    mov rcx, rdi
-    mov edi, ecx
-    mov dword ptr [r15 + r9 + 256], edx
+    mov ecx, dword ptr [r15 + rbp + 7872]
+    mov qword ptr [r15 + rbp + 7744], rcx
+    mov dword ptr [r15 + rbp + 7936], ecx
+    movzx r8d, al
+    mov eax, r8d
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + rbp + 7552]
-    mov byte ptr [r15 + rbp + 7808], r9b
-    mov dword ptr [r15 + rbp + 7936], 201
+    mov qword ptr [r15 + rbp + 8000], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 236
+    mov qword ptr [r15 + 0], rax
+    mov rax, rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
+    mov dword ptr [r15 + rbp + 7552], esi
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 7488], 23
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 7808], r9d
+    mov dword ptr [r15 + rbp + 7680], 5
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 159
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + r8 + 256]
+    mov r8d, 105
+    mov qword ptr [r15 + r9 + 64], r8
+    mov r8d, 158
+    movsxd r8, dword ptr [r15 + rbp + 7616]
+    mov r9d, 12
+    mov r9d, 129
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -15778,776 +16159,772 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 1073741824
+    test dword ptr [r15 + 67117724], 16
     setz al
-    lea rcx, [rip + .Lc1_d12593_s]
+    lea rcx, [rip + .Lc1_d12938_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d12938_s_t
     .p2align 3
-.Lc1_d12593_s:
+.Lc1_d12938_s:
     .p2align 3
-    jmp .Lc1_d12593_j
+    jmp .Lc1_d12938_j
     .p2align 3
-    jmp .Lc1_d12593_j
-.Lc1_d12593_j:
-    lea rbp, [r11*8]
+    jmp .Lc1_d12938_j
+.Lc1_d12938_j:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 448
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov r8d, 15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], eax
+    mov byte ptr [r15 + 0], r8b
+    mov eax, eax
+    mov dword ptr [r15 + 0], 54
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 3
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    mov r9, r8
     lea r8, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + rbp + 1152]
-    or qword ptr [r15 + rbp + 1216], 75
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    mov dword ptr [r15 + r8 + 256], eax
-    mov byte ptr [r15 + rbp + 896], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + r8 + 256]
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 192], bpl
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
-    vpcmpeqb xmm1, xmm1, xmm6
-    lea r9, [r11 + r11*1]
-    mov rax, r9
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 1049092
-    jz 1f
-1:
-    vmovdqu xmm1, xmmword ptr [r15 + r9 + 64]
-    movzx r9d, r9b
-    movsxd r9, dword ptr [r15 + r8 + 192]
-    mov r8d, 198
-    jmp 1f
-1:
-    mov eax, r8d
-    jmp 1f
-1:
-    mov r8d, eax
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + rbp + 1024]
-    jmp 1f
-1:
-    mov eax, r8d
-    movzx eax, byte ptr [r15 + rbp + 1088]
-    mov rcx, qword ptr [r15 + rbp + 960]
-    mov byte ptr [r15 + rbp + 832], r9b
-    mov r9d, edx
-    mov dword ptr [r15 + rbp + 1280], 198
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], 81
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 512], rbp
+    mov dword ptr [r15 + rbp + 448], 111
+    mov ebp, 244
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + r8 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c143:
-    lea rcx, [rip + .Lc1_d12648_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d12648_j:
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], r8d
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    and eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov r8, rcx
-    jmp 1f
-1:
-    mov ecx, 4
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], 8
+    movzx r8d, al
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
+    .byte 0x0f, 0x1f, 0x00
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
+    mov r8d, 244
     jmp 1f
 1:
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 143785984
+    jz 1f
+1:
+    mov r8, r8
     lea r9, [r11 + r11*1]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    mov dword ptr [r15 + r9 + 512], ecx
+    lea r8, [r11*4]
+    add rax, qword ptr [r15 + r9 + 192]
     jmp 1f
 1:
+    and eax, dword ptr [r15 + r9 + 256]
+    and r8, 192
+    mov qword ptr [r15 + r8 + 640], r8
+    mov dword ptr [r15 + r8 + 576], 187
+    or qword ptr [r15 + r8 + 768], 26
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
+    and r9, 64
+    movsxd rbp, dword ptr [r15 + r9 + 128]
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    mov rsi, rbp
-    and r8, 64
-    mov byte ptr [r15 + r8 + 320], dil
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 128]
-    movzx edi, cl
-    mov edx, edi
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r9 + 448], ymm1
-    mov byte ptr [r15 + rbp + 64], r9b
-    mov r9d, 49
-    vpcmpeqb xmm1, xmm1, xmm7
-    movsxd r9, dword ptr [r15 + r8 + 384]
+    mov byte ptr [r15 + r8 + 704], al
+    or qword ptr [r15 + r9 + 64], 51
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c144:
+    lea rcx, [rip + .Lc1_d13041_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13041_j_t
+.Lc1_d13041_j:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], r9d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 127
+    mov ecx, r9d
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 81
+    movzx r9d, cl
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 15
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], 95
     lea r9, [r11 + r11*1]
+    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 129
     and r9, 64
-    mov dword ptr [r15 + r9 + 320], ebp
-    mov rsi, r9
-    vmovq qword ptr [r15 + 0], xmm1
+    mov dword ptr [r15 + r9 + 192], r9d
+    lea r8, [r11*4]
+    mov eax, edx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 191
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx r8d, r9b
-    movzx r8d, r8b
-    mov r8d, esi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    movzx ebp, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    lea rbp, [r11*4]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    and rbp, 192
-    mov rsi, qword ptr [r15 + rbp + 768]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 218
-    mov rdx, rax
-    mov dword ptr [r15 + rbp + 576], 6
+    movsxd rax, dword ptr [r15 + rbp + 256]
+    and r8, 192
+    mov ebp, dword ptr [r15 + r8 + 640]
+    mov byte ptr [r15 + r8 + 704], bpl
+    mov edx, 227
     mov rdx, rdx
+    mov dword ptr [r15 + r9 + 256], edx
+    mov r9d, edx
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + r9 + 384]
-    mov eax, dword ptr [r15 + rbp + 704]
-    mov r9, qword ptr [r15 + rbp + 640]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + r8 + 64]
-    mov r8d, ebp
-    jmp 1f
-1:
+    mov rdx, qword ptr [r15 + r8 + 768]
+    mov qword ptr [r15 + r8 + 576], rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c145:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d12758_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d12758_s:
-    .p2align 3
-    jmp .Lc1_d12758_j
-    .p2align 3
-    jmp .Lc1_d12758_j
-    .p2align 3
-    jmp .Lc1_d12758_j
-    .p2align 3
-    jmp .Lc1_d12758_j
-    .p2align 3
-    jmp .Lc1_d12758_j
-    .p2align 3
-    jmp .Lc1_d12758_j
-    .p2align 3
-    jmp .Lc1_d12758_j
-    .p2align 3
-    jmp .Lc1_d12758_j
-.Lc1_d12758_j:
-    lea rbp, [r11*8]
+    lea r9, [r11*4]
+    and r9, 192
+    mov rdx, qword ptr [r15 + r9 + 576]
+    jmp 1f
+1:
+    mov r8d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 448
-    mov dword ptr [r15 + rbp + 1088], 235
-    mov rcx, rbp
+    vmovdqu xmmword ptr [r15 + rbp + 1088], xmm0
+    and r8d, dword ptr [r15 + r9 + 704]
+    mov eax, 177
+    movzx eax, byte ptr [r15 + r9 + 640]
     jmp 1f
 1:
+    lea r8, [r11 + r11*1]
+    mov ecx, r8d
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 320]
+    movzx esi, bpl
+    add rax, qword ptr [r15 + r8 + 384]
     jmp 1f
 1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    lea rdi, [r15 + 67109504]
-    mov ecx, 12
-    rep stosb
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 127
-    mov ecx, 150
+    mov r8d, eax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
+    mov r8d, r9d
+    mov dword ptr [r15 + r9 + 768], 235
+    mov r8, qword ptr [r15 + rbp + 896]
+    mov r9d, dword ptr [r15 + rbp + 960]
+    mov byte ptr [r15 + rbp + 832], sil
+    mov rsi, r9
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + rbp + 1152], edi
-    mov qword ptr [r15 + rbp + 896], rdi
-    lea r8, [r11 + r11*2]
-    movsxd rcx, dword ptr [r15 + rbp + 1216]
-    mov rdi, qword ptr [r15 + rbp + 960]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7616], 106
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm1
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + r9 + 64], 12
-    mov r9, qword ptr [r15 + rbp + 832]
-    movsxd rdx, dword ptr [r15 + r8 + 7552]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 1024], rdx
+    mov rsi, qword ptr [r15 + rbp + 1024]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c146:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 512
-    setz al
-    lea rcx, [rip + .Lc1_d12820_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d12820_s:
-    .p2align 3
-    jmp .Lc1_d12820_j
-    .p2align 3
-    jmp .Lc1_d12820_j
-.Lc1_d12820_j:
-    mov ecx, ecx
+    lea rcx, [rip + .Lc1_d13140_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13140_j_t
+.Lc1_d13140_j:
+    mov dword ptr [r15 + 0], 174
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    movzx ecx, cl
+    mov qword ptr [r15 + 0], rdx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rsi
+    mov byte ptr [r15 + 0], cl
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
+    movzx ecx, dil
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, esi
+    movsxd r8, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rcx
+    mov dword ptr [r15 + 0], 21
+    mov esi, 57
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx eax, cl
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 896]
-    movsxd rcx, dword ptr [r15 + r8 + 1088]
-    mov esi, ecx
-    mov ecx, ebp
-    mov ecx, dword ptr [r15 + r8 + 960]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r9d, 166
+    mov dword ptr [r15 + 0], r9d
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
     lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], r9d
-    mov qword ptr [r15 + r8 + 1024], rdx
     and rbp, 64
-    mov byte ptr [r15 + rbp + 64], bpl
-    mov edx, dword ptr [r15 + r9 + 512]
-    mov r9d, dword ptr [r15 + r8 + 1280]
-    mov qword ptr [r15 + r8 + 1152], r9
-    vpshufd xmm1, xmm1, 165
-    vpxor xmm1, xmm1, xmm7
-    mov byte ptr [r15 + r8 + 1216], cl
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + rbp + 128], 150
+    mov eax, dword ptr [r15 + rbp + 320]
+    and r9, 64
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 128], rsi
+    mov dword ptr [r15 + r9 + 64], 143
+    mov dword ptr [r15 + rbp + 384], 158
+    and r8, 64
+    movzx ebp, byte ptr [r15 + r8 + 448]
+    vmovdqu ymmword ptr [r15 + r8 + 512], ymm0
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c147:
-    mov dword ptr [r15 + 0], r9d
-    movsxd r9, dword ptr [r15 + 0]
-    mov ebp, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d13197_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13197_s_t
+    .p2align 3
+.Lc1_d13197_s:
+    .p2align 3
+    jmp .Lc1_d13197_j
+    .p2align 3
+    jmp .Lc1_d13197_j
+.Lc1_d13197_j:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    movzx edx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r9
-    add qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov r9, rbp
-    mov r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    mov r9, qword ptr [r15 + 0]
+    movzx ecx, cl
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 32
+    jnz 1f
+1:
+    mov rcx, rbp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 224
+    lea r8, [r11*4]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
+    movzx ecx, r8b
+    and r8, 8128
     lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    mov rcx, rdx
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 67
+    mov dword ptr [r15 + r8 + 7616], 94
+    movzx ecx, byte ptr [r15 + r8 + 7488]
     and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
-    lea rbp, [r11*4]
+    mov dword ptr [r15 + r9 + 384], r9d
+    mov rax, r9
+    mov eax, eax
+    mov eax, dword ptr [r15 + r9 + 320]
+    movsxd r9, dword ptr [r15 + rbp + 448]
     jmp 1f
 1:
-    jmp 1f
-1:
-    and rbp, 192
-    vmovdqu ymmword ptr [r15 + rbp + 640], ymm1
-    movzx edx, byte ptr [r15 + r9 + 64]
-    vmovdqu xmmword ptr [r15 + rbp + 768], xmm1
-    mov dword ptr [r15 + rbp + 576], ecx
-    mov dword ptr [r15 + r8 + 192], 132
-    mov r8d, 143
-    movzx ecx, byte ptr [r15 + rbp + 704]
+    mov rbp, r8
+    mov rbp, qword ptr [r15 + r8 + 7680]
+    mov rsi, qword ptr [r15 + r8 + 7552]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c148:
-    lea rcx, [rip + .Lc1_d12919_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d12919_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 64]
-    jmp 1f
-1:
-    mov edi, 236
-    mov dword ptr [r15 + 0], r8d
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rbp, rsi
+    mov dword ptr [r15 + 0], 224
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, esi
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    test ebx, 2029056
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
-    mov dword ptr [r15 + 0], 195
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 128], rdi
-    jmp 1f
-1:
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 384]
-    jmp 1f
-1:
-    mov rbp, rdi
     mov ebp, ebp
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 320], 45
     jmp 1f
 1:
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 256]
-    mov dword ptr [r15 + rbp + 192], 217
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, ebp
+    jmp 1f
+1:
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], 140
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 95
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    mov ebp, 109
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx r9d, bpl
+    lea rbp, [r11*4]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and rbp, 192
+    lea r9, [r11 + r11*1]
+    movzx esi, byte ptr [r15 + rbp + 704]
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 320]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], rbp
+    mov qword ptr [r15 + rbp + 768], rsi
+    mov dword ptr [r15 + r9 + 128], 246
+    mov esi, r9d
+    mov byte ptr [r15 + r8 + 384], sil
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + rbp + 576]
+    movsxd rsi, dword ptr [r15 + rbp + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c149:
-    lea rbp, [r11*8]
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 960]
+    lea rcx, [rip + .Lc1_d13300_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13300_j_t
+.Lc1_d13300_j:
+    mov rcx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, cl
+    mov ecx, ebp
+    mov qword ptr [r15 + 0], r8
+    mov qword ptr [r15 + 0], r8
+    mov qword ptr [r15 + 0], rsi
+    mov rcx, rcx
+    movzx ecx, cl
+    mov rsi, qword ptr [r15 + 0]
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r8d, 161
+    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r8b
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + 0], rbp
+    lea r8, [r11 + r11*1]
+    mov r9d, ecx
+    and r8, 64
+    movsxd r9, dword ptr [r15 + r8 + 320]
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 512]
+    movsxd rdx, dword ptr [r15 + r8 + 384]
+    lea r8, [r11 + r11*1]
+    mov edi, 139
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov edi, 8
-    movzx edi, bpl
-    jmp 1f
-1:
-    mov edi, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + rbp + 832], dil
-    mov qword ptr [r15 + rbp + 896], r8
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 1216], r9d
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], r8b
     mov rdi, r9
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm1
-    lea r8, [r11*4]
-    jmp 1f
-1:
-    and r8, 192
-    mov rdi, qword ptr [r15 + r8 + 768]
-    mov rax, qword ptr [r15 + rbp + 1088]
-    mov dword ptr [r15 + r8 + 704], r9d
-    movzx ecx, byte ptr [r15 + r8 + 576]
-    mov qword ptr [r15 + rbp + 1280], rcx
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 448], ecx
-    vmovdqu xmm1, xmmword ptr [r15 + rbp + 1152]
-    mov dword ptr [r15 + r8 + 640], 23
-    mov qword ptr [r15 + rbp + 1024], rdi
+    mov r9d, dword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + rbp + 448], r9d
+    vpxor xmm0, xmm0, xmm9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c150:
-    lea rcx, [rip + .Lc1_d13018_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d13018_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     lea r8, [r11*4]
     and r8, 192
-    mov qword ptr [r15 + r8 + 640], r8
-    mov ecx, edx
-    lea r9, [r11 + r11*8]
-    movsxd rcx, dword ptr [r15 + r8 + 768]
-    movzx edi, cl
-    mov rdi, rdi
-    and r9, 8128
-    or qword ptr [r15 + r9 + 7872], 28
-    mov byte ptr [r15 + r9 + 7808], r9b
-    mov dword ptr [r15 + r9 + 8000], 78
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + r8 + 704]
+    mov r9d, dword ptr [r15 + r8 + 768]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    vpcmpeqb xmm0, xmm0, xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 32768
+    jnz 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + r9 + 7744], ymm1
-    mov rcx, qword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov ebp, ebp
     lea rbp, [r11 + r11*1]
-    mov edx, 187
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + 0]
     and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 64]
-    mov byte ptr [r15 + r9 + 7936], dl
-    mov edx, dword ptr [r15 + r8 + 576]
+    mov dword ptr [r15 + rbp + 128], ebp
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + r9 + 7616]
-    mov dword ptr [r15 + r9 + 7552], eax
-    vmovq qword ptr [r15 + rbp + 128], xmm1
+    vmovq qword ptr [r15 + r8 + 640], xmm0
+    mov rax, r9
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], 34
+    mov dword ptr [r15 + r9 + 256], 195
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + r9 + 7680]
-    movzx r9d, byte ptr [r15 + r8 + 704]
+    movzx r9d, byte ptr [r15 + rbp + 64]
     jmp 1f
 1:
+    mov dword ptr [r15 + r8 + 576], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c151:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d13402_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13402_s_t
+    .p2align 3
+.Lc1_d13402_s:
+    .p2align 3
+    jmp .Lc1_d13402_j
+    .p2align 3
+    jmp .Lc1_d13402_j
+    .p2align 3
+    jmp .Lc1_d13402_j
+    .p2align 3
+    jmp .Lc1_d13402_j
+    .p2align 3
+    jmp .Lc1_d13402_j
+    .p2align 3
+    jmp .Lc1_d13402_j
+    .p2align 3
+    jmp .Lc1_d13402_j
+    .p2align 3
+    jmp .Lc1_d13402_j
+    .p2align 3
+    jmp .Lc1_d13402_j
+    .p2align 3
+    jmp .Lc1_d13402_j
+    .p2align 3
+    jmp .Lc1_d13402_j
+    .p2align 3
+    jmp .Lc1_d13402_j
+    .p2align 3
+    jmp .Lc1_d13402_j
+    .p2align 3
+    jmp .Lc1_d13402_j
+    .p2align 3
+    jmp .Lc1_d13402_j
+    .p2align 3
+    jmp .Lc1_d13402_j
+.Lc1_d13402_j:
+    lea rbp, [r11 + r11*8]
+    mov rcx, r9
     lea r9, [r11 + r11*1]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3776], 55
     and r9, 64
-    mov edx, dword ptr [r15 + r9 + 448]
-    jmp 1f
-1:
-    mov eax, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    movzx eax, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + r9 + 192]
     jmp 1f
 1:
     jmp 1f
 1:
+    movsxd rax, dword ptr [r15 + rbp + 3456]
+    movsxd r8, dword ptr [r15 + rbp + 3840]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
+    vmovdqu ymmword ptr [r15 + rbp + 3584], ymm0
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 256], r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 203
     mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
     jmp 1f
 1:
-    mov eax, 64
-    mov eax, dword ptr [r15 + 0]
-    lea rbp, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 768], rdx
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + rbp + 576]
-    mov rcx, rax
-    mov byte ptr [r15 + rbp + 704], cl
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + rbp + 640]
-    mov qword ptr [r15 + r9 + 512], r8
+    movzx r9d, byte ptr [r15 + rbp + 3520]
     and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + r8 + 128], 183
+    mov dword ptr [r15 + rbp + 3648], r8d
+    mov qword ptr [r15 + rbp + 3392], r9
+    movzx r9d, r8b
+    mov r9d, dword ptr [r15 + rbp + 3904]
+    add r9, qword ptr [r15 + rbp + 3712]
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 384], cl
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + r8 + 64], ymm0
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c152:
-    lea rcx, [rip + .Lc1_d13116_j]
+    lea rcx, [rip + .Lc1_d13468_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d13116_j:
-    lea r8, [r11*8]
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1472]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 248
-    mov rbp, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + r8 + 1408], r8d
-    mov ebp, 67
-    jmp 1f
-1:
-    movzx edi, bpl
-    mov eax, edi
-    vmovdqu xmmword ptr [r15 + r8 + 1664], xmm1
-    mov edi, 178
-    test ebx, 1073741824
-    jz 1f
-1:
+    jmp .Lc1_d13468_j_t
+.Lc1_d13468_j:
     lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 1600], r9
     and r9, 64
-    movsxd rbp, dword ptr [r15 + r9 + 320]
-    mov rax, qword ptr [r15 + r9 + 384]
+    mov qword ptr [r15 + r9 + 384], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 114
     jmp 1f
 1:
-    movzx r9d, dil
-    mov byte ptr [r15 + r8 + 1536], dil
-    movzx r9d, byte ptr [r15 + r8 + 1728]
-    mov dword ptr [r15 + r8 + 1344], r9d
-    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov ebp, r8d
+    mov r8d, dword ptr [r15 + 0]
     jmp 1f
 1:
+    and r8d, dword ptr [r15 + 0]
+    mov eax, r8d
     jmp 1f
 1:
-    and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + r9 + 320], 103
-    movzx ecx, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 212
+    mov edx, 131
+    mov dword ptr [r15 + 0], 185
+    mov r8d, edx
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 1792], ecx
-    movzx ecx, al
-    mov ecx, 18
+    mov qword ptr [r15 + 0], r8
+    vpshufd xmm0, xmm0, 3
+    vpaddd xmm0, xmm0, xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r8
+    mov rdx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r8, 64
+    lea rbp, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + r8 + 192], ymm0
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 448]
+    movsxd rax, dword ptr [r15 + r8 + 256]
+    mov r8d, edi
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 320], 163
+    mov dword ptr [r15 + rbp + 512], edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c153:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 524288
-    setz al
-    lea rcx, [rip + .Lc1_d13170_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d13170_s:
-    .p2align 3
-    jmp .Lc1_d13170_j
-    .p2align 3
-    jmp .Lc1_d13170_j
-.Lc1_d13170_j:
-    mov eax, 223
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    movzx edx, byte ptr [r15 + r8 + 64]
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], 237
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
+    mov rdx, qword ptr [r15 + 0]
+    mov ebp, edx
+    jmp 1f
+1:
+    mov edx, 225
+    and edx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov rcx, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov rax, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    lea rbp, [r11*8]
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3648], rbp
-    mov dword ptr [r15 + rbp + 3584], 85
+    lea rbp, [r11 + r11*1]
     and r9, 64
-    mov rax, qword ptr [r15 + r9 + 320]
-    mov qword ptr [r15 + rbp + 3392], rax
+    mov qword ptr [r15 + r9 + 192], r9
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 3520], cl
-    mov eax, 225
-    lea r8, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + rbp + 3456]
-    movsxd rcx, dword ptr [r15 + rbp + 3776]
-    mov edi, 136
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], 132
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 448], cl
+    mov ecx, dword ptr [r15 + r9 + 256]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov edi, 181
-    movzx edi, byte ptr [r15 + rbp + 3712]
-    mov edx, dword ptr [r15 + rbp + 3840]
-    jmp 1f
-1:
-    movzx esi, dl
-    mov qword ptr [r15 + r8 + 384], rsi
-    jmp 1f
-1:
-    mov esi, 32
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 384], 171
+    mov qword ptr [r15 + r8 + 128], rcx
+    mov rcx, qword ptr [r15 + rbp + 512]
     jmp 1f
 1:
     add r11, 64
@@ -16555,286 +16932,313 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c154:
-    lea r8, [r11 + r11*1]
-    mov rdx, r8
-    jmp 1f
-1:
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 384]
-    jmp 1f
-1:
-    mov esi, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 128
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, esi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16384
+    setz al
+    lea rcx, [rip + .Lc1_d13580_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13580_s_t
+    .p2align 3
+.Lc1_d13580_s:
+    .p2align 3
+    jmp .Lc1_d13580_j
+    .p2align 3
+    jmp .Lc1_d13580_j
+.Lc1_d13580_j:
     lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 1216], sil
+    jmp 1f
+1:
+    jmp 1f
+1:
     and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 448]
-    movsxd rcx, dword ptr [r15 + r9 + 832]
+    mov ecx, dword ptr [r15 + rbp + 384]
+    lea r9, [r11 + r11*1]
+    mov eax, 163
+    and r9, 64
+    mov qword ptr [r15 + r9 + 256], r9
+    movzx eax, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
+    mov eax, 73
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + r9 + 1152]
-    mov byte ptr [r15 + r9 + 1024], al
-    movzx edi, byte ptr [r15 + r9 + 896]
-    mov rax, qword ptr [r15 + r8 + 320]
-    vmovdqu ymmword ptr [r15 + rbp + 512], ymm1
-    mov dword ptr [r15 + r9 + 960], 235
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 1088], 163
-    movzx ebp, bpl
     jmp 1f
 1:
-    movzx ebp, dl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    and r8, 448
+    and eax, dword ptr [r15 + r8 + 1024]
+    movzx edx, byte ptr [r15 + rbp + 320]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 192], edx
+    mov rdx, rdi
+    mov qword ptr [r15 + r8 + 1280], rdx
+    mov qword ptr [r15 + r8 + 1216], rdx
+    mov edx, 242
+    mov dword ptr [r15 + r8 + 896], 180
+    movzx edx, byte ptr [r15 + r8 + 1152]
+    mov r9, qword ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + r8 + 960], rcx
+    mov dword ptr [r15 + r8 + 1088], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c155:
-    lea rcx, [rip + .Lc1_d13266_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d13266_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    movzx ecx, byte ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
+    lea rbp, [r11*8]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 1152], ymm0
+    jmp 1f
+1:
+    mov edx, ebp
+    mov edx, 33
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, al
+    mov edx, 70
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1472], rbp
-    mov byte ptr [r15 + r8 + 1408], bpl
-    mov ecx, ebp
-    mov byte ptr [r15 + r8 + 1536], cl
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 1728], r8b
-    mov qword ptr [r15 + r8 + 1856], rbp
+    movzx edi, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rax, rdi
+    movzx edi, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edx
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    mov esi, dword ptr [r15 + r9 + 384]
-    movsxd rax, dword ptr [r15 + rbp + 448]
-    mov dword ptr [r15 + r8 + 1344], eax
-    mov dword ptr [r15 + r8 + 1792], r8d
-    movzx eax, byte ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + r8 + 1600], eax
-    movsxd rax, dword ptr [r15 + r8 + 1664]
-    jmp 1f
-1:
-    vpcmpeqb xmm1, xmm1, xmm15
+    mov qword ptr [r15 + r9 + 256], r9
+    movzx edx, r9b
+    lea r8, [r11 + r11*1]
+    vmovdqu xmmword ptr [r15 + rbp + 1024], xmm0
+    vmovdqu xmm0, xmmword ptr [r15 + rbp + 896]
+    movzx edi, sil
+    and r8, 64
+    mov byte ptr [r15 + r8 + 384], r8b
+    movsxd rdi, dword ptr [r15 + rbp + 960]
+    movzx edx, dil
+    mov dword ptr [r15 + r8 + 320], 163
+    mov dword ptr [r15 + rbp + 832], edx
+    mov edi, edx
+    mov edi, 90
+    movzx edi, dil
+    mov byte ptr [r15 + rbp + 1088], dil
+    mov dword ptr [r15 + r9 + 192], 168
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c156:
-    lea rbp, [r11 + r11*8]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7744], sil
-    mov eax, 122
-    lea r8, [r11 + r11*1]
+    lea rcx, [rip + .Lc1_d13682_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13682_j_t
+.Lc1_d13682_j:
+    lea r8, [r11 + r11*8]
     jmp 1f
 1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3520], 217
+    jmp 1f
+1:
+    movzx ecx, r8b
+    movzx ecx, cl
+    mov ecx, 56
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 150
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 11
     lea r9, [r11 + r11*1]
-    and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + r8 + 3840], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 512], rbp
-    imul rsi, qword ptr [r15 + rbp + 7808]
-    mov rax, qword ptr [r15 + rbp + 7552]
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
+    mov qword ptr [r15 + r9 + 512], r8
+    mov qword ptr [r15 + r8 + 3392], r9
+    mov qword ptr [r15 + r8 + 3904], r8
+    lea rbp, [r11 + r11*1]
+    mov esi, dword ptr [r15 + r8 + 3776]
+    mov dword ptr [r15 + r8 + 3712], 194
+    and rbp, 64
+    and esi, dword ptr [r15 + rbp + 320]
+    add rsi, qword ptr [r15 + rbp + 384]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + r8 + 3584], rcx
+    mov byte ptr [r15 + r8 + 3456], r9b
+    and ebp, dword ptr [r15 + r9 + 448]
+    movzx r9d, byte ptr [r15 + r8 + 3648]
+    mov rcx, r9
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rdx, rax
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 7936], edx
-    or qword ptr [r15 + rbp + 7616], 107
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 448], dil
-    inc dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + rbp + 7680], edx
-    mov byte ptr [r15 + rbp + 8000], al
-    mov qword ptr [r15 + rbp + 7872], rdx
-    mov rax, qword ptr [r15 + r8 + 384]
-    mov edx, 109
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c157:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13361_j]
+    lea rcx, [rip + .Lc1_d13730_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d13361_j:
-    mov rax, rdx
+    jmp .Lc1_d13730_j_t
+.Lc1_d13730_j:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, 4
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov rcx, r9
-    jmp 1f
-1:
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], edx
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 11
-    rep movsb
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rax
+    vmovq qword ptr [r15 + 0], xmm0
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 2112
-    jnz 1f
-1:
-    movzx ecx, sil
     mov rcx, qword ptr [r15 + 0]
+    movzx esi, cl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 53
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, edx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 248
+    movzx ecx, cl
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
     and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 128]
-    lea r8, [r11 + r11*1]
-    mov edi, 53
+    movsxd rsi, dword ptr [r15 + rbp + 256]
+    mov rdx, rsi
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
-    mov edi, dword ptr [r15 + r8 + 256]
+    mov rsi, qword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 320], 179
-    mov byte ptr [r15 + rbp + 64], bpl
+    and esi, dword ptr [r15 + r9 + 128]
+    mov rax, qword ptr [r15 + r8 + 320]
+    mov r8d, dword ptr [r15 + r9 + 64]
+    mov r9d, 32
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 384], rsi
-    jmp 1f
-1:
+    mov qword ptr [r15 + rbp + 192], rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c158:
-    lea r8, [r11 + r11*8]
-    and r8, 4032
-    movzx r9d, byte ptr [r15 + r8 + 3520]
-    mov byte ptr [r15 + r8 + 3776], r9b
-    movsxd r9, dword ptr [r15 + r8 + 3648]
-    mov esi, dword ptr [r15 + r8 + 3904]
-    mov dword ptr [r15 + r8 + 3392], 147
-    mov byte ptr [r15 + r8 + 3456], cl
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 3584], rsi
+    movsxd r9, dword ptr [r15 + 0]
+    movzx esi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 201
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 147
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx esi, sil
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
+    mov byte ptr [r15 + 0], sil
     jmp 1f
 1:
     jmp 1f
 1:
+    mov esi, r8d
     jmp 1f
 1:
+    mov esi, 211
+    vpshufd xmm0, xmm0, 41
+    mov esi, 121
+    lea r8, [r11*4]
+    mov rsi, r8
+    mov dword ptr [r15 + 0], r9d
+    and r8, 192
+    and esi, dword ptr [r15 + r8 + 704]
     lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r9d
+    jmp 1f
+1:
     and r9, 64
-    mov byte ptr [r15 + r9 + 512], r9b
-    mov esi, r9d
-    mov byte ptr [r15 + r8 + 3712], r8b
-    mov dword ptr [r15 + r8 + 3840], esi
+    mov dword ptr [r15 + r9 + 320], r9d
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + r8 + 640]
+    jmp 1f
+1:
+    mov ecx, eax
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + r9 + 384]
+    mov r9d, 188
+    mov dword ptr [r15 + r8 + 768], r9d
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 448], bpl
-    jmp 1f
-1:
+    movzx r9d, bpl
     and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 206
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + rbp + 128]
+    mov qword ptr [r15 + rbp + 448], rbp
+    mov byte ptr [r15 + rbp + 512], bpl
+    mov dword ptr [r15 + r8 + 576], 124
     add r11, 64
     inc rbx
     dec r13
@@ -16844,230 +17248,212 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d13461_s]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d13840_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d13840_s_t
     .p2align 3
-.Lc1_d13461_s:
+.Lc1_d13840_s:
     .p2align 3
-    jmp .Lc1_d13461_j
+    jmp .Lc1_d13840_j
     .p2align 3
-    jmp .Lc1_d13461_j
+    jmp .Lc1_d13840_j
     .p2align 3
-    jmp .Lc1_d13461_j
+    jmp .Lc1_d13840_j
     .p2align 3
-    jmp .Lc1_d13461_j
+    jmp .Lc1_d13840_j
     .p2align 3
-    jmp .Lc1_d13461_j
+    jmp .Lc1_d13840_j
     .p2align 3
-    jmp .Lc1_d13461_j
+    jmp .Lc1_d13840_j
     .p2align 3
-    jmp .Lc1_d13461_j
+    jmp .Lc1_d13840_j
     .p2align 3
-    jmp .Lc1_d13461_j
-    .p2align 3
-    jmp .Lc1_d13461_j
-    .p2align 3
-    jmp .Lc1_d13461_j
-    .p2align 3
-    jmp .Lc1_d13461_j
-    .p2align 3
-    jmp .Lc1_d13461_j
-    .p2align 3
-    jmp .Lc1_d13461_j
-    .p2align 3
-    jmp .Lc1_d13461_j
-    .p2align 3
-    jmp .Lc1_d13461_j
-    .p2align 3
-    jmp .Lc1_d13461_j
-.Lc1_d13461_j:
-    lea r9, [r11*8]
-    mov rcx, r9
+    jmp .Lc1_d13840_j
+.Lc1_d13840_j:
     jmp 1f
 1:
-    mov ecx, 200
-    and r9, 8128
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 0], 71
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    movsxd rcx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, al
+    mov byte ptr [r15 + 0], cl
+    mov qword ptr [r15 + 0], rcx
+    mov eax, 254
     lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 7872], rax
-    mov rcx, rax
-    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
     and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx eax, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, eax
+    lea r9, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + rbp + 512]
+    and r9, 64
+    mov r8d, dword ptr [r15 + r9 + 128]
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, eax
     and r8, 64
-    mov byte ptr [r15 + r8 + 384], cl
-    mov dword ptr [r15 + r9 + 7808], r8d
-    mov rax, r8
-    movsxd rcx, dword ptr [r15 + r8 + 320]
-    mov rax, rbp
-    mov dword ptr [r15 + rbp + 448], edi
+    movsxd rax, dword ptr [r15 + r8 + 320]
     jmp 1f
 1:
+    mov dword ptr [r15 + r8 + 384], 74
+    mov r8, qword ptr [r15 + r9 + 64]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + r9 + 7744]
-    mov dword ptr [r15 + r9 + 7936], ebp
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + r9 + 7616]
-    mov byte ptr [r15 + r9 + 7552], r8b
-    movzx ebp, dil
-    jmp 1f
-1:
-    movzx ebp, al
-    mov dword ptr [r15 + r9 + 7680], 74
-    jmp 1f
-1:
-    mov r8d, ebp
-    mov dword ptr [r15 + r9 + 7488], 42
-    mov ebp, r8d
-    jmp 1f
-1:
-    movzx r8d, cl
+    mov r9d, dword ptr [r15 + rbp + 448]
+    mov ebp, 91
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c160:
-    lea rcx, [rip + .Lc1_d13532_j]
+    lea rcx, [rip + .Lc1_d13905_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d13532_j:
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 116
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], ebp
+    jmp .Lc1_d13905_j_t
+.Lc1_d13905_j:
+    movzx ecx, r9b
+    movzx ecx, cl
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    or qword ptr [r15 + 0], 46
+    mov rax, rbp
+    add qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    mov rdi, rax
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    vmovq xmm0, rdi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    mov r9d, eax
-    mov rdi, r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 24
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov edi, 114
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 40
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, 92
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    lea r9, [r11*4]
-    movzx eax, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 121
-    and r9, 192
-    mov dword ptr [r15 + r9 + 768], 189
-    mov dword ptr [r15 + r8 + 64], ecx
-    jmp 1f
-1:
-    mov ecx, 107
-    mov rcx, qword ptr [r15 + r9 + 704]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 576], ecx
-    mov rcx, rcx
-    movsxd rcx, dword ptr [r15 + r9 + 640]
-    mov dword ptr [r15 + rbp + 320], r9d
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], 132
+    movzx edi, r9b
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 52
+    lea r8, [r11 + r11*1]
+    mov edi, r8d
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], ebp
+    mov rdi, r9
+    mov rdi, qword ptr [r15 + r8 + 256]
+    mov r8d, edi
+    mov edi, 79
+    movzx edx, byte ptr [r15 + rbp + 64]
+    mov qword ptr [r15 + r9 + 512], rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c161:
-    jmp 1f
-1:
-    movzx ebp, al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    or qword ptr [r15 + 0], 124
-    mov dword ptr [r15 + 0], 252
-    movzx eax, byte ptr [r15 + 0]
-    movzx ebp, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov rcx, rcx
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov dword ptr [r15 + 0], 117
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 228
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], dil
     lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 128], r9b
     and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 384]
+    mov byte ptr [r15 + r9 + 512], r8b
+    and edx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 52
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, dl
+    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    movsxd rdi, dword ptr [r15 + r9 + 320]
+    movzx edi, dil
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 136
     and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ebp
-    mov r9, rbp
-    vpmovmskb r9d, xmm1
-    mov r8, qword ptr [r15 + rbp + 192]
+    mov dword ptr [r15 + rbp + 64], 107
+    movzx edi, byte ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    mov ebp, edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 448], bpl
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], edi
+    mov rdi, rbp
+    mov byte ptr [r15 + rbp + 128], dil
+    mov edi, 201
     add r11, 64
     inc rbx
     dec r13
@@ -17077,323 +17463,340 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 4096
+    test dword ptr [r15 + 67117723], 8192
     setz al
-    lea rcx, [rip + .Lc1_d13640_s]
+    lea rcx, [rip + .Lc1_d14013_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d14013_s_t
     .p2align 3
-.Lc1_d13640_s:
+.Lc1_d14013_s:
     .p2align 3
-    jmp .Lc1_d13640_j
+    jmp .Lc1_d14013_j
     .p2align 3
-    jmp .Lc1_d13640_j
-.Lc1_d13640_j:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 64]
-    mov rax, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    mov byte ptr [r15 + 0], dil
-    mov edi, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dl
+    jmp .Lc1_d14013_j
+.Lc1_d14013_j:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], 157
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov eax, 77
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rdi
-    mov ecx, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx r9d, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 221
-    mov r9, qword ptr [r15 + 0]
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 0], rdi
-    movzx edi, dil
     jmp 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], ebp
-    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, eax
+    mov rcx, rcx
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 128], 168
-    mov rdi, r9
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 248
-    mov byte ptr [r15 + rbp + 384], r9b
-    mov ebp, edi
-    movzx ebp, byte ptr [r15 + r9 + 448]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c163:
-    lea rcx, [rip + .Lc1_d13700_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d13700_j:
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], ecx
     mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 156
-    movzx ecx, cl
-    movzx ecx, cl
-    jmp 1f
-1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov rax, rcx
+    movzx r9d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    mov qword ptr [r15 + 0], rbp
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    movzx ecx, byte ptr [r15 + rbp + 576]
-    mov dword ptr [r15 + rbp + 640], r8d
+    mov dword ptr [r15 + 0], r9d
+    mov rcx, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], al
+    mov byte ptr [r15 + r9 + 64], al
+    and rbp, 64
+    movsxd r9, dword ptr [r15 + rbp + 384]
     jmp 1f
 1:
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov rax, rsi
-    lea r9, [r11 + r11*1]
+    movzx eax, r8b
+    movzx esi, al
+    mov eax, 88
     and r8, 64
-    mov dword ptr [r15 + r8 + 384], ebp
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], esi
-    movsxd rsi, dword ptr [r15 + rbp + 704]
+    mov dword ptr [r15 + r8 + 448], r8d
+    mov rax, r8
+    movsxd rax, dword ptr [r15 + rbp + 320]
+    mov ebp, dword ptr [r15 + r8 + 512]
+    movzx ecx, bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c163:
+    lea rcx, [rip + .Lc1_d14079_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14079_j_t
+.Lc1_d14079_j:
+    mov rcx, qword ptr [r15 + 0]
+    mov r8d, 67
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + r9 + 128]
-    mov r9d, dword ptr [r15 + rbp + 768]
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm1
+    mov edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov esi, 254
+    mov dword ptr [r15 + 0], 134
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, esi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    mov esi, 71
+    jmp 1f
+1:
+    movzx esi, sil
+    mov qword ptr [r15 + 0], rsi
+    mov esi, 13
+    jmp 1f
+1:
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 192
+    movsxd rsi, dword ptr [r15 + rbp + 576]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 704], 228
+    movsxd rdx, dword ptr [r15 + rbp + 768]
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 256], ymm0
+    mov dword ptr [r15 + rbp + 640], ebp
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 192], 94
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 35
+    movzx r9d, byte ptr [r15 + rbp + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c164:
-    mov byte ptr [r15 + 0], sil
+    jmp 1f
+1:
+    mov rbp, r9
+    lea rbp, [r11*8]
+    jmp 1f
+1:
+    and rbp, 4032
+    vmovdqu xmmword ptr [r15 + rbp + 3648], xmm0
+    mov qword ptr [r15 + rbp + 3520], rbp
+    mov r9, rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r8b
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 97
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, eax
-    jmp 1f
-1:
-    mov rax, r9
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 0]
+    mov r9, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
-    mov dword ptr [r15 + 0], ebp
-    mov byte ptr [r15 + 0], bpl
-    mov ebp, esi
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, r9d
-    mov qword ptr [r15 + 0], rax
-    mov ebp, 78
-    jmp 1f
-1:
-    movzx ebp, r9b
-    lea r8, [r11 + r11*1]
-    xchg qword ptr [r15 + 0], r9
-    and r8, 64
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 320], 147
     lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 231
-    mov dword ptr [r15 + r8 + 384], 175
-    mov r8, rdx
+    mov rax, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 320]
-    mov qword ptr [r15 + r9 + 384], r8
+    movzx eax, byte ptr [r15 + r9 + 512]
+    movzx esi, byte ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 64], r9b
+    movzx edx, bpl
+    movzx edx, dl
+    mov byte ptr [r15 + rbp + 3456], bpl
+    and esi, dword ptr [r15 + rbp + 3584]
+    mov rdx, rsi
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + r9 + 448]
+    vpcmpeqb xmm0, xmm0, xmm12
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r8d, r9d
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], esi
+    mov esi, eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + r9 + 128]
+    mov r9d, 93
+    jmp 1f
+1:
+    mov r9d, r8d
+    mov byte ptr [r15 + rbp + 3712], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c165:
-    lea rcx, [rip + .Lc1_d13802_j]
+    lea rcx, [rip + .Lc1_d14180_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d13802_j:
-    lea rbp, [r11*4]
-    mov r9d, 112
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 768], r8
-    mov r9, qword ptr [r15 + 0]
+    jmp .Lc1_d14180_j_t
+.Lc1_d14180_j:
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm1
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov qword ptr [r15 + 0], rcx
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, ecx
     jmp 1f
 1:
+    movzx r8d, sil
     jmp 1f
 1:
-    movzx r8d, r9b
-    mov byte ptr [r15 + 0], r8b
-    movsxd r8, dword ptr [r15 + 0]
     movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 146
-    mov r9, rbp
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm11
+    mov r8d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 207
+    mov rcx, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    vmovq xmm11, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm11
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    mov rsi, rsi
+    vmovdqu ymmword ptr [r15 + 0], ymm11
+    jmp 1f
+1:
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + rbp + 576]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 142
     lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 320], ecx
+    mov rsi, qword ptr [r15 + 0]
     and r9, 64
-    mov dword ptr [r15 + r9 + 64], 93
+    mov byte ptr [r15 + r9 + 128], r9b
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 256]
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 64], r9
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], ebp
+    movzx r9d, byte ptr [r15 + rbp + 448]
     jmp 1f
 1:
-    movzx r8d, cl
-    mov r8d, ecx
-    mov rcx, qword ptr [r15 + rbp + 640]
-    vmovdqu ymmword ptr [r15 + r9 + 128], ymm1
-    mov r9d, 57
-    mov byte ptr [r15 + rbp + 704], cl
+    mov rdi, r9
+    mov dword ptr [r15 + r8 + 192], 207
     jmp 1f
 1:
+    vpaddd xmm11, xmm11, xmm11
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c166:
+    lea rbp, [r11*4]
+    and rbp, 192
+    movzx r9d, byte ptr [r15 + rbp + 576]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
     mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, r9b
+    mov r9, r9
+    mov r9d, dword ptr [r15 + 0]
+    mov r8d, ebp
+    mov r8d, ebp
+    jmp 1f
+1:
+    movzx r8d, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 49
-    mov r9, rsi
-    mov dword ptr [r15 + 0], 203
-    mov r9d, 241
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movzx r8d, r8b
+    mov r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 192
-    mov esi, dword ptr [r15 + r9 + 768]
-    mov r8, qword ptr [r15 + r9 + 704]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1998336
-    jnz 1f
-1:
     lea r8, [r11 + r11*1]
-    movzx esi, sil
+    movzx eax, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
     and r8, 64
-    mov qword ptr [r15 + r8 + 256], rax
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 512], rbp
-    mov rsi, r9
+    mov dword ptr [r15 + r8 + 320], r8d
     jmp 1f
 1:
-    mov esi, 253
-    mov dword ptr [r15 + r9 + 576], 224
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 128]
+    movzx esi, byte ptr [r15 + r8 + 384]
+    movzx r8d, sil
+    mov dword ptr [r15 + rbp + 640], r8d
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 192], 24
+    mov r8d, dword ptr [r15 + rbp + 704]
     jmp 1f
 1:
-    vpmovmskb esi, xmm1
-    movsxd rsi, dword ptr [r15 + r9 + 640]
+    movzx esi, byte ptr [r15 + r9 + 64]
+    mov r9, rsi
     jmp 1f
 1:
+    mov qword ptr [r15 + rbp + 768], r9
     jmp 1f
 1:
-    mov r8d, r8d
-    mov r9d, 245
-    mov byte ptr [r15 + rbp + 448], bpl
-    jmp 1f
-1:
-    movzx r8d, r9b
     add r11, 64
     inc rbx
     dec r13
@@ -17403,386 +17806,411 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 4
+    test dword ptr [r15 + 67117724], 4194304
     setz al
-    lea rcx, [rip + .Lc1_d13907_s]
+    lea rcx, [rip + .Lc1_d14293_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d14293_s_t
     .p2align 3
-.Lc1_d13907_s:
+.Lc1_d14293_s:
     .p2align 3
-    jmp .Lc1_d13907_j
+    jmp .Lc1_d14293_j
     .p2align 3
-    jmp .Lc1_d13907_j
-.Lc1_d13907_j:
+    jmp .Lc1_d14293_j
+.Lc1_d14293_j:
+    mov ecx, ecx
+    mov byte ptr [r15 + 0], cl
+    movzx ecx, r8b
+    mov ecx, 2
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 92
+    mov rcx, rdi
+    mov dword ptr [r15 + 0], eax
+    mov eax, ecx
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 164
+    and ecx, dword ptr [r15 + 0]
+    movzx eax, cl
+    movzx eax, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov eax, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    mov r9, r9
+    jmp 1f
+1:
+    mov r9d, ecx
+    mov dword ptr [r15 + 0], 76
+    mov r9, qword ptr [r15 + 0]
     lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 176
+    mov edi, 226
     and r8, 64
-    mov dword ptr [r15 + r8 + 192], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 63
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    movsxd rdx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    movsxd rdi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 43
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edx, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 34
-    movzx edi, bpl
-    mov rdi, rdi
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 23
-    movzx edi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + r8 + 448], rbp
+    mov rdi, qword ptr [r15 + r8 + 512]
+    mov r8d, edi
     and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rbp
+    mov r8d, dword ptr [r15 + rbp + 256]
+    mov esi, r8d
     jmp 1f
 1:
-    movzx edi, bpl
-    movzx edi, byte ptr [r15 + r9 + 448]
-    mov r9d, 211
-    movzx r9d, byte ptr [r15 + r8 + 256]
-    movzx r8d, byte ptr [r15 + rbp + 320]
+    lea r8, [r11 + r11*1]
+    movzx edx, byte ptr [r15 + rbp + 192]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 128], 158
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c168:
-    lea rcx, [rip + .Lc1_d13961_j]
+    lea rcx, [rip + .Lc1_d14355_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d13961_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov dword ptr [r15 + 0], 181
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    mov rdi, r8
-    jmp 1f
-1:
-    mov rdi, rdi
-    mov dword ptr [r15 + 0], 169
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
-    jmp 1f
-1:
-    mov edi, 105
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
+    jmp .Lc1_d14355_j_t
+.Lc1_d14355_j:
+    lea r8, [r11*8]
     lea rbp, [r11 + r11*1]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3840], r8
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], rdx
+    and edx, dword ptr [r15 + r8 + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 104
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 384], ecx
+    add rdx, qword ptr [r15 + r8 + 3776]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 3456], 229
+    vpaddd xmm0, xmm0, xmm0
     and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 128]
+    mov byte ptr [r15 + rbp + 192], bpl
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    vmovdqu xmmword ptr [r15 + r9 + 448], xmm1
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 384]
-    mov byte ptr [r15 + rbp + 64], cl
-    mov qword ptr [r15 + r8 + 320], rbp
+    movzx ecx, bpl
+    mov byte ptr [r15 + r8 + 3712], dl
+    mov edx, dword ptr [r15 + r8 + 3584]
+    mov rcx, rsi
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + r9 + 512]
     jmp 1f
 1:
-    mov r8d, ecx
+    movzx esi, al
+    vmovdqu xmm0, xmmword ptr [r15 + rbp + 256]
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 3520], bpl
+    mov qword ptr [r15 + r8 + 3648], r9
+    mov ebp, 179
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c169:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 229
-    mov eax, eax
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
+    mov esi, esi
+    mov esi, 178
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 114
+    mov dword ptr [r15 + 0], 100
+    mov esi, 147
+    mov dword ptr [r15 + 0], 107
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
+    mov rsi, rdi
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    movzx esi, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 65536
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 195
-    lea rbp, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rsi
+    mov edi, ecx
     lea r8, [r11 + r11*1]
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 576], rax
-    jmp 1f
-1:
+    vmovdqu xmm0, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 248
     and r8, 64
-    vmovdqu xmm1, xmmword ptr [r15 + r8 + 448]
-    movzx eax, r8b
+    mov qword ptr [r15 + r8 + 256], rbp
+    lea rbp, [r11*4]
     lea r9, [r11 + r11*1]
-    mov rax, qword ptr [r15 + r8 + 512]
-    mov r8d, 220
-    movsxd r8, dword ptr [r15 + rbp + 704]
+    mov byte ptr [r15 + r8 + 192], sil
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 576], bpl
     and r9, 64
-    mov qword ptr [r15 + r9 + 64], rbp
+    movsxd r8, dword ptr [r15 + r9 + 64]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + r9 + 128]
-    mov qword ptr [r15 + rbp + 640], rdi
     jmp 1f
 1:
-    vmovq qword ptr [r15 + rbp + 768], xmm1
+    mov dword ptr [r15 + rbp + 768], 79
+    add qword ptr [r15 + rbp + 704], r8
+    mov r8d, 168
+    mov dword ptr [r15 + r9 + 128], 170
+    mov dword ptr [r15 + rbp + 640], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c170:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d14066_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d14066_s:
-    .p2align 3
-    jmp .Lc1_d14066_j
-    .p2align 3
-    jmp .Lc1_d14066_j
-    .p2align 3
-    jmp .Lc1_d14066_j
-    .p2align 3
-    jmp .Lc1_d14066_j
-    .p2align 3
-    jmp .Lc1_d14066_j
-    .p2align 3
-    jmp .Lc1_d14066_j
-    .p2align 3
-    jmp .Lc1_d14066_j
-    .p2align 3
-    jmp .Lc1_d14066_j
-    .p2align 3
-    jmp .Lc1_d14066_j
-    .p2align 3
-    jmp .Lc1_d14066_j
-    .p2align 3
-    jmp .Lc1_d14066_j
-    .p2align 3
-    jmp .Lc1_d14066_j
-    .p2align 3
-    jmp .Lc1_d14066_j
-    .p2align 3
-    jmp .Lc1_d14066_j
-    .p2align 3
-    jmp .Lc1_d14066_j
-    .p2align 3
-    jmp .Lc1_d14066_j
-.Lc1_d14066_j:
-    lea rbp, [r11 + r11*1]
-    mov rax, rbp
-    movzx ecx, al
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d14452_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14452_j_t
+.Lc1_d14452_j:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 216
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3776], ecx
-    mov dword ptr [r15 + r8 + 3392], r8d
-    movzx ecx, r8b
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     movzx ecx, cl
-    mov ecx, 144
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 3456], r9b
-    mov rcx, r9
-    mov byte ptr [r15 + r8 + 3520], r8b
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 40
-    mov ecx, 216
-    mov rcx, qword ptr [r15 + r8 + 3712]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + r8 + 3584]
-    mov rdi, qword ptr [r15 + r8 + 3904]
-    mov qword ptr [r15 + r8 + 3648], rdi
-    vpmovmskb edi, xmm1
-    mov byte ptr [r15 + r8 + 3840], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 214
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov edx, dword ptr [r15 + r8 + 7488]
+    mov ecx, 205
+    mov qword ptr [r15 + r8 + 7744], rbp
+    movzx esi, r9b
+    mov dword ptr [r15 + r8 + 7552], r8d
+    mov byte ptr [r15 + r8 + 7808], r9b
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + rbp + 256]
-    mov dword ptr [r15 + r9 + 448], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + r8 + 7616]
+    lea r9, [r11*4]
+    lea rbp, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + r8 + 7680]
+    and r9, 192
+    movzx r8d, byte ptr [r15 + r9 + 704]
+    and rbp, 64
+    mov rsi, qword ptr [r15 + rbp + 384]
+    mov qword ptr [r15 + rbp + 320], rsi
+    mov rbp, rdx
+    mov dword ptr [r15 + r9 + 640], 150
+    mov dword ptr [r15 + r9 + 576], 8
+    mov qword ptr [r15 + r9 + 768], rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c171:
-    mov r8, rdi
-    movzx r8d, r8b
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d14502_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14502_s_t
+    .p2align 3
+.Lc1_d14502_s:
+    .p2align 3
+    jmp .Lc1_d14502_j
+    .p2align 3
+    jmp .Lc1_d14502_j
+    .p2align 3
+    jmp .Lc1_d14502_j
+    .p2align 3
+    jmp .Lc1_d14502_j
+    .p2align 3
+    jmp .Lc1_d14502_j
+    .p2align 3
+    jmp .Lc1_d14502_j
+    .p2align 3
+    jmp .Lc1_d14502_j
+    .p2align 3
+    jmp .Lc1_d14502_j
+    .p2align 3
+    jmp .Lc1_d14502_j
+    .p2align 3
+    jmp .Lc1_d14502_j
+    .p2align 3
+    jmp .Lc1_d14502_j
+    .p2align 3
+    jmp .Lc1_d14502_j
+    .p2align 3
+    jmp .Lc1_d14502_j
+    .p2align 3
+    jmp .Lc1_d14502_j
+    .p2align 3
+    jmp .Lc1_d14502_j
+    .p2align 3
+    jmp .Lc1_d14502_j
+.Lc1_d14502_j:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    vpcmpeqb xmm0, xmm0, xmm11
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 448], ymm0
+    mov dword ptr [r15 + 0], 124
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdi
+    mov rdi, rcx
+    mov ecx, ebp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 146
+    mov ecx, 156
+    mov dword ptr [r15 + 0], ebp
+    add rdi, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov eax, 178
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
-    movzx edi, bpl
-    mov edi, 214
-    and r8, 64
-    or qword ptr [r15 + r8 + 64], 66
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb ebp, xmm1
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    and rbp, 1984
-    movzx edi, byte ptr [r15 + rbp + 1664]
+    mov esi, 204
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], dl
     and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 384], ymm1
-    mov eax, dword ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + r9 + 320], 202
-    mov r8d, eax
-    mov dword ptr [r15 + rbp + 1536], r8d
-    mov rcx, qword ptr [r15 + rbp + 1728]
-    mov byte ptr [r15 + rbp + 1408], bpl
-    mov eax, dword ptr [r15 + rbp + 1344]
-    movsxd r8, dword ptr [r15 + rbp + 1600]
+    mov dword ptr [r15 + r9 + 384], 183
+    mov rsi, r9
+    mov esi, esi
+    movzx esi, byte ptr [r15 + r8 + 128]
+    vpmovmskb r8d, xmm0
+    mov qword ptr [r15 + r9 + 320], r8
+    mov r8, qword ptr [r15 + rbp + 512]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + rbp + 1472]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c172:
-    lea rcx, [rip + .Lc1_d14171_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d14171_j:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx r9d, sil
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ebp, r9b
+    mov dword ptr [r15 + 0], 71
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, dil
-    lea r9, [r11 + r11*8]
-    mov rax, r9
+    mov esi, dword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
-    and r9, 8128
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, rdx
+    mov r8d, 246
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, r8b
+    mov byte ptr [r15 + 0], dl
+    mov dword ptr [r15 + 0], 23
+    movzx ebp, dl
+    mov ebp, ebp
+    mov ebp, 200
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
     lea rbp, [r11 + r11*1]
-    mov edi, dword ptr [r15 + r9 + 7872]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], 114
     and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 256], ymm1
-    mov qword ptr [r15 + r9 + 7808], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 7680], dil
-    mov edi, 238
-    movzx edi, dil
-    mov byte ptr [r15 + r9 + 8000], r9b
-    mov dword ptr [r15 + r9 + 7488], ebp
+    movsxd rdx, dword ptr [r15 + rbp + 448]
+    mov ecx, edx
     lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 7744], r8b
+    mov qword ptr [r15 + rbp + 512], r8
     and r8, 64
-    mov qword ptr [r15 + r8 + 512], r8
+    movsxd rbp, dword ptr [r15 + r8 + 64]
+    movsxd rdx, dword ptr [r15 + r8 + 128]
+    mov r8d, 144
     jmp 1f
 1:
-    mov edi, r8d
-    movzx edi, dil
-    mov dword ptr [r15 + r9 + 7616], 246
+    mov r8, r8
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + r9 + 7936]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + r8 + 448]
-    movzx r8d, byte ptr [r15 + r9 + 7552]
-    mov dword ptr [r15 + rbp + 192], r8d
+    movzx r8d, byte ptr [r15 + r9 + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -17792,71 +18220,55 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 268435456
+    test dword ptr [r15 + 67117724], 131072
     setz al
-    lea rcx, [rip + .Lc1_d14225_s]
+    lea rcx, [rip + .Lc1_d14630_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d14630_s_t
     .p2align 3
-.Lc1_d14225_s:
+.Lc1_d14630_s:
     .p2align 3
-    jmp .Lc1_d14225_j
+    jmp .Lc1_d14630_j
     .p2align 3
-    jmp .Lc1_d14225_j
-.Lc1_d14225_j:
-    movzx eax, cl
-    mov byte ptr [r15 + 0], dil
-    movsxd rcx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov rax, rcx
-    mov byte ptr [r15 + 0], r8b
-    movzx ecx, r8b
-    movzx ecx, byte ptr [r15 + 0]
-    mov r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    jmp .Lc1_d14630_j
+.Lc1_d14630_j:
+    mov r9d, ecx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 134
-    mov rax, r8
-    movzx eax, byte ptr [r15 + 0]
+    lea r9, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 44
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 256]
+    and r9, 192
+    mov dword ptr [r15 + r9 + 640], r9d
+    movzx ecx, byte ptr [r15 + r9 + 576]
+    lea r8, [r11*8]
+    mov eax, esi
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 1216]
+    movzx esi, al
+    mov rsi, r9
+    mov byte ptr [r15 + r8 + 1152], sil
+    mov dword ptr [r15 + r9 + 768], 18
+    mov byte ptr [r15 + r8 + 1280], sil
+    mov rsi, rsi
+    movsxd rsi, dword ptr [r15 + r8 + 1024]
+    vmovdqu ymmword ptr [r15 + r8 + 960], ymm0
+    movzx edx, sil
+    mov rsi, qword ptr [r15 + r8 + 1088]
     lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
+    add rsi, qword ptr [r15 + r8 + 896]
+    or qword ptr [r15 + r9 + 704], 116
     and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 448]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 56
-    mov dword ptr [r15 + r9 + 192], r8d
-    mov byte ptr [r15 + rbp + 512], dl
-    mov byte ptr [r15 + r8 + 64], al
+    mov dword ptr [r15 + rbp + 512], 109
+    movzx r9d, byte ptr [r15 + rbp + 448]
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 832]
     jmp 1f
 1:
     add r11, 64
@@ -17864,1411 +18276,1317 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c174:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 64], dl
-    lea r8, [r11 + r11*8]
-    lea r9, [r11 + r11*1]
-    mov edx, r9d
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3456], r8
-    and r9, 64
-    add qword ptr [r15 + r9 + 320], r9
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 64], 82
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r8
+    movzx r8d, r9b
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 176
     jmp 1f
 1:
+    lea r8, [r11 + r11*4]
+    mov esi, r8d
+    and r8, 448
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + r8 + 896]
+    movzx edi, byte ptr [r15 + r9 + 7616]
+    mov rsi, rdi
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
+    movsxd rdi, dword ptr [r15 + r8 + 1024]
     jmp 1f
 1:
+    movsxd rax, dword ptr [r15 + r8 + 1088]
+    mov dword ptr [r15 + rbp + 128], 176
+    mov ebp, dword ptr [r15 + r9 + 7680]
+    mov ecx, dword ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + r8 + 960], r8
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + r8 + 3584]
-    mov dword ptr [r15 + r8 + 3776], 11
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 3904], 228
-    mov byte ptr [r15 + rbp + 128], r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 3840], 122
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + r8 + 3520]
-    mov dword ptr [r15 + r8 + 3392], 27
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 384], 216
-    movsxd r9, dword ptr [r15 + r8 + 3712]
-    mov rdi, qword ptr [r15 + r8 + 3648]
-    jmp 1f
-1:
+    mov r8d, dword ptr [r15 + r9 + 7552]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c175:
-    lea rcx, [rip + .Lc1_d14330_j]
+    lea rcx, [rip + .Lc1_d14723_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d14330_j:
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    mov dword ptr [r15 + 0], 15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    nop
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 219
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 0
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov r9d, 54
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
+    jmp .Lc1_d14723_j_t
+.Lc1_d14723_j:
     lea rbp, [r11 + r11*1]
-    mov edi, 85
-    mov rdi, rdi
+    movzx ecx, bpl
     and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 214
+    mov dword ptr [r15 + 0], 158
+    mov byte ptr [r15 + 0], bpl
+    movzx ecx, bpl
+    mov ecx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    mov edx, dword ptr [r15 + 0]
+    mov r8d, ebp
+    movzx r9d, bpl
+    mov r9, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    jmp 1f
+1:
+    test ebx, 4608
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 220
+    jmp 1f
+1:
+    mov edx, 254
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
-    mov rdi, qword ptr [r15 + rbp + 256]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + rbp + 64], cl
     and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 320]
+    vmovdqu xmm0, xmmword ptr [r15 + r8 + 320]
+    movzx ecx, byte ptr [r15 + r8 + 384]
+    movzx r8d, cl
+    lea r8, [r11 + r11*1]
+    movzx ebp, r8b
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + r8 + 384], ymm1
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 192], 67
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], r9b
-    jmp 1f
-1:
-    mov ebp, r9d
-    mov ebp, 247
-    movzx ebp, byte ptr [r15 + r9 + 512]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], edx
+    movzx ebp, byte ptr [r15 + r8 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c176:
-    lea r8, [r11*8]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7936], 75
-    mov ebp, r8d
+    lea rcx, [rip + .Lc1_d14777_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14777_j_t
+.Lc1_d14777_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov ecx, dword ptr [r15 + 0]
+    mov r8, rbp
+    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 24
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, r8d
+    movsxd r8, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 0], xmm0
+    mov byte ptr [r15 + 0], r8b
+    mov byte ptr [r15 + 0], r8b
     lea rbp, [r11 + r11*1]
-    movzx r9d, bpl
-    mov r9, rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
     and rbp, 64
-    mov byte ptr [r15 + rbp + 64], bpl
+    mov dword ptr [r15 + rbp + 192], ebp
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r9d
-    movzx r9d, r8b
-    mov rdx, r9
-    mov r9d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], rbp
+    mov rdi, r8
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdi
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
+    movzx edi, r9b
     and r9, 64
-    mov dword ptr [r15 + r9 + 320], r8d
-    mov byte ptr [r15 + r8 + 7616], r9b
-    mov dword ptr [r15 + r8 + 7808], edx
-    mov edx, edx
-    movzx eax, byte ptr [r15 + r8 + 7552]
+    movsxd rdi, dword ptr [r15 + r9 + 448]
+    movzx edx, byte ptr [r15 + rbp + 256]
     jmp 1f
 1:
+    mov rbp, r8
+    mov dword ptr [r15 + r8 + 64], 217
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + r8 + 7680]
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 128], rdx
-    movsxd rdx, dword ptr [r15 + r8 + 7488]
-    mov rbp, qword ptr [r15 + r8 + 7744]
-    mov dword ptr [r15 + r9 + 384], r9d
-    movzx esi, bpl
-    mov byte ptr [r15 + r8 + 7872], al
-    jmp 1f
-1:
+    mov ebp, dword ptr [r15 + r9 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c177:
-    lea rcx, [rip + .Lc1_d14431_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d14431_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, esi
-    movzx esi, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], r8b
-    lea r9, [r11 + r11*8]
-    mov ecx, 123
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1600], rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + r9 + 1664]
-    mov rax, qword ptr [r15 + r9 + 1472]
-    mov ecx, dword ptr [r15 + r9 + 1408]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    movzx edx, r8b
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 512]
-    movzx edx, dil
-    mov byte ptr [r15 + r9 + 1536], dl
-    mov rdi, rbp
-    mov byte ptr [r15 + r9 + 1728], dil
-    mov dword ptr [r15 + r9 + 1344], 179
-    mov rdi, rcx
-    vmovdqu ymmword ptr [r15 + r9 + 1856], ymm1
-    movsxd rcx, dword ptr [r15 + r9 + 1792]
-    mov dword ptr [r15 + rbp + 128], ecx
-    mov qword ptr [r15 + r8 + 448], rcx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c178:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4
-    setz al
-    lea rcx, [rip + .Lc1_d14481_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d14481_s:
-    .p2align 3
-    jmp .Lc1_d14481_j
-    .p2align 3
-    jmp .Lc1_d14481_j
-.Lc1_d14481_j:
-    lea r8, [r11*4]
-    and r8, 192
-    vmovdqu ymmword ptr [r15 + r8 + 576], ymm1
-    movzx eax, r8b
-    lea rbp, [r11 + r11*1]
-    movzx eax, dil
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 768], rcx
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 128]
-    movsxd rax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 244
-    mov rdi, r8
-    mov edi, 183
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, 161
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, esi
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], edi
-    mov edi, dword ptr [r15 + r9 + 384]
-    jmp 1f
-1:
-    movzx r9d, al
-    movzx r9d, al
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + rbp + 64]
-    mov r9d, dword ptr [r15 + r8 + 640]
-    mov dword ptr [r15 + r8 + 704], 240
-    jmp 1f
-1:
-    mov ebp, 98
-    movzx ebp, dil
-    movzx r8d, bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c179:
-    lea rbp, [r11 + r11*1]
-    mov rdi, rsi
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 448], ymm1
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    mov r9, r8
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 0], xmm1
-    mov r8, qword ptr [r15 + 0]
-    movzx esi, r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    movzx esi, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    mov esi, ecx
-    mov rsi, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11*4]
-    mov esi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 192
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 576], cl
-    mov dword ptr [r15 + r8 + 704], r9d
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], r9b
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + r8 + 640]
-    mov dword ptr [r15 + r9 + 320], ecx
-    mov qword ptr [r15 + rbp + 512], rcx
-    movzx ecx, cl
-    mov dword ptr [r15 + r8 + 768], ecx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c180:
-    lea rcx, [rip + .Lc1_d14589_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d14589_j:
-    lea r9, [r11*8]
-    and r9, 8128
-    mov ecx, dword ptr [r15 + r9 + 7744]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 512], r8b
-    mov byte ptr [r15 + r9 + 7936], r8b
-    mov rsi, qword ptr [r15 + r9 + 7552]
-    mov rbp, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    mov qword ptr [r15 + r9 + 7680], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11*4]
-    jmp 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1408], 189
-    mov ecx, 99
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 7872], esi
-    mov rcx, r8
-    mov dword ptr [r15 + rbp + 1536], ecx
-    mov dword ptr [r15 + r9 + 7808], 135
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 7616], 204
-    movzx ecx, byte ptr [r15 + rbp + 1472]
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov qword ptr [r15 + r9 + 7488], rcx
-    mov rbp, rbp
-    mov dword ptr [r15 + r8 + 448], ebp
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c181:
-    lea rbp, [r11 + r11*8]
-    lea r8, [r11 + r11*1]
-    mov rcx, rcx
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1472], ebp
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], r8d
-    lea r9, [r11 + r11*2]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rcx
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + rbp + 1856]
-    mov byte ptr [r15 + rbp + 1344], cl
-    mov ecx, r8d
-    mov rcx, qword ptr [r15 + r9 + 3456]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, r9d
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + rbp + 1792]
-    mov dword ptr [r15 + rbp + 1728], 143
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, 169
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + rbp + 1536], eax
-    jmp 1f
-1:
-    mov eax, 188
-    mov qword ptr [r15 + r9 + 3520], rsi
-    mov dword ptr [r15 + rbp + 1664], 153
-    mov dword ptr [r15 + r8 + 64], 0
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 1600], dil
-    movzx eax, byte ptr [r15 + rbp + 1408]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c182:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d14692_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d14692_s:
-    .p2align 3
-    jmp .Lc1_d14692_j
-    .p2align 3
-    jmp .Lc1_d14692_j
-    .p2align 3
-    jmp .Lc1_d14692_j
-    .p2align 3
-    jmp .Lc1_d14692_j
-    .p2align 3
-    jmp .Lc1_d14692_j
-    .p2align 3
-    jmp .Lc1_d14692_j
-    .p2align 3
-    jmp .Lc1_d14692_j
-    .p2align 3
-    jmp .Lc1_d14692_j
-.Lc1_d14692_j:
-    movsxd rax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov ecx, 201
-    movzx ecx, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    mov edx, dword ptr [r15 + 0]
-    mov eax, 178
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
     mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 0], 192
+    mov rbp, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, ebp
+    mov ebp, ecx
+    movzx ecx, bpl
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov rcx, rsi
     mov ebp, dword ptr [r15 + 0]
-    mov rsi, rdx
-    mov rdx, rdx
-    mov edx, edx
+    mov dword ptr [r15 + 0], 255
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 240
+    lea r8, [r11*4]
+    jmp 1f
+1:
+    and r8, 192
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 768], 168
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 192]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 704], 147
+    and rbp, 64
+    mov edi, dword ptr [r15 + rbp + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 576], rdi
+    jmp 1f
+1:
+    mov edi, r8d
+    mov byte ptr [r15 + rbp + 128], al
+    mov rbp, r9
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + r9 + 256]
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 640], bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c178:
+    lea rcx, [rip + .Lc1_d14886_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14886_j_t
+.Lc1_d14886_j:
+    lea rbp, [r11*4]
+    and rbp, 192
+    movsxd rcx, dword ptr [r15 + rbp + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 66
+    vpcmpeqb xmm0, xmm0, xmm5
+    mov r9d, 173
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 222
+    jmp 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rax
+    mov r9d, dword ptr [r15 + 0]
+    movzx r8d, al
+    mov qword ptr [r15 + 0], r8
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
-    mov edx, edx
+    nop
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 178
     lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r8d
+    and r8, 64
+    movsxd r9, dword ptr [r15 + r8 + 320]
+    mov ecx, r9d
+    mov byte ptr [r15 + r8 + 384], dl
+    lea r8, [r11 + r11*1]
+    mov r9d, dword ptr [r15 + rbp + 576]
+    mov edx, dword ptr [r15 + rbp + 768]
+    and r8, 64
+    mov rdi, qword ptr [r15 + r8 + 256]
+    mov dword ptr [r15 + r8 + 192], 15
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + rbp + 704], xmm0
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c179:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    vpmovmskb r9d, xmm0
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
+    movzx eax, al
+    mov byte ptr [r15 + 0], al
+    mov eax, eax
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    movzx eax, r9b
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    and r9, 64
+    lea r8, [r11 + r11*1]
+    movzx edx, byte ptr [r15 + r9 + 128]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 13
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 192], bpl
+    mov qword ptr [r15 + r8 + 448], rbp
+    mov byte ptr [r15 + rbp + 256], bpl
+    mov dword ptr [r15 + r9 + 64], edx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c180:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2048
+    setz al
+    lea rcx, [rip + .Lc1_d14993_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14993_s_t
+    .p2align 3
+.Lc1_d14993_s:
+    .p2align 3
+    jmp .Lc1_d14993_j
+    .p2align 3
+    jmp .Lc1_d14993_j
+.Lc1_d14993_j:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov rcx, rax
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 448], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
+    lea r8, [r11 + r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1536]
+    vmovq qword ptr [r15 + r8 + 1792], xmm0
+    movzx edx, byte ptr [r15 + rbp + 512]
+    movzx ebp, byte ptr [r15 + r8 + 1856]
+    mov rdi, rsi
+    movsxd rdi, dword ptr [r15 + r8 + 1728]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 1344], 237
+    mov esi, esi
+    and r9, 64
+    and esi, dword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + r8 + 1472], esi
+    movzx esi, sil
+    movzx esi, sil
+    mov byte ptr [r15 + r8 + 1664], sil
+    mov rsi, qword ptr [r15 + r8 + 1600]
+    mov dword ptr [r15 + r9 + 128], edi
+    movsxd r9, dword ptr [r15 + r8 + 1408]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c181:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d15047_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15047_j_t
+.Lc1_d15047_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 218
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3712], r9
+    movzx ecx, r9b
+    mov qword ptr [r15 + r9 + 3520], rcx
+    test dword ptr [r15 + 67117724], 1048576
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 64]
+    lea r8, [r11 + r11*1]
+    movzx edi, r8b
+    and r8, 192
+    mov dword ptr [r15 + r8 + 640], 112
+    mov edi, edx
+    inc dword ptr [r15 + r8 + 576]
+    and edi, dword ptr [r15 + r9 + 3584]
+    jmp 1f
+1:
+    mov r8d, 208
+    mov r8d, 159
+    mov r8, qword ptr [r15 + r9 + 3456]
+    vpxor xmm0, xmm0, xmm7
+    mov esi, 36
+    add qword ptr [r15 + r9 + 3648], rsi
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 128], 44
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c182:
+    lea r8, [r11 + r11*8]
+    and r8, 1984
+    lea rbp, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm0
+    mov esi, dword ptr [r15 + r8 + 1728]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], ebp
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    vpshufd xmm0, xmm0, 133
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + 0], r9
-    and r8, 64
-    vmovdqu xmmword ptr [r15 + r8 + 448], xmm10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + rbp + 448], r9
+    mov rdi, qword ptr [r15 + r8 + 1408]
     and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 384]
-    mov rdi, rbp
-    lea rbp, [r11 + r11*1]
-    movzx eax, bpl
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], sil
-    mov esi, ebp
-    mov dword ptr [r15 + r9 + 320], 14
+    mov dword ptr [r15 + r9 + 384], r9d
+    mov ebp, dword ptr [r15 + r8 + 1664]
+    mov edx, dword ptr [r15 + r8 + 1536]
+    mov dword ptr [r15 + r8 + 1600], edx
+    mov edx, r8d
     jmp 1f
 1:
-    mov r9d, edx
-    mov qword ptr [r15 + rbp + 128], rdi
-    movsxd r9, dword ptr [r15 + r8 + 512]
-    mov r8d, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov edx, dword ptr [r15 + r8 + 1472]
+    mov byte ptr [r15 + r8 + 1792], dl
+    movzx edx, dl
+    mov byte ptr [r15 + r8 + 1856], r9b
+    mov edx, edx
+    mov byte ptr [r15 + r9 + 320], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c183:
-    lea rcx, [rip + .Lc1_d14762_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d14762_j:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], ecx
-    movzx ecx, r8b
-    and r9, 64
-    lea rbp, [r11 + r11*1]
-    add qword ptr [r15 + r9 + 192], rbp
-    mov rcx, rbp
-    movzx ecx, cl
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], 199
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    movsxd rsi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov ecx, 45
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 30
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + r8 + 384], esi
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + r9 + 256]
-    movzx r9d, cl
-    mov r9, r9
-    mov byte ptr [r15 + rbp + 512], cl
-    mov r9, rcx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c184:
-    lea r9, [r11*8]
-    jmp 1f
-1:
-    and r9, 448
-    mov byte ptr [r15 + r9 + 1280], r9b
-    mov rsi, r9
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 144
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + r9 + 960]
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 320]
-    mov qword ptr [r15 + r9 + 832], r9
-    vpxor xmm10, xmm10, xmm1
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + r9 + 1152]
-    mov dword ptr [r15 + r9 + 1088], 248
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 1024], sil
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 896], r8
-    mov esi, 237
-    movzx esi, sil
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 64]
-    mov edx, dword ptr [r15 + r9 + 1216]
-    mov r9, rdx
-    jmp 1f
-1:
-    mov edx, r9d
-    mov dword ptr [r15 + r8 + 128], edx
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 384], 202
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c185:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d14869_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d14869_s:
-    .p2align 3
-    jmp .Lc1_d14869_j
-    .p2align 3
-    jmp .Lc1_d14869_j
-.Lc1_d14869_j:
-    vpcmpeqb xmm10, xmm10, xmm9
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov esi, 48
-    mov esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 10
-    mov rax, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    jmp 1f
-1:
-    mov rcx, rdx
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 162
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    vmovdqu xmmword ptr [r15 + r8 + 448], xmm10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 64
-    add qword ptr [r15 + r9 + 320], rcx
-    mov byte ptr [r15 + r8 + 512], dl
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 192]
-    mov rcx, qword ptr [r15 + r8 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 384], rcx
-    mov ecx, r9d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c186:
-    lea rcx, [rip + .Lc1_d14930_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d14930_j:
-    lea r8, [r11 + r11*8]
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7872]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ecx
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + r8 + 7936]
-    jmp 1f
-1:
-    mov esi, 153
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    inc dword ptr [r15 + r9 + 3456]
-    mov qword ptr [r15 + r8 + 7552], rcx
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    movzx ecx, sil
-    mov dword ptr [r15 + r8 + 7808], 150
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 448], ymm10
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + r8 + 7616]
-    mov dword ptr [r15 + r9 + 512], 3
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + r8 + 7744]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 7680], r9d
-    movzx r9d, byte ptr [r15 + r8 + 8000]
-    mov qword ptr [r15 + r8 + 7488], rcx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c187:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 253
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 1856], r9d
-    movzx esi, cl
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], bpl
-    mov esi, dword ptr [r15 + rbp + 1728]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 512], rbp
-    mov ecx, 223
-    mov rcx, qword ptr [r15 + r8 + 448]
-    mov dword ptr [r15 + rbp + 1472], 153
-    mov r8d, ecx
-    mov byte ptr [r15 + rbp + 1664], r8b
-    movzx r8d, r8b
-    movzx r8d, r8b
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 1792], sil
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + rbp + 1408]
-    movzx esi, cl
-    movzx esi, byte ptr [r15 + rbp + 1600]
-    mov r8d, ecx
-    mov r8d, 214
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 384], r8b
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 1536], 223
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c188:
-    lea rcx, [rip + .Lc1_d15022_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d15022_j:
-    lea r8, [r11*8]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 1024], r8
-    mov byte ptr [r15 + r8 + 1088], r8b
-    mov rcx, qword ptr [r15 + 0]
-    mov r9d, 143
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + r8 + 1280], 3
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 186
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 832], rcx
-    jmp 1f
-1:
-    mov rcx, r9
-    and r9, 64
-    imul rcx, qword ptr [r15 + r9 + 384]
-    mov esi, ecx
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    inc dword ptr [r15 + r8 + 960]
-    movzx ecx, sil
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + rbp + 64], 42
-    mov ebp, dword ptr [r15 + r8 + 1152]
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 1216], rsi
-    mov byte ptr [r15 + r8 + 896], dl
-    mov edx, dword ptr [r15 + r9 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c189:
-    mov byte ptr [r15 + 0], cl
-    mov qword ptr [r15 + 0], rdx
-    mov rbp, rcx
-    mov edx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov byte ptr [r15 + 0], dl
-    mov edx, 101
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edx, dl
-    movzx edx, sil
-    mov edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 109
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rsi, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    test ebx, 1024
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, edx
-    lea rbp, [r11 + r11*1]
-    movzx edx, bpl
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 200
-    movzx edx, sil
-    mov dword ptr [r15 + rbp + 256], 136
-    jmp 1f
-1:
-    mov rbp, rdx
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    vmovq xmm10, r8
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 128]
-    and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + rbp + 64], ecx
-    jmp 1f
-1:
-    inc dword ptr [r15 + r9 + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c190:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d15124_s]
+    lea rcx, [rip + .Lc1_d15143_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d15143_s_t
     .p2align 3
-.Lc1_d15124_s:
+.Lc1_d15143_s:
     .p2align 3
-    jmp .Lc1_d15124_j
+    jmp .Lc1_d15143_j
     .p2align 3
-    jmp .Lc1_d15124_j
+    jmp .Lc1_d15143_j
     .p2align 3
-    jmp .Lc1_d15124_j
+    jmp .Lc1_d15143_j
     .p2align 3
-    jmp .Lc1_d15124_j
+    jmp .Lc1_d15143_j
     .p2align 3
-    jmp .Lc1_d15124_j
+    jmp .Lc1_d15143_j
     .p2align 3
-    jmp .Lc1_d15124_j
+    jmp .Lc1_d15143_j
     .p2align 3
-    jmp .Lc1_d15124_j
+    jmp .Lc1_d15143_j
     .p2align 3
-    jmp .Lc1_d15124_j
+    jmp .Lc1_d15143_j
     .p2align 3
-    jmp .Lc1_d15124_j
+    jmp .Lc1_d15143_j
     .p2align 3
-    jmp .Lc1_d15124_j
+    jmp .Lc1_d15143_j
     .p2align 3
-    jmp .Lc1_d15124_j
+    jmp .Lc1_d15143_j
     .p2align 3
-    jmp .Lc1_d15124_j
+    jmp .Lc1_d15143_j
     .p2align 3
-    jmp .Lc1_d15124_j
+    jmp .Lc1_d15143_j
     .p2align 3
-    jmp .Lc1_d15124_j
+    jmp .Lc1_d15143_j
     .p2align 3
-    jmp .Lc1_d15124_j
+    jmp .Lc1_d15143_j
     .p2align 3
-    jmp .Lc1_d15124_j
-.Lc1_d15124_j:
-    mov ecx, 185
+    jmp .Lc1_d15143_j
+.Lc1_d15143_j:
+    lea rbp, [r11*8]
+    lea r9, [r11*8]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1664], ebp
+    vmovdqu ymmword ptr [r15 + rbp + 1408], ymm0
+    and r9, 8128
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 7488], rax
+    and r8, 64
+    mov byte ptr [r15 + r8 + 512], r8b
+    mov qword ptr [r15 + r9 + 7680], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 7872], bpl
+    jmp 1f
+1:
+    mov rax, r8
+    jmp 1f
+1:
+    mov rax, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpmovmskb esi, xmm0
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + rbp + 1472]
+    mov eax, 250
+    mov eax, eax
+    vmovdqu ymmword ptr [r15 + rbp + 1600], ymm0
+    mov dword ptr [r15 + rbp + 1536], 230
+    mov eax, 16
+    mov rax, qword ptr [r15 + r9 + 7552]
+    vmovdqu ymmword ptr [r15 + r9 + 7808], ymm0
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 7616], rsi
+    mov rsi, rsi
+    mov qword ptr [r15 + rbp + 1344], rsi
+    mov dword ptr [r15 + r8 + 448], esi
+    mov esi, dword ptr [r15 + r9 + 7744]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c184:
+    lea rbp, [r11*8]
+    jmp 1f
+1:
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1536], dil
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 1600], 61
+    mov dword ptr [r15 + rbp + 1664], 43
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r8, [r11*4]
+    jmp 1f
+1:
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3584], r8
+    mov qword ptr [r15 + r8 + 3392], r8
+    lea r9, [r11 + r11*1]
+    movzx esi, byte ptr [r15 + rbp + 1728]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], 80
+    mov eax, r9d
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + r8 + 3520]
+    add rsi, qword ptr [r15 + rbp + 1408]
+    movzx edi, byte ptr [r15 + r8 + 3456]
+    mov dword ptr [r15 + r9 + 128], edi
+    mov dword ptr [r15 + rbp + 1472], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, 229
+    mov edi, 14
+    mov r9d, edi
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 1344], r9b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c185:
+    lea rcx, [rip + .Lc1_d15258_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15258_j_t
+.Lc1_d15258_j:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov qword ptr [r15 + 0], rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 1
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov rcx, rdi
+    mov edx, dword ptr [r15 + 0]
+    mov ecx, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov edi, ecx
+    vpcmpeqb xmm0, xmm0, xmm1
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, edi
+    mov edi, 184
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb edi, xmm0
+    mov edi, 136
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm0, xmm0, xmm15
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, ebp
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    lea rbp, [r11 + r11*1]
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + r9 + 64]
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 512]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + rbp + 448]
+    and r8, 64
+    and ebp, dword ptr [r15 + r8 + 128]
+    mov qword ptr [r15 + r8 + 64], rbp
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 128], r8b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c186:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d15321_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15321_s_t
+    .p2align 3
+.Lc1_d15321_s:
+    .p2align 3
+    jmp .Lc1_d15321_j
+    .p2align 3
+    jmp .Lc1_d15321_j
+.Lc1_d15321_j:
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov ecx, 58
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    jmp 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1024], 74
+    mov rcx, rbp
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + rbp + 1216]
+    mov qword ptr [r15 + rbp + 1088], rcx
+    lea r8, [r11 + r11*1]
+    mov ecx, r8d
+    mov r9d, eax
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], 185
+    and r9, 64
+    mov qword ptr [r15 + r9 + 448], r9
+    mov dword ptr [r15 + rbp + 1280], 50
+    jmp 1f
+1:
+    movzx ecx, r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edi, cl
+    mov dword ptr [r15 + rbp + 960], 49
+    movsxd rdi, dword ptr [r15 + rbp + 832]
+    movsxd rcx, dword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + r8 + 384], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + rbp + 896]
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 1152], cl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c187:
+    lea r8, [r11 + r11*8]
+    mov ecx, 161
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm0
+    lea r9, [r11 + r11*1]
+    mov rcx, rdi
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 448], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, r8
+    mov edi, 76
+    movzx edi, dil
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + r8 + 3456], r9
+    mov dword ptr [r15 + r8 + 3840], 176
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], ebp
+    mov byte ptr [r15 + r8 + 3904], dl
+    mov dword ptr [r15 + r8 + 3584], 170
+    mov byte ptr [r15 + r8 + 3776], al
+    mov edi, edx
+    movzx edi, dil
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 320], 35
+    mov qword ptr [r15 + r9 + 512], rdi
+    mov byte ptr [r15 + r8 + 3520], dil
+    mov edi, dword ptr [r15 + r8 + 3712]
+    mov rbp, qword ptr [r15 + r8 + 3648]
+    mov r9d, 42
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c188:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d15422_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15422_j_t
+.Lc1_d15422_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov rcx, qword ptr [r15 + 0]
+    vpcmpeqb xmm0, xmm0, xmm14
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], 245
+    mov edi, 17
+    jmp 1f
+1:
+    mov rdi, rcx
     movzx ecx, byte ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    mov rdx, r8
+    test dword ptr [r15 + 67117723], 270336
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    mov ecx, edi
+    jmp 1f
+1:
+    movzx ecx, cl
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
-    jmp 1f
-1:
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 12
-    rep movsb
-    movsxd rdi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], rdi
+    mov rdi, rax
     lea r9, [r11 + r11*1]
+    movzx edi, cl
+    movzx edi, bpl
+    and r9, 64
+    mov edi, dword ptr [r15 + r9 + 384]
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + rbp + 128]
+    lea rbp, [r11 + r11*1]
+    mov eax, 94
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 192]
+    mov qword ptr [r15 + rbp + 256], rcx
+    movsxd rbp, dword ptr [r15 + r9 + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c189:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    lea r9, [r11*8]
+    mov dword ptr [r15 + r8 + 512], 47
+    jmp 1f
+1:
+    vmovdqu xmm0, xmmword ptr [r15 + r8 + 448]
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3584]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + r9 + 3776]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 98
+    vmovq qword ptr [r15 + r9 + 3648], xmm0
+    mov dword ptr [r15 + rbp + 384], 56
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + r9 + 3840]
+    mov qword ptr [r15 + r9 + 3456], rdi
+    mov dword ptr [r15 + r9 + 3392], eax
+    mov dword ptr [r15 + r9 + 3520], r9d
+    mov eax, 214
+    mov dword ptr [r15 + r9 + 3712], eax
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c190:
+    lea rcx, [rip + .Lc1_d15523_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15523_j_t
+.Lc1_d15523_j:
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
     jmp 1f
 1:
     lea rbp, [r11 + r11*1]
-    mov ecx, 98
+    vpmovmskb r9d, xmm0
     and rbp, 64
-    mov byte ptr [r15 + rbp + 512], bpl
+    lea r9, [r11 + r11*8]
+    mov qword ptr [r15 + rbp + 384], rcx
+    mov ecx, dword ptr [r15 + rbp + 320]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1408], rax
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + r9 + 1600]
+    mov ebp, 196
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 512]
+    mov qword ptr [r15 + r9 + 1344], r8
     and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm10
-    mov esi, dword ptr [r15 + r8 + 384]
-    movsxd r8, dword ptr [r15 + r9 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 448], ebp
+    add qword ptr [r15 + r8 + 448], r8
+    mov byte ptr [r15 + r9 + 1792], r8b
+    mov dword ptr [r15 + r9 + 1856], r8d
+    mov rbp, qword ptr [r15 + r8 + 512]
+    mov r8d, dword ptr [r15 + r9 + 1728]
+    mov edi, r8d
+    mov dword ptr [r15 + r9 + 1536], 7
+    vmovdqu ymmword ptr [r15 + r9 + 1472], ymm0
+    mov r8d, 61
+    vmovdqu ymmword ptr [r15 + r9 + 1664], ymm0
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c191:
-    lea rcx, [rip + .Lc1_d15198_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d15198_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*8]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7808]
-    mov qword ptr [r15 + rbp + 7552], rcx
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm10
-    mov dword ptr [r15 + rbp + 7616], r8d
-    vmovdqu ymmword ptr [r15 + rbp + 8000], ymm10
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov rcx, rbp
-    movzx ecx, bpl
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
-    mov ecx, 55
-    mov byte ptr [r15 + r8 + 128], bpl
-    movsxd r8, dword ptr [r15 + rbp + 7936]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 1024]
     jmp 1f
 1:
-    mov rcx, r8
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov r8d, ecx
-    lea r8, [r11 + r11*1]
+    lea r9, [r11*8]
     jmp 1f
 1:
-    mov r9, r8
-    vmovdqu ymmword ptr [r15 + rbp + 7744], ymm10
-    and r8, 64
-    or qword ptr [r15 + r8 + 320], 67
-    movzx esi, r8b
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 448], rbp
+    mov dword ptr [r15 + r8 + 896], 102
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3648], r9
+    vmovdqu ymmword ptr [r15 + rbp + 512], ymm0
+    mov rbp, qword ptr [r15 + r9 + 3712]
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm0
+    movzx eax, dil
+    and edi, dword ptr [r15 + r9 + 3456]
+    mov qword ptr [r15 + r8 + 960], rdi
+    movzx edi, r9b
+    mov qword ptr [r15 + r8 + 832], r9
+    movsxd rdi, dword ptr [r15 + r9 + 3584]
+    mov byte ptr [r15 + r9 + 3520], r9b
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + rbp + 7872]
-    mov byte ptr [r15 + rbp + 7680], sil
-    movzx esi, sil
-    mov dword ptr [r15 + r8 + 384], esi
-    movzx esi, sil
+    mov dword ptr [r15 + r8 + 1088], 233
+    mov r9d, 34
+    jmp 1f
+1:
+    mov eax, 40
+    mov r9d, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c192:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d15616_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15616_s_t
+    .p2align 3
+.Lc1_d15616_s:
+    .p2align 3
+    jmp .Lc1_d15616_j
+    .p2align 3
+    jmp .Lc1_d15616_j
+.Lc1_d15616_j:
+    lea r9, [r11*8]
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 1152]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    movzx ecx, dil
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
+    lea rbp, [r11 + r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, 145
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 199
-    mov ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 221
-    movzx r8d, sil
-    jmp 1f
-1:
-    mov esi, esi
-    test ebx, 2072064
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 11
-    movzx ecx, r8b
-    mov rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    lea rbp, [r11 + r11*1]
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7552]
+    mov dword ptr [r15 + rbp + 7616], ecx
+    mov rcx, rcx
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + r9 + 1024], al
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], bpl
+    movzx eax, r8b
     and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 128]
-    lea r9, [r11 + r11*1]
-    mov rdi, qword ptr [r15 + rbp + 448]
+    mov qword ptr [r15 + r8 + 448], rbp
+    movzx eax, bpl
+    movsxd rax, dword ptr [r15 + r9 + 960]
+    mov rdi, qword ptr [r15 + r9 + 896]
     jmp 1f
 1:
-    and r9, 64
-    mov rbp, qword ptr [r15 + r9 + 192]
-    mov qword ptr [r15 + r9 + 256], rbp
-    movzx ebp, cl
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 64], rbp
+    mov rdx, qword ptr [r15 + rbp + 7744]
+    and edi, dword ptr [r15 + r9 + 1088]
+    movzx esi, dil
+    mov dword ptr [r15 + r9 + 832], 109
+    mov dword ptr [r15 + r8 + 512], 119
+    mov byte ptr [r15 + rbp + 7680], r9b
+    jmp 1f
+1:
+    mov rbp, rdx
+    mov edx, ebp
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c193:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d15301_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d15301_s:
-    .p2align 3
-    jmp .Lc1_d15301_j
-    .p2align 3
-    jmp .Lc1_d15301_j
-.Lc1_d15301_j:
+    lea rcx, [rip + .Lc1_d15669_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15669_j_t
+.Lc1_d15669_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    mov ecx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 84
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    movzx ecx, cl
-    movsxd r9, dword ptr [r15 + 0]
-    imul rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], 202
-    mov ecx, 228
-    mov ecx, 131
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov byte ptr [r15 + 0], cl
+    mov ecx, 212
+    lea r8, [r11*8]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3456], r8
+    movzx ecx, byte ptr [r15 + r8 + 3712]
+    vmovq xmm0, rcx
+    mov qword ptr [r15 + r8 + 3648], r9
+    lea rbp, [r11*4]
+    mov dword ptr [r15 + r8 + 3584], r9d
+    lea r9, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + r8 + 3520]
+    and rbp, 192
+    movzx edx, byte ptr [r15 + rbp + 640]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 384], dil
     jmp 1f
 1:
-    and r9, 192
-    mov dword ptr [r15 + r9 + 576], r9d
-    movzx ecx, r9b
+    mov esi, edx
+    mov dword ptr [r15 + rbp + 768], esi
+    mov qword ptr [r15 + r8 + 3776], rsi
+    mov rsi, qword ptr [r15 + r9 + 320]
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], ebp
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 704], r8b
-    jmp 1f
-1:
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 448]
-    mov eax, dword ptr [r15 + r8 + 512]
-    movzx r8d, byte ptr [r15 + r9 + 640]
-    vpxor xmm10, xmm10, xmm3
-    mov byte ptr [r15 + rbp + 320], r9b
-    mov byte ptr [r15 + r9 + 768], r8b
-    jmp 1f
-1:
-    mov r8d, esi
+    vmovdqu ymmword ptr [r15 + rbp + 704], ymm0
+    mov dword ptr [r15 + r8 + 3392], 104
+    mov rax, qword ptr [r15 + rbp + 576]
+    .byte 0x66, 0x90
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c194:
-    lea r8, [r11*8]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3776], edi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 177
+    mov rsi, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov eax, edx
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    movzx eax, al
+    mov eax, eax
     movzx eax, r8b
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, r8
-    mov dword ptr [r15 + r8 + 3712], r8d
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + r8 + 3648]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 156
+    mov rax, rax
+    test dword ptr [r15 + 67117724], 131072
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    mov edx, 168
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    movzx eax, al
+    mov dword ptr [r15 + 0], 72
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 320], bpl
-    mov esi, ebp
-    mov rax, r8
-    movzx r9d, r8b
-    jmp 1f
-1:
-    mov eax, edx
-    mov dword ptr [r15 + r8 + 3392], 72
+    mov dword ptr [r15 + rbp + 512], ebp
+    lea r8, [r11 + r11*1]
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    or qword ptr [r15 + r8 + 3520], 98
-    mov qword ptr [r15 + rbp + 384], r9
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], r8d
     and r9, 64
     mov byte ptr [r15 + r9 + 128], r9b
-    mov dword ptr [r15 + r8 + 3456], 134
-    movzx ebp, byte ptr [r15 + r8 + 3840]
+    movsxd rdi, dword ptr [r15 + rbp + 448]
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 3584], ebp
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + r9 + 64]
-    mov r9d, r8d
+    mov ebp, edi
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ebp, 192
-    jmp 1f
-1:
+    mov rdi, rsi
+    movzx edi, byte ptr [r15 + r8 + 192]
+    mov qword ptr [r15 + r9 + 64], rdi
     add r11, 64
     inc rbx
     dec r13
@@ -19277,524 +19595,552 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15411_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d15411_j:
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d15770_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15770_s_t
+    .p2align 3
+.Lc1_d15770_s:
+    .p2align 3
+    jmp .Lc1_d15770_j
+    .p2align 3
+    jmp .Lc1_d15770_j
+    .p2align 3
+    jmp .Lc1_d15770_j
+    .p2align 3
+    jmp .Lc1_d15770_j
+    .p2align 3
+    jmp .Lc1_d15770_j
+    .p2align 3
+    jmp .Lc1_d15770_j
+    .p2align 3
+    jmp .Lc1_d15770_j
+    .p2align 3
+    jmp .Lc1_d15770_j
+.Lc1_d15770_j:
     lea rbp, [r11 + r11*1]
     and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 192]
-    mov ecx, eax
+    mov dword ptr [r15 + rbp + 320], 156
+    mov qword ptr [r15 + 0], rbp
+    mov ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov esi, 147
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov rsi, rsi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 81
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    test dword ptr [r15 + 67117724], 4102
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    or qword ptr [r15 + 0], 1
+    mov eax, 230
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov edx, r8d
     jmp 1f
 1:
+    add qword ptr [r15 + 0], rax
     jmp 1f
 1:
+    mov rax, qword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx edi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dil
+    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    movzx edi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 192
+    mov qword ptr [r15 + r8 + 640], rax
+    mov rax, r8
     lea r9, [r11 + r11*1]
+    movzx eax, r9b
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov r8, r9
+    vmovdqu ymmword ptr [r15 + r8 + 704], ymm0
     and r9, 64
-    mov qword ptr [r15 + r9 + 256], r9
-    lea r8, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + r9 + 192]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 512], r8
-    mov r9d, r8d
-    mov qword ptr [r15 + r8 + 448], rdi
-    movsxd r8, dword ptr [r15 + rbp + 256]
+    mov qword ptr [r15 + r9 + 448], r9
+    jmp 1f
+1:
+    movzx eax, r9b
+    movsxd rax, dword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + r8 + 768], 187
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 576], cl
+    jmp 1f
+1:
+    movzx ecx, al
+    mov byte ptr [r15 + rbp + 384], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c196:
-    lea rcx, [rip + .Lc1_d15463_j]
+    lea rcx, [rip + .Lc1_d15833_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d15463_j:
-    movzx ecx, r9b
+    jmp .Lc1_d15833_j_t
+.Lc1_d15833_j:
+    movzx ecx, byte ptr [r15 + 0]
+    mov rax, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 39
-    mov rcx, r9
-    mov r9d, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edx, r8b
+    mov eax, 254
+    mov dword ptr [r15 + 0], 113
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edx, bpl
+    mov eax, 17
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], 71
+    vpxor xmm0, xmm0, xmm1
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rdx
-    mov r8d, 131
-    mov dword ptr [r15 + 0], 60
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 35
-    jmp 1f
-1:
+    movzx r9d, al
     lea r9, [r11 + r11*1]
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 128]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 252
+    mov qword ptr [r15 + 0], rbp
     and r9, 64
-    mov dword ptr [r15 + r9 + 192], 81
+    mov byte ptr [r15 + r9 + 384], r9b
+    and r8, 64
+    lea rbp, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + r8 + 320], ymm0
+    add rax, qword ptr [r15 + r9 + 320]
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 192], ymm0
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 256], r8
-    mov r9d, r9d
-    movzx eax, byte ptr [r15 + r8 + 320]
-    mov r8, qword ptr [r15 + rbp + 64]
+    movzx r9d, byte ptr [r15 + rbp + 256]
+    mov ebp, r9d
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 384], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c197:
-    lea r8, [r11 + r11*8]
+    lea rbp, [r11 + r11*8]
+    mov r8d, 48
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3648], ymm0
     jmp 1f
 1:
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
+    mov dword ptr [r15 + rbp + 3456], 28
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rdx, rax
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 164
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + rbp + 3776]
+    and r8, 64
     lea r9, [r11 + r11*1]
-    mov rax, qword ptr [r15 + r8 + 1664]
-    mov dword ptr [r15 + r8 + 1728], eax
-    mov rax, qword ptr [r15 + r8 + 1472]
+    mov qword ptr [r15 + r8 + 320], r9
+    mov byte ptr [r15 + rbp + 3904], bpl
     and r9, 64
-    inc dword ptr [r15 + r9 + 448]
+    movsxd rsi, dword ptr [r15 + r9 + 384]
+    mov byte ptr [r15 + rbp + 3520], dil
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + r8 + 384], r8
+    mov edx, 220
     jmp 1f
 1:
-    mov ebp, r9d
-    mov byte ptr [r15 + r8 + 1792], bpl
-    movsxd rbp, dword ptr [r15 + r8 + 1536]
-    mov edx, ebp
-    lea rbp, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + r8 + 1408]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], r9b
-    mov qword ptr [r15 + r9 + 512], rcx
-    movzx r9d, byte ptr [r15 + r8 + 1600]
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 384], r9d
-    movzx edi, r9b
-    movsxd r9, dword ptr [r15 + r8 + 1856]
-    jmp 1f
-1:
+    movzx edi, dl
+    mov byte ptr [r15 + r9 + 320], dil
+    and edi, dword ptr [r15 + rbp + 3712]
+    mov qword ptr [r15 + rbp + 3584], rsi
+    mov rsi, qword ptr [r15 + rbp + 3840]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c198:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8
-    setz al
-    lea rcx, [rip + .Lc1_d15564_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d15564_s:
-    .p2align 3
-    jmp .Lc1_d15564_j
-    .p2align 3
-    jmp .Lc1_d15564_j
-.Lc1_d15564_j:
+    lea rcx, [rip + .Lc1_d15932_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15932_j_t
+.Lc1_d15932_j:
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    mov rbp, qword ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + 0], r9d
+    mov rcx, rsi
+    mov r9, rsi
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 187
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11*4]
+    mov dword ptr [r15 + 0], r9d
+    mov ecx, r9d
+    mov dword ptr [r15 + 0], 207
+    vpxor xmm0, xmm0, xmm13
+    mov dword ptr [r15 + 0], 35
+    mov dword ptr [r15 + 0], 82
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 212
+    and ecx, dword ptr [r15 + 0]
+    mov r9d, edx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 124
+    mov r9d, dword ptr [r15 + 0]
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    and r9, 192
-    lea r8, [r11*8]
-    mov byte ptr [r15 + r9 + 640], cl
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3712], cl
-    and rbp, 64
-    inc dword ptr [r15 + rbp + 448]
-    movsxd rcx, dword ptr [r15 + r9 + 768]
-    mov eax, r8d
-    mov qword ptr [r15 + r8 + 3456], rax
-    mov rax, qword ptr [r15 + r9 + 704]
-    mov qword ptr [r15 + r8 + 3392], rax
+    mov dword ptr [r15 + 0], r9d
+    lea r9, [r11 + r11*1]
+    movsxd rdx, dword ptr [r15 + 0]
+    and r9, 64
+    vmovq qword ptr [r15 + r9 + 448], xmm0
     jmp 1f
 1:
-    mov eax, eax
-    mov byte ptr [r15 + r8 + 3776], r9b
-    mov dword ptr [r15 + r8 + 3520], 87
-    mov byte ptr [r15 + r8 + 3648], r8b
-    mov dword ptr [r15 + r9 + 576], edx
-    movzx eax, r8b
-    mov eax, dword ptr [r15 + r8 + 3840]
-    mov edx, 3
-    mov edx, dword ptr [r15 + rbp + 512]
-    movzx ebp, byte ptr [r15 + r8 + 3584]
+    mov qword ptr [r15 + r9 + 512], rcx
+    movzx r9d, r9b
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
     jmp 1f
 1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], r9
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 128], r9
+    mov r9d, 254
+    add r9, qword ptr [r15 + r8 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c199:
-    mov rbp, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], bpl
-    lea rbp, [r11 + r11*8]
-    mov edx, ebp
-    and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3456]
-    vmovdqu xmmword ptr [r15 + rbp + 3840], xmm10
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 3392], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, r8b
     and r9, 64
-    vmovdqu xmmword ptr [r15 + r9 + 448], xmm10
-    mov edi, dword ptr [r15 + rbp + 3776]
+    mov qword ptr [r15 + r9 + 192], r9
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 64], rdi
-    inc dword ptr [r15 + r9 + 512]
+    and rbp, 64
+    vmovq qword ptr [r15 + rbp + 128], xmm0
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + rbp + 3712]
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 3648], r9
-    mov dword ptr [r15 + rbp + 3904], edi
-    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm0, xmm0, xmm0
+    mov rdx, r9
+    jmp 1f
+1:
+    mov edx, 169
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r8d, 49
+    mov r8, r8
+    jmp 1f
+1:
+    mov r8, r8
+    jmp 1f
+1:
+    test ebx, 1506816
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     movzx r8d, r8b
-    mov r9d, dword ptr [r15 + rbp + 3520]
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 3584], r9
+    mov r8d, r8d
+    mov r8, r8
+    mov r8d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov ecx, r8d
+    mov rcx, qword ptr [r15 + r9 + 256]
+    jmp 1f
+1:
+    and r8, 64
+    movsxd r9, dword ptr [r15 + r8 + 384]
+    movzx edi, byte ptr [r15 + r8 + 320]
+    and r8d, dword ptr [r15 + rbp + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c200:
-    lea rcx, [rip + .Lc1_d15664_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d15664_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 256
+    setz al
+    lea rcx, [rip + .Lc1_d16047_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16047_s_t
+    .p2align 3
+.Lc1_d16047_s:
+    .p2align 3
+    jmp .Lc1_d16047_j
+    .p2align 3
+    jmp .Lc1_d16047_j
+.Lc1_d16047_j:
+    mov dword ptr [r15 + 0], esi
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r8d, 190
+    mov r8d, 19
+    mov r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx ecx, al
+    vmovdqu xmmword ptr [r15 + 0], xmm0
     mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    mov r8d, 58
-    mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 5
-    mov r8d, 47
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
+    movsxd rax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, rax
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
+    vmovdqu xmm0, xmmword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, dl
-    mov dword ptr [r15 + 0], 50
-    jmp 1f
-1:
-    lea rbp, [r11*4]
-    mov rdx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 640], r9d
-    mov qword ptr [r15 + rbp + 704], r8
+    mov r9, rdx
+    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 0], rcx
     lea r9, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], eax
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], bpl
     and r9, 64
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + r9 + 64]
-    mov byte ptr [r15 + rbp + 768], r9b
-    mov eax, 192
-    jmp 1f
-1:
-    mov eax, edx
-    movzx eax, al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + r9 + 128]
-    vmovdqu ymmword ptr [r15 + rbp + 576], ymm10
-    movzx r9d, byte ptr [r15 + r8 + 256]
-    jmp 1f
-1:
-    vmovq xmm10, r8
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 256], r8d
+    movzx edx, byte ptr [r15 + r9 + 192]
+    mov r9d, 194
+    and r8, 64
+    mov r9d, dword ptr [r15 + r8 + 512]
+    mov dword ptr [r15 + rbp + 320], 125
+    mov ebp, dword ptr [r15 + r8 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c201:
-    lea rcx, [rip + .Lc1_d15722_j]
+    lea rcx, [rip + .Lc1_d16104_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d15722_j:
+    jmp .Lc1_d16104_j_t
+.Lc1_d16104_j:
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*8]
+    jmp 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7552], 43
+    mov ecx, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 7872], bpl
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 7808], cl
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov ecx, 168
+    mov ecx, ecx
+    jmp 1f
+1:
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 256]
     lea r9, [r11 + r11*1]
+    mov edx, esi
     and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    mov eax, 59
-    mov eax, edi
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx eax, cl
-    mov dword ptr [r15 + 0], 232
-    mov ecx, 236
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 90
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + 0]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 256], bpl
-    movsxd rdi, dword ptr [r15 + r9 + 384]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + rbp + 192]
-    and r9, 64
-    mov rbp, qword ptr [r15 + r9 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 64], 217
-    movzx r9d, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r8
-    vmovq xmm10, r9
-    mov r9d, 132
+    mov esi, dword ptr [r15 + r9 + 64]
+    mov edx, dword ptr [r15 + rbp + 8000]
+    mov byte ptr [r15 + r8 + 192], cl
+    mov r8d, 73
+    vmovdqu ymmword ptr [r15 + rbp + 7616], ymm0
+    mov dword ptr [r15 + rbp + 7744], r8d
+    mov byte ptr [r15 + rbp + 7936], cl
+    mov qword ptr [r15 + rbp + 7488], r8
+    movzx ecx, byte ptr [r15 + rbp + 7680]
+    movsxd r8, dword ptr [r15 + r9 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c202:
-    mov r9d, edx
+    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], r8d
+    mov r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], rcx
-    mov rcx, r8
-    mov ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov ecx, r8d
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], ecx
-    mov rcx, r9
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r8d, ecx
     jmp 1f
 1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    test ebx, 1024
+    jnz 1f
+1:
     jmp 1f
 1:
-    movzx r9d, r9b
-    test ebx, 4608
-    jz 1f
-1:
-    mov r9, rcx
-    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    movsxd r9, dword ptr [r15 + 0]
-    mov edx, 168
-    mov edx, 139
     jmp 1f
 1:
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + 0], r8b
+    vpxor xmm0, xmm0, xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
     lea r8, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 384], ymm10
-    and rbp, 64
+    mov byte ptr [r15 + r8 + 256], cl
+    mov ecx, r8d
+    lea rbp, [r11 + r11*1]
     lea r9, [r11 + r11*1]
-    vmovdqu xmmword ptr [r15 + rbp + 448], xmm14
-    mov dword ptr [r15 + rbp + 512], edx
+    and rbp, 64
+    movsxd rcx, dword ptr [r15 + rbp + 512]
+    mov qword ptr [r15 + rbp + 448], r8
     jmp 1f
 1:
     and r9, 64
-    movsxd rbp, dword ptr [r15 + r9 + 64]
-    mov edx, dword ptr [r15 + r8 + 320]
+    mov byte ptr [r15 + r9 + 128], r9b
     jmp 1f
 1:
+    mov qword ptr [r15 + r9 + 64], r9
     jmp 1f
 1:
-    mov r8, rbp
-    movzx r8d, byte ptr [r15 + r9 + 128]
+    mov byte ptr [r15 + r8 + 192], r9b
     add r11, 64
     inc rbx
     dec r13
@@ -19803,1497 +20149,1454 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d15834_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d16217_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d16217_s_t
     .p2align 3
-.Lc1_d15834_s:
+.Lc1_d16217_s:
     .p2align 3
-    jmp .Lc1_d15834_j
+    jmp .Lc1_d16217_j
     .p2align 3
-    jmp .Lc1_d15834_j
-.Lc1_d15834_j:
+    jmp .Lc1_d16217_j
+    .p2align 3
+    jmp .Lc1_d16217_j
+    .p2align 3
+    jmp .Lc1_d16217_j
+    .p2align 3
+    jmp .Lc1_d16217_j
+    .p2align 3
+    jmp .Lc1_d16217_j
+    .p2align 3
+    jmp .Lc1_d16217_j
+    .p2align 3
+    jmp .Lc1_d16217_j
+    .p2align 3
+    jmp .Lc1_d16217_j
+    .p2align 3
+    jmp .Lc1_d16217_j
+    .p2align 3
+    jmp .Lc1_d16217_j
+    .p2align 3
+    jmp .Lc1_d16217_j
+    .p2align 3
+    jmp .Lc1_d16217_j
+    .p2align 3
+    jmp .Lc1_d16217_j
+    .p2align 3
+    jmp .Lc1_d16217_j
+    .p2align 3
+    jmp .Lc1_d16217_j
+.Lc1_d16217_j:
+    mov dword ptr [r15 + 0], 221
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], 140
+    movzx eax, cl
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
     jmp 1f
 1:
+    nop
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    jmp 1f
-1:
-    movzx r8d, cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov eax, 44
+    jmp 1f
+1:
+    mov rax, rax
+    mov eax, eax
+    jmp 1f
+1:
+    movzx eax, dil
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    movzx ecx, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, dil
+    mov dword ptr [r15 + 0], esi
+    mov rax, rsi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 256], dil
-    vpshufd xmm10, xmm10, 173
-    mov edi, 250
-    jmp 1f
-1:
+    movzx esi, byte ptr [r15 + rbp + 256]
+    and r8, 192
+    add rsi, qword ptr [r15 + r8 + 768]
     lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov edi, dword ptr [r15 + r9 + 448]
-    mov rax, rdi
-    movzx edi, byte ptr [r15 + r9 + 512]
-    and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 320]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + r8 + 384], ymm10
-    mov qword ptr [r15 + rbp + 192], r9
-    movzx r9d, dl
-    mov r9d, 199
+    jmp 1f
+1:
+    mov edi, 81
+    and r9, 64
+    mov rdi, qword ptr [r15 + r9 + 64]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + r9 + 128]
+    mov byte ptr [r15 + r8 + 704], dl
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + r8 + 576]
+    mov dword ptr [r15 + rbp + 192], edx
+    mov dword ptr [r15 + r8 + 640], edx
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c204:
-    lea rcx, [rip + .Lc1_d15892_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d15892_j:
-    movzx ecx, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 536870912
+    setz al
+    lea rcx, [rip + .Lc1_d16296_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16296_s_t
+    .p2align 3
+.Lc1_d16296_s:
+    .p2align 3
+    jmp .Lc1_d16296_j
+    .p2align 3
+    jmp .Lc1_d16296_j
+.Lc1_d16296_j:
+    mov dword ptr [r15 + 0], 26
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    nop
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    movzx ecx, dl
-    mov dword ptr [r15 + 0], edx
+    mov dword ptr [r15 + 0], 44
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, r9
+    mov eax, edi
+    mov rdi, rcx
     mov rcx, qword ptr [r15 + 0]
-    mov r9d, ecx
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r8d, 166
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 192
-    mov byte ptr [r15 + r8 + 768], cl
-    mov r9, rcx
-    mov qword ptr [r15 + r8 + 704], rsi
-    lea rbp, [r11 + r11*1]
+    mov ebp, dword ptr [r15 + 0]
+    mov r9d, 119
     lea r9, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + r8 + 640]
+    mov r8d, 207
+    mov dword ptr [r15 + 0], r8d
+    mov r8, rax
     and r9, 64
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + r9 + 320]
+    mov byte ptr [r15 + r9 + 512], al
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 256]
     and rbp, 64
-    mov qword ptr [r15 + rbp + 512], rbp
+    vmovdqu ymmword ptr [r15 + rbp + 320], ymm0
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + rbp + 448]
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + r8 + 576]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 152
-    mov dword ptr [r15 + r9 + 384], 51
-    movzx ebp, r9b
-    jmp 1f
-1:
+    movzx edx, dl
+    mov edx, dword ptr [r15 + rbp + 384]
+    movsxd rbp, dword ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + r9 + 448], 150
+    movzx r8d, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c205:
-    mov ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
+    mov r9d, 255
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
+    mov edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rdx, r8
+    mov r9d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1043968
+    jnz 1f
+1:
+    mov edi, edi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    mov ecx, 60
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], r8d
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 384]
-    mov esi, ebp
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 320], 56
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    add rdi, qword ptr [r15 + r9 + 512]
     and rbp, 64
-    vmovdqu xmm14, xmmword ptr [r15 + rbp + 448]
-    movzx r9d, byte ptr [r15 + rbp + 512]
-    mov ebp, 19
-    mov rbp, qword ptr [r15 + r8 + 384]
+    and edi, dword ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + r9 + 448], 89
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    movzx r8d, byte ptr [r15 + r9 + 384]
+    add rdi, qword ptr [r15 + rbp + 64]
+    movzx ebp, dil
+    mov rbp, rax
+    jmp 1f
+1:
+    mov ebp, ebp
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + r9 + 320]
+    mov r9, rbp
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c206:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d15997_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d15997_s:
-    .p2align 3
-    jmp .Lc1_d15997_j
-    .p2align 3
-    jmp .Lc1_d15997_j
-    .p2align 3
-    jmp .Lc1_d15997_j
-    .p2align 3
-    jmp .Lc1_d15997_j
-    .p2align 3
-    jmp .Lc1_d15997_j
-    .p2align 3
-    jmp .Lc1_d15997_j
-    .p2align 3
-    jmp .Lc1_d15997_j
-    .p2align 3
-    jmp .Lc1_d15997_j
-    .p2align 3
-    jmp .Lc1_d15997_j
-    .p2align 3
-    jmp .Lc1_d15997_j
-    .p2align 3
-    jmp .Lc1_d15997_j
-    .p2align 3
-    jmp .Lc1_d15997_j
-    .p2align 3
-    jmp .Lc1_d15997_j
-    .p2align 3
-    jmp .Lc1_d15997_j
-    .p2align 3
-    jmp .Lc1_d15997_j
-    .p2align 3
-    jmp .Lc1_d15997_j
-.Lc1_d15997_j:
-    mov rax, rbp
+    lea rcx, [rip + .Lc1_d16405_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16405_j_t
+.Lc1_d16405_j:
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx eax, r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
     mov rcx, qword ptr [r15 + 0]
-    movzx eax, al
+    mov ebp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 195
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r8b
+    mov r8d, r9d
+    mov qword ptr [r15 + 0], rdi
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov rax, rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov rdi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov ebp, 243
-    movzx eax, bpl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 256], ymm10
-    and r8, 64
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + r8 + 64]
+    mov byte ptr [r15 + 0], r8b
+    movzx r9d, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 49
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    mov qword ptr [r15 + 0], rdi
+    mov edi, edi
+    lea r8, [r11*4]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + rbp + 192]
-    lea rbp, [r11 + r11*1]
-    mov r9d, 4
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], r8
+    and r8, 192
+    mov dword ptr [r15 + r8 + 576], r9d
     jmp 1f
 1:
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 640], 96
+    and r9, 64
+    mov byte ptr [r15 + r9 + 64], r9b
+    mov dword ptr [r15 + r8 + 704], edi
+    mov edi, r9d
+    mov rdi, qword ptr [r15 + r9 + 128]
+    lea r9, [r11 + r11*1]
+    movzx eax, r9b
+    mov eax, 62
+    and r9, 64
+    vmovq qword ptr [r15 + r9 + 320], xmm0
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 768]
+    movzx r8d, byte ptr [r15 + r9 + 384]
+    mov r9d, r8d
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + r8 + 128]
-    mov edx, 187
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 384], rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edx, r9b
-    mov edx, edx
-    mov rdx, rdx
-    mov ebp, 116
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c207:
-    lea rcx, [rip + .Lc1_d16074_j]
+    lea rcx, [rip + .Lc1_d16459_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d16074_j:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 146
-    .byte 0x66, 0x90
-    mov qword ptr [r15 + 0], rdx
+    jmp .Lc1_d16459_j_t
+.Lc1_d16459_j:
+    mov r9d, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 0]
+    mov ecx, 194
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], 167
-    test ebx, 1073741824
+    jmp 1f
+1:
+    mov rcx, rcx
+    movzx esi, byte ptr [r15 + 0]
+    mov ecx, 194
+    movzx ecx, r9b
+    mov dword ptr [r15 + 0], 193
+    mov ecx, 224
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    test ebx, 4608
     jz 1f
 1:
-    lea rbp, [r11*4]
-    lea r9, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 704], esi
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], dl
+    mov rsi, rcx
+    mov dword ptr [r15 + 0], esi
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    lea r9, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 192
+    xor dword ptr [r15 + r9 + 576], r9d
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 576], 252
-    mov rdx, rbp
-    jmp 1f
-1:
+    lea rbp, [r11 + r11*1]
+    mov edi, dword ptr [r15 + r9 + 640]
     and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 64]
-    mov esi, ebp
-    vmovdqu ymmword ptr [r15 + r9 + 320], ymm10
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + rbp + 640]
-    mov rsi, rbp
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 768], rsi
-    movzx esi, sil
-    mov dword ptr [r15 + r8 + 128], edi
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov byte ptr [r15 + r8 + 64], r8b
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], sil
+    mov dword ptr [r15 + r8 + 128], eax
+    mov r8, rbp
+    mov r8d, r8d
+    mov dword ptr [r15 + rbp + 192], r8d
+    movsxd r8, dword ptr [r15 + r9 + 704]
+    mov dword ptr [r15 + r9 + 768], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c208:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11*8]
-    mov rsi, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 1216], rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*2]
-    jmp 1f
-1:
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1408], rsi
-    mov esi, ebp
     lea r8, [r11 + r11*1]
-    mov esi, dword ptr [r15 + rbp + 1280]
-    mov rdx, rbp
     and r8, 64
-    mov dword ptr [r15 + r8 + 64], 62
+    vmovdqu ymmword ptr [r15 + r8 + 256], ymm0
+    mov r9d, ebp
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
+    movzx r9d, r8b
+    and r9d, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], 140
     jmp 1f
 1:
+    mov r9d, r9d
+    mov r9, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 1344], r9
-    mov rdx, qword ptr [r15 + rbp + 896]
-    mov qword ptr [r15 + rbp + 1088], rdx
+    mov byte ptr [r15 + 0], r9b
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + rbp + 960]
-    mov edi, edx
-    movzx ecx, r8b
-    movzx edx, cl
-    mov dword ptr [r15 + r8 + 128], edx
-    movzx eax, byte ptr [r15 + rbp + 1024]
-    mov dword ptr [r15 + rbp + 832], 34
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, 5
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 50
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, dil
+    movzx r9d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
+    movzx edi, byte ptr [r15 + 0]
     jmp 1f
 1:
-    mov rdx, rax
-    mov byte ptr [r15 + r9 + 1472], dil
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + rbp + 1152]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 384]
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + r9 + 320], ecx
+    mov dword ptr [r15 + rbp + 320], 137
+    vmovdqu ymmword ptr [r15 + r8 + 192], ymm0
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c209:
-    lea rcx, [rip + .Lc1_d16176_j]
+    lea rcx, [rip + .Lc1_d16561_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d16176_j:
-    jmp 1f
-1:
-    movzx ecx, dl
-    mov ecx, 217
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov dword ptr [r15 + 0], edx
-    mov ecx, 88
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx edx, al
-    mov edx, edi
-    jmp 1f
-1:
-    mov edx, edx
-    jmp 1f
-1:
-    movzx edx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov edx, ecx
-    jmp 1f
-1:
-    mov ecx, edx
-    jmp 1f
-1:
-    lea r8, [r11*4]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    and r8, 192
-    mov dword ptr [r15 + r8 + 576], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
+    jmp .Lc1_d16561_j_t
+.Lc1_d16561_j:
+    lea rbp, [r11*4]
     lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 256], rdx
+    and rbp, 192
+    mov rcx, qword ptr [r15 + rbp + 768]
     and r9, 64
-    mov edx, dword ptr [r15 + r9 + 512]
-    mov rcx, qword ptr [r15 + rbp + 192]
-    movsxd rbp, dword ptr [r15 + r8 + 768]
-    mov dword ptr [r15 + r9 + 448], 56
-    mov byte ptr [r15 + r8 + 640], bpl
-    mov rbp, qword ptr [r15 + r8 + 704]
+    mov dword ptr [r15 + r9 + 320], 40
+    mov qword ptr [r15 + rbp + 704], r9
+    movsxd r8, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov rsi, rdi
     jmp 1f
 1:
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rax, rdi
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    vmovdqu xmmword ptr [r15 + 0], xmm0
+    mov rax, rax
+    mov eax, 62
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rdi, rax
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    mov edx, ecx
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 512]
+    jmp 1f
+1:
+    vpxor xmm0, xmm0, xmm13
+    jmp 1f
+1:
+    mov rcx, rdi
+    mov dword ptr [r15 + r8 + 448], ecx
+    mov rcx, rcx
+    mov byte ptr [r15 + rbp + 576], r9b
+    mov byte ptr [r15 + rbp + 640], r8b
+    mov byte ptr [r15 + r9 + 384], cl
+    mov ecx, 165
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c210:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2048
-    setz al
-    lea rcx, [rip + .Lc1_d16238_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d16238_s:
-    .p2align 3
-    jmp .Lc1_d16238_j
-    .p2align 3
-    jmp .Lc1_d16238_j
-.Lc1_d16238_j:
-    mov ecx, 91
-    mov qword ptr [r15 + 0], rbp
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
+    movzx ecx, bpl
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movsxd rcx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
     jmp 1f
 1:
-    mov eax, 124
-    mov dword ptr [r15 + 0], eax
+    mov ecx, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + 0], 85
+    mov rdx, rsi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 1798144
+    jz 1f
+1:
+    mov edx, edx
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    mov byte ptr [r15 + 0], cl
-    mov eax, 114
-    jmp 1f
-1:
-    movzx eax, al
-    mov dword ptr [r15 + 0], 120
-    mov dword ptr [r15 + 0], 250
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, 40
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    mov edx, dword ptr [r15 + 0]
+    movzx ecx, cl
     lea r8, [r11 + r11*1]
-    mov eax, dword ptr [r15 + 0]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ebp
+    mov dword ptr [r15 + 0], 5
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], ebp
     and r8, 64
-    inc dword ptr [r15 + r8 + 192]
-    movsxd rsi, dword ptr [r15 + r8 + 256]
-    mov edx, 24
-    mov dword ptr [r15 + rbp + 64], edx
+    mov byte ptr [r15 + r8 + 512], r8b
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 512], rdx
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov rdx, rbp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], ebp
-    mov r9d, dword ptr [r15 + rbp + 512]
-    mov ebp, r9d
-    movzx r9d, bpl
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 448], ecx
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], esi
+    mov rdx, qword ptr [r15 + r9 + 256]
+    add rcx, qword ptr [r15 + r8 + 448]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c211:
-    lea rbp, [r11*8]
-    lea r9, [r11*4]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 104
-    and r9, 192
-    movzx edx, byte ptr [r15 + r9 + 576]
-    movsxd r8, dword ptr [r15 + rbp + 7744]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 33554432
+    setz al
+    lea rcx, [rip + .Lc1_d16668_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16668_s_t
+    .p2align 3
+.Lc1_d16668_s:
+    .p2align 3
+    jmp .Lc1_d16668_j
+    .p2align 3
+    jmp .Lc1_d16668_j
+.Lc1_d16668_j:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, al
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm0, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    mov esi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, esi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 149
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 59
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 156
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 7552], 108
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rsi, rsi
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + rbp + 7872], xmm10
-    mov dword ptr [r15 + rbp + 7680], r8d
-    mov rsi, qword ptr [r15 + r9 + 640]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, sil
-    jmp 1f
-1:
     lea r8, [r11 + r11*1]
-    mov edi, r9d
-    mov edi, 8
+    lea r9, [r11 + r11*1]
+    mov rsi, qword ptr [r15 + rbp + 256]
     and r8, 64
-    mov qword ptr [r15 + r8 + 128], rsi
-    movzx esi, byte ptr [r15 + rbp + 7808]
-    mov qword ptr [r15 + rbp + 7936], rcx
-    mov qword ptr [r15 + r8 + 64], rsi
-    mov dword ptr [r15 + r9 + 768], esi
-    mov dword ptr [r15 + rbp + 7616], 186
-    vmovq qword ptr [r15 + r9 + 704], xmm10
+    add rsi, qword ptr [r15 + r8 + 128]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], eax
+    jmp 1f
+1:
+    mov eax, 48
+    movzx eax, al
+    mov rax, qword ptr [r15 + r9 + 448]
+    add qword ptr [r15 + r8 + 64], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c212:
-    lea rcx, [rip + .Lc1_d16344_j]
+    lea rcx, [rip + .Lc1_d16726_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d16344_j:
-    movzx ecx, cl
-    mov ecx, 237
+    jmp .Lc1_d16726_j_t
+.Lc1_d16726_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 240
     lea r8, [r11 + r11*8]
-    mov rsi, r8
-    lea r9, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 512]
     and r8, 4032
-    xor dword ptr [r15 + r8 + 3392], r8d
-    mov ebp, dword ptr [r15 + r8 + 3840]
-    mov dword ptr [r15 + r8 + 3456], edx
-    vmovdqu ymmword ptr [r15 + r9 + 448], ymm10
-    mov dword ptr [r15 + r8 + 3584], ebp
-    movsxd rbp, dword ptr [r15 + r8 + 3776]
+    mov qword ptr [r15 + r8 + 3648], r9
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 3648], r9d
+    jmp 1f
+1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 320], 201
-    mov dword ptr [r15 + r9 + 384], esi
-    vmovdqu ymmword ptr [r15 + r8 + 3904], ymm10
-    mov rdi, qword ptr [r15 + r8 + 3520]
-    mov byte ptr [r15 + r8 + 3712], dil
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 384], 181
+    jmp 1f
+1:
+    mov eax, r9d
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 128], eax
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 3520], 134
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + r8 + 3712]
+    movzx eax, byte ptr [r15 + r8 + 3904]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 3456], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + r8 + 3840], xmm0
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    movsxd rsi, dword ptr [r15 + r8 + 3776]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, ebp
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + r9 + 320]
+    mov byte ptr [r15 + r8 + 3584], bpl
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c213:
-    movzx edi, dil
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rdi, rdi
-    vpaddd xmm10, xmm10, xmm10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 200
-    mov rdx, rdi
+    mov ebp, 203
+    mov ebp, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*2]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 7488]
-    lea r8, [r11 + r11*1]
-    mov rdx, rdx
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 192]
+    mov esi, 218
+    lea rbp, [r11*8]
+    lea r8, [r11*4]
     jmp 1f
 1:
-    movzx esi, dl
-    lea r9, [r11*4]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 1088], bpl
+    and r8, 192
+    mov dword ptr [r15 + r8 + 640], 50
+    mov esi, 173
+    movzx r9d, sil
+    mov esi, r9d
+    xor dword ptr [r15 + rbp + 1216], esi
+    mov byte ptr [r15 + r8 + 576], dil
+    mov dword ptr [r15 + rbp + 896], esi
+    movzx esi, dil
+    mov byte ptr [r15 + rbp + 960], bpl
+    mov rsi, rbp
+    movsxd rsi, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    and r9, 192
-    mov byte ptr [r15 + r9 + 768], r9b
-    mov rdx, r9
-    imul rdx, qword ptr [r15 + r9 + 704]
-    mov ecx, 179
-    mov ecx, dword ptr [r15 + r9 + 576]
-    mov rax, qword ptr [r15 + rbp + 7552]
-    mov edx, dword ptr [r15 + r8 + 256]
-    mov qword ptr [r15 + rbp + 7616], rdx
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 1152], rbp
+    mov rdi, qword ptr [r15 + rbp + 1024]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 256], sil
     jmp 1f
 1:
-    movzx r8d, bpl
-    mov r8d, esi
-    mov dword ptr [r15 + r9 + 640], 164
+    mov dword ptr [r15 + r9 + 192], esi
+    mov dword ptr [r15 + r8 + 704], r9d
+    mov esi, edi
+    mov qword ptr [r15 + r8 + 768], rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c214:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d16439_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d16439_s:
-    .p2align 3
-    jmp .Lc1_d16439_j
-    .p2align 3
-    jmp .Lc1_d16439_j
-    .p2align 3
-    jmp .Lc1_d16439_j
-    .p2align 3
-    jmp .Lc1_d16439_j
-    .p2align 3
-    jmp .Lc1_d16439_j
-    .p2align 3
-    jmp .Lc1_d16439_j
-    .p2align 3
-    jmp .Lc1_d16439_j
-    .p2align 3
-    jmp .Lc1_d16439_j
-.Lc1_d16439_j:
-    lea r8, [r11 + r11*8]
-    and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3456]
+    lea rcx, [rip + .Lc1_d16823_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16823_j_t
+.Lc1_d16823_j:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov r8d, dword ptr [r15 + r9 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 0]
+    mov ecx, esi
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 133
     jmp 1f
 1:
-    mov eax, 91
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 138
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + r9 + 384], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpxor xmm0, xmm0, xmm4
+    movzx r9d, cl
+    movzx r9d, r9b
+    lea r9, [r11 + r11*8]
+    mov r8d, 84
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7872], 222
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 7936], r9d
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + r9 + 7744]
+    jmp 1f
+1:
+    mov ecx, 192
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 7680], r9
+    mov dword ptr [r15 + r9 + 7488], 124
+    mov byte ptr [r15 + r9 + 7616], r9b
     jmp 1f
 1:
     lea rbp, [r11 + r11*1]
-    mov eax, dword ptr [r15 + r8 + 3904]
-    mov r9, qword ptr [r15 + r8 + 3712]
-    movzx esi, r9b
+    mov dword ptr [r15 + r9 + 8000], 91
+    mov dword ptr [r15 + r9 + 7552], 92
     and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 128]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 3776], 133
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], r9b
-    vmovdqu ymmword ptr [r15 + r8 + 3840], ymm14
-    vmovdqu ymmword ptr [r15 + r8 + 3520], ymm10
-    mov dword ptr [r15 + r8 + 3584], eax
-    mov rax, rdx
-    movzx eax, bpl
+    movsxd rcx, dword ptr [r15 + rbp + 192]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + r8 + 3648]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + rbp + 64]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + r9 + 320]
-    mov r9, rbp
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm10
-    jmp 1f
-1:
+    vpshufd xmm0, xmm0, 235
+    mov dword ptr [r15 + r9 + 7808], ecx
+    mov dword ptr [r15 + rbp + 256], 69
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c215:
-    lea r9, [r11 + r11*2]
-    movzx ebp, al
-    and r9, 192
-    vmovdqu xmm10, xmmword ptr [r15 + r9 + 576]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edx, 186
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edx, dl
     lea rbp, [r11 + r11*1]
-    movzx edx, byte ptr [r15 + r9 + 640]
     and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 320]
+    vmovdqu ymmword ptr [r15 + rbp + 128], ymm0
+    jmp 1f
+1:
+    movzx ecx, bpl
+    mov ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r8d, 69
+    mov r8d, dword ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x00
+    movzx esi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    vmovdqu xmm0, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, esi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
     jmp 1f
 1:
+    and esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 448], ymm0
+    nop
+    mov rdi, qword ptr [r15 + rbp + 64]
+    lea rbp, [r11*4]
     jmp 1f
 1:
-    mov ecx, 188
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 192]
-    movsxd rsi, dword ptr [r15 + r9 + 704]
-    mov r9, qword ptr [r15 + rbp + 384]
-    movzx ebp, byte ptr [r15 + r8 + 256]
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 640], 55
+    and esi, dword ptr [r15 + r8 + 512]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 704], esi
+    mov dword ptr [r15 + rbp + 768], r8d
+    mov byte ptr [r15 + rbp + 576], sil
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c216:
-    lea rcx, [rip + .Lc1_d16547_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d16547_j:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 512]
-    movzx ebp, byte ptr [r15 + r8 + 448]
-    mov dword ptr [r15 + 0], 77
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32768
+    setz al
+    lea rcx, [rip + .Lc1_d16927_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16927_s_t
+    .p2align 3
+.Lc1_d16927_s:
+    .p2align 3
+    jmp .Lc1_d16927_j
+    .p2align 3
+    jmp .Lc1_d16927_j
+.Lc1_d16927_j:
+    movsxd rcx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
-    mov rbp, qword ptr [r15 + 0]
-    mov edx, ebp
+    mov rax, qword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
+    mov rbp, rax
+    movzx eax, r9b
+    mov byte ptr [r15 + 0], r9b
+    mov rax, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], 94
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov eax, edx
-    mov rdx, qword ptr [r15 + 0]
-    mov rsi, rdx
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov rax, rbp
-    mov rax, rsi
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    vmovq qword ptr [r15 + 0], xmm10
-    mov dword ptr [r15 + 0], 249
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], bpl
+    mov dword ptr [r15 + 0], 162
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm0
+    lea r8, [r11*4]
     lea r9, [r11 + r11*1]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 12
-    rep stosb
+    mov dword ptr [r15 + 0], 211
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 384], dil
+    and r8, 192
+    mov edi, dword ptr [r15 + r8 + 704]
     and r9, 64
-    mov edi, dword ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + r9 + 448], ebp
+    movsxd rax, dword ptr [r15 + r9 + 448]
+    mov esi, eax
+    lea rbp, [r11 + r11*1]
+    mov eax, dword ptr [r15 + r8 + 576]
+    mov dword ptr [r15 + r8 + 640], 22
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 87
+    mov edx, 134
+    add qword ptr [r15 + rbp + 64], rcx
+    mov dword ptr [r15 + r8 + 768], 66
+    add r8, qword ptr [r15 + r9 + 512]
+    mov r9, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c217:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4
-    setz al
-    lea rcx, [rip + .Lc1_d16606_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d16606_s:
-    .p2align 3
-    jmp .Lc1_d16606_j
-    .p2align 3
-    jmp .Lc1_d16606_j
-.Lc1_d16606_j:
-    mov ecx, 185
+    lea rcx, [rip + .Lc1_d16978_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16978_j_t
+.Lc1_d16978_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    movzx edi, bpl
+    mov ecx, 86
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 56
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    movzx eax, al
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm10, xmm10, xmm4
-    movsxd rax, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rsi
-    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    mov rdi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    vpmovmskb ecx, xmm0
+    movzx ecx, bpl
+    mov rcx, rdi
     lea rbp, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 256]
     and rbp, 64
+    mov dword ptr [r15 + rbp + 448], ebp
+    mov ecx, ebp
     lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 64], r8
-    mov dword ptr [r15 + rbp + 128], 196
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], r8b
-    mov ebp, r8d
-    movzx ebp, byte ptr [r15 + r9 + 192]
-    mov r9, qword ptr [r15 + r8 + 128]
+    lea r9, [r11*8]
     jmp 1f
 1:
+    mov rcx, r9
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7936]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], ebp
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + r9 + 7680]
+    vmovdqu ymmword ptr [r15 + r9 + 7552], ymm0
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 512]
+    movzx ebp, al
+    mov rbp, rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 7744], 0
+    movzx ebp, byte ptr [r15 + r9 + 7808]
+    mov dword ptr [r15 + r9 + 7488], ebp
+    vpmovmskb ebp, xmm0
+    mov dword ptr [r15 + r9 + 7616], 212
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + r8 + 128]
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + r9 + 7872]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c218:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 233
-    movzx r9d, byte ptr [r15 + 0]
-    movzx ebp, r9b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 64]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11*4]
-    and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 320]
-    movzx ecx, sil
-    and rbp, 192
-    mov rsi, qword ptr [r15 + rbp + 640]
-    mov byte ptr [r15 + r9 + 384], sil
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 704], r9b
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], r9b
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + rbp + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edx, esi
-    mov esi, edx
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm10
-    mov rsi, qword ptr [r15 + rbp + 768]
+    movzx r9d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm0, xmm0, xmm14
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    .byte 0x66, 0x90
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*4]
+    test dword ptr [r15 + 67117723], 1073742209
+    jz 1f
+1:
+    and r9, 448
+    mov byte ptr [r15 + r9 + 1088], r9b
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 832], al
+    movzx eax, byte ptr [r15 + rbp + 128]
+    movsxd rbp, dword ptr [r15 + r9 + 896]
+    mov r8d, 73
+    mov dword ptr [r15 + r9 + 960], 209
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 448], ymm0
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, r8d
+    vmovdqu ymmword ptr [r15 + r9 + 1024], ymm0
+    jmp 1f
+1:
+    mov r9d, ecx
+    movsxd r9, dword ptr [r15 + r8 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c219:
-    lea rcx, [rip + .Lc1_d16709_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d16709_j:
-    mov ecx, 1
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d17079_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d17079_s_t
+    .p2align 3
+.Lc1_d17079_s:
+    .p2align 3
+    jmp .Lc1_d17079_j
+    .p2align 3
+    jmp .Lc1_d17079_j
+    .p2align 3
+    jmp .Lc1_d17079_j
+    .p2align 3
+    jmp .Lc1_d17079_j
+    .p2align 3
+    jmp .Lc1_d17079_j
+    .p2align 3
+    jmp .Lc1_d17079_j
+    .p2align 3
+    jmp .Lc1_d17079_j
+    .p2align 3
+    jmp .Lc1_d17079_j
+    .p2align 3
+    jmp .Lc1_d17079_j
+    .p2align 3
+    jmp .Lc1_d17079_j
+    .p2align 3
+    jmp .Lc1_d17079_j
+    .p2align 3
+    jmp .Lc1_d17079_j
+    .p2align 3
+    jmp .Lc1_d17079_j
+    .p2align 3
+    jmp .Lc1_d17079_j
+    .p2align 3
+    jmp .Lc1_d17079_j
+    .p2align 3
+    jmp .Lc1_d17079_j
+.Lc1_d17079_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, eax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1600]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
-    jmp 1f
-1:
-    mov edx, 213
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 384], eax
-    mov dword ptr [r15 + rbp + 1728], 27
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 136
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + rbp + 1344]
+    lea r9, [r11*8]
+    lea rbp, [r11 + r11*1]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    movsxd rcx, dword ptr [r15 + r9 + 7680]
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 256]
+    mov dword ptr [r15 + r9 + 7744], eax
+    vpcmpeqb xmm0, xmm0, xmm1
+    movzx edi, dil
     jmp 1f
 1:
     jmp 1f
 1:
-    vmovq xmm10, r9
-    mov r9d, r9d
-    mov byte ptr [r15 + rbp + 1408], r8b
-    mov eax, 131
-    movzx eax, byte ptr [r15 + rbp + 1664]
-    mov r9, qword ptr [r15 + rbp + 1472]
-    movzx edx, r8b
-    mov rdx, rdx
+    lea r8, [r11*4]
+    mov byte ptr [r15 + rbp + 192], r8b
+    and r8, 192
+    mov rbp, qword ptr [r15 + r8 + 768]
+    mov rdi, rcx
     jmp 1f
 1:
-    add qword ptr [r15 + r8 + 448], r8
-    movsxd rdx, dword ptr [r15 + rbp + 1536]
     jmp 1f
 1:
-    mov ebp, 80
-    movzx ebp, bpl
+    mov rcx, qword ptr [r15 + r8 + 576]
+    mov qword ptr [r15 + r9 + 7808], rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 640], 108
+    mov dword ptr [r15 + r8 + 704], ecx
+    mov dword ptr [r15 + r9 + 7552], 19
+    mov qword ptr [r15 + r9 + 7616], rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c220:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpaddd xmm10, xmm10, xmm10
-    movzx edx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 256], dl
-    mov edx, edx
-    lea r8, [r11 + r11*8]
-    mov rdx, rbp
-    jmp 1f
-1:
-    and r8, 1984
-    mov rdx, qword ptr [r15 + r8 + 1408]
-    mov dword ptr [r15 + r8 + 1664], ebp
-    mov dword ptr [r15 + r8 + 1728], edx
-    mov rax, qword ptr [r15 + r8 + 1472]
-    mov edx, 108
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + r8 + 1600]
-    mov dword ptr [r15 + r8 + 1792], 22
-    mov qword ptr [r15 + r8 + 1536], rdx
-    jmp 1f
-1:
-    mov edx, r8d
-    mov edx, edx
-    mov rdx, qword ptr [r15 + r9 + 192]
-    mov qword ptr [r15 + r8 + 1856], rdx
-    vmovq qword ptr [r15 + rbp + 64], xmm10
-    mov dword ptr [r15 + r8 + 1344], 254
     mov r8, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 0], r8d
+    mov r8d, 138
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    movzx r8d, r8b
+    mov qword ptr [r15 + 0], rdi
+    mov r8d, 214
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], r8d
+    mov edi, 127
+    movzx edi, dil
+    mov rdi, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r9d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    and r9, 192
+    and r8d, dword ptr [r15 + r9 + 576]
+    mov ecx, 77
+    and rbp, 64
+    movsxd rcx, dword ptr [r15 + rbp + 64]
+    movzx eax, al
+    mov qword ptr [r15 + rbp + 128], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, dl
+    mov qword ptr [r15 + r9 + 768], rax
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + r9 + 704]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 640], esi
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], cl
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 64], cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c221:
-    lea rcx, [rip + .Lc1_d16805_j]
+    lea rcx, [rip + .Lc1_d17197_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d16805_j:
-    lea r8, [r11*4]
-    and r8, 192
-    vmovq qword ptr [r15 + r8 + 576], xmm10
-    movsxd rcx, dword ptr [r15 + 0]
+    jmp .Lc1_d17197_j_t
+.Lc1_d17197_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    movzx ebp, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, eax
+    mov qword ptr [r15 + 0], rdi
+    movzx eax, cl
+    mov dword ptr [r15 + 0], 210
+    mov dword ptr [r15 + 0], 161
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rdi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 5
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdx, r8
-    mov rdx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
+    mov ecx, edi
+    test ebx, 913408
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, edx
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov edx, 177
-    mov edx, 27
-    movzx edx, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + 0], bpl
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 512]
-    mov rax, rbp
+    mov ecx, 246
+    mov rsi, qword ptr [r15 + 0]
+    mov ecx, esi
+    mov esi, ecx
     lea rbp, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + r8 + 768]
-    mov rdi, qword ptr [r15 + r8 + 640]
-    mov rsi, qword ptr [r15 + r9 + 448]
+    mov esi, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    movsxd rdi, dword ptr [r15 + 0]
     and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm10
-    mov r9d, r9d
-    mov dword ptr [r15 + rbp + 64], 254
-    mov r9, qword ptr [r15 + r8 + 704]
-    mov rbp, r9
+    movzx eax, byte ptr [r15 + rbp + 320]
+    and r8, 64
+    lea r9, [r11 + r11*1]
+    mov rdx, qword ptr [r15 + r8 + 512]
+    mov byte ptr [r15 + rbp + 384], dl
+    and r9, 64
+    mov byte ptr [r15 + r9 + 256], r9b
+    mov edx, r9d
+    mov edx, ebp
+    vmovq qword ptr [r15 + r9 + 192], xmm0
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 448], dl
+    mov edx, edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c222:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 65536
-    setz al
-    lea rcx, [rip + .Lc1_d16865_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d16865_s:
-    .p2align 3
-    jmp .Lc1_d16865_j
-    .p2align 3
-    jmp .Lc1_d16865_j
-.Lc1_d16865_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    movzx eax, al
+    lea rcx, [rip + .Lc1_d17251_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d17251_j_t
+.Lc1_d17251_j:
+    lea r9, [r11*4]
+    jmp 1f
+1:
+    and r9, 192
+    vmovdqu ymmword ptr [r15 + r9 + 640], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, edx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    vmovq qword ptr [r15 + 0], xmm10
     mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 229
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1600], r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, 109
+    mov byte ptr [r15 + rbp + 1344], dl
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + r9 + 704]
+    jmp 1f
+1:
+    movzx eax, sil
+    add rdx, qword ptr [r15 + r9 + 576]
+    mov rsi, rdx
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 169
+    mov rsi, qword ptr [r15 + rbp + 1472]
     and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 256]
-    lea rbp, [r11 + r11*1]
-    movzx edx, byte ptr [r15 + r8 + 192]
-    mov r8d, 94
-    mov r8, r9
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], r9d
-    mov r8, rbp
-    mov r8, r8
-    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 256], 24
     jmp 1f
 1:
+    movsxd rax, dword ptr [r15 + rbp + 1728]
+    mov dword ptr [r15 + r8 + 192], esi
+    mov rsi, rax
+    movsxd r8, dword ptr [r15 + r9 + 768]
+    movzx eax, dl
+    mov eax, 207
     jmp 1f
 1:
-    mov r9, r8
-    and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 320]
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm10
+    mov dword ptr [r15 + rbp + 1408], 193
+    mov qword ptr [r15 + rbp + 1664], rax
+    mov eax, eax
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 384], 48
+    mov dword ptr [r15 + rbp + 1536], 71
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c223:
-    lea r9, [r11*8]
-    and r9, 4032
-    mov r8d, dword ptr [r15 + r9 + 3712]
-    movzx ebp, r8b
+    lea r8, [r11*8]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3776], r8d
+    vpshufd xmm0, xmm0, 158
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, r8d
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 28
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov ecx, 84
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + r8 + 3392], rbp
     and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + rbp + 384]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], r8d
-    movzx esi, byte ptr [r15 + r9 + 3456]
+    mov byte ptr [r15 + rbp + 384], bpl
+    add rax, qword ptr [r15 + r8 + 3648]
+    and ecx, dword ptr [r15 + r8 + 3712]
+    and ecx, dword ptr [r15 + r8 + 3520]
+    and eax, dword ptr [r15 + rbp + 320]
+    lea r9, [r11 + r11*1]
+    xchg qword ptr [r15 + r8 + 3584], rax
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 512], ymm0
+    mov byte ptr [r15 + r8 + 3456], r9b
+    add rax, qword ptr [r15 + r9 + 448]
+    mov rdx, rax
+    mov eax, edx
     jmp 1f
 1:
+    mov dword ptr [r15 + r8 + 3840], 164
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 3584], sil
-    movsxd rsi, dword ptr [r15 + r9 + 3520]
-    mov byte ptr [r15 + r8 + 192], bpl
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 3392], rsi
-    mov rsi, rsi
-    mov qword ptr [r15 + r9 + 3776], rsi
-    mov esi, 1
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + r9 + 3648]
-    movzx r9d, cl
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + rbp + 320], xmm9
-    jmp 1f
-1:
-    mov r9d, 167
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c224:
-    lea rcx, [rip + .Lc1_d16977_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d16977_j:
-    jmp 1f
-1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 11
-    rep stosb
-    jmp 1f
-1:
-    mov eax, edi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16384
+    setz al
+    lea rcx, [rip + .Lc1_d17348_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d17348_s_t
+    .p2align 3
+.Lc1_d17348_s:
+    .p2align 3
+    jmp .Lc1_d17348_j
+    .p2align 3
+    jmp .Lc1_d17348_j
+.Lc1_d17348_j:
+    mov eax, 12
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm9, r9
-    nop
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edi
-    vpaddd xmm9, xmm9, xmm9
     mov eax, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov r8d, 40
+    mov rcx, qword ptr [r15 + 0]
+    mov rdx, rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 222
+    and rbp, 64
     lea r8, [r11 + r11*1]
-    movzx r9d, r8b
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
+    mov r9, qword ptr [r15 + rbp + 128]
+    lea r9, [r11 + r11*1]
     and r8, 64
-    mov dword ptr [r15 + r8 + 192], edx
+    mov esi, dword ptr [r15 + r8 + 448]
     jmp 1f
 1:
-    lea r9, [r11*4]
-    mov byte ptr [r15 + r8 + 256], al
-    and r9, 192
-    movsxd r8, dword ptr [r15 + r9 + 768]
-    mov eax, r8d
-    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov rdi, qword ptr [r15 + r9 + 320]
+    mov byte ptr [r15 + r8 + 512], dil
+    movzx edi, byte ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + rbp + 64], 20
     jmp 1f
 1:
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 384]
-    mov dword ptr [r15 + r9 + 576], edx
-    mov edx, dword ptr [r15 + r8 + 320]
-    add qword ptr [r15 + r9 + 640], rdx
-    mov r8, r9
-    mov dword ptr [r15 + r9 + 704], 13
-    movzx r8d, r9b
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -21303,97 +21606,82 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d17034_s]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d17412_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d17412_s_t
     .p2align 3
-.Lc1_d17034_s:
+.Lc1_d17412_s:
     .p2align 3
-    jmp .Lc1_d17034_j
+    jmp .Lc1_d17412_j
     .p2align 3
-    jmp .Lc1_d17034_j
+    jmp .Lc1_d17412_j
     .p2align 3
-    jmp .Lc1_d17034_j
+    jmp .Lc1_d17412_j
     .p2align 3
-    jmp .Lc1_d17034_j
+    jmp .Lc1_d17412_j
     .p2align 3
-    jmp .Lc1_d17034_j
+    jmp .Lc1_d17412_j
     .p2align 3
-    jmp .Lc1_d17034_j
+    jmp .Lc1_d17412_j
     .p2align 3
-    jmp .Lc1_d17034_j
+    jmp .Lc1_d17412_j
     .p2align 3
-    jmp .Lc1_d17034_j
-    .p2align 3
-    jmp .Lc1_d17034_j
-    .p2align 3
-    jmp .Lc1_d17034_j
-    .p2align 3
-    jmp .Lc1_d17034_j
-    .p2align 3
-    jmp .Lc1_d17034_j
-    .p2align 3
-    jmp .Lc1_d17034_j
-    .p2align 3
-    jmp .Lc1_d17034_j
-    .p2align 3
-    jmp .Lc1_d17034_j
-    .p2align 3
-    jmp .Lc1_d17034_j
-.Lc1_d17034_j:
-    lea r8, [r11*8]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
+    jmp .Lc1_d17412_j
+.Lc1_d17412_j:
+    movzx ecx, cl
+    vpcmpeqb xmm0, xmm0, xmm3
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 139
-    mov rax, r8
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 92
+    mov ecx, eax
     movzx ecx, cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb ecx, xmm0
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 960]
+    mov eax, 152
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    lea r9, [r11*4]
-    jmp 1f
-1:
-    and r9, 192
-    mov dword ptr [r15 + r9 + 704], 162
-    test ebx, 1024
+    test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + r8 + 960], al
-    mov rax, r9
-    mov dword ptr [r15 + r8 + 1024], 31
-    mov ecx, dword ptr [r15 + r8 + 1088]
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 256]
+    mov r9d, eax
+    mov dword ptr [r15 + rbp + 1152], 171
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 640], ecx
-    lea rbp, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + r9 + 768]
+    vmovq qword ptr [r15 + rbp + 896], xmm0
+    vpcmpeqb xmm0, xmm0, xmm9
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 512]
+    mov rdi, rax
+    mov ecx, dword ptr [r15 + rbp + 1024]
     jmp 1f
 1:
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 192]
-    mov edx, dword ptr [r15 + rbp + 256]
-    mov rbp, qword ptr [r15 + r8 + 1152]
+    add rax, qword ptr [r15 + rbp + 1088]
+    mov edi, eax
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + r8 + 896]
-    mov qword ptr [r15 + r9 + 576], rsi
-    jmp 1f
-1:
-    mov esi, ecx
+    mov qword ptr [r15 + r9 + 448], rdi
+    movzx esi, al
+    vmovdqu ymmword ptr [r15 + r8 + 192], ymm0
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    mov edi, 7
     jmp 1f
 1:
     add r11, 64
@@ -21401,95 +21689,83 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c226:
-    movzx esi, al
     jmp 1f
 1:
-    mov esi, esi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov byte ptr [r15 + 0], sil
-    mov rdx, rsi
-    mov esi, 63
+    mov edi, 52
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
+    jmp 1f
+1:
+    movzx edi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov rax, rax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 30
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    lea rbp, [r11*4]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
     lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 576], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
     and r9, 64
-    mov dword ptr [r15 + r9 + 320], r9d
-    mov edx, 171
+    add rax, qword ptr [r15 + r9 + 256]
+    lea r8, [r11 + r11*8]
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    movzx edx, byte ptr [r15 + rbp + 640]
+    and rbp, 64
+    add rax, qword ptr [r15 + rbp + 448]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3776], r8
+    mov byte ptr [r15 + r8 + 3648], dl
+    mov qword ptr [r15 + r8 + 3584], r8
+    mov byte ptr [r15 + r9 + 192], r9b
+    mov dword ptr [r15 + r8 + 3392], 55
+    mov byte ptr [r15 + r8 + 3840], r8b
+    mov r9, r8
+    mov rsi, rax
     jmp 1f
 1:
-    movzx eax, bpl
-    and r8, 64
-    inc dword ptr [r15 + r8 + 448]
-    mov byte ptr [r15 + rbp + 704], bpl
-    mov eax, dword ptr [r15 + r9 + 384]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + r8 + 512]
-    mov dword ptr [r15 + rbp + 768], r9d
+    movzx edx, byte ptr [r15 + r8 + 3712]
+    vmovdqu ymmword ptr [r15 + rbp + 512], ymm0
+    jmp 1f
+1:
+    mov ebp, r8d
+    mov byte ptr [r15 + r8 + 3456], bpl
+    mov byte ptr [r15 + r8 + 3904], r9b
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 3520], rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c227:
-    lea rcx, [rip + .Lc1_d17151_j]
+    lea rcx, [rip + .Lc1_d17522_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d17151_j:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 98
-    mov dword ptr [r15 + 0], 240
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d17522_j_t
+.Lc1_d17522_j:
+    mov byte ptr [r15 + 0], cl
+    mov ebp, ecx
     jmp 1f
 1:
     mov ecx, dword ptr [r15 + 0]
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 86
-    mov rdi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
     jmp 1f
 1:
+    nop
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov edi, ecx
-    mov ecx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    movzx edx, bpl
+    mov dword ptr [r15 + 0], edx
+    mov dword ptr [r15 + 0], edx
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -21497,149 +21773,171 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    jmp 1f
+    mov byte ptr [r15 + 0], dl
+    movzx edx, cl
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov edx, 213
+    mov edx, ebp
+    test ebx, 1073741824
+    jz 1f
 1:
-    jmp 1f
-1:
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    movzx ecx, cl
-    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 116
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ebp, dl
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 0], esi
-    movzx edi, r8b
-    mov dword ptr [r15 + 0], 55
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 154
     lea r8, [r11 + r11*1]
-    movzx esi, r8b
-    mov esi, dword ptr [r15 + r9 + 64]
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 512]
     and r8, 64
-    mov qword ptr [r15 + r8 + 320], rcx
-    mov ecx, dword ptr [r15 + r8 + 384]
-    mov r8d, dword ptr [r15 + rbp + 384]
+    mov rsi, qword ptr [r15 + r8 + 320]
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 64]
+    mov byte ptr [r15 + r9 + 128], al
+    mov dword ptr [r15 + r8 + 384], 27
+    jmp 1f
+1:
+    add qword ptr [r15 + rbp + 448], rbp
+    jmp 1f
+1:
+    mov rbp, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c228:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov ebp, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, rcx
-    vpaddd xmm9, xmm9, xmm9
-    mov rax, rax
-    lea rbp, [r11*8]
+    mov ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    movzx ebp, bpl
+    mov dword ptr [r15 + 0], 1
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 85
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov rsi, qword ptr [r15 + rbp + 64]
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
-    vmovq qword ptr [r15 + rbp + 7680], xmm9
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 7616], al
-    test dword ptr [r15 + 67117723], 2097160
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 64], r9d
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], rdx
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + r9 + 320]
-    mov r8, r9
-    mov edx, 119
-    mov rdx, qword ptr [r15 + rbp + 7808]
-    vmovq qword ptr [r15 + rbp + 7872], xmm9
-    jmp 1f
-1:
     mov rax, rcx
-    mov byte ptr [r15 + rbp + 7744], r9b
-    mov dword ptr [r15 + rbp + 7552], eax
-    mov eax, 2
-    mov eax, r9d
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 215
     jmp 1f
 1:
-    movzx eax, al
-    mov r9, rax
+    lea r9, [r11*8]
+    jmp 1f
+1:
+    mov rcx, rbp
+    jmp 1f
+1:
+    and r9, 448
+    mov byte ptr [r15 + r9 + 960], sil
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + r9 + 896]
+    mov esi, 119
+    mov qword ptr [r15 + r9 + 1216], rdi
+    mov rsi, qword ptr [r15 + r9 + 1024]
+    movzx edi, byte ptr [r15 + r9 + 1088]
+    mov qword ptr [r15 + r9 + 1280], rdi
+    mov dword ptr [r15 + r8 + 448], 110
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 832], dil
+    mov rdi, rcx
+    mov rdi, rdi
+    mov rdi, qword ptr [r15 + r9 + 1152]
+    mov dword ptr [r15 + rbp + 128], edi
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c229:
-    lea rcx, [rip + .Lc1_d17253_j]
+    lea rcx, [rip + .Lc1_d17629_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d17253_j:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    xor dword ptr [r15 + r9 + 128], eax
-    mov dword ptr [r15 + 0], 50
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
+    jmp .Lc1_d17629_j_t
+.Lc1_d17629_j:
+    mov ecx, edi
+    mov ecx, 116
+    mov ecx, 33
+    .byte 0x66, 0x90
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 73
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
     jmp 1f
 1:
-    mov ecx, eax
-    movzx ecx, cl
     mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ecx, 78
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov dword ptr [r15 + 0], 73
-    or qword ptr [r15 + 0], 68
+    mov qword ptr [r15 + 0], rcx
+    movzx edi, cl
+    mov ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    mov byte ptr [r15 + 0], cl
+    movzx edi, dil
+    mov dword ptr [r15 + 0], 158
+    mov ecx, 237
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    movzx r8d, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov esi, dword ptr [r15 + r8 + 64]
-    mov dword ptr [r15 + r9 + 64], eax
+    movzx edi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 128], r9d
+    mov rcx, r9
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 384]
     and r9, 64
-    mov r8, qword ptr [r15 + r9 + 448]
-    mov rax, qword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + r9 + 192], 238
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 256], dil
+    mov dword ptr [r15 + r8 + 320], edi
+    jmp 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], ebp
+    mov edi, 188
+    jmp 1f
+1:
+    mov rdi, rdi
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + rbp + 128]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -21649,346 +21947,335 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 512
+    test dword ptr [r15 + 67117724], 4096
     setz al
-    lea rcx, [rip + .Lc1_d17308_s]
+    lea rcx, [rip + .Lc1_d17689_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d17689_s_t
     .p2align 3
-.Lc1_d17308_s:
+.Lc1_d17689_s:
     .p2align 3
-    jmp .Lc1_d17308_j
+    jmp .Lc1_d17689_j
     .p2align 3
-    jmp .Lc1_d17308_j
-.Lc1_d17308_j:
-    lea r8, [r11 + r11*1]
-    mov ecx, 99
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 124
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d17689_j
+.Lc1_d17689_j:
+    lea rbp, [r11*8]
+    mov ecx, ebp
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + rbp + 960], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 3520]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
     jmp 1f
 1:
-    lea rbp, [r11*4]
+    mov rax, rcx
+    lea r8, [r11*4]
+    lea r9, [r11 + r11*1]
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 320]
+    and r8, 192
+    movsxd rax, dword ptr [r15 + r8 + 576]
+    mov rdi, rax
+    mov dword ptr [r15 + r8 + 640], 122
+    movzx eax, byte ptr [r15 + rbp + 896]
+    mov dword ptr [r15 + r9 + 384], 97
     jmp 1f
 1:
-    mov eax, ebp
-    mov eax, 50
-    and rbp, 192
-    movzx eax, byte ptr [r15 + rbp + 640]
-    mov esi, eax
-    mov rax, rsi
+    mov r9, qword ptr [r15 + r8 + 768]
     jmp 1f
 1:
-    mov eax, eax
-    movsxd rsi, dword ptr [r15 + r9 + 3456]
-    mov qword ptr [r15 + rbp + 768], rcx
-    mov rcx, qword ptr [r15 + rbp + 576]
-    mov qword ptr [r15 + r9 + 3392], rcx
-    mov rcx, rcx
-    mov ecx, dword ptr [r15 + rbp + 704]
-    mov dword ptr [r15 + r8 + 64], edx
+    mov rsi, r9
     jmp 1f
 1:
-    movzx ebp, cl
+    mov dword ptr [r15 + rbp + 1152], 159
     jmp 1f
 1:
-    mov r8d, 201
-    movsxd r8, dword ptr [r15 + r9 + 3584]
+    mov r9d, 6
+    jmp 1f
+1:
+    mov r9d, 145
+    mov dword ptr [r15 + rbp + 1024], 249
+    mov r9, qword ptr [r15 + rbp + 1088]
+    movzx ebp, r9b
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 704], eax
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c231:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     lea rbp, [r11 + r11*1]
-    mov r8d, 187
     and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rdi
-    mov dword ptr [r15 + 0], 170
-    mov dword ptr [r15 + 0], 11
-    mov r8, rbp
+    lea r9, [r11 + r11*4]
+    mov dword ptr [r15 + rbp + 64], 150
+    mov rax, r9
+    mov eax, 62
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpor xmm9, xmm9, xmm9
-    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 249
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
+    mov rax, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + r9 + 1536]
+    mov dword ptr [r15 + r9 + 1408], eax
+    lea r8, [r11 + r11*1]
+    test dword ptr [r15 + 67117724], 16448
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 512]
-    movzx esi, byte ptr [r15 + r9 + 448]
     and r8, 64
-    mov dword ptr [r15 + r8 + 384], r8d
-    mov dword ptr [r15 + rbp + 128], r8d
+    mov rax, qword ptr [r15 + r8 + 384]
     jmp 1f
 1:
-    mov r9d, 202
-    mov r9, qword ptr [r15 + r8 + 320]
+    mov ecx, 128
+    movzx ecx, cl
     jmp 1f
 1:
-    movzx r8d, r9b
+    mov ecx, 246
+    mov ecx, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 1472], ebp
+    mov dword ptr [r15 + r9 + 1600], ecx
+    mov byte ptr [r15 + r8 + 320], cl
+    mov dword ptr [r15 + rbp + 128], 250
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c232:
-    lea rcx, [rip + .Lc1_d17416_j]
+    lea rcx, [rip + .Lc1_d17793_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d17416_j:
+    jmp .Lc1_d17793_j_t
+.Lc1_d17793_j:
     lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
     and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
-    mov byte ptr [r15 + 0], r8b
-    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + r8 + 384], 8
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 512], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
     mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], 119
-    jmp 1f
-1:
-    mov ecx, 34
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 212
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r9b
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    movzx r9d, r8b
+    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], 0
+    movzx eax, r9b
+    mov eax, r9d
+    vmovdqu xmmword ptr [r15 + 0], xmm0
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    mov eax, 109
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r8
-    vmovdqu ymmword ptr [r15 + 0], ymm9
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    lea rbp, [r11*4]
-    mov qword ptr [r15 + r8 + 256], rsi
-    and rbp, 192
-    movzx esi, byte ptr [r15 + rbp + 768]
-    lea r8, [r11 + r11*1]
-    mov rax, qword ptr [r15 + rbp + 640]
-    jmp 1f
-1:
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 448]
+    movzx eax, cl
+    lea r9, [r11*4]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rdi, rdi
-    mov edi, edi
-    mov edi, dword ptr [r15 + rbp + 704]
-    mov dword ptr [r15 + r8 + 512], edi
-    mov byte ptr [r15 + rbp + 576], dil
+    mov eax, r9d
+    and r9, 192
+    mov qword ptr [r15 + r9 + 576], rdi
+    mov rcx, r9
     jmp 1f
 1:
-    mov ebp, 246
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov qword ptr [r15 + r9 + 768], rax
+    mov byte ptr [r15 + r8 + 320], cl
+    mov qword ptr [r15 + r9 + 704], rcx
+    mov dword ptr [r15 + r9 + 640], 7
+    mov r8d, 173
+    movzx r8d, byte ptr [r15 + rbp + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c233:
-    lea rcx, [rip + .Lc1_d17472_j]
+    lea rcx, [rip + .Lc1_d17847_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d17472_j:
+    jmp .Lc1_d17847_j_t
+.Lc1_d17847_j:
+    lea r8, [r11*8]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1600], r8
+    mov rcx, qword ptr [r15 + r8 + 1408]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov byte ptr [r15 + 0], cl
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
     jmp 1f
 1:
-    mov ecx, 9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 245
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 0], bpl
-    mov rcx, qword ptr [r15 + 0]
-    movzx ebp, cl
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    mov ebp, ecx
+    mov ebp, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    bswap rcx
-    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    mov qword ptr [r15 + 0], rcx
+    mov r9d, 47
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 1536], r9
+    movzx edi, r9b
+    and r9, 64
+    mov qword ptr [r15 + r9 + 512], r9
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + r8 + 1728]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + r8 + 1472]
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 110
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 64]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 128], 253
-    and r8, 64
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 128], rcx
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ebp
-    vmovdqu xmmword ptr [r15 + rbp + 64], xmm9
-    movzx ebp, sil
-    movzx ecx, bpl
+    mov rax, rax
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 64], 179
+    mov eax, 205
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 320]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + r9 + 448]
+    mov dword ptr [r15 + r8 + 1792], esi
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + rbp + 384]
+    vpmovmskb ebp, xmm0
+    movzx ebp, byte ptr [r15 + r8 + 1664]
+    mov r9d, dword ptr [r15 + r8 + 1344]
+    mov r8, r9
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c234:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
+    mov rbp, r9
+    mov esi, 29
     jmp 1f
 1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    mov eax, ebp
-    xor dword ptr [r15 + 0], r8d
-    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 171
+    mov r9d, 40
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, 51
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    jmp 1f
+1:
+    mov r9d, edi
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx r9d, r9b
+    test ebx, 2030080
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 8192
-    jz 1f
-1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov dword ptr [r15 + 0], 219
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea r8, [r11*4]
     lea r9, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + 0]
-    and r8, 192
-    mov byte ptr [r15 + r8 + 640], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 192]
-    mov rsi, rbp
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 256], 14
+    mov rcx, rbp
+    movzx edi, cl
+    and rbp, 64
+    add qword ptr [r15 + rbp + 128], rbp
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 384], r8b
+    mov byte ptr [r15 + rbp + 64], r8b
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 576], esi
-    mov rsi, qword ptr [r15 + r8 + 768]
+    mov byte ptr [r15 + r9 + 192], r8b
+    movzx edi, byte ptr [r15 + r8 + 320]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + rbp + 64]
-    mov dword ptr [r15 + r9 + 256], 84
-    mov r9d, edx
-    mov r9d, dword ptr [r15 + r8 + 704]
     add r11, 64
     inc rbx
     dec r13
@@ -21998,80 +22285,71 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 16
+    test dword ptr [r15 + 67117723], 16777216
     setz al
-    lea rcx, [rip + .Lc1_d17584_s]
+    lea rcx, [rip + .Lc1_d17960_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d17960_s_t
     .p2align 3
-.Lc1_d17584_s:
+.Lc1_d17960_s:
     .p2align 3
-    jmp .Lc1_d17584_j
+    jmp .Lc1_d17960_j
     .p2align 3
-    jmp .Lc1_d17584_j
-.Lc1_d17584_j:
-    mov rcx, rcx
+    jmp .Lc1_d17960_j
+.Lc1_d17960_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 236
+    mov ecx, dword ptr [r15 + 0]
+    mov rax, rcx
+    movzx ecx, r8b
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    movzx edx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 82
-    jmp 1f
-1:
-    movzx ecx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 205
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    lea r8, [r11*4]
-    lea r9, [r11 + r11*1]
-    mov ecx, 95
+    mov dword ptr [r15 + 0], 237
+    mov ecx, esi
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], r9d
-    and r8, 192
-    mov dword ptr [r15 + r8 + 576], 201
-    vmovdqu ymmword ptr [r15 + r9 + 192], ymm9
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 640], r8b
+    mov rcx, rax
+    mov ecx, 230
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, ecx
-    lea r9, [r11 + r11*1]
-    movzx ecx, r9b
-    and r9, 64
-    movzx ebp, byte ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + r9 + 64], 71
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + r8 + 768]
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    lea rbp, [r11 + r11*1]
+    mov rdi, qword ptr [r15 + 0]
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 512], ymm0
+    lea r8, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + rbp + 448], ymm0
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 704], rcx
+    and r8, 64
+    movzx ebp, byte ptr [r15 + r8 + 384]
+    vmovdqu xmm0, xmmword ptr [r15 + r8 + 320]
+    lea r8, [r11 + r11*1]
+    movzx esi, r8b
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], edi
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + r8 + 64], ymm0
     add r11, 64
     inc rbx
     dec r13
@@ -22080,127 +22358,120 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d17646_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d17646_j:
+    lea r8, [r11*4]
+    mov edi, esi
+    and r8, 192
+    mov dword ptr [r15 + r8 + 640], 131
+    movsxd rdi, dword ptr [r15 + r8 + 576]
+    mov rsi, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov rbp, rax
+    movzx ebp, byte ptr [r15 + 0]
+    mov edx, ebp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 512], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11*8]
-    mov eax, dword ptr [r15 + rbp + 448]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 960], r8d
-    test dword ptr [r15 + 67117723], 32772
+    test dword ptr [r15 + 67117723], 1
     jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 896], r8b
-    mov ebp, ebp
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov eax, dword ptr [r15 + r8 + 1024]
-    jmp 1f
-1:
     and rbp, 64
-    mov byte ptr [r15 + rbp + 64], bpl
-    mov rcx, qword ptr [r15 + r8 + 832]
-    mov r9d, 239
-    mov dword ptr [r15 + r8 + 1088], r9d
-    mov r9d, dword ptr [r15 + rbp + 128]
-    mov ebp, 105
-    mov rbp, rbp
-    movzx ebp, bpl
+    mov byte ptr [r15 + rbp + 384], sil
     jmp 1f
 1:
+    mov dword ptr [r15 + r8 + 768], ebp
+    lea r9, [r11 + r11*1]
+    vpaddd xmm0, xmm0, xmm0
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 448], ymm0
+    jmp 1f
+1:
+    mov rdi, r9
+    movzx edi, bpl
+    mov dword ptr [r15 + rbp + 320], 188
+    movzx ebp, dil
     movzx ebp, bpl
-    mov ebp, ecx
-    mov qword ptr [r15 + r8 + 1152], rbp
+    mov rbp, rbp
+    mov byte ptr [r15 + r8 + 704], r9b
+    mov ebp, 138
+    mov qword ptr [r15 + r9 + 512], r9
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c237:
-    jmp 1f
-1:
-    movzx r8d, bpl
-    mov dword ptr [r15 + 0], 0
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d18067_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d18067_j_t
+.Lc1_d18067_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r8, r8
-    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ecx
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    mov r8d, 5
+    mov dword ptr [r15 + 0], 114
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dil
+    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r8
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 186
-    .byte 0x0f, 0x1f, 0x00
+    mov r9d, ecx
+    and edi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov edx, 13
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 250
+    mov dword ptr [r15 + 0], 170
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov rsi, rax
-    mov qword ptr [r15 + 0], rsi
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
+    mov r9, r8
+    lea r9, [r11*4]
     lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rbp
+    and r9, 192
+    mov qword ptr [r15 + r9 + 640], r9
     lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 768], r8d
+    and r8, 64
+    add rcx, qword ptr [r15 + r8 + 256]
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 320], ymm0
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 64], r8d
-    movzx r9d, r8b
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 256], ymm9
-    mov qword ptr [r15 + r8 + 192], rax
-    vmovdqu xmmword ptr [r15 + rbp + 384], xmm9
+    mov qword ptr [r15 + r9 + 704], rbp
+    movzx edx, byte ptr [r15 + rbp + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, edx
+    mov rdx, qword ptr [r15 + r8 + 192]
+    mov byte ptr [r15 + r9 + 576], dl
     add r11, 64
     inc rbx
     dec r13
@@ -22210,74 +22481,94 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d17751_s]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d18123_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d18123_s_t
     .p2align 3
-.Lc1_d17751_s:
+.Lc1_d18123_s:
     .p2align 3
-    jmp .Lc1_d17751_j
+    jmp .Lc1_d18123_j
     .p2align 3
-    jmp .Lc1_d17751_j
+    jmp .Lc1_d18123_j
     .p2align 3
-    jmp .Lc1_d17751_j
+    jmp .Lc1_d18123_j
     .p2align 3
-    jmp .Lc1_d17751_j
+    jmp .Lc1_d18123_j
     .p2align 3
-    jmp .Lc1_d17751_j
+    jmp .Lc1_d18123_j
     .p2align 3
-    jmp .Lc1_d17751_j
+    jmp .Lc1_d18123_j
     .p2align 3
-    jmp .Lc1_d17751_j
+    jmp .Lc1_d18123_j
     .p2align 3
-    jmp .Lc1_d17751_j
-.Lc1_d17751_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdi
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1536], 231
-    movzx eax, byte ptr [r15 + rbp + 1728]
+    jmp .Lc1_d18123_j
+    .p2align 3
+    jmp .Lc1_d18123_j
+    .p2align 3
+    jmp .Lc1_d18123_j
+    .p2align 3
+    jmp .Lc1_d18123_j
+    .p2align 3
+    jmp .Lc1_d18123_j
+    .p2align 3
+    jmp .Lc1_d18123_j
+    .p2align 3
+    jmp .Lc1_d18123_j
+    .p2align 3
+    jmp .Lc1_d18123_j
+    .p2align 3
+    jmp .Lc1_d18123_j
+.Lc1_d18123_j:
+    lea rbp, [r11*4]
     lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
+    and rbp, 192
+    mov qword ptr [r15 + rbp + 768], rbp
     and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 128]
-    mov esi, dword ptr [r15 + rbp + 1856]
+    add rcx, qword ptr [r15 + r8 + 320]
     jmp 1f
 1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], r9b
-    mov edx, dword ptr [r15 + r9 + 384]
-    mov r9, rbp
-    mov r9d, dword ptr [r15 + rbp + 1600]
-    mov r9d, 66
-    movzx r9d, r9b
-    mov byte ptr [r15 + r8 + 64], bpl
-    mov r9d, 8
+    lea r9, [r11 + r11*4]
+    mov rax, rsi
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3456], ymm0
+    movzx eax, bpl
+    mov byte ptr [r15 + r9 + 3648], al
+    movzx eax, byte ptr [r15 + r9 + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + rbp + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movzx esi, al
+    mov esi, edx
+    movzx esi, sil
     jmp 1f
 1:
+    mov esi, 36
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r8 + 384], 190
+    mov esi, eax
+    mov dword ptr [r15 + rbp + 576], eax
+    vmovq xmm0, rsi
+    mov esi, dword ptr [r15 + r9 + 3584]
+    mov rax, qword ptr [r15 + rbp + 704]
     jmp 1f
 1:
-    movzx r8d, r9b
-    mov qword ptr [r15 + rbp + 1792], r8
-    mov dword ptr [r15 + rbp + 1664], 45
-    mov r9, qword ptr [r15 + rbp + 1408]
-    mov byte ptr [r15 + rbp + 1472], r9b
+    mov r8, rax
+    movzx r8d, bpl
+    vpor xmm0, xmm0, xmm0
+    mov r8, r8
+    mov r8d, 90
+    mov dword ptr [r15 + r9 + 3520], 13
+    mov r8d, 188
+    jmp 1f
+1:
+    mov r8, r8
+    vmovdqu ymmword ptr [r15 + rbp + 640], ymm0
     add r11, 64
     inc rbx
     dec r13
@@ -22286,128 +22577,121 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r8, [r11*8]
-    lea r9, [r11 + r11*1]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 896], r8
-    mov rax, rdx
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], dl
-    movzx eax, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
+    mov rax, rbp
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 64], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 12
-    rep stosb
+    mov ebp, 75
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov edi, 144
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 4672
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rdx
+    jmp 1f
+1:
+    mov ebp, 30
+    mov eax, eax
+    test dword ptr [r15 + 67117723], 16544
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 230
+    mov eax, 59
+    lea rbp, [r11 + r11*1]
+    mov eax, ebp
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 384], r8
     jmp 1f
 1:
+    lea r9, [r11*4]
     jmp 1f
 1:
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    and r9, 192
+    movsxd rax, dword ptr [r15 + r9 + 768]
+    mov qword ptr [r15 + r9 + 640], rax
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov edi, dword ptr [r15 + r8 + 960]
-    mov rcx, qword ptr [r15 + r8 + 1088]
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + rbp + 320]
     movzx eax, al
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], r9b
-    mov eax, dword ptr [r15 + r8 + 1024]
-    mov rsi, qword ptr [r15 + r8 + 1152]
-    mov edx, dword ptr [r15 + r9 + 512]
-    mov r9d, edx
+    mov edx, dword ptr [r15 + r8 + 7552]
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 832], ebp
+    mov eax, 145
+    mov dword ptr [r15 + r9 + 576], eax
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 704], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c240:
-    lea rcx, [rip + .Lc1_d17859_j]
+    lea rcx, [rip + .Lc1_d18243_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d17859_j:
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov ecx, ecx
-    vmovq xmm9, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 11
-    rep movsb
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
+    jmp .Lc1_d18243_j_t
+.Lc1_d18243_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 228
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ecx
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    mov ecx, 175
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rsi, rcx
+    lea rbp, [r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], r9d
+    lea r8, [r11*4]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7616], bpl
+    mov rcx, rbp
+    and r8, 192
+    movzx ecx, byte ptr [r15 + r8 + 640]
+    mov eax, 68
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, al
     lea r9, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + rbp + 256], ymm9
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
+    mov eax, dword ptr [r15 + rbp + 7744]
     and r9, 64
-    mov dword ptr [r15 + r9 + 384], 179
+    mov dword ptr [r15 + r9 + 256], r9d
     jmp 1f
 1:
+    .byte 0x0f, 0x1f, 0x00
     jmp 1f
 1:
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 320]
-    movsxd rdx, dword ptr [r15 + r9 + 320]
-    movzx r9d, byte ptr [r15 + rbp + 384]
-    mov rbp, rsi
+    mov rdx, qword ptr [r15 + r8 + 704]
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm0
+    mov byte ptr [r15 + r8 + 576], dl
+    mov qword ptr [r15 + r9 + 192], rdx
     jmp 1f
 1:
+    mov edx, edx
+    mov rdx, qword ptr [r15 + rbp + 7552]
+    mov dword ptr [r15 + rbp + 7680], 51
+    movsxd r9, dword ptr [r15 + r8 + 768]
     jmp 1f
 1:
+    mov dword ptr [r15 + rbp + 7808], 217
     add r11, 64
     inc rbx
     dec r13
@@ -22417,479 +22701,442 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 2
+    test dword ptr [r15 + 67117723], 536870912
     setz al
-    lea rcx, [rip + .Lc1_d17915_s]
+    lea rcx, [rip + .Lc1_d18295_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d18295_s_t
     .p2align 3
-.Lc1_d17915_s:
+.Lc1_d18295_s:
     .p2align 3
-    jmp .Lc1_d17915_j
+    jmp .Lc1_d18295_j
     .p2align 3
-    jmp .Lc1_d17915_j
-.Lc1_d17915_j:
+    jmp .Lc1_d18295_j
+.Lc1_d18295_j:
+    mov ecx, esi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, cl
+    movzx ebp, sil
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov rbp, rcx
+    and ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 146
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 14
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov byte ptr [r15 + 0], sil
+    mov rsi, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
     and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov edx, 190
-    jmp 1f
-1:
-    mov rax, rax
-    movzx eax, byte ptr [r15 + 0]
-    mov edx, eax
-    jmp 1f
-1:
-    vpmovmskb eax, xmm9
-    jmp 1f
-1:
-    mov esi, 247
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    mov esi, 8
-    vmovdqu ymmword ptr [r15 + 0], ymm9
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 42
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 190
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, al
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + rbp + 128]
     lea r9, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    movsxd rdi, dword ptr [r15 + r9 + 64]
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 448]
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + rbp + 320], 46
-    mov r9d, dword ptr [r15 + r8 + 512]
-    movzx r8d, r9b
+    mov rdx, rdx
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], r8d
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 384]
+    mov byte ptr [r15 + r9 + 320], dil
+    mov byte ptr [r15 + rbp + 64], cl
+    mov qword ptr [r15 + r8 + 448], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c242:
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    movzx r9d, cl
-    or qword ptr [r15 + 0], 56
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r9, r9
-    mov dword ptr [r15 + 0], r8d
-    movzx r9d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    mov qword ptr [r15 + 0], rdx
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2086400
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 89
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 268435456
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm9
-    jmp 1f
-1:
-    mov r9, r8
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
+    mov rsi, rdx
+    movzx edx, dl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r8, r9
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], r9d
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 128], rbp
-    lea r9, [r11 + r11*1]
-    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rbp
+    mov rdx, rdx
     and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rbp
+    lock or dword ptr [r15 + rbp + 128], 55
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 448], 57
-    mov r8, qword ptr [r15 + r9 + 512]
-    mov ecx, dword ptr [r15 + rbp + 320]
-    mov ebp, 11
+    mov edx, dword ptr [r15 + r9 + 64]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 223
+    mov rsi, qword ptr [r15 + rbp + 64]
+    mov byte ptr [r15 + r9 + 128], sil
+    movsxd rsi, dword ptr [r15 + r8 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c243:
-    lea rcx, [rip + .Lc1_d18023_j]
+    lea rcx, [rip + .Lc1_d18405_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d18023_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov rcx, rbp
-    mov ecx, 26
-    movzx ecx, cl
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], r9
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm9
-    mov byte ptr [r15 + 0], r8b
+    jmp .Lc1_d18405_j_t
+.Lc1_d18405_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r9
-    mov r9, r8
+    mov rcx, rax
+    jmp 1f
+1:
+    mov ecx, 91
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    movzx eax, cl
+    jmp 1f
+1:
+    mov ecx, eax
+    mov ecx, ebp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
-    mov dword ptr [r15 + 0], 163
+    jmp 1f
+1:
+    mov ebp, 95
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    movsxd rbp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 175
+    mov eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    mov qword ptr [r15 + 0], r9
+    mov rcx, rax
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     lea r8, [r11 + r11*1]
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], 194
-    mov r9d, r8d
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 384], al
-    mov byte ptr [r15 + rbp + 256], r9b
-    mov r9, r8
-    movzx r9d, bpl
     jmp 1f
 1:
     lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], 8
+    and rbp, 64
+    movsxd rcx, dword ptr [r15 + rbp + 192]
     jmp 1f
 1:
     and r9, 64
-    mov r8, qword ptr [r15 + r9 + 320]
-    mov ebp, r8d
-    vmovq qword ptr [r15 + r9 + 384], xmm9
+    mov dword ptr [r15 + r9 + 192], edx
     jmp 1f
 1:
-    mov r9, r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 256], rcx
+    mov rcx, rbp
+    mov dword ptr [r15 + r8 + 320], 252
+    movzx ecx, cl
+    mov dword ptr [r15 + r9 + 256], 122
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c244:
-    lea rcx, [rip + .Lc1_d18080_j]
+    lea rcx, [rip + .Lc1_d18461_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d18080_j:
-    jmp 1f
-1:
-    mov ecx, 12
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm9, xmm9, xmm9
-    mov ecx, 198
-    vmovdqu ymmword ptr [r15 + 0], ymm9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm9
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 163
-    mov ecx, 149
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d18461_j_t
+.Lc1_d18461_j:
     lea rbp, [r11 + r11*1]
-    movzx r9d, dil
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 384]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r9d, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rax
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
+    movzx eax, sil
+    jmp 1f
+1:
+    mov rsi, r9
+    jmp 1f
+1:
+    mov eax, 35
+    mov eax, eax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    jmp 1f
+1:
+    mov rsi, rsi
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 64
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + rbp + 448]
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
     and r9, 64
-    mov edx, dword ptr [r15 + r9 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + rbp + 512]
+    vmovdqu ymmword ptr [r15 + r9 + 320], ymm0
     and r8, 64
-    mov qword ptr [r15 + r8 + 64], rax
-    mov rax, qword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + r8 + 64], 1
     jmp 1f
 1:
-    mov r8d, 87
-    mov byte ptr [r15 + r9 + 192], r8b
+    mov dword ptr [r15 + r9 + 384], 32
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 320], edx
+    movzx r9d, r8b
+    mov byte ptr [r15 + r8 + 128], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c245:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov ecx, r9d
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpxor xmm0, xmm0, xmm5
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 4096
+    jnz 1f
+1:
+    jmp 1f
+1:
+    vpxor xmm0, xmm0, xmm11
+    mov r9, r8
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 0], eax
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
     lea r8, [r11 + r11*1]
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 512]
     jmp 1f
 1:
     and r8, 64
-    mov qword ptr [r15 + r8 + 128], rax
-    vmovdqu ymmword ptr [r15 + 0], ymm9
-    movzx eax, byte ptr [r15 + 0]
-    mov r9d, edx
-    vmovdqu ymmword ptr [r15 + 0], ymm9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rax
-    mov rdx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    mov byte ptr [r15 + 0], dl
-    mov edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, esi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r9d
-    mov r9d, 237
-    lea r9, [r11 + r11*1]
-    mov rsi, r9
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 384]
-    jmp 1f
-1:
-    mov rdx, rdx
-    mov edi, 150
     lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 448], 144
+    movzx ecx, sil
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov edx, 230
     and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 64]
-    mov rdx, rax
-    movzx edx, r8b
-    mov edx, dword ptr [r15 + r9 + 320]
-    vmovdqu xmmword ptr [r15 + r8 + 64], xmm9
+    mov dword ptr [r15 + rbp + 256], ebp
+    mov byte ptr [r15 + r8 + 512], r9b
+    mov esi, 29
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 128], 86
-    jmp 1f
-1:
+    mov dword ptr [r15 + r9 + 448], r8d
+    mov esi, esi
+    mov qword ptr [r15 + rbp + 192], rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c246:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d18189_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d18189_s:
-    .p2align 3
-    jmp .Lc1_d18189_j
-    .p2align 3
-    jmp .Lc1_d18189_j
-    .p2align 3
-    jmp .Lc1_d18189_j
-    .p2align 3
-    jmp .Lc1_d18189_j
-    .p2align 3
-    jmp .Lc1_d18189_j
-    .p2align 3
-    jmp .Lc1_d18189_j
-    .p2align 3
-    jmp .Lc1_d18189_j
-    .p2align 3
-    jmp .Lc1_d18189_j
-    .p2align 3
-    jmp .Lc1_d18189_j
-    .p2align 3
-    jmp .Lc1_d18189_j
-    .p2align 3
-    jmp .Lc1_d18189_j
-    .p2align 3
-    jmp .Lc1_d18189_j
-    .p2align 3
-    jmp .Lc1_d18189_j
-    .p2align 3
-    jmp .Lc1_d18189_j
-    .p2align 3
-    jmp .Lc1_d18189_j
-    .p2align 3
-    jmp .Lc1_d18189_j
-.Lc1_d18189_j:
+    lea rcx, [rip + .Lc1_d18567_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d18567_j_t
+.Lc1_d18567_j:
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov ecx, 248
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov ecx, 110
+    mov rcx, rbp
     jmp 1f
 1:
+    mov rcx, rcx
     and rbp, 64
-    mov dword ptr [r15 + rbp + 448], ebp
-    lea r9, [r11*8]
+    mov qword ptr [r15 + rbp + 192], rdi
+    vpshufd xmm0, xmm0, 251
+    lea r8, [r11*8]
+    mov rcx, r8
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    mov dword ptr [r15 + r8 + 1216], 137
+    movzx ecx, bpl
+    lea r9, [r11 + r11*1]
+    movzx ecx, r9b
     jmp 1f
 1:
-    mov rcx, rax
+    and r9, 64
+    mov qword ptr [r15 + r9 + 448], r9
+    mov ecx, 5
+    movzx ecx, byte ptr [r15 + rbp + 256]
+    mov byte ptr [r15 + r8 + 1024], cl
     movzx ecx, cl
-    and r9, 448
-    mov qword ptr [r15 + r9 + 1152], rax
-    mov dword ptr [r15 + r9 + 832], 69
-    mov ecx, ebp
-    mov eax, ebp
-    mov dword ptr [r15 + r9 + 896], 217
+    vmovq qword ptr [r15 + r9 + 512], xmm0
+    mov dword ptr [r15 + r8 + 960], 165
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rax, rax
-    mov dword ptr [r15 + 0], ebp
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    movzx esi, byte ptr [r15 + 0]
-    movzx eax, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], dil
-    mov byte ptr [r15 + r9 + 1216], r8b
-    mov dword ptr [r15 + r9 + 960], esi
-    movsxd rsi, dword ptr [r15 + r9 + 1088]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 512], sil
-    mov byte ptr [r15 + r8 + 128], sil
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + r9 + 1024]
-    movzx r8d, sil
-    movzx r8d, r8b
-    mov r8, r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 1280], r8d
+    mov rcx, qword ptr [r15 + r8 + 896]
+    movzx r9d, byte ptr [r15 + r8 + 1152]
+    movzx ebp, byte ptr [r15 + r8 + 1088]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c247:
-    movzx r8d, sil
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
+    lea rbp, [r11*4]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    and rbp, 192
+    vmovdqu xmmword ptr [r15 + rbp + 640], xmm0
+    mov r9, rbp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 79
+    mov r9d, 152
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 183
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, dl
+    movzx r9d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + r8 + 7872]
+    movsxd rcx, dword ptr [r15 + rbp + 576]
+    mov rax, qword ptr [r15 + r8 + 7808]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    and r8, 192
-    movzx esi, byte ptr [r15 + r8 + 640]
-    and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 320]
-    lea r9, [r11 + r11*4]
-    mov rcx, r8
-    movzx eax, cl
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rsi
-    mov dword ptr [r15 + r8 + 576], r9d
+    lea r9, [r11 + r11*1]
+    movzx esi, byte ptr [r15 + r8 + 7744]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 448], r9b
+    mov dword ptr [r15 + r9 + 512], r9d
+    movzx r9d, r9b
+    mov r9d, dword ptr [r15 + r8 + 7680]
     jmp 1f
 1:
-    mov ecx, 99
-    mov ecx, ecx
-    movsxd rcx, dword ptr [r15 + r9 + 7744]
-    vmovq qword ptr [r15 + r8 + 704], xmm9
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 768], ecx
-    mov rcx, qword ptr [r15 + r9 + 7680]
-    mov byte ptr [r15 + rbp + 384], dil
-    mov esi, ecx
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + r9 + 7552]
-    mov rdi, qword ptr [r15 + r9 + 7616]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 768], r9d
+    movzx edx, al
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + r8 + 7616]
+    mov rdx, r9
+    mov r9d, 150
+    vmovdqu ymmword ptr [r15 + r8 + 7552], ymm0
+    mov qword ptr [r15 + rbp + 704], r9
     add r11, 64
     inc rbx
     dec r13
@@ -22898,393 +23145,425 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d18306_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d18306_j:
-    movzx ecx, byte ptr [r15 + 0]
-    movzx eax, sil
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d18664_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d18664_s_t
+    .p2align 3
+.Lc1_d18664_s:
+    .p2align 3
+    jmp .Lc1_d18664_j
+    .p2align 3
+    jmp .Lc1_d18664_j
+.Lc1_d18664_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov byte ptr [r15 + 0], al
+    mov eax, 125
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    mov rax, rcx
+    mov eax, 252
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov rax, rsi
+    mov dword ptr [r15 + 0], edx
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r8
+    mov byte ptr [r15 + 0], cl
+    mov eax, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    mov eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 8
-    mov edi, r9d
-    movzx edi, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    mov edi, edi
-    mov byte ptr [r15 + 0], dil
-    mov qword ptr [r15 + 0], rdi
-    mov byte ptr [r15 + 0], dil
-    test dword ptr [r15 + 67117723], 1073741824
-    jz 1f
-1:
-    vpor xmm9, xmm9, xmm9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 239
-    movzx edi, dil
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 26
-    lea r8, [r11 + r11*1]
     lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 64]
+    mov qword ptr [r15 + r9 + 384], r9
+    mov eax, ebp
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 448], edi
-    mov byte ptr [r15 + r9 + 128], r9b
-    mov byte ptr [r15 + rbp + 64], dil
-    mov r9d, 79
+    lea rbp, [r11 + r11*1]
+    mov r8d, 244
+    mov r8, qword ptr [r15 + r9 + 320]
+    jmp 1f
+1:
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 64], ymm0
+    vpxor xmm0, xmm0, xmm9
+    lea r9, [r11 + r11*1]
+    mov eax, eax
+    mov eax, 185
+    mov rax, qword ptr [r15 + rbp + 128]
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 448], ymm0
+    mov byte ptr [r15 + r9 + 512], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c249:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8388608
-    setz al
-    lea rcx, [rip + .Lc1_d18360_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d18360_s:
-    .p2align 3
-    jmp .Lc1_d18360_j
-    .p2align 3
-    jmp .Lc1_d18360_j
-.Lc1_d18360_j:
+    lea rcx, [rip + .Lc1_d18727_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d18727_j_t
+.Lc1_d18727_j:
+    xor dword ptr [r15 + 0], ecx
+    mov ecx, eax
+    mov qword ptr [r15 + 0], r9
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    nop
+    movzx ecx, sil
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 2560
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, sil
+    jmp 1f
+1:
+    movzx esi, cl
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    movzx ecx, cl
     lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 192], ebp
+    movzx ecx, byte ptr [r15 + rbp + 192]
+    jmp 1f
+1:
+    mov rsi, rcx
+    movzx ecx, bpl
+    mov qword ptr [r15 + rbp + 256], rbp
+    lea rbp, [r11 + r11*1]
     lea r8, [r11 + r11*1]
     jmp 1f
 1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 192], bpl
+    mov dword ptr [r15 + rbp + 256], ecx
     and r8, 64
-    mov dword ptr [r15 + r8 + 128], r8d
-    mov dword ptr [r15 + 0], r8d
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov eax, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 109
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    inc dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 0]
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 64], ebp
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 320], ymm9
-    mov byte ptr [r15 + r9 + 384], r9b
-    movzx r8d, r9b
-    mov r9d, 208
-    mov byte ptr [r15 + rbp + 256], r9b
+    movzx ebp, byte ptr [r15 + r8 + 64]
+    movsxd rcx, dword ptr [r15 + r8 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c250:
-    movzx r9d, sil
+    mov rcx, r8
+    lea rbp, [r11*4]
+    movzx ecx, bpl
+    and rbp, 192
+    movzx ecx, byte ptr [r15 + rbp + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
+    movzx ecx, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rsi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 166
+    jmp 1f
+1:
+    mov esi, ecx
+    movzx esi, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 4
+    nop
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
+    lea r9, [r11 + r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    movzx esi, byte ptr [r15 + r9 + 3648]
+    and esi, dword ptr [r15 + rbp + 704]
+    mov rcx, rsi
+    mov esi, 44
+    mov byte ptr [r15 + r9 + 3520], sil
+    movsxd rsi, dword ptr [r15 + r9 + 3392]
+    mov rax, qword ptr [r15 + rbp + 576]
+    mov byte ptr [r15 + r9 + 3584], al
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 64]
     jmp 1f
 1:
-    lea r8, [r11*8]
-    and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 256]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 960], r9
-    mov dword ptr [r15 + r8 + 1024], r8d
-    mov qword ptr [r15 + r8 + 832], r9
-    jmp 1f
-1:
-    add qword ptr [r15 + r9 + 192], r9
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 1216], 2
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + r8 + 896]
-    movzx edi, r9b
-    mov qword ptr [r15 + r8 + 1152], r8
-    movzx r9d, r8b
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov rbp, r8
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 1088], rbp
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + r9 + 320]
+    mov rdx, qword ptr [r15 + r8 + 128]
+    mov qword ptr [r15 + r9 + 3456], rdx
+    movzx edx, dl
+    mov byte ptr [r15 + rbp + 640], dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c251:
-    lea rcx, [rip + .Lc1_d18464_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d18464_j:
-    vmovdqu ymmword ptr [r15 + 0], ymm9
-    mov ecx, 183
-    mov edi, ecx
-    jmp 1f
-1:
-    mov rcx, rdi
-    mov rcx, rbp
-    mov ecx, ebp
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    vpshufd xmm9, xmm9, 132
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 1024
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 320], 155
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 256]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d18837_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d18837_s_t
+    .p2align 3
+.Lc1_d18837_s:
+    .p2align 3
+    jmp .Lc1_d18837_j
+    .p2align 3
+    jmp .Lc1_d18837_j
+    .p2align 3
+    jmp .Lc1_d18837_j
+    .p2align 3
+    jmp .Lc1_d18837_j
+    .p2align 3
+    jmp .Lc1_d18837_j
+    .p2align 3
+    jmp .Lc1_d18837_j
+    .p2align 3
+    jmp .Lc1_d18837_j
+    .p2align 3
+    jmp .Lc1_d18837_j
+.Lc1_d18837_j:
     lea rbp, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + r8 + 384]
+    movzx ecx, bpl
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 448], rax
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    movzx edx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 109
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
+    movzx eax, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 251
+    mov dword ptr [r15 + 0], ebp
     jmp 1f
 1:
-    mov r8d, r8d
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 250
-    mov r8d, dword ptr [r15 + rbp + 320]
-    mov dword ptr [r15 + r9 + 192], r9d
-    mov ebp, 231
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 0], xmm0
+    mov ecx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov r8d, 140
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 48
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 0], r8
+    movzx esi, cl
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], bpl
+    jmp 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], 214
+    mov dword ptr [r15 + rbp + 512], 87
+    jmp 1f
+1:
+    xor dword ptr [r15 + r8 + 128], esi
+    mov r8d, dword ptr [r15 + r9 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c252:
-    lea rcx, [rip + .Lc1_d18517_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d18517_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
+    movzx eax, bpl
+    vmovdqu xmmword ptr [r15 + 0], xmm0
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 204
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov ecx, 176
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rbp
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r9d, r8d
-    vmovdqu xmmword ptr [r15 + 0], xmm9
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    mov eax, eax
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov r8d, dword ptr [r15 + 0]
+    mov eax, 244
+    mov eax, eax
+    mov eax, r9d
+    test dword ptr [r15 + 67117724], 64
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, eax
+    movzx eax, r8b
+    mov eax, eax
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 108
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
+    mov rsi, rax
     and r8, 64
-    mov byte ptr [r15 + r8 + 256], r8b
+    mov dword ptr [r15 + r8 + 128], 98
+    lea r9, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
     and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 64]
-    vmovdqu xmmword ptr [r15 + r8 + 192], xmm9
-    mov r8d, 179
+    mov eax, dword ptr [r15 + r9 + 512]
+    mov rsi, rdx
     and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 256]
-    mov r8, qword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + rbp + 448], 149
+    mov dword ptr [r15 + r9 + 448], ebp
+    mov dword ptr [r15 + rbp + 512], ebp
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + rbp + 192]
+    mov qword ptr [r15 + r8 + 64], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c253:
+    lea rcx, [rip + .Lc1_d18949_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d18949_j_t
+.Lc1_d18949_j:
+    movzx ecx, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    vpor xmm0, xmm0, xmm6
     jmp 1f
 1:
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
-    mov r9, r9
-    lea r9, [r11*8]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    mov rbp, rcx
+    mov ebp, 228
+    movzx ebp, bpl
+    mov dword ptr [r15 + 0], 52
+    vpmovmskb ebp, xmm0
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1472], r9d
-    lea rbp, [r11*8]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov eax, 73
     lea r8, [r11 + r11*1]
-    and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 832]
+    lea r9, [r11 + r11*1]
+    movzx eax, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + rbp + 1152], edi
+    mov dword ptr [r15 + r8 + 320], r8d
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 448]
+    vpshufd xmm0, xmm0, 254
     jmp 1f
 1:
-    mov edi, 197
-    mov edi, edi
-    lock xadd qword ptr [r15 + rbp + 1088], rdi
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 896], r9d
-    vmovdqu ymmword ptr [r15 + r9 + 1664], ymm9
-    mov qword ptr [r15 + r9 + 1536], rdi
-    mov rdi, rdi
-    jmp 1f
-1:
-    mov rdi, rdi
-    jmp 1f
-1:
-    mov edi, r8d
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 64]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx edi, dil
-    movsxd rcx, dword ptr [r15 + rbp + 960]
+    mov edx, 129
+    mov edx, edx
+    mov edx, edx
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 1024], sil
     jmp 1f
 1:
-    mov rsi, rcx
+    mov dword ptr [r15 + r9 + 512], esi
+    mov qword ptr [r15 + rbp + 128], rdx
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 1600], r8b
-    mov qword ptr [r15 + r8 + 64], rdi
-    mov rdi, qword ptr [r15 + r9 + 1408]
+    mov qword ptr [r15 + r8 + 384], rdx
     jmp 1f
 1:
-    mov r8, rdi
-    vmovdqu xmm9, xmmword ptr [r15 + r9 + 1344]
+    mov edx, esi
+    mov esi, 197
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -23294,116 +23573,177 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 4
+    test dword ptr [r15 + 67117723], 512
     setz al
-    lea rcx, [rip + .Lc1_d18627_s]
+    lea rcx, [rip + .Lc1_d19015_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d19015_s_t
     .p2align 3
-.Lc1_d18627_s:
+.Lc1_d19015_s:
     .p2align 3
-    jmp .Lc1_d18627_j
+    jmp .Lc1_d19015_j
     .p2align 3
-    jmp .Lc1_d18627_j
-.Lc1_d18627_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r8d, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d19015_j
+.Lc1_d19015_j:
+    mov eax, ecx
     lea rbp, [r11 + r11*1]
-    test dword ptr [r15 + 67117723], 1
+    jmp 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 64], cl
+    mov rax, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 1073742852
     jz 1f
 1:
-    and r8, 8128
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + r8 + 7488]
+    and r8, 192
+    mov ecx, dword ptr [r15 + r8 + 640]
+    mov dword ptr [r15 + r8 + 704], 159
     lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rbp
-    mov dword ptr [r15 + r8 + 7680], 246
-    xor dword ptr [r15 + rbp + 256], edi
+    mov eax, 22
+    jmp 1f
+1:
+    mov eax, eax
     and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 64], ymm9
-    movzx edi, r9b
+    movzx eax, byte ptr [r15 + r9 + 448]
+    mov rdx, qword ptr [r15 + r8 + 576]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + r8 + 7552]
-    mov qword ptr [r15 + r9 + 128], rdi
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 7744], esi
-    vmovdqu ymmword ptr [r15 + r8 + 7808], ymm9
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + r8 + 7616]
-    mov byte ptr [r15 + r8 + 7872], dil
-    mov edi, 143
-    jmp 1f
-1:
+    mov qword ptr [r15 + rbp + 128], rax
+    mov dword ptr [r15 + r8 + 768], ecx
+    mov r8, rax
+    mov r8, r8
+    mov r8, r8
+    movzx r8d, byte ptr [r15 + r9 + 512]
+    mov eax, r8d
+    mov r8d, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c255:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d19073_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d19073_s_t
+    .p2align 3
+.Lc1_d19073_s:
+    .p2align 3
+    jmp .Lc1_d19073_j
+    .p2align 3
+    jmp .Lc1_d19073_j
+    .p2align 3
+    jmp .Lc1_d19073_j
+    .p2align 3
+    jmp .Lc1_d19073_j
+    .p2align 3
+    jmp .Lc1_d19073_j
+    .p2align 3
+    jmp .Lc1_d19073_j
+    .p2align 3
+    jmp .Lc1_d19073_j
+    .p2align 3
+    jmp .Lc1_d19073_j
+    .p2align 3
+    jmp .Lc1_d19073_j
+    .p2align 3
+    jmp .Lc1_d19073_j
+    .p2align 3
+    jmp .Lc1_d19073_j
+    .p2align 3
+    jmp .Lc1_d19073_j
+    .p2align 3
+    jmp .Lc1_d19073_j
+    .p2align 3
+    jmp .Lc1_d19073_j
+    .p2align 3
+    jmp .Lc1_d19073_j
+    .p2align 3
+    jmp .Lc1_d19073_j
+.Lc1_d19073_j:
+    mov ecx, 19
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    bswap r9
-    mov r9d, 240
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 226
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    jmp 1f
-1:
-    vpor xmm9, xmm9, xmm9
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 192
-    movzx edi, byte ptr [r15 + r9 + 640]
-    movzx r8d, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    movzx eax, byte ptr [r15 + 0]
     jmp 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rbp
+    movzx ecx, cl
+    movzx edx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov ecx, edx
+    mov ecx, 124
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 224
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    xor dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 132
     lea r8, [r11 + r11*1]
-    lea rbp, [r11*4]
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
     and r8, 64
-    mov rax, qword ptr [r15 + r8 + 384]
-    and rbp, 8128
-    inc dword ptr [r15 + rbp + 7616]
+    mov ecx, dword ptr [r15 + r8 + 384]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 448], r9
+    mov rdx, rdx
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], bpl
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 576], rbp
-    movsxd rsi, dword ptr [r15 + r9 + 704]
-    mov dword ptr [r15 + r8 + 320], 139
-    mov qword ptr [r15 + rbp + 7680], rsi
-    mov dword ptr [r15 + rbp + 7552], 135
-    mov dword ptr [r15 + rbp + 7488], 54
-    mov dword ptr [r15 + r9 + 768], 43
+    mov rdx, qword ptr [r15 + r8 + 320]
     jmp 1f
 1:
-    movzx ebp, sil
+    mov qword ptr [r15 + rbp + 64], rdx
+    jmp 1f
+1:
+    mov edx, edx
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + r9 + 512]
+    mov rdx, r8
     add r11, 64
     inc rbx
     dec r13
@@ -23466,5 +23806,453 @@ ditto_body_init_c1:
     jb 2b
     ret
     .size ditto_body_init_c1, .-ditto_body_init_c1
+
+    .section .text.ditto_indirect,"ax",@progbits
+    .p2align 9, 0xcc
+.Lc1_d5099_j_t:
+    jmp rcx
+.Lc1_d3286_s_t:
+    jmp rcx
+.Lc1_d3348_s_t:
+    jmp rcx
+.Lc1_d4876_j_t:
+    jmp rcx
+.Lc1_d4936_j_t:
+    jmp rcx
+.Lc1_d4989_s_t:
+    jmp rcx
+.Lc1_d3852_j_t:
+    jmp rcx
+.Lc1_d3938_j_t:
+    jmp rcx
+.Lc1_d3992_s_t:
+    jmp rcx
+.Lc1_d4105_s_t:
+    jmp rcx
+.Lc1_d4207_j_t:
+    jmp rcx
+.Lc1_d4681_j_t:
+    jmp rcx
+.Lc1_d4774_j_t:
+    jmp rcx
+.Lc1_d69_j_t:
+    jmp rcx
+.Lc1_d170_s_t:
+    jmp rcx
+.Lc1_d264_j_t:
+    jmp rcx
+.Lc1_d368_j_t:
+    jmp rcx
+.Lc1_d459_s_t:
+    jmp rcx
+.Lc1_d513_j_t:
+    jmp rcx
+.Lc1_d611_j_t:
+    jmp rcx
+.Lc1_d701_j_t:
+    jmp rcx
+.Lc1_d802_j_t:
+    jmp rcx
+.Lc1_d887_s_t:
+    jmp rcx
+.Lc1_d945_s_t:
+    jmp rcx
+.Lc1_d1041_j_t:
+    jmp rcx
+.Lc1_d1136_j_t:
+    jmp rcx
+.Lc1_d1225_j_t:
+    jmp rcx
+.Lc1_d1316_s_t:
+    jmp rcx
+.Lc1_d1381_j_t:
+    jmp rcx
+.Lc1_d1476_s_t:
+    jmp rcx
+.Lc1_d1576_j_t:
+    jmp rcx
+.Lc1_d1664_s_t:
+    jmp rcx
+.Lc1_d1757_j_t:
+    jmp rcx
+.Lc1_d1812_j_t:
+    jmp rcx
+.Lc1_d1910_s_t:
+    jmp rcx
+.Lc1_d2021_j_t:
+    jmp rcx
+.Lc1_d2071_s_t:
+    jmp rcx
+.Lc1_d2192_j_t:
+    jmp rcx
+.Lc1_d2291_j_t:
+    jmp rcx
+.Lc1_d2344_s_t:
+    jmp rcx
+.Lc1_d2442_j_t:
+    jmp rcx
+.Lc1_d2539_j_t:
+    jmp rcx
+.Lc1_d2639_s_t:
+    jmp rcx
+.Lc1_d2694_j_t:
+    jmp rcx
+.Lc1_d2791_s_t:
+    jmp rcx
+.Lc1_d2898_j_t:
+    jmp rcx
+.Lc1_d2993_s_t:
+    jmp rcx
+.Lc1_d3057_s_t:
+    jmp rcx
+.Lc1_d3177_j_t:
+    jmp rcx
+.Lc1_d3226_j_t:
+    jmp rcx
+.Lc1_d3425_s_t:
+    jmp rcx
+.Lc1_d3487_j_t:
+    jmp rcx
+.Lc1_d3583_j_t:
+    jmp rcx
+.Lc1_d3683_s_t:
+    jmp rcx
+.Lc1_d3748_j_t:
+    jmp rcx
+.Lc1_b5_stubs_t:
+    jmp rcx
+.Lc1_b9_stubs_t:
+    jmp rcx
+.Lc1_d4363_j_t:
+    jmp rcx
+.Lc1_d4412_s_t:
+    jmp rcx
+.Lc1_d4513_j_t:
+    jmp rcx
+.Lc1_d4611_s_t:
+    jmp rcx
+.Lc1_d5164_s_t:
+    jmp rcx
+.Lc1_d5238_s_t:
+    jmp rcx
+.Lc1_d5309_s_t:
+    jmp rcx
+.Lc1_d5376_s_t:
+    jmp rcx
+.Lc1_d5452_s_t:
+    jmp rcx
+.Lc1_d5521_j_t:
+    jmp rcx
+.Lc1_d5568_j_t:
+    jmp rcx
+.Lc1_d5629_s_t:
+    jmp rcx
+.Lc1_d5746_s_t:
+    jmp rcx
+.Lc1_d5817_j_t:
+    jmp rcx
+.Lc1_d5911_j_t:
+    jmp rcx
+.Lc1_d6020_j_t:
+    jmp rcx
+.Lc1_d6078_j_t:
+    jmp rcx
+.Lc1_d6172_j_t:
+    jmp rcx
+.Lc1_d6273_s_t:
+    jmp rcx
+.Lc1_d6345_s_t:
+    jmp rcx
+.Lc1_d6464_j_t:
+    jmp rcx
+.Lc1_d6559_j_t:
+    jmp rcx
+.Lc1_d6607_j_t:
+    jmp rcx
+.Lc1_d6712_j_t:
+    jmp rcx
+.Lc1_d6811_j_t:
+    jmp rcx
+.Lc1_d6869_s_t:
+    jmp rcx
+.Lc1_d6980_j_t:
+    jmp rcx
+.Lc1_d7040_s_t:
+    jmp rcx
+.Lc1_d7171_j_t:
+    jmp rcx
+.Lc1_d7269_j_t:
+    jmp rcx
+.Lc1_d7322_s_t:
+    jmp rcx
+.Lc1_d7424_j_t:
+    jmp rcx
+.Lc1_d7527_s_t:
+    jmp rcx
+.Lc1_d7580_j_t:
+    jmp rcx
+.Lc1_d7681_j_t:
+    jmp rcx
+.Lc1_d7739_s_t:
+    jmp rcx
+.Lc1_d7845_j_t:
+    jmp rcx
+.Lc1_d7958_j_t:
+    jmp rcx
+.Lc1_d8010_s_t:
+    jmp rcx
+.Lc1_d8122_j_t:
+    jmp rcx
+.Lc1_d8225_s_t:
+    jmp rcx
+.Lc1_d8285_j_t:
+    jmp rcx
+.Lc1_d8393_j_t:
+    jmp rcx
+.Lc1_d8448_s_t:
+    jmp rcx
+.Lc1_d8554_j_t:
+    jmp rcx
+.Lc1_d8653_s_t:
+    jmp rcx
+.Lc1_d8713_j_t:
+    jmp rcx
+.Lc1_d8821_s_t:
+    jmp rcx
+.Lc1_d8929_s_t:
+    jmp rcx
+.Lc1_d9003_j_t:
+    jmp rcx
+.Lc1_d9098_j_t:
+    jmp rcx
+.Lc1_d9188_s_t:
+    jmp rcx
+.Lc1_d9243_j_t:
+    jmp rcx
+.Lc1_d9347_j_t:
+    jmp rcx
+.Lc1_d9458_j_t:
+    jmp rcx
+.Lc1_d9510_s_t:
+    jmp rcx
+.Lc1_d9607_j_t:
+    jmp rcx
+.Lc1_d9703_s_t:
+    jmp rcx
+.Lc1_d9774_j_t:
+    jmp rcx
+.Lc1_d9886_s_t:
+    jmp rcx
+.Lc1_d9989_j_t:
+    jmp rcx
+.Lc1_d10045_j_t:
+    jmp rcx
+.Lc1_d10144_s_t:
+    jmp rcx
+.Lc1_d10199_j_t:
+    jmp rcx
+.Lc1_d10307_j_t:
+    jmp rcx
+.Lc1_d10410_s_t:
+    jmp rcx
+.Lc1_d10471_j_t:
+    jmp rcx
+.Lc1_d10578_s_t:
+    jmp rcx
+.Lc1_d10682_j_t:
+    jmp rcx
+.Lc1_d10739_j_t:
+    jmp rcx
+.Lc1_d10842_s_t:
+    jmp rcx
+.Lc1_d10918_j_t:
+    jmp rcx
+.Lc1_d11018_s_t:
+    jmp rcx
+.Lc1_d11118_j_t:
+    jmp rcx
+.Lc1_d11219_s_t:
+    jmp rcx
+.Lc1_d11278_j_t:
+    jmp rcx
+.Lc1_d11374_j_t:
+    jmp rcx
+.Lc1_d11475_s_t:
+    jmp rcx
+.Lc1_d11533_j_t:
+    jmp rcx
+.Lc1_d11650_s_t:
+    jmp rcx
+.Lc1_d11724_j_t:
+    jmp rcx
+.Lc1_d11826_j_t:
+    jmp rcx
+.Lc1_d11881_s_t:
+    jmp rcx
+.Lc1_d11989_j_t:
+    jmp rcx
+.Lc1_d12045_j_t:
+    jmp rcx
+.Lc1_d12160_s_t:
+    jmp rcx
+.Lc1_d12222_j_t:
+    jmp rcx
+.Lc1_d12338_s_t:
+    jmp rcx
+.Lc1_d12399_j_t:
+    jmp rcx
+.Lc1_d12507_s_t:
+    jmp rcx
+.Lc1_d12621_j_t:
+    jmp rcx
+.Lc1_d12680_s_t:
+    jmp rcx
+.Lc1_d12787_j_t:
+    jmp rcx
+.Lc1_d12886_j_t:
+    jmp rcx
+.Lc1_d12938_s_t:
+    jmp rcx
+.Lc1_d13041_j_t:
+    jmp rcx
+.Lc1_d13140_j_t:
+    jmp rcx
+.Lc1_d13197_s_t:
+    jmp rcx
+.Lc1_d13300_j_t:
+    jmp rcx
+.Lc1_d13402_s_t:
+    jmp rcx
+.Lc1_d13468_j_t:
+    jmp rcx
+.Lc1_d13580_s_t:
+    jmp rcx
+.Lc1_d13682_j_t:
+    jmp rcx
+.Lc1_d13730_j_t:
+    jmp rcx
+.Lc1_d13840_s_t:
+    jmp rcx
+.Lc1_d13905_j_t:
+    jmp rcx
+.Lc1_d14013_s_t:
+    jmp rcx
+.Lc1_d14079_j_t:
+    jmp rcx
+.Lc1_d14180_j_t:
+    jmp rcx
+.Lc1_d14293_s_t:
+    jmp rcx
+.Lc1_d14355_j_t:
+    jmp rcx
+.Lc1_d14452_j_t:
+    jmp rcx
+.Lc1_d14502_s_t:
+    jmp rcx
+.Lc1_d14630_s_t:
+    jmp rcx
+.Lc1_d14723_j_t:
+    jmp rcx
+.Lc1_d14777_j_t:
+    jmp rcx
+.Lc1_d14886_j_t:
+    jmp rcx
+.Lc1_d14993_s_t:
+    jmp rcx
+.Lc1_d15047_j_t:
+    jmp rcx
+.Lc1_d15143_s_t:
+    jmp rcx
+.Lc1_d15258_j_t:
+    jmp rcx
+.Lc1_d15321_s_t:
+    jmp rcx
+.Lc1_d15422_j_t:
+    jmp rcx
+.Lc1_d15523_j_t:
+    jmp rcx
+.Lc1_d15616_s_t:
+    jmp rcx
+.Lc1_d15669_j_t:
+    jmp rcx
+.Lc1_d15770_s_t:
+    jmp rcx
+.Lc1_d15833_j_t:
+    jmp rcx
+.Lc1_d15932_j_t:
+    jmp rcx
+.Lc1_d16047_s_t:
+    jmp rcx
+.Lc1_d16104_j_t:
+    jmp rcx
+.Lc1_d16217_s_t:
+    jmp rcx
+.Lc1_d16296_s_t:
+    jmp rcx
+.Lc1_d16405_j_t:
+    jmp rcx
+.Lc1_d16459_j_t:
+    jmp rcx
+.Lc1_d16561_j_t:
+    jmp rcx
+.Lc1_d16668_s_t:
+    jmp rcx
+.Lc1_d16726_j_t:
+    jmp rcx
+.Lc1_d16823_j_t:
+    jmp rcx
+.Lc1_d16927_s_t:
+    jmp rcx
+.Lc1_d16978_j_t:
+    jmp rcx
+.Lc1_d17079_s_t:
+    jmp rcx
+.Lc1_d17197_j_t:
+    jmp rcx
+.Lc1_d17251_j_t:
+    jmp rcx
+.Lc1_d17348_s_t:
+    jmp rcx
+.Lc1_d17412_s_t:
+    jmp rcx
+.Lc1_d17522_j_t:
+    jmp rcx
+.Lc1_d17629_j_t:
+    jmp rcx
+.Lc1_d17689_s_t:
+    jmp rcx
+.Lc1_d17793_j_t:
+    jmp rcx
+.Lc1_d17847_j_t:
+    jmp rcx
+.Lc1_d17960_s_t:
+    jmp rcx
+.Lc1_d18067_j_t:
+    jmp rcx
+.Lc1_d18123_s_t:
+    jmp rcx
+.Lc1_d18243_j_t:
+    jmp rcx
+.Lc1_d18295_s_t:
+    jmp rcx
+.Lc1_d18405_j_t:
+    jmp rcx
+.Lc1_d18461_j_t:
+    jmp rcx
+.Lc1_d18567_j_t:
+    jmp rcx
+.Lc1_d18664_s_t:
+    jmp rcx
+.Lc1_d18727_j_t:
+    jmp rcx
+.Lc1_d18837_s_t:
+    jmp rcx
+.Lc1_d18949_j_t:
+    jmp rcx
+.Lc1_d19015_s_t:
+    jmp rcx
+.Lc1_d19073_s_t:
+    jmp rcx
+    .text
 
     .section .note.GNU-stack,"",@progbits

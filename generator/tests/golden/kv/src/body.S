@@ -37,72 +37,88 @@ ditto_body_c1:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 2048 bytes, 8 chunk(s), 8 chunk executions per call
+// block 0: 2048 bytes, 8 chunk(s), 4 chunk executions per call
     mov rbx, qword ptr [r15 + 67117736]
-    lea rcx, [rbx + 8]
+    lea rcx, [rbx + 4]
     mov qword ptr [r15 + 67117736], rcx
-    mov r13d, 8
+    mov r13d, 4
+    mov eax, ebx
+    and eax, 7
+    lea rcx, [rip + .Lc1_b0_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_b0_stubs_t
+    .p2align 3
+.Lc1_b0_stubs:
+    .p2align 3
     jmp .Lc1_b0_c0
+    .p2align 3
+    jmp .Lc1_b0_c1
+    .p2align 3
+    jmp .Lc1_b0_c2
+    .p2align 3
+    jmp .Lc1_b0_c3
+    .p2align 3
+    jmp .Lc1_b0_c4
+    .p2align 3
+    jmp .Lc1_b0_c5
+    .p2align 3
+    jmp .Lc1_b0_c6
+    .p2align 3
+    jmp .Lc1_b0_c7
     .p2align 6
 .Lc1_b0_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d35_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d35_j:
-    movzx ecx, cl
-    mov eax, 128
-    sete bpl
-    test ebx, 304
+    lea r8, [r10*8]
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 1536]
+    mov rcx, rcx
+    mov dword ptr [r14 + r8 + 1792], r9d
+    test dword ptr [r15 + 67117723], 524288
     jnz 1f
 1:
+    movsxd rax, dword ptr [r15 + r8 + 1920]
+    mov r9d, dword ptr [r15 + r8 + 1600]
+    vmovq xmm1, rdi
+    test bl, 32
+    jz 1f
+1:
+    movzx edi, al
     mov rbp, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov ecx, eax
+    popcnt rbp, rdx
+    test dword ptr [r15 + 67117723], 33587472
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    movzx edi, bpl
     movzx r9d, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
+    test ebx, 6096
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + r8 + 1472], edx
+    lea r9, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + r8 + 1664]
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 384]
     test bl, 32
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 512
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov r8d, 28
-    mov rdi, rbp
-    lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 134808577
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov ecx, 75
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], dil
-    test ebx, 15264
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    vpaddd xmm3, xmm3, xmm5
-    mov edi, dword ptr [r14 + 0]
     and r9, 64
-    mov dword ptr [r15 + r9 + 192], 170
-    test dword ptr [r15 + 67117724], 16777216
+    movsxd rax, dword ptr [r15 + r9 + 64]
+    mov edi, dword ptr [r15 + r8 + 1728]
+    movzx edx, byte ptr [r15 + r9 + 128]
+    test dword ptr [r15 + 67117723], 33796
     jz 1f
 1:
-    mov rdi, r9
-    lea r8, [r10 + r10*1]
-    mov rcx, qword ptr [r14 + rbp + 448]
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 832]
-    test dword ptr [r15 + 67117724], 8388608
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + r8 + 896]
-    movzx eax, dl
-    mov rdx, qword ptr [r15 + r9 + 256]
+    mov esi, dword ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + r8 + 1856], 125
     add r10, r11
     inc rbx
     dec r13
@@ -111,62 +127,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 384]
-    movzx esi, al
-    lea r8, [r10 + r10*1]
-    mov r9d, dword ptr [r14 + 0]
-    test ebx, 6528
-    jnz 1f
-1:
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 448]
-    movzx edx, byte ptr [r15 + 0]
-    mov rcx, rsi
-    test bl, 32
-    jnz 1f
-1:
-    mov edi, edx
-    mov r9, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 32768
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    bswap rcx
-    test dword ptr [r15 + 67117724], 4456448
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    bt rdx, r8
-    mov dword ptr [r15 + 0], edi
-    test dword ptr [r15 + 67117723], 65536
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov rcx, rdi
-    movsxd rdx, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    test bl, 32
+    lea rcx, [rip + .Lc1_d89_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d89_j_t
+.Lc1_d89_j:
+    mov r8d, dword ptr [r15 + 0]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    movzx ebp, r8b
+    mov byte ptr [r15 + 0], cl
+    test ebx, 11648
     jz 1f
 1:
-    mov edi, 153
+    mov esi, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 1048576
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 66
+    mov ecx, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    test ebx, 12240
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
     and r9, 64
-    mov dword ptr [r15 + r9 + 640], edi
-    movsxd rax, dword ptr [r15 + r8 + 512]
-    test bl, 64
+    mov rdi, qword ptr [r15 + r9 + 768]
+    movzx eax, cl
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 192]
+    lea rbp, [r10 + r10*1]
+    test bl, 144
     jnz 1f
 1:
-    mov esi, eax
-    mov rdx, qword ptr [r14 + rbp + 320]
+    movzx ecx, bpl
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 64]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 642
+    rep movsb
+    test ebx, 32384
+    jnz 1f
+1:
+    mov dword ptr [r14 + r8 + 256], 114
+    mov rax, qword ptr [r14 + 0]
+    mov dword ptr [r15 + r9 + 704], ecx
+    test dword ptr [r15 + 67117723], 2048
+    jz 1f
+1:
+    movzx edx, bpl
     movzx ecx, r8b
-    test bl, 64
-    jnz 1f
-1:
-    mov rcx, rbp
-    movsxd rax, dword ptr [r15 + r9 + 576]
+    movzx r9d, byte ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
@@ -175,62 +188,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d144_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d144_j:
+    mov dword ptr [r15 + 0], ebp
+    movsxd rdx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 51
+    test dword ptr [r15 + 67117724], 536870920
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rdx
     movsxd rsi, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r8d, 199
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 29664
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    xchg rdi, rdx
-    mov dword ptr [r15 + 0], 63
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 1024
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    movzx edx, bpl
-    movzx edx, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 302041440
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    bt rdx, rsi
-    lea r8, [r10 + r10*1]
-    btc dword ptr [r15 + 0], 12
+    mov edx, 41
+    movsxd r8, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    bswap rbp
+    lea rbp, [r10 + r10*1]
     test bl, 32
     jz 1f
 1:
-    xchg rsi, rbp
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], dil
-    vpaddq xmm3, xmm3, xmmword ptr [r14 + 0]
-    test bl, 80
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movzx eax, cl
-    mov rcx, qword ptr [r14 + 0]
     and r9, 64
-    mov esi, dword ptr [r15 + r9 + 832]
-    lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 453085192
+    movsxd rsi, dword ptr [r14 + r9 + 640]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], esi
+    movzx r8d, bpl
+    lea r8, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 269484034
     jz 1f
 1:
-    mov byte ptr [r15 + r8 + 320], bpl
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 320]
-    movzx edi, byte ptr [r15 + rbp + 384]
-    test bl, 80
+    vpshufd xmm15, xmm1, 107
+    movzx ecx, r8b
+    and r8, 64
+    mov byte ptr [r15 + r8 + 448], cl
+    test dword ptr [r15 + 67117724], 4
     jnz 1f
 1:
-    mov ebp, 108
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + r9 + 896]
-    movzx ebp, bpl
+    mov rdx, r8
+    mov byte ptr [r15 + r8 + 512], dil
+    movzx ecx, dl
+    test bl, 32
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 192], 161
+    mov rdi, rax
+    mov edx, dword ptr [r15 + r9 + 576]
+    test dword ptr [r15 + 67117723], 167772224
+    jz 1f
+1:
+    mov rbp, rdx
+    mov rdx, rcx
     add r10, r11
     inc rbx
     dec r13
@@ -239,63 +246,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
-    mov r9d, ebp
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 576]
-    mov eax, ebp
-    test ebx, 1952
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 79
-    mov rdx, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 12256
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov r8, r9
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 2304
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 169
-    mov eax, 12
-    test bl, 240
-    jz 1f
-1:
-    mov rdi, rax
-    movsxd r9, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 39
-    test ebx, 816
-    jz 1f
-1:
-    movzx edi, dil
-    movsxd rdx, dword ptr [r15 + 0]
-    mov esi, r9d
-    test ebx, 2912
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    lea r8, [r10 + r10*1]
-    mov ecx, r9d
-    test dword ptr [r15 + 67117724], 671129856
-    jz 1f
-1:
-    movsxd r9, dword ptr [r14 + 0]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 512], r9
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 270532610
+    setz al
+    lea rcx, [rip + .Lc1_d193_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d193_s_t
+    .p2align 3
+.Lc1_d193_s:
+    .p2align 3
+    jmp .Lc1_d193_j
+    .p2align 3
+    jmp .Lc1_d193_j
+.Lc1_d193_j:
     lea r9, [r10 + r10*1]
-    movsxd rdi, dword ptr [r15 + rbp + 640]
-    test bl, 64
+    and r9, 64
+    movzx r8d, byte ptr [r14 + r9 + 832]
+    mov dword ptr [r15 + 0], esi
+    movzx edx, sil
+    mov byte ptr [r15 + 0], sil
+    test ebx, 2528
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    bt rdi, rax
+    test dword ptr [r15 + 67117724], 67668992
+    jz 1f
+1:
+    mov rdi, rsi
+    movzx r8d, byte ptr [r15 + 0]
+    sete bpl
+    test dword ptr [r15 + 67117723], 1
     jnz 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], rcx
-    movsxd rbp, dword ptr [r15 + r9 + 128]
-    movzx ecx, byte ptr [r15 + r8 + 448]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov rsi, r8
+    test dword ptr [r15 + 67117723], 1074857377
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 0], ebp
+    test bl, 32
+    jz 1f
+1:
+    and rbp, 64
+    mov r8, qword ptr [r15 + rbp + 640]
+    mov esi, r9d
+    movsxd rdx, dword ptr [r15 + rbp + 576]
+    lea rbp, [r10 + r10*1]
+    test bl, 32
+    jz 1f
+1:
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 256]
+    bswap rcx
+    mov rsi, qword ptr [r15 + r9 + 896]
+    test dword ptr [r15 + 67117723], 4202628
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + rbp + 192]
+    movzx edi, byte ptr [r14 + 0]
+    mov ecx, 54
     add r10, r11
     inc rbx
     dec r13
@@ -304,64 +319,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d255_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d255_j:
-    mov rsi, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    mov r9d, 240
-    test ebx, 14288
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    bt r9, rdx
-    movzx esi, dil
-    test dword ptr [r15 + 67117724], 262145
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    mov r9, qword ptr [r14 + rbp + 832]
+    movzx eax, r8b
+    mov rdx, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 557376
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rsi
-    mov rax, rsi
-    bswap rbp
     mov qword ptr [r15 + 0], r8
-    test dword ptr [r15 + 67117723], 4160
-    jz 1f
-1:
-    mov r8d, 21
+    movzx r8d, dl
     movsxd rcx, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 14288
+    test ebx, 624
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov edx, esi
+    test ebx, 720
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov eax, r9d
-    movsxd rdi, dword ptr [r14 + 0]
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 640]
+    mov dword ptr [r15 + 0], 171
+    movzx edi, byte ptr [r15 + 0]
+    mov esi, esi
     test bl, 32
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov rax, qword ptr [r15 + r9 + 576]
-    mov esi, ebp
-    movzx r9d, al
-    and rbp, 64
-    movzx eax, byte ptr [r14 + rbp + 320]
+    mov edx, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 67108865
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    test ebx, 1024
-    jz 1f
+    mov ecx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 4194561
+    jnz 1f
 1:
-    movzx ecx, al
+    mov rdi, rdx
     and r8, 64
-    mov eax, dword ptr [r15 + r8 + 512]
-    movzx ecx, byte ptr [r15 + rbp + 384]
-    test bl, 32
+    lea r9, [r10 + r10*1]
+    movzx esi, byte ptr [r15 + r8 + 64]
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 576]
+    test bl, 80
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 896], rbp
+    mov edi, esi
+    mov ebp, dword ptr [r14 + 0]
+    test bl, 64
     jz 1f
 1:
-    mov ebp, 190
-    mov dword ptr [r15 + r8 + 448], 137
-    mov edi, ebp
+    mov dword ptr [r15 + r9 + 640], 118
+    movzx eax, byte ptr [r15 + r8 + 128]
     add r10, r11
     inc rbx
     dec r13
@@ -370,58 +381,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r9, [r10 + r10*1]
-    mov eax, 66
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 448]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 285279106
+    lea rcx, [rip + .Lc1_d307_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d307_j_t
+.Lc1_d307_j:
+    movzx edi, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 32774
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 643
+    rep movsb
+    mov rax, qword ptr [r15 + 0]
+    test bl, 80
+    jnz 1f
+1:
+    bswap rdx
+    mov r9d, 202
+    mov r8d, 19
+    test dword ptr [r15 + 67117723], 1024
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
+    vmovdqu xmm15, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov byte ptr [r15 + 0], r8b
+    lea r8, [r10 + r10*1]
     test bl, 32
+    jnz 1f
+1:
+    and r8, 64
+    mov edi, dword ptr [r14 + r8 + 640]
+    mov rbp, r8
+    lea r9, [r10 + r10*1]
+    movzx edx, byte ptr [r15 + r8 + 576]
+    test dword ptr [r15 + 67117724], 4194306
     jz 1f
 1:
-    vpaddd xmm5, xmm5, xmm3
-    movzx ecx, byte ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
+    and r9, 64
+    movzx r8d, byte ptr [r15 + r9 + 128]
+    movsxd rsi, dword ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + r9 + 64]
     test bl, 112
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    test dword ptr [r15 + 67117724], 2056
-    jnz 1f
-1:
-    mov edx, eax
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 536883329
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov edi, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
+    mov rcx, rcx
     and rbp, 64
-    vmovdqu xmm3, xmmword ptr [r15 + rbp + 384]
-    and r8, 64
-    movzx esi, byte ptr [r14 + r8 + 640]
-    test ebx, 15280
-    jz 1f
-1:
-    mov rax, rsi
-    mov edi, dword ptr [r14 + 0]
-    mov esi, eax
-    test ebx, 62336
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + r8 + 576], r9d
-    mov r9, qword ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + rbp + 384], eax
+    mov dword ptr [r15 + rbp + 320], 65
     add r10, r11
     inc rbx
     dec r13
@@ -430,57 +442,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d364_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d364_j:
-    lea rbp, [r10 + r10*8]
-    and rbp, 4032
-    lea r8, [r10 + r10*1]
-    movzx edx, byte ptr [r15 + rbp + 3200]
-    mov eax, dword ptr [r15 + rbp + 3392]
-    and r8, 64
-    mov rsi, qword ptr [r14 + r8 + 640]
-    mov rdi, qword ptr [r14 + 0]
-    test ebx, 288
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + rbp + 3008]
-    mov r9, r9
-    mov eax, edi
-    test dword ptr [r15 + 67117724], 2
-    jnz 1f
-1:
-    mov r9, rbp
-    mov edi, ecx
-    mov eax, 254
-    lea r9, [r10 + r10*1]
-    test ebx, 32352
-    jnz 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], r9b
-    movzx edx, byte ptr [r15 + rbp + 3264]
-    mov byte ptr [r15 + 0], r8b
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 14592
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + rbp + 3520]
-    mov qword ptr [r15 + rbp + 3136], rdi
-    mov rcx, qword ptr [r15 + rbp + 3072]
+    lea rbp, [r10 + r10*1]
+    mov eax, ebp
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 256]
+    or qword ptr [r15 + 0], 42
     test bl, 64
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + r8 + 576]
-    mov r8, qword ptr [r15 + r9 + 256]
-    movzx r9d, byte ptr [r15 + rbp + 3456]
-    test ebx, 7168
+    mov dword ptr [r15 + 0], edi
+    movsxd rsi, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 805830656
     jnz 1f
 1:
-    mov r9d, 36
-    mov r8, rdi
-    mov rdx, qword ptr [r15 + rbp + 3328]
+    mov eax, dword ptr [r15 + 0]
+    mov edi, edx
+    mov rdi, rdx
+    test dword ptr [r15 + 67117723], 553648256
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    mov r8, rsi
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    movsxd r9, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 16777216
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    lea r9, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 16777218
+    jnz 1f
+1:
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + r9 + 64], esi
+    mov qword ptr [r14 + 0], rdx
+    test ebx, 13312
+    jz 1f
+1:
+    mov esi, 154
+    lea r8, [r10 + r10*1]
+    movzx edx, r8b
+    mov byte ptr [r14 + rbp + 192], r8b
+    test ebx, 23488
+    jnz 1f
+1:
+    and r8, 64
+    movzx r9d, byte ptr [r15 + r8 + 896]
+    movzx ebp, byte ptr [r15 + r8 + 832]
     add r10, r11
     inc rbx
     dec r13
@@ -489,55 +505,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
+    lea rcx, [rip + .Lc1_d415_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d415_j_t
+.Lc1_d415_j:
+    mov rdi, qword ptr [r14 + 0]
+    mov byte ptr [r14 + 0], dl
+    xchg rsi, r8
+    mov ecx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 24576
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    popcnt r9, rsi
+    mov edx, r8d
+    test dword ptr [r15 + 67117724], 92275840
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 541065474
+    jnz 1f
+1:
+    mov r8d, 37
+    mov rdx, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 2688
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 14832
+    jz 1f
+1:
     lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov byte ptr [r14 + rbp + 640], r8b
+    movzx edi, sil
+    movzx esi, cl
     and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 384]
-    mov eax, esi
-    test dword ptr [r15 + 67117724], 67239936
+    mov qword ptr [r15 + r8 + 832], rdx
+    lea rbp, [r10 + r10*1]
+    test ebx, 3328
     jz 1f
 1:
-    sete sil
-    mov r9, rsi
-    mov dword ptr [r15 + 0], ecx
-    test dword ptr [r15 + 67117724], 1053192
-    jz 1f
-1:
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 1428684802
-    jz 1f
-1:
-    mov eax, eax
-    mov byte ptr [r15 + 0], bpl
-    test dword ptr [r15 + 67117724], 1344274496
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
+    and rbp, 64
+    mov rdx, qword ptr [r15 + rbp + 128]
+    movzx ecx, byte ptr [r15 + r8 + 896]
+    mov esi, dword ptr [r15 + rbp + 64]
     lea r9, [r10 + r10*1]
-    mov qword ptr [r14 + 0], rdx
+    test ebx, 8128
+    jnz 1f
+1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 512], edx
-    test ebx, 6096
-    jnz 1f
-1:
-    mov edx, 187
-    vmovq xmm5, rdx
-    mov eax, 196
-    test dword ptr [r15 + 67117723], 16
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + rbp + 576]
-    movzx eax, al
-    xchg rbp, rdi
-    test dword ptr [r15 + 67117723], 134217728
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + r8 + 320]
-    mov ecx, dword ptr [r15 + r9 + 448]
+    movzx edi, byte ptr [r15 + r9 + 768]
+    mov rax, qword ptr [r15 + r9 + 704]
+    mov ebp, ebp
     add r10, r11
     inc rbx
     dec r13
@@ -551,31 +575,31 @@ ditto_body_c1:
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    movsxd r8, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov r9d, ecx
+    movzx ebp, byte ptr [r15 + 0]
+    mov ecx, edx
     jmp 1f
 1:
-    mov rbp, r10
+    mov r8, r10
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 73
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 704], r9
+    or qword ptr [r15 + 0], 12
+    and r8, 64
+    mov qword ptr [r15 + r8 + 704], rcx
     nop
     test bl, 10
     jz 1f
 1:
     mov r8, r11
-    movzx esi, r8b
+    movzx edx, dl
     and r8, 448
     mov r9, r10
-    add rbp, qword ptr [r15 + r8 + 960]
-    mov dword ptr [r14 + 0], 166
+    add rax, qword ptr [r15 + r8 + 960]
+    mov dword ptr [r14 + 0], 35
     and r9, 33554368
     movzx r8d, byte ptr [r15 + r9 + 33554432]
     add r11, 64
@@ -595,62 +619,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d502_j]
+    lea rcx, [rip + .Lc1_d510_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d502_j:
+    jmp .Lc1_d510_j_t
+.Lc1_d510_j:
     lea rbp, [r10 + r10*1]
-    movzx ecx, cl
-    mov edx, 2
+    movzx edi, r8b
+    mov esi, 249
     and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 128]
-    mov rdi, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + rbp + 128]
+    mov r9, qword ptr [r15 + 0]
     test ebx, 512
     jnz 1f
 1:
     mov edx, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov r8d, r9d
+    mov r8d, dword ptr [r15 + 0]
+    mov eax, r8d
     test bl, 16
     jnz 1f
 1:
-    mov rsi, rcx
+    mov r8, rcx
     movzx r9d, byte ptr [r15 + 0]
-    lock add qword ptr [r15 + 0], rdi
+    lock add qword ptr [r15 + 0], rcx
     test dword ptr [r15 + 67117723], 512
     jnz 1f
 1:
-    popcnt rdi, rax
+    popcnt rcx, rdx
     mov rdx, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
     test ebx, 8030
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    and esi, dword ptr [r15 + 0]
-    popcnt rcx, rcx
+    mov r8, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    and eax, dword ptr [r15 + 0]
+    popcnt rdi, rbp
     test dword ptr [r15 + 67117724], 268435456
     jnz 1f
 1:
-    and r8, 64
-    vpaddd ymm5, ymm1, ymmword ptr [r15 + r8 + 192]
-    mov edx, dword ptr [r15 + rbp + 64]
-    vmulsd xmm3, xmm3, xmm8
+    and r9, 64
+    vpaddd ymm15, ymm15, ymmword ptr [r15 + r9 + 192]
+    mov esi, dword ptr [r15 + rbp + 64]
+    vmulsd xmm15, xmm15, xmm15
     lea rbp, [r10 + r10*1]
     test bl, 42
     jnz 1f
 1:
     and rbp, 64
     mov eax, dword ptr [r15 + rbp + 320]
-    mov dword ptr [r15 + rbp + 384], 156
-    xchg r9, rbp
+    mov dword ptr [r15 + rbp + 384], 95
+    xchg rdi, rcx
     test dword ptr [r15 + 67117724], 575021448
     jz 1f
 1:
-    mov edx, dword ptr [r14 + 0]
-    mov esi, 86
-    movsxd rcx, dword ptr [r15 + r8 + 256]
+    mov ebp, dword ptr [r14 + 0]
+    mov r8d, 188
+    movsxd rsi, dword ptr [r15 + r9 + 256]
     add r10, r11
     inc rbx
     dec r13
@@ -665,7 +689,7 @@ ditto_body_c1:
     and eax, 15
     lea rcx, [rip + .Lc1_b3_stubs]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_b3_stubs_t
     .p2align 3
 .Lc1_b3_stubs:
     .p2align 3
@@ -705,95 +729,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d566_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d566_s:
-    .p2align 3
-    jmp .Lc1_d566_j
-    .p2align 3
-    jmp .Lc1_d566_j
-    .p2align 3
-    jmp .Lc1_d566_j
-    .p2align 3
-    jmp .Lc1_d566_j
-    .p2align 3
-    jmp .Lc1_d566_j
-    .p2align 3
-    jmp .Lc1_d566_j
-    .p2align 3
-    jmp .Lc1_d566_j
-    .p2align 3
-    jmp .Lc1_d566_j
-    .p2align 3
-    jmp .Lc1_d566_j
-    .p2align 3
-    jmp .Lc1_d566_j
-    .p2align 3
-    jmp .Lc1_d566_j
-    .p2align 3
-    jmp .Lc1_d566_j
-    .p2align 3
-    jmp .Lc1_d566_j
-    .p2align 3
-    jmp .Lc1_d566_j
-    .p2align 3
-    jmp .Lc1_d566_j
-    .p2align 3
-    jmp .Lc1_d566_j
-.Lc1_d566_j:
-    mov byte ptr [r15 + 0], dil
-    mov rdx, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 8391172
-    jz 1f
-1:
-    movzx edi, sil
-    mov eax, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 1024
+    lea r9, [r10 + r10*8]
+    mov rdx, r9
+    and r9, 960
+    mov dword ptr [r15 + r9 + 2496], 181
+    mov eax, dword ptr [r14 + r9 + 2304]
+    test ebx, 14720
     jnz 1f
 1:
-    movzx edx, dl
-    movzx r8d, byte ptr [r15 + 0]
-    mov esi, ecx
-    test dword ptr [r15 + 67117724], 2097152
+    mov byte ptr [r15 + r9 + 2432], bpl
+    mov qword ptr [r15 + 0], rax
+    test dword ptr [r15 + 67117723], 268435456
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rsi
-    mov r9, rcx
-    lea r9, [r10 + r10*1]
-    bswap rcx
+    vpmovmskb esi, xmm5
+    mov qword ptr [r15 + r9 + 2176], rdi
+    sete dil
+    test dword ptr [r15 + 67117723], 270533124
+    jnz 1f
+1:
+    mov ebp, 236
+    mov r8d, ebp
+    test ebx, 5568
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + r9 + 1984]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r9 + 2112]
+    test ebx, 3968
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + r9 + 2240]
     lea rbp, [r10 + r10*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], 243
-    test ebx, 8096
-    jz 1f
-1:
+    mov byte ptr [r15 + r9 + 2368], sil
     and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 640]
-    sete r8b
-    movzx edx, dl
-    test ebx, 352
+    mov rdx, qword ptr [r15 + rbp + 192]
+    test dword ptr [r15 + 67117723], 16785420
     jz 1f
 1:
-    mov qword ptr [r15 + r9 + 384], rsi
-    mov esi, edi
-    lea r9, [r10 + r10*1]
-    mov edi, 195
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 192]
-    test dword ptr [r15 + 67117724], 32768
-    jnz 1f
+    lea r8, [r10 + r10*1]
+    movzx esi, byte ptr [r15 + rbp + 256]
+    mov rbp, qword ptr [r15 + r9 + 2048]
+    test bl, 128
+    jz 1f
 1:
-    movzx edx, byte ptr [r15 + rbp + 576]
-    mov eax, dword ptr [r14 + 0]
-    movsxd rbp, dword ptr [r15 + r9 + 256]
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 768]
+    movsxd r9, dword ptr [r15 + r8 + 704]
     add r10, r11
     inc rbx
     dec r13
@@ -802,58 +783,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    btc dword ptr [r15 + 0], 25
-    mov r8, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 823132416
-    jz 1f
-1:
-    movzx r9d, r8b
-    mov rbp, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 2114659
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16777512
+    setz al
+    lea rcx, [rip + .Lc1_d622_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d622_s_t
+    .p2align 3
+.Lc1_d622_s:
+    .p2align 3
+    jmp .Lc1_d622_j
+    .p2align 3
+    jmp .Lc1_d622_j
+.Lc1_d622_j:
+    mov r8d, ecx
+    mov dword ptr [r15 + 0], 143
+    movzx ecx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 30
+    test ebx, 16064
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov edx, edx
-    mov r8d, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 343933184
+    mov rdx, rdi
+    mov esi, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 134217728
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 64
+    mov r9d, edi
+    mov qword ptr [r15 + 0], r9
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    test ebx, 15200
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    movzx esi, byte ptr [r15 + 0]
+    mov edx, r9d
+    mov r8, rdx
     lea rbp, [r10 + r10*1]
-    test bl, 128
-    jz 1f
+    mov ecx, 152
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 832], 94
+    test dword ptr [r15 + 67117723], 71565376
+    jnz 1f
+1:
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 192]
+    mov edi, 72
+    movsxd rdx, dword ptr [r14 + 0]
+    test ebx, 111616
+    jnz 1f
 1:
     lea r9, [r10 + r10*1]
-    movsxd rdi, dword ptr [r14 + 0]
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 128]
-    test bl, 128
-    jz 1f
-1:
+    movzx esi, dl
+    movzx edx, byte ptr [r14 + rbp + 896]
     and r9, 64
-    lea r8, [r10 + r10*1]
-    vmovdqu xmm8, xmmword ptr [r14 + r9 + 256]
-    mov byte ptr [r15 + r9 + 192], al
-    and r8, 64
-    mov dword ptr [r15 + r8 + 896], eax
-    test ebx, 23552
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 64], 82
-    mov ecx, 98
-    test dword ptr [r15 + 67117724], 272933137
+    movzx ebp, byte ptr [r15 + r9 + 640]
+    movzx ecx, bpl
+    test dword ptr [r15 + 67117723], 133156
     jz 1f
 1:
-    movzx ebp, al
-    mov dword ptr [r15 + r8 + 832], esi
+    mov edx, 13
+    movsxd rbp, dword ptr [r15 + r8 + 256]
+    mov r8d, dword ptr [r15 + r9 + 576]
     add r10, r11
     inc rbx
     dec r13
@@ -862,98 +853,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d688_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d688_s:
-    .p2align 3
-    jmp .Lc1_d688_j
-    .p2align 3
-    jmp .Lc1_d688_j
-    .p2align 3
-    jmp .Lc1_d688_j
-    .p2align 3
-    jmp .Lc1_d688_j
-    .p2align 3
-    jmp .Lc1_d688_j
-    .p2align 3
-    jmp .Lc1_d688_j
-    .p2align 3
-    jmp .Lc1_d688_j
-    .p2align 3
-    jmp .Lc1_d688_j
-    .p2align 3
-    jmp .Lc1_d688_j
-    .p2align 3
-    jmp .Lc1_d688_j
-    .p2align 3
-    jmp .Lc1_d688_j
-    .p2align 3
-    jmp .Lc1_d688_j
-    .p2align 3
-    jmp .Lc1_d688_j
-    .p2align 3
-    jmp .Lc1_d688_j
-    .p2align 3
-    jmp .Lc1_d688_j
-    .p2align 3
-    jmp .Lc1_d688_j
-.Lc1_d688_j:
-    mov esi, edx
-    mov rdi, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    vpaddd xmm8, xmm8, xmm8
-    test ebx, 7136
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    vpxor xmm3, xmm3, xmm8
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov r8d, dword ptr [r15 + 0]
-    mov rbp, rax
-    test ebx, 89088
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 189
-    movzx edi, sil
-    test dword ptr [r15 + 67117723], 1645240448
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 8390656
+    cmovne rdi, rsi
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], r9
+    mov rcx, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 17301508
     jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 58368
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov ecx, 50
+    test dword ptr [r15 + 67117723], 1048576
+    jz 1f
+1:
+    mov rcx, r9
+    mov dword ptr [r15 + 0], 95
+    movsxd rax, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    movzx ecx, sil
+    movzx r9d, r9b
+    test ebx, 800
+    jnz 1f
 1:
     lea r8, [r10 + r10*1]
-    movsxd rdx, dword ptr [r15 + 0]
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 384]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], rsi
-    test ebx, 1024
-    jnz 1f
-1:
+    mov rsi, qword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    mov esi, dword ptr [r14 + 0]
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 64]
+    test dword ptr [r15 + 67117724], 524288
+    jz 1f
+1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 512], 168
-    movzx edi, byte ptr [r15 + r8 + 64]
-    test dword ptr [r15 + 67117723], 512
+    mov qword ptr [r15 + r9 + 64], rdi
+    mov edi, dword ptr [r14 + r8 + 128]
+    test dword ptr [r15 + 67117723], 8192
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + rbp + 320]
-    mov rax, rax
-    mov ecx, dword ptr [r15 + r9 + 448]
+    mov dword ptr [r15 + r9 + 128], 242
+    mov byte ptr [r15 + rbp + 384], dl
     add r10, r11
     inc rbx
     dec r13
@@ -962,61 +912,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d761_j]
+    lea rcx, [rip + .Lc1_d731_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d761_j:
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 896]
-    and r9, 64
-    mov edi, dword ptr [r15 + r9 + 832]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 54
-    mov edi, 16
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 832
-    jnz 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    bt rax, rsi
-    test bl, 64
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    test dword ptr [r15 + 67117724], 12583426
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    movzx r8d, dl
-    test bl, 64
-    jnz 1f
-1:
-    mov edi, r8d
-    mov dword ptr [r15 + 0], esi
+    jmp .Lc1_d731_j_t
+.Lc1_d731_j:
     lea r8, [r10 + r10*1]
-    mov qword ptr [r15 + rbp + 832], rbp
-    test dword ptr [r15 + 67117723], 369115648
-    jz 1f
-1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 192], 73
-    mov rcx, r8
-    mov rbp, qword ptr [r14 + r9 + 896]
-    test dword ptr [r15 + 67117723], 37880914
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r14 + r8 + 256], 191
+    and rbp, 64
+    mov rdx, qword ptr [r15 + rbp + 64]
+    mov esi, dword ptr [r15 + rbp + 128]
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 5056
     jz 1f
 1:
-    vmovdqu xmm5, xmmword ptr [r14 + 0]
-    mov r9, rbp
-    mov dword ptr [r15 + r8 + 256], r9d
+    mov r9d, esi
+    movzx edi, byte ptr [r15 + 0]
+    mov rsi, rdx
+    test ebx, 3328
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 416
+    jz 1f
+1:
+    btc dword ptr [r15 + 0], 8
+    movzx esi, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 1024
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    movzx r9d, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 262144
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    movzx eax, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 896], r8b
+    test dword ptr [r15 + 67117724], 1073741824
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r14 + 0]
+    movzx esi, byte ptr [r14 + 0]
+    movzx edi, byte ptr [r15 + rbp + 832]
+    test dword ptr [r15 + 67117724], 128
+    jnz 1f
+1:
+    movzx r9d, dil
+    bswap rsi
+    mov dword ptr [r15 + r8 + 192], 244
     add r10, r11
     inc rbx
     dec r13
@@ -1025,56 +976,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx edi, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 16384
+    lea rcx, [rip + .Lc1_d787_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d787_j_t
+.Lc1_d787_j:
+    mov edx, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    cmovne rdi, rdi
+    mov eax, 80
+    test ebx, 13568
     jnz 1f
 1:
-    mov rdx, rdx
-    mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 238
-    test bl, 128
+    mov qword ptr [r15 + 0], rax
+    mov byte ptr [r15 + 0], bpl
+    xor dword ptr [r15 + 0], r8d
+    test dword ptr [r15 + 67117724], 134217728
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    inc dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 1024
-    jnz 1f
-1:
-    mov r9d, 24
-    mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 0], 22
-    lea r8, [r10 + r10*1]
-    test bl, 64
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
+    mov r9d, 16
+    mov edx, 104
+    test dword ptr [r15 + 67117724], 1048576
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    and r8, 64
-    movsxd rdx, dword ptr [r14 + r8 + 192]
-    bt rcx, rsi
-    lea r9, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 16
+    mov ebp, dword ptr [r15 + 0]
+    vmovdqu xmm15, xmmword ptr [r15 + 0]
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    test ebx, 864
     jnz 1f
 1:
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 512]
-    movzx esi, r9b
-    movzx ecx, byte ptr [r15 + r9 + 448]
+    mov rax, r8
+    movsxd rsi, dword ptr [r15 + 0]
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 512]
     lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 525312
-    jnz 1f
+    test ebx, 14976
+    jz 1f
 1:
     and rbp, 64
-    mov qword ptr [r15 + rbp + 768], rax
-    mov byte ptr [r15 + r8 + 256], al
-    mov rdi, qword ptr [r15 + rbp + 704]
-    test dword ptr [r15 + 67117723], 2203648
+    mov rcx, qword ptr [r15 + rbp + 896]
+    lea r9, [r10 + r10*1]
+    mov eax, dword ptr [r15 + r8 + 448]
+    and r9, 64
+    vmovdqu xmm5, xmmword ptr [r15 + r9 + 256]
+    test bl, 64
+    jnz 1f
+1:
+    mov r8d, dword ptr [r14 + 0]
+    movsxd rdx, dword ptr [r14 + 0]
+    movzx eax, dil
+    test ebx, 15104
     jz 1f
 1:
-    mov rdx, qword ptr [r14 + 0]
-    mov edi, eax
+    mov byte ptr [r15 + rbp + 832], al
+    movzx edi, al
+    mov ebp, dword ptr [r15 + r9 + 192]
     add r10, r11
     inc rbx
     dec r13
@@ -1083,60 +1040,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d865_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d865_j:
-    mov ebp, ecx
-    lea r8, [r10 + r10*1]
-    mov r9d, esi
-    mov edi, r8d
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*8]
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 4992
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    and r8, 960
+    movzx ecx, byte ptr [r15 + r8 + 1984]
+    mov ebp, edi
+    test ebx, 22016
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + r8 + 2176], 215
+    and rbp, 64
+    inc dword ptr [r15 + rbp + 128]
+    mov edi, ebp
+    test dword ptr [r15 + 67117724], 4358144
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 2304], dil
+    bt rdx, rdi
+    mov rdx, qword ptr [r15 + rbp + 64]
     test bl, 64
     jz 1f
 1:
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 256]
-    mov byte ptr [r15 + 0], dl
-    movsxd rdi, dword ptr [r15 + 0]
-    lea rbp, [r10*8]
-    test ebx, 1024
-    jz 1f
-1:
-    and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 1728]
-    mov edx, 153
-    mov rsi, rsi
-    test dword ptr [r15 + 67117724], 294912
+    movzx esi, byte ptr [r15 + r8 + 2432]
+    mov qword ptr [r15 + r8 + 2368], rdx
+    mov r9d, dword ptr [r15 + r8 + 2048]
+    test dword ptr [r15 + 67117724], 1024
     jnz 1f
 1:
-    mov byte ptr [r14 + rbp + 1920], al
-    movsxd rax, dword ptr [r15 + rbp + 1856]
-    movsxd rsi, dword ptr [r15 + rbp + 1600]
-    test ebx, 672
+    movsxd rbp, dword ptr [r15 + r8 + 2112]
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r14 + r8 + 2496], 247
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 576]
+    test dword ptr [r15 + 67117724], 35850240
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + rbp + 1536]
-    movsxd rax, dword ptr [r15 + r8 + 192]
-    movzx edi, byte ptr [r15 + rbp + 1792]
-    test dword ptr [r15 + 67117723], 32768
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    movzx esi, cl
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], cl
-    mov rdi, qword ptr [r14 + r8 + 128]
-    test bl, 128
-    jnz 1f
-1:
-    mov rcx, r9
-    mov r9d, dword ptr [r15 + rbp + 1664]
-    mov edi, dword ptr [r15 + rbp + 1472]
-    test ebx, 1376
-    jnz 1f
-1:
-    mov edx, 72
-    mov ebp, 249
+    mov rax, qword ptr [r15 + r8 + 2240]
+    mov edi, dword ptr [r15 + r9 + 640]
     add r10, r11
     inc rbx
     dec r13
@@ -1145,50 +1092,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r8, [r10 + r10*8]
-    and r8, 4032
-    movzx edi, byte ptr [r15 + r8 + 3008]
-    movzx eax, byte ptr [r15 + r8 + 3264]
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 64
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 805310464
+    setz al
+    lea rcx, [rip + .Lc1_d888_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d888_s_t
+    .p2align 3
+.Lc1_d888_s:
+    .p2align 3
+    jmp .Lc1_d888_j
+    .p2align 3
+    jmp .Lc1_d888_j
+.Lc1_d888_j:
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + r8 + 64], ecx
+    mov esi, eax
+    mov rax, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 538968210
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    mov ecx, 246
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
+    mov ebp, ebp
+    mov dword ptr [r15 + 0], 255
+    test dword ptr [r15 + 67117724], 1024
+    jnz 1f
+1:
+    mov r9d, ebp
+    movzx esi, byte ptr [r15 + 0]
+    mov rbp, rdx
+    test ebx, 4096
+    jz 1f
+1:
+    movzx edi, sil
+    mov r8d, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rdx
+    test dword ptr [r15 + 67117724], 172228864
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov esi, edx
+    movzx ebp, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 131072
+    jz 1f
+1:
     lea rbp, [r10 + r10*1]
-    movsxd rdx, dword ptr [r15 + r8 + 3392]
-    test bl, 128
-    jz 1f
-1:
+    movsxd rdx, dword ptr [r15 + 0]
     and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 192]
-    mov eax, dword ptr [r15 + r8 + 3200]
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r14 + r8 + 3136], rcx
-    test bl, 64
+    mov dword ptr [r15 + rbp + 256], ebp
+    mov r9d, 237
+    lea r8, [r10 + r10*1]
+    test ebx, 416
     jnz 1f
 1:
-    mov edx, r8d
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 640]
-    mov dword ptr [r15 + r8 + 3520], 177
-    test dword ptr [r15 + 67117723], 1275724096
+    movsxd rax, dword ptr [r14 + 0]
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 896]
+    movzx edx, sil
+    test ebx, 1984
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + r8 + 3456]
-    mov edi, r8d
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + r8 + 3328]
-    test dword ptr [r15 + 67117723], 2048
-    jz 1f
-1:
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + r9 + 576]
-    mov rdi, rbp
-    mov r9, qword ptr [r15 + rbp + 256]
-    test dword ptr [r15 + 67117723], 256
-    jnz 1f
-1:
-    bswap rdi
-    mov dword ptr [r15 + r8 + 3072], r8d
+    mov rsi, qword ptr [r15 + rbp + 192]
+    mov dword ptr [r14 + r8 + 832], 210
+    mov r8, rsi
     add r10, r11
     inc rbx
     dec r13
@@ -1197,56 +1165,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, rax
-    mov ebp, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    test dword ptr [r15 + 67117724], 143488
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10*8]
+    mov r8d, 76
+    and r9, 960
+    movsxd rcx, dword ptr [r15 + r9 + 2368]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], 1
+    test ebx, 5888
     jz 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    movsxd rsi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 167
-    mov r9, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 16855040
+    movzx edx, bpl
+    movzx esi, byte ptr [r15 + r9 + 2176]
+    test dword ptr [r15 + 67117724], 4194304
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov edx, 157
-    mov dword ptr [r15 + 0], eax
-    mov rdi, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 1
-    jnz 1f
+    mov rax, rdi
+    mov ecx, edi
+    test dword ptr [r15 + 67117723], 268439552
+    jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
+    movzx r8d, dil
+    vpshufd xmm10, xmm10, 109
+    test ebx, 60416
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + r9 + 1984]
+    vmovdqu xmm2, xmmword ptr [r15 + r9 + 2112]
+    mov rcx, qword ptr [r15 + r9 + 2240]
+    test ebx, 2048
+    jz 1f
+1:
+    vpor xmm5, xmm5, xmm1
+    vpaddq xmm1, xmm1, xmmword ptr [r14 + rbp + 384]
+    test dword ptr [r15 + 67117724], 33554432
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + r9 + 2304]
+    mov dword ptr [r15 + r9 + 2048], 152
     lea rbp, [r10 + r10*1]
-    mov ecx, ecx
-    movzx r8d, byte ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 384]
-    mov rsi, qword ptr [r15 + rbp + 320]
-    mov byte ptr [r14 + 0], dl
-    lea r9, [r10 + r10*1]
-    mov ecx, 34
-    test dword ptr [r15 + 67117724], 268435456
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r14 + 0]
-    and r9, 64
-    lea rbp, [r10 + r10*1]
-    mov r8d, dword ptr [r15 + r9 + 256]
-    and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 768]
-    movzx eax, byte ptr [r14 + r9 + 192]
     test bl, 64
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + rbp + 704]
-    mov edi, esi
-    mov r8d, 73
+    and rbp, 64
+    movsxd rcx, dword ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + rbp + 128], 194
     add r10, r11
     inc rbx
     dec r13
@@ -1255,53 +1218,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1014_j]
+    lea rcx, [rip + .Lc1_d994_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d1014_j:
-    movzx r9d, byte ptr [r15 + 0]
-    vmovdqu xmm1, xmmword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*8]
+    jmp .Lc1_d994_j_t
+.Lc1_d994_j:
+    mov r9, rbp
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 643
+    rep movsb
+    xor dword ptr [r15 + 0], edx
+    test dword ptr [r15 + 67117723], 202375170
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 7
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 111616
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 64864
+    jz 1f
+1:
+    movzx eax, r8b
+    mov r9, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
     test bl, 128
-    jz 1f
+    jnz 1f
 1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], 212
     lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    and rbp, 8128
-    movzx eax, byte ptr [r14 + rbp + 7232]
+    mov ecx, dword ptr [r15 + rbp + 384]
+    movsxd rdx, dword ptr [r14 + 0]
+    test bl, 64
+    jnz 1f
+1:
     and r8, 64
-    mov byte ptr [r15 + r8 + 448], al
+    vmovdqu xmm3, xmmword ptr [r15 + r8 + 768]
+    mov esi, 216
+    test dword ptr [r15 + 67117724], 612377345
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov rax, qword ptr [r15 + r8 + 704]
     and r9, 64
-    mov esi, dword ptr [r15 + r9 + 192]
-    test dword ptr [r15 + 67117723], 1024
+    movsxd rdi, dword ptr [r15 + r9 + 640]
+    mov ecx, 26
+    test ebx, 12256
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + rbp + 7360]
-    mov edi, dword ptr [r15 + r9 + 256]
-    mov rax, qword ptr [r15 + rbp + 7104]
-    test ebx, 320
-    jz 1f
-1:
-    mov r9, rcx
-    mov esi, dword ptr [r15 + rbp + 7424]
-    test ebx, 672
-    jnz 1f
-1:
-    inc dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + r8 + 512], 235
-    movzx ecx, byte ptr [r15 + rbp + 7168]
-    test dword ptr [r15 + 67117723], 4194304
-    jnz 1f
-1:
-    movzx r8d, bpl
-    movzx r8d, byte ptr [r15 + rbp + 7552]
-    movsxd r9, dword ptr [r15 + rbp + 7616]
-    test dword ptr [r15 + 67117723], 256
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 7296], rdi
-    movzx eax, r9b
+    mov rcx, rcx
+    movsxd rdx, dword ptr [r14 + r9 + 576]
     add r10, r11
     inc rbx
     dec r13
@@ -1310,57 +1281,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, rbp
-    mov dword ptr [r15 + 0], ebp
-    mov rdi, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 32768
+    movzx esi, al
+    sete dil
+    movsxd rdx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 536876032
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    mov rsi, rcx
-    movzx r9d, r8b
-    test dword ptr [r15 + 67117723], 134217728
+    mov rbp, qword ptr [r15 + 0]
+    mov r9d, ebp
+    mov r8d, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 8192
+    jz 1f
+1:
+    movzx ecx, r9b
+    mov dword ptr [r15 + 0], 146
+    cmovne rbp, rcx
+    test dword ptr [r15 + 67117724], 2197504
     jnz 1f
 1:
-    cmovne r8, rcx
-    mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 93
-    test dword ptr [r15 + 67117724], 180377600
+    mov dword ptr [r15 + 0], ebp
+    mov rax, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 5504
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test bl, 96
+    lea rdi, [r15 + 67109504]
+    mov ecx, 642
+    rep stosb
+    mov dword ptr [r15 + 0], ebp
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    movzx esi, dil
-    mov dword ptr [r15 + 0], 191
-    mov edi, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    test ebx, 2816
-    jz 1f
-1:
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 64]
+    mov edx, edx
+    vpaddq xmm10, xmm10, xmmword ptr [r14 + 0]
     lea r9, [r10 + r10*1]
-    mov edx, 117
+    and r8, 64
+    movzx ebp, byte ptr [r14 + r8 + 832]
+    test ebx, 352
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + r8 + 896]
     and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 512]
-    test ebx, 704
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r14 + 0]
-    mov byte ptr [r15 + r8 + 128], bpl
-    movsxd rsi, dword ptr [r14 + r9 + 448]
     lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 16
-    jz 1f
-1:
-    mov r9d, ebp
+    mov dword ptr [r15 + r9 + 640], ebp
     and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 384]
-    movsxd r8, dword ptr [r15 + rbp + 320]
+    movzx eax, byte ptr [r15 + rbp + 256]
+    test ebx, 352
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + rbp + 192]
+    mov ebp, dword ptr [r15 + r9 + 576]
     add r10, r11
     inc rbx
     dec r13
@@ -1369,62 +1341,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1112_j]
+    lea rcx, [rip + .Lc1_d1101_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d1112_j:
-    mov rax, rdx
-    movzx edx, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test bl, 128
+    jmp .Lc1_d1101_j_t
+.Lc1_d1101_j:
+    lea r9, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 448], rcx
+    and rbp, 64
+    vmovdqu xmm10, xmmword ptr [r15 + rbp + 192]
+    movzx ecx, byte ptr [r14 + 0]
+    test dword ptr [r15 + 67117723], 256
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 76
+    mov rax, rdx
+    movsxd rdi, dword ptr [r14 + 0]
+    movzx r8d, byte ptr [r15 + rbp + 256]
+    test bl, 64
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    movzx edx, cl
+    test dword ptr [r15 + 67117723], 557088
+    jz 1f
+1:
+    inc dword ptr [r15 + 0]
+    btc dword ptr [r15 + 0], 15
+    mov r8, rdx
+    test ebx, 1216
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 106
+    mov edi, r8d
+    movzx eax, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 268699652
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
     mov qword ptr [r15 + 0], r9
-    test dword ptr [r15 + 67117724], 33554432
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov rdi, r9
-    mov dword ptr [r15 + 0], r9d
-    test dword ptr [r15 + 67117723], 32
-    jnz 1f
-1:
-    mov rdx, rbp
-    mov qword ptr [r15 + 0], rdx
-    movzx esi, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 4194304
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov r8, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r14 + 0]
-    and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 192]
-    test bl, 128
+    test ebx, 288
     jz 1f
 1:
     lea r8, [r10 + r10*1]
-    movzx ecx, cl
+    mov rcx, qword ptr [r15 + 0]
     and r8, 64
-    vpaddq xmm1, xmm1, xmmword ptr [r14 + r8 + 192]
-    lea r9, [r10 + r10*1]
-    mov edx, eax
-    test ebx, 1248
+    mov rdi, qword ptr [r15 + r8 + 384]
+    mov esi, 93
+    test bl, 128
     jz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 576], eax
-    or qword ptr [r15 + r8 + 256], 51
-    mov ecx, 201
-    test ebx, 14848
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + rbp + 256]
-    mov rbp, rdi
-    mov rdx, qword ptr [r15 + r9 + 640]
+    movzx edx, byte ptr [r15 + r8 + 320]
+    mov eax, 242
+    mov r8d, dword ptr [r15 + r9 + 512]
     add r10, r11
     inc rbx
     dec r13
@@ -1433,59 +1404,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    mov edi, dword ptr [r15 + r8 + 320]
-    movsxd rax, dword ptr [r15 + 0]
-    vpcmpeqb xmm1, xmm1, xmm8
-    mov r9d, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 8192
-    jnz 1f
+    mov rbp, qword ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    mov r8, qword ptr [r14 + 0]
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 512]
+    mov ecx, r8d
+    test bl, 192
+    jz 1f
 1:
     movsxd rsi, dword ptr [r15 + 0]
-    mov rax, rsi
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 59772420
-    jz 1f
-1:
-    mov rsi, rbp
-    mov ecx, edx
-    movzx r9d, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 524292
+    movsxd rdx, dword ptr [r15 + 0]
+    mov ebp, 177
+    test ebx, 320
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 288
+    mov r8d, dword ptr [r15 + 0]
+    mov eax, r8d
+    movzx edi, al
+    mov ecx, edi
+    test dword ptr [r15 + 67117724], 32
     jz 1f
 1:
-    mov rdx, r8
-    mov dword ptr [r15 + 0], 22
-    mov qword ptr [r15 + 0], r8
-    mov eax, dword ptr [r15 + r8 + 384]
+    vpcmpeqb xmm10, xmm10, xmm3
+    movzx edi, byte ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 262144
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    popcnt rdx, rsi
+    test dword ptr [r15 + 67117723], 524288
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    mov r8d, ecx
+    mov eax, r8d
+    mov ebp, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
+    test dword ptr [r15 + 67117724], 268435584
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    and r8, 64
+    movzx edx, byte ptr [r15 + r8 + 64]
+    mov esi, dword ptr [r15 + r9 + 448]
+    lea rbp, [r10 + r10*1]
     test bl, 64
     jnz 1f
 1:
-    movzx esi, sil
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 512]
-    movzx esi, byte ptr [r15 + r8 + 448]
-    test dword ptr [r15 + 67117723], 1
-    jz 1f
-1:
-    vpmovmskb r9d, xmm5
-    mov r8d, ebp
-    mov rdi, rbp
-    test ebx, 30208
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov esi, dword ptr [r14 + 0]
     and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 64]
-    mov eax, dword ptr [r14 + rbp + 128]
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    mov byte ptr [r15 + rbp + 896], cl
+    mov rcx, qword ptr [r15 + r8 + 128]
     add r10, r11
     inc rbx
     dec r13
@@ -1495,69 +1467,64 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 369100800
+    test dword ptr [r15 + 67117723], 134348802
     setz al
-    lea rcx, [rip + .Lc1_d1220_s]
+    lea rcx, [rip + .Lc1_d1210_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d1210_s_t
     .p2align 3
-.Lc1_d1220_s:
+.Lc1_d1210_s:
     .p2align 3
-    jmp .Lc1_d1220_j
+    jmp .Lc1_d1210_j
     .p2align 3
-    jmp .Lc1_d1220_j
-.Lc1_d1220_j:
-    mov dword ptr [r15 + 0], edi
-    xor dword ptr [r15 + 0], ecx
-    movzx edi, dl
-    test dword ptr [r15 + 67117724], 2048
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    movzx esi, dl
-    test bl, 224
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    bt rax, rax
-    test dword ptr [r15 + 67117724], 402653185
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov r9d, ecx
-    mov esi, eax
-    test dword ptr [r15 + 67117723], 4
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    test ebx, 48576
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
+    jmp .Lc1_d1210_j
+.Lc1_d1210_j:
+    mov r8d, ecx
+    movzx eax, dil
+    mov edi, ecx
     lea rbp, [r10 + r10*1]
-    and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 576]
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 512]
-    movzx ecx, byte ptr [r15 + rbp + 448]
-    test ebx, 13056
+    test dword ptr [r15 + 67117723], 16
     jnz 1f
 1:
-    mov dword ptr [r14 + 0], 75
-    mov rsi, qword ptr [r15 + r8 + 640]
-    lea r8, [r10 + r10*1]
-    mov r9, rax
-    test dword ptr [r15 + 67117724], 606175245
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 448], bpl
+    mov rdi, rbp
+    mov rcx, rdx
+    test dword ptr [r15 + 67117724], 554172418
     jz 1f
 1:
-    mov rdi, r8
+    mov edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 210
+    movsxd rsi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 336
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + rbp + 512]
+    vpcmpeqb xmm10, xmm10, xmm3
+    test dword ptr [r15 + 67117724], 49152
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov rax, r9
     and r8, 64
-    mov dword ptr [r15 + r8 + 256], eax
-    mov esi, dword ptr [r14 + r8 + 192]
+    movzx ebp, byte ptr [r15 + r8 + 128]
+    lea r9, [r10 + r10*1]
+    movsxd rcx, dword ptr [r14 + 0]
+    test dword ptr [r15 + 67117724], 268435456
+    jnz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 643
+    rep movsb
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 320]
+    mov edx, edi
+    test dword ptr [r15 + 67117723], 337715240
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 384], 50
+    movzx edi, byte ptr [r15 + r8 + 64]
     add r10, r11
     inc rbx
     dec r13
@@ -1566,72 +1533,72 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 67764232
-    setz al
-    lea rcx, [rip + .Lc1_d1279_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d1279_s:
-    .p2align 3
-    jmp .Lc1_d1279_j
-    .p2align 3
-    jmp .Lc1_d1279_j
-.Lc1_d1279_j:
-    mov qword ptr [r15 + 0], rbp
-    movzx ecx, cl
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 63872
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov byte ptr [r15 + 0], dl
-    mov byte ptr [r15 + 0], dl
-    test dword ptr [r15 + 67117723], 128
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    test bl, 128
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 4096
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov r8, rsi
-    test dword ptr [r15 + 67117724], 67641356
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 241
-    mov rax, qword ptr [r14 + 0]
     lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    test ebx, 3072
-    jz 1f
-1:
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 768]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 256], cl
     lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 536870912
+    and rbp, 64
+    mov rdx, qword ptr [r15 + rbp + 512]
+    and r8, 64
+    movzx r9d, byte ptr [r15 + r8 + 320]
+    movzx esi, bpl
+    test ebx, 8192
     jz 1f
 1:
-    mov ecx, dword ptr [r14 + rbp + 704]
-    mov qword ptr [r15 + r9 + 192], rdx
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 640]
-    test dword ptr [r15 + 67117723], 268435456
+    mov rdi, qword ptr [r15 + 0]
+    mov ecx, 7
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 608
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 576], edx
-    mov eax, 112
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], 166
+    mov rax, qword ptr [r15 + 0]
+    test bl, 160
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    mov esi, 191
+    test ebx, 7744
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov eax, r9d
+    test ebx, 384
+    jnz 1f
+1:
+    mov edx, ecx
+    mov rdi, qword ptr [r15 + 0]
+    mov r9d, ebp
+    test ebx, 256
+    jz 1f
+1:
+    mov rsi, r8
+    mov rcx, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 124672
+    jnz 1f
+1:
+    mov rdi, rcx
+    lea r9, [r10 + r10*1]
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 16160
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    and r9, 64
+    mov byte ptr [r15 + r9 + 896], dil
+    mov edi, dword ptr [r15 + rbp + 448]
+    test bl, 128
+    jnz 1f
+1:
+    mov rbp, qword ptr [r14 + 0]
+    mov rcx, rdi
+    mov qword ptr [r14 + 0], r8
+    test dword ptr [r15 + 67117724], 16
+    jz 1f
+1:
+    mov qword ptr [r15 + r8 + 384], rcx
+    mov qword ptr [r15 + r9 + 832], r8
     add r10, r11
     inc rbx
     dec r13
@@ -1640,60 +1607,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 0], dil
-    mov rsi, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov r8d, 125
-    mov ebp, 214
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 8192
-    jz 1f
-1:
-    vpshufd xmm8, xmm15, 162
-    popcnt rcx, r9
-    test bl, 128
-    jnz 1f
-1:
-    mov r9d, 190
-    mov esi, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 113600
-    jz 1f
-1:
-    mov eax, 209
-    mov edi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    lea r8, [r10 + r10*1]
-    test bl, 160
-    jz 1f
-1:
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 896]
-    movsxd rbp, dword ptr [r15 + r8 + 832]
-    test dword ptr [r15 + 67117723], 33652808
-    jnz 1f
-1:
-    movzx ecx, al
-    mov r9d, dword ptr [r14 + 0]
-    mov rcx, qword ptr [r14 + 0]
+    lea rcx, [rip + .Lc1_d1329_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1329_j_t
+.Lc1_d1329_j:
+    lea r8, [r10 + r10*8]
+    and r8, 4032
+    mov ecx, dword ptr [r15 + r8 + 3136]
+    mov dword ptr [r15 + 0], r8d
+    mov rdx, rdx
     lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 8389152
+    test ebx, 1344
+    jz 1f
+1:
+    mov rax, rsi
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
+    and rbp, 64
+    mov r9d, dword ptr [r14 + rbp + 384]
+    test dword ptr [r15 + 67117723], 270663809
     jnz 1f
 1:
-    and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 448]
+    mov rsi, rbp
+    xchg rcx, rdi
     lea r9, [r10 + r10*1]
-    movzx esi, byte ptr [r15 + rbp + 512]
-    bswap rdi
-    test ebx, 6784
+    mov eax, dword ptr [r15 + r8 + 3328]
+    test ebx, 5568
     jz 1f
 1:
     and r9, 64
-    mov rax, qword ptr [r15 + r9 + 192]
     movsxd rdx, dword ptr [r15 + r9 + 256]
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + r8 + 3200]
+    test dword ptr [r15 + 67117724], 1079017612
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + r9 + 192]
+    movzx r9d, byte ptr [r15 + r8 + 3520]
+    mov byte ptr [r15 + r8 + 3008], r8b
+    test dword ptr [r15 + 67117724], 42108208
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + r8 + 3456]
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + r8 + 3072]
+    mov dword ptr [r15 + rbp + 320], r8d
+    test dword ptr [r15 + 67117723], 1
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + r8 + 3264]
+    btc dword ptr [r15 + r8 + 3392], 17
     add r10, r11
     inc rbx
     dec r13
@@ -1702,68 +1662,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 537141248
-    setz al
-    lea rcx, [rip + .Lc1_d1392_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d1392_s:
-    .p2align 3
-    jmp .Lc1_d1392_j
-    .p2align 3
-    jmp .Lc1_d1392_j
-.Lc1_d1392_j:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
-    mov eax, edx
-    vmovdqu xmm5, xmmword ptr [r15 + 0]
-    mov edx, edx
-    test bl, 64
-    jnz 1f
-1:
-    mov rsi, r9
-    mov dword ptr [r15 + 0], 226
-    mov r9d, dword ptr [r15 + 0]
-    mov r8d, r8d
-    test dword ptr [r15 + 67117724], 16384
+    mov r8, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 39936
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    movzx ecx, dil
-    test dword ptr [r15 + 67117723], 33555520
+    mov eax, edx
+    movzx r8d, al
+    mov edi, 85
+    test ebx, 4096
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 31552
     jnz 1f
 1:
-    mov rdi, rbp
-    movsxd r8, dword ptr [r15 + 0]
-    mov esi, edi
-    mov rax, r8
-    test dword ptr [r15 + 67117724], 809509893
+    mov rbp, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    vpshufd xmm5, xmm3, 113
+    test dword ptr [r15 + 67117724], 8388608
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    vpor xmm14, xmm14, xmm8
-    mov dword ptr [r15 + 0], 57
-    lea r9, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 294258726
-    jnz 1f
-1:
-    and r9, 64
-    movsxd rsi, dword ptr [r14 + r9 + 896]
-    mov edi, 134
-    movsxd rcx, dword ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + r9 + 832], 186
+    mov byte ptr [r14 + 0], sil
+    mov rsi, r9
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r14 + 0], 101
     lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 134924290
+    and r8, 64
+    mov dword ptr [r15 + r8 + 576], r8d
+    test ebx, 256
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    movzx edi, al
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 576]
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 128]
+    test dword ptr [r15 + 67117724], 536870916
+    jz 1f
+1:
+    add qword ptr [r15 + r9 + 64], rax
+    mov rax, rax
+    movzx r9d, byte ptr [r14 + rbp + 640]
+    test dword ptr [r15 + 67117723], 3145984
     jnz 1f
 1:
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 256]
-    movzx eax, byte ptr [r15 + rbp + 192]
-    mov r9d, 95
+    mov ecx, dword ptr [r15 + r8 + 640]
+    popcnt r8, rdx
+    mov edi, ebp
     add r10, r11
     inc rbx
     dec r13
@@ -1781,70 +1732,63 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 268435456
+    test dword ptr [r15 + 67117723], 603987970
     setz al
-    lea rcx, [rip + .Lc1_d1455_s]
+    lea rcx, [rip + .Lc1_d1435_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d1435_s_t
     .p2align 3
-.Lc1_d1455_s:
+.Lc1_d1435_s:
     .p2align 3
-    jmp .Lc1_d1455_j
+    jmp .Lc1_d1435_j
     .p2align 3
-    jmp .Lc1_d1455_j
-.Lc1_d1455_j:
-    mov eax, r8d
-    mov r8, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 89
-    test bl, 64
+    jmp .Lc1_d1435_j
+.Lc1_d1435_j:
+    lea rbp, [r10 + r10*8]
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7232]
+    mov rdx, rsi
+    mov rsi, rax
+    test dword ptr [r15 + 67117723], 16384
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 1242578978
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], edx
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 304
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    movzx esi, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 1984
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    and r8, 64
-    mov edi, dword ptr [r15 + r8 + 64]
-    lea rbp, [r10 + r10*1]
-    test bl, 200
-    jnz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], 111
-    mov dword ptr [r14 + r8 + 128], r9d
     lea r9, [r10 + r10*1]
-    mov r8d, eax
-    test bl, 64
+    bt rsi, rsi
+    and r9, 64
+    mov edi, dword ptr [r15 + r9 + 640]
+    lea r8, [r10 + r10*1]
+    mov rdx, r9
+    test ebx, 6592
     jz 1f
 1:
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 384]
-    mov r8d, r9d
-    movzx esi, byte ptr [r15 + rbp + 512]
-    test dword ptr [r15 + 67117724], 1024
+    and r8, 64
+    movsxd rdi, dword ptr [r15 + r8 + 448]
+    mov rax, qword ptr [r15 + rbp + 7552]
+    movzx esi, al
+    test dword ptr [r15 + 67117724], 67108864
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + rbp + 7104]
+    btc dword ptr [r15 + r8 + 512], 12
+    xchg rax, rdi
+    test dword ptr [r15 + 67117724], 34834576
+    jz 1f
+1:
+    mov byte ptr [r14 + rbp + 7488], al
+    xchg rax, rdi
+    movzx edx, byte ptr [r14 + r9 + 576]
+    test ebx, 896
     jnz 1f
 1:
-    vpaddq xmm14, xmm14, xmmword ptr [r14 + 0]
-    movzx ebp, dil
-    movzx edi, byte ptr [r15 + r9 + 320]
+    mov ecx, ebp
+    movsxd r9, dword ptr [r15 + rbp + 7296]
+    mov esi, dword ptr [r14 + rbp + 7168]
+    test bl, 64
+    jnz 1f
+1:
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + rbp + 7424]
+    mov r8d, dword ptr [r15 + rbp + 7616]
+    mov rdx, qword ptr [r15 + rbp + 7360]
     add r10, r11
     inc rbx
     dec r13
@@ -1853,50 +1797,77 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10*8]
-    vmovq xmm5, rdx
-    and rbp, 8128
-    movsxd rdx, dword ptr [r15 + rbp + 7488]
-    mov r9d, dword ptr [r15 + rbp + 7296]
-    test dword ptr [r15 + 67117724], 2101410
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 3
+    lea rcx, [rip + .Lc1_d1490_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1490_s_t
+    .p2align 3
+.Lc1_d1490_s:
+    .p2align 3
+    jmp .Lc1_d1490_j
+    .p2align 3
+    jmp .Lc1_d1490_j
+    .p2align 3
+    jmp .Lc1_d1490_j
+    .p2align 3
+    jmp .Lc1_d1490_j
+.Lc1_d1490_j:
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 4040
     jz 1f
 1:
+    movzx ebp, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    movsxd rax, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 2097152
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    test bl, 64
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 169
+    mov esi, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 7360], 58
-    movsxd rsi, dword ptr [r15 + rbp + 7232]
-    test ebx, 7664
-    jz 1f
+    test ebx, 456
+    jnz 1f
 1:
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 0]
     and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 64]
+    mov rdx, qword ptr [r15 + r8 + 640]
+    test ebx, 3448
+    jnz 1f
+1:
+    vmovdqu xmm10, xmmword ptr [r14 + 0]
+    mov r9d, edx
+    xchg rax, rdi
+    test dword ptr [r15 + 67117724], 335806977
+    jnz 1f
+1:
+    mov rcx, qword ptr [r14 + 0]
+    or ebp, 1
+    xor edx, edx
+    div ebp
     lea r9, [r10 + r10*1]
-    movzx eax, al
-    test dword ptr [r15 + 67117724], 2048
+    lea rbp, [r10 + r10*1]
+    test ebx, 896
     jz 1f
 1:
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + r8 + 576], eax
     and r9, 64
-    mov esi, dword ptr [r15 + r9 + 128]
-    mov rcx, qword ptr [r14 + rbp + 7104]
-    test dword ptr [r15 + 67117723], 5251073
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 64], bpl
-    mov r9d, 62
-    test dword ptr [r15 + 67117724], 1611679824
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + rbp + 7168]
-    crc32 esi, dil
-    test dword ptr [r15 + 67117724], 277366849
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + r9 + 320]
+    test ebx, 1024
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + r8 + 128]
-    movzx eax, r9b
-    test dword ptr [r15 + 67117724], 571544066
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + rbp + 7552]
-    movsxd rax, dword ptr [r14 + rbp + 7424]
+    mov esi, dword ptr [r15 + rbp + 128]
+    mov rbp, qword ptr [r15 + r9 + 384]
     add r10, r11
     inc rbx
     dec r13
@@ -1905,72 +1876,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4210708
-    setz al
-    lea rcx, [rip + .Lc1_d1559_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d1559_s:
-    .p2align 3
-    jmp .Lc1_d1559_j
-    .p2align 3
-    jmp .Lc1_d1559_j
-.Lc1_d1559_j:
+    movzx r8d, r8b
     lea rbp, [r10 + r10*1]
-    mov rdx, rdx
+    movzx edx, cl
     and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 64]
-    mov dword ptr [r15 + rbp + 128], esi
-    movsxd rax, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 14835760
+    lea r9, [r10*8]
+    mov rsi, qword ptr [r15 + rbp + 64]
+    test ebx, 3328
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov r8, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
+    and r9, 960
+    movsxd rcx, dword ptr [r15 + r9 + 1984]
+    movzx eax, cl
+    test dword ptr [r15 + 67117724], 10641456
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + r9 + 2048]
+    and r8, 64
+    movsxd rdi, dword ptr [r15 + r8 + 512]
     test bl, 64
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    mov qword ptr [r15 + 0], rsi
-    movzx edi, r9b
+    movzx edx, byte ptr [r14 + r9 + 2176]
+    mov byte ptr [r15 + r9 + 2112], dil
+    mov edi, 232
     test dword ptr [r15 + 67117724], 1024
     jz 1f
 1:
     mov ecx, edi
-    vpor xmm14, xmm14, xmm14
-    movzx r9d, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 262144
+    vpcmpeqb xmm3, xmm3, xmm5
+    test bl, 32
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    movsxd rdx, dword ptr [r15 + 0]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 832], 187
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 192]
-    test ebx, 1264
-    jz 1f
-1:
-    mov edi, 195
-    movsxd rsi, dword ptr [r15 + rbp + 896]
-    movzx ecx, cl
-    test dword ptr [r15 + 67117723], 8962052
-    jz 1f
-1:
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r14 + r8 + 256]
-    mov ebp, edx
-    mov r8, rbp
-    test dword ptr [r15 + 67117724], 404101184
+    mov dword ptr [r15 + r8 + 448], ebp
+    movzx r8d, byte ptr [r15 + r9 + 2240]
+    test ebx, 512
     jnz 1f
 1:
-    movzx r9d, dl
-    movzx edx, dl
-    movzx eax, byte ptr [r14 + 0]
+    mov edi, r8d
+    movzx r8d, byte ptr [r15 + r9 + 2368]
+    vpmovmskb ecx, xmm5
+    test dword ptr [r15 + 67117723], 137920517
+    jz 1f
+1:
+    movzx r8d, bpl
+    mov byte ptr [r15 + r9 + 2304], sil
+    test bl, 32
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + rbp + 128]
+    mov r9, rsi
     add r10, r11
     inc rbx
     dec r13
@@ -1979,77 +1935,74 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 3
-    lea rcx, [rip + .Lc1_d1620_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8912896
+    setz al
+    lea rcx, [rip + .Lc1_d1604_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d1604_s_t
     .p2align 3
-.Lc1_d1620_s:
+.Lc1_d1604_s:
     .p2align 3
-    jmp .Lc1_d1620_j
+    jmp .Lc1_d1604_j
     .p2align 3
-    jmp .Lc1_d1620_j
-    .p2align 3
-    jmp .Lc1_d1620_j
-    .p2align 3
-    jmp .Lc1_d1620_j
-.Lc1_d1620_j:
-    movzx r8d, sil
-    mov edx, 246
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 3000
+    jmp .Lc1_d1604_j
+.Lc1_d1604_j:
+    movzx edx, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    movzx r8d, r9b
+    test ebx, 1872
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    mov rcx, rsi
-    mov ebp, esi
-    test ebx, 256
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    movzx eax, al
-    test dword ptr [r15 + 67117723], 872416258
-    jz 1f
-1:
-    vpxor xmm8, xmm8, xmm5
-    mov eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
+    mov esi, 220
+    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*8]
+    movzx eax, sil
+    and r8, 64
+    mov byte ptr [r14 + r8 + 640], r8b
     test ebx, 336
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
+    and r9, 4032
+    mov rdx, qword ptr [r15 + r9 + 3520]
+    movsxd rsi, dword ptr [r15 + r8 + 576]
+    mov dword ptr [r15 + r9 + 3456], ecx
     lea rbp, [r10 + r10*1]
-    test ebx, 752
-    jnz 1f
+    test ebx, 7600
+    jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    movzx ecx, dil
-    and r8, 64
-    vmovdqu xmm5, xmmword ptr [r14 + r8 + 512]
+    movzx edi, dil
     and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 192]
-    lea r9, [r10 + r10*1]
-    test ebx, 2976
-    jz 1f
-1:
-    mov edx, 80
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 576]
-    mov rax, qword ptr [r15 + r9 + 640]
-    test bl, 168
+    mov ecx, dword ptr [r15 + rbp + 384]
+    mov rdx, qword ptr [r15 + r9 + 3264]
+    test ebx, 9984
     jnz 1f
 1:
-    movzx ecx, cl
-    movzx esi, byte ptr [r15 + rbp + 256]
-    mov ebp, 226
-    test dword ptr [r15 + 67117723], 268435459
-    jz 1f
+    mov eax, 168
+    mov r8, r9
+    mov rdi, r8
+    movsxd rdx, dword ptr [r15 + r9 + 3008]
+    test ebx, 512
+    jnz 1f
 1:
-    mov r9d, dword ptr [r14 + 0]
-    mov byte ptr [r15 + r8 + 448], bpl
+    mov qword ptr [r15 + r9 + 3392], rdi
+    movsxd rdi, dword ptr [r15 + r9 + 3200]
+    mov rsi, qword ptr [r15 + r9 + 3136]
+    test bl, 64
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 3072], 231
+    mov rdi, r9
+    movzx edx, dil
+    test dword ptr [r15 + 67117723], 205852684
+    jnz 1f
+1:
+    or ecx, 1
+    xor edx, edx
+    div ecx
+    mov edi, dword ptr [r15 + rbp + 320]
+    mov r8d, dword ptr [r15 + r9 + 3328]
     add r10, r11
     inc rbx
     dec r13
@@ -2068,57 +2021,58 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     lea rbp, [r10 + r10*1]
     and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 192]
-    movzx edx, byte ptr [r15 + 0]
-    movzx edi, dil
-    test dword ptr [r15 + 67117723], 704647168
-    jz 1f
+    mov r9d, dword ptr [r15 + rbp + 896]
+    mov byte ptr [r15 + 0], r9b
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
 1:
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    not qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 469762816
+    movsxd r9, dword ptr [r15 + 0]
+    movzx edi, al
+    test dword ptr [r15 + 67117724], 512
     jz 1f
 1:
     mov qword ptr [r15 + 0], r9
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 3488
+    mov eax, 211
+    test ebx, 1504
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 29184
-    jz 1f
-1:
-    mov r9, r8
+    mov edi, 107
+    mov dword ptr [r15 + 0], eax
     lea r8, [r10 + r10*1]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 7920
-    jz 1f
+    mov rax, qword ptr [r15 + 0]
+    test bl, 240
+    jnz 1f
 1:
     and r8, 64
-    mov byte ptr [r15 + r8 + 704], r8b
-    mov dword ptr [r15 + r8 + 768], r8d
+    btc dword ptr [r15 + r8 + 192], 11
+    mov rsi, r9
     lea r9, [r10 + r10*1]
-    mov rdx, rbp
-    test ebx, 3776
+    test dword ptr [r15 + 67117724], 6586372
     jz 1f
 1:
     and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 576]
-    sete dl
-    test dword ptr [r15 + 67117724], 128
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + r9 + 640]
-    mov r8d, 76
-    mov dword ptr [r15 + rbp + 256], 237
-    test dword ptr [r15 + 67117723], 117998672
+    movsxd rdx, dword ptr [r15 + r9 + 576]
+    mov eax, 178
+    test bl, 32
     jnz 1f
 1:
-    mov eax, 115
-    vpor xmm5, xmm5, xmm12
+    mov rcx, rdx
+    mov edx, dword ptr [r14 + rbp + 832]
+    mov ebp, ebp
+    test dword ptr [r15 + 67117724], 1646264336
+    jnz 1f
+1:
+    mov qword ptr [r15 + r8 + 256], rdx
+    movzx esi, byte ptr [r14 + r9 + 640]
+    test ebx, 22272
+    jz 1f
+1:
+    vmovq xmm10, rsi
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 643
+    rep movsb
     add r10, r11
     inc rbx
     dec r13
@@ -2127,54 +2081,72 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov ebp, dword ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r14 + 0], ecx
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], rax
-    mov qword ptr [r15 + 0], r9
-    test bl, 32
-    jnz 1f
-1:
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4
+    setz al
+    lea rcx, [rip + .Lc1_d1726_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1726_s_t
+    .p2align 3
+.Lc1_d1726_s:
+    .p2align 3
+    jmp .Lc1_d1726_j
+    .p2align 3
+    jmp .Lc1_d1726_j
+.Lc1_d1726_j:
+    mov rax, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
     mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 165
-    mov eax, dword ptr [r15 + 0]
-    test bl, 32
+    cmovne r8, rcx
+    test ebx, 912
     jz 1f
 1:
-    movzx esi, al
-    mov dword ptr [r15 + 0], 84
-    movzx eax, byte ptr [r15 + 0]
-    xchg rcx, rdx
-    test dword ptr [r15 + 67117724], 1115684928
+    mov rbp, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 209
+    test dword ptr [r15 + 67117723], 536873024
+    jz 1f
+1:
+    movzx edx, r9b
+    mov ebp, dword ptr [r15 + 0]
+    mov r9d, r9d
+    test dword ptr [r15 + 67117724], 131072
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 139
-    movzx edi, r8b
-    test bl, 64
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 196
-    sete r8b
-    test dword ptr [r15 + 67117724], 67108864
+    mov r8, rsi
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    test ebx, 304
     jnz 1f
 1:
     lea rbp, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + r9 + 320]
+    mov rdi, rsi
+    movzx esi, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
     and rbp, 64
-    lea r9, [r10 + r10*1]
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r14 + rbp + 832]
-    mov dword ptr [r15 + rbp + 896], 163
-    test dword ptr [r15 + 67117724], 64
+    mov rdx, qword ptr [r15 + rbp + 448]
+    test ebx, 16160
     jz 1f
 1:
+    lea r8, [r10 + r10*1]
+    sete al
+    and r8, 64
+    mov qword ptr [r15 + r8 + 320], rcx
+    vpcmpeqb xmm8, xmm8, xmm3
+    test ebx, 304
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r14 + r8 + 384], rax
     and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 64]
-    vpaddd xmm5, xmm5, xmm5
-    movzx edi, byte ptr [r15 + r9 + 128]
+    mov ecx, dword ptr [r15 + r9 + 64]
+    movsxd rdi, dword ptr [r15 + rbp + 512]
+    test dword ptr [r15 + 67117723], 17113092
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r14 + 0]
+    mov rdx, rdx
+    movzx esi, byte ptr [r15 + r9 + 128]
     add r10, r11
     inc rbx
     dec r13
@@ -2183,186 +2155,192 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8388624
-    setz al
-    lea rcx, [rip + .Lc1_d1789_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d1789_s:
-    .p2align 3
-    jmp .Lc1_d1789_j
-    .p2align 3
-    jmp .Lc1_d1789_j
-.Lc1_d1789_j:
-    mov rsi, rdx
-    movzx edx, dl
-    mov edi, 190
-    mov r9d, ebp
-    test dword ptr [r15 + 67117723], 16
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 1480857608
     jz 1f
 1:
-    movzx eax, r8b
-    movzx ebp, r9b
-    vpor xmm8, xmm8, xmm8
-    test dword ptr [r15 + 67117723], 545300832
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    test bl, 64
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    mov esi, dword ptr [r15 + 0]
-    mov r9d, 183
-    test dword ptr [r15 + 67117724], 147456
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 642
+    rep movsb
+    movsxd r8, dword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 8192
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 256]
-    bswap rsi
-    lea r8, [r10 + r10*1]
-    vmovq xmm10, rcx
-    test dword ptr [r15 + 67117724], 32
+    mov edx, dword ptr [r15 + 0]
+    mov rsi, rdi
+    test ebx, 512
     jz 1f
 1:
-    movsxd rdi, dword ptr [r14 + rbp + 192]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], esi
-    mov rcx, r8
+    movsxd rbp, dword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 671097872
+    lea r8, [r10 + r10*1]
+    and r9, 64
+    mov rdi, qword ptr [r15 + r9 + 384]
+    test dword ptr [r15 + 67117723], 1
     jz 1f
 1:
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 640]
-    mov qword ptr [r15 + r8 + 320], r9
-    mov rbp, qword ptr [r15 + r9 + 576]
+    and r8, 64
+    mov rax, qword ptr [r14 + r8 + 128]
+    mov ebp, 179
+    test bl, 144
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + r8 + 64]
+    mov dword ptr [r14 + 0], 150
+    lea rbp, [r10 + r10*1]
+    test dword ptr [r15 + 67117724], 4096
+    jnz 1f
+1:
+    and rbp, 64
+    movzx r8d, byte ptr [r15 + rbp + 256]
+    mov esi, r8d
+    test dword ptr [r15 + 67117723], 262144
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 192], 184
+    mov r8d, dword ptr [r15 + r9 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r9, r8
-    lea r8, [r10*8]
-    lea rbp, [r10 + r10*1]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3328], ebp
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 512]
-    test dword ptr [r15 + 67117723], 1074024448
+    lea rcx, [rip + .Lc1_d1836_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1836_j_t
+.Lc1_d1836_j:
+    mov byte ptr [r15 + 0], dl
+    mov rax, rcx
+    movsxd rbp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    test ebx, 512
     jnz 1f
 1:
-    mov esi, 242
-    mov edx, 58
-    test ebx, 15088
-    jz 1f
-1:
-    vmovdqu xmm15, xmmword ptr [r14 + rbp + 448]
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    test dword ptr [r15 + 67117724], 272638020
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 3072], r9d
-    mov rdi, qword ptr [r15 + r8 + 3264]
-    test dword ptr [r15 + 67117724], 1208090689
+    mov rdi, qword ptr [r15 + 0]
+    movzx edx, dil
+    vmovq xmm10, rdx
+    mov qword ptr [r15 + 0], rdi
+    test bl, 128
     jnz 1f
 1:
-    mov r9d, 247
-    mov dword ptr [r15 + r8 + 3008], 227
-    mov edx, edi
-    test dword ptr [r15 + 67117723], 672210944
+    mov qword ptr [r15 + 0], r9
+    mov byte ptr [r15 + 0], r9b
+    mov esi, 124
+    test ebx, 7744
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 123
+    mov rax, qword ptr [r15 + 0]
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 3776
     jz 1f
 1:
-    mov esi, ebp
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + r8 + 3200]
-    test dword ptr [r15 + 67117723], 620892178
+    mov rdi, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov r8d, 32
+    test bl, 64
     jz 1f
 1:
-    movzx eax, bpl
-    mov ecx, dword ptr [r14 + r8 + 3136]
+    movzx edx, byte ptr [r15 + 0]
+    mov esi, ecx
+    mov ecx, dword ptr [r15 + 0]
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
+    test ebx, 16096
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 110
+    mov rbp, rbp
+    movsxd rcx, dword ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    test ebx, 848
+    jz 1f
+1:
+    and r9, 64
     lea rbp, [r10 + r10*1]
-    test bl, 32
-    jz 1f
-1:
+    movzx eax, byte ptr [r15 + r9 + 64]
+    mov edi, eax
     and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 256]
-    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + rbp + 192]
+    lea r8, [r10 + r10*1]
+    movzx eax, byte ptr [r15 + rbp + 832]
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 64]
+    test bl, 128
+    jnz 1f
+1:
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + rbp + 896]
+    mov rbp, qword ptr [r15 + r9 + 128]
+    mov eax, dword ptr [r15 + r8 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c4:
-    lea rcx, [rip + .Lc1_d1888_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d1888_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     lea r9, [r10 + r10*1]
+    and r9, 64
     lea rbp, [r10 + r10*1]
-    sete dl
+    movzx r8d, byte ptr [r15 + r9 + 128]
     and rbp, 64
     movsxd rsi, dword ptr [r15 + rbp + 448]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 768], 30
-    movzx eax, r9b
-    test ebx, 7152
-    jz 1f
-1:
-    mov edi, 142
-    mov r8, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
     mov rdx, qword ptr [r15 + 0]
-    vpor xmm8, xmm8, xmm5
-    movsxd r8, dword ptr [r15 + 0]
-    mov esi, 96
-    test bl, 32
+    test bl, 112
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    test ebx, 896
+    mov dword ptr [r15 + 0], edx
+    mov edi, 181
+    mov rax, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 1342185504
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    btc dword ptr [r15 + 0], 27
+    movsxd rsi, dword ptr [r15 + 0]
+    mov edx, 228
+    test ebx, 15776
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
     movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 11264
+    test ebx, 400
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + r9 + 704], 253
-    mov r9d, 37
-    mov r8, r8
-    test bl, 224
-    jz 1f
+    mov eax, r8d
+    mov qword ptr [r15 + 0], rax
+    test bl, 64
+    jnz 1f
 1:
-    mov esi, 177
-    movzx ecx, byte ptr [r14 + rbp + 512]
-    lea rbp, [r10 + r10*1]
+    movzx esi, al
+    vpor xmm5, xmm5, xmm8
+    lea r8, [r10 + r10*1]
     lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 641
-    rep movsb
-    test ebx, 576
+    mov ecx, 643
+    rep stosb
+    test bl, 64
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    and r8, 64
+    mov eax, dword ptr [r14 + r8 + 384]
+    test ebx, 464
     jz 1f
 1:
-    and rbp, 64
-    vmovdqu xmm12, xmmword ptr [r15 + rbp + 128]
-    vmovdqu xmm5, xmmword ptr [r15 + rbp + 64]
-    mov rax, rbp
+    movzx ecx, byte ptr [r14 + r9 + 64]
+    mov qword ptr [r15 + rbp + 512], rax
+    mov esi, dword ptr [r15 + r8 + 320]
+    test dword ptr [r15 + 67117724], 8
+    jnz 1f
+1:
+    cmovne rbp, rbp
+    movzx edx, bpl
     add r10, r11
     inc rbx
     dec r13
@@ -2371,61 +2349,100 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx edi, byte ptr [r14 + 0]
-    mov esi, edx
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d1955_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1955_s_t
+    .p2align 3
+.Lc1_d1955_s:
+    .p2align 3
+    jmp .Lc1_d1955_j
+    .p2align 3
+    jmp .Lc1_d1955_j
+    .p2align 3
+    jmp .Lc1_d1955_j
+    .p2align 3
+    jmp .Lc1_d1955_j
+    .p2align 3
+    jmp .Lc1_d1955_j
+    .p2align 3
+    jmp .Lc1_d1955_j
+    .p2align 3
+    jmp .Lc1_d1955_j
+    .p2align 3
+    jmp .Lc1_d1955_j
+    .p2align 3
+    jmp .Lc1_d1955_j
+    .p2align 3
+    jmp .Lc1_d1955_j
+    .p2align 3
+    jmp .Lc1_d1955_j
+    .p2align 3
+    jmp .Lc1_d1955_j
+    .p2align 3
+    jmp .Lc1_d1955_j
+    .p2align 3
+    jmp .Lc1_d1955_j
+    .p2align 3
+    jmp .Lc1_d1955_j
+    .p2align 3
+    jmp .Lc1_d1955_j
+.Lc1_d1955_j:
     movsxd rax, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 134217728
-    jz 1f
-1:
-    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 0]
-    mov edx, eax
     mov rbp, qword ptr [r15 + 0]
-    test ebx, 7632
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov rax, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
     movsxd r9, dword ptr [r15 + 0]
-    mov rbp, r9
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 7024
+    test dword ptr [r15 + 67117724], 556847105
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 3407881
+    mov rsi, r9
+    movsxd rcx, dword ptr [r15 + 0]
+    mov edi, 218
+    test ebx, 288
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    movzx ebp, byte ptr [r15 + 0]
-    and r9, 64
-    lea r8, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + r9 + 640]
-    movzx edx, dl
-    test dword ptr [r15 + 67117723], 2097152
-    jnz 1f
-1:
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 832]
-    mov ebp, r8d
-    mov dword ptr [r14 + r8 + 896], ecx
+    vmovdqu xmm10, xmmword ptr [r15 + 0]
+    sete cl
+    sete cl
+    movsxd rdx, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    movzx ecx, sil
-    mov edi, 129
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 896
+    jnz 1f
+1:
+    cmovne rsi, r9
+    movzx edx, byte ptr [r15 + 0]
+    vmovdqu xmm5, xmmword ptr [r15 + 0]
+    test ebx, 5632
+    jnz 1f
+1:
     lea rbp, [r10 + r10*1]
-    vmovdqu xmm3, xmmword ptr [r15 + r9 + 576]
-    test dword ptr [r15 + 67117723], 4198497
+    mov edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r14 + 0], edx
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 576]
+    lea r9, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    test bl, 224
+    jnz 1f
+1:
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 384]
+    and r8, 64
+    mov edx, dword ptr [r15 + r8 + 256]
+    mov ecx, dword ptr [r14 + rbp + 640]
+    test ebx, 352
     jz 1f
 1:
-    and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 448]
-    mov rsi, qword ptr [r15 + rbp + 512]
+    mov ebp, dword ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + r9 + 320], ebp
+    mov r8d, 233
     add r10, r11
     inc rbx
     dec r13
@@ -2434,70 +2451,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 134217752
-    setz al
-    lea rcx, [rip + .Lc1_d2002_s]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_d2002_s:
-    .p2align 3
-    jmp .Lc1_d2002_j
-    .p2align 3
-    jmp .Lc1_d2002_j
-.Lc1_d2002_j:
-    movsxd rax, dword ptr [r14 + 0]
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov rdi, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 142622848
+    mov r9, qword ptr [r15 + 0]
+    or esi, 1
+    xor edx, edx
+    div esi
+    mov r8d, r9d
+    test ebx, 30176
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 643
+    rep stosb
+    test dword ptr [r15 + 67117723], 68166400
     jnz 1f
 1:
-    or qword ptr [r15 + 0], 99
+    movzx r8d, cl
+    vmovq xmm12, r8
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 3264
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 97
+    test dword ptr [r15 + 67117724], 559105
+    jnz 1f
+1:
     mov esi, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    movzx r9d, cl
-    mov edi, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    test bl, 64
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov edx, ecx
-    mov r8d, edi
-    movsxd rcx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 18890912
-    jz 1f
-1:
     lea rbp, [r10 + r10*1]
-    bt rcx, rbp
-    mov rax, rax
-    lea r9, [r10 + r10*1]
-    and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 384]
-    and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 128]
-    test dword ptr [r15 + 67117723], 1024
-    jnz 1f
-1:
-    popcnt rdi, rcx
     lea r8, [r10 + r10*1]
-    movzx ecx, dl
+    mov rdi, qword ptr [r15 + 0]
     and r8, 64
-    mov rax, qword ptr [r14 + r8 + 256]
-    mov edx, dword ptr [r15 + r8 + 192]
-    test dword ptr [r15 + 67117723], 273679376
-    jnz 1f
+    mov edx, dword ptr [r15 + r8 + 64]
+    test ebx, 432
+    jz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], esi
+    mov ecx, dword ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 268455946
+    jz 1f
 1:
     movzx esi, dl
-    mov r8d, dword ptr [r15 + rbp + 320]
-    mov dword ptr [r15 + r9 + 64], r9d
+    movzx edx, byte ptr [r15 + r8 + 128]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 192], r9b
+    test dword ptr [r15 + 67117724], 36188160
+    jnz 1f
+1:
+    movzx edi, byte ptr [r14 + rbp + 448]
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + r9 + 256]
     add r10, r11
     inc rbx
     dec r13
@@ -2506,56 +2510,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d2082_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2082_j_t
+.Lc1_d2082_j:
+    mov rbp, qword ptr [r15 + 0]
+    mov r9d, 116
+    mov edi, 214
+    xchg rdx, r8
+    test ebx, 2880
+    jz 1f
+1:
+    mov ecx, 76
+    mov rdi, qword ptr [r15 + 0]
+    vpor xmm12, xmm12, xmm2
+    test ebx, 288
+    jz 1f
+1:
+    mov rsi, rbp
+    mov eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 55
+    test bl, 208
+    jnz 1f
+1:
     movsxd rbp, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 16777216
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 8519680
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    mov edx, 174
-    test dword ptr [r15 + 67117723], 23070848
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 16797700
+    movzx ecx, r8b
+    mov eax, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 1048576
     jnz 1f
 1:
     and r8, 64
-    movsxd rsi, dword ptr [r14 + r8 + 320]
-    popcnt rcx, r8
-    test dword ptr [r15 + 67117723], 134234368
-    jnz 1f
-1:
-    mov r9d, 234
-    popcnt rsi, rbp
+    mov qword ptr [r15 + r8 + 384], rsi
+    mov rsi, qword ptr [r14 + 0]
+    sete dil
     lea rbp, [r10 + r10*1]
+    test ebx, 336
+    jz 1f
+1:
+    mov byte ptr [r14 + 0], r9b
     lea r9, [r10 + r10*1]
-    mov rdi, rdi
-    test bl, 64
-    jz 1f
-1:
     and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 512]
+    mov edi, dword ptr [r15 + rbp + 640]
     and r9, 64
-    vmovdqu xmm5, xmmword ptr [r15 + r9 + 128]
-    test bl, 64
+    movsxd rsi, dword ptr [r15 + r9 + 448]
+    test ebx, 7488
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + r8 + 384]
-    mov r8, qword ptr [r14 + 0]
-    test dword ptr [r15 + 67117723], 2
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 64], eax
-    movzx eax, cl
-    test dword ptr [r15 + 67117723], 536871680
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 448], al
-    popcnt rcx, rsi
+    mov rdx, qword ptr [r15 + rbp + 576]
+    mov esi, dword ptr [r15 + r8 + 320]
+    movzx eax, byte ptr [r15 + r9 + 512]
     add r10, r11
     inc rbx
     dec r13
@@ -2573,69 +2584,67 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 106688
+    test dword ptr [r15 + 67117723], 268567681
     setz al
-    lea rcx, [rip + .Lc1_d2116_s]
+    lea rcx, [rip + .Lc1_d2144_s]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_d2144_s_t
     .p2align 3
-.Lc1_d2116_s:
+.Lc1_d2144_s:
     .p2align 3
-    jmp .Lc1_d2116_j
+    jmp .Lc1_d2144_j
     .p2align 3
-    jmp .Lc1_d2116_j
-.Lc1_d2116_j:
-    lea rbp, [r10*4]
-    movzx edx, r9b
-    and rbp, 448
-    lea r9, [r10 + r10*1]
-    movsxd rdi, dword ptr [r15 + rbp + 1472]
-    movzx eax, sil
+    jmp .Lc1_d2144_j
+.Lc1_d2144_j:
+    lea r8, [r10*4]
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 1472]
+    lea rbp, [r10 + r10*1]
+    movzx eax, dl
+    movzx edi, dil
     test bl, 128
     jnz 1f
 1:
-    and r9, 64
-    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + r9 + 256]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
+    and rbp, 64
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + rbp + 256]
+    movsxd r9, dword ptr [r15 + rbp + 192]
+    mov esi, dword ptr [r14 + 0]
     test dword ptr [r15 + 67117724], 1354797248
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    mov r8, r8
-    mov eax, edx
+    crc32 rcx, rdx
+    mov r9d, dword ptr [r15 + 0]
+    vpcmpeqb xmm5, xmm5, xmm12
     test dword ptr [r15 + 67117724], 128
     jz 1f
 1:
-    movzx edi, bpl
-    mov rdx, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test ebx, 704
-    jz 1f
+    mov edx, dword ptr [r15 + 0]
+    mov esi, r8d
+    test ebx, 872
+    jnz 1f
 1:
-    mov dword ptr [r15 + 0], 109
-    movzx eax, byte ptr [r15 + 0]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 320], rax
+    mov dword ptr [r15 + 0], 40
+    mov r9d, dword ptr [r15 + 0]
+    mov eax, 233
     test dword ptr [r15 + 67117723], 128
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 1664]
-    movsxd rsi, dword ptr [r15 + rbp + 1600]
-    mov byte ptr [r15 + rbp + 1536], r8b
-    test ebx, 800
+    mov byte ptr [r15 + 0], al
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + r8 + 1536]
+    test bl, 32
     jz 1f
 1:
-    mov ecx, dword ptr [r14 + 0]
-    mov dword ptr [r15 + r8 + 384], ebp
-    or ebp, 1
-    xor edx, edx
-    div ebp
-    test bl, 16
-    jnz 1f
+    lea r9, [r10 + r10*1]
+    movzx eax, byte ptr [r15 + r8 + 1664]
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 384]
+    movzx esi, cl
+    test ebx, 1872
+    jz 1f
 1:
-    vpcmpeqb xmm5, xmm5, xmm10
-    movsxd r8, dword ptr [r15 + r9 + 192]
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + r8 + 1600]
+    mov qword ptr [r15 + r9 + 320], r8
     add r10, r11
     inc rbx
     dec r13
@@ -2644,63 +2653,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2175_j]
+    lea rcx, [rip + .Lc1_d2202_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d2175_j:
-    mov r9d, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 422
+    jmp .Lc1_d2202_j_t
+.Lc1_d2202_j:
+    movzx esi, r8b
+    movzx r8d, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    test dword ptr [r15 + 67117723], 1142949006
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 231
-    test bl, 204
-    jz 1f
-1:
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + 0]
-    mov rax, rax
-    test ebx, 1824
+    mov dword ptr [r15 + 0], 238
+    mov rax, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 19222784
     jnz 1f
 1:
-    lea rbp, [r10 + r10*2]
-    mov rsi, rsi
-    movzx ecx, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 2048], ecx
-    test bl, 128
+    mov ecx, 47
+    movsxd rdi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 536870912
     jnz 1f
 1:
+    movzx ebp, byte ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 64]
+    movsxd rsi, dword ptr [r15 + 0]
     and r9, 64
-    mov dword ptr [r15 + r9 + 448], 184
-    test dword ptr [r15 + 67117724], 16777216
-    jnz 1f
-1:
-    mov eax, 206
-    lea rdi, [r15 + 67109504]
-    mov ecx, 643
-    rep stosb
+    movzx edx, byte ptr [r15 + r9 + 448]
     test bl, 128
-    jnz 1f
-1:
-    sete dl
-    mov byte ptr [r15 + rbp + 2112], cl
-    mov rsi, qword ptr [r15 + r9 + 512]
-    test ebx, 512
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + r8 + 128]
-    mov edi, dword ptr [r15 + rbp + 1984]
-    test ebx, 892
     jz 1f
 1:
-    vpor xmm5, xmm5, xmm3
-    movzx edx, byte ptr [r14 + 0]
+    vpor xmm8, xmm8, xmm5
+    mov r8, r8
+    test dword ptr [r15 + 67117724], 143134720
+    jz 1f
+1:
+    mov r8d, 109
+    mov rbp, r8
+    test dword ptr [r15 + 67117723], 697308160
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + r9 + 512]
+    lea r9, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    mov edi, edx
+    and rbp, 64
+    movsxd r8, dword ptr [r15 + rbp + 640]
+    test bl, 32
+    jnz 1f
+1:
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 256]
+    mov dword ptr [r15 + rbp + 576], eax
+    test dword ptr [r15 + 67117724], 16384
+    jz 1f
+1:
+    mov qword ptr [r14 + 0], rsi
+    mov edx, dword ptr [r15 + r9 + 192]
     add r10, r11
     inc rbx
     dec r13
@@ -2717,36 +2724,33 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2235_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d2235_j:
     mov rbp, r10
+    mov r8, r10
     and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 448]
-    mov rbp, r10
-    mov r8, r9
-    test dword ptr [r15 + 67117723], 2048
+    movsxd rdi, dword ptr [r15 + rbp + 64]
+    test bl, 4
     jz 1f
 1:
-    vpaddd xmm12, xmm12, xmm3
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 576]
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 320]
+    test dword ptr [r15 + 67117723], 66064
+    jnz 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
-// block 8: 4096 bytes, 16 chunk(s), 2 chunk executions per call
+// block 8: 4096 bytes, 16 chunk(s), 4 chunk executions per call
     mov rbx, qword ptr [r15 + 67117800]
-    lea rcx, [rbx + 2]
+    lea rcx, [rbx + 4]
     mov qword ptr [r15 + 67117800], rcx
-    mov r13d, 2
+    mov r13d, 4
     mov eax, ebx
     and eax, 15
     lea rcx, [rip + .Lc1_b8_stubs]
     lea rcx, [rcx + rax*8]
-    jmp rcx
+    jmp .Lc1_b8_stubs_t
     .p2align 3
 .Lc1_b8_stubs:
     .p2align 3
@@ -2786,52 +2790,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d2288_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2288_j_t
+.Lc1_d2288_j:
+    mov rbp, qword ptr [r15 + 0]
+    mov rdi, rbp
+    movzx ecx, dil
+    test bl, 64
+    jnz 1f
+1:
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + 0]
+    mov edx, 19
+    mov rsi, qword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov r9d, 92
+    movsxd rax, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 1440
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov r8, r8
+    mov r8d, 32
+    test dword ptr [r15 + 67117723], 9797752
+    jz 1f
+1:
+    cmovne rbp, rbp
+    mov dword ptr [r15 + 0], 149
+    mov r8d, 48
+    test dword ptr [r15 + 67117723], 134219016
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 0]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 320], r9
     lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], edx
+    test dword ptr [r15 + 67117723], 33280
+    jz 1f
+1:
     lea r8, [r10 + r10*1]
-    mov edx, eax
-    mov rdi, r8
-    test dword ptr [r15 + 67117724], 1048576
-    jnz 1f
-1:
+    and rbp, 64
+    movzx edi, byte ptr [r15 + rbp + 128]
     and r8, 64
-    mov esi, dword ptr [r14 + r8 + 576]
-    sete dl
-    lea r9, [r10*8]
-    test bl, 96
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r8 + 640]
-    mov edi, eax
-    and r9, 4032
-    mov esi, dword ptr [r15 + r9 + 3392]
-    test dword ptr [r15 + 67117724], 12297
-    jnz 1f
-1:
-    mov rdi, r9
-    mov esi, dword ptr [r15 + r9 + 3200]
-    test dword ptr [r15 + 67117724], 282132480
+    movsxd rax, dword ptr [r15 + r8 + 512]
+    movsxd rcx, dword ptr [r15 + r8 + 448]
+    test bl, 128
     jz 1f
 1:
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + r9 + 3072]
-    movsxd r8, dword ptr [r15 + r9 + 3136]
-    test dword ptr [r15 + 67117723], 281018400
-    jz 1f
-1:
-    sete al
-    mov edi, dword ptr [r15 + rbp + 512]
-    xor dword ptr [r15 + r9 + 3264], eax
-    test dword ptr [r15 + 67117723], 155296400
-    jz 1f
-1:
-    mov ebp, 229
-    movzx eax, byte ptr [r15 + r9 + 3328]
-    test ebx, 1600
-    jnz 1f
-1:
-    movzx edx, r9b
-    mov rcx, qword ptr [r14 + r9 + 3008]
+    mov byte ptr [r15 + r9 + 384], cl
+    mov r8, rcx
+    mov r9d, dword ptr [r15 + rbp + 64]
     add r10, r11
     inc rbx
     dec r13
@@ -2840,57 +2853,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d2343_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2343_j_t
+.Lc1_d2343_j:
+    lea rbp, [r10 + r10*8]
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    mov rdx, qword ptr [r15 + rbp + 3520]
+    movzx esi, byte ptr [r15 + rbp + 3136]
+    test dword ptr [r15 + 67117723], 537264128
+    jz 1f
+1:
+    cmovne rcx, rdx
+    mov qword ptr [r15 + rbp + 3328], r8
+    mov rdi, rax
     lea r8, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 2
+    jnz 1f
+1:
+    mov edx, 198
     and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 576]
+    mov qword ptr [r15 + r8 + 512], rcx
+    movsxd rsi, dword ptr [r15 + rbp + 3008]
+    test dword ptr [r15 + 67117723], 4268032
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + r8 + 448]
     mov rax, qword ptr [r15 + 0]
-    vpaddd xmm12, xmm12, xmm12
-    test dword ptr [r15 + 67117723], 69238824
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov qword ptr [r15 + 0], rax
-    test dword ptr [r15 + 67117724], 4737025
+    test ebx, 12128
     jnz 1f
 1:
-    bswap r9
-    mov dword ptr [r15 + 0], esi
-    bt r9, rax
-    test dword ptr [r15 + 67117724], 33555456
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    mov edi, edi
-    test ebx, 5376
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 8321
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov byte ptr [r14 + 0], dl
-    mov dword ptr [r15 + r8 + 640], edx
-    lea r8, [r10 + r10*1]
-    test ebx, 928
-    jz 1f
-1:
-    and r8, 64
     lea r9, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + r8 + 64]
+    mov edi, dword ptr [r15 + rbp + 3264]
     and r9, 64
-    mov dword ptr [r15 + r9 + 448], 80
-    mov edi, 227
-    test dword ptr [r15 + 67117724], 12601360
+    lock xadd qword ptr [r15 + r9 + 320], r8
+    mov edx, 18
+    test bl, 128
+    jnz 1f
+1:
+    mov rcx, rdx
+    mov esi, dword ptr [r15 + rbp + 3456]
+    movzx edx, byte ptr [r15 + r9 + 384]
+    test ebx, 256
     jz 1f
 1:
-    mov ecx, 56
-    movzx ebp, byte ptr [r15 + r8 + 128]
-    or qword ptr [r14 + r9 + 512], 117
+    movzx r9d, byte ptr [r15 + rbp + 3200]
+    vmovdqu xmm8, xmmword ptr [r15 + rbp + 3072]
     add r10, r11
     inc rbx
     dec r13
@@ -2899,59 +2908,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r8, [r10 + r10*1]
-    mov edx, 251
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 128]
-    mov eax, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 64128
+    mov rbp, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov r8, rbp
+    test ebx, 60416
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    test dword ptr [r15 + 67117723], 1048834
-    jnz 1f
-1:
-    xchg qword ptr [r15 + 0], rcx
-    mov edx, 226
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 448
+    mov rbp, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    bt rsi, rsi
+    test dword ptr [r15 + 67117724], 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 128
+    mov edi, 188
+    movsxd rsi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 14
+    test ebx, 129280
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov eax, 228
-    lea r9, [r10 + r10*1]
-    test bl, 224
+    movzx r9d, byte ptr [r15 + 0]
+    movzx ecx, dl
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 352
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    movsxd r8, dword ptr [r15 + 0]
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
+    test ebx, 832
     jz 1f
 1:
     lea rbp, [r10 + r10*1]
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 448]
-    movzx esi, sil
+    mov rdx, rbp
+    lea r9, [r10 + r10*1]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 384], r8b
-    test ebx, 6592
-    jnz 1f
+    mov dword ptr [r15 + rbp + 128], 52
+    mov dword ptr [r15 + rbp + 64], 181
+    test ebx, 1792
+    jz 1f
 1:
-    mov rsi, qword ptr [r15 + r8 + 64]
-    mov edi, dword ptr [r15 + r9 + 512]
-    mov r8d, ebp
-    test dword ptr [r15 + 67117724], 256
-    jnz 1f
+    and r9, 64
+    mov rbp, qword ptr [r15 + r9 + 64]
+    mov dword ptr [r14 + 0], 250
+    lea r8, [r10 + r10*1]
+    movzx edi, byte ptr [r15 + r9 + 128]
+    test dword ptr [r15 + 67117723], 1048576
+    jz 1f
 1:
-    movzx r9d, byte ptr [r14 + 0]
-    mov dword ptr [r14 + rbp + 320], eax
-    movzx eax, r9b
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 384]
+    vpshufd xmm2, xmm10, 120
+    movsxd rcx, dword ptr [r14 + r8 + 320]
     add r10, r11
     inc rbx
     dec r13
@@ -2960,61 +2967,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx r9d, byte ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    vmovdqu xmm12, xmmword ptr [r15 + 0]
-    test ebx, 256
+    lea rcx, [rip + .Lc1_d2442_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2442_j_t
+.Lc1_d2442_j:
+    lea rbp, [r10 + r10*1]
+    mov rsi, rcx
+    and rbp, 64
+    mov edi, dword ptr [r15 + rbp + 320]
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 201334784
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    mov rax, rdx
-    mov dword ptr [r15 + 0], edx
-    test ebx, 15584
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov esi, 15
-    movsxd r8, dword ptr [r15 + 0]
-    bt rcx, rcx
-    test dword ptr [r15 + 67117724], 526500
+    mov byte ptr [r15 + 0], cl
+    mov edx, eax
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 288
     jz 1f
 1:
-    movzx edi, r8b
-    mov rcx, qword ptr [r15 + 0]
+    mov ecx, 183
+    mov dword ptr [r15 + 0], r8d
+    mov r8d, dword ptr [r15 + 0]
+    mov r9d, 96
+    test bl, 128
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
     mov r8d, esi
-    test ebx, 256
+    test dword ptr [r15 + 67117724], 33556481
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov edi, 139
+    movsxd rdx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 33408
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    movzx esi, byte ptr [r15 + 0]
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 192]
     lea r9, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    mov rcx, qword ptr [r14 + 0]
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 768]
-    test ebx, 256
-    jnz 1f
-1:
+    mov dword ptr [r15 + 0], r9d
+    mov rsi, rcx
     and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 768]
-    movzx edi, r9b
-    bswap rax
-    test ebx, 1024
-    jnz 1f
-1:
-    crc32 edi, bpl
-    movzx eax, byte ptr [r15 + r8 + 704]
-    mov r8, rdi
-    mov dword ptr [r15 + rbp + 256], ebp
+    movsxd rcx, dword ptr [r15 + r9 + 192]
+    lea r8, [r10 + r10*1]
+    mov rax, qword ptr [r15 + r9 + 256]
     test bl, 64
     jz 1f
 1:
-    mov ecx, ecx
-    mov edx, dword ptr [r14 + r9 + 704]
-    mov r9d, 233
+    mov edi, 143
+    and r8, 64
+    mov r9d, dword ptr [r14 + r8 + 64]
+    mov esi, 62
+    test ebx, 5760
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + r8 + 128]
+    mov byte ptr [r14 + 0], bpl
+    mov r9, qword ptr [r15 + rbp + 384]
     add r10, r11
     inc rbx
     dec r13
@@ -3023,64 +3033,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2469_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d2469_j:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    lea r8, [r10 + r10*1]
-    movsxd rcx, dword ptr [r14 + rbp + 768]
-    not qword ptr [r15 + rbp + 704]
-    and r8, 64
-    vmovdqu xmm3, xmmword ptr [r15 + r8 + 896]
-    movzx ebp, cl
-    test ebx, 256
+    lea r9, [r10 + r10*1]
+    and r9, 64
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + r9 + 640]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov edx, ecx
+    test ebx, 122112
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    movzx eax, dl
-    test dword ptr [r15 + 67117723], 269488128
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    vmovdqu xmm13, xmmword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov eax, 30
+    test dword ptr [r15 + 67117724], 1476395008
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], 56
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 16160
-    jnz 1f
+    mov r8d, edi
+    bt rax, r8
+    test dword ptr [r15 + 67117724], 8
+    jz 1f
 1:
-    mov dword ptr [r15 + 0], 183
-    mov rdx, rdi
-    movzx r9d, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 2048
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov edi, 109
     test bl, 64
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov esi, eax
-    cmovne rdi, r8
-    test ebx, 56256
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + r9 + 576]
+    and rbp, 64
+    mov rsi, qword ptr [r14 + rbp + 192]
+    test dword ptr [r15 + 67117724], 8192
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r14 + 0]
+    mov esi, ecx
+    mov rdx, rdx
+    mov dword ptr [r15 + rbp + 256], 60
     lea r9, [r10 + r10*1]
-    test ebx, 11232
-    jz 1f
+    test dword ptr [r15 + 67117724], 128
+    jnz 1f
 1:
-    mov ecx, dword ptr [r15 + r8 + 832]
     and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 128]
-    mov edx, dword ptr [r15 + r9 + 64]
+    movsxd rsi, dword ptr [r15 + r9 + 64]
+    mov r8d, dword ptr [r15 + r9 + 128]
+    test dword ptr [r15 + 67117723], 74973184
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r14 + 0]
+    bt rax, rbp
     add r10, r11
     inc rbx
     dec r13
@@ -3089,50 +3093,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r8, [r10 + r10*8]
-    and r8, 960
-    mov edi, dword ptr [r15 + r8 + 2240]
-    mov esi, 128
-    mov rax, qword ptr [r15 + r8 + 2432]
-    test dword ptr [r15 + 67117723], 562302994
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + r8 + 2368]
-    mov ebp, 107
-    movsxd r9, dword ptr [r15 + r8 + 2048]
-    test dword ptr [r15 + 67117724], 537985344
-    jz 1f
-1:
-    add qword ptr [r15 + r8 + 1984], rdx
-    movzx esi, byte ptr [r15 + r8 + 2112]
-    mov edx, 11
-    lea rbp, [r10 + r10*1]
-    test ebx, 24064
+    lea rcx, [rip + .Lc1_d2551_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2551_j_t
+.Lc1_d2551_j:
+    mov ebp, dword ptr [r14 + 0]
+    mov edi, dword ptr [r14 + 0]
+    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 15712
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + r8 + 2496]
-    and rbp, 64
-    movsxd rdi, dword ptr [r14 + rbp + 640]
+    mov esi, 4
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 64640
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 41
+    mov dword ptr [r15 + 0], eax
+    mov rdx, qword ptr [r15 + 0]
+    vpshufd xmm13, xmm10, 197
+    test ebx, 44032
+    jnz 1f
+1:
+    vmovdqu xmm10, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    movzx eax, byte ptr [r15 + 0]
+    xchg rdx, r8
+    test dword ptr [r15 + 67117723], 69632
+    jz 1f
+1:
     lea r9, [r10 + r10*1]
-    test bl, 64
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 2304], rax
+    mov rbp, r9
+    lea r8, [r10 + r10*1]
+    mov qword ptr [r15 + 0], rcx
     and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 192]
-    mov rdx, qword ptr [r15 + rbp + 576]
-    test dword ptr [r15 + 67117723], 838861088
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 2176], r8d
-    mov esi, edi
-    movzx ecx, sil
-    test ebx, 128640
+    mov byte ptr [r15 + r9 + 64], dil
+    and r8, 64
+    lock add qword ptr [r15 + r8 + 256], r8
+    test dword ptr [r15 + 67117723], 16777216
     jnz 1f
 1:
-    movzx r8d, byte ptr [r14 + 0]
-    mov dword ptr [r15 + r9 + 256], ebp
+    lea rbp, [r10 + r10*1]
+    mov esi, 45
+    movzx edi, bpl
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 640]
+    mov dword ptr [r15 + r9 + 128], ecx
+    test ebx, 7808
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + r8 + 192]
+    mov rax, qword ptr [r15 + rbp + 576]
+    movzx r8d, al
     add r10, r11
     inc rbx
     dec r13
@@ -3141,62 +3156,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2571_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d2571_j:
-    mov rbp, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 608
+    movzx r8d, byte ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 17572008
     jz 1f
 1:
-    mov r8d, 27
-    mov rcx, rdi
-    movsxd rsi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 134217728
+    mov rsi, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 288
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    mov edi, eax
-    test bl, 64
-    jz 1f
-1:
-    mov r8d, 77
-    mov rax, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 256
+    mov dword ptr [r15 + 0], 98
+    mov rsi, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 4096
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov edi, dword ptr [r15 + 0]
-    mov ecx, 73
-    test dword ptr [r15 + 67117724], 512
-    jz 1f
-1:
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 256]
-    movsxd rdx, dword ptr [r14 + 0]
-    mov r8d, r8d
+    mov rdx, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 604045316
+    test dword ptr [r15 + 67117724], 1076890112
     jz 1f
 1:
-    movsxd rdx, dword ptr [r14 + 0]
     and rbp, 64
+    movzx edi, byte ptr [r15 + rbp + 768]
+    movsxd rax, dword ptr [r14 + 0]
     lea r8, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + rbp + 832]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 643
+    rep stosb
+    test dword ptr [r15 + 67117723], 134217728
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r14 + 0]
     and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 448]
-    test ebx, 12256
+    lock or dword ptr [r15 + r8 + 384], 97
+    test ebx, 832
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    movzx edi, byte ptr [r15 + r8 + 320]
+    and r9, 64
+    mov rdx, qword ptr [r15 + r9 + 640]
+    test dword ptr [r15 + 67117723], 384
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 192], 152
-    mov byte ptr [r15 + rbp + 896], sil
-    mov ecx, dword ptr [r15 + r8 + 512]
+    movzx esi, byte ptr [r15 + r9 + 576]
+    movzx r8d, byte ptr [r15 + rbp + 704]
     add r10, r11
     inc rbx
     dec r13
@@ -3205,62 +3211,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2626_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d2626_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2048
+    setz al
+    lea rcx, [rip + .Lc1_d2654_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2654_s_t
+    .p2align 3
+.Lc1_d2654_s:
+    .p2align 3
+    jmp .Lc1_d2654_j
+    .p2align 3
+    jmp .Lc1_d2654_j
+.Lc1_d2654_j:
     lea rbp, [r10 + r10*1]
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 320]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rdi, rdx
-    mov r8d, 114
-    test bl, 64
-    jnz 1f
-1:
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 32
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 122240
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 172
-    mov rdx, rax
-    mov r8d, ebp
-    test bl, 64
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 736
-    jz 1f
-1:
     lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 384], esi
-    and r8, 64
-    mov edi, dword ptr [r15 + r8 + 192]
-    movsxd r9, dword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
-    test ebx, 672
-    jnz 1f
-1:
-    mov esi, dword ptr [r14 + 0]
     and rbp, 64
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 832]
-    movzx edx, byte ptr [r15 + r8 + 256]
-    test dword ptr [r15 + 67117723], 402720789
+    mov dword ptr [r15 + rbp + 832], r8d
+    lea r9, [r10 + r10*8]
+    and r8, 64
+    movsxd rsi, dword ptr [r15 + r8 + 192]
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3264]
+    test bl, 96
     jz 1f
 1:
-    mov r8, rcx
-    mov ecx, ecx
-    mov dword ptr [r15 + rbp + 896], 114
+    mov edi, dword ptr [r15 + r9 + 3392]
+    mov eax, edx
+    mov dword ptr [r15 + rbp + 896], edx
+    test dword ptr [r15 + 67117724], 1109397504
+    jnz 1f
+1:
+    mov rdx, rdx
+    mov rsi, qword ptr [r15 + r9 + 3456]
+    mov rbp, rcx
+    test ebx, 6592
+    jz 1f
+1:
+    mov qword ptr [r14 + r9 + 3200], r9
+    mov rcx, r8
+    mov edx, dword ptr [r15 + r9 + 3136]
+    test ebx, 1920
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + r9 + 3008]
+    mov edx, 138
+    mov dword ptr [r15 + r8 + 256], 40
+    test dword ptr [r15 + 67117724], 264200
+    jnz 1f
+1:
+    movzx r8d, al
+    mov dword ptr [r15 + r9 + 3520], ecx
+    movzx eax, byte ptr [r15 + r9 + 3072]
+    test dword ptr [r15 + 67117724], 67665920
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + r9 + 3328]
+    mov r9d, 177
     add r10, r11
     inc rbx
     dec r13
@@ -3269,71 +3276,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    cmovne rbp, r9
-    mov r9d, 141
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 704
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 249
-    mov rsi, qword ptr [r15 + 0]
-    mov r9d, 189
-    test ebx, 13952
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test bl, 96
-    jnz 1f
-1:
-    mov r8d, edi
-    mov edi, ebp
-    mov qword ptr [r15 + 0], rsi
-    test bl, 128
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov eax, esi
-    mov rsi, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    test ebx, 60416
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 640]
-    and rbp, 64
-    lea r8, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + rbp + 320]
-    test ebx, 13952
-    jnz 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 448], bpl
-    mov edx, dword ptr [r15 + rbp + 384]
-    movzx edi, byte ptr [r15 + r9 + 576]
-    test ebx, 256
+    add qword ptr [r15 + 0], rax
+    movzx ecx, sil
+    mov esi, dword ptr [r15 + 0]
+    test bl, 160
     jz 1f
 1:
-    movzx ebp, dil
-    mov eax, edi
-    vmovdqu xmm14, xmmword ptr [r15 + r8 + 512]
-    test dword ptr [r15 + 67117724], 4
+    mov rax, rdi
+    movsxd r9, dword ptr [r15 + 0]
+    mov rdi, rsi
+    test bl, 64
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    lea rbp, [r10 + r10*1]
+    test dword ptr [r15 + 67117724], 163986
+    jz 1f
+1:
+    and rbp, 64
+    movsxd rdi, dword ptr [r14 + rbp + 256]
+    mov edx, dword ptr [r15 + rbp + 192]
+    mov rcx, rcx
+    test dword ptr [r15 + 67117723], 411121670
+    jz 1f
+1:
+    mov r8d, ecx
+    movzx ecx, cl
+    test dword ptr [r15 + 67117723], 25165968
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 576]
+    lock add qword ptr [r15 + r9 + 640], rsi
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 896]
+    test dword ptr [r15 + 67117723], 1074790656
     jnz 1f
 1:
-    movzx r9d, byte ptr [r14 + 0]
-    mov rcx, r9
-    movzx edi, bpl
+    mov ecx, ebp
+    mov byte ptr [r15 + rbp + 832], dl
+    test bl, 64
+    jz 1f
+1:
+    mov edi, 172
+    mov edx, eax
+    mov rbp, r8
+    test dword ptr [r15 + 67117724], 67108864
+    jnz 1f
+1:
+    mov r8d, 104
+    movzx eax, byte ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
@@ -3342,57 +3337,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2744_j]
+    lea rcx, [rip + .Lc1_d2760_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d2744_j:
-    mov r8d, edx
-    mov edx, eax
-    movzx ecx, bpl
-    mov rsi, rdx
-    lea rbp, [r10*8]
-    test dword ptr [r15 + 67117724], 21499906
+    jmp .Lc1_d2760_j_t
+.Lc1_d2760_j:
+    mov edi, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx edx, dil
+    test dword ptr [r15 + 67117723], 134225952
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov ebp, 33
+    mov esi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 8192
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    mov r8, r8
+    movsxd rcx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 1638400
     jz 1f
 1:
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 1728]
+    mov dword ptr [r15 + 0], 201
+    mov r8d, 107
+    movzx eax, cl
+    movzx ecx, al
+    test ebx, 1792
+    jnz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    mov ecx, 643
+    rep stosb
+    add qword ptr [r15 + 0], rcx
+    mov byte ptr [r15 + 0], al
+    lea rbp, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 1077936256
+    jz 1f
+1:
     lea r9, [r10 + r10*1]
-    mov edx, r8d
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 256]
     lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 67108864
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + rbp + 1792]
-    movzx edi, cl
+    and r9, 64
+    movsxd rdi, dword ptr [r14 + r9 + 512]
     and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 448]
-    test dword ptr [r15 + 67117723], 1024
+    movsxd rax, dword ptr [r15 + r8 + 128]
+    and rbp, 64
+    movsxd rdx, dword ptr [r15 + rbp + 384]
+    test ebx, 29184
     jnz 1f
 1:
-    mov rdx, rdx
-    movsxd rcx, dword ptr [r15 + rbp + 1600]
-    movzx eax, byte ptr [r14 + r8 + 512]
-    mov edx, edx
-    test ebx, 31680
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + r9 + 192]
-    mov ecx, dword ptr [r15 + rbp + 1536]
-    mov byte ptr [r15 + rbp + 1664], sil
-    test dword ptr [r15 + 67117723], 134217728
-    jnz 1f
-1:
-    mov esi, ecx
-    movzx r9d, byte ptr [r14 + rbp + 1472]
-    mov edx, 234
-    test dword ptr [r15 + 67117724], 131584
-    jnz 1f
-1:
-    mov r9, rsi
-    mov ebp, 244
-    mov rdi, r9
+    mov rcx, qword ptr [r15 + r8 + 64]
+    mov eax, dword ptr [r15 + r9 + 448]
+    mov esi, dword ptr [r15 + rbp + 320]
     add r10, r11
     inc rbx
     dec r13
@@ -3401,62 +3398,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 832], al
-    vpxor xmm12, xmm12, xmm14
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 28672
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov ebp, 85
-    mov r9, r9
-    test ebx, 256
-    jnz 1f
-1:
-    mov esi, 239
-    mov ecx, edx
-    mov rdx, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 268705825
+    lea r9, [r10 + r10*1]
+    and r9, 64
+    mov edx, dword ptr [r15 + r9 + 192]
+    cmovne rax, rdx
+    mov dword ptr [r15 + 0], 125
+    test bl, 64
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov rdx, r9
-    test ebx, 672
+    mov ebp, dword ptr [r15 + 0]
+    mov r8d, edx
+    vmovdqu xmm10, xmmword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 537780224
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    vpxor xmm13, xmm13, xmm12
+    movzx edx, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 512
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    mov rsi, rcx
+    mov rcx, rsi
+    test bl, 64
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    movzx edx, dil
-    test dword ptr [r15 + 67117723], 51972193
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + r8 + 896]
-    and rbp, 64
-    mov r8d, dword ptr [r14 + rbp + 512]
-    test dword ptr [r15 + 67117723], 2048
-    jz 1f
-1:
-    mov r9d, dword ptr [r14 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov rax, rcx
     lea r8, [r10 + r10*1]
-    mov rax, r9
+    test dword ptr [r15 + 67117723], 5242880
+    jnz 1f
+1:
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 448]
     and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 448]
-    test ebx, 2048
+    movzx ecx, byte ptr [r15 + r8 + 128]
+    movzx esi, dil
+    test dword ptr [r15 + 67117723], 1076436224
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + r8 + 512]
-    mov r8d, ecx
-    mov r9d, dword ptr [r15 + rbp + 448]
-    test bl, 96
-    jz 1f
+    movzx edx, r9b
+    mov rdi, qword ptr [r14 + 0]
+    mov qword ptr [r14 + rbp + 512], rdi
+    test dword ptr [r15 + 67117724], 1
+    jnz 1f
 1:
-    movzx esi, r9b
-    mov edx, ebp
+    mov rcx, qword ptr [r15 + r9 + 256]
+    movzx eax, byte ptr [r15 + r8 + 64]
     add r10, r11
     inc rbx
     dec r13
@@ -3465,61 +3456,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2850_j]
+    lea rcx, [rip + .Lc1_d2864_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d2850_j:
+    jmp .Lc1_d2864_j_t
+.Lc1_d2864_j:
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov r9, rsi
+    mov dword ptr [r15 + 0], 38
+    test dword ptr [r15 + 67117724], 2097152
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov edi, r9d
+    movzx ebp, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 536871952
+    jnz 1f
+1:
+    mov edx, 21
+    movzx r8d, dl
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 1632
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    test ebx, 256
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov esi, esi
+    test dword ptr [r15 + 67117724], 1084260359
+    jz 1f
+1:
     lea rbp, [r10 + r10*1]
+    inc dword ptr [r14 + 0]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 576], cl
-    mov edi, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 1073743892
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 832
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    add qword ptr [r15 + 0], rsi
-    test ebx, 18432
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov rcx, rsi
-    test dword ptr [r15 + 67117723], 33792
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov eax, edi
-    test ebx, 7904
-    jz 1f
-1:
-    mov edi, dword ptr [r14 + 0]
-    sete cl
-    vpxor xmm12, xmm12, xmm14
-    test dword ptr [r15 + 67117723], 150999104
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r14 + rbp + 704], rcx
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 128]
+    test ebx, 7168
     jz 1f
 1:
     lea r8, [r10 + r10*1]
-    mov dword ptr [r14 + 0], 172
-    lea r9, [r10 + r10*1]
+    movzx ecx, dl
+    bt rcx, rsi
     and r8, 64
-    mov dword ptr [r15 + r8 + 896], 16
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    test dword ptr [r15 + 67117724], 1078023682
-    jnz 1f
+    mov byte ptr [r15 + r8 + 640], r8b
+    test bl, 64
+    jz 1f
 1:
-    and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 64]
-    movzx edx, byte ptr [r15 + rbp + 640]
-    movzx ebp, byte ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + rbp + 768], 75
+    mov rdi, qword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + r8 + 576], ecx
     add r10, r11
     inc rbx
     dec r13
@@ -3528,59 +3520,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 512]
-    lea rbp, [r10 + r10*1]
-    movsxd rcx, dword ptr [r14 + 0]
-    mov dword ptr [r14 + 0], 54
-    and rbp, 64
-    inc dword ptr [r15 + rbp + 64]
-    test bl, 128
-    jnz 1f
+    mov dword ptr [r15 + 0], eax
+    mov r8, qword ptr [r15 + 0]
+    mov ebp, eax
+    test dword ptr [r15 + 67117724], 1073741824
+    jz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
+    mov edx, 46
+    mov edi, 78
+    mov qword ptr [r15 + 0], rsi
+    test dword ptr [r15 + 67117723], 29411393
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
     movzx r9d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 196
-    test ebx, 4608
+    test dword ptr [r15 + 67117724], 4
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    mov byte ptr [r15 + 0], r9b
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 4608
+    movzx eax, al
+    mov qword ptr [r15 + 0], r9
+    lea rbp, [r10 + r10*1]
+    movzx r8d, bpl
+    test ebx, 4864
     jnz 1f
 1:
-    xchg r9, rsi
-    mov rdx, qword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 8
-    jz 1f
+    mov dword ptr [r15 + 0], 172
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 384], rbp
+    mov r9, qword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    test bl, 64
+    jnz 1f
 1:
     lea r9, [r10 + r10*1]
-    mov rax, rdx
-    mov esi, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
+    and r8, 64
+    movzx eax, byte ptr [r14 + r8 + 192]
     and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 448]
-    test ebx, 4064
+    mov rsi, qword ptr [r15 + r9 + 128]
+    movzx ecx, r8b
+    test dword ptr [r15 + 67117723], 10747904
     jz 1f
 1:
-    movzx edi, dl
-    mov rsi, rdx
-    movzx ecx, byte ptr [r15 + r9 + 512]
-    test dword ptr [r15 + 67117723], 829424384
-    jz 1f
-1:
-    bswap rdx
-    mov edi, dword ptr [r15 + r8 + 448]
-    movsxd r8, dword ptr [r15 + rbp + 128]
-    test bl, 128
+    mov dword ptr [r15 + rbp + 320], 99
+    mov rdi, rcx
+    mov rbp, rbp
+    test bl, 64
     jnz 1f
 1:
-    mov rbp, rbp
-    mov ecx, 159
-    movzx eax, bpl
+    movsxd rcx, dword ptr [r15 + r8 + 256]
+    movzx r8d, byte ptr [r15 + r9 + 64]
     add r10, r11
     inc rbx
     dec r13
@@ -3589,63 +3578,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2957_j]
+    lea rcx, [rip + .Lc1_d2970_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d2957_j:
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 448]
-    mov rsi, r9
-    lea rbp, [r10 + r10*1]
-    movzx edx, sil
-    mov r8, r9
-    test ebx, 31168
-    jz 1f
+    jmp .Lc1_d2970_j_t
+.Lc1_d2970_j:
+    mov qword ptr [r15 + 0], rcx
+    movsxd rdi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    test dword ptr [r15 + 67117723], 65536
+    jnz 1f
 1:
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 896]
-    mov dword ptr [r15 + 0], r9d
-    mov rax, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 268435456
-    jz 1f
-1:
+    sete dl
     movzx edi, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    test dword ptr [r15 + 67117724], 1073748032
+    movzx esi, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 4194304
+    jz 1f
+1:
+    mov r9d, 19
+    mov qword ptr [r15 + 0], rsi
+    mov ebp, r9d
+    test dword ptr [r15 + 67117724], 65
+    jz 1f
+1:
+    movzx ecx, r8b
+    mov r9d, dword ptr [r15 + 0]
+    cmovne rsi, r8
+    test ebx, 119808
     jnz 1f
 1:
-    xor dword ptr [r15 + 0], ecx
-    mov rdi, qword ptr [r15 + 0]
-    movzx edx, dil
-    lea r8, [r10 + r10*1]
-    test bl, 64
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 640]
-    mov rax, qword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r14 + 0]
-    test dword ptr [r15 + 67117724], 1572864
-    jz 1f
-1:
-    mov rsi, rbp
-    bswap rdx
-    movzx ebp, al
-    test ebx, 800
-    jz 1f
-1:
-    mov rax, r9
-    mov edx, 124
-    mov dword ptr [r15 + r8 + 576], 181
-    test ebx, 11744
-    jnz 1f
-1:
+    movzx r8d, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r14 + 0]
     movzx esi, dl
-    movsxd r8, dword ptr [r15 + r9 + 512]
-    vmovq xmm5, r9
+    lea rbp, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 1048576
+    jz 1f
+1:
+    movzx edx, bpl
+    vpcmpeqb xmm13, xmm13, xmm10
+    and rbp, 64
+    lea r8, [r10 + r10*1]
+    movzx edi, byte ptr [r15 + rbp + 192]
+    test dword ptr [r15 + 67117723], 1152
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 128]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 384], r9
+    inc dword ptr [r14 + rbp + 256]
+    test ebx, 1344
+    jz 1f
+1:
+    mov rbp, r8
+    movsxd rdx, dword ptr [r15 + r9 + 320]
+    mov eax, dword ptr [r15 + r8 + 64]
     add r10, r11
     inc rbx
     dec r13
@@ -3654,58 +3641,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 256]
-    xchg rdx, rdx
-    mov rdi, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 168305281
+    mov dword ptr [r15 + 0], eax
+    mov r8d, eax
+    vmovdqu xmm12, xmmword ptr [r15 + 0]
+    test ebx, 4096
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    bt rsi, r8
-    test ebx, 256
-    jz 1f
+    mov esi, r8d
+    lock add qword ptr [r15 + 0], rsi
+    mov rcx, r8
+    test dword ptr [r15 + 67117724], 134217728
+    jnz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
+    mov r8, rcx
+    mov rdi, rcx
+    movzx eax, bpl
+    test dword ptr [r15 + 67117723], 268836872
+    jnz 1f
+1:
+    mov esi, 213
+    mov rdx, qword ptr [r15 + 0]
     mov dword ptr [r15 + 0], r8d
-    mov rax, r8
-    test dword ptr [r15 + 67117724], 2099200
+    test ebx, 6656
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    vpor xmm14, xmm14, xmm5
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 11264
+    movzx ebp, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov r9d, 154
+    test dword ptr [r15 + 67117724], 134234280
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rsi
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    mov esi, ecx
+    test bl, 64
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + 0]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], dil
+    and r9, 64
+    mov byte ptr [r15 + r9 + 576], r9b
     lea rbp, [r10 + r10*1]
-    test ebx, 9216
+    test ebx, 1792
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + r8 + 128]
+    movzx edx, byte ptr [r14 + r9 + 640]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 512], rbp
+    test ebx, 1344
     jnz 1f
 1:
-    movzx esi, bpl
-    crc32 r8d, r9b
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 128]
-    lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 1
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + r9 + 192]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 640], r9b
-    movzx r9d, byte ptr [r14 + r8 + 576]
-    test dword ptr [r15 + 67117724], 67305652
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + rbp + 64]
-    movzx r8d, byte ptr [r14 + 0]
-    mov ebp, 85
+    mov r9, rbp
+    mov rax, qword ptr [r15 + rbp + 448]
     add r10, r11
     inc rbx
     dec r13
@@ -3714,57 +3705,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3065_j]
+    lea rcx, [rip + .Lc1_d3080_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp rcx
-.Lc1_d3065_j:
-    movzx edi, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    not qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 67112962
-    jz 1f
+    jmp .Lc1_d3080_j_t
+.Lc1_d3080_j:
+    lea r9, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    mov eax, ebp
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 448], rsi
+    lea r8, [r10 + r10*1]
+    and r9, 64
+    mov dword ptr [r14 + r9 + 320], 1
+    and r8, 64
+    mov edx, dword ptr [r15 + r8 + 128]
+    test ebx, 608
+    jnz 1f
 1:
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rdi
-    mov ecx, 26
+    mov rsi, qword ptr [r15 + rbp + 512]
+    movzx ebp, sil
+    movzx edi, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov edx, 186
+    mov dword ptr [r15 + 0], esi
+    mov eax, dword ptr [r15 + 0]
     test dword ptr [r15 + 67117723], 4
     jz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 644
-    rep stosb
-    mov edx, 245
-    mov rax, qword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov esi, 101
-    lea rbp, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + 0]
-    and rbp, 64
-    lea r8, [r10 + r10*1]
-    movsxd r9, dword ptr [r15 + rbp + 128]
-    lea r9, [r10 + r10*1]
-    test bl, 64
-    jz 1f
-1:
-    and r9, 64
-    movsxd rdi, dword ptr [r15 + r9 + 384]
-    and r8, 64
-    xor dword ptr [r15 + r8 + 448], edi
-    mov dword ptr [r15 + r8 + 512], 221
-    test dword ptr [r15 + 67117723], 16777216
-    jz 1f
-1:
-    mov edx, 11
-    mov esi, 240
-    mov dword ptr [r14 + r9 + 320], 150
-    test ebx, 16384
+    mov dword ptr [r15 + 0], 66
+    mov esi, 103
+    bt r9, r9
+    test dword ptr [r15 + 67117724], 131332
     jnz 1f
 1:
-    movzx r9d, byte ptr [r14 + 0]
-    mov esi, 50
-    mov eax, dword ptr [r15 + rbp + 64]
+    mov edx, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx edi, dl
+    movzx edi, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 65536
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    movsxd rcx, dword ptr [r14 + 0]
+    mov rax, qword ptr [r15 + r9 + 384]
+    test ebx, 10112
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + r8 + 64]
+    movzx edi, r9b
+    mov r8d, 135
     add r10, r11
     inc rbx
     dec r13
@@ -3980,5 +3974,77 @@ ditto_body_init_c2:
     jb 2b
     ret
     .size ditto_body_init_c2, .-ditto_body_init_c2
+
+    .section .text.ditto_indirect,"ax",@progbits
+    .p2align 9, 0xcc
+.Lc1_d510_j_t:
+    jmp rcx
+.Lc1_d2144_s_t:
+    jmp rcx
+.Lc1_d2202_j_t:
+    jmp rcx
+.Lc1_d1435_s_t:
+    jmp rcx
+.Lc1_d1490_s_t:
+    jmp rcx
+.Lc1_d1604_s_t:
+    jmp rcx
+.Lc1_d1726_s_t:
+    jmp rcx
+.Lc1_d1836_j_t:
+    jmp rcx
+.Lc1_d1955_s_t:
+    jmp rcx
+.Lc1_d2082_j_t:
+    jmp rcx
+.Lc1_b0_stubs_t:
+    jmp rcx
+.Lc1_b3_stubs_t:
+    jmp rcx
+.Lc1_b8_stubs_t:
+    jmp rcx
+.Lc1_d89_j_t:
+    jmp rcx
+.Lc1_d193_s_t:
+    jmp rcx
+.Lc1_d307_j_t:
+    jmp rcx
+.Lc1_d415_j_t:
+    jmp rcx
+.Lc1_d622_s_t:
+    jmp rcx
+.Lc1_d731_j_t:
+    jmp rcx
+.Lc1_d787_j_t:
+    jmp rcx
+.Lc1_d888_s_t:
+    jmp rcx
+.Lc1_d994_j_t:
+    jmp rcx
+.Lc1_d1101_j_t:
+    jmp rcx
+.Lc1_d1210_s_t:
+    jmp rcx
+.Lc1_d1329_j_t:
+    jmp rcx
+.Lc1_d2288_j_t:
+    jmp rcx
+.Lc1_d2343_j_t:
+    jmp rcx
+.Lc1_d2442_j_t:
+    jmp rcx
+.Lc1_d2551_j_t:
+    jmp rcx
+.Lc1_d2654_s_t:
+    jmp rcx
+.Lc1_d2760_j_t:
+    jmp rcx
+.Lc1_d2864_j_t:
+    jmp rcx
+.Lc1_d2970_j_t:
+    jmp rcx
+.Lc1_d3080_j_t:
+    jmp rcx
+    .text
 
     .section .note.GNU-stack,"",@progbits
