@@ -21,6 +21,24 @@ fn nginx_body() -> ClusterBody {
         .expect("c1")
 }
 
+/// nginx's body with one indirect jump per 100 instructions over 200 sites, their target-change
+/// rates in `shares` (the profile's 11 bins).
+fn nginx_body_with_indirect(shares: &[f64]) -> ClusterBody {
+    let mut body = nginx_body();
+    let mean: f64 = shares
+        .iter()
+        .enumerate()
+        .map(|(b, s)| s * IndirectBranches::bin_rate(b))
+        .sum();
+    body.branches.indirect = Some(IndirectBranches {
+        per_request: body.instructions_per_request * 0.01,
+        static_count: 200,
+        target_change_rate: shares.to_vec(),
+        mean_target_change_rate: mean,
+    });
+    body
+}
+
 fn synth(body: &ClusterBody) -> ClusterAsm {
     synth_with(body, &Knobs::default())
 }
@@ -237,19 +255,8 @@ fn data_dependent_branches_follow_their_scale_and_test_a_word_their_chunk_has_ju
 
 #[test]
 fn indirect_jumps_follow_the_profiles_count_and_change_rate_through_stubs_in_code() {
-    let mut body = nginx_body();
-    let shares = [0.6, 0.1, 0.05, 0.05, 0.05, 0.05, 0.0, 0.04, 0.03, 0.0, 0.03];
-    let mean: f64 = shares
-        .iter()
-        .enumerate()
-        .map(|(b, s)| s * IndirectBranches::bin_rate(b))
-        .sum();
-    body.branches.indirect = Some(IndirectBranches {
-        per_request: body.instructions_per_request * 0.01,
-        static_count: 200,
-        target_change_rate: shares.to_vec(),
-        mean_target_change_rate: mean,
-    });
+    let mut body =
+        nginx_body_with_indirect(&[0.6, 0.1, 0.05, 0.05, 0.05, 0.05, 0.0, 0.04, 0.03, 0.0, 0.03]);
     let asm = synth(&body);
     let (target, dispatched, _) = asm.stats.indirect_jumps_per_call;
     assert!(
@@ -367,19 +374,8 @@ fn indirect_jumps_follow_the_profiles_count_and_change_rate_through_stubs_in_cod
 
 #[test]
 fn indirect_change_scale_multiplies_the_dispatches_change_rate_and_zero_leaves_one_target_each() {
-    let mut body = nginx_body();
-    let shares = [0.3, 0.1, 0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05];
-    let mean: f64 = shares
-        .iter()
-        .enumerate()
-        .map(|(b, s)| s * IndirectBranches::bin_rate(b))
-        .sum();
-    body.branches.indirect = Some(IndirectBranches {
-        per_request: body.instructions_per_request * 0.01,
-        static_count: 200,
-        target_change_rate: shares.to_vec(),
-        mean_target_change_rate: mean,
-    });
+    let body =
+        nginx_body_with_indirect(&[0.3, 0.1, 0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05]);
     let with_scale = |scale: f64| {
         let mut knobs = Knobs::default();
         knobs.branches.indirect_change_scale = scale;
