@@ -1042,11 +1042,7 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
         (indirect_change_bins, indirect_mean_change)
     } else {
         let scaled = scale_change_bins(&indirect_change_bins, change_scale);
-        let mean = scaled
-            .iter()
-            .enumerate()
-            .map(|(i, w)| w * IndirectBranches::bin_rate(i))
-            .sum();
+        let mean = IndirectBranches::bins_mean(&scaled);
         (scaled, mean)
     };
 
@@ -1167,12 +1163,7 @@ mod tests {
     #[test]
     fn scaled_change_bins_keep_their_weight_and_move_the_mean_by_the_scale_below_the_cap() {
         let bins = [0.4, 0.2, 0.1, 0.1, 0.0, 0.0, 0.1, 0.0, 0.0, 0.0, 0.1];
-        let mean = |b: &[f64]| -> f64 {
-            b.iter()
-                .enumerate()
-                .map(|(i, w)| w * IndirectBranches::bin_rate(i))
-                .sum()
-        };
+        let mean = IndirectBranches::bins_mean;
         assert_eq!(scale_change_bins(&bins, 1.0), bins.to_vec());
         for s in [0.0, 0.1, 0.5, 0.9] {
             let out = scale_change_bins(&bins, s);

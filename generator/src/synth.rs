@@ -128,7 +128,8 @@ pub struct ClusterAsm {
     pub init_symbol: String,
     pub text: String,
     /// The body's indirect jumps' trampolines (`jump_via_trampoline`): label and executions per
-    /// call. The file's one table (`trampoline_table`) holds every body's.
+    /// call, which `render_clone` turns into per request (the cluster's calls per request) before
+    /// the file's one table (`trampoline_table`) ranks every body's.
     pub trampolines: Vec<(String, f64)>,
     pub priv_bytes: u64,
     pub shared_bytes: u64,
@@ -462,26 +463,18 @@ fn trampoline_slots(n: usize) -> Vec<Vec<(usize, usize)>> {
         }
     };
     let mut rounds: Vec<Vec<(usize, usize)>> = Vec::new();
-    let mut taken: Vec<Vec<bool>> = Vec::new();
     for site in 0..n {
         let slot = if site < PREDICTOR_ENTRIES {
             own(site)
         } else {
             own(PREDICTOR_ENTRIES - 1 - (site - PREDICTOR_ENTRIES) % PREDICTOR_ENTRIES)
         };
-        // The first round of the slot's parity where it is free.
-        let mut r = slot % 2;
-        loop {
-            while rounds.len() <= r {
-                rounds.push(Vec::new());
-                taken.push(vec![false; PREDICTOR_ENTRIES]);
-            }
-            if !taken[r][slot] {
-                break;
-            }
-            r += 2;
+        // Each run of 512 sites takes every slot once: its even slots in one round, its odd ones in
+        // the next.
+        let r = 2 * (site / PREDICTOR_ENTRIES) + slot % 2;
+        if rounds.len() <= r {
+            rounds.resize_with(r + 1, Vec::new);
         }
-        taken[r][slot] = true;
         rounds[r].push((slot, site));
     }
     for round in &mut rounds {
@@ -2136,10 +2129,10 @@ impl Renderer<'_> {
     /// `jmp rcx`, executed in a trampoline of the file's trampoline table (`trampoline_table`)
     /// reached by a direct jump: two instructions. A predictor of indirect targets indexed by the
     /// jump's low address bits (cachegrind's: 512 entries, bits 0–8) sees each of the file's
-    /// hottest 512 jumps on its own entry, where jumps spread over the code shared entries at random: the tuned memcached
-    /// clone's 106 sites sat on 90 entries, and 46,719 of its single-target dispatches' 46,776
-    /// mispredictions were on shared ones. `key` (the label the jump's rcx was loaded from) names
-    /// the trampoline.
+    /// hottest 512 jumps on its own entry, where jumps spread over the code shared entries at
+    /// random: the tuned memcached clone's 106 sites sat on 90 entries, and 46,719 of its
+    /// single-target dispatches' 46,776 mispredictions were on shared ones. `key` (the label the
+    /// jump's rcx was loaded from) names the trampoline.
     fn jump_via_trampoline(&mut self, key: &str) {
         let trampoline = format!("{key}_t");
         self.fixed(&format!("jmp {trampoline}"), &[], &[], 5);

@@ -25,16 +25,11 @@ fn nginx_body() -> ClusterBody {
 /// rates in `shares` (the profile's 11 bins).
 fn nginx_body_with_indirect(shares: &[f64]) -> ClusterBody {
     let mut body = nginx_body();
-    let mean: f64 = shares
-        .iter()
-        .enumerate()
-        .map(|(b, s)| s * IndirectBranches::bin_rate(b))
-        .sum();
     body.branches.indirect = Some(IndirectBranches {
         per_request: body.instructions_per_request * 0.01,
         static_count: 200,
         target_change_rate: shares.to_vec(),
-        mean_target_change_rate: mean,
+        mean_target_change_rate: IndirectBranches::bins_mean(shares),
     });
     body
 }

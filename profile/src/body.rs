@@ -126,6 +126,14 @@ impl IndirectBranches {
             (bin as f64 - 0.5) / 10.0
         }
     }
+
+    /// The mean rate of execution-weighted bins, each bin standing for its `bin_rate`.
+    pub fn bins_mean(bins: &[f64]) -> f64 {
+        bins.iter()
+            .enumerate()
+            .map(|(i, w)| w * Self::bin_rate(i))
+            .sum()
+    }
 }
 
 impl Branches {

@@ -46,8 +46,8 @@ for line in open(path):
         fn = src
     # The trampolines (every indirect jump) follow all the functions; their labels name the body.
     t = re.match(r"\.L(\w+?)_\w*_t:$", prev)
-    mine = fn == fn_name if not (t and src == "jmp rcx") else "ditto_body_" + t.group(1) + ":" == fn_name
-    if not mine:
+    body = "ditto_body_" + t.group(1) + ":" if t and src == "jmp rcx" else fn
+    if body != fn_name:
         prev = src
         continue
     if src.startswith("push rbx") and calls == 0:
@@ -122,7 +122,7 @@ for n, (b, mp) in sites.items():
     r = rows.setdefault(kind(n), [0, 0, 0, 0])
     r[0] += b
     r[1] += mp
-    r[2 + 0] += b if shared else 0
+    r[2] += b if shared else 0
     r[3] += mp if shared else 0
 print(f"indirect jumps of every body: {len(sites)} sites on {len(entry)} predictor entries (address bits 0-8)")
 print(f"{'kind':<24}{'executed':>12}{'mispredicted':>14}{'on a shared entry':>20}{'mispredicted':>14}")
