@@ -401,9 +401,14 @@ pub fn body_md(cluster: &str, st: &Stats, priv_bytes: u64, shared_bytes: u64) ->
     if ind_target > 0.0 || ind_body > 0.0 {
         let _ = writeln!(
             out,
-            "- Indirect jumps per call {:.1} (target {:.1}) and {:.0} ring entries; mean \
-             target-change rate {:.3} (target {:.3}).",
-            ind_body, ind_target, ind_entries, st.indirect_change_rate.1, st.indirect_change_rate.0
+            "- Indirect jumps per call {:.1} (target {:.1}): {:.1} dispatches and {:.0} ring \
+             entries; mean target-change rate {:.3} (target {:.3}).",
+            ind_body + ind_entries,
+            ind_target,
+            ind_body,
+            ind_entries,
+            st.indirect_change_rate.1,
+            st.indirect_change_rate.0
         );
     }
     let _ = writeln!(

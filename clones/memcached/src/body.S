@@ -509,83 +509,74 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    xor eax, eax
-    test dword ptr [r15 + 7675227], 4223488
-    setz al
-    lea rcx, [rip + .Lc1_d40_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d40_s_t
-    .p2align 3
-.Lc1_d40_s:
-    .p2align 3
-    jmp .Lc1_d40_j
-    .p2align 3
-    jmp .Lc1_d40_j
+    lea rcx, [rip + .Lc1_d40_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp .Lc1_d40_j_t
 .Lc1_d40_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    movzx ecx, r8b
+    jmp 1f
+1:
+    nop
     lea rbp, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 512]
-    test ebx, 260544
+    vmovdqu ymmword ptr [r14 + rbp + 128], ymm3
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov ecx, r9d
+    test dword ptr [r15 + 7675228], 18088192
+    jnz 1f
+1:
+    mov r9, rsi
+    mov rax, rcx
+    mov eax, ecx
+    mov ecx, ecx
+    lea r9, [r10 + r10*1]
+    test ebx, 96256
+    jz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 576]
+    test ebx, 1073741824
+    jz 1f
+1:
     lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 7675227], 34736384
-    jz 1f
+    jmp 1f
 1:
+    mov dword ptr [r14 + 0], esi
     and r8, 64
-    vmovdqu ymm10, ymmword ptr [r15 + r8 + 64]
-    mov ecx, 40
-    mov ecx, 82
+    add rsi, qword ptr [r15 + r8 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + r8 + 128]
-    lea r8, [r10 + r10*1]
-    mov edx, ecx
-    and r8, 64
-    mov rdx, qword ptr [r14 + r8 + 128]
-    test ebx, 1073741824
+    add rsi, qword ptr [r15 + r8 + 384]
+    movzx r8d, sil
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675228], 1312801
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + rbp + 448], ymm1
-    add rbp, qword ptr [r15 + r8 + 64]
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675227], 67645440
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r14 + 0]
-    movzx r8d, dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, sil
-    jmp 1f
-1:
-    .byte 0x66, 0x90
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + rbp + 64], r9b
+    mov dword ptr [r15 + r9 + 640], eax
+    mov r8d, edx
     add r10, r11
     inc rbx
     dec r13
@@ -594,143 +585,163 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d105_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d105_j_t
-.Lc1_d105_j:
-    lea rbp, [r10 + r10*1]
-    mov ecx, 120
-    mov ecx, r8d
-    and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 384]
-    test ebx, 120832
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 231
+    xor eax, eax
+    test dword ptr [r15 + 7675228], 21037216
+    setz al
+    lea rcx, [rip + .Lc1_d102_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d102_s_t
+    .p2align 3
+.Lc1_d102_s:
+    .p2align 3
+    jmp .Lc1_d102_j
+    .p2align 3
+    jmp .Lc1_d102_j
+.Lc1_d102_j:
+    mov eax, eax
+    mov edi, dword ptr [r15 + 0]
+    movzx esi, dl
+    mov r9d, 43
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 124
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
+    mov rax, r9
     jmp 1f
 1:
-    mov r8d, r9d
-    test ebx, 124928
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    test bl, 160
-    jnz 1f
-1:
-    lea r9, [r10*4]
-    movsxd r8, dword ptr [r15 + 0]
-    mov dword ptr [r15 + rbp + 320], 191
+    movsxd rax, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 448
+    mov r9d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    add r9, qword ptr [r15 + 0]
+    test ebx, 110592
+    jnz 1f
+1:
+    mov r9d, 164
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    lea r9, [r10 + r10*1]
+    movzx eax, dil
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 114
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, eax
+    mov edi, r9d
     lea r8, [r10 + r10*1]
-    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm14
-    add rbp, qword ptr [r15 + r9 + 1216]
+    mov eax, r8d
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     and r8, 64
-    mov dword ptr [r14 + r8 + 256], edi
-    test dword ptr [r15 + 7675228], 33555616
+    movsxd rax, dword ptr [r14 + r8 + 256]
+    movzx edx, byte ptr [r14 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, bpl
-    mov rcx, qword ptr [r14 + r9 + 1408]
-    test ebx, 688
+    jmp 1f
+1:
+    mov eax, 32
+    vmovdqu ymm3, ymmword ptr [r15 + r8 + 192]
+    jmp 1f
+1:
+    test ebx, 1073741824
     jnz 1f
 1:
-    add rbp, qword ptr [r15 + r8 + 192]
-    vmovdqu ymmword ptr [r15 + r9 + 1280], ymm9
+    mov r8d, edx
+    movzx edx, bpl
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    test ebx, 190464
+    jz 1f
+1:
+    and r8, 64
+    movzx edx, byte ptr [r15 + r8 + 128]
+    mov rax, qword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + r8 + 64], 252
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    lea rcx, [rip + .Lc1_d156_j]
+    lea rcx, [rip + .Lc1_d173_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d156_j_t
-.Lc1_d156_j:
+    jmp .Lc1_d173_j_t
+.Lc1_d173_j:
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, 105
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 816
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov ecx, ecx
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    mov ecx, ecx
+    movzx ecx, byte ptr [r15 + 0]
     movsxd r8, dword ptr [r15 + 0]
-    movzx ecx, bpl
+    mov dword ptr [r15 + 0], r8d
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    test ebx, 368
+    jnz 1f
+1:
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
     jmp 1f
 1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov r8d, 116
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
     mov rcx, qword ptr [r15 + 0]
-    movzx ebp, dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpaddd ymm9, ymm10, ymmword ptr [r15 + 0]
+    and r8, 64
     lea rbp, [r10 + r10*1]
-    mov rdi, r8
-    jmp 1f
+    mov rax, qword ptr [r15 + r8 + 320]
+    test ebx, 1073741824
+    jnz 1f
 1:
+    and ecx, dword ptr [r15 + r8 + 384]
     and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 320]
+    and ecx, dword ptr [r15 + rbp + 192]
+    movzx r8d, byte ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rdi, qword ptr [r14 + 0]
-    mov ecx, 17
-    lea r8, [r10 + r10*1]
-    mov ecx, dword ptr [r14 + 0]
-    and r8, 64
-    movsxd r9, dword ptr [r14 + r8 + 64]
+    and r8d, dword ptr [r14 + 0]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 1152], 113
+    movzx ecx, dil
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + r8 + 128]
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, 113
-    mov dword ptr [r15 + rbp + 384], 8
-    mov ebp, dword ptr [r15 + r8 + 256]
+    mov dword ptr [r14 + r9 + 1088], eax
+    movzx ecx, byte ptr [r15 + rbp + 256]
     add r10, r11
     inc rbx
     dec r13
@@ -739,65 +750,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d224_j]
+    lea rcx, [rip + .Lc1_d235_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d224_j_t
-.Lc1_d224_j:
-    mov rax, rcx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    test dword ptr [r15 + 7675227], 536879192
+    jmp .Lc1_d235_j_t
+.Lc1_d235_j:
+    movzx eax, cl
+    mov eax, 56
+    mov edi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 7675227], 4730884
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 225
-    mov dword ptr [r15 + 0], 145
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 36
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add qword ptr [r15 + 0], rax
-    test ebx, 816
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rdi, [r15 + 7667008]
+    mov ecx, 69
+    rep stosb
     lea rbp, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
     and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 320]
-    add rdx, qword ptr [r15 + rbp + 384]
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
+    mov qword ptr [r14 + rbp + 256], rax
+    test ebx, 253760
     jnz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r14 + rbp + 256], 96
-    movzx edx, byte ptr [r14 + 0]
+    jmp 1f
+1:
+    mov eax, esi
     lea r8, [r10 + r10*1]
-    mov dword ptr [r14 + 0], r8d
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 192], rdx
+    mov eax, 12
     and r8, 64
-    mov qword ptr [r15 + r8 + 256], r8
-    and eax, dword ptr [r15 + r8 + 192]
+    and eax, dword ptr [r14 + r8 + 192]
+    mov rdi, qword ptr [r15 + r8 + 256]
+    lea r8, [r10 + r10*1]
+    test dword ptr [r15 + 7675227], 1342705664
+    jz 1f
+1:
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 768]
+    mov dword ptr [r15 + rbp + 192], 53
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, edi
+    movsxd rax, dword ptr [r15 + r8 + 704]
+    movzx edi, al
+    test dword ptr [r15 + 7675227], 67175040
+    jnz 1f
+1:
+    mov eax, eax
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -806,68 +818,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d279_j]
+    lea rcx, [rip + .Lc1_d291_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d279_j_t
-.Lc1_d279_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 165
-    mov dword ptr [r15 + 0], eax
-    mov rax, qword ptr [r15 + 0]
-    test dword ptr [r15 + 7675227], 578814024
-    jz 1f
-1:
-    mov rcx, r8
-    movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 176128
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 127
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 384]
-    test bl, 96
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + rbp + 320]
-    mov ebp, eax
-    mov ebp, ebp
-    lea rbp, [r10 + r10*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 256]
+    jmp .Lc1_d291_j_t
+.Lc1_d291_j:
     lea r8, [r10 + r10*1]
-    mov edx, 12
-    movzx ecx, dl
-    test bl, 96
+    and r8, 64
+    vmovdqu ymm3, ymmword ptr [r14 + r8 + 384]
+    and eax, dword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], eax
+    test dword ptr [r15 + 7675227], 1212219392
     jnz 1f
 1:
-    and r8, 64
-    mov rdx, qword ptr [r14 + r8 + 704]
-    mov eax, 240
-    mov dword ptr [r15 + rbp + 192], 132
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 188
+    mov ecx, dword ptr [r15 + 0]
+    movzx edi, sil
+    test ebx, 147456
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov rbp, r10
+    mov edi, 239
+    and rbp, 32704
+    movsxd rdi, dword ptr [r15 + rbp + 2128576]
+    test bl, 96
+    jnz 1f
+1:
+    inc dword ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + r8 + 768]
+    movsxd rcx, dword ptr [r14 + r8 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], sil
+    mov rcx, qword ptr [r15 + rbp + 192]
+    movzx ebp, dil
     add r10, r11
     inc rbx
     dec r13
@@ -876,122 +882,78 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    mov eax, dword ptr [r15 + 7675228]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d337_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d337_s_t
-    .p2align 3
-.Lc1_d337_s:
-    .p2align 3
-    jmp .Lc1_d337_j
-    .p2align 3
-    jmp .Lc1_d337_j
-    .p2align 3
-    jmp .Lc1_d337_j
-    .p2align 3
-    jmp .Lc1_d337_j
-    .p2align 3
-    jmp .Lc1_d337_j
-    .p2align 3
-    jmp .Lc1_d337_j
-    .p2align 3
-    jmp .Lc1_d337_j
-    .p2align 3
-    jmp .Lc1_d337_j
-    .p2align 3
-    jmp .Lc1_d337_j
-    .p2align 3
-    jmp .Lc1_d337_j
-    .p2align 3
-    jmp .Lc1_d337_j
-    .p2align 3
-    jmp .Lc1_d337_j
-    .p2align 3
-    jmp .Lc1_d337_j
-    .p2align 3
-    jmp .Lc1_d337_j
-    .p2align 3
-    jmp .Lc1_d337_j
-    .p2align 3
-    jmp .Lc1_d337_j
-.Lc1_d337_j:
+    lea rcx, [rip + .Lc1_d346_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp .Lc1_d346_j_t
+.Lc1_d346_j:
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    and r9, 64
+    vpaddd ymm3, ymm3, ymmword ptr [r15 + r9 + 1024]
+    jmp 1f
+1:
+    mov qword ptr [r14 + 0], rsi
     lea rbp, [r10 + r10*1]
+    test dword ptr [r15 + 7675228], 1116161
+    jnz 1f
+1:
     jmp 1f
 1:
+    mov ecx, 161
     and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 254
-    mov rcx, rbp
-    mov ecx, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, cl
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r14 + rbp + 576]
+    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    mov eax, 157
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 190464
+    mov rcx, rax
+    mov eax, esi
+    and r8, 262080
+    mov byte ptr [r15 + r8 + 2161344], r8b
+    test dword ptr [r15 + 7675227], 100671508
     jz 1f
-1:
-    movzx ecx, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, esi
-    movzx r8d, al
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    lea r8, [r10 + r10*1]
-    and ecx, dword ptr [r15 + 0]
-    and r8, 64
-    vmovdqu ymm9, ymmword ptr [r14 + r8 + 512]
-    movzx eax, dil
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rax
-    movsxd rax, dword ptr [r15 + r8 + 448]
     jmp 1f
 1:
+    .byte 0x0f, 0x1f, 0x00
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 69
-    jmp 1f
-1:
-    mov eax, 137
-    lea r8, [r10 + r10*1]
-    test ebx, 217088
+    test ebx, 118784
     jnz 1f
 1:
-    mov rdi, r8
-    and r8, 960
-    mov dword ptr [r15 + r8 + 1792], r8d
-    and eax, dword ptr [r15 + rbp + 64]
-    and ebp, dword ptr [r14 + r8 + 1728]
-    test ebx, 1696
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8, qword ptr [r14 + 0]
+    movsxd r8, dword ptr [r15 + 0]
     movzx eax, r8b
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    vpshufb ymm3, ymm3, ymm3
+    movzx esi, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + r9 + 960]
+    test ebx, 186368
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + rbp + 640]
+    mov r9d, eax
+    mov eax, 8
     add r10, r11
     inc rbx
     dec r13
@@ -1000,183 +962,195 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d425_j]
+    lea rcx, [rip + .Lc1_d409_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d425_j_t
-.Lc1_d425_j:
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 7675228], 28835840
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 210944
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov ecx, ecx
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 7675228], 1161
-    jnz 1f
-1:
-    mov ecx, 141
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 768], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 248
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov rcx, qword ptr [r14 + r8 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    jmp .Lc1_d409_j_t
+.Lc1_d409_j:
     lea r9, [r10 + r10*1]
-    mov eax, r9d
     and r9, 64
-    mov qword ptr [r14 + r9 + 384], rbp
+    movzx eax, byte ptr [r15 + r9 + 1024]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + rbp + 704]
-    vmovdqu ymm9, ymmword ptr [r15 + r8 + 448]
-    test dword ptr [r15 + 7675227], 1094713408
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rdx
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    nop
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 320], eax
-    mov eax, 22
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 234
+    mov byte ptr [r15 + 0], dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    movsxd rax, dword ptr [r15 + 0]
+    test dword ptr [r15 + 7675228], 144703680
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r14 + 0]
+    mov rax, qword ptr [r14 + 0]
+    mov dword ptr [r15 + r8 + 128], 7
+    lea r8, [r10 + r10*1]
+    test ebx, 288
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + r9 + 960]
+    and r8, 64
+    mov r9d, dword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r14 + r8 + 320]
+    mov r8d, 164
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
-    lea rcx, [rip + .Lc1_d482_j]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d466_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d482_j_t
-.Lc1_d482_j:
-    lea rbp, [r10 + r10*1]
-    movzx ecx, bpl
-    and rbp, 64
+    jmp .Lc1_d466_j_t
+.Lc1_d466_j:
     lea r8, [r10 + r10*1]
-    inc dword ptr [r15 + rbp + 192]
-    lea rdi, [r15 + 7667008]
-    lea rsi, [r15 + 7671104]
-    mov ecx, 68
-    rep movsb
+    mov ecx, r9d
+    jmp 1f
+1:
     and r8, 64
-    vmovdqu ymm9, ymmword ptr [r14 + r8 + 1088]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 12
-    movzx edi, dl
-    mov byte ptr [r15 + 0], sil
-    test bl, 160
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r8d
-    mov ecx, esi
-    mov esi, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov edi, dword ptr [r15 + 0]
-    mov esi, edi
+    mov ecx, dword ptr [r15 + r8 + 64]
+    mov r9d, ecx
     test ebx, 1073741824
     jz 1f
 1:
+    mov ecx, r9d
+    mov rcx, rcx
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, edx
+    mov dword ptr [r15 + 0], edx
+    mov ecx, esi
+    test dword ptr [r15 + 7675228], 302530560
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov edi, 23
-    nop
+    movzx esi, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], rsi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdi, dword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 56
     and r9, 64
-    mov dword ptr [r15 + r9 + 64], 209
-    mov edi, dword ptr [r15 + r9 + 128]
+    mov byte ptr [r15 + r9 + 320], r9b
+    jmp 1f
+1:
+    or qword ptr [r15 + r9 + 384], 12
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + r8 + 1152]
-    vmovdqu ymm9, ymmword ptr [r14 + 0]
-    vpaddd ymm10, ymm9, ymmword ptr [r15 + rbp + 256]
+    mov dword ptr [r15 + r8 + 128], 56
+    jmp 1f
+1:
+    mov r9d, 215
+    lea r9, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, r9b
+    jmp 1f
+1:
+    and r9, 64
+    and r8d, dword ptr [r14 + r9 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, r9d
+    movzx r8d, byte ptr [r14 + r9 + 256]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 15 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 16 chunk executions per call
     mov rbx, qword ptr [r15 + 7675248]
-    lea rcx, [rbx + 15]
+    lea rcx, [rbx + 16]
     mov qword ptr [r15 + 7675248], rcx
-    mov r13d, 15
+    mov r13d, 16
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
     jmp 1f
 1:
     imul rcx, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    xor ecx, edx
-    mov dword ptr [r15 + 0], edi
-    mov r9, r10
+    xor ecx, edi
+    mov dword ptr [r15 + 0], ecx
+    mov r8, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    add qword ptr [r15 + r9 + 832], r9
+    and r8, 64
+    add qword ptr [r15 + r8 + 832], r8
     mov r9, r11
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r11
+    mov r8, r11
     and r9, 64
-    lock add qword ptr [r15 + r9 + 448], r9
+    lock add qword ptr [r15 + r9 + 448], rcx
     mov r9, rdx
-    and rbp, 64
-    add rcx, qword ptr [r14 + rbp + 64]
-    imul edx, ecx, 98
+    and r8, 64
+    add rcx, qword ptr [r14 + r8 + 64]
+    imul edx, r8d, 33
     add r11, 64
     add r10, r11
     inc rbx
@@ -1194,110 +1168,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    mov eax, dword ptr [r15 + 7675228]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d582_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d582_s_t
-    .p2align 3
-.Lc1_d582_s:
-    .p2align 3
-    jmp .Lc1_d582_j
-    .p2align 3
-    jmp .Lc1_d582_j
-    .p2align 3
-    jmp .Lc1_d582_j
-    .p2align 3
-    jmp .Lc1_d582_j
-    .p2align 3
-    jmp .Lc1_d582_j
-    .p2align 3
-    jmp .Lc1_d582_j
-    .p2align 3
-    jmp .Lc1_d582_j
-    .p2align 3
-    jmp .Lc1_d582_j
-    .p2align 3
-    jmp .Lc1_d582_j
-    .p2align 3
-    jmp .Lc1_d582_j
-    .p2align 3
-    jmp .Lc1_d582_j
-    .p2align 3
-    jmp .Lc1_d582_j
-    .p2align 3
-    jmp .Lc1_d582_j
-    .p2align 3
-    jmp .Lc1_d582_j
-    .p2align 3
-    jmp .Lc1_d582_j
-    .p2align 3
-    jmp .Lc1_d582_j
-.Lc1_d582_j:
+    lea rcx, [rip + .Lc1_d571_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp .Lc1_d571_j_t
+.Lc1_d571_j:
+    mov dword ptr [r15 + 0], 33
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, sil
-    mov qword ptr [r14 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx eax, dil
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + 0]
     mov rcx, rcx
+    lea r8, [r10 + r10*1]
+    movzx ecx, r8b
+    movzx ecx, byte ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], dl
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    test ebx, 15488
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    mov dword ptr [r15 + 0], 111
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675227], 2363904
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov eax, eax
-    lea rbp, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and rbp, 64
-    movsxd rax, dword ptr [r14 + rbp + 192]
+    and r8, 64
     lea r9, [r10 + r10*1]
-    mov r8, r10
-    test bl, 48
-    jnz 1f
-1:
+    add rcx, qword ptr [r15 + r8 + 256]
+    movzx edx, al
     and r9, 64
-    mov eax, dword ptr [r15 + r9 + 960]
-    and r8, 4194240
-    movzx edx, byte ptr [r15 + r8 + 3472064]
-    mov r8d, 39
-    test dword ptr [r15 + 7675228], 2228741
+    mov rax, qword ptr [r15 + r9 + 64]
+    test dword ptr [r15 + 7675227], 35784960
     jz 1f
 1:
-    and r8d, dword ptr [r15 + r9 + 1024]
-    mov byte ptr [r15 + rbp + 256], r8b
+    mov ebp, 158
+    mov byte ptr [r14 + r9 + 128], bpl
+    jmp 1f
+1:
+    mov rbp, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 78
+    mov ebp, 228
+    movsxd rbp, dword ptr [r15 + r8 + 192]
+    lea r9, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 158
+    and r9, 64
+    mov r8d, dword ptr [r15 + r9 + 1024]
+    movzx ebp, al
+    test dword ptr [r15 + 7675228], 1209024512
+    jnz 1f
+1:
+    mov r8d, edx
+    mov r8d, dword ptr [r15 + r9 + 960]
+    movsxd r9, dword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
@@ -1306,212 +1235,212 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d661_j]
+    lea rcx, [rip + .Lc1_d628_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d661_j_t
-.Lc1_d661_j:
+    jmp .Lc1_d628_j_t
+.Lc1_d628_j:
     lea r8, [r10 + r10*1]
-    mov ecx, eax
+    jmp 1f
+1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 640], esi
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + r8 + 1152]
+    mov ecx, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    test dword ptr [r15 + 7675228], 263220
-    jz 1f
-1:
-    mov ecx, 152
-    mov eax, 106
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, cl
+    movzx eax, al
+    and eax, dword ptr [r15 + 0]
+    mov ecx, 211
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 156
     jmp 1f
 1:
-    mov rcx, rdx
+    test dword ptr [r15 + 7675227], 134807588
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea rbp, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, bpl
-    and rbp, 448
-    mov ecx, dword ptr [r14 + rbp + 1280]
-    test dword ptr [r15 + 7675228], 1611137088
-    jnz 1f
-1:
-    mov ecx, dword ptr [r14 + rbp + 1216]
-    mov eax, 19
-    and ebp, dword ptr [r14 + r8 + 576]
-    test dword ptr [r15 + 7675227], 1207993472
-    jz 1f
-1:
     jmp 1f
 1:
-    mov rbp, rbp
-    mov ebp, 123
+    movzx ecx, byte ptr [r14 + r8 + 1088]
+    and rbp, 64
+    movsxd r8, dword ptr [r15 + rbp + 384]
+    test dword ptr [r15 + 7675228], 370278400
+    jnz 1f
+1:
+    mov r8d, 106
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + rbp + 320]
     lea rbp, [r10 + r10*1]
     test ebx, 1073741824
     jz 1f
 1:
     and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 320]
-    movsxd rax, dword ptr [r15 + rbp + 384]
+    mov dword ptr [r14 + rbp + 256], ebp
+    mov byte ptr [r15 + rbp + 192], bpl
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675228], 1073807412
+    jz 1f
+1:
+    mov rbp, rbp
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c2:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d718_j]
+    lea rcx, [rip + .Lc1_d684_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d718_j_t
-.Lc1_d718_j:
-    mov eax, 86
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    add rcx, qword ptr [r14 + rbp + 640]
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 64]
+    jmp .Lc1_d684_j_t
+.Lc1_d684_j:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + 0]
     mov rcx, rcx
-    mov rcx, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 47
-    movzx eax, r9b
+    mov rcx, rsi
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    test dword ptr [r15 + 7675227], 1476526080
+    mov ecx, 6
+    mov rbp, rax
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 288
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymm10, ymmword ptr [r14 + 0]
+    mov ecx, ebp
     jmp 1f
 1:
+    movzx ebp, cl
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    test ebx, 31744
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 113
+    mov rbp, rcx
+    mov dword ptr [r15 + 0], 3
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 24
+    mov rbp, rbp
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
-    movzx eax, al
-    test ebx, 79872
+    and rbp, 64
+    mov ecx, dword ptr [r14 + rbp + 320]
+    mov r8, qword ptr [r15 + rbp + 384]
+    test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymm10, ymmword ptr [r15 + rbp + 576]
-    mov dword ptr [r15 + r8 + 128], 195
     lea r8, [r10 + r10*1]
-    movzx eax, dil
-    test bl, 80
+    mov qword ptr [r14 + 0], r8
+    mov ecx, 104
+    vmovdqu ymm3, ymmword ptr [r14 + 0]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 128], r8b
+    lea rbp, [r10 + r10*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rax
+    and rbp, 64
+    vmovdqu ymm3, ymmword ptr [r15 + rbp + 192]
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
-    movzx eax, r8b
-    mov dword ptr [r15 + r8 + 256], 236
+    mov eax, dword ptr [r15 + r8 + 64]
+    mov r8d, 52
+    vpaddd ymm3, ymm3, ymmword ptr [r15 + rbp + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c3:
-    lea rcx, [rip + .Lc1_d771_j]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d748_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d771_j_t
-.Lc1_d771_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, eax
-    movzx ecx, al
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 223
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, r8d
-    mov dword ptr [r15 + 0], eax
-    movzx eax, al
+    jmp .Lc1_d748_j_t
+.Lc1_d748_j:
     mov eax, 213
-    test ebx, 11008
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
+    movzx eax, bpl
     lea r8, [r10 + r10*1]
-    mov eax, r8d
-    and r8, 64
-    lea rbp, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + r8 + 320]
-    and rbp, 64
-    add rdi, qword ptr [r15 + rbp + 64]
-    mov rcx, rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
     jmp 1f
 1:
-    movzx edi, r8b
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], 237
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, dl
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 704]
+    lea rbp, [r10*8]
+    lea r9, [r10 + r10*1]
+    and rbp, 448
+    and edx, dword ptr [r15 + rbp + 1216]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edi, r9b
-    movzx edi, byte ptr [r15 + rbp + 128]
-    movsxd rbp, dword ptr [r15 + r9 + 256]
-    mov r9d, 145
-    test ebx, 79872
+    mov byte ptr [r15 + r8 + 768], dl
+    and r9, 64
+    movzx r8d, byte ptr [r15 + r9 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 73728
     jnz 1f
 1:
-    movsxd r9, dword ptr [r14 + 0]
-    mov ebp, 50
-    mov byte ptr [r14 + r8 + 384], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, al
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 95
+    movzx r8d, r8b
+    mov byte ptr [r15 + rbp + 1472], cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + r9 + 192]
+    movzx r9d, byte ptr [r15 + rbp + 1280]
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675228], 1208352768
+    jnz 1f
+1:
+    and ecx, dword ptr [r14 + 0]
+    mov r9d, 90
+    mov r8, qword ptr [r15 + rbp + 1536]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + rbp + 1408], r8
+    mov byte ptr [r14 + rbp + 1344], al
     add r10, r11
     inc rbx
     dec r13
@@ -1538,97 +1467,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    mov eax, dword ptr [r15 + 7675228]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d846_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d846_s_t
-    .p2align 3
-.Lc1_d846_s:
-    .p2align 3
-    jmp .Lc1_d846_j
-    .p2align 3
-    jmp .Lc1_d846_j
-    .p2align 3
-    jmp .Lc1_d846_j
-    .p2align 3
-    jmp .Lc1_d846_j
-    .p2align 3
-    jmp .Lc1_d846_j
-    .p2align 3
-    jmp .Lc1_d846_j
-    .p2align 3
-    jmp .Lc1_d846_j
-    .p2align 3
-    jmp .Lc1_d846_j
-    .p2align 3
-    jmp .Lc1_d846_j
-    .p2align 3
-    jmp .Lc1_d846_j
-    .p2align 3
-    jmp .Lc1_d846_j
-    .p2align 3
-    jmp .Lc1_d846_j
-    .p2align 3
-    jmp .Lc1_d846_j
-    .p2align 3
-    jmp .Lc1_d846_j
-    .p2align 3
-    jmp .Lc1_d846_j
-    .p2align 3
-    jmp .Lc1_d846_j
-.Lc1_d846_j:
+    lea rcx, [rip + .Lc1_d812_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp .Lc1_d812_j_t
+.Lc1_d812_j:
     mov rcx, rcx
     mov ecx, ecx
-    mov ecx, ecx
-    lea rbp, [r10 + r10*1]
+    mov ecx, edx
+    lea r8, [r10 + r10*1]
     lea r9, [r10 + r10*1]
-    movzx ecx, al
+    movzx ecx, r9b
     test ebx, 2496
     jnz 1f
 1:
     and r9, 64
     movsxd rcx, dword ptr [r15 + r9 + 576]
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 192]
-    mov edi, eax
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 192]
+    mov edx, ebp
     test ebx, 39936
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx eax, sil
+    movzx ecx, dl
     test dword ptr [r15 + 7675227], 33566784
     jnz 1f
 1:
-    mov edi, 6
-    mov qword ptr [r15 + 0], rdi
-    mov edi, edi
+    mov edx, 99
+    mov qword ptr [r15 + 0], rbp
+    mov edx, edx
     test ebx, 49008
     jz 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    mov dword ptr [r15 + 0], 91
-    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], edx
+    mov dword ptr [r15 + 0], 46
+    mov qword ptr [r15 + 0], rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    vpaddd ymm9, ymm10, ymmword ptr [r14 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    vpaddd ymm3, ymm3, ymmword ptr [r14 + 0]
     test dword ptr [r15 + 7675228], 268763201
     jz 1f
 1:
-    and r8, 64
-    add rdi, qword ptr [r15 + r8 + 640]
-    and edi, dword ptr [r14 + r9 + 640]
-    mov eax, r9d
+    and rbp, 64
+    add rdx, qword ptr [r15 + rbp + 640]
+    and ecx, dword ptr [r14 + r9 + 640]
+    mov r9d, ecx
     test ebx, 59904
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + r8 + 576]
+    movsxd r9, dword ptr [r15 + rbp + 576]
     jmp 1f
 1:
     jmp 1f
@@ -1636,89 +1529,89 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, r8
-    mov r8d, 77
-    vpaddd ymm10, ymm9, ymmword ptr [r15 + rbp + 256]
+    mov r9, r9
+    mov r9d, 244
+    vpaddd ymm3, ymm3, ymmword ptr [r15 + r8 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    lea rcx, [rip + .Lc1_d922_j]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d873_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d922_j_t
-.Lc1_d922_j:
-    movzx r8d, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
+    jmp .Lc1_d873_j_t
+.Lc1_d873_j:
     jmp 1f
 1:
-    mov rdi, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm3
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rdi, rcx
-    jmp 1f
-1:
-    test ebx, 46592
+    mov rcx, qword ptr [r15 + 0]
+    test dword ptr [r15 + 7675228], 268452001
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rcx, rdi
-    mov edi, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rcx, qword ptr [r15 + 0]
     and ecx, dword ptr [r15 + 0]
-    mov edi, 75
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    test ebx, 44544
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 63328
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    bt rdi, rdi
-    mov qword ptr [r15 + 0], rdi
+    movsxd rax, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov ecx, 119
+    movzx ebp, cl
+    movzx ecx, r8b
+    movzx ecx, cl
     lea rbp, [r10 + r10*1]
-    mov rdi, rbp
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 640], ymm10
-    movsxd rcx, dword ptr [r14 + 0]
-    and eax, dword ptr [r14 + 0]
-    mov r8, r10
-    test ebx, 59904
-    jz 1f
-1:
-    movzx esi, r9b
-    and r8, 8128
-    mov dword ptr [r14 + r8 + 15040], r8d
-    mov eax, r9d
-    lea r8, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    add rax, qword ptr [r15 + r8 + 704]
-    mov byte ptr [r15 + rbp + 576], al
-    mov byte ptr [r15 + r8 + 768], dl
+    movzx ecx, byte ptr [r15 + 0]
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 640]
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675227], 1075972128
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov ecx, 130
+    test ebx, 20480
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov ecx, r9d
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 320]
+    movzx eax, r8b
+    test bl, 60
+    jnz 1f
+1:
+    mov r8, r10
+    mov qword ptr [r14 + 0], r8
+    and ecx, dword ptr [r15 + r9 + 384]
+    and r8, 1048512
+    movzx eax, byte ptr [r14 + r8 + 2423488]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xchg r8, r8
+    nop
+    mov rcx, rdx
+    test ebx, 64224
+    jz 1f
+1:
+    mov byte ptr [r15 + rbp + 576], cl
+    jmp 1f
+1:
+    movzx ecx, r8b
     add r10, r11
     inc rbx
     dec r13
@@ -1742,89 +1635,92 @@ ditto_body_c1:
     jmp .Lc1_b4_c1
     .p2align 6
 .Lc1_b4_c0:
-    lea rcx, [rip + .Lc1_d998_j]
+    lea rcx, [rip + .Lc1_d944_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d998_j_t
-.Lc1_d998_j:
-    mov ecx, dword ptr [r15 + 0]
-    mov esi, 187
-    mov rsi, rsi
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, edi
-    mov byte ptr [r15 + 0], sil
-    mov dword ptr [r15 + 0], 185
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, rcx
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov esi, 87
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov ecx, ecx
-    mov rcx, rdx
-    lea rbp, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    jmp .Lc1_d944_j_t
+.Lc1_d944_j:
     lea r8, [r10 + r10*1]
-    movsxd rsi, dword ptr [r14 + 0]
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 640]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 2816], r8b
-    jmp 1f
-1:
-    test ebx, 54784
-    jz 1f
-1:
-    mov ecx, 212
-    mov ecx, 236
-    mov rcx, rcx
+    and r8, 64
+    mov byte ptr [r14 + r8 + 1088], dl
+    mov qword ptr [r15 + 0], rbp
+    mov edi, ebp
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 151
+    movzx ecx, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, rdi
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + rbp + 576]
+    mov rdi, rbp
+    mov edi, edi
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 36
+    mov rdi, rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    movzx edi, dil
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 40448
     jz 1f
 1:
+    mov byte ptr [r15 + 0], bpl
     lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + r8 + 2752], cl
-    and rbp, 64
-    mov dword ptr [r14 + rbp + 256], edx
-    mov edx, 215
     jmp 1f
 1:
+    mov rdi, qword ptr [r15 + 0]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rbp
+    lea r9, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + rbp + 64]
+    jmp 1f
+1:
+    and r9, 64
+    and eax, dword ptr [r15 + r9 + 384]
     test ebx, 23552
     jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 192], rdx
     jmp 1f
 1:
-    mov rdx, rdx
+    movsxd rax, dword ptr [r14 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + r8 + 1152]
+    movzx r8d, al
+    jmp 1f
+1:
+    test bl, 228
+    jnz 1f
+1:
+    mov r8, r8
+    jmp 1f
+1:
+    mov r8, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r8
+    mov r8, qword ptr [r15 + r9 + 320]
+    mov r9d, 223
     add r10, r11
     inc rbx
     dec r13
@@ -1833,68 +1729,72 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1069_j]
+    lea rcx, [rip + .Lc1_d1018_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1069_j_t
-.Lc1_d1069_j:
+    jmp .Lc1_d1018_j_t
+.Lc1_d1018_j:
+    mov r8, r10
+    and r8, 4194240
+    mov dword ptr [r14 + r8 + 3472064], 73
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, al
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test ebx, 55808
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 7675228], 34013312
+    mov edx, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 6592
     jz 1f
 1:
-    movzx r9d, byte ptr [r14 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
     jmp 1f
 1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 704], rbp
-    test dword ptr [r15 + 7675228], 311872
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + rbp + 768]
-    lea rbp, [r10 + r10*1]
-    .byte 0x66, 0x90
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rdi
+    and r8d, dword ptr [r15 + 0]
+    movzx edx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 5760
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, r8b
+    mov r8d, r8d
+    lea r9, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, r9b
-    mov esi, 187
-    movzx r9d, r8b
-    test dword ptr [r15 + 7675227], 134219272
-    jnz 1f
+    jmp 1f
 1:
-    movzx r9d, sil
-    mov dword ptr [r14 + rbp + 320], 67
+    mov r8d, 218
+    and r9, 4032
+    mov dword ptr [r14 + r9 + 2816], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
     lea r8, [r10 + r10*1]
-    lea rdi, [r15 + 7667008]
-    lea rsi, [r15 + 7671104]
-    mov ecx, 69
-    rep movsb
+    mov rbp, rcx
+    and r8, 64
+    vpaddd ymm3, ymm3, ymmword ptr [r15 + r8 + 384]
+    vmovdqu ymmword ptr [r15 + r9 + 2752], ymm3
+    test dword ptr [r15 + 7675228], 134479877
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rdx, rsi
+    mov rbp, qword ptr [r14 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 256]
-    mov dword ptr [r15 + r8 + 192], 218
-    mov r8d, edx
+    mov r9d, edi
+    mov r9, qword ptr [r15 + r8 + 320]
+    movzx r8d, dil
     add r10, r11
     inc rbx
     dec r13
@@ -1911,77 +1811,77 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1132_j]
+    lea rcx, [rip + .Lc1_d1083_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1132_j_t
-.Lc1_d1132_j:
+    jmp .Lc1_d1083_j_t
+.Lc1_d1083_j:
     mov ecx, ecx
     and ecx, dword ptr [r15 + 0]
     mov dword ptr [r15 + 0], ecx
     test ebx, 13824
     jnz 1f
 1:
-    vmovdqu ymm10, ymmword ptr [r15 + 0]
+    vmovdqu ymm3, ymmword ptr [r15 + 0]
     and ecx, dword ptr [r15 + 0]
-    movzx eax, dl
+    movzx eax, cl
     test bl, 36
     jnz 1f
 1:
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
     jmp 1f
 1:
     test bl, 24
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov ecx, eax
-    movsxd rcx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    mov edx, eax
+    movsxd rdx, dword ptr [r15 + 0]
     test dword ptr [r15 + 7675228], 802960
     jz 1f
 1:
     jmp 1f
 1:
-    and eax, dword ptr [r14 + 0]
+    and edx, dword ptr [r14 + 0]
     lea rbp, [r10 + r10*1]
     lea r8, [r10 + r10*1]
-    movzx ecx, dl
+    movzx eax, r8b
     test dword ptr [r15 + 7675228], 33628192
     jnz 1f
 1:
     and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 704], ymm9
+    vmovdqu ymmword ptr [r15 + r8 + 704], ymm11
     and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 256], ymm10
-    mov rcx, rdx
+    vmovdqu ymmword ptr [r15 + rbp + 256], ymm2
+    mov rax, rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    and edx, dword ptr [r15 + rbp + 192]
-    movzx ebp, dl
+    and eax, dword ptr [r15 + rbp + 192]
+    movzx ebp, r9b
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r9
-    mov ebp, ebp
-    movzx ebp, r9b
+    mov rax, rbp
+    mov eax, eax
+    movzx ebp, dil
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + r8 + 768]
+    movsxd rdx, dword ptr [r15 + r8 + 768]
     mov rbp, r10
     jmp 1f
 1:
-    mov r9, rdx
+    mov r8, rcx
     test ebx, 1073741824
     jnz 1f
 1:
     and rbp, 960
-    mov r9d, dword ptr [r14 + rbp + 1728]
-    mov ebp, 189
+    mov r8d, dword ptr [r14 + rbp + 1728]
+    mov eax, 51
     add r10, r11
     inc rbx
     dec r13
@@ -1995,23 +1895,23 @@ ditto_body_c1:
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    lea rcx, [rip + .Lc1_d1198_j]
+    lea rcx, [rip + .Lc1_d1149_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1198_j_t
-.Lc1_d1198_j:
+    jmp .Lc1_d1149_j_t
+.Lc1_d1149_j:
     mov rbp, r10
     movzx ecx, bpl
     and rbp, 64
-    mov dword ptr [r14 + rbp + 192], ebp
+    mov dword ptr [r14 + rbp + 192], edi
     mov rbp, r10
     test ebx, 7680
     jnz 1f
 1:
     and rbp, 64
-    mov r9, r10
+    mov r8, r10
     mov dword ptr [r15 + rbp + 320], r8d
-    and r9, 64
-    mov qword ptr [r15 + r9 + 960], r9
+    and r8, 64
+    mov qword ptr [r15 + r8 + 960], r8
     add r10, r11
     inc rbx
     dec r13
@@ -2066,71 +1966,69 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1231_j]
+    lea rcx, [rip + .Lc1_d1182_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1231_j_t
-.Lc1_d1231_j:
-    mov byte ptr [r15 + 0], r9b
-    movzx ecx, cl
-    mov r9d, 61
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov ecx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 7675227], 67634696
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    movzx ecx, bpl
-    test dword ptr [r15 + 7675228], 1107304456
-    jnz 1f
-1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1376
-    jnz 1f
-1:
-    mov ecx, ebp
-    and r9, 64
-    mov dword ptr [r14 + r9 + 448], eax
+    jmp .Lc1_d1182_j_t
+.Lc1_d1182_j:
     lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    test ebx, 259968
-    jnz 1f
-1:
-    mov rcx, rbp
+    .byte 0x0f, 0x1f, 0x00
+    mov ecx, r8d
     and rbp, 64
-    lea r8, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + rbp + 1152]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], rsi
+    vpaddd ymm3, ymm3, ymmword ptr [r15 + rbp + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + r9 + 512]
-    movzx r9d, byte ptr [r14 + r8 + 256]
-    inc dword ptr [r15 + rbp + 1088]
+    movzx ecx, r8b
+    mov ecx, dword ptr [r15 + 0]
+    mov r8d, r8d
+    test dword ptr [r15 + 7675227], 1109393984
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov r8d, edx
+    mov r8d, 87
+    lea r8, [r10 + r10*1]
+    test dword ptr [r15 + 7675228], 542132224
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 640], 84
+    test ebx, 15616
+    jz 1f
+1:
+    mov ecx, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r10 + r10*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 71
-    mov ebp, 147
-    mov rbp, rax
+    and r9, 64
+    mov byte ptr [r15 + r9 + 512], r9b
+    mov ecx, 141
+    mov edx, 34
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 576], r8b
+    mov r8, rdx
+    mov r8, qword ptr [r14 + rbp + 128]
+    test dword ptr [r15 + 7675227], 134285315
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, al
+    and r8d, dword ptr [r14 + r9 + 448]
     add r10, r11
     inc rbx
     dec r13
@@ -2139,71 +2037,69 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1291_j]
+    lea rcx, [rip + .Lc1_d1240_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1291_j_t
-.Lc1_d1291_j:
-    mov dword ptr [r15 + 0], esi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 58880
-    jz 1f
-1:
-    vpaddd ymm10, ymm10, ymmword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d1240_j_t
+.Lc1_d1240_j:
+    vmovdqu ymm3, ymmword ptr [r15 + 0]
+    movzx ecx, cl
+    movzx eax, cl
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
     jmp 1f
 1:
+    mov ecx, ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    mov rcx, rax
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 187
+    test dword ptr [r15 + 7675227], 134235200
+    jnz 1f
+1:
+    mov ecx, eax
+    or qword ptr [r15 + 0], 31
     mov rcx, qword ptr [r15 + 0]
-    test dword ptr [r15 + 7675227], 8913056
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov eax, dword ptr [r15 + 0]
-    and rbp, 64
-    add qword ptr [r15 + rbp + 640], rbp
-    and eax, dword ptr [r14 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, esi
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    jmp 1f
+1:
+    mov ecx, 23
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 7675228], 20971656
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
     lea r8, [r10 + r10*1]
     jmp 1f
 1:
-    lea r9, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov ecx, edi
     and r8, 64
-    mov qword ptr [r14 + r8 + 320], rbp
-    movzx eax, sil
+    movsxd rcx, dword ptr [r15 + r8 + 64]
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r15 + r8 + 128], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r10
     and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 256], ymm9
+    mov dword ptr [r15 + r9 + 192], r9d
+    and r8, 8128
+    and ecx, dword ptr [r15 + r8 + 2120384]
+    mov dword ptr [r14 + r9 + 256], 4
     test ebx, 1073741824
     jz 1f
 1:
-    and eax, dword ptr [r15 + r8 + 384]
-    add r8, qword ptr [r15 + rbp + 576]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc dword ptr [r14 + r9 + 192]
-    movzx r8d, r8b
-    mov r8, r8
+    mov qword ptr [r14 + 0], rcx
+    mov r9d, r9d
     add r10, r11
     inc rbx
     dec r13
@@ -2212,189 +2108,145 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    mov eax, dword ptr [r15 + 7675228]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d1351_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1351_s_t
-    .p2align 3
-.Lc1_d1351_s:
-    .p2align 3
-    jmp .Lc1_d1351_j
-    .p2align 3
-    jmp .Lc1_d1351_j
-    .p2align 3
-    jmp .Lc1_d1351_j
-    .p2align 3
-    jmp .Lc1_d1351_j
-    .p2align 3
-    jmp .Lc1_d1351_j
-    .p2align 3
-    jmp .Lc1_d1351_j
-    .p2align 3
-    jmp .Lc1_d1351_j
-    .p2align 3
-    jmp .Lc1_d1351_j
-    .p2align 3
-    jmp .Lc1_d1351_j
-    .p2align 3
-    jmp .Lc1_d1351_j
-    .p2align 3
-    jmp .Lc1_d1351_j
-    .p2align 3
-    jmp .Lc1_d1351_j
-    .p2align 3
-    jmp .Lc1_d1351_j
-    .p2align 3
-    jmp .Lc1_d1351_j
-    .p2align 3
-    jmp .Lc1_d1351_j
-    .p2align 3
-    jmp .Lc1_d1351_j
-.Lc1_d1351_j:
-    mov ecx, r8d
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    test dword ptr [r15 + 7675228], 67175056
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 479232
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    lea rcx, [rip + .Lc1_d1299_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp .Lc1_d1299_j_t
+.Lc1_d1299_j:
     mov ecx, dword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r10 + r10*1]
-    mov ecx, r9d
+    mov qword ptr [r15 + 0], rax
+    add rax, qword ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x00
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 256], ymm10
-    mov ecx, dword ptr [r14 + r8 + 192]
-    movzx r8d, r9b
-    lea r8, [r10 + r10*1]
-    test ebx, 320
+    lea rdi, [r15 + 7667008]
+    lea rsi, [r15 + 7671104]
+    mov ecx, 68
+    rep movsb
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], rbp
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 189
-    and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 640]
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov rsi, r8
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], 188
+    mov rcx, r8
+    test ebx, 1073741824
+    jz 1f
 1:
     lea r9, [r10 + r10*1]
-    jmp 1f
-1:
+    mov rcx, r9
     and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 64]
-    movsxd rax, dword ptr [r14 + 0]
+    and esi, dword ptr [r14 + r9 + 128]
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + r9 + 64], ebp
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    and rbp, 64
+    add rcx, qword ptr [r15 + rbp + 768]
     jmp 1f
 1:
-    and eax, dword ptr [r15 + r9 + 128]
-    mov esi, dword ptr [r15 + r8 + 576]
+    movzx esi, cl
+    test dword ptr [r15 + 7675227], 17043464
+    jnz 1f
+1:
+    vpaddd ymm3, ymm3, ymmword ptr [r15 + rbp + 704]
+    or qword ptr [r14 + 0], 121
+    mov ebp, dword ptr [r15 + r8 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c3:
-    lea rcx, [rip + .Lc1_d1426_j]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d1358_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1426_j_t
-.Lc1_d1426_j:
+    jmp .Lc1_d1358_j_t
+.Lc1_d1358_j:
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    mov dword ptr [r14 + rbp + 448], 97
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r14 + rbp + 512], ymm3
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 7675227], 273711616
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rbp
+    mov ebp, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, 36
+    mov rbp, rbp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov rax, rbp
+    and rbp, 64
+    or qword ptr [r15 + rbp + 640], 5
+    mov eax, ebp
+    test dword ptr [r15 + 7675227], 1107296289
+    jnz 1f
+1:
     lea r9, [r10 + r10*1]
     jmp 1f
 1:
-    jmp 1f
-1:
     and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 1088]
-    mov eax, 244
-    test ebx, 15360
+    mov ecx, dword ptr [r15 + r9 + 192]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, r9
+    mov ecx, dword ptr [r15 + r9 + 256]
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov r9, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    add rcx, qword ptr [r15 + 0]
-    movzx eax, dl
-    mov rax, qword ptr [r15 + 0]
-    vmovdqu ymm10, ymmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 864
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 119
-    add qword ptr [r15 + 0], rdx
-    test ebx, 372736
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov eax, 156
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, ecx
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 245
-    mov rcx, rdx
-    movsxd rcx, dword ptr [r15 + r9 + 1152]
-    mov r9d, 16
-    lea r9, [r10 + r10*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], eax
-    movzx edx, r9b
-    lea r8, [r10 + r10*1]
-    mov qword ptr [r15 + r9 + 320], rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov r9, qword ptr [r14 + r8 + 64]
-    mov byte ptr [r14 + r8 + 128], r9b
-    mov qword ptr [r14 + 0], rcx
+    movzx ecx, dl
+    mov dword ptr [r14 + rbp + 576], 114
     add r10, r11
     inc rbx
     dec r13
@@ -2403,73 +2255,67 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1495_j]
+    lea rcx, [rip + .Lc1_d1419_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1495_j_t
-.Lc1_d1495_j:
-    inc dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675227], 6586880
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r9d, 34
-    mov r9d, 203
-    test ebx, 384
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    lea r8, [r10 + r10*1]
-    test ebx, 1152
-    jnz 1f
-1:
-    inc dword ptr [r15 + 0]
-    and r8, 64
-    and r9d, dword ptr [r15 + r8 + 256]
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
+    jmp .Lc1_d1419_j_t
+.Lc1_d1419_j:
     lea r9, [r10 + r10*1]
+    and r9, 64
+    movzx ecx, byte ptr [r14 + r9 + 256]
+    mov rax, qword ptr [r14 + 0]
+    mov rbp, rbp
+    mov ebp, 34
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 960], rbp
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 128]
-    test ebx, 29440
+    lea rbp, [r10 + r10*2]
+    movzx ecx, cl
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 6912]
+    movsxd rax, dword ptr [r15 + r9 + 192]
+    test dword ptr [r15 + 7675228], 4246016
     jz 1f
 1:
-    and edi, dword ptr [r14 + rbp + 1024]
-    movzx ebp, sil
-    movzx ebp, bpl
+    mov rcx, qword ptr [r15 + 0]
+    mov r9d, ecx
+    mov ecx, 109
+    test ebx, 40448
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov ecx, 239
+    test ebx, 1696
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov ecx, 103
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    vpaddd ymm3, ymm3, ymmword ptr [r15 + r9 + 320]
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + r8 + 192]
-    add rbp, qword ptr [r14 + r9 + 64]
+    test bl, 192
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + rbp + 6976]
+    movsxd rax, dword ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + rbp + 6848], edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, rbp
+    mov ebp, 170
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -2478,74 +2324,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1555_j]
+    lea rcx, [rip + .Lc1_d1476_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1555_j_t
-.Lc1_d1555_j:
-    .byte 0x66, 0x90
+    jmp .Lc1_d1476_j_t
+.Lc1_d1476_j:
+    inc dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov ecx, 250
-    mov dword ptr [r15 + 0], 163
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 105
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dil
     mov dword ptr [r15 + 0], ecx
-    mov rcx, rsi
-    test dword ptr [r15 + 7675228], 659460
+    test ebx, 736
     jnz 1f
 1:
-    mov ecx, esi
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd ymm3, ymm3, ymmword ptr [r15 + 0]
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 10
+    test dword ptr [r15 + 7675228], 143409152
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    .byte 0x66, 0x90
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 384]
-    lea r8, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r10 + r10*1]
-    and r8, 64
-    movsxd rsi, dword ptr [r14 + r8 + 64]
-    mov ecx, esi
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
     and r9, 64
-    or qword ptr [r15 + r9 + 192], 90
-    test ebx, 1073741824
+    vmovdqu ymmword ptr [r14 + r9 + 512], ymm3
+    mov ecx, r9d
+    jmp 1f
+1:
+    test ebx, 576
     jnz 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx esi, sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov esi, esi
-    mov esi, 30
-    test ebx, 1073741824
+    mov ecx, eax
+    mov qword ptr [r15 + r9 + 448], rcx
+    test ebx, 519552
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + r8 + 128]
-    mov r8, rdx
-    movzx r8d, byte ptr [r15 + r9 + 256]
-    test ebx, 1073741824
-    jz 1f
+    movzx ecx, cl
+    lea r9, [r10 + r10*1]
+    and ecx, dword ptr [r15 + rbp + 320]
+    mov ebp, ecx
+    test dword ptr [r15 + 7675228], 8425728
+    jnz 1f
 1:
-    and r8d, dword ptr [r14 + rbp + 320]
-    mov rbp, rbp
-    jmp 1f
-1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 960], r9d
+    movzx ebp, byte ptr [r14 + r9 + 1024]
     add r10, r11
     inc rbx
     dec r13
@@ -2554,73 +2394,67 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1616_j]
+    lea rcx, [rip + .Lc1_d1534_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1616_j_t
-.Lc1_d1616_j:
+    jmp .Lc1_d1534_j_t
+.Lc1_d1534_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    jmp 1f
+    movzx edi, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov eax, 119
+    test dword ptr [r15 + 7675228], 50855968
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rax
+    mov r8d, dword ptr [r15 + 0]
+    mov rax, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    add rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov eax, 3
-    mov rax, rax
-    test dword ptr [r15 + 7675228], 553648137
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    movzx edx, al
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, ebp
-    mov eax, edi
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 192]
-    test dword ptr [r15 + 7675228], 301989953
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r10 + r10*1]
-    mov rax, rdx
+    mov edi, r8d
+    mov byte ptr [r15 + 0], dil
+    lea rbp, [r10 + r10*1]
     and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
+    movsxd rdi, dword ptr [r14 + r8 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    mov edi, dword ptr [r15 + rbp + 64]
+    lea r9, [r10 + r10*1]
     jmp 1f
 1:
-    lea r9, [r10 + r10*1]
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 576]
+    test dword ptr [r15 + 7675227], 134250530
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 128], al
+    movzx eax, bpl
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, r9b
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 512]
-    and edx, dword ptr [r15 + rbp + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add rdx, qword ptr [r14 + r8 + 128]
-    movsxd rax, dword ptr [r14 + r9 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xor dword ptr [r14 + 0], ecx
-    mov esi, eax
-    movzx eax, cl
+    movzx ebp, byte ptr [r14 + 0]
+    vmovdqu ymmword ptr [r14 + r8 + 256], ymm3
+    movzx eax, byte ptr [r15 + r9 + 640]
     add r10, r11
     inc rbx
     dec r13
@@ -2629,178 +2463,141 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    mov eax, dword ptr [r15 + 7675228]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d1677_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1677_s_t
-    .p2align 3
-.Lc1_d1677_s:
-    .p2align 3
-    jmp .Lc1_d1677_j
-    .p2align 3
-    jmp .Lc1_d1677_j
-    .p2align 3
-    jmp .Lc1_d1677_j
-    .p2align 3
-    jmp .Lc1_d1677_j
-    .p2align 3
-    jmp .Lc1_d1677_j
-    .p2align 3
-    jmp .Lc1_d1677_j
-    .p2align 3
-    jmp .Lc1_d1677_j
-    .p2align 3
-    jmp .Lc1_d1677_j
-    .p2align 3
-    jmp .Lc1_d1677_j
-    .p2align 3
-    jmp .Lc1_d1677_j
-    .p2align 3
-    jmp .Lc1_d1677_j
-    .p2align 3
-    jmp .Lc1_d1677_j
-    .p2align 3
-    jmp .Lc1_d1677_j
-    .p2align 3
-    jmp .Lc1_d1677_j
-    .p2align 3
-    jmp .Lc1_d1677_j
-    .p2align 3
-    jmp .Lc1_d1677_j
-.Lc1_d1677_j:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov rcx, qword ptr [r14 + rbp + 320]
-    mov eax, 3
-    vmovdqu ymm10, ymmword ptr [r14 + 0]
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d1591_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp .Lc1_d1591_j_t
+.Lc1_d1591_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    movzx ecx, al
     test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], 195
+    movsxd rcx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    test ebx, 225280
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test dword ptr [r15 + 7675227], 872415296
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rdi
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, rcx
-    mov esi, dword ptr [r15 + 0]
-    add rsi, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*2]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 8128
-    mov esi, dword ptr [r15 + r8 + 6848]
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], ecx
     mov rcx, rcx
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 320]
-    inc dword ptr [r15 + r8 + 6912]
+    and ecx, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 384], r8
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675228], 537397512
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    mov ecx, 74
+    and r8, 64
+    mov byte ptr [r14 + r8 + 704], dil
+    test ebx, 421888
     jz 1f
 1:
-    mov byte ptr [r15 + r8 + 6976], cl
-    vmovdqu ymmword ptr [r15 + r9 + 384], ymm10
+    and rbp, 64
+    lea r9, [r10 + r10*1]
+    add rax, qword ptr [r14 + rbp + 192]
+    movzx ecx, al
+    and r9, 64
+    mov dword ptr [r15 + r9 + 640], r9d
+    test ebx, 44032
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + r8 + 768]
+    movzx r8d, al
     jmp 1f
 1:
+    test dword ptr [r15 + 7675228], 4199488
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 576], r8b
+    movsxd r8, dword ptr [r15 + rbp + 256]
+    mov r9d, 173
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c8:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1756_j]
+    lea rcx, [rip + .Lc1_d1646_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1756_j_t
-.Lc1_d1756_j:
-    lea r8, [r10 + r10*1]
+    jmp .Lc1_d1646_j_t
+.Lc1_d1646_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, bpl
+    mov ecx, 202
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, r8d
+    mov ecx, ebp
+    mov r9d, 48
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rdi, [r15 + 7667008]
+    lea rsi, [r15 + 7671104]
+    mov ecx, 69
+    rep movsb
+    lea rbp, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 71
     movzx ecx, r8b
-    and r8, 64
-    movzx ecx, byte ptr [r14 + r8 + 704]
-    movzx eax, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, cl
     lea r9, [r10 + r10*1]
-    movzx ebp, dil
-    test ebx, 1632
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r10*4]
+    lea r8, [r10 + r10*1]
+    mov ecx, esi
     and r9, 64
-    mov dword ptr [r15 + r9 + 128], 175
+    movsxd rsi, dword ptr [r14 + r9 + 640]
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 320]
+    test ebx, 1248
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx esi, dil
+    mov rsi, rsi
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 2880]
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + rbp + 2944]
-    test dword ptr [r15 + 7675227], 138676228
-    jz 1f
-1:
-    and ecx, dword ptr [r14 + 0]
-    add rcx, qword ptr [r15 + rbp + 2816]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, r9
-    movzx edx, dil
-    add qword ptr [r14 + rbp + 2752], rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 102
-    mov rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + r9 + 64]
-    mov r9d, 85
+    vmovdqu ymmword ptr [r15 + r9 + 576], ymm3
+    mov esi, esi
     jmp 1f
 1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 768], 141
     jmp 1f
 1:
+    mov r9, qword ptr [r15 + r8 + 384]
+    add qword ptr [r15 + rbp + 448], r9
     add r10, r11
     inc rbx
     dec r13
@@ -2809,209 +2606,217 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1812_j]
+    lea rcx, [rip + .Lc1_d1710_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1812_j_t
-.Lc1_d1812_j:
-    sete cl
-    mov dword ptr [r15 + 0], 23
-    movzx ecx, dil
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d1710_j_t
+.Lc1_d1710_j:
+    lea r9, [r10 + r10*1]
+    mov eax, 35
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], ebp
+    mov r8d, 233
+    mov rax, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    and edi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov rdx, rbp
+    add rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675228], 152049664
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r8, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r10 + r10*1]
-    and edx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 7675228], 34605060
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    and rbp, 64
-    add qword ptr [r15 + rbp + 576], rax
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 384]
-    movzx eax, dl
+    movsxd rax, dword ptr [r15 + 0]
+    movzx r8d, al
+    mov dword ptr [r15 + 0], r9d
     lea r8, [r10 + r10*1]
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymm10, ymmword ptr [r14 + rbp + 640]
-    mov edx, dword ptr [r14 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    and ebp, dword ptr [r15 + r8 + 256]
-    add rdx, qword ptr [r15 + r9 + 320]
-    test ebx, 1073741824
+    mov rax, qword ptr [r14 + r8 + 768]
+    movsxd rcx, dword ptr [r14 + 0]
+    test ebx, 576
     jnz 1f
 1:
+    mov rax, rax
     jmp 1f
 1:
-    movzx edx, al
-    mov rdx, rdx
+    mov eax, dword ptr [r14 + r8 + 704]
+    lea r8, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + r8 + 192], rdx
-    mov ebp, edx
-    movzx ebp, bpl
+    mov eax, eax
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 384], ymm3
+    mov rax, r8
+    vpaddd ymm3, ymm3, ymmword ptr [r15 + r8 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r9
+    mov rax, rbp
+    add qword ptr [r15 + r9 + 256], rsi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c10:
-    lea rcx, [rip + .Lc1_d1867_j]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d1769_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1867_j_t
-.Lc1_d1867_j:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1248
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, esi
-    mov rcx, rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, ecx
-    mov r8, rdx
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    jmp .Lc1_d1769_j_t
+.Lc1_d1769_j:
     lea r8, [r10 + r10*1]
-    movzx ecx, sil
-    or qword ptr [r15 + 0], 49
-    test ebx, 1073741824
-    jz 1f
+    mov rcx, r9
+    jmp 1f
 1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 640], r8d
-    mov ecx, eax
-    mov eax, 98
-    test ebx, 1073741824
-    jnz 1f
+    movzx ecx, byte ptr [r15 + r8 + 1024]
+    test ebx, 225280
+    jz 1f
 1:
-    mov eax, eax
+    lea r9, [r10 + r10*1]
     jmp 1f
 1:
-    mov eax, dword ptr [r14 + 0]
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 128]
+    mov eax, ecx
+    test ebx, 1696
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov rax, rax
+    movzx eax, al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 127
+    xchg rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 46
+    and eax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    and eax, dword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
+    test dword ptr [r15 + 7675227], 268472896
+    jz 1f
+1:
     jmp 1f
 1:
     and rbp, 64
-    lea r9, [r10 + r10*1]
-    vmovdqu ymm10, ymmword ptr [r15 + rbp + 320]
-    mov eax, esi
+    add rax, qword ptr [r15 + rbp + 320]
+    mov dword ptr [r14 + 0], 148
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 320]
-    mov ecx, eax
-    movzx ecx, byte ptr [r15 + rbp + 384]
+    and eax, dword ptr [r14 + r9 + 64]
+    mov r9d, 211
+    movsxd r9, dword ptr [r15 + r8 + 960]
     test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, rcx
-    mov eax, 153
-    mov rax, qword ptr [r15 + r9 + 384]
-    test bl, 192
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov rdi, r9
-    movsxd r9, dword ptr [r14 + r8 + 576]
+    movzx r9d, byte ptr [r15 + rbp + 384]
+    mov eax, 45
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c11:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1935_j]
+    lea rcx, [rip + .Lc1_d1825_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1935_j_t
-.Lc1_d1935_j:
-    mov esi, ecx
-    mov eax, esi
-    movsxd rsi, dword ptr [r15 + 0]
+    jmp .Lc1_d1825_j_t
+.Lc1_d1825_j:
+    lea r9, [r10 + r10*1]
+    mov ecx, 235
+    movzx ecx, bpl
+    movzx ecx, sil
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    test dword ptr [r15 + 7675228], 1074532352
+    mov rcx, rcx
+    mov rcx, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 1073741824
     jnz 1f
 1:
-    add rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 384
-    jnz 1f
-1:
-    mov eax, 228
+    mov ecx, 102
     jmp 1f
 1:
-    lea r9, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + 0]
-    test dword ptr [r15 + 7675227], 2163970
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, eax
+    xor dword ptr [r15 + 0], ecx
+    mov ecx, 7
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx edi, dl
-    and r9, 64
-    vmovdqu ymm10, ymmword ptr [r15 + r9 + 576]
+    mov ecx, 67
+    mov eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
     lea rbp, [r10 + r10*1]
-    mov eax, 33
-    test ebx, 1073741824
-    jnz 1f
+    test ebx, 3296
+    jz 1f
 1:
-    mov dword ptr [r15 + r9 + 640], edx
+    lea r8, [r10 + r10*1]
     and rbp, 64
-    lea r9, [r10 + r10*1]
-    inc dword ptr [r15 + rbp + 64]
+    vmovdqu ymmword ptr [r15 + rbp + 512], ymm3
+    jmp 1f
+1:
+    and r8, 64
+    mov qword ptr [r14 + r8 + 192], r9
+    mov dword ptr [r14 + 0], 230
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov qword ptr [r14 + r9 + 64], r9
-    mov eax, 73
-    lea rdi, [r15 + 7667008]
-    lea rsi, [r15 + 7671104]
-    mov ecx, 69
-    rep movsb
-    test ebx, 928
+    vmovdqu ymm3, ymmword ptr [r14 + 0]
+    mov rax, r8
+    mov eax, eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 384], 39
+    movzx eax, dil
+    mov eax, dword ptr [r15 + rbp + 448]
+    jmp 1f
+1:
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 128], 87
-    movzx ecx, byte ptr [r14 + r9 + 128]
+    movzx eax, byte ptr [r15 + r8 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -3020,170 +2825,147 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1990_j]
+    lea rcx, [rip + .Lc1_d1890_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1990_j_t
-.Lc1_d1990_j:
-    mov rax, qword ptr [r15 + 0]
-    mov ecx, eax
+    jmp .Lc1_d1890_j_t
+.Lc1_d1890_j:
+    mov rax, rcx
+    and eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 47616
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
+    test ebx, 640
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
     jmp 1f
 1:
-    add qword ptr [r15 + 0], rcx
-    mov ecx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r14 + 0]
-    test ebx, 1073741824
-    jnz 1f
+    mov eax, dword ptr [r15 + 0]
+    mov ecx, eax
+    test ebx, 24064
+    jz 1f
 1:
     lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    add rcx, qword ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 448]
-    test ebx, 480
-    jnz 1f
-1:
-    mov rcx, rdi
-    and r9, 64
-    mov rcx, qword ptr [r14 + r9 + 64]
-    mov byte ptr [r15 + r9 + 128], cl
-    test dword ptr [r15 + 7675228], 1073775888
-    jz 1f
-1:
-    mov ecx, 111
-    lea r9, [r10 + r10*1]
-    mov ecx, 36
-    and r9, 64
-    mov qword ptr [r15 + r9 + 768], r9
+    lea r8, [r10 + r10*1]
+    mov eax, dword ptr [r15 + rbp + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    and ecx, dword ptr [r15 + rbp + 512]
-    xor dword ptr [r15 + r9 + 704], ebp
+    jmp 1f
+1:
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 576]
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675228], 150994992
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r14 + r8 + 640]
+    mov r8d, 4
+    lea r8, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 0], 189
+    and r8, 64
+    add rax, qword ptr [r15 + r8 + 640]
+    mov byte ptr [r15 + rbp + 192], al
+    test dword ptr [r15 + 7675227], 572588544
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + r8 + 576]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 220
+    mov eax, 165
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c13:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    mov eax, dword ptr [r15 + 7675228]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d2048_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2048_s_t
-    .p2align 3
-.Lc1_d2048_s:
-    .p2align 3
-    jmp .Lc1_d2048_j
-    .p2align 3
-    jmp .Lc1_d2048_j
-    .p2align 3
-    jmp .Lc1_d2048_j
-    .p2align 3
-    jmp .Lc1_d2048_j
-    .p2align 3
-    jmp .Lc1_d2048_j
-    .p2align 3
-    jmp .Lc1_d2048_j
-    .p2align 3
-    jmp .Lc1_d2048_j
-    .p2align 3
-    jmp .Lc1_d2048_j
-    .p2align 3
-    jmp .Lc1_d2048_j
-    .p2align 3
-    jmp .Lc1_d2048_j
-    .p2align 3
-    jmp .Lc1_d2048_j
-    .p2align 3
-    jmp .Lc1_d2048_j
-    .p2align 3
-    jmp .Lc1_d2048_j
-    .p2align 3
-    jmp .Lc1_d2048_j
-    .p2align 3
-    jmp .Lc1_d2048_j
-    .p2align 3
-    jmp .Lc1_d2048_j
-.Lc1_d2048_j:
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 203
+    lea rcx, [rip + .Lc1_d1944_j]
+    add rcx, qword ptr [r15 + 7675232]
+    jmp .Lc1_d1944_j_t
+.Lc1_d1944_j:
     jmp 1f
 1:
-    lea rbp, [r10 + r10*1]
-    movzx ecx, bpl
-    mov qword ptr [r14 + 0], rcx
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, cl
+    and ecx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    mov ecx, dword ptr [r14 + rbp + 640]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    test dword ptr [r15 + 7675227], 537139200
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 7675227], 572588544
-    jz 1f
+    vpaddd ymm3, ymm3, ymmword ptr [r15 + 0]
+    mov ecx, 73
+    test ebx, 1073741824
+    jnz 1f
 1:
     mov ecx, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], eax
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, al
+    jmp 1f
+1:
+    mov eax, 24
+    movzx r8d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dl
-    test ebx, 1073741824
+    test bl, 192
     jnz 1f
 1:
-    mov rax, rcx
-    or qword ptr [r15 + 0], 124
+    mov r8d, 197
+    mov eax, 195
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r10 + r10*1]
+    test ebx, 864
+    jnz 1f
+1:
+    and r8, 1048512
+    add qword ptr [r15 + r8 + 2423488], rax
+    movsxd r8, dword ptr [r14 + 0]
+    and rbp, 64
+    vpaddd ymm3, ymm3, ymmword ptr [r14 + rbp + 384]
     jmp 1f
 1:
+    lea r9, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov ecx, ecx
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
-    movzx ecx, byte ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + rbp + 576]
-    mov byte ptr [r14 + r8 + 256], cl
+    mov eax, r9d
+    and eax, dword ptr [r15 + rbp + 320]
+    and r9, 64
+    movsxd rbp, dword ptr [r15 + r9 + 64]
     jmp 1f
 1:
+    test ebx, 505728
+    jnz 1f
+1:
+    mov ebp, 37
+    add qword ptr [r15 + r9 + 128], r8
+    mov r9d, 180
     add r10, r11
     inc rbx
     dec r13
@@ -3192,71 +2974,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d2122_j]
+    lea rcx, [rip + .Lc1_d2010_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d2122_j_t
-.Lc1_d2122_j:
-    mov qword ptr [r15 + 0], rcx
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
+    jmp .Lc1_d2010_j_t
+.Lc1_d2010_j:
+    mov byte ptr [r15 + 0], bpl
+    movzx ecx, byte ptr [r15 + 0]
+    mov ebp, ecx
+    test dword ptr [r15 + 7675227], 67207680
+    jnz 1f
+1:
+    mov rcx, rsi
     jmp 1f
 1:
+    mov eax, 174
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx eax, cl
+    mov dword ptr [r15 + 0], 183
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov rcx, rax
-    movzx eax, al
-    test dword ptr [r15 + 7675227], 50598144
+    mov ecx, ecx
+    movzx ecx, bpl
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 372736
     jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
 1:
     lea rbp, [r10 + r10*1]
-    and eax, dword ptr [r15 + 0]
+    mov ecx, 95
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
+    jnz 1f
 1:
     and rbp, 64
-    movzx eax, byte ptr [r14 + rbp + 128]
-    lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 7675227], 545275920
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    and r8, 64
-    xor dword ptr [r15 + r8 + 896], r8d
+    movsxd rcx, dword ptr [r15 + rbp + 896]
     jmp 1f
 1:
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 256]
-    test dword ptr [r15 + 7675228], 4260368
-    jnz 1f
-1:
-    mov rax, rbp
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r14 + r9 + 192], ymm2
+    xor dword ptr [r15 + rbp + 832], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 174
-    vpaddd ymm10, ymm10, ymmword ptr [r15 + r8 + 832]
-    mov r9d, dword ptr [r15 + rbp + 64]
-    test ebx, 356352
+    mov qword ptr [r14 + 0], rax
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r14 + 0], ebp
+    and rbp, 64
+    lea r8, [r10 + r10*1]
+    mov ecx, dword ptr [r14 + rbp + 960]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, 213
-    mov ebp, r9d
+    and r8, 64
+    mov byte ptr [r15 + r8 + 576], r9b
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 1024], ymm3
+    test dword ptr [r15 + 7675228], 536889856
+    jnz 1f
+1:
+    add rbp, qword ptr [r15 + r8 + 640]
+    mov r8, rbp
     add r10, r11
     inc rbx
     dec r13
@@ -3265,77 +3044,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d2180_j]
+    lea rcx, [rip + .Lc1_d2068_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d2180_j_t
-.Lc1_d2180_j:
-    mov rcx, rcx
-    mov eax, 68
-    vmovdqu ymmword ptr [r14 + 0], ymm10
+    jmp .Lc1_d2068_j_t
+.Lc1_d2068_j:
+    lea rbp, [r10 + r10*1]
+    mov ecx, r8d
+    and rbp, 64
+    vmovdqu ymm3, ymmword ptr [r14 + rbp + 128]
     jmp 1f
 1:
-    test ebx, 576
-    jnz 1f
-1:
-    mov rcx, rbp
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rbp
-    mov rax, rbp
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    jmp 1f
 1:
     lea r8, [r10 + r10*1]
+    mov rcx, r8
+    jmp 1f
+1:
+    and r8, 64
+    vpaddd ymm3, ymm4, ymmword ptr [r15 + r8 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 512], ymm10
-    mov dword ptr [r14 + rbp + 448], ebp
-    test ebx, 1248
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 7675228], 2129986
     jnz 1f
 1:
-    jmp 1f
+    or qword ptr [r15 + 0], 3
+    mov dword ptr [r15 + 0], 224
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movzx edx, dl
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675227], 1082392579
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
+    movzx ecx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    test ebx, 1073741824
+    jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov edx, 26
-    mov eax, edi
-    test ebx, 15104
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + rbp + 64], 232
+    and r9, 64
+    movsxd rbp, dword ptr [r15 + r9 + 448]
+    mov ecx, 134
+    test dword ptr [r15 + 7675227], 71304288
     jz 1f
 1:
-    and rbp, 64
-    and edi, dword ptr [r15 + rbp + 512]
-    movsxd rax, dword ptr [r15 + rbp + 448]
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm14
+    mov ebp, dword ptr [r15 + r9 + 512]
+    mov qword ptr [r14 + 0], rbp
+    mov ebp, dword ptr [r15 + r8 + 64]
     add r10, r11
     inc rbx
     dec r13
@@ -3451,35 +3217,41 @@ ditto_body_c2:
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
+    lea rcx, [rip + .Lc2_d47_j]
+    add rcx, qword ptr [r15 + 11724256]
+    jmp .Lc2_d47_j_t
+.Lc2_d47_j:
     mov rbp, r11
-    and rbp, 4032
-    mov rcx, qword ptr [r14 + rbp + 9024]
-    cvtsi2sd xmm14, edx
+    mov ecx, 205
+    and rbp, 64
+    inc dword ptr [r15 + rbp + 576]
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov rbp, r11
-    por xmm14, xmm15
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 2880]
+    movzx ebp, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
-// block 1: 1024 bytes, 4 chunk(s), 16 chunk executions per call
+// block 1: 1024 bytes, 4 chunk(s), 20 chunk executions per call
     mov rbx, qword ptr [r15 + 11724272]
-    lea rcx, [rbx + 16]
+    lea rcx, [rbx + 20]
     mov qword ptr [r15 + 11724272], rcx
-    mov r13d, 16
+    mov r13d, 20
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
-    lea rcx, [rip + .Lc2_d66_j]
+    lea rcx, [rip + .Lc2_d71_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d66_j_t
-.Lc2_d66_j:
-    mov qword ptr [r15 + 0], rcx
+    jmp .Lc2_d71_j_t
+.Lc2_d71_j:
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
@@ -3487,309 +3259,293 @@ ditto_body_c2:
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 0], eax
-    imul rcx, rsi
+    xor dword ptr [r15 + 0], ecx
+    imul rcx, rcx
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    movsd xmm14, qword ptr [r15 + 0]
-    mulsd xmm14, xmm14
+    movsd xmm8, qword ptr [r15 + 0]
+    mulsd xmm4, xmm8
     test ebx, 1073741824
     jnz 1f
 1:
-    or qword ptr [r15 + 0], 94
-    mov ecx, esi
+    or qword ptr [r15 + 0], 65
+    mov edx, ecx
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 105
-    and esi, dword ptr [r14 + 0]
+    mov ecx, 236
+    and ecx, dword ptr [r14 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rsi, rcx
-    movsd xmm14, qword ptr [r14 + 0]
-    mov ebp, ecx
+    mov rcx, rdi
+    movsd xmm8, qword ptr [r14 + 0]
+    mov ecx, edx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, esi
+    mov eax, ecx
     lea rbp, [r10 + r10*1]
     jmp 1f
 1:
     and rbp, 64
-    movsd xmm15, qword ptr [r14 + rbp + 704]
+    movsd xmm8, qword ptr [r14 + rbp + 704]
     lea r8, [r10 + r10*1]
     lea r9, [r10 + r10*1]
     test ebx, 1073741824
     jz 1f
 1:
     and r9, 64
-    mov dword ptr [r14 + r9 + 256], esi
+    mov dword ptr [r14 + r9 + 256], r8d
     and r8, 64
-    movdqu xmm14, xmmword ptr [r15 + r8 + 64]
-    mov esi, edi
+    movdqu xmm8, xmmword ptr [r15 + r8 + 64]
+    mov edx, r8d
     test ebx, 256
     jz 1f
 1:
-    movdqu xmm14, xmmword ptr [r15 + r9 + 192]
-    mov byte ptr [r15 + rbp + 768], cl
-    add rsi, qword ptr [r15 + r8 + 128]
+    movdqu xmm8, xmmword ptr [r15 + r9 + 192]
+    mov byte ptr [r15 + rbp + 768], dil
+    add rdi, qword ptr [r15 + r8 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov esi, esi
-    mov rsi, rsi
+    mov edi, ebp
+    mov rdi, rdi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b1_done
 .Lc2_b1_c1:
-    lea rcx, [rip + .Lc2_d129_j]
+    lea rcx, [rip + .Lc2_d134_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d129_j_t
-.Lc2_d129_j:
+    jmp .Lc2_d134_j_t
+.Lc2_d134_j:
     lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
     and rbp, 64
-    paddq xmm14, xmmword ptr [r15 + rbp + 128]
+    movsxd rcx, dword ptr [r14 + rbp + 384]
+    mov rdi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 195
-    jmp 1f
-1:
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov ecx, esi
-    mov dword ptr [r15 + 0], ebp
-    mov ecx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    movzx ecx, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    movzx esi, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movdqu xmm8, xmmword ptr [r15 + 0]
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    movsd qword ptr [r15 + 0], xmm14
-    mov ecx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
+    mov ecx, 196
     jmp 1f
 1:
-    movzx esi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    lock or dword ptr [r15 + 0], 60
+    mov ecx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    pcmpeqb xmm14, xmmword ptr [r15 + rbp + 64]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 320], sil
-    test ebx, 1073741824
-    jnz 1f
-1:
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 320], cl
     jmp 1f
 1:
-    mov rsi, r8
-    mov byte ptr [r14 + 0], sil
-    lea rbp, [r11 + r11*1]
-    pcmpeqb xmm14, xmmword ptr [r15 + r8 + 384]
+    and r9, 64
+    pcmpeqb xmm8, xmmword ptr [r15 + r9 + 64]
     test ebx, 1073741824
     jz 1f
 1:
+    movzx ecx, cl
+    ucomisd xmm8, xmm6
+    lea rbp, [r11 + r11*1]
+    mov rcx, rbp
     and rbp, 64
-    mov rsi, qword ptr [r14 + rbp + 192]
-    movzx r8d, byte ptr [r15 + rbp + 256]
-    mov ebp, r8d
+    mov dword ptr [r15 + rbp + 256], 186
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, edi
+    mov ecx, ecx
+    mov byte ptr [r14 + 0], cl
+    test ebx, 384
+    jnz 1f
+1:
+    mulsd xmm8, qword ptr [r15 + r9 + 128]
+    mov qword ptr [r15 + rbp + 192], rcx
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b1_done
 .Lc2_b1_c2:
-    mov rax, qword ptr [r15 + 11724248]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 11724248], rax
-    lea rcx, [rip + .Lc2_d194_j]
+    lea rcx, [rip + .Lc2_d195_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d194_j_t
-.Lc2_d194_j:
-    pmovmskb ecx, xmm14
-    mov rcx, rcx
+    jmp .Lc2_d195_j_t
+.Lc2_d195_j:
     jmp 1f
 1:
-    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsd qword ptr [r15 + 0], xmm8
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mulsd xmm14, qword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    movsxd rsi, dword ptr [r14 + rbp + 2112]
-    lea r8, [r11 + r11*1]
-    pxor xmm14, xmm15
+    lea rbp, [r11 + r11*1]
+    lock or dword ptr [r15 + 0], 6
+    and rbp, 64
+    pcmpeqb xmm8, xmmword ptr [r14 + rbp + 640]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11*4]
     test ebx, 1073741824
     jnz 1f
 1:
+    and r9, 192
+    add rcx, qword ptr [r15 + r9 + 2112]
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
     and r8, 64
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 128], rdi
-    and r9, 64
-    or qword ptr [r15 + r9 + 704], 56
+    movsxd rdi, dword ptr [r15 + r8 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    ucomisd xmm5, xmm14
+    mov ecx, 209
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + rbp + 2176]
+    movzx edi, byte ptr [r14 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 768], rsi
-    mov esi, 195
+    mov dword ptr [r15 + rbp + 576], 202
+    mulsd xmm8, qword ptr [r15 + r9 + 2304]
     jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
 1:
     jmp 1f
 1:
-    movzx esi, byte ptr [r14 + r8 + 64]
-    mov dword ptr [r15 + rbp + 2304], esi
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov rsi, rsi
-    jmp 1f
-1:
-    test dword ptr [r15 + 11724251], 1073741840
+    mov qword ptr [r14 + r8 + 64], rcx
+    mov rbp, qword ptr [r15 + r9 + 2240]
+    or qword ptr [r15 + r9 + 2176], 56
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov edi, 171
     jmp 1f
 1:
-    pcmpeqb xmm14, xmmword ptr [r14 + 0]
-    mov qword ptr [r15 + rbp + 2240], rdx
+    movzx ebp, dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b1_done
 .Lc2_b1_c3:
-    lea rcx, [rip + .Lc2_d253_j]
-    add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d253_j_t
-.Lc2_d253_j:
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    movzx esi, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
-    test ebx, 1073741824
-    jz 1f
-1:
-    addsd xmm14, qword ptr [r15 + 0]
-    addsd xmm14, xmm14
-    mov esi, 254
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movq xmm14, rsi
-    addsd xmm14, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    and esi, dword ptr [r15 + 0]
-    mov ecx, ecx
-    and r9, 64
-    mov byte ptr [r15 + r9 + 64], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
+    nop
+    movq xmm6, rdi
     lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
+    lea r9, [r11*8]
+    pcmpeqb xmm6, xmm8
+    and r9, 448
+    movsd xmm6, qword ptr [r15 + r9 + 1088]
+    test ebx, 1073741824
+    jnz 1f
+1:
     and rbp, 64
-    or qword ptr [r14 + rbp + 320], 20
-    and r8, 64
-    imul rsi, qword ptr [r15 + r8 + 192]
+    mov byte ptr [r15 + rbp + 192], r9b
+    addsd xmm8, xmm6
+    mov byte ptr [r15 + 0], r9b
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, r8b
-    movzx ecx, byte ptr [r14 + 0]
-    mov esi, 119
+    mov r12, qword ptr [r15 + r12 + 56]
+    paddq xmm8, xmmword ptr [r15 + 0]
+    and edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    or qword ptr [r14 + r9 + 128], 33
-    inc dword ptr [r15 + rbp + 384]
-    mov dword ptr [r15 + r8 + 256], 70
+    mov edi, edi
+    and edi, dword ptr [r15 + 0]
+    paddq xmm4, xmmword ptr [r15 + r9 + 1280]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r14 + r9 + 832]
+    paddd xmm4, xmm4
+    movdqu xmm8, xmmword ptr [r15 + rbp + 256]
+    lea rbp, [r11 + r11*1]
+    movsd xmm4, qword ptr [r15 + r9 + 1024]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    imul rdi, qword ptr [r15 + rbp + 192]
+    mov qword ptr [r15 + rbp + 256], rdi
+    mov byte ptr [r14 + r9 + 1152], dil
+    movzx ebp, byte ptr [r14 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 1216], 255
+    mov ebp, dword ptr [r15 + r9 + 960]
+    mov byte ptr [r15 + r9 + 896], bpl
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
-// block 2: 512 bytes, 2 chunk(s), 28 chunk executions per call
+// block 2: 512 bytes, 2 chunk(s), 26 chunk executions per call
     mov rbx, qword ptr [r15 + 11724280]
-    lea rcx, [rbx + 28]
+    lea rcx, [rbx + 26]
     mov qword ptr [r15 + 11724280], rcx
-    mov r13d, 28
+    mov r13d, 26
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
     and ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 103
-    movsd xmm14, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 58
+    movsd xmm4, qword ptr [r15 + 0]
     mov qword ptr [r15 + 0], rcx
     test ebx, 1073741824
     jnz 1f
@@ -3801,54 +3557,54 @@ ditto_body_c2:
     test ebx, 1073741824
     jnz 1f
 1:
-    por xmm14, xmm14
-    mov edi, 138
+    por xmm4, xmm4
+    mov ecx, 199
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 138
-    mov edi, ecx
+    mov dword ptr [r15 + 0], 57
+    mov r9d, ecx
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 205
-    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 245
+    lea r9, [r11 + r11*1]
     or ecx, 1
     xor edx, edx
     div ecx
+    and r9, 64
+    movsd xmm4, qword ptr [r15 + r9 + 64]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
     and rbp, 64
-    movsd xmm14, qword ptr [r15 + rbp + 64]
+    mov rdx, qword ptr [r14 + rbp + 64]
+    addsd xmm4, qword ptr [r14 + 0]
+    addsd xmm4, xmm4
     lea r8, [r11 + r11*1]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    pcmpeqb xmm4, xmm8
     and r8, 64
-    mov rdx, qword ptr [r14 + r8 + 64]
-    addsd xmm14, qword ptr [r14 + 0]
-    addsd xmm14, xmm14
-    lea r9, [r11 + r11*1]
+    add rdx, qword ptr [r15 + r8 + 256]
+    mov dword ptr [r15 + rbp + 128], 154
     test ebx, 1073741824
     jnz 1f
 1:
-    pcmpeqb xmm14, xmm15
-    and r9, 64
-    add rdx, qword ptr [r15 + r9 + 256]
-    mov dword ptr [r15 + r8 + 128], 65
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r14 + r9 + 192], sil
-    mov edx, r9d
-    movzx edx, dl
+    mov byte ptr [r14 + r8 + 192], dl
+    mov r8d, r8d
+    movzx edx, r8b
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r14 + rbp + 128], rdx
-    por xmm14, xmm14
+    mov qword ptr [r14 + r9 + 128], rdx
+    por xmm4, xmm4
     jmp 1f
 1:
     add r11, 64
@@ -3856,72 +3612,72 @@ ditto_body_c2:
     dec r13
     jz .Lc2_b2_done
 .Lc2_b2_c1:
-    lea rcx, [rip + .Lc2_d373_j]
+    lea rcx, [rip + .Lc2_d365_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d373_j_t
-.Lc2_d373_j:
+    jmp .Lc2_d365_j_t
+.Lc2_d365_j:
     mov r12, qword ptr [r15 + r12 + 56]
     and ecx, dword ptr [r15 + 0]
-    movzx edx, cl
-    mov byte ptr [r15 + 0], sil
+    movzx edx, dl
+    mov byte ptr [r15 + 0], dl
     mov edx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, esi
+    mov edx, esi
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 60288
     jz 1f
 1:
-    addsd xmm14, qword ptr [r15 + 0]
-    paddd xmm14, xmm14
+    addsd xmm4, qword ptr [r15 + 0]
+    paddd xmm4, xmm4
     jmp 1f
 1:
-    mov rcx, rsi
+    mov rdx, rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, r9
+    mov rdx, rdx
     mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    imul edx, edx, 80
+    imul edx, edx, 28
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov edx, dword ptr [r15 + 0]
-    movq xmm14, rdx
-    mov qword ptr [r15 + 0], rdx
+    movq xmm4, rdx
+    mov qword ptr [r15 + 0], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 55
-    movzx edx, byte ptr [r15 + 0]
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 512]
     lea rbp, [r11 + r11*1]
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 256]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 3
+    movzx edx, byte ptr [r15 + 0]
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 512]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 576], edi
-    add rsi, qword ptr [r14 + r8 + 448]
-    add rdi, qword ptr [r15 + rbp + 640]
-    add qword ptr [r15 + r9 + 192], rax
+    and r9, 64
+    mov dword ptr [r15 + r9 + 576], r9d
+    add rcx, qword ptr [r14 + rbp + 448]
+    add rcx, qword ptr [r15 + r9 + 640]
+    add qword ptr [r15 + r8 + 192], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    imul rax, rdi
-    mov qword ptr [r14 + 0], rax
-    mov byte ptr [r14 + 0], al
+    imul r9, rcx
+    mov qword ptr [r14 + 0], rdi
+    mov byte ptr [r14 + 0], dl
     jmp 1f
 1:
     add r11, 64
@@ -3959,500 +3715,542 @@ ditto_body_c2:
     jmp .Lc2_b3_c7
     .p2align 6
 .Lc2_b3_c0:
-    lea rbp, [r11 + r11*4]
-    mov eax, 43
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 1024]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + rbp + 960]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    add rax, qword ptr [r15 + r8 + 256]
-    mov dword ptr [r15 + rbp + 832], 186
+    lea rcx, [rip + .Lc2_d436_j]
+    add rcx, qword ptr [r15 + 11724256]
+    jmp .Lc2_d436_j_t
+.Lc2_d436_j:
     lea r9, [r11 + r11*1]
-    mov rcx, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
     and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
-    addsd xmm14, qword ptr [r15 + rbp + 1088]
-    mov ecx, 37
-    pmovmskb ecx, xmm9
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 384], 8
+    and rbp, 64
+    add rcx, qword ptr [r15 + rbp + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 896], 193
-    jmp 1f
-1:
-    movdqu xmm14, xmmword ptr [r15 + r9 + 64]
+    movzx ecx, cl
+    mov ecx, 178
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 60
+    mov eax, 186
+    lea r8, [r11 + r11*1]
+    mov eax, 10
+    test ebx, 32768
+    jnz 1f
+1:
+    xor dword ptr [r14 + 0], r8d
+    and r8, 64
+    pcmpeqb xmm4, xmmword ptr [r15 + r8 + 128]
+    movdqu xmm6, xmmword ptr [r15 + r8 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add qword ptr [r15 + rbp + 256], r8
     jmp 1f
 1:
-    mulsd xmm14, qword ptr [r15 + r8 + 192]
+    addsd xmm4, qword ptr [r15 + r9 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r8
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c1:
-    mov r9, r8
-    mov r9d, edi
+    lea rcx, [rip + .Lc2_d492_j]
+    add rcx, qword ptr [r15 + 11724256]
+    jmp .Lc2_d492_j_t
+.Lc2_d492_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 256]
-    jmp 1f
-1:
-    mov rbp, rcx
-    lea rbp, [r11*8]
-    mov qword ptr [r14 + r9 + 192], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    and rbp, 8388544
-    add r9, qword ptr [r14 + rbp + 3326912]
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 128]
-    lock or dword ptr [r15 + rbp + 3326848], 48
-    mov eax, edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 3327104], rbp
-    movzx ecx, r8b
-    mov rcx, rcx
+    mov rcx, rdi
+    mov ecx, ecx
+    nop
     test ebx, 1073741824
     jnz 1f
 1:
     mov ecx, ecx
-    mov ecx, 186
-    mov dword ptr [r15 + rbp + 3327168], ecx
-    mov ecx, 17
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 98
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    lock or dword ptr [r15 + r8 + 64], 68
-    lock xadd qword ptr [r15 + rbp + 3326784], rcx
-    paddd xmm14, xmm6
-    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    add r8, qword ptr [r15 + rbp + 3326976]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + rbp + 3327040]
+    test ebx, 252672
+    jz 1f
+1:
+    mov ecx, 234
+    mov rcx, rcx
+    lea r8, [r11 + r11*2]
+    imul rcx, r8
+    and r8, 448
+    mov qword ptr [r15 + r8 + 1472], rsi
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    xor dword ptr [r15 + rbp + 704], ebp
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov ecx, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 4032
+    mov qword ptr [r14 + r9 + 4992], r9
+    mov qword ptr [r15 + rbp + 768], r9
+    movzx ebp, r9b
+    paddq xmm4, xmmword ptr [r15 + r8 + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 1408], 161
+    jmp 1f
+1:
+    pcmpeqb xmm4, xmmword ptr [r14 + r9 + 4928]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c2:
-    lea r8, [r11 + r11*8]
-    mov rcx, rax
-    mov ecx, 203
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 4928]
-    mov rax, qword ptr [r15 + r8 + 5312]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lock or dword ptr [r15 + r8 + 5376], 88
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 5440], 204
+    lea rcx, [rip + .Lc2_d550_j]
+    add rcx, qword ptr [r15 + 11724256]
+    jmp .Lc2_d550_j_t
+.Lc2_d550_j:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    and ecx, dword ptr [r15 + rbp + 320]
+    movsxd r9, dword ptr [r14 + 0]
+    movzx r8d, byte ptr [r14 + 0]
     movsxd rax, dword ptr [r14 + 0]
-    movzx ecx, al
-    test ebx, 243200
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rdi
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 32
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or qword ptr [r15 + 0], 106
+    pshufd xmm4, xmm4, 160
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + r8 + 5120], cl
-    imul rcx, qword ptr [r15 + r8 + 5056]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov rcx, rsi
-    mov rcx, rax
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 320]
-    movsxd rax, dword ptr [r15 + r8 + 4992]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
     lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r9, 64
-    movzx eax, byte ptr [r14 + r9 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 5184], r9d
-    mov eax, r9d
-    cvtsi2sd xmm14, eax
-    test ebx, 252672
-    jz 1f
+    and r9, 64
+    and ecx, dword ptr [r14 + r9 + 64]
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 320]
+    mov rdi, rax
+    test ebx, 1073741824
+    jnz 1f
 1:
-    xchg qword ptr [r15 + r8 + 5248], rax
-    movzx ecx, byte ptr [r14 + rbp + 384]
-    mov r8, qword ptr [r15 + r9 + 768]
+    movsxd rax, dword ptr [r15 + r9 + 128]
+    mov ecx, 159
+    mov r9d, 151
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + r8 + 384], r9d
+    mov r9d, 178
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c3:
+    lea rcx, [rip + .Lc2_d609_j]
+    add rcx, qword ptr [r15 + 11724256]
+    jmp .Lc2_d609_j_t
+.Lc2_d609_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    movdqu xmm4, xmmword ptr [r15 + r9 + 3392]
+    mov ecx, 233
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 3200], ecx
+    mov ecx, ecx
+    movsxd rcx, dword ptr [r15 + r9 + 2880]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, dil
+    mov dword ptr [r15 + r9 + 3264], ecx
+    lock add qword ptr [r15 + r9 + 3008], rcx
     lea r8, [r11 + r11*1]
-    mov eax, 91
+    test ebx, 1073741824
+    jnz 1f
+1:
     and r8, 64
-    and r9d, dword ptr [r15 + r8 + 320]
-    mov eax, 90
-    mov eax, 35
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    movsxd r9, dword ptr [r15 + 0]
-    por xmm14, xmm14
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 82
-    xor dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 187
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    imul rcx, qword ptr [r15 + r8 + 320]
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 128]
+    mov dword ptr [r14 + r9 + 3072], 157
+    imul rcx, qword ptr [r14 + r8 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
     and rbp, 64
-    and eax, dword ptr [r15 + rbp + 512]
-    mov byte ptr [r15 + rbp + 448], sil
-    movzx ebp, byte ptr [r14 + r8 + 384]
-    mov r8d, dword ptr [r14 + 0]
-    test ebx, 1073741824
-    jnz 1f
+    mov qword ptr [r15 + rbp + 64], rbp
+    mov dword ptr [r15 + rbp + 128], ebp
+    jmp 1f
 1:
-    movzx r8d, r8b
-    mov r8d, dword ptr [r14 + 0]
-    movzx eax, r8b
-    mov eax, 69
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movzx r8d, al
-    mov eax, r8d
-    and eax, dword ptr [r15 + r9 + 64]
+    movzx ebp, byte ptr [r15 + r9 + 3328]
+    movzx ecx, bpl
+    movzx ebp, cl
+    test ebx, 192256
+    jz 1f
+1:
+    mov qword ptr [r15 + r9 + 3136], rcx
+    xor dword ptr [r15 + r9 + 2944], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c4:
-    jmp 1f
-1:
-    pcmpeqb xmm14, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc2_d660_j]
+    add rcx, qword ptr [r15 + 11724256]
+    jmp .Lc2_d660_j_t
+.Lc2_d660_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    pcmpeqb xmm14, xmmword ptr [r15 + 0]
-    movzx r8d, r8b
-    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
+    subsd xmm4, xmm4
+    mov rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov qword ptr [r15 + 0], rdx
+    movsxd rcx, dword ptr [r15 + 0]
+    paddq xmm4, xmmword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or qword ptr [r15 + 0], 96
+    mov ecx, ecx
+    mov ecx, dword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    movdqu xmm4, xmmword ptr [r15 + 0]
     jmp 1f
-1:
-    lea r8, [r11 + r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8388544
-    imul rax, qword ptr [r14 + r8 + 3327296]
-    test ebx, 1073741824
-    jnz 1f
 1:
     lea rbp, [r11 + r11*1]
-    lock or dword ptr [r15 + r8 + 3326784], 69
-    mov byte ptr [r15 + r8 + 3326848], bpl
-    movzx eax, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    lock add qword ptr [r15 + rbp + 64], r8
+    movsxd rcx, dword ptr [r14 + rbp + 256]
+    imul rcx, qword ptr [r14 + 0]
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    add qword ptr [r15 + r8 + 3327168], rdi
-    add rax, qword ptr [r15 + r8 + 3326976]
+    mov rcx, qword ptr [r14 + 0]
+    and r8, 64
+    movsd xmm4, qword ptr [r15 + r8 + 512]
     lea r9, [r11 + r11*1]
-    and eax, dword ptr [r14 + r8 + 3327040]
+    mov edi, 46
+    mov edi, edx
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov qword ptr [r14 + rbp + 128], r9
     and r9, 64
-    lock add qword ptr [r15 + r9 + 384], r9
-    movzx ebp, byte ptr [r15 + r9 + 320]
-    mov rax, qword ptr [r15 + r8 + 3327104]
+    mov ecx, dword ptr [r15 + r9 + 64]
+    mov edi, ecx
+    movsxd rcx, dword ptr [r15 + r9 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    paddq xmm14, xmmword ptr [r15 + r8 + 3326912]
-    movdqu xmm6, xmmword ptr [r15 + r8 + 3327232]
-    mov r8d, 69
+    mov ecx, 148
+    add rcx, qword ptr [r15 + rbp + 192]
+    movzx r9d, byte ptr [r14 + r8 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c5:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    add r9, qword ptr [r15 + r8 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
-    mov qword ptr [r15 + 0], rax
-    pcmpeqb xmm14, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, eax
-    mov rax, qword ptr [r15 + 0]
-    cvtsi2sd xmm14, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    add rax, qword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
+    lea rcx, [rip + .Lc2_d720_j]
+    add rcx, qword ptr [r15 + 11724256]
+    jmp .Lc2_d720_j_t
+.Lc2_d720_j:
+    mulsd xmm4, qword ptr [r15 + 0]
+    mov ecx, ecx
     jmp 1f
 1:
+    mulsd xmm4, xmm4
     test ebx, 1073741824
     jnz 1f
 1:
+    pcmpeqb xmm4, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    pcmpeqb xmm14, xmmword ptr [r15 + 0]
-    jmp 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 64]
+    pxor xmm4, xmm8
+    mov rcx, qword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    imul rax, qword ptr [r14 + 0]
-    imul rax, qword ptr [r14 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 174
-    .byte 0x66, 0x90
-    imul rax, qword ptr [r15 + r8 + 512]
+    add rcx, qword ptr [r15 + 0]
+    mov ebp, 91
     lea rbp, [r11 + r11*1]
-    addsd xmm14, qword ptr [r14 + r9 + 128]
-    test ebx, 512
+    xor dword ptr [r15 + 0], ebp
+    test ebx, 1073741824
     jnz 1f
 1:
+    pcmpeqb xmm4, xmmword ptr [r15 + 0]
     and rbp, 64
-    mov qword ptr [r15 + rbp + 256], r9
-    mov rax, rdi
-    movsxd rax, dword ptr [r15 + rbp + 192]
+    pcmpeqb xmm4, xmmword ptr [r15 + rbp + 256]
+    and ecx, dword ptr [r14 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    mov rcx, r9
+    mov ecx, dword ptr [r14 + 0]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 320], r8b
+    and r9, 64
+    pcmpeqb xmm4, xmmword ptr [r14 + r9 + 640]
+    test ebx, 1024
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + r9 + 576]
     jmp 1f
 1:
+    mulsd xmm4, xmm4
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor dword ptr [r15 + rbp + 192], ecx
+    mov ecx, ecx
+    add rcx, qword ptr [r15 + r8 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c6:
-    lea rbp, [r11*8]
+    lea rcx, [rip + .Lc2_d781_j]
+    add rcx, qword ptr [r15 + 11724256]
+    jmp .Lc2_d781_j_t
+.Lc2_d781_j:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r8d, ecx
+    nop
+    mov r8d, 196
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
-    and rbp, 448
-    xor dword ptr [r15 + rbp + 1088], ebp
-    jmp 1f
-1:
-    paddq xmm14, xmmword ptr [r15 + rbp + 1280]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r14 + 0]
-    mov r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 85
-    por xmm14, xmm11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    paddq xmm14, xmmword ptr [r15 + rbp + 832]
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 384]
-    test ebx, 128768
     jz 1f
 1:
-    imul r8, qword ptr [r15 + rbp + 1024]
-    paddq xmm14, xmmword ptr [r15 + rbp + 896]
-    mov dword ptr [r14 + rbp + 1216], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
+    movzx ecx, r8b
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + rbp + 960]
-    lock add qword ptr [r15 + rbp + 1152], r8
-    lea r8, [r11 + r11*1]
-    mov rax, qword ptr [r14 + r9 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movq xmm14, r8
+    mov r8, r8
+    mov r8, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov r9d, 111
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
     and r8, 64
-    lock xadd qword ptr [r15 + r8 + 256], rax
-    pcmpeqb xmm14, xmmword ptr [r15 + r8 + 192]
+    pcmpeqb xmm4, xmmword ptr [r15 + r8 + 512]
+    lea r9, [r11 + r11*1]
+    mov ecx, r9d
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov qword ptr [r14 + r9 + 128], r9
+    and rbp, 64
+    lock xadd qword ptr [r15 + rbp + 64], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    pcmpeqb xmm4, xmmword ptr [r14 + 0]
+    mov ecx, dword ptr [r14 + 0]
+    por xmm4, xmm4
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 448], cl
+    movsxd rcx, dword ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + r9 + 64], 80
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c7:
+    lea rcx, [rip + .Lc2_d842_j]
+    add rcx, qword ptr [r15 + 11724256]
+    jmp .Lc2_d842_j_t
+.Lc2_d842_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    movdqu xmm14, xmmword ptr [r15 + 0]
-    lock or dword ptr [r15 + 0], 78
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lock or dword ptr [r15 + 0], 32
-    mov r8d, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
-    xchg qword ptr [r15 + 0], rax
+    xchg qword ptr [r15 + 0], rcx
+    lock add qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    lock xadd qword ptr [r15 + 0], rcx
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
 1:
-    xchg qword ptr [r15 + 0], rax
-    mov r8d, eax
+    mov ecx, 65
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 128]
+    lea r8, [r11*8]
+    mov r9d, r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov eax, 139
-    and r8, 64
-    add rax, qword ptr [r15 + r8 + 256]
-    lea r9, [r11 + r11*1]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 2752], r8b
+    mov ecx, r8d
+    inc dword ptr [r15 + r8 + 2624]
+    mov dword ptr [r15 + r8 + 2496], 169
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + r8 + 2432]
+    mov dword ptr [r15 + rbp + 64], ecx
+    pcmpeqb xmm4, xmmword ptr [r15 + r8 + 2816]
     lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 320]
     and rbp, 64
-    and eax, dword ptr [r15 + rbp + 384]
-    jmp 1f
-1:
+    movsxd rcx, dword ptr [r15 + rbp + 512]
+    mov r9, rcx
+    or qword ptr [r14 + 0], 9
+    movdqu xmm4, xmmword ptr [r15 + r8 + 2688]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r14 + r9 + 384]
-    mov r9d, eax
-    mov eax, dword ptr [r15 + rbp + 320]
-    movsxd rbp, dword ptr [r14 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r14 + 0]
-    mov dword ptr [r15 + r8 + 192], 165
+    and ecx, dword ptr [r14 + r8 + 2560]
+    mov dword ptr [r15 + r8 + 2368], ecx
+    movsd xmm4, qword ptr [r14 + rbp + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -4467,10 +4265,10 @@ ditto_body_c2:
     .p2align 6
 .Lc2_b4_c0:
     mov rbp, r11
-    movq xmm14, rbp
+    movq xmm4, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov qword ptr [r14 + rbp + 704], rax
+    mov qword ptr [r14 + rbp + 704], rbp
     mov rbp, r11
     test ebx, 1073741824
     jz 1f
@@ -4484,23 +4282,23 @@ ditto_body_c2:
     dec r13
     jnz .Lc2_b4_c0
 .Lc2_b4_done:
-// block 5: 64 bytes, 1 chunk(s), 89 chunk executions per call
-    mov r13d, 89
+// block 5: 64 bytes, 1 chunk(s), 84 chunk executions per call
+    mov r13d, 84
     jmp .Lc2_b5_c0
     .p2align 6
 .Lc2_b5_c0:
     mov rbp, r11
     and rbp, 64
     mov qword ptr [r15 + rbp + 448], rcx
-    mov rbp, r11
     mov r8, r11
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    or qword ptr [r15 + r8 + 320], 87
+    and rbp, 64
+    or qword ptr [r15 + rbp + 320], 118
     jmp 1f
 1:
-    and rbp, 64
-    lock or dword ptr [r15 + rbp + 64], 75
+    and r8, 64
+    lock or dword ptr [r15 + r8 + 64], 51
     add r11, 64
     dec r13
     jnz .Lc2_b5_c0
@@ -4513,18 +4311,18 @@ ditto_body_c2:
     jmp .Lc2_b6_c0
     .p2align 6
 .Lc2_b6_c0:
-    mov rbp, qword ptr [r15 + 0]
-    mov ecx, r8d
+    mov rcx, qword ptr [r15 + 0]
+    mov r8d, ebp
     mov r8, r10
-    mov byte ptr [r15 + 0], bpl
+    mov byte ptr [r15 + 0], r8b
     mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
     and r8, 1048512
-    mov dword ptr [r15 + r8 + 2278208], ecx
+    mov dword ptr [r15 + r8 + 2278208], eax
     and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 192]
+    mov r8, qword ptr [r15 + rbp + 192]
     add r11, 64
     add r10, r11
     inc rbx
@@ -4539,15 +4337,15 @@ ditto_body_c2:
     jmp .Lc2_b7_c0
     .p2align 6
 .Lc2_b7_c0:
-    mov ecx, ecx
-    mov ebp, edx
+    mov ecx, r9d
+    mov ecx, r8d
     mov rbp, r11
     test ebx, 6144
     jz 1f
 1:
     mov r8, r11
     and rbp, 64
-    pcmpeqb xmm14, xmmword ptr [r15 + rbp + 192]
+    pcmpeqb xmm4, xmmword ptr [r15 + rbp + 192]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 11264
     jnz 1f
@@ -4570,17 +4368,17 @@ ditto_body_c2:
     mov rbp, r11
     and rbp, 64
     movsxd rcx, dword ptr [r15 + rbp + 320]
-    movq qword ptr [r14 + 0], xmm14
-    mov dword ptr [r15 + 0], 154
-    mov r8, r11
-    mov rbp, qword ptr [r15 + 0]
+    movq qword ptr [r14 + 0], xmm4
+    mov dword ptr [r15 + 0], 251
+    mov rbp, r11
+    mov r8, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rbp, qword ptr [r15 + 0]
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 192]
-    mov r8d, 143
+    add rcx, qword ptr [r15 + 0]
+    and rbp, 64
+    mov r8, qword ptr [r15 + rbp + 192]
+    mov ebp, 232
     add r11, 64
     inc rbx
     dec r13
@@ -4594,16 +4392,16 @@ ditto_body_c2:
     jmp .Lc2_b9_c0
     .p2align 6
 .Lc2_b9_c0:
-    lea rcx, [rip + .Lc2_d963_j]
+    lea rcx, [rip + .Lc2_d999_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d963_j_t
-.Lc2_d963_j:
-    paddd xmm14, xmm14
+    jmp .Lc2_d999_j_t
+.Lc2_d999_j:
+    paddd xmm4, xmm4
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rcx
+    mov rcx, r9
     mov rbp, r10
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
@@ -4611,7 +4409,7 @@ ditto_body_c2:
 1:
     and rbp, 32704
     add rcx, qword ptr [r15 + rbp + 2114368]
-    mov ebp, 114
+    mov ebp, 242
     add r10, r11
     inc rbx
     dec r13
@@ -4625,10 +4423,10 @@ ditto_body_c2:
     jmp .Lc2_b10_c0
     .p2align 6
 .Lc2_b10_c0:
-    lea rcx, [rip + .Lc2_d988_j]
+    lea rcx, [rip + .Lc2_d1024_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d988_j_t
-.Lc2_d988_j:
+    jmp .Lc2_d1024_j_t
+.Lc2_d1024_j:
     mov rbp, r10
     mov r8, r11
     and rbp, 64
@@ -4636,7 +4434,7 @@ ditto_body_c2:
     jmp 1f
 1:
     and r8, 448
-    addsd xmm14, qword ptr [r14 + r8 + 1344]
+    addsd xmm4, qword ptr [r14 + r8 + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
@@ -4711,101 +4509,117 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc2_d988_j_t:
+.Lc2_d1024_j_t:
     jmp rcx
-.Lc2_d963_j_t:
+.Lc2_d999_j_t:
     jmp rcx
-.Lc2_d373_j_t:
+.Lc2_d365_j_t:
     jmp rcx
 .Lc1_b0_stubs_t:
     jmp rcx
-.Lc1_d582_s_t:
+.Lc1_d571_j_t:
     jmp rcx
-.Lc1_d661_j_t:
+.Lc1_d628_j_t:
     jmp rcx
-.Lc1_d718_j_t:
+.Lc1_d684_j_t:
     jmp rcx
-.Lc1_d771_j_t:
+.Lc1_d748_j_t:
     jmp rcx
 .Lc1_b3_stubs_t:
     jmp rcx
 .Lc1_b4_stubs_t:
     jmp rcx
-.Lc1_d1132_j_t:
+.Lc1_d1083_j_t:
     jmp rcx
-.Lc1_d1198_j_t:
+.Lc1_d1149_j_t:
     jmp rcx
 .Lc1_b7_stubs_t:
     jmp rcx
-.Lc1_d40_s_t:
+.Lc1_d40_j_t:
     jmp rcx
-.Lc1_d105_j_t:
+.Lc1_d102_s_t:
     jmp rcx
-.Lc1_d156_j_t:
+.Lc1_d173_j_t:
     jmp rcx
-.Lc1_d224_j_t:
+.Lc1_d235_j_t:
     jmp rcx
-.Lc1_d279_j_t:
+.Lc1_d291_j_t:
     jmp rcx
-.Lc1_d337_s_t:
+.Lc1_d346_j_t:
     jmp rcx
-.Lc1_d425_j_t:
+.Lc1_d409_j_t:
     jmp rcx
-.Lc1_d482_j_t:
+.Lc1_d466_j_t:
     jmp rcx
-.Lc1_d846_s_t:
+.Lc1_d812_j_t:
     jmp rcx
-.Lc1_d922_j_t:
+.Lc1_d873_j_t:
     jmp rcx
-.Lc1_d998_j_t:
+.Lc1_d944_j_t:
     jmp rcx
-.Lc1_d1069_j_t:
+.Lc1_d1018_j_t:
     jmp rcx
-.Lc1_d1231_j_t:
+.Lc1_d1182_j_t:
     jmp rcx
-.Lc1_d1291_j_t:
+.Lc1_d1240_j_t:
     jmp rcx
-.Lc1_d1351_s_t:
+.Lc1_d1299_j_t:
     jmp rcx
-.Lc1_d1426_j_t:
+.Lc1_d1358_j_t:
     jmp rcx
-.Lc1_d1495_j_t:
+.Lc1_d1419_j_t:
     jmp rcx
-.Lc1_d1555_j_t:
+.Lc1_d1476_j_t:
     jmp rcx
-.Lc1_d1616_j_t:
+.Lc1_d1534_j_t:
     jmp rcx
-.Lc1_d1677_s_t:
+.Lc1_d1591_j_t:
     jmp rcx
-.Lc1_d1756_j_t:
+.Lc1_d1646_j_t:
     jmp rcx
-.Lc1_d1812_j_t:
+.Lc1_d1710_j_t:
     jmp rcx
-.Lc1_d1867_j_t:
+.Lc1_d1769_j_t:
     jmp rcx
-.Lc1_d1935_j_t:
+.Lc1_d1825_j_t:
     jmp rcx
-.Lc1_d1990_j_t:
+.Lc1_d1890_j_t:
     jmp rcx
-.Lc1_d2048_s_t:
+.Lc1_d1944_j_t:
     jmp rcx
-.Lc1_d2122_j_t:
+.Lc1_d2010_j_t:
     jmp rcx
-.Lc1_d2180_j_t:
+.Lc1_d2068_j_t:
     jmp rcx
-.Lc2_d66_j_t:
+.Lc2_d71_j_t:
     jmp rcx
-.Lc2_d129_j_t:
+.Lc2_d134_j_t:
     jmp rcx
-.Lc2_d194_j_t:
-    jmp rcx
-.Lc2_d253_j_t:
+.Lc2_d195_j_t:
     jmp rcx
 .Lc0_d164_j_t:
+    jmp rcx
+.Lc2_d47_j_t:
     jmp rcx
 .Lc2_b3_stubs_t:
     jmp rcx
 .Lc0_d281_j_t:
+    jmp rcx
+.Lc2_d436_j_t:
+    jmp rcx
+.Lc2_d492_j_t:
+    jmp rcx
+.Lc2_d550_j_t:
+    jmp rcx
+.Lc2_d609_j_t:
+    jmp rcx
+.Lc2_d660_j_t:
+    jmp rcx
+.Lc2_d720_j_t:
+    jmp rcx
+.Lc2_d781_j_t:
+    jmp rcx
+.Lc2_d842_j_t:
     jmp rcx
 .Lc0_d255_s_t:
     jmp rcx

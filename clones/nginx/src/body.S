@@ -37,11 +37,11 @@ ditto_body_c1:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 128 bytes, 1 chunk(s), 32 chunk executions per call
+// block 0: 128 bytes, 1 chunk(s), 37 chunk executions per call
     mov rbx, qword ptr [r15 + 67117736]
-    lea rcx, [rbx + 32]
+    lea rcx, [rbx + 37]
     mov qword ptr [r15 + 67117736], rcx
-    mov r13d, 32
+    mov r13d, 37
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
@@ -96,110 +96,105 @@ ditto_body_c1:
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    lea rcx, [rip + .Lc1_d69_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d72_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d69_j_t
-.Lc1_d69_j:
-    mov qword ptr [r15 + 0], rbp
+    jmp .Lc1_d72_j_t
+.Lc1_d72_j:
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11*8]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], r9d
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3456], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 208
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm15, xmm14, 237
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 83887104
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 24
+    movzx ecx, cl
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm13, xmm13, xmm15
-    mov r8d, 178
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 146
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    lea r8, [r11 + r11*1]
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 768], r8
-    mov ecx, dword ptr [r15 + rbp + 704]
-    and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, r8d
     lea r9, [r11 + r11*1]
-    mov ecx, ecx
-    mov qword ptr [r15 + r8 + 128], rdx
+    movzx ecx, byte ptr [r15 + r8 + 3648]
+    vmovq qword ptr [r15 + r8 + 3520], xmm15
     and r9, 64
-    mov qword ptr [r15 + r9 + 512], rcx
-    mov byte ptr [r15 + rbp + 640], dil
+    mov rax, qword ptr [r15 + r9 + 64]
+    mov edi, dword ptr [r15 + rbp + 448]
+    mov rbp, r9
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 7
-    mov rdi, rbp
-    movsxd rcx, dword ptr [r15 + rbp + 576]
-    mov dword ptr [r15 + r9 + 448], 125
+    movsxd rbp, dword ptr [r15 + r8 + 3584]
+    mov dword ptr [r15 + r8 + 3392], 224
+    mov qword ptr [r15 + r9 + 128], r9
+    mov r9d, ebp
+    mov dword ptr [r15 + r8 + 3712], 57
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c1:
-    lea r9, [r11*4]
-    and r9, 192
-    movzx ecx, byte ptr [r15 + r9 + 640]
-    lea rbp, [r11 + r11*1]
-    movzx eax, sil
-    lea r8, [r11 + r11*4]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rsi
-    and r8, 1984
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + r8 + 1472]
-    mov esi, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 43
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, 161
+    mov eax, 178
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    mov eax, esi
+    test dword ptr [r15 + 67117724], 1026
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, esi
-    mov rsi, r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + r8 + 1408], dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, dil
-    mov esi, 105
-    mov rsi, qword ptr [r15 + rbp + 64]
-    mov byte ptr [r15 + r9 + 704], sil
-    movzx esi, sil
+    mov rax, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + r9 + 576]
-    movzx edx, byte ptr [r15 + r8 + 1344]
-    mov rcx, qword ptr [r15 + r8 + 1600]
-    mov qword ptr [r15 + r9 + 768], rsi
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + r8 + 1536]
+    mov eax, 255
+    movzx esi, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*2]
+    mov r9, r11
+    and rbp, 192
+    movsxd rsi, dword ptr [r15 + rbp + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 1984
+    mov rsi, qword ptr [r15 + r9 + 1344]
+    movzx r8d, r9b
+    movzx r9d, dl
+    vpor xmm15, xmm15, xmm13
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 640], r9b
+    mov esi, 201
+    mov edx, 146
+    mov edx, eax
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdx, rdx
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + rbp + 704]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 155
+    mov dword ptr [r15 + r9 + 64], ebp
     add r11, 64
     inc rbx
     dec r13
@@ -208,61 +203,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d170_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d170_s_t
-    .p2align 3
-.Lc1_d170_s:
-    .p2align 3
-    jmp .Lc1_d170_j
-    .p2align 3
-    jmp .Lc1_d170_j
-.Lc1_d170_j:
-    mov ecx, ecx
-    mov ecx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 126
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 268443648
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 254
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    add qword ptr [r15 + rbp + 384], rax
-    lea r8, [r11 + r11*1]
-    movzx eax, bpl
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r9
-    mov eax, 100
-    lea r9, [r11*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    lea rcx, [rip + .Lc1_d166_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d166_j_t
+.Lc1_d166_j:
+    lea r9, [r11*8]
     and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 14
-    mov rax, qword ptr [r15 + r9 + 7552]
-    mov ecx, 217
-    mov dword ptr [r15 + r9 + 7616], 124
-    mov rcx, rdi
+    mov dword ptr [r15 + r9 + 7808], r9d
+    mov qword ptr [r15 + r9 + 7488], rdi
+    movzx ecx, byte ptr [r15 + r9 + 7552]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 384
+    jnz 1f
+1:
+    mov ecx, 106
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*2]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    and rbp, 1984
+    vmovdqu xmmword ptr [r15 + rbp + 1472], xmm15
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ebp
-    mov dword ptr [r15 + r8 + 64], 150
-    mov dword ptr [r15 + r9 + 7680], 112
-    mov r9d, dword ptr [r15 + rbp + 320]
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 256], ymm10
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov dword ptr [r15 + r8 + 192], r8d
+    movsxd r8, dword ptr [r15 + r9 + 7616]
+    test dword ptr [r15 + 67117724], 65536
+    jnz 1f
+1:
+    vmovdqu xmmword ptr [r15 + rbp + 1408], xmm2
+    mov rdi, r8
+    mov byte ptr [r15 + r9 + 7872], r9b
+    movzx r8d, byte ptr [r15 + r9 + 7680]
+    test dword ptr [r15 + 67117723], 37748736
+    jnz 1f
+1:
+    mov r8d, 206
+    mov r8, r8
+    mov dword ptr [r15 + r9 + 7744], 46
+    mov r8d, 199
     add r11, 64
     inc rbx
     dec r13
@@ -271,109 +253,109 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edx
+    movzx eax, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 16384
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 4096
+    test dword ptr [r15 + 67117723], 20971520
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb edx, xmm13
-    test dword ptr [r15 + 67117724], 1380844802
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 8
-    mov dword ptr [r15 + 0], 35
-    lea r9, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], edx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 12
+    rep movsb
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 128], r9d
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], ecx
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rdx
-    test dword ptr [r15 + 67117723], 67108864
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 192], bpl
-    mov dword ptr [r15 + rbp + 320], 244
-    mov r8d, 97
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 320], dil
+    and r8, 64
+    add qword ptr [r15 + r8 + 448], r9
+    mov dword ptr [r15 + r8 + 512], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 384], rbp
+    and r8, 64
+    vmovq qword ptr [r15 + r8 + 128], xmm15
+    mov ebp, r8d
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + r8 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c4:
-    lea rcx, [rip + .Lc1_d264_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d264_j_t
-.Lc1_d264_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d255_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d255_s_t
+    .p2align 3
+.Lc1_d255_s:
+    .p2align 3
+    jmp .Lc1_d255_j
+    .p2align 3
+    jmp .Lc1_d255_j
+.Lc1_d255_j:
+    lea rbp, [r11 + r11*4]
+    movzx ecx, bpl
+    mov ecx, 3
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1408]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117724], 256
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    movzx edi, cl
-    movzx edi, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    mov edi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov ecx, 39
     mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
     and r8, 64
-    mov edi, dword ptr [r15 + r8 + 128]
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, edi
+    mov ecx, dword ptr [r15 + r8 + 320]
+    movzx eax, al
+    mov rax, r9
     lea r9, [r11 + r11*1]
-    movzx edi, al
-    movzx edi, dl
+    mov dword ptr [r15 + rbp + 1472], 55
+    test ebx, 1073741824
+    jz 1f
+1:
     and r9, 64
-    movsxd rdi, dword ptr [r15 + r9 + 448]
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm13
+    mov byte ptr [r15 + r9 + 512], r9b
+    mov qword ptr [r15 + rbp + 1344], r9
+    movzx eax, bpl
+    mov eax, 192
+    mov qword ptr [r15 + rbp + 1600], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, ecx
-    mov edi, 152
-    vpcmpeqb xmm13, xmm13, xmm7
-    mov qword ptr [r15 + r9 + 512], r8
-    mov qword ptr [r15 + rbp + 384], r8
+    mov rcx, qword ptr [r15 + r8 + 384]
+    mov dword ptr [r15 + r9 + 448], ecx
+    mov r8, rdi
+    movsxd r8, dword ptr [r15 + rbp + 1536]
     add r11, 64
     inc rbx
     dec r13
@@ -382,48 +364,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d308_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d308_j_t
+.Lc1_d308_j:
+    lea r8, [r11 + r11*4]
+    and r8, 4032
+    mov ecx, dword ptr [r15 + r8 + 3456]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rax
-    test dword ptr [r15 + 67117724], 8192
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    .byte 0x66, 0x90
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 52
-    mov byte ptr [r15 + 0], al
+    movzx ecx, r8b
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    mov eax, dword ptr [r15 + 0]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 256], 116
-    and r8, 64
-    xor dword ptr [r15 + r8 + 128], r8d
-    mov rdi, r8
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 64], r8b
+    mov byte ptr [r15 + rbp + 448], bpl
+    mov dword ptr [r15 + r8 + 3648], 53
+    mov dword ptr [r15 + r8 + 3584], eax
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 192], eax
+    lea r9, [r11 + r11*1]
+    mov eax, r9d
     and r9, 64
-    mov edi, dword ptr [r15 + r9 + 320]
-    movzx ebp, dl
-    movsxd rbp, dword ptr [r15 + r9 + 384]
+    movsxd rdx, dword ptr [r15 + r9 + 384]
+    mov rax, r9
+    movzx eax, sil
+    test dword ptr [r15 + 67117723], 268435464
+    jnz 1f
+1:
+    mov eax, 133
+    mov dword ptr [r15 + r9 + 320], 202
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r8 + 3520]
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm15
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 140
+    mov r9d, r8d
+    movsxd r9, dword ptr [r15 + rbp + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -432,51 +419,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d368_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d368_j_t
-.Lc1_d368_j:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    movzx ecx, r8b
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 256], rbp
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], rax
-    mov rax, rdi
-    mov eax, 119
-    test ebx, 1073741824
+    mov r9d, 208
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov rax, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 2097168
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov rdx, rax
+    mov r9d, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 32768
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    mov r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 68
-    test dword ptr [r15 + 67117724], 33554432
+    test ebx, 256
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov dword ptr [r15 + 0], ebp
-    movzx eax, al
-    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    movzx r9d, bpl
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 128], ymm15
+    and r9, 64
+    lock or dword ptr [r15 + r9 + 384], 39
+    test ebx, 1073741824
+    jz 1f
+1:
     lea r8, [r11 + r11*1]
-    test dword ptr [r15 + 67117724], 1073741840
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + r9 + 320], ebp
+    movzx r9d, r8b
+    mov dword ptr [r15 + rbp + 64], r8d
     and r8, 64
-    inc dword ptr [r15 + r8 + 256]
-    mov r9d, dword ptr [r15 + r8 + 192]
-    vmovdqu ymmword ptr [r15 + rbp + 192], ymm13
+    mov qword ptr [r15 + r8 + 192], r8
+    mov dword ptr [r15 + r8 + 256], r8d
     add r11, 64
     inc rbx
     dec r13
@@ -485,109 +471,100 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r8, [r11*4]
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7552], ymm13
-    lea r9, [r11 + r11*1]
-    mov eax, r9d
-    and r9, 64
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + r9 + 320], 3
-    test dword ptr [r15 + 67117723], 268566784
-    jz 1f
-1:
-    mov qword ptr [r15 + r8 + 7680], rax
-    mov dword ptr [r15 + r8 + 7616], edi
-    lea r9, [r11 + r11*1]
-    mov eax, 99
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], r9d
-    test dword ptr [r15 + 67117723], 65538
+    lea rcx, [rip + .Lc1_d404_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d404_j_t
+.Lc1_d404_j:
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    lea rbp, [r11*8]
+    mov dword ptr [r15 + r8 + 384], r8d
+    mov rcx, r8
+    and rbp, 1984
+    vmovdqu xmmword ptr [r15 + rbp + 1728], xmm15
+    mov dword ptr [r15 + rbp + 1472], edi
+    mov rcx, rax
+    test dword ptr [r15 + 67117724], 1048576
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 12
-    rep stosb
+    mov ecx, 201
+    .byte 0x0f, 0x1f, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 160
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    movzx ecx, r9b
     mov rcx, rcx
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 138
-    mov edi, ebp
+    lea r9, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + rbp + 1600]
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 512], ymm15
+    mov dword ptr [r15 + rbp + 1344], 83
+    movzx eax, byte ptr [r15 + rbp + 1536]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + r9 + 192], 46
-    mov qword ptr [r15 + r8 + 7488], rdi
+    movzx ecx, byte ptr [r15 + r9 + 448]
+    mov byte ptr [r15 + rbp + 1664], cl
+    mov qword ptr [r15 + rbp + 1408], rax
+    mov qword ptr [r15 + r8 + 320], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c8:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d459_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d459_s_t
-    .p2align 3
-.Lc1_d459_s:
-    .p2align 3
-    jmp .Lc1_d459_j
-    .p2align 3
-    jmp .Lc1_d459_j
-.Lc1_d459_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    mov ecx, 16
-    mov rcx, qword ptr [r15 + 0]
-    mov rbp, rcx
-    test ebx, 640
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm7, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 226
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 516
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
     lea rbp, [r11 + r11*1]
-    movzx ecx, cl
+    and r9, 192
+    mov eax, dword ptr [r15 + r9 + 704]
+    movzx ecx, dil
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 512]
+    vmovdqu ymmword ptr [r15 + r9 + 576], ymm14
+    mov rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 448], al
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], 210
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
-    mov ecx, edi
-    mov ecx, 235
+    mov dword ptr [r15 + 0], 115
+    vmovdqu xmm14, xmmword ptr [r15 + 0]
+    mov ecx, 164
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 128], rcx
-    vmovdqu ymmword ptr [r15 + rbp + 512], ymm7
-    movsxd rcx, dword ptr [r15 + r8 + 320]
-    movzx r8d, dl
+    vmovdqu xmmword ptr [r15 + 0], xmm14
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 13
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + rbp + 448], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + r9 + 640], rcx
+    mov ebp, 173
+    lea rbp, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + r9 + 768], ymm15
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], 8
+    vmovdqu ymmword ptr [r15 + rbp + 128], ymm14
     add r11, 64
     inc rbx
     dec r13
@@ -596,108 +573,110 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d513_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d513_j_t
-.Lc1_d513_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16
+    setz al
+    lea rcx, [rip + .Lc1_d496_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d496_s_t
+    .p2align 3
+.Lc1_d496_s:
+    .p2align 3
+    jmp .Lc1_d496_j
+    .p2align 3
+    jmp .Lc1_d496_j
+.Lc1_d496_j:
+    lea rbp, [r11*8]
+    movzx r9d, dl
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 1216], rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 223
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], 141
-    test dword ptr [r15 + 67117723], 268439552
-    jz 1f
-1:
-    movzx ecx, r8b
-    lea rbp, [r11*4]
-    mov ecx, 136
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3520], al
     lea r9, [r11 + r11*1]
-    test dword ptr [r15 + 67117724], 131072
+    test dword ptr [r15 + 67117724], 4194880
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
     and r9, 64
-    mov dword ptr [r15 + r9 + 64], 217
-    vmovdqu ymmword ptr [r15 + rbp + 3456], ymm7
-    mov rcx, rcx
-    movzx ecx, byte ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + r9 + 256], cl
+    movzx ecx, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 128], 90
-    mov byte ptr [r15 + r8 + 128], cl
-    movzx ecx, byte ptr [r15 + rbp + 3584]
+    mov byte ptr [r15 + rbp + 1024], cl
+    mov ecx, 215
+    mov qword ptr [r15 + rbp + 960], r9
+    lea r8, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + rbp + 1152], ymm14
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + rbp + 896]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], 149
+    mov eax, 104
+    mov qword ptr [r15 + r9 + 192], rcx
+    test dword ptr [r15 + 67117723], 524288
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + rbp + 1088]
+    mov byte ptr [r15 + rbp + 1280], cl
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + r8 + 320], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c10:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 218
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 70
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    .byte 0x66, 0x90
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
     movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*4]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
-    mov r9d, 37
-    movzx r9d, r9b
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3456]
+    mov r9, qword ptr [r15 + r8 + 3392]
+    mov ebp, edi
+    lea rbp, [r11 + r11*1]
+    mov eax, dword ptr [r15 + r8 + 3520]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    vpshufd xmm7, xmm7, 113
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
-    mov r9d, dword ptr [r15 + 0]
-    mov ecx, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 448]
     lea r9, [r11 + r11*1]
-    mov ecx, 86
-    movzx ecx, byte ptr [r15 + 0]
+    vpshufd xmm14, xmm14, 13
     and r9, 64
-    mov dword ptr [r15 + r9 + 384], 82
-    movzx r8d, r9b
-    movzx r8d, r8b
+    mov byte ptr [r15 + r9 + 128], r9b
+    mov qword ptr [r15 + rbp + 512], rcx
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 320], r8b
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 128]
-    mov r9, qword ptr [r15 + r8 + 64]
-    mov r8, qword ptr [r15 + rbp + 448]
-    mov rbp, rcx
+    mov ecx, dword ptr [r15 + r8 + 3648]
+    nop
+    mov dword ptr [r15 + r9 + 64], 116
+    movzx r9d, byte ptr [r15 + r8 + 3584]
     add r11, 64
     inc rbx
     dec r13
@@ -706,51 +685,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d611_j]
+    lea rcx, [rip + .Lc1_d593_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d611_j_t
-.Lc1_d611_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 134234112
-    jnz 1f
-1:
+    jmp .Lc1_d593_j_t
+.Lc1_d593_j:
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 194
     movzx ecx, al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 16778752
+    mov byte ptr [r15 + 0], cl
+    test dword ptr [r15 + 67117723], 570425344
     jz 1f
 1:
-    mov ecx, 175
+    movzx ecx, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 256
+    movzx ecx, bpl
+    mov qword ptr [r15 + 0], rcx
+    mov rdx, rcx
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 33560576
+    jz 1f
+1:
     lea rbp, [r11 + r11*1]
-    mov ecx, 184
-    lea r8, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + r9 + 320]
+    mov rax, rcx
     and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 64]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 249
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 128], r8
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 249
+    vmovdqu ymmword ptr [r15 + rbp + 448], ymm14
+    mov ecx, 61
+    mov rcx, r8
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rbp
-    mov byte ptr [r15 + r9 + 320], bpl
-    mov dword ptr [r15 + r8 + 448], 167
-    movzx ebp, bpl
+    movzx ecx, bpl
+    lea r9, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + rbp + 512]
+    and r9, 64
+    movzx r8d, byte ptr [r15 + r9 + 64]
+    movzx ebp, al
+    mov dword ptr [r15 + r9 + 128], 10
     add r11, 64
     inc rbx
     dec r13
@@ -759,45 +740,45 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 384], rbp
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 512], ymm14
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 32
+    mov eax, 141
+    vpcmpeqb xmm14, xmm14, xmm15
+    lea r9, [r11*8]
+    vmovdqu ymmword ptr [r15 + rbp + 320], ymm14
+    vmovdqu ymmword ptr [r15 + r8 + 448], ymm14
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 8128
+    vmovdqu xmmword ptr [r15 + r9 + 7552], xmm14
+    mov dword ptr [r15 + r9 + 7744], 31
+    mov r8d, 11
+    vmovdqu ymmword ptr [r15 + r9 + 7872], ymm14
+    test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    movzx edi, bpl
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rbp
-    lea r8, [r11*4]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], r9d
-    test dword ptr [r15 + 67117723], 8
-    jnz 1f
+    mov byte ptr [r15 + r9 + 7680], r8b
+    mov dword ptr [r15 + r9 + 7488], 105
+    vmovdqu ymmword ptr [r15 + r9 + 7808], ymm14
+    mov r8, r9
+    test dword ptr [r15 + 67117723], 278528
+    jz 1f
 1:
-    and r8, 192
-    mov edi, dword ptr [r15 + r8 + 768]
-    or qword ptr [r15 + r8 + 640], 107
-    movzx eax, byte ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + r8 + 576], 196
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 704], rax
-    mov eax, 86
-    mov dword ptr [r15 + rbp + 128], 225
-    mov eax, 179
+    mov dword ptr [r15 + r9 + 7616], r8d
+    mov r8d, 228
+    movzx r8d, r8b
+    mov r8d, 222
     add r11, 64
     inc rbx
     dec r13
@@ -806,54 +787,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d701_j]
+    lea rcx, [rip + .Lc1_d685_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d701_j_t
-.Lc1_d701_j:
-    lea rbp, [r11*4]
-    lea r8, [r11 + r11*4]
-    and rbp, 192
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + rbp + 704]
-    vmovdqu ymmword ptr [r15 + rbp + 640], ymm13
-    mov ecx, 95
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
+    jmp .Lc1_d685_j_t
+.Lc1_d685_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     movzx ecx, al
-    mov rcx, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, rcx
+    mov rcx, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + r8 + 1536], r9
-    mov dword ptr [r15 + r8 + 1408], 51
-    mov qword ptr [r15 + r8 + 1600], r9
-    mov rcx, rcx
-    mov ecx, ecx
-    test dword ptr [r15 + 67117723], 335544328
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 4
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], 207
+    mov eax, r8d
+    mov byte ptr [r15 + r8 + 512], al
+    mov eax, 9
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    vmovdqu xmmword ptr [r15 + r8 + 384], xmm15
+    lea r9, [r11*4]
+    mov eax, r9d
+    and r9, 192
+    mov qword ptr [r15 + r9 + 704], r9
+    movsxd rax, dword ptr [r15 + r8 + 320]
+    movzx r8d, byte ptr [r15 + r9 + 640]
+    test ebx, 1073741824
     jz 1f
 1:
-    vpcmpeqb xmm7, xmm7, xmm13
-    movzx ecx, byte ptr [r15 + r8 + 1472]
-    mov r8d, dword ptr [r15 + r9 + 320]
-    vmovdqu ymmword ptr [r15 + rbp + 768], ymm7
-    movsxd r9, dword ptr [r15 + rbp + 576]
+    movzx r8d, al
+    movsxd r8, dword ptr [r15 + r9 + 768]
+    mov qword ptr [r15 + r9 + 576], rdx
+    vpaddd xmm14, xmm14, xmm14
     add r11, 64
     inc rbx
     dec r13
@@ -862,54 +841,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, eax
-    mov rax, rcx
-    mov eax, ebp
-    mov ecx, eax
-    vpaddd xmm7, xmm7, xmm7
+    lea rcx, [rip + .Lc1_d734_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d734_j_t
+.Lc1_d734_j:
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], r8d
+    mov rcx, r8
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 2
+    jz 1f
+1:
+    mov ecx, 225
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 251
-    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
     test ebx, 1073741824
     jz 1f
 1:
-    sete al
+    movzx ecx, cl
+    mov dword ptr [r15 + 0], 30
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 140
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 48
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + r8 + 320]
-    and r9, 64
     lea rbp, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + r9 + 192]
-    mov dword ptr [r15 + r9 + 256], 207
-    test dword ptr [r15 + 67117724], 514
+    test ebx, 384
     jnz 1f
 1:
+    mov dword ptr [r15 + r8 + 512], ebp
     and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 448]
-    mov dword ptr [r15 + rbp + 512], 205
-    movzx eax, r9b
-    mov byte ptr [r15 + r8 + 384], al
+    movsxd r8, dword ptr [r15 + rbp + 192]
+    lea r9, [r11 + r11*1]
+    mov rcx, r9
+    mov rcx, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 128]
+    mov r8d, 175
+    movsxd r8, dword ptr [r15 + rbp + 256]
+    mov byte ptr [r15 + r9 + 64], r8b
     add r11, 64
     inc rbx
     dec r13
@@ -918,92 +898,99 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d802_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d802_j_t
-.Lc1_d802_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 90
+    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 210
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 32768
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    movsxd rcx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 131336
+    jz 1f
+1:
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov ecx, 190
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 512], r8
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 37
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 536873216
+    movzx ecx, al
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], rbp
+    mov byte ptr [r15 + rbp + 128], bpl
+    mov dword ptr [r15 + r8 + 448], ebp
+    and r9, 64
+    mov byte ptr [r15 + r9 + 384], r9b
+    test dword ptr [r15 + 67117723], 16777216
     jz 1f
 1:
-    mov ecx, ecx
-    mov qword ptr [r15 + 0], r8
-    lea r8, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 192
-    movzx ecx, byte ptr [r15 + r8 + 640]
-    mov dword ptr [r15 + r8 + 704], 83
-    test dword ptr [r15 + 67117723], 67108864
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + r8 + 576]
-    mov dword ptr [r15 + r8 + 768], r8d
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 64], 106
-    and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 512]
-    mov byte ptr [r15 + r8 + 448], bpl
+    mov ebp, 239
+    mov dword ptr [r15 + r9 + 320], 82
+    movzx r9d, r8b
+    mov r8, rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c16:
-    lea rbp, [r11 + r11*8]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d830_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d830_j_t
+.Lc1_d830_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 16777280
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 1073745920
+    jnz 1f
+1:
+    movzx ecx, cl
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11*4]
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 320]
     lea r9, [r11 + r11*1]
     and r8, 192
-    movsxd rcx, dword ptr [r15 + r8 + 576]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3648], bpl
-    mov eax, ebp
+    mov byte ptr [r15 + r8 + 768], al
+    test dword ptr [r15 + 67117724], 33554436
+    jnz 1f
+1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 256], r8
-    mov eax, r9d
+    mov dword ptr [r15 + r9 + 448], r9d
+    mov qword ptr [r15 + r8 + 640], r9
+    mov ecx, edx
+    mov qword ptr [r15 + rbp + 384], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 704], 240
-    movsxd rax, dword ptr [r15 + r8 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + rbp + 3520], 220
-    mov dword ptr [r15 + rbp + 3456], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    movzx ecx, byte ptr [r15 + rbp + 3712]
-    mov qword ptr [r15 + rbp + 3584], rcx
-    mov edi, ecx
-    mov qword ptr [r15 + r8 + 768], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 3776], rdi
-    mov byte ptr [r15 + r9 + 192], r8b
-    mov qword ptr [r15 + rbp + 3840], rcx
-    vmovdqu ymmword ptr [r15 + rbp + 3904], ymm7
+    mov ecx, ecx
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + r9 + 512]
+    movzx ecx, byte ptr [r15 + r8 + 576]
+    vmovdqu ymmword ptr [r15 + r8 + 704], ymm14
     add r11, 64
     inc rbx
     dec r13
@@ -1012,66 +999,47 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 256
-    setz al
-    lea rcx, [rip + .Lc1_d887_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d887_s_t
-    .p2align 3
-.Lc1_d887_s:
-    .p2align 3
-    jmp .Lc1_d887_j
-    .p2align 3
-    jmp .Lc1_d887_j
-.Lc1_d887_j:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rax, r8
-    movzx eax, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 145
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 140
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    movzx ecx, r9b
+    test dword ptr [r15 + 67117723], 512
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r9d
-    movzx r8d, al
-    test dword ptr [r15 + 67117723], 268435472
-    jz 1f
-1:
-    mov r8, r8
-    mov r8d, r8d
-    mov r8d, 165
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1152
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov eax, dword ptr [r15 + 0]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
+    mov rcx, qword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 192
+    mov qword ptr [r15 + r8 + 704], rcx
     lea r9, [r11 + r11*1]
     and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 64]
-    mov ecx, dword ptr [r15 + r8 + 320]
+    mov qword ptr [r15 + rbp + 512], rcx
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], r9d
+    mov byte ptr [r15 + r8 + 768], cl
+    mov qword ptr [r15 + rbp + 448], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 256], r9
-    movzx r8d, byte ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + r9 + 192], eax
-    mov r9d, r8d
+    mov ebp, dword ptr [r15 + r8 + 576]
+    movzx ecx, byte ptr [r15 + r9 + 256]
+    mov r9d, dword ptr [r15 + r8 + 640]
+    movzx r8d, r9b
     add r11, 64
     inc rbx
     dec r13
@@ -1081,59 +1049,60 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 131072
+    test dword ptr [r15 + 67117723], 524288
     setz al
-    lea rcx, [rip + .Lc1_d945_s]
+    lea rcx, [rip + .Lc1_d920_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d945_s_t
+    jmp .Lc1_d920_s_t
     .p2align 3
-.Lc1_d945_s:
+.Lc1_d920_s:
     .p2align 3
-    jmp .Lc1_d945_j
+    jmp .Lc1_d920_j
     .p2align 3
-    jmp .Lc1_d945_j
-.Lc1_d945_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 570452496
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 189
-    mov dword ptr [r15 + rbp + 256], ecx
-    mov ebp, 135
+    jmp .Lc1_d920_j
+.Lc1_d920_j:
+    lea rbp, [r11 + r11*4]
+    lea r8, [r11 + r11*1]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3648], rbp
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], r9d
+    mov r9d, r8d
+    mov dword ptr [r15 + rbp + 3392], 67
+    mov byte ptr [r15 + rbp + 3520], cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, 198
-    mov ebp, ebp
-    lea rbp, [r11 + r11*2]
-    mov ecx, 4
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1408]
-    test dword ptr [r15 + 67117723], 32776
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    movzx ecx, r8b
-    movzx ecx, cl
-    and r8, 64
-    vmovdqu xmmword ptr [r15 + r8 + 192], xmm8
-    movzx ecx, r9b
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm7
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov r9d, 154
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, cl
-    mov dword ptr [r15 + rbp + 1472], eax
-    mov eax, 242
-    mov qword ptr [r15 + r8 + 256], rax
+    movzx r9d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + rbp + 3456]
+    test dword ptr [r15 + 67117723], 536875008
+    jz 1f
+1:
+    mov r9, r9
+    mov dword ptr [r15 + rbp + 3584], r9d
+    movzx r9d, byte ptr [r15 + r8 + 64]
+    mov r8, rax
+    lea r8, [r11 + r11*1]
+    mov rax, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + r8 + 384], 48
+    movzx r9d, al
+    movzx r8d, r9b
     add r11, 64
     inc rbx
     dec r13
@@ -1142,102 +1111,116 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r11*4]
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 576], dl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 187
+    mov eax, 49
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 39845888
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov eax, ebp
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], 214
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    xor dword ptr [r15 + rbp + 704], eax
-    lea r8, [r11 + r11*1]
-    mov eax, 43
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 47
-    test dword ptr [r15 + 67117724], 536903744
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb ecx, xmm14
+    mov ecx, r9d
+    test dword ptr [r15 + 67117724], 268435456
     jz 1f
 1:
+    mov ecx, 40
+    mov r9d, 195
+    movzx r9d, r9b
+    xchg r9, r9
     lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 640], r9b
-    vpor xmm7, xmm7, xmm7
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], 35
-    mov dword ptr [r15 + r8 + 192], 53
-    test ebx, 256
-    jnz 1f
-1:
-    mov eax, 147
-    mov eax, 217
-    movzx r8d, r8b
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 512], r8d
-    mov byte ptr [r15 + rbp + 768], r8b
-    mov r8d, 58
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], ebp
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 320]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], ecx
+    test dword ptr [r15 + 67117724], 16782336
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 384], ecx
+    mov byte ptr [r15 + r9 + 512], r8b
+    mov rax, qword ptr [r15 + rbp + 64]
+    mov ebp, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c20:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1041_j]
+    lea rcx, [rip + .Lc1_d1019_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1041_j_t
-.Lc1_d1041_j:
-    lea r8, [r11*8]
+    jmp .Lc1_d1019_j_t
+.Lc1_d1019_j:
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    mov rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
     mov eax, r8d
-    vpmovmskb eax, xmm7
-    lea r9, [r11 + r11*1]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 1088], ebp
-    and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
-    mov eax, ecx
     test ebx, 1073741824
     jz 1f
 1:
+    mov eax, edx
+    mov rdx, r8
+    movzx edx, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    mov rdx, rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov rax, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, r9
-    mov qword ptr [r15 + r8 + 960], r8
-    mov ecx, edi
-    mov ecx, ecx
-    lea rbp, [r11 + r11*2]
-    mov ecx, 137
-    test ebx, 256
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
+    movsxd rbp, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 1073741824
+    jnz 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    movzx ecx, al
-    mov dword ptr [r15 + rbp + 1472], 222
-    mov rcx, rdi
-    mov dword ptr [r15 + r8 + 896], ecx
-    test dword ptr [r15 + 67117724], 65536
-    jz 1f
+    movzx edx, sil
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], bpl
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], eax
+    mov edx, r8d
+    mov rsi, qword ptr [r15 + r8 + 64]
+    mov r8d, ecx
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rcx, qword ptr [r15 + r8 + 1024]
-    mov eax, dword ptr [r15 + rbp + 1408]
-    movzx ebp, byte ptr [r15 + r8 + 832]
-    mov byte ptr [r15 + r8 + 1152], bpl
-    mov dword ptr [r15 + r9 + 384], r8d
+    lea r8, [r11 + r11*1]
+    mov eax, 184
+    movzx eax, byte ptr [r15 + rbp + 64]
+    movzx esi, al
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], r9d
+    mov byte ptr [r15 + r8 + 384], r8b
     add r11, 64
     inc rbx
     dec r13
@@ -1246,49 +1229,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, rax
+    lea rcx, [rip + .Lc1_d1080_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1080_j_t
+.Lc1_d1080_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
-    mov eax, 251
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    vpcmpeqb xmm7, xmm7, xmm15
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov dword ptr [r15 + 0], 199
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 8
     jnz 1f
 1:
+    mov r9, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 61
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    test dword ptr [r15 + 67117724], 8
+    test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 214
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 704], 0
-    mov dword ptr [r15 + rbp + 576], ebp
+    mov byte ptr [r15 + 0], cl
+    mov r8d, 54
+    mov ecx, ebp
+    lea r8, [r11 + r11*1]
     lea r9, [r11 + r11*1]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 768], dil
+    imul rbp, qword ptr [r15 + 0]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 256], r8
     and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 192], ymm7
-    lea r8, [r11 + r11*1]
-    mov rax, qword ptr [r15 + rbp + 640]
-    mov ebp, 249
+    mov dword ptr [r15 + r9 + 448], ecx
+    vmovdqu ymmword ptr [r15 + r8 + 192], ymm14
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    movzx ebp, byte ptr [r15 + r8 + 64]
-    mov qword ptr [r15 + r9 + 256], rbp
-    mov qword ptr [r15 + r8 + 128], rbp
+    lea rbp, [r11 + r11*1]
+    mov rax, qword ptr [r15 + r9 + 512]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 251
+    movzx r9d, byte ptr [r15 + rbp + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -1297,49 +1285,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1136_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1136_j_t
-.Lc1_d1136_j:
-    mov dword ptr [r15 + 0], 211
-    movzx ecx, dl
+    lea r9, [r11 + r11*2]
+    and r9, 192
+    mov dword ptr [r15 + r9 + 576], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 1073742336
-    jnz 1f
+    mov rax, r9
+    mov eax, 40
+    mov eax, ebp
+    test dword ptr [r15 + 67117724], 268435456
+    jz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
+    movzx eax, dl
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
+    movzx eax, r9b
+    mov eax, 189
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
     lea r8, [r11 + r11*1]
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
-    mov ecx, 120
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 71
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    test ebx, 1152
-    jnz 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
-    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 256]
-    vmovdqu xmmword ptr [r15 + r8 + 64], xmm7
-    movzx edi, byte ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + rbp + 192], 48
+    movsxd rax, dword ptr [r15 + rbp + 384]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], 146
+    mov rcx, qword ptr [r15 + r8 + 384]
+    mov r8, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + r9 + 640]
+    mov r8, r9
+    mov dword ptr [r15 + r9 + 704], eax
+    mov qword ptr [r15 + rbp + 320], r8
     add r11, 64
     inc rbx
     dec r13
@@ -1348,45 +1335,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d1175_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1175_s_t
+    .p2align 3
+.Lc1_d1175_s:
+    .p2align 3
+    jmp .Lc1_d1175_j
+    .p2align 3
+    jmp .Lc1_d1175_j
+.Lc1_d1175_j:
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
     mov rax, rbp
+    mov dword ptr [r15 + 0], 30
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 570687488
+    test dword ptr [r15 + 67117723], 9502720
     jz 1f
 1:
+    mov eax, 90
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11*8]
-    nop
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1472]
-    mov byte ptr [r15 + rbp + 1664], cl
-    mov qword ptr [r15 + rbp + 1600], rax
+    mov byte ptr [r15 + 0], al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 31
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 1536], bpl
-    and r9, 64
-    mov qword ptr [r15 + r9 + 320], rdi
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 252
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + rbp + 1408]
-    mov dword ptr [r15 + r8 + 320], eax
-    mov dword ptr [r15 + rbp + 1344], 35
-    vmovdqu ymmword ptr [r15 + r9 + 384], ymm7
+    lea r8, [r11 + r11*1]
+    mov rax, r8
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], cl
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 128]
+    lea r9, [r11 + r11*1]
+    movzx edx, al
+    and r9, 64
+    mov byte ptr [r15 + r9 + 448], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add qword ptr [r15 + rbp + 320], r9
+    mov rbp, qword ptr [r15 + r8 + 64]
+    mov eax, 110
+    movzx eax, al
+    mov dword ptr [r15 + r9 + 512], 245
     add r11, 64
     inc rbx
     dec r13
@@ -1395,48 +1400,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1225_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1225_j_t
-.Lc1_d1225_j:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*2]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], al
-    mov rcx, rax
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3456], 83
-    movzx ecx, dil
-    test dword ptr [r15 + 67117723], 67108864
-    jnz 1f
-1:
+    mov r9, rax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 10678537
-    jnz 1f
-1:
-    mov rax, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test dword ptr [r15 + 67117723], 8388736
+    test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 176
-    mov qword ptr [r15 + r8 + 3392], rcx
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 192]
-    mov dword ptr [r15 + r9 + 256], 202
-    test dword ptr [r15 + 67117724], 67109376
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 34
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm14, xmm14, xmm2
+    test dword ptr [r15 + 67117724], 33619968
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + r8 + 3520]
-    mov r9d, ecx
-    movsxd r9, dword ptr [r15 + rbp + 448]
-    movzx r8d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 3
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 128]
+    lea rbp, [r11 + r11*1]
+    test dword ptr [r15 + 67117723], 167772160
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov eax, 73
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 256]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 384], bpl
+    mov qword ptr [r15 + r8 + 320], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r8
+    vmovdqu xmm14, xmmword ptr [r15 + r9 + 64]
+    movzx r8d, byte ptr [r15 + rbp + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -1445,49 +1452,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 64]
-    mov dword ptr [r15 + 0], 249
-    mov r9, rax
-    mov dword ptr [r15 + 0], 215
+    lea rcx, [rip + .Lc1_d1277_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1277_j_t
+.Lc1_d1277_j:
+    mov dword ptr [r15 + 0], 123
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], 50
+    mov dword ptr [r15 + 0], 174
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 640
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 46
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r9, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    movzx eax, cl
+    vpaddd xmm14, xmm14, xmm14
+    mov ecx, eax
+    mov dword ptr [r15 + 0], ecx
     test ebx, 1073741824
     jz 1f
 1:
-    lea r9, [r11 + r11*1]
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], r9d
-    mov rax, r9
+    vmovdqu ymmword ptr [r15 + 0], ymm14
     lea rbp, [r11 + r11*1]
-    test dword ptr [r15 + 67117724], 16384
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 10
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + rbp + 128], eax
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 64], ymm14
+    lea rbp, [r11 + r11*1]
+    test dword ptr [r15 + 67117723], 524288
     jz 1f
 1:
-    mov eax, eax
+    movzx ecx, cl
+    mov qword ptr [r15 + r8 + 128], rcx
     and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 64], ymm7
-    mov qword ptr [r15 + rbp + 128], r9
-    movsxd rbp, dword ptr [r15 + r8 + 128]
-    movsxd r8, dword ptr [r15 + r9 + 320]
+    mov ecx, dword ptr [r15 + rbp + 448]
+    mov qword ptr [r15 + rbp + 512], rcx
     add r11, 64
     inc rbx
     dec r13
@@ -1496,79 +1515,47 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d1316_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1316_s_t
-    .p2align 3
-.Lc1_d1316_s:
-    .p2align 3
-    jmp .Lc1_d1316_j
-    .p2align 3
-    jmp .Lc1_d1316_j
-    .p2align 3
-    jmp .Lc1_d1316_j
-    .p2align 3
-    jmp .Lc1_d1316_j
-    .p2align 3
-    jmp .Lc1_d1316_j
-    .p2align 3
-    jmp .Lc1_d1316_j
-    .p2align 3
-    jmp .Lc1_d1316_j
-    .p2align 3
-    jmp .Lc1_d1316_j
-.Lc1_d1316_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    movzx eax, cl
+    lea rbp, [r11 + r11*4]
+    mov eax, 211
     mov rax, rax
-    mov eax, 111
-    mov qword ptr [r15 + 0], rcx
-    mov byte ptr [r15 + 0], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov byte ptr [r15 + 0], al
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3520], 15
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 62
-    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 3584], 120
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], ebp
-    mov eax, 23
-    mov rax, r8
-    test dword ptr [r15 + 67117723], 67633152
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    test dword ptr [r15 + 67117723], 4
     jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 448], rax
-    mov eax, ecx
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rax, rcx
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], bpl
-    mov eax, ebp
-    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 3456], r9d
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 192], r9b
+    lea r8, [r11 + r11*1]
+    mov eax, r8d
     and r8, 64
-    mov eax, dword ptr [r15 + r8 + 448]
-    mov rcx, qword ptr [r15 + rbp + 64]
-    mov ebp, 193
-    mov byte ptr [r15 + r8 + 512], bpl
+    movzx eax, byte ptr [r15 + r8 + 384]
+    test dword ptr [r15 + 67117724], 536875008
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 256], ebp
+    mov qword ptr [r15 + r8 + 320], rax
+    movzx r8d, al
+    vmovdqu ymmword ptr [r15 + rbp + 3648], ymm14
     add r11, 64
     inc rbx
     dec r13
@@ -1577,10 +1564,19 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1381_j]
+    lea rcx, [rip + .Lc1_d1377_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1381_j_t
-.Lc1_d1381_j:
+    jmp .Lc1_d1377_j_t
+.Lc1_d1377_j:
+    lea r8, [r11*4]
+    and r8, 192
+    mov rcx, qword ptr [r15 + r8 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 2
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
@@ -1588,42 +1584,28 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, al
-    mov ecx, esi
     mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 134218256
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], rbp
+    mov dword ptr [r15 + r8 + 576], 177
+    test dword ptr [r15 + 67117723], 67108864
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 189
-    lea rbp, [r11*4]
-    mov ecx, 188
-    test ebx, 256
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    movsxd rax, dword ptr [r15 + r9 + 1408]
+    movzx r9d, r8b
+    mov dword ptr [r15 + r8 + 768], r9d
+    test dword ptr [r15 + 67117724], 16777226
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 1024], rax
-    vpaddd xmm7, xmm7, xmm7
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 512], ymm7
-    mov rcx, rcx
-    test dword ptr [r15 + 67117723], 524296
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + rbp + 896]
-    mov qword ptr [r15 + r8 + 448], r9
-    mov r8, qword ptr [r15 + rbp + 832]
-    mov r9, r11
-    mov eax, 99
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, edi
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 85
-    mov dword ptr [r15 + rbp + 960], 21
+    mov rcx, r9
+    movzx ecx, cl
+    mov byte ptr [r15 + r8 + 640], cl
+    mov qword ptr [r15 + rbp + 256], rcx
     add r11, 64
     inc rbx
     dec r13
@@ -1632,49 +1614,81 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 100
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 210
-    vpshufd xmm7, xmm7, 22
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 33554432
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d1422_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1422_s_t
+    .p2align 3
+.Lc1_d1422_s:
+    .p2align 3
+    jmp .Lc1_d1422_j
+    .p2align 3
+    jmp .Lc1_d1422_j
+    .p2align 3
+    jmp .Lc1_d1422_j
+    .p2align 3
+    jmp .Lc1_d1422_j
+    .p2align 3
+    jmp .Lc1_d1422_j
+    .p2align 3
+    jmp .Lc1_d1422_j
+    .p2align 3
+    jmp .Lc1_d1422_j
+    .p2align 3
+    jmp .Lc1_d1422_j
+.Lc1_d1422_j:
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
     and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 320]
-    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 448], rax
+    vpaddd xmm14, xmm14, xmm14
     and r9, 64
-    mov byte ptr [r15 + r9 + 64], r9b
+    movsxd rax, dword ptr [r15 + r9 + 256]
+    movzx ecx, cl
+    test ebx, 384
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 179
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    movzx eax, cl
+    mov eax, 206
+    mov eax, eax
+    mov ecx, 201
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov ecx, 120
+    mov rcx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    xor dword ptr [r15 + 0], r8d
     and r8, 64
-    inc dword ptr [r15 + r8 + 192]
-    mov byte ptr [r15 + r9 + 128], al
-    movzx r9d, r8b
-    vmovq xmm7, rdi
-    mov qword ptr [r15 + r8 + 256], r9
-    test ebx, 1073741824
+    movzx ecx, byte ptr [r15 + r8 + 64]
+    movzx eax, cl
+    test dword ptr [r15 + 67117723], 33587200
     jz 1f
 1:
-    mov r8, r9
-    movzx r8d, bpl
-    mov r8d, dword ptr [r15 + rbp + 384]
-    mov r9d, r8d
-    mov r8d, 113
+    mov ecx, ecx
+    movsxd rcx, dword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + r9 + 192], 68
+    mov r8, qword ptr [r15 + rbp + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -1683,114 +1697,107 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 128
-    setz al
-    lea rcx, [rip + .Lc1_d1476_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1476_s_t
-    .p2align 3
-.Lc1_d1476_s:
-    .p2align 3
-    jmp .Lc1_d1476_j
-    .p2align 3
-    jmp .Lc1_d1476_j
-.Lc1_d1476_j:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    movzx ecx, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    mov dword ptr [r15 + 0], 247
+    mov r8, qword ptr [r15 + 0]
+    mov eax, r8d
+    movzx r9d, al
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 113
-    mov ecx, 29
-    movzx ecx, cl
+    movsxd r8, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov ecx, 73
-    test dword ptr [r15 + 67117724], 16793600
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov eax, 254
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 184
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], r8d
+    lea rbp, [r11 + r11*1]
+    mov eax, ebp
     lea r9, [r11 + r11*1]
     and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 128]
+    mov rax, qword ptr [r15 + rbp + 448]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 316411976
+    jnz 1f
+1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 448], 219
-    mov byte ptr [r15 + r9 + 512], r9b
-    movzx r9d, byte ptr [r15 + r8 + 320]
-    mov dword ptr [r15 + rbp + 64], r9d
+    mov dword ptr [r15 + r9 + 64], 24
+    mov byte ptr [r15 + r9 + 128], r9b
+    mov dword ptr [r15 + rbp + 512], 210
+    mov dword ptr [r15 + r8 + 192], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c30:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r11*4]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 704], 186
-    movzx eax, bpl
+    lea rcx, [rip + .Lc1_d1532_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1532_j_t
+.Lc1_d1532_j:
+    lea r9, [r11*4]
+    and r9, 192
+    mov dword ptr [r15 + r9 + 640], 221
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 210
-    mov eax, 100
-    mov eax, 144
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 32770
-    jz 1f
-1:
-    mov edi, eax
-    mov edi, edi
-    mov edi, 104
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 251
+    mov rcx, qword ptr [r15 + 0]
+    mov ebp, 182
+    movzx ebp, bpl
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + rbp + 768]
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 128], r9b
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 180
-    mov qword ptr [r15 + r8 + 64], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 99
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 640], edx
-    mov qword ptr [r15 + rbp + 576], r9
-    mov dword ptr [r15 + r9 + 448], 67
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 191
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 79
+    and rbp, 64
+    mov r8, qword ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + r9 + 704], 152
+    mov rcx, qword ptr [r15 + rbp + 64]
+    mov qword ptr [r15 + r9 + 576], rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov ecx, ecx
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 512]
+    movzx esi, byte ptr [r15 + r9 + 768]
+    mov dword ptr [r15 + rbp + 448], 136
     add r11, 64
     inc rbx
     dec r13
@@ -1799,97 +1806,117 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1576_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1576_j_t
-.Lc1_d1576_j:
-    lea r8, [r11*4]
-    mov ecx, 145
-    and r8, 8128
-    or qword ptr [r15 + r8 + 7616], 13
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 109
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 251
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 96
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 54
-    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 65536
-    jz 1f
-1:
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 384]
-    mov rax, qword ptr [r15 + r8 + 7552]
-    mov edi, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + r9 + 320], 237
-    lea r9, [r11 + r11*1]
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], bpl
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 134
+    mov dword ptr [r15 + rbp + 64], r8d
+    test ebx, 256
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + r8 + 7808]
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 7616], al
+    movzx eax, r9b
     and r9, 64
-    mov dword ptr [r15 + r9 + 192], 218
-    mov eax, dword ptr [r15 + r9 + 256]
-    mov r9, rax
-    vmovdqu ymmword ptr [r15 + r8 + 7680], ymm7
+    mov dword ptr [r15 + r9 + 256], 107
+    mov eax, dword ptr [r15 + r8 + 7744]
+    test dword ptr [r15 + 67117723], 4194306
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + r8 + 7680]
+    mov byte ptr [r15 + r9 + 192], al
+    mov dword ptr [r15 + r8 + 7552], eax
+    mov eax, edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c32:
-    lea r9, [r11*8]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3584], 247
-    lea r8, [r11 + r11*1]
-    mov eax, esi
-    mov byte ptr [r15 + r9 + 3776], al
-    mov eax, 182
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 118
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r9 + 3648], r9
-    mov eax, dword ptr [r15 + r9 + 3520]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + r9 + 3840], xmm7
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32
+    setz al
+    lea rcx, [rip + .Lc1_d1628_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1628_s_t
+    .p2align 3
+.Lc1_d1628_s:
+    .p2align 3
+    jmp .Lc1_d1628_j
+    .p2align 3
+    jmp .Lc1_d1628_j
+.Lc1_d1628_j:
     lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + r9 + 3712]
-    mov rdi, rax
+    movzx ecx, al
+    mov eax, edx
     and rbp, 64
-    mov dword ptr [r15 + rbp + 448], 68
-    vmovdqu ymmword ptr [r15 + r9 + 3456], ymm7
-    mov qword ptr [r15 + r9 + 3392], rdi
+    mov dword ptr [r15 + rbp + 192], 188
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    movzx ecx, al
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov byte ptr [r15 + rbp + 512], al
-    movzx ebp, bpl
-    mov dword ptr [r15 + r8 + 192], 164
-    mov rbp, rbp
+    mov eax, 158
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 172
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovq qword ptr [r15 + 0], xmm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 32
+    test ebx, 256
+    jz 1f
+1:
+    vpaddd xmm14, xmm14, xmm14
+    lea r8, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    and r8, 192
+    mov ecx, dword ptr [r15 + r8 + 576]
+    mov dword ptr [r15 + r8 + 640], 254
+    test ebx, 98048
+    jz 1f
+1:
+    mov qword ptr [r15 + r8 + 704], rax
+    mov qword ptr [r15 + rbp + 256], rcx
+    lea rbp, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + r8 + 768]
+    and rbp, 64
+    movzx r8d, byte ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + rbp + 384], 181
     add r11, 64
     inc rbx
     dec r13
@@ -1898,108 +1925,110 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d1664_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1664_s_t
-    .p2align 3
-.Lc1_d1664_s:
-    .p2align 3
-    jmp .Lc1_d1664_j
-    .p2align 3
-    jmp .Lc1_d1664_j
-.Lc1_d1664_j:
-    lea r8, [r11*8]
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7808]
-    mov eax, ecx
-    movsxd rcx, dword ptr [r15 + r8 + 7936]
-    mov ebp, 247
+    lea rcx, [rip + .Lc1_d1686_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1686_j_t
+.Lc1_d1686_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 33554432
-    jz 1f
-1:
+    vpaddd xmm14, xmm14, xmm14
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 7872], ymm7
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 7744], 4
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], 183
-    mov dword ptr [r15 + r8 + 7552], 2
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ebp
-    movsxd rsi, dword ptr [r15 + rbp + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm14, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + r8 + 7488], rax
-    mov ebp, 2
-    mov dword ptr [r15 + r8 + 7616], ebp
-    mov rbp, qword ptr [r15 + r8 + 7680]
-    movzx r8d, byte ptr [r15 + r9 + 192]
+    jmp 1f
+1:
+    mov rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*2]
+    mov esi, r9d
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 896]
+    test dword ptr [r15 + 67117723], 2162688
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 960], ecx
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + rbp + 128]
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + r8 + 384]
+    movsxd r8, dword ptr [r15 + rbp + 64]
+    mov qword ptr [r15 + r9 + 832], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c34:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    nop
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 205
+    mov r8d, 51
     test ebx, 1073741824
     jz 1f
 1:
+    mov dword ptr [r15 + 0], 218
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 8388608
-    jnz 1f
-1:
+    mov r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 206
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    jmp 1f
-1:
-    test ebx, 261760
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 1280
     jz 1f
 1:
-    mov eax, 87
-    and rbp, 1984
+    movzx ebp, byte ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 1536], r8d
+    mov byte ptr [r15 + rbp + 448], cl
     and r8, 64
-    mov dword ptr [r15 + r8 + 512], edi
-    test dword ptr [r15 + 67117723], 8208
-    jz 1f
-1:
-    mov eax, ebp
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 448], rbp
-    movzx r8d, byte ptr [r15 + rbp + 1408]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 136
-    test ebx, 1073741824
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + r8 + 64]
+    mov ecx, r8d
+    mov dword ptr [r15 + r8 + 128], 17
+    test ebx, 384
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + rbp + 1472], ymm7
-    mov byte ptr [r15 + rbp + 1344], r8b
-    mov qword ptr [r15 + r9 + 320], r9
+    lea r8, [r11 + r11*1]
+    mov ecx, r8d
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], 181
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + r8 + 192]
+    mov r8d, ebp
+    mov dword ptr [r15 + rbp + 512], r8d
     add r11, 64
     inc rbx
     dec r13
@@ -2008,62 +2037,80 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1757_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1757_j_t
-.Lc1_d1757_j:
-    mov ecx, ecx
-    mov ecx, r9d
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d1784_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1784_s_t
+    .p2align 3
+.Lc1_d1784_s:
+    .p2align 3
+    jmp .Lc1_d1784_j
+    .p2align 3
+    jmp .Lc1_d1784_j
+.Lc1_d1784_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    jmp 1f
-1:
+    movzx eax, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    vpcmpeqb xmm14, xmm14, xmm12
+    movzx ecx, al
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
     mov ecx, eax
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdx
-    test dword ptr [r15 + 67117723], 131616
+    mov byte ptr [r15 + 0], cl
+    mov rcx, rbp
+    mov ecx, 23
+    test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 16809984
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*2]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 192
-    vmovdqu xmmword ptr [r15 + rbp + 704], xmm7
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 128]
-    movzx ecx, byte ptr [r15 + rbp + 640]
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, dword ptr [r15 + 0]
+    movzx eax, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + r8 + 64]
-    mov r8d, 187
-    mov rax, rbp
-    mov r8, qword ptr [r15 + rbp + 576]
-    mov ebp, r8d
-    test dword ptr [r15 + 67117724], 8704
+    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1664
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, eax
+    mov ecx, eax
+    movzx ecx, al
+    mov ecx, ecx
+    lea rbp, [r11 + r11*1]
+    test ebx, 1664
+    jz 1f
+1:
+    mov rcx, rcx
+    mov ecx, eax
+    and rbp, 64
+    movsxd rcx, dword ptr [r15 + rbp + 448]
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], ebp
+    test dword ptr [r15 + 67117723], 268435456
     jnz 1f
 1:
-    mov r8d, 51
-    mov rbp, r11
-    mov r8, rbp
-    and rbp, 448
-    vmovq qword ptr [r15 + rbp + 832], xmm7
-    movzx ebp, cl
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
+    mov rcx, qword ptr [r15 + r9 + 64]
+    mov r9, qword ptr [r15 + rbp + 512]
+    movsxd rbp, dword ptr [r15 + r8 + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -2072,54 +2119,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1812_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1812_j_t
-.Lc1_d1812_j:
     lea rbp, [r11 + r11*1]
     and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    test dword ptr [r15 + 67117724], 131072
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 128], r9d
+    lea r9, [r11 + r11*1]
+    mov r8d, ecx
+    and r9, 64
+    mov byte ptr [r15 + r9 + 256], cl
     jmp 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
-    lea r9, [r11 + r11*2]
-    mov rax, r9
-    test dword ptr [r15 + 67117724], 1082130432
-    jnz 1f
-1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r8
-    movzx eax, al
-    mov byte ptr [r15 + r9 + 7616], r8b
-    mov eax, dword ptr [r15 + r9 + 7552]
-    vpshufd xmm7, xmm7, 144
+    mov rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + r8 + 128]
-    mov eax, dword ptr [r15 + rbp + 192]
-    mov r8, rax
-    mov r8d, r8d
-    mov r8d, 105
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 242
+    movzx esi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 268435456
+    jz 1f
+1:
+    mov eax, 35
+    mov eax, 45
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 256
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 37
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 192], rax
+    and r8, 64
+    mov qword ptr [r15 + r8 + 512], r8
+    vmovdqu ymmword ptr [r15 + rbp + 64], ymm14
+    mov byte ptr [r15 + r8 + 448], bpl
     add r11, 64
     inc rbx
     dec r13
@@ -2128,54 +2175,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, edi
-    vmovq qword ptr [r15 + 0], xmm7
+    lea rcx, [rip + .Lc1_d1900_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1900_j_t
+.Lc1_d1900_j:
+    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 536870912
-    jnz 1f
-1:
-    mov eax, r9d
-    movzx eax, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117723], 512
     jz 1f
 1:
+    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
     and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 64]
-    vpmovmskb r9d, xmm7
-    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 320], eax
+    jmp 1f
+1:
+    and rbp, 64
+    lea r9, [r11 + r11*4]
+    movsxd rax, dword ptr [r15 + rbp + 64]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 6
+    mov ecx, 122
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 256]
-    mov rdi, r8
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 192], ebp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
-    test dword ptr [r15 + 67117723], 1
+    movzx eax, byte ptr [r15 + r9 + 1536]
+    mov ecx, ebp
+    mov rcx, qword ptr [r15 + r9 + 1408]
+    vmovdqu ymmword ptr [r15 + rbp + 128], ymm14
+    mov byte ptr [r15 + r8 + 384], cl
+    test dword ptr [r15 + 67117724], 4202496
     jz 1f
 1:
-    mov r9d, r8d
-    mov dword ptr [r15 + r8 + 128], r9d
-    mov r9d, 101
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm7
+    jmp 1f
+1:
+    mov rcx, rax
+    mov qword ptr [r15 + r9 + 1472], rcx
+    mov rcx, rcx
+    mov ecx, dword ptr [r15 + r9 + 1600]
     add r11, 64
     inc rbx
     dec r13
@@ -2184,130 +2232,117 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 67108864
-    setz al
-    lea rcx, [rip + .Lc1_d1910_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1910_s_t
-    .p2align 3
-.Lc1_d1910_s:
-    .p2align 3
-    jmp .Lc1_d1910_j
-    .p2align 3
-    jmp .Lc1_d1910_j
-.Lc1_d1910_j:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov eax, r8d
-    mov eax, dword ptr [r15 + 0]
-    movzx r8d, sil
+    lea rcx, [rip + .Lc1_d1950_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1950_j_t
+.Lc1_d1950_j:
+    mov rax, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, dil
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 62
+    vpor xmm14, xmm14, xmm14
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 110
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov rax, r8
-    mov rsi, rax
-    mov edi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 192
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
+    test dword ptr [r15 + 67117724], 256
+    jz 1f
+1:
+    vpcmpeqb xmm14, xmm14, xmm0
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 7
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + 0]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 51
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 64], al
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 192], 38
     lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], eax
-    mov byte ptr [r15 + r8 + 256], bpl
+    mov dword ptr [r15 + rbp + 128], r9d
     and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
-    movzx esi, byte ptr [r15 + rbp + 448]
-    movsxd rbp, dword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + r9 + 256], r9d
+    mov byte ptr [r15 + r9 + 192], r8b
+    movsxd r9, dword ptr [r15 + r8 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c39:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     lea rbp, [r11 + r11*1]
+    lea r8, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r9
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15744], 168
     and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 101
-    jmp 1f
+    mov byte ptr [r15 + rbp + 256], bpl
+    test ebx, 256
+    jnz 1f
 1:
-    mov r9d, ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + rbp + 192], ymm14
+    mov dword ptr [r15 + r9 + 64], r9d
+    mov ebp, eax
+    movzx ebp, al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm7, xmm7, xmm7
-    lea r9, [r11 + r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 16320
-    vmovdqu ymmword ptr [r15 + r9 + 15808], ymm7
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], r8d
-    mov rsi, qword ptr [r15 + r9 + 16064]
-    jmp 1f
-1:
-    test ebx, 512
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 320], esi
-    movsxd rcx, dword ptr [r15 + r9 + 15872]
-    mov rsi, r9
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 64], esi
-    mov rsi, r8
-    mov qword ptr [r15 + r9 + 15936], rax
-    mov esi, esi
+    mov ebp, ecx
+    mov ebp, 100
+    mov qword ptr [r15 + r8 + 16000], rcx
+    movzx r9d, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 15680], rsi
-    movzx esi, sil
-    inc dword ptr [r15 + r9 + 16128]
-    mov esi, 16
-    test ebx, 1073741824
+    mov dword ptr [r15 + r8 + 15936], r8d
+    mov qword ptr [r15 + r8 + 15680], r9
+    lock or dword ptr [r15 + r8 + 16064], 68
+    movzx ebp, r9b
+    test dword ptr [r15 + 67117723], 100663296
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 16192], dil
-    mov dword ptr [r15 + r9 + 15744], 209
-    mov dword ptr [r15 + r9 + 16000], esi
-    mov esi, r9d
+    movsxd r9, dword ptr [r15 + r8 + 15872]
+    jmp 1f
+1:
+    vpcmpeqb xmm14, xmm14, xmm4
+    mov dword ptr [r15 + r8 + 15808], 89
     add r11, 64
     inc rbx
     dec r13
@@ -2316,55 +2351,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2021_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2021_j_t
-.Lc1_d2021_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 524288
+    setz al
+    lea rcx, [rip + .Lc1_d2052_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2052_s_t
+    .p2align 3
+.Lc1_d2052_s:
+    .p2align 3
+    jmp .Lc1_d2052_j
+    .p2align 3
+    jmp .Lc1_d2052_j
+.Lc1_d2052_j:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], rax
+    mov eax, 67
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 384], ymm14
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
     test ebx, 1073741824
     jz 1f
+1:
+    mov eax, 211
+    nop
+    jmp 1f
+1:
+    jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1408], ebp
-    lea r8, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + rbp + 1664]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], r8b
-    test dword ptr [r15 + 67117723], 524290
-    jnz 1f
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov dword ptr [r15 + rbp + 1600], 165
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
+    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 134217728
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 320]
+    mov rcx, rax
     lea r9, [r11 + r11*1]
-    movzx ecx, r9b
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + rbp + 1472], ecx
-    mov ecx, 121
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r8 + 128]
-    mov qword ptr [r15 + r9 + 384], rcx
-    mov rcx, r8
-    movzx ecx, byte ptr [r15 + rbp + 1536]
-    mov r8, rcx
-    test ebx, 2304
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 1344], r9
     jmp 1f
 1:
-    mov r8d, r9d
-    mov r9d, 165
-    mov r9d, ebp
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], r9b
+    test dword ptr [r15 + 67117723], 8388625
+    jz 1f
+1:
+    mov eax, 236
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + rbp + 384]
+    movzx ebp, al
+    mov byte ptr [r15 + r9 + 64], bpl
     add r11, 64
     inc rbx
     dec r13
@@ -2373,97 +2424,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d2071_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2071_s_t
-    .p2align 3
-.Lc1_d2071_s:
-    .p2align 3
-    jmp .Lc1_d2071_j
-    .p2align 3
-    jmp .Lc1_d2071_j
-    .p2align 3
-    jmp .Lc1_d2071_j
-    .p2align 3
-    jmp .Lc1_d2071_j
-    .p2align 3
-    jmp .Lc1_d2071_j
-    .p2align 3
-    jmp .Lc1_d2071_j
-    .p2align 3
-    jmp .Lc1_d2071_j
-    .p2align 3
-    jmp .Lc1_d2071_j
-    .p2align 3
-    jmp .Lc1_d2071_j
-    .p2align 3
-    jmp .Lc1_d2071_j
-    .p2align 3
-    jmp .Lc1_d2071_j
-    .p2align 3
-    jmp .Lc1_d2071_j
-    .p2align 3
-    jmp .Lc1_d2071_j
-    .p2align 3
-    jmp .Lc1_d2071_j
-    .p2align 3
-    jmp .Lc1_d2071_j
-    .p2align 3
-    jmp .Lc1_d2071_j
-.Lc1_d2071_j:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 335544448
-    jz 1f
-1:
-    mov ecx, ecx
-    movzx eax, al
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], rbp
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    mov rax, r9
+    mov dword ptr [r15 + 0], 6
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 8396800
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, eax
+    test dword ptr [r15 + 67117724], 524544
+    jnz 1f
+1:
     movzx eax, al
-    lea r9, [r11 + r11*1]
-    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 139
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], r9d
+    mov eax, eax
     test ebx, 1073741824
     jz 1f
+1:
+    mov dword ptr [r15 + rbp + 128], 65
+    jmp 1f
 1:
     mov rax, rax
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], ecx
-    mov ebp, 24
-    mov eax, 136
-    lea rbp, [r11*4]
+    mov dword ptr [r15 + r8 + 512], 230
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov rcx, qword ptr [r15 + rbp + 7552]
-    mov dword ptr [r15 + r9 + 128], r9d
-    vpor xmm7, xmm7, xmm7
-    mov qword ptr [r15 + rbp + 7616], rcx
-    test ebx, 1073741824
-    jz 1f
+    mov byte ptr [r15 + r9 + 256], r8b
+    mov r8d, 228
+    jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 7680], 173
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + r9 + 448], esi
-    mov r9, rcx
     add r11, 64
     inc rbx
     dec r13
@@ -2472,55 +2486,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 107
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    lea rcx, [rip + .Lc1_d2160_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2160_j_t
+.Lc1_d2160_j:
+    lea r8, [r11 + r11*4]
+    mov rcx, r8
+    movzx ecx, sil
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1472], al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 95
-    mov eax, eax
+    mov rcx, r8
     test ebx, 1073741824
     jz 1f
 1:
+    mov ecx, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r9
-    mov r9d, 168
-    test ebx, 1073741824
-    jnz 1f
+    movzx ecx, r8b
+    .byte 0x0f, 0x1f, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 128
+    jz 1f
 1:
+    movzx ecx, bpl
+    mov ecx, r8d
+    movzx ecx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test dword ptr [r15 + 67117724], 1024
+    mov dword ptr [r15 + r8 + 1600], 132
+    test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], al
-    and r9, 64
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 320], r8b
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], 51
-    test ebx, 256
-    jz 1f
+    lea rbp, [r11 + r11*1]
+    jmp 1f
 1:
-    mov eax, dword ptr [r15 + rbp + 320]
-    movsxd rbp, dword ptr [r15 + r9 + 384]
-    mov qword ptr [r15 + r8 + 128], rbp
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 320], cl
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + r8 + 1536]
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, r9d
+    mov ecx, dword ptr [r15 + r9 + 128]
+    mov qword ptr [r15 + r8 + 1344], rcx
+    mov dword ptr [r15 + rbp + 384], 165
+    vmovdqu ymmword ptr [r15 + r8 + 1408], ymm14
     add r11, 64
     inc rbx
     dec r13
@@ -2529,113 +2546,112 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2192_j]
+    lea rcx, [rip + .Lc1_d2212_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2192_j_t
-.Lc1_d2192_j:
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d2212_j_t
+.Lc1_d2212_j:
+    mov ecx, r8d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 71303168
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    test dword ptr [r15 + 67117723], 33554440
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
+    mov rcx, r8
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, al
+    lea rbp, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 64]
+    mov ecx, ebp
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7552], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    .byte 0x66, 0x90
-    and r8, 64
-    mov byte ptr [r15 + r8 + 448], bpl
-    movzx eax, r8b
-    mov qword ptr [r15 + rbp + 128], rax
-    mov eax, eax
+    mov ecx, r8d
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov dword ptr [r15 + rbp + 7616], 31
+    mov qword ptr [r15 + rbp + 7680], rbp
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
     and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 384]
-    mov rcx, qword ptr [r15 + rbp + 320]
-    mov dword ptr [r15 + r8 + 512], 6
-    mov ebp, 53
+    lea r9, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + rbp + 384]
+    and r9, 64
+    mov r8d, dword ptr [r15 + r9 + 512]
+    movzx eax, byte ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + r9 + 448], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, eax
     jmp 1f
 1:
+    mov rax, rsi
+    movzx eax, al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c44:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 247
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 218
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    vpaddd xmm7, xmm7, xmm7
-    movsxd r8, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 4
-    jz 1f
-1:
+    lea r9, [r11 + r11*8]
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3904]
     lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 192]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 512], r8
+    mov byte ptr [r15 + r9 + 3712], r8b
     and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 128]
+    vmovdqu ymmword ptr [r15 + r8 + 256], ymm14
+    mov ebp, eax
+    mov rbp, rbp
+    movsxd rbp, dword ptr [r15 + r9 + 3776]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rax
-    mov eax, 102
-    mov eax, 211
-    mov dword ptr [r15 + rbp + 256], 114
+    mov byte ptr [r15 + r9 + 3520], bpl
+    vmovdqu ymmword ptr [r15 + r9 + 3648], ymm14
+    mov ebp, ecx
+    mov rbp, qword ptr [r15 + r9 + 3840]
+    mov rcx, r9
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + r9 + 448], bpl
-    mov ebp, 113
-    mov ebp, ebp
-    mov dword ptr [r15 + r8 + 64], 246
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 192], 218
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + r9 + 3456]
+    test ebx, 256
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 3392], ecx
+    jmp 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], 110
+    movsxd rcx, dword ptr [r15 + r9 + 3584]
+    movsxd r9, dword ptr [r15 + rbp + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -2644,124 +2660,126 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2291_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2291_j_t
-.Lc1_d2291_j:
-    movzx eax, cl
-    mov ecx, 8
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov ecx, 140
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], bpl
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 192]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 64
+    setz al
+    lea rcx, [rip + .Lc1_d2310_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2310_s_t
+    .p2align 3
+.Lc1_d2310_s:
+    .p2align 3
+    jmp .Lc1_d2310_j
+    .p2align 3
+    jmp .Lc1_d2310_j
+.Lc1_d2310_j:
+    lea r9, [r11 + r11*1]
+    movzx ecx, r8b
+    and r9, 64
+    mov byte ptr [r15 + r9 + 64], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    jmp 1f
-1:
+    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 134217856
+    mov dword ptr [r15 + r9 + 128], 164
+    lea r9, [r11 + r11*4]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 384], rcx
+    test dword ptr [r15 + 67117724], 1073741824
     jz 1f
 1:
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    vpxor xmm7, xmm7, xmm5
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1472], r9d
     jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + r9 + 1408], rcx
+    test dword ptr [r15 + 67117724], 272629760
+    jnz 1f
 1:
     mov rcx, rcx
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov ecx, dword ptr [r15 + r8 + 256]
-    mov r9d, 164
+    vpmovmskb ecx, xmm14
+    mov dword ptr [r15 + r9 + 1536], r9d
+    mov dword ptr [r15 + r9 + 1600], 224
+    movzx r9d, r9b
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 128], rbp
-    movzx ecx, r9b
-    lea r9, [r11 + r11*1]
+    mov ecx, 65
+    movzx r8d, byte ptr [r15 + rbp + 320]
     mov rcx, r9
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 320]
-    mov ebp, dword ptr [r15 + r9 + 384]
+    movzx r9d, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c46:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32
-    setz al
-    lea rcx, [rip + .Lc1_d2344_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2344_s_t
-    .p2align 3
-.Lc1_d2344_s:
-    .p2align 3
-    jmp .Lc1_d2344_j
-    .p2align 3
-    jmp .Lc1_d2344_j
-.Lc1_d2344_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 448], al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 16777218
-    jnz 1f
+    test ebx, 3200
+    jz 1f
 1:
+    movzx r9d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 227
+    movzx ecx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, eax
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, r9b
+    mov r9d, dword ptr [r15 + 0]
+    mov ecx, r9d
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], 65
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov ecx, r9d
     lea r9, [r11 + r11*1]
-    mov eax, dword ptr [r15 + rbp + 512]
-    test dword ptr [r15 + 67117723], 3149824
-    jz 1f
-1:
-    mov ebp, eax
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], al
     lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], ebp
+    and r9, 64
+    mov byte ptr [r15 + r9 + 512], cl
+    mov dword ptr [r15 + rbp + 128], 139
     jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 448], r9d
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
 1:
     jmp 1f
 1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 203
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + r9 + 384]
-    mov r9d, 57
-    movzx r9d, r8b
-    mov dword ptr [r15 + rbp + 128], 31
+    movsxd rcx, dword ptr [r15 + rbp + 384]
+    movzx r9d, cl
+    movsxd r9, dword ptr [r15 + rbp + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -2770,107 +2788,117 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d2417_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2417_j_t
+.Lc1_d2417_j:
+    lea rbp, [r11*8]
+    lea r9, [r11 + r11*1]
+    and rbp, 448
+    vmovdqu xmm14, xmmword ptr [r15 + rbp + 1024]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 192], rax
+    mov ecx, 98
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 10
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    lea r8, [r11 + r11*1]
+    test dword ptr [r15 + 67117723], 536870928
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], rcx
+    mov qword ptr [r15 + r8 + 320], r8
+    mov dword ptr [r15 + rbp + 1088], ebp
+    mov dword ptr [r15 + rbp + 1152], 238
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 162
-    lea rbp, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1536]
-    mov qword ptr [r15 + rbp + 1408], rax
-    lea r9, [r11 + r11*1]
-    mov eax, r9d
-    test dword ptr [r15 + 67117724], 33557673
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
+    movsxd r8, dword ptr [r15 + r9 + 256]
+    mov ecx, r8d
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    movzx r9d, cl
     jmp 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], 236
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], ebp
-    mov rax, qword ptr [r15 + rbp + 1600]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + r8 + 320], rbp
-    mov r8d, r9d
-    mov r8, qword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + r9 + 256], r9
-    test ebx, 1073741824
-    jz 1f
+    mov qword ptr [r15 + rbp + 960], r9
+    mov r9, qword ptr [r15 + rbp + 896]
+    jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 1664], r8
-    mov dword ptr [r15 + rbp + 1472], r8d
-    mov r8d, r8d
+    movzx ecx, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c48:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2442_j]
+    lea rcx, [rip + .Lc1_d2463_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2442_j_t
-.Lc1_d2442_j:
+    jmp .Lc1_d2463_j_t
+.Lc1_d2463_j:
+    lea r9, [r11 + r11*1]
     lea r8, [r11 + r11*1]
+    and r9, 64
+    vmovdqu xmmword ptr [r15 + r9 + 128], xmm14
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 150
+    mov ecx, ecx
+    mov ecx, ecx
+    mov ecx, 94
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rcx
+    mov rcx, r8
     jmp 1f
 1:
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov ebp, 56
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov ebp, 220
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    mov ecx, 243
-    test dword ptr [r15 + 67117724], 33555488
-    jz 1f
-1:
-    mov ecx, ebp
-    mov rcx, r9
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 139
-    test dword ptr [r15 + 67117723], 536870912
+    mov dword ptr [r15 + 0], 127
+    mov ebp, r9d
+    test ebx, 1073741824
     jnz 1f
 1:
+    movzx ebp, byte ptr [r15 + 0]
+    mov ecx, r9d
+    mov dword ptr [r15 + 0], 153
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     lea rbp, [r11 + r11*1]
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], cl
-    lea r9, [r11 + r11*1]
-    test dword ptr [r15 + 67117724], 1073741824
-    jz 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov ecx, dword ptr [r15 + r8 + 448]
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 192]
-    mov qword ptr [r15 + rbp + 128], rax
-    mov rax, qword ptr [r15 + r9 + 256]
-    mov r9d, eax
+    movsxd rcx, dword ptr [r15 + r8 + 64]
+    and rbp, 64
+    mov r8, qword ptr [r15 + rbp + 448]
+    mov rax, qword ptr [r15 + r9 + 64]
+    mov qword ptr [r15 + rbp + 512], rbp
+    mov ebp, 219
     add r11, 64
     inc rbx
     dec r13
@@ -2879,55 +2907,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 204
-    test dword ptr [r15 + 67117724], 512
-    jz 1f
-1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
+    mov eax, 6
+    test ebx, 1152
     jnz 1f
 1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm7, xmm7, xmm7
-    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 163
     lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 448]
-    and rbp, 64
-    lea r8, [r11 + r11*2]
-    mov dword ptr [r15 + rbp + 320], r8d
-    test dword ptr [r15 + 67117723], 294700069
-    jnz 1f
-1:
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
-    mov ecx, 88
-    mov dword ptr [r15 + rbp + 384], 139
-    mov qword ptr [r15 + r9 + 512], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + r8 + 896]
-    mov byte ptr [r15 + r8 + 960], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 128]
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 448]
+    test dword ptr [r15 + 67117724], 66048
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    movzx eax, r9b
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], r9d
+    mov byte ptr [r15 + r9 + 384], r9b
+    movsxd r9, dword ptr [r15 + rbp + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + r8 + 512]
+    mov rbp, r9
     jmp 1f
 1:
-    mov rcx, rcx
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -2936,53 +2963,98 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2539_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2539_j_t
-.Lc1_d2539_j:
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d2569_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2569_s_t
+    .p2align 3
+.Lc1_d2569_s:
+    .p2align 3
+    jmp .Lc1_d2569_j
+    .p2align 3
+    jmp .Lc1_d2569_j
+    .p2align 3
+    jmp .Lc1_d2569_j
+    .p2align 3
+    jmp .Lc1_d2569_j
+    .p2align 3
+    jmp .Lc1_d2569_j
+    .p2align 3
+    jmp .Lc1_d2569_j
+    .p2align 3
+    jmp .Lc1_d2569_j
+    .p2align 3
+    jmp .Lc1_d2569_j
+    .p2align 3
+    jmp .Lc1_d2569_j
+    .p2align 3
+    jmp .Lc1_d2569_j
+    .p2align 3
+    jmp .Lc1_d2569_j
+    .p2align 3
+    jmp .Lc1_d2569_j
+    .p2align 3
+    jmp .Lc1_d2569_j
+    .p2align 3
+    jmp .Lc1_d2569_j
+    .p2align 3
+    jmp .Lc1_d2569_j
+    .p2align 3
+    jmp .Lc1_d2569_j
+.Lc1_d2569_j:
+    vpcmpeqb xmm14, xmm14, xmm5
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm7
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    mov ecx, eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 219
-    lea rbp, [r11*4]
-    test ebx, 256
-    jnz 1f
+    movzx ecx, cl
+    test dword ptr [r15 + 67117724], 134217728
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 704], r9b
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 512], ymm7
-    vmovdqu ymmword ptr [r15 + rbp + 768], ymm7
-    test dword ptr [r15 + 67117724], 8388640
-    jnz 1f
+    mov ecx, 24
+    jmp 1f
 1:
-    movzx eax, bpl
-    movzx eax, byte ptr [r15 + rbp + 640]
-    mov r9d, dword ptr [r15 + rbp + 576]
+    mov rax, rax
     jmp 1f
 1:
     jmp 1f
 1:
     lea rbp, [r11 + r11*1]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 448], 150
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    xor dword ptr [r15 + rbp + 128], ecx
-    vmovdqu ymmword ptr [r15 + rbp + 64], ymm7
-    mov ebp, ebp
+    vmovq qword ptr [r15 + rbp + 448], xmm14
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*2]
+    mov dword ptr [r15 + rbp + 512], 198
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and r8, 1984
+    mov eax, dword ptr [r15 + r8 + 1344]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], bpl
+    movsxd rcx, dword ptr [r15 + r8 + 1472]
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + rbp + 320]
+    or qword ptr [r15 + r8 + 1408], 86
     add r11, 64
     inc rbx
     dec r13
@@ -2991,10 +3063,30 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov ebp, eax
+    mov rax, rax
+    mov rax, r8
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 128]
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 32
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, 211
+    mov r8d, 246
+    mov r8, rax
     jmp 1f
 1:
     test ebx, 1073741824
@@ -3004,47 +3096,34 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    test ebx, 1073741824
-    jz 1f
+    movzx eax, r8b
+    test dword ptr [r15 + 67117723], 16777216
+    jnz 1f
 1:
-    mov ecx, 38
-    mov ecx, 152
-    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpshufd xmm14, xmm14, 76
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea r8, [r11 + r11*1]
-    and rbp, 192
-    movsxd rcx, dword ptr [r15 + rbp + 704]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], 134
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
+    mov rcx, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 576], ecx
-    movzx ecx, r8b
-    mov ecx, 233
-    movsxd rcx, dword ptr [r15 + rbp + 768]
-    mov eax, dword ptr [r15 + r8 + 128]
-    lea r8, [r11 + r11*2]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpshufd xmm7, xmm7, 18
-    and r8, 448
-    mov byte ptr [r15 + r8 + 896], r8b
-    mov ecx, 45
-    mov rcx, rax
-    movzx ecx, byte ptr [r15 + r8 + 960]
-    test dword ptr [r15 + 67117723], 67110928
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + r8 + 832]
-    mov r8d, r9d
-    mov byte ptr [r15 + rbp + 640], r8b
-    jmp 1f
-1:
+    mov r9, r11
+    mov ecx, dword ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + r8 + 896], esi
+    and r9, 192
+    mov dword ptr [r15 + r9 + 576], r8d
+    mov r9d, 98
     add r11, 64
     inc rbx
     dec r13
@@ -3053,128 +3132,126 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 65536
-    setz al
-    lea rcx, [rip + .Lc1_d2639_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2639_s_t
-    .p2align 3
-.Lc1_d2639_s:
-    .p2align 3
-    jmp .Lc1_d2639_j
-    .p2align 3
-    jmp .Lc1_d2639_j
-.Lc1_d2639_j:
+    lea rcx, [rip + .Lc1_d2693_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2693_j_t
+.Lc1_d2693_j:
+    movzx ecx, cl
+    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 0], cl
+    mov byte ptr [r15 + 0], cl
+    mov ecx, 201
+    mov rax, rbp
+    test ebx, 2304
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 71
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock or dword ptr [r15 + 0], 7
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    test dword ptr [r15 + 67117724], 541130752
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, al
     lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], r8d
     and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 512]
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 130
-    test ebx, 1073741824
+    vmovdqu ymmword ptr [r15 + r8 + 512], ymm14
+    movzx eax, byte ptr [r15 + r8 + 448]
+    movzx r8d, al
+    test dword ptr [r15 + 67117723], 1082204160
     jz 1f
 1:
-    movzx eax, al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    test dword ptr [r15 + 67117724], 8196
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
     lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rax
+    jmp 1f
+1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 448], r9d
-    movzx eax, r9b
-    movzx eax, bpl
-    mov dword ptr [r15 + r9 + 512], 204
-    mov qword ptr [r15 + r8 + 448], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + rbp + 128]
-    jmp 1f
-1:
-    vpxor xmm7, xmm7, xmm12
-    mov rbp, r9
+    movsxd rax, dword ptr [r15 + r9 + 256]
+    and r8, 64
+    vmovq qword ptr [r15 + r8 + 64], xmm14
+    vmovdqu ymmword ptr [r15 + r8 + 128], ymm14
+    mov r8d, dword ptr [r15 + r9 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c53:
-    lea rcx, [rip + .Lc1_d2694_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2694_j_t
-.Lc1_d2694_j:
-    lea rbp, [r11*8]
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 960]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d2746_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2746_s_t
+    .p2align 3
+.Lc1_d2746_s:
+    .p2align 3
+    jmp .Lc1_d2746_j
+    .p2align 3
+    jmp .Lc1_d2746_j
+.Lc1_d2746_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    test dword ptr [r15 + 67117723], 256
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 49
-    mov ecx, 159
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + rbp + 1216]
-    mov r9, r11
-    mov dword ptr [r15 + rbp + 896], r9d
-    and r9, 8128
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 7488], 14
-    test ebx, 1280
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 1152], ymm7
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 87
-    mov dword ptr [r15 + rbp + 1088], r8d
     jmp 1f
 1:
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117724], 8388608
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 832], r9b
-    mov r9, qword ptr [r15 + rbp + 1024]
-    mov ebp, 173
-    movzx ebp, byte ptr [r15 + r8 + 448]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 320], bpl
+    jmp 1f
+1:
+    lea r8, [r11 + r11*2]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, r8b
-    vpaddd xmm7, xmm7, xmm7
-    mov r8d, 248
-    mov r8d, 92
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7616], r8d
+    lea r9, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + r8 + 7552]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], 56
+    movzx eax, byte ptr [r15 + rbp + 384]
+    test dword ptr [r15 + 67117723], 1050624
+    jnz 1f
+1:
+    mov qword ptr [r15 + r9 + 448], rbp
+    mov qword ptr [r15 + r8 + 7488], r8
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -3183,51 +3260,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 192]
-    mov eax, 160
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 4096
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 524288
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
+    mov eax, 104
+    mov dword ptr [r15 + 0], 225
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
+    mov rax, rax
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 256], r9d
-    mov r8d, dword ptr [r15 + r9 + 1408]
-    test dword ptr [r15 + 67117723], 67108865
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    test dword ptr [r15 + 67117723], 786434
     jz 1f
 1:
-    vpshufd xmm7, xmm7, 244
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    .byte 0x0f, 0x1f, 0x00
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], r8
     lea r8, [r11 + r11*1]
-    mov r9d, 145
-    and r8, 64
-    mov byte ptr [r15 + r8 + 320], cl
-    mov r9d, 127
+    mov byte ptr [r15 + rbp + 128], r8b
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + r8 + 384], r9b
-    mov r9, rdi
-    mov r8d, 77
+    jmp 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 192], al
+    movzx edi, r8b
+    mov eax, 99
+    lea rbp, [r11 + r11*1]
+    test dword ptr [r15 + 67117723], 6144
+    jnz 1f
+1:
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 448], ymm14
+    mov dword ptr [r15 + rbp + 512], 70
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 256], r8b
     add r11, 64
     inc rbx
     dec r13
@@ -3236,132 +3319,117 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d2791_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2791_s_t
-    .p2align 3
-.Lc1_d2791_s:
-    .p2align 3
-    jmp .Lc1_d2791_j
-    .p2align 3
-    jmp .Lc1_d2791_j
-    .p2align 3
-    jmp .Lc1_d2791_j
-    .p2align 3
-    jmp .Lc1_d2791_j
-    .p2align 3
-    jmp .Lc1_d2791_j
-    .p2align 3
-    jmp .Lc1_d2791_j
-    .p2align 3
-    jmp .Lc1_d2791_j
-    .p2align 3
-    jmp .Lc1_d2791_j
-.Lc1_d2791_j:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 320]
-    mov ecx, 49
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 64]
+    lea rcx, [rip + .Lc1_d2848_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2848_j_t
+.Lc1_d2848_j:
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 67108864
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 262400
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], r9d
+    mov ecx, 53
+    lea r8, [r11*4]
+    movzx ecx, r8b
+    and r8, 192
+    mov ecx, dword ptr [r15 + r8 + 576]
+    jmp 1f
+1:
+    test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    movzx edi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + r9 + 128]
-    lea r9, [r11 + r11*4]
-    mov rax, r9
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 165
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov eax, edi
+    vmovdqu xmm14, xmmword ptr [r15 + r8 + 640]
+    and r9, 16320
+    movzx ecx, byte ptr [r15 + r9 + 15680]
+    movsxd rax, dword ptr [r15 + rbp + 256]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    vmovdqu xmmword ptr [r15 + r9 + 7616], xmm7
-    mov dword ptr [r15 + r8 + 384], r9d
-    mov dword ptr [r15 + r9 + 7744], 147
-    mov dword ptr [r15 + r9 + 7680], 34
-    mov dword ptr [r15 + r9 + 7552], 237
+    mov rbp, qword ptr [r15 + r8 + 704]
+    mov rax, qword ptr [r15 + r8 + 768]
+    movsxd r8, dword ptr [r15 + r9 + 15744]
+    jmp 1f
+1:
+    mov r9d, 157
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c56:
-    mov dword ptr [r15 + 0], 91
-    movzx r9d, byte ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 384
-    jnz 1f
-1:
-    movzx r9d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    movzx r9d, r9b
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 47
-    test ebx, 2432
-    jz 1f
-1:
-    and r9, 64
-    lea r8, [r11 + r11*1]
-    mov rax, qword ptr [r15 + r9 + 64]
-    jmp 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 119
-    mov edi, 16
     lea rbp, [r11 + r11*1]
+    mov eax, r8d
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 8388616
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 320]
-    nop
-    mov rax, r8
-    mov eax, dword ptr [r15 + r8 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + r9 + 128]
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + rbp + 384]
-    movzx eax, r8b
+    and r8, 192
+    mov dword ptr [r15 + r8 + 704], 184
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + r8 + 768]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 198
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    inc dword ptr [r15 + r8 + 640]
+    mov r9d, ecx
+    test dword ptr [r15 + 67117724], 16777216
+    jz 1f
+1:
+    mov qword ptr [r15 + rbp + 192], r9
+    movzx ecx, r8b
+    mov ecx, 251
+    mov qword ptr [r15 + r8 + 576], r8
     add r11, 64
     inc rbx
     dec r13
@@ -3370,49 +3438,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2898_j]
+    lea rcx, [rip + .Lc1_d2947_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2898_j_t
-.Lc1_d2898_j:
-    lea r8, [r11*8]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3584], r8b
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + r8 + 3520]
+    jmp .Lc1_d2947_j_t
+.Lc1_d2947_j:
+    lea r8, [r11*4]
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 512]
+    and r8, 192
+    mov qword ptr [r15 + r8 + 768], r9
+    mov byte ptr [r15 + rbp + 448], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 68160
-    jz 1f
-1:
-    movzx ecx, cl
-    mov ecx, ecx
-    lea rbp, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 960]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 3392], 103
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 1024], r9b
-    mov dword ptr [r15 + rbp + 896], 211
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], bpl
-    add qword ptr [r15 + r8 + 3712], rcx
-    mov byte ptr [r15 + r8 + 3776], r9b
+    mov dword ptr [r15 + 0], r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 832], r9b
-    mov ebp, 115
-    mov qword ptr [r15 + r8 + 3648], rbp
-    mov qword ptr [r15 + r9 + 256], rbp
-    mov dword ptr [r15 + r8 + 3456], 112
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    test dword ptr [r15 + 67117723], 1109655552
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 90
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 256], rbp
+    mov rcx, qword ptr [r15 + rbp + 192]
+    movsxd rbp, dword ptr [r15 + r8 + 704]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + r8 + 640]
+    mov rcx, rbp
+    movsxd rbp, dword ptr [r15 + r8 + 576]
+    mov r8d, 92
     add r11, 64
     inc rbx
     dec r13
@@ -3421,60 +3493,74 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 67108864
+    setz al
+    lea rcx, [rip + .Lc1_d2996_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2996_s_t
+    .p2align 3
+.Lc1_d2996_s:
+    .p2align 3
+    jmp .Lc1_d2996_j
+    .p2align 3
+    jmp .Lc1_d2996_j
+.Lc1_d2996_j:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 0], r8d
+    test dword ptr [r15 + 67117724], 134479872
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
+    mov r8, rbp
+    mov ebp, edi
+    test dword ptr [r15 + 67117723], 2068
+    jz 1f
 1:
     jmp 1f
 1:
     mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
-    mov eax, eax
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 219
+    and rbp, 64
+    vmovdqu xmmword ptr [r15 + rbp + 512], xmm14
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], 181
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 10
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 8388608
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test dword ptr [r15 + 67117723], 528384
-    jnz 1f
-1:
-    and rbp, 64
-    add qword ptr [r15 + rbp + 192], rbp
-    mov eax, 31
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 256], r9b
     and r9, 64
-    mov byte ptr [r15 + r9 + 64], dil
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 128], ebp
-    and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 384]
-    mov dword ptr [r15 + rbp + 320], r9d
-    movzx r9d, r9b
+    lock xadd qword ptr [r15 + r9 + 384], rdi
+    mov dword ptr [r15 + r8 + 128], ebp
+    mov qword ptr [r15 + rbp + 448], rdi
+    mov qword ptr [r15 + r9 + 320], rcx
     add r11, 64
     inc rbx
     dec r13
@@ -3483,77 +3569,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 536870912
-    setz al
-    lea rcx, [rip + .Lc1_d2993_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2993_s_t
-    .p2align 3
-.Lc1_d2993_s:
-    .p2align 3
-    jmp .Lc1_d2993_j
-    .p2align 3
-    jmp .Lc1_d2993_j
-.Lc1_d2993_j:
-    mov rcx, rcx
+    mov r9, rax
+    movzx ecx, dil
+    mov eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 106
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117724], 268435520
     jz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r8d
     jmp 1f
 1:
-    mov r8d, 249
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], 158
-    mov r8d, 169
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 1
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, r8d
-    lea r8, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 192
-    movsxd rcx, dword ptr [r15 + r8 + 576]
-    vmovdqu ymmword ptr [r15 + r8 + 640], ymm7
+    movzx eax, al
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 102
+    movzx eax, al
+    test dword ptr [r15 + 67117723], 2048
+    jz 1f
+1:
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 256], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ebp
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + r8 + 768]
-    mov dword ptr [r15 + r8 + 704], ecx
     lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 192], r9
-    test ebx, 1073741824
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], r9d
+    and r8, 64
+    vmovdqu xmmword ptr [r15 + r8 + 256], xmm14
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], bpl
+    test dword ptr [r15 + 67117723], 148661760
     jnz 1f
 1:
-    and r9, 64
-    mov rbp, qword ptr [r15 + r9 + 320]
-    mov ecx, 246
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + r9 + 384]
-    mov r8d, ecx
+    vmovdqu ymmword ptr [r15 + r8 + 192], ymm14
+    mov qword ptr [r15 + rbp + 448], r9
+    mov byte ptr [r15 + r9 + 384], bpl
     add r11, 64
     inc rbx
     dec r13
@@ -3563,102 +3629,88 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d3057_s]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d3102_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3057_s_t
+    jmp .Lc1_d3102_s_t
     .p2align 3
-.Lc1_d3057_s:
+.Lc1_d3102_s:
     .p2align 3
-    jmp .Lc1_d3057_j
+    jmp .Lc1_d3102_j
     .p2align 3
-    jmp .Lc1_d3057_j
+    jmp .Lc1_d3102_j
     .p2align 3
-    jmp .Lc1_d3057_j
+    jmp .Lc1_d3102_j
     .p2align 3
-    jmp .Lc1_d3057_j
+    jmp .Lc1_d3102_j
     .p2align 3
-    jmp .Lc1_d3057_j
+    jmp .Lc1_d3102_j
     .p2align 3
-    jmp .Lc1_d3057_j
+    jmp .Lc1_d3102_j
     .p2align 3
-    jmp .Lc1_d3057_j
+    jmp .Lc1_d3102_j
     .p2align 3
-    jmp .Lc1_d3057_j
-    .p2align 3
-    jmp .Lc1_d3057_j
-    .p2align 3
-    jmp .Lc1_d3057_j
-    .p2align 3
-    jmp .Lc1_d3057_j
-    .p2align 3
-    jmp .Lc1_d3057_j
-    .p2align 3
-    jmp .Lc1_d3057_j
-    .p2align 3
-    jmp .Lc1_d3057_j
-    .p2align 3
-    jmp .Lc1_d3057_j
-    .p2align 3
-    jmp .Lc1_d3057_j
-.Lc1_d3057_j:
-    lea r8, [r11 + r11*1]
-    and r8, 192
-    mov qword ptr [r15 + r8 + 640], r8
-    mov ecx, 184
-    mov byte ptr [r15 + r8 + 576], cl
+    jmp .Lc1_d3102_j
+.Lc1_d3102_j:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    movzx ecx, al
     movzx ecx, cl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    .byte 0x66, 0x90
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, ecx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    movzx ecx, cl
+    mov edi, edi
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 5
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm7, rax
-    movzx eax, al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, eax
+    movzx ecx, al
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], 248
+    nop
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov dword ptr [r15 + 0], 78
+    test ebx, 1073741824
+    jz 1f
 1:
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, cl
+    xor dword ptr [r15 + 0], edi
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpshufd xmm14, xmm14, 167
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 61
     lea r8, [r11 + r11*1]
-    test dword ptr [r15 + 67117723], 268960512
-    jz 1f
+    jmp 1f
 1:
+    lea r9, [r11 + r11*1]
     and r8, 64
-    mov dword ptr [r15 + r8 + 192], 146
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 20480
+    mov dword ptr [r15 + r8 + 384], 138
+    mov dword ptr [r15 + r8 + 320], edi
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r11
+    and r9, 64
+    mov r8d, dword ptr [r15 + r9 + 192]
+    mov edi, ebp
+    mov dword ptr [r15 + rbp + 448], 231
     jmp 1f
 1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 4
-    vmovdqu ymmword ptr [r15 + r8 + 256], ymm7
+    mov qword ptr [r15 + r9 + 256], r8
     add r11, 64
     inc rbx
     dec r13
@@ -3667,56 +3719,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 65792
+    jnz 1f
+1:
     lea r8, [r11 + r11*1]
-    mov rax, qword ptr [r15 + rbp + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, cl
     and r8, 64
-    mov dword ptr [r15 + r8 + 320], 123
-    movsxd rcx, dword ptr [r15 + rbp + 64]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 8320
-    jz 1f
-1:
-    mov ebp, 77
-    mov ebp, 31
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    movzx ebp, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov byte ptr [r15 + r8 + 448], cl
+    mov ecx, 33
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 256], bpl
-    mov rbp, r9
-    test ebx, 1073741824
+    lea rbp, [r11 + r11*1]
+    test dword ptr [r15 + 67117724], 1024
     jz 1f
 1:
-    mov byte ptr [r15 + r8 + 384], bpl
-    mov dword ptr [r15 + r9 + 192], 237
-    movzx ecx, bpl
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 192], al
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 320]
+    mov qword ptr [r15 + rbp + 256], rax
     jmp 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 384], 28
+    mov dword ptr [r15 + r8 + 512], 31
     add r11, 64
     inc rbx
     dec r13
@@ -3725,56 +3780,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3177_j]
+    lea rcx, [rip + .Lc1_d3220_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3177_j_t
-.Lc1_d3177_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
+    jmp .Lc1_d3220_j_t
+.Lc1_d3220_j:
+    mov eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1536], 250
-    mov rax, qword ptr [r15 + r8 + 1472]
-    mov ecx, 168
-    test dword ptr [r15 + 67117724], 4194304
     jz 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 1408], edi
+    mov rax, rax
     jmp 1f
 1:
-    mov ecx, ebp
+    mov rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 209
+    mov edi, 225
+    lea r8, [r11*4]
+    test dword ptr [r15 + 67117724], 2048
+    jnz 1f
+1:
+    and r8, 192
+    mov rax, qword ptr [r15 + r8 + 768]
+    mov dword ptr [r15 + r8 + 704], ebp
+    mov rdi, rax
+    lea r9, [r11 + r11*1]
+    mov eax, 104
     and r9, 64
-    mov dword ptr [r15 + r9 + 384], 171
-    movzx ecx, r9b
+    movsxd rax, dword ptr [r15 + r9 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    movzx r8d, al
-    movzx r8d, byte ptr [r15 + rbp + 7552]
-    mov edi, dword ptr [r15 + r9 + 320]
+    mov byte ptr [r15 + r9 + 384], r8b
+    mov ecx, r8d
+    mov byte ptr [r15 + r8 + 576], dil
+    mov dword ptr [r15 + r8 + 640], 191
+    xor dword ptr [r15 + rbp + 64], ecx
     add r11, 64
     inc rbx
     dec r13
@@ -3783,61 +3837,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3226_j]
+    lea rcx, [rip + .Lc1_d3270_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3226_j_t
-.Lc1_d3226_j:
-    mov eax, edi
+    jmp .Lc1_d3270_j_t
+.Lc1_d3270_j:
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov ecx, ecx
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    test dword ptr [r15 + 67117723], 128
+    jz 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*2]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1472]
+    lea r8, [r11 + r11*2]
+    test ebx, 640
+    jnz 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 197
+    movzx ecx, r8b
     mov rcx, rax
-    mov rcx, rcx
-    mov eax, ecx
-    movzx ecx, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 130
-    movzx ecx, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r8 + 896], 2
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r11*4]
+    mov eax, eax
     lea r9, [r11 + r11*1]
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
-    and r8, 192
-    mov rcx, qword ptr [r15 + r8 + 704]
-    mov qword ptr [r15 + r8 + 640], rax
+    mov qword ptr [r15 + rbp + 1344], r9
+    jmp 1f
+1:
     and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 384]
-    movzx edi, al
-    test ebx, 512
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + r8 + 768]
-    jmp 1f
-1:
-    mov edi, eax
-    movzx eax, byte ptr [r15 + r8 + 576]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 32768
+    mov qword ptr [r15 + r9 + 448], r9
+    movzx eax, byte ptr [r15 + r9 + 512]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rbp
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 512]
-    mov dword ptr [r15 + r8 + 448], 81
-    movzx r8d, byte ptr [r15 + r9 + 320]
+    vpmovmskb r9d, xmm14
+    mov qword ptr [r15 + r8 + 960], r9
+    mov dword ptr [r15 + rbp + 1408], r9d
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -3855,77 +3912,81 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 262144
+    test dword ptr [r15 + 67117724], 33554432
     setz al
-    lea rcx, [rip + .Lc1_d3286_s]
+    lea rcx, [rip + .Lc1_d3329_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3286_s_t
+    jmp .Lc1_d3329_s_t
     .p2align 3
-.Lc1_d3286_s:
+.Lc1_d3329_s:
     .p2align 3
-    jmp .Lc1_d3286_j
+    jmp .Lc1_d3329_j
     .p2align 3
-    jmp .Lc1_d3286_j
-.Lc1_d3286_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    test ebx, 45040
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, ecx
-    test dword ptr [r15 + 67117724], 536870912
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 56192
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d3329_j
+.Lc1_d3329_j:
     lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
     and r9, 64
     mov dword ptr [r15 + r9 + 384], r9d
-    lea r8, [r11 + r11*1]
+    mov ecx, 244
+    test ebx, 48624
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 1408], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 67108864
+    jz 1f
+1:
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    lock xadd qword ptr [r15 + r9 + 320], r9
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 1310720
     jnz 1f
 1:
-    mov r9, r10
-    mov r8d, 30
+    mov rcx, rax
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    movzx ecx, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], 0
+    mov ecx, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 320], r9d
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 64], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, edi
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
@@ -3933,191 +3994,162 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d3348_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3348_s_t
-    .p2align 3
-.Lc1_d3348_s:
-    .p2align 3
-    jmp .Lc1_d3348_j
-    .p2align 3
-    jmp .Lc1_d3348_j
-    .p2align 3
-    jmp .Lc1_d3348_j
-    .p2align 3
-    jmp .Lc1_d3348_j
-    .p2align 3
-    jmp .Lc1_d3348_j
-    .p2align 3
-    jmp .Lc1_d3348_j
-    .p2align 3
-    jmp .Lc1_d3348_j
-    .p2align 3
-    jmp .Lc1_d3348_j
-    .p2align 3
-    jmp .Lc1_d3348_j
-    .p2align 3
-    jmp .Lc1_d3348_j
-    .p2align 3
-    jmp .Lc1_d3348_j
-    .p2align 3
-    jmp .Lc1_d3348_j
-    .p2align 3
-    jmp .Lc1_d3348_j
-    .p2align 3
-    jmp .Lc1_d3348_j
-    .p2align 3
-    jmp .Lc1_d3348_j
-    .p2align 3
-    jmp .Lc1_d3348_j
-.Lc1_d3348_j:
-    mov r8, r11
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], 130
+    lea rcx, [rip + .Lc1_d3394_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3394_j_t
+.Lc1_d3394_j:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 320], ymm14
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 3
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edi, r9b
     lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
+    lea r9, [r11 + r11*1]
     and r8, 64
-    mov r9, r11
-    mov dword ptr [r15 + r8 + 64], 100
+    mov dword ptr [r15 + r8 + 448], edi
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], r9b
-    test ebx, 3960
-    jz 1f
-1:
-    mov r9d, r9d
-    test ebx, 384
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 128], r8
+    and r9, 448
+    or qword ptr [r15 + r9 + 832], 6
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 384], edi
+    test dword ptr [r15 + 67117724], 4194304
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 512], r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 2
-    jz 1f
-1:
-    mov r8, r9
-    test ebx, 800
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 16908288
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 4096
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + r9 + 896]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
-// block 3: 2048 bytes, 8 chunk(s), 8 chunk executions per call
+// block 3: 2048 bytes, 8 chunk(s), 4 chunk executions per call
     mov rbx, qword ptr [r15 + 67117760]
-    lea rcx, [rbx + 8]
+    lea rcx, [rbx + 4]
     mov qword ptr [r15 + 67117760], rcx
-    mov r13d, 8
+    mov r13d, 4
+    mov eax, ebx
+    and eax, 7
+    lea rcx, [rip + .Lc1_b3_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_b3_stubs_t
+    .p2align 3
+.Lc1_b3_stubs:
+    .p2align 3
     jmp .Lc1_b3_c0
+    .p2align 3
+    jmp .Lc1_b3_c1
+    .p2align 3
+    jmp .Lc1_b3_c2
+    .p2align 3
+    jmp .Lc1_b3_c3
+    .p2align 3
+    jmp .Lc1_b3_c4
+    .p2align 3
+    jmp .Lc1_b3_c5
+    .p2align 3
+    jmp .Lc1_b3_c6
+    .p2align 3
+    jmp .Lc1_b3_c7
     .p2align 6
 .Lc1_b3_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 524288
-    setz al
-    lea rcx, [rip + .Lc1_d3425_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3425_s_t
-    .p2align 3
-.Lc1_d3425_s:
-    .p2align 3
-    jmp .Lc1_d3425_j
-    .p2align 3
-    jmp .Lc1_d3425_j
-.Lc1_d3425_j:
-    lea r8, [r11*4]
-    lea r9, [r11 + r11*1]
-    and r8, 192
-    mov qword ptr [r15 + r8 + 768], rax
-    jmp 1f
-1:
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 448]
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 704], rax
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 212
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    test dword ptr [r15 + 67117723], 268959744
+    jnz 1f
+1:
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm14, xmm14, xmm14
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 184
-    mov rax, r9
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    jmp 1f
+1:
+    movzx eax, bpl
+    vpor xmm14, xmm14, xmm14
     test ebx, 1073741824
     jz 1f
 1:
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov rbp, qword ptr [r15 + r8 + 512]
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 128]
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rax, rcx
+    mov rdi, rdi
     and rbp, 64
-    mov qword ptr [r15 + rbp + 256], r9
-    movsxd rcx, dword ptr [r15 + r8 + 640]
-    movzx eax, byte ptr [r15 + r8 + 576]
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + r9 + 512], xmm7
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 262144
+    mov byte ptr [r15 + rbp + 512], bpl
+    mov dword ptr [r15 + rbp + 448], eax
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, al
-    mov r9d, ebp
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 448], r8b
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9d, 104
-    mov byte ptr [r15 + rbp + 192], r9b
+    mov r8d, dword ptr [r15 + r9 + 64]
     jmp 1f
 1:
-    movzx r9d, sil
     add r11, 64
     inc rbx
     dec r13
@@ -4126,55 +4158,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3487_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3487_j_t
-.Lc1_d3487_j:
-    lea r9, [r11*4]
-    jmp 1f
-1:
-    and r9, 192
-    lea rbp, [r11 + r11*2]
-    vmovdqu xmmword ptr [r15 + r9 + 640], xmm7
-    vmovdqu xmmword ptr [r15 + r9 + 576], xmm7
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d3511_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3511_s_t
+    .p2align 3
+.Lc1_d3511_s:
+    .p2align 3
+    jmp .Lc1_d3511_j
+    .p2align 3
+    jmp .Lc1_d3511_j
+.Lc1_d3511_j:
+    lea rbp, [r11*4]
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7552], eax
-    mov eax, 164
-    movzx eax, cl
-    movzx eax, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + rbp + 7616]
-    mov ecx, 29
-    movzx ecx, r8b
+    mov dword ptr [r15 + rbp + 7488], 40
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    test dword ptr [r15 + 67117723], 268959744
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 46
+    mov r9d, 208
+    test dword ptr [r15 + 67117724], 64
     jz 1f
 1:
     jmp 1f
 1:
+    movzx eax, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + r9 + 704]
+    lea r9, [r11 + r11*1]
+    mov rax, rcx
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 448]
     lea r8, [r11 + r11*1]
+    vmovq xmm14, rbp
+    movsxd rdi, dword ptr [r15 + rbp + 7616]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], 166
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 7488], 99
-    mov byte ptr [r15 + r9 + 768], r8b
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], edi
+    vmovdqu xmmword ptr [r15 + rbp + 7680], xmm14
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 448], 130
-    mov r8, rax
+    mov ecx, 238
+    movzx ecx, r9b
+    movzx ecx, byte ptr [r15 + r8 + 192]
+    mov r8d, dword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + rbp + 7552], 84
+    movzx r9d, r9b
     add r11, 64
     inc rbx
     dec r13
@@ -4183,54 +4218,47 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r11*4]
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 704], r8b
-    mov dword ptr [r15 + 0], 70
+    movzx eax, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    mov r8d, 147
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 32768
-    jz 1f
-1:
-    movzx eax, al
-    movzx r8d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 84
-    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 64]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 67371010
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 576], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 4
+    mov dword ptr [r15 + 0], 127
     movzx eax, r8b
-    mov qword ptr [r15 + r8 + 128], r9
-    jmp 1f
-1:
-    mov eax, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
+    mov r8d, ecx
+    mov dword ptr [r15 + 0], 168
+    mov dword ptr [r15 + 0], 73
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    test dword ptr [r15 + 67117724], 131072
+    jnz 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
-    vmovdqu ymmword ptr [r15 + rbp + 768], ymm7
-    mov dword ptr [r15 + rbp + 640], r8d
-    movsxd rax, dword ptr [r15 + r8 + 256]
+    mov rcx, rax
+    and r8, 192
+    vmovdqu ymmword ptr [r15 + r8 + 768], ymm14
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 576], r9b
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], r9
+    mov dword ptr [r15 + r8 + 640], 89
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 192], bpl
+    or qword ptr [r15 + r8 + 704], 95
+    mov r8d, dword ptr [r15 + r9 + 128]
+    movzx r9d, byte ptr [r15 + rbp + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -4239,56 +4267,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3583_j]
+    lea rcx, [rip + .Lc1_d3606_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3583_j_t
-.Lc1_d3583_j:
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rdx
-    mov edx, 168
+    jmp .Lc1_d3606_j_t
+.Lc1_d3606_j:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 320]
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    mov dword ptr [r15 + 0], eax
-    test dword ptr [r15 + 67117724], 276824064
+    movzx ecx, al
+    mov qword ptr [r15 + 0], rcx
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
+    test dword ptr [r15 + 67117724], 536871168
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 86
+    mov ecx, 119
+    mov edi, 114
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 58
-    mov eax, 251
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 77
+    test dword ptr [r15 + 67117724], 4261904
+    jz 1f
 1:
-    jmp 1f
-1:
-    mov rax, rax
-    add qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
+    mov ecx, 34
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], r8d
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov dword ptr [r15 + 0], edi
+    mov ecx, dword ptr [r15 + rbp + 384]
     and r8, 64
-    mov byte ptr [r15 + r8 + 256], dl
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 320]
-    mov dword ptr [r15 + rbp + 384], 26
+    movsxd rdi, dword ptr [r15 + r8 + 192]
+    jmp 1f
+1:
+    mov ebp, 134
     lea rbp, [r11 + r11*1]
-    mov eax, 55
-    mov dword ptr [r15 + r8 + 192], r8d
+    test dword ptr [r15 + 67117724], 33701888
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 256], ecx
+    jmp 1f
+1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 36
-    mov dword ptr [r15 + rbp + 320], 202
-    mov ebp, 225
-    mov ebp, 219
+    mov qword ptr [r15 + rbp + 128], rdi
+    mov qword ptr [r15 + rbp + 64], rbp
+    movzx ebp, cl
+    movzx ecx, bpl
+    mov ecx, ecx
     add r11, 64
     inc rbx
     dec r13
@@ -4297,56 +4327,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, 100
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 201
-    mov byte ptr [r15 + 0], r9b
-    mov eax, eax
-    test ebx, 1073741824
-    jz 1f
-1:
     jmp 1f
 1:
+    movzx eax, byte ptr [r15 + 0]
+    mov ebp, 133
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 64
+    test dword ptr [r15 + 67117723], 2097152
     jz 1f
 1:
-    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 152
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], ebp
-    lea rbp, [r11 + r11*1]
     movzx eax, bpl
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rbp
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
+    mov eax, 23
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 786432
+    jz 1f
 1:
-    and r8, 64
-    vmovdqu xmm0, xmmword ptr [r15 + r8 + 320]
-    mov rax, qword ptr [r15 + r8 + 384]
-    mov qword ptr [r15 + r9 + 128], rax
-    mov qword ptr [r15 + rbp + 128], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 224
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 64], ymm14
     jmp 1f
 1:
+    mov dword ptr [r15 + rbp + 128], ebp
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    test dword ptr [r15 + 67117724], 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], ecx
+    movzx ecx, bpl
+    and r8, 64
+    mov qword ptr [r15 + r8 + 320], r8
+    mov byte ptr [r15 + rbp + 448], r8b
+    movzx ebp, al
+    mov qword ptr [r15 + r8 + 384], rax
     add r11, 64
     inc rbx
     dec r13
@@ -4355,189 +4379,220 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8192
-    setz al
-    lea rcx, [rip + .Lc1_d3683_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d3704_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3683_s_t
+    jmp .Lc1_d3704_s_t
     .p2align 3
-.Lc1_d3683_s:
+.Lc1_d3704_s:
     .p2align 3
-    jmp .Lc1_d3683_j
+    jmp .Lc1_d3704_j
     .p2align 3
-    jmp .Lc1_d3683_j
-.Lc1_d3683_j:
-    mov dword ptr [r15 + 0], 230
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov r8, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    vpshufd xmm7, xmm0, 103
-    mov dword ptr [r15 + 0], eax
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 70
-    test bl, 80
-    jnz 1f
-1:
-    mov eax, 89
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
+    jmp .Lc1_d3704_j
+    .p2align 3
+    jmp .Lc1_d3704_j
+    .p2align 3
+    jmp .Lc1_d3704_j
+    .p2align 3
+    jmp .Lc1_d3704_j
+    .p2align 3
+    jmp .Lc1_d3704_j
+    .p2align 3
+    jmp .Lc1_d3704_j
+    .p2align 3
+    jmp .Lc1_d3704_j
+    .p2align 3
+    jmp .Lc1_d3704_j
+    .p2align 3
+    jmp .Lc1_d3704_j
+    .p2align 3
+    jmp .Lc1_d3704_j
+    .p2align 3
+    jmp .Lc1_d3704_j
+    .p2align 3
+    jmp .Lc1_d3704_j
+    .p2align 3
+    jmp .Lc1_d3704_j
+    .p2align 3
+    jmp .Lc1_d3704_j
+    .p2align 3
+    jmp .Lc1_d3704_j
+.Lc1_d3704_j:
+    lea rbp, [r11*4]
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 768], bpl
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
-    lea rbp, [r11 + r11*1]
-    movzx eax, bpl
+    movzx ecx, byte ptr [r15 + r8 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     movzx eax, cl
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117724], 8404996
     jz 1f
 1:
-    and rbp, 64
-    xor dword ptr [r15 + rbp + 512], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 256], r9d
+    mov edi, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + rbp + 640]
+    mov rcx, qword ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + rbp + 576], ebp
+    mov dword ptr [r15 + rbp + 704], ecx
     lea r8, [r11 + r11*1]
-    mov ecx, eax
+    jmp 1f
+1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 128], 225
+    mov qword ptr [r15 + r8 + 512], rcx
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 64], rax
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 448], rbp
+    vmovdqu xmm14, xmmword ptr [r15 + r8 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c6:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3748_j]
+    lea rcx, [rip + .Lc1_d3770_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3748_j_t
-.Lc1_d3748_j:
-    lea rbp, [r11*4]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 640], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 58
-    movzx ecx, al
-    test bl, 32
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov eax, 155
+    jmp .Lc1_d3770_j_t
+.Lc1_d3770_j:
+    lea r8, [r11*8]
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1600]
+    mov rdi, rcx
+    mov dword ptr [r15 + r8 + 1664], edi
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    test dword ptr [r15 + 67117723], 1310976
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], rcx
-    mov ecx, 126
-    mov dword ptr [r15 + r8 + 64], 214
-    lea r8, [r11 + r11*1]
+    lea rbp, [r11*4]
+    mov rdi, rbp
+    mov rdi, r8
+    and rbp, 192
+    mov qword ptr [r15 + rbp + 640], r8
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    vmovq qword ptr [r15 + r8 + 384], xmm0
-    mov qword ptr [r15 + r8 + 320], rbp
-    mov r8d, eax
-    mov dword ptr [r15 + rbp + 704], 121
-    mov eax, 31
+    movsxd rdi, dword ptr [r15 + rbp + 704]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 133
-    mov dword ptr [r15 + rbp + 768], eax
-    mov qword ptr [r15 + rbp + 576], rax
-    mov eax, eax
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 64], r9b
+    mov ecx, r9d
+    mov byte ptr [r15 + r8 + 1472], dil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + r9 + 128], dil
+    jmp 1f
+1:
+    lock add qword ptr [r15 + rbp + 576], rdi
+    mov r9d, ecx
+    mov r9d, dword ptr [r15 + r8 + 1728]
+    movzx ecx, byte ptr [r15 + r8 + 1408]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 1536], ebp
+    lock add qword ptr [r15 + r8 + 1344], rcx
+    vmovq xmm14, rcx
+    mov byte ptr [r15 + rbp + 768], al
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c7:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    vpshufd xmm0, xmm7, 105
-    mov eax, 98
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
+    mov rcx, r9
+    mov ecx, ecx
+    jmp 1f
+1:
+    lea r9, [r11*4]
+    mov eax, 228
+    and r9, 192
+    mov rax, qword ptr [r15 + r9 + 768]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov rax, rax
-    mov rax, r8
-    movzx eax, al
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    test dword ptr [r15 + 67117723], 32
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
+    mov rcx, rax
+    mov eax, 251
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    mov rcx, rdx
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 128]
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 64], rbp
-    mov r8d, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, r8d
-    lea r8, [r11 + r11*1]
-    mov rax, r8
+    vpaddd xmm14, xmm14, xmm14
     and r8, 64
-    mov dword ptr [r15 + r8 + 320], 235
-    mov rdx, r8
-    mov dword ptr [r15 + r8 + 384], edx
+    mov rax, qword ptr [r15 + r8 + 448]
+    lea rbp, [r11*4]
+    mov rcx, qword ptr [r15 + r9 + 576]
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 960]
+    mov dword ptr [r15 + rbp + 1024], 78
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + rbp + 128]
+    mov edx, ebp
+    vmovdqu ymmword ptr [r15 + r9 + 640], ymm14
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 896], 184
+    movzx eax, dil
+    mov qword ptr [r15 + r8 + 512], rax
+    mov qword ptr [r15 + rbp + 832], r9
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 704], al
+    jmp 1f
+1:
+    mov eax, edx
     add r11, 64
     inc rbx
     dec r13
@@ -4554,50 +4609,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3852_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3852_j_t
-.Lc1_d3852_j:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], rdx
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 537165824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
+    mov eax, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    lea r8, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7616]
-    mov eax, dword ptr [r15 + rbp + 7680]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 192
+    mov qword ptr [r15 + r8 + 704], r8
     and r9, 64
-    mov qword ptr [r15 + r9 + 64], r8
-    mov qword ptr [r15 + r8 + 512], rbp
-    test dword ptr [r15 + 67117723], 135266304
+    mov qword ptr [r15 + r9 + 128], r9
+    mov qword ptr [r15 + r8 + 640], r9
+    test dword ptr [r15 + 67117723], 536870912
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 576], ebp
+    vpxor xmm14, xmm14, xmm8
+    mov dword ptr [r15 + r8 + 768], 243
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 7488], 141
-    mov r8d, ebp
-    movzx r8d, r8b
-    mov r8d, ebp
-    test dword ptr [r15 + 67117724], 1026
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 128], 82
-    mov r8, r8
-    mov r9d, 100
-    mov qword ptr [r15 + rbp + 7552], r9
+    mov r8d, r9d
+    mov byte ptr [r15 + rbp + 448], r8b
+    mov dword ptr [r15 + r9 + 64], r8d
     add r11, 64
     inc rbx
     dec r13
@@ -4606,101 +4663,130 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d3927_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3927_s_t
+    .p2align 3
+.Lc1_d3927_s:
+    .p2align 3
+    jmp .Lc1_d3927_j
+    .p2align 3
+    jmp .Lc1_d3927_j
+    .p2align 3
+    jmp .Lc1_d3927_j
+    .p2align 3
+    jmp .Lc1_d3927_j
+    .p2align 3
+    jmp .Lc1_d3927_j
+    .p2align 3
+    jmp .Lc1_d3927_j
+    .p2align 3
+    jmp .Lc1_d3927_j
+    .p2align 3
+    jmp .Lc1_d3927_j
+.Lc1_d3927_j:
+    mov rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    vmovq xmm0, rax
-    test dword ptr [r15 + 67117723], 536871936
+    mov rcx, qword ptr [r15 + 0]
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, rcx
+    test ebx, 1073741824
     jz 1f
 1:
-    lea r9, [r11*8]
+    vpxor xmm14, xmm14, xmm8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov r8, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 1088], 244
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r9
+    mov byte ptr [r15 + 0], r8b
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    vmovdqu ymmword ptr [r15 + 0], ymm14
     lea r8, [r11 + r11*1]
+    mov ecx, 50
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, r8b
     and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 128]
-    mov byte ptr [r15 + r9 + 1152], r9b
-    mov dword ptr [r15 + r9 + 896], 185
-    test ebx, 253760
-    jz 1f
-1:
-    mov ebp, 228
-    mov dword ptr [r15 + r9 + 1024], 26
-    mov byte ptr [r15 + r9 + 832], bpl
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 512], 105
+    and r9, 64
     lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 64], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, rcx
+    mov qword ptr [r15 + r9 + 64], r8
     and rbp, 64
-    mov byte ptr [r15 + rbp + 512], dl
-    mov dword ptr [r15 + rbp + 448], ebp
-    movzx ecx, byte ptr [r15 + r9 + 960]
+    vmovdqu ymmword ptr [r15 + rbp + 320], ymm14
+    mov qword ptr [r15 + r9 + 128], rbp
+    mov qword ptr [r15 + rbp + 384], rbp
+    mov dword ptr [r15 + r8 + 448], 49
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    lea rcx, [rip + .Lc1_d3938_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3938_j_t
-.Lc1_d3938_j:
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7872], 54
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, rbp
+    mov r8d, dword ptr [r15 + rbp + 7552]
+    mov r9, r8
     lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 238
+    mov qword ptr [r15 + rbp + 7488], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
     and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 128]
-    mov r9d, 144
-    mov r9d, 36
-    lea r9, [r11*8]
-    mov eax, 115
-    and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3584]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 91
-    mov edx, 124
-    movzx edx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
+    mov r9, qword ptr [r15 + r8 + 384]
+    movzx eax, bpl
+    mov rax, rcx
+    mov rax, rbp
+    mov dword ptr [r15 + rbp + 7680], 164
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 98
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + r9 + 3520]
-    movzx ecx, dl
-    mov dword ptr [r15 + r8 + 64], ebp
-    movzx edx, al
-    mov r8d, 110
-    mov rdx, qword ptr [r15 + r9 + 3712]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 448], r9
+    mov rcx, rbp
+    mov dword ptr [r15 + rbp + 7808], 93
+    mov qword ptr [r15 + r9 + 512], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 3392], r8d
-    mov dword ptr [r15 + r9 + 3648], 104
-    movzx edx, dl
-    mov byte ptr [r15 + r9 + 3456], dl
-    movsxd rdx, dword ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + rbp + 7744], ecx
+    vmovdqu ymmword ptr [r15 + r8 + 320], ymm14
+    vpor xmm14, xmm14, xmm14
+    mov byte ptr [r15 + rbp + 7616], cl
     add r11, 64
     inc rbx
     dec r13
@@ -4709,80 +4795,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d3992_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3992_s_t
-    .p2align 3
-.Lc1_d3992_s:
-    .p2align 3
-    jmp .Lc1_d3992_j
-    .p2align 3
-    jmp .Lc1_d3992_j
-    .p2align 3
-    jmp .Lc1_d3992_j
-    .p2align 3
-    jmp .Lc1_d3992_j
-    .p2align 3
-    jmp .Lc1_d3992_j
-    .p2align 3
-    jmp .Lc1_d3992_j
-    .p2align 3
-    jmp .Lc1_d3992_j
-    .p2align 3
-    jmp .Lc1_d3992_j
-.Lc1_d3992_j:
-    mov rcx, rdx
-    mov ecx, 65
+    lea rcx, [rip + .Lc1_d4038_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4038_j_t
+.Lc1_d4038_j:
+    mov rax, qword ptr [r15 + 0]
+    movzx ecx, al
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rcx
-    mov rcx, rdx
+    test dword ptr [r15 + 67117723], 16777216
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 140
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 29
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edx, dl
-    mov edx, edx
+    movzx ecx, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 45
+    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 182
+    lea r8, [r11*4]
+    mov eax, r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    inc dword ptr [r15 + r8 + 384]
+    and r8, 192
+    movsxd rcx, dword ptr [r15 + r8 + 768]
+    mov byte ptr [r15 + r8 + 640], cl
     and r9, 64
-    mov edx, dword ptr [r15 + r9 + 192]
-    lea rbp, [r11*8]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, r9
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 172
-    mov rdx, rbp
-    mov dword ptr [r15 + r8 + 320], edx
-    mov edx, r8d
+    mov dword ptr [r15 + r9 + 448], 203
+    mov rcx, rax
+    mov ecx, dword ptr [r15 + r8 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, rdx
-    mov dword ptr [r15 + rbp + 3584], r9d
-    mov edx, 55
-    movsxd rdx, dword ptr [r15 + rbp + 3520]
-    mov dword ptr [r15 + rbp + 3456], 6
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + rbp + 3712]
-    mov dword ptr [r15 + r9 + 256], 145
-    mov r9d, r8d
-    mov dword ptr [r15 + rbp + 3648], ebp
+    mov byte ptr [r15 + r9 + 512], dl
+    mov ecx, eax
+    mov ecx, ecx
+    mov ecx, dword ptr [r15 + r8 + 704]
+    mov dword ptr [r15 + rbp + 64], r9d
     add r11, 64
     inc rbx
     dec r13
@@ -4791,51 +4850,75 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d4088_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4088_s_t
+    .p2align 3
+.Lc1_d4088_s:
+    .p2align 3
+    jmp .Lc1_d4088_j
+    .p2align 3
+    jmp .Lc1_d4088_j
+    .p2align 3
+    jmp .Lc1_d4088_j
+    .p2align 3
+    jmp .Lc1_d4088_j
+    .p2align 3
+    jmp .Lc1_d4088_j
+    .p2align 3
+    jmp .Lc1_d4088_j
+    .p2align 3
+    jmp .Lc1_d4088_j
+    .p2align 3
+    jmp .Lc1_d4088_j
+.Lc1_d4088_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 34
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 512
+    jz 1f
+1:
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov eax, eax
+    test ebx, 1456
+    jz 1f
+1:
     mov eax, ecx
-    movzx eax, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*4]
+    mov eax, 52
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 8128
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 7744], r8d
+    mov eax, eax
+    mov dword ptr [r15 + rbp + 7616], 135
+    and r8, 64
+    mov qword ptr [r15 + r8 + 256], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 181
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 7488], r9b
+    mov dword ptr [r15 + rbp + 7552], r9d
+    and r9, 64
+    mov dword ptr [r15 + r9 + 256], r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    vpxor xmm0, xmm0, xmm7
-    mov ecx, eax
-    test dword ptr [r15 + 67117724], 163840
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm0, xmm0, xmm0
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 28
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + rbp + 128]
-    movzx eax, cl
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 128], cl
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 64], 75
-    and r8, 64
-    mov ebp, dword ptr [r15 + r8 + 448]
-    mov qword ptr [r15 + r8 + 512], rbp
+    mov rax, r9
+    mov dword ptr [r15 + rbp + 7680], 206
+    movsxd rax, dword ptr [r15 + r8 + 192]
+    mov qword ptr [r15 + r9 + 192], rax
     add r11, 64
     inc rbx
     dec r13
@@ -4844,121 +4927,107 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d4105_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4105_s_t
-    .p2align 3
-.Lc1_d4105_s:
-    .p2align 3
-    jmp .Lc1_d4105_j
-    .p2align 3
-    jmp .Lc1_d4105_j
-    .p2align 3
-    jmp .Lc1_d4105_j
-    .p2align 3
-    jmp .Lc1_d4105_j
-    .p2align 3
-    jmp .Lc1_d4105_j
-    .p2align 3
-    jmp .Lc1_d4105_j
-    .p2align 3
-    jmp .Lc1_d4105_j
-    .p2align 3
-    jmp .Lc1_d4105_j
-.Lc1_d4105_j:
+    lea r9, [r11 + r11*1]
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
+    movzx ecx, al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 187
+    test dword ptr [r15 + 67117723], 12582912
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 48
+    lea rbp, [r11 + r11*4]
+    mov ecx, 74
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1408], bpl
+    mov ecx, dword ptr [r15 + rbp + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
     lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], ebp
-    lea r9, [r11*4]
+    vmovdqu xmmword ptr [r15 + rbp + 1472], xmm14
     and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 128]
-    test dword ptr [r15 + 67117723], 67109952
+    mov dword ptr [r15 + r8 + 128], 237
+    mov ecx, 105
+    mov dword ptr [r15 + rbp + 1536], ebp
+    test dword ptr [r15 + 67117724], 8390688
     jz 1f
 1:
-    and r9, 192
-    vmovdqu ymmword ptr [r15 + r9 + 576], ymm0
-    mov ecx, 169
-    mov dword ptr [r15 + r9 + 704], 36
-    movsxd rcx, dword ptr [r15 + rbp + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, r8d
-    mov dword ptr [r15 + r9 + 768], eax
-    movsxd rcx, dword ptr [r15 + r8 + 64]
-    vmovdqu ymmword ptr [r15 + r9 + 640], ymm0
+    movzx eax, dl
+    mov dword ptr [r15 + r9 + 896], eax
+    mov dword ptr [r15 + r8 + 64], 122
+    xor dword ptr [r15 + rbp + 1600], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c6:
-    lea r9, [r11 + r11*4]
-    movzx r8d, r9b
-    and r9, 4032
-    mov r8d, dword ptr [r15 + r9 + 3520]
-    mov rbp, qword ptr [r15 + r9 + 3456]
-    mov rcx, rcx
+    lea rcx, [rip + .Lc1_d4188_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4188_j_t
+.Lc1_d4188_j:
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 43
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    vmovdqu xmm8, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], ecx
+    test bl, 32
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
+    mov dword ptr [r15 + 0], 135
+    movzx eax, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov eax, 41
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov edx, dword ptr [r15 + rbp + 1344]
-    movzx ecx, byte ptr [r15 + rbp + 1600]
-    mov dword ptr [r15 + r9 + 3392], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 128
-    vpaddd xmm0, xmm0, xmm0
-    mov dword ptr [r15 + rbp + 1536], r9d
-    mov dword ptr [r15 + r9 + 3648], 180
+    mov rax, rcx
+    mov qword ptr [r15 + 0], rcx
+    mov byte ptr [r15 + 0], al
+    movzx eax, cl
+    mov r8, rax
     lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 32
+    jz 1f
 1:
-    mov byte ptr [r15 + rbp + 1408], r8b
+    mov eax, 74
     and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 512]
-    movzx eax, dl
-    mov dword ptr [r15 + rbp + 1472], eax
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 320], rcx
+    mov eax, ebp
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], bpl
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm8
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 1664], ecx
-    mov qword ptr [r15 + r9 + 3584], rax
-    vmovdqu ymmword ptr [r15 + r8 + 448], ymm0
-    mov rcx, r9
+    mov ecx, r9d
+    mov ecx, ecx
+    mov ecx, dword ptr [r15 + r9 + 320]
+    mov qword ptr [r15 + r8 + 384], rcx
+    mov rcx, qword ptr [r15 + rbp + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -4967,107 +5036,97 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4207_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4207_j_t
-.Lc1_d4207_j:
-    lea r8, [r11*8]
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7616]
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 7680], rbp
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 256]
-    movzx r9d, al
-    movzx r9d, byte ptr [r15 + r8 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 4327424
+    jz 1f
+1:
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 13
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 384]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1536], rbp
+    mov ecx, 46
+    mov qword ptr [r15 + rbp + 1344], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test dword ptr [r15 + 67117724], 132
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 7552], r8b
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], r9b
-    mov eax, r9d
-    mov eax, dword ptr [r15 + rbp + 192]
-    mov ebp, eax
+    mov r8, r11
+    mov rcx, qword ptr [r15 + rbp + 1600]
+    movsxd rax, dword ptr [r15 + rbp + 1664]
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], r9d
+    mov qword ptr [r15 + r9 + 320], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, r9
-    mov rax, rax
-    mov dword ptr [r15 + r8 + 7744], eax
-    mov eax, dword ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + r8 + 7808], r9d
+    mov r8d, 119
+    movsxd rdi, dword ptr [r15 + rbp + 1408]
+    mov byte ptr [r15 + rbp + 1472], cl
+    mov r8d, edx
+    test bl, 144
+    jnz 1f
+1:
+    mov ecx, 255
+    mov rcx, rcx
+    mov ecx, eax
+    mov rcx, rax
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
-// block 5: 2048 bytes, 8 chunk(s), 4 chunk executions per call
+// block 5: 2048 bytes, 8 chunk(s), 8 chunk executions per call
     mov rbx, qword ptr [r15 + 67117776]
-    lea rcx, [rbx + 4]
+    lea rcx, [rbx + 8]
     mov qword ptr [r15 + 67117776], rcx
-    mov r13d, 4
-    mov eax, ebx
-    and eax, 7
-    lea rcx, [rip + .Lc1_b5_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_b5_stubs_t
-    .p2align 3
-.Lc1_b5_stubs:
-    .p2align 3
+    mov r13d, 8
     jmp .Lc1_b5_c0
-    .p2align 3
-    jmp .Lc1_b5_c1
-    .p2align 3
-    jmp .Lc1_b5_c2
-    .p2align 3
-    jmp .Lc1_b5_c3
-    .p2align 3
-    jmp .Lc1_b5_c4
-    .p2align 3
-    jmp .Lc1_b5_c5
-    .p2align 3
-    jmp .Lc1_b5_c6
-    .p2align 3
-    jmp .Lc1_b5_c7
     .p2align 6
 .Lc1_b5_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea r8, [r11*4]
+    mov rcx, r8
+    and r8, 192
+    mov ecx, dword ptr [r15 + r8 + 704]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 139
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 125
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm8, xmm8, xmm14
+    lea r9, [r11 + r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, dl
-    mov eax, 157
-    mov eax, 247
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 26
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + r8 + 640]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3584], 61
+    mov dword ptr [r15 + r8 + 768], r9d
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 3456], r8
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], bpl
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
@@ -5075,148 +5134,141 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov eax, 245
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r9 + 3648], ebp
+    mov qword ptr [r15 + r8 + 576], r9
+    mov rcx, rbp
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 67108864
+    test bl, 32
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + rbp + 64], r9b
     jmp 1f
 1:
+    mov ebp, ecx
+    mov dword ptr [r15 + r9 + 3392], ebp
     jmp 1f
 1:
-    mov rbp, r11
-    movzx ecx, bpl
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov ebp, 219
-    mov rbp, r11
-    test dword ptr [r15 + 67117723], 268435468
-    jz 1f
-1:
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 320], r8b
-    and r8, 192
-    mov byte ptr [r15 + r8 + 576], r8b
-    mov dword ptr [r15 + r8 + 640], r9d
-    jmp 1f
-1:
-    movzx r8d, r8b
+    movzx ebp, byte ptr [r15 + r9 + 3520]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    lea r8, [r11 + r11*2]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d4348_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4348_j_t
+.Lc1_d4348_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, 240
-    lea rbp, [r11*4]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7552], 20
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 640], 147
+    vmovq qword ptr [r15 + 0], xmm8
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 217
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    test dword ptr [r15 + 67117723], 2106368
+    jz 1f
 1:
-    movzx ecx, cl
-    vpor xmm0, xmm0, xmm0
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov dword ptr [r15 + 0], 112
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], 189
+    vpxor xmm8, xmm8, xmm14
+    mov ecx, 192
+    test dword ptr [r15 + 67117723], 1358954496
+    jz 1f
+1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm0, xmm0, xmm0
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    movzx ecx, bpl
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], ecx
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], ebp
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 128]
-    jmp 1f
-1:
-    mov eax, esi
-    mov byte ptr [r15 + r9 + 64], al
+    mov byte ptr [r15 + rbp + 448], cl
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 7488], eax
-    mov qword ptr [r15 + rbp + 576], rax
-    mov rsi, qword ptr [r15 + r8 + 7616]
-    mov qword ptr [r15 + rbp + 768], r9
+    and rbp, 64
+    imul rcx, qword ptr [r15 + rbp + 64]
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 384]
     jmp 1f
 1:
-    mov r9, rsi
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 704], r9b
-    movzx esi, r9b
-    mov esi, 166
+    mov r8d, 191
+    mov byte ptr [r15 + r9 + 320], r8b
+    vmovdqu xmmword ptr [r15 + rbp + 128], xmm8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4363_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4363_j_t
-.Lc1_d4363_j:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], esi
-    lea rbp, [r11*8]
     lea r8, [r11 + r11*1]
-    movzx ecx, r8b
-    mov ecx, ecx
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 1024]
     and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 320]
-    mov dword ptr [r15 + rbp + 832], esi
+    movsxd rbp, dword ptr [r15 + r8 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 25
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    jmp 1f
+1:
+    mov r9, rbp
+    movsxd rbp, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    mov ebp, r8d
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    movzx ebp, r8b
+    mov ecx, 222
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    movzx esi, dl
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 16777216
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + rbp + 1152]
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + rbp + 896]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 128], esi
+    mov byte ptr [r15 + 0], cl
+    mov rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 1088], 224
-    mov dword ptr [r15 + r8 + 384], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 58
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], ecx
     jmp 1f
 1:
-    movzx r8d, sil
-    mov r8d, 161
-    vmovdqu ymmword ptr [r15 + rbp + 960], ymm0
+    vmovq qword ptr [r15 + rbp + 512], xmm8
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 192], ebp
+    mov ebp, 24
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], ebp
+    mov qword ptr [r15 + rbp + 192], rbp
     add r11, 64
     inc rbx
     dec r13
@@ -5226,62 +5278,82 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 128
+    test dword ptr [r15 + 67117723], 2097152
     setz al
-    lea rcx, [rip + .Lc1_d4412_s]
+    lea rcx, [rip + .Lc1_d4450_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4412_s_t
+    jmp .Lc1_d4450_s_t
     .p2align 3
-.Lc1_d4412_s:
+.Lc1_d4450_s:
     .p2align 3
-    jmp .Lc1_d4412_j
+    jmp .Lc1_d4450_j
     .p2align 3
-    jmp .Lc1_d4412_j
-.Lc1_d4412_j:
+    jmp .Lc1_d4450_j
+.Lc1_d4450_j:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    test ebx, 400
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 120
     jmp 1f
 1:
-    lea r8, [r11*4]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 576], r8d
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 49
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], eax
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 320], bpl
+    jmp 1f
+1:
+    test ebx, 288
+    jz 1f
+1:
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 256]
+    mov qword ptr [r15 + rbp + 384], rcx
     lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 107
-    movsxd rcx, dword ptr [r15 + r8 + 704]
-    test dword ptr [r15 + 67117723], 131584
-    jnz 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], r9
-    mov dword ptr [r15 + r9 + 256], r9d
-    movzx r9d, byte ptr [r15 + r8 + 768]
-    mov dword ptr [r15 + r8 + 640], 125
-    mov qword ptr [r15 + rbp + 320], rbp
-    mov r8, r9
+    movzx ecx, byte ptr [r15 + rbp + 128]
+    mov rax, qword ptr [r15 + rbp + 64]
+    mov ebp, dword ptr [r15 + r8 + 192]
+    movzx r9d, bpl
     add r11, 64
     inc rbx
     dec r13
@@ -5290,55 +5362,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r8, [r11 + r11*4]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3456], r8d
+    lea rcx, [rip + .Lc1_d4516_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4516_j_t
+.Lc1_d4516_j:
+    lea rbp, [r11 + r11*1]
+    mov ecx, ebp
+    mov ecx, r9d
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], al
+    mov eax, ebp
     and r9, 64
-    mov dword ptr [r15 + r9 + 384], 43
-    mov qword ptr [r15 + r9 + 320], rax
+    vmovdqu ymmword ptr [r15 + r9 + 256], ymm8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rax
-    test dword ptr [r15 + 67117723], 272697410
-    jz 1f
+    test dword ptr [r15 + 67117724], 128
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r9
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    movzx ecx, cl
+    mov ecx, r8d
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, esi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + r8 + 3520], rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 64
-    xor dword ptr [r15 + r9 + 64], eax
-    mov qword ptr [r15 + r9 + 128], rax
-    mov dword ptr [r15 + r8 + 3584], eax
-    test bl, 144
     jnz 1f
 1:
-    movzx esi, r9b
+    mov ecx, 96
+    mov ecx, 59
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r9b
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 3392], 65
-    .byte 0x0f, 0x1f, 0x00
-    mov dword ptr [r15 + r8 + 3648], 212
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + r9 + 192]
+    test dword ptr [r15 + 67117723], 393216
+    jnz 1f
+1:
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 64]
+    mov r8, rax
+    movzx r8d, r8b
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + rbp + 320]
+    mov rcx, r8
+    popcnt r8, rcx
     add r11, 64
     inc rbx
     dec r13
@@ -5347,60 +5426,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4513_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4513_j_t
-.Lc1_d4513_j:
-    lea r9, [r11*4]
-    vpaddd xmm0, xmm0, xmm0
-    mov ecx, r9d
-    and r9, 192
-    mov rcx, qword ptr [r15 + r9 + 768]
-    mov rax, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, ecx
-    mov rax, rax
-    test ebx, 1073741824
+    mov eax, dword ptr [r15 + 0]
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    mov r8d, 230
+    test dword ptr [r15 + 67117723], 16777224
     jnz 1f
 1:
-    mov eax, 242
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    popcnt rax, rax
-    test dword ptr [r15 + 67117723], 4198400
-    jnz 1f
-1:
-    movzx eax, r9b
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov rax, r9
-    mov eax, 139
-    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 704], 237
-    mov dword ptr [r15 + r9 + 576], 225
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 1207959560
+    jz 1f
 1:
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 64], ymm0
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 640], rax
-    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    mov rax, qword ptr [r15 + rbp + 128]
+    movzx eax, byte ptr [r15 + 0]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], ecx
     and r9, 64
-    mov qword ptr [r15 + r9 + 384], rbp
-    mov dword ptr [r15 + r9 + 320], ebp
+    mov dword ptr [r15 + r9 + 512], r9d
+    inc dword ptr [r15 + r8 + 64]
+    test dword ptr [r15 + 67117723], 33554432
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + r9 + 448]
+    lea r9, [r11 + r11*1]
+    mov eax, r9d
+    and r9, 64
+    or qword ptr [r15 + r9 + 384], 125
+    movzx eax, r8b
+    mov dword ptr [r15 + r9 + 320], eax
     add r11, 64
     inc rbx
     dec r13
@@ -5409,8 +5477,27 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, 212
-    mov eax, r9d
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8192
+    setz al
+    lea rcx, [rip + .Lc1_d4615_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4615_s_t
+    .p2align 3
+.Lc1_d4615_s:
+    .p2align 3
+    jmp .Lc1_d4615_j
+    .p2align 3
+    jmp .Lc1_d4615_j
+.Lc1_d4615_j:
+    lea r8, [r11*8]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 1088], r8
+    movzx ecx, r8b
+    mov ecx, 3
+    mov ecx, 204
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -5420,294 +5507,277 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
+    mov eax, r8d
+    mov rcx, r8
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm8
+    lea r9, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], r9d
     and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 196
-    and r9, 1984
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 1600], 118
+    mov byte ptr [r15 + rbp + 512], bpl
+    mov ecx, 121
     movzx ecx, r8b
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], r8d
-    test dword ptr [r15 + 67117724], 541065216
-    jnz 1f
-1:
-    vpcmpeqb xmm0, xmm0, xmm7
+    mov eax, 53
     movzx eax, r8b
-    mov byte ptr [r15 + rbp + 64], al
-    mov dword ptr [r15 + r9 + 1472], 207
-    mov eax, 114
-    mov byte ptr [r15 + r9 + 1344], al
+    mov rcx, qword ptr [r15 + r8 + 960]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov qword ptr [r15 + r9 + 1536], r9
+    add qword ptr [r15 + r8 + 1024], r9
+    mov dword ptr [r15 + r9 + 64], 248
+    mov r9, qword ptr [r15 + r8 + 1280]
+    movzx edi, byte ptr [r15 + r8 + 1152]
+    .byte 0x0f, 0x1f, 0x00
+    movsxd rcx, dword ptr [r15 + r8 + 896]
     jmp 1f
 1:
-    add qword ptr [r15 + r9 + 1408], r8
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + r8 + 448]
-    movzx eax, al
+    mov qword ptr [r15 + rbp + 448], rcx
+    vmovdqu ymmword ptr [r15 + r8 + 1216], ymm8
+    mov ebp, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c7:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16
-    setz al
-    lea rcx, [rip + .Lc1_d4611_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4611_s_t
-    .p2align 3
-.Lc1_d4611_s:
-    .p2align 3
-    jmp .Lc1_d4611_j
-    .p2align 3
-    jmp .Lc1_d4611_j
-.Lc1_d4611_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 512], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 143
-    mov ecx, 246
-    mov dword ptr [r15 + 0], esi
-    mov ecx, 29
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
+    mov rdi, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 57
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov eax, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, al
-    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rax
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + 0], r9
-    lea r8, [r11 + r11*1]
-    mov rax, r8
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 256]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 384]
-    mov esi, dword ptr [r15 + r9 + 192]
-    mov r9d, dword ptr [r15 + r8 + 320]
-    mov edx, dword ptr [r15 + rbp + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
     jmp 1f
 1:
-    mov r8d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1472]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, ebp
+    mov ecx, 96
+    mov rcx, rcx
+    lea r9, [r11*4]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 320], r8
+    and r9, 192
+    movzx ecx, byte ptr [r15 + r9 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 1344], r9d
+    mov dword ptr [r15 + rbp + 1536], ecx
+    mov rcx, qword ptr [r15 + r9 + 704]
+    mov edi, r8d
+    movzx eax, byte ptr [r15 + rbp + 1408]
+    mov ebp, 180
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 768], r9d
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 384], bpl
+    mov ebp, 129
+    mov byte ptr [r15 + r9 + 576], bpl
+    movzx ebp, al
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 1024 bytes, 4 chunk(s), 8 chunk executions per call
+// block 6: 1024 bytes, 4 chunk(s), 4 chunk executions per call
     mov rbx, qword ptr [r15 + 67117784]
-    lea rcx, [rbx + 8]
+    lea rcx, [rbx + 4]
     mov qword ptr [r15 + 67117784], rcx
-    mov r13d, 8
+    mov r13d, 4
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4681_j]
+    lea rcx, [rip + .Lc1_d4726_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4681_j_t
-.Lc1_d4681_j:
-    movsxd rsi, dword ptr [r15 + 0]
+    jmp .Lc1_d4726_j_t
+.Lc1_d4726_j:
+    lea rbp, [r11*8]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7872], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 536870912
+    mov ecx, ebp
+    test dword ptr [r15 + 67117724], 671088640
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + rbp + 7808]
+    vpshufd xmm8, xmm8, 253
+    mov dword ptr [r15 + rbp + 7680], ebp
     lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + 0], sil
+    mov eax, r8d
+    test ebx, 30584
+    jnz 1f
+1:
     jmp 1f
 1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 384], 18
+    mov dword ptr [r15 + r8 + 64], r8d
+    mov qword ptr [r15 + rbp + 7616], r9
+    mov r9, r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 7488], eax
     lea r9, [r11 + r11*1]
-    mov esi, 180
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
     and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 64]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov ecx, ebp
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 384], r8
-    test dword ptr [r15 + 67117723], 536870913
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 320], 203
-    mov qword ptr [r15 + r9 + 128], r9
-    mov ebp, 203
-    vmovdqu xmmword ptr [r15 + r8 + 320], xmm0
-    jmp 1f
-1:
+    mov dword ptr [r15 + r9 + 512], 144
+    mov rax, qword ptr [r15 + r8 + 128]
+    movsxd r8, dword ptr [r15 + rbp + 7744]
+    mov dword ptr [r15 + rbp + 7552], 106
+    movzx ebp, r8b
+    mov qword ptr [r15 + r9 + 448], rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    mov rbp, rbp
+    lea rbp, [r11*4]
+    jmp 1f
+1:
+    and rbp, 192
+    movsxd rcx, dword ptr [r15 + rbp + 704]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11*4]
+    mov r9d, r8d
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3584]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
+    mov ecx, 43
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movzx r9d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 16
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov dword ptr [r15 + r8 + 3456], r9d
+    vmovq xmm8, r9
+    mov r9, r9
+    jmp 1f
+1:
+    mov r9d, 246
+    mov r9, r8
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
+    movzx ecx, r9b
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], 117
     jmp 1f
 1:
-    movzx r9d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    lea r9, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + rbp + 7808]
-    mov r8d, 202
-    and r9, 64
-    vmovq qword ptr [r15 + r9 + 448], xmm0
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r9
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + rbp + 7552]
-    mov ecx, dword ptr [r15 + r9 + 512]
-    mov r9d, ecx
-    mov rdx, r9
-    mov qword ptr [r15 + rbp + 7744], rax
-    mov dword ptr [r15 + rbp + 7680], edx
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], 12
-    mov rdx, r9
-    mov dword ptr [r15 + r9 + 192], 221
-    mov r9, rdx
-    mov byte ptr [r15 + rbp + 7872], r9b
-    movsxd r9, dword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + rbp + 7616], r9
+    mov rcx, qword ptr [r15 + r9 + 384]
+    mov qword ptr [r15 + r8 + 3392], rcx
+    mov r9d, dword ptr [r15 + rbp + 640]
+    movsxd rdi, dword ptr [r15 + rbp + 576]
+    mov byte ptr [r15 + rbp + 768], dil
+    mov byte ptr [r15 + r8 + 3520], dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c2:
-    lea rcx, [rip + .Lc1_d4774_j]
+    lea rcx, [rip + .Lc1_d4824_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4774_j_t
-.Lc1_d4774_j:
-    lea r9, [r11 + r11*8]
-    mov eax, 70
-    mov rcx, rax
-    and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7936]
+    jmp .Lc1_d4824_j_t
+.Lc1_d4824_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
+    mov dword ptr [r15 + 0], 61
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rcx
+    movzx ecx, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, ebp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 72
+    mov rcx, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
+    mov r9d, r9d
+    mov r9d, 52
+    lea r9, [r11 + r11*1]
+    mov rcx, r9
+    vmovdqu ymmword ptr [r15 + 0], ymm8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
+    lea rbp, [r11*4]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + r9 + 8000]
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 448]
+    and rbp, 192
+    mov qword ptr [r15 + rbp + 640], rdi
     and r8, 64
-    mov dword ptr [r15 + r8 + 128], esi
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + rbp + 512]
-    mov rbp, qword ptr [r15 + r9 + 7680]
-    test bl, 168
-    jz 1f
+    vmovdqu ymmword ptr [r15 + r8 + 320], ymm8
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + r8 + 64]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + r9 + 7552]
-    mov byte ptr [r15 + r9 + 7616], cl
-    mov byte ptr [r15 + r9 + 7744], dl
-    movzx ecx, r8b
-    mov qword ptr [r15 + r9 + 7488], rdi
-    mov dword ptr [r15 + r9 + 7808], ecx
-    movzx ecx, byte ptr [r15 + r9 + 7872]
-    movzx r8d, al
+    mov dword ptr [r15 + r9 + 64], r8d
+    vpshufd xmm8, xmm8, 2
+    mov r9d, 252
+    mov dword ptr [r15 + r8 + 384], 182
+    movzx r9d, byte ptr [r15 + rbp + 768]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + rbp + 576]
+    mov r8, qword ptr [r15 + rbp + 704]
     add r11, 64
     inc rbx
     dec r13
@@ -5716,59 +5786,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d4877_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4877_j_t
+.Lc1_d4877_j:
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 76
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 512]
+    jmp 1f
+1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rbp
+    mov eax, dword ptr [r15 + rbp + 64]
+    mov edi, 6
+    test dword ptr [r15 + 67117723], 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 176
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    jmp 1f
+1:
     mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 65664
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], r9d
-    jmp 1f
-1:
-    test ebx, 1073741824
+    mov qword ptr [r15 + 0], r9
+    test dword ptr [r15 + 67117723], 538181640
     jz 1f
 1:
-    mov qword ptr [r15 + r9 + 512], r9
+    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
-    lea r8, [r11 + r11*4]
-    lea r9, [r11 + r11*1]
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1408]
-    and r9, 64
-    vmovdqu xmmword ptr [r15 + r9 + 64], xmm0
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 109052416
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + r8 + 1472]
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 1536], cl
-    jmp 1f
-1:
-    movzx ecx, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rcx
-    mov rcx, qword ptr [r15 + r9 + 128]
-    mov qword ptr [r15 + r8 + 1600], rcx
-    mov dword ptr [r15 + r8 + 1344], ecx
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + r9 + 448]
+    mov dword ptr [r15 + r8 + 448], 239
     add r11, 64
     inc rbx
     dec r13
@@ -5782,69 +5851,62 @@ ditto_body_c1:
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    lea rcx, [rip + .Lc1_d4876_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4876_j_t
-.Lc1_d4876_j:
-    lea r9, [r11 + r11*1]
-    vmovq xmm0, r8
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 58
-    vpcmpeqb xmm0, xmm0, xmm3
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + r9 + 320], xmm0
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    .byte 0x66, 0x90
+    mov rbp, r11
     lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], 43
+    test dword ptr [r15 + 67117723], 572803717
+    jz 1f
+1:
+    and r8, 64
+    mov rbp, qword ptr [r15 + r8 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 256
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 256
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rbp
+    lea rbp, [r11 + r11*1]
+    mov rax, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 448
-    mov byte ptr [r15 + r8 + 896], r8b
-    mov r9d, r8d
-    test bl, 16
-    jnz 1f
+    mov rax, rbp
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 448], bpl
+    test ebx, 1073741824
+    jz 1f
 1:
-    movzx r9d, r8b
-    mov r9, r9
-    lea r9, [r11 + r11*1]
+    vmovdqu xmmword ptr [r15 + r8 + 320], xmm8
+    movzx r8d, r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    mov ebp, 59
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 832]
+    mov r8d, r8d
     movzx r8d, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    .byte 0x66, 0x90
-    mov dword ptr [r15 + r9 + 64], ebp
+    mov r8d, 193
+    mov byte ptr [r15 + rbp + 512], r8b
     add r11, 64
     inc rbx
     dec r13
@@ -5853,61 +5915,95 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4936_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4936_j_t
-.Lc1_d4936_j:
-    movzx ecx, cl
-    movzx r9d, sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 5
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 8388640
-    jz 1f
-1:
-    lea r9, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 960], r9
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d4983_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4983_s_t
+    .p2align 3
+.Lc1_d4983_s:
+    .p2align 3
+    jmp .Lc1_d4983_j
+    .p2align 3
+    jmp .Lc1_d4983_j
+    .p2align 3
+    jmp .Lc1_d4983_j
+    .p2align 3
+    jmp .Lc1_d4983_j
+    .p2align 3
+    jmp .Lc1_d4983_j
+    .p2align 3
+    jmp .Lc1_d4983_j
+    .p2align 3
+    jmp .Lc1_d4983_j
+    .p2align 3
+    jmp .Lc1_d4983_j
+    .p2align 3
+    jmp .Lc1_d4983_j
+    .p2align 3
+    jmp .Lc1_d4983_j
+    .p2align 3
+    jmp .Lc1_d4983_j
+    .p2align 3
+    jmp .Lc1_d4983_j
+    .p2align 3
+    jmp .Lc1_d4983_j
+    .p2align 3
+    jmp .Lc1_d4983_j
+    .p2align 3
+    jmp .Lc1_d4983_j
+    .p2align 3
+    jmp .Lc1_d4983_j
+.Lc1_d4983_j:
+    lea r8, [r11 + r11*2]
+    lea rbp, [r11 + r11*1]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1472], r8b
+    movzx edi, al
     and rbp, 4032
-    imul rcx, qword ptr [r15 + rbp + 3392]
-    mov rbp, r11
-    mov rax, qword ptr [r15 + r9 + 832]
+    movsxd rax, dword ptr [r15 + rbp + 3456]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 1344], cl
+    mov eax, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, r9d
-    and rbp, 192
-    xor dword ptr [r15 + rbp + 576], ebp
-    test dword ptr [r15 + 67117723], 2129920
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 896], ebp
-    movzx ecx, al
+    vpmovmskb eax, xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu xmmword ptr [r15 + r9 + 1024], xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    test dword ptr [r15 + 67117723], 32768
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 228
+    mov eax, 203
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 256]
+    mov edi, dword ptr [r15 + rbp + 3392]
+    test dword ptr [r15 + 67117723], 536936448
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + r8 + 1408]
+    mov qword ptr [r15 + r9 + 192], rax
     add r11, 64
     inc rbx
     dec r13
@@ -5916,69 +6012,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d4989_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4989_s_t
-    .p2align 3
-.Lc1_d4989_s:
-    .p2align 3
-    jmp .Lc1_d4989_j
-    .p2align 3
-    jmp .Lc1_d4989_j
-.Lc1_d4989_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 227
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117723], 67126272
     jz 1f
 1:
-    mov eax, 7
-    mov rax, rcx
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 17
+    test dword ptr [r15 + 67117724], 262272
     jnz 1f
 1:
-    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
     lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 2097152
+    jz 1f
+1:
     lea r8, [r11 + r11*1]
     and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 384]
+    mov rbp, r11
+    mov dword ptr [r15 + r9 + 448], 11
     and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 34
-    test dword ptr [r15 + 67117724], 4194304
+    mov qword ptr [r15 + rbp + 64], rbp
+    test dword ptr [r15 + 67117723], 4
     jz 1f
 1:
     and r8, 64
-    mov byte ptr [r15 + r8 + 448], r9b
-    mov eax, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 125
-    mov dword ptr [r15 + r9 + 320], 184
+    vmovdqu ymmword ptr [r15 + r8 + 320], ymm8
+    mov qword ptr [r15 + r8 + 384], r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 256], 97
-    movsxd rbp, dword ptr [r15 + r8 + 512]
+    vpmovmskb r8d, xmm8
+    mov byte ptr [r15 + r9 + 512], r8b
+    test dword ptr [r15 + 67117723], 268443650
+    jz 1f
+1:
+    mov r8, r9
     add r11, 64
     inc rbx
     dec r13
@@ -5987,134 +6066,154 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 4194304
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 105
-    lea rbp, [r11 + r11*1]
-    test ebx, 632
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rdx
-    test dword ptr [r15 + 67117723], 268435458
-    jnz 1f
-1:
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 67108864
+    setz al
+    lea rcx, [rip + .Lc1_d5098_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5098_s_t
+    .p2align 3
+.Lc1_d5098_s:
+    .p2align 3
+    jmp .Lc1_d5098_j
+    .p2align 3
+    jmp .Lc1_d5098_j
+.Lc1_d5098_j:
     lea r8, [r11 + r11*1]
-    mov eax, 58
     and r8, 64
-    vmovq qword ptr [r15 + r8 + 512], xmm0
-    lea r9, [r11 + r11*1]
+    xor dword ptr [r15 + r8 + 128], r8d
+    lea rbp, [r11 + r11*1]
+    mov rcx, rax
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 209
+    test dword ptr [r15 + 67117724], 311689242
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, dil
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 128], r9b
-    test dword ptr [r15 + 67117724], 1048576
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], ebp
-    mov qword ptr [r15 + r9 + 384], r9
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 448], r9
+    mov byte ptr [r15 + 0], al
+    movzx edi, cl
+    mov eax, edi
+    test dword ptr [r15 + 67117724], 5
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    test dword ptr [r15 + 67117724], 4456448
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 63
+    mov byte ptr [r15 + r9 + 320], r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    vpmovmskb r9d, xmm8
+    mov qword ptr [r15 + r8 + 64], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 256], r9
+    mov rcx, r9
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
-// block 8: 256 bytes, 1 chunk(s), 13 chunk executions per call
+// block 8: 256 bytes, 1 chunk(s), 12 chunk executions per call
     mov rbx, qword ptr [r15 + 67117800]
-    lea rcx, [rbx + 13]
+    lea rcx, [rbx + 12]
     mov qword ptr [r15 + 67117800], rcx
-    mov r13d, 13
+    mov r13d, 12
     jmp .Lc1_b8_c0
     .p2align 6
 .Lc1_b8_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d5099_j]
+    lea rcx, [rip + .Lc1_d5162_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5099_j_t
-.Lc1_d5099_j:
-    mov ecx, 232
+    jmp .Lc1_d5162_j_t
+.Lc1_d5162_j:
+    mov r9, r11
+    and r9, 8128
+    add rax, qword ptr [r15 + r9 + 7488]
     test dword ptr [r15 + 67117724], 1611674659
     jz 1f
 1:
-    mov ecx, 113
+    mov byte ptr [r15 + 0], bpl
     test dword ptr [r15 + 67117723], 65536
     jnz 1f
 1:
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 8128
-    add rax, qword ptr [r15 + rbp + 7488]
-    lea rbp, [r11 + r11*1]
     test ebx, 6400
     jz 1f
 1:
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 512], ymm0
-    lea r8, [r11 + r11*1]
+    mov r9d, r9d
     test ebx, 1073741824
     jz 1f
 1:
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 16777224
     jz 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 320], r8b
-    test dword ptr [r15 + 67117723], 64
-    jnz 1f
+    test dword ptr [r15 + 67117724], 1140850688
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 32772
-    jz 1f
-1:
-    movzx eax, cl
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 384], 183
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 448], rax
-    test dword ptr [r15 + 67117724], 4112
-    jz 1f
+    mov r9, r10
+    test dword ptr [r15 + 67117723], 8388608
+    jnz 1f
+1:
+    mov eax, 66
+    test ebx, 28096
+    jnz 1f
+1:
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    test ebx, 1073741824
+    jnz 1f
 1:
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b8_c0
@@ -6648,99 +6747,83 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d5164_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d5231_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5164_s_t
+    jmp .Lc1_d5231_s_t
     .p2align 3
-.Lc1_d5164_s:
+.Lc1_d5231_s:
     .p2align 3
-    jmp .Lc1_d5164_j
+    jmp .Lc1_d5231_j
     .p2align 3
-    jmp .Lc1_d5164_j
-    .p2align 3
-    jmp .Lc1_d5164_j
-    .p2align 3
-    jmp .Lc1_d5164_j
-    .p2align 3
-    jmp .Lc1_d5164_j
-    .p2align 3
-    jmp .Lc1_d5164_j
-    .p2align 3
-    jmp .Lc1_d5164_j
-    .p2align 3
-    jmp .Lc1_d5164_j
-    .p2align 3
-    jmp .Lc1_d5164_j
-    .p2align 3
-    jmp .Lc1_d5164_j
-    .p2align 3
-    jmp .Lc1_d5164_j
-    .p2align 3
-    jmp .Lc1_d5164_j
-    .p2align 3
-    jmp .Lc1_d5164_j
-    .p2align 3
-    jmp .Lc1_d5164_j
-    .p2align 3
-    jmp .Lc1_d5164_j
-    .p2align 3
-    jmp .Lc1_d5164_j
-.Lc1_d5164_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm0
-    mov rcx, rcx
-    or qword ptr [r15 + 0], 64
+    jmp .Lc1_d5231_j
+.Lc1_d5231_j:
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + r9 + 448]
+    mov rcx, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
-    mov rcx, r9
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], 111
-    movzx ecx, byte ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    mov rbp, rdx
-    lea rbp, [r11 + r11*1]
-    mov edx, dword ptr [r15 + 0]
-    and r8, 64
-    mov esi, dword ptr [r15 + r8 + 128]
-    lea r9, [r11 + r11*8]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], bpl
-    and r9, 1984
-    mov edi, dword ptr [r15 + r9 + 1664]
-    movsxd rdx, dword ptr [r15 + r9 + 1728]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 224
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 123
+    mov rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov edi, eax
+    movzx eax, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov r8, r8
+    mov r8, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 178
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 108
-    movzx edi, byte ptr [r15 + r9 + 1536]
+    mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + r8 + 64]
+    mov byte ptr [r15 + 0], al
+    movzx eax, dil
+    mov dword ptr [r15 + 0], 207
+    mov eax, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + r9 + 1792]
-    mov qword ptr [r15 + rbp + 448], r9
+    mov dword ptr [r15 + 0], 211
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 1472], r9d
-    mov dword ptr [r15 + r9 + 1600], 188
-    vmovdqu xmmword ptr [r15 + r9 + 1856], xmm0
-    mov byte ptr [r15 + r9 + 1344], cl
+    mov rax, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    lea rbp, [r11 + r11*1]
+    or qword ptr [r15 + 0], 103
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], bpl
+    and r8, 64
+    mov qword ptr [r15 + r8 + 320], rdi
     jmp 1f
 1:
-    mov ebp, ecx
-    movsxd rcx, dword ptr [r15 + r9 + 1408]
-    jmp 1f
-1:
-    mov r9, rax
+    mov rdx, qword ptr [r15 + rbp + 64]
+    mov ebp, dword ptr [r15 + r8 + 384]
+    mov r8, rbp
+    mov r8d, dword ptr [r15 + r9 + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -6749,94 +6832,78 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d5238_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d5300_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5238_s_t
+    jmp .Lc1_d5300_s_t
     .p2align 3
-.Lc1_d5238_s:
+.Lc1_d5300_s:
     .p2align 3
-    jmp .Lc1_d5238_j
+    jmp .Lc1_d5300_j
     .p2align 3
-    jmp .Lc1_d5238_j
-    .p2align 3
-    jmp .Lc1_d5238_j
-    .p2align 3
-    jmp .Lc1_d5238_j
-    .p2align 3
-    jmp .Lc1_d5238_j
-    .p2align 3
-    jmp .Lc1_d5238_j
-    .p2align 3
-    jmp .Lc1_d5238_j
-    .p2align 3
-    jmp .Lc1_d5238_j
-    .p2align 3
-    jmp .Lc1_d5238_j
-    .p2align 3
-    jmp .Lc1_d5238_j
-    .p2align 3
-    jmp .Lc1_d5238_j
-    .p2align 3
-    jmp .Lc1_d5238_j
-    .p2align 3
-    jmp .Lc1_d5238_j
-    .p2align 3
-    jmp .Lc1_d5238_j
-    .p2align 3
-    jmp .Lc1_d5238_j
-    .p2align 3
-    jmp .Lc1_d5238_j
-.Lc1_d5238_j:
-    movzx ecx, r8b
+    jmp .Lc1_d5300_j
+.Lc1_d5300_j:
+    lea r8, [r11*4]
+    jmp 1f
+1:
+    and r8, 192
+    mov dword ptr [r15 + r8 + 704], edx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
+    movzx edx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    mov qword ptr [r15 + 0], rax
+    mov edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 134
-    mov rcx, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 228
+    mov eax, esi
+    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov rax, rdx
+    mov dword ptr [r15 + 0], 126
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov eax, dword ptr [r15 + r8 + 576]
+    jmp 1f
+1:
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 192]
+    vmovq xmm8, r8
+    mov esi, r8d
+    mov dword ptr [r15 + r8 + 640], 249
+    mov esi, 219
+    mov rsi, qword ptr [r15 + rbp + 256]
     jmp 1f
 1:
     lea r9, [r11 + r11*1]
-    mov ecx, 44
-    mov rsi, qword ptr [r15 + rbp + 7616]
-    lea r8, [r11 + r11*1]
+    mov rbp, r9
+    jmp 1f
+1:
     and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 320], ymm0
-    mov eax, ebp
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], 123
-    mov qword ptr [r15 + r8 + 128], rdx
-    vmovq qword ptr [r15 + r9 + 384], xmm0
-    vmovdqu ymmword ptr [r15 + rbp + 7808], ymm0
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, r8b
-    vmovdqu ymmword ptr [r15 + rbp + 7936], ymm0
-    mov qword ptr [r15 + rbp + 7680], rdx
-    mov r8d, 46
-    jmp 1f
-1:
-    mov r8d, r8d
-    movzx r8d, byte ptr [r15 + rbp + 7552]
-    movzx edx, r8b
-    nop
-    mov byte ptr [r15 + rbp + 7872], dl
-    mov r8d, ebp
-    mov rdi, qword ptr [r15 + rbp + 7744]
+    mov qword ptr [r15 + r9 + 128], rax
+    mov ebp, r9d
+    mov eax, edi
+    movzx ebp, byte ptr [r15 + r9 + 64]
+    vpcmpeqb xmm8, xmm8, xmm12
+    mov dword ptr [r15 + r8 + 768], ebp
     add r11, 64
     inc rbx
     dec r13
@@ -6845,420 +6912,336 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d5309_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32
+    setz al
+    lea rcx, [rip + .Lc1_d5365_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5309_s_t
+    jmp .Lc1_d5365_s_t
     .p2align 3
-.Lc1_d5309_s:
+.Lc1_d5365_s:
     .p2align 3
-    jmp .Lc1_d5309_j
+    jmp .Lc1_d5365_j
     .p2align 3
-    jmp .Lc1_d5309_j
-    .p2align 3
-    jmp .Lc1_d5309_j
-    .p2align 3
-    jmp .Lc1_d5309_j
-    .p2align 3
-    jmp .Lc1_d5309_j
-    .p2align 3
-    jmp .Lc1_d5309_j
-    .p2align 3
-    jmp .Lc1_d5309_j
-    .p2align 3
-    jmp .Lc1_d5309_j
-    .p2align 3
-    jmp .Lc1_d5309_j
-    .p2align 3
-    jmp .Lc1_d5309_j
-    .p2align 3
-    jmp .Lc1_d5309_j
-    .p2align 3
-    jmp .Lc1_d5309_j
-    .p2align 3
-    jmp .Lc1_d5309_j
-    .p2align 3
-    jmp .Lc1_d5309_j
-    .p2align 3
-    jmp .Lc1_d5309_j
-    .p2align 3
-    jmp .Lc1_d5309_j
-.Lc1_d5309_j:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d5365_j
+.Lc1_d5365_j:
+    lea rbp, [r11*8]
+    mov ecx, ebp
+    jmp 1f
+1:
     jmp 1f
 1:
     and rbp, 8128
-    mov qword ptr [r15 + rbp + 8000], r8
-    mov byte ptr [r15 + rbp + 7616], r8b
-    movzx ecx, bpl
-    add qword ptr [r15 + rbp + 7872], rcx
-    mov esi, 207
+    mov qword ptr [r15 + rbp + 7488], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 62
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + rbp + 7808]
-    mov dword ptr [r15 + rbp + 7744], ecx
-    movsxd rcx, dword ptr [r15 + rbp + 7680]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + rbp + 7744], ymm8
     lea r9, [r11 + r11*1]
-    mov esi, ebp
-    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    mov eax, 66
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
     and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + r8 + 320], 220
-    movsxd r8, dword ptr [r15 + rbp + 7936]
-    vmovdqu ymmword ptr [r15 + r9 + 448], ymm0
+    mov dword ptr [r15 + r9 + 256], ecx
     jmp 1f
 1:
-    mov r9d, r8d
-    mov r9d, 36
-    mov r9d, r9d
-    mov dword ptr [r15 + rbp + 7552], r9d
+    mov rcx, qword ptr [r15 + rbp + 7808]
+    movsxd rax, dword ptr [r15 + rbp + 7552]
     jmp 1f
 1:
+    movzx edi, byte ptr [r15 + rbp + 7936]
+    mov r8, r11
+    mov rsi, qword ptr [r15 + rbp + 7616]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 75
+    mov dword ptr [r15 + rbp + 7872], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 192], r9
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + rbp + 7680]
+    vpshufd xmm8, xmm8, 222
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d5376_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5376_s_t
-    .p2align 3
-.Lc1_d5376_s:
-    .p2align 3
-    jmp .Lc1_d5376_j
-    .p2align 3
-    jmp .Lc1_d5376_j
-    .p2align 3
-    jmp .Lc1_d5376_j
-    .p2align 3
-    jmp .Lc1_d5376_j
-    .p2align 3
-    jmp .Lc1_d5376_j
-    .p2align 3
-    jmp .Lc1_d5376_j
-    .p2align 3
-    jmp .Lc1_d5376_j
-    .p2align 3
-    jmp .Lc1_d5376_j
-    .p2align 3
-    jmp .Lc1_d5376_j
-    .p2align 3
-    jmp .Lc1_d5376_j
-    .p2align 3
-    jmp .Lc1_d5376_j
-    .p2align 3
-    jmp .Lc1_d5376_j
-    .p2align 3
-    jmp .Lc1_d5376_j
-    .p2align 3
-    jmp .Lc1_d5376_j
-    .p2align 3
-    jmp .Lc1_d5376_j
-    .p2align 3
-    jmp .Lc1_d5376_j
-.Lc1_d5376_j:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
+    lea rcx, [rip + .Lc1_d5420_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5420_j_t
+.Lc1_d5420_j:
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 207
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
-    mov r8, rcx
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov dword ptr [r15 + 0], 248
-    mov r8, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    vpmovmskb r9d, xmm8
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
-    mov edi, 25
+    mov dword ptr [r15 + 0], 216
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 0]
-    movzx ecx, dil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 134
+    movzx ebp, bpl
+    mov ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, dil
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 242
+    mov byte ptr [r15 + 0], r9b
+    movzx edx, bpl
+    mov qword ptr [r15 + 0], rdx
     jmp 1f
 1:
-    mov ecx, ecx
-    mov qword ptr [r15 + 0], rax
-    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 28
+    vmovq xmm8, rbp
+    mov rdx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    movzx edx, r8b
+    mov rbp, rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 128]
+    and rbp, 64
+    mov r8, qword ptr [r15 + rbp + 128]
     jmp 1f
 1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 256], rdi
-    mov edi, dword ptr [r15 + r8 + 64]
-    lea r8, [r11 + r11*1]
+    movsxd rdx, dword ptr [r15 + r9 + 384]
     jmp 1f
 1:
+    lea r8, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + r9 + 320], ymm8
+    mov eax, 140
+    mov byte ptr [r15 + rbp + 64], al
     and r8, 64
-    mov dword ptr [r15 + r8 + 384], 24
-    mov ecx, dword ptr [r15 + r9 + 192]
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm0
+    mov byte ptr [r15 + r8 + 448], r8b
+    mov dword ptr [r15 + r8 + 512], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c4:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d5452_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5452_s_t
-    .p2align 3
-.Lc1_d5452_s:
-    .p2align 3
-    jmp .Lc1_d5452_j
-    .p2align 3
-    jmp .Lc1_d5452_j
-    .p2align 3
-    jmp .Lc1_d5452_j
-    .p2align 3
-    jmp .Lc1_d5452_j
-    .p2align 3
-    jmp .Lc1_d5452_j
-    .p2align 3
-    jmp .Lc1_d5452_j
-    .p2align 3
-    jmp .Lc1_d5452_j
-    .p2align 3
-    jmp .Lc1_d5452_j
-    .p2align 3
-    jmp .Lc1_d5452_j
-    .p2align 3
-    jmp .Lc1_d5452_j
-    .p2align 3
-    jmp .Lc1_d5452_j
-    .p2align 3
-    jmp .Lc1_d5452_j
-    .p2align 3
-    jmp .Lc1_d5452_j
-    .p2align 3
-    jmp .Lc1_d5452_j
-    .p2align 3
-    jmp .Lc1_d5452_j
-    .p2align 3
-    jmp .Lc1_d5452_j
-.Lc1_d5452_j:
+    lea rcx, [rip + .Lc1_d5476_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5476_j_t
+.Lc1_d5476_j:
+    lea r8, [r11*8]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 120
+    lea rbp, [r11 + r11*1]
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1536]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx eax, cl
+    and rbp, 64
+    mov r9d, dword ptr [r15 + rbp + 128]
+    lea r9, [r11*4]
+    movzx eax, r9b
+    mov eax, dword ptr [r15 + r8 + 1472]
+    and r9, 192
+    mov qword ptr [r15 + r9 + 576], r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r8d
+    movzx edx, dl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov edx, edx
+    mov qword ptr [r15 + r8 + 1408], rcx
+    mov dword ptr [r15 + r8 + 1664], 249
+    mov rdx, r8
+    mov byte ptr [r15 + r9 + 704], dil
+    mov edx, esi
+    vmovdqu xmmword ptr [r15 + rbp + 64], xmm8
+    mov rdx, qword ptr [r15 + r8 + 1344]
+    mov rcx, qword ptr [r15 + r8 + 1600]
+    movzx ebp, byte ptr [r15 + r9 + 640]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 81
-    mov rcx, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    lea rbp, [r11*4]
-    jmp 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], r9b
-    and rbp, 192
-    vmovdqu ymmword ptr [r15 + rbp + 576], ymm0
-    lea r8, [r11 + r11*1]
-    mov rax, qword ptr [r15 + rbp + 768]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 219
-    mov dword ptr [r15 + rbp + 704], 43
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm0
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov byte ptr [r15 + rbp + 640], sil
-    mov byte ptr [r15 + r8 + 192], r9b
-    jmp 1f
-1:
-    mov r8d, r8d
+    movsxd rsi, dword ptr [r15 + r9 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c5:
-    lea rcx, [rip + .Lc1_d5521_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5521_j_t
-.Lc1_d5521_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
-    mov rcx, rcx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2048
+    setz al
+    lea rcx, [rip + .Lc1_d5527_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5527_s_t
+    .p2align 3
+.Lc1_d5527_s:
+    .p2align 3
+    jmp .Lc1_d5527_j
+    .p2align 3
+    jmp .Lc1_d5527_j
+.Lc1_d5527_j:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    vpshufd xmm8, xmm8, 107
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov dword ptr [r15 + 0], 59
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edx
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 129
+    mov edx, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    lea r8, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 43
+    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11*4]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 640], r8d
-    mov ecx, 204
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3584]
-    mov dword ptr [r15 + r8 + 768], 193
     jmp 1f
 1:
     jmp 1f
 1:
+    movzx edx, byte ptr [r15 + 0]
+    and rbp, 192
+    movzx eax, byte ptr [r15 + rbp + 704]
+    lea r8, [r11 + r11*1]
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 3392], 69
+    mov esi, edx
+    and r8, 64
+    mov esi, dword ptr [r15 + r8 + 64]
     and r9, 64
-    mov dword ptr [r15 + r9 + 320], r8d
-    mov rax, qword ptr [r15 + r9 + 384]
-    mov r9d, dword ptr [r15 + rbp + 3520]
+    mov dword ptr [r15 + r9 + 448], r9d
     jmp 1f
 1:
-    movzx edi, dil
-    add qword ptr [r15 + r8 + 704], rdi
-    mov qword ptr [r15 + rbp + 3456], rcx
-    movzx edi, bpl
-    movsxd rdi, dword ptr [r15 + r8 + 576]
+    mov byte ptr [r15 + rbp + 768], bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 128], eax
+    mov byte ptr [r15 + rbp + 640], sil
+    mov dword ptr [r15 + rbp + 576], r9d
+    mov esi, dword ptr [r15 + r9 + 512]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c6:
-    lea rcx, [rip + .Lc1_d5568_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5568_j_t
-.Lc1_d5568_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 512
+    setz al
+    lea rcx, [rip + .Lc1_d5590_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5590_s_t
+    .p2align 3
+.Lc1_d5590_s:
+    .p2align 3
+    jmp .Lc1_d5590_j
+    .p2align 3
+    jmp .Lc1_d5590_j
+.Lc1_d5590_j:
+    lea rbp, [r11 + r11*8]
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1472]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 162
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 59
+    movzx ecx, byte ptr [r15 + rbp + 1408]
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 1664], al
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], rbp
     jmp 1f
 1:
     lea r9, [r11 + r11*1]
-    mov ecx, 132
+    vmovdqu ymmword ptr [r15 + rbp + 1792], ymm8
+    vmovdqu ymmword ptr [r15 + r8 + 256], ymm8
     and r9, 64
-    mov qword ptr [r15 + r9 + 448], rdx
-    mov ecx, r9d
-    mov rdi, rcx
-    mov rcx, rbp
-    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov dword ptr [r15 + r9 + 384], 220
+    mov qword ptr [r15 + rbp + 1728], r9
+    mov r8d, r9d
     jmp 1f
 1:
-    movzx ecx, dl
-    mov ecx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + r9 + 320], rcx
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 253
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    mov rsi, rcx
-    movzx ecx, byte ptr [r15 + 0]
-    mov edi, 47
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], bpl
-    jmp 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], r8d
-    mov dword ptr [r15 + rbp + 384], 245
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm0
-    mov dword ptr [r15 + r8 + 64], 196
-    jmp 1f
-1:
-    mov r8d, 85
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov rax, rcx
+    mov rax, qword ptr [r15 + rbp + 1536]
+    movsxd r8, dword ptr [r15 + rbp + 1600]
+    mov r9, r9
+    mov dword ptr [r15 + rbp + 1856], r9d
     add r11, 64
     inc rbx
     dec r13
@@ -7267,148 +7250,138 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d5629_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 8
+    setz al
+    lea rcx, [rip + .Lc1_d5645_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5629_s_t
+    jmp .Lc1_d5645_s_t
     .p2align 3
-.Lc1_d5629_s:
+.Lc1_d5645_s:
     .p2align 3
-    jmp .Lc1_d5629_j
+    jmp .Lc1_d5645_j
     .p2align 3
-    jmp .Lc1_d5629_j
-    .p2align 3
-    jmp .Lc1_d5629_j
-    .p2align 3
-    jmp .Lc1_d5629_j
-    .p2align 3
-    jmp .Lc1_d5629_j
-    .p2align 3
-    jmp .Lc1_d5629_j
-    .p2align 3
-    jmp .Lc1_d5629_j
-    .p2align 3
-    jmp .Lc1_d5629_j
-    .p2align 3
-    jmp .Lc1_d5629_j
-    .p2align 3
-    jmp .Lc1_d5629_j
-    .p2align 3
-    jmp .Lc1_d5629_j
-    .p2align 3
-    jmp .Lc1_d5629_j
-    .p2align 3
-    jmp .Lc1_d5629_j
-    .p2align 3
-    jmp .Lc1_d5629_j
-    .p2align 3
-    jmp .Lc1_d5629_j
-    .p2align 3
-    jmp .Lc1_d5629_j
-.Lc1_d5629_j:
+    jmp .Lc1_d5645_j
+.Lc1_d5645_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    mov edx, 152
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edx
+    mov byte ptr [r15 + 0], dl
+    mov dword ptr [r15 + 0], 152
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
+    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea r9, [r11*8]
+    mov ecx, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    test dword ptr [r15 + 67117723], 4096
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    vmovdqu ymmword ptr [r15 + 0], ymm8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 1152], r9d
-    jmp 1f
-1:
+    lea r9, [r11 + r11*1]
+    mov rax, r9
     and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 512]
+    mov byte ptr [r15 + r8 + 192], r8b
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 384]
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 1216], eax
     lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 896], rax
+    vmovdqu ymmword ptr [r15 + r8 + 256], ymm8
+    mov byte ptr [r15 + r9 + 320], bpl
     and rbp, 64
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + rbp + 64]
-    movzx eax, bpl
-    mov edi, 138
+    mov dword ptr [r15 + rbp + 128], 160
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 832], dl
-    movzx eax, byte ptr [r15 + r9 + 1088]
-    mov edx, eax
-    mov eax, dword ptr [r15 + r8 + 448]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + r9 + 1024]
-    vmovdqu ymmword ptr [r15 + r9 + 1280], ymm0
-    mov rcx, qword ptr [r15 + r9 + 960]
-    mov r9d, 168
-    jmp 1f
-1:
-    mov r9, r9
-    mov dword ptr [r15 + rbp + 128], 245
-    jmp 1f
-1:
+    mov dword ptr [r15 + rbp + 64], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c8:
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, dword ptr [r15 + 0]
-    mov ebp, 228
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d5700_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5700_s_t
+    .p2align 3
+.Lc1_d5700_s:
+    .p2align 3
+    jmp .Lc1_d5700_j
+    .p2align 3
+    jmp .Lc1_d5700_j
+.Lc1_d5700_j:
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    or qword ptr [r15 + 0], 68
+    mov ecx, eax
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r8, rbp
-    mov r8d, 75
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
+    mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    vmovdqu ymmword ptr [r15 + 0], ymm8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 50
-    mov r8d, r8d
-    mov r8, r8
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 188
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov r9, rbp
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    lea r9, [r11*4]
-    mov dword ptr [r15 + rbp + 64], r9d
     lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 320], r8d
+    and r8, 64
+    lea r9, [r11 + r11*1]
+    mov rdx, qword ptr [r15 + r8 + 320]
+    mov rsi, qword ptr [r15 + r8 + 384]
+    and r9, 64
+    mov r8d, dword ptr [r15 + r9 + 192]
+    movzx edi, bpl
+    mov edi, 179
+    vmovdqu ymmword ptr [r15 + r9 + 256], ymm8
+    mov r9d, 92
     jmp 1f
 1:
-    and r9, 192
-    mov byte ptr [r15 + r9 + 640], r9b
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], 183
-    movsxd rax, dword ptr [r15 + r9 + 576]
-    mov dword ptr [r15 + r8 + 512], 2
-    mov byte ptr [r15 + r9 + 704], bpl
-    mov dword ptr [r15 + rbp + 128], eax
-    movsxd rax, dword ptr [r15 + r9 + 768]
+    jmp 1f
+1:
+    or qword ptr [r15 + rbp + 384], 118
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -7417,96 +7390,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d5746_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 67108864
+    setz al
+    lea rcx, [rip + .Lc1_d5759_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5746_s_t
+    jmp .Lc1_d5759_s_t
     .p2align 3
-.Lc1_d5746_s:
+.Lc1_d5759_s:
     .p2align 3
-    jmp .Lc1_d5746_j
+    jmp .Lc1_d5759_j
     .p2align 3
-    jmp .Lc1_d5746_j
-    .p2align 3
-    jmp .Lc1_d5746_j
-    .p2align 3
-    jmp .Lc1_d5746_j
-    .p2align 3
-    jmp .Lc1_d5746_j
-    .p2align 3
-    jmp .Lc1_d5746_j
-    .p2align 3
-    jmp .Lc1_d5746_j
-    .p2align 3
-    jmp .Lc1_d5746_j
-    .p2align 3
-    jmp .Lc1_d5746_j
-    .p2align 3
-    jmp .Lc1_d5746_j
-    .p2align 3
-    jmp .Lc1_d5746_j
-    .p2align 3
-    jmp .Lc1_d5746_j
-    .p2align 3
-    jmp .Lc1_d5746_j
-    .p2align 3
-    jmp .Lc1_d5746_j
-    .p2align 3
-    jmp .Lc1_d5746_j
-    .p2align 3
-    jmp .Lc1_d5746_j
-.Lc1_d5746_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 55
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov eax, 124
-    vpaddd xmm0, xmm0, xmm0
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    mov r9d, 3
+    jmp .Lc1_d5759_j
+.Lc1_d5759_j:
+    lea rbp, [r11*8]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov qword ptr [r15 + 0], r9
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3648], 22
+    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
-    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 147
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11*4]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 192
-    movzx eax, byte ptr [r15 + r9 + 576]
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 128], ymm0
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], cl
-    mov ecx, 65
-    mov rcx, qword ptr [r15 + r8 + 64]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + r9 + 768]
-    mov edx, r8d
-    mov rdx, qword ptr [r15 + rbp + 448]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    lea r8, [r11*4]
+    movsxd rax, dword ptr [r15 + rbp + 3520]
+    and r8, 192
+    movzx r9d, byte ptr [r15 + r8 + 576]
+    mov rsi, rbp
+    mov esi, dword ptr [r15 + rbp + 3712]
+    mov edx, ebp
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 640], rdx
-    mov byte ptr [r15 + r9 + 704], dl
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 704], 229
+    mov edx, dword ptr [r15 + rbp + 3584]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7552], al
+    mov eax, dword ptr [r15 + rbp + 3456]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 7488], 129
+    mov qword ptr [r15 + r8 + 768], rax
+    mov r9, rsi
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 640], r9d
     jmp 1f
 1:
     add r11, 64
@@ -7514,1264 +7454,1184 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c10:
-    lea rcx, [rip + .Lc1_d5817_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5817_j_t
-.Lc1_d5817_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, rdi
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    xor dword ptr [r15 + 0], eax
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d5814_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5814_s_t
+    .p2align 3
+.Lc1_d5814_s:
+    .p2align 3
+    jmp .Lc1_d5814_j
+    .p2align 3
+    jmp .Lc1_d5814_j
+.Lc1_d5814_j:
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 250
+    mov esi, edx
+    mov ecx, eax
+    mov ecx, eax
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 34
-    vmovdqu xmmword ptr [r15 + 0], xmm0
-    mov eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    mov eax, 70
-    movzx eax, al
-    movzx eax, byte ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    movzx ecx, sil
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + 0], sil
+    mov esi, 106
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    movzx esi, r9b
+    movzx esi, sil
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 64], r8d
-    lea r9, [r11 + r11*1]
+    mov rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 512]
+    and rbp, 192
+    movsxd rax, dword ptr [r15 + rbp + 576]
+    movzx edx, byte ptr [r15 + rbp + 768]
+    mov qword ptr [r15 + rbp + 704], r9
     jmp 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 256], r8b
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], 120
-    movsxd rdi, dword ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + r8 + 192], 159
-    movsxd rbp, dword ptr [r15 + r9 + 384]
+    mov byte ptr [r15 + r9 + 64], dl
+    mov edx, edx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, cl
+    movzx r9d, byte ptr [r15 + r8 + 448]
+    jmp 1f
+1:
+    mov rdx, rbp
+    movsxd rdx, dword ptr [r15 + rbp + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c11:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d5880_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5880_s_t
+    .p2align 3
+.Lc1_d5880_s:
+    .p2align 3
+    jmp .Lc1_d5880_j
+    .p2align 3
+    jmp .Lc1_d5880_j
+.Lc1_d5880_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, dl
+    mov rdx, qword ptr [r15 + 0]
+    mov ebp, 63
+    jmp 1f
+1:
+    mov ebp, 55
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*8]
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + 0], cl
+    and rbp, 64
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7744]
+    mov qword ptr [r15 + rbp + 448], r9
+    lea r9, [r11 + r11*1]
     and r8, 64
-    vmovq qword ptr [r15 + r8 + 320], xmm0
-    mov edi, dword ptr [r15 + rbp + 7936]
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    vmovdqu ymmword ptr [r15 + rbp + 7616], ymm0
-    movzx eax, cl
+    mov qword ptr [r15 + r8 + 256], r8
+    jmp 1f
+1:
+    mov ecx, ebp
+    and r9, 64
+    mov byte ptr [r15 + r9 + 64], dl
+    mov edx, dword ptr [r15 + r8 + 192]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, 18
-    vmovq qword ptr [r15 + rbp + 7872], xmm0
-    mov ecx, ecx
-    mov ecx, 161
-    mov qword ptr [r15 + rbp + 7808], rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + rbp + 7552]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 8000], ymm0
-    mov dword ptr [r15 + r8 + 384], 242
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + rbp + 7680]
-    and r8, 64
-    mov ebp, dword ptr [r15 + r8 + 320]
-    mov rsi, rbp
-    mov dword ptr [r15 + r8 + 384], eax
+    mov rcx, rax
+    mov ecx, dword ptr [r15 + rbp + 512]
+    add qword ptr [r15 + r9 + 128], rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c12:
-    lea rcx, [rip + .Lc1_d5911_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d5943_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5911_j_t
-.Lc1_d5911_j:
-    mov byte ptr [r15 + 0], cl
+    jmp .Lc1_d5943_j_t
+.Lc1_d5943_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 196
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm0, xmm0, 35
-    movzx r8d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    movzx ebp, dl
-    test ebx, 2011136
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    movsxd r8, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    mov r8, r8
-    and rbp, 64
+    and r9, 192
+    mov rcx, qword ptr [r15 + r9 + 704]
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1472]
     lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 192], ecx
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 128]
+    test dword ptr [r15 + 67117723], 2097160
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 448]
-    mov rdx, rax
-    jmp 1f
-1:
-    mov rdx, rdx
-    mov edx, 136
-    mov dword ptr [r15 + r9 + 64], 156
-    vmovdqu ymmword ptr [r15 + r8 + 512], ymm0
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, 140
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + rbp + 256]
-    jmp 1f
-1:
-    mov ebp, 100
+    mov byte ptr [r15 + r8 + 64], r9b
+    mov eax, 219
+    mov eax, ecx
+    mov qword ptr [r15 + rbp + 1408], rsi
+    movzx ecx, cl
+    mov qword ptr [r15 + r9 + 640], r9
+    mov dword ptr [r15 + rbp + 1344], ecx
+    movsxd rcx, dword ptr [r15 + r8 + 128]
+    movzx r8d, bpl
+    movzx r8d, byte ptr [r15 + r9 + 768]
+    mov dword ptr [r15 + rbp + 1536], eax
+    mov eax, dword ptr [r15 + r9 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c13:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov edx, eax
+    lea rcx, [rip + .Lc1_d5987_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5987_j_t
+.Lc1_d5987_j:
     jmp 1f
 1:
-    mov rdx, rdx
+    mov ecx, 232
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 43
+    lea r8, [r11 + r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    lea r9, [r11 + r11*1]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1856], al
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], sil
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 576], eax
+    movzx ecx, byte ptr [r15 + r8 + 1472]
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm8
+    mov qword ptr [r15 + r8 + 1792], rsi
+    mov byte ptr [r15 + rbp + 768], cl
+    mov qword ptr [r15 + r8 + 1600], rcx
+    mov qword ptr [r15 + r8 + 1728], rdx
+    mov dword ptr [r15 + r8 + 1408], 103
+    mov rcx, r8
+    mov rcx, rbp
+    mov dword ptr [r15 + r9 + 64], r8d
     jmp 1f
 1:
+    movsxd r9, dword ptr [r15 + r8 + 1664]
+    mov rcx, r9
+    movzx r9d, cl
+    mov dword ptr [r15 + rbp + 704], 14
+    mov rcx, rbp
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm0, xmm0, xmm1
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx edx, dil
-    mov rdx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 60
-    and r9, 192
-    add qword ptr [r15 + r9 + 576], r9
-    movzx esi, dl
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 192], rdi
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + r9 + 704]
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 448]
-    mov r8, rcx
-    mov r8, r8
-    movzx ecx, byte ptr [r15 + r9 + 768]
-    movzx edi, cl
-    movsxd rcx, dword ptr [r15 + r9 + 640]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + rbp + 512]
+    mov byte ptr [r15 + r8 + 1536], cl
+    mov rcx, qword ptr [r15 + rbp + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c14:
-    lea rcx, [rip + .Lc1_d6020_j]
+    lea rcx, [rip + .Lc1_d6033_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6020_j_t
-.Lc1_d6020_j:
-    mov ecx, 173
-    jmp 1f
-1:
-    mov ecx, r8d
-    vmovdqu xmmword ptr [r15 + 0], xmm0
+    jmp .Lc1_d6033_j_t
+.Lc1_d6033_j:
+    lea r9, [r11 + r11*4]
+    and r9, 4032
+    movsxd rcx, dword ptr [r15 + r9 + 3456]
     mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov r8d, eax
-    movzx edx, r8b
-    mov r8d, 93
-    mov r8d, eax
-    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 166
-    movzx r8d, dl
-    movzx r8d, r8b
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    vmovdqu ymmword ptr [r15 + 0], ymm0
+    vmovq xmm8, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1408], r8d
+    movzx eax, r9b
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    mov eax, dword ptr [r15 + r8 + 1536]
+    mov dword ptr [r15 + r8 + 1472], 35
+    mov esi, dword ptr [r15 + r9 + 3584]
+    lea rbp, [r11 + r11*1]
+    vmovq xmm8, rdx
+    mov dword ptr [r15 + r9 + 3520], r8d
+    movzx edx, byte ptr [r15 + r9 + 3392]
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 320], ymm8
+    mov byte ptr [r15 + rbp + 384], bpl
+    mov ebp, dword ptr [r15 + r9 + 3648]
     jmp 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 64]
-    mov dword ptr [r15 + r9 + 128], 36
-    lea r9, [r11 + r11*1]
-    movzx edi, cl
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 240
-    mov ecx, dword ptr [r15 + r8 + 256]
-    mov dword ptr [r15 + r9 + 64], 50
-    jmp 1f
-1:
+    movzx r9d, bpl
+    mov r9, qword ptr [r15 + r8 + 1600]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c15:
-    lea rcx, [rip + .Lc1_d6078_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6078_j_t
-.Lc1_d6078_j:
-    mov rcx, rcx
+    mov rbp, r9
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 205
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 33
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 198
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
     jmp 1f
 1:
-    lea r8, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    lea r9, [r11 + r11*2]
-    movsxd rcx, dword ptr [r15 + r8 + 1152]
-    vmovdqu ymmword ptr [r15 + r8 + 1024], ymm0
-    and r9, 1984
-    mov edx, dword ptr [r15 + r9 + 1408]
-    mov edi, 252
+    lea r9, [r11*4]
+    mov r8d, 205
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3584], r9d
+    movzx r8d, byte ptr [r15 + r9 + 3456]
+    mov ebp, r8d
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*4]
+    mov edx, dword ptr [r15 + r9 + 3520]
+    mov ecx, 206
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 384]
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7744]
+    mov rax, rax
+    movzx eax, byte ptr [r15 + rbp + 7616]
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 1472], edi
+    mov dword ptr [r15 + rbp + 7488], 30
+    mov edi, eax
+    movzx eax, byte ptr [r15 + rbp + 7552]
+    mov dword ptr [r15 + r9 + 3392], 7
+    movzx r9d, al
+    mov dword ptr [r15 + r8 + 320], 173
+    vmovdqu xmmword ptr [r15 + rbp + 7680], xmm8
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 832], r8b
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 960], 137
-    mov qword ptr [r15 + r8 + 1088], rbp
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], bpl
-    mov byte ptr [r15 + r8 + 896], cl
-    mov qword ptr [r15 + r8 + 1216], rdi
-    mov edi, 69
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 1280], dil
-    mov edi, edi
-    vpcmpeqb xmm0, xmm0, xmm7
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 128], 219
-    movsxd rbp, dword ptr [r15 + r9 + 1344]
-    mov edi, 195
-    movzx edi, dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c16:
-    lea rbp, [r11 + r11*8]
+    lea rcx, [rip + .Lc1_d6122_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6122_j_t
+.Lc1_d6122_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, cl
+    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    vmovq qword ptr [r15 + 0], xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov rcx, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r8, r8
+    movzx r8d, byte ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 256]
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3840], rdi
-    and r9, 64
-    movsxd rdi, dword ptr [r15 + r9 + 384]
-    mov ecx, dword ptr [r15 + rbp + 3648]
-    jmp 1f
-1:
-    mov r8d, ebp
-    movzx r8d, bpl
-    mov r8, qword ptr [r15 + rbp + 3456]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm0, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], edi
     and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 448], ymm0
-    movzx ecx, r8b
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm0
-    mov dword ptr [r15 + rbp + 3584], ecx
-    vmovdqu ymmword ptr [r15 + rbp + 3520], ymm0
-    mov ecx, dword ptr [r15 + r9 + 320]
-    mov byte ptr [r15 + r8 + 512], cl
-    mov r9, rcx
-    mov ecx, 46
-    vmovdqu xmm0, xmmword ptr [r15 + rbp + 3712]
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 3776], dl
-    mov dword ptr [r15 + rbp + 3904], ecx
+    mov dword ptr [r15 + r8 + 512], 81
+    mov dword ptr [r15 + r8 + 448], ecx
+    vpaddd xmm8, xmm8, xmm8
+    mov dword ptr [r15 + r9 + 384], r8d
+    mov esi, dword ptr [r15 + rbp + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c17:
-    lea rcx, [rip + .Lc1_d6172_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6172_j_t
-.Lc1_d6172_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
+    mov r8d, r9d
+    mov r8d, 159
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, sil
+    mov r8, r8
+    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    mov r8, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
+    mov r8d, 187
+    vpmovmskb edi, xmm8
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     lea r8, [r11*8]
-    mov rcx, r8
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 1280]
+    mov rdi, r9
+    jmp 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3456], esi
+    mov qword ptr [r15 + r8 + 3648], rsi
     lea rbp, [r11 + r11*1]
-    mov rdi, rax
-    mov eax, edi
-    mov qword ptr [r15 + r8 + 1024], rsi
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
     and rbp, 64
-    mov byte ptr [r15 + rbp + 256], bpl
-    mov byte ptr [r15 + rbp + 192], r9b
-    jmp 1f
-1:
-    mov rbp, rbp
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 832], dl
-    mov qword ptr [r15 + r8 + 896], rbp
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], bpl
-    mov byte ptr [r15 + r8 + 1152], bpl
-    vmovdqu xmmword ptr [r15 + r8 + 1216], xmm0
-    mov edi, 168
-    mov qword ptr [r15 + r8 + 1088], rax
-    movsxd rdi, dword ptr [r15 + r8 + 960]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + rbp + 384]
-    vpmovmskb ebp, xmm0
-    mov rbp, rbp
-    movzx ebp, bpl
+    vmovdqu xmm8, xmmword ptr [r15 + rbp + 128]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], r9d
+    mov esi, edx
+    movsxd rsi, dword ptr [r15 + r8 + 3712]
+    mov dword ptr [r15 + r8 + 3392], esi
+    movsxd rsi, dword ptr [r15 + r8 + 3776]
+    mov dword ptr [r15 + r8 + 3520], 156
+    movzx edx, byte ptr [r15 + r9 + 320]
+    vpcmpeqb xmm8, xmm8, xmm11
+    mov dword ptr [r15 + rbp + 64], ebp
+    mov r9d, dword ptr [r15 + r8 + 3584]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c18:
-    mov ebp, 84
-    mov ebp, ebp
-    mov esi, 128
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d6223_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6223_s_t
+    .p2align 3
+.Lc1_d6223_s:
+    .p2align 3
+    jmp .Lc1_d6223_j
+    .p2align 3
+    jmp .Lc1_d6223_j
+.Lc1_d6223_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 99
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rax, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 235
+    mov rbp, rcx
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 0]
-    mov eax, esi
-    mov dword ptr [r15 + 0], 174
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov dword ptr [r15 + 0], 228
-    mov esi, 239
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 232
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 124
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov dword ptr [r15 + 0], ecx
     lea r8, [r11*4]
-    mov edx, r8d
-    mov esi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 192
-    vmovdqu ymmword ptr [r15 + r8 + 768], ymm0
-    movzx esi, byte ptr [r15 + r8 + 640]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 704], 176
-    movzx edx, cl
-    and r9, 64
     lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 192], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + r8 + 768], 221
     and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
+    movsxd rdi, dword ptr [r15 + rbp + 384]
     jmp 1f
 1:
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 320], 191
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], r9d
+    mov ebp, r8d
+    mov ebp, eax
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 576], ebp
-    mov qword ptr [r15 + rbp + 64], r8
-    movzx ebp, byte ptr [r15 + r9 + 256]
+    mov ebp, dword ptr [r15 + r8 + 576]
+    mov dword ptr [r15 + r8 + 640], ebp
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + r8 + 704]
+    vmovdqu ymmword ptr [r15 + r9 + 256], ymm8
+    vpmovmskb r9d, xmm8
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c19:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d6273_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6273_s_t
-    .p2align 3
-.Lc1_d6273_s:
-    .p2align 3
-    jmp .Lc1_d6273_j
-    .p2align 3
-    jmp .Lc1_d6273_j
-    .p2align 3
-    jmp .Lc1_d6273_j
-    .p2align 3
-    jmp .Lc1_d6273_j
-    .p2align 3
-    jmp .Lc1_d6273_j
-    .p2align 3
-    jmp .Lc1_d6273_j
-    .p2align 3
-    jmp .Lc1_d6273_j
-    .p2align 3
-    jmp .Lc1_d6273_j
-    .p2align 3
-    jmp .Lc1_d6273_j
-    .p2align 3
-    jmp .Lc1_d6273_j
-    .p2align 3
-    jmp .Lc1_d6273_j
-    .p2align 3
-    jmp .Lc1_d6273_j
-    .p2align 3
-    jmp .Lc1_d6273_j
-    .p2align 3
-    jmp .Lc1_d6273_j
-    .p2align 3
-    jmp .Lc1_d6273_j
-    .p2align 3
-    jmp .Lc1_d6273_j
-.Lc1_d6273_j:
-    mov rax, rbp
-    lea rbp, [r11*8]
-    jmp 1f
-1:
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 1088]
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d6279_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6279_j_t
+.Lc1_d6279_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    mov dword ptr [r15 + 0], 25
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    jmp 1f
-1:
+    mov rcx, rcx
     mov ecx, dword ptr [r15 + 0]
+    mov r9d, ecx
+    jmp 1f
+1:
+    mov ecx, 251
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    movsxd rcx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rdi
-    mov byte ptr [r15 + 0], r8b
-    mov r8d, r8d
-    mov r8d, 86
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm8, xmm8, xmm8
+    mov dword ptr [r15 + 0], 171
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    movzx eax, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 174
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 1024], r9
-    mov dword ptr [r15 + r8 + 256], ecx
-    and r9, 64
-    mov r8, qword ptr [r15 + r9 + 128]
-    mov rcx, qword ptr [r15 + rbp + 896]
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 320], cl
+    mov ecx, 135
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], sil
+    mov rcx, rbp
+    movsxd rcx, dword ptr [r15 + rbp + 448]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + rbp + 1280]
-    movzx edx, byte ptr [r15 + rbp + 1216]
-    movzx esi, byte ptr [r15 + rbp + 832]
-    movzx r8d, bpl
-    movzx r8d, cl
-    .byte 0x0f, 0x1f, 0x00
-    movzx ecx, byte ptr [r15 + r9 + 64]
-    mov qword ptr [r15 + rbp + 1152], rcx
-    mov dword ptr [r15 + rbp + 960], eax
+    jmp 1f
+1:
+    and rbp, 64
+    add qword ptr [r15 + rbp + 192], r8
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 384], ebp
+    mov r8, rbp
+    mov dword ptr [r15 + rbp + 256], r8d
+    mov r8d, ecx
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c20:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d6345_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6345_s_t
-    .p2align 3
-.Lc1_d6345_s:
-    .p2align 3
-    jmp .Lc1_d6345_j
-    .p2align 3
-    jmp .Lc1_d6345_j
-    .p2align 3
-    jmp .Lc1_d6345_j
-    .p2align 3
-    jmp .Lc1_d6345_j
-    .p2align 3
-    jmp .Lc1_d6345_j
-    .p2align 3
-    jmp .Lc1_d6345_j
-    .p2align 3
-    jmp .Lc1_d6345_j
-    .p2align 3
-    jmp .Lc1_d6345_j
-    .p2align 3
-    jmp .Lc1_d6345_j
-    .p2align 3
-    jmp .Lc1_d6345_j
-    .p2align 3
-    jmp .Lc1_d6345_j
-    .p2align 3
-    jmp .Lc1_d6345_j
-    .p2align 3
-    jmp .Lc1_d6345_j
-    .p2align 3
-    jmp .Lc1_d6345_j
-    .p2align 3
-    jmp .Lc1_d6345_j
-    .p2align 3
-    jmp .Lc1_d6345_j
-.Lc1_d6345_j:
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], 154
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r8d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov rbp, r8
+    mov r8, rcx
+    mov r8d, 15
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm8, xmm8, xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     movsxd rcx, dword ptr [r15 + 0]
-    mov eax, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov eax, 96
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    mov eax, ecx
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov rcx, rsi
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 128]
     lea rbp, [r11 + r11*1]
-    mov rsi, rbp
-    mov rsi, rsi
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 512], bpl
-    vmovdqu xmmword ptr [r15 + rbp + 448], xmm0
-    movsxd rbp, dword ptr [r15 + r9 + 64]
+    movsxd rcx, dword ptr [r15 + rbp + 128]
+    and r8, 64
+    lea r9, [r11*4]
+    movsxd rsi, dword ptr [r15 + r8 + 320]
+    movzx eax, sil
+    and r9, 192
+    mov byte ptr [r15 + r9 + 704], r9b
+    mov esi, r9d
+    mov dword ptr [r15 + r8 + 384], ebp
+    mov dword ptr [r15 + rbp + 64], esi
+    mov esi, esi
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + r8 + 256]
+    mov esi, 216
+    mov rsi, rcx
+    mov dword ptr [r15 + r9 + 576], 191
+    movzx ecx, byte ptr [r15 + r9 + 768]
+    mov r8d, ecx
+    mov rcx, qword ptr [r15 + r9 + 640]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c21:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], 33
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 512
+    setz al
+    lea rcx, [rip + .Lc1_d6386_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6386_s_t
+    .p2align 3
+.Lc1_d6386_s:
+    .p2align 3
+    jmp .Lc1_d6386_j
+    .p2align 3
+    jmp .Lc1_d6386_j
+.Lc1_d6386_j:
+    lea r8, [r11*8]
+    mov ecx, r9d
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    lea rbp, [r11*4]
+    mov dword ptr [r15 + r8 + 1216], 132
+    mov rax, qword ptr [r15 + r8 + 896]
+    mov r9d, dword ptr [r15 + r8 + 1088]
+    and rbp, 192
+    mov rsi, qword ptr [r15 + rbp + 640]
+    mov edi, r8d
     jmp 1f
 1:
     jmp 1f
 1:
+    movzx edi, byte ptr [r15 + rbp + 768]
+    mov dword ptr [r15 + rbp + 576], edi
+    mov qword ptr [r15 + r8 + 1280], rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edx
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    mov rsi, qword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    lea r8, [r11 + r11*4]
-    jmp 1f
-1:
-    mov edx, r8d
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3520], r8d
-    mov dword ptr [r15 + r8 + 3456], r8d
-    vmovdqu ymmword ptr [r15 + r9 + 1088], ymm0
-    mov edi, dword ptr [r15 + r8 + 3584]
-    mov edx, dword ptr [r15 + r9 + 1024]
-    mov byte ptr [r15 + rbp + 512], dl
-    mov rdx, rcx
+    movzx edi, byte ptr [r15 + 0]
     movzx edx, al
-    mov edx, edx
-    mov dword ptr [r15 + r8 + 3392], 100
-    mov dword ptr [r15 + r9 + 896], 202
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 3648], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + r8 + 1152], ymm8
+    mov qword ptr [r15 + r8 + 960], rdi
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 53
+    mov dword ptr [r15 + r9 + 64], 26
+    mov byte ptr [r15 + r8 + 1024], r9b
+    mov r8, r9
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 960], edi
-    mov rdi, qword ptr [r15 + r9 + 1152]
+    mov dword ptr [r15 + rbp + 704], 242
+    movzx r8d, sil
+    mov r8d, 121
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c22:
-    lea rcx, [rip + .Lc1_d6464_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6464_j_t
-.Lc1_d6464_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], r8
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], dl
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 177
-    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm0
-    mov dword ptr [r15 + 0], ebp
-    lea r8, [r11*8]
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 384]
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 1088]
-    mov r9d, edi
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 1280], al
-    mov dword ptr [r15 + r8 + 960], r9d
-    mov dword ptr [r15 + r8 + 832], r9d
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
-    mov qword ptr [r15 + r8 + 1216], r9
-    mov rax, qword ptr [r15 + r8 + 896]
-    vmovdqu ymmword ptr [r15 + r9 + 64], ymm0
-    jmp 1f
-1:
-    mov esi, 185
-    movsxd r9, dword ptr [r15 + rbp + 320]
-    mov dword ptr [r15 + r8 + 1152], r9d
     mov r9, r9
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + r8 + 1024]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    mov esi, r8d
+    mov dword ptr [r15 + 0], r8d
+    mov esi, 55
+    jmp 1f
+1:
+    mov rsi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 180
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + r8 + 320]
+    mov r8, r9
+    lea r8, [r11 + r11*1]
+    mov edi, r8d
+    and r8, 64
+    mov edi, dword ptr [r15 + r8 + 448]
+    jmp 1f
+1:
+    mov edx, ebp
+    lea rbp, [r11 + r11*1]
+    mov eax, 51
+    and rbp, 64
+    or qword ptr [r15 + rbp + 64], 73
+    mov eax, 73
+    mov dword ptr [r15 + rbp + 128], 12
+    movzx ebp, sil
+    mov dword ptr [r15 + r8 + 512], 238
+    mov ebp, 197
+    mov rbp, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c23:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea r9, [r11 + r11*4]
-    mov rax, rdi
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 896]
-    movzx edi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    jmp 1f
-1:
-    mov edi, 28
-    mov rbp, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edi, 102
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 8192
-    jnz 1f
-1:
-    mov rax, rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d6488_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6488_j_t
+.Lc1_d6488_j:
     lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    movzx edi, byte ptr [r15 + r9 + 1024]
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 384]
+    mov ecx, eax
     and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 512]
-    mov dword ptr [r15 + r9 + 832], edi
-    vmovdqu ymmword ptr [r15 + r9 + 1088], ymm0
-    vpor xmm0, xmm0, xmm0
-    mov dword ptr [r15 + r8 + 320], 73
+    mov ecx, dword ptr [r15 + rbp + 128]
+    lea r9, [r11 + r11*8]
+    mov rax, rdi
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7808], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 0], 98
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], r8
+    movsxd rdi, dword ptr [r15 + r9 + 7872]
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 960], 121
+    mov rax, qword ptr [r15 + r9 + 7936]
+    mov esi, 232
+    mov edx, 119
+    movzx esi, r9b
+    mov byte ptr [r15 + r9 + 7488], sil
+    mov qword ptr [r15 + r9 + 7552], r9
+    vpmovmskb esi, xmm8
+    mov esi, dword ptr [r15 + r9 + 7680]
+    movsxd rdx, dword ptr [r15 + rbp + 64]
+    mov ebp, 203
+    mov dword ptr [r15 + r9 + 7616], eax
+    mov ebp, dword ptr [r15 + r8 + 64]
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 448], rsi
+    mov byte ptr [r15 + r9 + 7744], dil
+    mov dword ptr [r15 + r9 + 8000], 74
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, rbp
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c24:
-    lea rcx, [rip + .Lc1_d6559_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6559_j_t
-.Lc1_d6559_j:
-    lea rbp, [r11*8]
-    jmp 1f
-1:
-    mov ecx, 197
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3456]
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 3584], 191
+    movzx ebp, bpl
     jmp 1f
 1:
     and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 128], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
+    movzx ebp, byte ptr [r15 + r8 + 512]
+    lea r9, [r11*8]
+    movzx esi, dl
+    jmp 1f
+1:
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1472], bpl
+    mov dword ptr [r15 + r8 + 448], 89
+    mov r8d, 231
+    movsxd r8, dword ptr [r15 + r9 + 1728]
+    movsxd rbp, dword ptr [r15 + r9 + 1600]
+    mov edx, dword ptr [r15 + r9 + 1408]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 127
     jmp 1f
 1:
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, esi
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + rbp + 3648], edi
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 384]
+    mov eax, 105
+    mov dword ptr [r15 + r9 + 1536], r9d
+    mov eax, eax
+    mov rax, qword ptr [r15 + r9 + 1792]
+    mov ecx, esi
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 3840], 158
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 3520], r9d
-    movzx edi, r9b
-    mov rdi, rdi
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], r9d
+    mov byte ptr [r15 + r9 + 1344], cl
+    mov byte ptr [r15 + r9 + 1664], al
     jmp 1f
 1:
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + rbp + 3712]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + r9 + 320]
-    mov r9d, 109
-    movsxd r9, dword ptr [r15 + rbp + 3392]
-    movsxd rsi, dword ptr [r15 + rbp + 3776]
-    mov ebp, 172
-    mov byte ptr [r15 + r8 + 64], dil
-    jmp 1f
-1:
+    mov qword ptr [r15 + rbp + 320], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c25:
-    lea rcx, [rip + .Lc1_d6607_j]
+    lea rcx, [rip + .Lc1_d6585_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6607_j_t
-.Lc1_d6607_j:
-    mov ecx, 7
+    jmp .Lc1_d6585_j_t
+.Lc1_d6585_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 200
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
+    mov rcx, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm0
+    mov ecx, esi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
     mov rcx, rcx
+    mov ecx, 20
+    lea rbp, [r11*8]
     jmp 1f
 1:
-    mov r8, rcx
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], 239
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7744], 162
     and r8, 64
-    mov dword ptr [r15 + r8 + 448], eax
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 576], 20
+    lea r9, [r11*4]
+    vmovdqu ymmword ptr [r15 + r8 + 128], ymm8
+    mov ecx, 49
+    mov rcx, qword ptr [r15 + rbp + 7680]
+    and r9, 192
+    mov dword ptr [r15 + r9 + 576], 232
+    mov qword ptr [r15 + rbp + 7808], rdx
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov eax, 107
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], rcx
-    mov dword ptr [r15 + rbp + 768], 198
-    mov rcx, qword ptr [r15 + rbp + 640]
-    mov qword ptr [r15 + r9 + 128], rbp
-    mov dword ptr [r15 + rbp + 704], 229
-    mov byte ptr [r15 + r8 + 512], sil
+    mov rdx, qword ptr [r15 + rbp + 7616]
+    mov qword ptr [r15 + r9 + 640], rdi
+    mov edi, 198
+    mov byte ptr [r15 + r9 + 768], dil
+    movsxd rdi, dword ptr [r15 + rbp + 7552]
+    mov rcx, qword ptr [r15 + r9 + 704]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, rbp
+    movsxd r9, dword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    mov r8, r9
+    mov qword ptr [r15 + rbp + 7872], r8
+    mov dword ptr [r15 + rbp + 7488], edi
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c26:
-    mov dword ptr [r15 + 0], esi
-    mov esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov rcx, rsi
-    jmp 1f
-1:
-    vpxor xmm0, xmm0, xmm9
+    lea rcx, [rip + .Lc1_d6634_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6634_j_t
+.Lc1_d6634_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     movzx ecx, cl
-    mov dword ptr [r15 + 0], 174
-    movzx esi, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, sil
+    mov r9d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov rbp, rdi
+    mov edi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov edi, 153
     jmp 1f
 1:
-    mov esi, 237
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r8d
-    mov qword ptr [r15 + 0], rsi
-    mov dword ptr [r15 + 0], esi
-    movzx esi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    movzx r8d, sil
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov r8d, 48
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 228
+    mov rdi, r8
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
     jmp 1f
 1:
     and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 256], ymm8
     lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 64], rbp
+    mov ecx, esi
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
     and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 256]
-    mov rax, rsi
-    mov rsi, r9
-    lea r9, [r11*4]
-    mov esi, 104
-    and r9, 192
-    mov esi, dword ptr [r15 + r9 + 640]
-    mov edi, 122
-    jmp 1f
-1:
-    mov edi, 140
-    jmp 1f
-1:
-    mov edi, edx
-    mov edx, edi
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 768], ecx
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 704], rax
-    mov rdx, rdx
-    mov dword ptr [r15 + r9 + 576], 251
-    mov dword ptr [r15 + rbp + 192], 209
-    mov qword ptr [r15 + r8 + 128], rdx
-    jmp 1f
-1:
+    mov ecx, dword ptr [r15 + rbp + 128]
+    mov rsi, rcx
+    and r9, 64
+    movsxd rsi, dword ptr [r15 + r9 + 512]
+    vmovdqu ymmword ptr [r15 + r8 + 192], ymm8
+    mov dword ptr [r15 + r9 + 448], 220
+    mov r9d, r8d
+    mov dword ptr [r15 + rbp + 64], 173
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c27:
-    lea rcx, [rip + .Lc1_d6712_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6712_j_t
-.Lc1_d6712_j:
-    lea rbp, [r11 + r11*8]
-    mov ecx, r8d
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3904], r8d
+    lea r9, [r11*8]
+    mov ebp, r9d
+    and r9, 448
+    mov qword ptr [r15 + r9 + 896], rax
+    lea rbp, [r11 + r11*1]
+    movzx esi, bpl
+    mov rsi, qword ptr [r15 + r9 + 1152]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], rcx
+    mov ecx, dword ptr [r15 + r9 + 1216]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + rbp + 3648]
-    jmp 1f
-1:
-    vpshufd xmm0, xmm0, 228
-    movsxd r8, dword ptr [r15 + rbp + 3392]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 204
-    mov eax, edx
-    mov eax, 40
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, esi
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, eax
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + r9 + 832], rcx
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 3584], r8
+    mov rcx, rdx
+    mov rcx, qword ptr [r15 + r9 + 1280]
+    mov dword ptr [r15 + rbp + 256], ecx
     and r8, 64
-    mov dword ptr [r15 + r8 + 320], r8d
-    mov edx, dword ptr [r15 + rbp + 3712]
-    vpcmpeqb xmm0, xmm0, xmm6
-    mov qword ptr [r15 + rbp + 3776], rdx
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 3520], 189
-    mov edx, dword ptr [r15 + rbp + 3456]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], r9
-    mov rax, qword ptr [r15 + r9 + 256]
-    mov dword ptr [r15 + rbp + 3840], 49
-    mov r9, rdi
-    mov byte ptr [r15 + r8 + 384], r9b
-    jmp 1f
-1:
+    mov byte ptr [r15 + r8 + 320], dl
+    movsxd rcx, dword ptr [r15 + r9 + 960]
+    mov rbp, qword ptr [r15 + r9 + 1024]
+    mov dword ptr [r15 + r8 + 384], 227
+    mov r8d, esi
+    mov r8d, 101
+    mov r8d, dword ptr [r15 + r9 + 1088]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c28:
-    movzx r9d, al
+    lea rcx, [rip + .Lc1_d6732_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6732_j_t
+.Lc1_d6732_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 120
-    jmp 1f
-1:
-    movzx eax, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edx
-    mov eax, 55
-    mov eax, r8d
+    movzx ecx, bpl
+    lea rbp, [r11 + r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 43
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 142
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
+    mov ecx, 37
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7872], ebp
     lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 195
-    mov rdx, rbp
-    and r8, 64
-    mov byte ptr [r15 + r8 + 448], r8b
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], bpl
-    movsxd rdx, dword ptr [r15 + r8 + 512]
-    mov r8d, 18
-    lea r8, [r11 + r11*1]
-    movzx edi, byte ptr [r15 + rbp + 128]
-    movzx ebp, dil
-    and r8, 64
-    movzx ebp, byte ptr [r15 + r8 + 320]
+    mov ecx, dword ptr [r15 + rbp + 7744]
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + r8 + 384]
+    mov rsi, qword ptr [r15 + rbp + 7936]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], 209
+    lea r9, [r11 + r11*1]
+    mov eax, 91
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 320]
+    mov rax, qword ptr [r15 + rbp + 7808]
+    movsxd rdi, dword ptr [r15 + rbp + 7616]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 384], edi
+    movzx edi, byte ptr [r15 + rbp + 7552]
+    mov dword ptr [r15 + rbp + 8000], 55
+    mov dword ptr [r15 + r9 + 384], 178
+    mov r9, rbp
+    mov dword ptr [r15 + rbp + 7680], 99
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov ebp, 153
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c29:
-    lea rcx, [rip + .Lc1_d6811_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6811_j_t
-.Lc1_d6811_j:
-    lea rbp, [r11 + r11*1]
-    mov ecx, eax
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 256], ymm0
-    mov rcx, rbp
-    movzx ecx, sil
-    mov ecx, ecx
-    mov ecx, 25
-    movzx eax, cl
-    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
     jmp 1f
 1:
+    mov ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpaddd xmm0, xmm0, xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 57
-    mov ecx, 231
-    mov rcx, rcx
-    mov ecx, 139
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], ecx
-    lea r8, [r11*4]
-    mov ecx, r8d
-    movsxd rcx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    and r8, 192
-    mov rsi, qword ptr [r15 + r8 + 576]
-    mov qword ptr [r15 + r8 + 704], rsi
+    movzx eax, byte ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 768], rsi
-    mov dword ptr [r15 + r8 + 640], 142
-    mov dword ptr [r15 + rbp + 192], 244
-    mov r8, rsi
+    mov ebp, ebp
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 4
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 44
+    mov ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
+    mov r9d, 129
+    movsxd r9, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
     and r8, 64
-    mov qword ptr [r15 + r8 + 320], r8
-    mov rsi, qword ptr [r15 + r8 + 384]
+    mov qword ptr [r15 + r8 + 448], rax
+    lea r9, [r11 + r11*1]
+    mov eax, 50
+    and r9, 64
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 320], rsi
+    mov dword ptr [r15 + r9 + 384], 30
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], rdx
+    movzx r9d, dil
+    mov edi, dword ptr [r15 + rbp + 256]
+    mov rbp, qword ptr [r15 + r8 + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -8781,208 +8641,188 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 131072
+    test dword ptr [r15 + 67117724], 32768
     setz al
-    lea rcx, [rip + .Lc1_d6869_s]
+    lea rcx, [rip + .Lc1_d6829_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6869_s_t
+    jmp .Lc1_d6829_s_t
     .p2align 3
-.Lc1_d6869_s:
+.Lc1_d6829_s:
     .p2align 3
-    jmp .Lc1_d6869_j
+    jmp .Lc1_d6829_j
     .p2align 3
-    jmp .Lc1_d6869_j
-.Lc1_d6869_j:
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    mov ecx, 175
+    jmp .Lc1_d6829_j
+.Lc1_d6829_j:
+    vpor xmm8, xmm8, xmm8
+    movzx ecx, dil
+    .byte 0x0f, 0x1f, 0x00
+    mov rcx, qword ptr [r15 + 0]
     mov qword ptr [r15 + 0], rcx
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 208
     movsxd rcx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, byte ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r9, r8
+    mov rax, rcx
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 43
     jmp 1f
 1:
+    mov ecx, 71
+    mov ecx, 102
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 4096
-    jnz 1f
+    vmovdqu xmmword ptr [r15 + 0], xmm8
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov rcx, rcx
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
     jmp 1f
 1:
+    mov eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, dil
-    lea r9, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    movzx edi, r8b
-    and r8, 64
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 192]
-    and r9, 64
+    mov rcx, rax
     lea rbp, [r11 + r11*1]
-    mov edi, dword ptr [r15 + r9 + 448]
-    mov esi, edi
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], bpl
-    mov byte ptr [r15 + rbp + 64], bpl
-    mov rbp, qword ptr [r15 + r8 + 256]
-    mov r8, rbp
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm0
+    lea r8, [r11 + r11*1]
+    movzx eax, r8b
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 320]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], ecx
+    mov ecx, 198
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov ecx, 219
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 512], ymm8
+    movsxd rdx, dword ptr [r15 + r8 + 384]
+    mov r8d, edx
+    vmovdqu ymmword ptr [r15 + rbp + 320], ymm8
+    mov qword ptr [r15 + r9 + 448], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c31:
-    lea rbp, [r11 + r11*1]
+    lea rcx, [rip + .Lc1_d6890_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6890_j_t
+.Lc1_d6890_j:
+    mov qword ptr [r15 + 0], rax
+    mov rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + 0]
+    mov r9d, ecx
     jmp 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 172
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 193
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
+    mov r9, r9
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
     movzx r9d, r9b
-    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov ecx, r9d
+    mov byte ptr [r15 + 0], dil
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 50
-    mov dword ptr [r15 + 0], 214
-    mov eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
+    mov ecx, r9d
+    mov rcx, qword ptr [r15 + 0]
+    lea r9, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, al
-    mov eax, 167
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov edi, r9d
+    and r9, 192
+    movsxd rdi, dword ptr [r15 + r9 + 704]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 576], ebp
     lea r8, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + 0]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], rcx
+    jmp 1f
+1:
+    mov rcx, rcx
     and r8, 64
-    mov byte ptr [r15 + r8 + 192], r9b
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 384], r9d
-    add rax, qword ptr [r15 + r8 + 256]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 236
-    mov dword ptr [r15 + r9 + 320], r9d
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r8 + 64]
+    mov qword ptr [r15 + r8 + 128], r9
+    mov dword ptr [r15 + r9 + 640], 61
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 256], 182
+    mov ebp, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 768], 149
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c32:
-    lea rcx, [rip + .Lc1_d6980_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6980_j_t
-.Lc1_d6980_j:
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, dword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    lea r8, [r11*8]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], 55
+    jmp 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3584], r8d
+    mov byte ptr [r15 + r8 + 3456], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx r9d, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    mov r9d, 39
-    movzx r9d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov rbp, rax
-    mov ebp, 208
-    jmp 1f
-1:
-    mov ebp, 50
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and rbp, 192
-    mov rax, qword ptr [r15 + rbp + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], r8d
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], 144
-    mov edi, r8d
-    movsxd rdi, dword ptr [r15 + r9 + 512]
-    mov qword ptr [r15 + rbp + 704], rsi
-    movzx r9d, sil
-    mov dword ptr [r15 + rbp + 768], esi
-    mov dword ptr [r15 + rbp + 576], r9d
-    mov dword ptr [r15 + r8 + 256], 196
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*4]
     jmp 1f
 1:
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 1088]
+    mov rdi, qword ptr [r15 + r9 + 896]
     jmp 1f
 1:
+    mov qword ptr [r15 + r9 + 832], r8
+    mov edx, r8d
+    mov byte ptr [r15 + r8 + 3712], dl
+    movzx edx, cl
+    mov qword ptr [r15 + r8 + 3840], rax
+    movsxd rdx, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + r8 + 3776]
+    movzx esi, byte ptr [r15 + r8 + 3520]
+    mov eax, 213
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 128], r9
+    mov rax, rdi
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 1024], 165
+    mov qword ptr [r15 + r8 + 3648], rbp
+    mov qword ptr [r15 + r9 + 960], rdx
     add r11, 64
     inc rbx
     dec r13
@@ -8991,777 +8831,657 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d7040_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d6991_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7040_s_t
+    jmp .Lc1_d6991_s_t
     .p2align 3
-.Lc1_d7040_s:
+.Lc1_d6991_s:
     .p2align 3
-    jmp .Lc1_d7040_j
+    jmp .Lc1_d6991_j
     .p2align 3
-    jmp .Lc1_d7040_j
-    .p2align 3
-    jmp .Lc1_d7040_j
-    .p2align 3
-    jmp .Lc1_d7040_j
-    .p2align 3
-    jmp .Lc1_d7040_j
-    .p2align 3
-    jmp .Lc1_d7040_j
-    .p2align 3
-    jmp .Lc1_d7040_j
-    .p2align 3
-    jmp .Lc1_d7040_j
-    .p2align 3
-    jmp .Lc1_d7040_j
-    .p2align 3
-    jmp .Lc1_d7040_j
-    .p2align 3
-    jmp .Lc1_d7040_j
-    .p2align 3
-    jmp .Lc1_d7040_j
-    .p2align 3
-    jmp .Lc1_d7040_j
-    .p2align 3
-    jmp .Lc1_d7040_j
-    .p2align 3
-    jmp .Lc1_d7040_j
-    .p2align 3
-    jmp .Lc1_d7040_j
-.Lc1_d7040_j:
-    .byte 0x0f, 0x1f, 0x00
-    mov ecx, r9d
+    jmp .Lc1_d6991_j
+.Lc1_d6991_j:
+    lea rbp, [r11*8]
+    lea r8, [r11 + r11*1]
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7744]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 211
+    mov eax, eax
     jmp 1f
 1:
-    mov r9, rcx
+    mov qword ptr [r15 + rbp + 7488], rbp
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 7680], rax
+    movzx eax, byte ptr [r15 + r8 + 448]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + rbp + 7552]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    mov rcx, r9
-    mov dword ptr [r15 + 0], 208
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm8, xmm8, 150
+    mov rdi, rcx
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov eax, 71
-    mov eax, 18
-    mov esi, 111
-    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
-    mov r9, r9
+    mov ecx, 198
+    mov ecx, 154
+    mov rcx, qword ptr [r15 + rbp + 7872]
     jmp 1f
 1:
-    mov esi, 78
+    mov edx, 181
+    mov edx, 107
     lea r9, [r11 + r11*1]
-    vmovq xmm0, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov byte ptr [r15 + rbp + 7808], r8b
     and r9, 64
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 512], ecx
-    mov rax, rbp
+    movsxd r8, dword ptr [r15 + r9 + 384]
     jmp 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 77
-    mov dword ptr [r15 + r9 + 448], 174
-    lea r9, [r11 + r11*1]
-    mov rax, qword ptr [r15 + rbp + 320]
     jmp 1f
 1:
-    mov rsi, rax
-    and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + r9 + 64], esi
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 7616], 77
+    movzx edx, cl
+    mov ecx, edx
+    movzx ecx, byte ptr [r15 + r9 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c34:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9, rsi
-    mov esi, eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r9
-    movzx esi, byte ptr [r15 + 0]
+    mov ebp, r8d
+    vmovdqu ymmword ptr [r15 + 0], ymm8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, esi
-    movsxd rax, dword ptr [r15 + 0]
-    mov ebp, eax
-    mov rax, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov qword ptr [r15 + 0], rdi
-    vpaddd xmm0, xmm0, xmm0
     mov byte ptr [r15 + 0], sil
-    vmovq xmm0, r9
-    mov dword ptr [r15 + 0], 237
-    mov eax, esi
-    mov qword ptr [r15 + 0], rsi
-    mov eax, 135
-    mov byte ptr [r15 + 0], al
+    lea rbp, [r11 + r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 576], r9
-    mov byte ptr [r15 + rbp + 640], sil
-    movzx r9d, byte ptr [r15 + rbp + 704]
-    mov rax, rax
-    mov rax, rsi
-    jmp 1f
-1:
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3520], ymm8
     jmp 1f
 1:
     lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 3712], 212
+    movzx r9d, dl
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 107
+    test ebx, 2048
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + rbp + 3776]
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 3392], r9
+    mov dword ptr [r15 + r8 + 64], ebp
     jmp 1f
 1:
     lea r9, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], r8d
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 3840], r9
     and r9, 64
-    mov eax, dword ptr [r15 + r9 + 128]
-    mov qword ptr [r15 + r9 + 64], rax
-    mov qword ptr [r15 + r8 + 512], rsi
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 768], ymm0
-    mov r8d, r8d
-    mov r8d, ebp
-    jmp 1f
-1:
+    mov r8, qword ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + rbp + 3456], 220
+    mov edx, 33
+    mov dword ptr [r15 + rbp + 3584], 139
+    lock add qword ptr [r15 + r9 + 320], rdx
+    vmovdqu xmmword ptr [r15 + rbp + 3904], xmm8
+    movsxd rdx, dword ptr [r15 + rbp + 3648]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c35:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7171_j]
+    lea rcx, [rip + .Lc1_d7088_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7171_j_t
-.Lc1_d7171_j:
-    mov eax, 129
+    jmp .Lc1_d7088_j_t
+.Lc1_d7088_j:
+    movzx ecx, al
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 209
+    add qword ptr [r15 + 0], rdx
+    xor dword ptr [r15 + 0], r9d
     jmp 1f
 1:
+    mov edx, edx
     mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 8388608
-    jnz 1f
+    jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    vmovdqu ymmword ptr [r15 + 0], ymm7
+    movsxd r9, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r9
+    mov edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm8
+    mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 221
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
     jmp 1f
 1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 512], rsi
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 64]
+    mov dword ptr [r15 + r8 + 128], eax
     and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 155
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + rbp + 320]
-    mov ebp, ecx
-    lea rbp, [r11 + r11*1]
-    mov ecx, 81
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], ebp
-    vmovq qword ptr [r15 + r9 + 448], xmm0
-    vmovdqu ymmword ptr [r15 + rbp + 320], ymm0
-    jmp 1f
-1:
+    lea r8, [r11 + r11*1]
+    mov rax, qword ptr [r15 + rbp + 384]
+    mov qword ptr [r15 + rbp + 320], rax
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 256]
+    mov qword ptr [r15 + r8 + 192], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c36:
-    lea rbp, [r11*4]
+    lea r8, [r11 + r11*8]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3648], 167
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7680]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    vpxor xmm8, xmm8, xmm6
+    vpcmpeqb xmm8, xmm8, xmm6
+    mov rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 3840], r8d
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 3904], rax
+    mov qword ptr [r15 + r8 + 3456], rax
+    movsxd rax, dword ptr [r15 + r8 + 3584]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov edx, dword ptr [r15 + r8 + 3392]
+    and rbp, 64
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + rbp + 448]
+    mov byte ptr [r15 + r8 + 3520], bpl
+    mov qword ptr [r15 + r8 + 3776], r8
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
+    movzx ecx, r8b
     and r9, 64
-    mov dword ptr [r15 + r9 + 448], r9d
-    movzx esi, r9b
-    lea r8, [r11 + r11*4]
-    mov rsi, r8
-    vpaddd xmm0, xmm0, xmm0
-    and r8, 448
-    mov dword ptr [r15 + r8 + 960], 29
-    jmp 1f
-1:
-    mov rsi, r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r9d
-    mov esi, 17
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + r9 + 512], 239
-    mov qword ptr [r15 + rbp + 7488], rbp
-    movzx esi, sil
-    mov byte ptr [r15 + r8 + 1088], al
-    mov eax, esi
-    mov r9d, 164
-    movzx r9d, r9b
-    movsxd r9, dword ptr [r15 + r8 + 896]
-    mov dword ptr [r15 + rbp + 7616], 183
-    mov dword ptr [r15 + r8 + 832], eax
-    mov rax, qword ptr [r15 + r8 + 1024]
-    vmovdqu ymmword ptr [r15 + rbp + 7552], ymm0
-    jmp 1f
-1:
+    mov ecx, dword ptr [r15 + r9 + 320]
+    mov qword ptr [r15 + rbp + 512], rbp
+    mov dword ptr [r15 + r8 + 3712], ecx
+    mov dword ptr [r15 + r9 + 384], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c37:
-    lea rcx, [rip + .Lc1_d7269_j]
+    lea rcx, [rip + .Lc1_d7186_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7269_j_t
-.Lc1_d7269_j:
+    jmp .Lc1_d7186_j_t
+.Lc1_d7186_j:
+    lea r9, [r11*4]
+    and r9, 192
+    mov qword ptr [r15 + r9 + 704], r9
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
     mov rcx, rcx
-    movsxd rcx, dword ptr [r15 + 0]
-    nop
+    mov rcx, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r8d, eax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    mov rax, r9
+    mov eax, 91
+    mov eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea r9, [r11 + r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edx
+    movzx edx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + r9 + 768]
+    mov qword ptr [r15 + r9 + 640], rsi
     lea rbp, [r11 + r11*1]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1472], 150
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + r9 + 1792]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
-    mov r8d, ebp
-    movsxd r8, dword ptr [r15 + r9 + 1344]
-    mov esi, r9d
     lea r8, [r11 + r11*1]
-    mov esi, r9d
+    and rbp, 64
+    movzx esi, byte ptr [r15 + rbp + 128]
+    jmp 1f
+1:
     and r8, 64
-    mov esi, dword ptr [r15 + r8 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 1728], 138
-    mov edi, 242
-    movsxd rdi, dword ptr [r15 + r9 + 1536]
-    mov qword ptr [r15 + r9 + 1856], rbp
-    mov dword ptr [r15 + rbp + 128], 254
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + r9 + 1408]
-    vmovdqu xmmword ptr [r15 + r9 + 1600], xmm0
-    mov dword ptr [r15 + r9 + 1664], r8d
-    add rbp, qword ptr [r15 + r8 + 448]
-    jmp 1f
-1:
+    mov byte ptr [r15 + r8 + 256], dl
+    mov byte ptr [r15 + r8 + 192], dil
+    mov dword ptr [r15 + rbp + 64], 16
+    vmovdqu ymmword ptr [r15 + r9 + 576], ymm8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c38:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8192
-    setz al
-    lea rcx, [rip + .Lc1_d7322_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7322_s_t
-    .p2align 3
-.Lc1_d7322_s:
-    .p2align 3
-    jmp .Lc1_d7322_j
-    .p2align 3
-    jmp .Lc1_d7322_j
-.Lc1_d7322_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 164
+    lea rcx, [rip + .Lc1_d7236_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7236_j_t
+.Lc1_d7236_j:
     jmp 1f
 1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 50
-    mov dword ptr [r15 + 0], 207
-    mov rcx, qword ptr [r15 + 0]
-    mov r9d, r8d
-    mov r9d, 3
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov r9d, ebp
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov ebp, dword ptr [r15 + 0]
+    mov rcx, rbp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 89
     jmp 1f
 1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    mov qword ptr [r15 + 0], r8
-    and r8, 192
-    mov qword ptr [r15 + r8 + 576], r8
-    lea rbp, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + r8 + 704], ymm0
-    mov dword ptr [r15 + r8 + 640], 116
-    and rbp, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, sil
+    mov rbp, r8
+    mov ebp, 66
+    mov dword ptr [r15 + 0], 158
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    mov r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 320], al
+    and r8, 64
+    movsxd rdx, dword ptr [r15 + r8 + 192]
     and r9, 64
-    mov qword ptr [r15 + r9 + 128], rdi
-    mov eax, r9d
+    mov rdi, qword ptr [r15 + r9 + 128]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + rbp + 384]
-    jmp 1f
-1:
-    movzx ebp, al
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 64], ebp
-    vmovdqu xmm0, xmmword ptr [r15 + r8 + 768]
+    lea rbp, [r11 + r11*1]
+    mov eax, 143
+    mov dword ptr [r15 + r9 + 64], 244
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], r8d
+    mov byte ptr [r15 + rbp + 320], sil
+    mov rbp, qword ptr [r15 + r8 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c39:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, bpl
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx eax, al
+    lea rbp, [r11 + r11*4]
     jmp 1f
 1:
+    lea r8, [r11 + r11*4]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 1024], rbp
+    movzx eax, bpl
+    and r8, 1984
+    lock add qword ptr [r15 + r8 + 1344], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, al
+    mov eax, r8d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov edi, dword ptr [r15 + rbp + 1344]
-    movzx r9d, dil
-    jmp 1f
+    test dword ptr [r15 + 67117724], 8389632
+    jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + rbp + 1728]
-    lea r8, [r11 + r11*1]
-    mov eax, dword ptr [r15 + rbp + 1664]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 1536], r8
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 166
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 64], r8
-    movzx r8d, byte ptr [r15 + rbp + 1856]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + r8 + 1472]
     lea r9, [r11 + r11*1]
-    mov edi, dword ptr [r15 + rbp + 1408]
-    jmp 1f
-1:
-    mov eax, esi
+    movsxd rsi, dword ptr [r15 + r8 + 1600]
     and r9, 64
-    mov qword ptr [r15 + r9 + 320], r8
+    mov rdx, qword ptr [r15 + r9 + 256]
+    mov dword ptr [r15 + rbp + 960], edx
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + rbp + 1600]
+    movzx edx, byte ptr [r15 + rbp + 832]
+    mov edi, dword ptr [r15 + r8 + 1408]
+    movzx ecx, byte ptr [r15 + r8 + 1536]
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 384], r8b
-    mov qword ptr [r15 + rbp + 1792], rax
-    mov eax, 244
-    vmovdqu ymmword ptr [r15 + rbp + 1472], ymm0
+    vmovdqu ymmword ptr [r15 + rbp + 896], ymm8
+    mov byte ptr [r15 + rbp + 1088], r9b
+    mov qword ptr [r15 + r9 + 192], rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c40:
-    lea rcx, [rip + .Lc1_d7424_j]
+    lea rcx, [rip + .Lc1_d7331_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7424_j_t
-.Lc1_d7424_j:
-    lea r8, [r11*8]
+    jmp .Lc1_d7331_j_t
+.Lc1_d7331_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ebp, r9b
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 192
+    movsxd r9, dword ptr [r15 + rbp + 576]
+    movzx ecx, r9b
     lea r9, [r11 + r11*1]
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 1280]
+    jmp 1f
+1:
     and r9, 64
-    mov eax, dword ptr [r15 + r9 + 128]
-    mov rbp, qword ptr [r15 + r8 + 1216]
-    movzx edi, byte ptr [r15 + r8 + 960]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r9 + 448], 43
+    lea r8, [r11*8]
+    movzx eax, byte ptr [r15 + rbp + 640]
+    mov byte ptr [r15 + rbp + 768], al
+    and r8, 1984
+    vmovdqu xmm8, xmmword ptr [r15 + r8 + 1600]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, edi
-    mov edi, edx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb edi, xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + r8 + 1024]
-    mov edx, dword ptr [r15 + r8 + 1152]
-    mov dword ptr [r15 + r9 + 64], 233
-    jmp 1f
-1:
-    lea r9, [r11 + r11*2]
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 832], r9
-    movsxd rdi, dword ptr [r15 + r8 + 1088]
-    and r9, 1984
-    movsxd rdi, dword ptr [r15 + r9 + 1472]
-    mov byte ptr [r15 + r9 + 1408], dil
-    mov qword ptr [r15 + r9 + 1344], rdi
-    mov r9, rdx
-    mov r9d, r9d
-    mov edx, r9d
-    mov dword ptr [r15 + r8 + 896], 186
-    mov rdx, r8
+    mov qword ptr [r15 + r9 + 512], r8
+    vmovdqu ymmword ptr [r15 + r8 + 1408], ymm8
+    mov byte ptr [r15 + r8 + 1536], r9b
+    mov eax, r8d
+    mov rax, qword ptr [r15 + r8 + 1728]
+    mov r9, rax
+    mov qword ptr [r15 + rbp + 704], r9
+    mov dword ptr [r15 + r8 + 1664], 237
+    movsxd r9, dword ptr [r15 + r8 + 1472]
+    mov eax, r8d
+    mov eax, eax
+    mov eax, dword ptr [r15 + r8 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c41:
-    mov dword ptr [r15 + 0], 85
-    movzx r9d, dl
-    movsxd r8, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx edx, r8b
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpaddd xmm0, xmm0, xmm0
-    movzx edi, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    mov qword ptr [r15 + r9 + 64], rax
+    mov rax, qword ptr [r15 + r9 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 256]
+    mov r8d, r9d
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 211
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    xor dword ptr [r15 + rbp + 192], edi
+    mov r8, r8
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
+    movzx r8d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 175
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
+    mov ecx, ebp
+    mov ecx, 55
+    mov dword ptr [r15 + 0], 68
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 384], ymm8
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], ebp
-    and eax, dword ptr [r15 + r9 + 128]
-    mov r9, qword ptr [r15 + rbp + 512]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], r8d
+    vmovq xmm8, r8
+    mov ecx, r8d
+    mov ecx, 183
+    mov rcx, rbp
+    mov byte ptr [r15 + rbp + 320], bpl
+    movsxd rbp, dword ptr [r15 + r8 + 512]
+    mov r8d, dword ptr [r15 + r9 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c42:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d7527_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7527_s_t
-    .p2align 3
-.Lc1_d7527_s:
-    .p2align 3
-    jmp .Lc1_d7527_j
-    .p2align 3
-    jmp .Lc1_d7527_j
-.Lc1_d7527_j:
+    lea rcx, [rip + .Lc1_d7426_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7426_j_t
+.Lc1_d7426_j:
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11*8]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], rcx
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1600], edx
+    mov rcx, qword ptr [r15 + r8 + 1472]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, cl
+    mov edx, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    mov dword ptr [r15 + 0], 183
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov ecx, r8d
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 896], rbp
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], r9d
-    lea r9, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + rbp + 960]
-    mov qword ptr [r15 + rbp + 1024], rdi
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 64]
-    movzx eax, bpl
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + rbp + 1152]
-    mov qword ptr [r15 + rbp + 1280], rax
-    mov eax, edi
-    mov qword ptr [r15 + r8 + 192], rax
-    mov dword ptr [r15 + rbp + 1088], 55
-    movzx eax, byte ptr [r15 + rbp + 832]
-    movsxd rdi, dword ptr [r15 + r9 + 128]
-    mov r8, qword ptr [r15 + rbp + 1216]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    jmp 1f
+1:
+    and r9, 192
+    vmovdqu xmm8, xmmword ptr [r15 + r9 + 768]
+    mov dword ptr [r15 + r9 + 704], 88
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + r8 + 1408]
+    mov dword ptr [r15 + r8 + 1664], edx
+    mov dword ptr [r15 + r8 + 1792], r8d
+    jmp 1f
+1:
+    movzx edx, bpl
+    mov byte ptr [r15 + r9 + 640], dl
+    movzx edx, byte ptr [r15 + r8 + 1536]
+    mov rax, r9
+    mov esi, 169
+    mov rax, qword ptr [r15 + r9 + 576]
+    mov r9d, 170
+    movsxd r9, dword ptr [r15 + r8 + 1728]
+    mov esi, 224
+    mov dword ptr [r15 + rbp + 128], edx
+    inc dword ptr [r15 + r8 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c43:
-    lea rcx, [rip + .Lc1_d7580_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7580_j_t
-.Lc1_d7580_j:
-    lea r8, [r11*4]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 640], 117
-    mov ecx, r8d
-    mov dword ptr [r15 + r8 + 704], r9d
+    lea rbp, [r11 + r11*8]
+    and rbp, 4032
+    mov edx, dword ptr [r15 + rbp + 3456]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    movzx edx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rax
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 512], r9b
     jmp 1f
 1:
+    mov dword ptr [r15 + rbp + 3648], 242
+    mov qword ptr [r15 + rbp + 3520], rdx
+    mov edx, edx
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9, rbp
-    vmovdqu xmmword ptr [r15 + 0], xmm0
-    mov r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 37
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    movzx ebp, byte ptr [r15 + r8 + 768]
-    mov ecx, ebp
-    jmp 1f
-1:
-    mov rbp, rcx
-    mov qword ptr [r15 + r8 + 576], rsi
-    lea rbp, [r11 + r11*1]
+    mov edx, 235
+    movsxd rdx, dword ptr [r15 + rbp + 3904]
+    mov eax, r9d
+    mov eax, dword ptr [r15 + rbp + 3776]
+    mov dword ptr [r15 + rbp + 3584], r9d
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 512], r9
-    movzx r9d, cl
+    mov edi, dword ptr [r15 + r9 + 448]
+    mov r9d, dword ptr [r15 + rbp + 3840]
     and r8, 64
-    mov dword ptr [r15 + r8 + 384], ecx
-    mov byte ptr [r15 + rbp + 448], r8b
-    mov dword ptr [r15 + r8 + 320], 72
-    jmp 1f
-1:
+    movsxd rcx, dword ptr [r15 + r8 + 128]
+    mov byte ptr [r15 + rbp + 3392], dl
+    mov dword ptr [r15 + rbp + 3712], edx
+    mov edx, dword ptr [r15 + r8 + 64]
+    mov r8d, 153
+    mov r8d, 233
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c44:
-    mov ebp, edx
-    lea rbp, [r11*8]
-    jmp 1f
-1:
-    and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3456]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, r9d
-    mov ecx, 216
-    mov dword ptr [r15 + rbp + 3520], ecx
-    lea r9, [r11 + r11*2]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    and r9, 448
-    xchg qword ptr [r15 + r9 + 960], rcx
-    movzx edx, r8b
-    vmovdqu ymmword ptr [r15 + r9 + 896], ymm0
+    lea rcx, [rip + .Lc1_d7514_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7514_j_t
+.Lc1_d7514_j:
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 202
+    jmp 1f
+1:
+    mov ecx, 53
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
+    mov edi, dword ptr [r15 + 0]
+    mov rcx, rdx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, sil
     jmp 1f
 1:
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + rbp + 3648], r8
-    jmp 1f
-1:
-    mov r8, r8
-    movzx edx, byte ptr [r15 + r9 + 832]
+    mov rdi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov rdi, rcx
+    mov edi, dword ptr [r15 + 0]
+    and r9, 64
+    lea rbp, [r11 + r11*1]
+    movsxd rsi, dword ptr [r15 + r9 + 128]
+    movzx edx, sil
+    mov rsi, rdx
+    and rbp, 64
+    movsxd rsi, dword ptr [r15 + rbp + 512]
     lea r8, [r11 + r11*1]
-    mov r9d, ebp
-    mov dword ptr [r15 + rbp + 3584], 230
-    mov r9d, ebp
+    mov qword ptr [r15 + r9 + 64], rcx
+    mov byte ptr [r15 + rbp + 448], dil
     and r8, 64
-    mov qword ptr [r15 + r8 + 512], rcx
-    mov qword ptr [r15 + r8 + 448], r8
-    mov r9d, 153
-    mov r9, qword ptr [r15 + rbp + 3712]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 3776], ymm0
-    mov r8d, 75
+    movsxd rbp, dword ptr [r15 + r8 + 320]
+    movzx edi, bpl
+    movsxd rdi, dword ptr [r15 + r8 + 384]
     jmp 1f
 1:
     add r11, 64
@@ -9769,65 +9489,65 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c45:
-    lea rcx, [rip + .Lc1_d7681_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7681_j_t
-.Lc1_d7681_j:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    vmovdqu xmmword ptr [r15 + r8 + 320], xmm0
-    mov ecx, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov edi, edi
+    mov edi, 131
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + 0]
     jmp 1f
 1:
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    mov r8d, 19
+    mov dword ptr [r15 + 0], r8d
+    movzx r8d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
+    mov r8d, esi
+    movsxd r8, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 187
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 0], xmm8
+    jmp 1f
+1:
     mov byte ptr [r15 + 0], r8b
-    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 0]
-    jmp 1f
+    test ebx, 1073741824
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    mov r8d, r8d
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdi, dword ptr [r15 + 0]
     jmp 1f
 1:
+    mov esi, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov rbp, qword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    movsxd rdi, dword ptr [r15 + r8 + 192]
     lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + r8 + 256]
     and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 192], ymm0
+    vmovdqu ymmword ptr [r15 + r9 + 320], ymm8
     and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 64]
-    mov dword ptr [r15 + rbp + 128], edi
-    mov edi, eax
-    mov byte ptr [r15 + r8 + 384], dil
-    movsxd rdi, dword ptr [r15 + r9 + 256]
-    mov r9d, 169
+    movsxd r8, dword ptr [r15 + rbp + 64]
+    mov ecx, r8d
+    movzx eax, byte ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    mov ebp, eax
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + r9 + 384]
+    mov r9d, 10
     add r11, 64
     inc rbx
     dec r13
@@ -9837,731 +9557,583 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 536870912
+    test dword ptr [r15 + 67117724], 8192
     setz al
-    lea rcx, [rip + .Lc1_d7739_s]
+    lea rcx, [rip + .Lc1_d7623_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7739_s_t
+    jmp .Lc1_d7623_s_t
     .p2align 3
-.Lc1_d7739_s:
+.Lc1_d7623_s:
     .p2align 3
-    jmp .Lc1_d7739_j
+    jmp .Lc1_d7623_j
     .p2align 3
-    jmp .Lc1_d7739_j
-.Lc1_d7739_j:
+    jmp .Lc1_d7623_j
+.Lc1_d7623_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov ecx, 36
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], cl
-    mov ecx, dword ptr [r15 + 0]
+    mov ecx, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 154
+    mov rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
     jmp 1f
-1:
-    mov eax, eax
-    mov r8d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    mov r9d, 173
-    mov dword ptr [r15 + 0], 73
-    vmovq qword ptr [r15 + 0], xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 92
-    test ebx, 1073741824
-    jz 1f
 1:
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movzx ecx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], al
-    mov byte ptr [r15 + 0], dl
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
-    and r9, 64
-    mov qword ptr [r15 + r9 + 448], rcx
-    movzx ecx, r9b
-    mov rcx, rcx
+    mov rax, rax
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 512], 96
-    jmp 1f
-1:
-    mov r9d, 214
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
     and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    mov r9d, dword ptr [r15 + rbp + 64]
-    movsxd rcx, dword ptr [r15 + r8 + 256]
-    movzx ebp, cl
+    mov qword ptr [r15 + rbp + 256], rbp
+    mov dword ptr [r15 + rbp + 192], 144
     jmp 1f
 1:
+    lea rbp, [r11 + r11*1]
+    mov edx, 23
+    jmp 1f
+1:
+    and rbp, 64
+    movsxd rdx, dword ptr [r15 + rbp + 64]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], r8d
+    mov dword ptr [r15 + r8 + 320], r9d
+    mov r8d, r8d
+    movsxd r8, dword ptr [r15 + rbp + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c47:
-    lea rbp, [r11*8]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1088], ecx
+    lea rcx, [rip + .Lc1_d7683_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7683_j_t
+.Lc1_d7683_j:
+    lea r8, [r11*8]
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 960]
+    mov rbp, qword ptr [r15 + r8 + 1088]
+    mov r9d, 13
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 1216], 57
+    mov qword ptr [r15 + r8 + 1152], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov ecx, ebp
+    mov r9d, 227
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 214
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r9d, 210
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 896], r9d
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
+    mov rax, r8
+    jmp 1f
+1:
+    movzx eax, cl
     and r9, 64
-    mov byte ptr [r15 + r9 + 384], sil
+    mov byte ptr [r15 + r9 + 64], r9b
+    vmovdqu ymmword ptr [r15 + r9 + 128], ymm8
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 512]
-    mov rsi, rax
-    movzx esi, byte ptr [r15 + rbp + 1152]
-    mov rax, qword ptr [r15 + rbp + 960]
-    vmovdqu ymmword ptr [r15 + rbp + 896], ymm0
-    mov edx, r9d
-    movzx edx, byte ptr [r15 + rbp + 1280]
+    mov ecx, ebp
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 1024], r8
-    mov dword ptr [r15 + r9 + 320], edx
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 512]
+    movzx edi, byte ptr [r15 + r8 + 1280]
     jmp 1f
 1:
-    mov rdx, rax
-    movsxd rdx, dword ptr [r15 + rbp + 1216]
-    mov dword ptr [r15 + r8 + 448], edi
-    mov qword ptr [r15 + rbp + 832], rdx
-    jmp 1f
-1:
-    vpmovmskb edx, xmm0
-    mov edx, eax
-    movzx edx, dl
+    movzx edx, byte ptr [r15 + r9 + 448]
+    vmovdqu ymmword ptr [r15 + r8 + 1024], ymm8
+    mov r9, qword ptr [r15 + r8 + 832]
+    mov r8, rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c48:
-    lea rcx, [rip + .Lc1_d7845_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7845_j_t
-.Lc1_d7845_j:
-    mov ecx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edx, 209
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 0]
+    vpxor xmm8, xmm8, xmm7
+    mov ebp, edx
+    vpor xmm8, xmm8, xmm8
+    jmp 1f
+1:
+    test ebx, 2048
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov edx, 172
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    xor dword ptr [r15 + r8 + 448], r8d
-    vpshufd xmm0, xmm0, 66
+    mov dword ptr [r15 + r8 + 192], 216
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + r8 + 256]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov rbp, r8
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 320], ymm8
+    movzx r9d, r8b
+    mov rcx, qword ptr [r15 + r8 + 384]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 128], bpl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 113
-    mov r9d, r8d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov edx, esi
-    mov dword ptr [r15 + 0], edx
-    mov edx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    movzx esi, dil
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 90
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], 15
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 512], rsi
-    mov rsi, qword ptr [r15 + r9 + 192]
-    jmp 1f
-1:
-    mov r9d, esi
-    mov byte ptr [r15 + rbp + 64], r9b
+    mov r8, qword ptr [r15 + rbp + 128]
+    movsxd r9, dword ptr [r15 + rbp + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c49:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 320]
-    mov rbp, rsi
-    lea rbp, [r11 + r11*1]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 536870912
+    setz al
+    lea rcx, [rip + .Lc1_d7783_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7783_s_t
+    .p2align 3
+.Lc1_d7783_s:
+    .p2align 3
+    jmp .Lc1_d7783_j
+    .p2align 3
+    jmp .Lc1_d7783_j
+.Lc1_d7783_j:
+    movsxd rcx, dword ptr [r15 + 0]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r9d, al
+    movzx eax, r9b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 0]
+    mov ecx, 228
+    mov rcx, qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    movzx eax, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 0], xmm8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     and rbp, 64
-    mov byte ptr [r15 + rbp + 256], bpl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 0]
-    mov edx, eax
-    mov rdx, rsi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, eax
-    mov byte ptr [r15 + 0], sil
-    mov byte ptr [r15 + 0], sil
-    movzx esi, byte ptr [r15 + 0]
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    add qword ptr [r15 + 0], rcx
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    jmp 1f
-1:
-    vpcmpeqb xmm0, xmm0, xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rsi, rax
+    mov byte ptr [r15 + rbp + 384], bpl
+    movzx edx, byte ptr [r15 + rbp + 320]
+    lea rbp, [r11 + r11*1]
+    mov edi, ebp
+    and rbp, 64
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 384], r8d
-    mov esi, 55
+    movsxd rdi, dword ptr [r15 + rbp + 512]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], r8b
     jmp 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 512], r8b
-    mov dword ptr [r15 + rbp + 192], 214
-    mov qword ptr [r15 + r8 + 448], rax
-    mov eax, 55
-    mov rax, rcx
-    mov r8, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + rbp + 448]
+    mov rbp, rdx
+    mov qword ptr [r15 + r8 + 128], rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c50:
-    lea rcx, [rip + .Lc1_d7958_j]
+    lea rcx, [rip + .Lc1_d7849_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7958_j_t
-.Lc1_d7958_j:
-    mov rcx, rcx
+    jmp .Lc1_d7849_j_t
+.Lc1_d7849_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 138
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm8
+    movsxd rdx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov ecx, 75
-    mov r8, rcx
-    mov r8d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    mov rbp, qword ptr [r15 + 0]
+    mov r8, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, r8d
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*8]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3712], 61
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm8, xmm8, xmm8
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    movsxd r8, dword ptr [r15 + 0]
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 3520], r9d
-    mov qword ptr [r15 + rbp + 3648], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 205
+    lea r8, [r11 + r11*1]
     and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
+    mov eax, dword ptr [r15 + r9 + 192]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 384], r8b
+    vmovdqu xmmword ptr [r15 + r9 + 256], xmm8
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 3392], rcx
-    mov ecx, 253
-    mov rcx, rax
-    mov dword ptr [r15 + rbp + 3584], 180
+    mov r9d, r8d
+    mov r9d, r9d
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 3776], cl
-    mov dword ptr [r15 + r8 + 384], 37
-    mov rcx, qword ptr [r15 + rbp + 3840]
-    mov r8, qword ptr [r15 + rbp + 3456]
-    mov rax, qword ptr [r15 + rbp + 3904]
-    movzx ebp, byte ptr [r15 + r9 + 64]
-    mov r9d, 56
-    mov r9d, 148
+    mov dword ptr [r15 + r8 + 320], r9d
+    mov qword ptr [r15 + rbp + 64], rbp
+    mov r9d, 170
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c51:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d8010_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8010_s_t
-    .p2align 3
-.Lc1_d8010_s:
-    .p2align 3
-    jmp .Lc1_d8010_j
-    .p2align 3
-    jmp .Lc1_d8010_j
-    .p2align 3
-    jmp .Lc1_d8010_j
-    .p2align 3
-    jmp .Lc1_d8010_j
-    .p2align 3
-    jmp .Lc1_d8010_j
-    .p2align 3
-    jmp .Lc1_d8010_j
-    .p2align 3
-    jmp .Lc1_d8010_j
-    .p2align 3
-    jmp .Lc1_d8010_j
-    .p2align 3
-    jmp .Lc1_d8010_j
-    .p2align 3
-    jmp .Lc1_d8010_j
-    .p2align 3
-    jmp .Lc1_d8010_j
-    .p2align 3
-    jmp .Lc1_d8010_j
-    .p2align 3
-    jmp .Lc1_d8010_j
-    .p2align 3
-    jmp .Lc1_d8010_j
-    .p2align 3
-    jmp .Lc1_d8010_j
-    .p2align 3
-    jmp .Lc1_d8010_j
-.Lc1_d8010_j:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], 7
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov r9d, 181
+    mov dword ptr [r15 + 0], 209
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov r9, r9
+    mov r9d, 142
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    vmovq xmm8, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul r9, qword ptr [r15 + 0]
+    test ebx, 1024
+    jz 1f
+1:
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r9d, 94
+    mov r9d, dword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
     lea rbp, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + r9 + 384]
-    mov r9, rcx
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], 86
+    lea r8, [r11 + r11*1]
     and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 128]
-    mov eax, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 320], rax
+    and r8, 64
+    vmovq qword ptr [r15 + r8 + 320], xmm8
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 64]
+    movzx ecx, bpl
+    movzx ecx, bpl
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*8]
-    movzx r8d, bpl
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3456], r9d
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 64], 107
-    mov dword ptr [r15 + r9 + 3584], 37
-    mov dword ptr [r15 + r9 + 3520], 142
-    mov rbp, r9
-    jmp 1f
-1:
-    mov ebp, ebp
-    movsxd rbp, dword ptr [r15 + r9 + 3840]
-    mov byte ptr [r15 + r9 + 3648], r8b
-    add qword ptr [r15 + r9 + 3776], r9
-    mov qword ptr [r15 + r9 + 3712], rbp
-    jmp 1f
-1:
+    movzx ecx, byte ptr [r15 + r8 + 384]
+    mov dword ptr [r15 + r9 + 128], ecx
+    mov rcx, rcx
+    mov dword ptr [r15 + rbp + 384], 44
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c52:
-    lea rbp, [r11*8]
-    and rbp, 4032
-    mov r9, qword ptr [r15 + rbp + 3392]
-    mov r8, r9
-    vmovq qword ptr [r15 + rbp + 3584], xmm0
-    movsxd r9, dword ptr [r15 + rbp + 3712]
-    mov dword ptr [r15 + rbp + 3776], r9d
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2048
+    setz al
+    lea rcx, [rip + .Lc1_d7951_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7951_s_t
+    .p2align 3
+.Lc1_d7951_s:
+    .p2align 3
+    jmp .Lc1_d7951_j
+    .p2align 3
+    jmp .Lc1_d7951_j
+.Lc1_d7951_j:
+    movzx ebp, sil
+    vmovdqu xmmword ptr [r15 + 0], xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
+    mov ecx, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx r9d, r9b
-    vpaddd xmm0, xmm0, xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 165
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    jmp 1f
 1:
-    movzx r9d, r9b
-    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 147
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    and r8, 192
+    movsxd r9, dword ptr [r15 + r8 + 704]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + r8 + 640]
+    jmp 1f
+1:
+    mov edx, ecx
+    mov dword ptr [r15 + r8 + 768], edx
     lea r9, [r11 + r11*1]
-    movsxd r8, dword ptr [r15 + rbp + 3520]
-    mov rcx, r8
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov rdx, rbp
     and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 320], ymm0
-    jmp 1f
-1:
-    movzx r8d, al
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 384], r8
-    jmp 1f
-1:
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 192]
-    mov dword ptr [r15 + r8 + 256], 157
-    movzx r8d, byte ptr [r15 + rbp + 3648]
-    mov byte ptr [r15 + rbp + 3840], r8b
-    mov dword ptr [r15 + rbp + 3456], ecx
-    jmp 1f
-1:
+    mov byte ptr [r15 + r9 + 448], r9b
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], 13
+    vmovdqu ymmword ptr [r15 + r9 + 512], ymm8
+    mov dword ptr [r15 + rbp + 128], ebp
+    mov r9d, dword ptr [r15 + r8 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c53:
-    lea rcx, [rip + .Lc1_d8122_j]
+    lea rcx, [rip + .Lc1_d8008_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8122_j_t
-.Lc1_d8122_j:
+    jmp .Lc1_d8008_j_t
+.Lc1_d8008_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    movzx ecx, byte ptr [r15 + 0]
-    mov r8d, ecx
-    mov dword ptr [r15 + 0], 108
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    movzx ecx, byte ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 101
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov eax, dword ptr [r15 + 0]
-    and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 384]
+    mov ecx, 153
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, esi
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 150
+    lea rbp, [r11*8]
+    lea r9, [r11*4]
+    mov ecx, edx
+    jmp 1f
+1:
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 1152], rdx
+    and r9, 192
+    movsxd rcx, dword ptr [r15 + r9 + 640]
+    mov edx, 39
+    mov esi, dword ptr [r15 + rbp + 960]
+    movsxd rdx, dword ptr [r15 + rbp + 896]
+    mov dword ptr [r15 + r9 + 576], r9d
+    mov dword ptr [r15 + rbp + 1024], 135
     lea r8, [r11 + r11*1]
-    movsxd rdi, dword ptr [r15 + rbp + 320]
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 512]
     jmp 1f
 1:
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + r8 + 448], 71
-    mov qword ptr [r15 + rbp + 64], r9
+    jmp 1f
+1:
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 448]
+    mov edi, dword ptr [r15 + r9 + 768]
+    jmp 1f
+1:
+    mov rdx, rdi
+    mov rdi, qword ptr [r15 + rbp + 832]
+    mov byte ptr [r15 + r9 + 704], dil
+    mov qword ptr [r15 + rbp + 1088], rdi
+    vpxor xmm8, xmm8, xmm2
+    mov byte ptr [r15 + r8 + 512], sil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c54:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov edx, 232
-    mov dword ptr [r15 + 0], 32
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    vmovq qword ptr [r15 + 0], xmm0
-    mov edx, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov rax, rbp
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 151
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    mov esi, r9d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 230
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 64]
-    vpcmpeqb xmm0, xmm0, xmm12
-    lea rbp, [r11 + r11*1]
-    movzx edi, dil
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ebp
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 64], r8b
-    mov qword ptr [r15 + r9 + 128], r8
-    mov ebp, 155
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], edx
-    mov dword ptr [r15 + r8 + 512], eax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c55:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 33554432
-    setz al
-    lea rcx, [rip + .Lc1_d8225_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8225_s_t
-    .p2align 3
-.Lc1_d8225_s:
-    .p2align 3
-    jmp .Lc1_d8225_j
-    .p2align 3
-    jmp .Lc1_d8225_j
-.Lc1_d8225_j:
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 157
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, ecx
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    vpcmpeqb xmm0, xmm0, xmm10
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    mov rax, rax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 69
-    movzx eax, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 320], r8
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 384], r9d
-    and r9, 64
-    mov r8, qword ptr [r15 + r9 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, rbp
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov rdx, rbp
-    movsxd rdx, dword ptr [r15 + r9 + 192]
-    and rbp, 64
-    xchg qword ptr [r15 + rbp + 128], rdx
-    mov qword ptr [r15 + rbp + 64], rdx
-    nop
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c56:
-    lea rcx, [rip + .Lc1_d8285_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8285_j_t
-.Lc1_d8285_j:
-    movzx ecx, cl
-    movzx ecx, bpl
-    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 237
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 90
-    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    vpshufd xmm0, xmm0, 219
-    mov dword ptr [r15 + 0], 82
-    mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edi
+    mov rdi, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov ecx, ebp
-    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    lea r8, [r11*4]
     jmp 1f
 1:
-    mov ecx, ecx
+    mov byte ptr [r15 + 0], dil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, esi
+    and r8, 192
+    mov rdi, qword ptr [r15 + r8 + 640]
+    jmp 1f
+1:
+    mov esi, r9d
     lea rbp, [r11 + r11*1]
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + r8 + 768]
+    jmp 1f
+1:
     and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rsi
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov qword ptr [r15 + rbp + 384], rbp
     lea r9, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
+    mov edx, 229
     and r9, 64
-    mov qword ptr [r15 + r9 + 512], r9
-    mov ecx, 170
-    mov ecx, dword ptr [r15 + r9 + 448]
-    mov dword ptr [r15 + r8 + 256], 26
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, ecx
+    mov edx, dword ptr [r15 + r9 + 448]
+    movzx eax, r8b
+    movsxd rax, dword ptr [r15 + r9 + 512]
+    mov r9d, dword ptr [r15 + r8 + 576]
+    mov byte ptr [r15 + r8 + 704], r9b
+    mov r9d, 217
     jmp 1f
 1:
     mov r8d, dword ptr [r15 + rbp + 320]
@@ -10569,113 +10141,238 @@ ditto_body_c1:
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c57:
+.Lc1_b9_c55:
+    lea rcx, [rip + .Lc1_d8108_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8108_j_t
+.Lc1_d8108_j:
+    mov rcx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdx
+    mov dword ptr [r15 + 0], 134
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov r8d, 24
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, 165
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm8, xmm8, xmm10
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov ebp, dword ptr [r15 + 0]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 384], r9b
     lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 320], 144
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
     and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 512]
-    mov rsi, rbp
-    mov ebp, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + r8 + 384]
+    mov eax, esi
+    and r9, 64
+    add qword ptr [r15 + r9 + 128], rbp
+    mov byte ptr [r15 + r9 + 64], r9b
+    movzx r9d, bpl
+    mov qword ptr [r15 + r8 + 320], r9
+    mov r9, r9
+    mov rsi, r9
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c56:
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*8]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], dl
     jmp 1f
 1:
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1728], r8b
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 1856], eax
+    mov rax, rsi
+    jmp 1f
+1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 384], rbp
+    mov eax, 137
+    movzx eax, byte ptr [r15 + rbp + 320]
+    mov qword ptr [r15 + r9 + 64], rax
+    mov qword ptr [r15 + r8 + 1792], rax
+    vmovdqu xmmword ptr [r15 + r8 + 1408], xmm8
     mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
-    mov rbp, r8
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], ebp
+    mov rbp, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    movzx r9d, r8b
+    jmp 1f
+1:
+    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 27
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    lea r9, [r11 + r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    movzx ecx, r9b
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3648], ymm0
-    mov qword ptr [r15 + r9 + 3776], r9
-    mov dword ptr [r15 + r9 + 3584], ecx
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + r9 + 3904]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + r9 + 3840]
-    mov byte ptr [r15 + r9 + 3712], bpl
-    mov dword ptr [r15 + r9 + 3392], 171
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + r8 + 1664], rdi
+    movzx r9d, byte ptr [r15 + r8 + 1472]
+    movsxd rdi, dword ptr [r15 + r8 + 1536]
+    vmovq qword ptr [r15 + r8 + 1600], xmm8
+    mov dword ptr [r15 + r8 + 1344], 97
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c57:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4
+    setz al
+    lea rcx, [rip + .Lc1_d8212_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8212_s_t
+    .p2align 3
+.Lc1_d8212_s:
+    .p2align 3
+    jmp .Lc1_d8212_j
+    .p2align 3
+    jmp .Lc1_d8212_j
+.Lc1_d8212_j:
     lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 3520], dil
-    mov edi, dword ptr [r15 + r8 + 448]
-    mov byte ptr [r15 + r9 + 3456], dil
+    lea r9, [r11*8]
+    jmp 1f
+1:
     and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 128]
-    mov byte ptr [r15 + rbp + 64], dil
-    mov r9d, 122
-    mov r9d, eax
+    movsxd rcx, dword ptr [r15 + rbp + 512]
+    and r9, 4032
+    add qword ptr [r15 + r9 + 3392], r9
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + r9 + 3712]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rdi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov edi, dword ptr [r15 + r8 + 384]
+    movsxd rdx, dword ptr [r15 + r9 + 3648]
+    mov esi, dword ptr [r15 + r9 + 3584]
+    mov dword ptr [r15 + rbp + 448], esi
+    mov esi, dword ptr [r15 + r8 + 320]
+    mov ebp, dword ptr [r15 + r9 + 3456]
+    mov qword ptr [r15 + r9 + 3776], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 3520], 32
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c58:
-    lea rcx, [rip + .Lc1_d8393_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8393_j_t
-.Lc1_d8393_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 256], rbp
-    mov ecx, 211
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 0
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, 53
-    mov dword ptr [r15 + 0], ebp
-    mov ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov eax, 231
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 28
-    jmp 1f
-1:
-    mov eax, 127
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
+    mov r8d, 218
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    vmovdqu xmm0, xmmword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 109
-    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov edi, dword ptr [r15 + r9 + 384]
-    jmp 1f
-1:
     lea r8, [r11 + r11*1]
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7936], ymm8
+    mov rsi, qword ptr [r15 + rbp + 7616]
+    mov r9, rsi
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], r8
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 192], rsi
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], eax
-    vmovdqu xmmword ptr [r15 + r8 + 448], xmm0
-    movzx edx, byte ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + rbp + 7680], ebp
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 8000], ebp
+    and r9, 64
+    mov qword ptr [r15 + r9 + 448], rax
+    mov dword ptr [r15 + rbp + 7872], 191
+    mov eax, dword ptr [r15 + r9 + 512]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm8
+    vmovdqu ymmword ptr [r15 + rbp + 7552], ymm8
+    movzx r9d, byte ptr [r15 + rbp + 7808]
+    movzx ecx, byte ptr [r15 + rbp + 7744]
+    mov ebp, dword ptr [r15 + r8 + 128]
+    mov r8d, 208
+    mov r8d, edi
     jmp 1f
 1:
     add r11, 64
@@ -10686,321 +10383,280 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d8448_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8448_s_t
-    .p2align 3
-.Lc1_d8448_s:
-    .p2align 3
-    jmp .Lc1_d8448_j
-    .p2align 3
-    jmp .Lc1_d8448_j
-.Lc1_d8448_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    vmovdqu xmm0, xmmword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    mov rcx, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d8310_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8310_j_t
+.Lc1_d8310_j:
+    mov qword ptr [r15 + 0], rsi
+    movzx ecx, r8b
+    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 53
-    jmp 1f
-1:
+    mov ecx, 86
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], 128
+    mov rcx, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx esi, al
-    mov byte ptr [r15 + 0], al
-    movzx ebp, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov rdi, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, dl
+    movzx esi, r9b
     jmp 1f
+1:
+    imul rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 67108880
+    jnz 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 245
-    vmovdqu xmm0, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], 4
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    mov edx, r8d
+    vpmovmskb edx, xmm8
     and r8, 64
-    mov qword ptr [r15 + r8 + 512], rcx
+    mov edx, dword ptr [r15 + r8 + 192]
+    and rbp, 64
+    movsxd rcx, dword ptr [r15 + rbp + 64]
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ebp
-    mov ecx, eax
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 448], dil
     and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 384]
-    mov qword ptr [r15 + rbp + 64], r8
-    mov qword ptr [r15 + r9 + 320], rcx
-    movzx r8d, bpl
+    mov qword ptr [r15 + r9 + 384], rax
+    mov eax, 17
+    mov byte ptr [r15 + r9 + 320], r8b
+    mov r9d, dword ptr [r15 + r8 + 256]
+    movsxd rax, dword ptr [r15 + rbp + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c60:
-    lea r8, [r11*8]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3520], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    movzx edi, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, 61
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 512]
-    movzx ecx, cl
-    mov ecx, r8d
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 3392]
-    vmovdqu ymmword ptr [r15 + r8 + 3776], ymm7
-    lea r9, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + r8 + 3712]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], rbp
-    mov eax, dword ptr [r15 + r8 + 3456]
-    mov dword ptr [r15 + rbp + 448], 110
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 128], rdi
-    mov qword ptr [r15 + r8 + 3648], rax
-    movzx esi, byte ptr [r15 + r8 + 3584]
-    movzx edi, dil
-    mov edi, dword ptr [r15 + r8 + 3840]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c61:
-    lea rcx, [rip + .Lc1_d8554_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8554_j_t
-.Lc1_d8554_j:
-    mov ecx, 181
-    movzx edi, cl
-    lea rbp, [r11*8]
-    movzx ecx, sil
-    jmp 1f
-1:
-    and rbp, 448
-    lea r9, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + rbp + 896]
-    movzx esi, cl
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], r9d
-    movzx esi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov rsi, r8
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], eax
-    mov esi, 51
-    jmp 1f
-1:
-    mov rsi, rsi
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 128], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + rbp + 1280]
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    mov rax, r9
-    vmovdqu ymmword ptr [r15 + rbp + 1024], ymm0
-    mov dword ptr [r15 + rbp + 1216], 242
-    vmovdqu xmmword ptr [r15 + rbp + 960], xmm0
-    mov rax, r8
-    movzx eax, byte ptr [r15 + rbp + 1088]
-    movsxd rdi, dword ptr [r15 + r8 + 512]
-    mov byte ptr [r15 + rbp + 1152], dil
-    movzx ebp, dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c62:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 68
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rax
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    movzx edi, bpl
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov ebp, edi
-    vmovdqu xmm0, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 3
-    vmovq xmm0, rdi
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 128]
-    lea r8, [r11*4]
-    mov eax, 146
-    and r8, 192
-    movzx eax, byte ptr [r15 + r8 + 704]
-    mov rsi, qword ptr [r15 + rbp + 64]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + r8 + 576]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    inc dword ptr [r15 + r8 + 768]
-    lea r9, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + r8 + 640], ymm0
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 163
-    movsxd r8, dword ptr [r15 + r9 + 448]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c63:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d8653_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2
+    setz al
+    lea rcx, [rip + .Lc1_d8364_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8653_s_t
+    jmp .Lc1_d8364_s_t
     .p2align 3
-.Lc1_d8653_s:
+.Lc1_d8364_s:
     .p2align 3
-    jmp .Lc1_d8653_j
+    jmp .Lc1_d8364_j
     .p2align 3
-    jmp .Lc1_d8653_j
-    .p2align 3
-    jmp .Lc1_d8653_j
-    .p2align 3
-    jmp .Lc1_d8653_j
-    .p2align 3
-    jmp .Lc1_d8653_j
-    .p2align 3
-    jmp .Lc1_d8653_j
-    .p2align 3
-    jmp .Lc1_d8653_j
-    .p2align 3
-    jmp .Lc1_d8653_j
-.Lc1_d8653_j:
+    jmp .Lc1_d8364_j
+.Lc1_d8364_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    xor dword ptr [r15 + rbp + 64], ecx
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    mov dword ptr [r15 + rbp + 128], ecx
+    lea r8, [r11 + r11*4]
+    jmp 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7616], 157
+    movzx ebp, byte ptr [r15 + r9 + 1024]
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 7488], r9b
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 1088], r9b
+    mov qword ptr [r15 + r8 + 7744], r9
+    mov dword ptr [r15 + r9 + 896], 48
+    mov dword ptr [r15 + r8 + 7552], 48
+    mov dword ptr [r15 + r9 + 960], ebp
+    mov ecx, r8d
+    mov byte ptr [r15 + r8 + 7680], r9b
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + r9 + 1216]
+    mov r8d, esi
+    vmovdqu ymmword ptr [r15 + r9 + 1152], ymm8
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c61:
+    mov r8, r8
+    lea r8, [r11*8]
+    movzx r9d, cl
+    vpcmpeqb xmm8, xmm8, xmm14
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], 75
-    lea r8, [r11 + r11*1]
-    mov eax, 157
-    lea r9, [r11*8]
-    mov rax, r9
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 448]
-    movsxd rax, dword ptr [r15 + r8 + 512]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 896], r9d
-    mov dword ptr [r15 + rbp + 192], r9d
-    mov ebp, 237
-    mov byte ptr [r15 + r9 + 1152], sil
-    mov ebp, edi
-    mov qword ptr [r15 + r9 + 960], r8
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r9 + 1088]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 210
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 832], 129
-    movsxd rbp, dword ptr [r15 + r9 + 1280]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r9
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm7
+    lea rbp, [r11*4]
+    movzx ecx, bpl
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + r9 + 320]
+    and rbp, 192
+    mov qword ptr [r15 + rbp + 768], rbp
+    mov byte ptr [r15 + r8 + 1024], bpl
+    mov r9d, dword ptr [r15 + r8 + 1152]
+    mov rsi, r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 704], ymm8
+    movsxd rdx, dword ptr [r15 + r8 + 1216]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + r8 + 960]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 576], ymm8
+    movsxd rax, dword ptr [r15 + rbp + 640]
+    movsxd rbp, dword ptr [r15 + r8 + 896]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 1088], 93
+    mov r8d, eax
+    mov r8d, edx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c62:
+    lea rcx, [rip + .Lc1_d8461_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8461_j_t
+.Lc1_d8461_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    vmovdqu xmmword ptr [r15 + 0], xmm8
+    mov dword ptr [r15 + 0], 51
+    mov rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8d, ebp
-    mov r8d, 180
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 1216], r8b
-    mov r8d, dword ptr [r15 + r9 + 1024]
-    mov esi, 121
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 49
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
+    mov rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 242
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov edx, r8d
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11*4]
     jmp 1f
 1:
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 640], bpl
+    and r8, 64
+    mov byte ptr [r15 + r8 + 320], cl
+    and r9, 64
+    mov dword ptr [r15 + r9 + 256], edx
     jmp 1f
 1:
+    mov edx, 27
+    mov rdx, qword ptr [r15 + rbp + 768]
+    mov qword ptr [r15 + r8 + 384], rdx
+    movzx edx, byte ptr [r15 + rbp + 704]
+    vmovdqu ymmword ptr [r15 + r9 + 192], ymm8
+    mov r9d, dword ptr [r15 + rbp + 576]
+    mov rbp, r8
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c63:
+    mov dword ptr [r15 + 0], 210
+    jmp 1f
+1:
+    mov rbp, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 88
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 29
+    mov rdx, rbp
+    movzx edx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov ecx, ebp
+    mov byte ptr [r15 + 0], al
+    lea rbp, [r11*4]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], r8
+    and rbp, 192
+    movsxd rax, dword ptr [r15 + rbp + 640]
+    lea r8, [r11 + r11*1]
+    mov esi, 177
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], r8d
+    mov qword ptr [r15 + rbp + 576], rcx
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 768], r8b
+    mov byte ptr [r15 + rbp + 704], sil
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r9 + 128]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + r8 + 256]
     jmp 1f
 1:
     add r11, 64
@@ -11008,955 +10664,901 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c64:
-    lea rcx, [rip + .Lc1_d8713_j]
+    lea rcx, [rip + .Lc1_d8554_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8713_j_t
-.Lc1_d8713_j:
-    lea r8, [r11*4]
-    movzx edi, r8b
+    jmp .Lc1_d8554_j_t
+.Lc1_d8554_j:
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    lea rbp, [r11 + r11*4]
-    and r8, 192
-    mov qword ptr [r15 + r8 + 576], rcx
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3584], al
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 704], 238
+    and r9, 64
+    mov qword ptr [r15 + r9 + 448], rax
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, ebp
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    vpcmpeqb xmm0, xmm0, xmm12
+    mov eax, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov ebp, r9d
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + r8 + 640]
-    mov qword ptr [r15 + r8 + 768], r8
-    jmp 1f
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov qword ptr [r15 + rbp + 3392], rcx
-    jmp 1f
-1:
-    mov rcx, rdx
-    mov rdi, qword ptr [r15 + rbp + 3520]
-    mov rcx, r9
-    lea r8, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + rbp + 3456]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 0
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + rbp + 3648]
-    movzx ebp, al
-    movzx ebp, dil
+    mov ebp, 96
+    mov byte ptr [r15 + 0], bpl
     mov rbp, rbp
-    mov qword ptr [r15 + r8 + 64], rdi
+    movzx ebp, al
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], al
+    mov qword ptr [r15 + 0], rcx
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov ebp, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    mov eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], edx
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + rbp + 128], 125
+    vmovq qword ptr [r15 + r8 + 512], xmm8
+    mov qword ptr [r15 + r9 + 512], rax
+    mov r8, rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c65:
-    movzx ebp, bpl
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    jmp 1f
+1:
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    movsxd rax, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov ebp, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edi, 166
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm0
-    mov edx, 19
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    movzx ebp, dil
-    vpmovmskb edi, xmm0
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx edx, dil
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
     lea r9, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
+    mov dword ptr [r15 + r9 + 384], r9d
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 128], 59
-    and r8, 64
-    add qword ptr [r15 + r8 + 384], rsi
+    mov qword ptr [r15 + r9 + 320], rsi
+    lea r9, [r11 + r11*1]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 235
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + r8 + 320]
-    mov rcx, qword ptr [r15 + r9 + 64]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + rbp + 256]
-    mov ebp, r9d
+    mov byte ptr [r15 + rbp + 512], bpl
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], r9
+    imul rcx, qword ptr [r15 + rbp + 448]
+    mov rbp, qword ptr [r15 + r9 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c66:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4096
-    setz al
-    lea rcx, [rip + .Lc1_d8821_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8821_s_t
-    .p2align 3
-.Lc1_d8821_s:
-    .p2align 3
-    jmp .Lc1_d8821_j
-    .p2align 3
-    jmp .Lc1_d8821_j
-.Lc1_d8821_j:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ecx
-    movzx edx, dl
-    mov dword ptr [r15 + 0], 174
-    movzx edx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], 18
-    movzx ecx, dl
-    mov qword ptr [r15 + 0], rcx
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 138
-    movzx edx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    vpor xmm0, xmm0, xmm0
+    lea rcx, [rip + .Lc1_d8656_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8656_j_t
+.Lc1_d8656_j:
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
     and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 448]
-    movzx eax, cl
-    mov eax, eax
+    movsxd rcx, dword ptr [r15 + rbp + 384]
+    mov r9, r9
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 512], 116
-    mov eax, 239
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    mov rax, r8
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 320]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 448], dl
+    lea r9, [r11*8]
     jmp 1f
 1:
-    mov edx, 190
-    or qword ptr [r15 + r8 + 384], 38
-    mov byte ptr [r15 + rbp + 512], r8b
+    and r9, 8128
+    movzx esi, byte ptr [r15 + r9 + 7936]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 50
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + rbp + 320], rax
+    mov byte ptr [r15 + r9 + 7808], al
+    lea rbp, [r11*4]
+    mov eax, ebp
+    movsxd rax, dword ptr [r15 + r9 + 7872]
+    mov dword ptr [r15 + r9 + 7616], 235
+    and rbp, 192
+    mov qword ptr [r15 + rbp + 640], rbp
+    vmovdqu ymmword ptr [r15 + r9 + 7680], ymm8
+    mov byte ptr [r15 + r9 + 7552], bpl
+    mov rdx, rbp
+    mov qword ptr [r15 + r9 + 7744], rcx
+    mov qword ptr [r15 + rbp + 704], r8
+    movzx edx, byte ptr [r15 + r9 + 7488]
+    movzx r8d, byte ptr [r15 + rbp + 768]
+    mov byte ptr [r15 + rbp + 576], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c67:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d8705_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8705_s_t
+    .p2align 3
+.Lc1_d8705_s:
+    .p2align 3
+    jmp .Lc1_d8705_j
+    .p2align 3
+    jmp .Lc1_d8705_j
+.Lc1_d8705_j:
+    movsxd rcx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov eax, 123
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    vpor xmm8, xmm8, xmm8
+    mov ecx, 210
+    mov byte ptr [r15 + 0], cl
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov ecx, 2
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
     xor dword ptr [r15 + 0], edx
+    mov r8, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rbp
+    mov eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm0
-    movzx edx, cl
-    mov rcx, rcx
-    movzx edx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
+    mov ecx, r9d
+    mov ecx, 49
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, eax
+    imul rax, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov r9d, 249
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    and r8, 192
-    vmovq qword ptr [r15 + r8 + 768], xmm0
-    vpor xmm0, xmm0, xmm0
-    and r9, 64
-    mov qword ptr [r15 + r9 + 448], r9
-    movzx eax, r9b
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + r8 + 640]
-    movzx edi, cl
-    mov dword ptr [r15 + r8 + 704], edi
     lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 576], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], r8d
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 448], r8b
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], ecx
+    mov dword ptr [r15 + rbp + 512], ecx
     jmp 1f
 1:
-    and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 448]
-    mov rdi, qword ptr [r15 + rbp + 512]
-    mov dword ptr [r15 + r9 + 512], edi
+    mov ebp, dword ptr [r15 + r9 + 320]
+    mov qword ptr [r15 + r8 + 128], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c68:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d8929_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8929_s_t
-    .p2align 3
-.Lc1_d8929_s:
-    .p2align 3
-    jmp .Lc1_d8929_j
-    .p2align 3
-    jmp .Lc1_d8929_j
-    .p2align 3
-    jmp .Lc1_d8929_j
-    .p2align 3
-    jmp .Lc1_d8929_j
-    .p2align 3
-    jmp .Lc1_d8929_j
-    .p2align 3
-    jmp .Lc1_d8929_j
-    .p2align 3
-    jmp .Lc1_d8929_j
-    .p2align 3
-    jmp .Lc1_d8929_j
-    .p2align 3
-    jmp .Lc1_d8929_j
-    .p2align 3
-    jmp .Lc1_d8929_j
-    .p2align 3
-    jmp .Lc1_d8929_j
-    .p2align 3
-    jmp .Lc1_d8929_j
-    .p2align 3
-    jmp .Lc1_d8929_j
-    .p2align 3
-    jmp .Lc1_d8929_j
-    .p2align 3
-    jmp .Lc1_d8929_j
-    .p2align 3
-    jmp .Lc1_d8929_j
-.Lc1_d8929_j:
-    movzx ecx, dil
-    mov byte ptr [r15 + 0], cl
+    lea rbp, [r11*8]
     jmp 1f
 1:
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 960], r8b
+    movsxd r8, dword ptr [r15 + rbp + 896]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov r9, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], ebp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], edx
-    lea r8, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + rbp + 384], ymm0
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 128]
-    and r8, 64
-    mov esi, dword ptr [r15 + r8 + 256]
-    mov dword ptr [r15 + r8 + 192], esi
-    mov dword ptr [r15 + rbp + 64], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 221
+    movzx ecx, r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + rbp + 1216], cl
+    lea r8, [r11*4]
+    mov dword ptr [r15 + rbp + 1024], 125
+    and r8, 192
+    mov dword ptr [r15 + r8 + 640], 75
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 1088], r9
+    mov qword ptr [r15 + r8 + 576], r9
+    mov dword ptr [r15 + r8 + 704], r8d
+    movzx edx, r8b
+    mov dword ptr [r15 + r8 + 768], 152
+    movzx r8d, bpl
+    mov dword ptr [r15 + r9 + 320], ebp
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 832], r8d
+    mov dword ptr [r15 + rbp + 1152], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c69:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d9003_j]
+    lea rcx, [rip + .Lc1_d8807_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9003_j_t
-.Lc1_d9003_j:
-    lea r8, [r11*4]
-    mov ecx, r8d
-    lea rbp, [r11 + r11*2]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 576], 202
-    and rbp, 1984
-    vmovq qword ptr [r15 + rbp + 1408], xmm0
-    movzx ecx, bpl
-    movsxd rax, dword ptr [r15 + rbp + 1472]
-    vpor xmm0, xmm0, xmm0
+    jmp .Lc1_d8807_j_t
+.Lc1_d8807_j:
+    lea r8, [r11 + r11*8]
+    jmp 1f
+1:
+    and r8, 8128
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 7808], 30
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov ecx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 78
+    mov dword ptr [r15 + r8 + 7872], 52
+    mov dword ptr [r15 + r8 + 8000], 29
+    and rbp, 64
+    movsxd rsi, dword ptr [r15 + rbp + 384]
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 524290
-    jnz 1f
+    jmp 1f
 1:
+    mov edx, dword ptr [r15 + r8 + 7936]
     and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 64]
-    mov dword ptr [r15 + rbp + 1344], eax
+    mov byte ptr [r15 + r9 + 256], cl
+    vmovdqu ymmword ptr [r15 + r8 + 7616], ymm8
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 768], 173
-    mov edi, 145
-    movzx eax, dil
-    vpcmpeqb xmm0, xmm0, xmm14
-    mov eax, 128
-    mov ebp, eax
-    mov eax, 89
-    mov dword ptr [r15 + r9 + 128], eax
+    movzx ecx, r9b
+    mov qword ptr [r15 + r8 + 7552], rbp
+    mov rcx, qword ptr [r15 + r9 + 192]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 704], rax
-    mov qword ptr [r15 + r8 + 640], rbp
+    movzx r9d, cl
+    movsxd r9, dword ptr [r15 + r8 + 7680]
+    mov rax, rdx
+    mov byte ptr [r15 + rbp + 320], r8b
+    mov rdx, qword ptr [r15 + r8 + 7744]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c70:
-    movzx ebp, al
-    mov r8d, ebp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 36
-    mov qword ptr [r15 + 0], rax
-    movzx ebp, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
+    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    mov rdx, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 163
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    movzx r8d, dl
-    vpshufd xmm0, xmm0, 136
     jmp 1f
 1:
-    mov ebp, 211
-    mov ebp, dword ptr [r15 + 0]
-    mov r8d, ebp
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
+    mov dword ptr [r15 + 0], 37
+    movzx edx, dl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     movsxd rdx, dword ptr [r15 + 0]
-    and r9, 64
+    mov dword ptr [r15 + 0], r9d
+    movzx r9d, dl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 32
     lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 256], al
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], al
+    vmovdqu xmmword ptr [r15 + 0], xmm8
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], eax
     and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 384]
-    mov byte ptr [r15 + r8 + 128], dl
-    vmovdqu ymmword ptr [r15 + r9 + 192], ymm0
-    mov dword ptr [r15 + rbp + 320], 123
+    lea r8, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + rbp + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], 112
+    mov ecx, dword ptr [r15 + rbp + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rcx
+    lea rbp, [r11 + r11*1]
+    movsxd rsi, dword ptr [r15 + r8 + 320]
+    and rbp, 64
+    movzx r8d, byte ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + rbp + 320], 43
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c71:
-    lea rcx, [rip + .Lc1_d9098_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9098_j_t
-.Lc1_d9098_j:
-    lea rbp, [r11*8]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3456], bpl
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 64
+    setz al
+    lea rcx, [rip + .Lc1_d8905_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8905_s_t
+    .p2align 3
+.Lc1_d8905_s:
+    .p2align 3
+    jmp .Lc1_d8905_j
+    .p2align 3
+    jmp .Lc1_d8905_j
+.Lc1_d8905_j:
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 3712], ebp
+    vpcmpeqb xmm7, xmm7, xmm8
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    movzx esi, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    vpor xmm0, xmm0, xmm0
-    mov ecx, 220
-    and r8, 64
-    lea r9, [r11*4]
-    mov dword ptr [r15 + r8 + 320], 42
-    and r9, 192
-    mov dword ptr [r15 + r9 + 704], r9d
-    mov dword ptr [r15 + r9 + 640], 45
-    mov rcx, qword ptr [r15 + rbp + 3648]
-    movzx eax, cl
-    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 242
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    mov esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + rbp + 3840]
-    mov rdx, rdx
-    vpcmpeqb xmm0, xmm0, xmm7
-    vmovq xmm0, r9
-    mov dword ptr [r15 + rbp + 3584], 168
-    mov rdx, qword ptr [r15 + r9 + 576]
-    mov edi, 224
-    mov byte ptr [r15 + rbp + 3520], dil
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + r8 + 384], edi
-    mov rsi, qword ptr [r15 + rbp + 3776]
-    mov qword ptr [r15 + r9 + 768], rsi
+    mov r8, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11*4]
+    mov rdx, r8
+    jmp 1f
+1:
+    and r8, 192
+    mov dword ptr [r15 + r8 + 640], 224
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    vmovdqu xmm7, xmmword ptr [r15 + r8 + 576]
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    movsxd rdi, dword ptr [r15 + r9 + 320]
+    mov qword ptr [r15 + r8 + 768], rdi
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 64], bpl
+    movzx edi, bpl
+    mov byte ptr [r15 + r8 + 704], dil
+    movsxd rdi, dword ptr [r15 + r9 + 384]
+    mov qword ptr [r15 + rbp + 128], rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c72:
+    lea rcx, [rip + .Lc1_d8963_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8963_j_t
+.Lc1_d8963_j:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 448], dil
     jmp 1f
 1:
+    mov edi, 95
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rdi, rdi
+    mov rdi, rdi
+    mov rdi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 120
+    inc dword ptr [r15 + 0]
+    mov ecx, edi
+    mov dword ptr [r15 + 0], 190
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*8]
+    movzx edi, dil
+    mov edi, 37
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm7
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm7
+    movsxd rsi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
-    and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7808]
+    movsxd r9, dword ptr [r15 + rbp + 512]
     and r8, 64
-    mov dword ptr [r15 + r8 + 384], 31
-    movzx edi, dl
-    mov dword ptr [r15 + rbp + 7936], edi
+    mov dword ptr [r15 + r8 + 192], 106
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
+    mov qword ptr [r15 + r8 + 256], rbp
+    and rbp, 64
+    mov r8d, dword ptr [r15 + rbp + 384]
+    movzx eax, byte ptr [r15 + rbp + 320]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], 111
-    or qword ptr [r15 + r8 + 320], 13
-    mov byte ptr [r15 + rbp + 7616], r8b
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + rbp + 7680]
-    mov dword ptr [r15 + rbp + 7744], 149
-    mov edi, dword ptr [r15 + rbp + 7872]
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + rbp + 8000], dl
-    mov byte ptr [r15 + r9 + 192], dl
-    mov rdx, qword ptr [r15 + rbp + 7552]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c73:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 262144
-    setz al
-    lea rcx, [rip + .Lc1_d9188_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9188_s_t
-    .p2align 3
-.Lc1_d9188_s:
-    .p2align 3
-    jmp .Lc1_d9188_j
-    .p2align 3
-    jmp .Lc1_d9188_j
-.Lc1_d9188_j:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
+    lea rbp, [r11 + r11*8]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1600], ymm7
+    mov edi, ebp
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 6
+    mov dword ptr [r15 + rbp + 1344], 234
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 1728], r8d
+    mov edi, dword ptr [r15 + rbp + 1472]
+    mov dword ptr [r15 + rbp + 1792], edi
+    mov rdi, rbp
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + rbp + 1856]
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx edi, sil
+    jmp 1f
+1:
+    movzx edi, dil
+    mov rdi, rdi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 212
-    mov rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    movzx r9d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r9d, 183
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 14
-    mov rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 95
+    mov edi, esi
+    mov byte ptr [r15 + rbp + 1664], dil
     lea r9, [r11 + r11*1]
-    mov r8d, 62
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov rdi, qword ptr [r15 + 0]
+    mov edi, esi
+    mov dword ptr [r15 + rbp + 1408], edx
+    add qword ptr [r15 + r8 + 448], rsi
     and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 192]
-    mov dword ptr [r15 + r9 + 256], 76
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    movzx edx, r9b
-    and r9, 64
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 384], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 448]
-    mov dword ptr [r15 + r9 + 320], 141
-    mov dword ptr [r15 + rbp + 512], 47
+    mov qword ptr [r15 + r9 + 128], rsi
+    mov byte ptr [r15 + r9 + 64], r9b
+    mov rdi, qword ptr [r15 + rbp + 1536]
+    mov r9d, edi
+    mov r9, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c74:
-    lea rcx, [rip + .Lc1_d9243_j]
+    lea rcx, [rip + .Lc1_d9063_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9243_j_t
-.Lc1_d9243_j:
-    mov rcx, rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rcx
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 132
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    mov ebp, 79
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rbp
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 107
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 512], ymm0
-    movzx ecx, bpl
-    lea r8, [r11 + r11*1]
-    mov rcx, r8
+    jmp .Lc1_d9063_j_t
+.Lc1_d9063_j:
     lea r9, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
-    mov ecx, ebp
+    movzx ecx, dil
     and r9, 64
-    mov byte ptr [r15 + r9 + 320], r9b
-    mov qword ptr [r15 + rbp + 448], rdi
-    mov byte ptr [r15 + r9 + 384], cl
+    mov byte ptr [r15 + r9 + 384], dil
+    inc dword ptr [r15 + r9 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ebp, cl
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 320], bpl
+    movzx r9d, cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 177
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r9d, r9d
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    movzx r9d, byte ptr [r15 + 0]
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 182
+    add qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rbp
+    mov eax, 72
+    lea r9, [r11*4]
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + 0], cl
+    and r9, 192
+    vmovq qword ptr [r15 + r9 + 576], xmm8
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], ebp
+    mov dword ptr [r15 + r9 + 640], ecx
+    mov dword ptr [r15 + r9 + 768], ebp
+    movsxd rcx, dword ptr [r15 + r9 + 704]
+    mov qword ptr [r15 + rbp + 128], rax
+    mov rdx, rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c75:
-    lea rbp, [r11*8]
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 1216]
-    movzx ecx, r9b
-    lea r9, [r11 + r11*1]
-    mov r8, r9
-    mov dword ptr [r15 + rbp + 1088], 236
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r9
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11*8]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], cl
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 1216]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 46
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 110
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm7
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + rbp + 1024]
+    mov rcx, rcx
+    mov ecx, 199
     lea r8, [r11 + r11*1]
-    mov rax, r8
+    mov ecx, r8d
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    mov byte ptr [r15 + r8 + 448], cl
-    mov eax, 243
-    mov dword ptr [r15 + rbp + 1152], 106
-    jmp 1f
-1:
-    movzx ecx, dl
-    and edx, dword ptr [r15 + rbp + 896]
-    mov dword ptr [r15 + r8 + 512], 68
-    mov qword ptr [r15 + rbp + 1280], rsi
-    mov ecx, edi
-    vmovdqu ymmword ptr [r15 + rbp + 960], ymm0
-    mov edi, 183
-    jmp 1f
-1:
-    vpxor xmm0, xmm0, xmm12
-    mov qword ptr [r15 + r9 + 64], rbp
+    mov qword ptr [r15 + r8 + 128], rax
+    mov qword ptr [r15 + r9 + 1088], rdx
+    mov rdx, qword ptr [r15 + r9 + 1280]
+    mov ecx, 43
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 832], rdx
+    movzx ecx, byte ptr [r15 + r9 + 1024]
+    mov rax, qword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + r9 + 896]
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + r9 + 1152]
+    movsxd rsi, dword ptr [r15 + r9 + 960]
+    jmp 1f
+1:
+    movzx r8d, sil
+    mov qword ptr [r15 + r9 + 832], r8
+    mov byte ptr [r15 + rbp + 448], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c76:
-    lea rcx, [rip + .Lc1_d9347_j]
+    lea rcx, [rip + .Lc1_d9161_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9347_j_t
-.Lc1_d9347_j:
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    jmp .Lc1_d9161_j_t
+.Lc1_d9161_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 41
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 212
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ecx
+    mov ecx, 110
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
 1:
     mov rcx, rax
-    mov rcx, rcx
     jmp 1f
 1:
-    mov rcx, rdi
-    mov qword ptr [r15 + 0], r8
+    mov rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 190
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 52
-    mov ecx, 134
-    and r8, 64
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 64], rbp
+    movzx ecx, byte ptr [r15 + 0]
+    movzx r9d, sil
+    jmp 1f
+1:
+    mov r9, r9
+    movzx r9d, r9b
     lea r9, [r11*4]
     jmp 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], r8d
-    mov ecx, ebp
+    movzx esi, r9b
     and r9, 192
-    mov ecx, dword ptr [r15 + r9 + 576]
-    mov rdi, qword ptr [r15 + r9 + 704]
+    movsxd rsi, dword ptr [r15 + r9 + 768]
+    movzx eax, bpl
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 128], rdi
-    mov r8d, 49
-    mov qword ptr [r15 + r9 + 640], r8
-    mov r8, qword ptr [r15 + r9 + 768]
-    mov dword ptr [r15 + rbp + 192], ebp
+    mov eax, eax
+    mov ebp, 155
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 64
+    movzx edi, byte ptr [r15 + rbp + 64]
+    mov rax, qword ptr [r15 + r9 + 704]
+    lea r8, [r11 + r11*1]
+    mov edx, dword ptr [r15 + r9 + 576]
+    movzx edx, byte ptr [r15 + rbp + 128]
+    and r8, 64
+    mov ebp, dword ptr [r15 + r8 + 192]
+    mov qword ptr [r15 + r9 + 640], rbp
+    vpshufd xmm8, xmm8, 55
+    mov dword ptr [r15 + r8 + 256], 7
+    jmp 1f
+1:
+    mov rbp, rdi
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c77:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rdi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d9221_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9221_j_t
+.Lc1_d9221_j:
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    jmp 1f
-1:
+    mov rcx, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    inc dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rdi
+    movzx ecx, al
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 78
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], 98
-    vmovdqu xmm0, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 139
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, dword ptr [r15 + 0]
+    mov eax, 174
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 33554434
+    jnz 1f
+1:
+    mov eax, 128
     jmp 1f
 1:
+    mov eax, ecx
+    mov dword ptr [r15 + 0], 103
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov r9d, edi
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    lea r9, [r11 + r11*1]
-    mov edi, r9d
     lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 256], r9b
-    and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 448]
     lea r8, [r11 + r11*1]
-    mov eax, r9d
-    mov byte ptr [r15 + rbp + 512], al
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 320]
     jmp 1f
 1:
+    lea r9, [r11 + r11*1]
     and r8, 64
-    and edi, dword ptr [r15 + r8 + 256]
+    mov rax, qword ptr [r15 + r8 + 448]
+    and r9, 64
+    add qword ptr [r15 + r9 + 320], rcx
+    movzx ecx, r9b
+    mov byte ptr [r15 + rbp + 384], dl
+    mov dword ptr [r15 + r8 + 512], ebp
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rdi, qword ptr [r15 + r9 + 192]
-    mov byte ptr [r15 + r8 + 192], cl
+    mov byte ptr [r15 + r9 + 384], cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c78:
-    lea rcx, [rip + .Lc1_d9458_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9458_j_t
-.Lc1_d9458_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r8, r9
+    mov r8d, 90
+    vmovq xmm8, r8
+    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    movzx eax, cl
-    mov byte ptr [r15 + 0], dil
-    mov dword ptr [r15 + 0], 171
-    mov ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx r8d, cl
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov ebp, ecx
+    movzx edx, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb ebp, xmm8
+    lea rbp, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 256], ymm8
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    lea rbp, [r11*4]
-    lea r9, [r11 + r11*1]
-    and rbp, 192
-    mov edx, dword ptr [r15 + rbp + 640]
     lea r8, [r11 + r11*1]
-    movzx esi, r8b
+    mov qword ptr [r15 + rbp + 192], rsi
+    mov rbp, r8
     and r8, 64
-    mov qword ptr [r15 + r8 + 64], rdi
-    and r9, 64
-    mov qword ptr [r15 + r9 + 320], rdi
-    mov edi, 230
-    movsxd rdi, dword ptr [r15 + rbp + 576]
-    mov rsi, qword ptr [r15 + r8 + 128]
-    movzx r8d, byte ptr [r15 + r9 + 384]
-    movzx r9d, byte ptr [r15 + rbp + 768]
-    mov dword ptr [r15 + rbp + 704], 190
+    movsxd rbp, dword ptr [r15 + r8 + 512]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 384]
+    movzx eax, cl
+    mov ecx, 249
+    mov rcx, qword ptr [r15 + r8 + 448]
+    mov r8, qword ptr [r15 + rbp + 320]
+    mov ebp, edx
     add r11, 64
     inc rbx
     dec r13
@@ -11966,222 +11568,228 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 268435456
+    test dword ptr [r15 + 67117724], 1073741824
     setz al
-    lea rcx, [rip + .Lc1_d9510_s]
+    lea rcx, [rip + .Lc1_d9322_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9510_s_t
+    jmp .Lc1_d9322_s_t
     .p2align 3
-.Lc1_d9510_s:
+.Lc1_d9322_s:
     .p2align 3
-    jmp .Lc1_d9510_j
+    jmp .Lc1_d9322_j
     .p2align 3
-    jmp .Lc1_d9510_j
-.Lc1_d9510_j:
+    jmp .Lc1_d9322_j
+.Lc1_d9322_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, rax
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 320]
-    mov rax, rcx
-    lea r8, [r11*8]
-    jmp 1f
-1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3584], rcx
-    mov ecx, dword ptr [r15 + r8 + 3456]
-    vpshufd xmm0, xmm0, 137
-    mov rax, rcx
-    lea r9, [r11*4]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 3648], r9d
-    and r9, 192
-    mov dword ptr [r15 + r9 + 576], 111
-    mov rcx, rdx
-    mov qword ptr [r15 + r9 + 704], rcx
-    inc dword ptr [r15 + r8 + 3520]
-    movzx ecx, cl
-    mov dword ptr [r15 + r9 + 640], 226
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 3392], 192
-    mov ecx, dword ptr [r15 + r9 + 768]
-    mov dword ptr [r15 + rbp + 384], 223
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 3712], r9
-    mov r9, rcx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c80:
-    lea r9, [r11*8]
-    and r9, 8128
-    vmovq qword ptr [r15 + r9 + 7744], xmm0
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov ecx, 86
     mov rcx, rcx
-    mov qword ptr [r15 + r9 + 7872], r9
-    mov byte ptr [r15 + r9 + 7488], r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 166
-    lea rbp, [r11 + r11*1]
-    mov rcx, rbp
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 512]
-    lea r8, [r11 + r11*1]
-    movsxd rdx, dword ptr [r15 + r9 + 7936]
-    mov rax, qword ptr [r15 + r9 + 7808]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 119
-    mov edi, 122
-    mov dword ptr [r15 + r8 + 192], edi
-    movzx edi, dil
-    mov edi, edi
-    mov rdi, qword ptr [r15 + r9 + 7616]
-    mov dword ptr [r15 + r9 + 7552], 138
-    mov byte ptr [r15 + rbp + 448], sil
-    movzx ebp, byte ptr [r15 + r9 + 7680]
-    mov r8d, r9d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c81:
-    lea rcx, [rip + .Lc1_d9607_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9607_j_t
-.Lc1_d9607_j:
-    lea rbp, [r11*8]
-    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    mov rcx, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 20
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*4]
+    vpor xmm8, xmm8, xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
+    lea r8, [r11 + r11*1]
     and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 1024]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + rbp + 960], rsi
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 117
+    mov esi, 36
     jmp 1f
 1:
-    mov r9, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    mov r9d, 63
-    mov r9d, 183
-    mov r9d, 199
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 176
     jmp 1f
 1:
     jmp 1f
 1:
     lea r9, [r11 + r11*1]
-    add rcx, qword ptr [r15 + rbp + 960]
+    mov dword ptr [r15 + rbp + 1088], 150
+    .byte 0x66, 0x90
     and r9, 64
-    mov edx, dword ptr [r15 + r9 + 512]
-    vmovdqu ymmword ptr [r15 + rbp + 1152], ymm0
+    mov edi, dword ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + rbp + 896], 134
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 1088]
     jmp 1f
 1:
-    movzx esi, al
-    mov dword ptr [r15 + rbp + 1216], esi
-    mov rsi, qword ptr [r15 + rbp + 896]
+    vpmovmskb esi, xmm8
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov esi, dword ptr [r15 + rbp + 1024]
     jmp 1f
 1:
-    mov eax, 88
-    mov dword ptr [r15 + rbp + 1280], eax
-    mov eax, dword ptr [r15 + r9 + 448]
-    vmovdqu ymmword ptr [r15 + r8 + 192], ymm0
-    mov dword ptr [r15 + rbp + 832], 32
+    mov ebp, 190
+    movzx ebp, bpl
+    mov rbp, r9
+    mov ebp, 199
+    mov rbp, rdi
+    jmp 1f
+1:
+    mov rbp, r8
+    mov ebp, 82
+    mov rbp, rdi
+    mov qword ptr [r15 + r8 + 64], rbp
+    mov dword ptr [r15 + r9 + 320], esi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c80:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, eax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    mov edx, edx
+    mov qword ptr [r15 + 0], rax
+    movzx edx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 8
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    imul rdx, qword ptr [r15 + rbp + 256]
+    movzx eax, byte ptr [r15 + rbp + 192]
+    lea rbp, [r11*4]
+    movzx esi, sil
+    jmp 1f
+1:
+    and rbp, 192
+    inc dword ptr [r15 + rbp + 576]
+    lea r8, [r11 + r11*1]
+    movzx esi, r8b
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], 223
+    movzx esi, byte ptr [r15 + rbp + 704]
+    mov dword ptr [r15 + rbp + 768], 203
+    mov qword ptr [r15 + r8 + 512], rax
+    mov r8, rax
+    vmovdqu ymmword ptr [r15 + rbp + 640], ymm8
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c81:
+    lea rcx, [rip + .Lc1_d9426_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9426_j_t
+.Lc1_d9426_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
+    mov ecx, 135
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1600]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + r8 + 1792]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    movzx esi, byte ptr [r15 + r8 + 1344]
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 128]
+    and rbp, 64
+    movzx edx, byte ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    vpshufd xmm8, xmm8, 82
+    vmovdqu ymmword ptr [r15 + r8 + 1472], ymm7
+    mov edi, dword ptr [r15 + rbp + 64]
+    mov ebp, dword ptr [r15 + r8 + 1664]
+    mov dword ptr [r15 + r8 + 1408], 97
+    mov dword ptr [r15 + r8 + 1728], 195
+    mov dword ptr [r15 + r8 + 1536], 129
+    jmp 1f
+1:
+    mov r8, rdi
+    mov r8, rdx
+    movzx r8d, cl
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 64], r8b
+    mov r8d, 225
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c82:
-    lea r9, [r11 + r11*8]
-    mov rax, rsi
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    mov rbp, qword ptr [r15 + r9 + 1600]
-    mov rsi, rbp
-    movsxd rbp, dword ptr [r15 + r9 + 1856]
-    mov ecx, 180
+    mov rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx ecx, dil
-    movsxd rcx, dword ptr [r15 + r9 + 1472]
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 46
+    mov dword ptr [r15 + 0], 69
+    mov byte ptr [r15 + 0], cl
+    movzx ecx, byte ptr [r15 + 0]
+    mov edi, 27
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov edi, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 214
+    mov dword ptr [r15 + 0], 101
+    mov dword ptr [r15 + 0], edi
+    movzx edi, r8b
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 183
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, dword ptr [r15 + 0]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], rbp
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 1408], 72
+    lea r9, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + rbp + 256], ymm8
     and r8, 64
-    mov byte ptr [r15 + r8 + 64], dil
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 128], 98
-    mov r8, rcx
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 1728], r8
-    and r8, 64
-    or qword ptr [r15 + r8 + 320], 11
-    mov dword ptr [r15 + r9 + 1792], r8d
-    mov ecx, 8
-    mov dword ptr [r15 + r9 + 1664], 105
-    mov qword ptr [r15 + r8 + 384], rcx
-    mov ecx, r8d
-    mov dword ptr [r15 + r9 + 1536], ecx
+    mov dword ptr [r15 + r8 + 128], 246
+    and r9, 64
+    mov rbp, qword ptr [r15 + r9 + 384]
+    mov edx, dword ptr [r15 + r9 + 320]
+    mov r9d, dword ptr [r15 + r8 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -12190,539 +11798,465 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d9703_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d9521_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9703_s_t
+    jmp .Lc1_d9521_s_t
     .p2align 3
-.Lc1_d9703_s:
+.Lc1_d9521_s:
     .p2align 3
-    jmp .Lc1_d9703_j
+    jmp .Lc1_d9521_j
     .p2align 3
-    jmp .Lc1_d9703_j
-    .p2align 3
-    jmp .Lc1_d9703_j
-    .p2align 3
-    jmp .Lc1_d9703_j
-    .p2align 3
-    jmp .Lc1_d9703_j
-    .p2align 3
-    jmp .Lc1_d9703_j
-    .p2align 3
-    jmp .Lc1_d9703_j
-    .p2align 3
-    jmp .Lc1_d9703_j
-    .p2align 3
-    jmp .Lc1_d9703_j
-    .p2align 3
-    jmp .Lc1_d9703_j
-    .p2align 3
-    jmp .Lc1_d9703_j
-    .p2align 3
-    jmp .Lc1_d9703_j
-    .p2align 3
-    jmp .Lc1_d9703_j
-    .p2align 3
-    jmp .Lc1_d9703_j
-    .p2align 3
-    jmp .Lc1_d9703_j
-    .p2align 3
-    jmp .Lc1_d9703_j
-.Lc1_d9703_j:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    inc dword ptr [r15 + r8 + 192]
+    jmp .Lc1_d9521_j
+.Lc1_d9521_j:
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 384], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 146
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
-    mov edx, ecx
-    add qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov edx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 133
-    jmp 1f
-1:
-    mov rax, rax
-    movzx eax, byte ptr [r15 + 0]
-    jmp 1f
-1:
     mov dword ptr [r15 + 0], 24
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov r9d, esi
-    movsxd r9, dword ptr [r15 + r8 + 256]
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 320], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 73
     jmp 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], 32
+    jmp 1f
+1:
+    mov eax, eax
+    movzx eax, r9b
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov ecx, ecx
+    mov ecx, 213
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 6
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    jmp 1f
+1:
+    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 134
+    mov rcx, rbp
+    mov dword ptr [r15 + 0], 130
+    lea rbp, [r11 + r11*1]
+    mov r8, qword ptr [r15 + 0]
+    movzx edx, r8b
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], al
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + r9 + 320]
     and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 64]
-    movsxd rsi, dword ptr [r15 + r8 + 128]
-    mov r8d, dword ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + r8 + 64], r8d
+    mov dword ptr [r15 + r8 + 128], r8d
+    mov r8, qword ptr [r15 + rbp + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c84:
-    lea rcx, [rip + .Lc1_d9774_j]
+    lea rcx, [rip + .Lc1_d9580_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9774_j_t
-.Lc1_d9774_j:
-    mov rcx, rcx
-    movzx r8d, cl
-    mov dword ptr [r15 + 0], r8d
+    jmp .Lc1_d9580_j_t
+.Lc1_d9580_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 184
-    jmp 1f
-1:
-    mov r8d, ecx
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dl
-    movzx ecx, dil
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovq xmm0, r8
-    mov r8, rcx
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 12
+    lea r8, [r11 + r11*8]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], 58
-    test ebx, 10752
-    jz 1f
-1:
-    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1408], r8
     jmp 1f
 1:
-    mov r8d, r8d
+    lock or dword ptr [r15 + r8 + 1728], 82
+    movzx ebp, r8b
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 239
+    mov byte ptr [r15 + r8 + 1856], bpl
     lea rbp, [r11 + r11*1]
-    movzx ecx, cl
-    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 1792], 191
     and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 13
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 512]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], 123
-    mov ecx, 133
-    mov dword ptr [r15 + r8 + 448], edi
-    mov dword ptr [r15 + rbp + 128], 187
-    mov r8d, dword ptr [r15 + r9 + 384]
-    mov edi, 200
+    mov qword ptr [r15 + rbp + 64], rbp
+    movzx eax, byte ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + r8 + 1344], r9d
+    vmovdqu ymmword ptr [r15 + r8 + 1600], ymm8
+    movzx ebp, al
+    mov rbp, r8
+    lea rbp, [r11 + r11*1]
+    mov r9, rcx
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], dil
     jmp 1f
 1:
+    mov byte ptr [r15 + r8 + 1536], bpl
+    movsxd r9, dword ptr [r15 + r8 + 1664]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 64], 72
+    mov ebp, 145
+    movsxd rbp, dword ptr [r15 + r8 + 1472]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c85:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11*8]
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 128]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 1216], r9b
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm8
+    mov dword ptr [r15 + r9 + 1088], 30
+    movzx r8d, r9b
+    mov r8d, r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 34607168
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + r9 + 896]
     lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 64], r8d
     and r8, 64
-    mov byte ptr [r15 + r8 + 64], r8b
+    mov rdx, qword ptr [r15 + r8 + 320]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 1152], 110
+    movsxd rbp, dword ptr [r15 + r9 + 960]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, dword ptr [r15 + 0]
-    mov edi, 231
-    mov edi, edi
-    jmp 1f
-1:
-    mov edi, 105
-    xor dword ptr [r15 + 0], r8d
-    movzx edi, sil
-    mov rdi, rdi
-    mov rdi, qword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rsi
-    mov esi, edx
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    mov ecx, 78
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov dword ptr [r15 + 0], 102
-    jmp 1f
-1:
-    mov ecx, 72
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpcmpeqb xmm0, xmm0, xmm6
-    movsxd rcx, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    movzx esi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rbp
-    mov dword ptr [r15 + rbp + 320], 160
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 128], ecx
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ebp
-    and ecx, dword ptr [r15 + rbp + 192]
-    mov r8, rcx
-    movzx ecx, sil
+    mov dword ptr [r15 + r8 + 384], edx
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r8, rax
+    mov byte ptr [r15 + r9 + 1024], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c86:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 256
-    setz al
-    lea rcx, [rip + .Lc1_d9886_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9886_s_t
-    .p2align 3
-.Lc1_d9886_s:
-    .p2align 3
-    jmp .Lc1_d9886_j
-    .p2align 3
-    jmp .Lc1_d9886_j
-.Lc1_d9886_j:
-    lea r9, [r11 + r11*1]
-    movzx eax, r9b
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 384]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
-    mov edx, ecx
-    mov ecx, ecx
+    lea rcx, [rip + .Lc1_d9675_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9675_j_t
+.Lc1_d9675_j:
+    mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm8
+    mov dword ptr [r15 + 0], 146
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    movzx ecx, bpl
-    mov dword ptr [r15 + 0], 87
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edx
-    mov dword ptr [r15 + 0], edx
-    mov edi, 72
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
+    mov rbp, qword ptr [r15 + 0]
+    mov r8d, 105
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 129
-    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 17
+    mov r8, r8
+    movzx r8d, r8b
+    movsxd r8, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, cl
-    movzx ecx, sil
+    vpaddd xmm8, xmm8, xmm8
+    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
-    mov rsi, rcx
-    mov esi, 161
-    mov dword ptr [r15 + 0], 224
+    mov r8d, 252
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
     lea r8, [r11 + r11*1]
     jmp 1f
 1:
+    lea r9, [r11 + r11*1]
     and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 448]
-    mov edx, 211
-    mov rdx, qword ptr [r15 + rbp + 128]
-    mov ebp, edi
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 320], 154
-    mov dword ptr [r15 + r8 + 512], ecx
-    movzx ebp, cl
-    jmp 1f
-1:
+    mov dword ptr [r15 + r8 + 64], ebp
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 320], rax
+    mov qword ptr [r15 + r9 + 384], r9
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + r8 + 128], 200
+    vmovdqu ymmword ptr [r15 + rbp + 320], ymm8
+    mov ebp, eax
+    mov rbp, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c87:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    lea rbp, [r11*4]
-    lea r8, [r11 + r11*1]
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 576], rax
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 128]
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 105
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov dword ptr [r15 + 0], edx
+    mov edx, 221
+    mov qword ptr [r15 + 0], rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 20
+    movzx edx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 240
+    movzx edx, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 1073741824
-    jnz 1f
-1:
-    movzx edi, dil
-    mov dword ptr [r15 + 0], 122
+    mov rbp, qword ptr [r15 + 0]
+    mov r8d, r8d
+    mov byte ptr [r15 + 0], cl
+    mov r8d, 72
+    vmovdqu ymmword ptr [r15 + 0], ymm8
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 67
     lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 448], r9
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 768], 189
-    and r9, 64
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 384]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], bpl
+    mov edi, dword ptr [r15 + rbp + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov byte ptr [r15 + r9 + 512], r9b
-    mov dword ptr [r15 + rbp + 640], 125
-    mov dword ptr [r15 + rbp + 704], ecx
-    mov qword ptr [r15 + r8 + 64], rdi
-    movsxd rdi, dword ptr [r15 + r9 + 448]
+    movzx ebp, byte ptr [r15 + r8 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c88:
-    lea rcx, [rip + .Lc1_d9989_j]
+    lea rcx, [rip + .Lc1_d9776_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9989_j_t
-.Lc1_d9989_j:
-    mov dword ptr [r15 + 0], 247
+    jmp .Lc1_d9776_j_t
+.Lc1_d9776_j:
+    mov r12, qword ptr [r15 + r12 + 56]
     movzx ecx, byte ptr [r15 + 0]
+    mov ebp, r8d
+    mov rbp, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov ebp, dword ptr [r15 + 0]
-    vpshufd xmm0, xmm0, 219
-    mov edi, ebp
-    mov dword ptr [r15 + 0], edi
-    movzx r8d, cl
-    mov dword ptr [r15 + 0], 193
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 122
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 194
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, sil
-    mov rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    lea r9, [r11 + r11*8]
+    mov edi, ecx
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3776], r9
+    mov byte ptr [r15 + r9 + 3456], r9b
     and r8, 64
-    mov byte ptr [r15 + r8 + 384], bpl
-    movzx ebp, r8b
+    mov dword ptr [r15 + r8 + 256], 242
+    mov rdi, r8
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
+    movsxd rdi, dword ptr [r15 + r9 + 3584]
+    mov eax, dword ptr [r15 + r9 + 3712]
     and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 64]
-    mov ecx, 150
+    mov dword ptr [r15 + rbp + 512], ebp
     jmp 1f
 1:
-    movzx ecx, cl
-    mov rcx, rcx
-    mov qword ptr [r15 + r8 + 320], rax
-    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 3904], r8d
+    mov dword ptr [r15 + r9 + 3520], 130
     jmp 1f
 1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 320], rbp
-    mov dword ptr [r15 + r8 + 384], r8d
+    mov qword ptr [r15 + r9 + 3648], rax
+    mov eax, dword ptr [r15 + r8 + 192]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + rbp + 128]
+    mov r8d, dword ptr [r15 + r9 + 3840]
+    mov dword ptr [r15 + r9 + 3392], 186
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + rbp + 448]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c89:
-    lea rcx, [rip + .Lc1_d10045_j]
+    lea rcx, [rip + .Lc1_d9824_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10045_j_t
-.Lc1_d10045_j:
-    lea r8, [r11 + r11*1]
+    jmp .Lc1_d9824_j_t
+.Lc1_d9824_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 26
+    mov ecx, 177
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     lea rbp, [r11 + r11*8]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1664]
-    movsxd rdi, dword ptr [r15 + r8 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r8
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov byte ptr [r15 + rbp + 1792], r8b
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 1856], r8d
-    movzx esi, byte ptr [r15 + rbp + 1536]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7552], eax
+    mov qword ptr [r15 + rbp + 7488], rcx
+    mov ecx, 52
+    movsxd rcx, dword ptr [r15 + rbp + 8000]
+    movzx eax, r8b
+    mov r8d, 76
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
+    lea r9, [r11 + r11*1]
     and r8, 64
-    mov rax, qword ptr [r15 + r8 + 256]
-    mov dword ptr [r15 + rbp + 1472], 95
+    movsxd rax, dword ptr [r15 + r8 + 448]
     jmp 1f
 1:
+    mov dword ptr [r15 + rbp + 7872], eax
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 128]
+    mov rdi, qword ptr [r15 + rbp + 7616]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 1600], 125
-    movsxd r9, dword ptr [r15 + r8 + 192]
+    movzx edx, bpl
+    mov qword ptr [r15 + r8 + 512], rcx
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + rbp + 1408]
-    mov dword ptr [r15 + rbp + 1728], r8d
-    mov dword ptr [r15 + rbp + 1344], 13
+    vpcmpeqb xmm8, xmm8, xmm10
+    mov qword ptr [r15 + r9 + 64], rdx
+    mov dword ptr [r15 + rbp + 7680], edi
+    mov edx, 121
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 7808], r9b
+    movzx edx, dil
+    mov dword ptr [r15 + rbp + 7936], 119
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 7744], rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c90:
-    mov dword ptr [r15 + 0], r8d
-    mov ebp, r8d
-    mov byte ptr [r15 + 0], bpl
-    movzx ebp, bpl
-    mov dword ptr [r15 + 0], 150
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea r8, [r11*4]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7680], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 150
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    lea r8, [r11 + r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1856], r8b
-    jmp 1f
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 448], rcx
+    mov byte ptr [r15 + rbp + 512], r8b
+    mov qword ptr [r15 + r8 + 7616], rbp
+    mov dword ptr [r15 + r8 + 7552], r9d
+    lea rbp, [r11*8]
+    movzx r9d, cl
+    mov ecx, 179
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 896]
+    test dword ptr [r15 + 67117724], 67108865
+    jnz 1f
 1:
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    movzx ecx, sil
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
-    mov qword ptr [r15 + r9 + 64], r9
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 1792], rdx
-    mov esi, r9d
-    jmp 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 256], r9b
-    mov dword ptr [r15 + r8 + 1472], ecx
-    movzx esi, byte ptr [r15 + r8 + 1728]
-    mov ecx, dword ptr [r15 + r9 + 192]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 1536], ebp
-    mov dword ptr [r15 + r8 + 1664], 20
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 1600], 61
-    mov byte ptr [r15 + r8 + 1344], sil
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + r8 + 1408]
+    mov ecx, ecx
+    mov dword ptr [r15 + rbp + 1152], 11
+    mov rdx, qword ptr [r15 + rbp + 1088]
+    mov qword ptr [r15 + rbp + 832], rax
+    mov dword ptr [r15 + rbp + 1024], 193
+    mov rdi, qword ptr [r15 + rbp + 1216]
+    mov rcx, r9
+    mov rcx, qword ptr [r15 + rbp + 960]
+    mov r9, rbp
+    xor dword ptr [r15 + r8 + 7488], r9d
+    mov byte ptr [r15 + rbp + 1280], r9b
+    mov r9, rbp
+    mov r9d, r9d
     jmp 1f
 1:
     add r11, 64
@@ -12734,67 +12268,73 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 8388608
+    test dword ptr [r15 + 67117723], 65536
     setz al
-    lea rcx, [rip + .Lc1_d10144_s]
+    lea rcx, [rip + .Lc1_d9921_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10144_s_t
+    jmp .Lc1_d9921_s_t
     .p2align 3
-.Lc1_d10144_s:
+.Lc1_d9921_s:
     .p2align 3
-    jmp .Lc1_d10144_j
+    jmp .Lc1_d9921_j
     .p2align 3
-    jmp .Lc1_d10144_j
-.Lc1_d10144_j:
-    lea r9, [r11 + r11*8]
+    jmp .Lc1_d9921_j
+.Lc1_d9921_j:
+    lea r9, [r11*4]
     jmp 1f
 1:
-    mov ecx, 33
     and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1664]
-    mov eax, 215
+    mov qword ptr [r15 + r9 + 1344], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 62
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
+    vmovq xmm8, r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, eax
-    mov edx, 23
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 134
-    mov rax, rcx
-    mov dword ptr [r15 + r9 + 1856], eax
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 1408], rax
-    mov dword ptr [r15 + r9 + 1728], 63
-    mov dword ptr [r15 + r9 + 1536], eax
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 1792], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + r9 + 1472], ymm8
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + r9 + 1472]
     and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rsi
+    mov dword ptr [r15 + rbp + 384], 49
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm0
+    lea r8, [r11 + r11*4]
+    mov ecx, dword ptr [r15 + r9 + 1536]
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    vmovq qword ptr [r15 + rbp + 64], xmm0
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], r8
-    mov ebp, dword ptr [r15 + r8 + 512]
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 1600], 211
-    mov r8, rbp
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3584], r8
+    movsxd rax, dword ptr [r15 + r9 + 1408]
     jmp 1f
 1:
+    mov r9d, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + r8 + 3648]
+    mov edi, dword ptr [r15 + rbp + 320]
+    mov qword ptr [r15 + r8 + 3392], rdi
+    movzx edi, dl
+    mov dword ptr [r15 + r8 + 3520], ebp
+    movsxd rdi, dword ptr [r15 + r8 + 3456]
+    movzx r8d, cl
+    jmp 1f
+1:
+    mov r8d, r8d
+    jmp 1f
+1:
+    mov r8d, r8d
+    vmovq xmm8, r8
     jmp 1f
 1:
     add r11, 64
@@ -12802,714 +12342,666 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c92:
-    lea rcx, [rip + .Lc1_d10199_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10199_j_t
-.Lc1_d10199_j:
-    movzx ecx, r8b
-    lea r9, [r11 + r11*1]
-    mov ecx, 110
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], 219
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov ebp, 8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    movzx ecx, r9b
-    mov ecx, 48
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 160
-    mov ebp, ebp
     jmp 1f
 1:
-    mov esi, r8d
-    mov rbp, r8
+    mov r8d, dword ptr [r15 + 0]
+    movzx eax, dil
+    movzx eax, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 70
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, 221
+    jmp 1f
+1:
+    vmovq xmm8, r9
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 40
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov dword ptr [r15 + 0], 5
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    mov byte ptr [r15 + 0], bpl
-    vpxor xmm0, xmm0, xmm4
+    mov rax, rax
+    mov eax, edx
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, sil
-    mov ebp, 143
+    mov rax, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov edi, 168
+    movzx edi, dil
+    jmp 1f
+1:
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov rsi, rbp
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
     jmp 1f
 1:
+    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 448], bpl
-    mov qword ptr [r15 + rbp + 512], rcx
-    mov ebp, esi
-    mov byte ptr [r15 + r8 + 256], sil
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 64], rbp
-    jmp 1f
-1:
+    mov dword ptr [r15 + rbp + 448], ebp
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 192]
+    mov edx, edi
+    and r9, 64
+    mov byte ptr [r15 + r9 + 384], al
+    mov dword ptr [r15 + r9 + 320], r9d
+    mov byte ptr [r15 + rbp + 512], r9b
+    movzx r9d, r9b
+    movzx r9d, byte ptr [r15 + r8 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c93:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 0], rax
-    movzx eax, al
+    lea rcx, [rip + .Lc1_d10031_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10031_j_t
+.Lc1_d10031_j:
+    lea rbp, [r11 + r11*1]
+    mov ecx, 248
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 384], r9
+    lea r9, [r11 + r11*1]
+    mov rcx, rdx
+    mov ecx, 63
+    jmp 1f
+1:
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 168
     mov rax, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 15
+    mov dword ptr [r15 + 0], 188
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rax
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    jmp 1f
-1:
+    mov rcx, rcx
+    mov ecx, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, eax
-    test dword ptr [r15 + 67117724], 134217744
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 2560
     jnz 1f
 1:
-    add rcx, qword ptr [r15 + 0]
+    vmovq qword ptr [r15 + 0], xmm8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 185
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11*4]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov edx, 225
+    mov edx, edx
+    lea r8, [r11*4]
+    mov byte ptr [r15 + r9 + 128], al
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 192
-    movzx eax, byte ptr [r15 + r9 + 768]
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov esi, dword ptr [r15 + rbp + 320]
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + rbp + 384]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 256], r8b
-    mov byte ptr [r15 + r9 + 576], r8b
-    mov dword ptr [r15 + r9 + 704], edx
-    mov qword ptr [r15 + r8 + 192], rdi
+    and r8, 192
+    vmovdqu ymmword ptr [r15 + r8 + 640], ymm8
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + r9 + 640]
+    mov dword ptr [r15 + rbp + 320], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + r8 + 576]
+    vmovq qword ptr [r15 + r8 + 768], xmm8
+    mov rax, rdx
+    movzx edx, al
+    movzx edx, byte ptr [r15 + r8 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c94:
-    lea rcx, [rip + .Lc1_d10307_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10307_j_t
-.Lc1_d10307_j:
-    mov dword ptr [r15 + 0], ecx
-    mov rcx, rcx
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, dword ptr [r15 + 0]
-    mov r8d, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    or qword ptr [r15 + 0], 37
-    nop
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d10092_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10092_s_t
+    .p2align 3
+.Lc1_d10092_s:
+    .p2align 3
+    jmp .Lc1_d10092_j
+    .p2align 3
+    jmp .Lc1_d10092_j
+.Lc1_d10092_j:
+    mov ecx, ecx
+    mov ecx, 57
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 205
+    mov dword ptr [r15 + 0], 168
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*8]
+    movzx ecx, al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1728]
+    mov dword ptr [r15 + r8 + 1536], 125
+    vmovdqu xmm8, xmmword ptr [r15 + r8 + 1472]
+    mov dword ptr [r15 + r8 + 1792], eax
+    jmp 1f
+1:
+    movzx eax, r8b
     lea rbp, [r11 + r11*1]
-    lea r9, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + r8 + 1664], rbp
     and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 384]
-    and r9, 192
-    mov byte ptr [r15 + r9 + 768], r8b
-    mov qword ptr [r15 + r9 + 640], r8
-    mov r8d, eax
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 576], 164
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 320]
+    movzx eax, byte ptr [r15 + rbp + 320]
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 384], eax
+    mov qword ptr [r15 + r8 + 1408], rax
+    mov byte ptr [r15 + rbp + 384], cl
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 320], rax
-    mov r8d, dword ptr [r15 + r9 + 704]
+    movzx ebp, byte ptr [r15 + r8 + 1344]
+    lea r9, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + r8 + 1600]
+    jmp 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 196
+    mov rax, r9
+    mov byte ptr [r15 + r9 + 320], al
+    mov eax, 229
+    mov dword ptr [r15 + r8 + 1856], eax
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c95:
-    lea r8, [r11*4]
-    movzx eax, sil
-    and r8, 192
-    mov byte ptr [r15 + r8 + 576], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 29
-    movzx r9d, r8b
-    jmp 1f
-1:
-    mov ebp, 106
-    mov r9d, 100
+    movsxd rax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 64]
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 1216], rbp
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], r8d
+    mov dword ptr [r15 + rbp + 1280], 110
+    mov ecx, 82
+    vmovdqu ymmword ptr [r15 + rbp + 1152], ymm8
+    mov ecx, 217
+    mov ecx, dword ptr [r15 + rbp + 1024]
+    movsxd rdx, dword ptr [r15 + rbp + 896]
     lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 640], r8
-    mov rdx, r9
+    mov dword ptr [r15 + rbp + 832], r9d
+    mov rdi, r9
     and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 320]
-    mov rcx, qword ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + r8 + 768], 254
-    jmp 1f
-1:
-    mov ebp, 110
-    mov ebp, 105
-    movzx ebp, byte ptr [r15 + r8 + 704]
-    mov r8d, r8d
-    mov r8, qword ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + r9 + 512], 239
+    vmovdqu ymmword ptr [r15 + r8 + 320], ymm8
+    mov dword ptr [r15 + r9 + 448], r8d
+    mov byte ptr [r15 + rbp + 1088], r8b
+    mov qword ptr [r15 + rbp + 960], rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c96:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d10410_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10410_s_t
-    .p2align 3
-.Lc1_d10410_s:
-    .p2align 3
-    jmp .Lc1_d10410_j
-    .p2align 3
-    jmp .Lc1_d10410_j
-    .p2align 3
-    jmp .Lc1_d10410_j
-    .p2align 3
-    jmp .Lc1_d10410_j
-    .p2align 3
-    jmp .Lc1_d10410_j
-    .p2align 3
-    jmp .Lc1_d10410_j
-    .p2align 3
-    jmp .Lc1_d10410_j
-    .p2align 3
-    jmp .Lc1_d10410_j
-.Lc1_d10410_j:
-    lea r8, [r11 + r11*8]
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1856]
+    lea rcx, [rip + .Lc1_d10184_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10184_j_t
+.Lc1_d10184_j:
+    lea r9, [r11 + r11*8]
+    and r9, 16320
+    movsxd rcx, dword ptr [r15 + r9 + 15808]
     jmp 1f
 1:
-    vpmovmskb eax, xmm0
-    vmovdqu ymmword ptr [r15 + r8 + 1536], ymm0
-    mov eax, 228
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 15872], dl
+    and r8, 64
+    mov edx, dword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + r9 + 16000], 100
+    mov byte ptr [r15 + r9 + 15936], dl
     jmp 1f
 1:
-    mov rax, rax
-    mov eax, 215
-    vmovq qword ptr [r15 + r8 + 1344], xmm0
+    mov dword ptr [r15 + r9 + 15744], 143
     jmp 1f
 1:
-    mov eax, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
-    mov eax, ecx
     jmp 1f
 1:
-    mov eax, eax
-    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + r8 + 1792]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 192], ymm0
-    mov esi, ebp
-    lea r9, [r11 + r11*1]
-    mov esi, 131
-    vmovq qword ptr [r15 + r8 + 1664], xmm0
     jmp 1f
 1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], r9b
-    movzx esi, r9b
-    vmovdqu ymmword ptr [r15 + r8 + 1408], ymm0
-    movsxd rsi, dword ptr [r15 + r8 + 1600]
-    mov rdx, qword ptr [r15 + rbp + 256]
-    mov edi, edx
-    mov edx, 207
-    mov rdx, qword ptr [r15 + r8 + 1472]
-    mov dword ptr [r15 + r8 + 1728], ebp
-    mov byte ptr [r15 + r9 + 512], r9b
-    mov ebp, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 227
+    movzx edx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm8, xmm8, xmm6
+    vpxor xmm8, xmm8, xmm9
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + r9 + 15680]
+    mov dword ptr [r15 + r8 + 64], r8d
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 16128], cl
+    movsxd rcx, dword ptr [r15 + r9 + 16064]
+    mov byte ptr [r15 + r9 + 16192], cl
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], edi
+    mov edi, 139
+    mov ecx, dword ptr [r15 + r8 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c97:
-    lea rcx, [rip + .Lc1_d10471_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10471_j_t
-.Lc1_d10471_j:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx edi, dl
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + 0], 160
     movzx ecx, cl
+    mov qword ptr [r15 + 0], rdx
+    mov qword ptr [r15 + 0], rcx
+    mov rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 156
+    movzx edx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm8
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov qword ptr [r15 + 0], rdi
+    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 199
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov ecx, 95
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 175
-    mov ecx, 77
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r8 + 1664]
     lea rbp, [r11 + r11*1]
-    mov rdx, r8
     jmp 1f
 1:
+    mov rdx, qword ptr [r15 + 0]
     and rbp, 64
-    mov qword ptr [r15 + rbp + 384], r8
-    mov edx, dword ptr [r15 + r8 + 1408]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 1472], r9d
-    movzx eax, cl
+    vmovdqu xmmword ptr [r15 + rbp + 128], xmm8
+    mov rdi, rbp
+    mov dword ptr [r15 + r8 + 384], 104
+    mov edi, eax
+    mov eax, 116
+    mov rax, rax
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 64], r8
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], r8d
     jmp 1f
 1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 64], r9b
-    movsxd rcx, dword ptr [r15 + r8 + 1792]
-    mov dword ptr [r15 + r8 + 1536], ecx
-    mov qword ptr [r15 + rbp + 320], rcx
-    vmovdqu ymmword ptr [r15 + r9 + 128], ymm0
-    movzx ecx, cl
-    mov dword ptr [r15 + r8 + 1600], 92
-    mov qword ptr [r15 + r8 + 1728], rsi
-    jmp 1f
-1:
+    mov rbp, qword ptr [r15 + r8 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c98:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 256], rdi
-    mov rdi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rdi
-    mov r8d, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 64
+    setz al
+    lea rcx, [rip + .Lc1_d10285_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10285_s_t
+    .p2align 3
+.Lc1_d10285_s:
+    .p2align 3
+    jmp .Lc1_d10285_j
+    .p2align 3
+    jmp .Lc1_d10285_j
+.Lc1_d10285_j:
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx ecx, r9b
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 58
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 251
     jmp 1f
 1:
     lea rbp, [r11 + r11*1]
-    mov esi, 182
-    movzx esi, byte ptr [r15 + r9 + 192]
+    lea r8, [r11 + r11*8]
+    movzx ecx, r8b
     lea r9, [r11 + r11*1]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1408], 229
     and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
+    vmovdqu xmmword ptr [r15 + rbp + 128], xmm8
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], r9d
+    mov dword ptr [r15 + rbp + 64], ecx
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + r8 + 1536]
+    movzx ebp, cl
+    vmovdqu ymmword ptr [r15 + r8 + 1472], ymm8
     jmp 1f
 1:
-    mov edx, ebp
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], edi
-    mov dword ptr [r15 + r9 + 512], 78
-    mov dword ptr [r15 + rbp + 320], r9d
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + r9 + 320]
+    movzx r9d, bpl
+    mov byte ptr [r15 + r8 + 1856], al
+    mov r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + r8 + 1664], ebp
+    mov byte ptr [r15 + r8 + 1600], bpl
+    vmovdqu ymmword ptr [r15 + r8 + 1728], ymm8
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + r8 + 1792]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c99:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 256
-    setz al
-    lea rcx, [rip + .Lc1_d10578_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10578_s_t
-    .p2align 3
-.Lc1_d10578_s:
-    .p2align 3
-    jmp .Lc1_d10578_j
-    .p2align 3
-    jmp .Lc1_d10578_j
-.Lc1_d10578_j:
     lea rbp, [r11*8]
+    mov r8d, 227
     and rbp, 448
-    mov byte ptr [r15 + rbp + 896], bpl
-    movzx ecx, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + rbp + 1216], bpl
+    mov dword ptr [r15 + rbp + 1152], 192
+    lea r8, [r11 + r11*1]
+    movzx r9d, byte ptr [r15 + rbp + 1280]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 320], rbp
+    movsxd rax, dword ptr [r15 + rbp + 896]
     .byte 0x66, 0x90
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9, r8
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov rax, qword ptr [r15 + rbp + 1024]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 192], cl
+    mov ecx, dword ptr [r15 + rbp + 832]
+    movzx edx, r8b
     jmp 1f
 1:
-    and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 320]
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + rbp + 1280]
-    mov byte ptr [r15 + r8 + 384], cl
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 832], 198
-    mov dword ptr [r15 + rbp + 960], 24
-    movsxd rcx, dword ptr [r15 + rbp + 1216]
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 256]
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + rbp + 1024]
-    mov byte ptr [r15 + rbp + 1152], dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 1088], dl
-    mov edx, ebp
-    vmovdqu xmmword ptr [r15 + r8 + 192], xmm0
+    mov edx, 161
+    vpshufd xmm8, xmm8, 233
+    mov qword ptr [r15 + r9 + 256], r8
+    mov r9d, dword ptr [r15 + r8 + 384]
+    mov r8d, dword ptr [r15 + rbp + 960]
+    mov qword ptr [r15 + rbp + 1088], r8
+    vpaddd xmm8, xmm8, xmm8
+    movzx r8d, al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c100:
-    mov rdx, rdx
-    mov edx, 169
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov rdx, rdx
-    movsxd rdx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    mov dword ptr [r15 + 0], 85
-    mov qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    mov edi, 65
-    mov edi, 68
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov rdi, rdx
-    jmp 1f
-1:
-    test ebx, 1814528
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 176
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 73
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d10385_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10385_s_t
+    .p2align 3
+.Lc1_d10385_s:
+    .p2align 3
+    jmp .Lc1_d10385_j
+    .p2align 3
+    jmp .Lc1_d10385_j
+    .p2align 3
+    jmp .Lc1_d10385_j
+    .p2align 3
+    jmp .Lc1_d10385_j
+    .p2align 3
+    jmp .Lc1_d10385_j
+    .p2align 3
+    jmp .Lc1_d10385_j
+    .p2align 3
+    jmp .Lc1_d10385_j
+    .p2align 3
+    jmp .Lc1_d10385_j
+.Lc1_d10385_j:
+    movzx ecx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], 124
+    mov ecx, ecx
+    lea r8, [r11*8]
     lea r9, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 228
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
     and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 64]
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 1024], ymm8
+    movzx eax, r8b
+    movzx ebp, byte ptr [r15 + r9 + 128]
+    mov rax, rbp
+    mov qword ptr [r15 + r8 + 1152], rdi
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 128], rdx
-    mov byte ptr [r15 + r9 + 64], dl
+    movzx r9d, byte ptr [r15 + r8 + 1280]
+    mov edi, ecx
+    movsxd rdx, dword ptr [r15 + r8 + 1088]
     and rbp, 64
-    and r9d, dword ptr [r15 + rbp + 256]
-    mov byte ptr [r15 + r8 + 448], r9b
-    movzx eax, byte ptr [r15 + rbp + 192]
-    mov rbp, rax
+    mov edi, dword ptr [r15 + rbp + 512]
+    mov rsi, qword ptr [r15 + r8 + 896]
+    mov qword ptr [r15 + r8 + 1216], rsi
+    movzx esi, sil
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 832], rax
+    mov qword ptr [r15 + rbp + 448], rsi
+    movsxd rsi, dword ptr [r15 + r8 + 960]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c101:
-    lea rcx, [rip + .Lc1_d10682_j]
+    lea rcx, [rip + .Lc1_d10443_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10682_j_t
-.Lc1_d10682_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 384]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    mov r9d, 192
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 65
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, dl
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    movzx edx, cl
-    movsxd rdx, dword ptr [r15 + 0]
-    mov rcx, r9
+    jmp .Lc1_d10443_j_t
+.Lc1_d10443_j:
     mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov ecx, 70
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 448]
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 320], cl
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 5
-    movzx ecx, r8b
-    movsxd rcx, dword ptr [r15 + r8 + 192]
-    mov r8, qword ptr [r15 + r9 + 512]
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    and rbp, 64
+    movsxd r9, dword ptr [r15 + rbp + 64]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov esi, dword ptr [r15 + r8 + 7616]
+    mov edi, dword ptr [r15 + r8 + 7680]
+    lea r9, [r11 + r11*4]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + rbp + 128]
+    movzx ebp, byte ptr [r15 + r8 + 7552]
+    and r9, 4032
+    mov r8d, dword ptr [r15 + r9 + 3648]
+    movsxd rax, dword ptr [r15 + r9 + 3584]
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm8
+    mov qword ptr [r15 + r9 + 3520], rax
+    movzx eax, byte ptr [r15 + r9 + 3456]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c102:
-    lea rcx, [rip + .Lc1_d10739_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10739_j_t
-.Lc1_d10739_j:
-    lea r8, [r11*8]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 1216], rsi
-    mov qword ptr [r15 + r8 + 896], r9
-    mov rcx, qword ptr [r15 + r8 + 1280]
-    movsxd r9, dword ptr [r15 + 0]
+    lea rbp, [r11*8]
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 1088]
+    mov r9d, 131
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 109
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r9b
-    movzx esi, r9b
-    mov r9, rsi
-    vpshufd xmm0, xmm0, 134
-    jmp 1f
-1:
+    mov r8d, 25
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
-    mov dword ptr [r15 + r8 + 1024], 61
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 960], rdx
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], r9d
+    mov r9, qword ptr [r15 + rbp + 1152]
+    movzx edx, byte ptr [r15 + rbp + 896]
+    movzx ecx, byte ptr [r15 + rbp + 1024]
+    mov dword ptr [r15 + rbp + 1280], eax
     lea r9, [r11 + r11*1]
-    movzx edx, byte ptr [r15 + r8 + 832]
+    mov rax, qword ptr [r15 + rbp + 1216]
+    movzx edi, dl
     jmp 1f
 1:
     and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 320]
+    mov byte ptr [r15 + r9 + 384], r9b
+    mov rdx, r9
+    mov rdx, rdx
+    mov byte ptr [r15 + r9 + 320], cl
+    mov rdx, r8
     jmp 1f
 1:
-    movzx edi, cl
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 148
-    mov byte ptr [r15 + r9 + 384], bpl
-    mov r9d, ebp
-    mov qword ptr [r15 + r8 + 1152], rdx
-    mov byte ptr [r15 + r8 + 960], r9b
-    mov dword ptr [r15 + r8 + 1088], 34
-    vmovdqu ymmword ptr [r15 + rbp + 64], ymm0
+    movzx edx, dl
+    mov rdx, qword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + r8 + 128], edx
     add r11, 64
     inc rbx
     dec r13
@@ -13518,525 +13010,464 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov rax, rax
-    mov eax, eax
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
-    mov r8d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rsi
-    jmp 1f
-1:
-    mov r8d, edi
-    movzx edi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d10538_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10538_s_t
+    .p2align 3
+.Lc1_d10538_s:
+    .p2align 3
+    jmp .Lc1_d10538_j
+    .p2align 3
+    jmp .Lc1_d10538_j
+.Lc1_d10538_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 537399312
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    movzx eax, r8b
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 89
-    lea rbp, [r11*4]
-    jmp 1f
-1:
-    and rbp, 192
-    mov eax, dword ptr [r15 + rbp + 576]
-    mov dword ptr [r15 + r8 + 64], edi
-    lea r8, [r11 + r11*1]
-    movzx edi, byte ptr [r15 + rbp + 704]
-    jmp 1f
-1:
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 128]
-    movsxd rsi, dword ptr [r15 + r8 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 222
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 640], rdx
-    vmovdqu ymmword ptr [r15 + rbp + 768], ymm0
+    lea r8, [r11 + r11*8]
+    vpxor xmm8, xmm8, xmm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r8, 8128
+    lea r9, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + r8 + 7808]
+    mov eax, dword ptr [r15 + r8 + 7680]
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 448]
+    lea rbp, [r11 + r11*1]
+    mov edx, 251
+    mov qword ptr [r15 + r8 + 7936], rdx
+    mov dword ptr [r15 + r8 + 7488], 32
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 320]
+    mov qword ptr [r15 + rbp + 384], rdx
+    movsxd rbp, dword ptr [r15 + r8 + 7872]
+    mov dword ptr [r15 + r9 + 512], 21
+    mov rdx, rbp
+    mov dword ptr [r15 + r8 + 7744], 246
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 7616], rsi
+    movzx esi, al
+    mov rax, r9
+    vpxor xmm8, xmm8, xmm9
+    mov eax, dword ptr [r15 + r8 + 8000]
+    mov rbp, rbp
+    mov dword ptr [r15 + r8 + 7552], edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c104:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d10842_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10842_s_t
-    .p2align 3
-.Lc1_d10842_s:
-    .p2align 3
-    jmp .Lc1_d10842_j
-    .p2align 3
-    jmp .Lc1_d10842_j
-    .p2align 3
-    jmp .Lc1_d10842_j
-    .p2align 3
-    jmp .Lc1_d10842_j
-    .p2align 3
-    jmp .Lc1_d10842_j
-    .p2align 3
-    jmp .Lc1_d10842_j
-    .p2align 3
-    jmp .Lc1_d10842_j
-    .p2align 3
-    jmp .Lc1_d10842_j
-    .p2align 3
-    jmp .Lc1_d10842_j
-    .p2align 3
-    jmp .Lc1_d10842_j
-    .p2align 3
-    jmp .Lc1_d10842_j
-    .p2align 3
-    jmp .Lc1_d10842_j
-    .p2align 3
-    jmp .Lc1_d10842_j
-    .p2align 3
-    jmp .Lc1_d10842_j
-    .p2align 3
-    jmp .Lc1_d10842_j
-    .p2align 3
-    jmp .Lc1_d10842_j
-.Lc1_d10842_j:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 50
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov ecx, 122
-    jmp 1f
-1:
-    mov ecx, 161
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
+    movzx eax, dl
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 6
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 87
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov eax, 178
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2048
+    jz 1f
+1:
+    movzx eax, al
     jmp 1f
 1:
-    mov rax, rcx
+    lea r8, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1088], 213
+    mov qword ptr [r15 + r8 + 832], r8
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 120
+    mov rax, qword ptr [r15 + r8 + 960]
+    mov esi, dword ptr [r15 + r8 + 1024]
     jmp 1f
 1:
-    mov eax, eax
-    lea r8, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + rbp + 384]
-    and r8, 64
-    lea rbp, [r11 + r11*1]
-    add rax, qword ptr [r15 + r8 + 64]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 28
-    jmp 1f
-1:
-    movzx edx, dil
-    mov byte ptr [r15 + r8 + 128], cl
-    mov r8d, dword ptr [r15 + rbp + 448]
+    mov byte ptr [r15 + rbp + 448], r9b
+    mov rbp, qword ptr [r15 + r8 + 896]
+    mov dword ptr [r15 + r8 + 1216], 57
+    mov rdx, qword ptr [r15 + r8 + 1152]
+    mov r8, rdx
+    mov r8, qword ptr [r15 + r9 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c105:
-    lea rcx, [rip + .Lc1_d10918_j]
+    lea rcx, [rip + .Lc1_d10631_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10918_j_t
-.Lc1_d10918_j:
-    lea rbp, [r11*4]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 640], 245
-    mov ecx, ebp
-    vmovdqu xmm0, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 244
-    mov rdx, rax
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 147
+    jmp .Lc1_d10631_j_t
+.Lc1_d10631_j:
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov rcx, rcx
-    mov dword ptr [r15 + 0], ecx
+    and rbp, 64
+    movsxd rsi, dword ptr [r15 + rbp + 128]
+    mov qword ptr [r15 + 0], rdx
+    vpxor xmm8, xmm8, xmm12
+    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    mov r8d, 225
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, bpl
+    mov esi, esi
+    mov qword ptr [r15 + 0], rdi
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rdx, rcx
+    mov dword ptr [r15 + 0], 57
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 35
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], 102
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
+    mov r8, rdx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    lea r8, [r11*4]
+    mov rdx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rsi, rdx
+    and r8, 192
+    mov byte ptr [r15 + r8 + 704], r9b
+    mov edx, r8d
+    mov rax, qword ptr [r15 + r8 + 576]
+    mov qword ptr [r15 + r8 + 640], rcx
     lea r9, [r11 + r11*1]
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 64]
-    and r9, 64
-    mov edi, dword ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + r9 + 448], edi
-    mov esi, 156
+    xor dword ptr [r15 + r8 + 768], r9d
+    mov byte ptr [r15 + rbp + 64], r9b
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 576], 123
-    mov dword ptr [r15 + r8 + 128], 244
-    mov r9d, esi
-    mov byte ptr [r15 + rbp + 768], r9b
-    mov byte ptr [r15 + rbp + 704], r9b
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], r9d
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 256], 72
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c106:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edx
+    nop
+    mov byte ptr [r15 + 0], al
+    mov edx, 207
+    mov edx, 212
+    mov edx, 96
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 159
+    mov eax, 76
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 213
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    movzx eax, dl
-    lea r9, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
-    mov r8d, ebp
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3520], r9
+    mov qword ptr [r15 + rbp + 384], rbp
+    and r8, 192
+    mov dword ptr [r15 + r8 + 704], 11
+    mov dword ptr [r15 + rbp + 320], 35
+    mov rbp, qword ptr [r15 + r8 + 640]
     jmp 1f
 1:
-    or qword ptr [r15 + r9 + 3456], 7
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r8 + 768], ebp
+    mov ebp, dword ptr [r15 + r8 + 576]
+    mov r8, qword ptr [r15 + r9 + 320]
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], rdi
-    movzx ecx, byte ptr [r15 + r9 + 3648]
-    test dword ptr [r15 + 67117724], 134217728
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm0
     jmp 1f
 1:
-    movzx edi, r9b
-    mov dword ptr [r15 + r9 + 3776], 135
-    jmp 1f
-1:
-    mov rbp, r8
-    movzx ebp, bpl
-    movzx ebp, bpl
-    movzx ebp, byte ptr [r15 + r8 + 64]
-    mov byte ptr [r15 + r9 + 3712], r8b
-    mov qword ptr [r15 + r9 + 3584], rcx
-    mov esi, ebp
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    mov ebp, 77
-    mov rbp, rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c107:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d11018_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11018_s_t
-    .p2align 3
-.Lc1_d11018_s:
-    .p2align 3
-    jmp .Lc1_d11018_j
-    .p2align 3
-    jmp .Lc1_d11018_j
-.Lc1_d11018_j:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11*4]
-    and rbp, 64
-    vmovdqu xmmword ptr [r15 + rbp + 448], xmm0
-    and r8, 192
-    mov dword ptr [r15 + r8 + 640], 163
-    mov rcx, r8
-    mov ecx, 213
-    mov rdx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d10734_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10734_j_t
+.Lc1_d10734_j:
     movzx ecx, byte ptr [r15 + 0]
-    movzx eax, cl
+    mov ebp, ecx
     jmp 1f
 1:
-    xor dword ptr [r15 + 0], eax
+    mov rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r8, r8
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    or qword ptr [r15 + 0], 62
     mov r12, qword ptr [r15 + r12 + 56]
-    nop
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov r8d, 6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov r8d, 185
+    mov dword ptr [r15 + 0], 65
+    mov r8d, 178
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
     lea r9, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + r8 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 192
     and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
+    mov dword ptr [r15 + r9 + 128], ecx
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + rbp + 512]
-    movzx ebp, byte ptr [r15 + r9 + 64]
-    mov r9d, 35
+    lea r8, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + r9 + 64], ymm8
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 256]
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 704], 88
-    mov qword ptr [r15 + r8 + 576], rax
+    and r9, 64
+    movzx ebp, byte ptr [r15 + r9 + 384]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 320], eax
+    movzx eax, byte ptr [r15 + r8 + 192]
+    movzx r8d, al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c108:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    lea rbp, [r11*4]
-    mov eax, dword ptr [r15 + r9 + 512]
-    movzx ecx, al
+    lea rcx, [rip + .Lc1_d10787_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10787_j_t
+.Lc1_d10787_j:
+    mov ecx, ebp
+    mov ecx, dword ptr [r15 + 0]
+    movzx ebp, cl
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 192
-    mov rax, qword ptr [r15 + rbp + 704]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11*8]
-    mov edx, r9d
-    jmp 1f
-1:
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    mov edx, r8d
-    mov edx, 125
-    mov edx, dword ptr [r15 + r8 + 896]
-    mov qword ptr [r15 + r8 + 1024], rsi
-    jmp 1f
+    mov dword ptr [r15 + 0], 180
+    mov ebp, 225
+    mov ebp, 214
+    mov qword ptr [r15 + 0], rdx
+    movzx ebp, byte ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov edx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm8, xmm8, xmm6
+    test ebx, 1073741824
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov edx, 254
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + r8 + 1216], r8d
+    mov rdx, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 448], edx
-    mov dword ptr [r15 + rbp + 768], edx
-    mov qword ptr [r15 + r8 + 1280], rdx
-    vmovdqu ymmword ptr [r15 + rbp + 576], ymm0
-    mov dword ptr [r15 + r8 + 960], 8
-    movzx edx, r8b
-    mov dword ptr [r15 + r8 + 1152], 16
+    lea r8, [r11 + r11*1]
+    lea r9, [r11*4]
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 128]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 250
+    and r9, 192
+    mov dword ptr [r15 + r9 + 768], esi
+    movzx eax, byte ptr [r15 + r8 + 64]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov edx, edx
-    mov rdx, qword ptr [r15 + r8 + 1088]
-    movsxd r8, dword ptr [r15 + rbp + 640]
+    mov qword ptr [r15 + r9 + 640], rsi
+    mov byte ptr [r15 + rbp + 64], dl
+    mov byte ptr [r15 + r9 + 576], al
+    movzx r8d, byte ptr [r15 + r9 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c109:
-    lea rcx, [rip + .Lc1_d11118_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11118_j_t
-.Lc1_d11118_j:
-    lea rbp, [r11*4]
-    lea r9, [r11*8]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov ecx, 224
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1600]
-    mov qword ptr [r15 + rbp + 7616], rcx
-    mov ecx, ecx
+    mov r9d, 135
+    mov r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx r8d, r9b
+    mov dword ptr [r15 + 0], 94
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 168
+    movsxd r9, dword ptr [r15 + 0]
+    mov ebp, 98
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    movzx esi, byte ptr [r15 + 0]
+    mov eax, 77
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm8, xmm8, xmm8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
     and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 384]
-    mov byte ptr [r15 + rbp + 7680], cl
-    movzx ecx, byte ptr [r15 + r9 + 1664]
-    mov rdx, rcx
-    movzx edx, dl
-    mov rdx, rdx
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + r8 + 512]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], ebp
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + r9 + 64], xmm8
+    mov r9d, esi
+    mov dword ptr [r15 + r8 + 448], 191
+    vmovdqu xmmword ptr [r15 + rbp + 192], xmm8
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 1728], edx
-    movzx ecx, byte ptr [r15 + r9 + 1408]
-    jmp 1f
-1:
-    mov edx, 54
-    mov edx, 152
-    movzx edx, al
-    mov dword ptr [r15 + rbp + 7552], edx
-    mov dword ptr [r15 + r9 + 1536], r9d
-    mov rbp, rdx
-    mov rdx, qword ptr [r15 + r9 + 1344]
-    mov rbp, qword ptr [r15 + r9 + 1472]
-    mov rax, qword ptr [r15 + r8 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c110:
+    lea rcx, [rip + .Lc1_d10886_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10886_j_t
+.Lc1_d10886_j:
     lea rbp, [r11 + r11*1]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 512], dl
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, 242
-    mov r8, rax
+    mov ecx, dword ptr [r15 + rbp + 512]
+    mov byte ptr [r15 + 0], cl
+    mov ecx, 124
+    movzx ecx, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov r8, r8
+    movzx r8d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov eax, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov byte ptr [r15 + 0], al
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
-    lea r8, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2560
-    jnz 1f
+    mov eax, 35
+    jmp 1f
 1:
-    and r8, 448
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm8
+    mov rax, rax
+    lea r8, [r11 + r11*1]
+    mov rax, r8
+    jmp 1f
+1:
+    and r8, 64
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 960], r9d
-    movzx eax, r9b
-    mov qword ptr [r15 + r8 + 1216], rbp
+    mov ecx, dword ptr [r15 + r8 + 192]
+    movzx eax, byte ptr [r15 + rbp + 448]
+    mov rbp, rax
     and r9, 64
-    mov dword ptr [r15 + r9 + 64], 135
-    and eax, dword ptr [r15 + r8 + 1024]
-    mov qword ptr [r15 + r8 + 1088], r8
-    vmovdqu ymmword ptr [r15 + rbp + 448], ymm0
-    xchg qword ptr [r15 + r8 + 832], rax
-    mov ecx, eax
-    vmovdqu ymmword ptr [r15 + r9 + 128], ymm0
-    mov rax, qword ptr [r15 + r8 + 1152]
-    mov r9, rax
+    movzx ebp, byte ptr [r15 + r9 + 64]
+    mov byte ptr [r15 + r8 + 256], r8b
+    vpshufd xmm8, xmm8, 58
+    movzx r8d, r9b
+    vpmovmskb r8d, xmm8
+    vmovdqu ymmword ptr [r15 + r9 + 128], ymm3
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9d, ecx
-    mov r9d, 215
-    movzx r9d, byte ptr [r15 + r8 + 896]
-    mov r8, rdx
     add r11, 64
     inc rbx
     dec r13
@@ -14045,175 +13476,200 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2
-    setz al
-    lea rcx, [rip + .Lc1_d11219_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11219_s_t
-    .p2align 3
-.Lc1_d11219_s:
-    .p2align 3
-    jmp .Lc1_d11219_j
-    .p2align 3
-    jmp .Lc1_d11219_j
-.Lc1_d11219_j:
-    mov ecx, 228
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r9, rcx
-    mov ecx, 234
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    movzx ecx, cl
-    mov byte ptr [r15 + 0], cl
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    mov ecx, 34
-    mov dword ptr [r15 + 0], 126
-    add rcx, qword ptr [r15 + 0]
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], r9d
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7552], ebp
+    mov eax, ebp
     and r8, 64
-    mov qword ptr [r15 + r8 + 320], rax
-    movzx r9d, r8b
-    mov byte ptr [r15 + r8 + 384], r9b
+    xor dword ptr [r15 + r8 + 192], r8d
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
+    mov eax, ecx
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], 201
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 192]
-    vmovq qword ptr [r15 + r9 + 256], xmm0
-    and r8, 64
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 64]
-    vmovdqu ymmword ptr [r15 + r8 + 128], ymm0
+    mov eax, r9d
+    mov dword ptr [r15 + rbp + 7808], 249
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm8, xmm8, xmm15
+    test dword ptr [r15 + 67117723], 268460064
+    jz 1f
+1:
+    mov rax, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + rbp + 7872]
+    movsxd rcx, dword ptr [r15 + rbp + 7744]
+    mov byte ptr [r15 + r8 + 256], r9b
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + rbp + 7680]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 7616], esi
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + r9 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c112:
-    lea rcx, [rip + .Lc1_d11278_j]
+    lea rcx, [rip + .Lc1_d10992_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11278_j_t
-.Lc1_d11278_j:
+    jmp .Lc1_d10992_j_t
+.Lc1_d10992_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm8, xmm8, 213
     jmp 1f
 1:
-    mov ecx, 179
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov byte ptr [r15 + 0], al
     lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r8b
     and r8, 64
-    lea r9, [r11 + r11*8]
-    vmovq qword ptr [r15 + r8 + 384], xmm0
-    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 128], 238
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11*8]
+    lea r9, [r11*8]
+    mov rcx, rsi
     and r9, 8128
-    mov byte ptr [r15 + r9 + 7616], cl
-    mov rax, qword ptr [r15 + r9 + 7872]
-    vmovdqu ymmword ptr [r15 + r9 + 7680], ymm0
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 17
-    mov esi, 251
-    mov dword ptr [r15 + r9 + 7808], 76
-    movsxd rcx, dword ptr [r15 + r9 + 7488]
-    mov rsi, rdx
-    mov dword ptr [r15 + rbp + 256], esi
-    mov rsi, qword ptr [r15 + r8 + 320]
-    movzx ebp, sil
-    mov dword ptr [r15 + r9 + 8000], edx
-    mov dword ptr [r15 + r9 + 7936], 217
-    mov rsi, rax
-    mov esi, 42
+    mov byte ptr [r15 + r9 + 7552], r9b
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 960]
+    movzx esi, byte ptr [r15 + rbp + 1088]
+    mov eax, r8d
+    mov qword ptr [r15 + r9 + 7744], rax
+    mov eax, edx
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + r9 + 7744]
+    mov qword ptr [r15 + r9 + 7808], r9
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm8
+    mov dword ptr [r15 + r8 + 64], 199
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 7552], ecx
+    jmp 1f
+1:
+    movzx eax, r8b
+    mov qword ptr [r15 + rbp + 1024], rax
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + r9 + 7488]
+    vmovq qword ptr [r15 + r9 + 7616], xmm8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, al
+    mov byte ptr [r15 + rbp + 1152], bpl
+    mov rax, r8
+    movzx eax, sil
+    jmp 1f
+1:
+    movzx eax, bpl
+    mov rax, qword ptr [r15 + r9 + 7680]
+    mov dword ptr [r15 + rbp + 896], eax
+    movzx eax, al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c113:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4
+    setz al
+    lea rcx, [rip + .Lc1_d11048_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11048_s_t
+    .p2align 3
+.Lc1_d11048_s:
+    .p2align 3
+    jmp .Lc1_d11048_j
+    .p2align 3
+    jmp .Lc1_d11048_j
+.Lc1_d11048_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 156
-    movzx r8d, byte ptr [r15 + 0]
-    mov r9, rsi
-    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 129
+    mov rax, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r9b
+    mov ebp, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 192
+    jmp 1f
+1:
+    mov ecx, 165
+    jmp 1f
+1:
+    or qword ptr [r15 + 0], 114
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
+    mov ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    mov esi, esi
-    mov dword ptr [r15 + 0], esi
-    mov dword ptr [r15 + 0], 175
-    mov esi, 120
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    movzx esi, byte ptr [r15 + 0]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], ebp
-    and r8, 64
     lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 64], r9
-    .byte 0x66, 0x90
-    jmp 1f
-1:
+    lea rbp, [r11 + r11*1]
+    movzx esi, byte ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 384], rax
     and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 320]
+    mov qword ptr [r15 + r9 + 320], r9
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 64]
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + r8 + 128]
-    movsxd r8, dword ptr [r15 + rbp + 448]
-    movsxd rbp, dword ptr [r15 + r9 + 384]
+    vmovdqu xmm8, xmmword ptr [r15 + rbp + 320]
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 128], rbp
+    mov dword ptr [r15 + r9 + 384], 226
+    jmp 1f
+1:
+    mov r8, r9
+    mov r8, rcx
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -14222,115 +13678,126 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d11374_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11374_j_t
-.Lc1_d11374_j:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rax
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 161
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], r8b
+    mov r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, esi
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 896]
-    mov rsi, qword ptr [r15 + rbp + 832]
-    movzx r9d, byte ptr [r15 + rbp + 1024]
-    mov dword ptr [r15 + rbp + 960], 96
-    test dword ptr [r15 + 67117724], 262152
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r8d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 25428096
     jz 1f
 1:
-    mov esi, r9d
+    movsxd r8, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov ebp, eax
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
     jmp 1f
 1:
-    movzx r9d, sil
-    lea r9, [r11 + r11*1]
-    mov rsi, r9
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 384], rbp
+    and r9, 192
+    mov eax, dword ptr [r15 + r9 + 768]
+    mov dword ptr [r15 + rbp + 320], 208
+    lea rbp, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + r9 + 640], ymm8
+    movsxd rcx, dword ptr [r15 + r9 + 704]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], al
+    mov byte ptr [r15 + rbp + 64], bpl
+    mov dword ptr [r15 + r9 + 576], 253
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 448]
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + r9 + 512], eax
-    movzx r9d, byte ptr [r15 + rbp + 1216]
-    mov rax, qword ptr [r15 + r8 + 64]
-    movzx r8d, al
-    mov r8d, 248
-    mov dword ptr [r15 + rbp + 1152], ebp
-    movzx r8d, r8b
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 1088], 108
-    movzx edx, r8b
+    mov r9d, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c115:
-    lea r8, [r11 + r11*8]
-    lea r9, [r11 + r11*1]
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1664], ymm0
-    mov edx, r8d
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], r9d
-    add rbp, qword ptr [r15 + r8 + 1344]
+    lea rcx, [rip + .Lc1_d11156_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11156_j_t
+.Lc1_d11156_j:
+    mov ecx, ecx
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rdx, rbp
-    mov edx, r8d
-    mov edx, 40
+    mov byte ptr [r15 + 0], cl
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov ecx, ecx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 34
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm0
+    movsxd rdx, dword ptr [r15 + 0]
     and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm0
-    movzx r9d, bpl
-    mov r9, r9
-    mov byte ptr [r15 + rbp + 64], r9b
-    mov qword ptr [r15 + r8 + 1728], r9
-    movzx r9d, cl
+    movzx eax, byte ptr [r15 + rbp + 512]
+    lea r8, [r11*4]
+    mov esi, 26
+    mov rsi, rcx
+    and r8, 192
+    mov byte ptr [r15 + r8 + 704], r9b
     jmp 1f
 1:
-    mov ebp, 145
+    lea r9, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + r8 + 640]
+    mov rdi, qword ptr [r15 + rbp + 448]
+    mov ebp, 210
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], 227
+    mov rbp, r9
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 1600], ebp
+    mov qword ptr [r15 + r9 + 384], rbp
+    mov byte ptr [r15 + r8 + 576], al
+    mov qword ptr [r15 + r8 + 768], rbp
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 1536], rsi
-    movzx ebp, r9b
     jmp 1f
 1:
-    mov ebp, 146
-    mov qword ptr [r15 + r8 + 1792], r9
-    mov r9, qword ptr [r15 + r8 + 1856]
-    mov esi, ecx
-    mov byte ptr [r15 + r8 + 1472], sil
-    mov byte ptr [r15 + r8 + 1408], sil
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -14340,499 +13807,432 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 1048576
+    test dword ptr [r15 + 67117724], 8
     setz al
-    lea rcx, [rip + .Lc1_d11475_s]
+    lea rcx, [rip + .Lc1_d11215_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11475_s_t
+    jmp .Lc1_d11215_s_t
     .p2align 3
-.Lc1_d11475_s:
+.Lc1_d11215_s:
     .p2align 3
-    jmp .Lc1_d11475_j
+    jmp .Lc1_d11215_j
     .p2align 3
-    jmp .Lc1_d11475_j
-.Lc1_d11475_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rbp
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx eax, dl
-    mov byte ptr [r15 + 0], dl
+    jmp .Lc1_d11215_j
+.Lc1_d11215_j:
+    lea rbp, [r11*8]
+    jmp 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 896], eax
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 1280], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpaddd xmm0, xmm0, xmm0
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, 102
+    mov dword ptr [r15 + 0], 235
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    movzx edx, r8b
+    movzx r9d, byte ptr [r15 + 0]
     jmp 1f
 1:
-    movzx edx, dl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 0]
     lea r8, [r11 + r11*1]
-    lea r9, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
     and r8, 64
-    mov dword ptr [r15 + r8 + 64], 208
-    mov edi, 156
-    and r9, 192
-    mov rdi, qword ptr [r15 + r9 + 768]
-    mov edx, edx
-    mov rdx, qword ptr [r15 + r9 + 576]
-    mov edx, 158
-    movzx edx, byte ptr [r15 + r8 + 128]
-    mov r8d, dword ptr [r15 + r9 + 704]
-    mov esi, esi
+    vmovq qword ptr [r15 + r8 + 64], xmm8
+    mov ecx, r8d
+    mov dword ptr [r15 + rbp + 960], 131
+    mov dword ptr [r15 + rbp + 1216], 126
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 640], 242
-    mov byte ptr [r15 + rbp + 384], r8b
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + r8 + 128]
+    movzx r8d, byte ptr [r15 + rbp + 1024]
+    mov dword ptr [r15 + rbp + 1152], 2
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 832], r8d
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], r8d
+    mov qword ptr [r15 + rbp + 1088], rdx
+    mov rsi, r8
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + r8 + 64]
+    movzx r8d, cl
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c117:
-    lea rcx, [rip + .Lc1_d11533_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11533_j_t
-.Lc1_d11533_j:
+    mov r8d, dword ptr [r15 + 0]
+    mov rcx, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, r8
+    mov rcx, qword ptr [r15 + 0]
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 27
+    mov ecx, 215
+    mov ecx, ecx
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 19
+    vpaddd xmm8, xmm8, xmm8
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, eax
+    movzx eax, al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, esi
     lea r8, [r11 + r11*1]
-    mov ecx, 147
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], rbp
+    jmp 1f
+1:
     and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 128]
-    jmp 1f
-1:
-    mov rdi, rdx
-    mov rdx, rsi
-    movzx edx, dl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov edx, edx
-    mov byte ptr [r15 + 0], dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, ebp
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 1536
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edx, dl
-    mov rdx, rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 185
-    mov dword ptr [r15 + 0], 86
-    mov rdx, qword ptr [r15 + 0]
-    mov ebp, edx
-    mov ebp, r9d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + r8 + 64]
-    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 128], r8b
+    mov esi, r8d
     lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 384]
     and r9, 64
-    mov byte ptr [r15 + r9 + 256], dl
-    mov dword ptr [r15 + r9 + 192], 7
-    mov r9d, esi
-    movzx r9d, r9b
-    mov dword ptr [r15 + r8 + 320], ebp
-    jmp 1f
-1:
+    mov qword ptr [r15 + r9 + 128], r9
+    mov dword ptr [r15 + rbp + 256], 69
+    movzx ebp, r9b
+    vmovdqu ymmword ptr [r15 + r8 + 64], ymm8
+    mov dword ptr [r15 + r9 + 64], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c118:
-    mov r9, r9
+    lea rcx, [rip + .Lc1_d11324_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11324_j_t
+.Lc1_d11324_j:
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 145
-    movzx r9d, r9b
-    mov r9, r8
-    mov dword ptr [r15 + 0], esi
+    mov ecx, ecx
+    movzx ecx, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, r9
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov edx, r8d
+    mov ecx, 226
+    mov ecx, ecx
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 0]
+    mov ebp, 76
     jmp 1f
 1:
-    movzx r8d, dl
+    mov rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
-    lea r8, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
-    and r8, 192
-    add rbp, qword ptr [r15 + r8 + 640]
+    vmovdqu xmmword ptr [r15 + 0], xmm8
+    mov ecx, 115
+    mov rcx, rcx
     jmp 1f
 1:
+    lea r8, [r11*8]
+    movzx ecx, r8b
+    and r8, 448
+    mov dword ptr [r15 + r8 + 896], ebp
+    movzx edi, r8b
     lea rbp, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + r8 + 1088]
+    jmp 1f
+1:
     jmp 1f
 1:
     and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 512], ymm0
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 704], r9d
+    mov rax, qword ptr [r15 + rbp + 128]
     jmp 1f
 1:
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 384]
-    movsxd rdi, dword ptr [r15 + r9 + 320]
-    vmovdqu ymmword ptr [r15 + r8 + 768], ymm0
-    mov r9d, eax
-    movzx r9d, al
-    mov byte ptr [r15 + r8 + 576], r9b
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 448], r9d
+    mov dword ptr [r15 + r8 + 960], 104
+    mov dword ptr [r15 + r8 + 1216], r8d
+    mov dword ptr [r15 + r8 + 832], 230
+    mov esi, dword ptr [r15 + rbp + 64]
+    lea rbp, [r11 + r11*1]
+    mov r9d, ebp
+    mov byte ptr [r15 + r8 + 1024], r9b
+    and rbp, 64
+    movzx r9d, byte ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + r8 + 1152], 152
+    movzx edx, byte ptr [r15 + r8 + 1280]
+    mov qword ptr [r15 + rbp + 320], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c119:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d11650_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11650_s_t
-    .p2align 3
-.Lc1_d11650_s:
-    .p2align 3
-    jmp .Lc1_d11650_j
-    .p2align 3
-    jmp .Lc1_d11650_j
-    .p2align 3
-    jmp .Lc1_d11650_j
-    .p2align 3
-    jmp .Lc1_d11650_j
-    .p2align 3
-    jmp .Lc1_d11650_j
-    .p2align 3
-    jmp .Lc1_d11650_j
-    .p2align 3
-    jmp .Lc1_d11650_j
-    .p2align 3
-    jmp .Lc1_d11650_j
-    .p2align 3
-    jmp .Lc1_d11650_j
-    .p2align 3
-    jmp .Lc1_d11650_j
-    .p2align 3
-    jmp .Lc1_d11650_j
-    .p2align 3
-    jmp .Lc1_d11650_j
-    .p2align 3
-    jmp .Lc1_d11650_j
-    .p2align 3
-    jmp .Lc1_d11650_j
-    .p2align 3
-    jmp .Lc1_d11650_j
-    .p2align 3
-    jmp .Lc1_d11650_j
-.Lc1_d11650_j:
-    mov rcx, rax
+    lea r9, [r11*4]
+    and r9, 192
+    vmovdqu ymmword ptr [r15 + r9 + 704], ymm8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edx
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 143
     jmp 1f
 1:
-    vpor xmm0, xmm0, xmm0
-    mov eax, ecx
-    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r8d, 32
+    movzx ebp, dl
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 0], bpl
+    mov esi, 36
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov dword ptr [r15 + 0], esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
+    mov esi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    jmp 1f
-1:
-    mov eax, 160
-    jmp 1f
-1:
-    mov rax, rcx
-    mov rax, rcx
-    mov ecx, r8d
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], dl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    movsxd rcx, dword ptr [r15 + 0]
-    lea rbp, [r11*4]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    mov eax, dword ptr [r15 + rbp + 768]
-    jmp 1f
-1:
-    mov r8d, eax
-    movsxd rax, dword ptr [r15 + rbp + 704]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 576], r9d
-    movzx edx, r9b
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], 207
-    jmp 1f
-1:
     lea r8, [r11 + r11*1]
-    mov edx, r8d
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], rbp
     and r8, 64
-    mov edx, dword ptr [r15 + r8 + 320]
-    mov byte ptr [r15 + r9 + 128], bpl
-    mov dword ptr [r15 + r8 + 384], 10
-    mov r9d, 161
-    mov r9d, dword ptr [r15 + rbp + 640]
-    mov r8, r9
+    mov edx, dword ptr [r15 + r8 + 384]
+    mov ecx, 104
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r9 + 640]
+    mov ecx, 242
+    movsxd rax, dword ptr [r15 + rbp + 128]
+    movzx ecx, byte ptr [r15 + r8 + 320]
+    mov qword ptr [r15 + r9 + 576], rbp
+    vmovdqu ymmword ptr [r15 + r9 + 768], ymm8
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c120:
-    lea rcx, [rip + .Lc1_d11724_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11724_j_t
-.Lc1_d11724_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 128
+    setz al
+    lea rcx, [rip + .Lc1_d11424_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11424_s_t
+    .p2align 3
+.Lc1_d11424_s:
+    .p2align 3
+    jmp .Lc1_d11424_j
+    .p2align 3
+    jmp .Lc1_d11424_j
+.Lc1_d11424_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, edx
-    jmp 1f
-1:
-    mov ecx, 172
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 160
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm0, xmm0, xmm1
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 4032
-    mov r9, r11
-    mov dword ptr [r15 + r8 + 3392], 222
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
-    mov r9, rcx
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 3456], r8d
-    mov ecx, dword ptr [r15 + r8 + 3648]
-    movsxd rdx, dword ptr [r15 + r8 + 3840]
-    jmp 1f
-1:
     lea rbp, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + r8 + 3584]
+    lea r8, [r11 + r11*1]
+    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 256]
-    mov byte ptr [r15 + r8 + 3712], dil
-    movzx edi, dil
+    movsxd rax, dword ptr [r15 + rbp + 320]
+    lea r9, [r11*8]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], 201
+    mov ecx, r8d
+    and r9, 448
+    mov dword ptr [r15 + r9 + 1152], 176
+    vmovdqu ymmword ptr [r15 + r9 + 1280], ymm8
+    mov ecx, dword ptr [r15 + rbp + 384]
+    mov ebp, 1
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 3776], dil
-    mov dword ptr [r15 + rbp + 192], 236
-    vmovdqu ymmword ptr [r15 + r8 + 3520], ymm0
-    mov r8d, 170
+    mov qword ptr [r15 + r9 + 1216], rbp
+    movsxd rbp, dword ptr [r15 + r9 + 1088]
+    movzx edx, byte ptr [r15 + r9 + 1024]
+    mov esi, 81
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rsi, rsi
+    mov esi, 71
+    mov esi, 143
+    mov byte ptr [r15 + r9 + 896], cl
+    mov qword ptr [r15 + r8 + 320], rdx
+    mov esi, esi
+    mov rsi, rdx
+    mov rsi, qword ptr [r15 + r9 + 832]
+    inc dword ptr [r15 + r9 + 960]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c121:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d11480_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11480_j_t
+.Lc1_d11480_j:
+    mov eax, 31
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r8d, 134
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    jmp 1f
-1:
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    mov rax, rax
     mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
     mov rax, rax
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    movzx eax, cl
+    movsxd rcx, dword ptr [r15 + 0]
+    mov eax, 62
+    test dword ptr [r15 + 67117724], 1048584
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
-    mov rax, rax
+    jmp 1f
+1:
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    lea r9, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + 0]
     and rbp, 64
-    lea r9, [r11*4]
-    add rax, qword ptr [r15 + rbp + 384]
-    jmp 1f
-1:
-    and r9, 192
-    mov dword ptr [r15 + r9 + 576], 230
-    jmp 1f
-1:
-    movzx edi, r9b
+    mov dword ptr [r15 + rbp + 256], 111
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], eax
     lea r8, [r11 + r11*1]
-    mov edi, 170
-    mov byte ptr [r15 + rbp + 320], dil
-    and r8, 64
-    movzx ebp, byte ptr [r15 + r8 + 192]
-    mov edi, 87
-    movzx edi, byte ptr [r15 + r8 + 256]
-    mov qword ptr [r15 + r9 + 640], rdi
-    mov dword ptr [r15 + r9 + 704], edi
-    mov qword ptr [r15 + r9 + 768], rax
+    mov dword ptr [r15 + rbp + 192], 105
+    movsxd rdi, dword ptr [r15 + r9 + 384]
     jmp 1f
 1:
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 384]
+    mov byte ptr [r15 + r8 + 320], r9b
+    mov r9, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c122:
-    lea rcx, [rip + .Lc1_d11826_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11826_j_t
-.Lc1_d11826_j:
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*8]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], ecx
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7680]
+    mov rbp, rcx
     lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov eax, 27
     and rbp, 64
-    mov dword ptr [r15 + rbp + 448], edx
-    lea r8, [r11*8]
-    mov edx, 119
-    mov ecx, 149
-    mov edx, 177
-    and r8, 448
-    mov qword ptr [r15 + r8 + 1024], r8
-    mov edx, dword ptr [r15 + 0]
-    movzx ecx, dl
+    mov byte ptr [r15 + rbp + 512], bpl
+    mov qword ptr [r15 + r9 + 8000], rbp
+    mov rax, rdi
+    mov dword ptr [r15 + r8 + 320], r9d
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + r9 + 7872], ymm8
+    jmp 1f
+1:
+    movzx eax, dl
+    mov dword ptr [r15 + r9 + 7552], eax
+    mov rax, rax
+    jmp 1f
+1:
+    mov rax, rbp
+    mov rax, qword ptr [r15 + rbp + 448]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 50
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edx, edx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 59
-    vmovdqu ymmword ptr [r15 + r8 + 896], ymm0
-    movsxd rdx, dword ptr [r15 + r8 + 960]
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 832], rcx
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], r9d
-    movsxd rcx, dword ptr [r15 + r8 + 1152]
-    movsxd rax, dword ptr [r15 + r8 + 1280]
-    mov rdi, rax
-    mov eax, edi
-    mov dword ptr [r15 + r9 + 320], esi
-    mov esi, 96
+    movzx ebp, byte ptr [r15 + r9 + 7616]
+    mov r8d, r9d
+    mov dword ptr [r15 + r9 + 7744], 68
     jmp 1f
 1:
-    movzx eax, sil
+    movzx r8d, al
+    vmovdqu ymmword ptr [r15 + r9 + 7936], ymm8
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 1088], al
-    mov esi, 27
-    mov dword ptr [r15 + rbp + 512], esi
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + r8 + 1216]
-    mov ebp, esi
+    movzx eax, al
+    mov r8d, 53
+    mov byte ptr [r15 + r9 + 7808], bpl
+    mov qword ptr [r15 + r9 + 7488], r8
+    mov r8, rbp
     add r11, 64
     inc rbx
     dec r13
@@ -14841,568 +14241,514 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 128
-    setz al
-    lea rcx, [rip + .Lc1_d11881_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d11580_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11881_s_t
+    jmp .Lc1_d11580_s_t
     .p2align 3
-.Lc1_d11881_s:
+.Lc1_d11580_s:
     .p2align 3
-    jmp .Lc1_d11881_j
+    jmp .Lc1_d11580_j
     .p2align 3
-    jmp .Lc1_d11881_j
-.Lc1_d11881_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov rcx, rcx
-    mov ecx, 59
-    mov qword ptr [r15 + 0], rcx
+    jmp .Lc1_d11580_j
+    .p2align 3
+    jmp .Lc1_d11580_j
+    .p2align 3
+    jmp .Lc1_d11580_j
+    .p2align 3
+    jmp .Lc1_d11580_j
+    .p2align 3
+    jmp .Lc1_d11580_j
+    .p2align 3
+    jmp .Lc1_d11580_j
+    .p2align 3
+    jmp .Lc1_d11580_j
+.Lc1_d11580_j:
+    lea r8, [r11*4]
     jmp 1f
 1:
     jmp 1f
 1:
+    and r8, 192
+    mov rcx, qword ptr [r15 + r8 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 117
+    mov dword ptr [r15 + 0], edx
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov byte ptr [r15 + 0], cl
-    vmovdqu xmmword ptr [r15 + 0], xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 6
-    jnz 1f
+    jmp 1f
 1:
-    mov dword ptr [r15 + 0], 107
-    mov dword ptr [r15 + 0], 86
-    mov ebp, 240
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 43
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 194
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
     jmp 1f
 1:
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 172
     and r9, 64
-    mov qword ptr [r15 + r9 + 192], r8
+    mov qword ptr [r15 + r9 + 256], rdi
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], 224
+    movzx edi, byte ptr [r15 + r8 + 640]
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
+    mov esi, 170
+    mov qword ptr [r15 + r9 + 192], rsi
     jmp 1f
 1:
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 448], ymm0
-    mov r8, qword ptr [r15 + rbp + 256]
-    mov ebp, r9d
-    mov qword ptr [r15 + r9 + 256], rbp
+    movzx r9d, r9b
+    vmovdqu ymmword ptr [r15 + r8 + 704], ymm8
+    mov dword ptr [r15 + rbp + 512], edx
+    mov rsi, qword ptr [r15 + r8 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c124:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rbp
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm0, r8
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 194
+    mov rsi, r9
+    movzx r9d, byte ptr [r15 + 0]
+    mov esi, 223
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
     mov byte ptr [r15 + 0], r8b
-    mov qword ptr [r15 + 0], rbp
-    mov r8, r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 175
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, r9d
-    movzx r9d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rdi, rdx
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
+    vmovdqu xmmword ptr [r15 + 0], xmm8
     mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 448]
-    mov edi, edx
-    mov edx, dword ptr [r15 + rbp + 384]
-    mov qword ptr [r15 + r8 + 512], rcx
-    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 256], 222
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + r8 + 256]
-    movzx r8d, bpl
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 320], bpl
+    mov edx, esi
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 320]
+    movsxd rax, dword ptr [r15 + r9 + 384]
+    mov r9d, 140
+    xor dword ptr [r15 + rbp + 384], r9d
+    mov dword ptr [r15 + r8 + 192], 27
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c125:
-    lea rcx, [rip + .Lc1_d11989_j]
+    lea rcx, [rip + .Lc1_d11688_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11989_j_t
-.Lc1_d11989_j:
-    mov dword ptr [r15 + 0], ebp
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    jmp 1f
-1:
-    mov rcx, rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], edx
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 201
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1024
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
+    jmp .Lc1_d11688_j_t
+.Lc1_d11688_j:
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 64]
     and r9, 64
-    mov dword ptr [r15 + r9 + 512], 78
-    lea rbp, [r11*4]
+    mov dword ptr [r15 + r9 + 448], 236
+    lea rbp, [r11*8]
+    mov rcx, rbp
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 1280]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm8, xmm8, xmm8
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edi, 108
-    movsxd rdi, dword ptr [r15 + r8 + 128]
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 704], rbp
-    movsxd r8, dword ptr [r15 + r9 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 53
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 768], 62
+    mov dword ptr [r15 + 0], 60
+    mov esi, 149
+    mov edx, 147
+    mov qword ptr [r15 + rbp + 960], rcx
+    movzx ecx, dl
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 576], r8
-    mov byte ptr [r15 + rbp + 640], dil
+    mov dword ptr [r15 + rbp + 1216], ecx
+    lea r8, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + rbp + 1152]
+    mov edx, dword ptr [r15 + rbp + 896]
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 64], ymm8
+    mov dword ptr [r15 + r9 + 512], r8d
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 128], r8d
+    mov dword ptr [r15 + rbp + 1088], edx
+    mov r9d, dword ptr [r15 + rbp + 1024]
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 832], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c126:
-    lea rcx, [rip + .Lc1_d12045_j]
+    lea rcx, [rip + .Lc1_d11736_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12045_j_t
-.Lc1_d12045_j:
-    lea r9, [r11 + r11*1]
+    jmp .Lc1_d11736_j_t
+.Lc1_d11736_j:
     jmp 1f
 1:
+    mov ecx, r9d
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], r9
-    mov ecx, ecx
-    movsxd rcx, dword ptr [r15 + r9 + 128]
-    mov r9, qword ptr [r15 + 0]
-    mov ebp, 210
-    movzx ebp, byte ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov byte ptr [r15 + 0], r8b
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, dl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 178
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    movzx ecx, sil
     lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 960]
     and r8, 64
-    mov dword ptr [r15 + r8 + 512], r8d
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 219
+    vmovdqu ymmword ptr [r15 + r8 + 64], ymm8
+    lea rbp, [r11*4]
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + rbp + 384]
     jmp 1f
 1:
-    mov ebp, r8d
+    movzx edx, byte ptr [r15 + r9 + 896]
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 768], 245
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 448], ebp
-    mov ebp, 32
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 237
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 6656
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpshufd xmm8, xmm8, 177
+    movsxd rsi, dword ptr [r15 + rbp + 576]
+    mov edi, dword ptr [r15 + rbp + 704]
+    mov ecx, 31
+    mov ecx, 50
+    mov dword ptr [r15 + r8 + 128], 119
+    movzx ecx, bpl
+    mov r8d, ecx
+    mov r8d, r8d
+    mov r8d, 89
+    movzx ecx, r8b
+    mov qword ptr [r15 + r9 + 1024], rcx
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 640], cl
+    movzx ecx, byte ptr [r15 + r9 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c127:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], 40
-    mov dword ptr [r15 + 0], ebp
-    mov rbp, rbp
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], edx
-    mov ebp, 236
-    jmp 1f
-1:
-    movzx ebp, bpl
-    mov ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
     and r8, 64
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 448]
+    mov qword ptr [r15 + r8 + 64], rcx
+    movsxd rdi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, esi
+    mov rsi, qword ptr [r15 + 0]
+    mov rcx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 212
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], esi
+    mov rsi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 245
     jmp 1f
 1:
     jmp 1f
 1:
-    and r9, 64
-    mov edi, dword ptr [r15 + r9 + 320]
-    mov byte ptr [r15 + r9 + 384], dil
-    mov dword ptr [r15 + r8 + 512], 67
+    mov r9d, r9d
+    movzx r9d, r9b
+    mov byte ptr [r15 + 0], sil
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 71
-    mov r9d, edx
+    and rbp, 64
     lea r9, [r11 + r11*1]
-    mov r8, r9
+    mov rcx, qword ptr [r15 + rbp + 384]
     and r9, 64
-    mov r8, qword ptr [r15 + r9 + 64]
-    mov dword ptr [r15 + r9 + 128], r8d
-    movzx r8d, dil
-    mov esi, 219
+    mov dword ptr [r15 + r9 + 448], 86
+    mov dword ptr [r15 + r8 + 128], edx
+    mov edx, dword ptr [r15 + r9 + 512]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + rbp + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c128:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 512
-    setz al
-    lea rcx, [rip + .Lc1_d12160_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12160_s_t
-    .p2align 3
-.Lc1_d12160_s:
-    .p2align 3
-    jmp .Lc1_d12160_j
-    .p2align 3
-    jmp .Lc1_d12160_j
-.Lc1_d12160_j:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    lea rcx, [rip + .Lc1_d11840_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11840_j_t
+.Lc1_d11840_j:
+    movsxd r8, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dil
+    mov dword ptr [r15 + 0], 241
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
+    movzx edx, cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov rcx, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
+    movzx ebp, cl
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    mov edi, eax
-    and eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 17
-    mov qword ptr [r15 + 0], rdi
-    lea r8, [r11 + r11*1]
+    mov edx, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
     lea r9, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], rdx
+    mov rdi, r9
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
-    mov edi, eax
     and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + r9 + 448], r8d
     and rbp, 64
-    mov dword ptr [r15 + rbp + 448], ebp
+    mov r8, qword ptr [r15 + rbp + 64]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 512], bpl
-    mov dword ptr [r15 + r8 + 64], 200
+    lea r8, [r11 + r11*1]
+    mov rdi, r8
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + r9 + 384]
-    mov r8d, ebp
+    and r8, 64
+    mov rdi, qword ptr [r15 + r8 + 384]
+    mov rax, rdx
     jmp 1f
 1:
-    mov r8d, 146
+    mov dword ptr [r15 + rbp + 128], ebp
+    xor dword ptr [r15 + r8 + 320], eax
+    .byte 0x66, 0x90
+    mov dword ptr [r15 + r9 + 512], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c129:
-    lea rcx, [rip + .Lc1_d12222_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12222_j_t
-.Lc1_d12222_j:
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, rcx
-    mov r8, r9
-    mov r8d, esi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 196
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 155
-    inc dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
+    lea r8, [r11*8]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 160
+    vmovq qword ptr [r15 + r8 + 1152], xmm8
     lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 248
+    movsxd rax, dword ptr [r15 + rbp + 192]
+    mov r9d, 160
     jmp 1f
 1:
-    mov edx, 98
+    mov qword ptr [r15 + r8 + 960], r9
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + rbp + 256], r9
+    vmovdqu ymmword ptr [r15 + r8 + 1216], ymm8
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 1088], r9b
     and r9, 64
-    mov qword ptr [r15 + r9 + 128], rcx
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm8
+    mov byte ptr [r15 + r8 + 896], bpl
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 64], r8d
-    mov r9, qword ptr [r15 + rbp + 320]
+    movzx ebp, dl
+    movzx ebp, byte ptr [r15 + r8 + 1024]
+    mov rdx, qword ptr [r15 + r8 + 1280]
     mov r8d, r9d
-    lea r8, [r11 + r11*1]
-    mov ebp, r8d
-    jmp 1f
-1:
-    and r8, 64
-    movzx ebp, byte ptr [r15 + r8 + 448]
-    jmp 1f
-1:
-    movzx ecx, dl
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 512], ecx
+    mov dword ptr [r15 + r9 + 320], 118
+    movzx r8d, r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c130:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    movzx ecx, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, rsi
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
-    mov r8d, r8d
-    movzx r8d, r8b
-    movsxd r8, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 2068480
-    jz 1f
-1:
-    vpshufd xmm0, xmm0, 35
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16
+    setz al
+    lea rcx, [rip + .Lc1_d11943_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11943_s_t
+    .p2align 3
+.Lc1_d11943_s:
+    .p2align 3
+    jmp .Lc1_d11943_j
+    .p2align 3
+    jmp .Lc1_d11943_j
+.Lc1_d11943_j:
+    mov ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 128]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 192]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], r8d
-    movzx eax, byte ptr [r15 + rbp + 256]
+    mov dword ptr [r15 + 0], 0
+    mov rax, qword ptr [r15 + 0]
     movzx ebp, al
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + r8 + 64]
-    mov r8, qword ptr [r15 + r9 + 64]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 83
+    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, ebp
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 223
+    mov qword ptr [r15 + 0], rbp
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], bpl
+    lea r8, [r11*4]
+    jmp 1f
+1:
+    movzx eax, r8b
+    lea r9, [r11 + r11*1]
+    and r8, 192
+    mov qword ptr [r15 + r8 + 704], r8
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 178
+    mov dword ptr [r15 + r8 + 576], edi
+    mov byte ptr [r15 + r8 + 640], r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 64], rax
+    vmovdqu xmmword ptr [r15 + rbp + 448], xmm8
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 768], r8b
     add r11, 64
     inc rbx
     dec r13
@@ -15411,739 +14757,678 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d12338_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 64
+    setz al
+    lea rcx, [rip + .Lc1_d12005_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12338_s_t
+    jmp .Lc1_d12005_s_t
     .p2align 3
-.Lc1_d12338_s:
+.Lc1_d12005_s:
     .p2align 3
-    jmp .Lc1_d12338_j
+    jmp .Lc1_d12005_j
     .p2align 3
-    jmp .Lc1_d12338_j
-    .p2align 3
-    jmp .Lc1_d12338_j
-    .p2align 3
-    jmp .Lc1_d12338_j
-    .p2align 3
-    jmp .Lc1_d12338_j
-    .p2align 3
-    jmp .Lc1_d12338_j
-    .p2align 3
-    jmp .Lc1_d12338_j
-    .p2align 3
-    jmp .Lc1_d12338_j
-.Lc1_d12338_j:
-    lea r9, [r11 + r11*8]
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3712]
-    mov eax, 48
+    jmp .Lc1_d12005_j
+.Lc1_d12005_j:
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, edx
+    lea rbp, [r11*8]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + r9 + 3648]
-    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 3392], rsi
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 448], bpl
-    mov esi, 193
-    vmovdqu ymmword ptr [r15 + rbp + 512], ymm0
-    mov esi, eax
-    mov rax, qword ptr [r15 + r9 + 3584]
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    movzx r8d, bpl
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], r9b
     jmp 1f
 1:
-    movzx r8d, cl
-    mov qword ptr [r15 + rbp + 64], rdx
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 128]
+    lea r9, [r11*4]
+    mov rdx, qword ptr [r15 + rbp + 1088]
+    mov rdi, rcx
+    mov ecx, dword ptr [r15 + rbp + 1216]
+    and r9, 192
+    mov rsi, qword ptr [r15 + r9 + 704]
+    movzx ecx, byte ptr [r15 + r9 + 768]
+    mov byte ptr [r15 + r8 + 64], cl
     jmp 1f
 1:
-    movzx ebp, r8b
-    mov dword ptr [r15 + r9 + 3904], 36
-    movzx ebp, bpl
-    mov rbp, rbp
-    vmovdqu ymmword ptr [r15 + r9 + 3456], ymm0
-    mov qword ptr [r15 + r9 + 3776], rbp
-    mov ebp, ebp
-    mov ecx, dword ptr [r15 + r9 + 3520]
-    movzx ebp, r8b
-    movsxd r8, dword ptr [r15 + r9 + 3840]
+    mov qword ptr [r15 + rbp + 960], rax
+    mov ecx, edx
+    mov byte ptr [r15 + rbp + 896], cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 576], ecx
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 640], rcx
+    mov rdx, qword ptr [r15 + rbp + 1152]
+    mov qword ptr [r15 + rbp + 1024], rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c132:
-    lea rcx, [rip + .Lc1_d12399_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12399_j_t
-.Lc1_d12399_j:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*4]
+    jmp 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 896], edx
+    mov esi, r8d
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 448], rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 244
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 119
-    jmp 1f
-1:
-    vpshufd xmm0, xmm0, 161
-    movzx ecx, cl
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 40
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov ecx, edi
-    mov edi, eax
-    mov dword ptr [r15 + 0], 15
+    mov esi, 117
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    vpaddd xmm0, xmm0, xmm0
-    mov rdi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    lea r8, [r11*4]
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 128], rdx
-    and r8, 192
-    add rcx, qword ptr [r15 + r8 + 576]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], 72
+    mov byte ptr [r15 + r8 + 832], sil
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 640], rdi
-    mov dword ptr [r15 + r8 + 704], 10
-    mov edi, ebp
-    mov byte ptr [r15 + rbp + 64], dil
-    mov byte ptr [r15 + r8 + 768], r8b
-    mov dword ptr [r15 + r9 + 256], ebp
     jmp 1f
 1:
-    vpmovmskb edx, xmm0
+    mov esi, dword ptr [r15 + r8 + 1088]
+    lea r9, [r11 + r11*4]
+    mov edx, r9d
+    jmp 1f
+1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 191
+    movzx edx, r9b
+    mov qword ptr [r15 + rbp + 512], rbp
+    mov rbp, qword ptr [r15 + r9 + 1472]
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r8 + 1024]
+    movsxd rdx, dword ptr [r15 + r9 + 1536]
+    mov dword ptr [r15 + r9 + 1600], 209
+    mov ecx, 248
+    movzx ecx, byte ptr [r15 + r9 + 1408]
+    mov byte ptr [r15 + r8 + 960], cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c133:
-    lea r9, [r11*8]
-    lea rbp, [r11 + r11*1]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 1216], r9d
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, esi
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d12108_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12108_j_t
+.Lc1_d12108_j:
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, ebp
-    jmp 1f
-1:
-    mov rdx, rbp
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    mov edx, dword ptr [r15 + r9 + 1152]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + r9 + 1088]
+    mov ecx, 155
+    lea r9, [r11*4]
+    mov ecx, 118
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 3520], cl
+    and r9, 192
+    mov rcx, qword ptr [r15 + r9 + 768]
     lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 960], r8
-    mov rcx, r8
+    mov edx, 243
+    mov dword ptr [r15 + r9 + 704], 201
+    mov dword ptr [r15 + rbp + 3712], 124
     and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 128]
-    movzx esi, cl
+    mov edx, dword ptr [r15 + r8 + 384]
+    movzx esi, dl
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + r9 + 1280]
-    and ecx, dword ptr [r15 + r9 + 832]
-    mov rdi, qword ptr [r15 + r9 + 896]
-    mov byte ptr [r15 + r8 + 64], dil
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + r9 + 1024]
-    mov qword ptr [r15 + rbp + 512], r8
-    mov r8, rdi
+    mov rdx, qword ptr [r15 + r8 + 320]
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + rbp + 3584], ymm8
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 3648], rdx
+    mov r8d, 219
+    mov byte ptr [r15 + rbp + 3776], sil
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + rbp + 3456]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, dl
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + r9 + 640]
+    movzx edx, byte ptr [r15 + r9 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c134:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d12507_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12507_s_t
-    .p2align 3
-.Lc1_d12507_s:
-    .p2align 3
-    jmp .Lc1_d12507_j
-    .p2align 3
-    jmp .Lc1_d12507_j
-    .p2align 3
-    jmp .Lc1_d12507_j
-    .p2align 3
-    jmp .Lc1_d12507_j
-    .p2align 3
-    jmp .Lc1_d12507_j
-    .p2align 3
-    jmp .Lc1_d12507_j
-    .p2align 3
-    jmp .Lc1_d12507_j
-    .p2align 3
-    jmp .Lc1_d12507_j
-    .p2align 3
-    jmp .Lc1_d12507_j
-    .p2align 3
-    jmp .Lc1_d12507_j
-    .p2align 3
-    jmp .Lc1_d12507_j
-    .p2align 3
-    jmp .Lc1_d12507_j
-    .p2align 3
-    jmp .Lc1_d12507_j
-    .p2align 3
-    jmp .Lc1_d12507_j
-    .p2align 3
-    jmp .Lc1_d12507_j
-    .p2align 3
-    jmp .Lc1_d12507_j
-.Lc1_d12507_j:
-    jmp 1f
-1:
-    lea r8, [r11*8]
-    mov r9d, 9
-    and r8, 448
-    vmovq qword ptr [r15 + r8 + 960], xmm0
-    mov r9d, dword ptr [r15 + 0]
-    mov ecx, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 25
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdx, dword ptr [r15 + 0]
     jmp 1f
 1:
+    xor dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov esi, edx
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, cl
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, rsi
+    movzx r8d, sil
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 832], 168
-    and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 320]
+    lock add qword ptr [r15 + 0], r9
+    lea r8, [r11 + r11*1]
     and r9, 64
-    vmovdqu xmmword ptr [r15 + r9 + 128], xmm0
-    movsxd rdx, dword ptr [r15 + r8 + 1280]
-    mov eax, edi
-    movsxd rdi, dword ptr [r15 + r8 + 1024]
+    vmovdqu xmm8, xmmword ptr [r15 + r9 + 384]
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 512]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], r8d
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 896], 152
-    mov dword ptr [r15 + r8 + 1088], 145
-    vpxor xmm0, xmm0, xmm10
-    mov rax, qword ptr [r15 + r8 + 1152]
-    mov qword ptr [r15 + rbp + 384], rsi
-    mov byte ptr [r15 + r8 + 1216], r8b
-    mov byte ptr [r15 + r9 + 64], al
+    mov dword ptr [r15 + r8 + 256], 60
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 448], cl
+    mov ebp, 52
+    mov ecx, dword ptr [r15 + r9 + 320]
+    mov ebp, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c135:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
+    lea rcx, [rip + .Lc1_d12206_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12206_j_t
+.Lc1_d12206_j:
+    lea rbp, [r11 + r11*8]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 8000], rbp
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 94
-    movzx eax, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, al
-    movsxd rdx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + rbp + 7488], rbp
     jmp 1f
 1:
     jmp 1f
 1:
-    mov edi, 93
-    mov qword ptr [r15 + 0], rax
-    movzx eax, byte ptr [r15 + 0]
+    mov ecx, 167
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + rbp + 7680]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 170
-    mov edx, 225
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 448]
-    movzx edi, dil
-    and r9, 64
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, 218
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    vmovdqu xmmword ptr [r15 + r9 + 64], xmm0
-    movzx edi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    mov edi, dword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + r8 + 128], 140
+    movsxd r9, dword ptr [r15 + rbp + 7552]
+    mov dword ptr [r15 + rbp + 7616], ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 512], 131
-    mov dword ptr [r15 + r8 + 64], edi
-    movzx ebp, byte ptr [r15 + r9 + 128]
+    mov rcx, qword ptr [r15 + rbp + 7744]
+    imul rcx, qword ptr [r15 + r8 + 64]
+    lea r8, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + rbp + 7808], ymm8
+    mov dword ptr [r15 + rbp + 7936], r9d
+    and r8, 64
+    movzx r9d, byte ptr [r15 + r8 + 256]
+    movzx esi, byte ptr [r15 + r8 + 192]
+    mov r8d, 223
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + rbp + 7872], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c136:
-    lea rcx, [rip + .Lc1_d12621_j]
+    lea rcx, [rip + .Lc1_d12255_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12621_j_t
-.Lc1_d12621_j:
+    jmp .Lc1_d12255_j_t
+.Lc1_d12255_j:
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx r8d, cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 148
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 12
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 37
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov rcx, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov rsi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 5
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov byte ptr [r15 + 0], r8b
     lea r8, [r11 + r11*1]
-    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
     and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 256]
-    mov r9d, ebp
+    movzx esi, byte ptr [r15 + r8 + 192]
+    movzx ecx, dl
+    mov edx, r9d
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov ebp, r9d
-    mov dword ptr [r15 + r8 + 192], 8
-    mov r8d, 28
     and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
-    mov r8d, 80
+    mov dword ptr [r15 + r9 + 64], esi
     jmp 1f
 1:
     lea rbp, [r11 + r11*1]
+    movzx esi, byte ptr [r15 + r9 + 128]
+    and rbp, 64
+    mov r9d, dword ptr [r15 + rbp + 64]
     jmp 1f
 1:
-    mov r8d, ebp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], ecx
-    mov r8d, dword ptr [r15 + r9 + 64]
-    mov ecx, dword ptr [r15 + rbp + 512]
-    movzx ebp, cl
-    vpor xmm0, xmm0, xmm0
+    mov qword ptr [r15 + rbp + 128], rcx
+    mov qword ptr [r15 + r8 + 256], rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c137:
+    lea r9, [r11 + r11*8]
+    movzx ebp, sil
+    and r9, 4032
+    mov ebp, dword ptr [r15 + r9 + 3392]
+    mov byte ptr [r15 + r9 + 3584], bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    mov ebp, 98
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 113
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, dl
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 3904], esi
+    mov byte ptr [r15 + r9 + 3648], bpl
+    mov esi, 20
+    lea rbp, [r11 + r11*1]
+    movzx esi, byte ptr [r15 + r9 + 3456]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], bpl
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 128], r8b
+    mov rdx, qword ptr [r15 + r9 + 3712]
+    movsxd rcx, dword ptr [r15 + r9 + 3776]
+    mov dword ptr [r15 + rbp + 192], 130
+    mov rbp, qword ptr [r15 + r8 + 64]
+    mov r8d, dword ptr [r15 + r9 + 3520]
+    vmovdqu ymmword ptr [r15 + r9 + 3840], ymm8
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c138:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
     test dword ptr [r15 + 67117723], 268435456
     setz al
-    lea rcx, [rip + .Lc1_d12680_s]
+    lea rcx, [rip + .Lc1_d12360_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12680_s_t
+    jmp .Lc1_d12360_s_t
     .p2align 3
-.Lc1_d12680_s:
+.Lc1_d12360_s:
     .p2align 3
-    jmp .Lc1_d12680_j
+    jmp .Lc1_d12360_j
     .p2align 3
-    jmp .Lc1_d12680_j
-.Lc1_d12680_j:
+    jmp .Lc1_d12360_j
+.Lc1_d12360_j:
+    mov ecx, 25
+    mov byte ptr [r15 + 0], r8b
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edx, dl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edx, 214
+    mov dword ptr [r15 + 0], edx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov rcx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 157
+    mov edx, 114
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, esi
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], 3
     lea rbp, [r11*4]
-    lea r8, [r11*8]
-    and rbp, 192
-    mov rcx, qword ptr [r15 + rbp + 768]
-    mov eax, 246
-    and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3456]
-    mov r9, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, r9
-    mov dword ptr [r15 + rbp + 704], 154
-    mov rcx, qword ptr [r15 + r8 + 3520]
-    movzx edx, byte ptr [r15 + r8 + 3584]
-    lea r9, [r11 + r11*1]
-    movzx edi, byte ptr [r15 + rbp + 640]
-    jmp 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r8
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 3776], r9
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + r9 + 64]
-    mov dword ptr [r15 + r8 + 3712], r9d
-    mov qword ptr [r15 + r8 + 3648], rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + rbp + 576]
-    mov qword ptr [r15 + r8 + 3392], rcx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c138:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov edx, 185
-    mov r9, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 111
-    mov dword ptr [r15 + 0], r9d
-    movsxd r9, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 448], r9
-    jmp 1f
-1:
-    mov esi, 79
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 128], ymm0
+    mov ecx, ebp
     lea r8, [r11 + r11*1]
-    movzx esi, byte ptr [r15 + rbp + 512]
+    movzx ecx, byte ptr [r15 + 0]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], 166
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 576], bpl
+    mov edx, dword ptr [r15 + rbp + 640]
     jmp 1f
 1:
-    and r8, 64
-    movsxd rbp, dword ptr [r15 + r8 + 384]
-    mov edi, 9
-    vmovdqu ymmword ptr [r15 + r9 + 64], ymm0
-    mov byte ptr [r15 + r8 + 320], r9b
+    mov rsi, qword ptr [r15 + rbp + 704]
+    lea r9, [r11 + r11*1]
+    mov eax, dword ptr [r15 + rbp + 768]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], r9d
+    mov rbp, qword ptr [r15 + r9 + 128]
+    movsxd r9, dword ptr [r15 + r8 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c139:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12787_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12787_j_t
-.Lc1_d12787_j:
-    lea rbp, [r11*4]
-    and rbp, 192
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 576], al
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 512], r8
-    lea r9, [r11*8]
-    mov rax, qword ptr [r15 + rbp + 640]
-    mov ecx, 31
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1408]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r9b
-    movzx edi, dil
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], r8
+    mov r8d, r9d
+    lea r8, [r11 + r11*8]
     jmp 1f
 1:
-    mov edi, 116
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 1074790403
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + r9 + 1344]
+    mov r9d, 29
+    mov r9, rbp
+    and r8, 8128
+    mov r9d, dword ptr [r15 + r8 + 7808]
+    mov dword ptr [r15 + r8 + 7616], 30
+    lea r9, [r11 + r11*1]
+    mov esi, 126
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 4
+    vmovdqu ymmword ptr [r15 + r8 + 7872], ymm8
+    mov qword ptr [r15 + r8 + 7936], rsi
+    mov dword ptr [r15 + r8 + 7552], ebp
+    mov dword ptr [r15 + r8 + 8000], 161
+    movzx esi, r8b
+    mov esi, 153
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 1600], edi
-    mov edi, 105
+    mov esi, r8d
+    mov dword ptr [r15 + r8 + 7744], r8d
+    mov esi, r9d
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + r9 + 1536]
-    mov rcx, rdi
-    mov qword ptr [r15 + r8 + 448], rdx
-    mov byte ptr [r15 + rbp + 704], cl
-    mov byte ptr [r15 + rbp + 768], cl
-    mov ecx, dword ptr [r15 + r9 + 1664]
+    movsxd rsi, dword ptr [r15 + rbp + 256]
+    mov qword ptr [r15 + r9 + 64], rsi
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov esi, ecx
-    movsxd rdi, dword ptr [r15 + r9 + 1472]
-    jmp 1f
-1:
+    mov rsi, qword ptr [r15 + r8 + 7680]
+    mov dword ptr [r15 + r8 + 7488], 165
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c140:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    vmovq qword ptr [r15 + rbp + 192], xmm0
-    mov dword ptr [r15 + 0], 169
+    lea rcx, [rip + .Lc1_d12464_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12464_j_t
+.Lc1_d12464_j:
+    mov dword ptr [r15 + 0], esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    movzx esi, r9b
-    mov r9d, 175
-    jmp 1f
-1:
+    movzx ecx, sil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov rcx, rbp
-    mov dword ptr [r15 + 0], ebp
-    mov rcx, rcx
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov edi, esi
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    vpcmpeqb xmm6, xmm6, xmm8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r8, rdi
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
+    mov ecx, dword ptr [r15 + 0]
+    mov esi, 220
+    lea rbp, [r11 + r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1536], esi
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 1600], rcx
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 177
+    movzx esi, byte ptr [r15 + rbp + 1728]
     and r8, 64
-    mov byte ptr [r15 + r8 + 320], r8b
-    vmovdqu ymmword ptr [r15 + r8 + 384], ymm0
-    mov r8, qword ptr [r15 + rbp + 256]
-    lea rbp, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + r8 + 384]
+    mov byte ptr [r15 + rbp + 1856], bpl
     jmp 1f
 1:
-    and rbp, 64
-    and r8d, dword ptr [r15 + rbp + 128]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 64], 86
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + rbp + 1472]
+    movzx eax, byte ptr [r15 + rbp + 1792]
+    mov dword ptr [r15 + r8 + 320], ebp
+    mov qword ptr [r15 + rbp + 1344], rax
+    mov rax, rdx
+    mov r8d, dword ptr [r15 + r9 + 64]
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + rbp + 1664]
+    mov dword ptr [r15 + rbp + 1408], r8d
+    jmp 1f
+1:
+    mov r8, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c141:
-    lea rcx, [rip + .Lc1_d12886_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d12515_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12886_j_t
-.Lc1_d12886_j:
-    lea rbp, [r11 + r11*8]
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7872]
-    mov qword ptr [r15 + rbp + 7744], rcx
-    mov dword ptr [r15 + rbp + 7936], ecx
-    movzx r8d, al
-    mov eax, r8d
+    jmp .Lc1_d12515_j_t
+.Lc1_d12515_j:
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 8000], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 236
-    mov qword ptr [r15 + 0], rax
-    mov rax, rax
+    mov eax, 123
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov edx, dword ptr [r15 + 0]
+    mov eax, 179
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpshufd xmm6, xmm6, 201
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rax, r8
+    movzx r8d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 16777216
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], ecx
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
-    mov dword ptr [r15 + rbp + 7552], esi
+    mov rdx, r8
     and r8, 64
-    mov qword ptr [r15 + r8 + 192], rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 7488], 23
+    mov byte ptr [r15 + r8 + 384], r8b
+    lea rbp, [r11 + r11*1]
+    mov ecx, 52
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], ebp
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 7808], r9d
-    mov dword ptr [r15 + rbp + 7680], 5
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 159
+    or qword ptr [r15 + r8 + 320], 46
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + r8 + 256]
-    mov r8d, 105
-    mov qword ptr [r15 + r9 + 64], r8
-    mov r8d, 158
-    movsxd r8, dword ptr [r15 + rbp + 7616]
-    mov r9d, 12
-    mov r9d, 129
+    jmp 1f
+1:
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm6
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + r9 + 320]
+    mov r9d, 59
+    mov dword ptr [r15 + rbp + 128], r9d
+    jmp 1f
+1:
+    movzx r9d, r8b
     jmp 1f
 1:
     jmp 1f
@@ -16155,305 +15440,277 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c142:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16
-    setz al
-    lea rcx, [rip + .Lc1_d12938_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12938_s_t
-    .p2align 3
-.Lc1_d12938_s:
-    .p2align 3
-    jmp .Lc1_d12938_j
-    .p2align 3
-    jmp .Lc1_d12938_j
-.Lc1_d12938_j:
-    movsxd rcx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r8d, 15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 0], eax
-    mov byte ptr [r15 + 0], r8b
-    mov eax, eax
-    mov dword ptr [r15 + 0], 54
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 3
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
     mov r9, r8
-    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r9b
+    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 192], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], 19
+    mov ecx, r8d
     lea r8, [r11 + r11*1]
+    mov eax, r9d
     jmp 1f
 1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 64], 81
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 512], rbp
-    mov dword ptr [r15 + rbp + 448], 111
-    mov ebp, 244
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + r8 + 128]
+    mov byte ptr [r15 + r8 + 320], r8b
+    jmp 1f
+1:
+    mov r9d, 109
+    lea r9, [r11*4]
+    mov rdx, rbp
+    and r9, 192
+    mov rdx, qword ptr [r15 + r9 + 704]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 512], edx
+    mov edx, r9d
+    mov qword ptr [r15 + r9 + 640], r8
+    mov dword ptr [r15 + r8 + 384], edx
+    jmp 1f
+1:
+    mov edx, 15
+    mov byte ptr [r15 + r9 + 576], dl
+    movsxd r8, dword ptr [r15 + r9 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c143:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    and eax, dword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d12620_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12620_j_t
+.Lc1_d12620_j:
+    lea r8, [r11 + r11*8]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1664], edx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 117
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 39
+    jmp 1f
+1:
+    mov ecx, r8d
+    mov rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 244
+    lea rbp, [r11 + r11*1]
+    mov rdx, qword ptr [r15 + r8 + 1792]
     jmp 1f
 1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 143785984
-    jz 1f
-1:
-    mov r8, r8
+    movsxd r9, dword ptr [r15 + r8 + 1344]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], esi
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + r8 + 1472], r9b
+    mov dword ptr [r15 + r8 + 1856], 36
     and r9, 64
-    lea r8, [r11*4]
-    add rax, qword ptr [r15 + r9 + 192]
+    mov qword ptr [r15 + r9 + 320], rcx
+    movzx ecx, byte ptr [r15 + r8 + 1600]
+    mov dword ptr [r15 + r9 + 384], 217
+    mov r9, qword ptr [r15 + r8 + 1536]
+    mov byte ptr [r15 + r8 + 1408], r9b
+    movzx r9d, byte ptr [r15 + r8 + 1728]
     jmp 1f
 1:
-    and eax, dword ptr [r15 + r9 + 256]
-    and r8, 192
-    mov qword ptr [r15 + r8 + 640], r8
-    mov dword ptr [r15 + r8 + 576], 187
-    or qword ptr [r15 + r8 + 768], 26
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    movsxd rbp, dword ptr [r15 + r9 + 128]
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 704], al
-    or qword ptr [r15 + r9 + 64], 51
+    movzx r8d, byte ptr [r15 + rbp + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c144:
-    lea rcx, [rip + .Lc1_d13041_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13041_j_t
-.Lc1_d13041_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], r9d
+    movzx r9d, byte ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 127
-    mov ecx, r9d
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 81
-    movzx r9d, cl
-    mov r9, r9
+    movzx ebp, cl
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], r8d
+    mov ebp, 15
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movsxd rbp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 15
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], 95
-    lea r9, [r11 + r11*1]
-    mov r8d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 129
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], r9d
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    movzx r8d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 78
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11*4]
-    mov eax, edx
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + rbp + 256]
+    lea rbp, [r11 + r11*1]
+    mov ecx, esi
     and r8, 192
-    mov ebp, dword ptr [r15 + r8 + 640]
-    mov byte ptr [r15 + r8 + 704], bpl
-    mov edx, 227
-    mov rdx, rdx
-    mov dword ptr [r15 + r9 + 256], edx
-    mov r9d, edx
+    mov rcx, qword ptr [r15 + r8 + 640]
+    and rbp, 64
+    mov rdx, qword ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + rbp + 384], 254
+    mov ebp, edx
+    mov qword ptr [r15 + r8 + 768], rbp
+    lea rbp, [r11 + r11*1]
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + r8 + 704]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], ecx
+    movsxd rcx, dword ptr [r15 + rbp + 128]
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + r8 + 768]
-    mov qword ptr [r15 + r8 + 576], rdx
+    movzx ebp, cl
+    mov dword ptr [r15 + r8 + 576], 133
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c145:
-    lea r9, [r11*4]
-    and r9, 192
-    mov rdx, qword ptr [r15 + r9 + 576]
-    jmp 1f
-1:
-    mov r8d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d12710_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12710_j_t
+.Lc1_d12710_j:
     jmp 1f
 1:
     lea rbp, [r11 + r11*4]
+    jmp 1f
+1:
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7552]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    vmovdqu xmmword ptr [r15 + rbp + 1088], xmm0
-    and r8d, dword ptr [r15 + r9 + 704]
-    mov eax, 177
-    movzx eax, byte ptr [r15 + r9 + 640]
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov ecx, r8d
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 320]
-    movzx esi, bpl
-    add rax, qword ptr [r15 + r8 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
+    movzx esi, r8b
+    and r8, 448
+    mov esi, dword ptr [r15 + r8 + 832]
+    mov edx, dword ptr [r15 + rbp + 7616]
+    mov r9d, dword ptr [r15 + r8 + 960]
+    mov qword ptr [r15 + rbp + 7488], r9
+    mov r9, rax
+    mov dword ptr [r15 + rbp + 7680], 234
+    mov dword ptr [r15 + r8 + 1152], r9d
     jmp 1f
 1:
-    mov r8d, eax
+    movzx r9d, byte ptr [r15 + r8 + 1024]
+    lea r9, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + rbp + 7744], ymm6
+    and r9, 64
+    mov byte ptr [r15 + r9 + 512], r8b
+    movsxd rbp, dword ptr [r15 + r8 + 1216]
+    vmovdqu xmmword ptr [r15 + r9 + 448], xmm6
+    movzx r9d, byte ptr [r15 + r8 + 1088]
+    mov eax, r9d
     jmp 1f
 1:
-    mov r8d, r9d
-    mov dword ptr [r15 + r9 + 768], 235
-    mov r8, qword ptr [r15 + rbp + 896]
-    mov r9d, dword ptr [r15 + rbp + 960]
-    mov byte ptr [r15 + rbp + 832], sil
-    mov rsi, r9
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + rbp + 1024]
+    mov r9, r8
+    mov dword ptr [r15 + r8 + 896], edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c146:
-    lea rcx, [rip + .Lc1_d13140_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13140_j_t
-.Lc1_d13140_j:
-    mov dword ptr [r15 + 0], 174
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    movzx ecx, cl
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, esi
-    movsxd r8, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rcx
-    mov dword ptr [r15 + 0], 21
-    mov esi, 57
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r9d, 166
-    mov dword ptr [r15 + 0], r9d
-    lea r9, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    inc dword ptr [r15 + rbp + 320]
+    lea r9, [r11*8]
     jmp 1f
 1:
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 320]
-    and r9, 64
+    and r9, 4032
+    mov rdx, qword ptr [r15 + r9 + 3712]
+    mov eax, eax
+    movzx eax, byte ptr [r15 + r9 + 3456]
+    mov dword ptr [r15 + r9 + 3584], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, ebp
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 384], r9b
     lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 128], rsi
-    mov dword ptr [r15 + r9 + 64], 143
-    mov dword ptr [r15 + rbp + 384], 158
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, edx
     and r8, 64
-    movzx ebp, byte ptr [r15 + r8 + 448]
-    vmovdqu ymmword ptr [r15 + r8 + 512], ymm0
+    mov rdx, qword ptr [r15 + r8 + 448]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 3648], 247
+    movzx ebp, dl
+    vmovdqu ymmword ptr [r15 + r8 + 512], ymm6
+    mov ebp, eax
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 3840], 119
+    mov ebp, 232
+    mov rbp, rcx
+    mov dword ptr [r15 + r9 + 3520], r8d
+    jmp 1f
+1:
+    mov r8, rdx
+    mov qword ptr [r15 + r9 + 3392], rax
+    mov r8, qword ptr [r15 + r9 + 3776]
     jmp 1f
 1:
     add r11, 64
@@ -16461,189 +15718,198 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c147:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4096
-    setz al
-    lea rcx, [rip + .Lc1_d13197_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13197_s_t
-    .p2align 3
-.Lc1_d13197_s:
-    .p2align 3
-    jmp .Lc1_d13197_j
-    .p2align 3
-    jmp .Lc1_d13197_j
-.Lc1_d13197_j:
+    lea rcx, [rip + .Lc1_d12805_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12805_j_t
+.Lc1_d12805_j:
+    lea rbp, [r11*8]
+    mov ecx, r8d
     jmp 1f
 1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1152], ebp
+    lea r8, [r11 + r11*1]
+    mov ecx, esi
+    jmp 1f
+1:
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 128]
+    mov byte ptr [r15 + rbp + 1088], cl
+    mov byte ptr [r15 + rbp + 960], dl
+    mov ecx, edx
+    mov edx, dword ptr [r15 + rbp + 1216]
+    mov byte ptr [r15 + rbp + 1280], dl
+    mov edx, dword ptr [r15 + rbp + 896]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 249
+    mov ecx, 12
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, ecx
-    jmp 1f
-1:
+    mov ecx, edx
+    mov ecx, edx
+    movzx ecx, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    inc dword ptr [r15 + rbp + 1024]
     movzx ecx, cl
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 32
-    jnz 1f
-1:
-    mov rcx, rbp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 224
-    lea r8, [r11*4]
-    jmp 1f
-1:
-    movzx ecx, r8b
-    and r8, 8128
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 7616], 94
-    movzx ecx, byte ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + r8 + 64], r8d
+    mov ecx, edx
     and r9, 64
-    mov dword ptr [r15 + r9 + 384], r9d
-    mov rax, r9
-    mov eax, eax
-    mov eax, dword ptr [r15 + r9 + 320]
-    movsxd r9, dword ptr [r15 + rbp + 448]
+    movzx ecx, byte ptr [r15 + r9 + 512]
     jmp 1f
 1:
-    mov rbp, r8
-    mov rbp, qword ptr [r15 + r8 + 7680]
-    mov rsi, qword ptr [r15 + r8 + 7552]
+    mov r8d, r8d
+    mov dword ptr [r15 + r9 + 448], 169
+    mov r8d, r8d
+    mov r8d, 82
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 832], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c148:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, rsi
-    mov dword ptr [r15 + 0], 224
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, ebp
-    jmp 1f
-1:
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], 140
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 95
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    mov ebp, 109
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx r9d, bpl
-    lea rbp, [r11*4]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rbp, 192
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d12862_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12862_s_t
+    .p2align 3
+.Lc1_d12862_s:
+    .p2align 3
+    jmp .Lc1_d12862_j
+    .p2align 3
+    jmp .Lc1_d12862_j
+    .p2align 3
+    jmp .Lc1_d12862_j
+    .p2align 3
+    jmp .Lc1_d12862_j
+    .p2align 3
+    jmp .Lc1_d12862_j
+    .p2align 3
+    jmp .Lc1_d12862_j
+    .p2align 3
+    jmp .Lc1_d12862_j
+    .p2align 3
+    jmp .Lc1_d12862_j
+.Lc1_d12862_j:
+    lea r8, [r11*8]
+    and r8, 448
     lea r9, [r11 + r11*1]
-    movzx esi, byte ptr [r15 + rbp + 704]
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 320]
+    mov qword ptr [r15 + r8 + 1088], rax
+    movzx ecx, r9b
     and r9, 64
-    mov qword ptr [r15 + r9 + 64], rbp
-    mov qword ptr [r15 + rbp + 768], rsi
-    mov dword ptr [r15 + r9 + 128], 246
-    mov esi, r9d
-    mov byte ptr [r15 + r8 + 384], sil
+    mov qword ptr [r15 + r9 + 512], rbp
+    movzx eax, sil
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + rbp + 576]
-    movsxd rsi, dword ptr [r15 + rbp + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 51
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], ebp
+    mov rcx, qword ptr [r15 + r8 + 1216]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + r8 + 1280]
+    mov byte ptr [r15 + rbp + 512], sil
+    movzx esi, sil
+    mov ebp, dword ptr [r15 + r8 + 960]
+    mov qword ptr [r15 + r8 + 896], rbp
+    mov dword ptr [r15 + r8 + 1024], ecx
+    mov ebp, 101
+    mov ebp, dword ptr [r15 + r8 + 1152]
+    mov qword ptr [r15 + r9 + 448], rbp
+    movzx ebp, cl
+    mov qword ptr [r15 + r8 + 832], rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c149:
-    lea rcx, [rip + .Lc1_d13300_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13300_j_t
-.Lc1_d13300_j:
-    mov rcx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
+    mov ebp, 198
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 42
+    movzx ebp, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, cl
-    mov ecx, ebp
-    mov qword ptr [r15 + 0], r8
-    mov qword ptr [r15 + 0], r8
-    mov qword ptr [r15 + 0], rsi
-    mov rcx, rcx
-    movzx ecx, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 98
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
     mov rsi, qword ptr [r15 + 0]
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    mov r8d, 157
+    mov r8d, 138
+    mov r8, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r8d, 161
-    movzx r8d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 0], rbp
     lea r8, [r11 + r11*1]
-    mov r9d, ecx
+    mov eax, dword ptr [r15 + 0]
+    mov r9, rax
+    lea r9, [r11 + r11*1]
     and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 320]
+    mov byte ptr [r15 + r8 + 192], r8b
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm6
+    lea rbp, [r11 + r11*1]
+    mov edx, ebp
+    movzx edx, dl
     and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 512]
-    movsxd rdx, dword ptr [r15 + r8 + 384]
-    lea r8, [r11 + r11*1]
-    mov edi, 139
+    movsxd rdx, dword ptr [r15 + rbp + 128]
+    mov rdi, qword ptr [r15 + rbp + 64]
     jmp 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], r8b
-    mov rdi, r9
-    mov r9d, dword ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + rbp + 448], r9d
-    vpxor xmm0, xmm0, xmm9
+    mov rbp, qword ptr [r15 + r9 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + r8 + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -16652,279 +15918,252 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r8, [r11*4]
-    and r8, 192
-    movzx eax, byte ptr [r15 + r8 + 704]
-    mov r9d, dword ptr [r15 + r8 + 768]
+    lea rcx, [rip + .Lc1_d12972_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12972_j_t
+.Lc1_d12972_j:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpcmpeqb xmm0, xmm0, xmm15
+    jmp 1f
+1:
+    lea rbp, [r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 32768
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1088], edi
+    lea r9, [r11 + r11*1]
+    mov rdi, qword ptr [r15 + rbp + 1152]
+    test dword ptr [r15 + 67117724], 537395200
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 0]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ebp
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + r8 + 640], xmm0
-    mov rax, r9
     and r9, 64
-    mov dword ptr [r15 + r9 + 192], 34
-    mov dword ptr [r15 + r9 + 256], 195
+    mov edi, dword ptr [r15 + r9 + 128]
+    mov eax, 3
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + rbp + 64]
+    lea r8, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + rbp + 1216]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], 26
+    mov dword ptr [r15 + r9 + 64], r8d
+    vmovdqu ymmword ptr [r15 + rbp + 1280], ymm6
+    movsxd r9, dword ptr [r15 + r8 + 192]
+    movzx r8d, dil
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 576], ebp
+    movsxd r8, dword ptr [r15 + rbp + 960]
+    mov ecx, r8d
+    mov dword ptr [r15 + rbp + 832], edi
+    mov dword ptr [r15 + rbp + 896], esi
+    movsxd r8, dword ptr [r15 + rbp + 1024]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c151:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d13402_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13402_s_t
-    .p2align 3
-.Lc1_d13402_s:
-    .p2align 3
-    jmp .Lc1_d13402_j
-    .p2align 3
-    jmp .Lc1_d13402_j
-    .p2align 3
-    jmp .Lc1_d13402_j
-    .p2align 3
-    jmp .Lc1_d13402_j
-    .p2align 3
-    jmp .Lc1_d13402_j
-    .p2align 3
-    jmp .Lc1_d13402_j
-    .p2align 3
-    jmp .Lc1_d13402_j
-    .p2align 3
-    jmp .Lc1_d13402_j
-    .p2align 3
-    jmp .Lc1_d13402_j
-    .p2align 3
-    jmp .Lc1_d13402_j
-    .p2align 3
-    jmp .Lc1_d13402_j
-    .p2align 3
-    jmp .Lc1_d13402_j
-    .p2align 3
-    jmp .Lc1_d13402_j
-    .p2align 3
-    jmp .Lc1_d13402_j
-    .p2align 3
-    jmp .Lc1_d13402_j
-    .p2align 3
-    jmp .Lc1_d13402_j
-.Lc1_d13402_j:
-    lea rbp, [r11 + r11*8]
-    mov rcx, r9
-    lea r9, [r11 + r11*1]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3776], 55
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + rbp + 3456]
-    movsxd r8, dword ptr [r15 + rbp + 3840]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 3584], ymm0
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 256], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movzx r8d, r8b
     mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 203
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    movzx r9d, byte ptr [r15 + rbp + 3520]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 183
-    mov dword ptr [r15 + rbp + 3648], r8d
-    mov qword ptr [r15 + rbp + 3392], r9
-    movzx r9d, r8b
-    mov r9d, dword ptr [r15 + rbp + 3904]
-    add r9, qword ptr [r15 + rbp + 3712]
     jmp 1f
 1:
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm0
+    mov r8, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
+    jmp 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1472], rcx
+    mov byte ptr [r15 + r8 + 1536], r8b
+    mov ecx, r8d
+    vmovdqu xmmword ptr [r15 + r8 + 1344], xmm6
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 1664], rbp
+    mov rsi, r8
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], ebp
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + r8 + 1600]
+    mov rdx, rcx
+    mov qword ptr [r15 + r8 + 1728], r8
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 512]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + r8 + 1408]
+    movzx r8d, bpl
+    mov dword ptr [r15 + r9 + 448], ebp
+    mov r8d, r8d
+    mov r8, qword ptr [r15 + rbp + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c152:
-    lea rcx, [rip + .Lc1_d13468_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13468_j_t
-.Lc1_d13468_j:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d13072_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13072_s_t
+    .p2align 3
+.Lc1_d13072_s:
+    .p2align 3
+    jmp .Lc1_d13072_j
+    .p2align 3
+    jmp .Lc1_d13072_j
+.Lc1_d13072_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 114
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov ecx, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    or qword ptr [r15 + 0], 69
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     movzx ecx, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov ebp, r8d
-    mov r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + 0]
-    mov eax, r8d
     jmp 1f
 1:
+    movsxd rax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 212
-    mov edx, 131
-    mov dword ptr [r15 + 0], 185
-    mov r8d, edx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    vpshufd xmm0, xmm0, 3
-    vpaddd xmm0, xmm0, xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r8
-    mov rdx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r8, 64
+    movzx r8d, byte ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + r8 + 192], ymm0
+    mov r9d, dword ptr [r15 + 0]
     and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 448]
-    movsxd rax, dword ptr [r15 + r8 + 256]
-    mov r8d, edi
+    mov rsi, qword ptr [r15 + rbp + 384]
+    mov edi, 114
+    mov edi, dword ptr [r15 + rbp + 320]
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    movzx edx, cl
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 107
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 320], 163
-    mov dword ptr [r15 + rbp + 512], edx
+    and rbp, 64
+    vmovdqu xmmword ptr [r15 + rbp + 256], xmm6
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + r8 + 448]
+    jmp 1f
+1:
+    mov r8, rcx
+    mov dword ptr [r15 + rbp + 192], 143
+    movzx r8d, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c153:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 64]
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], 237
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d13131_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13131_j_t
+.Lc1_d13131_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
-    mov ebp, edx
     jmp 1f
 1:
-    mov edx, 225
-    and edx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov rcx, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov rax, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
+    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], r9
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 448], cl
-    mov ecx, dword ptr [r15 + r9 + 256]
+    mov dword ptr [r15 + rbp + 256], 219
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 128], rcx
-    mov rcx, qword ptr [r15 + rbp + 512]
+    mov ecx, ebp
+    lea r8, [r11*8]
+    mov rax, rbp
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3648], 191
+    vmovdqu ymmword ptr [r15 + r8 + 3776], ymm6
+    mov r9d, r8d
+    mov ecx, dword ptr [r15 + r8 + 3840]
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 3520], r9d
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov eax, edx
+    mov eax, 171
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], r9
+    mov dword ptr [r15 + r8 + 3712], r9d
+    mov qword ptr [r15 + rbp + 192], r9
+    mov dword ptr [r15 + r8 + 3456], 151
+    mov dword ptr [r15 + r9 + 128], 202
+    mov r9d, 166
+    mov r9, qword ptr [r15 + r8 + 3584]
+    jmp 1f
+1:
     jmp 1f
 1:
     add r11, 64
@@ -16935,1219 +16174,1081 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16384
-    setz al
-    lea rcx, [rip + .Lc1_d13580_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13580_s_t
-    .p2align 3
-.Lc1_d13580_s:
-    .p2align 3
-    jmp .Lc1_d13580_j
-    .p2align 3
-    jmp .Lc1_d13580_j
-.Lc1_d13580_j:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 384]
     lea r9, [r11 + r11*1]
-    mov eax, 163
+    jmp 1f
+1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 256], r9
-    movzx eax, r8b
+    mov eax, dword ptr [r15 + r9 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 184
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
-    mov eax, 73
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 106
+    mov dword ptr [r15 + 0], r9d
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 46
+    test dword ptr [r15 + 67117723], 64
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    and r8, 448
-    and eax, dword ptr [r15 + r8 + 1024]
-    movzx edx, byte ptr [r15 + rbp + 320]
+    mov r8d, 206
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 192], edx
-    mov rdx, rdi
-    mov qword ptr [r15 + r8 + 1280], rdx
-    mov qword ptr [r15 + r8 + 1216], rdx
-    mov edx, 242
-    mov dword ptr [r15 + r8 + 896], 180
-    movzx edx, byte ptr [r15 + r8 + 1152]
-    mov r9, qword ptr [r15 + r8 + 832]
-    mov qword ptr [r15 + r8 + 960], rcx
-    mov dword ptr [r15 + r8 + 1088], r9d
+    movzx eax, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + r9 + 512]
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 64], ymm6
+    lea r9, [r11 + r11*1]
+    mov rdx, rsi
+    movsxd rdx, dword ptr [r15 + r8 + 128]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 320], r9b
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm6
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c155:
-    lea rbp, [r11*8]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16384
+    setz al
+    lea rcx, [rip + .Lc1_d13227_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13227_s_t
+    .p2align 3
+.Lc1_d13227_s:
+    .p2align 3
+    jmp .Lc1_d13227_j
+    .p2align 3
+    jmp .Lc1_d13227_j
+.Lc1_d13227_j:
+    movzx ecx, bpl
+    mov rcx, r9
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 1152], ymm0
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], 135
+    lea r8, [r11*8]
     jmp 1f
 1:
-    mov edx, ebp
-    mov edx, 33
-    jmp 1f
-1:
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7552], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, al
-    mov edx, 70
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx edi, dl
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rax, rdi
-    movzx edi, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rbp
+    mov rax, rax
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edx
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 256], r9
-    movzx edx, r9b
-    lea r8, [r11 + r11*1]
-    vmovdqu xmmword ptr [r15 + rbp + 1024], xmm0
-    vmovdqu xmm0, xmmword ptr [r15 + rbp + 896]
-    movzx edi, sil
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
-    movsxd rdi, dword ptr [r15 + rbp + 960]
-    movzx edx, dil
-    mov dword ptr [r15 + r8 + 320], 163
-    mov dword ptr [r15 + rbp + 832], edx
-    mov edi, edx
-    mov edi, 90
-    movzx edi, dil
-    mov byte ptr [r15 + rbp + 1088], dil
-    mov dword ptr [r15 + r9 + 192], 168
+    movsxd rax, dword ptr [r15 + r9 + 448]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + r8 + 7616]
+    mov rdx, qword ptr [r15 + r8 + 7488]
+    movzx edi, r8b
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 7744], rdi
+    mov rdi, qword ptr [r15 + r8 + 7680]
+    movsxd rbp, dword ptr [r15 + r8 + 7872]
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 512], rbp
+    movzx ebp, dl
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + r8 + 7808]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c156:
-    lea rcx, [rip + .Lc1_d13682_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13682_j_t
-.Lc1_d13682_j:
-    lea r8, [r11 + r11*8]
+    lea rbp, [r11*8]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7808], 155
     jmp 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3520], 217
+    mov byte ptr [r15 + rbp + 7872], bpl
     jmp 1f
 1:
-    movzx ecx, r8b
-    movzx ecx, cl
-    mov ecx, 56
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 150
-    movzx ecx, cl
+    mov edx, 10
+    movzx edx, dl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 11
+    movzx edx, dl
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 448], r8b
+    mov rdx, qword ptr [r15 + rbp + 7680]
+    mov eax, edx
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 3840], r9d
-    jmp 1f
-1:
     jmp 1f
 1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 512], r8
-    mov qword ptr [r15 + r8 + 3392], r9
-    mov qword ptr [r15 + r8 + 3904], r8
-    lea rbp, [r11 + r11*1]
-    mov esi, dword ptr [r15 + r8 + 3776]
-    mov dword ptr [r15 + r8 + 3712], 194
-    and rbp, 64
-    and esi, dword ptr [r15 + rbp + 320]
-    add rsi, qword ptr [r15 + rbp + 384]
+    mov edx, dword ptr [r15 + r9 + 128]
+    mov rdi, rdx
+    movsxd rdx, dword ptr [r15 + rbp + 7744]
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm7
+    movzx ecx, byte ptr [r15 + r8 + 512]
+    vmovdqu ymmword ptr [r15 + r9 + 64], ymm0
+    movzx r9d, al
+    movsxd r9, dword ptr [r15 + rbp + 7616]
+    movsxd r8, dword ptr [r15 + rbp + 7552]
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 3584], rcx
-    mov byte ptr [r15 + r8 + 3456], r9b
-    and ebp, dword ptr [r15 + r9 + 448]
-    movzx r9d, byte ptr [r15 + r8 + 3648]
-    mov rcx, r9
     jmp 1f
 1:
+    mov ebp, 250
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c157:
-    lea rcx, [rip + .Lc1_d13730_j]
+    lea rcx, [rip + .Lc1_d13329_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13730_j_t
-.Lc1_d13730_j:
+    jmp .Lc1_d13329_j_t
+.Lc1_d13329_j:
+    lea rbp, [r11 + r11*1]
+    mov ecx, 74
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 128]
+    movzx r8d, cl
+    mov ecx, 204
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, 4
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 237
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, ecx
     mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    vmovq qword ptr [r15 + 0], xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx esi, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 53
+    mov rcx, rbp
     jmp 1f
 1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, esi
+    mov qword ptr [r15 + 0], r9
+    mov r9, qword ptr [r15 + 0]
+    movzx ecx, r9b
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    vmovq qword ptr [r15 + 0], xmm4
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edx
     jmp 1f
 1:
+    mov rcx, rbp
+    mov dword ptr [r15 + 0], 110
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 248
-    movzx ecx, cl
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 256]
-    mov rdx, rsi
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 384]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + rbp + 64]
+    lea rbp, [r11 + r11*1]
     and r9, 64
-    and esi, dword ptr [r15 + r9 + 128]
-    mov rax, qword ptr [r15 + r8 + 320]
-    mov r8d, dword ptr [r15 + r9 + 64]
-    mov r9d, 32
+    mov byte ptr [r15 + r9 + 384], r9b
+    mov byte ptr [r15 + r9 + 320], dil
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 448]
+    movsxd r9, dword ptr [r15 + rbp + 512]
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 192], rdi
+    movzx ebp, r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c158:
-    movsxd r9, dword ptr [r15 + 0]
-    movzx esi, r9b
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d13389_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13389_s_t
+    .p2align 3
+.Lc1_d13389_s:
+    .p2align 3
+    jmp .Lc1_d13389_j
+    .p2align 3
+    jmp .Lc1_d13389_j
+.Lc1_d13389_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 201
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 147
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1024], ebp
     jmp 1f
 1:
+    mov dword ptr [r15 + rbp + 832], 19
+    mov qword ptr [r15 + rbp + 1216], rcx
+    lea r9, [r11*4]
+    mov qword ptr [r15 + rbp + 1088], rcx
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov esi, r8d
-    jmp 1f
-1:
-    mov esi, 211
-    vpshufd xmm0, xmm0, 41
-    mov esi, 121
-    lea r8, [r11*4]
-    mov rsi, r8
-    mov dword ptr [r15 + 0], r9d
-    and r8, 192
-    and esi, dword ptr [r15 + r8 + 704]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], r9d
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + r8 + 640]
-    jmp 1f
-1:
-    mov ecx, eax
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + r9 + 384]
-    mov r9d, 188
-    mov dword ptr [r15 + r8 + 768], r9d
-    lea rbp, [r11 + r11*1]
-    movzx r9d, bpl
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rbp
-    mov byte ptr [r15 + rbp + 512], bpl
-    mov dword ptr [r15 + r8 + 576], 124
+    and r9, 192
+    mov ecx, dword ptr [r15 + r9 + 768]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 256], bpl
+    vpcmpeqb xmm4, xmm4, xmm7
+    movzx eax, cl
+    movzx ecx, byte ptr [r15 + r9 + 640]
+    mov edi, dword ptr [r15 + r9 + 576]
+    mov edx, edi
+    vmovdqu ymmword ptr [r15 + r9 + 704], ymm4
+    mov byte ptr [r15 + r8 + 192], dl
+    vpcmpeqb xmm4, xmm4, xmm0
+    mov dword ptr [r15 + rbp + 960], 31
+    movzx edx, byte ptr [r15 + rbp + 1152]
+    movzx edi, byte ptr [r15 + rbp + 1280]
+    vmovdqu xmmword ptr [r15 + rbp + 896], xmm4
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c159:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d13840_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13840_s_t
-    .p2align 3
-.Lc1_d13840_s:
-    .p2align 3
-    jmp .Lc1_d13840_j
-    .p2align 3
-    jmp .Lc1_d13840_j
-    .p2align 3
-    jmp .Lc1_d13840_j
-    .p2align 3
-    jmp .Lc1_d13840_j
-    .p2align 3
-    jmp .Lc1_d13840_j
-    .p2align 3
-    jmp .Lc1_d13840_j
-    .p2align 3
-    jmp .Lc1_d13840_j
-    .p2align 3
-    jmp .Lc1_d13840_j
-.Lc1_d13840_j:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 71
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
+    mov rdi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
+    lea r8, [r11 + r11*8]
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7872]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, r9b
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r9, qword ptr [r15 + r8 + 7744]
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 384]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 7936], r8
+    movzx eax, dil
+    mov byte ptr [r15 + rbp + 320], al
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 512], rbp
+    mov qword ptr [r15 + r8 + 7680], rax
+    mov byte ptr [r15 + r8 + 7808], r9b
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + r8 + 7616]
+    movsxd rax, dword ptr [r15 + r8 + 8000]
+    mov dword ptr [r15 + r8 + 7488], eax
     jmp 1f
 1:
     jmp 1f
 1:
     movzx eax, al
-    mov byte ptr [r15 + 0], cl
-    mov qword ptr [r15 + 0], rcx
-    mov eax, 254
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + rbp + 512]
-    and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 128]
-    lea r8, [r11 + r11*1]
-    mov edi, eax
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 320]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 384], 74
-    mov r8, qword ptr [r15 + r9 + 64]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + rbp + 448]
-    mov ebp, 91
+    mov byte ptr [r15 + r8 + 7552], r8b
+    movzx eax, al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c160:
-    lea rcx, [rip + .Lc1_d13905_j]
+    lea rcx, [rip + .Lc1_d13485_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13905_j_t
-.Lc1_d13905_j:
-    movzx ecx, r9b
-    movzx ecx, cl
+    jmp .Lc1_d13485_j_t
+.Lc1_d13485_j:
+    mov ecx, ecx
+    movzx ecx, byte ptr [r15 + 0]
+    mov eax, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
     mov qword ptr [r15 + 0], rcx
-    mov ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    or qword ptr [r15 + 0], 46
-    mov rax, rbp
-    add qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    mov rdi, rax
-    mov qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    vmovq xmm0, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, 114
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 40
+    mov eax, 31
+    mov rax, rax
+    mov byte ptr [r15 + 0], dil
+    mov eax, 73
+    movzx eax, cl
+    movzx eax, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov ecx, 8
+    mov ecx, edi
+    mov ecx, 163
+    mov byte ptr [r15 + 0], dl
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], 31
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm4
+    movzx ecx, al
+    mov rcx, qword ptr [r15 + 0]
+    mov edx, edx
+    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], 132
-    movzx edi, r9b
     and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 52
-    lea r8, [r11 + r11*1]
-    mov edi, r8d
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], ebp
-    mov rdi, r9
-    mov rdi, qword ptr [r15 + r8 + 256]
-    mov r8d, edi
-    mov edi, 79
     movzx edx, byte ptr [r15 + rbp + 64]
-    mov qword ptr [r15 + r9 + 512], rdx
+    and r9, 64
+    movsxd rdi, dword ptr [r15 + r9 + 384]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 128], r8
+    mov ebp, r8d
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], 1
+    mov rbp, qword ptr [r15 + r8 + 384]
+    movzx esi, bpl
+    movzx esi, sil
+    mov dword ptr [r15 + r9 + 320], r9d
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c161:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 512], r8b
-    and edx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    jmp 1f
-1:
+    movzx esi, sil
+    mov esi, esi
+    mov r9d, 19
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 52
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    add rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, dl
-    movzx r8d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*8]
     lea rbp, [r11 + r11*1]
-    movzx edi, dil
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 136
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 16320
+    lea r8, [r11 + r11*1]
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + r9 + 15808]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 107
-    movzx edi, byte ptr [r15 + rbp + 128]
+    mov esi, dword ptr [r15 + rbp + 256]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], 254
+    mov eax, 20
+    movsxd rcx, dword ptr [r15 + r9 + 16000]
     jmp 1f
 1:
-    mov ebp, edi
+    vmovdqu ymmword ptr [r15 + r9 + 15680], ymm4
     jmp 1f
 1:
+    mov dword ptr [r15 + r9 + 16064], 107
+    mov dword ptr [r15 + r9 + 15744], 47
+    mov rax, qword ptr [r15 + r9 + 16128]
+    mov byte ptr [r15 + r9 + 15872], al
+    mov dword ptr [r15 + r8 + 128], eax
+    mov dword ptr [r15 + rbp + 192], eax
+    mov eax, 50
+    inc dword ptr [r15 + r9 + 15936]
+    mov r9d, 9
     jmp 1f
 1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 448], bpl
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], edi
-    mov rdi, rbp
-    mov byte ptr [r15 + rbp + 128], dil
-    mov edi, 201
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c162:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8192
-    setz al
-    lea rcx, [rip + .Lc1_d14013_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14013_s_t
-    .p2align 3
-.Lc1_d14013_s:
-    .p2align 3
-    jmp .Lc1_d14013_j
-    .p2align 3
-    jmp .Lc1_d14013_j
-.Lc1_d14013_j:
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d13583_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13583_j_t
+.Lc1_d13583_j:
+    mov ecx, dword ptr [r15 + 0]
+    mov eax, 157
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, sil
+    movzx eax, dil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 157
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov eax, 77
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, eax
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov dword ptr [r15 + 0], ecx
-    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    vpshufd xmm4, xmm4, 149
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
+    movzx r9d, sil
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov rax, rcx
-    movzx r9d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov rcx, rcx
+    mov byte ptr [r15 + 0], r9b
+    mov qword ptr [r15 + 0], rsi
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], r9b
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 52
     lea r9, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], ebp
+    mov esi, 171
     and r9, 64
-    mov byte ptr [r15 + r9 + 128], al
-    mov byte ptr [r15 + r9 + 64], al
+    mov qword ptr [r15 + r9 + 128], r9
     and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 384]
+    movsxd rsi, dword ptr [r15 + rbp + 384]
+    movsxd rax, dword ptr [r15 + rbp + 320]
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    movzx eax, r8b
-    movzx esi, al
-    mov eax, 88
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], r8d
-    mov rax, r8
-    movsxd rax, dword ptr [r15 + rbp + 320]
-    mov ebp, dword ptr [r15 + r8 + 512]
-    movzx ecx, bpl
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 64], 73
+    mov r9d, ebp
+    and rbp, 64
+    mov r9d, dword ptr [r15 + rbp + 448]
+    mov qword ptr [r15 + rbp + 512], r9
+    mov r9, rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c163:
-    lea rcx, [rip + .Lc1_d14079_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14079_j_t
-.Lc1_d14079_j:
-    mov rcx, qword ptr [r15 + 0]
-    mov r8d, 67
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov esi, 254
-    mov dword ptr [r15 + 0], 134
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, esi
+    lea rbp, [r11 + r11*8]
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3520]
+    movzx eax, byte ptr [r15 + rbp + 3584]
+    mov byte ptr [r15 + rbp + 3392], al
+    mov qword ptr [r15 + rbp + 3840], rax
     jmp 1f
 1:
     jmp 1f
 1:
+    mov eax, 44
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    mov esi, 71
-    jmp 1f
-1:
-    movzx esi, sil
-    mov qword ptr [r15 + 0], rsi
-    mov esi, 13
-    jmp 1f
-1:
-    lea rbp, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    movsxd rsi, dword ptr [r15 + rbp + 576]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r9b
+    mov dword ptr [r15 + rbp + 3776], 3
+    movzx eax, al
+    mov eax, eax
+    mov dword ptr [r15 + rbp + 3712], 231
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 704], 228
-    movsxd rdx, dword ptr [r15 + rbp + 768]
+    mov dword ptr [r15 + rbp + 3648], 9
     and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 256], ymm0
-    mov dword ptr [r15 + rbp + 640], ebp
-    lea rbp, [r11 + r11*1]
+    mov rsi, qword ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + rbp + 3456], eax
+    mov eax, 12
+    movzx eax, al
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 192], 94
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 35
-    movzx r9d, byte ptr [r15 + rbp + 64]
+    movsxd rax, dword ptr [r15 + r9 + 320]
+    mov byte ptr [r15 + rbp + 3904], al
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 320]
+    mov rbp, rsi
+    mov qword ptr [r15 + r9 + 384], rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c164:
+    lea rcx, [rip + .Lc1_d13679_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13679_j_t
+.Lc1_d13679_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 28
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
+    mov r9d, ebp
+    movzx ebp, r9b
+    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
+    mov ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 134
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r9
+    mov ecx, ecx
+    movzx ecx, cl
+    mov ecx, ebp
+    mov ecx, 24
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    movzx ecx, r9b
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 384]
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 512]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + r9 + 448]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], r8d
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 320], ymm4
+    mov dword ptr [r15 + r8 + 256], 41
+    movzx ebp, sil
     mov rbp, r9
-    lea rbp, [r11*8]
-    jmp 1f
-1:
-    and rbp, 4032
-    vmovdqu xmmword ptr [r15 + rbp + 3648], xmm0
-    mov qword ptr [r15 + rbp + 3520], rbp
-    mov r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov rax, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 512]
-    movzx esi, byte ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    movzx edx, bpl
-    movzx edx, dl
-    mov byte ptr [r15 + rbp + 3456], bpl
-    and esi, dword ptr [r15 + rbp + 3584]
-    mov rdx, rsi
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + r9 + 448]
-    vpcmpeqb xmm0, xmm0, xmm12
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r8d, r9d
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], esi
-    mov esi, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + r9 + 128]
-    mov r9d, 93
-    jmp 1f
-1:
-    mov r9d, r8d
-    mov byte ptr [r15 + rbp + 3712], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c165:
-    lea rcx, [rip + .Lc1_d14180_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14180_j_t
-.Lc1_d14180_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2048
+    setz al
+    lea rcx, [rip + .Lc1_d13737_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13737_s_t
+    .p2align 3
+.Lc1_d13737_s:
+    .p2align 3
+    jmp .Lc1_d13737_j
+    .p2align 3
+    jmp .Lc1_d13737_j
+.Lc1_d13737_j:
+    mov dword ptr [r15 + 0], 58
+    mov ecx, 67
+    mov dword ptr [r15 + 0], 102
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], cl
-    mov qword ptr [r15 + 0], rcx
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, ecx
-    jmp 1f
-1:
-    movzx r8d, sil
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
+    mov eax, ecx
+    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    vmovq xmm11, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm11
+    mov eax, eax
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rsi
     jmp 1f
 1:
-    mov rsi, rsi
-    vmovdqu ymmword ptr [r15 + 0], ymm11
+    mov eax, 251
+    mov eax, eax
+    lea rbp, [r11 + r11*1]
+    mov rax, rbp
     jmp 1f
 1:
     jmp 1f
 1:
     lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 256]
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 64], r9
     and rbp, 64
-    mov dword ptr [r15 + rbp + 512], ebp
-    movzx r9d, byte ptr [r15 + rbp + 448]
+    movsxd rax, dword ptr [r15 + rbp + 256]
     jmp 1f
 1:
-    mov rdi, r9
-    mov dword ptr [r15 + r8 + 192], 207
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], ecx
+    vmovq xmm4, r8
+    lea r9, [r11*4]
+    mov rcx, r9
     jmp 1f
 1:
-    vpaddd xmm11, xmm11, xmm11
+    vpor xmm4, xmm4, xmm4
+    and r9, 192
+    movzx ecx, byte ptr [r15 + r9 + 768]
+    vmovdqu ymmword ptr [r15 + r8 + 448], ymm2
+    movsxd r8, dword ptr [r15 + r9 + 704]
+    mov dword ptr [r15 + rbp + 192], r8d
+    movzx r8d, r8b
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + r9 + 576]
+    mov ebp, dword ptr [r15 + r9 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c166:
-    lea rbp, [r11*4]
-    and rbp, 192
-    movzx r9d, byte ptr [r15 + rbp + 576]
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov r9, qword ptr [r15 + rbp + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
+    mov r8d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, r9b
-    mov r9, r9
-    mov r9d, dword ptr [r15 + 0]
-    mov r8d, ebp
-    mov r8d, ebp
-    jmp 1f
-1:
-    movzx r8d, bpl
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, r8b
     mov r8, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    movzx eax, r8b
+    mov eax, r9d
+    movsxd r9, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm4, xmmword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 210
+    jmp 1f
+1:
+    mov r9, rcx
+    movzx ecx, al
+    movzx r9d, sil
+    movzx r9d, sil
+    jmp 1f
+1:
+    mov r9d, 103
+    mov dword ptr [r15 + 0], 188
     lea r9, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], r8d
-    jmp 1f
-1:
+    lea r8, [r11 + r11*1]
     and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 128]
-    movzx esi, byte ptr [r15 + r8 + 384]
-    movzx r8d, sil
-    mov dword ptr [r15 + rbp + 640], r8d
+    mov byte ptr [r15 + r9 + 128], r9b
+    and r8, 64
+    mov byte ptr [r15 + r8 + 256], r8b
+    mov rcx, r8
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + rbp + 704]
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + r9 + 64]
-    mov r9, rsi
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 768], r9
-    jmp 1f
-1:
+    mov dword ptr [r15 + r8 + 192], 161
+    mov r8, qword ptr [r15 + r9 + 64]
+    mov r9, r8
+    mov byte ptr [r15 + rbp + 512], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c167:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d14293_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14293_s_t
-    .p2align 3
-.Lc1_d14293_s:
-    .p2align 3
-    jmp .Lc1_d14293_j
-    .p2align 3
-    jmp .Lc1_d14293_j
-.Lc1_d14293_j:
-    mov ecx, ecx
-    mov byte ptr [r15 + 0], cl
-    movzx ecx, r8b
-    mov ecx, 2
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 92
-    mov rcx, rdi
-    mov dword ptr [r15 + 0], eax
-    mov eax, ecx
+    lea rcx, [rip + .Lc1_d13846_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13846_j_t
+.Lc1_d13846_j:
     mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 164
-    and ecx, dword ptr [r15 + 0]
-    movzx eax, cl
-    movzx eax, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov esi, 108
+    mov esi, 50
+    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    imul rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    mov r8d, r8d
+    mov dword ptr [r15 + 0], 246
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    add r9, qword ptr [r15 + 0]
-    mov eax, r9d
-    jmp 1f
-1:
+    mov ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 157
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov r9, r9
+    mov rcx, rsi
+    mov dword ptr [r15 + 0], 231
     jmp 1f
 1:
-    mov r9d, ecx
-    mov dword ptr [r15 + 0], 76
-    mov r9, qword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    mov edi, 226
-    and r8, 64
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    movzx ecx, cl
+    mov ecx, 86
+    lea r9, [r11 + r11*1]
+    mov rcx, r9
+    mov dword ptr [r15 + 0], 5
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 448], rbp
-    mov rdi, qword ptr [r15 + r8 + 512]
-    mov r8d, edi
+    and r9, 64
+    mov byte ptr [r15 + r9 + 384], al
     and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 256]
-    mov esi, r8d
-    jmp 1f
-1:
+    mov dword ptr [r15 + rbp + 512], esi
     lea r8, [r11 + r11*1]
-    movzx edx, byte ptr [r15 + rbp + 192]
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 320], r8b
     and r8, 64
-    mov byte ptr [r15 + r8 + 64], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 128], 158
+    mov byte ptr [r15 + r8 + 384], r8b
+    mov qword ptr [r15 + r8 + 320], r8
+    movzx r9d, byte ptr [r15 + rbp + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c168:
-    lea rcx, [rip + .Lc1_d14355_j]
+    lea rcx, [rip + .Lc1_d13898_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14355_j_t
-.Lc1_d14355_j:
-    lea r8, [r11*8]
-    lea rbp, [r11 + r11*1]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3840], r8
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rdx
-    and edx, dword ptr [r15 + r8 + 3392]
+    jmp .Lc1_d13898_j_t
+.Lc1_d13898_j:
+    mov ecx, 221
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 104
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movzx eax, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + rbp + 384], ecx
-    add rdx, qword ptr [r15 + r8 + 3776]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 3456], 229
-    vpaddd xmm0, xmm0, xmm0
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 192], bpl
-    jmp 1f
-1:
-    movzx ecx, bpl
-    mov byte ptr [r15 + r8 + 3712], dl
-    mov edx, dword ptr [r15 + r8 + 3584]
-    mov rcx, rsi
+    movzx ecx, r8b
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx esi, al
-    vmovdqu xmm0, xmmword ptr [r15 + rbp + 256]
+    or qword ptr [r15 + 0], 84
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 3520], bpl
-    mov qword ptr [r15 + r8 + 3648], r9
-    mov ebp, 179
+    movzx ecx, cl
+    lea rbp, [r11*4]
+    mov ecx, dword ptr [r15 + 0]
+    and rbp, 192
+    mov qword ptr [r15 + rbp + 768], rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov esi, 76
+    mov esi, 31
+    mov esi, dword ptr [r15 + rbp + 640]
+    and r8, 64
+    movsxd r9, dword ptr [r15 + r8 + 512]
+    mov rdx, r9
+    mov r9d, 6
+    movzx r9d, r9b
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 64
+    movzx edi, byte ptr [r15 + r9 + 192]
+    mov qword ptr [r15 + rbp + 704], r8
+    mov dword ptr [r15 + rbp + 576], 49
+    mov qword ptr [r15 + r9 + 256], rdi
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 448], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c169:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov esi, esi
-    mov esi, 178
+    lea rbp, [r11 + r11*8]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3840], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 114
-    mov dword ptr [r15 + 0], 100
-    mov esi, 147
-    mov dword ptr [r15 + 0], 107
+    mov byte ptr [r15 + 0], bpl
+    movsxd r9, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 245
+    mov dword ptr [r15 + 0], 255
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    movzx esi, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rsi
-    mov edi, ecx
-    lea r8, [r11 + r11*1]
-    vmovdqu xmm0, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 248
-    and r8, 64
-    mov qword ptr [r15 + r8 + 256], rbp
-    lea rbp, [r11*4]
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 192], sil
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 576], bpl
-    and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 768], 79
-    add qword ptr [r15 + rbp + 704], r8
-    mov r8d, 168
-    mov dword ptr [r15 + r9 + 128], 170
-    mov dword ptr [r15 + rbp + 640], r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r8, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + rbp + 3712]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + rbp + 3520]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], r8
+    jmp 1f
+1:
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 256]
+    mov qword ptr [r15 + rbp + 3584], rax
+    mov qword ptr [r15 + rbp + 3392], rax
+    movzx eax, r9b
+    movzx eax, al
+    mov dword ptr [r15 + r9 + 192], 72
+    movsxd rax, dword ptr [r15 + rbp + 3456]
+    movzx r9d, byte ptr [r15 + rbp + 3648]
+    mov byte ptr [r15 + rbp + 3776], r8b
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 3904], r9d
+    mov byte ptr [r15 + r8 + 320], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c170:
-    lea rcx, [rip + .Lc1_d14452_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14452_j_t
-.Lc1_d14452_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 256
+    setz al
+    lea rcx, [rip + .Lc1_d13996_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13996_s_t
+    .p2align 3
+.Lc1_d13996_s:
+    .p2align 3
+    jmp .Lc1_d13996_j
+    .p2align 3
+    jmp .Lc1_d13996_j
+.Lc1_d13996_j:
+    mov ecx, 243
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 214
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov edx, dword ptr [r15 + r8 + 7488]
-    mov ecx, 205
-    mov qword ptr [r15 + r8 + 7744], rbp
-    movzx esi, r9b
-    mov dword ptr [r15 + r8 + 7552], r8d
-    mov byte ptr [r15 + r8 + 7808], r9b
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
+    mov rcx, rcx
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + r8 + 7616]
-    lea r9, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 1024]
+    mov dword ptr [r15 + r9 + 1216], 84
+    mov byte ptr [r15 + r9 + 1152], cl
+    vpcmpeqb xmm4, xmm4, xmm10
+    vmovdqu xmmword ptr [r15 + r9 + 896], xmm4
+    test dword ptr [r15 + 67117724], 134217732
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 832], ecx
     lea rbp, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + r8 + 7680]
-    and r9, 192
-    movzx r8d, byte ptr [r15 + r9 + 704]
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 192]
+    mov rax, r9
     and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 384]
-    mov qword ptr [r15 + rbp + 320], rsi
-    mov rbp, rdx
-    mov dword ptr [r15 + r9 + 640], 150
-    mov dword ptr [r15 + r9 + 576], 8
-    mov qword ptr [r15 + r9 + 768], rcx
+    movzx eax, byte ptr [r15 + rbp + 384]
+    vpshufd xmm4, xmm4, 1
+    mov rdi, rax
+    movzx eax, dil
+    mov dword ptr [r15 + r9 + 960], eax
+    mov edi, dword ptr [r15 + r9 + 1088]
+    movsxd rax, dword ptr [r15 + rbp + 320]
+    mov byte ptr [r15 + r8 + 256], cl
+    jmp 1f
+1:
+    movzx ebp, sil
+    movsxd rbp, dword ptr [r15 + r9 + 1280]
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c171:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d14502_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14502_s_t
-    .p2align 3
-.Lc1_d14502_s:
-    .p2align 3
-    jmp .Lc1_d14502_j
-    .p2align 3
-    jmp .Lc1_d14502_j
-    .p2align 3
-    jmp .Lc1_d14502_j
-    .p2align 3
-    jmp .Lc1_d14502_j
-    .p2align 3
-    jmp .Lc1_d14502_j
-    .p2align 3
-    jmp .Lc1_d14502_j
-    .p2align 3
-    jmp .Lc1_d14502_j
-    .p2align 3
-    jmp .Lc1_d14502_j
-    .p2align 3
-    jmp .Lc1_d14502_j
-    .p2align 3
-    jmp .Lc1_d14502_j
-    .p2align 3
-    jmp .Lc1_d14502_j
-    .p2align 3
-    jmp .Lc1_d14502_j
-    .p2align 3
-    jmp .Lc1_d14502_j
-    .p2align 3
-    jmp .Lc1_d14502_j
-    .p2align 3
-    jmp .Lc1_d14502_j
-    .p2align 3
-    jmp .Lc1_d14502_j
-.Lc1_d14502_j:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    vpcmpeqb xmm0, xmm0, xmm11
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 448], ymm0
-    mov dword ptr [r15 + 0], 124
-    jmp 1f
-1:
+    lea rbp, [r11*4]
+    and rbp, 192
+    mov qword ptr [r15 + rbp + 576], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
-    mov rdi, rcx
-    mov ecx, ebp
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 146
-    mov ecx, 156
-    mov dword ptr [r15 + 0], ebp
-    add rdi, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov eax, 178
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 91
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
+    mov dword ptr [r15 + 0], eax
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    mov rdi, rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + 0]
+    mov r9d, 107
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    mov esi, 204
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], dl
+    movzx r8d, byte ptr [r15 + 0]
+    jmp 1f
+1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 384], 183
-    mov rsi, r9
-    mov esi, esi
-    movzx esi, byte ptr [r15 + r8 + 128]
-    vpmovmskb r8d, xmm0
-    mov qword ptr [r15 + r9 + 320], r8
-    mov r8, qword ptr [r15 + rbp + 512]
+    vmovdqu xmm4, xmmword ptr [r15 + r9 + 320]
+    lea r8, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + rbp + 640]
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 512]
+    vmovdqu xmmword ptr [r15 + r8 + 448], xmm4
+    mov r8, rsi
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm4
+    mov dword ptr [r15 + rbp + 704], r8d
+    movzx esi, r8b
+    mov dword ptr [r15 + rbp + 768], esi
+    movzx esi, dil
     jmp 1f
 1:
     add r11, 64
@@ -18155,120 +17256,163 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c172:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d14100_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14100_s_t
+    .p2align 3
+.Lc1_d14100_s:
+    .p2align 3
+    jmp .Lc1_d14100_j
+    .p2align 3
+    jmp .Lc1_d14100_j
+    .p2align 3
+    jmp .Lc1_d14100_j
+    .p2align 3
+    jmp .Lc1_d14100_j
+    .p2align 3
+    jmp .Lc1_d14100_j
+    .p2align 3
+    jmp .Lc1_d14100_j
+    .p2align 3
+    jmp .Lc1_d14100_j
+    .p2align 3
+    jmp .Lc1_d14100_j
+.Lc1_d14100_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 136
+    mov qword ptr [r15 + 0], rax
+    mov rcx, rdx
+    vmovq xmm4, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 71
-    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 249
+    mov rcx, rax
+    mov ecx, ecx
+    mov edx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, rdx
-    mov r8d, 246
-    mov qword ptr [r15 + 0], r8
+    movsxd rcx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov eax, 201
+    mov eax, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r8b
-    mov byte ptr [r15 + 0], dl
-    mov dword ptr [r15 + 0], 23
-    movzx ebp, dl
-    mov ebp, ebp
-    mov ebp, 200
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], 114
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 448]
-    mov ecx, edx
+    jmp 1f
+1:
+    movzx eax, dl
     lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 512], r8
+    movzx eax, byte ptr [r15 + 0]
+    jmp 1f
+1:
     and r8, 64
-    movsxd rbp, dword ptr [r15 + r8 + 64]
-    movsxd rdx, dword ptr [r15 + r8 + 128]
-    mov r8d, 144
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 192], r9b
+    mov edx, r9d
+    and r9, 64
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 64], 39
+    movzx edx, bpl
+    and rbp, 64
+    mov rdx, qword ptr [r15 + rbp + 512]
+    movzx esi, byte ptr [r15 + rbp + 448]
     jmp 1f
 1:
-    mov r8, r8
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + r9 + 384]
+    mov byte ptr [r15 + r8 + 256], al
+    mov dword ptr [r15 + r9 + 128], edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c173:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d14630_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14630_s_t
-    .p2align 3
-.Lc1_d14630_s:
-    .p2align 3
-    jmp .Lc1_d14630_j
-    .p2align 3
-    jmp .Lc1_d14630_j
-.Lc1_d14630_j:
-    mov r9d, ecx
+    lea rcx, [rip + .Lc1_d14167_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14167_j_t
+.Lc1_d14167_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    mov rdx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    mov byte ptr [r15 + 0], dil
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    movzx ecx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 43
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    lea r9, [r11*4]
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 192
-    mov dword ptr [r15 + r9 + 640], r9d
-    movzx ecx, byte ptr [r15 + r9 + 576]
-    lea r8, [r11*8]
-    mov eax, esi
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 1216]
-    movzx esi, al
-    mov rsi, r9
-    mov byte ptr [r15 + r8 + 1152], sil
-    mov dword ptr [r15 + r9 + 768], 18
-    mov byte ptr [r15 + r8 + 1280], sil
-    mov rsi, rsi
-    movsxd rsi, dword ptr [r15 + r8 + 1024]
-    vmovdqu ymmword ptr [r15 + r8 + 960], ymm0
-    movzx edx, sil
-    mov rsi, qword ptr [r15 + r8 + 1088]
+    mov rcx, rcx
+    mov ecx, ecx
+    jmp 1f
+1:
+    movzx edi, dl
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
-    add rsi, qword ptr [r15 + r8 + 896]
-    or qword ptr [r15 + r9 + 704], 116
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 109
-    movzx r9d, byte ptr [r15 + rbp + 448]
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + rbp + 512], ebp
+    lea r8, [r11 + r11*1]
+    movzx edi, r8b
+    mov qword ptr [r15 + rbp + 448], rax
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 37
+    mov byte ptr [r15 + r8 + 448], r8b
+    and rbp, 64
+    mov r8, qword ptr [r15 + rbp + 320]
+    mov qword ptr [r15 + rbp + 384], rcx
     jmp 1f
 1:
     add r11, 64
@@ -18276,188 +17420,620 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c174:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 232
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 69
+    movzx edi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 175
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 192]
+    lea rbp, [r11*4]
+    mov edx, ebp
+    and r8, 64
+    mov edx, dword ptr [r15 + r8 + 128]
+    and rbp, 192
+    mov qword ptr [r15 + rbp + 640], rdi
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 182
+    mov byte ptr [r15 + r9 + 256], dil
+    mov edi, 182
+    mov byte ptr [r15 + rbp + 704], dil
+    mov edi, 172
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + r8 + 64]
+    movsxd r8, dword ptr [r15 + rbp + 768]
+    vmovdqu ymmword ptr [r15 + rbp + 576], ymm4
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 82
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r8
-    movzx r8d, r9b
-    jmp 1f
-1:
-    mov r8d, 176
-    jmp 1f
-1:
-    lea r8, [r11 + r11*4]
-    mov esi, r8d
-    and r8, 448
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + r8 + 896]
-    movzx edi, byte ptr [r15 + r9 + 7616]
-    mov rsi, rdi
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + r8 + 1024]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + r8 + 1088]
-    mov dword ptr [r15 + rbp + 128], 176
-    mov ebp, dword ptr [r15 + r9 + 7680]
-    mov ecx, dword ptr [r15 + r8 + 832]
-    mov qword ptr [r15 + r8 + 960], r8
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + r9 + 7552]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c175:
-    lea rcx, [rip + .Lc1_d14723_j]
+    lea rcx, [rip + .Lc1_d14269_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14723_j_t
-.Lc1_d14723_j:
-    lea rbp, [r11 + r11*1]
-    movzx ecx, bpl
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 214
-    mov dword ptr [r15 + 0], 158
-    mov byte ptr [r15 + 0], bpl
-    movzx ecx, bpl
+    jmp .Lc1_d14269_j_t
+.Lc1_d14269_j:
+    nop
+    jmp 1f
+1:
+    mov ecx, 140
+    movzx ecx, dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, ecx
+    movzx ecx, sil
+    mov ecx, 110
     mov ecx, dword ptr [r15 + 0]
     mov qword ptr [r15 + 0], rcx
+    mov qword ptr [r15 + 0], rdi
+    vpaddd xmm4, xmm4, xmm4
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rcx
+    mov rdi, rdi
+    movsxd rdi, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    mov edx, dword ptr [r15 + 0]
-    mov r8d, ebp
-    movzx r9d, bpl
-    mov r9, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    test ebx, 4608
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 220
-    jmp 1f
-1:
-    mov edx, 254
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], rdi
+    mov rdi, rbp
+    lea rbp, [r11 + r11*1]
+    xor dword ptr [r15 + 0], edx
     lea r8, [r11 + r11*1]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + rbp + 64], cl
+    lea r9, [r11 + r11*1]
     and r8, 64
-    vmovdqu xmm0, xmmword ptr [r15 + r8 + 320]
-    movzx ecx, byte ptr [r15 + r8 + 384]
-    movzx r8d, cl
-    lea r8, [r11 + r11*1]
-    movzx ebp, r8b
-    jmp 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], edx
-    movzx ebp, byte ptr [r15 + r8 + 192]
+    mov byte ptr [r15 + r8 + 128], r8b
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], r9
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 192], dl
+    movsxd rdx, dword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + r8 + 64], 41
+    mov r8d, dword ptr [r15 + rbp + 256]
+    mov ebp, 200
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c176:
-    lea rcx, [rip + .Lc1_d14777_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14777_j_t
-.Lc1_d14777_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov ecx, dword ptr [r15 + 0]
-    mov r8, rbp
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 24
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, r8d
-    movsxd r8, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm0
-    mov byte ptr [r15 + 0], r8b
-    mov byte ptr [r15 + 0], r8b
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 192], ebp
-    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 256], ebp
+    mov r9, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], rbp
-    mov rdi, r8
     jmp 1f
 1:
-    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
     lea r9, [r11 + r11*1]
-    movzx edi, r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1664], r8b
     and r9, 64
-    movsxd rdi, dword ptr [r15 + r9 + 448]
-    movzx edx, byte ptr [r15 + rbp + 256]
+    mov rcx, qword ptr [r15 + r9 + 320]
+    movsxd rdx, dword ptr [r15 + r8 + 1472]
+    mov esi, 91
+    mov esi, 250
+    mov esi, esi
+    mov dword ptr [r15 + r8 + 1344], 167
+    movsxd rsi, dword ptr [r15 + r8 + 1600]
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + r8 + 1536], 197
     jmp 1f
 1:
-    mov rbp, r8
-    mov dword ptr [r15 + r8 + 64], 217
+    mov r9d, dword ptr [r15 + r8 + 1408]
+    mov r8d, 107
+    mov r8d, 47
+    mov dword ptr [r15 + rbp + 192], 255
+    movzx r8d, r8b
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + r9 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c177:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 33554432
+    setz al
+    lea rcx, [rip + .Lc1_d14376_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14376_s_t
+    .p2align 3
+.Lc1_d14376_s:
+    .p2align 3
+    jmp .Lc1_d14376_j
+    .p2align 3
+    jmp .Lc1_d14376_j
+.Lc1_d14376_j:
+    lea r8, [r11 + r11*8]
+    mov rbp, r8
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1472], dil
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 1792], ecx
+    movzx eax, byte ptr [r15 + r8 + 1728]
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 1536], al
+    mov dword ptr [r15 + r8 + 1408], 81
+    mov eax, dword ptr [r15 + r8 + 1664]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 142
+    mov qword ptr [r15 + r8 + 1600], rax
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 192]
+    movzx edi, al
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 1856], bpl
+    and rbp, 64
+    vmovdqu xmm4, xmmword ptr [r15 + rbp + 384]
+    mov eax, dword ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + r9 + 256], 72
+    mov qword ptr [r15 + r8 + 1344], r9
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c178:
+    lea rcx, [rip + .Lc1_d14426_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14426_j_t
+.Lc1_d14426_j:
+    lea rbp, [r11*8]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3520], rax
+    mov byte ptr [r15 + rbp + 3712], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, eax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    movzx edi, byte ptr [r15 + rbp + 3456]
+    mov eax, eax
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 512]
+    movzx ecx, al
+    jmp 1f
+1:
+    mov eax, ebp
+    mov dword ptr [r15 + rbp + 3776], 140
+    mov qword ptr [r15 + rbp + 3584], rax
+    mov eax, 204
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 3840], esi
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 3392], 210
+    mov dword ptr [r15 + r8 + 448], edi
+    and r9, 64
+    mov byte ptr [r15 + r9 + 320], r9b
+    vpmovmskb r8d, xmm4
+    mov r8d, r8d
+    mov r8d, r8d
+    mov dword ptr [r15 + r9 + 384], 139
+    movzx r8d, byte ptr [r15 + rbp + 3648]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c179:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*8]
+    and r8, 64
+    vmovdqu xmm4, xmmword ptr [r15 + r8 + 128]
+    and r9, 1984
+    movzx edi, byte ptr [r15 + r9 + 1792]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, sil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + r9 + 1600], ebp
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 1856], rbp
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + r8 + 64]
+    and rbp, 64
+    mov r8, qword ptr [r15 + rbp + 192]
+    mov rcx, r8
+    mov r8, qword ptr [r15 + r9 + 1536]
+    mov dword ptr [r15 + r9 + 1408], r8d
+    vmovdqu ymmword ptr [r15 + r9 + 1472], ymm0
+    mov r8d, 167
+    mov dword ptr [r15 + r9 + 1728], r8d
+    mov r8d, dword ptr [r15 + rbp + 256]
+    mov rbp, qword ptr [r15 + r9 + 1664]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c180:
+    lea rcx, [rip + .Lc1_d14519_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14519_j_t
+.Lc1_d14519_j:
+    lea rbp, [r11 + r11*8]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1408], 226
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], 31
+    mov r9d, 12
+    jmp 1f
+1:
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    mov qword ptr [r15 + rbp + 1472], rax
+    mov qword ptr [r15 + rbp + 1536], r9
+    and r9, 192
+    mov qword ptr [r15 + r9 + 576], r8
+    mov byte ptr [r15 + rbp + 1856], r8b
+    mov dword ptr [r15 + r9 + 768], 100
+    mov eax, 218
+    mov dword ptr [r15 + r9 + 640], r9d
+    jmp 1f
+1:
+    mov rax, rax
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 704], al
+    mov eax, dword ptr [r15 + rbp + 1600]
+    mov byte ptr [r15 + rbp + 1792], al
+    mov dword ptr [r15 + r8 + 320], 9
+    mov eax, 33
+    mov dword ptr [r15 + rbp + 1664], 106
+    mov dword ptr [r15 + rbp + 1728], 7
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c181:
+    jmp 1f
+1:
+    movzx eax, r9b
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 196
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9d, 148
+    mov r9d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    mov eax, 135
+    and r9, 192
+    imul rax, qword ptr [r15 + r9 + 640]
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    mov edi, dword ptr [r15 + rbp + 64]
+    movzx esi, dil
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], 40
+    mov edi, dword ptr [r15 + r8 + 384]
+    mov dword ptr [r15 + r9 + 704], edi
+    mov rdi, qword ptr [r15 + r9 + 576]
+    mov r8d, dword ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 768], edx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c182:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d14611_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14611_j_t
+.Lc1_d14611_j:
+    mov rcx, rdi
+    mov rcx, r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov rcx, rax
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov ecx, 152
+    mov dword ptr [r15 + 0], ecx
+    vmovdqu xmmword ptr [r15 + 0], xmm4
+    test dword ptr [r15 + 67117724], 2097664
+    jnz 1f
+1:
+    mov ecx, esi
+    mov dword ptr [r15 + 0], 206
+    mov dword ptr [r15 + 0], eax
+    mov ecx, 87
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov rcx, r9
+    mov edx, 100
+    lea rbp, [r11*4]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 640], 37
+    and r8, 64
+    lea r9, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + r8 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 448], rdx
+    mov rdx, qword ptr [r15 + r9 + 512]
+    mov qword ptr [r15 + rbp + 576], rdx
+    mov qword ptr [r15 + rbp + 704], rbp
+    mov edx, dword ptr [r15 + rbp + 768]
+    mov qword ptr [r15 + r8 + 192], rdx
+    mov edx, 228
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c183:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edx, edx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edx
+    mov r8d, 208
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 25
+    jmp 1f
+1:
+    lea r8, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 896], 175
+    vmovdqu xmmword ptr [r15 + r8 + 1216], xmm4
+    mov rdx, qword ptr [r15 + r8 + 1088]
+    mov ebp, edx
+    movsxd rdx, dword ptr [r15 + r8 + 1152]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + r8 + 960]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 832], rsi
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], r8d
+    mov esi, edx
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], ebp
+    mov dword ptr [r15 + r9 + 256], 43
+    mov esi, 216
+    mov byte ptr [r15 + rbp + 128], sil
+    mov dword ptr [r15 + r8 + 1024], 176
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c184:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 524288
+    setz al
+    lea rcx, [rip + .Lc1_d14720_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14720_s_t
+    .p2align 3
+.Lc1_d14720_s:
+    .p2align 3
+    jmp .Lc1_d14720_j
+    .p2align 3
+    jmp .Lc1_d14720_j
+.Lc1_d14720_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov ecx, ebp
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 320]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 192], r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
     jmp 1f
@@ -18465,841 +18041,337 @@ ditto_body_c1:
     jmp 1f
 1:
     mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov dword ptr [r15 + 0], 192
-    mov rbp, rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov ebp, ecx
-    movzx ecx, bpl
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov rcx, rsi
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 255
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 240
-    lea r8, [r11*4]
-    jmp 1f
-1:
-    and r8, 192
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 768], 168
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 192]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 704], 147
-    and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 576], rdi
-    jmp 1f
-1:
-    mov edi, r8d
-    mov byte ptr [r15 + rbp + 128], al
-    mov rbp, r9
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + r9 + 256]
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 640], bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c178:
-    lea rcx, [rip + .Lc1_d14886_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14886_j_t
-.Lc1_d14886_j:
-    lea rbp, [r11*4]
-    and rbp, 192
-    movsxd rcx, dword ptr [r15 + rbp + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 66
-    vpcmpeqb xmm0, xmm0, xmm5
-    mov r9d, 173
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 222
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    movzx r8d, al
-    mov qword ptr [r15 + 0], r8
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 178
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
-    and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 320]
-    mov ecx, r9d
-    mov byte ptr [r15 + r8 + 384], dl
-    lea r8, [r11 + r11*1]
-    mov r9d, dword ptr [r15 + rbp + 576]
-    mov edx, dword ptr [r15 + rbp + 768]
-    and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 256]
-    mov dword ptr [r15 + r8 + 192], 15
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + rbp + 704], xmm0
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c179:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    vpmovmskb r9d, xmm0
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    movzx eax, al
-    mov byte ptr [r15 + 0], al
-    mov eax, eax
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    movzx eax, r9b
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
     mov eax, dword ptr [r15 + 0]
-    and r9, 64
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov edx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov dword ptr [r15 + 0], 138
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r8d, 85
+    movzx r8d, r8b
+    mov r8d, edi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
     lea r8, [r11 + r11*1]
-    movzx edx, byte ptr [r15 + r9 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov byte ptr [r15 + r9 + 256], r8b
     and r8, 64
-    mov dword ptr [r15 + r8 + 512], 13
-    lea rbp, [r11 + r11*1]
+    movsxd rdx, dword ptr [r15 + r8 + 128]
+    movzx r9d, byte ptr [r15 + rbp + 384]
+    movsxd rbp, dword ptr [r15 + r8 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 192], bpl
-    mov qword ptr [r15 + r8 + 448], rbp
-    mov byte ptr [r15 + rbp + 256], bpl
-    mov dword ptr [r15 + r9 + 64], edx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c180:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2048
-    setz al
-    lea rcx, [rip + .Lc1_d14993_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14993_s_t
-    .p2align 3
-.Lc1_d14993_s:
-    .p2align 3
-    jmp .Lc1_d14993_j
-    .p2align 3
-    jmp .Lc1_d14993_j
-.Lc1_d14993_j:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov rcx, rax
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    lea r8, [r11 + r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1536]
-    vmovq qword ptr [r15 + r8 + 1792], xmm0
-    movzx edx, byte ptr [r15 + rbp + 512]
-    movzx ebp, byte ptr [r15 + r8 + 1856]
-    mov rdi, rsi
-    movsxd rdi, dword ptr [r15 + r8 + 1728]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 1344], 237
-    mov esi, esi
-    and r9, 64
-    and esi, dword ptr [r15 + r9 + 64]
-    mov dword ptr [r15 + r8 + 1472], esi
-    movzx esi, sil
-    movzx esi, sil
-    mov byte ptr [r15 + r8 + 1664], sil
-    mov rsi, qword ptr [r15 + r8 + 1600]
-    mov dword ptr [r15 + r9 + 128], edi
-    movsxd r9, dword ptr [r15 + r8 + 1408]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c181:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15047_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15047_j_t
-.Lc1_d15047_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 218
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3712], r9
-    movzx ecx, r9b
-    mov qword ptr [r15 + r9 + 3520], rcx
-    test dword ptr [r15 + 67117724], 1048576
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 64]
-    lea r8, [r11 + r11*1]
-    movzx edi, r8b
-    and r8, 192
-    mov dword ptr [r15 + r8 + 640], 112
-    mov edi, edx
-    inc dword ptr [r15 + r8 + 576]
-    and edi, dword ptr [r15 + r9 + 3584]
-    jmp 1f
-1:
-    mov r8d, 208
-    mov r8d, 159
-    mov r8, qword ptr [r15 + r9 + 3456]
-    vpxor xmm0, xmm0, xmm7
-    mov esi, 36
-    add qword ptr [r15 + r9 + 3648], rsi
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 128], 44
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c182:
-    lea r8, [r11 + r11*8]
-    and r8, 1984
-    lea rbp, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm0
-    mov esi, dword ptr [r15 + r8 + 1728]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], ebp
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    vpshufd xmm0, xmm0, 133
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + rbp + 448], r9
-    mov rdi, qword ptr [r15 + r8 + 1408]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], r9d
-    mov ebp, dword ptr [r15 + r8 + 1664]
-    mov edx, dword ptr [r15 + r8 + 1536]
-    mov dword ptr [r15 + r8 + 1600], edx
-    mov edx, r8d
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + r8 + 1472]
-    mov byte ptr [r15 + r8 + 1792], dl
-    movzx edx, dl
-    mov byte ptr [r15 + r8 + 1856], r9b
-    mov edx, edx
-    mov byte ptr [r15 + r9 + 320], r9b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c183:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d15143_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15143_s_t
-    .p2align 3
-.Lc1_d15143_s:
-    .p2align 3
-    jmp .Lc1_d15143_j
-    .p2align 3
-    jmp .Lc1_d15143_j
-    .p2align 3
-    jmp .Lc1_d15143_j
-    .p2align 3
-    jmp .Lc1_d15143_j
-    .p2align 3
-    jmp .Lc1_d15143_j
-    .p2align 3
-    jmp .Lc1_d15143_j
-    .p2align 3
-    jmp .Lc1_d15143_j
-    .p2align 3
-    jmp .Lc1_d15143_j
-    .p2align 3
-    jmp .Lc1_d15143_j
-    .p2align 3
-    jmp .Lc1_d15143_j
-    .p2align 3
-    jmp .Lc1_d15143_j
-    .p2align 3
-    jmp .Lc1_d15143_j
-    .p2align 3
-    jmp .Lc1_d15143_j
-    .p2align 3
-    jmp .Lc1_d15143_j
-    .p2align 3
-    jmp .Lc1_d15143_j
-    .p2align 3
-    jmp .Lc1_d15143_j
-.Lc1_d15143_j:
-    lea rbp, [r11*8]
-    lea r9, [r11*8]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1664], ebp
-    vmovdqu ymmword ptr [r15 + rbp + 1408], ymm0
-    and r9, 8128
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 7488], rax
-    and r8, 64
-    mov byte ptr [r15 + r8 + 512], r8b
-    mov qword ptr [r15 + r9 + 7680], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 7872], bpl
-    jmp 1f
-1:
-    mov rax, r8
-    jmp 1f
-1:
-    mov rax, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpmovmskb esi, xmm0
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + rbp + 1472]
-    mov eax, 250
-    mov eax, eax
-    vmovdqu ymmword ptr [r15 + rbp + 1600], ymm0
-    mov dword ptr [r15 + rbp + 1536], 230
-    mov eax, 16
-    mov rax, qword ptr [r15 + r9 + 7552]
-    vmovdqu ymmword ptr [r15 + r9 + 7808], ymm0
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 7616], rsi
-    mov rsi, rsi
-    mov qword ptr [r15 + rbp + 1344], rsi
-    mov dword ptr [r15 + r8 + 448], esi
-    mov esi, dword ptr [r15 + r9 + 7744]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c184:
-    lea rbp, [r11*8]
-    jmp 1f
-1:
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1536], dil
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 1600], 61
-    mov dword ptr [r15 + rbp + 1664], 43
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea r8, [r11*4]
-    jmp 1f
-1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3584], r8
-    mov qword ptr [r15 + r8 + 3392], r8
-    lea r9, [r11 + r11*1]
-    movzx esi, byte ptr [r15 + rbp + 1728]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], 80
-    mov eax, r9d
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + r8 + 3520]
-    add rsi, qword ptr [r15 + rbp + 1408]
-    movzx edi, byte ptr [r15 + r8 + 3456]
-    mov dword ptr [r15 + r9 + 128], edi
-    mov dword ptr [r15 + rbp + 1472], r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, 229
-    mov edi, 14
-    mov r9d, edi
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 1344], r9b
+    mov r8, rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c185:
-    lea rcx, [rip + .Lc1_d15258_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d14788_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15258_j_t
-.Lc1_d15258_j:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov qword ptr [r15 + 0], rdx
+    jmp .Lc1_d14788_j_t
+.Lc1_d14788_j:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ecx, 1
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov rcx, rdi
-    mov edx, dword ptr [r15 + 0]
-    mov ecx, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    mov edi, ecx
-    vpcmpeqb xmm0, xmm0, xmm1
-    jmp 1f
-1:
-    jmp 1f
-1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, edi
-    mov edi, 184
+    mov ecx, 224
     mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb edi, xmm0
-    mov edi, 136
-    mov edi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm0, xmm0, xmm15
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ecx, ebp
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
+    movzx eax, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    lea rbp, [r11 + r11*1]
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + r9 + 64]
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 512]
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 192
+    movsxd rcx, dword ptr [r15 + rbp + 768]
+    movzx eax, cl
     lea r8, [r11 + r11*1]
-    jmp 1f
+    test dword ptr [r15 + 67117724], 8404992
+    jnz 1f
 1:
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + rbp + 448]
     and r8, 64
-    and ebp, dword ptr [r15 + r8 + 128]
-    mov qword ptr [r15 + r8 + 64], rbp
+    mov dword ptr [r15 + r8 + 128], r8d
+    mov dword ptr [r15 + rbp + 640], 126
+    lea r9, [r11 + r11*2]
+    mov dword ptr [r15 + r8 + 64], r9d
+    and r9, 4032
+    movsxd rdi, dword ptr [r15 + r9 + 3456]
+    movzx r8d, dil
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 128], r8b
+    movzx edi, byte ptr [r15 + rbp + 704]
+    mov qword ptr [r15 + r9 + 3520], rdi
+    mov dword ptr [r15 + rbp + 576], eax
+    mov rbp, qword ptr [r15 + r9 + 3392]
+    mov eax, 104
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c186:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d15321_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15321_s_t
-    .p2align 3
-.Lc1_d15321_s:
-    .p2align 3
-    jmp .Lc1_d15321_j
-    .p2align 3
-    jmp .Lc1_d15321_j
-.Lc1_d15321_j:
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov ecx, 58
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
     jmp 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1024], 74
-    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + rbp + 1216]
-    mov qword ptr [r15 + rbp + 1088], rcx
+    movzx eax, al
+    mov eax, eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, rax
+    mov ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx eax, bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    and rbp, 64
     lea r8, [r11 + r11*1]
-    mov ecx, r8d
-    mov r9d, eax
-    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 512], rcx
     and r8, 64
-    mov dword ptr [r15 + r8 + 320], 185
-    and r9, 64
-    mov qword ptr [r15 + r9 + 448], r9
-    mov dword ptr [r15 + rbp + 1280], 50
-    jmp 1f
-1:
-    movzx ecx, r9b
+    mov dword ptr [r15 + r8 + 256], 26
+    mov dword ptr [r15 + rbp + 448], 84
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx edi, cl
-    mov dword ptr [r15 + rbp + 960], 49
-    movsxd rdi, dword ptr [r15 + rbp + 832]
-    movsxd rcx, dword ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + r8 + 384], ecx
+    lea rbp, [r11 + r11*1]
+    mov rcx, rdx
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], 82
+    mov dword ptr [r15 + r8 + 192], 33
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + rbp + 896]
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 1152], cl
+    movzx r8d, bpl
+    mov r8, qword ptr [r15 + rbp + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c187:
-    lea r8, [r11 + r11*8]
-    mov ecx, 161
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm0
+    lea rcx, [rip + .Lc1_d14883_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14883_j_t
+.Lc1_d14883_j:
+    mov ecx, 62
+    mov ecx, r8d
+    mov ecx, ebp
+    mov r9d, 131
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 223
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1536]
+    jmp 1f
+1:
+    imul rcx, qword ptr [r15 + rbp + 1600]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r9d, 80
+    and r8, 64
+    movzx r9d, byte ptr [r15 + r8 + 320]
+    movzx eax, r9b
+    mov r9d, 27
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    mov rcx, rdi
+    mov edi, dword ptr [r15 + r8 + 384]
     and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 448], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + r9 + 64]
+    mov edx, dword ptr [r15 + rbp + 1664]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + r9 + 128], eax
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rdi, r8
-    mov edi, 76
-    movzx edi, dil
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + r8 + 3456], r9
-    mov dword ptr [r15 + r8 + 3840], 176
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], ebp
-    mov byte ptr [r15 + r8 + 3904], dl
-    mov dword ptr [r15 + r8 + 3584], 170
-    mov byte ptr [r15 + r8 + 3776], al
-    mov edi, edx
-    movzx edi, dil
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 320], 35
-    mov qword ptr [r15 + r9 + 512], rdi
-    mov byte ptr [r15 + r8 + 3520], dil
-    mov edi, dword ptr [r15 + r8 + 3712]
-    mov rbp, qword ptr [r15 + r8 + 3648]
-    mov r9d, 42
+    mov qword ptr [r15 + rbp + 1728], rsi
+    movzx esi, dil
+    mov dword ptr [r15 + rbp + 1472], eax
+    mov r9d, dword ptr [r15 + rbp + 1408]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c188:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15422_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15422_j_t
-.Lc1_d15422_j:
+    lea r9, [r11 + r11*8]
+    movzx esi, r9b
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1856], 33
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, dil
+    mov esi, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov rcx, qword ptr [r15 + 0]
-    vpcmpeqb xmm0, xmm0, xmm14
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], 245
-    mov edi, 17
+    mov esi, 126
     jmp 1f
 1:
-    mov rdi, rcx
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 270336
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    mov ecx, edi
-    jmp 1f
-1:
-    movzx ecx, cl
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rdi
-    mov rdi, rax
-    lea r9, [r11 + r11*1]
-    movzx edi, cl
-    movzx edi, bpl
-    and r9, 64
-    mov edi, dword ptr [r15 + r9 + 384]
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + rbp + 128]
-    lea rbp, [r11 + r11*1]
-    mov eax, 94
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 192]
-    mov qword ptr [r15 + rbp + 256], rcx
-    movsxd rbp, dword ptr [r15 + r9 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c189:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
+    movzx esi, r8b
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + r9 + 1536]
     and r8, 64
-    lea r9, [r11*8]
-    mov dword ptr [r15 + r8 + 512], 47
+    mov rdi, qword ptr [r15 + r8 + 448]
+    mov dword ptr [r15 + r9 + 1600], edi
+    lea rbp, [r11 + r11*1]
+    movzx edi, byte ptr [r15 + r9 + 1728]
     jmp 1f
 1:
-    vmovdqu xmm0, xmmword ptr [r15 + r8 + 448]
-    and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3584]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 240
+    vmovdqu ymmword ptr [r15 + r9 + 1408], ymm4
+    vmovdqu ymmword ptr [r15 + rbp + 256], ymm4
+    mov dword ptr [r15 + r8 + 512], 22
+    movzx ebp, byte ptr [r15 + r9 + 1344]
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + r9 + 1664]
+    mov r8d, r9d
+    movsxd r8, dword ptr [r15 + r9 + 1792]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + r9 + 3776]
+    mov dword ptr [r15 + r9 + 1472], r8d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c189:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8
+    setz al
+    lea rcx, [rip + .Lc1_d14979_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14979_s_t
+    .p2align 3
+.Lc1_d14979_s:
+    .p2align 3
+    jmp .Lc1_d14979_j
+    .p2align 3
+    jmp .Lc1_d14979_j
+.Lc1_d14979_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdi
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 98
-    vmovq qword ptr [r15 + r9 + 3648], xmm0
-    mov dword ptr [r15 + rbp + 384], 56
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + r9 + 3840]
-    mov qword ptr [r15 + r9 + 3456], rdi
-    mov dword ptr [r15 + r9 + 3392], eax
-    mov dword ptr [r15 + r9 + 3520], r9d
-    mov eax, 214
-    mov dword ptr [r15 + r9 + 3712], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    lea r8, [r11*8]
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 1024]
+    and rbp, 192
+    mov rdi, qword ptr [r15 + rbp + 640]
+    lea r9, [r11 + r11*1]
+    mov esi, 20
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 448]
+    mov rdx, qword ptr [r15 + r8 + 960]
+    mov ecx, 117
+    mov dword ptr [r15 + r8 + 1216], r8d
+    vmovq qword ptr [r15 + r9 + 512], xmm4
+    mov qword ptr [r15 + r8 + 832], rax
+    mov qword ptr [r15 + r8 + 1152], rax
+    mov eax, dword ptr [r15 + rbp + 704]
+    mov dword ptr [r15 + r8 + 896], eax
+    mov qword ptr [r15 + rbp + 576], rax
+    mov dword ptr [r15 + r8 + 1280], 71
+    mov byte ptr [r15 + rbp + 768], bpl
+    mov byte ptr [r15 + r8 + 1088], al
     jmp 1f
 1:
     add r11, 64
@@ -19307,226 +18379,251 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c190:
-    lea rcx, [rip + .Lc1_d15523_j]
+    lea rcx, [rip + .Lc1_d15029_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15523_j_t
-.Lc1_d15523_j:
+    jmp .Lc1_d15029_j_t
+.Lc1_d15029_j:
+    movsxd r8, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rcx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 59
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    vpmovmskb r9d, xmm0
-    and rbp, 64
-    lea r9, [r11 + r11*8]
-    mov qword ptr [r15 + rbp + 384], rcx
-    mov ecx, dword ptr [r15 + rbp + 320]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1408], rax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + r9 + 1600]
-    mov ebp, 196
+    mov esi, 101
+    mov esi, 189
     jmp 1f
 1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    vpmovmskb esi, xmm4
+    mov r8d, ecx
+    mov r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, r8
+    movzx ecx, cl
     lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 1344], r8
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    lea rbp, [r11 + r11*1]
     and r8, 64
-    add qword ptr [r15 + r8 + 448], r8
-    mov byte ptr [r15 + r9 + 1792], r8b
-    mov dword ptr [r15 + r9 + 1856], r8d
-    mov rbp, qword ptr [r15 + r8 + 512]
-    mov r8d, dword ptr [r15 + r9 + 1728]
-    mov edi, r8d
-    mov dword ptr [r15 + r9 + 1536], 7
-    vmovdqu ymmword ptr [r15 + r9 + 1472], ymm0
-    mov r8d, 61
-    vmovdqu ymmword ptr [r15 + r9 + 1664], ymm0
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 512], 118
+    and r9, 64
+    movsxd rsi, dword ptr [r15 + r9 + 128]
+    and rbp, 64
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + rbp + 512]
+    mov dword ptr [r15 + rbp + 448], 108
+    jmp 1f
+1:
+    mov ebp, ebp
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + r8 + 448], ymm4
+    mov dword ptr [r15 + r9 + 64], 117
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c191:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 1024]
-    jmp 1f
-1:
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    lea r9, [r11*8]
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
     and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rbp
-    mov dword ptr [r15 + r8 + 896], 102
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3648], r9
-    vmovdqu ymmword ptr [r15 + rbp + 512], ymm0
-    mov rbp, qword ptr [r15 + r9 + 3712]
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm0
-    movzx eax, dil
-    and edi, dword ptr [r15 + r9 + 3456]
-    mov qword ptr [r15 + r8 + 960], rdi
-    movzx edi, r9b
-    mov qword ptr [r15 + r8 + 832], r9
-    movsxd rdi, dword ptr [r15 + r9 + 3584]
-    mov byte ptr [r15 + r9 + 3520], r9b
+    mov byte ptr [r15 + rbp + 192], bpl
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 1088], 233
-    mov r9d, 34
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 112
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 38
+    mov r8d, 186
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, 40
-    mov r9d, ebp
+    jmp 1f
+1:
+    mov esi, 250
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rbp
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dil
+    mov edi, ebp
+    movzx edi, dil
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    mov rdi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov eax, 207
+    movzx eax, byte ptr [r15 + 0]
+    mov byte ptr [r15 + r9 + 64], cl
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 192], sil
+    mov esi, r9d
+    mov esi, dword ptr [r15 + rbp + 256]
+    mov edx, 106
+    movzx ebp, byte ptr [r15 + r9 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c192:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d15616_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15616_s_t
-    .p2align 3
-.Lc1_d15616_s:
-    .p2align 3
-    jmp .Lc1_d15616_j
-    .p2align 3
-    jmp .Lc1_d15616_j
-.Lc1_d15616_j:
-    lea r9, [r11*8]
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 1152]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    movzx ecx, dil
+    lea rcx, [rip + .Lc1_d15139_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15139_j_t
+.Lc1_d15139_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], edx
+    mov ecx, 233
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea rbp, [r11 + r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7552]
-    mov dword ptr [r15 + rbp + 7616], ecx
-    mov rcx, rcx
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + r9 + 1024], al
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, 28
+    lea rbp, [r11 + r11*8]
+    lea r9, [r11 + r11*1]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3584], bpl
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], r9d
+    movsxd rcx, dword ptr [r15 + rbp + 3840]
+    mov esi, esi
+    mov dword ptr [r15 + rbp + 3648], esi
+    mov esi, edi
+    jmp 1f
+1:
+    movzx esi, bpl
+    mov dword ptr [r15 + r9 + 64], 149
+    movzx r9d, byte ptr [r15 + rbp + 3456]
+    mov rsi, qword ptr [r15 + rbp + 3776]
+    mov edi, dword ptr [r15 + rbp + 3520]
+    mov dword ptr [r15 + rbp + 3392], edi
+    mov dword ptr [r15 + rbp + 3904], ebp
+    mov edi, 174
     lea r8, [r11 + r11*1]
-    movzx eax, r8b
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 3712], 85
     and r8, 64
-    mov qword ptr [r15 + r8 + 448], rbp
-    movzx eax, bpl
-    movsxd rax, dword ptr [r15 + r9 + 960]
-    mov rdi, qword ptr [r15 + r9 + 896]
+    mov qword ptr [r15 + r8 + 384], r9
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + rbp + 7744]
-    and edi, dword ptr [r15 + r9 + 1088]
-    movzx esi, dil
-    mov dword ptr [r15 + r9 + 832], 109
-    mov dword ptr [r15 + r8 + 512], 119
-    mov byte ptr [r15 + rbp + 7680], r9b
-    jmp 1f
-1:
-    mov rbp, rdx
-    mov edx, ebp
-    jmp 1f
-1:
+    mov r9, qword ptr [r15 + r8 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c193:
-    lea rcx, [rip + .Lc1_d15669_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15669_j_t
-.Lc1_d15669_j:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    lea r9, [r11*4]
+    and r8, 64
+    movsxd rdi, dword ptr [r15 + r8 + 64]
+    and r9, 192
+    mov byte ptr [r15 + r9 + 704], r9b
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpshufd xmm4, xmm4, 10
+    mov rbp, qword ptr [r15 + 0]
+    movzx ecx, al
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov byte ptr [r15 + 0], cl
+    movzx ecx, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 9216
+    jnz 1f
+1:
     mov rcx, rbp
-    mov ecx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 148
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 212
-    lea r8, [r11*8]
+    mov ecx, ecx
+    lea rbp, [r11 + r11*1]
+    mov rcx, rdi
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3456], r8
-    movzx ecx, byte ptr [r15 + r8 + 3712]
-    vmovq xmm0, rcx
-    mov qword ptr [r15 + r8 + 3648], r9
-    lea rbp, [r11*4]
-    mov dword ptr [r15 + r8 + 3584], r9d
-    lea r9, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + r8 + 3520]
-    and rbp, 192
-    movzx edx, byte ptr [r15 + rbp + 640]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], dil
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 512], rbp
+    mov qword ptr [r15 + rbp + 448], rbp
+    movsxd rbp, dword ptr [r15 + r9 + 640]
+    movzx ecx, bpl
+    mov ebp, 128
     jmp 1f
 1:
-    mov esi, edx
-    mov dword ptr [r15 + rbp + 768], esi
-    mov qword ptr [r15 + r8 + 3776], rsi
-    mov rsi, qword ptr [r15 + r9 + 320]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 704], ymm0
-    mov dword ptr [r15 + r8 + 3392], 104
-    mov rax, qword ptr [r15 + rbp + 576]
-    .byte 0x66, 0x90
+    movsxd rbp, dword ptr [r15 + r9 + 576]
+    mov edi, ebp
+    mov rbp, rdi
+    mov dword ptr [r15 + r9 + 768], 190
+    movsxd rbp, dword ptr [r15 + r8 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -19535,612 +18632,621 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 177
-    mov rsi, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov eax, edx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    movzx eax, al
-    mov eax, eax
-    movzx eax, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    jmp 1f
-1:
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d15240_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15240_s_t
+    .p2align 3
+.Lc1_d15240_s:
+    .p2align 3
+    jmp .Lc1_d15240_j
+    .p2align 3
+    jmp .Lc1_d15240_j
+.Lc1_d15240_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 156
-    mov rax, rax
-    test dword ptr [r15 + 67117724], 131072
-    jnz 1f
-1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dl
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    mov edx, 168
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 72
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], ebp
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], r8d
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
-    movsxd rdi, dword ptr [r15 + rbp + 448]
-    jmp 1f
-1:
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    mov byte ptr [r15 + 0], dil
+    movzx edi, dil
+    movzx edi, dil
+    mov edi, dword ptr [r15 + 0]
     mov ebp, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 185
+    mov edi, eax
+    movsxd rax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9d, eax
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 236
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], sil
+    mov rsi, r9
+    jmp 1f
+1:
+    and r8, 64
+    movsxd rsi, dword ptr [r15 + r8 + 192]
+    lea rbp, [r11 + r11*1]
+    mov esi, ebp
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 64], ymm4
+    mov esi, 120
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rdi, rsi
-    movzx edi, byte ptr [r15 + r8 + 192]
-    mov qword ptr [r15 + r9 + 64], rdi
+    mov esi, dword ptr [r15 + r9 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 128], 6
+    mov dword ptr [r15 + r8 + 256], 40
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c195:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d15770_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15770_s_t
-    .p2align 3
-.Lc1_d15770_s:
-    .p2align 3
-    jmp .Lc1_d15770_j
-    .p2align 3
-    jmp .Lc1_d15770_j
-    .p2align 3
-    jmp .Lc1_d15770_j
-    .p2align 3
-    jmp .Lc1_d15770_j
-    .p2align 3
-    jmp .Lc1_d15770_j
-    .p2align 3
-    jmp .Lc1_d15770_j
-    .p2align 3
-    jmp .Lc1_d15770_j
-    .p2align 3
-    jmp .Lc1_d15770_j
-.Lc1_d15770_j:
+    lea rcx, [rip + .Lc1_d15300_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15300_j_t
+.Lc1_d15300_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 36
     lea rbp, [r11 + r11*1]
+    movzx ecx, bpl
     and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 156
-    mov qword ptr [r15 + 0], rbp
-    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + rbp + 128], 173
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 230
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    add qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
     movzx edi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    mov edi, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    movzx edi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 192
-    mov qword ptr [r15 + r8 + 640], rax
-    mov rax, r8
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + r8 + 3648]
+    mov r9d, dword ptr [r15 + r8 + 3456]
+    jmp 1f
+1:
+    mov esi, r9d
+    mov esi, 211
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    movzx eax, r9b
+    mov dword ptr [r15 + r8 + 3584], 237
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + r8 + 704], ymm0
     and r9, 64
-    mov qword ptr [r15 + r9 + 448], r9
+    mov dword ptr [r15 + r9 + 320], r9d
+    mov dword ptr [r15 + r8 + 3520], 172
+    mov esi, r9d
+    mov dword ptr [r15 + rbp + 64], esi
+    movsxd rsi, dword ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + r8 + 3712], 118
     jmp 1f
 1:
-    movzx eax, r9b
-    movsxd rax, dword ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + r8 + 768], 187
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 576], cl
-    jmp 1f
-1:
-    movzx ecx, al
-    mov byte ptr [r15 + rbp + 384], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c196:
-    lea rcx, [rip + .Lc1_d15833_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15833_j_t
-.Lc1_d15833_j:
-    movzx ecx, byte ptr [r15 + 0]
-    mov rax, r8
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov esi, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 254
-    mov dword ptr [r15 + 0], 113
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edx, bpl
-    mov eax, 17
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, esi
+    lea r9, [r11 + r11*1]
+    movzx ebp, byte ptr [r15 + 0]
+    mov r8d, esi
+    lea r8, [r11*8]
+    and r9, 64
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 448], 87
+    and r8, 448
+    mov byte ptr [r15 + r8 + 960], sil
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], r9d
+    mov dword ptr [r15 + rbp + 384], ebp
+    test ebx, 1024
     jz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], 71
-    vpxor xmm0, xmm0, xmm1
+    mov qword ptr [r15 + r8 + 1088], r9
+    mov byte ptr [r15 + r8 + 1152], r9b
     jmp 1f
 1:
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
-    lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 252
-    mov qword ptr [r15 + 0], rbp
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], r9b
-    and r8, 64
-    lea rbp, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm0
-    add rax, qword ptr [r15 + r9 + 320]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 192], ymm0
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + rbp + 256]
-    mov ebp, r9d
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 384], ebp
+    mov byte ptr [r15 + r8 + 1024], dl
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + r8 + 896]
+    movzx ebp, al
+    mov rbp, qword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + r8 + 832], r9d
+    mov esi, 172
+    mov rsi, qword ptr [r15 + r8 + 1216]
+    mov r9, r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, r9b
+    mov r9, rdx
+    mov byte ptr [r15 + r8 + 1280], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c197:
-    lea rbp, [r11 + r11*8]
-    mov r8d, 48
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3648], ymm0
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d15403_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15403_s_t
+    .p2align 3
+.Lc1_d15403_s:
+    .p2align 3
+    jmp .Lc1_d15403_j
+    .p2align 3
+    jmp .Lc1_d15403_j
+    .p2align 3
+    jmp .Lc1_d15403_j
+    .p2align 3
+    jmp .Lc1_d15403_j
+    .p2align 3
+    jmp .Lc1_d15403_j
+    .p2align 3
+    jmp .Lc1_d15403_j
+    .p2align 3
+    jmp .Lc1_d15403_j
+    .p2align 3
+    jmp .Lc1_d15403_j
+.Lc1_d15403_j:
+    vpaddd xmm4, xmm4, xmm4
+    movzx eax, al
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    mov rcx, rax
+    mov rax, rcx
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 3456], 28
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm4
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
     jmp 1f
 1:
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 164
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], 195
+    mov ecx, 56
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov rcx, qword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
     jmp 1f
 1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm4, xmmword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov rdx, rax
+    jmp 1f
+1:
+    and rbp, 64
     lea r8, [r11 + r11*1]
+    mov eax, dword ptr [r15 + rbp + 128]
     jmp 1f
 1:
-    add r9, qword ptr [r15 + rbp + 3776]
     and r8, 64
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 320], r9
-    mov byte ptr [r15 + rbp + 3904], bpl
-    and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 384]
-    mov byte ptr [r15 + rbp + 3520], dil
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + r8 + 384], r8
-    mov edx, 220
+    mov byte ptr [r15 + r8 + 384], dil
     jmp 1f
 1:
-    movzx edi, dl
-    mov byte ptr [r15 + r9 + 320], dil
-    and edi, dword ptr [r15 + rbp + 3712]
-    mov qword ptr [r15 + rbp + 3584], rsi
-    mov rsi, qword ptr [r15 + rbp + 3840]
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 320], 130
+    mov dword ptr [r15 + rbp + 64], 177
+    and r9, 64
+    mov qword ptr [r15 + r9 + 512], rsi
+    movzx r8d, r9b
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 448], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c198:
-    lea rcx, [rip + .Lc1_d15932_j]
+    lea rcx, [rip + .Lc1_d15470_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15932_j_t
-.Lc1_d15932_j:
+    jmp .Lc1_d15470_j_t
+.Lc1_d15470_j:
     lea r8, [r11 + r11*1]
+    jmp 1f
+1:
     and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 320]
+    mov qword ptr [r15 + r8 + 256], r9
+    movzx ecx, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 68
+    mov ecx, 191
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 114
+    mov byte ptr [r15 + 0], r8b
+    vmovq xmm4, rsi
     mov dword ptr [r15 + 0], r9d
-    mov rcx, rsi
-    mov r9, rsi
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 187
-    mov qword ptr [r15 + 0], r8
+    mov byte ptr [r15 + 0], cl
+    mov byte ptr [r15 + 0], cl
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r9d, r9b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov ecx, r9d
-    mov dword ptr [r15 + 0], 207
-    vpxor xmm0, xmm0, xmm13
-    mov dword ptr [r15 + 0], 35
-    mov dword ptr [r15 + 0], 82
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 212
-    and ecx, dword ptr [r15 + 0]
-    mov r9d, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 124
     mov r9d, dword ptr [r15 + 0]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 64], bpl
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    lea r9, [r11 + r11*1]
-    movsxd rdx, dword ptr [r15 + 0]
-    and r9, 64
-    vmovq qword ptr [r15 + r9 + 448], xmm0
+    mov rcx, qword ptr [r15 + rbp + 128]
+    lea rbp, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + r8 + 192], ymm4
+    movzx r8d, r9b
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 512], rcx
-    movzx r9d, r9b
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], r9
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 128], r9
-    mov r9d, 254
-    add r9, qword ptr [r15 + r8 + 384]
+    and rbp, 64
+    movzx r8d, byte ptr [r15 + rbp + 512]
+    mov byte ptr [r15 + rbp + 448], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c199:
+    lea rbp, [r11 + r11*8]
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + rbp + 7680]
+    mov qword ptr [r15 + rbp + 7808], r9
+    mov r9, r9
+    mov r9d, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 7552], ymm4
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
+    mov r8, r8
     and r9, 64
-    mov qword ptr [r15 + r9 + 192], r9
-    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 448], bpl
     jmp 1f
 1:
+    mov r8, rbp
     jmp 1f
 1:
-    and rbp, 64
-    vmovq qword ptr [r15 + rbp + 128], xmm0
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm0, xmm0, xmm0
-    mov rdx, r9
-    jmp 1f
-1:
-    mov edx, 169
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r8d, 49
-    mov r8, r8
-    jmp 1f
-1:
-    mov r8, r8
-    jmp 1f
-1:
-    test ebx, 1506816
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    jmp 1f
-1:
-    mov r8d, r8d
-    mov r8, r8
-    mov r8d, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + rbp + 7936], r8b
     lea r8, [r11 + r11*1]
     mov ecx, r8d
-    mov rcx, qword ptr [r15 + r9 + 256]
+    mov byte ptr [r15 + r9 + 512], cl
+    mov rcx, rcx
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 192]
+    vmovdqu ymmword ptr [r15 + rbp + 7872], ymm4
+    movzx r9d, dl
     jmp 1f
 1:
-    and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 384]
-    movzx edi, byte ptr [r15 + r8 + 320]
-    and r8d, dword ptr [r15 + rbp + 64]
+    mov r9d, r9d
+    movsxd r9, dword ptr [r15 + rbp + 7616]
+    mov qword ptr [r15 + rbp + 8000], r9
+    movsxd r9, dword ptr [r15 + rbp + 7744]
+    mov dword ptr [r15 + r8 + 256], edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c200:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 256
-    setz al
-    lea rcx, [rip + .Lc1_d16047_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16047_s_t
-    .p2align 3
-.Lc1_d16047_s:
-    .p2align 3
-    jmp .Lc1_d16047_j
-    .p2align 3
-    jmp .Lc1_d16047_j
-.Lc1_d16047_j:
-    mov dword ptr [r15 + 0], esi
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r8d, 190
-    mov r8d, 19
-    mov r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d15574_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15574_j_t
+.Lc1_d15574_j:
     movzx ecx, al
-    vmovdqu xmmword ptr [r15 + 0], xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu xmm0, xmmword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rdx
+    mov ecx, r9d
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 195
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 37
+    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
     mov qword ptr [r15 + 0], r9
-    mov qword ptr [r15 + 0], rcx
-    lea r9, [r11 + r11*1]
+    mov edx, 73
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    movsxd rcx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    lea r8, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    and r9, 64
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 256], r8d
-    movzx edx, byte ptr [r15 + r9 + 192]
-    mov r9d, 194
+    movzx edx, byte ptr [r15 + rbp + 256]
     and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 512]
-    mov dword ptr [r15 + rbp + 320], 125
-    mov ebp, dword ptr [r15 + r8 + 448]
+    mov dword ptr [r15 + r8 + 128], ecx
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 64], cl
+    lea r8, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + rbp + 192]
+    movzx ebp, r9b
+    and r8, 64
+    mov byte ptr [r15 + r8 + 448], al
+    mov rbp, qword ptr [r15 + r8 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c201:
-    lea rcx, [rip + .Lc1_d16104_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16104_j_t
-.Lc1_d16104_j:
-    add rbp, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d15634_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15634_s_t
+    .p2align 3
+.Lc1_d15634_s:
+    .p2align 3
+    jmp .Lc1_d15634_j
+    .p2align 3
+    jmp .Lc1_d15634_j
+.Lc1_d15634_j:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 512], rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 143
+    movzx ecx, r9b
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 19
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, r9
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], 27
+    mov rcx, qword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 51
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    vpaddd xmm4, xmm4, xmm4
+    mov eax, 154
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rax, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*8]
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7552], 43
-    mov ecx, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 7872], bpl
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 7808], cl
-    jmp 1f
-1:
+    mov r8d, edx
     lea r8, [r11 + r11*1]
-    mov ecx, 168
-    mov ecx, ecx
-    jmp 1f
-1:
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 256]
     lea r9, [r11 + r11*1]
-    mov edx, esi
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], r8d
+    mov qword ptr [r15 + rbp + 448], rax
     and r9, 64
-    mov esi, dword ptr [r15 + r9 + 64]
-    mov edx, dword ptr [r15 + rbp + 8000]
-    mov byte ptr [r15 + r8 + 192], cl
-    mov r8d, 73
-    vmovdqu ymmword ptr [r15 + rbp + 7616], ymm0
-    mov dword ptr [r15 + rbp + 7744], r8d
-    mov byte ptr [r15 + rbp + 7936], cl
-    mov qword ptr [r15 + rbp + 7488], r8
-    movzx ecx, byte ptr [r15 + rbp + 7680]
-    movsxd r8, dword ptr [r15 + r9 + 128]
+    movzx edi, byte ptr [r15 + r9 + 128]
+    vmovq qword ptr [r15 + r8 + 320], xmm4
+    mov r8d, edi
+    mov byte ptr [r15 + r9 + 64], cl
+    mov edi, 29
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c202:
-    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov ecx, r8d
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    movzx ecx, cl
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r8d, ecx
+    mov edi, r8d
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    test ebx, 1024
-    jnz 1f
+    jmp 1f
 1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*4]
+    mov edi, eax
+    jmp 1f
+1:
+    movzx edi, dil
+    and r8, 448
+    mov qword ptr [r15 + r8 + 896], rbp
+    mov edi, 95
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 174
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    vpxor xmm0, xmm0, xmm8
+    mov edi, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
+    mov edi, 164
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 256], cl
-    mov ecx, r8d
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3456], ymm4
+    movsxd rdi, dword ptr [r15 + r8 + 1024]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 1088], 255
     and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 512]
-    mov qword ptr [r15 + rbp + 448], r8
+    mov qword ptr [r15 + rbp + 64], rbp
+    mov rax, rbp
+    mov qword ptr [r15 + r9 + 3392], rax
+    mov dword ptr [r15 + r8 + 832], 19
     jmp 1f
 1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 64], r9
+    mov eax, dword ptr [r15 + r8 + 960]
+    mov r9, qword ptr [r15 + rbp + 128]
+    mov ebp, 200
+    mov ebp, 24
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 192], r9b
+    movzx ebp, bpl
     add r11, 64
     inc rbx
     dec r13
@@ -20151,302 +19257,267 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d16217_s]
+    lea rcx, [rip + .Lc1_d15747_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16217_s_t
+    jmp .Lc1_d15747_s_t
     .p2align 3
-.Lc1_d16217_s:
+.Lc1_d15747_s:
     .p2align 3
-    jmp .Lc1_d16217_j
+    jmp .Lc1_d15747_j
     .p2align 3
-    jmp .Lc1_d16217_j
+    jmp .Lc1_d15747_j
     .p2align 3
-    jmp .Lc1_d16217_j
+    jmp .Lc1_d15747_j
     .p2align 3
-    jmp .Lc1_d16217_j
+    jmp .Lc1_d15747_j
     .p2align 3
-    jmp .Lc1_d16217_j
+    jmp .Lc1_d15747_j
     .p2align 3
-    jmp .Lc1_d16217_j
+    jmp .Lc1_d15747_j
     .p2align 3
-    jmp .Lc1_d16217_j
+    jmp .Lc1_d15747_j
     .p2align 3
-    jmp .Lc1_d16217_j
+    jmp .Lc1_d15747_j
     .p2align 3
-    jmp .Lc1_d16217_j
+    jmp .Lc1_d15747_j
     .p2align 3
-    jmp .Lc1_d16217_j
+    jmp .Lc1_d15747_j
     .p2align 3
-    jmp .Lc1_d16217_j
+    jmp .Lc1_d15747_j
     .p2align 3
-    jmp .Lc1_d16217_j
+    jmp .Lc1_d15747_j
     .p2align 3
-    jmp .Lc1_d16217_j
+    jmp .Lc1_d15747_j
     .p2align 3
-    jmp .Lc1_d16217_j
+    jmp .Lc1_d15747_j
     .p2align 3
-    jmp .Lc1_d16217_j
+    jmp .Lc1_d15747_j
     .p2align 3
-    jmp .Lc1_d16217_j
-.Lc1_d16217_j:
-    mov dword ptr [r15 + 0], 221
+    jmp .Lc1_d15747_j
+.Lc1_d15747_j:
     jmp 1f
 1:
-    movzx eax, cl
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 44
-    jmp 1f
-1:
-    mov rax, rax
-    mov eax, eax
-    jmp 1f
-1:
-    movzx eax, dil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, dil
-    mov dword ptr [r15 + 0], esi
-    mov rax, rsi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    lea r8, [r11*4]
+    jmp 1f
+1:
     and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 256]
-    and r8, 192
-    add rsi, qword ptr [r15 + r8 + 768]
+    mov byte ptr [r15 + rbp + 384], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7616]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    mov edi, dword ptr [r15 + r8 + 7936]
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r9, rdi
+    mov edi, r9d
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, 81
+    mov edx, 127
+    movzx edx, byte ptr [r15 + r8 + 7872]
+    mov esi, 28
     and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 64]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + r9 + 128]
-    mov byte ptr [r15 + r8 + 704], dl
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + r8 + 576]
-    mov dword ptr [r15 + rbp + 192], edx
-    mov dword ptr [r15 + r8 + 640], edx
-    jmp 1f
-1:
+    mov rsi, qword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + r8 + 7680], 29
+    mov dword ptr [r15 + r8 + 7552], 218
+    movzx edi, byte ptr [r15 + r8 + 7808]
+    mov edi, dword ptr [r15 + r8 + 7744]
+    mov dword ptr [r15 + r8 + 8000], 150
+    vpor xmm4, xmm4, xmm4
+    vmovdqu ymmword ptr [r15 + rbp + 320], ymm4
+    movzx r8d, byte ptr [r15 + r9 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c204:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 536870912
-    setz al
-    lea rcx, [rip + .Lc1_d16296_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16296_s_t
-    .p2align 3
-.Lc1_d16296_s:
-    .p2align 3
-    jmp .Lc1_d16296_j
-    .p2align 3
-    jmp .Lc1_d16296_j
-.Lc1_d16296_j:
-    mov dword ptr [r15 + 0], 26
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    nop
+    jmp 1f
+1:
+    mov ebp, 235
+    movzx ebp, r9b
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdi, dword ptr [r15 + 0]
+    mov ebp, 158
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 44
-    vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edi
-    mov rdi, rcx
-    mov rcx, qword ptr [r15 + 0]
+    mov rbp, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov ebp, edi
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r8, r8
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    mov r9d, 119
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, r8b
+    lea r8, [r11*4]
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    mov r8d, 207
-    mov dword ptr [r15 + 0], r8d
-    mov r8, rax
+    vpor xmm4, xmm4, xmm4
+    and r8, 192
+    mov qword ptr [r15 + r8 + 640], r8
     and r9, 64
-    mov byte ptr [r15 + r9 + 512], al
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 256]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 320], ymm0
+    mov qword ptr [r15 + r9 + 192], rsi
+    mov dword ptr [r15 + r9 + 256], 116
+    movzx r9d, r9b
+    mov r9, r8
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    movzx edx, dl
-    mov edx, dword ptr [r15 + rbp + 384]
-    movsxd rbp, dword ptr [r15 + r8 + 192]
-    mov dword ptr [r15 + r9 + 448], 150
-    movzx r8d, bpl
+    movzx esi, byte ptr [r15 + r8 + 768]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], r8
+    movzx edi, byte ptr [r15 + r8 + 704]
+    movsxd rcx, dword ptr [r15 + r8 + 576]
+    mov r8d, dword ptr [r15 + r9 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c205:
+    lea rcx, [rip + .Lc1_d15859_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15859_j_t
+.Lc1_d15859_j:
+    lea r8, [r11 + r11*8]
+    and r8, 1984
+    movsxd rdi, dword ptr [r15 + r8 + 1600]
+    mov dword ptr [r15 + r8 + 1344], 209
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 255
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
     jmp 1f
 1:
+    movsxd rdi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdx, r8
-    mov r9d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1043968
-    jnz 1f
-1:
-    mov edi, edi
+    vmovq xmm4, rcx
+    mov ecx, r8d
+    movsxd rcx, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r8 + 1408], ecx
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r8 + 1472], 124
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    add rdi, qword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + r9 + 192], r9d
+    mov ecx, edx
+    vmovq xmm4, rdi
     and rbp, 64
-    and edi, dword ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + r9 + 448], 89
-    lea r9, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + rbp + 320]
     jmp 1f
 1:
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 384]
-    add rdi, qword ptr [r15 + rbp + 64]
-    movzx ebp, dil
-    mov rbp, rax
     jmp 1f
 1:
-    mov ebp, ebp
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + r9 + 320]
-    mov r9, rbp
+    mov edi, dword ptr [r15 + r8 + 1856]
+    mov rdx, qword ptr [r15 + r8 + 1792]
+    mov dword ptr [r15 + r8 + 1536], r9d
+    mov esi, eax
+    movzx esi, al
+    mov esi, dword ptr [r15 + r8 + 1664]
     jmp 1f
 1:
+    mov dword ptr [r15 + r9 + 256], esi
+    mov byte ptr [r15 + r8 + 1728], sil
+    mov dword ptr [r15 + rbp + 384], 21
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c206:
-    lea rcx, [rip + .Lc1_d16405_j]
+    lea rcx, [rip + .Lc1_d15908_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16405_j_t
-.Lc1_d16405_j:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
-    mov r8d, r9d
-    mov qword ptr [r15 + 0], rdi
+    jmp .Lc1_d15908_j_t
+.Lc1_d15908_j:
     jmp 1f
 1:
+    mov ecx, ecx
+    mov ecx, 4
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    mov ecx, ecx
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, bpl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    movzx r9d, byte ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rdx, rcx
+    mov dword ptr [r15 + 0], edx
+    mov rdx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 49
+    mov rdx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
-    mov qword ptr [r15 + 0], rdi
-    mov edi, edi
-    lea r8, [r11*4]
+    mov rdx, rsi
+    test ebx, 1024
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 192
-    mov dword ptr [r15 + r8 + 576], r9d
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    movzx edx, byte ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 192
+    movsxd rsi, dword ptr [r15 + rbp + 640]
+    mov dword ptr [r15 + rbp + 704], esi
+    and r8, 64
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 640], 96
+    mov dword ptr [r15 + r8 + 384], 190
     and r9, 64
-    mov byte ptr [r15 + r9 + 64], r9b
-    mov dword ptr [r15 + r8 + 704], edi
-    mov edi, r9d
-    mov rdi, qword ptr [r15 + r9 + 128]
-    lea r9, [r11 + r11*1]
-    movzx eax, r9b
-    mov eax, 62
-    and r9, 64
-    vmovq qword ptr [r15 + r9 + 320], xmm0
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 768]
-    movzx r8d, byte ptr [r15 + r9 + 384]
-    mov r9d, r8d
+    mov byte ptr [r15 + r9 + 256], r9b
+    mov rsi, rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + r9 + 192]
+    mov r9d, dword ptr [r15 + rbp + 576]
+    inc dword ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + rbp + 768], r8d
+    jmp 1f
+1:
     jmp 1f
 1:
     add r11, 64
@@ -20454,679 +19525,689 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c207:
-    lea rcx, [rip + .Lc1_d16459_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16459_j_t
-.Lc1_d16459_j:
-    mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov ecx, 194
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, sil
+    mov r9d, 180
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    mov r9d, ebp
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    movzx edx, r8b
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    mov dword ptr [r15 + 0], 221
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, rcx
-    movzx esi, byte ptr [r15 + 0]
-    mov ecx, 194
-    movzx ecx, r9b
-    mov dword ptr [r15 + 0], 193
-    mov ecx, 224
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    test ebx, 4608
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rcx
-    mov dword ptr [r15 + 0], esi
+    movzx r8d, byte ptr [r15 + 0]
     jmp 1f
 1:
-    add rsi, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    lea r9, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 192
-    xor dword ptr [r15 + r9 + 576], r9d
     lea r8, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
-    mov edi, dword ptr [r15 + r9 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 167
     and r8, 64
-    mov byte ptr [r15 + r8 + 64], r8b
+    mov rdx, qword ptr [r15 + r8 + 384]
+    lea r9, [r11 + r11*1]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 256], sil
-    mov dword ptr [r15 + r8 + 128], eax
-    mov r8, rbp
-    mov r8d, r8d
-    mov dword ptr [r15 + rbp + 192], r8d
-    movsxd r8, dword ptr [r15 + r9 + 704]
-    mov dword ptr [r15 + r9 + 768], eax
+    movzx esi, byte ptr [r15 + rbp + 192]
+    mov ecx, r8d
+    and r9, 64
+    vmovq qword ptr [r15 + r9 + 384], xmm4
+    mov dword ptr [r15 + r9 + 320], 165
+    vmovdqu ymmword ptr [r15 + rbp + 256], ymm4
+    mov dword ptr [r15 + r8 + 320], r9d
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c208:
+    lea rcx, [rip + .Lc1_d16013_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16013_j_t
+.Lc1_d16013_j:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm4, xmm4, xmm2
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    movzx edi, r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 188
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r11*4]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 640], 30
     lea r8, [r11 + r11*1]
+    jmp 1f
+1:
     and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 256], ymm0
-    mov r9d, ebp
+    add qword ptr [r15 + r8 + 128], r8
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + rbp + 768]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx r9d, r8b
-    and r9d, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 0], 140
     jmp 1f
 1:
-    mov r9d, r9d
-    mov r9, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + rbp + 704]
+    mov ecx, r9d
+    lea r9, [r11 + r11*2]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, 5
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 50
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, dil
-    movzx r9d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
+    mov ecx, 139
+    and r9, 4032
+    mov rcx, qword ptr [r15 + r9 + 3520]
+    xor dword ptr [r15 + r8 + 64], ecx
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
+    mov rcx, rcx
+    mov qword ptr [r15 + r9 + 3392], rdi
+    movzx ecx, byte ptr [r15 + r9 + 3456]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 384]
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 384]
-    mov dword ptr [r15 + r9 + 320], ecx
-    mov dword ptr [r15 + rbp + 320], 137
-    vmovdqu ymmword ptr [r15 + r8 + 192], ymm0
+    mov byte ptr [r15 + rbp + 576], cl
+    mov ecx, 153
+    mov rbp, rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c209:
-    lea rcx, [rip + .Lc1_d16561_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16561_j_t
-.Lc1_d16561_j:
-    lea rbp, [r11*4]
-    lea r9, [r11 + r11*1]
-    and rbp, 192
-    mov rcx, qword ptr [r15 + rbp + 768]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], 40
-    mov qword ptr [r15 + rbp + 704], r9
-    movsxd r8, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov rsi, rdi
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rax, rdi
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    vmovdqu xmmword ptr [r15 + 0], xmm0
-    mov rax, rax
-    mov eax, 62
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdi, rax
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, ecx
     movsxd rax, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 73
+    mov qword ptr [r15 + 0], rbp
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 17301508
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 207
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
     lea r8, [r11 + r11*1]
-    mov edx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 512]
+    mov dword ptr [r15 + r8 + 320], r8d
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], r9d
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 448], rbp
+    movzx edx, sil
+    mov edx, dword ptr [r15 + r8 + 384]
     jmp 1f
 1:
-    vpxor xmm0, xmm0, xmm13
+    mov rsi, qword ptr [r15 + r9 + 448]
     jmp 1f
 1:
-    mov rcx, rdi
-    mov dword ptr [r15 + r8 + 448], ecx
-    mov rcx, rcx
-    mov byte ptr [r15 + rbp + 576], r9b
-    mov byte ptr [r15 + rbp + 640], r8b
-    mov byte ptr [r15 + r9 + 384], cl
-    mov ecx, 165
+    mov byte ptr [r15 + rbp + 512], dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c210:
-    movzx ecx, bpl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32
+    setz al
+    lea rcx, [rip + .Lc1_d16123_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16123_s_t
+    .p2align 3
+.Lc1_d16123_s:
+    .p2align 3
+    jmp .Lc1_d16123_j
+    .p2align 3
+    jmp .Lc1_d16123_j
+.Lc1_d16123_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    mov dword ptr [r15 + 0], 85
-    mov rdx, rsi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov ecx, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 1798144
-    jz 1f
-1:
-    mov edx, edx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    vpor xmm4, xmm4, xmm4
+    mov dword ptr [r15 + 0], 253
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 0]
-    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovq xmm2, rax
+    mov byte ptr [r15 + 0], al
+    movzx ecx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 176
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx ebp, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 5
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    mov byte ptr [r15 + r8 + 512], r8b
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 512], rdx
-    jmp 1f
-1:
+    mov edi, dword ptr [r15 + r8 + 256]
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 448], ecx
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], esi
-    mov rdx, qword ptr [r15 + r9 + 256]
-    add rcx, qword ptr [r15 + r8 + 448]
     jmp 1f
 1:
+    mov qword ptr [r15 + r8 + 192], rax
+    and r9, 64
+    mov r8, qword ptr [r15 + r9 + 512]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 448], eax
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], r8
+    movzx r9d, byte ptr [r15 + r8 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c211:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 33554432
-    setz al
-    lea rcx, [rip + .Lc1_d16668_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16668_s_t
-    .p2align 3
-.Lc1_d16668_s:
-    .p2align 3
-    jmp .Lc1_d16668_j
-    .p2align 3
-    jmp .Lc1_d16668_j
-.Lc1_d16668_j:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d16183_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16183_j_t
+.Lc1_d16183_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm0, xmmword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    mov esi, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, esi
+    mov r8, r9
+    movzx r9d, r8b
     jmp 1f
 1:
     jmp 1f
 1:
-    mov esi, eax
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 149
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb r9d, xmm2
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 19
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ecx
+    movzx r9d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11*4]
+    mov dword ptr [r15 + 0], 162
+    movzx edi, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 192
     lea r9, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + rbp + 256]
-    and r8, 64
-    add rsi, qword ptr [r15 + r8 + 128]
+    mov qword ptr [r15 + rbp + 768], r9
     and r9, 64
-    mov dword ptr [r15 + r9 + 512], eax
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 128], 195
+    mov byte ptr [r15 + rbp + 704], r8b
+    mov eax, r9d
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], r8d
+    mov dword ptr [r15 + rbp + 576], 222
     jmp 1f
 1:
-    mov eax, 48
-    movzx eax, al
-    mov rax, qword ptr [r15 + r9 + 448]
-    add qword ptr [r15 + r8 + 64], r9
+    mov dword ptr [r15 + r8 + 192], r9d
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + rbp + 640]
+    mov qword ptr [r15 + r9 + 64], rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 195
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c212:
-    lea rcx, [rip + .Lc1_d16726_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16726_j_t
-.Lc1_d16726_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
+    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
-    lea r8, [r11 + r11*8]
-    movzx ecx, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3648], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    mov eax, 148
+    jmp 1f
+1:
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 1088], ymm4
+    test dword ptr [r15 + 67117723], 67108864
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + rbp + 1216]
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], rax
+    mov qword ptr [r15 + r8 + 64], rax
+    mov byte ptr [r15 + rbp + 1024], r8b
     and r9, 64
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 384], 181
-    jmp 1f
-1:
-    mov eax, r9d
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 128], eax
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 3520], 134
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + r8 + 3712]
-    movzx eax, byte ptr [r15 + r8 + 3904]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 3456], eax
+    mov dword ptr [r15 + r9 + 384], ebp
+    mov dword ptr [r15 + rbp + 896], r9d
+    mov dword ptr [r15 + rbp + 1152], 157
+    mov dword ptr [r15 + rbp + 1280], edi
+    movsxd rdi, dword ptr [r15 + r9 + 320]
+    movzx r9d, cl
     jmp 1f
 1:
     jmp 1f
 1:
-    vmovq qword ptr [r15 + r8 + 3840], xmm0
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    movsxd rsi, dword ptr [r15 + r8 + 3776]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, ebp
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + r9 + 320]
-    mov byte ptr [r15 + r8 + 3584], bpl
-    jmp 1f
-1:
+    mov r9, r8
+    mov eax, ecx
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    mov eax, dword ptr [r15 + rbp + 960]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c213:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d16284_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16284_j_t
+.Lc1_d16284_j:
+    mov r9d, 127
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 203
-    mov ebp, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm4, xmm2, 60
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 218
-    lea rbp, [r11*8]
-    lea r8, [r11*4]
-    jmp 1f
-1:
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 1088], bpl
-    and r8, 192
-    mov dword ptr [r15 + r8 + 640], 50
-    mov esi, 173
-    movzx r9d, sil
-    mov esi, r9d
-    xor dword ptr [r15 + rbp + 1216], esi
-    mov byte ptr [r15 + r8 + 576], dil
-    mov dword ptr [r15 + rbp + 896], esi
-    movzx esi, dil
-    mov byte ptr [r15 + rbp + 960], bpl
-    mov rsi, rbp
-    movsxd rsi, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
     lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 1152], rbp
-    mov rdi, qword ptr [r15 + rbp + 1024]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 256], sil
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 192], esi
-    mov dword ptr [r15 + r8 + 704], r9d
-    mov esi, edi
-    mov qword ptr [r15 + r8 + 768], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 448], al
+    lea rbp, [r11*8]
+    jmp 1f
+1:
+    lea r8, [r11*4]
+    vpxor xmm4, xmm4, xmm2
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1216], 49
+    jmp 1f
+1:
+    and r8, 192
+    movsxd rax, dword ptr [r15 + r8 + 640]
+    movzx ecx, byte ptr [r15 + r8 + 768]
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 512], cl
+    mov rcx, qword ptr [r15 + r8 + 576]
+    mov dword ptr [r15 + r8 + 704], ecx
+    mov dword ptr [r15 + rbp + 1152], ecx
+    movsxd r8, dword ptr [r15 + rbp + 1024]
+    mov ecx, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 960], cl
+    mov ecx, ecx
+    movzx ecx, byte ptr [r15 + rbp + 1088]
+    mov byte ptr [r15 + rbp + 1280], al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 896], 193
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c214:
-    lea rcx, [rip + .Lc1_d16823_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16823_j_t
-.Lc1_d16823_j:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 320]
+    lea r8, [r11 + r11*8]
+    vpor xmm4, xmm4, xmm4
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3648], r8b
+    mov ecx, 46
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 0]
-    mov ecx, esi
+    movsxd rcx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movzx ebp, r8b
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + r9 + 384], r8
     jmp 1f
 1:
-    jmp 1f
-1:
-    vpxor xmm0, xmm0, xmm4
-    movzx r9d, cl
-    movzx r9d, r9b
-    lea r9, [r11 + r11*8]
-    mov r8d, 84
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7872], 222
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 7936], r9d
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + r9 + 7744]
-    jmp 1f
-1:
-    mov ecx, 192
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 7680], r9
-    mov dword ptr [r15 + r9 + 7488], 124
-    mov byte ptr [r15 + r9 + 7616], r9b
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 8000], 91
-    mov dword ptr [r15 + r9 + 7552], 92
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpshufd xmm0, xmm0, 235
-    mov dword ptr [r15 + r9 + 7808], ecx
-    mov dword ptr [r15 + rbp + 256], 69
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], r8d
+    mov qword ptr [r15 + r8 + 3904], rbp
+    movsxd rax, dword ptr [r15 + r8 + 3712]
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 512], ecx
+    movzx ebp, byte ptr [r15 + r8 + 3840]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 80
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + r8 + 3776]
+    mov dword ptr [r15 + r8 + 3584], ecx
+    vmovdqu ymmword ptr [r15 + r9 + 64], ymm4
+    mov rcx, qword ptr [r15 + r8 + 3456]
+    mov r9, rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 3392], 253
+    mov dword ptr [r15 + r8 + 3520], ecx
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c215:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm0
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 8
+    setz al
+    lea rcx, [rip + .Lc1_d16376_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16376_s_t
+    .p2align 3
+.Lc1_d16376_s:
+    .p2align 3
+    jmp .Lc1_d16376_j
+    .p2align 3
+    jmp .Lc1_d16376_j
+.Lc1_d16376_j:
     jmp 1f
 1:
-    movzx ecx, bpl
-    mov ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r8d, 69
-    mov r8d, dword ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x00
-    movzx esi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    vmovdqu xmm0, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r8d, ebp
+    lea r8, [r11*8]
+    mov rcx, r8
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 896]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 448], ymm0
-    nop
-    mov rdi, qword ptr [r15 + rbp + 64]
-    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm4, r9
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    movsxd rbp, dword ptr [r15 + r9 + 256]
+    mov byte ptr [r15 + r8 + 1216], r8b
+    mov byte ptr [r15 + r8 + 1088], bpl
     jmp 1f
 1:
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 640], 55
-    and esi, dword ptr [r15 + r8 + 512]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 704], esi
-    mov dword ptr [r15 + rbp + 768], r8d
-    mov byte ptr [r15 + rbp + 576], sil
+    movzx ebp, byte ptr [r15 + r9 + 192]
     jmp 1f
 1:
+    lea r9, [r11 + r11*1]
+    mov rax, rax
+    mov qword ptr [r15 + r8 + 832], r8
+    mov dword ptr [r15 + r8 + 1152], 198
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 13
+    mov dword ptr [r15 + r9 + 320], 134
+    mov r9d, 39
+    movzx r9d, r9b
+    mov dword ptr [r15 + r8 + 960], 91
+    mov r9d, r9d
+    movzx r9d, r9b
+    mov eax, 46
+    mov r9d, 72
+    inc dword ptr [r15 + r8 + 1280]
+    mov r9, r9
+    mov r9, qword ptr [r15 + r8 + 1024]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c216:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32768
-    setz al
-    lea rcx, [rip + .Lc1_d16927_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16927_s_t
-    .p2align 3
-.Lc1_d16927_s:
-    .p2align 3
-    jmp .Lc1_d16927_j
-    .p2align 3
-    jmp .Lc1_d16927_j
-.Lc1_d16927_j:
-    movsxd rcx, dword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d16428_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16428_j_t
+.Lc1_d16428_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    mov eax, 48
+    mov rax, rax
+    mov eax, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov rax, qword ptr [r15 + 0]
+    mov ebp, 87
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
     jmp 1f
 1:
-    mov rbp, rax
-    movzx eax, r9b
-    mov byte ptr [r15 + 0], r9b
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 94
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 162
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm0
-    lea r8, [r11*4]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 211
-    jmp 1f
-1:
-    and r8, 192
-    mov edi, dword ptr [r15 + r8 + 704]
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 448]
-    mov esi, eax
     lea rbp, [r11 + r11*1]
-    mov eax, dword ptr [r15 + r8 + 576]
-    mov dword ptr [r15 + r8 + 640], 22
+    lea r8, [r11 + r11*1]
+    movzx edx, r8b
+    and r8, 64
+    mov edx, dword ptr [r15 + r8 + 384]
+    vmovdqu ymmword ptr [r15 + r8 + 320], ymm4
     and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 87
-    mov edx, 134
-    add qword ptr [r15 + rbp + 64], rcx
-    mov dword ptr [r15 + r8 + 768], 66
-    add r8, qword ptr [r15 + r9 + 512]
-    mov r9, r8
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + rbp + 64]
+    mov r8d, 61
+    lea r8, [r11 + r11*1]
+    mov edi, r8d
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 512]
+    jmp 1f
+1:
+    mov edi, edx
+    mov dword ptr [r15 + r8 + 448], ebp
+    mov r8, qword ptr [r15 + rbp + 128]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c217:
-    lea rcx, [rip + .Lc1_d16978_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16978_j_t
-.Lc1_d16978_j:
+    lea r8, [r11*8]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1088], 192
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 86
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, 246
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpmovmskb ecx, xmm0
-    movzx ecx, bpl
-    mov rcx, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 214
     and rbp, 64
-    mov dword ptr [r15 + rbp + 448], ebp
-    mov ecx, ebp
-    lea r8, [r11 + r11*1]
-    lea r9, [r11*8]
+    vmovdqu ymmword ptr [r15 + rbp + 128], ymm4
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov rcx, r9
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7936]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], ebp
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 192]
+    mov byte ptr [r15 + r8 + 1216], dl
+    movsxd rdx, dword ptr [r15 + r8 + 1152]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + r8 + 960], ymm4
+    mov dword ptr [r15 + r8 + 896], edx
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + r9 + 7680]
-    vmovdqu ymmword ptr [r15 + r9 + 7552], ymm0
+    vpxor xmm4, xmm4, xmm2
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 512]
-    movzx ebp, al
-    mov rbp, rbp
+    movsxd rdx, dword ptr [r15 + r8 + 1024]
+    mov eax, edx
+    mov dword ptr [r15 + r9 + 256], 157
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 7744], 0
-    movzx ebp, byte ptr [r15 + r9 + 7808]
-    mov dword ptr [r15 + r9 + 7488], ebp
-    vpmovmskb ebp, xmm0
-    mov dword ptr [r15 + r9 + 7616], 212
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + r8 + 128]
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + r9 + 7872]
+    mov byte ptr [r15 + r8 + 1280], al
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 832], 166
+    .byte 0x66, 0x90
+    nop
+    mov dword ptr [r15 + rbp + 64], edx
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -21135,807 +20216,790 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 64]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 536870912
+    setz al
+    lea rcx, [rip + .Lc1_d16534_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16534_s_t
+    .p2align 3
+.Lc1_d16534_s:
+    .p2align 3
+    jmp .Lc1_d16534_j
+    .p2align 3
+    jmp .Lc1_d16534_j
+.Lc1_d16534_j:
+    lea rbp, [r11*8]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1088], ebp
+    lea r8, [r11*4]
+    jmp 1f
+1:
+    vpcmpeqb xmm4, xmm4, xmm2
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    movsxd rax, dword ptr [r15 + rbp + 1024]
+    mov qword ptr [r15 + rbp + 960], rcx
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r9d, al
+    movzx ecx, bpl
+    mov r9, r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm0, xmm0, xmm14
+    mov dword ptr [r15 + r8 + 7552], 125
+    mov rcx, r8
+    mov ecx, esi
+    mov dword ptr [r15 + r8 + 7680], ecx
     jmp 1f
 1:
     jmp 1f
 1:
+    mov rcx, rcx
+    lea r9, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + rbp + 896]
+    mov esi, r8d
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 192]
     jmp 1f
 1:
-    .byte 0x66, 0x90
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*4]
-    test dword ptr [r15 + 67117723], 1073742209
-    jz 1f
-1:
-    and r9, 448
-    mov byte ptr [r15 + r9 + 1088], r9b
+    mov qword ptr [r15 + rbp + 1152], rdi
+    movsxd rdi, dword ptr [r15 + rbp + 832]
+    movzx edx, byte ptr [r15 + r8 + 7616]
+    movzx r8d, byte ptr [r15 + rbp + 1216]
+    movzx ebp, r8b
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 832], al
-    movzx eax, byte ptr [r15 + rbp + 128]
-    movsxd rbp, dword ptr [r15 + r9 + 896]
-    mov r8d, 73
-    mov dword ptr [r15 + r9 + 960], 209
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 448], ymm0
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, r8d
-    vmovdqu ymmword ptr [r15 + r9 + 1024], ymm0
-    jmp 1f
-1:
-    mov r9d, ecx
-    movsxd r9, dword ptr [r15 + r8 + 512]
+    mov rbp, rcx
+    movsxd rbp, dword ptr [r15 + r9 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c219:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d17079_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17079_s_t
-    .p2align 3
-.Lc1_d17079_s:
-    .p2align 3
-    jmp .Lc1_d17079_j
-    .p2align 3
-    jmp .Lc1_d17079_j
-    .p2align 3
-    jmp .Lc1_d17079_j
-    .p2align 3
-    jmp .Lc1_d17079_j
-    .p2align 3
-    jmp .Lc1_d17079_j
-    .p2align 3
-    jmp .Lc1_d17079_j
-    .p2align 3
-    jmp .Lc1_d17079_j
-    .p2align 3
-    jmp .Lc1_d17079_j
-    .p2align 3
-    jmp .Lc1_d17079_j
-    .p2align 3
-    jmp .Lc1_d17079_j
-    .p2align 3
-    jmp .Lc1_d17079_j
-    .p2align 3
-    jmp .Lc1_d17079_j
-    .p2align 3
-    jmp .Lc1_d17079_j
-    .p2align 3
-    jmp .Lc1_d17079_j
-    .p2align 3
-    jmp .Lc1_d17079_j
-    .p2align 3
-    jmp .Lc1_d17079_j
-.Lc1_d17079_j:
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, edi
+    mov ebp, eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov rcx, rax
+    mov dword ptr [r15 + 0], 5
+    mov dword ptr [r15 + 0], 24
+    mov rbp, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], 72
+    movzx ebp, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    movzx ebp, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 149
+    mov dword ptr [r15 + 0], r9d
+    movsxd r9, dword ptr [r15 + 0]
     jmp 1f
 1:
-    lea r9, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    movzx edi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], ebp
+    vpor xmm4, xmm4, xmm4
+    and r9, 64
     lea rbp, [r11 + r11*1]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    movsxd rcx, dword ptr [r15 + r9 + 7680]
+    mov byte ptr [r15 + r9 + 512], bpl
     and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 256]
-    mov dword ptr [r15 + r9 + 7744], eax
-    vpcmpeqb xmm0, xmm0, xmm1
-    movzx edi, dil
+    mov qword ptr [r15 + rbp + 128], rbp
+    mov rcx, qword ptr [r15 + rbp + 64]
+    mov ebp, 141
+    mov ebp, 210
+    mov dword ptr [r15 + r8 + 512], r8d
+    mov dword ptr [r15 + r9 + 448], ebp
+    movzx ebp, bpl
     jmp 1f
 1:
-    jmp 1f
-1:
-    lea r8, [r11*4]
-    mov byte ptr [r15 + rbp + 192], r8b
-    and r8, 192
-    mov rbp, qword ptr [r15 + r8 + 768]
-    mov rdi, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + r8 + 576]
-    mov qword ptr [r15 + r9 + 7808], rcx
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 640], 108
-    mov dword ptr [r15 + r8 + 704], ecx
-    mov dword ptr [r15 + r9 + 7552], 19
-    mov qword ptr [r15 + r9 + 7616], rcx
+    mov ebp, 45
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c220:
-    mov r8, rdx
+    lea rcx, [rip + .Lc1_d16639_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16639_j_t
+.Lc1_d16639_j:
+    mov r9d, 236
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov dword ptr [r15 + 0], r8d
-    mov r8d, 138
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, r8b
-    mov qword ptr [r15 + 0], rdi
-    mov r8d, 214
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 0], r8d
-    mov edi, 127
-    movzx edi, dil
-    mov rdi, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r9d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
+    jmp 1f
+1:
+    movzx ecx, r8b
+    mov r8d, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    lea r8, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7808]
     lea rbp, [r11 + r11*1]
-    and r9, 192
-    and r8d, dword ptr [r15 + r9 + 576]
-    mov ecx, 77
+    mov r9d, ebp
+    lea r9, [r11 + r11*4]
     and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 64]
-    movzx eax, al
-    mov qword ptr [r15 + rbp + 128], rax
+    movsxd rdi, dword ptr [r15 + rbp + 128]
+    mov qword ptr [r15 + r8 + 7488], rdi
+    movzx edi, byte ptr [r15 + r8 + 7552]
+    and r9, 4032
+    movsxd rsi, dword ptr [r15 + r9 + 3648]
+    mov eax, esi
     jmp 1f
 1:
+    mov byte ptr [r15 + r9 + 3584], dl
+    mov esi, esi
+    mov esi, dword ptr [r15 + r9 + 3392]
+    mov byte ptr [r15 + r8 + 7744], sil
+    mov dword ptr [r15 + r9 + 3520], 138
+    mov rsi, qword ptr [r15 + r8 + 7616]
+    mov dword ptr [r15 + rbp + 64], 127
+    mov rbp, qword ptr [r15 + r9 + 3456]
+    mov r9d, 228
     jmp 1f
 1:
-    movzx eax, dl
-    mov qword ptr [r15 + r9 + 768], rax
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + r9 + 704]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 640], esi
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], cl
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 64], cl
+    mov qword ptr [r15 + r8 + 7680], rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c221:
-    lea rcx, [rip + .Lc1_d17197_j]
+    lea rcx, [rip + .Lc1_d16687_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17197_j_t
-.Lc1_d17197_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    movzx ebp, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, eax
-    mov qword ptr [r15 + 0], rdi
-    movzx eax, cl
-    mov dword ptr [r15 + 0], 210
-    mov dword ptr [r15 + 0], 161
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d16687_j_t
+.Lc1_d16687_j:
+    lea rbp, [r11*8]
+    mov rcx, rbp
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3712], ymm4
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edi
-    test ebx, 913408
-    jz 1f
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 246
-    mov rsi, qword ptr [r15 + 0]
-    mov ecx, esi
-    mov esi, ecx
-    lea rbp, [r11 + r11*1]
-    mov esi, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    movsxd rdi, dword ptr [r15 + 0]
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 320]
-    and r8, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edx, 4
     lea r9, [r11 + r11*1]
-    mov rdx, qword ptr [r15 + r8 + 512]
-    mov byte ptr [r15 + rbp + 384], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    mov byte ptr [r15 + r9 + 256], r9b
-    mov edx, r9d
-    mov edx, ebp
-    vmovq qword ptr [r15 + r9 + 192], xmm0
+    movzx edx, byte ptr [r15 + r9 + 320]
+    mov eax, edx
+    mov r8d, 90
+    lea r8, [r11*4]
+    mov edx, dword ptr [r15 + rbp + 3456]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 1024], rcx
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 448], dl
-    mov edx, edx
+    mov rcx, r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 3520], eax
+    mov dword ptr [r15 + r8 + 896], 93
+    mov rcx, qword ptr [r15 + r8 + 960]
+    add qword ptr [r15 + r8 + 832], rcx
+    mov ecx, ecx
+    movsxd rcx, dword ptr [r15 + r9 + 384]
+    mov rax, qword ptr [r15 + rbp + 3648]
+    mov dword ptr [r15 + rbp + 3392], 187
+    mov byte ptr [r15 + rbp + 3584], r9b
+    mov r8, rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c222:
-    lea rcx, [rip + .Lc1_d17251_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17251_j_t
-.Lc1_d17251_j:
-    lea r9, [r11*4]
+    mov r8d, eax
+    mov byte ptr [r15 + 0], r9b
+    mov rax, r8
+    mov dword ptr [r15 + 0], eax
+    vpshufd xmm4, xmm4, 222
+    mov rax, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov dword ptr [r15 + 0], 192
     jmp 1f
 1:
-    and r9, 192
-    vmovdqu ymmword ptr [r15 + r9 + 640], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1600], r9
+    mov rdx, qword ptr [r15 + 0]
+    mov r9, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rdx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1536
+    jnz 1f
+1:
+    mov rcx, r9
+    mov dword ptr [r15 + 0], 228
+    mov ecx, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov edx, 109
-    mov byte ptr [r15 + rbp + 1344], dl
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + r9 + 704]
-    jmp 1f
-1:
-    movzx eax, sil
-    add rdx, qword ptr [r15 + r9 + 576]
-    mov rsi, rdx
     lea r8, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + rbp + 1472]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 192], rsi
     and r8, 64
-    mov dword ptr [r15 + r8 + 256], 24
+    mov qword ptr [r15 + r8 + 448], rbp
+    mov qword ptr [r15 + r9 + 256], r8
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + rbp + 1728]
-    mov dword ptr [r15 + r8 + 192], esi
-    mov rsi, rax
-    movsxd r8, dword ptr [r15 + r9 + 768]
-    movzx eax, dl
-    mov eax, 207
+    mov dword ptr [r15 + r8 + 512], r8d
+    movzx r9d, cl
+    mov rcx, rcx
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 1408], 193
-    mov qword ptr [r15 + rbp + 1664], rax
-    mov eax, eax
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 1536], 71
+    mov ecx, 213
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 256]
+    mov qword ptr [r15 + r9 + 192], r8
+    mov r9d, 209
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c223:
-    lea r8, [r11*8]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3776], r8d
-    vpshufd xmm0, xmm0, 158
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32768
+    setz al
+    lea rcx, [rip + .Lc1_d16791_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16791_s_t
+    .p2align 3
+.Lc1_d16791_s:
+    .p2align 3
+    jmp .Lc1_d16791_j
+    .p2align 3
+    jmp .Lc1_d16791_j
+.Lc1_d16791_j:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 168
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
     jmp 1f
 1:
-    mov eax, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 28
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + r8 + 3392], rbp
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    add rax, qword ptr [r15 + r8 + 3648]
-    and ecx, dword ptr [r15 + r8 + 3712]
-    and ecx, dword ptr [r15 + r8 + 3520]
-    and eax, dword ptr [r15 + rbp + 320]
     lea r9, [r11 + r11*1]
-    xchg qword ptr [r15 + r8 + 3584], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm0
-    mov byte ptr [r15 + r8 + 3456], r9b
-    add rax, qword ptr [r15 + r9 + 448]
-    mov rdx, rax
-    mov eax, edx
+    mov rcx, qword ptr [r15 + r9 + 384]
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 3840], 164
+    lea r8, [r11*8]
+    mov rax, rax
     jmp 1f
 1:
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3776]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 3712], eax
+    mov dword ptr [r15 + r8 + 3456], 18
+    lea rbp, [r11 + r11*1]
+    mov esi, r9d
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rbp
+    mov rax, rcx
+    mov rax, qword ptr [r15 + r8 + 3840]
+    mov byte ptr [r15 + rbp + 64], al
+    mov eax, dword ptr [r15 + r8 + 3392]
+    movsxd rbp, dword ptr [r15 + r9 + 320]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + r8 + 3648]
+    mov dword ptr [r15 + r8 + 3584], r9d
+    mov r9d, dword ptr [r15 + r8 + 3520]
+    mov r8d, 67
+    jmp 1f
+1:
+    mov r8d, 252
+    movzx r8d, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c224:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16384
-    setz al
-    lea rcx, [rip + .Lc1_d17348_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17348_s_t
-    .p2align 3
-.Lc1_d17348_s:
-    .p2align 3
-    jmp .Lc1_d17348_j
-    .p2align 3
-    jmp .Lc1_d17348_j
-.Lc1_d17348_j:
-    mov eax, 12
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov rdx, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 222
-    and rbp, 64
     lea r8, [r11 + r11*1]
-    mov r9, qword ptr [r15 + rbp + 128]
-    lea r9, [r11 + r11*1]
     and r8, 64
-    mov esi, dword ptr [r15 + r8 + 448]
+    mov dword ptr [r15 + r8 + 384], 186
+    movzx r9d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, eax
     jmp 1f
 1:
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 320]
-    mov byte ptr [r15 + r8 + 512], dil
-    movzx edi, byte ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + rbp + 64], 20
+    mov r9d, 79
+    jmp 1f
+1:
+    movzx esi, r9b
+    mov eax, 167
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    lea rbp, [r11 + r11*4]
+    mov dword ptr [r15 + r8 + 320], ebp
+    and r9, 192
+    movsxd rax, dword ptr [r15 + r9 + 768]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3584], 185
+    mov r8d, ebp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 3392], eax
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 3456], eax
+    jmp 1f
+1:
+    mov eax, 60
+    mov rax, r8
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 3520], al
+    mov eax, 110
+    imul rax, qword ptr [r15 + r9 + 576]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov dword ptr [r15 + r9 + 640], 48
+    mov r8d, ecx
+    movzx r8d, byte ptr [r15 + r9 + 704]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 3648], r8d
+    mov r8d, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c225:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d17412_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17412_s_t
-    .p2align 3
-.Lc1_d17412_s:
-    .p2align 3
-    jmp .Lc1_d17412_j
-    .p2align 3
-    jmp .Lc1_d17412_j
-    .p2align 3
-    jmp .Lc1_d17412_j
-    .p2align 3
-    jmp .Lc1_d17412_j
-    .p2align 3
-    jmp .Lc1_d17412_j
-    .p2align 3
-    jmp .Lc1_d17412_j
-    .p2align 3
-    jmp .Lc1_d17412_j
-    .p2align 3
-    jmp .Lc1_d17412_j
-.Lc1_d17412_j:
-    movzx ecx, cl
-    vpcmpeqb xmm0, xmm0, xmm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d16899_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16899_j_t
+.Lc1_d16899_j:
+    lea r8, [r11 + r11*1]
+    movzx ecx, r8b
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 448]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 92
-    mov ecx, eax
-    movzx ecx, cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb ecx, xmm0
+    mov rax, rbp
     and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 960]
-    mov eax, 152
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 256]
-    mov r9d, eax
-    mov dword ptr [r15 + rbp + 1152], 171
+    mov byte ptr [r15 + rbp + 1024], bpl
+    mov dword ptr [r15 + rbp + 960], 170
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + rbp + 896], xmm0
-    vpcmpeqb xmm0, xmm0, xmm9
+    mov rax, r9
     and r9, 64
-    add rax, qword ptr [r15 + r9 + 512]
-    mov rdi, rax
-    mov ecx, dword ptr [r15 + rbp + 1024]
+    movzx eax, byte ptr [r15 + r9 + 384]
     jmp 1f
 1:
-    add rax, qword ptr [r15 + rbp + 1088]
-    mov edi, eax
+    mov esi, dword ptr [r15 + r8 + 512]
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 448], rdi
-    movzx esi, al
-    vmovdqu ymmword ptr [r15 + r8 + 192], ymm0
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    mov edi, 7
     jmp 1f
 1:
+    mov r8, rsi
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + rbp + 1152]
+    mov qword ptr [r15 + rbp + 1088], rbp
+    movzx edi, byte ptr [r15 + r9 + 320]
+    mov r9d, 147
+    mov byte ptr [r15 + rbp + 1216], al
+    mov dword ptr [r15 + rbp + 1280], eax
+    mov byte ptr [r15 + rbp + 832], al
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 896], r8
+    mov eax, 26
+    mov eax, 215
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c226:
-    jmp 1f
-1:
-    mov edi, 52
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edi, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov rax, rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d16951_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16951_j_t
+.Lc1_d16951_j:
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
     and r9, 64
-    add rax, qword ptr [r15 + r9 + 256]
-    lea r8, [r11 + r11*8]
+    mov byte ptr [r15 + r9 + 448], r9b
+    mov ecx, 17
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
+    mov rdi, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 0], xmm4
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 109
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
+    mov eax, 156
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    mov esi, dword ptr [r15 + 0]
+    mov edx, 214
+    mov rdx, r9
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 64], 89
+    mov r8d, esi
     and rbp, 64
-    add rax, qword ptr [r15 + rbp + 448]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3776], r8
-    mov byte ptr [r15 + r8 + 3648], dl
-    mov qword ptr [r15 + r8 + 3584], r8
-    mov byte ptr [r15 + r9 + 192], r9b
-    mov dword ptr [r15 + r8 + 3392], 55
-    mov byte ptr [r15 + r8 + 3840], r8b
-    mov r9, r8
-    mov rsi, rax
+    mov dword ptr [r15 + rbp + 320], 82
+    mov r8d, dword ptr [r15 + r9 + 512]
+    movzx r9d, r8b
+    mov byte ptr [r15 + rbp + 384], sil
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + r8 + 3712]
-    vmovdqu ymmword ptr [r15 + rbp + 512], ymm0
-    jmp 1f
-1:
-    mov ebp, r8d
-    mov byte ptr [r15 + r8 + 3456], bpl
-    mov byte ptr [r15 + r8 + 3904], r9b
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 3520], rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c227:
-    lea rcx, [rip + .Lc1_d17522_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17522_j_t
-.Lc1_d17522_j:
-    mov byte ptr [r15 + 0], cl
-    mov ebp, ecx
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    nop
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    movzx edx, bpl
-    mov dword ptr [r15 + 0], edx
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], 43
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], dl
-    movzx edx, cl
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov edx, 213
-    mov edx, ebp
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r9
+    vmovdqu xmmword ptr [r15 + 0], xmm4
+    movsxd r8, dword ptr [r15 + 0]
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    mov r9d, 84
+    jmp 1f
 1:
-    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
     jmp 1f
 1:
-    movzx ebp, dl
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 192
     lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 640], al
     lea r8, [r11 + r11*1]
+    mov rax, qword ptr [r15 + r9 + 576]
     and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 512]
+    mov esi, dword ptr [r15 + rbp + 448]
     and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 320]
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 64]
-    mov byte ptr [r15 + r9 + 128], al
-    mov dword ptr [r15 + r8 + 384], 27
+    mov ecx, dword ptr [r15 + r8 + 320]
     jmp 1f
 1:
-    add qword ptr [r15 + rbp + 448], rbp
+    movzx edi, byte ptr [r15 + r8 + 384]
+    mov r8, qword ptr [r15 + rbp + 512]
+    mov byte ptr [r15 + r9 + 768], r8b
+    mov r8d, dword ptr [r15 + r9 + 704]
     jmp 1f
 1:
-    mov rbp, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c228:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d17059_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d17059_s_t
+    .p2align 3
+.Lc1_d17059_s:
+    .p2align 3
+    jmp .Lc1_d17059_j
+    .p2align 3
+    jmp .Lc1_d17059_j
+    .p2align 3
+    jmp .Lc1_d17059_j
+    .p2align 3
+    jmp .Lc1_d17059_j
+    .p2align 3
+    jmp .Lc1_d17059_j
+    .p2align 3
+    jmp .Lc1_d17059_j
+    .p2align 3
+    jmp .Lc1_d17059_j
+    .p2align 3
+    jmp .Lc1_d17059_j
+    .p2align 3
+    jmp .Lc1_d17059_j
+    .p2align 3
+    jmp .Lc1_d17059_j
+    .p2align 3
+    jmp .Lc1_d17059_j
+    .p2align 3
+    jmp .Lc1_d17059_j
+    .p2align 3
+    jmp .Lc1_d17059_j
+    .p2align 3
+    jmp .Lc1_d17059_j
+    .p2align 3
+    jmp .Lc1_d17059_j
+    .p2align 3
+    jmp .Lc1_d17059_j
+.Lc1_d17059_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, al
     jmp 1f
 1:
-    mov ebp, ebp
+    mov ecx, eax
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov dword ptr [r15 + 0], 1
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 85
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    movzx ecx, cl
+    mov rcx, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 64]
+    mov r9, r9
+    mov r9d, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 1074003968
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 448]
+    lea rbp, [r11*4]
+    .byte 0x66, 0x90
+    movzx eax, bpl
+    jmp 1f
+1:
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 640], cl
+    jmp 1f
+1:
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
-    mov rax, rcx
+    mov dword ptr [r15 + r9 + 512], 110
     and r8, 64
-    mov dword ptr [r15 + r8 + 512], 215
+    mov byte ptr [r15 + r8 + 128], r8b
+    mov r9, qword ptr [r15 + r8 + 64]
+    mov r8d, 104
+    mov dword ptr [r15 + rbp + 704], r8d
+    mov byte ptr [r15 + rbp + 576], r8b
     jmp 1f
 1:
-    lea r9, [r11*8]
-    jmp 1f
-1:
-    mov rcx, rbp
-    jmp 1f
-1:
-    and r9, 448
-    mov byte ptr [r15 + r9 + 960], sil
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + r9 + 896]
-    mov esi, 119
-    mov qword ptr [r15 + r9 + 1216], rdi
-    mov rsi, qword ptr [r15 + r9 + 1024]
-    movzx edi, byte ptr [r15 + r9 + 1088]
-    mov qword ptr [r15 + r9 + 1280], rdi
-    mov dword ptr [r15 + r8 + 448], 110
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 832], dil
-    mov rdi, rcx
-    mov rdi, rdi
-    mov rdi, qword ptr [r15 + r9 + 1152]
-    mov dword ptr [r15 + rbp + 128], edi
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r8d, 18
+    mov r8d, 220
+    vmovdqu xmmword ptr [r15 + rbp + 768], xmm4
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c229:
-    lea rcx, [rip + .Lc1_d17629_j]
+    lea rcx, [rip + .Lc1_d17129_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17629_j_t
-.Lc1_d17629_j:
-    mov ecx, edi
-    mov ecx, 116
-    mov ecx, 33
-    .byte 0x66, 0x90
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    movzx edi, cl
-    mov ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    mov byte ptr [r15 + 0], cl
-    movzx edi, dil
-    mov dword ptr [r15 + 0], 158
-    mov ecx, 237
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    movzx r8d, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    movzx edi, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    lea r9, [r11 + r11*1]
-    mov rcx, r9
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 384]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], 238
+    jmp .Lc1_d17129_j_t
+.Lc1_d17129_j:
+    lea r8, [r11*4]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 768], 94
     lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 256], dil
-    mov dword ptr [r15 + r8 + 320], edi
+    mov rcx, rbp
+    mov qword ptr [r15 + r8 + 704], rcx
     jmp 1f
 1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
-    mov edi, 188
+    mov dword ptr [r15 + rbp + 384], 39
     jmp 1f
 1:
-    mov rdi, rdi
+    mov dword ptr [r15 + 0], ebp
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    mov r9, r8
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 248
+    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    xor dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 320], 23
+    mov rbp, r9
+    lea rbp, [r11 + r11*1]
+    vmovdqu xmm4, xmmword ptr [r15 + r8 + 640]
+    mov esi, ebp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], ebp
+    mov rsi, qword ptr [r15 + rbp + 384]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 576], 124
+    jmp 1f
+1:
     jmp 1f
 1:
     add r11, 64
@@ -21943,75 +21007,54 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c230:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4096
-    setz al
-    lea rcx, [rip + .Lc1_d17689_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17689_s_t
-    .p2align 3
-.Lc1_d17689_s:
-    .p2align 3
-    jmp .Lc1_d17689_j
-    .p2align 3
-    jmp .Lc1_d17689_j
-.Lc1_d17689_j:
     lea rbp, [r11*8]
-    mov ecx, ebp
     and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + rbp + 1024], esi
+    mov dword ptr [r15 + rbp + 896], 32
+    mov dword ptr [r15 + rbp + 1216], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 960], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rbp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    jmp 1f
-1:
-    mov rax, rcx
-    lea r8, [r11*4]
+    mov rsi, rsi
     lea r9, [r11 + r11*1]
-    movzx ecx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 87
     and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 320]
-    and r8, 192
-    movsxd rax, dword ptr [r15 + r8 + 576]
-    mov rdi, rax
-    mov dword ptr [r15 + r8 + 640], 122
-    movzx eax, byte ptr [r15 + rbp + 896]
-    mov dword ptr [r15 + r9 + 384], 97
+    lea r8, [r11*4]
+    mov rsi, qword ptr [r15 + r9 + 384]
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1472]
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + r8 + 768]
+    mov eax, dword ptr [r15 + rbp + 832]
+    movzx edi, byte ptr [r15 + r8 + 1536]
+    mov edx, dword ptr [r15 + r8 + 1408]
+    mov esi, 206
+    mov rsi, rbp
     jmp 1f
 1:
-    mov rsi, r9
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 1152], 159
-    jmp 1f
-1:
-    mov r9d, 6
-    jmp 1f
-1:
-    mov r9d, 145
-    mov dword ptr [r15 + rbp + 1024], 249
-    mov r9, qword ptr [r15 + rbp + 1088]
-    movzx ebp, r9b
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 704], eax
+    mov dword ptr [r15 + rbp + 960], ebp
+    movzx esi, byte ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + rbp + 1088], 136
+    mov dword ptr [r15 + rbp + 1152], esi
+    mov qword ptr [r15 + r8 + 1344], rsi
     jmp 1f
 1:
     add r11, 64
@@ -22022,390 +21065,378 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 524288
+    setz al
+    lea rcx, [rip + .Lc1_d17230_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d17230_s_t
+    .p2align 3
+.Lc1_d17230_s:
+    .p2align 3
+    jmp .Lc1_d17230_j
+    .p2align 3
+    jmp .Lc1_d17230_j
+.Lc1_d17230_j:
+    lea r8, [r11 + r11*8]
+    and r8, 1984
+    add qword ptr [r15 + r8 + 1728], rbp
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
     and rbp, 64
-    lea r9, [r11 + r11*4]
-    mov dword ptr [r15 + rbp + 64], 150
-    mov rax, r9
-    mov eax, 62
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
+    mov byte ptr [r15 + rbp + 64], bpl
+    movzx ecx, bpl
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r9
+    lea r9, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 192
+    mov qword ptr [r15 + r9 + 576], r9
+    mov byte ptr [r15 + r8 + 1664], bpl
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + r9 + 1536]
-    mov dword ptr [r15 + r9 + 1408], eax
-    lea r8, [r11 + r11*1]
-    test dword ptr [r15 + 67117724], 16448
-    jz 1f
-1:
+    movzx eax, cl
+    mov rax, rcx
     jmp 1f
 1:
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 384]
+    mov byte ptr [r15 + r8 + 1600], al
+    mov qword ptr [r15 + r8 + 1536], rax
     jmp 1f
 1:
-    mov ecx, 128
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov ecx, 246
+    mov qword ptr [r15 + r8 + 1472], rax
+    mov eax, 153
+    mov dword ptr [r15 + r9 + 640], 78
+    mov qword ptr [r15 + r8 + 1344], r9
+    movzx eax, byte ptr [r15 + r8 + 1792]
+    movzx ecx, byte ptr [r15 + r8 + 1856]
+    mov byte ptr [r15 + rbp + 128], cl
+    vmovq qword ptr [r15 + r9 + 768], xmm4
+    mov dword ptr [r15 + r8 + 1408], 230
     mov ecx, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 1472], ebp
-    mov dword ptr [r15 + r9 + 1600], ecx
-    mov byte ptr [r15 + r8 + 320], cl
-    mov dword ptr [r15 + rbp + 128], 250
+    mov ecx, 109
+    movzx ecx, byte ptr [r15 + r9 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c232:
-    lea rcx, [rip + .Lc1_d17793_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17793_j_t
-.Lc1_d17793_j:
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 128]
+    mov ecx, 145
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 8
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 512], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*4]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    movzx r9d, r8b
-    mov qword ptr [r15 + 0], r9
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], 0
-    movzx eax, r9b
-    mov eax, r9d
-    vmovdqu xmmword ptr [r15 + 0], xmm0
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov eax, 109
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    lea r9, [r11*4]
-    jmp 1f
+    test dword ptr [r15 + 67117723], 4096
+    jz 1f
 1:
     jmp 1f
 1:
-    mov eax, r9d
-    and r9, 192
-    mov qword ptr [r15 + r9 + 576], rdi
-    mov rcx, r9
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 768], rax
-    mov byte ptr [r15 + r8 + 320], cl
-    mov qword ptr [r15 + r9 + 704], rcx
-    mov dword ptr [r15 + r9 + 640], 7
-    mov r8d, 173
-    movzx r8d, byte ptr [r15 + rbp + 448]
+    mov eax, 92
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 3584], rbp
+    mov qword ptr [r15 + r9 + 64], r9
+    mov rax, qword ptr [r15 + rbp + 3456]
+    and r8, 64
+    mov r9d, dword ptr [r15 + r8 + 320]
+    jmp 1f
+1:
+    mov esi, r9d
+    mov dword ptr [r15 + rbp + 3520], esi
+    mov r9, rbp
+    vpmovmskb r9d, xmm4
+    mov dword ptr [r15 + rbp + 3648], edi
+    movzx r9d, r9b
+    movsxd r9, dword ptr [r15 + r8 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c233:
-    lea rcx, [rip + .Lc1_d17847_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17847_j_t
-.Lc1_d17847_j:
-    lea r8, [r11*8]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1600], r8
-    mov rcx, qword ptr [r15 + r8 + 1408]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d17332_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d17332_s_t
+    .p2align 3
+.Lc1_d17332_s:
+    .p2align 3
+    jmp .Lc1_d17332_j
+    .p2align 3
+    jmp .Lc1_d17332_j
+    .p2align 3
+    jmp .Lc1_d17332_j
+    .p2align 3
+    jmp .Lc1_d17332_j
+    .p2align 3
+    jmp .Lc1_d17332_j
+    .p2align 3
+    jmp .Lc1_d17332_j
+    .p2align 3
+    jmp .Lc1_d17332_j
+    .p2align 3
+    jmp .Lc1_d17332_j
+.Lc1_d17332_j:
+    mov ecx, 137
+    mov qword ptr [r15 + 0], r9
+    vmovdqu ymmword ptr [r15 + 0], ymm4
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, byte ptr [r15 + 0]
     jmp 1f
 1:
-    mov ebp, ecx
-    mov ebp, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 11
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 141
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, 47
+    mov byte ptr [r15 + 0], dil
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 1536], r9
-    movzx edi, r9b
-    and r9, 64
-    mov qword ptr [r15 + r9 + 512], r9
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + r8 + 1728]
+    mov rdi, qword ptr [r15 + 0]
+    vpor xmm4, xmm4, xmm4
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + r8 + 1472]
+    movzx eax, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rax
+    mov eax, dword ptr [r15 + 0]
+    vpshufd xmm4, xmm4, 179
     lea rbp, [r11 + r11*1]
-    mov rax, rax
+    mov dword ptr [r15 + 0], 33
     jmp 1f
 1:
-    mov eax, 205
+    jmp 1f
+1:
     and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 320]
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + r9 + 448]
-    mov dword ptr [r15 + r8 + 1792], esi
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + rbp + 384]
-    vpmovmskb ebp, xmm0
-    movzx ebp, byte ptr [r15 + r8 + 1664]
-    mov r9d, dword ptr [r15 + r8 + 1344]
-    mov r8, r9
-    jmp 1f
-1:
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 384], r8
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 128], ymm4
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 64], r9
+    and r9, 64
+    movzx r8d, byte ptr [r15 + r9 + 448]
+    movzx esi, byte ptr [r15 + r9 + 512]
+    movzx r9d, byte ptr [r15 + rbp + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c234:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    mov rbp, r9
-    mov esi, 29
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 171
-    mov r9d, 40
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d17395_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d17395_j_t
+.Lc1_d17395_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, 51
-    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov ecx, 191
+    mov ecx, 155
+    mov qword ptr [r15 + 0], rdx
+    mov ecx, 181
     jmp 1f
 1:
-    mov r9d, edi
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx r9d, r9b
-    test ebx, 2030080
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov dword ptr [r15 + 0], 219
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
+    mov ecx, 219
+    mov ecx, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 256], 14
-    mov rcx, rbp
-    movzx edi, cl
-    and rbp, 64
-    add qword ptr [r15 + rbp + 128], rbp
+    mov qword ptr [r15 + 0], r8
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm4, xmm4, xmm10
+    mov r8d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 66
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    mov edx, 223
+    and rbp, 192
+    movsxd rdx, dword ptr [r15 + rbp + 768]
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 128]
+    mov edi, 112
+    mov dword ptr [r15 + r8 + 64], edi
+    mov edi, edi
+    mov byte ptr [r15 + rbp + 704], r8b
     lea r8, [r11 + r11*1]
     jmp 1f
 1:
     and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
-    mov byte ptr [r15 + rbp + 64], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 192], r8b
-    movzx edi, byte ptr [r15 + r8 + 320]
-    jmp 1f
-1:
+    mov qword ptr [r15 + r8 + 448], r8
+    movsxd rdi, dword ptr [r15 + r8 + 512]
+    mov r8d, edi
+    mov r8d, ebp
+    vmovdqu ymmword ptr [r15 + rbp + 576], ymm4
+    vmovdqu ymmword ptr [r15 + rbp + 640], ymm4
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c235:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16777216
-    setz al
-    lea rcx, [rip + .Lc1_d17960_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17960_s_t
-    .p2align 3
-.Lc1_d17960_s:
-    .p2align 3
-    jmp .Lc1_d17960_j
-    .p2align 3
-    jmp .Lc1_d17960_j
-.Lc1_d17960_j:
+    movzx edi, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov rax, rcx
-    movzx ecx, r8b
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
+    mov rdi, r8
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 237
-    mov ecx, esi
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdi
+    mov r8, rdi
+    mov rdi, r8
+    mov dword ptr [r15 + 0], 7
+    mov byte ptr [r15 + 0], dil
     jmp 1f
 1:
-    mov rcx, rax
-    mov ecx, 230
+    mov r8, rdi
     mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x66, 0x90
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
+    mov r8d, 104
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    movzx r8d, r8b
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, dil
+    mov r8d, 83
+    mov dword ptr [r15 + 0], r8d
+    movzx r8d, dil
+    jmp 1f
+1:
+    mov r8, r8
+    movzx r8d, dil
+    mov qword ptr [r15 + 0], rdi
+    vmovq qword ptr [r15 + 0], xmm4
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 121
+    lea r8, [r11 + r11*1]
     mov edi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
+    movzx ebp, dil
     lea rbp, [r11 + r11*1]
-    mov rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 384]
     and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 512], ymm0
-    lea r8, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + rbp + 448], ymm0
-    jmp 1f
-1:
-    and r8, 64
-    movzx ebp, byte ptr [r15 + r8 + 384]
-    vmovdqu xmm0, xmmword ptr [r15 + r8 + 320]
-    lea r8, [r11 + r11*1]
-    movzx esi, r8b
-    jmp 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm0
+    mov rdx, qword ptr [r15 + rbp + 64]
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 320], r9
+    and r9, 64
+    mov qword ptr [r15 + r9 + 448], r9
+    mov r8, qword ptr [r15 + r9 + 512]
+    mov qword ptr [r15 + rbp + 128], rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c236:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea r8, [r11*4]
-    mov edi, esi
-    and r8, 192
-    mov dword ptr [r15 + r8 + 640], 131
-    movsxd rdi, dword ptr [r15 + r8 + 576]
-    mov rsi, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d17500_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d17500_j_t
+.Lc1_d17500_j:
+    lea rbp, [r11 + r11*8]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov rbp, rax
-    movzx ebp, byte ptr [r15 + 0]
-    mov edx, ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    test dword ptr [r15 + 67117723], 1
-    jnz 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], sil
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 768], ebp
+    lea r8, [r11 + r11*1]
+    and rbp, 8128
+    or qword ptr [r15 + rbp + 7488], 58
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 128]
+    mov edi, ecx
     lea r9, [r11 + r11*1]
-    vpaddd xmm0, xmm0, xmm0
+    mov byte ptr [r15 + rbp + 7680], r9b
+    movzx ecx, sil
+    mov dword ptr [r15 + rbp + 7936], eax
     and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 448], ymm0
+    vmovdqu ymmword ptr [r15 + r9 + 256], ymm4
+    mov qword ptr [r15 + rbp + 8000], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
     jmp 1f
 1:
-    mov rdi, r9
-    movzx edi, bpl
-    mov dword ptr [r15 + rbp + 320], 188
-    movzx ebp, dil
-    movzx ebp, bpl
-    mov rbp, rbp
-    mov byte ptr [r15 + r8 + 704], r9b
-    mov ebp, 138
-    mov qword ptr [r15 + r9 + 512], r9
+    movsxd rcx, dword ptr [r15 + 0]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + rbp + 7552]
+    mov rdx, qword ptr [r15 + rbp + 7808]
+    mov rdx, qword ptr [r15 + rbp + 7616]
+    mov qword ptr [r15 + rbp + 7872], rax
+    mov eax, dword ptr [r15 + r9 + 192]
+    mov r9, rax
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 64], 238
+    mov rax, qword ptr [r15 + rbp + 7744]
     jmp 1f
 1:
     add r11, 64
@@ -22413,65 +21444,56 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c237:
-    lea rcx, [rip + .Lc1_d18067_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18067_j_t
-.Lc1_d18067_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 114
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    and edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 170
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r8
     lea r9, [r11*4]
-    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
     and r9, 192
-    mov qword ptr [r15 + r9 + 640], r9
+    mov dword ptr [r15 + r9 + 704], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm4, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    jmp 1f
+1:
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7808], ymm4
+    jmp 1f
+1:
+    movzx eax, bpl
+    movsxd rax, dword ptr [r15 + rbp + 7552]
+    movzx r8d, al
+    mov rax, qword ptr [r15 + rbp + 7872]
+    mov ecx, eax
+    mov qword ptr [r15 + r9 + 768], rcx
+    movzx ecx, byte ptr [r15 + rbp + 7680]
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 768], r8d
+    mov dword ptr [r15 + r9 + 576], 184
+    mov qword ptr [r15 + r9 + 640], r8
     and r8, 64
-    add rcx, qword ptr [r15 + r8 + 256]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 320], ymm0
+    movzx eax, byte ptr [r15 + r8 + 64]
+    mov dword ptr [r15 + rbp + 7616], 129
+    movzx r9d, byte ptr [r15 + r8 + 128]
+    mov r8, r9
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 704], rbp
-    movzx edx, byte ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + rbp + 7488], r8d
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ebp, edx
-    mov rdx, qword ptr [r15 + r8 + 192]
-    mov byte ptr [r15 + r9 + 576], dl
+    mov dword ptr [r15 + rbp + 7744], r8d
     add r11, 64
     inc rbx
     dec r13
@@ -22480,95 +21502,81 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d18123_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 64
+    setz al
+    lea rcx, [rip + .Lc1_d17596_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d18123_s_t
+    jmp .Lc1_d17596_s_t
     .p2align 3
-.Lc1_d18123_s:
+.Lc1_d17596_s:
     .p2align 3
-    jmp .Lc1_d18123_j
+    jmp .Lc1_d17596_j
     .p2align 3
-    jmp .Lc1_d18123_j
-    .p2align 3
-    jmp .Lc1_d18123_j
-    .p2align 3
-    jmp .Lc1_d18123_j
-    .p2align 3
-    jmp .Lc1_d18123_j
-    .p2align 3
-    jmp .Lc1_d18123_j
-    .p2align 3
-    jmp .Lc1_d18123_j
-    .p2align 3
-    jmp .Lc1_d18123_j
-    .p2align 3
-    jmp .Lc1_d18123_j
-    .p2align 3
-    jmp .Lc1_d18123_j
-    .p2align 3
-    jmp .Lc1_d18123_j
-    .p2align 3
-    jmp .Lc1_d18123_j
-    .p2align 3
-    jmp .Lc1_d18123_j
-    .p2align 3
-    jmp .Lc1_d18123_j
-    .p2align 3
-    jmp .Lc1_d18123_j
-    .p2align 3
-    jmp .Lc1_d18123_j
-.Lc1_d18123_j:
-    lea rbp, [r11*4]
+    jmp .Lc1_d17596_j
+.Lc1_d17596_j:
     lea r8, [r11 + r11*1]
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 768], rbp
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
     and r8, 64
-    add rcx, qword ptr [r15 + r8 + 320]
+    movzx ecx, byte ptr [r15 + r8 + 384]
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 512]
+    movsxd rsi, dword ptr [r15 + r9 + 448]
+    and rbp, 64
+    mov r9d, dword ptr [r15 + rbp + 256]
+    mov edx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 0]
+    movzx edi, dl
+    vpshufd xmm4, xmm4, 139
+    mov edx, dword ptr [r15 + 0]
+    mov edx, 213
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
-    lea r9, [r11 + r11*4]
-    mov rax, rsi
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3456], ymm0
-    movzx eax, bpl
-    mov byte ptr [r15 + r9 + 3648], al
-    movzx eax, byte ptr [r15 + r9 + 3392]
+    mov eax, r9d
+    jmp 1f
+1:
+    vpor xmm4, xmm4, xmm4
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, rax
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx esi, al
-    mov esi, edx
-    movzx esi, sil
-    jmp 1f
-1:
-    mov esi, 36
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + r8 + 384], 190
-    mov esi, eax
-    mov dword ptr [r15 + rbp + 576], eax
-    vmovq xmm0, rsi
-    mov esi, dword ptr [r15 + r9 + 3584]
-    mov rax, qword ptr [r15 + rbp + 704]
     jmp 1f
 1:
-    mov r8, rax
-    movzx r8d, bpl
-    vpor xmm0, xmm0, xmm0
-    mov r8, r8
-    mov r8d, 90
-    mov dword ptr [r15 + r9 + 3520], 13
-    mov r8d, 188
-    jmp 1f
-1:
-    mov r8, r8
-    vmovdqu ymmword ptr [r15 + rbp + 640], ymm0
+    mov rax, qword ptr [r15 + r8 + 320]
+    mov r8d, 123
+    vmovq qword ptr [r15 + rbp + 192], xmm4
+    movzx r8d, r8b
     add r11, 64
     inc rbx
     dec r13
@@ -22577,680 +21585,691 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d17661_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d17661_j_t
+.Lc1_d17661_j:
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    mov rax, rbp
+    mov dword ptr [r15 + 0], 110
     jmp 1f
 1:
-    mov ebp, 75
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov rcx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 87
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdx
     jmp 1f
 1:
-    mov ebp, 30
-    mov eax, eax
-    test dword ptr [r15 + 67117723], 16544
+    jmp 1f
+1:
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    test dword ptr [r15 + 67117723], 134217728
     jz 1f
 1:
-    mov eax, 59
     lea rbp, [r11 + r11*1]
-    mov eax, ebp
+    movzx ecx, al
+    mov byte ptr [r15 + 0], cl
+    mov qword ptr [r15 + 0], r8
     and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 384], r8
-    jmp 1f
-1:
+    mov dword ptr [r15 + rbp + 384], ebp
+    vpcmpeqb xmm4, xmm4, xmm5
     lea r9, [r11*4]
+    mov rcx, r8
     jmp 1f
 1:
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
     and r9, 192
-    movsxd rax, dword ptr [r15 + r9 + 768]
-    mov qword ptr [r15 + r9 + 640], rax
+    mov dword ptr [r15 + r9 + 768], r9d
+    vmovdqu xmmword ptr [r15 + r9 + 704], xmm4
     jmp 1f
 1:
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + rbp + 320]
-    movzx eax, al
-    mov edx, dword ptr [r15 + r8 + 7552]
+    mov qword ptr [r15 + r9 + 640], r9
+    mov ecx, 135
+    mov dword ptr [r15 + r8 + 128], ecx
+    mov qword ptr [r15 + rbp + 320], rcx
+    mov dword ptr [r15 + r9 + 576], 90
     jmp 1f
 1:
-    mov eax, 145
-    mov dword ptr [r15 + r9 + 576], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 704], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c240:
-    lea rcx, [rip + .Lc1_d18243_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18243_j_t
-.Lc1_d18243_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov ecx, 175
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 118
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11*8]
+    mov rcx, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7616], bpl
-    mov rcx, rbp
-    and r8, 192
-    movzx ecx, byte ptr [r15 + r8 + 640]
-    mov eax, 68
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    mov r8d, dword ptr [r15 + r9 + 3712]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 320], cl
+    mov dword ptr [r15 + r9 + 3648], 219
+    mov byte ptr [r15 + r9 + 3840], r8b
     jmp 1f
 1:
+    lea r8, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + r9 + 3776]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 512], rdi
+    mov edi, dword ptr [r15 + r9 + 3584]
+    movsxd rax, dword ptr [r15 + r8 + 448]
+    movsxd r8, dword ptr [r15 + r9 + 3904]
     jmp 1f
 1:
-    movzx r9d, al
-    lea r9, [r11 + r11*1]
-    mov eax, dword ptr [r15 + rbp + 7744]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], r9d
+    mov edx, dword ptr [r15 + r9 + 3392]
+    mov esi, dword ptr [r15 + r9 + 3520]
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + r8 + 704]
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm0
-    mov byte ptr [r15 + r8 + 576], dl
-    mov qword ptr [r15 + r9 + 192], rdx
-    jmp 1f
-1:
-    mov edx, edx
-    mov rdx, qword ptr [r15 + rbp + 7552]
-    mov dword ptr [r15 + rbp + 7680], 51
-    movsxd r9, dword ptr [r15 + r8 + 768]
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 7808], 217
+    movzx r8d, byte ptr [r15 + r9 + 3456]
+    mov byte ptr [r15 + rbp + 384], cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c241:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 536870912
-    setz al
-    lea rcx, [rip + .Lc1_d18295_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d18295_s_t
-    .p2align 3
-.Lc1_d18295_s:
-    .p2align 3
-    jmp .Lc1_d18295_j
-    .p2align 3
-    jmp .Lc1_d18295_j
-.Lc1_d18295_j:
-    mov ecx, esi
+    lea rcx, [rip + .Lc1_d17751_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d17751_j_t
+.Lc1_d17751_j:
+    lea r8, [r11*4]
+    and r8, 192
+    mov ecx, dword ptr [r15 + r8 + 768]
+    mov r9, qword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, cl
-    movzx ebp, sil
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov rbp, rcx
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx edi, cl
+    mov rdi, qword ptr [r15 + 0]
+    movzx ebp, dil
+    mov rdi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 146
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 14
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov byte ptr [r15 + 0], sil
-    mov rsi, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 107
+    movsxd rsi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, r9
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    movzx edx, byte ptr [r15 + r8 + 704]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], 50
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 448], bpl
+    vmovdqu xmmword ptr [r15 + rbp + 512], xmm4
+    movzx ebp, bpl
     jmp 1f
 1:
-    mov rdx, rdx
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], r8d
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 384]
-    mov byte ptr [r15 + r9 + 320], dil
-    mov byte ptr [r15 + rbp + 64], cl
-    mov qword ptr [r15 + r8 + 448], r9
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 640], dl
+    vmovdqu xmmword ptr [r15 + r8 + 576], xmm4
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + r9 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c242:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 89
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 268435456
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rdx
-    movzx edx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov edx, 6
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rbp
-    mov rdx, rdx
-    and rbp, 64
-    lock or dword ptr [r15 + rbp + 128], 55
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
     lea r9, [r11 + r11*1]
     jmp 1f
 1:
+    and rbp, 64
+    vmovq qword ptr [r15 + rbp + 128], xmm4
+    jmp 1f
+1:
     and r9, 64
-    mov edx, dword ptr [r15 + r9 + 64]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 223
-    mov rsi, qword ptr [r15 + rbp + 64]
-    mov byte ptr [r15 + r9 + 128], sil
-    movsxd rsi, dword ptr [r15 + r8 + 448]
+    lea r8, [r11 + r11*8]
+    mov qword ptr [r15 + r9 + 448], r8
+    mov edx, edx
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3584], r8d
+    vpor xmm4, xmm4, xmm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + r8 + 3712], dl
+    mov edx, 164
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 3776], 51
+    jmp 1f
+1:
+    mov edx, edx
+    mov dword ptr [r15 + rbp + 64], ebp
+    movzx edx, r8b
+    lock add qword ptr [r15 + r8 + 3456], rdx
+    mov edx, 54
+    mov rdx, qword ptr [r15 + r8 + 3840]
+    jmp 1f
+1:
+    mov rbp, rdx
+    and edx, dword ptr [r15 + r8 + 3648]
+    movzx ebp, r8b
+    mov qword ptr [r15 + r9 + 512], r8
+    mov rbp, qword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + r8 + 3904], ymm4
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 3520], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c243:
-    lea rcx, [rip + .Lc1_d18405_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18405_j_t
-.Lc1_d18405_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 524288
+    setz al
+    lea rcx, [rip + .Lc1_d17859_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d17859_s_t
+    .p2align 3
+.Lc1_d17859_s:
+    .p2align 3
+    jmp .Lc1_d17859_j
+    .p2align 3
+    jmp .Lc1_d17859_j
+.Lc1_d17859_j:
+    lea rbp, [r11 + r11*8]
+    mov ecx, 248
+    and rbp, 1984
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + rbp + 1856]
+    mov dword ptr [r15 + rbp + 1728], 72
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    jmp 1f
-1:
-    mov ecx, 91
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    movzx eax, cl
-    jmp 1f
-1:
-    mov ecx, eax
-    mov ecx, ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, 95
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    movsxd rbp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 175
-    mov eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
+    mov ecx, 220
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, rax
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
     lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], 21
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 1536], r8
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    movzx eax, byte ptr [r15 + rbp + 1472]
+    mov edx, 112
+    and ecx, dword ptr [r15 + rbp + 1664]
+    mov dword ptr [r15 + rbp + 1792], 219
     jmp 1f
 1:
     lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 8
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 192]
     jmp 1f
 1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 192], edx
+    mov rdi, qword ptr [r15 + r9 + 64]
     jmp 1f
 1:
+    mov dword ptr [r15 + rbp + 1408], 24
+    mov dword ptr [r15 + r8 + 320], 50
+    mov dword ptr [r15 + r9 + 128], edi
+    mov r8, qword ptr [r15 + rbp + 1600]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 256], rcx
-    mov rcx, rbp
-    mov dword ptr [r15 + r8 + 320], 252
-    movzx ecx, cl
-    mov dword ptr [r15 + r9 + 256], 122
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c244:
-    lea rcx, [rip + .Lc1_d18461_j]
+    lea rcx, [rip + .Lc1_d17910_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18461_j_t
-.Lc1_d18461_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 384]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
+    jmp .Lc1_d17910_j_t
+.Lc1_d17910_j:
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 143
+    mov ecx, ecx
+    mov qword ptr [r15 + 0], rcx
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    movzx r8d, r8b
+    mov qword ptr [r15 + 0], r9
+    mov r8d, r8d
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 231
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9d, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rax
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
-    movzx eax, sil
-    jmp 1f
-1:
-    mov rsi, r9
-    jmp 1f
-1:
-    mov eax, 35
-    mov eax, eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    jmp 1f
-1:
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
+    mov r8, r9
+    mov dword ptr [r15 + 0], r8d
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 320], ymm0
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], 1
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 384], 32
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 320], edx
     movzx r9d, r8b
-    mov byte ptr [r15 + r8 + 128], r9b
+    jmp 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], r8
+    lea r9, [r11 + r11*1]
+    mov ecx, 156
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + r8 + 320], ecx
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 448], 252
+    mov dword ptr [r15 + rbp + 64], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c245:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov ecx, r9d
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpxor xmm0, xmm0, xmm5
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 4096
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vpxor xmm0, xmm0, xmm11
+    mov dword ptr [r15 + 0], 177
     mov r9, r8
+    mov dword ptr [r15 + 0], 35
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, eax
+    mov r9d, 60
+    movzx r9d, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov r9, rcx
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 0], eax
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
     lea r8, [r11 + r11*1]
+    jmp 1f
+1:
     and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 512]
+    vmovdqu ymmword ptr [r15 + r9 + 448], ymm4
+    and r8, 64
+    mov byte ptr [r15 + r8 + 384], r8b
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 512], rcx
+    mov dword ptr [r15 + r8 + 320], 3
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    movzx r9d, r8b
     jmp 1f
 1:
     and r8, 64
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 448], 144
-    movzx ecx, sil
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ebp
-    mov byte ptr [r15 + r8 + 512], r9b
-    mov esi, 29
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 448], r8d
-    mov esi, esi
-    mov qword ptr [r15 + rbp + 192], rsi
+    mov qword ptr [r15 + r8 + 128], r8
+    mov r9d, dword ptr [r15 + r8 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c246:
-    lea rcx, [rip + .Lc1_d18567_j]
+    lea rcx, [rip + .Lc1_d18020_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18567_j_t
-.Lc1_d18567_j:
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov ecx, 248
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d18020_j_t
+.Lc1_d18020_j:
+    mov esi, ecx
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
     jmp 1f
 1:
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 192]
+    mov r9d, 1
+    mov r9d, 194
+    movzx ebp, r9b
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    vmovdqu xmm4, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    movzx esi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov esi, ebp
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
-    mov rcx, rbp
-    jmp 1f
-1:
-    mov rcx, rcx
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 245
     and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rdi
-    vpshufd xmm0, xmm0, 251
-    lea r8, [r11*8]
-    mov rcx, r8
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    mov dword ptr [r15 + r8 + 1216], 137
-    movzx ecx, bpl
+    mov rcx, qword ptr [r15 + rbp + 512]
+    movzx r9d, r9b
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    movzx ecx, r9b
-    jmp 1f
-1:
+    mov qword ptr [r15 + rbp + 448], r9
+    mov ebp, esi
     and r9, 64
-    mov qword ptr [r15 + r9 + 448], r9
-    mov ecx, 5
-    movzx ecx, byte ptr [r15 + rbp + 256]
-    mov byte ptr [r15 + r8 + 1024], cl
-    movzx ecx, cl
-    vmovq qword ptr [r15 + r9 + 512], xmm0
-    mov dword ptr [r15 + r8 + 960], 165
+    movsxd rbp, dword ptr [r15 + r9 + 64]
+    mov rax, rbp
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + r8 + 896]
-    movzx r9d, byte ptr [r15 + r8 + 1152]
-    movzx ebp, byte ptr [r15 + r8 + 1088]
+    mov byte ptr [r15 + r8 + 256], al
+    mov dword ptr [r15 + r9 + 128], 23
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c247:
-    lea r8, [r11*8]
-    lea rbp, [r11*4]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    and rbp, 192
-    vmovdqu xmmword ptr [r15 + rbp + 640], xmm0
-    mov r9, rbp
+    lea rcx, [rip + .Lc1_d18082_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d18082_j_t
+.Lc1_d18082_j:
+    mov byte ptr [r15 + 0], cl
+    mov rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    vpcmpeqb xmm4, xmm4, xmm12
+    mov rcx, rdx
+    movzx ecx, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 79
-    mov r9d, 152
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 183
     jmp 1f
 1:
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
+    mov eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + r8 + 7872]
-    movsxd rcx, dword ptr [r15 + rbp + 576]
-    mov rax, qword ptr [r15 + r8 + 7808]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 37
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 0]
+    mov r9d, 44
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
     jmp 1f
 1:
     lea r9, [r11 + r11*1]
-    movzx esi, byte ptr [r15 + r8 + 7744]
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + 0], rbp
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 128], ymm4
+    mov rsi, rbp
     and r9, 64
-    mov byte ptr [r15 + r9 + 448], r9b
-    mov dword ptr [r15 + r9 + 512], r9d
-    movzx r9d, r9b
-    mov r9d, dword ptr [r15 + r8 + 7680]
+    mov qword ptr [r15 + r9 + 448], r9
+    vpor xmm4, xmm4, xmm4
     jmp 1f
 1:
     jmp 1f
 1:
+    vpcmpeqb xmm4, xmm4, xmm0
+    lea r8, [r11 + r11*1]
+    mov esi, ebp
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], r8
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 768], r9d
-    movzx edx, al
+    movzx esi, byte ptr [r15 + r8 + 320]
+    mov byte ptr [r15 + rbp + 64], sil
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + r8 + 7616]
-    mov rdx, r9
-    mov r9d, 150
-    vmovdqu ymmword ptr [r15 + r8 + 7552], ymm0
-    mov qword ptr [r15 + rbp + 704], r9
+    jmp 1f
+1:
+    mov rsi, rsi
+    vmovdqu ymmword ptr [r15 + r9 + 512], ymm4
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c248:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 65536
-    setz al
-    lea rcx, [rip + .Lc1_d18664_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d18664_s_t
-    .p2align 3
-.Lc1_d18664_s:
-    .p2align 3
-    jmp .Lc1_d18664_j
-    .p2align 3
-    jmp .Lc1_d18664_j
-.Lc1_d18664_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov byte ptr [r15 + 0], al
-    mov eax, 125
+    movzx esi, cl
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 0], esi
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
-    mov rax, rcx
-    mov eax, 252
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov rax, rsi
-    mov dword ptr [r15 + 0], edx
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
-    mov byte ptr [r15 + 0], cl
-    mov eax, ecx
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], rsi
+    vpshufd xmm4, xmm4, 122
+    movzx esi, sil
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*8]
+    mov rsi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
-    mov eax, ebp
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1792], eax
+    movzx esi, byte ptr [r15 + r8 + 1856]
     jmp 1f
 1:
     lea rbp, [r11 + r11*1]
-    mov r8d, 244
-    mov r8, qword ptr [r15 + r9 + 320]
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], r8b
+    mov qword ptr [r15 + r8 + 1664], rbp
+    and r9, 64
+    mov byte ptr [r15 + r9 + 320], r8b
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + r9 + 384], r8b
+    mov byte ptr [r15 + r8 + 1728], al
+    mov dword ptr [r15 + r8 + 1472], esi
     jmp 1f
 1:
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 64], ymm0
-    vpxor xmm0, xmm0, xmm9
-    lea r9, [r11 + r11*1]
-    mov eax, eax
-    mov eax, 185
-    mov rax, qword ptr [r15 + rbp + 128]
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 448], ymm0
-    mov byte ptr [r15 + r9 + 512], r9b
+    jmp 1f
+1:
+    mov eax, 130
+    mov dword ptr [r15 + rbp + 192], 24
+    mov dword ptr [r15 + r8 + 1408], 10
+    movsxd rbp, dword ptr [r15 + r8 + 1600]
+    mov eax, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + r8 + 1536]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c249:
-    lea rcx, [rip + .Lc1_d18727_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18727_j_t
-.Lc1_d18727_j:
-    xor dword ptr [r15 + 0], ecx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d18187_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d18187_s_t
+    .p2align 3
+.Lc1_d18187_s:
+    .p2align 3
+    jmp .Lc1_d18187_j
+    .p2align 3
+    jmp .Lc1_d18187_j
+.Lc1_d18187_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, eax
-    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    movzx ecx, sil
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
+    movzx ecx, bpl
+    and r8, 64
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 384], 112
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], rbp
+    mov rcx, rbp
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 0]
+    lea r9, [r11 + r11*8]
+    movzx edx, r9b
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1472], r8
     test ebx, 2560
     jnz 1f
 1:
@@ -23258,174 +22277,145 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
+    mov rcx, qword ptr [r15 + r9 + 1792]
     jmp 1f
 1:
-    movzx ecx, sil
+    movzx eax, dl
+    mov byte ptr [r15 + r9 + 1536], r9b
+    mov rax, qword ptr [r15 + r9 + 1728]
+    mov edx, eax
+    movzx edx, byte ptr [r15 + r8 + 320]
     jmp 1f
 1:
-    movzx esi, cl
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    movzx ecx, cl
-    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 1408], rdx
+    mov rdx, qword ptr [r15 + r9 + 1856]
+    mov r8d, dword ptr [r15 + r9 + 1600]
+    mov dword ptr [r15 + r9 + 1344], 202
+    movzx esi, byte ptr [r15 + r9 + 1664]
     jmp 1f
 1:
-    jmp 1f
-1:
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 192]
-    jmp 1f
-1:
-    mov rsi, rcx
-    movzx ecx, bpl
-    mov qword ptr [r15 + rbp + 256], rbp
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 192], bpl
-    mov dword ptr [r15 + rbp + 256], ecx
-    and r8, 64
-    movzx ebp, byte ptr [r15 + r8 + 64]
-    movsxd rcx, dword ptr [r15 + r8 + 128]
+    mov r9, qword ptr [r15 + rbp + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c250:
-    mov rcx, r8
-    lea rbp, [r11*4]
-    movzx ecx, bpl
-    and rbp, 192
-    movzx ecx, byte ptr [r15 + rbp + 768]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    movzx ecx, r8b
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 64], bpl
+    movzx ebp, al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rsi
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx ebp, cl
+    mov dword ptr [r15 + 0], 163
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov esi, ecx
-    movzx esi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea r9, [r11 + r11*4]
+    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    movzx esi, byte ptr [r15 + r9 + 3648]
-    and esi, dword ptr [r15 + rbp + 704]
-    mov rcx, rsi
-    mov esi, 44
-    mov byte ptr [r15 + r9 + 3520], sil
-    movsxd rsi, dword ptr [r15 + r9 + 3392]
-    mov rax, qword ptr [r15 + rbp + 576]
-    mov byte ptr [r15 + r9 + 3584], al
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 64]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + r8 + 128]
-    mov qword ptr [r15 + r9 + 3456], rdx
-    movzx edx, dl
-    mov byte ptr [r15 + rbp + 640], dl
+    mov qword ptr [r15 + 0], rbp
+    movzx ebp, sil
+    mov ebp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    lea rbp, [r11 + r11*1]
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 75
+    and rbp, 64
+    lea r8, [r11*4]
+    mov qword ptr [r15 + rbp + 256], r8
+    and r8, 192
+    movsxd rcx, dword ptr [r15 + r8 + 704]
+    mov qword ptr [r15 + r9 + 128], rcx
+    mov dword ptr [r15 + rbp + 192], ecx
+    vmovdqu ymmword ptr [r15 + r8 + 768], ymm4
+    mov dword ptr [r15 + r8 + 576], esi
+    movzx esi, dl
+    mov dword ptr [r15 + r8 + 640], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c251:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d18837_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d18837_s_t
-    .p2align 3
-.Lc1_d18837_s:
-    .p2align 3
-    jmp .Lc1_d18837_j
-    .p2align 3
-    jmp .Lc1_d18837_j
-    .p2align 3
-    jmp .Lc1_d18837_j
-    .p2align 3
-    jmp .Lc1_d18837_j
-    .p2align 3
-    jmp .Lc1_d18837_j
-    .p2align 3
-    jmp .Lc1_d18837_j
-    .p2align 3
-    jmp .Lc1_d18837_j
-    .p2align 3
-    jmp .Lc1_d18837_j
-.Lc1_d18837_j:
-    lea rbp, [r11 + r11*1]
-    movzx ecx, bpl
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rax
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    movzx edx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 109
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
-    movzx eax, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 251
-    mov dword ptr [r15 + 0], ebp
+    lea rcx, [rip + .Lc1_d18287_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d18287_j_t
+.Lc1_d18287_j:
     jmp 1f
 1:
     mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm0
-    mov ecx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov r8d, 140
+    movsxd rbp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 48
+    movzx r8d, sil
+    jmp 1f
+1:
+    mov esi, 149
+    mov esi, esi
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, qword ptr [r15 + 0]
+    mov r8d, 248
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + 0], r8
-    movzx esi, cl
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 175
+    movzx ebp, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    mov r8d, esi
+    mov esi, dword ptr [r15 + 0]
+    movzx edx, cl
+    mov dword ptr [r15 + 0], edx
     lea r9, [r11 + r11*1]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], bpl
-    jmp 1f
-1:
+    movzx edx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    mov dword ptr [r15 + r9 + 320], 214
-    mov dword ptr [r15 + rbp + 512], 87
+    mov byte ptr [r15 + r9 + 512], cl
+    mov edi, r9d
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], ebp
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], esi
     jmp 1f
 1:
-    xor dword ptr [r15 + r8 + 128], esi
-    mov r8d, dword ptr [r15 + r9 + 384]
+    vmovdqu ymmword ptr [r15 + r9 + 448], ymm4
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, r9d
+    vpaddd xmm4, xmm4, xmm4
+    mov r9, rdi
+    mov dword ptr [r15 + rbp + 64], ebp
     add r11, 64
     inc rbx
     dec r13
@@ -23434,136 +22424,118 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d18350_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d18350_j_t
+.Lc1_d18350_j:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    vmovdqu xmmword ptr [r15 + 0], xmm0
     jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 204
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov eax, eax
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 244
-    mov eax, eax
-    mov eax, r9d
-    test dword ptr [r15 + 67117724], 64
-    jnz 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, eax
-    movzx eax, r8b
-    mov eax, eax
-    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov rsi, rax
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 98
+    mov rax, rax
+    movzx ecx, al
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 960]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 33554432
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, al
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 832], r9
+    mov qword ptr [r15 + r8 + 1280], rdi
     and r9, 64
-    mov eax, dword ptr [r15 + r9 + 512]
-    mov rsi, rdx
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 320], 243
+    mov byte ptr [r15 + r8 + 1216], r8b
     and rbp, 64
-    mov dword ptr [r15 + rbp + 448], 149
-    mov dword ptr [r15 + r9 + 448], ebp
-    mov dword ptr [r15 + rbp + 512], ebp
+    mov qword ptr [r15 + rbp + 128], rsi
+    mov eax, 162
+    movzx eax, byte ptr [r15 + rbp + 64]
+    movsxd rbp, dword ptr [r15 + r8 + 896]
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 64], rax
+    mov dword ptr [r15 + r9 + 384], ebp
+    mov qword ptr [r15 + r8 + 1088], r9
+    mov rbp, rbp
+    movsxd rsi, dword ptr [r15 + r8 + 1024]
+    mov qword ptr [r15 + r8 + 1152], rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c253:
-    lea rcx, [rip + .Lc1_d18949_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18949_j_t
-.Lc1_d18949_j:
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    vpor xmm0, xmm0, xmm6
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    mov rbp, rcx
-    mov ebp, 228
-    movzx ebp, bpl
-    mov dword ptr [r15 + 0], 52
-    vpmovmskb ebp, xmm0
+    mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov eax, 73
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    movzx eax, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], r8d
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 448]
-    vpshufd xmm0, xmm0, 254
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 221
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 72
+    mov ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov dword ptr [r15 + 0], esi
+    movzx ebp, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov eax, ebp
+    mov rbp, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
+    mov esi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
     and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 64]
+    mov byte ptr [r15 + rbp + 64], al
+    and r8, 192
+    movzx esi, byte ptr [r15 + r8 + 768]
+    mov eax, esi
+    mov rsi, qword ptr [r15 + r8 + 704]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov edx, 129
-    mov edx, edx
-    mov edx, edx
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 128], r9
     jmp 1f
 1:
+    and r9, 64
+    mov rbp, qword ptr [r15 + r9 + 320]
+    movzx edi, byte ptr [r15 + r8 + 640]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 512], esi
-    mov qword ptr [r15 + rbp + 128], rdx
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 384], rdx
-    jmp 1f
-1:
-    mov edx, esi
-    mov esi, 197
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm4
+    mov dword ptr [r15 + r8 + 576], 248
+    mov r9d, edi
     add r11, 64
     inc rbx
     dec r13
@@ -23573,177 +22545,126 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 512
+    test dword ptr [r15 + 67117723], 1024
     setz al
-    lea rcx, [rip + .Lc1_d19015_s]
+    lea rcx, [rip + .Lc1_d18452_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d19015_s_t
+    jmp .Lc1_d18452_s_t
     .p2align 3
-.Lc1_d19015_s:
+.Lc1_d18452_s:
     .p2align 3
-    jmp .Lc1_d19015_j
+    jmp .Lc1_d18452_j
     .p2align 3
-    jmp .Lc1_d19015_j
-.Lc1_d19015_j:
-    mov eax, ecx
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], cl
-    mov rax, r9
+    jmp .Lc1_d18452_j
+.Lc1_d18452_j:
+    lea r9, [r11*8]
+    mov ecx, r9d
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1472], rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    mov rcx, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 1073742852
-    jz 1f
-1:
-    and r8, 192
-    mov ecx, dword ptr [r15 + r8 + 640]
-    mov dword ptr [r15 + r8 + 704], 159
-    lea r9, [r11 + r11*1]
-    mov eax, 22
     jmp 1f
 1:
-    mov eax, eax
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 448]
-    mov rdx, qword ptr [r15 + r8 + 576]
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + r9 + 1536]
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 704], dil
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + rbp + 640], 128
+    movsxd rax, dword ptr [r15 + rbp + 576]
+    movzx edx, byte ptr [r15 + r8 + 64]
+    mov r8d, dword ptr [r15 + r9 + 1664]
+    mov esi, dword ptr [r15 + r9 + 1408]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 128], rax
-    mov dword ptr [r15 + r8 + 768], ecx
-    mov r8, rax
+    mov r8d, esi
+    movzx r8d, r8b
+    mov esi, 216
+    mov esi, dword ptr [r15 + r9 + 1344]
+    movzx r8d, r9b
     mov r8, r8
-    mov r8, r8
-    movzx r8d, byte ptr [r15 + r9 + 512]
-    mov eax, r8d
-    mov r8d, eax
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 1728], r8b
+    movzx r8d, byte ptr [r15 + rbp + 768]
+    mov rbp, qword ptr [r15 + r9 + 1600]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c255:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d19073_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d19073_s_t
-    .p2align 3
-.Lc1_d19073_s:
-    .p2align 3
-    jmp .Lc1_d19073_j
-    .p2align 3
-    jmp .Lc1_d19073_j
-    .p2align 3
-    jmp .Lc1_d19073_j
-    .p2align 3
-    jmp .Lc1_d19073_j
-    .p2align 3
-    jmp .Lc1_d19073_j
-    .p2align 3
-    jmp .Lc1_d19073_j
-    .p2align 3
-    jmp .Lc1_d19073_j
-    .p2align 3
-    jmp .Lc1_d19073_j
-    .p2align 3
-    jmp .Lc1_d19073_j
-    .p2align 3
-    jmp .Lc1_d19073_j
-    .p2align 3
-    jmp .Lc1_d19073_j
-    .p2align 3
-    jmp .Lc1_d19073_j
-    .p2align 3
-    jmp .Lc1_d19073_j
-    .p2align 3
-    jmp .Lc1_d19073_j
-    .p2align 3
-    jmp .Lc1_d19073_j
-    .p2align 3
-    jmp .Lc1_d19073_j
-.Lc1_d19073_j:
-    mov ecx, 19
+    jmp 1f
+1:
+    vmovq xmm4, r8
+    or qword ptr [r15 + 0], 5
+    movzx r8d, sil
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov eax, r8d
+    mov rax, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
+    mov rax, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     movzx eax, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rbp
-    movzx ecx, cl
-    movzx edx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov ecx, edx
-    mov ecx, 124
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 224
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    xor dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 132
+    movzx r8d, byte ptr [r15 + 0]
+    mov rsi, r8
+    mov dword ptr [r15 + 0], 248
     lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + 0], rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 384]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 448], r9
-    mov rdx, rdx
+    lea rbp, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + r8 + 64], ymm4
+    mov edi, dword ptr [r15 + r8 + 128]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 128], bpl
+    mov dword ptr [r15 + rbp + 256], 249
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + r8 + 320]
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 64], rdx
-    jmp 1f
-1:
-    mov edx, edx
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + r9 + 512]
-    mov rdx, r8
+    and r8, 64
+    movzx edx, byte ptr [r15 + r8 + 64]
+    mov byte ptr [r15 + r8 + 128], dl
+    mov qword ptr [r15 + rbp + 192], r9
     add r11, 64
     inc rbx
     dec r13
@@ -23809,449 +22730,441 @@ ditto_body_init_c1:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d5099_j_t:
+.Lc1_d5162_j_t:
     jmp rcx
-.Lc1_d3286_s_t:
+.Lc1_d3329_s_t:
     jmp rcx
-.Lc1_d3348_s_t:
+.Lc1_d3394_j_t:
     jmp rcx
-.Lc1_d4876_j_t:
+.Lc1_d4983_s_t:
     jmp rcx
-.Lc1_d4936_j_t:
+.Lc1_d5098_s_t:
     jmp rcx
-.Lc1_d4989_s_t:
+.Lc1_d3927_s_t:
     jmp rcx
-.Lc1_d3852_j_t:
+.Lc1_d4038_j_t:
     jmp rcx
-.Lc1_d3938_j_t:
+.Lc1_d4088_s_t:
     jmp rcx
-.Lc1_d3992_s_t:
+.Lc1_d4188_j_t:
     jmp rcx
-.Lc1_d4105_s_t:
+.Lc1_d72_j_t:
     jmp rcx
-.Lc1_d4207_j_t:
+.Lc1_d166_j_t:
     jmp rcx
-.Lc1_d4681_j_t:
+.Lc1_d255_s_t:
     jmp rcx
-.Lc1_d4774_j_t:
+.Lc1_d308_j_t:
     jmp rcx
-.Lc1_d69_j_t:
+.Lc1_d404_j_t:
     jmp rcx
-.Lc1_d170_s_t:
+.Lc1_d496_s_t:
     jmp rcx
-.Lc1_d264_j_t:
+.Lc1_d593_j_t:
     jmp rcx
-.Lc1_d368_j_t:
+.Lc1_d685_j_t:
     jmp rcx
-.Lc1_d459_s_t:
+.Lc1_d734_j_t:
     jmp rcx
-.Lc1_d513_j_t:
+.Lc1_d830_j_t:
     jmp rcx
-.Lc1_d611_j_t:
+.Lc1_d920_s_t:
     jmp rcx
-.Lc1_d701_j_t:
+.Lc1_d1019_j_t:
     jmp rcx
-.Lc1_d802_j_t:
+.Lc1_d1080_j_t:
     jmp rcx
-.Lc1_d887_s_t:
+.Lc1_d1175_s_t:
     jmp rcx
-.Lc1_d945_s_t:
+.Lc1_d1277_j_t:
     jmp rcx
-.Lc1_d1041_j_t:
+.Lc1_d1377_j_t:
     jmp rcx
-.Lc1_d1136_j_t:
+.Lc1_d1422_s_t:
     jmp rcx
-.Lc1_d1225_j_t:
+.Lc1_d1532_j_t:
     jmp rcx
-.Lc1_d1316_s_t:
+.Lc1_d1628_s_t:
     jmp rcx
-.Lc1_d1381_j_t:
+.Lc1_d1686_j_t:
     jmp rcx
-.Lc1_d1476_s_t:
+.Lc1_d1784_s_t:
     jmp rcx
-.Lc1_d1576_j_t:
+.Lc1_d1900_j_t:
     jmp rcx
-.Lc1_d1664_s_t:
+.Lc1_d1950_j_t:
     jmp rcx
-.Lc1_d1757_j_t:
+.Lc1_d2052_s_t:
     jmp rcx
-.Lc1_d1812_j_t:
+.Lc1_d2160_j_t:
     jmp rcx
-.Lc1_d1910_s_t:
+.Lc1_d2212_j_t:
     jmp rcx
-.Lc1_d2021_j_t:
+.Lc1_d2310_s_t:
     jmp rcx
-.Lc1_d2071_s_t:
+.Lc1_d2417_j_t:
     jmp rcx
-.Lc1_d2192_j_t:
+.Lc1_d2463_j_t:
     jmp rcx
-.Lc1_d2291_j_t:
+.Lc1_d2569_s_t:
     jmp rcx
-.Lc1_d2344_s_t:
+.Lc1_d2693_j_t:
     jmp rcx
-.Lc1_d2442_j_t:
+.Lc1_d2746_s_t:
     jmp rcx
-.Lc1_d2539_j_t:
+.Lc1_d2848_j_t:
     jmp rcx
-.Lc1_d2639_s_t:
+.Lc1_d2947_j_t:
     jmp rcx
-.Lc1_d2694_j_t:
+.Lc1_d2996_s_t:
     jmp rcx
-.Lc1_d2791_s_t:
+.Lc1_d3102_s_t:
     jmp rcx
-.Lc1_d2898_j_t:
+.Lc1_d3220_j_t:
     jmp rcx
-.Lc1_d2993_s_t:
+.Lc1_d3270_j_t:
     jmp rcx
-.Lc1_d3057_s_t:
+.Lc1_b3_stubs_t:
     jmp rcx
-.Lc1_d3177_j_t:
+.Lc1_d4348_j_t:
     jmp rcx
-.Lc1_d3226_j_t:
+.Lc1_d4450_s_t:
     jmp rcx
-.Lc1_d3425_s_t:
+.Lc1_d4516_j_t:
     jmp rcx
-.Lc1_d3487_j_t:
+.Lc1_d4615_s_t:
     jmp rcx
-.Lc1_d3583_j_t:
+.Lc1_d4726_j_t:
     jmp rcx
-.Lc1_d3683_s_t:
+.Lc1_d4824_j_t:
     jmp rcx
-.Lc1_d3748_j_t:
-    jmp rcx
-.Lc1_b5_stubs_t:
+.Lc1_d4877_j_t:
     jmp rcx
 .Lc1_b9_stubs_t:
     jmp rcx
-.Lc1_d4363_j_t:
+.Lc1_d3511_s_t:
     jmp rcx
-.Lc1_d4412_s_t:
+.Lc1_d3606_j_t:
     jmp rcx
-.Lc1_d4513_j_t:
+.Lc1_d3704_s_t:
     jmp rcx
-.Lc1_d4611_s_t:
+.Lc1_d3770_j_t:
     jmp rcx
-.Lc1_d5164_s_t:
+.Lc1_d5231_s_t:
     jmp rcx
-.Lc1_d5238_s_t:
+.Lc1_d5300_s_t:
     jmp rcx
-.Lc1_d5309_s_t:
+.Lc1_d5365_s_t:
     jmp rcx
-.Lc1_d5376_s_t:
+.Lc1_d5420_j_t:
     jmp rcx
-.Lc1_d5452_s_t:
+.Lc1_d5476_j_t:
     jmp rcx
-.Lc1_d5521_j_t:
+.Lc1_d5527_s_t:
     jmp rcx
-.Lc1_d5568_j_t:
+.Lc1_d5590_s_t:
     jmp rcx
-.Lc1_d5629_s_t:
+.Lc1_d5645_s_t:
     jmp rcx
-.Lc1_d5746_s_t:
+.Lc1_d5700_s_t:
     jmp rcx
-.Lc1_d5817_j_t:
+.Lc1_d5759_s_t:
     jmp rcx
-.Lc1_d5911_j_t:
+.Lc1_d5814_s_t:
     jmp rcx
-.Lc1_d6020_j_t:
+.Lc1_d5880_s_t:
     jmp rcx
-.Lc1_d6078_j_t:
+.Lc1_d5943_j_t:
     jmp rcx
-.Lc1_d6172_j_t:
+.Lc1_d5987_j_t:
     jmp rcx
-.Lc1_d6273_s_t:
+.Lc1_d6033_j_t:
     jmp rcx
-.Lc1_d6345_s_t:
+.Lc1_d6122_j_t:
     jmp rcx
-.Lc1_d6464_j_t:
+.Lc1_d6223_s_t:
     jmp rcx
-.Lc1_d6559_j_t:
+.Lc1_d6279_j_t:
     jmp rcx
-.Lc1_d6607_j_t:
+.Lc1_d6386_s_t:
     jmp rcx
-.Lc1_d6712_j_t:
+.Lc1_d6488_j_t:
     jmp rcx
-.Lc1_d6811_j_t:
+.Lc1_d6585_j_t:
     jmp rcx
-.Lc1_d6869_s_t:
+.Lc1_d6634_j_t:
     jmp rcx
-.Lc1_d6980_j_t:
+.Lc1_d6732_j_t:
     jmp rcx
-.Lc1_d7040_s_t:
+.Lc1_d6829_s_t:
     jmp rcx
-.Lc1_d7171_j_t:
+.Lc1_d6890_j_t:
     jmp rcx
-.Lc1_d7269_j_t:
+.Lc1_d6991_s_t:
     jmp rcx
-.Lc1_d7322_s_t:
+.Lc1_d7088_j_t:
     jmp rcx
-.Lc1_d7424_j_t:
+.Lc1_d7186_j_t:
     jmp rcx
-.Lc1_d7527_s_t:
+.Lc1_d7236_j_t:
     jmp rcx
-.Lc1_d7580_j_t:
+.Lc1_d7331_j_t:
     jmp rcx
-.Lc1_d7681_j_t:
+.Lc1_d7426_j_t:
     jmp rcx
-.Lc1_d7739_s_t:
+.Lc1_d7514_j_t:
     jmp rcx
-.Lc1_d7845_j_t:
+.Lc1_d7623_s_t:
     jmp rcx
-.Lc1_d7958_j_t:
+.Lc1_d7683_j_t:
     jmp rcx
-.Lc1_d8010_s_t:
+.Lc1_d7783_s_t:
     jmp rcx
-.Lc1_d8122_j_t:
+.Lc1_d7849_j_t:
     jmp rcx
-.Lc1_d8225_s_t:
+.Lc1_d7951_s_t:
     jmp rcx
-.Lc1_d8285_j_t:
+.Lc1_d8008_j_t:
     jmp rcx
-.Lc1_d8393_j_t:
+.Lc1_d8108_j_t:
     jmp rcx
-.Lc1_d8448_s_t:
+.Lc1_d8212_s_t:
+    jmp rcx
+.Lc1_d8310_j_t:
+    jmp rcx
+.Lc1_d8364_s_t:
+    jmp rcx
+.Lc1_d8461_j_t:
     jmp rcx
 .Lc1_d8554_j_t:
     jmp rcx
-.Lc1_d8653_s_t:
+.Lc1_d8656_j_t:
     jmp rcx
-.Lc1_d8713_j_t:
+.Lc1_d8705_s_t:
     jmp rcx
-.Lc1_d8821_s_t:
+.Lc1_d8807_j_t:
     jmp rcx
-.Lc1_d8929_s_t:
+.Lc1_d8905_s_t:
     jmp rcx
-.Lc1_d9003_j_t:
+.Lc1_d8963_j_t:
     jmp rcx
-.Lc1_d9098_j_t:
+.Lc1_d9063_j_t:
     jmp rcx
-.Lc1_d9188_s_t:
+.Lc1_d9161_j_t:
     jmp rcx
-.Lc1_d9243_j_t:
+.Lc1_d9221_j_t:
     jmp rcx
-.Lc1_d9347_j_t:
+.Lc1_d9322_s_t:
     jmp rcx
-.Lc1_d9458_j_t:
+.Lc1_d9426_j_t:
     jmp rcx
-.Lc1_d9510_s_t:
+.Lc1_d9521_s_t:
     jmp rcx
-.Lc1_d9607_j_t:
+.Lc1_d9580_j_t:
     jmp rcx
-.Lc1_d9703_s_t:
+.Lc1_d9675_j_t:
     jmp rcx
-.Lc1_d9774_j_t:
+.Lc1_d9776_j_t:
     jmp rcx
-.Lc1_d9886_s_t:
+.Lc1_d9824_j_t:
     jmp rcx
-.Lc1_d9989_j_t:
+.Lc1_d9921_s_t:
     jmp rcx
-.Lc1_d10045_j_t:
+.Lc1_d10031_j_t:
     jmp rcx
-.Lc1_d10144_s_t:
+.Lc1_d10092_s_t:
     jmp rcx
-.Lc1_d10199_j_t:
+.Lc1_d10184_j_t:
     jmp rcx
-.Lc1_d10307_j_t:
+.Lc1_d10285_s_t:
     jmp rcx
-.Lc1_d10410_s_t:
+.Lc1_d10385_s_t:
     jmp rcx
-.Lc1_d10471_j_t:
+.Lc1_d10443_j_t:
     jmp rcx
-.Lc1_d10578_s_t:
+.Lc1_d10538_s_t:
     jmp rcx
-.Lc1_d10682_j_t:
+.Lc1_d10631_j_t:
     jmp rcx
-.Lc1_d10739_j_t:
+.Lc1_d10734_j_t:
     jmp rcx
-.Lc1_d10842_s_t:
+.Lc1_d10787_j_t:
     jmp rcx
-.Lc1_d10918_j_t:
+.Lc1_d10886_j_t:
     jmp rcx
-.Lc1_d11018_s_t:
+.Lc1_d10992_j_t:
     jmp rcx
-.Lc1_d11118_j_t:
+.Lc1_d11048_s_t:
     jmp rcx
-.Lc1_d11219_s_t:
+.Lc1_d11156_j_t:
     jmp rcx
-.Lc1_d11278_j_t:
+.Lc1_d11215_s_t:
     jmp rcx
-.Lc1_d11374_j_t:
+.Lc1_d11324_j_t:
     jmp rcx
-.Lc1_d11475_s_t:
+.Lc1_d11424_s_t:
     jmp rcx
-.Lc1_d11533_j_t:
+.Lc1_d11480_j_t:
     jmp rcx
-.Lc1_d11650_s_t:
+.Lc1_d11580_s_t:
     jmp rcx
-.Lc1_d11724_j_t:
+.Lc1_d11688_j_t:
     jmp rcx
-.Lc1_d11826_j_t:
+.Lc1_d11736_j_t:
     jmp rcx
-.Lc1_d11881_s_t:
+.Lc1_d11840_j_t:
     jmp rcx
-.Lc1_d11989_j_t:
+.Lc1_d11943_s_t:
     jmp rcx
-.Lc1_d12045_j_t:
+.Lc1_d12005_s_t:
     jmp rcx
-.Lc1_d12160_s_t:
+.Lc1_d12108_j_t:
     jmp rcx
-.Lc1_d12222_j_t:
+.Lc1_d12206_j_t:
     jmp rcx
-.Lc1_d12338_s_t:
+.Lc1_d12255_j_t:
     jmp rcx
-.Lc1_d12399_j_t:
+.Lc1_d12360_s_t:
     jmp rcx
-.Lc1_d12507_s_t:
+.Lc1_d12464_j_t:
     jmp rcx
-.Lc1_d12621_j_t:
+.Lc1_d12515_j_t:
     jmp rcx
-.Lc1_d12680_s_t:
+.Lc1_d12620_j_t:
     jmp rcx
-.Lc1_d12787_j_t:
+.Lc1_d12710_j_t:
     jmp rcx
-.Lc1_d12886_j_t:
+.Lc1_d12805_j_t:
     jmp rcx
-.Lc1_d12938_s_t:
+.Lc1_d12862_s_t:
     jmp rcx
-.Lc1_d13041_j_t:
+.Lc1_d12972_j_t:
     jmp rcx
-.Lc1_d13140_j_t:
+.Lc1_d13072_s_t:
     jmp rcx
-.Lc1_d13197_s_t:
+.Lc1_d13131_j_t:
     jmp rcx
-.Lc1_d13300_j_t:
+.Lc1_d13227_s_t:
     jmp rcx
-.Lc1_d13402_s_t:
+.Lc1_d13329_j_t:
     jmp rcx
-.Lc1_d13468_j_t:
+.Lc1_d13389_s_t:
     jmp rcx
-.Lc1_d13580_s_t:
+.Lc1_d13485_j_t:
     jmp rcx
-.Lc1_d13682_j_t:
+.Lc1_d13583_j_t:
     jmp rcx
-.Lc1_d13730_j_t:
+.Lc1_d13679_j_t:
     jmp rcx
-.Lc1_d13840_s_t:
+.Lc1_d13737_s_t:
     jmp rcx
-.Lc1_d13905_j_t:
+.Lc1_d13846_j_t:
     jmp rcx
-.Lc1_d14013_s_t:
+.Lc1_d13898_j_t:
     jmp rcx
-.Lc1_d14079_j_t:
+.Lc1_d13996_s_t:
     jmp rcx
-.Lc1_d14180_j_t:
+.Lc1_d14100_s_t:
     jmp rcx
-.Lc1_d14293_s_t:
+.Lc1_d14167_j_t:
     jmp rcx
-.Lc1_d14355_j_t:
+.Lc1_d14269_j_t:
     jmp rcx
-.Lc1_d14452_j_t:
+.Lc1_d14376_s_t:
     jmp rcx
-.Lc1_d14502_s_t:
+.Lc1_d14426_j_t:
     jmp rcx
-.Lc1_d14630_s_t:
+.Lc1_d14519_j_t:
     jmp rcx
-.Lc1_d14723_j_t:
+.Lc1_d14611_j_t:
     jmp rcx
-.Lc1_d14777_j_t:
+.Lc1_d14720_s_t:
     jmp rcx
-.Lc1_d14886_j_t:
+.Lc1_d14788_j_t:
     jmp rcx
-.Lc1_d14993_s_t:
+.Lc1_d14883_j_t:
     jmp rcx
-.Lc1_d15047_j_t:
+.Lc1_d14979_s_t:
     jmp rcx
-.Lc1_d15143_s_t:
+.Lc1_d15029_j_t:
     jmp rcx
-.Lc1_d15258_j_t:
+.Lc1_d15139_j_t:
     jmp rcx
-.Lc1_d15321_s_t:
+.Lc1_d15240_s_t:
     jmp rcx
-.Lc1_d15422_j_t:
+.Lc1_d15300_j_t:
     jmp rcx
-.Lc1_d15523_j_t:
+.Lc1_d15403_s_t:
     jmp rcx
-.Lc1_d15616_s_t:
+.Lc1_d15470_j_t:
     jmp rcx
-.Lc1_d15669_j_t:
+.Lc1_d15574_j_t:
     jmp rcx
-.Lc1_d15770_s_t:
+.Lc1_d15634_s_t:
     jmp rcx
-.Lc1_d15833_j_t:
+.Lc1_d15747_s_t:
     jmp rcx
-.Lc1_d15932_j_t:
+.Lc1_d15859_j_t:
     jmp rcx
-.Lc1_d16047_s_t:
+.Lc1_d15908_j_t:
     jmp rcx
-.Lc1_d16104_j_t:
+.Lc1_d16013_j_t:
     jmp rcx
-.Lc1_d16217_s_t:
+.Lc1_d16123_s_t:
     jmp rcx
-.Lc1_d16296_s_t:
+.Lc1_d16183_j_t:
     jmp rcx
-.Lc1_d16405_j_t:
+.Lc1_d16284_j_t:
     jmp rcx
-.Lc1_d16459_j_t:
+.Lc1_d16376_s_t:
     jmp rcx
-.Lc1_d16561_j_t:
+.Lc1_d16428_j_t:
     jmp rcx
-.Lc1_d16668_s_t:
+.Lc1_d16534_s_t:
     jmp rcx
-.Lc1_d16726_j_t:
+.Lc1_d16639_j_t:
     jmp rcx
-.Lc1_d16823_j_t:
+.Lc1_d16687_j_t:
     jmp rcx
-.Lc1_d16927_s_t:
+.Lc1_d16791_s_t:
     jmp rcx
-.Lc1_d16978_j_t:
+.Lc1_d16899_j_t:
     jmp rcx
-.Lc1_d17079_s_t:
+.Lc1_d16951_j_t:
     jmp rcx
-.Lc1_d17197_j_t:
+.Lc1_d17059_s_t:
     jmp rcx
-.Lc1_d17251_j_t:
+.Lc1_d17129_j_t:
     jmp rcx
-.Lc1_d17348_s_t:
+.Lc1_d17230_s_t:
     jmp rcx
-.Lc1_d17412_s_t:
+.Lc1_d17332_s_t:
     jmp rcx
-.Lc1_d17522_j_t:
+.Lc1_d17395_j_t:
     jmp rcx
-.Lc1_d17629_j_t:
+.Lc1_d17500_j_t:
     jmp rcx
-.Lc1_d17689_s_t:
+.Lc1_d17596_s_t:
     jmp rcx
-.Lc1_d17793_j_t:
+.Lc1_d17661_j_t:
     jmp rcx
-.Lc1_d17847_j_t:
+.Lc1_d17751_j_t:
     jmp rcx
-.Lc1_d17960_s_t:
+.Lc1_d17859_s_t:
     jmp rcx
-.Lc1_d18067_j_t:
+.Lc1_d17910_j_t:
     jmp rcx
-.Lc1_d18123_s_t:
+.Lc1_d18020_j_t:
     jmp rcx
-.Lc1_d18243_j_t:
+.Lc1_d18082_j_t:
     jmp rcx
-.Lc1_d18295_s_t:
+.Lc1_d18187_s_t:
     jmp rcx
-.Lc1_d18405_j_t:
+.Lc1_d18287_j_t:
     jmp rcx
-.Lc1_d18461_j_t:
+.Lc1_d18350_j_t:
     jmp rcx
-.Lc1_d18567_j_t:
-    jmp rcx
-.Lc1_d18664_s_t:
-    jmp rcx
-.Lc1_d18727_j_t:
-    jmp rcx
-.Lc1_d18837_s_t:
-    jmp rcx
-.Lc1_d18949_j_t:
-    jmp rcx
-.Lc1_d19015_s_t:
-    jmp rcx
-.Lc1_d19073_s_t:
+.Lc1_d18452_s_t:
     jmp rcx
     .text
 

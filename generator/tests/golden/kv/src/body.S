@@ -70,55 +70,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r8, [r10*8]
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 1536]
-    mov rcx, rcx
-    mov dword ptr [r14 + r8 + 1792], r9d
-    test dword ptr [r15 + 67117723], 524288
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + r8 + 1920]
-    mov r9d, dword ptr [r15 + r8 + 1600]
-    vmovq xmm1, rdi
+    lea rcx, [rip + .Lc1_d40_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d40_j_t
+.Lc1_d40_j:
+    lea rdi, [r15 + 67109504]
+    mov ecx, 642
+    rep stosb
+    cmovne rax, rax
+    movsxd rbp, dword ptr [r15 + 0]
     test bl, 32
-    jz 1f
-1:
-    movzx edi, al
-    mov rbp, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov ecx, eax
-    popcnt rbp, rdx
-    test dword ptr [r15 + 67117723], 33587472
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    movzx edi, bpl
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 6096
     jnz 1f
 1:
+    movzx edx, al
+    movsxd rdi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 232
+    test bl, 224
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    mov rdx, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 1
+    jz 1f
+1:
+    mov rsi, r9
     lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + r8 + 1472], edx
-    lea r9, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + r8 + 1664]
+    movsxd r9, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 268435456
+    jnz 1f
+1:
     and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 384]
-    test bl, 32
+    mov rax, qword ptr [r15 + rbp + 320]
+    mov edi, ecx
+    mov rdx, rsi
+    lea r8, [r10 + r10*1]
+    test ebx, 816
+    jz 1f
+1:
+    and r8, 64
+    not qword ptr [r15 + r8 + 128]
+    mov esi, dword ptr [r15 + rbp + 384]
+    vpshufd xmm6, xmm3, 56
+    test dword ptr [r15 + 67117724], 2182
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + r8 + 64]
+    mov ecx, 120
+    lea r9, [r10 + r10*1]
+    movzx ecx, dl
+    test dword ptr [r15 + 67117723], 2048
     jnz 1f
 1:
     and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 64]
-    mov edi, dword ptr [r15 + r8 + 1728]
-    movzx edx, byte ptr [r15 + r9 + 128]
-    test dword ptr [r15 + 67117723], 33796
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + rbp + 320]
-    mov dword ptr [r15 + r8 + 1856], 125
+    mov byte ptr [r15 + r9 + 512], bpl
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + r9 + 448]
     add r10, r11
     inc rbx
     dec r13
@@ -127,59 +133,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d89_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d89_j_t
-.Lc1_d89_j:
-    mov r8d, dword ptr [r15 + 0]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
-    movzx ebp, r8b
-    mov byte ptr [r15 + 0], cl
-    test ebx, 11648
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 1048576
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 66
-    mov ecx, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
-    test ebx, 12240
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 768]
-    movzx eax, cl
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 192]
     lea rbp, [r10 + r10*1]
-    test bl, 144
-    jnz 1f
-1:
-    movzx ecx, bpl
+    movzx edx, r9b
+    lea r8, [r10*8]
     and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 64]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 642
-    rep movsb
-    test ebx, 32384
-    jnz 1f
-1:
-    mov dword ptr [r14 + r8 + 256], 114
-    mov rax, qword ptr [r14 + 0]
-    mov dword ptr [r15 + r9 + 704], ecx
-    test dword ptr [r15 + 67117723], 2048
+    mov r9d, dword ptr [r14 + rbp + 832]
+    and r8, 4032
+    or qword ptr [r15 + r8 + 3264], 12
+    test ebx, 2048
     jz 1f
 1:
-    movzx edx, bpl
-    movzx ecx, r8b
-    movzx r9d, byte ptr [r15 + rbp + 128]
+    movzx edi, dil
+    movzx eax, cl
+    test dword ptr [r15 + 67117723], 268435456
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    movsxd rdx, dword ptr [r15 + r8 + 3392]
+    mov rdi, qword ptr [r15 + r8 + 3072]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], 253
+    test dword ptr [r15 + 67117724], 587677698
+    jnz 1f
+1:
+    cmovne rdi, r9
+    mov esi, 186
+    test bl, 32
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 3008], 163
+    mov ecx, ecx
+    mov rax, qword ptr [r15 + r9 + 128]
+    test dword ptr [r15 + 67117724], 25315400
+    jnz 1f
+1:
+    mov rdi, r8
+    mov ecx, dword ptr [r15 + r8 + 3328]
+    test ebx, 416
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + r8 + 3200]
+    movzx edx, dil
+    mov rdi, qword ptr [r14 + r8 + 3136]
+    test dword ptr [r15 + 67117724], 1107698192
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + rbp + 896]
+    cmovne r8, rbp
     add r10, r11
     inc rbx
     dec r13
@@ -188,56 +188,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], ebp
-    movsxd rdx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 51
-    test dword ptr [r15 + 67117724], 536870920
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    movsxd rsi, dword ptr [r15 + 0]
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
-    test bl, 128
+    lea rcx, [rip + .Lc1_d142_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d142_j_t
+.Lc1_d142_j:
+    mov dword ptr [r15 + 0], ecx
+    mov r8, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 4524064
     jz 1f
 1:
-    mov edx, 41
-    movsxd r8, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rdx
+    mov ebp, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 912
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 624
+    jz 1f
+1:
+    vpor xmm6, xmm6, xmm6
+    mov ecx, ecx
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 2187266
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov edi, eax
+    mov rcx, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    bswap rbp
-    lea rbp, [r10 + r10*1]
-    test bl, 32
+    test ebx, 28160
     jz 1f
 1:
+    cmovne rax, rax
     and r9, 64
-    movsxd rsi, dword ptr [r14 + r9 + 640]
+    lea rbp, [r10 + r10*1]
+    mov rax, qword ptr [r15 + r9 + 640]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 256], esi
-    movzx r8d, bpl
     lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 269484034
+    mov rdx, qword ptr [r15 + rbp + 128]
+    test bl, 48
     jz 1f
 1:
-    vpshufd xmm15, xmm1, 107
-    movzx ecx, r8b
+    movzx eax, byte ptr [r15 + rbp + 64]
     and r8, 64
-    mov byte ptr [r15 + r8 + 448], cl
-    test dword ptr [r15 + 67117724], 4
-    jnz 1f
-1:
-    mov rdx, r8
-    mov byte ptr [r15 + r8 + 512], dil
-    movzx ecx, dl
-    test bl, 32
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 192], 161
-    mov rdi, rax
-    mov edx, dword ptr [r15 + r9 + 576]
-    test dword ptr [r15 + 67117723], 167772224
+    vpaddq xmm8, xmm8, xmmword ptr [r14 + r8 + 512]
+    mov edx, 248
+    test ebx, 432
     jz 1f
 1:
-    mov rbp, rdx
-    mov rdx, rcx
+    mov dword ptr [r15 + r8 + 448], 212
+    mov rbp, qword ptr [r14 + 0]
+    mov r8, qword ptr [r15 + r9 + 576]
     add r10, r11
     inc rbx
     dec r13
@@ -246,71 +253,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 270532610
-    setz al
-    lea rcx, [rip + .Lc1_d193_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d193_s_t
-    .p2align 3
-.Lc1_d193_s:
-    .p2align 3
-    jmp .Lc1_d193_j
-    .p2align 3
-    jmp .Lc1_d193_j
-.Lc1_d193_j:
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    movzx r8d, byte ptr [r14 + r9 + 832]
-    mov dword ptr [r15 + 0], esi
-    movzx edx, sil
-    mov byte ptr [r15 + 0], sil
-    test ebx, 2528
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    bt rdi, rax
-    test dword ptr [r15 + 67117724], 67668992
-    jz 1f
-1:
-    mov rdi, rsi
-    movzx r8d, byte ptr [r15 + 0]
-    sete bpl
-    test dword ptr [r15 + 67117723], 1
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov rsi, r8
-    test dword ptr [r15 + 67117723], 1074857377
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 0], ebp
-    test bl, 32
-    jz 1f
-1:
-    and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 640]
-    mov esi, r9d
-    movsxd rdx, dword ptr [r15 + rbp + 576]
-    lea rbp, [r10 + r10*1]
-    test bl, 32
-    jz 1f
-1:
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 256]
-    bswap rcx
-    mov rsi, qword ptr [r15 + r9 + 896]
-    test dword ptr [r15 + 67117723], 4202628
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + rbp + 192]
     movzx edi, byte ptr [r14 + 0]
-    mov ecx, 54
+    movzx eax, al
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 288
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 243
+    test dword ptr [r15 + 67117723], 128
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov rsi, r8
+    mov dword ptr [r15 + 0], 164
+    test dword ptr [r15 + 67117724], 2097152
+    jz 1f
+1:
+    mov ecx, 15
+    movzx r8d, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 48300032
+    jz 1f
+1:
+    mov r9d, r8d
+    lea rbp, [r10 + r10*1]
+    mov qword ptr [r15 + 0], r9
+    mov r8d, 54
+    test ebx, 24384
+    jz 1f
+1:
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 832]
+    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 192]
+    and r9, 64
+    mov rdx, qword ptr [r14 + r9 + 384]
+    test dword ptr [r15 + 67117724], 8
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 256], edx
+    bswap rdi
+    movzx edx, byte ptr [r15 + rbp + 896]
+    test ebx, 7664
+    jnz 1f
+1:
+    bt rdx, rcx
+    movsxd rsi, dword ptr [r15 + r9 + 320]
     add r10, r11
     inc rbx
     dec r13
@@ -319,60 +310,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov r9, qword ptr [r14 + rbp + 832]
-    movzx eax, r8b
-    mov rdx, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 557376
+    lea rcx, [rip + .Lc1_d248_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d248_j_t
+.Lc1_d248_j:
+    mov ebp, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 96
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    movzx r8d, dl
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 624
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov edx, esi
-    test ebx, 720
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov edi, 151
+    or qword ptr [r15 + 0], 74
+    test dword ptr [r15 + 67117723], 1417957512
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 171
-    movzx edi, byte ptr [r15 + 0]
-    mov esi, esi
+    mov ecx, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 1536
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    test ebx, 816
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 640]
+    movzx edx, byte ptr [r14 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    mov r9d, 235
+    movzx edi, dil
+    movzx ebp, byte ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
     test bl, 32
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 67108865
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 4194561
-    jnz 1f
-1:
-    mov rdi, rdx
-    and r8, 64
-    lea r9, [r10 + r10*1]
-    movzx esi, byte ptr [r15 + r8 + 64]
+    vmovdqu xmm6, xmmword ptr [r15 + r8 + 576]
     and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 576]
-    test bl, 80
+    mov eax, dword ptr [r15 + r9 + 320]
+    lea rbp, [r10 + r10*1]
+    vpaddd xmm3, xmm3, xmm6
+    test ebx, 400
     jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 896], rbp
-    mov edi, esi
-    mov ebp, dword ptr [r14 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 640], 118
-    movzx eax, byte ptr [r15 + r8 + 128]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], ebp
+    movzx r8d, byte ptr [r15 + rbp + 128]
+    mov edi, dword ptr [r15 + r9 + 384]
     add r10, r11
     inc rbx
     dec r13
@@ -381,59 +375,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d307_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d307_j_t
-.Lc1_d307_j:
-    movzx edi, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 32774
+    lea r9, [r10 + r10*1]
+    and r9, 64
+    vmovdqu xmm3, xmmword ptr [r15 + r9 + 896]
+    mov dword ptr [r15 + 0], esi
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
     mov rsi, qword ptr [r15 + 0]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 643
-    rep movsb
-    mov rax, qword ptr [r15 + 0]
-    test bl, 80
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    test dword ptr [r15 + 67117724], 524290
     jnz 1f
 1:
-    bswap rdx
-    mov r9d, 202
-    mov r8d, 19
-    test dword ptr [r15 + 67117723], 1024
+    mov r8d, dword ptr [r15 + 0]
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 464
     jz 1f
 1:
-    vmovdqu xmm15, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    mov byte ptr [r15 + 0], r8b
-    lea r8, [r10 + r10*1]
-    test bl, 32
+    movzx edx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    mov dword ptr [r15 + 0], edx
+    test dword ptr [r15 + 67117723], 69206080
     jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov eax, edx
+    lea r8, [r10 + r10*1]
+    test ebx, 1024
+    jz 1f
 1:
     and r8, 64
-    mov edi, dword ptr [r14 + r8 + 640]
-    mov rbp, r8
-    lea r9, [r10 + r10*1]
-    movzx edx, byte ptr [r15 + r8 + 576]
-    test dword ptr [r15 + 67117724], 4194306
+    or qword ptr [r15 + r8 + 192], 84
+    mov ebp, 54
+    mov edx, dword ptr [r15 + r8 + 256]
+    test dword ptr [r15 + 67117723], 1
     jz 1f
 1:
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 128]
-    movsxd rsi, dword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + r9 + 64]
-    test bl, 112
+    mov dword ptr [r15 + r9 + 832], edi
+    sete cl
+    lea r9, [r10 + r10*1]
+    mov ecx, dword ptr [r14 + 0]
+    test ebx, 12016
     jnz 1f
 1:
-    mov rcx, rcx
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], eax
-    mov dword ptr [r15 + rbp + 320], 65
+    mov eax, dword ptr [r14 + 0]
+    and r9, 64
+    mov edi, dword ptr [r15 + r9 + 448]
+    movzx r8d, byte ptr [r15 + r9 + 512]
     add r10, r11
     inc rbx
     dec r13
@@ -442,61 +434,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d356_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d356_j_t
+.Lc1_d356_j:
     lea rbp, [r10 + r10*1]
-    mov eax, ebp
     and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 256]
-    or qword ptr [r15 + 0], 42
-    test bl, 64
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r14 + rbp + 128], 240
+    movzx ecx, byte ptr [r15 + 0]
     movsxd rsi, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 805830656
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov edi, edx
-    mov rdi, rdx
-    test dword ptr [r15 + 67117723], 553648256
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov r8, rsi
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 512
+    test dword ptr [r15 + 67117724], 128
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    movsxd r9, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 16777216
+    mov qword ptr [r15 + 0], rsi
+    movzx r9d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    test dword ptr [r15 + 67117724], 512
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    lock xadd qword ptr [r15 + 0], r9
+    mov edx, 13
+    test dword ptr [r15 + 67117723], 1064992
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
     lea r9, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 16777218
-    jnz 1f
-1:
+    mov r8d, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
     and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + r9 + 64], esi
-    mov qword ptr [r14 + 0], rdx
-    test ebx, 13312
-    jz 1f
-1:
-    mov esi, 154
+    xor dword ptr [r15 + r9 + 384], eax
     lea r8, [r10 + r10*1]
-    movzx edx, r8b
-    mov byte ptr [r14 + rbp + 192], r8b
-    test ebx, 23488
-    jnz 1f
+    test dword ptr [r15 + 67117724], 4341761
+    jz 1f
 1:
     and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 896]
-    movzx ebp, byte ptr [r15 + r8 + 832]
+    movsxd rdi, dword ptr [r15 + r8 + 448]
+    movsxd rcx, dword ptr [r15 + r8 + 512]
+    mov eax, ebp
+    test dword ptr [r15 + 67117724], 12977792
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + r9 + 320]
+    movzx edx, byte ptr [r14 + 0]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 643
+    rep stosb
+    test dword ptr [r15 + 67117723], 1074823744
+    jz 1f
+1:
+    mov r9d, edx
+    mov qword ptr [r15 + rbp + 64], rsi
     add r10, r11
     inc rbx
     dec r13
@@ -505,103 +492,95 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d415_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d415_j_t
-.Lc1_d415_j:
-    mov rdi, qword ptr [r14 + 0]
-    mov byte ptr [r14 + 0], dl
-    xchg rsi, r8
-    mov ecx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 24576
+    mov dword ptr [r15 + 0], 72
+    mov dword ptr [r15 + 0], eax
+    movzx ecx, al
+    test dword ptr [r15 + 67117723], 1073741824
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    popcnt r9, rsi
-    mov edx, r8d
-    test dword ptr [r15 + 67117724], 92275840
+    vpmovmskb ebp, xmm6
+    movzx r8d, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    test ebx, 4096
     jnz 1f
+1:
+    mov edi, eax
+    movzx esi, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 416
+    jz 1f
 1:
     movzx eax, byte ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 541065474
-    jnz 1f
-1:
-    mov r8d, 37
-    mov rdx, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 2688
+    mov r9d, r9d
+    test dword ptr [r15 + 67117724], 795650
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 14832
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    movzx edi, sil
-    movzx esi, cl
-    and r8, 64
-    mov qword ptr [r15 + r8 + 832], rdx
     lea rbp, [r10 + r10*1]
-    test ebx, 3328
+    mov byte ptr [r15 + 0], bpl
+    movzx edi, byte ptr [r14 + 0]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 576], r9d
+    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    test dword ptr [r15 + 67117724], 4096
     jz 1f
 1:
-    and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 128]
-    movzx ecx, byte ptr [r15 + r8 + 896]
-    mov esi, dword ptr [r15 + rbp + 64]
-    lea r9, [r10 + r10*1]
-    test ebx, 8128
+    and r8, 64
+    mov byte ptr [r15 + r8 + 448], cl
+    and r9, 64
+    mov byte ptr [r15 + r9 + 576], dil
+    mov eax, dword ptr [r14 + r8 + 512]
+    test dword ptr [r15 + 67117724], 32768
     jnz 1f
 1:
-    and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 768]
-    mov rax, qword ptr [r15 + r9 + 704]
-    mov ebp, ebp
+    mov eax, 144
+    mov esi, 243
+    bt rcx, rcx
+    test dword ptr [r15 + 67117723], 131072
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + rbp + 640]
+    mov byte ptr [r15 + r9 + 640], cl
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 110 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 112 chunk executions per call
     mov rbx, qword ptr [r15 + 67117744]
-    lea rcx, [rbx + 110]
+    lea rcx, [rbx + 112]
     mov qword ptr [r15 + 67117744], rcx
-    mov r13d, 110
+    mov r13d, 112
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov ecx, edx
+    movzx r9d, byte ptr [r15 + 0]
+    mov ecx, r9d
     jmp 1f
 1:
-    mov r8, r10
+    mov r9, r10
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 12
-    and r8, 64
-    mov qword ptr [r15 + r8 + 704], rcx
+    or qword ptr [r15 + 0], 43
+    and r9, 64
+    mov qword ptr [r15 + r9 + 704], rcx
     nop
     test bl, 10
     jz 1f
 1:
-    mov r8, r11
-    movzx edx, dl
-    and r8, 448
-    mov r9, r10
-    add rax, qword ptr [r15 + r8 + 960]
-    mov dword ptr [r14 + 0], 35
-    and r9, 33554368
-    movzx r8d, byte ptr [r15 + r9 + 33554432]
+    mov rbp, r11
+    movzx r9d, cl
+    and rbp, 448
+    mov r8, r10
+    add rcx, qword ptr [r15 + rbp + 960]
+    mov dword ptr [r14 + 0], 51
+    and r8, 33554368
+    movzx esi, byte ptr [r15 + r8 + 33554432]
     add r11, 64
     add r10, r11
     inc rbx
@@ -619,62 +598,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d510_j]
+    lea rcx, [rip + .Lc1_d494_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d510_j_t
-.Lc1_d510_j:
+    jmp .Lc1_d494_j_t
+.Lc1_d494_j:
     lea rbp, [r10 + r10*1]
-    movzx edi, r8b
-    mov esi, 249
+    movzx edi, dl
+    mov esi, 189
     and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 128]
-    mov r9, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + rbp + 128]
+    mov r8, qword ptr [r15 + 0]
     test ebx, 512
     jnz 1f
 1:
+    mov eax, dword ptr [r15 + 0]
     mov edx, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov eax, r8d
+    mov ecx, r9d
     test bl, 16
     jnz 1f
 1:
-    mov r8, rcx
-    movzx r9d, byte ptr [r15 + 0]
-    lock add qword ptr [r15 + 0], rcx
+    mov rsi, rdx
+    movzx edi, byte ptr [r15 + 0]
+    lock add qword ptr [r15 + 0], rbp
     test dword ptr [r15 + 67117723], 512
     jnz 1f
 1:
-    popcnt rcx, rdx
-    mov rdx, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
+    popcnt r8, rax
+    mov r9, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
     test ebx, 8030
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    and eax, dword ptr [r15 + 0]
-    popcnt rdi, rbp
+    mov rax, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    and esi, dword ptr [r15 + 0]
+    popcnt rdi, rdx
     test dword ptr [r15 + 67117724], 268435456
     jnz 1f
 1:
-    and r9, 64
-    vpaddd ymm15, ymm15, ymmword ptr [r15 + r9 + 192]
-    mov esi, dword ptr [r15 + rbp + 64]
-    vmulsd xmm15, xmm15, xmm15
+    and r8, 64
+    vpaddd ymm6, ymm3, ymmword ptr [r15 + r8 + 192]
+    mov edi, dword ptr [r15 + rbp + 64]
+    vmulsd xmm8, xmm8, xmm7
     lea rbp, [r10 + r10*1]
     test bl, 42
     jnz 1f
 1:
     and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 320]
-    mov dword ptr [r15 + rbp + 384], 95
-    xchg rdi, rcx
+    mov edx, dword ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + rbp + 384], 20
+    xchg rdi, rbp
     test dword ptr [r15 + 67117724], 575021448
     jz 1f
 1:
-    mov ebp, dword ptr [r14 + 0]
-    mov r8d, 188
-    movsxd rsi, dword ptr [r15 + r9 + 256]
+    mov r9d, dword ptr [r14 + 0]
+    mov eax, 196
+    movsxd rsi, dword ptr [r15 + r8 + 256]
     add r10, r11
     inc rbx
     dec r13
@@ -729,52 +708,72 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r9, [r10 + r10*8]
-    mov rdx, r9
-    and r9, 960
-    mov dword ptr [r15 + r9 + 2496], 181
-    mov eax, dword ptr [r14 + r9 + 2304]
-    test ebx, 14720
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 2432], bpl
-    mov qword ptr [r15 + 0], rax
-    test dword ptr [r15 + 67117723], 268435456
-    jz 1f
-1:
-    vpmovmskb esi, xmm5
-    mov qword ptr [r15 + r9 + 2176], rdi
-    sete dil
-    test dword ptr [r15 + 67117723], 270533124
-    jnz 1f
-1:
-    mov ebp, 236
-    mov r8d, ebp
-    test ebx, 5568
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + r9 + 1984]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r9 + 2112]
-    test ebx, 3968
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r9 + 2240]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 536887312
+    setz al
+    lea rcx, [rip + .Lc1_d560_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d560_s_t
+    .p2align 3
+.Lc1_d560_s:
+    .p2align 3
+    jmp .Lc1_d560_j
+    .p2align 3
+    jmp .Lc1_d560_j
+.Lc1_d560_j:
     lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + r9 + 2368], sil
     and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 192]
-    test dword ptr [r15 + 67117723], 16785420
+    movsxd r8, dword ptr [r15 + rbp + 192]
+    mov byte ptr [r15 + 0], dl
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    movsxd r9, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 278921280
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 5
+    mov esi, esi
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 384
     jz 1f
 1:
+    mov esi, dword ptr [r15 + 0]
+    mov edx, 207
+    movzx eax, al
+    test dword ptr [r15 + 67117724], 16384
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    movzx eax, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 8
     lea r8, [r10 + r10*1]
-    movzx esi, byte ptr [r15 + rbp + 256]
-    mov rbp, qword ptr [r15 + r9 + 2048]
-    test bl, 128
-    jz 1f
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 2944
+    jnz 1f
 1:
     and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 768]
-    movsxd r9, dword ptr [r15 + r8 + 704]
+    mov rcx, qword ptr [r15 + r8 + 64]
+    mov edx, 234
+    lea r9, [r10 + r10*1]
+    mov rax, qword ptr [r14 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov esi, 26
+    and r9, 64
+    mov rdi, qword ptr [r15 + r9 + 896]
+    mov rcx, qword ptr [r15 + r9 + 832]
+    test ebx, 5376
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 256], ebp
+    mov edx, 224
+    mov rdi, qword ptr [r15 + r8 + 128]
     add r10, r11
     inc rbx
     dec r13
@@ -784,7 +783,7 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 16777512
+    test dword ptr [r15 + 67117724], 2312
     setz al
     lea rcx, [rip + .Lc1_d622_s]
     lea rcx, [rcx + rax*8]
@@ -796,55 +795,62 @@ ditto_body_c1:
     .p2align 3
     jmp .Lc1_d622_j
 .Lc1_d622_j:
-    mov r8d, ecx
-    mov dword ptr [r15 + 0], 143
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 30
-    test ebx, 16064
-    jnz 1f
-1:
-    mov rdx, rdi
-    mov esi, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 134217728
+    mov ebp, dword ptr [r15 + 0]
+    mov r8d, 156
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 5120
     jz 1f
 1:
-    mov r9d, edi
-    mov qword ptr [r15 + 0], r9
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
-    test ebx, 15200
-    jnz 1f
+    mov edx, r8d
+    mov esi, dword ptr [r15 + 0]
+    mov rdi, rdi
+    test dword ptr [r15 + 67117723], 16
+    jz 1f
 1:
-    mov edx, r9d
-    mov r8, rdx
-    lea rbp, [r10 + r10*1]
-    mov ecx, 152
+    mov r9d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov rdx, r9
+    test ebx, 7296
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    mov r9, rsi
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 4096
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 832], 94
-    test dword ptr [r15 + 67117723], 71565376
+    mov rdi, r8
+    movzx edx, dil
+    test ebx, 53248
     jnz 1f
 1:
     and r8, 64
-    mov eax, dword ptr [r15 + r8 + 192]
-    mov edi, 72
-    movsxd rdx, dword ptr [r14 + 0]
-    test ebx, 111616
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movzx esi, dl
-    movzx edx, byte ptr [r14 + rbp + 896]
-    and r9, 64
-    movzx ebp, byte ptr [r15 + r9 + 640]
-    movzx ecx, bpl
-    test dword ptr [r15 + 67117723], 133156
+    mov dword ptr [r14 + r8 + 384], 19
+    cmovne rcx, r8
+    mov esi, 146
+    test dword ptr [r15 + 67117724], 67108864
     jz 1f
 1:
-    mov edx, 13
-    movsxd rbp, dword ptr [r15 + r8 + 256]
-    mov r8d, dword ptr [r15 + r9 + 576]
+    sete dil
+    lea r9, [r10 + r10*1]
+    mov edi, dword ptr [r15 + r8 + 320]
+    lea rbp, [r10 + r10*1]
+    and r9, 64
+    mov r8, qword ptr [r15 + r9 + 128]
+    test dword ptr [r15 + 67117724], 67371024
+    jnz 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 768], dl
+    mov qword ptr [r15 + r9 + 64], rdi
+    mov rax, qword ptr [r14 + 0]
+    test ebx, 1344
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + rbp + 704]
+    mov r9d, esi
     add r10, r11
     inc rbx
     dec r13
@@ -853,57 +859,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
-    cmovne rdi, rsi
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], r9
-    mov rcx, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 17301508
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 58368
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov ecx, 50
-    test dword ptr [r15 + 67117723], 1048576
-    jz 1f
-1:
-    mov rcx, r9
-    mov dword ptr [r15 + 0], 95
-    movsxd rax, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    movzx ecx, sil
-    movzx r9d, r9b
-    test ebx, 800
-    jnz 1f
-1:
     lea r8, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
     and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 64]
-    test dword ptr [r15 + 67117724], 524288
+    mov rsi, qword ptr [r15 + r8 + 704]
+    mov ecx, 5
+    movsxd rbp, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 69922
     jz 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], rdi
-    mov edi, dword ptr [r14 + r8 + 128]
-    test dword ptr [r15 + 67117723], 8192
+    movsxd rdi, dword ptr [r15 + 0]
+    mov eax, edx
+    test ebx, 448
+    jz 1f
+1:
+    vpcmpeqb xmm6, xmm6, xmm8
+    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    test dword ptr [r15 + 67117724], 1049600
     jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 128], 242
-    mov byte ptr [r15 + rbp + 384], dl
+    mov dword ptr [r15 + 0], 186
+    movsxd rdx, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    test ebx, 5056
+    jnz 1f
+1:
+    movzx ecx, bpl
+    mov dword ptr [r15 + 0], r9d
+    lea rbp, [r10 + r10*1]
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 192]
+    test dword ptr [r15 + 67117723], 134217728
+    jnz 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 320], al
+    mov esi, dword ptr [r15 + rbp + 384]
+    test dword ptr [r15 + 67117724], 340263040
+    jnz 1f
+1:
+    movzx ebp, sil
+    mov edi, 191
+    movzx edx, byte ptr [r14 + 0]
+    test ebx, 15072
+    jnz 1f
+1:
+    mov ebp, dword ptr [r14 + 0]
+    mov rsi, qword ptr [r15 + r9 + 256]
+    test ebx, 20448
+    jz 1f
+1:
+    movzx ecx, bpl
+    movsxd rdi, dword ptr [r15 + r8 + 768]
     add r10, r11
     inc rbx
     dec r13
@@ -912,62 +919,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d731_j]
+    lea rcx, [rip + .Lc1_d737_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d731_j_t
-.Lc1_d731_j:
+    jmp .Lc1_d737_j_t
+.Lc1_d737_j:
     lea r8, [r10 + r10*1]
+    mov ebp, edx
+    mov rdi, rsi
     and r8, 64
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r14 + r8 + 256], 191
-    and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 64]
-    mov esi, dword ptr [r15 + rbp + 128]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 5056
+    mov r9, qword ptr [r15 + r8 + 448]
+    test bl, 64
+    jnz 1f
+1:
+    mov esi, r9d
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 7136
     jz 1f
 1:
-    mov r9d, esi
     movzx edi, byte ptr [r15 + 0]
-    mov rsi, rdx
-    test ebx, 3328
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 416
-    jz 1f
-1:
-    btc dword ptr [r15 + 0], 8
-    movzx esi, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1024
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    movzx r9d, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 262144
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
+    mov r9d, 112
+    test dword ptr [r15 + 67117724], 608197120
     jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 448
+    jz 1f
 1:
     lea rbp, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
+    movzx eax, al
     and rbp, 64
-    mov byte ptr [r15 + rbp + 896], r8b
-    test dword ptr [r15 + 67117724], 1073741824
-    jnz 1f
+    movzx r9d, byte ptr [r15 + rbp + 128]
+    lea r9, [r10 + r10*1]
+    mov esi, dword ptr [r15 + r8 + 512]
+    test dword ptr [r15 + 67117724], 4104
+    jz 1f
 1:
-    movsxd rdx, dword ptr [r14 + 0]
-    movzx esi, byte ptr [r14 + 0]
-    movzx edi, byte ptr [r15 + rbp + 832]
-    test dword ptr [r15 + 67117724], 128
-    jnz 1f
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 153
+    movzx r8d, byte ptr [r15 + rbp + 64]
+    test dword ptr [r15 + 67117723], 8
+    jz 1f
 1:
-    movzx r9d, dil
-    bswap rsi
-    mov dword ptr [r15 + r8 + 192], 244
+    mov rdi, qword ptr [r14 + 0]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 643
+    rep movsb
+    mov rax, rax
+    test dword ptr [r15 + 67117723], 189006856
+    jz 1f
+1:
+    mov ebp, 93
+    vmovdqu xmm8, xmmword ptr [r15 + r9 + 320]
     add r10, r11
     inc rbx
     dec r13
@@ -976,62 +981,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d787_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d787_j_t
-.Lc1_d787_j:
-    mov edx, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    cmovne rdi, rdi
-    mov eax, 80
-    test ebx, 13568
+    mov r9, rdx
+    mov r8d, r9d
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx edx, sil
+    test ebx, 8192
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    mov byte ptr [r15 + 0], bpl
-    xor dword ptr [r15 + 0], r8d
-    test dword ptr [r15 + 67117724], 134217728
+    mov dword ptr [r15 + 0], edx
+    movzx edi, dl
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 1152
     jnz 1f
 1:
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
-    mov r9d, 16
-    mov edx, 104
-    test dword ptr [r15 + 67117724], 1048576
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    vmovdqu xmm15, xmmword ptr [r15 + 0]
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test ebx, 864
-    jnz 1f
+    movsxd r9, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 67133458
+    jz 1f
 1:
-    mov rax, r8
-    movsxd rsi, dword ptr [r15 + 0]
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 512]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 216
+    movzx edi, cl
     lea rbp, [r10 + r10*1]
-    test ebx, 14976
+    test ebx, 1248
     jz 1f
 1:
+    mov rax, rdx
     and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 896]
-    lea r9, [r10 + r10*1]
-    mov eax, dword ptr [r15 + r8 + 448]
-    and r9, 64
-    vmovdqu xmm5, xmmword ptr [r15 + r9 + 256]
-    test bl, 64
+    movzx edx, byte ptr [r15 + rbp + 640]
+    lea r8, [r10 + r10*1]
+    mov ecx, esi
+    and r8, 64
+    mov r9d, dword ptr [r15 + r8 + 192]
+    test ebx, 114048
+    jz 1f
+1:
+    or qword ptr [r15 + r8 + 256], 109
+    movsxd rax, dword ptr [r14 + 0]
+    mov byte ptr [r14 + 0], sil
+    test dword ptr [r15 + 67117724], 4195328
     jnz 1f
 1:
-    mov r8d, dword ptr [r14 + 0]
-    movsxd rdx, dword ptr [r14 + 0]
-    movzx eax, dil
-    test ebx, 15104
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 832], al
-    movzx edi, al
-    mov ebp, dword ptr [r15 + r9 + 192]
+    lea r8, [r10 + r10*1]
+    movsxd rsi, dword ptr [r15 + rbp + 576]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 896], 58
+    mov edi, dword ptr [r15 + r8 + 832]
     add r10, r11
     inc rbx
     dec r13
@@ -1040,50 +1043,75 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*8]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 4992
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4726784
+    setz al
+    lea rcx, [rip + .Lc1_d845_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d845_s_t
+    .p2align 3
+.Lc1_d845_s:
+    .p2align 3
+    jmp .Lc1_d845_j
+    .p2align 3
+    jmp .Lc1_d845_j
+.Lc1_d845_j:
+    lea r8, [r10 + r10*1]
+    xchg rax, rbp
+    and r8, 64
+    mov qword ptr [r14 + r8 + 896], rdx
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 14592
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    and r8, 960
-    movzx ecx, byte ptr [r15 + r8 + 1984]
-    mov ebp, edi
-    test ebx, 22016
+    movzx r9d, r9b
+    movzx eax, byte ptr [r15 + 0]
+    movzx edi, sil
+    test dword ptr [r15 + 67117723], 4
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + r8 + 2176], 215
-    and rbp, 64
-    inc dword ptr [r15 + rbp + 128]
-    mov edi, ebp
-    test dword ptr [r15 + 67117724], 4358144
+    movzx edi, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    test ebx, 928
     jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 2304], dil
-    bt rdx, rdi
-    mov rdx, qword ptr [r15 + rbp + 64]
+    movzx esi, sil
+    mov edx, dword ptr [r15 + 0]
+    movzx edi, dil
+    test dword ptr [r15 + 67117724], 65536
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov ebp, r8d
+    mov rsi, qword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + r8 + 2432]
-    mov qword ptr [r15 + r8 + 2368], rdx
-    mov r9d, dword ptr [r15 + r8 + 2048]
-    test dword ptr [r15 + 67117724], 1024
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + r8 + 2112]
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r14 + r8 + 2496], 247
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 576]
-    test dword ptr [r15 + 67117724], 35850240
+    mov eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    movzx edi, byte ptr [r15 + r8 + 832]
+    lea r8, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 557059
     jz 1f
 1:
-    mov rax, qword ptr [r15 + r8 + 2240]
-    mov edi, dword ptr [r15 + r9 + 640]
+    and r8, 64
+    lea rbp, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + r8 + 448]
+    mov edx, edx
+    and rbp, 64
+    mov edi, dword ptr [r15 + rbp + 704]
+    test ebx, 16256
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r8 + 512]
+    mov r8d, dword ptr [r14 + 0]
+    mov byte ptr [r15 + rbp + 768], r9b
+    test dword ptr [r15 + 67117724], 541329572
+    jz 1f
+1:
+    mov rax, r8
+    mov r8d, r9d
     add r10, r11
     inc rbx
     dec r13
@@ -1092,71 +1120,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 805310464
-    setz al
-    lea rcx, [rip + .Lc1_d888_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d888_s_t
-    .p2align 3
-.Lc1_d888_s:
-    .p2align 3
-    jmp .Lc1_d888_j
-    .p2align 3
-    jmp .Lc1_d888_j
-.Lc1_d888_j:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + r8 + 64], ecx
-    mov esi, eax
-    mov rax, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 538968210
-    jz 1f
-1:
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    mov ebp, ebp
-    mov dword ptr [r15 + 0], 255
-    test dword ptr [r15 + 67117724], 1024
+    lea r9, [r10 + r10*1]
+    and r9, 64
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + r9 + 256], r9b
+    and rbp, 64
+    inc dword ptr [r14 + rbp + 896]
+    movzx edi, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 671088896
     jnz 1f
 1:
-    mov r9d, ebp
-    movzx esi, byte ptr [r15 + 0]
-    mov rbp, rdx
-    test ebx, 4096
-    jz 1f
-1:
-    movzx edi, sil
-    mov r8d, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rdx
-    test dword ptr [r15 + 67117724], 172228864
+    mov dword ptr [r15 + 0], edi
+    mov rdi, rdx
+    test dword ptr [r15 + 67117724], 1048576
     jz 1f
 1:
     mov ecx, dword ptr [r15 + 0]
-    mov esi, edx
-    movzx ebp, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 131072
+    mov rdx, rcx
+    test ebx, 6400
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    movsxd rdx, dword ptr [r15 + 0]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ebp
-    mov r9d, 237
-    lea r8, [r10 + r10*1]
-    test ebx, 416
+    mov rsi, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    movzx r8d, sil
+    test dword ptr [r15 + 67117724], 32768
+    jz 1f
+1:
+    popcnt rdi, r9
+    mov qword ptr [r15 + 0], r8
+    test ebx, 288
+    jz 1f
+1:
+    or eax, 1
+    xor edx, edx
+    div eax
+    mov r8, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 524288
     jnz 1f
 1:
-    movsxd rax, dword ptr [r14 + 0]
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 896]
-    movzx edx, sil
-    test ebx, 1984
+    mov byte ptr [r15 + 0], r9b
+    mov eax, dword ptr [r15 + r9 + 192]
+    lea r9, [r10 + r10*1]
+    movzx edx, byte ptr [r15 + rbp + 832]
+    test dword ptr [r15 + 67117724], 339746832
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + rbp + 192]
-    mov dword ptr [r14 + r8 + 832], 210
-    mov r8, rsi
+    mov ecx, edx
+    and r9, 64
+    mov byte ptr [r15 + r9 + 320], dil
+    test dword ptr [r15 + 67117724], 16384
+    jz 1f
+1:
+    mov ebp, r9d
+    mov qword ptr [r15 + r9 + 384], rdi
     add r10, r11
     inc rbx
     dec r13
@@ -1165,51 +1181,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10*8]
-    mov r8d, 76
-    and r9, 960
-    movsxd rcx, dword ptr [r15 + r9 + 2368]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 1
-    test ebx, 5888
-    jz 1f
-1:
-    movzx edx, bpl
-    movzx esi, byte ptr [r15 + r9 + 2176]
-    test dword ptr [r15 + 67117724], 4194304
+    lea rcx, [rip + .Lc1_d961_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d961_j_t
+.Lc1_d961_j:
+    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov edi, 246
+    test ebx, 15616
     jnz 1f
 1:
-    mov rax, rdi
-    mov ecx, edi
-    test dword ptr [r15 + 67117723], 268439552
+    mov dword ptr [r15 + 0], 222
+    mov r8, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 256
+    jnz 1f
+1:
+    bswap r8
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    test ebx, 416
+    jnz 1f
+1:
+    bswap rcx
+    lea r9, [r10 + r10*1]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 1792
+    jnz 1f
+1:
+    and r9, 64
+    mov edi, dword ptr [r14 + r9 + 64]
+    mov ebp, 89
+    lea r8, [r10 + r10*1]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 642
+    rep movsb
+    test dword ptr [r15 + 67117723], 16384
     jz 1f
 1:
-    movzx r8d, dil
-    vpshufd xmm10, xmm10, 109
-    test ebx, 60416
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 704]
+    mov byte ptr [r15 + r9 + 128], bpl
+    movzx esi, byte ptr [r14 + 0]
+    test ebx, 13792
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 768], esi
+    movzx edx, dl
+    lea r9, [r10 + r10*1]
+    mov rbp, rbp
+    test ebx, 320
     jz 1f
 1:
-    mov edi, dword ptr [r15 + r9 + 1984]
-    vmovdqu xmm2, xmmword ptr [r15 + r9 + 2112]
-    mov rcx, qword ptr [r15 + r9 + 2240]
-    test ebx, 2048
-    jz 1f
-1:
-    vpor xmm5, xmm5, xmm1
-    vpaddq xmm1, xmm1, xmmword ptr [r14 + rbp + 384]
-    test dword ptr [r15 + 67117724], 33554432
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + r9 + 2304]
-    mov dword ptr [r15 + r9 + 2048], 152
-    lea rbp, [r10 + r10*1]
-    test bl, 64
-    jz 1f
-1:
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 64]
-    mov dword ptr [r15 + rbp + 128], 194
+    movzx r8d, al
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], r9d
+    mov rcx, qword ptr [r15 + r9 + 128]
     add r10, r11
     inc rbx
     dec r13
@@ -1218,61 +1247,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d994_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d994_j_t
-.Lc1_d994_j:
-    mov r9, rbp
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 643
-    rep movsb
-    xor dword ptr [r15 + 0], edx
-    test dword ptr [r15 + 67117723], 202375170
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 7
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 111616
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 64864
-    jz 1f
-1:
-    movzx eax, r8b
-    mov r9, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    test bl, 128
-    jnz 1f
-1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 212
-    lea r8, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + rbp + 384]
-    movsxd rdx, dword ptr [r14 + 0]
-    test bl, 64
+    movsxd rdi, dword ptr [r15 + rbp + 640]
+    mov qword ptr [r15 + 0], rsi
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 384
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov ecx, edx
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 480
     jnz 1f
 1:
-    and r8, 64
-    vmovdqu xmm3, xmmword ptr [r15 + r8 + 768]
-    mov esi, 216
-    test dword ptr [r15 + 67117724], 612377345
+    movzx r9d, byte ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 14176
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    mov eax, edx
+    test dword ptr [r15 + 67117723], 537395264
     jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r8, rdx
+    mov dword ptr [r15 + 0], 162
+    test dword ptr [r15 + 67117723], 524288
+    jz 1f
+1:
+    or qword ptr [r15 + 0], 2
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    test bl, 64
+    jz 1f
 1:
     lea r9, [r10 + r10*1]
-    mov rax, qword ptr [r15 + r8 + 704]
+    mov esi, dword ptr [r14 + 0]
+    and r8, 64
+    movzx edx, byte ptr [r15 + r8 + 512]
     and r9, 64
-    movsxd rdi, dword ptr [r15 + r9 + 640]
-    mov ecx, 26
-    test ebx, 12256
+    mov eax, dword ptr [r14 + r9 + 192]
+    test ebx, 256
     jz 1f
 1:
-    mov rcx, rcx
-    movsxd rdx, dword ptr [r14 + r9 + 576]
+    mov dword ptr [r15 + r9 + 256], ebp
+    xchg rcx, rcx
+    mov r9, qword ptr [r15 + r8 + 448]
+    test dword ptr [r15 + 67117723], 1207959552
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + rbp + 576]
+    movzx edi, r8b
     add r10, r11
     inc rbx
     dec r13
@@ -1281,58 +1311,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx esi, al
-    sete dil
-    movsxd rdx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 536876032
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    mov r9d, ebp
-    mov r8d, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 8192
-    jz 1f
-1:
-    movzx ecx, r9b
-    mov dword ptr [r15 + 0], 146
-    cmovne rbp, rcx
-    test dword ptr [r15 + 67117724], 2197504
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 9437192
+    setz al
+    lea rcx, [rip + .Lc1_d1074_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1074_s_t
+    .p2align 3
+.Lc1_d1074_s:
+    .p2align 3
+    jmp .Lc1_d1074_j
+    .p2align 3
+    jmp .Lc1_d1074_j
+.Lc1_d1074_j:
+    mov ebp, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 4160
     jnz 1f
 1:
+    mov rcx, rdx
+    mov dword ptr [r15 + 0], 139
+    sete al
+    movzx edx, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 268435456
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    cmovne r9, rsi
+    mov edi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 512
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 242
     mov dword ptr [r15 + 0], ebp
-    mov rax, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 5504
-    jz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 642
-    rep stosb
-    mov dword ptr [r15 + 0], ebp
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov edx, edx
-    vpaddq xmm10, xmm10, xmmword ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    and r8, 64
-    movzx ebp, byte ptr [r14 + r8 + 832]
-    test ebx, 352
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + r8 + 896]
-    and r9, 64
+    mov esi, 4
     lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + r9 + 640], ebp
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 256]
-    test ebx, 352
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 256
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + rbp + 192]
-    mov ebp, dword ptr [r15 + r9 + 576]
+    mov rcx, rcx
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 512]
+    lea r9, [r10 + r10*1]
+    mov eax, dword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    test bl, 128
+    jnz 1f
+1:
+    and r8, 64
+    movsxd rdx, dword ptr [r15 + r8 + 128]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 256], esi
+    movzx esi, byte ptr [r15 + rbp + 448]
+    movzx edi, byte ptr [r14 + r8 + 64]
+    test dword ptr [r15 + 67117723], 16
+    jnz 1f
+1:
+    mov ebp, edi
+    cmovne r8, rcx
+    movsxd rdx, dword ptr [r15 + r9 + 192]
     add r10, r11
     inc rbx
     dec r13
@@ -1341,61 +1381,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1101_j]
+    lea rcx, [rip + .Lc1_d1133_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1101_j_t
-.Lc1_d1101_j:
-    lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 448], rcx
-    and rbp, 64
-    vmovdqu xmm10, xmmword ptr [r15 + rbp + 192]
-    movzx ecx, byte ptr [r14 + 0]
-    test dword ptr [r15 + 67117723], 256
+    jmp .Lc1_d1133_j_t
+.Lc1_d1133_j:
+    mov esi, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 384
     jz 1f
 1:
-    mov rax, rdx
-    movsxd rdi, dword ptr [r14 + 0]
-    movzx r8d, byte ptr [r15 + rbp + 256]
-    test bl, 64
+    mov rcx, qword ptr [r15 + 0]
+    movzx edi, cl
+    test ebx, 320
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    movzx edx, cl
-    test dword ptr [r15 + 67117723], 557088
-    jz 1f
-1:
-    inc dword ptr [r15 + 0]
-    btc dword ptr [r15 + 0], 15
-    mov r8, rdx
-    test ebx, 1216
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 106
-    mov edi, r8d
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
     movzx eax, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 268699652
+    test dword ptr [r15 + 67117723], 16
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 288
+    popcnt r8, rax
+    mov rdx, qword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
+    lea rbp, [r10 + r10*1]
+    mov rax, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    and rbp, 64
+    mov r9d, dword ptr [r15 + rbp + 448]
     lea r8, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + 0]
+    test ebx, 27648
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
     and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 384]
-    mov esi, 93
-    test bl, 128
+    movsxd rdx, dword ptr [r15 + r8 + 256]
+    mov rdi, rcx
+    test dword ptr [r15 + 67117724], 536887808
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + r8 + 320]
-    mov eax, 242
-    mov r8d, dword ptr [r15 + r9 + 512]
+    and r9, 64
+    mov ecx, dword ptr [r14 + r9 + 128]
+    movzx eax, byte ptr [r15 + r9 + 64]
+    mov r9, qword ptr [r14 + 0]
+    test ebx, 57088
+    jz 1f
+1:
+    mov rdx, r9
+    mov r9, qword ptr [r15 + r8 + 192]
+    test dword ptr [r15 + 67117724], 3162688
+    jz 1f
+1:
+    movzx edx, dl
+    mov esi, esi
+    movzx r8d, r8b
+    test dword ptr [r15 + 67117724], 32928
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + rbp + 512]
+    mov rax, rbp
     add r10, r11
     inc rbx
     dec r13
@@ -1404,60 +1451,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, qword ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    mov r8, qword ptr [r14 + 0]
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 512]
-    mov ecx, r8d
-    test bl, 192
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov ebp, 177
-    test ebx, 320
+    mov edi, 114
+    movzx ebp, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 34145344
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    mov eax, r8d
-    movzx edi, al
-    mov ecx, edi
-    test dword ptr [r15 + 67117724], 32
-    jz 1f
-1:
-    vpcmpeqb xmm10, xmm10, xmm3
-    movzx edi, byte ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 262144
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    popcnt rdx, rsi
-    test dword ptr [r15 + 67117723], 524288
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov r8d, ecx
-    mov eax, r8d
-    mov ebp, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 268435584
-    jnz 1f
-1:
+    movzx edx, byte ptr [r15 + 0]
     mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 57
+    test dword ptr [r15 + 67117724], 570458112
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 171
+    test ebx, 3456
+    jz 1f
+1:
+    mov ebp, 175
+    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    mov edi, dword ptr [r15 + 0]
     and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 64]
-    mov esi, dword ptr [r15 + r9 + 448]
+    movzx eax, byte ptr [r15 + r8 + 512]
+    test dword ptr [r15 + 67117724], 49152
+    jnz 1f
+1:
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 64]
+    mov edx, dword ptr [r14 + 0]
     lea rbp, [r10 + r10*1]
+    mov edi, ecx
+    test ebx, 3072
+    jz 1f
+1:
+    and rbp, 64
+    movsxd rcx, dword ptr [r15 + rbp + 128]
+    movzx esi, sil
+    movsxd rax, dword ptr [r15 + r9 + 128]
+    test dword ptr [r15 + 67117723], 7340160
+    jnz 1f
+1:
+    mov edi, r8d
+    vmovdqu xmm6, xmmword ptr [r15 + rbp + 64]
+    mov r9, r8
     test bl, 64
     jnz 1f
 1:
-    and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    mov byte ptr [r15 + rbp + 896], cl
-    mov rcx, qword ptr [r15 + r8 + 128]
+    mov ebp, dword ptr [r14 + r8 + 448]
+    cmovne rsi, rbp
+    mov r8d, esi
     add r10, r11
     inc rbx
     dec r13
@@ -1466,65 +1511,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 134348802
-    setz al
-    lea rcx, [rip + .Lc1_d1210_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1210_s_t
-    .p2align 3
-.Lc1_d1210_s:
-    .p2align 3
-    jmp .Lc1_d1210_j
-    .p2align 3
-    jmp .Lc1_d1210_j
-.Lc1_d1210_j:
-    mov r8d, ecx
-    movzx eax, dil
-    mov edi, ecx
-    lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 16
+    lea rcx, [rip + .Lc1_d1245_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1245_j_t
+.Lc1_d1245_j:
+    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 15808
     jnz 1f
 1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 448], bpl
-    mov rdi, rbp
-    mov rcx, rdx
-    test dword ptr [r15 + 67117724], 554172418
+    movsxd rdx, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 225
+    test dword ptr [r15 + 67117723], 2101376
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 144
+    mov rax, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 1792
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 210
     movsxd rsi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 336
+    movzx edx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 95
+    test bl, 160
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + rbp + 512]
-    vpcmpeqb xmm10, xmm10, xmm3
-    test dword ptr [r15 + 67117724], 49152
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov rax, r9
-    and r8, 64
-    movzx ebp, byte ptr [r15 + r8 + 128]
+    lea rbp, [r10 + r10*1]
     lea r9, [r10 + r10*1]
-    movsxd rcx, dword ptr [r14 + 0]
-    test dword ptr [r15 + 67117724], 268435456
-    jnz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 643
-    rep movsb
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 640], cl
     and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 320]
-    mov edx, edi
-    test dword ptr [r15 + 67117723], 337715240
+    mov dword ptr [r15 + r9 + 192], r9d
+    mov ecx, 61
+    lea r8, [r10 + r10*1]
+    test dword ptr [r15 + 67117724], 2048
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 384], 50
-    movzx edi, byte ptr [r15 + r8 + 64]
+    mov qword ptr [r14 + 0], rax
+    movsxd rax, dword ptr [r14 + 0]
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 384]
+    test ebx, 14176
+    jz 1f
+1:
+    mov rsi, rdx
+    mov ecx, dword ptr [r15 + rbp + 576]
+    mov edx, 152
+    test ebx, 30656
+    jz 1f
+1:
+    movzx ebp, r9b
+    movsxd rax, dword ptr [r15 + r9 + 256]
+    movsxd rcx, dword ptr [r15 + r8 + 320]
     add r10, r11
     inc rbx
     dec r13
@@ -1533,72 +1574,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 512]
-    and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 320]
-    movzx esi, bpl
-    test ebx, 8192
+    mov rdi, r9
+    mov byte ptr [r15 + 0], dil
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 12256
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rax, rsi
+    test dword ptr [r15 + 67117723], 13639717
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    mov ecx, 7
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 608
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 545587200
     jnz 1f
 1:
     mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], 166
-    mov rax, qword ptr [r15 + 0]
-    test bl, 160
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov esi, 191
-    test ebx, 7744
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov eax, r9d
-    test ebx, 384
-    jnz 1f
-1:
-    mov edx, ecx
+    movzx edx, byte ptr [r15 + 0]
     mov rdi, qword ptr [r15 + 0]
-    mov r9d, ebp
-    test ebx, 256
-    jz 1f
-1:
-    mov rsi, r8
-    mov rcx, qword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 124672
+    test ebx, 15328
     jnz 1f
 1:
-    mov rdi, rcx
+    movzx r8d, r8b
+    mov ebp, 147
     lea r9, [r10 + r10*1]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 16160
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    and r9, 64
-    mov byte ptr [r15 + r9 + 896], dil
-    mov edi, dword ptr [r15 + rbp + 448]
-    test bl, 128
-    jnz 1f
-1:
-    mov rbp, qword ptr [r14 + 0]
-    mov rcx, rdi
-    mov qword ptr [r14 + 0], r8
-    test dword ptr [r15 + 67117724], 16
+    mov esi, 101
+    test dword ptr [r15 + 67117724], 1024
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 384], rcx
-    mov qword ptr [r15 + r9 + 832], r8
+    and r9, 64
+    movzx r8d, byte ptr [r15 + r9 + 384]
+    movsxd rax, dword ptr [r15 + r9 + 320]
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    and rbp, 64
+    mov rcx, qword ptr [r14 + rbp + 64]
+    test dword ptr [r15 + 67117724], 8520192
+    jz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 576], 188
+    movsxd rsi, dword ptr [r15 + r9 + 640]
+    mov rcx, rdx
+    test ebx, 288
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 128], sil
+    mov edx, dword ptr [r14 + 0]
+    vpmovmskb ebp, xmm6
     add r10, r11
     inc rbx
     dec r13
@@ -1607,53 +1633,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1329_j]
+    lea rcx, [rip + .Lc1_d1351_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1329_j_t
-.Lc1_d1329_j:
-    lea r8, [r10 + r10*8]
-    and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3136]
-    mov dword ptr [r15 + 0], r8d
+    jmp .Lc1_d1351_j_t
+.Lc1_d1351_j:
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    movsxd rsi, dword ptr [r15 + r8 + 128]
+    movzx eax, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 1073742080
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
     mov rdx, rdx
+    mov edi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 134254592
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 604637212
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov edx, r8d
+    mov r9d, 90
     lea rbp, [r10 + r10*1]
-    test ebx, 1344
-    jz 1f
-1:
-    mov rax, rsi
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
-    and rbp, 64
-    mov r9d, dword ptr [r14 + rbp + 384]
-    test dword ptr [r15 + 67117723], 270663809
-    jnz 1f
-1:
-    mov rsi, rbp
-    xchg rcx, rdi
     lea r9, [r10 + r10*1]
-    mov eax, dword ptr [r15 + r8 + 3328]
-    test ebx, 5568
-    jz 1f
+    test dword ptr [r15 + 67117724], 67174400
+    jnz 1f
 1:
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
     and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 256]
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + r8 + 3200]
-    test dword ptr [r15 + 67117724], 1079017612
+    mov ecx, dword ptr [r14 + r9 + 256]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 640], 162
+    cmovne rdi, rbp
+    test dword ptr [r15 + 67117724], 2817
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + r9 + 192]
-    movzx r9d, byte ptr [r15 + r8 + 3520]
-    mov byte ptr [r15 + r8 + 3008], r8b
-    test dword ptr [r15 + 67117724], 42108208
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + r8 + 3456]
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + r8 + 3072]
-    mov dword ptr [r15 + rbp + 320], r8d
-    test dword ptr [r15 + 67117723], 1
+    mov qword ptr [r15 + r8 + 64], r8
+    mov qword ptr [r15 + rbp + 576], r8
+    mov dword ptr [r14 + 0], 221
+    test bl, 64
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + r8 + 3264]
-    btc dword ptr [r15 + r8 + 3392], 17
+    mov rsi, qword ptr [r15 + r9 + 192]
+    mov r8, rsi
+    movzx eax, sil
     add r10, r11
     inc rbx
     dec r13
@@ -1662,59 +1693,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 39936
-    jz 1f
-1:
-    mov eax, edx
-    movzx r8d, al
-    mov edi, 85
-    test ebx, 4096
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 31552
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    vpshufd xmm5, xmm3, 113
-    test dword ptr [r15 + 67117724], 8388608
-    jnz 1f
-1:
-    mov byte ptr [r14 + 0], sil
-    mov rsi, r9
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r14 + 0], 101
     lea rbp, [r10 + r10*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 576], r8d
-    test ebx, 256
+    mov r9, r9
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 64], dil
+    mov rdi, r9
+    test bl, 128
+    jnz 1f
+1:
+    mov r9d, edi
+    movzx edx, byte ptr [r15 + 0]
+    mov rcx, r8
+    test ebx, 16384
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 218
+    mov r8, rcx
+    mov rsi, rdx
+    test ebx, 16032
     jz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    movzx edx, al
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov eax, eax
+    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    movzx edi, bpl
+    test bl, 160
+    jnz 1f
+1:
+    mov esi, edi
+    lea r8, [r10 + r10*1]
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + rbp + 128]
+    test dword ptr [r15 + 67117724], 262144
+    jnz 1f
+1:
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 448]
+    mov ebp, 75
+    vpmovmskb edx, xmm7
+    test dword ptr [r15 + 67117724], 64
+    jnz 1f
 1:
     lea r9, [r10 + r10*1]
-    movzx edi, al
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 576]
+    movsxd rcx, dword ptr [r15 + r8 + 512]
+    vmovq xmm7, rcx
     and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 128]
-    test dword ptr [r15 + 67117724], 536870916
+    mov r8d, dword ptr [r14 + r9 + 896]
+    test ebx, 16384
     jz 1f
 1:
-    add qword ptr [r15 + r9 + 64], rax
-    mov rax, rax
-    movzx r9d, byte ptr [r14 + rbp + 640]
-    test dword ptr [r15 + 67117723], 3145984
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + r8 + 640]
-    popcnt r8, rdx
-    mov edi, ebp
+    movzx esi, sil
+    movzx edx, byte ptr [r15 + r9 + 832]
     add r10, r11
     inc rbx
     dec r13
@@ -1731,64 +1765,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 603987970
-    setz al
-    lea rcx, [rip + .Lc1_d1435_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1435_s_t
-    .p2align 3
-.Lc1_d1435_s:
-    .p2align 3
-    jmp .Lc1_d1435_j
-    .p2align 3
-    jmp .Lc1_d1435_j
-.Lc1_d1435_j:
     lea rbp, [r10 + r10*8]
     and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7232]
-    mov rdx, rsi
-    mov rsi, rax
+    mov edi, dword ptr [r15 + rbp + 7232]
+    lea r8, [r10 + r10*1]
+    mov rdx, qword ptr [r15 + rbp + 7552]
+    and r8, 64
+    movsxd r9, dword ptr [r15 + r8 + 448]
     test dword ptr [r15 + 67117723], 16384
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    bt rsi, rsi
-    and r9, 64
-    mov edi, dword ptr [r15 + r9 + 640]
-    lea r8, [r10 + r10*1]
-    mov rdx, r9
+    mov rsi, rsi
+    mov edx, dword ptr [r15 + rbp + 7616]
+    mov rax, rsi
     test ebx, 6592
     jz 1f
 1:
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 448]
-    mov rax, qword ptr [r15 + rbp + 7552]
-    movzx esi, al
+    xchg rcx, rsi
+    bt rbp, rax
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + rbp + 7424]
     test dword ptr [r15 + 67117724], 67108864
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + rbp + 7104]
-    btc dword ptr [r15 + r8 + 512], 12
-    xchg rax, rdi
+    lea r9, [r10 + r10*1]
+    mov rax, r9
+    and r9, 64
+    movzx esi, byte ptr [r14 + r9 + 576]
+    movsxd rcx, dword ptr [r15 + rbp + 7296]
     test dword ptr [r15 + 67117724], 34834576
     jz 1f
 1:
-    mov byte ptr [r14 + rbp + 7488], al
-    xchg rax, rdi
-    movzx edx, byte ptr [r14 + r9 + 576]
+    movzx edi, cl
+    mov byte ptr [r14 + rbp + 7488], r8b
+    btc dword ptr [r15 + r8 + 512], 23
     test ebx, 896
     jnz 1f
 1:
-    mov ecx, ebp
-    movsxd r9, dword ptr [r15 + rbp + 7296]
-    mov esi, dword ptr [r14 + rbp + 7168]
+    xchg rax, r8
+    mov edx, dword ptr [r14 + rbp + 7168]
+    mov rdi, qword ptr [r15 + rbp + 7360]
     test bl, 64
     jnz 1f
 1:
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + rbp + 7424]
-    mov r8d, dword ptr [r15 + rbp + 7616]
-    mov rdx, qword ptr [r15 + rbp + 7360]
+    movsxd rcx, dword ptr [r15 + rbp + 7104]
+    mov edx, dword ptr [r15 + r9 + 640]
+    mov edi, edx
     add r10, r11
     inc rbx
     dec r13
@@ -1797,77 +1818,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 3
-    lea rcx, [rip + .Lc1_d1490_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32776
+    setz al
+    lea rcx, [rip + .Lc1_d1510_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1490_s_t
+    jmp .Lc1_d1510_s_t
     .p2align 3
-.Lc1_d1490_s:
+.Lc1_d1510_s:
     .p2align 3
-    jmp .Lc1_d1490_j
+    jmp .Lc1_d1510_j
     .p2align 3
-    jmp .Lc1_d1490_j
-    .p2align 3
-    jmp .Lc1_d1490_j
-    .p2align 3
-    jmp .Lc1_d1490_j
-.Lc1_d1490_j:
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 4040
+    jmp .Lc1_d1510_j
+.Lc1_d1510_j:
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10 + r10*8]
+    movzx esi, r9b
+    and rbp, 64
+    vmovdqu xmm1, xmmword ptr [r15 + rbp + 512]
+    and r9, 960
+    mov ecx, dword ptr [r15 + r9 + 2176]
+    test ebx, 1728
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    movsxd rax, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 2097152
+    mov edi, edx
+    movzx r8d, r8b
+    lea r8, [r10 + r10*1]
+    mov byte ptr [r15 + rbp + 448], al
+    test dword ptr [r15 + 67117724], 537927748
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + r9 + 2432], 42
+    movzx edx, byte ptr [r15 + r9 + 1984]
+    test bl, 176
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + r9 + 2368]
+    mov dword ptr [r15 + r9 + 2496], esi
+    mov esi, 210
     test bl, 64
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 169
-    mov esi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test ebx, 456
-    jnz 1f
-1:
-    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 0]
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 640]
-    test ebx, 3448
-    jnz 1f
-1:
-    vmovdqu xmm10, xmmword ptr [r14 + 0]
-    mov r9d, edx
-    xchg rax, rdi
-    test dword ptr [r15 + 67117724], 335806977
-    jnz 1f
-1:
-    mov rcx, qword ptr [r14 + 0]
-    or ebp, 1
-    xor edx, edx
-    div ebp
-    lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    test ebx, 896
+    mov eax, esi
+    mov byte ptr [r14 + r9 + 2304], cl
+    mov edx, dword ptr [r15 + r9 + 2112]
+    test dword ptr [r15 + 67117723], 1142226944
     jz 1f
 1:
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 64]
-    mov dword ptr [r15 + r8 + 576], eax
-    and r9, 64
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + r9 + 320]
-    test ebx, 1024
-    jz 1f
+    mov rcx, qword ptr [r15 + r8 + 256]
+    vmovq xmm8, rcx
+    movzx r8d, al
+    test ebx, 5616
+    jnz 1f
 1:
-    mov esi, dword ptr [r15 + rbp + 128]
-    mov rbp, qword ptr [r15 + r9 + 384]
+    movzx eax, r8b
+    mov r8, qword ptr [r15 + r9 + 2240]
+    movzx edi, byte ptr [r15 + r9 + 2048]
     add r10, r11
     inc rbx
     dec r13
@@ -1876,57 +1884,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx r8d, r8b
-    lea rbp, [r10 + r10*1]
-    movzx edx, cl
-    and rbp, 64
-    lea r9, [r10*8]
-    mov rsi, qword ptr [r15 + rbp + 64]
-    test ebx, 3328
+    mov r9, r9
+    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 143
+    test ebx, 424
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 67633792
+    jz 1f
+1:
+    mov rbp, rsi
+    mov rdx, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 832
     jnz 1f
 1:
-    and r9, 960
-    movsxd rcx, dword ptr [r15 + r9 + 1984]
-    movzx eax, cl
-    test dword ptr [r15 + 67117724], 10641456
+    mov r8d, edx
+    movzx eax, byte ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    test bl, 32
     jnz 1f
 1:
+    mov esi, edx
+    mov rdx, rdx
+    mov rbp, r9
+    lea r9, [r10 + r10*1]
+    test bl, 32
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
     lea r8, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + r9 + 2048]
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 512]
-    test bl, 64
-    jz 1f
-1:
-    movzx edx, byte ptr [r14 + r9 + 2176]
-    mov byte ptr [r15 + r9 + 2112], dil
-    mov edi, 232
-    test dword ptr [r15 + 67117724], 1024
-    jz 1f
-1:
-    mov ecx, edi
-    vpcmpeqb xmm3, xmm3, xmm5
-    test bl, 32
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 448], ebp
-    movzx r8d, byte ptr [r15 + r9 + 2240]
-    test ebx, 512
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 576]
+    test ebx, 15264
     jnz 1f
 1:
-    mov edi, r8d
-    movzx r8d, byte ptr [r15 + r9 + 2368]
-    vpmovmskb ecx, xmm5
-    test dword ptr [r15 + 67117723], 137920517
-    jz 1f
+    and r8, 64
+    movzx ebp, byte ptr [r14 + r8 + 64]
+    lea rbp, [r10 + r10*1]
+    mov eax, 217
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 192]
+    test dword ptr [r15 + 67117723], 2054
+    jnz 1f
 1:
-    movzx r8d, bpl
-    mov byte ptr [r15 + r9 + 2304], sil
-    test bl, 32
-    jz 1f
+    movzx esi, byte ptr [r14 + 0]
+    movsxd rdx, dword ptr [r15 + rbp + 256]
+    mov ecx, 121
+    test ebx, 832
+    jnz 1f
 1:
-    mov rsi, qword ptr [r15 + rbp + 128]
-    mov r9, rsi
+    mov qword ptr [r15 + r8 + 128], r9
+    mov ebp, dword ptr [r15 + r9 + 640]
     add r10, r11
     inc rbx
     dec r13
@@ -1936,73 +1949,71 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 8912896
+    test dword ptr [r15 + 67117723], 524288
     setz al
-    lea rcx, [rip + .Lc1_d1604_s]
+    lea rcx, [rip + .Lc1_d1620_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1604_s_t
+    jmp .Lc1_d1620_s_t
     .p2align 3
-.Lc1_d1604_s:
+.Lc1_d1620_s:
     .p2align 3
-    jmp .Lc1_d1604_j
+    jmp .Lc1_d1620_j
     .p2align 3
-    jmp .Lc1_d1604_j
-.Lc1_d1604_j:
-    movzx edx, byte ptr [r15 + 0]
+    jmp .Lc1_d1620_j
+.Lc1_d1620_j:
+    movzx r9d, r9b
+    movzx edx, dil
+    mov rsi, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 2048
+    jz 1f
+1:
     movzx ebp, byte ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    movzx r8d, r9b
-    test ebx, 1872
-    jz 1f
-1:
-    mov esi, 220
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*8]
-    movzx eax, sil
-    and r8, 64
-    mov byte ptr [r14 + r8 + 640], r8b
-    test ebx, 336
-    jz 1f
-1:
-    and r9, 4032
-    mov rdx, qword ptr [r15 + r9 + 3520]
-    movsxd rsi, dword ptr [r15 + r8 + 576]
-    mov dword ptr [r15 + r9 + 3456], ecx
-    lea rbp, [r10 + r10*1]
-    test ebx, 7600
-    jz 1f
-1:
-    movzx edi, dil
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 384]
-    mov rdx, qword ptr [r15 + r9 + 3264]
-    test ebx, 9984
+    movzx edi, byte ptr [r15 + 0]
+    vpxor xmm6, xmm6, xmm1
+    test dword ptr [r15 + 67117724], 128
     jnz 1f
 1:
-    mov eax, 168
-    mov r8, r9
-    mov rdi, r8
-    movsxd rdx, dword ptr [r15 + r9 + 3008]
+    vmovdqu xmm1, xmmword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 992
+    jnz 1f
+1:
+    mov ecx, esi
+    movzx r9d, sil
+    mov rsi, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    test bl, 16
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 512], r8
+    and r8, 64
+    movzx edx, byte ptr [r15 + r8 + 704]
+    lea r9, [r10 + r10*1]
+    mov rdi, rdi
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], r9d
+    test ebx, 3776
+    jnz 1f
+1:
+    mov ecx, 45
+    movzx edi, byte ptr [r15 + r9 + 64]
+    mov eax, eax
+    test dword ptr [r15 + 67117724], 135266307
+    jnz 1f
+1:
+    mov edx, 52
+    mov esi, 213
+    movsxd rcx, dword ptr [r14 + r8 + 768]
     test ebx, 512
     jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 3392], rdi
-    movsxd rdi, dword ptr [r15 + r9 + 3200]
-    mov rsi, qword ptr [r15 + r9 + 3136]
-    test bl, 64
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 3072], 231
-    mov rdi, r9
-    movzx edx, dil
-    test dword ptr [r15 + 67117723], 205852684
-    jnz 1f
-1:
-    or ecx, 1
-    xor edx, edx
-    div ecx
-    mov edi, dword ptr [r15 + rbp + 320]
-    mov r8d, dword ptr [r15 + r9 + 3328]
+    movsxd r9, dword ptr [r15 + rbp + 448]
+    vpxor xmm6, xmm6, xmm1
+    mov rbp, r9
     add r10, r11
     inc rbx
     dec r13
@@ -2019,60 +2030,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 896]
-    mov byte ptr [r15 + 0], r9b
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    movzx edi, al
-    test dword ptr [r15 + 67117724], 512
+    mov r8d, dword ptr [r15 + 0]
+    mov r9, rdi
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 416
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov eax, 211
+    mov rdx, rsi
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
     test ebx, 1504
-    jz 1f
-1:
-    mov edi, 107
-    mov dword ptr [r15 + 0], eax
-    lea r8, [r10 + r10*1]
-    mov rax, qword ptr [r15 + 0]
-    test bl, 240
     jnz 1f
 1:
-    and r8, 64
-    btc dword ptr [r15 + r8 + 192], 11
-    mov rsi, r9
+    mov ebp, edx
+    lea rdi, [r15 + 67109504]
+    mov ecx, 643
+    rep stosb
+    test ebx, 608
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    movzx r8d, sil
+    test ebx, 336
+    jnz 1f
+1:
     lea r9, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 6586372
+    movsxd rax, dword ptr [r15 + 0]
+    and r9, 64
+    lea rbp, [r10 + r10*1]
+    movzx edx, byte ptr [r15 + r9 + 128]
+    test dword ptr [r15 + 67117723], 83961856
+    jz 1f
+1:
+    mov r8d, 58
+    and rbp, 64
+    movzx edi, byte ptr [r15 + rbp + 832]
+    test dword ptr [r15 + 67117723], 1610874888
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + r9 + 64]
+    lea r9, [r10 + r10*1]
+    mov ecx, 67
+    test bl, 128
     jz 1f
 1:
     and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 576]
-    mov eax, 178
-    test bl, 32
-    jnz 1f
-1:
-    mov rcx, rdx
-    mov edx, dword ptr [r14 + rbp + 832]
-    mov ebp, ebp
-    test dword ptr [r15 + 67117724], 1646264336
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 256], rdx
-    movzx esi, byte ptr [r14 + r9 + 640]
-    test ebx, 22272
+    mov dword ptr [r14 + r9 + 576], 242
+    mov r8d, dword ptr [r15 + rbp + 896]
+    test ebx, 1024
     jz 1f
 1:
-    vmovq xmm10, rsi
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 643
-    rep movsb
+    mov ebp, r8d
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + r9 + 640]
+    test bl, 128
+    jnz 1f
+1:
+    mov rsi, rbp
+    mov byte ptr [r14 + 0], sil
     add r10, r11
     inc rbx
     dec r13
@@ -2082,202 +2095,194 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 4
+    test dword ptr [r15 + 67117724], 67198976
     setz al
-    lea rcx, [rip + .Lc1_d1726_s]
+    lea rcx, [rip + .Lc1_d1741_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1726_s_t
+    jmp .Lc1_d1741_s_t
     .p2align 3
-.Lc1_d1726_s:
+.Lc1_d1741_s:
     .p2align 3
-    jmp .Lc1_d1726_j
+    jmp .Lc1_d1741_j
     .p2align 3
-    jmp .Lc1_d1726_j
-.Lc1_d1726_j:
-    mov rax, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    cmovne r8, rcx
-    test ebx, 912
+    jmp .Lc1_d1741_j
+.Lc1_d1741_j:
+    movzx edi, byte ptr [r15 + 0]
+    mov ecx, edi
+    vpor xmm6, xmm6, xmm8
+    movzx edx, cl
+    test dword ptr [r15 + 67117724], 103055440
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    sete cl
     movsxd r9, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 209
-    test dword ptr [r15 + 67117723], 536873024
+    test dword ptr [r15 + 67117723], 256
     jz 1f
 1:
-    movzx edx, r9b
-    mov ebp, dword ptr [r15 + 0]
-    mov r9d, r9d
-    test dword ptr [r15 + 67117724], 131072
+    mov qword ptr [r15 + 0], r8
+    mov edx, dword ptr [r15 + 0]
+    movzx ebp, dl
+    test bl, 32
     jnz 1f
 1:
-    mov r8, rsi
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 304
+    popcnt rsi, r8
+    movsxd r9, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 134217728
     jnz 1f
 1:
     lea rbp, [r10 + r10*1]
-    mov rdi, rsi
-    movzx esi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
+    lea r9, [r10 + r10*1]
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
     and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 448]
-    test ebx, 16160
+    movzx eax, byte ptr [r15 + rbp + 512]
+    and r9, 64
+    mov rdi, qword ptr [r15 + r9 + 896]
+    mov qword ptr [r14 + 0], rcx
+    lea r8, [r10 + r10*1]
+    test dword ptr [r15 + 67117724], 33560064
+    jnz 1f
+1:
+    vpcmpeqb xmm6, xmm6, xmm8
+    mov esi, esi
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 64]
+    test dword ptr [r15 + 67117724], 2048
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    sete al
-    and r8, 64
-    mov qword ptr [r15 + r8 + 320], rcx
-    vpcmpeqb xmm8, xmm8, xmm3
-    test ebx, 304
+    mov eax, edx
+    mov dword ptr [r15 + r8 + 128], edx
+    mov ecx, dword ptr [r15 + r9 + 832]
+    test ebx, 7552
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r14 + r8 + 384], rax
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 64]
-    movsxd rdi, dword ptr [r15 + rbp + 512]
-    test dword ptr [r15 + 67117723], 17113092
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r14 + 0]
-    mov rdx, rdx
-    movzx esi, byte ptr [r15 + r9 + 128]
+    mov r9d, r9d
+    mov edi, ecx
+    movsxd rax, dword ptr [r15 + rbp + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 1480857608
+    mov rsi, qword ptr [r15 + 0]
+    movzx r8d, sil
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], 56
+    test ebx, 3744
+    jnz 1f
+1:
+    mov edi, 224
+    mov dword ptr [r15 + 0], 218
+    mov dword ptr [r15 + 0], 31
+    test ebx, 10208
     jz 1f
 1:
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + 0], 2
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    test bl, 32
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    test ebx, 400
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
     test bl, 64
     jnz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 642
-    rep movsb
-    movsxd r8, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov rsi, rdi
-    test ebx, 512
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 384]
-    test dword ptr [r15 + 67117723], 1
-    jz 1f
-1:
-    and r8, 64
-    mov rax, qword ptr [r14 + r8 + 128]
-    mov ebp, 179
-    test bl, 144
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + r8 + 64]
-    mov dword ptr [r14 + 0], 150
+    vpxor xmm13, xmm13, xmm4
+    movzx r8d, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 4096
-    jnz 1f
+    test bl, 32
+    jz 1f
 1:
     and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 256]
-    mov esi, r8d
-    test dword ptr [r15 + 67117723], 262144
-    jz 1f
+    mov esi, dword ptr [r15 + rbp + 576]
+    mov dword ptr [r14 + 0], eax
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r14 + 0], 146
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 896]
+    lea r9, [r10 + r10*1]
+    test ebx, 1024
+    jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 192], 184
-    mov r8d, dword ptr [r15 + r9 + 320]
+    mov esi, dword ptr [r14 + r8 + 832]
+    and r9, 64
+    movzx edi, byte ptr [r15 + r9 + 64]
+    mov r8d, edx
+    test ebx, 4992
+    jnz 1f
+1:
+    movzx ecx, r8b
+    mov rdi, qword ptr [r15 + rbp + 640]
+    mov rdx, qword ptr [r15 + r9 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c3:
-    lea rcx, [rip + .Lc1_d1836_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d1859_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1836_j_t
-.Lc1_d1836_j:
-    mov byte ptr [r15 + 0], dl
-    mov rax, rcx
-    movsxd rbp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    test ebx, 512
+    jmp .Lc1_d1859_j_t
+.Lc1_d1859_j:
+    lea rbp, [r10 + r10*8]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3264], rcx
+    movsxd rax, dword ptr [r15 + rbp + 3008]
+    mov edi, dword ptr [r15 + rbp + 3200]
+    test bl, 32
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    movzx edx, dil
-    vmovq xmm10, rdx
-    mov qword ptr [r15 + 0], rdi
-    test bl, 128
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov byte ptr [r15 + 0], r9b
-    mov esi, 124
-    test ebx, 7744
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 123
-    mov rax, qword ptr [r15 + 0]
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 3776
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov r8d, 32
-    test bl, 64
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov esi, ecx
-    mov ecx, dword ptr [r15 + 0]
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    test ebx, 16096
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 110
-    mov rbp, rbp
-    movsxd rcx, dword ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    test ebx, 848
-    jz 1f
-1:
-    and r9, 64
-    lea rbp, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + r9 + 64]
-    mov edi, eax
-    and rbp, 64
+    mov rsi, qword ptr [r15 + rbp + 3456]
+    vmovdqu xmm4, xmmword ptr [r15 + rbp + 3520]
+    mov dword ptr [r14 + rbp + 3392], 175
     lea r8, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + rbp + 832]
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 64]
-    test bl, 128
+    test ebx, 5952
     jnz 1f
 1:
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + rbp + 896]
-    mov rbp, qword ptr [r15 + r9 + 128]
-    mov eax, dword ptr [r15 + r8 + 128]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 192], r8b
+    mov byte ptr [r15 + rbp + 3328], r8b
+    lea r9, [r10 + r10*1]
+    vmovq xmm3, r9
+    test bl, 112
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + rbp + 3072]
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 384]
+    test dword ptr [r15 + 67117723], 1645215872
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + r8 + 256]
+    movzx eax, dl
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 642
+    rep movsb
+    test bl, 128
+    jz 1f
+1:
+    mov r8d, 109
+    mov rdx, qword ptr [r15 + r9 + 320]
+    mov eax, 195
+    test bl, 112
+    jnz 1f
+1:
+    mov r8d, ebp
+    mov r9d, dword ptr [r15 + rbp + 3136]
     add r10, r11
     inc rbx
     dec r13
@@ -2286,61 +2291,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r9, [r10 + r10*1]
-    and r9, 64
     lea rbp, [r10 + r10*1]
-    movzx r8d, byte ptr [r15 + r9 + 128]
     and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 448]
+    vmovdqu xmm4, xmmword ptr [r15 + rbp + 384]
+    mov rdi, qword ptr [r14 + 0]
     mov rdx, qword ptr [r15 + 0]
-    test bl, 112
+    test dword ptr [r15 + 67117723], 65536
     jz 1f
 1:
-    mov dword ptr [r15 + 0], edx
-    mov edi, 181
-    mov rax, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 1342185504
+    movsxd rax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    vmovdqu xmm13, xmmword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 68215060
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov edx, 228
-    test ebx, 15776
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 400
+    mov rcx, qword ptr [r15 + 0]
+    mov r8, r8
+    test dword ptr [r15 + 67117724], 553648640
     jnz 1f
 1:
-    mov eax, r8d
-    mov qword ptr [r15 + 0], rax
+    popcnt rsi, rcx
+    mov dword ptr [r15 + 0], esi
+    movsxd rcx, dword ptr [r15 + 0]
     test bl, 64
-    jnz 1f
+    jz 1f
 1:
-    movzx esi, al
-    vpor xmm5, xmm5, xmm8
+    vmovdqu xmm6, xmmword ptr [r15 + 0]
+    vmovdqu xmm10, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 150
+    lea r9, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 20971604
+    jz 1f
+1:
+    and r9, 64
+    mov edi, dword ptr [r14 + r9 + 512]
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + r9 + 448]
+    test ebx, 5376
+    jz 1f
+1:
     lea r8, [r10 + r10*1]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 643
-    rep stosb
-    test bl, 64
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + rbp + 320]
     and r8, 64
-    mov eax, dword ptr [r14 + r8 + 384]
-    test ebx, 464
+    mov rbp, qword ptr [r15 + r8 + 768]
+    mov r9d, 19
+    test ebx, 512
     jz 1f
 1:
-    movzx ecx, byte ptr [r14 + r9 + 64]
-    mov qword ptr [r15 + rbp + 512], rax
-    mov esi, dword ptr [r15 + r8 + 320]
-    test dword ptr [r15 + 67117724], 8
-    jnz 1f
-1:
-    cmovne rbp, rbp
-    movzx edx, bpl
+    movzx edx, r9b
+    mov byte ptr [r15 + r8 + 704], al
     add r10, r11
     inc rbx
     dec r13
@@ -2350,99 +2348,72 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d1955_s]
+    and eax, 3
+    lea rcx, [rip + .Lc1_d1958_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1955_s_t
+    jmp .Lc1_d1958_s_t
     .p2align 3
-.Lc1_d1955_s:
+.Lc1_d1958_s:
     .p2align 3
-    jmp .Lc1_d1955_j
+    jmp .Lc1_d1958_j
     .p2align 3
-    jmp .Lc1_d1955_j
+    jmp .Lc1_d1958_j
     .p2align 3
-    jmp .Lc1_d1955_j
+    jmp .Lc1_d1958_j
     .p2align 3
-    jmp .Lc1_d1955_j
-    .p2align 3
-    jmp .Lc1_d1955_j
-    .p2align 3
-    jmp .Lc1_d1955_j
-    .p2align 3
-    jmp .Lc1_d1955_j
-    .p2align 3
-    jmp .Lc1_d1955_j
-    .p2align 3
-    jmp .Lc1_d1955_j
-    .p2align 3
-    jmp .Lc1_d1955_j
-    .p2align 3
-    jmp .Lc1_d1955_j
-    .p2align 3
-    jmp .Lc1_d1955_j
-    .p2align 3
-    jmp .Lc1_d1955_j
-    .p2align 3
-    jmp .Lc1_d1955_j
-    .p2align 3
-    jmp .Lc1_d1955_j
-    .p2align 3
-    jmp .Lc1_d1955_j
-.Lc1_d1955_j:
-    movsxd rax, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 556847105
-    jnz 1f
-1:
-    mov rsi, r9
-    movsxd rcx, dword ptr [r15 + 0]
-    mov edi, 218
-    test ebx, 288
+    jmp .Lc1_d1958_j
+.Lc1_d1958_j:
+    bswap rcx
+    lea rbp, [r10 + r10*1]
+    bswap rsi
+    and rbp, 64
+    mov r8d, dword ptr [r15 + rbp + 192]
+    test ebx, 400
     jz 1f
 1:
-    vmovdqu xmm10, xmmword ptr [r15 + 0]
-    sete cl
-    sete cl
-    movsxd rdx, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    vpor xmm4, xmm4, xmm7
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 12240
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    mov edi, 202
+    test dword ptr [r15 + 67117723], 67110932
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 157
+    movzx esi, byte ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov byte ptr [r15 + 0], sil
     test bl, 64
     jnz 1f
 1:
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 896
-    jnz 1f
-1:
-    cmovne rsi, r9
-    movzx edx, byte ptr [r15 + 0]
-    vmovdqu xmm5, xmmword ptr [r15 + 0]
-    test ebx, 5632
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r14 + 0], edx
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 576]
-    lea r9, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    test bl, 224
-    jnz 1f
-1:
+    mov rsi, r9
     and r9, 64
-    mov eax, dword ptr [r15 + r9 + 384]
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 256]
-    mov ecx, dword ptr [r14 + rbp + 640]
-    test ebx, 352
+    mov rdx, qword ptr [r15 + r9 + 512]
+    lea r8, [r10 + r10*1]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 643
+    rep movsb
+    test dword ptr [r15 + 67117724], 304386081
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + r8 + 192]
-    mov dword ptr [r15 + r9 + 320], ebp
-    mov r8d, 233
+    and r8, 64
+    mov rdi, qword ptr [r15 + r8 + 640]
+    movzx edx, byte ptr [r15 + r8 + 576]
+    test ebx, 11744
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + rbp + 256]
+    mov eax, dword ptr [r15 + r9 + 448]
+    mov dword ptr [r14 + 0], 50
+    test dword ptr [r15 + 67117723], 16384
+    jnz 1f
+1:
+    popcnt r9, rbp
+    mov edx, 130
     add r10, r11
     inc rbx
     dec r13
@@ -2451,57 +2422,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, qword ptr [r15 + 0]
-    or esi, 1
-    xor edx, edx
-    div esi
-    mov r8d, r9d
-    test ebx, 30176
+    lea rbp, [r10*8]
+    mov edx, ebp
+    bswap rax
+    and rbp, 448
+    mov edi, dword ptr [r14 + rbp + 1472]
+    lea r8, [r10 + r10*1]
+    test bl, 128
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + rbp + 1536], rdi
+    mov edx, r8d
+    and r8, 64
+    mov edi, dword ptr [r15 + r8 + 896]
+    test dword ptr [r15 + 67117724], 67108864
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov rax, qword ptr [r15 + r8 + 832]
+    and r9, 64
+    movsxd rsi, dword ptr [r15 + r9 + 128]
+    movzx ecx, cl
+    test ebx, 336
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + rbp + 1664]
+    mov r8, qword ptr [r15 + rbp + 1792]
+    test ebx, 1888
+    jnz 1f
+1:
+    mov edx, ebp
+    mov rcx, qword ptr [r15 + 0]
     lea rdi, [r15 + 67109504]
     mov ecx, 643
     rep stosb
-    test dword ptr [r15 + 67117723], 68166400
+    test ebx, 7792
+    jz 1f
+1:
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + rbp + 1600]
+    mov eax, edx
+    test ebx, 11264
     jnz 1f
 1:
-    movzx r8d, cl
-    vmovq xmm12, r8
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 3264
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 97
-    test dword ptr [r15 + 67117724], 559105
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    mov rdi, qword ptr [r15 + 0]
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 64]
-    test ebx, 432
-    jz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], esi
-    mov ecx, dword ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 268455946
-    jz 1f
-1:
+    movsxd rcx, dword ptr [r15 + rbp + 1856]
+    mov edx, dword ptr [r14 + rbp + 1920]
     movzx esi, dl
-    movzx edx, byte ptr [r15 + r8 + 128]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], r9b
-    test dword ptr [r15 + 67117724], 36188160
-    jnz 1f
+    test bl, 32
+    jz 1f
 1:
-    movzx edi, byte ptr [r14 + rbp + 448]
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + r9 + 256]
+    movzx r8d, byte ptr [r15 + r9 + 64]
+    movsxd rsi, dword ptr [r15 + rbp + 1728]
     add r10, r11
     inc rbx
     dec r13
@@ -2510,63 +2481,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2082_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2082_j_t
-.Lc1_d2082_j:
-    mov rbp, qword ptr [r15 + 0]
-    mov r9d, 116
-    mov edi, 214
-    xchg rdx, r8
-    test ebx, 2880
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 33573376
+    setz al
+    lea rcx, [rip + .Lc1_d2070_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2070_s_t
+    .p2align 3
+.Lc1_d2070_s:
+    .p2align 3
+    jmp .Lc1_d2070_j
+    .p2align 3
+    jmp .Lc1_d2070_j
+.Lc1_d2070_j:
+    mov rbp, r9
+    movzx esi, byte ptr [r15 + 0]
+    mov r8d, 193
+    test ebx, 2912
     jz 1f
 1:
-    mov ecx, 76
-    mov rdi, qword ptr [r15 + 0]
-    vpor xmm12, xmm12, xmm2
-    test ebx, 288
+    mov r9d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    mov dword ptr [r15 + 0], 116
+    test dword ptr [r15 + 67117723], 4198497
     jz 1f
 1:
-    mov rsi, rbp
+    movsxd rdi, dword ptr [r15 + 0]
     mov eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 55
-    test bl, 208
+    movzx esi, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 19013632
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 8519680
+    mov edx, dword ptr [r15 + 0]
+    mov ecx, 42
+    or esi, 1
+    xor edx, edx
+    div esi
+    lea rbp, [r10 + r10*1]
+    test ebx, 25600
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
+    mov r8d, esi
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], r8
+    lea r9, [r10 + r10*1]
+    movzx esi, dil
+    test dword ptr [r15 + 67117724], 1073742880
+    jz 1f
+1:
+    and r9, 64
+    mov dword ptr [r14 + r9 + 128], 246
+    movsxd rdi, dword ptr [r15 + r9 + 64]
+    mov rcx, rdi
     lea r8, [r10 + r10*1]
-    movzx ecx, r8b
-    mov eax, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 1048576
-    jnz 1f
+    test ebx, 28384
+    jz 1f
 1:
     and r8, 64
-    mov qword ptr [r15 + r8 + 384], rsi
-    mov rsi, qword ptr [r14 + 0]
-    sete dil
-    lea rbp, [r10 + r10*1]
-    test ebx, 336
+    mov edx, dword ptr [r15 + r8 + 512]
+    mov r9d, r8d
+    mov edi, dword ptr [r15 + r8 + 448]
+    test dword ptr [r15 + 67117724], 168301377
     jz 1f
 1:
     mov byte ptr [r14 + 0], r9b
-    lea r9, [r10 + r10*1]
-    and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 640]
-    and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 448]
-    test ebx, 7488
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + rbp + 576]
-    mov esi, dword ptr [r15 + r8 + 320]
-    movzx eax, byte ptr [r15 + r9 + 512]
+    mov eax, dword ptr [r15 + rbp + 384]
     add r10, r11
     inc rbx
     dec r13
@@ -2586,65 +2565,65 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 268567681
     setz al
-    lea rcx, [rip + .Lc1_d2144_s]
+    lea rcx, [rip + .Lc1_d2136_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2144_s_t
+    jmp .Lc1_d2136_s_t
     .p2align 3
-.Lc1_d2144_s:
+.Lc1_d2136_s:
     .p2align 3
-    jmp .Lc1_d2144_j
+    jmp .Lc1_d2136_j
     .p2align 3
-    jmp .Lc1_d2144_j
-.Lc1_d2144_j:
-    lea r8, [r10*4]
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 1472]
-    lea rbp, [r10 + r10*1]
-    movzx eax, dl
-    movzx edi, dil
+    jmp .Lc1_d2136_j
+.Lc1_d2136_j:
+    lea rbp, [r10*4]
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 1472]
+    lea r8, [r10 + r10*1]
+    movzx r9d, dl
+    movzx edi, dl
     test bl, 128
     jnz 1f
 1:
-    and rbp, 64
-    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + rbp + 256]
-    movsxd r9, dword ptr [r15 + rbp + 192]
+    and r8, 64
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + r8 + 256]
+    movsxd rdx, dword ptr [r15 + r8 + 192]
     mov esi, dword ptr [r14 + 0]
     test dword ptr [r15 + 67117724], 1354797248
     jz 1f
 1:
-    crc32 rcx, rdx
-    mov r9d, dword ptr [r15 + 0]
-    vpcmpeqb xmm5, xmm5, xmm12
+    crc32 rdi, rsi
+    mov eax, dword ptr [r15 + 0]
+    vpcmpeqb xmm11, xmm11, xmm13
     test dword ptr [r15 + 67117724], 128
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov esi, r8d
+    mov ecx, dword ptr [r15 + 0]
+    mov r9d, ecx
     test ebx, 872
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 40
-    mov r9d, dword ptr [r15 + 0]
-    mov eax, 233
+    mov dword ptr [r15 + 0], 47
+    mov esi, dword ptr [r15 + 0]
+    mov r8d, 19
     test dword ptr [r15 + 67117723], 128
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + r8 + 1536]
+    mov byte ptr [r15 + 0], dl
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + rbp + 1536]
     test bl, 32
     jz 1f
 1:
     lea r9, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + r8 + 1664]
+    movzx edx, byte ptr [r15 + rbp + 1664]
     and r9, 64
     movzx ecx, byte ptr [r15 + r9 + 384]
-    movzx esi, cl
+    movzx eax, cl
     test ebx, 1872
     jz 1f
 1:
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + r8 + 1600]
-    mov qword ptr [r15 + r9 + 320], r8
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + rbp + 1600]
+    mov qword ptr [r15 + r9 + 320], rax
     add r10, r11
     inc rbx
     dec r13
@@ -2653,61 +2632,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2202_j]
+    lea rcx, [rip + .Lc1_d2194_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2202_j_t
-.Lc1_d2202_j:
-    movzx esi, r8b
-    movzx r8d, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
+    jmp .Lc1_d2194_j_t
+.Lc1_d2194_j:
+    movzx ebp, cl
+    movzx esi, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
     test dword ptr [r15 + 67117723], 1142949006
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 238
-    mov rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 227
+    mov r8, qword ptr [r15 + 0]
     test dword ptr [r15 + 67117724], 19222784
     jnz 1f
 1:
-    mov ecx, 47
-    movsxd rdi, dword ptr [r15 + 0]
+    mov edx, 231
+    movsxd rsi, dword ptr [r15 + 0]
     test dword ptr [r15 + 67117724], 536870912
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
     and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 448]
+    movzx esi, byte ptr [r15 + r9 + 448]
     test bl, 128
     jz 1f
 1:
-    vpor xmm8, xmm8, xmm5
-    mov r8, r8
+    vpor xmm10, xmm10, xmm11
+    mov rax, rax
     test dword ptr [r15 + 67117724], 143134720
     jz 1f
 1:
-    mov r8d, 109
-    mov rbp, r8
+    mov eax, 87
+    mov rcx, rsi
     test dword ptr [r15 + 67117723], 697308160
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + r9 + 512]
-    lea r9, [r10 + r10*1]
+    movsxd rsi, dword ptr [r15 + r9 + 512]
     lea rbp, [r10 + r10*1]
-    mov edi, edx
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 640]
+    lea r8, [r10 + r10*1]
+    mov r9d, edx
+    and r8, 64
+    movsxd rdi, dword ptr [r15 + r8 + 640]
     test bl, 32
     jnz 1f
 1:
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 256]
-    mov dword ptr [r15 + rbp + 576], eax
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 256]
+    mov dword ptr [r15 + r8 + 576], ecx
     test dword ptr [r15 + 67117724], 16384
     jz 1f
 1:
-    mov qword ptr [r14 + 0], rsi
-    mov edx, dword ptr [r15 + r9 + 192]
+    mov qword ptr [r14 + 0], rdx
+    mov ecx, dword ptr [r15 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
@@ -2727,13 +2706,13 @@ ditto_body_c1:
     mov rbp, r10
     mov r8, r10
     and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 64]
-    test bl, 4
+    movsxd rax, dword ptr [r15 + rbp + 64]
+    test bl, 8
     jz 1f
 1:
     and r8, 64
-    mov rax, qword ptr [r15 + r8 + 320]
-    test dword ptr [r15 + 67117723], 66064
+    movsxd rbp, dword ptr [r15 + r8 + 832]
+    test dword ptr [r15 + 67117723], 1074561080
     jnz 1f
 1:
     add r10, r11
@@ -2790,61 +2769,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2288_j]
+    lea rcx, [rip + .Lc1_d2280_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2288_j_t
-.Lc1_d2288_j:
-    mov rbp, qword ptr [r15 + 0]
-    mov rdi, rbp
-    movzx ecx, dil
-    test bl, 64
-    jnz 1f
-1:
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + 0]
-    mov edx, 19
+    jmp .Lc1_d2280_j_t
+.Lc1_d2280_j:
     mov rsi, qword ptr [r15 + 0]
-    test bl, 64
+    mov rdi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    test dword ptr [r15 + 67117723], 64
     jz 1f
 1:
-    mov r9d, 92
-    movsxd rax, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 1440
+    movzx ecx, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    vpor xmm11, xmm11, xmm10
+    test ebx, 384
+    jz 1f
+1:
+    movzx ecx, r9b
+    mov rdi, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 1024
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r8, r8
-    mov r8d, 32
-    test dword ptr [r15 + 67117723], 9797752
-    jz 1f
+    mov ebp, r9d
+    vmovdqu xmm1, xmmword ptr [r15 + 0]
+    mov ecx, 225
+    test dword ptr [r15 + 67117723], 704514
+    jnz 1f
 1:
-    cmovne rbp, rbp
-    mov dword ptr [r15 + 0], 149
-    mov r8d, 48
-    test dword ptr [r15 + 67117723], 134219016
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 0]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
-    lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 33280
-    jz 1f
-1:
+    mov dword ptr [r15 + 0], r9d
+    movsxd rax, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 128]
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 512]
-    movsxd rcx, dword ptr [r15 + r8 + 448]
-    test bl, 128
+    and r9, 64
+    mov dword ptr [r15 + r9 + 256], 174
+    test dword ptr [r15 + 67117723], 2
     jz 1f
 1:
-    mov byte ptr [r15 + r9 + 384], cl
-    mov r8, rcx
-    mov r9d, dword ptr [r15 + rbp + 64]
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 448]
+    mov esi, dword ptr [r15 + r8 + 512]
+    mov r8d, dword ptr [r14 + 0]
+    test dword ptr [r15 + 67117723], 1157958144
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov rdi, qword ptr [r14 + 0]
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 64]
+    movzx r8d, cl
+    test ebx, 576
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 128], 29
+    movzx eax, byte ptr [r14 + r9 + 192]
     add r10, r11
     inc rbx
     dec r13
@@ -2853,53 +2831,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2343_j]
+    lea rcx, [rip + .Lc1_d2334_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2343_j_t
-.Lc1_d2343_j:
-    lea rbp, [r10 + r10*8]
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    mov rdx, qword ptr [r15 + rbp + 3520]
-    movzx esi, byte ptr [r15 + rbp + 3136]
-    test dword ptr [r15 + 67117723], 537264128
-    jz 1f
+    jmp .Lc1_d2334_j_t
+.Lc1_d2334_j:
+    movsxd rax, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    movzx edi, al
+    test bl, 64
+    jnz 1f
 1:
-    cmovne rcx, rdx
-    mov qword ptr [r15 + rbp + 3328], r8
-    mov rdi, rax
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 18
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 288
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
     lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 2
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 2048
     jnz 1f
 1:
-    mov edx, 198
+    lea rbp, [r10 + r10*1]
     and r8, 64
-    mov qword ptr [r15 + r8 + 512], rcx
-    movsxd rsi, dword ptr [r15 + rbp + 3008]
-    test dword ptr [r15 + 67117723], 4268032
+    inc dword ptr [r15 + r8 + 320]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], 199
+    movzx ecx, bpl
+    test ebx, 54272
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + r8 + 448]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 12128
-    jnz 1f
+    mov ecx, ecx
+    mov eax, dword ptr [r15 + rbp + 128]
+    mov rbp, rcx
+    test ebx, 1792
+    jz 1f
 1:
+    vpshufd xmm10, xmm1, 21
+    movzx ecx, dl
+    mov dword ptr [r15 + r8 + 384], 106
+    test dword ptr [r15 + 67117723], 1048576
+    jz 1f
+1:
+    movzx esi, cl
+    mov r8d, 216
     lea r9, [r10 + r10*1]
-    mov edi, dword ptr [r15 + rbp + 3264]
-    and r9, 64
-    lock xadd qword ptr [r15 + r9 + 320], r8
-    mov edx, 18
-    test bl, 128
-    jnz 1f
-1:
-    mov rcx, rdx
-    mov esi, dword ptr [r15 + rbp + 3456]
-    movzx edx, byte ptr [r15 + r9 + 384]
-    test ebx, 256
+    mov edx, 196
+    test ebx, 288
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + rbp + 3200]
-    vmovdqu xmm8, xmmword ptr [r15 + rbp + 3072]
+    and r9, 64
+    or qword ptr [r15 + r9 + 448], 27
+    mov dword ptr [r14 + 0], 162
+    mov dword ptr [r15 + r9 + 512], 246
     add r10, r11
     inc rbx
     dec r13
@@ -2908,57 +2894,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov r8, rbp
-    test ebx, 60416
+    mov eax, dword ptr [r15 + 0]
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 185
+    test dword ptr [r15 + 67117724], 8
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
     mov esi, dword ptr [r15 + 0]
-    bt rsi, rsi
-    test dword ptr [r15 + 67117724], 1073741824
-    jz 1f
-1:
-    mov edi, 188
-    movsxd rsi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 14
-    test ebx, 129280
+    test ebx, 4864
     jnz 1f
 1:
+    movzx ebp, sil
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    test dword ptr [r15 + 67117724], 536870912
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov edx, edi
     movzx r9d, byte ptr [r15 + 0]
-    movzx ecx, dl
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 352
+    test dword ptr [r15 + 67117724], 131208
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    movzx ecx, r9b
+    lea rbp, [r10 + r10*1]
+    movzx edi, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 1090535456
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    movsxd r8, dword ptr [r15 + 0]
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    test ebx, 832
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov rdx, rbp
-    lea r9, [r10 + r10*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 52
-    mov dword ptr [r15 + rbp + 64], 181
-    test ebx, 1792
-    jz 1f
-1:
-    and r9, 64
-    mov rbp, qword ptr [r15 + r9 + 64]
-    mov dword ptr [r14 + 0], 250
+    mov r9d, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + r9 + 128]
-    test dword ptr [r15 + 67117723], 1048576
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 832]
+    and r8, 64
+    mov byte ptr [r14 + r8 + 448], bpl
+    test bl, 128
     jz 1f
 1:
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 384]
-    vpshufd xmm2, xmm10, 120
-    movsxd rcx, dword ptr [r14 + r8 + 320]
+    lea r9, [r10 + r10*1]
+    mov edi, dword ptr [r14 + 0]
+    and r9, 64
+    mov rdx, qword ptr [r15 + r9 + 128]
+    movzx eax, byte ptr [r15 + rbp + 896]
+    test ebx, 576
+    jnz 1f
+1:
+    mov rbp, rcx
+    movsxd rdx, dword ptr [r15 + r8 + 512]
+    movsxd rcx, dword ptr [r15 + r9 + 64]
     add r10, r11
     inc rbx
     dec r13
@@ -2967,64 +2953,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2442_j]
+    lea rcx, [rip + .Lc1_d2440_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2442_j_t
-.Lc1_d2442_j:
-    lea rbp, [r10 + r10*1]
-    mov rsi, rcx
-    and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 320]
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 201334784
+    jmp .Lc1_d2440_j_t
+.Lc1_d2440_j:
+    mov dword ptr [r15 + 0], 181
+    movzx r9d, byte ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 1118896129
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov edx, eax
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 288
-    jz 1f
-1:
-    mov ecx, 183
-    mov dword ptr [r15 + 0], r8d
-    mov r8d, dword ptr [r15 + 0]
-    mov r9d, 96
-    test bl, 128
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov r8d, esi
-    test dword ptr [r15 + 67117724], 33556481
+    mov edx, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 8
     jz 1f
 1:
     mov r8d, dword ptr [r15 + 0]
-    mov edi, 139
-    movsxd rdx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 33408
+    mov eax, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 26368
+    jz 1f
+1:
+    mov ebp, eax
+    popcnt rax, rcx
+    mov dword ptr [r15 + 0], 82
+    test dword ptr [r15 + 67117724], 1074823696
     jnz 1f
 1:
     lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + 0], r9d
-    mov rsi, rcx
+    mov rcx, rbp
+    mov edx, dword ptr [r15 + 0]
     and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 192]
+    movzx esi, byte ptr [r15 + r9 + 896]
+    test ebx, 40448
+    jnz 1f
+1:
     lea r8, [r10 + r10*1]
-    mov rax, qword ptr [r15 + r9 + 256]
-    test bl, 64
-    jz 1f
-1:
-    mov edi, 143
+    movsxd rbp, dword ptr [r14 + 0]
     and r8, 64
-    mov r9d, dword ptr [r14 + r8 + 64]
-    mov esi, 62
-    test ebx, 5760
-    jz 1f
+    mov rax, qword ptr [r15 + r8 + 512]
+    mov edi, dword ptr [r15 + r8 + 448]
+    test ebx, 352
+    jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + r8 + 128]
-    mov byte ptr [r14 + 0], bpl
-    mov r9, qword ptr [r15 + rbp + 384]
+    mov r8d, edi
+    lea rbp, [r10 + r10*1]
+    mov edi, ebp
+    mov esi, 213
+    test dword ptr [r15 + 67117723], 2097152
+    jnz 1f
+1:
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 256]
+    mov rcx, qword ptr [r14 + rbp + 192]
+    mov ebp, dword ptr [r15 + r9 + 832]
     add r10, r11
     inc rbx
     dec r13
@@ -3033,58 +3016,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + r9 + 640]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov edx, ecx
-    test ebx, 122112
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    vmovdqu xmm13, xmmword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov eax, 30
-    test dword ptr [r15 + 67117724], 1476395008
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    mov r9d, dword ptr [r14 + r8 + 832]
+    mov ebp, dword ptr [r15 + r8 + 896]
+    movzx r8d, bpl
+    test dword ptr [r15 + 67117724], 1090584600
     jnz 1f
 1:
-    mov r8d, edi
-    bt rax, r8
-    test dword ptr [r15 + 67117724], 8
+    movzx eax, byte ptr [r15 + 0]
+    xchg rbp, rbp
+    mov rdx, rcx
+    test dword ptr [r15 + 67117723], 9478179
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    vpshufd xmm11, xmm8, 175
+    test dword ptr [r15 + 67117723], 69632
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
+    not qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 4497
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
+    mov edx, 130
+    test dword ptr [r15 + 67117724], 328704
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r14 + 0]
     lea rbp, [r10 + r10*1]
-    mov edi, 109
-    test bl, 64
-    jnz 1f
-1:
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + r9 + 576]
-    and rbp, 64
-    mov rsi, qword ptr [r14 + rbp + 192]
-    test dword ptr [r15 + 67117724], 8192
-    jnz 1f
-1:
-    mov esi, ecx
     mov rdx, rdx
-    mov dword ptr [r15 + rbp + 256], 60
-    lea r9, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 128
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 640], 67
+    test ebx, 672
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    movzx eax, r8b
+    mov rcx, qword ptr [r15 + rbp + 576]
+    and r8, 64
+    movsxd rbp, dword ptr [r15 + r8 + 128]
+    test ebx, 288
     jnz 1f
 1:
-    and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 64]
-    mov r8d, dword ptr [r15 + r9 + 128]
-    test dword ptr [r15 + 67117723], 74973184
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r14 + 0]
-    bt rax, rbp
+    mov rsi, qword ptr [r15 + r8 + 64]
+    cmovne r8, r9
     add r10, r11
     inc rbx
     dec r13
@@ -3093,61 +3074,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2551_j]
+    lea rcx, [rip + .Lc1_d2545_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2551_j_t
-.Lc1_d2551_j:
-    mov ebp, dword ptr [r14 + 0]
-    mov edi, dword ptr [r14 + 0]
-    mov dword ptr [r15 + 0], edi
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 15712
+    jmp .Lc1_d2545_j_t
+.Lc1_d2545_j:
+    mov r9, qword ptr [r15 + 0]
+    mov ecx, 184
+    mov edx, dword ptr [r15 + 0]
+    mov rax, rdi
+    test dword ptr [r15 + 67117724], 570851716
     jnz 1f
 1:
-    mov esi, 4
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 64640
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 41
-    mov dword ptr [r15 + 0], eax
-    mov rdx, qword ptr [r15 + 0]
-    vpshufd xmm13, xmm10, 197
-    test ebx, 44032
-    jnz 1f
-1:
-    vmovdqu xmm10, xmmword ptr [r15 + 0]
     mov byte ptr [r15 + 0], dl
+    or qword ptr [r15 + 0], 39
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 864
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    movzx r8d, dil
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    test dword ptr [r15 + 67117724], 33554436
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 832
+    jnz 1f
+1:
+    mov r8d, esi
     movzx eax, byte ptr [r15 + 0]
-    xchg rdx, r8
-    test dword ptr [r15 + 67117723], 69632
+    mov dword ptr [r15 + 0], r8d
+    lea rbp, [r10 + r10*1]
+    test ebx, 7424
+    jnz 1f
+1:
+    and rbp, 64
+    movzx esi, byte ptr [r15 + rbp + 320]
+    lea r8, [r10 + r10*1]
+    mov edx, 216
+    and r8, 64
+    mov rdi, qword ptr [r14 + r8 + 512]
+    mov ecx, edx
+    lea r9, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 33554432
+    jnz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], edi
+    movzx edi, al
+    mov edx, dword ptr [r14 + 0]
+    test ebx, 30688
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov rbp, r9
-    lea r8, [r10 + r10*1]
-    mov qword ptr [r15 + 0], rcx
-    and r9, 64
-    mov byte ptr [r15 + r9 + 64], dil
-    and r8, 64
-    lock add qword ptr [r15 + r8 + 256], r8
-    test dword ptr [r15 + 67117723], 16777216
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov esi, 45
-    movzx edi, bpl
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 640]
-    mov dword ptr [r15 + r9 + 128], ecx
-    test ebx, 7808
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + r8 + 192]
-    mov rax, qword ptr [r15 + rbp + 576]
-    movzx r8d, al
+    mov ecx, dword ptr [r15 + r8 + 448]
+    mov esi, dword ptr [r15 + rbp + 384]
+    movzx eax, byte ptr [r15 + r9 + 64]
     add r10, r11
     inc rbx
     dec r13
@@ -3156,53 +3140,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx r8d, byte ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 17572008
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 288
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 98
-    mov rsi, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 4096
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
+    mov r9d, 86
+    mov r8d, 219
+    mov esi, 212
     lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 1076890112
+    test ebx, 19968
     jz 1f
 1:
+    mov rdx, rbp
     and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 768]
-    movsxd rax, dword ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 643
-    rep stosb
-    test dword ptr [r15 + 67117723], 134217728
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r14 + 0]
-    and r8, 64
-    lock or dword ptr [r15 + r8 + 384], 97
-    test ebx, 832
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + r8 + 320]
-    and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 640]
-    test dword ptr [r15 + 67117723], 384
+    mov rdi, qword ptr [r15 + rbp + 640]
+    mov ecx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 134218242
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + r9 + 576]
-    movzx r8d, byte ptr [r15 + rbp + 704]
+    vpaddd xmm1, xmm1, xmm15
+    mov eax, 197
+    movsxd r9, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 671232768
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    mov rcx, rdi
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 64320
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    popcnt rdx, r8
+    movsxd r8, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 33554432
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 0], esi
+    and r9, 64
+    movzx edi, byte ptr [r15 + r9 + 128]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], r9d
+    test dword ptr [r15 + 67117723], 524288
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + r8 + 384]
+    mov rax, qword ptr [r15 + rbp + 576]
+    movzx ebp, byte ptr [r14 + 0]
+    test dword ptr [r15 + 67117724], 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r14 + 0]
+    mov byte ptr [r15 + r9 + 64], dl
     add r10, r11
     inc rbx
     dec r13
@@ -3211,63 +3198,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2048
-    setz al
-    lea rcx, [rip + .Lc1_d2654_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2654_s_t
-    .p2align 3
-.Lc1_d2654_s:
-    .p2align 3
-    jmp .Lc1_d2654_j
-    .p2align 3
-    jmp .Lc1_d2654_j
-.Lc1_d2654_j:
+    lea rcx, [rip + .Lc1_d2653_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2653_j_t
+.Lc1_d2653_j:
+    mov edi, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 8192
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    vmovdqu xmm1, xmmword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 98368
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rax
+    lea r9, [r10 + r10*1]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    test ebx, 416
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    and r9, 64
+    mov qword ptr [r14 + r9 + 128], r9
+    mov rsi, rsi
+    test bl, 64
+    jnz 1f
+1:
+    xchg rsi, rcx
+    mov edx, 79
     lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
+    mov ecx, esi
+    test dword ptr [r15 + 67117724], 67108864
+    jnz 1f
+1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 832], r8d
-    lea r9, [r10 + r10*8]
+    mov edi, dword ptr [r15 + rbp + 256]
+    lea r8, [r10 + r10*1]
+    mov rsi, rdi
+    btc dword ptr [r14 + 0], 28
+    test dword ptr [r15 + 67117723], 539623680
+    jz 1f
+1:
     and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 192]
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3264]
-    test bl, 96
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + r9 + 3392]
-    mov eax, edx
-    mov dword ptr [r15 + rbp + 896], edx
-    test dword ptr [r15 + 67117724], 1109397504
+    mov byte ptr [r15 + r8 + 448], r8b
+    movzx eax, al
+    mov edi, dword ptr [r15 + r9 + 64]
+    test dword ptr [r15 + 67117724], 513
     jnz 1f
 1:
-    mov rdx, rdx
-    mov rsi, qword ptr [r15 + r9 + 3456]
-    mov rbp, rcx
-    test ebx, 6592
-    jz 1f
-1:
-    mov qword ptr [r14 + r9 + 3200], r9
-    mov rcx, r8
-    mov edx, dword ptr [r15 + r9 + 3136]
-    test ebx, 1920
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r9 + 3008]
-    mov edx, 138
-    mov dword ptr [r15 + r8 + 256], 40
-    test dword ptr [r15 + 67117724], 264200
-    jnz 1f
-1:
-    movzx r8d, al
-    mov dword ptr [r15 + r9 + 3520], ecx
-    movzx eax, byte ptr [r15 + r9 + 3072]
-    test dword ptr [r15 + 67117724], 67665920
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + r9 + 3328]
-    mov r9d, 177
+    mov edx, 96
+    movsxd r9, dword ptr [r15 + r8 + 512]
+    mov dword ptr [r15 + rbp + 192], ecx
     add r10, r11
     inc rbx
     dec r13
@@ -3276,59 +3261,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    add qword ptr [r15 + 0], rax
-    movzx ecx, sil
-    mov esi, dword ptr [r15 + 0]
-    test bl, 160
+    mov dword ptr [r15 + 0], eax
+    movzx ecx, byte ptr [r15 + 0]
+    cmovne rbp, rcx
+    test ebx, 416
     jz 1f
 1:
-    mov rax, rdi
-    movsxd r9, dword ptr [r15 + 0]
-    mov rdi, rsi
+    mov r8d, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
     test bl, 64
-    jz 1f
+    jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 163986
-    jz 1f
+    movzx ebp, cl
+    mov rdi, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 2703424
+    jnz 1f
 1:
-    and rbp, 64
-    movsxd rdi, dword ptr [r14 + rbp + 256]
-    mov edx, dword ptr [r15 + rbp + 192]
-    mov rcx, rcx
-    test dword ptr [r15 + 67117723], 411121670
-    jz 1f
-1:
-    mov r8d, ecx
-    movzx ecx, cl
-    test dword ptr [r15 + 67117723], 25165968
-    jz 1f
+    mov edx, dword ptr [r15 + 0]
+    movzx ecx, dl
+    movsxd rsi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 1610612768
+    jnz 1f
 1:
     lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
+    movsxd rdx, dword ptr [r15 + 0]
     and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 576]
-    lock add qword ptr [r15 + r9 + 640], rsi
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 896]
-    test dword ptr [r15 + 67117723], 1074790656
+    movsxd r8, dword ptr [r15 + r9 + 832]
+    movzx ebp, dl
+    lea rbp, [r10 + r10*1]
+    test dword ptr [r15 + 67117724], 2097152
     jnz 1f
 1:
-    mov ecx, ebp
-    mov byte ptr [r15 + rbp + 832], dl
-    test bl, 64
+    and rbp, 64
+    movzx edx, byte ptr [r15 + rbp + 384]
+    lea r8, [r10 + r10*1]
+    movsxd rdi, dword ptr [r15 + rbp + 320]
+    test ebx, 256
     jz 1f
 1:
-    mov edi, 172
-    mov edx, eax
-    mov rbp, r8
-    test dword ptr [r15 + 67117724], 67108864
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 448]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 644
+    rep stosb
+    vmovdqu xmm15, xmmword ptr [r15 + r8 + 512]
+    test dword ptr [r15 + 67117723], 1077936128
     jnz 1f
 1:
-    mov r8d, 104
-    movzx eax, byte ptr [r14 + 0]
+    movzx ebp, byte ptr [r14 + r9 + 896]
+    mov eax, edi
     add r10, r11
     inc rbx
     dec r13
@@ -3337,59 +3319,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2760_j]
+    lea rcx, [rip + .Lc1_d2758_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2760_j_t
-.Lc1_d2760_j:
-    mov edi, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx edx, dil
-    test dword ptr [r15 + 67117723], 134225952
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov ebp, 33
-    mov esi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 8192
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov r8, r8
-    movsxd rcx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 1638400
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 201
-    mov r8d, 107
-    movzx eax, cl
-    movzx ecx, al
-    test ebx, 1792
-    jnz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 643
-    rep stosb
-    add qword ptr [r15 + 0], rcx
-    mov byte ptr [r15 + 0], al
-    lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 1077936256
-    jz 1f
-1:
+    jmp .Lc1_d2758_j_t
+.Lc1_d2758_j:
     lea r9, [r10 + r10*1]
     lea r8, [r10 + r10*1]
     and r9, 64
-    movsxd rdi, dword ptr [r14 + r9 + 512]
+    movzx esi, byte ptr [r15 + r9 + 512]
     and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 128]
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 384]
-    test ebx, 29184
+    mov rcx, qword ptr [r15 + r8 + 384]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    test ebx, 46080
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + r8 + 64]
-    mov eax, dword ptr [r15 + r9 + 448]
-    mov esi, dword ptr [r15 + rbp + 320]
+    movzx edx, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    test ebx, 6400
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 106
+    test dword ptr [r15 + 67117723], 4
+    jnz 1f
+1:
+    mov edi, eax
+    mov dword ptr [r15 + 0], edi
+    mov rbp, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 3904
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 643
+    rep movsb
+    lea rbp, [r10 + r10*1]
+    mov edx, 138
+    test ebx, 1376
+    jz 1f
+1:
+    movzx eax, dl
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 128]
+    movzx edx, byte ptr [r15 + r9 + 448]
+    test dword ptr [r15 + 67117723], 2
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r14 + 0]
+    movzx esi, byte ptr [r15 + r8 + 320]
+    movzx r9d, byte ptr [r14 + rbp + 64]
     add r10, r11
     inc rbx
     dec r13
@@ -3398,56 +3381,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 192]
-    cmovne rax, rdx
-    mov dword ptr [r15 + 0], 125
-    test bl, 64
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov r8d, edx
-    vmovdqu xmm10, xmmword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 537780224
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    vpxor xmm13, xmm13, xmm12
-    movzx edx, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 512
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov rsi, rcx
-    mov rcx, rsi
-    test bl, 64
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
+    vpxor xmm15, xmm15, xmm1
+    lea r8, [r10*8]
+    bt rax, rbp
+    and r8, 960
     lea rbp, [r10 + r10*1]
-    movzx r8d, byte ptr [r15 + 0]
-    mov rax, rcx
-    lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 5242880
+    mov rdx, qword ptr [r15 + r8 + 2368]
+    test dword ptr [r15 + 67117723], 671358978
     jnz 1f
 1:
     and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 448]
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 128]
-    movzx esi, dil
-    test dword ptr [r15 + 67117723], 1076436224
+    movzx ecx, byte ptr [r15 + rbp + 128]
+    mov eax, dword ptr [r15 + r8 + 2112]
+    test ebx, 1440
     jz 1f
 1:
-    movzx edx, r9b
-    mov rdi, qword ptr [r14 + 0]
-    mov qword ptr [r14 + rbp + 512], rdi
+    lea r9, [r10 + r10*1]
+    movzx edx, byte ptr [r14 + r8 + 1984]
+    mov rsi, rsi
+    test dword ptr [r15 + 67117723], 65536
+    jz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 832], 22
+    mov rsi, rdi
     test dword ptr [r15 + 67117724], 1
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + r9 + 256]
-    movzx eax, byte ptr [r15 + r8 + 64]
+    movsxd rdi, dword ptr [r15 + rbp + 64]
+    movsxd rbp, dword ptr [r15 + r8 + 2048]
+    mov edx, 202
+    test ebx, 672
+    jnz 1f
+1:
+    mov eax, r8d
+    movsxd rcx, dword ptr [r14 + r8 + 2176]
+    test dword ptr [r15 + 67117723], 671352896
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + r8 + 2432]
+    mov edi, dword ptr [r15 + r8 + 2240]
+    test dword ptr [r15 + 67117723], 2097152
+    jz 1f
+1:
+    mov byte ptr [r15 + r9 + 896], r8b
+    movsxd r9, dword ptr [r15 + r8 + 2304]
     add r10, r11
     inc rbx
     dec r13
@@ -3456,62 +3434,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2864_j]
+    lea rcx, [rip + .Lc1_d2858_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2864_j_t
-.Lc1_d2864_j:
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov r9, rsi
-    mov dword ptr [r15 + 0], 38
-    test dword ptr [r15 + 67117724], 2097152
+    jmp .Lc1_d2858_j_t
+.Lc1_d2858_j:
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 192]
+    mov eax, 103
+    mov qword ptr [r15 + 0], rsi
+    mov edx, dword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    mov edi, r9d
-    movzx ebp, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 536871952
+    mov rbp, rdx
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], ebp
+    test dword ptr [r15 + 67117723], 4194560
     jnz 1f
 1:
-    mov edx, 21
-    movzx r8d, dl
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 1632
-    jz 1f
+    movzx esi, byte ptr [r15 + 0]
+    sete cl
+    mov qword ptr [r15 + 0], rcx
+    test bl, 128
+    jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    test ebx, 256
-    jz 1f
+    mov dword ptr [r15 + 0], edi
+    mov r9, qword ptr [r15 + 0]
+    mov edi, r9d
+    lea r9, [r10 + r10*1]
+    test bl, 64
+    jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov esi, esi
-    test dword ptr [r15 + 67117724], 1084260359
+    mov qword ptr [r15 + 0], r9
+    and r9, 64
+    mov rbp, qword ptr [r15 + r9 + 576]
+    mov dword ptr [r14 + 0], 139
+    movzx eax, byte ptr [r14 + 0]
+    test ebx, 672
     jz 1f
 1:
     lea rbp, [r10 + r10*1]
-    inc dword ptr [r14 + 0]
+    mov ecx, ebp
     and rbp, 64
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r14 + rbp + 704], rcx
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 128]
-    test ebx, 7168
+    movzx edx, byte ptr [r15 + rbp + 64]
+    mov rsi, r8
+    test dword ptr [r15 + 67117723], 338247808
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    movzx ecx, dl
-    bt rcx, rsi
-    and r8, 64
-    mov byte ptr [r15 + r8 + 640], r8b
-    test bl, 64
-    jz 1f
+    bt r8, rsi
+    mov dword ptr [r15 + r8 + 256], 94
+    mov edi, dword ptr [r15 + rbp + 128]
+    test dword ptr [r15 + 67117724], 1114112
+    jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 768], 75
-    mov rdi, qword ptr [r15 + r9 + 64]
-    mov dword ptr [r15 + r8 + 576], ecx
+    mov r8, rdi
+    mov ebp, dword ptr [r15 + r9 + 640]
+    movzx eax, al
     add r10, r11
     inc rbx
     dec r13
@@ -3520,56 +3499,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], eax
-    mov r8, qword ptr [r15 + 0]
-    mov ebp, eax
-    test dword ptr [r15 + 67117724], 1073741824
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r9d, esi
+    mov edi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 4194304
     jz 1f
 1:
-    mov edx, 46
-    mov edi, 78
-    mov qword ptr [r15 + 0], rsi
-    test dword ptr [r15 + 67117723], 29411393
+    mov esi, 70
+    movzx eax, byte ptr [r15 + 0]
+    mov rdx, rdi
+    test dword ptr [r15 + 67117724], 65
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 4
+    mov qword ptr [r15 + 0], rax
+    mov edi, edx
+    movzx ecx, cl
+    test ebx, 384
+    jnz 1f
+1:
+    cmovne r8, rcx
+    movzx ebp, byte ptr [r15 + 0]
+    movzx ecx, r9b
+    test ebx, 26624
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    bswap rsi
+    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
-    movzx eax, al
-    mov qword ptr [r15 + 0], r9
     lea rbp, [r10 + r10*1]
-    movzx r8d, bpl
-    test ebx, 4864
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 172
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rbp
-    mov r9, qword ptr [r14 + 0]
     lea r8, [r10 + r10*1]
-    test bl, 64
+    movzx eax, r9b
+    and r8, 64
+    movzx edx, byte ptr [r15 + r8 + 448]
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 64]
+    lea r9, [r10 + r10*1]
+    test bl, 160
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    and r8, 64
-    movzx eax, byte ptr [r14 + r8 + 192]
     and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 128]
-    movzx ecx, r8b
-    test dword ptr [r15 + 67117723], 10747904
+    movsxd rdi, dword ptr [r15 + r9 + 640]
+    mov ecx, ecx
+    movsxd rax, dword ptr [r14 + rbp + 128]
+    test bl, 64
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 320], 99
-    mov rdi, rcx
-    mov rbp, rbp
+    sete dil
+    movzx esi, byte ptr [r15 + r9 + 576]
+    mov r9, rbp
     test bl, 64
-    jnz 1f
+    jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + r8 + 256]
-    movzx r8d, byte ptr [r15 + r9 + 64]
+    or ebp, 1
+    xor edx, edx
+    div ebp
+    mov rcx, qword ptr [r15 + r8 + 512]
     add r10, r11
     inc rbx
     dec r13
@@ -3578,61 +3565,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2970_j]
+    lea rcx, [rip + .Lc1_d2972_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2970_j_t
-.Lc1_d2970_j:
-    mov qword ptr [r15 + 0], rcx
-    movsxd rdi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    test dword ptr [r15 + 67117723], 65536
-    jnz 1f
-1:
-    sete dl
-    movzx edi, byte ptr [r15 + 0]
+    jmp .Lc1_d2972_j_t
+.Lc1_d2972_j:
     movzx esi, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 4194304
-    jz 1f
-1:
-    mov r9d, 19
-    mov qword ptr [r15 + 0], rsi
-    mov ebp, r9d
-    test dword ptr [r15 + 67117724], 65
-    jz 1f
-1:
-    movzx ecx, r8b
+    mov r8d, 21
+    bt rsi, rcx
     mov r9d, dword ptr [r15 + 0]
-    cmovne rsi, r8
-    test ebx, 119808
+    test dword ptr [r15 + 67117723], 262144
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    movzx eax, byte ptr [r14 + 0]
-    movzx esi, dl
-    lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 1048576
+    movzx edi, r9b
+    movsxd rcx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    test bl, 128
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov ebp, 50
+    test ebx, 28160
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 13952
     jz 1f
 1:
-    movzx edx, bpl
-    vpcmpeqb xmm13, xmm13, xmm10
-    and rbp, 64
-    lea r8, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + rbp + 192]
-    test dword ptr [r15 + 67117723], 1152
-    jz 1f
-1:
+    xor dword ptr [r15 + 0], eax
+    mov r8d, dword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 128]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
-    inc dword ptr [r14 + rbp + 256]
-    test ebx, 1344
+    movsxd rax, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 4096
     jz 1f
 1:
-    mov rbp, r8
-    movsxd rdx, dword ptr [r15 + r9 + 320]
-    mov eax, dword ptr [r15 + r8 + 64]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 576], 105
+    mov ecx, dword ptr [r14 + 0]
+    mov rdx, rbp
+    lea rbp, [r10 + r10*1]
+    test ebx, 2048
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + r9 + 640]
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 64]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 320], rsi
+    test ebx, 288
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r14 + rbp + 128]
+    movzx esi, cl
+    mov dword ptr [r15 + r8 + 384], 228
     add r10, r11
     inc rbx
     dec r13
@@ -3641,62 +3630,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], eax
-    mov r8d, eax
-    vmovdqu xmm12, xmmword ptr [r15 + 0]
-    test ebx, 4096
+    lea r9, [r10 + r10*1]
+    and r9, 64
+    mov ebp, dword ptr [r15 + r9 + 384]
+    mov r8d, dword ptr [r15 + r9 + 320]
+    lea r9, [r10 + r10*1]
+    mov byte ptr [r14 + 0], r9b
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 512]
+    test ebx, 3520
     jnz 1f
 1:
-    mov esi, r8d
-    lock add qword ptr [r15 + 0], rsi
-    mov rcx, r8
+    mov esi, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov rbp, r9
+    test dword ptr [r15 + 67117723], 8388608
+    jz 1f
+1:
+    sete dl
+    mov edi, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 285827121
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov edi, 62
+    mov esi, 126
+    test ebx, 1600
+    jnz 1f
+1:
+    mov r8, rsi
+    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 143
+    test ebx, 800
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
     test dword ptr [r15 + 67117724], 134217728
     jnz 1f
 1:
-    mov r8, rcx
-    mov rdi, rcx
-    movzx eax, bpl
-    test dword ptr [r15 + 67117723], 268836872
-    jnz 1f
-1:
-    mov esi, 213
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 6656
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov r9d, 154
-    test dword ptr [r15 + 67117724], 134234280
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
+    mov esi, ebp
     lea r8, [r10 + r10*1]
-    mov esi, ecx
-    test bl, 64
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
     and r8, 64
-    mov byte ptr [r15 + r8 + 64], dil
-    and r9, 64
-    mov byte ptr [r15 + r9 + 576], r9b
-    lea rbp, [r10 + r10*1]
-    test ebx, 1792
+    movzx edx, byte ptr [r15 + r8 + 192]
+    test bl, 128
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + r8 + 128]
-    movzx edx, byte ptr [r14 + r9 + 640]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 512], rbp
-    test ebx, 1344
-    jnz 1f
-1:
-    mov r9, rbp
-    mov rax, qword ptr [r15 + rbp + 448]
+    mov qword ptr [r14 + r8 + 256], r9
+    mov qword ptr [r15 + r9 + 448], r9
+    mov r9d, 230
     add r10, r11
     inc rbx
     dec r13
@@ -3705,60 +3690,74 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3080_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3080_j_t
-.Lc1_d3080_j:
-    lea r9, [r10 + r10*1]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 131616
+    setz al
+    lea rcx, [rip + .Lc1_d3081_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3081_s_t
+    .p2align 3
+.Lc1_d3081_s:
+    .p2align 3
+    jmp .Lc1_d3081_j
+    .p2align 3
+    jmp .Lc1_d3081_j
+.Lc1_d3081_j:
     lea rbp, [r10 + r10*1]
-    mov eax, ebp
+    bswap rdi
     and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rsi
-    lea r8, [r10 + r10*1]
-    and r9, 64
-    mov dword ptr [r14 + r9 + 320], 1
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 128]
-    test ebx, 608
+    mov qword ptr [r15 + rbp + 128], rdx
+    movzx esi, r8b
+    movsxd rdx, dword ptr [r15 + 0]
+    test bl, 128
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + rbp + 512]
-    movzx ebp, sil
-    movzx edi, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov ecx, r8d
+    movzx r9d, r8b
     test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    mov edx, 186
-    mov dword ptr [r15 + 0], esi
-    mov eax, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 4
+    lea rdi, [r15 + 67109504]
+    mov ecx, 643
+    rep stosb
+    vpcmpeqb xmm15, xmm15, xmm3
+    movzx r8d, al
+    test bl, 64
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 66
-    mov esi, 103
-    bt r9, r9
-    test dword ptr [r15 + 67117724], 131332
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx edi, dl
-    movzx edi, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 65536
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
+    movzx eax, r8b
     movzx esi, byte ptr [r15 + 0]
-    movsxd rcx, dword ptr [r14 + 0]
-    mov rax, qword ptr [r15 + r9 + 384]
-    test ebx, 10112
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 12224
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov edx, 59
+    add qword ptr [r15 + 0], rbp
+    test ebx, 3520
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    test bl, 64
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + r8 + 64]
-    movzx edi, r9b
-    mov r8d, 135
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], ecx
+    mov rsi, qword ptr [r15 + r8 + 256]
+    lea r9, [r10 + r10*1]
+    mov byte ptr [r15 + rbp + 64], r8b
+    test dword ptr [r15 + 67117723], 524289
+    jnz 1f
+1:
+    mov ebp, 13
+    and r9, 64
+    mov r8, qword ptr [r15 + r9 + 512]
+    mov qword ptr [r15 + r9 + 448], r9
     add r10, r11
     inc rbx
     dec r13
@@ -3977,25 +3976,23 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d510_j_t:
+.Lc1_d494_j_t:
     jmp rcx
-.Lc1_d2144_s_t:
+.Lc1_d2136_s_t:
     jmp rcx
-.Lc1_d2202_j_t:
+.Lc1_d2194_j_t:
     jmp rcx
-.Lc1_d1435_s_t:
+.Lc1_d1510_s_t:
     jmp rcx
-.Lc1_d1490_s_t:
+.Lc1_d1620_s_t:
     jmp rcx
-.Lc1_d1604_s_t:
+.Lc1_d1741_s_t:
     jmp rcx
-.Lc1_d1726_s_t:
+.Lc1_d1859_j_t:
     jmp rcx
-.Lc1_d1836_j_t:
+.Lc1_d1958_s_t:
     jmp rcx
-.Lc1_d1955_s_t:
-    jmp rcx
-.Lc1_d2082_j_t:
+.Lc1_d2070_s_t:
     jmp rcx
 .Lc1_b0_stubs_t:
     jmp rcx
@@ -4003,47 +4000,49 @@ ditto_body_init_c2:
     jmp rcx
 .Lc1_b8_stubs_t:
     jmp rcx
-.Lc1_d89_j_t:
+.Lc1_d40_j_t:
     jmp rcx
-.Lc1_d193_s_t:
+.Lc1_d142_j_t:
     jmp rcx
-.Lc1_d307_j_t:
+.Lc1_d248_j_t:
     jmp rcx
-.Lc1_d415_j_t:
+.Lc1_d356_j_t:
+    jmp rcx
+.Lc1_d560_s_t:
     jmp rcx
 .Lc1_d622_s_t:
     jmp rcx
-.Lc1_d731_j_t:
+.Lc1_d737_j_t:
     jmp rcx
-.Lc1_d787_j_t:
+.Lc1_d845_s_t:
     jmp rcx
-.Lc1_d888_s_t:
+.Lc1_d961_j_t:
     jmp rcx
-.Lc1_d994_j_t:
+.Lc1_d1074_s_t:
     jmp rcx
-.Lc1_d1101_j_t:
+.Lc1_d1133_j_t:
     jmp rcx
-.Lc1_d1210_s_t:
+.Lc1_d1245_j_t:
     jmp rcx
-.Lc1_d1329_j_t:
+.Lc1_d1351_j_t:
     jmp rcx
-.Lc1_d2288_j_t:
+.Lc1_d2280_j_t:
     jmp rcx
-.Lc1_d2343_j_t:
+.Lc1_d2334_j_t:
     jmp rcx
-.Lc1_d2442_j_t:
+.Lc1_d2440_j_t:
     jmp rcx
-.Lc1_d2551_j_t:
+.Lc1_d2545_j_t:
     jmp rcx
-.Lc1_d2654_s_t:
+.Lc1_d2653_j_t:
     jmp rcx
-.Lc1_d2760_j_t:
+.Lc1_d2758_j_t:
     jmp rcx
-.Lc1_d2864_j_t:
+.Lc1_d2858_j_t:
     jmp rcx
-.Lc1_d2970_j_t:
+.Lc1_d2972_j_t:
     jmp rcx
-.Lc1_d3080_j_t:
+.Lc1_d3081_s_t:
     jmp rcx
     .text
 
