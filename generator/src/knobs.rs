@@ -50,7 +50,8 @@ pub struct BranchKnobs {
     /// How many pattern branches test pseudo-random bits instead of the chunk counter (see the
     /// entry's doc): 1 makes every branch whose rates are a coin toss's random, up to 2 the rest too.
     pub data_dependent_scale: f64,
-    /// Multiplies every indirect jump's target-change rate (capped at the top bin): 0 gives every
+    /// Multiplies every indirect jump's target-change rate (capped at the top bin; above 1,
+    /// single-target jumps move to the top bin so the mean follows the scale): 0 gives every
     /// dispatch one target, so it is predicted whenever its predictor entry is its own.
     pub indirect_change_scale: f64,
 }
@@ -345,8 +346,9 @@ impl Knobs {
                 max: 10.0,
                 min_inclusive: true,
                 doc: "Multiplies every indirect jump's target-change rate (capped at the top bin, \
-                      0.95): 0 gives every dispatch a single target (mispredicted only where another \
-                      jump shares its predictor entry).",
+                      0.95; above 1, single-target jumps move to the top bin so that the mean \
+                      follows the scale): 0 gives every dispatch a single target (mispredicted only \
+                      where another jump shares its predictor entry).",
             },
             scale(
                 "dependencies",
