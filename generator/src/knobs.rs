@@ -37,6 +37,10 @@ pub struct InstructionWorkingSetKnobs {
 #[serde(default, deny_unknown_fields)]
 pub struct DataWorkingSetKnobs {
     pub size_scale: f64,
+    /// Stretches the data hit curve above `tail_from_bytes` only (`plan::stretch_tail`): the
+    /// accesses that miss a cache of that size, and so what the caches past it see.
+    pub tail_scale: f64,
+    pub tail_from_bytes: u64,
     pub shared_fraction_scale: f64,
     pub regular_fraction_scale: f64,
     pub pointer_chase_scale: f64,
@@ -89,6 +93,8 @@ impl Default for DataWorkingSetKnobs {
     fn default() -> Self {
         DataWorkingSetKnobs {
             size_scale: 1.0,
+            tail_scale: 1.0,
+            tail_from_bytes: 1 << 20,
             shared_fraction_scale: 1.0,
             regular_fraction_scale: 1.0,
             pointer_chase_scale: 1.0,
@@ -221,14 +227,15 @@ impl Knobs {
         }
         let l = &self.limits;
         for (key, v) in [
-            ("max_buffer_bytes", l.max_buffer_bytes),
-            ("max_code_bytes", l.max_code_bytes),
+            ("limits.max_buffer_bytes", l.max_buffer_bytes),
+            ("limits.max_code_bytes", l.max_code_bytes),
+            (
+                "data_working_set.tail_from_bytes",
+                self.data_working_set.tail_from_bytes,
+            ),
         ] {
             if !v.is_power_of_two() {
-                return Err((
-                    format!("limits.{key}"),
-                    format!("must be a power of two, got {v}"),
-                ));
+                return Err((key.to_string(), format!("must be a power of two, got {v}")));
             }
         }
         Ok(())
@@ -295,6 +302,24 @@ impl Knobs {
                 "Stretches the data hit curve along the size axis (H'(s) = H(s / scale)): > 1 makes \
                  the data working set larger (more d-cache misses).",
             ),
+            scale(
+                "data_working_set",
+                "tail_scale",
+                self.data_working_set.tail_scale,
+                "Stretches the data hit curve above tail_from_bytes only (after size_scale): > 1 \
+                 moves the accesses that miss a cache of that size further out (more last-level \
+                 misses), < 1 brings them in.",
+            ),
+            Entry {
+                section: "data_working_set",
+                key: "tail_from_bytes",
+                value: Value::U(self.data_working_set.tail_from_bytes),
+                min: 4096.0,
+                max: (1u64 << 30) as f64,
+                min_inclusive: true,
+                doc: "Where tail_scale starts (power of two): the size of the cache level before \
+                      the last, 1 MiB on the bundled platform (validation/platforms/epyc-host.toml).",
+            },
             scale(
                 "data_working_set",
                 "shared_fraction_scale",

@@ -27,6 +27,13 @@ fn impossible_knobs_name_their_field() {
         s.contains("field `limits.max_buffer_bytes`") && s.contains("power of two"),
         "{s}"
     );
+    let s = err("[data_working_set]\ntail_from_bytes = 1000000\n");
+    assert!(
+        s.contains("field `data_working_set.tail_from_bytes`") && s.contains("power of two"),
+        "{s}"
+    );
+    let s = err("[data_working_set]\ntail_scale = 0.0\n");
+    assert!(s.contains("field `data_working_set.tail_scale`"), "{s}");
     let s = err("[branches]\ndata_dependent_scale = 2.5\n");
     assert!(s.contains("branches.data_dependent_scale"), "{s}");
     let s = err("[limits]\nchunk_instructions = 0\n");
@@ -50,6 +57,8 @@ fn defaults_are_valid_and_documented() {
         "per_request_scale",
         "skeleton_instructions",
         "size_scale",
+        "tail_scale",
+        "tail_from_bytes",
         "shared_fraction_scale",
         "taken_rate_scale",
         "transition_rate_scale",

@@ -85,6 +85,7 @@ pub fn default_tuned_metrics(perf: bool) -> Vec<String> {
         "instructions_per_request",
         "l1i_miss_rate",
         "l1d_miss_rate",
+        "llc_miss_rate",
         "branch_mispredict_rate",
     ];
     if perf {
@@ -99,6 +100,7 @@ pub enum Knob {
     InstructionScale,
     InstructionWorkingSet,
     DataWorkingSet,
+    DataTail,
     PointerChase,
     RegularFraction,
     TakenRate,
@@ -114,6 +116,7 @@ impl Knob {
             Knob::InstructionScale => "instructions.per_request_scale",
             Knob::InstructionWorkingSet => "instruction_working_set.size_scale",
             Knob::DataWorkingSet => "data_working_set.size_scale",
+            Knob::DataTail => "data_working_set.tail_scale",
             Knob::PointerChase => "data_working_set.pointer_chase_scale",
             Knob::RegularFraction => "data_working_set.regular_fraction_scale",
             Knob::TakenRate => "branches.taken_rate_scale",
@@ -129,6 +132,7 @@ impl Knob {
             Knob::InstructionScale => k.instructions.per_request_scale,
             Knob::InstructionWorkingSet => k.instruction_working_set.size_scale,
             Knob::DataWorkingSet => k.data_working_set.size_scale,
+            Knob::DataTail => k.data_working_set.tail_scale,
             Knob::PointerChase => k.data_working_set.pointer_chase_scale,
             Knob::RegularFraction => k.data_working_set.regular_fraction_scale,
             Knob::TakenRate => k.branches.taken_rate_scale,
@@ -144,6 +148,7 @@ impl Knob {
             Knob::InstructionScale => &mut k.instructions.per_request_scale,
             Knob::InstructionWorkingSet => &mut k.instruction_working_set.size_scale,
             Knob::DataWorkingSet => &mut k.data_working_set.size_scale,
+            Knob::DataTail => &mut k.data_working_set.tail_scale,
             Knob::PointerChase => &mut k.data_working_set.pointer_chase_scale,
             Knob::RegularFraction => &mut k.data_working_set.regular_fraction_scale,
             Knob::TakenRate => &mut k.branches.taken_rate_scale,
@@ -213,6 +218,17 @@ pub const GROUPS: &[Group] = &[
             (Knob::PointerChase, HELD_MLP),
             (Knob::RegularFraction, HELD_MLP),
         ],
+        cliff: true,
+    },
+    Group {
+        name: "last-level data",
+        knob: Knob::DataTail,
+        driver: "llc_miss_rate",
+        // The LLC miss rate is of the L2's misses: what lies past 1 MiB (the tail's start) and
+        // past 32 MiB. A cliff like the other working sets.
+        elasticity: 1.0,
+        followers: &[],
+        held: &[],
         cliff: true,
     },
     Group {
@@ -617,6 +633,7 @@ pub fn adjust(
     let mut knobs = current.knobs.clone();
     let mut out = Vec::new();
     let mut iws_factor = 1.0_f64;
+    let mut dws_factor = 1.0_f64;
     // How far the instruction count moves this iteration. A body cut to half its instructions keeps
     // its code, but its mix of hot and cold branches changes, and so do its mispredictions (Pix
     // optimized: 12.9 % at default knobs, 9.8 % once the count halved, while the branch knob moved by
@@ -654,7 +671,11 @@ pub fn adjust(
                         current,
                         tolerances.of(g.driver),
                         measured,
-                        iws_factor,
+                        match g.knob {
+                            Knob::DataDependent => Some(("instruction working set", iws_factor)),
+                            Knob::DataTail => Some(("data working set", dws_factor)),
+                            _ => None,
+                        },
                     )
                 }
                 _ => Err(format!(
@@ -679,6 +700,9 @@ pub fn adjust(
                 };
                 if g.knob == Knob::InstructionWorkingSet {
                     iws_factor = to / from;
+                }
+                if g.knob == Knob::DataWorkingSet {
+                    dws_factor = to / from;
                 }
                 if g.knob == Knob::InstructionScale {
                     ic_factor = to / from;
@@ -711,8 +735,9 @@ struct Measured {
 }
 
 /// Where group `g`'s knob is asked to go next and why (`Err`: it is held, and why), before the
-/// knob's range clamps it (its followers take their share of the step asked for). `iws_factor`: how
-/// far the instruction working set moved in this adjustment (groups are adjusted in order).
+/// knob's range clamps it (its followers take their share of the step asked for). `coupled_with`:
+/// the group whose knob also moves this group's driver, and how far it moved in this adjustment
+/// (groups are adjusted in order).
 fn next_value(
     g: &Group,
     history: &[Iteration],
@@ -720,7 +745,7 @@ fn next_value(
     current: &Iteration,
     tolerance: f64,
     Measured { from, o, c }: Measured,
-    iws_factor: f64,
+    coupled_with: Option<(&str, f64)>,
 ) -> Result<(f64, String), String> {
     if within(g.driver, original, &current.figures, tolerance) {
         return Err("held: within tolerance".to_string());
@@ -745,14 +770,14 @@ fn next_value(
     if o <= 0.0 || c <= 0.0 {
         return Err(format!("held: {} is 0 on one side", g.driver));
     }
-    // Branch mispredictions also move with the instruction working set: when that knob moved a
-    // lot this iteration, the branch group takes half its step (its driver will shift anyway).
-    let coupled = g.knob == Knob::DataDependent && iws_factor.ln().abs() > KNOB_COUPLING.ln();
-    let gain = if coupled { 0.5 } else { 1.0 };
-    let coupling_note = if coupled {
-        "; half step: the instruction working set moved too"
-    } else {
-        ""
+    // Branch mispredictions also move with the instruction working set, and the LLC's misses with
+    // the whole data working set: when that knob moved a lot this iteration, the group takes half
+    // its step (its driver will shift anyway).
+    let coupled = coupled_with.filter(|(_, f)| f.ln().abs() > KNOB_COUPLING.ln());
+    let gain = if coupled.is_some() { 0.5 } else { 1.0 };
+    let coupling_note = match coupled {
+        Some((name, _)) => format!("; half step: the {name} moved too"),
+        None => String::new(),
     };
     if let Some(to_ln) = bracket(history, g.knob, g.driver, o) {
         let step = (gain * (to_ln - from.ln())).clamp(-MAX_STEP.ln(), MAX_STEP.ln());
@@ -1051,7 +1076,11 @@ mod tests {
             branch_mispredict_rate: Some(
                 0.02 * k.branches.data_dependent_scale.powf(0.3) * (1.0 + 0.2 * iws.ln()),
             ),
-            llc_miss_rate: Some(0.1),
+            // The LLC's misses move with the tail and, less, with the whole data working set.
+            llc_miss_rate: Some(
+                0.1 * k.data_working_set.tail_scale.powf(0.7)
+                    * k.data_working_set.size_scale.powf(0.3),
+            ),
             ..CounterFigures::default()
         }
     }
@@ -1179,11 +1208,12 @@ mod tests {
 
     #[test]
     fn the_best_iteration_has_most_metrics_within_tolerance_not_the_smallest_largest_error() {
-        // Instructions per request, L1i, L1d and branch misprediction rates.
+        // Instructions per request, L1i, L1d and branch misprediction rates (the LLC's alike).
         let figures = |i, l1i, l1d, branch| CounterFigures {
             instructions_per_request: Some(i),
             l1i_miss_rate: Some(l1i),
             l1d_miss_rate: Some(l1d),
+            llc_miss_rate: Some(0.2),
             branch_mispredict_rate: Some(branch),
             ..CounterFigures::default()
         };
@@ -1392,6 +1422,45 @@ mod tests {
             adjustments: vec![],
             elapsed_s: 0.0,
         }
+    }
+
+    #[test]
+    fn the_tail_follows_the_llc_and_takes_half_a_step_while_the_data_working_set_moves() {
+        let original = CounterFigures {
+            l1d_miss_rate: Some(0.05),
+            llc_miss_rate: Some(0.2),
+            ..CounterFigures::default()
+        };
+        let mut it = iteration_with(1, (Knob::DataTail, 1.0), ("llc_miss_rate", 0.1));
+        it.figures.l1d_miss_rate = Some(0.05);
+        let tuned = default_tuned_metrics(false);
+        let tol = Tolerances::uniform(0.05);
+        // L1d matched: the tail takes the whole step, the ratio over the assumed elasticity 1.
+        let (k, _) = adjust(std::slice::from_ref(&it), &original, &tuned, &tol);
+        assert_eq!(k.data_working_set.size_scale, 1.0);
+        assert!(
+            (k.data_working_set.tail_scale - 2.0).abs() < 1e-9,
+            "{}",
+            k.data_working_set.tail_scale
+        );
+        // L1d off by half: the data working set doubles and the tail takes half its step.
+        it.figures.l1d_miss_rate = Some(0.025);
+        let (k, adj) = adjust(&[it], &original, &tuned, &tol);
+        assert!((k.data_working_set.size_scale - 2.0).abs() < 1e-9);
+        assert!(
+            (k.data_working_set.tail_scale - 2f64.sqrt()).abs() < 1e-9,
+            "{}",
+            k.data_working_set.tail_scale
+        );
+        let tail = adj
+            .iter()
+            .find(|a| a.knob == "data_working_set.tail_scale")
+            .expect("tail listed");
+        assert!(
+            tail.reason.contains("data working set moved too"),
+            "{}",
+            tail.reason
+        );
     }
 
     #[test]
