@@ -120,28 +120,31 @@ pub fn grid_curve(curve: &[(u64, f64)], scale: f64, cap: u64) -> Vec<(u64, f64)>
     while (top as f64) < footprint && top < cap {
         top *= 2;
     }
-    let interp = |x: f64| -> f64 {
-        let Some(first) = pts.first() else {
-            return 1.0;
-        };
-        if x <= first.0 {
-            return first.1;
-        }
-        for w in pts.windows(2) {
-            if x <= w[1].0 {
-                let t = (x - w[0].0) / (w[1].0 - w[0].0).max(1e-12);
-                return w[0].1 + t * (w[1].1 - w[0].1);
-            }
-        }
-        pts.last().map(|p| p.1).unwrap_or(1.0)
-    };
     let mut out = Vec::new();
     let mut s = LINE;
     while s <= top {
-        out.push((s, interp((s as f64).log2() - scale.log2())));
+        out.push((s, hit_at(&pts, (s as f64).log2() - scale.log2())));
         s *= 2;
     }
     out
+}
+
+/// The hit rate at log2 size `x` of a curve given as (log2 size, hit rate) points in increasing
+/// size: linear between points, the end values beyond them, 1 for an empty curve.
+fn hit_at(pts: &[(f64, f64)], x: f64) -> f64 {
+    let (Some(first), Some(last)) = (pts.first(), pts.last()) else {
+        return 1.0;
+    };
+    if x <= first.0 {
+        return first.1;
+    }
+    for w in pts.windows(2) {
+        if x <= w[1].0 {
+            let t = (x - w[0].0) / (w[1].0 - w[0].0).max(1e-12);
+            return w[0].1 + t * (w[1].1 - w[0].1);
+        }
+    }
+    last.1
 }
 
 /// The hit curve `grid` (hit rate at each power-of-two size from 64 B) with its part above `from`
@@ -160,16 +163,6 @@ pub fn stretch_tail(grid: &[(u64, f64)], from: u64, scale: f64, cap: u64) -> Vec
         return grid.to_vec();
     }
     let pts: Vec<(f64, f64)> = grid.iter().map(|&(s, h)| ((s as f64).log2(), h)).collect();
-    let at = |x: f64| -> f64 {
-        match pts.iter().position(|p| p.0 >= x) {
-            Some(0) => pts[0].1,
-            Some(i) => {
-                let (a, b) = (pts[i - 1], pts[i]);
-                a.1 + (x - a.0) / (b.0 - a.0).max(1e-12) * (b.1 - a.1)
-            }
-            None => pts[pts.len() - 1].1,
-        }
-    };
     let new_top = ((top as f64 * scale).max(from as f64 * 2.0) as u64)
         .next_power_of_two()
         .min(cap.max(LINE));
@@ -177,11 +170,8 @@ pub fn stretch_tail(grid: &[(u64, f64)], from: u64, scale: f64, cap: u64) -> Vec
     let mut best = 0.0f64;
     let mut s = LINE;
     while s <= new_top {
-        let h = if s <= from {
-            at((s as f64).log2())
-        } else {
-            at((s as f64).log2() - scale.log2())
-        };
+        let shift = if s <= from { 0.0 } else { scale.log2() };
+        let h = hit_at(&pts, (s as f64).log2() - shift);
         best = best.max(h);
         out.push((s, best));
         s *= 2;

@@ -227,6 +227,11 @@ const DISPATCH_TWO_INSTRS: u64 = 8;
 const DISPATCH_UNIFORM_INSTRS: u64 = 7;
 
 impl Dispatch {
+    /// The realisation of change-rate bin `bin` (`IndirectBranches::bin_rate`, nearest).
+    fn for_bin(bin: usize) -> Dispatch {
+        Dispatch::nearest(IndirectBranches::bin_rate(bin))
+    }
+
     /// The realisation nearest a target-change rate.
     fn nearest(rate: f64) -> Dispatch {
         if rate <= 0.0 {
@@ -257,7 +262,7 @@ impl Dispatch {
     fn realisable_bins(bins: &[f64]) -> Vec<f64> {
         let mut out = vec![0.0; bins.len()];
         for (b, share) in bins.iter().enumerate() {
-            let rate = Dispatch::nearest(IndirectBranches::bin_rate(b)).change_rate();
+            let rate = Dispatch::for_bin(b).change_rate();
             if let Some(o) = out.get_mut(IndirectBranches::bin(rate)) {
                 *o += share;
             }
@@ -362,7 +367,7 @@ impl Block {
 
     /// Whether the block is entered through its stubs (`jmp rcx`) rather than at chunk 0.
     fn enters_indirectly(&self) -> bool {
-        self.ring() > 1 && self.x % self.ring() != 0
+        enters_mid_ring(self.ring(), self.x)
     }
 
     /// Instructions executed once per call to enter the block (see the block loop of `synthesize`).
@@ -372,6 +377,13 @@ impl Block {
         let dispatch = if self.enters_indirectly() { 6 + 1 } else { 1 };
         counter + 1 + dispatch
     }
+}
+
+/// Whether a ring of `ring` chunks run `x` chunk executions per call is entered mid-way, through
+/// its stubs: each call's window then starts where the last one ended (a whole number of laps
+/// starts at chunk 0 every call).
+fn enters_mid_ring(ring: u64, x: u64) -> bool {
+    ring > 1 && x % ring != 0
 }
 
 /// Executions per call of the items `is` selects: each chunk of a block runs x / ring times a call.
@@ -518,7 +530,7 @@ fn dispatch_bins(bins: &[f64], entry_share: f64) -> Vec<f64> {
     let mut changes = e;
     let mut removed = 0.0;
     for i in (1..left.len()).rev() {
-        let rate = Dispatch::nearest(IndirectBranches::bin_rate(i)).change_rate();
+        let rate = Dispatch::for_bin(i).change_rate();
         if changes <= 0.0 || rate <= 0.0 {
             continue;
         }
@@ -1369,7 +1381,7 @@ impl Composer<'_> {
             .pick(&mut self.rng, w, |i| deficit(i) >= 0.5 * w)
             .or_else(|| (0..self.indirect.len()).max_by(|&a, &b| deficit(a).total_cmp(&deficit(b))))
             .unwrap_or(0);
-        let mut d = Dispatch::nearest(IndirectBranches::bin_rate(bin));
+        let mut d = Dispatch::for_bin(bin);
         if let Dispatch::Two { mask, .. } = d {
             // M random bits of bytes 3–6 of the word (bits 24–62), as the data-dependent branches'.
             let mask = self.random_mask(mask.count_ones());
@@ -2475,10 +2487,7 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
     comp.charge_ring_entries(
         blocks
             .iter()
-            .filter(|b| {
-                let ring = ring_of(b.bytes);
-                ring > 1 && b.planned_x % ring != 0
-            })
+            .filter(|b| enters_mid_ring(ring_of(b.bytes), b.planned_x))
             .count() as f64,
     );
     // Heaviest chunks first: they get the proportional draws, light ones settle the remainder.
@@ -2951,7 +2960,7 @@ mod tests {
 
     #[test]
     fn ring_entries_take_their_changes_from_the_highest_bins_and_keep_the_profiles_mean() {
-        let rate = |i: usize| Dispatch::nearest(IndirectBranches::bin_rate(i)).change_rate();
+        let rate = |i: usize| Dispatch::for_bin(i).change_rate();
         let mean = |bins: &[f64]| {
             bins.iter()
                 .enumerate()

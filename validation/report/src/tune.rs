@@ -183,6 +183,9 @@ pub struct Group {
     /// then steep. A clone far below the original is on the flat side, where the ratio of the two
     /// rates says nothing of how far the cliff is, so it is approached by probe steps.
     pub cliff: bool,
+    /// The group whose knob also moves this driver (by its lead knob): when it moved by more than
+    /// [`KNOB_COUPLING`] earlier in the same adjustment, this group takes half its step.
+    pub coupled_to: Option<Knob>,
 }
 
 const HELD_MLP: &str = "changes memory-level parallelism and prefetching, which neither cachegrind nor a generic perf event isolates";
@@ -198,6 +201,7 @@ pub const GROUPS: &[Group] = &[
         followers: &[],
         held: &[],
         cliff: false,
+        coupled_to: None,
     },
     Group {
         name: "instruction working set",
@@ -207,6 +211,7 @@ pub const GROUPS: &[Group] = &[
         followers: &[],
         held: &[],
         cliff: true,
+        coupled_to: None,
     },
     Group {
         name: "data working set",
@@ -219,6 +224,7 @@ pub const GROUPS: &[Group] = &[
             (Knob::RegularFraction, HELD_MLP),
         ],
         cliff: true,
+        coupled_to: None,
     },
     Group {
         name: "last-level data",
@@ -230,6 +236,7 @@ pub const GROUPS: &[Group] = &[
         followers: &[],
         held: &[],
         cliff: true,
+        coupled_to: Some(Knob::DataWorkingSet),
     },
     Group {
         name: "branches",
@@ -249,6 +256,7 @@ pub const GROUPS: &[Group] = &[
             (Knob::TakenRate, HELD_RATES),
         ],
         cliff: false,
+        coupled_to: Some(Knob::InstructionWorkingSet),
     },
     Group {
         name: "dependencies",
@@ -258,6 +266,7 @@ pub const GROUPS: &[Group] = &[
         followers: &[],
         held: &[],
         cliff: false,
+        coupled_to: None,
     },
 ];
 
@@ -563,6 +572,14 @@ fn figure_at(history: &[Iteration], iteration: usize, driver: &str) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
+/// The name of the group `k` leads.
+fn group_of(k: Knob) -> &'static str {
+    GROUPS
+        .iter()
+        .find(|g| g.knob == k)
+        .map_or(k.name(), |g| g.name)
+}
+
 /// Records the followers' and held knobs' changes for a group whose lead was asked to move
 /// `from` → `requested` (before the lead's own range clamped it).
 ///
@@ -632,13 +649,10 @@ pub fn adjust(
     };
     let mut knobs = current.knobs.clone();
     let mut out = Vec::new();
-    let mut iws_factor = 1.0_f64;
-    let mut dws_factor = 1.0_f64;
-    // How far the instruction count moves this iteration. A body cut to half its instructions keeps
-    // its code, but its mix of hot and cold branches changes, and so do its mispredictions (Pix
-    // optimized: 12.9 % at default knobs, 9.8 % once the count halved, while the branch knob moved by
-    // ×0.63 at the same time on the strength of the first figure): the branch group waits for it.
-    let mut ic_factor = 1.0_f64;
+    // How far each knob moved so far in this adjustment (groups are adjusted in order).
+    let mut moved: Vec<(Knob, f64)> = Vec::new();
+    let factor =
+        |moved: &[(Knob, f64)], k: Knob| moved.iter().find(|m| m.0 == k).map_or(1.0, |m| m.1);
     for g in GROUPS {
         let from = g.knob.get(&current.knobs);
         let o = figure(original, g.driver);
@@ -653,6 +667,11 @@ pub fn adjust(
             clone: c,
             reason: String::new(),
         };
+        // How far the instruction count moves this iteration. A body cut to half its instructions keeps
+        // its code, but its mix of hot and cold branches changes, and so do its mispredictions (Pix
+        // optimized: 12.9 % at default knobs, 9.8 % once the count halved, while the branch knob moved by
+        // ×0.63 at the same time on the strength of the first figure): the branch group waits for it.
+        let ic_factor = factor(&moved, Knob::InstructionScale);
         let decision = if !tuned.iter().any(|t| t == g.driver) {
             Err(format!("held: {} is not tuned", g.driver))
         } else if g.knob == Knob::DataDependent && ic_factor.ln().abs() > KNOB_COUPLING.ln() {
@@ -671,11 +690,7 @@ pub fn adjust(
                         current,
                         tolerances.of(g.driver),
                         measured,
-                        match g.knob {
-                            Knob::DataDependent => Some(("instruction working set", iws_factor)),
-                            Knob::DataTail => Some(("data working set", dws_factor)),
-                            _ => None,
-                        },
+                        g.coupled_to.map(|k| (group_of(k), factor(&moved, k))),
                     )
                 }
                 _ => Err(format!(
@@ -698,15 +713,7 @@ pub fn adjust(
                 } else {
                     format!("{reason}; clamped to the knob's range")
                 };
-                if g.knob == Knob::InstructionWorkingSet {
-                    iws_factor = to / from;
-                }
-                if g.knob == Knob::DataWorkingSet {
-                    dws_factor = to / from;
-                }
-                if g.knob == Knob::InstructionScale {
-                    ic_factor = to / from;
-                }
+                moved.push((g.knob, to / from));
                 out.push(adj);
                 push_followers_and_held(
                     g,
