@@ -37,7 +37,11 @@ pub struct InstructionWorkingSetKnobs {
 #[serde(default, deny_unknown_fields)]
 pub struct DataWorkingSetKnobs {
     pub size_scale: f64,
-    /// Stretches the data hit curve above `tail_from_bytes` only (`plan::stretch_tail`): the
+    /// Stretches the data hit curve above `mid_from_bytes` only (`plan::stretch_above`): the
+    /// accesses that miss the first cache level, and so what the second sees.
+    pub mid_scale: f64,
+    pub mid_from_bytes: u64,
+    /// Stretches the data hit curve above `tail_from_bytes` only (`plan::stretch_above`): the
     /// accesses that miss a cache of that size, and so what the caches past it see.
     pub tail_scale: f64,
     pub tail_from_bytes: u64,
@@ -93,6 +97,8 @@ impl Default for DataWorkingSetKnobs {
     fn default() -> Self {
         DataWorkingSetKnobs {
             size_scale: 1.0,
+            mid_scale: 1.0,
+            mid_from_bytes: 1 << 15,
             tail_scale: 1.0,
             tail_from_bytes: 1 << 20,
             shared_fraction_scale: 1.0,
@@ -230,6 +236,10 @@ impl Knobs {
             ("limits.max_buffer_bytes", l.max_buffer_bytes),
             ("limits.max_code_bytes", l.max_code_bytes),
             (
+                "data_working_set.mid_from_bytes",
+                self.data_working_set.mid_from_bytes,
+            ),
+            (
                 "data_working_set.tail_from_bytes",
                 self.data_working_set.tail_from_bytes,
             ),
@@ -237,6 +247,16 @@ impl Knobs {
             if !v.is_power_of_two() {
                 return Err((key.to_string(), format!("must be a power of two, got {v}")));
             }
+        }
+        let dw = &self.data_working_set;
+        if dw.mid_from_bytes >= dw.tail_from_bytes {
+            return Err((
+                "data_working_set.mid_from_bytes".to_string(),
+                format!(
+                    "must be below data_working_set.tail_from_bytes ({}), got {}",
+                    dw.tail_from_bytes, dw.mid_from_bytes
+                ),
+            ));
         }
         Ok(())
     }
@@ -304,9 +324,27 @@ impl Knobs {
             ),
             scale(
                 "data_working_set",
+                "mid_scale",
+                self.data_working_set.mid_scale,
+                "Stretches the data hit curve above mid_from_bytes only (after size_scale, before \
+                 tail_scale): > 1 moves the accesses that miss the first cache level further out \
+                 (more second-level misses), < 1 brings them in.",
+            ),
+            Entry {
+                section: "data_working_set",
+                key: "mid_from_bytes",
+                value: Value::U(self.data_working_set.mid_from_bytes),
+                min: 1024.0,
+                max: (1u64 << 30) as f64,
+                min_inclusive: true,
+                doc: "Where mid_scale starts (power of two, below tail_from_bytes): the size of the \
+                      first data cache level, 32 KiB on the bundled platform.",
+            },
+            scale(
+                "data_working_set",
                 "tail_scale",
                 self.data_working_set.tail_scale,
-                "Stretches the data hit curve above tail_from_bytes only (after size_scale): > 1 \
+                "Stretches the data hit curve above tail_from_bytes only (after mid_scale): > 1 \
                  moves the accesses that miss a cache of that size further out (more last-level \
                  misses), < 1 brings them in.",
             ),

@@ -32,6 +32,13 @@ fn impossible_knobs_name_their_field() {
         s.contains("field `data_working_set.tail_from_bytes`") && s.contains("power of two"),
         "{s}"
     );
+    let s = err("[data_working_set]\nmid_from_bytes = 1048576\n");
+    assert!(
+        s.contains("field `data_working_set.mid_from_bytes`") && s.contains("below"),
+        "{s}"
+    );
+    let s = err("[data_working_set]\nmid_scale = -1.0\n");
+    assert!(s.contains("field `data_working_set.mid_scale`"), "{s}");
     let s = err("[data_working_set]\ntail_scale = 0.0\n");
     assert!(s.contains("field `data_working_set.tail_scale`"), "{s}");
     let s = err("[branches]\ndata_dependent_scale = 2.5\n");
@@ -57,6 +64,8 @@ fn defaults_are_valid_and_documented() {
         "per_request_scale",
         "skeleton_instructions",
         "size_scale",
+        "mid_scale",
+        "mid_from_bytes",
         "tail_scale",
         "tail_from_bytes",
         "shared_fraction_scale",

@@ -214,7 +214,7 @@ fn tune_regenerates_the_clone_and_records_every_iteration() {
         // Unreachable on purpose: the loop must run to its cap and regenerate in between.
         tolerance: 1e-6,
         max_iterations: 2,
-        tuned_metrics: default_tuned_metrics(false),
+        tuned_metrics: default_tuned_metrics(false, false),
         // Two runs: the reference is their mean and each metric's tolerance is recorded.
         original_runs: 2,
     };
