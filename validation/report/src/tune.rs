@@ -87,15 +87,17 @@ pub fn default_tuned_metrics(perf: bool, with_l2: bool) -> Vec<String> {
         "instructions_per_request",
         "l1i_miss_rate",
         "l1d_miss_rate",
+        "l2_miss_rate",
         "llc_miss_rate",
         "branch_mispredict_rate",
     ];
     if perf {
         m.push("ipc");
-    } else if with_l2 {
-        m.insert(3, "l2_miss_rate");
     }
-    m.into_iter().map(String::from).collect()
+    m.into_iter()
+        .filter(|k| *k != "l2_miss_rate" || (with_l2 && !perf))
+        .map(String::from)
+        .collect()
 }
 
 /// A knob the tuner moves.
@@ -569,21 +571,15 @@ fn comparable(g: &Group, knobs: &Knobs, current: &Knobs) -> bool {
 }
 
 /// The knob value of the iteration whose `driver` came closest to `target` (in log distance), that
-/// distance and the iteration's number, among the iterations measured with every other group's knob
-/// within [`KNOB_COUPLING`] of `current`'s: a best measured at another code size or
-/// instruction count is no evidence that this knob's own step made things worse (Pix optimized: the
-/// branch knob was pulled back three times after the instruction working set grew ×1.27 and the
-/// instruction count halved, which is what lowered its mispredictions).
-fn best_for(
-    history: &[Iteration],
-    g: &Group,
-    current: &Knobs,
-    target: f64,
-) -> Option<(f64, f64, usize)> {
+/// distance and the iteration's number. `history` holds only the [`comparable`] iterations: a best
+/// measured at another code size or instruction count is no evidence that this knob's own step made
+/// things worse (Pix optimized: the branch knob was pulled back three times after the instruction
+/// working set grew ×1.27 and the instruction count halved, which is what lowered its
+/// mispredictions).
+fn best_for(history: &[Iteration], g: &Group, target: f64) -> Option<(f64, f64, usize)> {
     let (knob, driver) = (g.knob, g.driver);
     history
         .iter()
-        .filter(|it| comparable(g, &it.knobs, current))
         .filter_map(|it| {
             figure(&it.figures, driver)
                 .filter(|m| *m > 0.0)
@@ -798,11 +794,12 @@ fn next_value(
         .cloned()
         .collect();
     let history = near.as_slice();
+    let bracketed = bracket(history, g.knob, g.driver, o);
     // A working set that fits (its miss rate far below the original's, or none at all) is
     // probed upward by a fixed factor until the rate rises off the floor or the target is
     // bracketed: the ratio would ask for the largest step, and past the cliff that overshoots
     // by an order of magnitude (memcached's L1i: ×4 took it from 0.0001 % to 1.5 %).
-    if g.cliff && o > 0.0 && c < o / FLAT_RATIO && bracket(history, g.knob, g.driver, o).is_none() {
+    if g.cliff && o > 0.0 && c < o / FLAT_RATIO && bracketed.is_none() {
         let to = from * PROBE_STEP;
         return Ok((
             to,
@@ -830,7 +827,7 @@ fn next_value(
     // A bracket that points away from the original (the current measurement says one way, older
     // ones the other) is stale: the ratio step below goes the way the clone is off now.
     let toward = |to_ln: f64| (to_ln - from.ln()) * (o / c).ln() * g.elasticity.signum() > 0.0;
-    if let Some(to_ln) = bracket(history, g.knob, g.driver, o).filter(|&t| toward(t)) {
+    if let Some(to_ln) = bracketed.filter(|&t| toward(t)) {
         let step = (gain * (to_ln - from.ln())).clamp(-MAX_STEP.ln(), MAX_STEP.ln());
         let to = from * step.exp();
         return Ok((
@@ -846,7 +843,7 @@ fn next_value(
     }
     // A step that made this driver clearly worse than the best seen with the other knobs where
     // they are now (the response is not monotone): go back halfway toward the best value.
-    if let Some((best_k, best_dev, n)) = best_for(history, g, &current.knobs, o) {
+    if let Some((best_k, best_dev, n)) = best_for(history, g, o) {
         let dev = (c / o).ln().abs();
         if dev > 1.5 * best_dev && (best_k.ln() - from.ln()).abs() > 1e-9 {
             let to = (from * best_k).sqrt();
