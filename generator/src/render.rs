@@ -411,6 +411,14 @@ pub fn body_md(cluster: &str, st: &Stats, priv_bytes: u64, shared_bytes: u64) ->
             st.indirect_change_rate.0
         );
     }
+    let (rep_target, rep_body) = st.rep_iterations_per_call;
+    if rep_target > 0.0 || rep_body > 0.0 {
+        let _ = writeln!(
+            out,
+            "- Rep-string repetitions per call {rep_body:.1} (target {rep_target:.1}), which \
+             cachegrind counts as instructions and conditional branches."
+        );
+    }
     let _ = writeln!(
         out,
         "- Shared-buffer accesses {} (target {}); strided {} (target {}); pointer chasing {} of loads \

@@ -111,6 +111,8 @@ pub struct Stats {
     /// Mean target-change rate of the indirect jumps: (the profile's, expected of the body's
     /// dispatches and ring entries, whose target changes every call).
     pub indirect_change_rate: (f64, f64),
+    /// Rep-string repetitions per call: (the plan's, the body's; `settle_rep_counts`).
+    pub rep_iterations_per_call: (f64, f64),
     pub taken_bins: (Vec<f64>, Vec<f64>),
     /// Share of conditional branch executions from majority-taken branches (target, generated),
     /// when the profile records it.
@@ -846,6 +848,69 @@ fn balance_rings(rings: &[RingWant]) -> (Vec<(usize, u64)>, f64) {
     (chosen, owed)
 }
 
+/// Rep-string repetitions per call the plan owes: the profile's rep executions per call (its mix
+/// share of rep instructions times the call's instructions) at its mean count.
+fn planned_rep_iterations(plan: &BodyPlan) -> f64 {
+    let share: f64 = plan
+        .mix
+        .iter()
+        .filter(|((class, _), _)| *class == Class::Rep)
+        .map(|(_, share)| share)
+        .sum();
+    share * plan.instructions * plan.rep_mean
+}
+
+/// Once every block's runs per call are final: scales the rep-string counts so that the body's
+/// repetitions per call are the plan's (`planned_rep_iterations`).
+///
+/// A body has a handful of rep instructions (0.1 % of memcached's worker mix, 3 per call), and each
+/// lands in a chunk run 0.5 or 1 times per call, so the executions per call the mix realises are
+/// quantised by chunk weights: seeds of memcached's worker ran 1.5 or 2.5 against the profile's 2.9.
+/// `Composer::rep_count` keeps the mean count per execution on the profile's, so the repetitions
+/// per call were 103 or 171.5 against 199. Cachegrind counts each repetition as an instruction and
+/// a conditional branch, so seeds differed by 20 % in branches per call at fixed knobs. Scaling the
+/// counts trades the mean per execution for the per-call total, which is what the counters see.
+fn settle_rep_counts(blocks: &mut [Block], plan: &BodyPlan, max_rep_count: u64) {
+    let planned = planned_rep_iterations(plan);
+    let realised = rep_iterations_per_call(blocks);
+    if planned <= 0.0 || realised <= 0.0 {
+        return;
+    }
+    let scale = planned / realised;
+    let max = max_rep_count.max(1) as f64;
+    for item in blocks
+        .iter_mut()
+        .flat_map(|b| b.chunks.iter_mut())
+        .flat_map(|c| c.items.iter_mut())
+    {
+        if let Item::Tpl { t, rep_count, .. } = item {
+            if t.special == Special::Rep {
+                *rep_count = (*rep_count as f64 * scale).round().clamp(1.0, max) as u64;
+            }
+        }
+    }
+}
+
+/// Rep-string repetitions per call of the body: each rep instruction's count times its chunk's
+/// runs per call.
+fn rep_iterations_per_call(blocks: &[Block]) -> f64 {
+    blocks
+        .iter()
+        .map(|b| {
+            let repetitions: u64 = b
+                .chunks
+                .iter()
+                .flat_map(|c| &c.items)
+                .map(|item| match item {
+                    Item::Tpl { t, rep_count, .. } if t.special == Special::Rep => *rep_count,
+                    _ => 0,
+                })
+                .sum();
+            repetitions as f64 * (b.x as f64 / b.ring() as f64)
+        })
+        .sum()
+}
+
 fn mean_chunk_instrs(b: &Block) -> f64 {
     b.chunks.iter().map(|c| c.instrs).sum::<u64>() as f64 / b.chunks.len().max(1) as f64
 }
@@ -1465,8 +1530,9 @@ impl Composer<'_> {
     /// while the profile counts the instruction once; a body has only a handful of rep instructions,
     /// so counts drawn at random per instruction made regenerations with almost the same knobs differ
     /// by hundreds of instructions per call under cachegrind (memcached: a count of 2 in one, 180 in
-    /// the next, 2,715 against 3,335 instructions per call). Tracking the running mean makes the
-    /// total repetitions per call follow the profile whatever the draw.
+    /// the next, 2,715 against 3,335 instructions per call). Tracking the running mean keeps the
+    /// counts' mean on the profile's whatever the draw; `settle_rep_counts` then scales them to the
+    /// repetitions per call the plan owes once the chunks' runs per call are known.
     fn rep_count(&mut self, w: f64) -> u64 {
         let max = self.knobs.limits.max_rep_count.max(1);
         let owed = self.plan.rep_mean * (self.rep_execs + w) - self.rep_iterations;
@@ -2695,6 +2761,7 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
         let left = plan.instructions - (fixed + entries) as f64 - others;
         blocks[k].x = ((left / per_run).round().max(1.0) as u64).min((1 << 31) - 1);
     }
+    settle_rep_counts(&mut blocks, plan, knobs.limits.max_rep_count);
 
     let mut entry_instrs = 0f64;
     let mut block_stats = Vec::new();
@@ -2911,6 +2978,10 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
             )
         }),
         static_conditional_branches: comp.static_cond,
+        rep_iterations_per_call: (
+            planned_rep_iterations(plan),
+            rep_iterations_per_call(&blocks),
+        ),
         indirect_jumps_per_call: (
             plan.indirect_ratio * plan.instructions,
             executions_per_call(&blocks, |i| matches!(i, Item::Indirect(_))),

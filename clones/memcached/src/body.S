@@ -763,7 +763,7 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     lea rdi, [r15 + 7667008]
-    mov ecx, 69
+    mov ecx, 91
     rep stosb
     lea rbp, [r10 + r10*1]
     test ebx, 1073741824
@@ -2127,7 +2127,7 @@ ditto_body_c1:
 1:
     lea rdi, [r15 + 7667008]
     lea rsi, [r15 + 7671104]
-    mov ecx, 68
+    mov ecx, 89
     rep movsb
     mov r12, qword ptr [r15 + r12 + 56]
     add qword ptr [r15 + 0], rbp
@@ -2555,7 +2555,7 @@ ditto_body_c1:
 1:
     lea rdi, [r15 + 7667008]
     lea rsi, [r15 + 7671104]
-    mov ecx, 69
+    mov ecx, 91
     rep movsb
     lea rbp, [r10 + r10*1]
     mov r12, qword ptr [r15 + r12 + 56]

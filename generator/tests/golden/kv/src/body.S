@@ -75,7 +75,7 @@ ditto_body_c1:
     jmp .Lc1_d40_j_t
 .Lc1_d40_j:
     lea rdi, [r15 + 67109504]
-    mov ecx, 642
+    mov ecx, 1075
     rep stosb
     cmovne rax, rax
     movsxd rbp, dword ptr [r15 + 0]
@@ -477,7 +477,7 @@ ditto_body_c1:
     mov esi, dword ptr [r15 + r9 + 320]
     movzx edx, byte ptr [r14 + 0]
     lea rdi, [r15 + 67109504]
-    mov ecx, 643
+    mov ecx, 1077
     rep stosb
     test dword ptr [r15 + 67117723], 1074823744
     jz 1f
@@ -965,7 +965,7 @@ ditto_body_c1:
     mov rdi, qword ptr [r14 + 0]
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 643
+    mov ecx, 1077
     rep movsb
     mov rax, rax
     test dword ptr [r15 + 67117723], 189006856
@@ -1216,7 +1216,7 @@ ditto_body_c1:
     lea r8, [r10 + r10*1]
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 642
+    mov ecx, 1075
     rep movsb
     test dword ptr [r15 + 67117723], 16384
     jz 1f
@@ -2043,7 +2043,7 @@ ditto_body_c1:
 1:
     mov ebp, edx
     lea rdi, [r15 + 67109504]
-    mov ecx, 643
+    mov ecx, 1077
     rep stosb
     test ebx, 608
     jnz 1f
@@ -2270,7 +2270,7 @@ ditto_body_c1:
     movzx eax, dl
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 642
+    mov ecx, 1075
     rep movsb
     test bl, 128
     jz 1f
@@ -2395,7 +2395,7 @@ ditto_body_c1:
     lea r8, [r10 + r10*1]
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 643
+    mov ecx, 1077
     rep movsb
     test dword ptr [r15 + 67117724], 304386081
     jz 1f
@@ -2454,7 +2454,7 @@ ditto_body_c1:
     mov edx, ebp
     mov rcx, qword ptr [r15 + 0]
     lea rdi, [r15 + 67109504]
-    mov ecx, 643
+    mov ecx, 1077
     rep stosb
     test ebx, 7792
     jz 1f
@@ -3303,7 +3303,7 @@ ditto_body_c1:
     and r8, 64
     movzx ecx, byte ptr [r15 + r8 + 448]
     lea rdi, [r15 + 67109504]
-    mov ecx, 644
+    mov ecx, 1078
     rep stosb
     vmovdqu xmm15, xmmword ptr [r15 + r8 + 512]
     test dword ptr [r15 + 67117723], 1077936128
@@ -3356,7 +3356,7 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 0]
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 643
+    mov ecx, 1077
     rep movsb
     lea rbp, [r10 + r10*1]
     mov edx, 138
@@ -3719,7 +3719,7 @@ ditto_body_c1:
     jnz 1f
 1:
     lea rdi, [r15 + 67109504]
-    mov ecx, 643
+    mov ecx, 1077
     rep stosb
     vpcmpeqb xmm15, xmm15, xmm3
     movzx r8d, al
