@@ -6,14 +6,22 @@
 # `compare`'s default 1,000 and 2,000 the L1i misses per request are a few and their run-to-run
 # difference can come out negative). A smooth response is what lets
 # `ditto tune` close in on the original's rate; a cliff between neighbouring scales is what stops it.
-# Usage: validation/bench/code-size-sweep.sh [TARGET [SCALE...]]   (default: memcached 1 1.05 1.09 1.14 1.19 1.3)
+# --knobs FILE starts from FILE instead of the committed knobs (e.g. one iteration's `knobs` from a
+# tune-history.json, written as TOML), to reproduce what the tuner measured there.
+# Usage: validation/bench/code-size-sweep.sh [--knobs FILE] [TARGET [SCALE...]]   (default: memcached 1 1.05 1.09 1.14 1.19 1.3)
 set -euo pipefail
+knobs=
+if [ "${1:-}" = --knobs ]; then
+  knobs=$(realpath "${2:?--knobs needs a file}")
+  shift 2
+fi
 cd "$(dirname "$0")/../.."
 target=${1:-memcached}
 shift || true
 scales=("$@")
 [ ${#scales[@]} -gt 0 ] || scales=(1 1.05 1.09 1.14 1.19 1.3)
 [ -f "profiles/$target.json" ] || { echo "code-size-sweep: no profiles/$target.json" >&2; exit 1; }
+[ -n "$knobs" ] || knobs="clones/$target/knobs.toml"
 cargo build --quiet --release -p ditto-cli
 ditto=target/release/ditto
 out=out/bench
@@ -24,7 +32,7 @@ skeleton=()
 [ -f "profiles/skeletons/$target.json" ] && skeleton=(--skeleton "profiles/skeletons/$target.json")
 specs=()
 for s in "${scales[@]}"; do
-  sed "/^\[instruction_working_set\]/,/^\[/ s/^size_scale = .*/size_scale = $s/" "clones/$target/knobs.toml" >"$work/knobs-$s.toml"
+  sed "/^\[instruction_working_set\]/,/^\[/ s/^size_scale = .*/size_scale = $s/" "$knobs" >"$work/knobs-$s.toml"
   "$ditto" generate "profiles/$target.json" -o "$work/clone-$s" --seed 1 --knobs "$work/knobs-$s.toml" "${skeleton[@]}" >/dev/null 2>&1
   sed -i "s/^name = .*/name = \"x${s/./_}\"/" "$work/clone-$s/target.toml"
   specs+=(--target "$work/clone-$s/target.toml")
