@@ -3,22 +3,15 @@
 //! that the body's static conditional branches approach the profile's count. Indirect jumps follow the
 //! profile's count and target-change rates.
 
-use std::path::Path;
+mod common;
 
+use common::synth_seeded;
 use ditto_generator::knobs::Knobs;
-use ditto_generator::plan::{plan, PlanInput};
-use ditto_generator::synth::{synthesize, trampoline_table, ClusterAsm};
-use ditto_profile::{ClusterBody, IndirectBranches, Profile};
+use ditto_generator::synth::{trampoline_table, ClusterAsm};
+use ditto_profile::{ClusterBody, IndirectBranches};
 
 fn nginx_body() -> ClusterBody {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiles/nginx.json");
-    let p = Profile::load(&path).expect("committed nginx profile loads");
-    p.body
-        .expect("body")
-        .clusters
-        .into_iter()
-        .next()
-        .expect("c1")
+    common::committed_body("nginx", "c1")
 }
 
 /// nginx's body with one indirect jump per 100 instructions over 200 sites, their target-change
@@ -40,19 +33,6 @@ fn synth(body: &ClusterBody) -> ClusterAsm {
 
 fn synth_with(body: &ClusterBody, knobs: &Knobs) -> ClusterAsm {
     synth_seeded(body, knobs, 1)
-}
-
-fn synth_seeded(body: &ClusterBody, knobs: &Knobs, seed: u64) -> ClusterAsm {
-    let p = plan(
-        &PlanInput {
-            body: Some(body),
-            calls_per_request: 1.0,
-            cluster: "c1",
-            skeleton_instructions: 0.0,
-        },
-        knobs,
-    );
-    synthesize("c1", &p, knobs, seed).expect("synthesises")
 }
 
 /// The operand text after a data-dependent branch's `test dword ptr [r15 + `: "DISP], MASK".

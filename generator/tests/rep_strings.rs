@@ -2,37 +2,9 @@
 //! whatever the seed, the body's repetitions per call are the plan's, read back from the rendered
 //! assembly (each `mov ecx, N` before a `rep` instruction, times its block's chunk runs per call).
 
-use std::path::Path;
+mod common;
 
 use ditto_generator::knobs::Knobs;
-use ditto_generator::plan::{plan, PlanInput};
-use ditto_generator::synth::{synthesize, ClusterAsm};
-use ditto_profile::{ClusterBody, Profile};
-
-fn memcached_worker() -> ClusterBody {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiles/memcached.json");
-    let p = Profile::load(&path).expect("committed memcached profile loads");
-    p.body
-        .expect("body")
-        .clusters
-        .into_iter()
-        .find(|c| c.cluster == "c1")
-        .expect("c1")
-}
-
-fn synth_seeded(body: &ClusterBody, seed: u64) -> ClusterAsm {
-    let knobs = Knobs::default();
-    let p = plan(
-        &PlanInput {
-            body: Some(body),
-            calls_per_request: 1.0,
-            cluster: "c1",
-            skeleton_instructions: 0.0,
-        },
-        &knobs,
-    );
-    synthesize("c1", &p, &knobs, seed).expect("synthesises")
-}
 
 /// Repetitions per call of the rendered body: every `rep` instruction's count (the `mov ecx, N`
 /// before it) times the runs per call of its block's chunks (`x / ring`, from the block comment
@@ -64,9 +36,9 @@ fn rendered_rep_iterations(text: &str) -> (f64, usize) {
 /// cachegrind counts as instructions and branches.
 #[test]
 fn every_seed_renders_the_planned_rep_string_repetitions_per_call() {
-    let body = memcached_worker();
+    let body = common::committed_body("memcached", "c1");
     for seed in 1..=5 {
-        let asm = synth_seeded(&body, seed);
+        let asm = common::synth_seeded(&body, &Knobs::default(), seed);
         let (target, reported) = asm.stats.rep_iterations_per_call;
         let (rendered, instructions) = rendered_rep_iterations(&asm.text);
         assert!(instructions > 0, "seed {seed}: no rep instruction");

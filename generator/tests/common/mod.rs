@@ -4,8 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use ditto_generator::plan::{plan, PlanInput};
+use ditto_generator::synth::{synthesize, ClusterAsm};
 use ditto_generator::{render_clone, CloneFiles, Knobs};
-use ditto_profile::Profile;
+use ditto_profile::{ClusterBody, Profile};
 
 pub fn manifest() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -17,6 +19,32 @@ pub fn fixture_path(name: &str) -> PathBuf {
 
 pub fn example_path(name: &str) -> PathBuf {
     manifest().join("../profiles").join(format!("{name}.json"))
+}
+
+/// Cluster `cluster`'s body in the committed profile `profiles/NAME.json`.
+pub fn committed_body(name: &str, cluster: &str) -> ClusterBody {
+    let p = Profile::load(&example_path(name)).expect("committed profile loads");
+    p.body
+        .expect("body")
+        .clusters
+        .into_iter()
+        .find(|c| c.cluster == cluster)
+        .unwrap_or_else(|| panic!("{name} has no cluster {cluster}"))
+}
+
+/// `body` planned as a request worker's (one call per request, no skeleton subtracted) and
+/// synthesised as cluster c1.
+pub fn synth_seeded(body: &ClusterBody, knobs: &Knobs, seed: u64) -> ClusterAsm {
+    let p = plan(
+        &PlanInput {
+            body: Some(body),
+            calls_per_request: 1.0,
+            cluster: "c1",
+            skeleton_instructions: 0.0,
+        },
+        knobs,
+    );
+    synthesize("c1", &p, knobs, seed).expect("synthesises")
 }
 
 pub fn render(path: &Path, name: &str, seed: u64, knobs: &Knobs) -> CloneFiles {
