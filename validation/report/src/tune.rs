@@ -327,6 +327,8 @@ pub const GROUPS: &[Group] = &[
     },
 ];
 
+/// The error [`rank`] counts for a tuned metric the clone's run leaves undefined.
+const UNDEFINED_ERROR: f64 = 1.0;
 /// Largest factor one step may move a knob by.
 const MAX_STEP: f64 = 4.0;
 /// A cliff group's clone rate below the original's divided by this is on the flat side.
@@ -451,7 +453,11 @@ pub fn within(
 /// How good an iteration is, smaller first: the tuned metrics outside the tolerance, then their mean
 /// error. By the largest error alone, one metric on a cliff decides: memcached's L1i was 100 % under
 /// at the untuned iteration and 114 % over at one that had instructions, L1d and branches within 8 %,
-/// and the untuned one was kept.
+/// and the untuned one was kept. A metric the clone's run leaves undefined (no accesses at its
+/// level: nginx's clone often had no L2 misses, so no LLC miss rate) counts as 100 % off, as a
+/// clone with none of what the original has would be; counted as infinitely off, it made the one
+/// iteration with an LLC rate the best whatever its other errors (nginx: iteration 2, its L1d 145 %
+/// over, against iteration 5's 45 %).
 fn rank(
     it: &Iteration,
     original: &CounterFigures,
@@ -464,7 +470,13 @@ fn rank(
         .count();
     let errors: Vec<f64> = tuned
         .iter()
-        .map(|k| it.errors.get(k).copied().flatten().unwrap_or(f64::INFINITY))
+        .map(|k| {
+            it.errors
+                .get(k)
+                .copied()
+                .flatten()
+                .unwrap_or(UNDEFINED_ERROR)
+        })
         .collect();
     let mean = errors.iter().sum::<f64>() / errors.len().max(1) as f64;
     (outside, mean)
@@ -1328,6 +1340,50 @@ mod tests {
         assert!(b < a);
         // By the largest error alone the untuned one would win: 1.00 against 1.15.
         assert!(untuned.errors["l1i_miss_rate"] < tuned.errors["l1i_miss_rate"]);
+    }
+
+    #[test]
+    fn an_undefined_metric_counts_as_fully_off_not_infinitely() {
+        // nginx's tuning: its original has almost no L2 misses, so the LLC rate is defined in the
+        // clone's runs only when the clone has some. Iterations 2 and 5, errors as recorded.
+        let original = CounterFigures {
+            instructions_per_request: Some(11448.8),
+            l1i_miss_rate: Some(0.05598),
+            l1d_miss_rate: Some(0.0046),
+            llc_miss_rate: Some(0.4),
+            branch_mispredict_rate: Some(0.07118),
+            ..CounterFigures::default()
+        };
+        let iteration = |n, l1i: f64, l1d: f64, llc: Option<f64>, branch: f64| {
+            let figures = CounterFigures {
+                instructions_per_request: Some(11368.0),
+                l1i_miss_rate: Some(l1i),
+                l1d_miss_rate: Some(l1d),
+                llc_miss_rate: llc,
+                branch_mispredict_rate: Some(branch),
+                ..CounterFigures::default()
+            };
+            Iteration {
+                iteration: n,
+                knobs: Knobs::default(),
+                errors: errors_of(&original, &figures),
+                figures,
+                max_error: None,
+                within_tolerance: false,
+                adjustments: vec![],
+                elapsed_s: 0.0,
+            }
+        };
+        let second = iteration(2, 0.05587, 0.01129, Some(0.0), 0.0801);
+        let fifth = iteration(5, 0.05513, 0.00668, None, 0.0799);
+        let tuned = default_tuned_metrics(false, false);
+        let tolerances = Tolerances::uniform(0.1);
+        let (a, b) = (
+            rank(&second, &original, &tuned, &tolerances),
+            rank(&fifth, &original, &tuned, &tolerances),
+        );
+        assert_eq!(a.0, b.0, "as many outside: {a:?} {b:?}");
+        assert!(b.1.is_finite() && b < a, "{a:?} {b:?}");
     }
 
     #[test]
