@@ -390,16 +390,16 @@ fn enters_mid_ring(ring: u64, x: u64) -> bool {
 
 /// Executions per call of the items `is` selects: each chunk of a block runs x / ring times a call.
 fn executions_per_call(blocks: &[Block], is: impl Fn(&Item) -> bool) -> f64 {
+    weighted_per_call(blocks, |i| if is(i) { 1.0 } else { 0.0 })
+}
+
+/// Σ `weight(item)` over every item, each times its chunk's runs per call (x / ring).
+fn weighted_per_call(blocks: &[Block], weight: impl Fn(&Item) -> f64) -> f64 {
     blocks
         .iter()
         .map(|b| {
-            let count = b
-                .chunks
-                .iter()
-                .flat_map(|c| &c.items)
-                .filter(|i| is(i))
-                .count();
-            count as f64 * (b.x as f64 / b.ring() as f64)
+            let sum: f64 = b.chunks.iter().flat_map(|c| &c.items).map(&weight).sum();
+            sum * (b.x as f64 / b.ring() as f64)
         })
         .sum()
 }
@@ -894,21 +894,10 @@ fn settle_rep_counts(blocks: &mut [Block], plan: &BodyPlan, max_rep_count: u64) 
 /// Rep-string repetitions per call of the body: each rep instruction's count times its chunk's
 /// runs per call.
 fn rep_iterations_per_call(blocks: &[Block]) -> f64 {
-    blocks
-        .iter()
-        .map(|b| {
-            let repetitions: u64 = b
-                .chunks
-                .iter()
-                .flat_map(|c| &c.items)
-                .map(|item| match item {
-                    Item::Tpl { t, rep_count, .. } if t.special == Special::Rep => *rep_count,
-                    _ => 0,
-                })
-                .sum();
-            repetitions as f64 * (b.x as f64 / b.ring() as f64)
-        })
-        .sum()
+    weighted_per_call(blocks, |item| match item {
+        Item::Tpl { t, rep_count, .. } if t.special == Special::Rep => *rep_count as f64,
+        _ => 0.0,
+    })
 }
 
 fn mean_chunk_instrs(b: &Block) -> f64 {

@@ -1313,19 +1313,7 @@ mod tests {
             ..CounterFigures::default()
         };
         let original = figures(5300.0, 0.00073, 0.030, 0.028);
-        let iteration = |n, figures: CounterFigures| {
-            let errors = errors_of(&original, &figures);
-            Iteration {
-                iteration: n,
-                knobs: Knobs::default(),
-                figures,
-                errors,
-                max_error: None,
-                within_tolerance: false,
-                adjustments: vec![],
-                elapsed_s: 0.0,
-            }
-        };
+        let iteration = |n, figures| measured(n, &original, figures);
         // Memcached's untuned clone: L1i 100 % under, everything else off too.
         let untuned = iteration(1, figures(4000.0, 0.0, 0.016, 0.032));
         // A tuned one: L1i 114 % over, the other three within 10 %.
@@ -1363,16 +1351,7 @@ mod tests {
                 branch_mispredict_rate: Some(branch),
                 ..CounterFigures::default()
             };
-            Iteration {
-                iteration: n,
-                knobs: Knobs::default(),
-                errors: errors_of(&original, &figures),
-                figures,
-                max_error: None,
-                within_tolerance: false,
-                adjustments: vec![],
-                elapsed_s: 0.0,
-            }
+            measured(n, &original, figures)
         };
         let second = iteration(2, 0.05587, 0.01129, Some(0.0), 0.0801);
         let fifth = iteration(5, 0.05513, 0.00668, None, 0.0799);
@@ -1545,6 +1524,20 @@ mod tests {
     }
 
     /// An iteration with default knobs but one, and one measured figure (by metric key).
+    /// Iteration `n` with `figures` and their errors against `original`, default knobs.
+    fn measured(n: usize, original: &CounterFigures, figures: CounterFigures) -> Iteration {
+        Iteration {
+            iteration: n,
+            knobs: Knobs::default(),
+            errors: errors_of(original, &figures),
+            figures,
+            max_error: None,
+            within_tolerance: false,
+            adjustments: vec![],
+            elapsed_s: 0.0,
+        }
+    }
+
     fn iteration_with(
         n: usize,
         (knob, value): (Knob, f64),
