@@ -750,7 +750,11 @@ pub fn fit_data(plans: &mut [(&mut BodyPlan, f64, u32)], fixed: &[(f64, f64)], c
     for (p, calls, threads) in plans.iter_mut() {
         let mem = memory_share(&p.mix);
         let chase_share = chase_access_share(&p.mix, p.chase_fraction);
-        let chase = (chase_share > 0.0).then(|| (chase_class(&p.data_classes), chase_share));
+        // The synthesis chases only while the chain's class has room (synth.rs).
+        let chase = (chase_share > 0.0).then(|| {
+            let k = chase_class(&p.data_classes);
+            (k, chase_share.min(p.data_classes[k].share))
+        });
         let plan: &mut BodyPlan = p;
         users.push(DataUser {
             chase,

@@ -60,65 +60,93 @@ ditto_body_c0:
     jmp .Lc0_b0_c0
     .p2align 6
 .Lc0_b0_c0:
-    mov rbp, r11
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1088], ecx
-    movzx ecx, r8b
+    mov rax, qword ptr [r15 + 2391896]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 2391896], rax
+    xor eax, eax
+    test dword ptr [r15 + 2391899], 17336384
+    setz al
+    lea rcx, [rip + .Lc0_d50_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc0_d50_s_t
+    .p2align 3
+.Lc0_d50_s:
+    .p2align 3
+    jmp .Lc0_d50_j
+    .p2align 3
+    jmp .Lc0_d50_j
+.Lc0_d50_j:
+    mov dword ptr [r15 + 512], eax
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], r9
-    add r11, 64
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3648]
+    test ebx, 27136
+    jnz 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 704]
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b0_c0
 .Lc0_b0_done:
-// block 1: 64 bytes, 1 chunk(s), 2844 chunk executions per call
-    mov r13d, 2844
+// block 1: 64 bytes, 1 chunk(s), 2339 chunk executions per call
+    mov rbx, qword ptr [r15 + 2391920]
+    lea rcx, [rbx + 2339]
+    mov qword ptr [r15 + 2391920], rcx
+    mov r13d, 2339
     jmp .Lc0_b1_c0
     .p2align 6
 .Lc0_b1_c0:
-    mov rbp, r11
+    movzx ebp, cl
+    xor ecx, ebp
+    neg rbp
+    add rax, qword ptr [r14 + 0]
     jmp 1f
 1:
-    mov r8, r10
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 2112704]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 576], rdx
-    movzx edx, cl
-    mov esi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 576], rdx
+    test ebx, 4096
+    jnz 1f
+1:
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    add r11, 64
-    add r10, r11
+    mov rcx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 448], 215
+    inc rbx
     dec r13
     jnz .Lc0_b1_c0
 .Lc0_b1_done:
-// block 2: 64 bytes, 1 chunk(s), 1564 chunk executions per call
+// block 2: 64 bytes, 1 chunk(s), 1662 chunk executions per call
     mov rbx, qword ptr [r15 + 2391928]
-    lea rcx, [rbx + 1564]
+    lea rcx, [rbx + 1662]
     mov qword ptr [r15 + 2391928], rcx
-    mov r13d, 1564
+    mov r13d, 1662
     jmp .Lc0_b2_c0
     .p2align 6
 .Lc0_b2_c0:
-    mov rbp, r11
+    mov r8, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 448], bpl
-    mov rbp, r11
+    mov edi, ebp
+    and r8, 448
+    mov rbp, r10
+    mov dword ptr [r15 + r8 + 1088], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r10
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rcx
-    and r8, 64
-    mov dword ptr [r14 + r8 + 64], ecx
-    add r11, 64
+    and rbp, 1984
+    or qword ptr [r15 + rbp + 1600], 98
+    mov qword ptr [r15 + 192], rbp
+    mov r8d, dword ptr [r15 + 704]
     add r10, r11
     inc rbx
     dec r13
@@ -132,46 +160,53 @@ ditto_body_c0:
     jmp .Lc0_b3_c0
     .p2align 6
 .Lc0_b3_c0:
-    pxor xmm14, xmm15
-    mov rbp, r10
+    mov ebp, ecx
+    mov byte ptr [r15 + 320], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3648], rax
-    mov r9, r11
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx ebp, sil
+    movzx ebp, byte ptr [r15 + 256]
+    mov r8, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8d, dword ptr [r15 + 640]
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r9, 64
-    mov rbp, qword ptr [r15 + r9 + 192]
-    add r11, 64
-    add r10, r11
+    movzx ebp, r8b
     inc rbx
     dec r13
     jnz .Lc0_b3_c0
 .Lc0_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 1073 chunk executions per call
+// block 4: 64 bytes, 1 chunk(s), 835 chunk executions per call
     mov rbx, qword ptr [r15 + 2391944]
-    lea rcx, [rbx + 1073]
+    lea rcx, [rbx + 835]
     mov qword ptr [r15 + 2391944], rcx
-    mov r13d, 1073
+    mov r13d, 835
     jmp .Lc0_b4_c0
     .p2align 6
 .Lc0_b4_c0:
-    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    and rbp, 192
-    movsxd rdx, dword ptr [r14 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 7744]
+    mov ebp, 173
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 192]
-    add r11, 64
+    movzx ebp, byte ptr [r14 + 320]
+    .byte 0x66, 0x90
     add r10, r11
     inc rbx
     dec r13
@@ -185,141 +220,156 @@ ditto_body_c0:
     jmp .Lc0_b5_c0
     .p2align 6
 .Lc0_b5_c0:
-    mov rbp, r11
-    and rbp, 64
-    mov r9, r11
-    mov dword ptr [r15 + rbp + 192], 176
+    mov rax, qword ptr [r15 + 2391896]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 2391896], rax
+    xor eax, eax
+    test dword ptr [r15 + 2391899], 84185088
+    setz al
+    lea rcx, [rip + .Lc0_d171_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc0_d171_s_t
+    .p2align 3
+.Lc0_d171_s:
+    .p2align 3
+    jmp .Lc0_d171_j
+    .p2align 3
+    jmp .Lc0_d171_j
+.Lc0_d171_j:
+    mov qword ptr [r15 + 128], rax
+    sete cl
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 192
-    mov qword ptr [r15 + r9 + 832], rcx
+    movsxd rcx, dword ptr [r15 + 384]
+    mov edi, ecx
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    add r11, 64
+    and rbp, 4032
+    mov esi, dword ptr [r15 + rbp + 3648]
+    mov eax, 159
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b5_c0
 .Lc0_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 1354 chunk executions per call
+// block 6: 64 bytes, 1 chunk(s), 1568 chunk executions per call
     mov rbx, qword ptr [r15 + 2391960]
-    lea rcx, [rbx + 1354]
+    lea rcx, [rbx + 1568]
     mov qword ptr [r15 + 2391960], rcx
-    mov r13d, 1354
+    mov r13d, 1568
     jmp .Lc0_b6_c0
     .p2align 6
 .Lc0_b6_c0:
-    lea rcx, [rip + .Lc0_d164_j]
+    lea rcx, [rip + .Lc0_d201_j]
     add rcx, qword ptr [r15 + 2391904]
-    jmp .Lc0_d164_j_t
-.Lc0_d164_j:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc0_d201_j_t
+.Lc0_d201_j:
+    mov rbp, r10
+    and rbp, 1984
+    movq qword ptr [r15 + rbp + 9792], xmm6
     jmp 1f
 1:
-    mov rbp, r11
-    test ebx, 4096
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    add rax, qword ptr [r15 + rbp + 320]
+    mov ebp, 110
+    movq xmm6, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r9
-    jmp 1f
-1:
-    add r11, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul rbp, rbp
+    mov eax, dword ptr [r15 + 832]
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b6_c0
 .Lc0_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 824 chunk executions per call
+// block 7: 64 bytes, 1 chunk(s), 883 chunk executions per call
     mov rbx, qword ptr [r15 + 2391968]
-    lea rcx, [rbx + 824]
+    lea rcx, [rbx + 883]
     mov qword ptr [r15 + 2391968], rcx
-    mov r13d, 824
+    mov r13d, 883
     jmp .Lc0_b7_c0
     .p2align 6
 .Lc0_b7_c0:
-    mov rbp, r11
-    mov r9, r11
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov byte ptr [r14 + r9 + 64], r9b
+    mov byte ptr [r14 + 512], bpl
+    mov qword ptr [r15 + 128], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add r11, 64
+    lock or dword ptr [r15 + 12864], 49
+    jmp 1f
+1:
+    mov eax, eax
     inc rbx
     dec r13
     jnz .Lc0_b7_c0
 .Lc0_b7_done:
-// block 8: 64 bytes, 1 chunk(s), 895 chunk executions per call
+// block 8: 64 bytes, 1 chunk(s), 1022 chunk executions per call
     mov rbx, qword ptr [r15 + 2391976]
-    lea rcx, [rbx + 895]
+    lea rcx, [rbx + 1022]
     mov qword ptr [r15 + 2391976], rcx
-    mov r13d, 895
+    mov r13d, 1022
     jmp .Lc0_b8_c0
     .p2align 6
 .Lc0_b8_c0:
-    mov r9, r11
-    mov rbp, r11
-    and r9, 64
-    and ecx, dword ptr [r15 + r9 + 448]
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 704]
-    mov rbp, r9
+    mov rbp, r10
+    and rbp, 960
+    mov rcx, qword ptr [r15 + rbp + 11840]
+    mov esi, eax
+    mov dword ptr [r15 + 128], eax
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov ecx, r9d
-    mov ecx, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    add r11, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], esi
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b8_c0
 .Lc0_b8_done:
-// block 9: 64 bytes, 1 chunk(s), 884 chunk executions per call
+// block 9: 64 bytes, 1 chunk(s), 698 chunk executions per call
     mov rbx, qword ptr [r15 + 2391984]
-    lea rcx, [rbx + 884]
+    lea rcx, [rbx + 698]
     mov qword ptr [r15 + 2391984], rcx
-    mov r13d, 884
+    mov r13d, 698
     jmp .Lc0_b9_c0
     .p2align 6
 .Lc0_b9_c0:
-    mov r8, r10
-    movzx r9d, r9b
-    and r8, 64
-    mov r9, r11
-    mov dword ptr [r15 + r8 + 704], esi
+    lea rcx, [rip + .Lc0_d263_j]
+    add rcx, qword ptr [r15 + 2391904]
+    jmp .Lc0_d263_j_t
+.Lc0_d263_j:
+    mov ecx, 49
+    mov byte ptr [r15 + 256], cl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], ecx
-    mov r9, rcx
-    add r11, 64
-    add r10, r11
+    mov rcx, rdi
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 192], rcx
+    jmp 1f
+1:
     inc rbx
     dec r13
     jnz .Lc0_b9_c0
 .Lc0_b9_done:
-// block 10: 64 bytes, 1 chunk(s), 60 chunk executions per call
+// block 10: 64 bytes, 1 chunk(s), 58 chunk executions per call
     mov rbx, qword ptr [r15 + 2391992]
-    lea rcx, [rbx + 60]
+    lea rcx, [rbx + 58]
     mov qword ptr [r15 + 2391992], rcx
-    mov r13d, 60
+    mov r13d, 58
     jmp .Lc0_b10_c0
     .p2align 6
 .Lc0_b10_c0:
@@ -327,20 +377,21 @@ ditto_body_c0:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 2391896], rax
     xor eax, eax
-    test dword ptr [r15 + 2391900], 813729792
+    test dword ptr [r15 + 2391900], 21495874
     setz al
-    lea rcx, [rip + .Lc0_d255_s]
+    lea rcx, [rip + .Lc0_d290_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc0_d255_s_t
+    jmp .Lc0_d290_s_t
     .p2align 3
-.Lc0_d255_s:
+.Lc0_d290_s:
     .p2align 3
-    jmp .Lc0_d255_j
+    jmp .Lc0_d290_j
     .p2align 3
-    jmp .Lc0_d255_j
-.Lc0_d255_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc0_d290_j
+.Lc0_d290_j:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
@@ -348,36 +399,33 @@ ditto_body_c0:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 768], ecx
+    mov dword ptr [r15 + 64], eax
     inc rbx
     dec r13
     jnz .Lc0_b10_c0
 .Lc0_b10_done:
-// block 11: 64 bytes, 1 chunk(s), 670 chunk executions per call
+// block 11: 64 bytes, 1 chunk(s), 909 chunk executions per call
     mov rbx, qword ptr [r15 + 2392000]
-    lea rcx, [rbx + 670]
+    lea rcx, [rbx + 909]
     mov qword ptr [r15 + 2392000], rcx
-    mov r13d, 670
+    mov r13d, 909
     jmp .Lc0_b11_c0
     .p2align 6
 .Lc0_b11_c0:
-    lea rcx, [rip + .Lc0_d281_j]
-    add rcx, qword ptr [r15 + 2391904]
-    jmp .Lc0_d281_j_t
-.Lc0_d281_j:
-    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 384]
+    movsxd rsi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 192], esi
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1600]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r10
-    mov ecx, r9d
-    and r8, 64
-    xchg qword ptr [r15 + r8 + 64], r8
-    add r11, 64
-    add r10, r11
+    mov rdx, rcx
+    mov rcx, qword ptr [r14 + 256]
     inc rbx
     dec r13
     jnz .Lc0_b11_c0
@@ -513,70 +561,75 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 7675232]
     jmp .Lc1_d40_j_t
 .Lc1_d40_j:
-    mov rcx, rcx
-    movzx ecx, r8b
-    jmp 1f
-1:
-    nop
-    lea rbp, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    vmovdqu ymmword ptr [r14 + rbp + 128], ymm3
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    or ecx, ecx
     jmp 1f
 1:
     mov ecx, r9d
-    test dword ptr [r15 + 7675228], 18088192
-    jnz 1f
-1:
-    mov r9, rsi
-    mov rax, rcx
-    mov eax, ecx
-    mov ecx, ecx
-    lea r9, [r10 + r10*1]
-    test ebx, 96256
-    jz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 576]
+    shl rcx, 30
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    mov dword ptr [r14 + 0], esi
-    and r8, 64
-    add rsi, qword ptr [r15 + r8 + 320]
+    mov r8d, 29
+    movzx eax, dl
+    movzx eax, cl
+    mov rax, qword ptr [r14 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rsi, qword ptr [r15 + r8 + 384]
-    movzx r8d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ecx
+    mov dword ptr [r15 + 0], 191
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    test dword ptr [r15 + 7675228], 1312801
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r14 + 0]
+    mov rcx, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 320]
+    test edx, edx
+    jmp 1f
+1:
+    test ebx, 464
+    jnz 1f
+1:
+    mov r8, r10
+    sub rdx, rax
+    and r8, 448
+    add rax, qword ptr [r15 + r8 + 1216]
+    mov dword ptr [r15 + 192], ebp
+    mov r8, qword ptr [r15 + 64]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 64], r9b
-    mov dword ptr [r15 + r9 + 640], eax
-    mov r8d, edx
+    mov r8, qword ptr [r15 + 384]
+    lock add qword ptr [r15 + 128], r9
+    movzx eax, dl
+    test r8d, r9d
+    test dword ptr [r15 + 7675228], 1075315456
+    jz 1f
+1:
+    add rax, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 512]
+    sub rax, r8
+    test bl, 160
+    jnz 1f
+1:
+    jmp 1f
+1:
+    neg rcx
+    jmp 1f
+1:
+    movzx ecx, r9b
     add r10, r11
     inc rbx
     dec r13
@@ -586,163 +639,149 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
     xor eax, eax
-    test dword ptr [r15 + 7675228], 21037216
+    test dword ptr [r15 + 7675228], 34604552
     setz al
-    lea rcx, [rip + .Lc1_d102_s]
+    lea rcx, [rip + .Lc1_d105_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d102_s_t
+    jmp .Lc1_d105_s_t
     .p2align 3
-.Lc1_d102_s:
+.Lc1_d105_s:
     .p2align 3
-    jmp .Lc1_d102_j
+    jmp .Lc1_d105_j
     .p2align 3
-    jmp .Lc1_d102_j
-.Lc1_d102_j:
-    mov eax, eax
-    mov edi, dword ptr [r15 + 0]
-    movzx esi, dl
-    mov r9d, 43
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, r9
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, edx
+    jmp .Lc1_d105_j
+.Lc1_d105_j:
+    mov dword ptr [r15 + 256], 33
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    add r9, qword ptr [r15 + 0]
-    test ebx, 110592
-    jnz 1f
-1:
-    mov r9d, 164
+    mov ecx, 54
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    lea r9, [r10 + r10*1]
-    movzx eax, dil
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 114
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], r9d
+    inc dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp rcx, rax
+    mov ecx, dword ptr [r15 + 640]
+    mov byte ptr [r14 + 448], sil
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, eax
-    mov edi, r9d
-    lea r8, [r10 + r10*1]
-    mov eax, r8d
+    movsxd rcx, dword ptr [r15 + 192]
+    mov r8, r10
+    mov eax, dword ptr [r15 + 256]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    movsxd rax, dword ptr [r14 + r8 + 256]
-    movzx edx, byte ptr [r14 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov eax, 32
-    vmovdqu ymm3, ymmword ptr [r15 + r8 + 192]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, edx
-    movzx edx, bpl
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    test ebx, 190464
+    test ebx, 96256
     jz 1f
 1:
-    and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 128]
-    mov rax, qword ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + r8 + 64], 252
+    and r8, 4032
+    vmovdqu ymm13, ymmword ptr [r15 + r8 + 2752]
+    vpaddd ymm7, ymm13, ymmword ptr [r14 + 384]
+    mov rdi, rbp
+    cmp rdi, rbp
+    test dword ptr [r15 + 7675227], 4196
+    jnz 1f
+1:
+    mov byte ptr [r15 + 128], r8b
+    movsxd rdi, dword ptr [r15 + 448]
+    mov eax, 52
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp rax, rsi
+    mov rax, rdi
+    movzx eax, al
+    inc edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 512], r8d
+    movzx edi, dil
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    lea rcx, [rip + .Lc1_d173_j]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d165_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d173_j_t
-.Lc1_d173_j:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 368
-    jnz 1f
-1:
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
+    jmp .Lc1_d165_j_t
+.Lc1_d165_j:
+    mov ecx, 72
+    shr eax, 2
     jmp 1f
 1:
+    mov eax, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 120
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 7675228], 268697697
+    jz 1f
+1:
+    mov ecx, dword ptr [r14 + 256]
+    movzx eax, cl
+    xchg qword ptr [r15 + 448], rcx
+    sub rcx, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rcx, rcx
+    mov rax, rcx
+    shr ecx, 3
+    test dword ptr [r15 + 7675227], 135462944
+    jz 1f
+1:
+    and rcx, rsi
+    cmp rax, rcx
     jmp 1f
 1:
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, eax
+    jmp 1f
+1:
+    mov eax, edi
+    shr eax, 7
+    test dword ptr [r15 + 7675227], 42598400
+    jnz 1f
+1:
+    mov esi, 243
+    mov esi, 176
+    mov edi, dword ptr [r15 + 192]
+    test dword ptr [r15 + 7675228], 664066
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov r8d, 116
-    test ebx, 1073741824
+    inc eax
+    mov dword ptr [r15 + 512], 14
+    shr eax, 26
+    mov rsi, rax
+    test bl, 160
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + 0]
-    and r8, 64
-    lea rbp, [r10 + r10*1]
-    mov rax, qword ptr [r15 + r8 + 320]
-    test ebx, 1073741824
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 75
+    neg rax
+    test ebx, 49152
     jnz 1f
 1:
-    and ecx, dword ptr [r15 + r8 + 384]
-    and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 192]
-    movzx r8d, byte ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8d, dword ptr [r14 + 0]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 1152], 113
-    movzx ecx, dil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r14 + r9 + 1088], eax
-    movzx ecx, byte ptr [r15 + rbp + 256]
-    add r10, r11
+    mov eax, 163
+    movsxd rbp, dword ptr [r14 + 512]
+    movzx eax, byte ptr [r15 + 192]
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -750,67 +789,75 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d235_j]
+    lea rcx, [rip + .Lc1_d227_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d235_j_t
-.Lc1_d235_j:
-    movzx eax, cl
-    mov eax, 56
-    mov edi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 7675227], 4730884
-    jz 1f
+    jmp .Lc1_d227_j_t
+.Lc1_d227_j:
+    and rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    shr ecx, 10
+    test ebx, 1073741824
+    jnz 1f
 1:
+    lea rcx, [rcx + rcx*2 + 76]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rdi, [r15 + 7667008]
-    mov ecx, 91
-    rep stosb
-    lea rbp, [r10 + r10*1]
     test ebx, 1073741824
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
-    and rbp, 64
-    mov qword ptr [r14 + rbp + 256], rax
-    test ebx, 253760
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov eax, esi
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 12
-    and r8, 64
-    and eax, dword ptr [r14 + r8 + 192]
-    mov rdi, qword ptr [r15 + r8 + 256]
-    lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 7675227], 1342705664
     jz 1f
 1:
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 768]
-    mov dword ptr [r15 + rbp + 192], 53
-    jmp 1f
-1:
+    mov ecx, 37
+    shl rax, 24
+    mov r9d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 128], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, edi
-    movsxd rax, dword ptr [r15 + r8 + 704]
-    movzx edi, al
-    test dword ptr [r15 + 7675227], 67175040
+    movsxd rcx, dword ptr [r14 + 448]
+    mov eax, r9d
+    movzx eax, byte ptr [r14 + 320]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, eax
+    mov eax, 208
+    mov rax, rax
+    mov dword ptr [r14 + 192], 183
+    test bl, 160
+    jnz 1f
+1:
     jmp 1f
 1:
-    add r10, r11
+    shr eax, 19
+    mov eax, edx
+    mov byte ptr [r15 + 256], cl
+    test ebx, 120832
+    jz 1f
+1:
+    jmp 1f
+1:
+    neg rcx
+    mov dword ptr [r15 + 64], 83
+    test dword ptr [r15 + 7675228], 139264000
+    jz 1f
+1:
+    add r9, qword ptr [r15 + 256]
+    or r9d, ecx
+    jmp 1f
+1:
+    mov ecx, 11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 576]
+    and ecx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, dl
+    add rcx, 101
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -818,62 +865,74 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d291_j]
+    lea rcx, [rip + .Lc1_d289_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d291_j_t
-.Lc1_d291_j:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    vmovdqu ymm3, ymmword ptr [r14 + r8 + 384]
-    and eax, dword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], eax
-    test dword ptr [r15 + 7675227], 1212219392
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 188
-    mov ecx, dword ptr [r15 + 0]
-    movzx edi, sil
-    test ebx, 147456
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d289_j_t
+.Lc1_d289_j:
+    mov byte ptr [r15 + 192], al
+    xor dword ptr [r15 + 384], ecx
+    or qword ptr [r15 + 0], 36
+    mov eax, 65
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov rbp, r10
-    mov edi, 239
-    and rbp, 32704
-    movsxd rdi, dword ptr [r15 + rbp + 2128576]
-    test bl, 96
-    jnz 1f
-1:
-    inc dword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
+    mov eax, ecx
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r14 + r8 + 320]
+    test eax, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp r9, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 160
+    test ebx, 912
+    jnz 1f
+1:
+    shr eax, 1
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 256], sil
-    mov rcx, qword ptr [r15 + rbp + 192]
-    movzx ebp, dil
+    mov r9, r10
+    add rax, rax
+    shl rax, 11
+    mov rsi, rcx
+    and r9, 960
+    mov rsi, qword ptr [r14 + r9 + 1728]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r9, 33
+    mov r9d, 49
+    lock xadd qword ptr [r15 + 384], r9
+    movsxd rsi, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add qword ptr [r15 + 256], r9
+    movsxd r8, dword ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 128]
+    test edx, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 192], 200
+    mov dword ptr [r15 + 64], r8d
+    mov r8d, esi
+    mov r8, rsi
+    test dword ptr [r15 + 7675228], 50573834
+    jz 1f
+1:
+    add rsi, r8
+    movsxd r9, dword ptr [r14 + 64]
+    mov edx, 9
     add r10, r11
     inc rbx
     dec r13
@@ -882,78 +941,76 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d346_j]
+    lea rcx, [rip + .Lc1_d353_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d346_j_t
-.Lc1_d346_j:
-    lea r9, [r10 + r10*1]
-    jmp 1f
+    jmp .Lc1_d353_j_t
+.Lc1_d353_j:
+    movsxd rcx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], 241
+    mov r12, qword ptr [r15 + r12 + 56]
+    or eax, edi
+    test ebx, 1073741824
+    jnz 1f
 1:
-    and r9, 64
-    vpaddd ymm3, ymm3, ymmword ptr [r15 + r9 + 1024]
-    jmp 1f
-1:
-    mov qword ptr [r14 + 0], rsi
-    lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 7675228], 1116161
+    mov qword ptr [r15 + 0], rdi
+    movzx eax, al
+    inc eax
+    sub rax, rcx
+    test ebx, 848
     jnz 1f
 1:
     jmp 1f
 1:
-    mov ecx, 161
-    and rbp, 64
-    movsxd rcx, dword ptr [r14 + rbp + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    nop
+    mov dword ptr [r15 + 192], 208
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rcx, 22
+    mov ecx, dword ptr [r15 + 640]
     mov r8, r10
+    jmp 1f
+1:
+    mov eax, 215
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rax
-    mov eax, esi
-    and r8, 262080
-    mov byte ptr [r15 + r8 + 2161344], r8b
-    test dword ptr [r15 + 7675227], 100671508
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1048512
+    and eax, dword ptr [r15 + r8 + 2423488]
     jmp 1f
 1:
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 0]
+    mov r8, rdi
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r8d, 114
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
     jmp 1f
 1:
-    test ebx, 118784
+    mov r8, r8
+    test dword ptr [r15 + 7675227], 536892672
+    jz 1f
+1:
+    movsxd r8, dword ptr [r14 + 256]
+    neg r8
+    shr r8d, 6
+    vpaddd ymm13, ymm15, ymmword ptr [r15 + 256]
+    test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    movzx eax, r8b
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    vpshufb ymm3, ymm3, ymm3
-    movzx esi, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + r9 + 960]
-    test ebx, 186368
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + rbp + 640]
-    mov r9d, eax
-    mov eax, 8
+    add rdi, 17
+    movzx edi, byte ptr [r14 + 256]
+    cmp rbp, r8
     add r10, r11
     inc rbx
     dec r13
@@ -962,197 +1019,192 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d409_j]
+    lea rcx, [rip + .Lc1_d415_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d409_j_t
-.Lc1_d409_j:
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 1024]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 1073741824
+    jmp .Lc1_d415_j_t
+.Lc1_d415_j:
+    add rcx, rcx
+    mov ecx, ecx
+    movzx ecx, cl
+    movzx ecx, byte ptr [r15 + 512]
+    test bl, 96
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
+    mov qword ptr [r14 + 192], rcx
+    movzx ecx, dil
+    inc ecx
+    mov r8, r10
+    test dword ptr [r15 + 7675228], 67305473
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and r8, 8128
+    inc dword ptr [r15 + r8 + 6848]
+    shr ecx, 31
+    test ebx, 186368
+    jz 1f
+1:
+    mov r8, r10
+    mov ecx, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 320], ecx
+    neg rcx
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 1216]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 234
-    mov byte ptr [r15 + 0], dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + 0]
-    test dword ptr [r15 + 7675228], 144703680
+    sub rcx, r8
+    mov ecx, 213
+    test ebx, 219136
     jz 1f
 1:
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 64]
+    sub r8, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r14 + 0]
-    mov rax, qword ptr [r14 + 0]
-    mov dword ptr [r15 + r8 + 128], 7
-    lea r8, [r10 + r10*1]
-    test ebx, 288
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + r9 + 960]
-    and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 384]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, r8b
+    test ebx, 26368
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 576], ebp
+    mov ecx, r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r14 + r8 + 320]
-    mov r8d, 164
+    movzx r8d, cl
+    jmp 1f
+1:
+    mov ecx, dword ptr [r14 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d466_j]
+    lea rcx, [rip + .Lc1_d473_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d466_j_t
-.Lc1_d466_j:
-    lea r8, [r10 + r10*1]
-    mov ecx, r9d
-    jmp 1f
-1:
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 64]
-    mov r9d, ecx
+    jmp .Lc1_d473_j_t
+.Lc1_d473_j:
+    movzx ebp, cl
+    mov r8, rbp
+    mov ecx, dword ptr [r14 + 64]
+    mov rbp, rcx
+    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, r9d
-    mov rcx, rcx
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, edx
-    mov dword ptr [r15 + 0], edx
-    mov ecx, esi
-    test dword ptr [r15 + 7675228], 302530560
-    jnz 1f
-1:
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov ecx, dword ptr [r15 + 192]
+    and rbp, 4194240
+    vmovdqu ymm15, ymmword ptr [r15 + rbp + 3472064]
+    mov ebp, 196
+    test ebx, 217088
     jnz 1f
-1:
-    add qword ptr [r15 + 0], rsi
-    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], r9b
-    jmp 1f
-1:
-    or qword ptr [r15 + r9 + 384], 12
+    nop
+    mov r12, qword ptr [r15 + r12 + 56]
+    shr ebp, 7
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 128], 56
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov rbp, rbp
+    movsxd rbp, dword ptr [r15 + 384]
+    test ebx, 244672
+    jnz 1f
 1:
-    mov r9d, 215
-    lea r9, [r10 + r10*1]
+    mov rbp, qword ptr [r15 + 256]
+    add qword ptr [r14 + 512], rbp
+    cmp rbp, rcx
+    and rbp, rbp
+    test bl, 160
+    jnz 1f
+1:
+    and ebp, dword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 192], rcx
+    mov ecx, 7
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, r9b
+    mov byte ptr [r15 + 128], cl
+    add rcx, qword ptr [r14 + 256]
     jmp 1f
 1:
-    and r9, 64
-    and r8d, dword ptr [r14 + r9 + 192]
+    add rcx, qword ptr [r15 + 256]
     test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 448]
+    or ebp, ebp
+    test ebx, 235520
     jz 1f
 1:
-    mov r8d, r9d
-    movzx r8d, byte ptr [r14 + r9 + 256]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    lock or dword ptr [r15 + 64], 118
+    mov rbp, qword ptr [r15 + 192]
+    movzx ecx, bpl
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 16 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 14 chunk executions per call
     mov rbx, qword ptr [r15 + 7675248]
-    lea rcx, [rbx + 16]
+    lea rcx, [rbx + 14]
     mov qword ptr [r15 + 7675248], rcx
-    mov r13d, 16
+    mov r13d, 14
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
+    movzx ecx, byte ptr [r15 + 0]
+    add rcx, 19
     jmp 1f
 1:
-    imul rcx, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    jmp 1f
-1:
+    movzx ebp, cl
+    or ecx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    test ebx, 16240
+    jz 1f
 1:
-    xor ecx, edi
-    mov dword ptr [r15 + 0], ecx
-    mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    add qword ptr [r15 + r8 + 832], r8
-    mov r9, r11
-    jmp 1f
-1:
+    and ecx, dword ptr [r15 + 0]
+    mov rbp, rbp
+    test r8d, ebp
+    movsxd rbp, dword ptr [r15 + 320]
+    imul rbp, qword ptr [r15 + 960]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r11
-    and r9, 64
-    lock add qword ptr [r15 + r9 + 448], rcx
-    mov r9, rdx
-    and r8, 64
-    add rcx, qword ptr [r14 + r8 + 64]
-    imul edx, r8d, 33
-    add r11, 64
-    add r10, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 1088]
+    xor ecx, ebp
+    imul ecx, r8d, 74
+    mov dword ptr [r14 + 64], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, bpl
+    vmovdqu ymmword ptr [r15 + 576], ymm7
+    add qword ptr [r15 + 832], rcx
+    mov dword ptr [r14 + 704], 186
+    cmp rbp, rbp
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
@@ -1168,66 +1220,79 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d571_j]
+    lea rcx, [rip + .Lc1_d578_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d571_j_t
-.Lc1_d571_j:
-    mov dword ptr [r15 + 0], 33
-    mov dword ptr [r15 + 0], ecx
+    jmp .Lc1_d578_j_t
+.Lc1_d578_j:
+    vpaddd ymm7, ymm15, ymmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ecx, ecx
+    test dword ptr [r15 + 7675227], 1076461568
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    inc ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 7675227], 1611669512
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    add rcx, qword ptr [r14 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    mov ebp, ebp
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    test ebp, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    test bl, 160
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 320]
+    mov ecx, 67
+    lea rdi, [r15 + 7667008]
+    lea rsi, [r15 + 7671104]
+    mov ecx, 54
+    rep movsb
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 448]
+    vmovdqu ymm7, ymmword ptr [r15 + 256]
+    movzx ecx, dil
+    mov ecx, 92
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, rcx
-    lea r8, [r10 + r10*1]
-    movzx ecx, r8b
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    lea r9, [r10 + r10*1]
-    add rcx, qword ptr [r15 + r8 + 256]
-    movzx edx, al
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 64]
-    test dword ptr [r15 + 7675227], 35784960
+    movzx edi, cl
+    mov edi, eax
+    mov qword ptr [r14 + 0], rdi
+    test ebx, 48128
     jz 1f
 1:
-    mov ebp, 158
-    mov byte ptr [r14 + r9 + 128], bpl
     jmp 1f
 1:
-    mov rbp, rdi
-    test ebx, 1073741824
+    jmp 1f
+1:
+    xchg qword ptr [r15 + 192], rax
+    test dword ptr [r15 + 7675227], 1474560
     jnz 1f
 1:
-    mov ebp, 78
-    mov ebp, 228
-    movsxd rbp, dword ptr [r15 + r8 + 192]
-    lea r9, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 158
-    and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 1024]
-    movzx ebp, al
-    test dword ptr [r15 + 7675228], 1209024512
-    jnz 1f
-1:
-    mov r8d, edx
-    mov r8d, dword ptr [r15 + r9 + 960]
-    movsxd r9, dword ptr [r14 + 0]
-    add r10, r11
+    mov edi, 34
+    mov eax, eax
+    test eax, eax
     inc rbx
     dec r13
     jz .Lc1_b2_done
@@ -1235,149 +1300,151 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d628_j]
+    lea rcx, [rip + .Lc1_d642_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d628_j_t
-.Lc1_d628_j:
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 1152]
-    mov ecx, eax
+    jmp .Lc1_d642_j_t
+.Lc1_d642_j:
+    mov rax, rax
+    mov edi, ecx
+    movzx ecx, dil
+    mov byte ptr [r15 + 64], sil
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, al
-    and eax, dword ptr [r15 + 0]
-    mov ecx, 211
+    mov byte ptr [r15 + 448], cl
+    mov esi, dword ptr [r15 + 64]
+    mov ecx, ebp
+    vpaddd ymm7, ymm7, ymmword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rcx
+    jmp 1f
+1:
+    neg rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 156
     jmp 1f
 1:
-    test dword ptr [r15 + 7675227], 134807588
-    jz 1f
+    movzx ecx, r8b
+    test ebx, 65376
+    jnz 1f
 1:
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
+    mov rcx, rcx
+    mov byte ptr [r15 + 384], sil
+    test dword ptr [r15 + 7675228], 1073807408
+    jnz 1f
+1:
+    inc ecx
+    vmovdqu ymm7, ymmword ptr [r14 + 192]
+    mov ecx, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r14 + r8 + 1088]
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 384]
-    test dword ptr [r15 + 7675228], 370278400
-    jnz 1f
-1:
-    mov r8d, 106
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + rbp + 320]
-    lea rbp, [r10 + r10*1]
+    mov ecx, 154
+    mov qword ptr [r15 + 128], rcx
+    movsxd rsi, dword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r14 + rbp + 256], ebp
-    mov byte ptr [r15 + rbp + 192], bpl
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675228], 1073807412
-    jz 1f
-1:
-    mov rbp, rbp
-    jmp 1f
-1:
+    mov rbp, r10
+    movsxd rcx, dword ptr [r14 + 192]
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 1216]
+    mov rbp, rsi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c2:
-    lea rcx, [rip + .Lc1_d684_j]
+    lea rcx, [rip + .Lc1_d700_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d684_j_t
-.Lc1_d684_j:
+    jmp .Lc1_d700_j_t
+.Lc1_d700_j:
+    movzx esi, byte ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov ecx, eax
+    mov byte ptr [r15 + 0], al
+    add rbp, 34
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rcx, rcx
-    mov rcx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 143
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    add rbp, qword ptr [r14 + 128]
+    mov byte ptr [r15 + 512], bpl
+    shr ebp, 9
+    movsxd rcx, dword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 6
-    mov rbp, rax
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 288
+    and ebp, dword ptr [r15 + 128]
+    and ebp, dword ptr [r15 + 256]
+    vmovdqu ymm7, ymmword ptr [r15 + 512]
+    jmp 1f
+1:
+    test ebx, 1073741824
     jnz 1f
 1:
+    test ebp, ebp
     mov ecx, ebp
-    jmp 1f
+    sub rbp, rsi
+    mov rcx, qword ptr [r14 + 192]
+    lock or dword ptr [r15 + 448], 27
+    test ebx, 40960
+    jnz 1f
 1:
-    movzx ebp, cl
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    test ebx, 31744
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 113
+    mov dword ptr [r14 + 384], 208
     mov rbp, rcx
-    mov dword ptr [r15 + 0], 3
+    test ebp, ebp
+    movzx eax, bpl
     test ebx, 1073741824
     jnz 1f
-1:
-    mov rbp, rbp
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov ecx, dword ptr [r14 + rbp + 320]
-    mov r8, qword ptr [r15 + rbp + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov qword ptr [r14 + 0], r8
-    mov ecx, 104
-    vmovdqu ymm3, ymmword ptr [r14 + 0]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
-    lea rbp, [r10 + r10*1]
-    test ebx, 1073741824
-    jz 1f
 1:
     jmp 1f
 1:
-    mov rcx, rax
-    and rbp, 64
-    vmovdqu ymm3, ymmword ptr [r15 + rbp + 192]
+    mov ebp, edx
+    mov rcx, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test bl, 216
+    jnz 1f
+1:
+    lock or dword ptr [r15 + 256], 38
+    movzx ebp, cl
+    inc ecx
+    .byte 0x66, 0x90
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + r8 + 64]
-    mov r8d, 52
-    vpaddd ymm3, ymm3, ymmword ptr [r15 + rbp + 256]
-    add r10, r11
+    mov rbp, rcx
+    inc ecx
+    jmp 1f
+1:
+    vpshufb ymm7, ymm7, ymm7
     inc rbx
     dec r13
     jz .Lc1_b2_done
@@ -1385,63 +1452,75 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d748_j]
+    lea rcx, [rip + .Lc1_d766_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d748_j_t
-.Lc1_d748_j:
-    mov eax, 213
-    movzx eax, bpl
-    lea r8, [r10 + r10*1]
+    jmp .Lc1_d766_j_t
+.Lc1_d766_j:
+    inc ebp
+    mov qword ptr [r14 + 384], rbp
+    neg rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    test dword ptr [r15 + 7675227], 1075052552
+    jnz 1f
+1:
+    mov rbp, rbp
+    mov ecx, 223
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg rbp
+    test dword ptr [r15 + 7675228], 802
+    jnz 1f
+1:
+    add rbp, 31
+    mov rcx, rbp
+    shl rax, 30
+    test ebx, 56320
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 448]
+    neg rcx
+    mov ebp, 132
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rcx, rdi
+    mov byte ptr [r14 + 0], bpl
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
+    mov ecx, dword ptr [r15 + 192]
+    mov edi, dword ptr [r15 + 320]
+    shr edi, 26
+    movzx ebp, byte ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    xchg qword ptr [r15 + 512], rdx
+    test bl, 232
+    jnz 1f
+1:
+    mov edx, 199
+    cmp rdx, rdx
+    sub rdx, rdi
+    or edx, edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, rcx
+    and rdx, rdi
     movzx ecx, dl
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 704]
-    lea rbp, [r10*8]
-    lea r9, [r10 + r10*1]
-    and rbp, 448
-    and edx, dword ptr [r15 + rbp + 1216]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 768], dl
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 73728
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 95
-    movzx r8d, r8b
-    mov byte ptr [r15 + rbp + 1472], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + r9 + 192]
-    movzx r9d, byte ptr [r15 + rbp + 1280]
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675228], 1208352768
-    jnz 1f
-1:
-    and ecx, dword ptr [r14 + 0]
-    mov r9d, 90
-    mov r8, qword ptr [r15 + rbp + 1536]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 1408], r8
-    mov byte ptr [r14 + rbp + 1344], al
-    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
@@ -1467,71 +1546,74 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d812_j]
+    lea rcx, [rip + .Lc1_d839_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d812_j_t
-.Lc1_d812_j:
-    mov rcx, rcx
-    mov ecx, ecx
-    mov ecx, edx
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    movzx ecx, r9b
-    test ebx, 2496
-    jnz 1f
-1:
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 576]
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 192]
-    mov edx, ebp
-    test ebx, 39936
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
+    jmp .Lc1_d839_j_t
+.Lc1_d839_j:
+    movzx ecx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, dl
-    test dword ptr [r15 + 7675227], 33566784
-    jnz 1f
-1:
-    mov edx, 99
-    mov qword ptr [r15 + 0], rbp
-    mov edx, edx
-    test ebx, 49008
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 3872
     jz 1f
 1:
-    mov dword ptr [r15 + 0], edx
-    mov dword ptr [r15 + 0], 46
-    mov qword ptr [r15 + 0], rdx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
+    test ebx, 44032
+    jnz 1f
+1:
+    sub rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    vpaddd ymm3, ymm3, ymmword ptr [r14 + 0]
-    test dword ptr [r15 + 7675228], 268763201
-    jz 1f
+    mov eax, eax
+    mov eax, 161
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 7675227], 8466
+    jnz 1f
 1:
-    and rbp, 64
-    add rdx, qword ptr [r15 + rbp + 640]
-    and ecx, dword ptr [r14 + r9 + 640]
-    mov r9d, ecx
-    test ebx, 59904
-    jz 1f
+    mov rbp, r10
+    movzx eax, al
+    add rax, 123
+    mov ecx, 142
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1216], edi
+    test dword ptr [r15 + 7675227], 1050753
+    jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + rbp + 576]
+    mov byte ptr [r15 + 192], dl
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov rbp, rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r9
-    mov r9d, 244
-    vpaddd ymm3, ymm3, ymmword ptr [r15 + r8 + 256]
+    mov ebp, 110
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 1048512
+    mov dword ptr [r15 + rbp + 2423488], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    or ebp, ebp
+    mov byte ptr [r15 + 256], cl
+    mov rbp, r10
+    test ebx, 55808
+    jz 1f
+1:
+    mov ecx, eax
+    and rbp, 960
+    add rcx, qword ptr [r15 + rbp + 1728]
+    add rbp, 63
     add r10, r11
     inc rbx
     dec r13
@@ -1540,78 +1622,73 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d873_j]
+    lea rcx, [rip + .Lc1_d901_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d873_j_t
-.Lc1_d873_j:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    test dword ptr [r15 + 7675228], 268452001
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 119
-    movzx ebp, cl
-    movzx ecx, r8b
+    jmp .Lc1_d901_j_t
+.Lc1_d901_j:
     movzx ecx, cl
-    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 640]
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675227], 1075972128
-    jz 1f
-1:
-    jmp 1f
 1:
     mov rcx, rcx
     jmp 1f
 1:
-    mov ecx, 130
-    test ebx, 20480
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov ecx, r9d
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 320]
-    movzx eax, r8b
-    test bl, 60
-    jnz 1f
-1:
-    mov r8, r10
-    mov qword ptr [r14 + 0], r8
-    and ecx, dword ptr [r15 + r9 + 384]
-    and r8, 1048512
-    movzx eax, byte ptr [r14 + r8 + 2423488]
     jmp 1f
 1:
+    test dword ptr [r15 + 7675227], 268454404
+    jz 1f
+1:
+    or ecx, ecx
+    mov ecx, ecx
+    movzx ecx, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    xchg r8, r8
-    nop
-    mov rcx, rdx
-    test ebx, 64224
-    jz 1f
+    mov rcx, rcx
+    lea rdi, [r15 + 7667008]
+    lea rsi, [r15 + 7671104]
+    mov ecx, 55
+    rep movsb
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 40
+    jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 576], cl
+    mov dword ptr [r15 + 0], 8
     jmp 1f
 1:
-    movzx ecx, r8b
+    movzx edi, al
+    mov edi, 34
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
+    inc eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, r8b
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 512]
+    test ebx, 47616
+    jz 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    and eax, dword ptr [r15 + 384]
+    mov rbp, r10
+    add rax, rsi
+    test dword ptr [r15 + 7675227], 67256384
+    jz 1f
+1:
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 2752], bpl
+    and ebp, dword ptr [r15 + 192]
+    vpaddd ymm7, ymm7, ymmword ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
@@ -1635,68 +1712,41 @@ ditto_body_c1:
     jmp .Lc1_b4_c1
     .p2align 6
 .Lc1_b4_c0:
-    lea rcx, [rip + .Lc1_d944_j]
+    lea rcx, [rip + .Lc1_d969_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d944_j_t
-.Lc1_d944_j:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    mov byte ptr [r14 + r8 + 1088], dl
-    mov qword ptr [r15 + 0], rbp
-    mov edi, ebp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, dil
+    jmp .Lc1_d969_j_t
+.Lc1_d969_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, rdi
-    jmp 1f
-1:
-    mov rdi, rbp
-    mov edi, edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 36
-    mov rdi, rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    movzx edi, dil
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 40448
+    movzx ecx, bpl
+    mov byte ptr [r15 + 0], cl
+    mov ecx, eax
+    test ebx, 54784
     jz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    lea r9, [r10 + r10*1]
+    movzx ecx, cl
+    add rcx, 65
+    mov r8d, 215
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rax, qword ptr [r15 + rbp + 64]
-    jmp 1f
-1:
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 384]
-    test ebx, 23552
+    mov ecx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc ecx
     jmp 1f
 1:
-    movsxd rax, dword ptr [r14 + 0]
+    movzx ecx, cl
     jmp 1f
 1:
     test ebx, 1073741824
@@ -1704,23 +1754,41 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + r8 + 1152]
-    movzx r8d, al
+    mov byte ptr [r15 + 512], cl
+    mov rcx, rcx
     jmp 1f
 1:
-    test bl, 228
-    jnz 1f
-1:
-    mov r8, r8
-    jmp 1f
-1:
-    mov r8, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r8
-    mov r8, qword ptr [r15 + r9 + 320]
-    mov r9d, 223
+    mov byte ptr [r15 + 192], cl
+    mov rax, rcx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 256]
+    mov rbp, r10
+    movzx eax, byte ptr [r15 + 448]
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 1216]
+    movzx ebp, byte ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 512]
+    mov r8d, ebp
+    movzx ebp, al
+    mov byte ptr [r15 + 256], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 253
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -1729,72 +1797,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1018_j]
+    lea rcx, [rip + .Lc1_d1037_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1018_j_t
-.Lc1_d1018_j:
+    jmp .Lc1_d1037_j_t
+.Lc1_d1037_j:
+    inc ecx
+    movzx eax, byte ptr [r15 + 256]
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 6848]
     mov r8, r10
-    and r8, 4194240
-    mov dword ptr [r14 + r8 + 3472064], 73
+    test dword ptr [r15 + 7675228], 1409417216
+    jnz 1f
+1:
+    mov byte ptr [r15 + 192], cl
+    movzx ebp, byte ptr [r15 + 256]
+    and r8, 8128
+    add rbp, qword ptr [r15 + r8 + 15040]
+    test dword ptr [r15 + 7675227], 209747968
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 448]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 55808
-    jz 1f
+    test bl, 144
+    jnz 1f
 1:
+    bswap rcx
+    mov edi, 81
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 6592
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
+    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
-    and r8d, dword ptr [r15 + 0]
-    movzx edx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 5760
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov r8d, r8d
-    lea r9, [r10 + r10*1]
+    and rbp, 960
+    and ecx, dword ptr [r15 + rbp + 1728]
+    inc ecx
+    mov dword ptr [r15 + 128], 242
     test ebx, 1073741824
     jnz 1f
 1:
+    mov ecx, dword ptr [r15 + 192]
+    and ebp, dword ptr [r15 + 128]
+    sub rbp, rcx
+    test bl, 72
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov r8d, 218
-    and r9, 4032
-    mov dword ptr [r14 + r9 + 2816], ebp
+    jmp 1f
+1:
+    or ebp, ecx
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov rbp, rcx
-    and r8, 64
-    vpaddd ymm3, ymm3, ymmword ptr [r15 + r8 + 384]
-    vmovdqu ymmword ptr [r15 + r9 + 2752], ymm3
-    test dword ptr [r15 + 7675228], 134479877
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rdx, rsi
-    mov rbp, qword ptr [r14 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, edi
-    mov r9, qword ptr [r15 + r8 + 320]
-    movzx r8d, dil
+    and rcx, rbp
+    mov byte ptr [r15 + 64], cl
+    test ebp, ebp
     add r10, r11
     inc rbx
     dec r13
@@ -1811,77 +1873,73 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1083_j]
+    lea rcx, [rip + .Lc1_d1098_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1083_j_t
-.Lc1_d1083_j:
-    mov ecx, ecx
-    and ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 13824
-    jnz 1f
-1:
-    vmovdqu ymm3, ymmword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    movzx eax, cl
-    test bl, 36
-    jnz 1f
-1:
+    jmp .Lc1_d1098_j_t
+.Lc1_d1098_j:
+    vmovdqu ymm7, ymmword ptr [r15 + 448]
+    add rcx, qword ptr [r15 + 0]
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
     jmp 1f
 1:
-    and edx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test bl, 24
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov edx, eax
-    movsxd rdx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 7675228], 802960
+    test dword ptr [r15 + 7675227], 17861120
     jz 1f
 1:
     jmp 1f
 1:
-    and edx, dword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    movzx eax, r8b
-    test dword ptr [r15 + 7675228], 33628192
-    jnz 1f
-1:
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 704], ymm11
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 256], ymm2
-    mov rax, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + rbp + 192]
-    movzx ebp, r9b
     jmp 1f
 1:
+    mov ecx, 250
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rbp
-    mov eax, eax
-    movzx ebp, dil
+    mov rcx, rax
+    jmp 1f
+1:
+    and rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 30
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + r8 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    nop
+    test ebx, 30976
+    jz 1f
+1:
+    mov rcx, rax
+    mov ecx, 165
+    mov rax, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock or dword ptr [r15 + 0], 63
+    vmovdqu ymm7, ymmword ptr [r15 + 64]
+    add rax, qword ptr [r15 + 512]
     mov rbp, r10
-    jmp 1f
+    test ebx, 1728
+    jnz 1f
 1:
-    mov r8, rcx
+    mov eax, 247
+    and rbp, 262080
+    lock or dword ptr [r15 + rbp + 2161344], 101
+    add rbp, qword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 960
-    mov r8d, dword ptr [r14 + rbp + 1728]
-    mov eax, 51
+    and ebp, dword ptr [r15 + 256]
+    and ebp, dword ptr [r15 + 192]
+    movzx eax, cl
     add r10, r11
     inc rbx
     dec r13
@@ -1895,24 +1953,24 @@ ditto_body_c1:
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    lea rcx, [rip + .Lc1_d1149_j]
+    lea rcx, [rip + .Lc1_d1160_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1149_j_t
-.Lc1_d1149_j:
-    mov rbp, r10
-    movzx ecx, bpl
-    and rbp, 64
-    mov dword ptr [r14 + rbp + 192], edi
-    mov rbp, r10
-    test ebx, 7680
+    jmp .Lc1_d1160_j_t
+.Lc1_d1160_j:
+    add rcx, qword ptr [r15 + 128]
+    mov ebp, eax
+    lock xadd qword ptr [r15 + 192], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
+    test bl, 114
     jnz 1f
 1:
-    and rbp, 64
-    mov r8, r10
-    mov dword ptr [r15 + rbp + 320], r8d
-    and r8, 64
-    mov qword ptr [r15 + r8 + 960], r8
-    add r10, r11
+    and eax, dword ptr [r15 + 0]
+    mov ecx, 144
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], 190
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
@@ -1966,69 +2024,69 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1182_j]
+    lea rcx, [rip + .Lc1_d1192_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1182_j_t
-.Lc1_d1182_j:
-    lea rbp, [r10 + r10*1]
-    .byte 0x0f, 0x1f, 0x00
-    mov ecx, r8d
-    and rbp, 64
-    vpaddd ymm3, ymm3, ymmword ptr [r15 + rbp + 64]
+    jmp .Lc1_d1192_j_t
+.Lc1_d1192_j:
+    xor ebp, ecx
+    mov dword ptr [r15 + 192], eax
+    xor r8d, ebp
+    cmp rdi, r8
+    test dword ptr [r15 + 7675227], 1073750208
+    jnz 1f
+1:
+    add r8, qword ptr [r15 + 64]
+    movzx edi, r8b
+    neg r8
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    cmp rax, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, r8b
-    mov ecx, dword ptr [r15 + 0]
-    mov r8d, r8d
-    test dword ptr [r15 + 7675227], 1109393984
-    jz 1f
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rbp
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r8d, edx
-    mov r8d, 87
-    lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 7675228], 542132224
+    test dword ptr [r15 + 7675228], 1074536464
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 640], 84
-    test ebx, 15616
-    jz 1f
-1:
-    mov ecx, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
+    movsxd rsi, dword ptr [r14 + 512]
+    mov qword ptr [r15 + 192], rsi
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 512], r9b
-    mov ecx, 141
-    mov edx, 34
+    and ebp, dword ptr [r14 + 576]
+    movzx esi, byte ptr [r15 + 128]
     jmp 1f
 1:
+    mov dword ptr [r14 + 0], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, ebp
+    vmovdqu ymm7, ymmword ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 640]
+    mov r8, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + r8 + 576], r8b
-    mov r8, rdx
-    mov r8, qword ptr [r14 + rbp + 128]
-    test dword ptr [r15 + 7675227], 134285315
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, al
-    and r8d, dword ptr [r14 + r9 + 448]
+    and r8, 4032
+    lock or dword ptr [r15 + r8 + 2752], 94
+    movzx r8d, bpl
+    mov ebp, dword ptr [r15 + 256]
     add r10, r11
     inc rbx
     dec r13
@@ -2037,138 +2095,159 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1240_j]
+    lea rcx, [rip + .Lc1_d1251_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1240_j_t
-.Lc1_d1240_j:
-    vmovdqu ymm3, ymmword ptr [r15 + 0]
-    movzx ecx, cl
-    movzx eax, cl
+    jmp .Lc1_d1251_j_t
+.Lc1_d1251_j:
+    mov rcx, r9
+    movzx ecx, al
+    mov ecx, 49
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov rbp, r10
+    inc r8d
+    or qword ptr [r15 + 128], 66
+    and rbp, 448
+    movzx eax, byte ptr [r14 + rbp + 1216]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov ecx, ecx
+    movsxd r8, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 448], r8d
+    movzx ecx, r8b
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 187
-    test dword ptr [r15 + 7675227], 134235200
-    jnz 1f
-1:
-    mov ecx, eax
-    or qword ptr [r15 + 0], 31
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 23
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 7675228], 20971656
+    shr r8d, 22
+    mov r8d, 76
+    test dword ptr [r15 + 7675227], 6156
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, edi
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 64]
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r15 + r8 + 128], r9
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, rdi
     test ebx, 1073741824
     jnz 1f
 1:
     mov r8, r10
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], r9d
-    and r8, 8128
-    and ecx, dword ptr [r15 + r8 + 2120384]
-    mov dword ptr [r14 + r9 + 256], 4
+    mov qword ptr [r15 + 384], r8
+    lea rdi, [r15 + 7667008]
+    mov ecx, 55
+    rep stosb
+    and r8, 32704
+    mov byte ptr [r15 + r8 + 2128576], r8b
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov qword ptr [r14 + 0], rcx
-    mov r9d, r9d
+    xor r8d, ecx
+    jmp 1f
+1:
+    mov r8, rax
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675228], 16877568
+    jnz 1f
+1:
+    mov ecx, r9d
+    mov rcx, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 256], rcx
+    test dword ptr [r15 + 7675228], 786816
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r14 + 512]
+    neg rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c2:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1299_j]
+    lea rcx, [rip + .Lc1_d1311_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1299_j_t
-.Lc1_d1299_j:
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
+    jmp .Lc1_d1311_j_t
+.Lc1_d1311_j:
+    sub rcx, r8
+    or qword ptr [r15 + 0], 86
+    mov rcx, rcx
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    add rax, qword ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, 17
+    test ebx, 1073741824
+    jz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    mov r8, rcx
+    inc ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rdi, [r15 + 7667008]
-    lea rsi, [r15 + 7671104]
-    mov ecx, 89
-    rep movsb
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 384], rcx
+    movsxd rcx, dword ptr [r15 + 320]
+    sub rcx, r8
+    add r8, 6
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 640], rcx
+    mov r8, r10
+    mov dword ptr [r15 + 384], edi
+    and r8, 448
+    movzx edi, byte ptr [r15 + r8 + 1216]
+    test ebx, 1073741824
+    jz 1f
+1:
+    neg r8
+    movsxd r8, dword ptr [r15 + 64]
+    jmp 1f
+1:
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov rsi, r8
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], 188
-    mov rcx, r8
+    or ebp, r8d
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 152
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r8, rbp
+    jmp 1f
+1:
+    mov ebp, 22
+    jmp 1f
+1:
+    test ebx, 864
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r14 + 320]
+    lock xadd qword ptr [r15 + 128], rbp
+    jmp 1f
+1:
+    shr ebp, 26
     test ebx, 1073741824
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov rcx, r9
-    and r9, 64
-    and esi, dword ptr [r14 + r9 + 128]
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + r9 + 64], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 768]
+    mov rbp, qword ptr [r14 + 448]
+    mov r8d, 141
     jmp 1f
 1:
-    movzx esi, cl
-    test dword ptr [r15 + 7675227], 17043464
-    jnz 1f
-1:
-    vpaddd ymm3, ymm3, ymmword ptr [r15 + rbp + 704]
-    or qword ptr [r14 + 0], 121
-    mov ebp, dword ptr [r15 + r8 + 256]
     add r10, r11
     inc rbx
     dec r13
@@ -2177,76 +2256,67 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1358_j]
+    lea rcx, [rip + .Lc1_d1380_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1358_j_t
-.Lc1_d1358_j:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov dword ptr [r14 + rbp + 448], 97
-    jmp 1f
+    jmp .Lc1_d1380_j_t
+.Lc1_d1380_j:
+    mov rcx, qword ptr [r15 + 0]
+    mov eax, ecx
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 1073741824
+    jnz 1f
 1:
-    vmovdqu ymmword ptr [r14 + rbp + 512], ymm3
+    nop
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdi
     test ebx, 1073741824
     jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov r8d, 233
+    mov ecx, r8d
+    test ebx, 1073741824
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 7675227], 273711616
+    mov r8, qword ptr [r14 + 256]
+    mov rbp, qword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymm7, ymmword ptr [r15 + 128]
+    add qword ptr [r15 + 192], rbp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, qword ptr [r14 + 320]
+    mov r8d, 227
+    xor dword ptr [r15 + 128], r8d
+    mov r8, r10
+    test dword ptr [r15 + 7675228], 5279746
     jz 1f
 1:
-    jmp 1f
-1:
-    mov rbp, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rbp
-    mov ebp, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 36
-    mov rbp, rbp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov rax, rbp
-    and rbp, 64
-    or qword ptr [r15 + rbp + 640], 5
-    mov eax, ebp
-    test dword ptr [r15 + 7675227], 1107296289
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + r9 + 256]
-    jmp 1f
-1:
-    mov r9, rcx
+    and r8, 960
+    mov byte ptr [r15 + r8 + 1728], bpl
+    mov dword ptr [r15 + 64], r8d
+    mov ebp, dword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, dl
-    mov dword ptr [r14 + rbp + 576], 114
+    mov rbp, rcx
+    vmovdqu ymm7, ymmword ptr [r15 + 64]
+    and rbp, rbp
+    test ebx, 864
+    jnz 1f
+1:
+    mov rbp, r10
+    mov qword ptr [r15 + 512], rbp
+    jmp 1f
+1:
+    and rbp, 4032
+    mov r8d, dword ptr [r15 + rbp + 2752]
     add r10, r11
     inc rbx
     dec r13
@@ -2255,68 +2325,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1419_j]
+    lea rcx, [rip + .Lc1_d1438_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1419_j_t
-.Lc1_d1419_j:
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    movzx ecx, byte ptr [r14 + r9 + 256]
-    mov rax, qword ptr [r14 + 0]
-    mov rbp, rbp
-    mov ebp, 34
-    test ebx, 1073741824
+    jmp .Lc1_d1438_j_t
+.Lc1_d1438_j:
+    mov rcx, qword ptr [r15 + 256]
+    mov r8, rcx
+    mov ecx, 224
+    movzx esi, sil
+    test ebx, 576
     jnz 1f
 1:
-    lea rbp, [r10 + r10*2]
-    movzx ecx, cl
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 6912]
-    movsxd rax, dword ptr [r15 + r9 + 192]
-    test dword ptr [r15 + 7675228], 4246016
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r9d, ecx
-    mov ecx, 109
-    test ebx, 40448
-    jz 1f
-1:
+    add rsi, qword ptr [r15 + 384]
+    or esi, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov ecx, 239
-    test ebx, 1696
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov ecx, 103
+    mov r8, rsi
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    vpaddd ymm3, ymm3, ymmword ptr [r15 + r9 + 320]
+    cmp rsi, r8
     jmp 1f
 1:
-    test bl, 192
+    shl rsi, 10
+    test dword ptr [r15 + 7675228], 16855040
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + rbp + 6976]
-    movsxd rax, dword ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + rbp + 6848], edi
+    add rsi, 28
+    and esi, dword ptr [r15 + 0]
+    lea r8, [rsi + rcx*2 + 114]
+    movzx esi, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, rbp
-    mov ebp, 170
+    movzx r8d, sil
+    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1152
+    jnz 1f
+1:
     jmp 1f
 1:
-    add r10, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 192]
+    movzx ebp, byte ptr [r14 + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov esi, 99
+    movzx esi, sil
+    mov esi, edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    xchg qword ptr [r15 + 192], rsi
+    movzx edi, sil
+    and edi, dword ptr [r15 + 448]
+    mov dword ptr [r14 + 320], 185
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc edi
+    movzx ecx, dil
+    add rcx, qword ptr [r14 + 128]
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2324,68 +2397,70 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1476_j]
+    lea rcx, [rip + .Lc1_d1498_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1476_j_t
-.Lc1_d1476_j:
-    inc dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
+    jmp .Lc1_d1498_j_t
+.Lc1_d1498_j:
+    mov rbp, r10
     jmp 1f
 1:
+    xor ecx, r8d
+    and rbp, 8128
+    mov r8, r10
+    mov rcx, qword ptr [r15 + rbp + 6848]
+    movzx ebp, cl
+    test ebx, 14848
+    jnz 1f
+1:
+    and r8, 448
+    mov byte ptr [r15 + r8 + 1216], cl
+    movzx edi, r8b
+    shr edi, 29
+    test ebx, 1073741824
+    jz 1f
+1:
+    or r8d, edi
+    mov r8d, dword ptr [r14 + 320]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 576]
+    movzx r8d, cl
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675227], 134250546
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    or ecx, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 736
-    jnz 1f
-1:
-    vpaddd ymm3, ymm3, ymmword ptr [r15 + 0]
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 10
-    test dword ptr [r15 + 7675228], 143409152
+    mov r8, rcx
+    shr ecx, 28
+    test dword ptr [r15 + 7675227], 21538
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    .byte 0x66, 0x90
-    mov r12, qword ptr [r15 + r12 + 56]
+    shl rcx, 15
+    sub rcx, r8
+    cmp r8, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r10 + r10*1]
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    vmovdqu ymmword ptr [r14 + r9 + 512], ymm3
-    mov ecx, r9d
-    jmp 1f
-1:
-    test ebx, 576
+    mov dword ptr [r15 + 256], 168
+    mov qword ptr [r15 + 64], rcx
+    vmovdqu ymm7, ymmword ptr [r14 + 128]
+    test dword ptr [r15 + 7675228], 16779584
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov ecx, eax
-    mov qword ptr [r15 + r9 + 448], rcx
-    test ebx, 519552
-    jnz 1f
-1:
-    movzx ecx, cl
-    lea r9, [r10 + r10*1]
-    and ecx, dword ptr [r15 + rbp + 320]
-    mov ebp, ecx
-    test dword ptr [r15 + 7675228], 8425728
-    jnz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 960], r9d
-    movzx ebp, byte ptr [r14 + r9 + 1024]
+    shl rcx, 21
+    xor ecx, r8d
+    mov dword ptr [r15 + 640], ecx
     add r10, r11
     inc rbx
     dec r13
@@ -2394,68 +2469,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1534_j]
+    lea rcx, [rip + .Lc1_d1558_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1534_j_t
-.Lc1_d1534_j:
+    jmp .Lc1_d1558_j_t
+.Lc1_d1558_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov eax, 119
-    test dword ptr [r15 + 7675228], 50855968
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 7675227], 12600320
     jnz 1f
 1:
-    mov rdi, rax
-    mov r8d, dword ptr [r15 + 0]
-    mov rax, r8
+    sub rcx, rdi
+    movzx ecx, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r14 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
+    mov eax, 168
+    mov dword ptr [r15 + 512], 76
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r10 + r10*1]
-    mov edi, r8d
-    mov byte ptr [r15 + 0], dil
-    lea rbp, [r10 + r10*1]
-    and r8, 64
-    movsxd rdi, dword ptr [r14 + r8 + 192]
+    add rax, rax
+    mov dword ptr [r14 + 384], ecx
+    add qword ptr [r15 + 320], r8
+    movzx eax, al
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 64]
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 576]
-    test dword ptr [r15 + 7675227], 134250530
+    neg rax
+    lea rcx, [rax + r8*2 + 98]
+    movzx ecx, byte ptr [r15 + 640]
+    mov rax, qword ptr [r15 + 192]
+    shr eax, 15
+    test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 128], al
-    movzx eax, bpl
+    mov rcx, rax
+    movzx ecx, cl
+    movzx ecx, byte ptr [r15 + 192]
+    xor dword ptr [r15 + 384], eax
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r14 + 0]
-    vmovdqu ymmword ptr [r14 + r8 + 256], ymm3
-    movzx eax, byte ptr [r15 + r9 + 640]
-    add r10, r11
+    mov dword ptr [r15 + 64], 5
+    jmp 1f
+1:
+    jmp 1f
+1:
+    xor dword ptr [r15 + 448], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shl rcx, 12
+    inc ecx
+    movzx eax, byte ptr [r15 + 320]
+    mov ecx, dword ptr [r15 + 448]
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2463,141 +2541,152 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1591_j]
+    lea rcx, [rip + .Lc1_d1616_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1591_j_t
-.Lc1_d1591_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    movzx ecx, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 195
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 7675227], 872415296
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], ecx
-    mov rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    mov ecx, 74
-    and r8, 64
-    mov byte ptr [r14 + r8 + 704], dil
-    test ebx, 421888
+    jmp .Lc1_d1616_j_t
+.Lc1_d1616_j:
+    mov ecx, ecx
+    add rax, 86
+    mov rcx, rax
+    movsxd rax, dword ptr [r15 + 256]
+    test dword ptr [r15 + 7675228], 134349122
     jz 1f
 1:
-    and rbp, 64
-    lea r9, [r10 + r10*1]
-    add rax, qword ptr [r14 + rbp + 192]
-    movzx ecx, al
-    and r9, 64
-    mov dword ptr [r15 + r9 + 640], r9d
-    test ebx, 44032
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, esi
+    or ecx, eax
+    test ebx, 15872
+    jz 1f
+1:
+    xor ecx, eax
+    mov eax, ecx
+    mov rax, rcx
+    test dword ptr [r15 + 7675227], 136445954
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + r8 + 768]
-    movzx r8d, al
-    jmp 1f
+    mov ecx, 38
+    mov eax, ecx
+    test eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 192512
+    jz 1f
 1:
-    test dword ptr [r15 + 7675228], 4199488
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 576], r8b
-    movsxd r8, dword ptr [r15 + rbp + 256]
-    mov r9d, 173
+    mov eax, r8d
+    mov rax, rax
+    shr eax, 23
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, qword ptr [r14 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r14 + 384]
+    mov ecx, eax
+    shr eax, 9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r10
+    jmp 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1216], edi
+    mov eax, dword ptr [r15 + 256]
+    sub rax, r8
+    test dword ptr [r15 + 7675227], 4872
+    jnz 1f
+1:
+    add rax, r8
+    jmp 1f
+1:
+    shl rcx, 30
+    test ebx, 368640
+    jnz 1f
+1:
+    mov qword ptr [r14 + 192], rsi
+    and r8, rcx
+    sub rax, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 128], cl
+    movzx eax, cl
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c8:
-    lea rcx, [rip + .Lc1_d1646_j]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d1685_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1646_j_t
-.Lc1_d1646_j:
+    jmp .Lc1_d1685_j_t
+.Lc1_d1685_j:
+    mov eax, 183
+    mov rcx, qword ptr [r15 + 256]
+    mov eax, 73
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, bpl
-    mov ecx, 202
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, r8d
-    mov ecx, ebp
-    mov r9d, 48
-    test ebx, 1073741824
+    mov rax, rax
+    test ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    test ebx, 320
     jnz 1f
 1:
-    lea rdi, [r15 + 7667008]
-    lea rsi, [r15 + 7671104]
-    mov ecx, 91
-    rep movsb
-    lea rbp, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 71
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 2752]
+    bswap r8
     movzx ecx, r8b
-    movzx edi, cl
-    lea r9, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov ecx, esi
-    and r9, 64
-    movsxd rsi, dword ptr [r14 + r9 + 640]
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 320]
-    test ebx, 1248
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx esi, dil
-    mov rsi, rsi
+    mov r8d, dword ptr [r14 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + r9 + 576], ymm3
-    mov esi, esi
     jmp 1f
 1:
+    add r8, qword ptr [r15 + 512]
+    mov r9d, 179
+    xor r8d, eax
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx r8d, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 448], 159
+    mov eax, eax
+    mov byte ptr [r15 + 64], sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 192], rdi
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + r8 + 384]
-    add qword ptr [r15 + rbp + 448], r9
+    mov eax, eax
+    movzx r8d, al
+    test dword ptr [r15 + 7675227], 2170890
+    jz 1f
+1:
+    shr eax, 23
+    mov rax, qword ptr [r14 + 128]
+    jmp 1f
+1:
+    lock add qword ptr [r15 + 768], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 142
+    shr eax, 28
+    add qword ptr [r15 + 576], r8
     add r10, r11
     inc rbx
     dec r13
@@ -2606,70 +2695,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1710_j]
+    lea rcx, [rip + .Lc1_d1743_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1710_j_t
-.Lc1_d1710_j:
-    lea r9, [r10 + r10*1]
-    mov eax, 35
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], ebp
-    mov r8d, 233
-    mov rax, r8
+    jmp .Lc1_d1743_j_t
+.Lc1_d1743_j:
+    shl rcx, 16
+    mov rax, qword ptr [r15 + 832]
+    mov dword ptr [r15 + 384], 11
+    add qword ptr [r15 + 640], r8
     test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675228], 152049664
     jz 1f
 1:
-    jmp 1f
-1:
-    mov r8, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
+    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 256], 224
+    mov qword ptr [r14 + 128], r9
+    test dword ptr [r15 + 7675228], 35930112
+    jnz 1f
+1:
+    sub rcx, rax
+    mov eax, 6
+    movzx ecx, byte ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + 512]
+    and rcx, r8
+    movzx r8d, byte ptr [r15 + 320]
+    or r9d, esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, qword ptr [r14 + 320]
+    mov qword ptr [r14 + 64], r9
+    mov r9d, 40
+    mov rcx, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 896]
+    mov r9, qword ptr [r14 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpaddd ymm7, ymm7, ymmword ptr [r15 + 128]
+    jmp 1f
+1:
     movzx r8d, al
-    mov dword ptr [r15 + 0], r9d
-    lea r8, [r10 + r10*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov rax, qword ptr [r14 + r8 + 768]
-    movsxd rcx, dword ptr [r14 + 0]
-    test ebx, 576
-    jnz 1f
-1:
-    mov rax, rax
-    jmp 1f
-1:
-    mov eax, dword ptr [r14 + r8 + 704]
-    lea r8, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, eax
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 384], ymm3
-    mov rax, r8
-    vpaddd ymm3, ymm3, ymmword ptr [r15 + r8 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r9
-    mov rax, rbp
-    add qword ptr [r15 + r9 + 256], rsi
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2677,147 +2760,155 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1769_j]
+    lea rcx, [rip + .Lc1_d1797_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1769_j_t
-.Lc1_d1769_j:
-    lea r8, [r10 + r10*1]
+    jmp .Lc1_d1797_j_t
+.Lc1_d1797_j:
     mov rcx, r9
     jmp 1f
 1:
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 1024]
-    test ebx, 225280
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 128]
-    mov eax, ecx
-    test ebx, 1696
+    movzx r8d, cl
+    mov ecx, r8d
+    test dword ptr [r15 + 7675228], 67145732
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], eax
+    and rax, r9
+    or r9d, r8d
+    add rax, 24
+    test ebx, 1073741824
+    jz 1f
+1:
+    inc dword ptr [r15 + 448]
+    neg rax
+    mov r8d, 204
+    add rax, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 209
+    neg rax
     mov rax, rax
-    movzx eax, al
     test ebx, 1073741824
     jnz 1f
 1:
-    xchg rax, rax
+    sub rax, r8
+    movzx eax, al
+    xor eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 46
-    and eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    and eax, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 7675227], 268472896
+    mov eax, eax
+    test ebx, 1376
+    jnz 1f
+1:
+    jmp 1f
+1:
+    shr eax, 26
+    movzx eax, byte ptr [r15 + 256]
+    movsxd rcx, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 576]
+    mov ecx, 98
+    test esi, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, cl
+    test r8d, ecx
+    mov eax, dword ptr [r14 + 64]
+    xchg qword ptr [r15 + 128], r9
+    test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    and rbp, 64
-    add rax, qword ptr [r15 + rbp + 320]
-    mov dword ptr [r14 + 0], 148
+    xchg qword ptr [r15 + 640], r8
+    mov r9, qword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    and eax, dword ptr [r14 + r9 + 64]
-    mov r9d, 211
-    movsxd r9, dword ptr [r15 + r8 + 960]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + rbp + 384]
-    mov eax, 45
-    add r10, r11
+    mov dword ptr [r14 + 128], esi
+    mov ecx, r9d
+    cmp rax, rdi
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c11:
-    lea rcx, [rip + .Lc1_d1825_j]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d1865_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1825_j_t
-.Lc1_d1825_j:
-    lea r9, [r10 + r10*1]
-    mov ecx, 235
-    movzx ecx, bpl
-    movzx ecx, sil
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 320]
+    jmp .Lc1_d1865_j_t
+.Lc1_d1865_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov eax, 37
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov rcx, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    neg rcx
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 102
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, eax
-    xor dword ptr [r15 + 0], ecx
-    mov ecx, 7
-    mov eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 192], 177
+    mov ecx, dword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 67
-    mov eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    test ebx, 3296
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 512], ymm3
-    jmp 1f
-1:
-    and r8, 64
-    mov qword ptr [r14 + r8 + 192], r9
-    mov dword ptr [r14 + 0], 230
+    sub rcx, rax
+    and eax, dword ptr [r15 + 576]
+    movsxd rcx, dword ptr [r14 + 384]
+    mov dword ptr [r15 + 256], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymm3, ymmword ptr [r14 + 0]
-    mov rax, r8
-    mov eax, eax
+    mov byte ptr [r15 + 896], al
+    mov ecx, 254
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 384], 39
-    movzx eax, dil
-    mov eax, dword ptr [r15 + rbp + 448]
+    or qword ptr [r15 + 64], 9
+    cmp rcx, r8
     jmp 1f
 1:
+    movzx ecx, r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + r8 + 256]
+    vpaddd ymm7, ymm7, ymmword ptr [r15 + 704]
+    test r9d, ecx
+    mov dword ptr [r15 + 768], 97
+    mov dword ptr [r15 + 320], 163
+    test dword ptr [r15 + 7675227], 1073811488
+    jnz 1f
+1:
+    mov rax, rcx
     jmp 1f
 1:
-    jmp 1f
-1:
-    add r10, r11
+    movzx ecx, dil
+    mov dword ptr [r14 + 512], 153
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2825,148 +2916,141 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1890_j]
+    lea rcx, [rip + .Lc1_d1922_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1890_j_t
-.Lc1_d1890_j:
-    mov rax, rcx
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d1922_j_t
+.Lc1_d1922_j:
+    inc ecx
+    or ecx, ecx
+    shl rcx, 25
+    mov ecx, 15
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor ecx, eax
+    jmp 1f
+1:
+    mov rcx, rcx
     test ebx, 640
     jnz 1f
 1:
+    neg rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shr ecx, 19
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov ecx, eax
-    test ebx, 24064
+    add rcx, 24
+    movzx ecx, cl
+    and r8, 960
+    mov rcx, qword ptr [r15 + r8 + 1728]
+    movsxd r8, dword ptr [r14 + 128]
+    test bl, 192
+    jnz 1f
+1:
+    shr r8d, 2
+    mov r8, r8
+    mov byte ptr [r14 + 320], al
+    test dword ptr [r15 + 7675228], 8536704
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    lea r8, [r10 + r10*1]
-    mov eax, dword ptr [r15 + rbp + 256]
+    movsxd r8, dword ptr [r15 + 64]
+    or ecx, r8d
+    mov r8, r10
+    mov eax, eax
+    mov eax, 116
+    test dword ptr [r15 + 7675227], 272629780
+    jnz 1f
+1:
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 6848]
+    mov r8, rax
+    and r8d, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 576]
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675228], 150994992
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r14 + r8 + 640]
-    mov r8d, 4
-    lea r8, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r14 + 0], 189
-    and r8, 64
-    add rax, qword ptr [r15 + r8 + 640]
-    mov byte ptr [r15 + rbp + 192], al
-    test dword ptr [r15 + 7675227], 572588544
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + r8 + 576]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 220
-    mov eax, 165
+    inc dword ptr [r15 + 192]
+    movzx r9d, byte ptr [r15 + 256]
+    shr r8d, 8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c13:
-    lea rcx, [rip + .Lc1_d1944_j]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d1984_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1944_j_t
-.Lc1_d1944_j:
+    jmp .Lc1_d1984_j_t
+.Lc1_d1984_j:
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, cl
-    and ecx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 64], al
+    jmp 1f
+1:
+    mov rax, rcx
+    test ebx, 2304
+    jnz 1f
+1:
+    and rax, rax
+    mov eax, 244
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 7675228], 673193984
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    vpaddd ymm3, ymm3, ymmword ptr [r15 + 0]
-    mov ecx, 73
+    neg rax
+    neg rax
+    inc dword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 192]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 1073741824
+    mov qword ptr [r15 + 256], rax
+    test dword ptr [r15 + 7675228], 1078988800
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], eax
+    movzx eax, sil
+    vmovdqu ymm7, ymmword ptr [r15 + 128]
+    mov rax, qword ptr [r14 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov eax, 24
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 192
+    movzx esi, byte ptr [r15 + 192]
+    vpaddd ymm7, ymm7, ymmword ptr [r14 + 704]
+    .byte 0x0f, 0x1f, 0x00
+    neg rsi
+    test dword ptr [r15 + 7675228], 1093140480
     jnz 1f
 1:
-    mov r8d, 197
-    mov eax, 195
-    mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r10 + r10*1]
-    test ebx, 864
+    mov esi, dword ptr [r14 + 832]
+    movzx eax, sil
+    add rsi, qword ptr [r15 + 384]
+    test ebx, 14848
     jnz 1f
 1:
-    and r8, 1048512
-    add qword ptr [r15 + r8 + 2423488], rax
-    movsxd r8, dword ptr [r14 + 0]
-    and rbp, 64
-    vpaddd ymm3, ymm3, ymmword ptr [r14 + rbp + 384]
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, r9d
-    and eax, dword ptr [r15 + rbp + 320]
-    and r9, 64
-    movsxd rbp, dword ptr [r15 + r9 + 64]
-    jmp 1f
-1:
-    test ebx, 505728
-    jnz 1f
-1:
-    mov ebp, 37
-    add qword ptr [r15 + r9 + 128], r8
-    mov r9d, 180
-    add r10, r11
+    cmp rsi, rax
+    mov dword ptr [r15 + 320], esi
+    add rax, qword ptr [r15 + 448]
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2974,134 +3058,151 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d2010_j]
+    lea rcx, [rip + .Lc1_d2040_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d2010_j_t
-.Lc1_d2010_j:
-    mov byte ptr [r15 + 0], bpl
-    movzx ecx, byte ptr [r15 + 0]
-    mov ebp, ecx
-    test dword ptr [r15 + 7675227], 67207680
+    jmp .Lc1_d2040_j_t
+.Lc1_d2040_j:
+    movzx r9d, byte ptr [r15 + 128]
+    add rcx, 116
+    add rax, 45
+    movzx esi, r8b
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rsi
     jmp 1f
 1:
-    mov eax, 174
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 183
+    mov ecx, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ecx
-    movzx ecx, bpl
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 372736
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov ecx, 95
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 896]
-    jmp 1f
-1:
-    xor dword ptr [r15 + rbp + 832], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r14 + 0], rax
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r14 + 0], ebp
-    and rbp, 64
-    lea r8, [r10 + r10*1]
-    mov ecx, dword ptr [r14 + rbp + 960]
-    test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 576], r9b
+    neg rcx
+    or qword ptr [r15 + 256], 24
+    mov ecx, dword ptr [r14 + 256]
+    mov rsi, rcx
+    test ebx, 356352
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 192]
+    neg rcx
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + rbp + 1024], ymm3
-    test dword ptr [r15 + 7675228], 536889856
+    jmp 1f
+1:
+    test ebx, 323584
+    jz 1f
+1:
+    mov ecx, 161
+    mov r8d, dword ptr [r15 + 192]
+    xor ecx, r8d
+    lock add qword ptr [r15 + 640], rbp
+    test ebx, 1073741824
     jnz 1f
 1:
-    add rbp, qword ptr [r15 + r8 + 640]
-    mov r8, rbp
-    add r10, r11
+    jmp 1f
+1:
+    test ecx, edx
+    or ecx, esi
+    or ecx, edx
+    test dword ptr [r15 + 7675228], 134226434
+    jnz 1f
+1:
+    sub rsi, rcx
+    mov esi, 95
+    neg rcx
+    mov rsi, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shl r8, 14
+    jmp 1f
+1:
+    mov byte ptr [r15 + 768], r8b
+    mov r8, qword ptr [r15 + 448]
+    test dword ptr [r15 + 7675227], 4649
+    jz 1f
+1:
+    mov dword ptr [r15 + 256], 43
+    jmp 1f
+1:
+    mov dword ptr [r14 + 576], r8d
+    mov r8d, edi
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c15:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d2068_j]
+    lea rcx, [rip + .Lc1_d2099_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d2068_j_t
-.Lc1_d2068_j:
-    lea rbp, [r10 + r10*1]
-    mov ecx, r8d
-    and rbp, 64
-    vmovdqu ymm3, ymmword ptr [r14 + rbp + 128]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
+    jmp .Lc1_d2099_j_t
+.Lc1_d2099_j:
+    mov r8, r10
+    and r8, 4194240
+    add rcx, qword ptr [r15 + r8 + 3472064]
+    add r9, rcx
     mov rcx, r8
     jmp 1f
 1:
-    and r8, 64
-    vpaddd ymm3, ymm4, ymmword ptr [r15 + r8 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 7675228], 2129986
-    jnz 1f
-1:
-    or qword ptr [r15 + 0], 3
-    mov dword ptr [r15 + 0], 224
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, r8b
+    mov r8, rax
+    add rcx, rsi
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rcx
+    mov rcx, rcx
     mov byte ptr [r15 + 0], cl
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 64], 232
-    and r9, 64
-    movsxd rbp, dword ptr [r15 + r9 + 448]
-    mov ecx, 134
-    test dword ptr [r15 + 7675227], 71304288
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r14 + 384], ecx
+    mov rcx, qword ptr [r14 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shr r8d, 15
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 320], 215
+    test ebx, 471040
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + r9 + 512]
-    mov qword ptr [r14 + 0], rbp
-    mov ebp, dword ptr [r15 + r8 + 64]
+    movsxd r8, dword ptr [r15 + 512]
+    mov ecx, 136
+    mov ecx, r9d
+    and r8, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rdi, [r15 + 7667008]
+    mov ecx, 54
+    rep stosb
+    mov rcx, rcx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 174
+    mov edi, ecx
+    movzx edi, byte ptr [r15 + 320]
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 896], rcx
+    and r8, 448
+    mov byte ptr [r15 + r8 + 1216], sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 198
+    add r8, r8
+    sub r8, rcx
     add r10, r11
     inc rbx
     dec r13
@@ -3221,20 +3322,26 @@ ditto_body_c2:
     add rcx, qword ptr [r15 + 11724256]
     jmp .Lc2_d47_j_t
 .Lc2_d47_j:
-    mov rbp, r11
-    mov ecx, 205
-    and rbp, 64
-    inc dword ptr [r15 + rbp + 576]
-    movzx ebp, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, dl
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    add r11, 64
+    mov rcx, qword ptr [r15 + 0]
+    addsd xmm13, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, r9
+    xchg qword ptr [r15 + 0], rcx
+    mov byte ptr [r14 + 0], dl
+    mov dword ptr [r14 + 0], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    lock xadd qword ptr [r15 + 704], rcx
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
@@ -3247,78 +3354,71 @@ ditto_body_c2:
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
-    lea rcx, [rip + .Lc2_d71_j]
+    mov rax, qword ptr [r15 + 11724248]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 11724248], rax
+    lea rcx, [rip + .Lc2_d77_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d71_j_t
-.Lc2_d71_j:
-    mov qword ptr [r15 + 0], rbp
+    jmp .Lc2_d77_j_t
+.Lc2_d77_j:
+    addsd xmm13, qword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    and eax, dword ptr [r15 + 0]
+    movzx ecx, cl
+    addsd xmm1, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ecx, ecx
+    pshufd xmm1, xmm2, 139
     mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 0], ecx
-    imul rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsd xmm8, qword ptr [r15 + 0]
-    mulsd xmm4, xmm8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or qword ptr [r15 + 0], 65
-    mov edx, ecx
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 236
-    and ecx, dword ptr [r14 + 0]
+    mov dword ptr [r15 + 192], eax
+    movzx ecx, byte ptr [r15 + 128]
+    mov eax, 73
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    mov rcx, rcx
+    and rbp, 8388544
+    mov qword ptr [r15 + rbp + 3326784], rbp
+    add rcx, qword ptr [r15 + 128]
+    maxsd xmm1, xmm13
+    test ebx, 1073741824
+    jnz 1f
+1:
+    neg rax
+    mov rdx, rax
+    movzx ebp, dl
+    test dword ptr [r15 + 11724252], 1073742336
     jz 1f
 1:
-    mov rcx, rdi
-    movsd xmm8, qword ptr [r14 + 0]
-    mov ecx, edx
+    mov edx, 41
+    movsxd rbp, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 128], rax
+    mov eax, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, ecx
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    and rbp, 64
-    movsd xmm8, qword ptr [r14 + rbp + 704]
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r14 + r9 + 256], r8d
-    and r8, 64
-    movdqu xmm8, xmmword ptr [r15 + r8 + 64]
-    mov edx, r8d
-    test ebx, 256
-    jz 1f
-1:
-    movdqu xmm8, xmmword ptr [r15 + r9 + 192]
-    mov byte ptr [r15 + rbp + 768], dil
-    add rdi, qword ptr [r15 + r8 + 128]
+    movzx ecx, byte ptr [r15 + 64]
+    mov dword ptr [r14 + 0], edx
+    pcmpeqb xmm1, xmmword ptr [r14 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov edi, ebp
-    mov rdi, rdi
+    neg rax
+    mov byte ptr [r15 + 64], sil
+    sub rax, rcx
     add r10, r11
     inc rbx
     dec r13
@@ -3328,359 +3428,334 @@ ditto_body_c2:
     add rcx, qword ptr [r15 + 11724256]
     jmp .Lc2_d134_j_t
 .Lc2_d134_j:
-    lea rbp, [r11 + r11*1]
+    mov rbp, r10
+    cmp rbp, rcx
+    and rbp, 131008
+    or qword ptr [r15 + rbp + 2147136], 99
     jmp 1f
 1:
-    and rbp, 64
-    movsxd rcx, dword ptr [r14 + rbp + 384]
-    mov rdi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    pmovmskb ebp, xmm1
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    movzx ecx, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movdqu xmm8, xmmword ptr [r15 + 0]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    maxsd xmm1, xmm7
+    movzx eax, bpl
+    mov ebp, eax
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
+    movzx eax, byte ptr [r15 + 256]
+    movzx ebp, al
+    mov dword ptr [r15 + 512], 30
+    mov dword ptr [r15 + 64], r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 196
-    jmp 1f
-1:
-    lock or dword ptr [r15 + 0], 60
-    mov ecx, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 320], cl
-    jmp 1f
+    add rax, rcx
+    neg rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    and r9, 64
-    pcmpeqb xmm8, xmmword ptr [r15 + r9 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 768]
+    mov rbp, r10
+    mov qword ptr [r15 + 128], rbp
+    add rcx, qword ptr [r15 + 64]
+    mov r8, r10
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, cl
-    ucomisd xmm8, xmm6
-    lea rbp, [r11 + r11*1]
-    mov rcx, rbp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], 186
+    and rbp, 4032
+    paddq xmm1, xmmword ptr [r14 + rbp + 9024]
+    and r8, 448
+    add rcx, qword ptr [r15 + r8 + 1344]
+    movzx ebp, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, edi
-    mov ecx, ecx
-    mov byte ptr [r14 + 0], cl
-    test ebx, 384
-    jnz 1f
-1:
-    mulsd xmm8, qword ptr [r15 + r9 + 128]
-    mov qword ptr [r15 + rbp + 192], rcx
-    jmp 1f
-1:
-    add r11, 64
+    shr ecx, 2
+    mov dword ptr [r14 + 0], 85
+    addsd xmm1, qword ptr [r14 + 128]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b1_done
 .Lc2_b1_c2:
-    lea rcx, [rip + .Lc2_d195_j]
+    lea rcx, [rip + .Lc2_d189_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d195_j_t
-.Lc2_d195_j:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsd qword ptr [r15 + 0], xmm8
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    jmp 1f
-1:
+    jmp .Lc2_d189_j_t
+.Lc2_d189_j:
+    mov dword ptr [r14 + 704], 111
+    movzx ebp, cl
+    lock add qword ptr [r15 + 384], r8
+    add rbp, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    lock or dword ptr [r15 + 0], 6
-    and rbp, 64
-    pcmpeqb xmm8, xmmword ptr [r14 + rbp + 640]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11*4]
+    movdqu xmm1, xmmword ptr [r15 + 0]
+    mov r9d, 68
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 192
-    add rcx, qword ptr [r15 + r9 + 2112]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
+    mov ebp, dword ptr [r15 + 0]
+    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 209
-    jmp 1f
-1:
-    movzx edi, byte ptr [r14 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 576], 202
-    mulsd xmm8, qword ptr [r15 + r9 + 2304]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and r9, 32704
+    mov ebp, dword ptr [r15 + r9 + 2114368]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1344], r8d
+    shr r9d, 15
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r14 + r8 + 64], rcx
-    mov rbp, qword ptr [r15 + r9 + 2240]
-    or qword ptr [r15 + r9 + 2176], 56
+    pcmpeqb xmm1, xmm12
+    mov dword ptr [r15 + 640], 198
+    mov byte ptr [r15 + 64], r8b
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, 171
-    jmp 1f
+    mov r8d, 205
+    movsxd r8, dword ptr [r14 + 448]
+    movsd xmm1, qword ptr [r15 + 768]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movzx ebp, dil
-    add r11, 64
+    mov r8, qword ptr [r15 + 256]
+    or qword ptr [r14 + 128], 31
+    mov qword ptr [r14 + 384], rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r8, qword ptr [r15 + 512]
+    mov r9, qword ptr [r15 + 192]
+    paddq xmm1, xmmword ptr [r15 + 320]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b1_done
 .Lc2_b1_c3:
-    nop
-    movq xmm6, rdi
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11*8]
-    pcmpeqb xmm6, xmm8
-    and r9, 448
-    movsd xmm6, qword ptr [r15 + r9 + 1088]
+    shl r8, 7
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 105
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 192], r9b
-    addsd xmm8, xmm6
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
+    mov rbp, rdx
+    por xmm1, xmm1
+    shr ebp, 8
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov ebp, ebp
+    mov qword ptr [r15 + 0], rbp
+    movzx ebp, byte ptr [r15 + 0]
+    movzx r8d, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    paddq xmm8, xmmword ptr [r15 + 0]
-    and edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 28672
+    jnz 1f
+1:
+    and rbp, r8
+    add qword ptr [r15 + 320], rsi
+    mov ebp, 247
+    mov rbp, qword ptr [r15 + 192]
+    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, edi
-    and edi, dword ptr [r15 + 0]
-    paddq xmm4, xmmword ptr [r15 + r9 + 1280]
+    mov dword ptr [r15 + 256], ebp
+    and r8, 1984
+    addsd xmm1, qword ptr [r15 + r8 + 2880]
+    mov ebp, 145
+    mov byte ptr [r15 + 320], bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r14 + r9 + 832]
-    paddd xmm4, xmm4
-    movdqu xmm8, xmmword ptr [r15 + rbp + 256]
-    lea rbp, [r11 + r11*1]
-    movsd xmm4, qword ptr [r15 + r9 + 1024]
+    mov dword ptr [r15 + 576], ebp
+    and rbp, r8
+    jmp 1f
+1:
+    mov rbp, r10
+    mov r8d, ebp
+    movzx r8d, byte ptr [r14 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    movzx ebp, r8b
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 1920]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    imul rdi, qword ptr [r15 + rbp + 192]
-    mov qword ptr [r15 + rbp + 256], rdi
-    mov byte ptr [r14 + r9 + 1152], dil
-    movzx ebp, byte ptr [r14 + 0]
-    test ebx, 1073741824
-    jnz 1f
+    add r8, qword ptr [r14 + 64]
+    jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 1216], 255
-    mov ebp, dword ptr [r15 + r9 + 960]
-    mov byte ptr [r15 + r9 + 896], bpl
-    add r11, 64
+    paddd xmm1, xmm1
+    mov dword ptr [r15 + 192], r8d
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
-// block 2: 512 bytes, 2 chunk(s), 26 chunk executions per call
+// block 2: 512 bytes, 2 chunk(s), 28 chunk executions per call
     mov rbx, qword ptr [r15 + 11724280]
-    lea rcx, [rbx + 26]
+    lea rcx, [rbx + 28]
     mov qword ptr [r15 + 11724280], rcx
-    mov r13d, 26
+    mov r13d, 28
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
-    and ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 58
-    movsd xmm4, qword ptr [r15 + 0]
+    nop
+    pxor xmm1, xmm13
+    mov rcx, qword ptr [r15 + 0]
+    mov ebp, 5
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov qword ptr [r15 + 0], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    por xmm4, xmm4
-    mov ecx, 199
+    movzx r8d, sil
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 83
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 57
-    mov r9d, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 245
-    lea r9, [r11 + r11*1]
-    or ecx, 1
-    xor edx, edx
-    div ecx
-    and r9, 64
-    movsd xmm4, qword ptr [r15 + r9 + 64]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    mov rdx, qword ptr [r14 + rbp + 64]
-    addsd xmm4, qword ptr [r14 + 0]
-    addsd xmm4, xmm4
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    pcmpeqb xmm4, xmm8
-    and r8, 64
-    add rdx, qword ptr [r15 + r8 + 256]
-    mov dword ptr [r15 + rbp + 128], 154
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r14 + r8 + 192], dl
     mov r8d, r8d
-    movzx edx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, qword ptr [r14 + 0]
+    addsd xmm1, qword ptr [r15 + 576]
+    mov rbp, r11
+    inc dword ptr [r15 + 512]
+    pcmpeqb xmm1, xmmword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 2880], bpl
+    addsd xmm1, qword ptr [r14 + 768]
+    movzx ebp, byte ptr [r15 + 192]
+    test ebx, 1600
+    jnz 1f
+1:
+    mov dword ptr [r14 + 64], ebp
+    mov r8, rbp
+    mov r8d, dword ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r14 + r9 + 128], rdx
-    por xmm4, xmm4
-    jmp 1f
+    movsxd rbp, dword ptr [r15 + 256]
+    mov r8, r10
+    mov ecx, 185
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
 1:
+    and r8, 448
+    movsd qword ptr [r14 + r8 + 1344], xmm1
+    movsxd rbp, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 704], dil
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b2_done
 .Lc2_b2_c1:
-    lea rcx, [rip + .Lc2_d365_j]
+    lea rcx, [rip + .Lc2_d357_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d365_j_t
-.Lc2_d365_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    movzx edx, dl
-    mov byte ptr [r15 + 0], dl
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, esi
+    jmp .Lc2_d357_j_t
+.Lc2_d357_j:
+    movzx ecx, cl
+    mov ecx, 9
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 60288
-    jz 1f
-1:
-    addsd xmm4, qword ptr [r15 + 0]
-    paddd xmm4, xmm4
-    jmp 1f
-1:
-    mov rdx, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rdx
-    mov rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    imul edx, edx, 28
     test ebx, 1073741824
     jnz 1f
 1:
+    mov ecx, ecx
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 0]
-    movq xmm4, rdx
-    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 3
-    movzx edx, byte ptr [r15 + 0]
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 512]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 256]
+    add rcx, r8
+    and r8d, dword ptr [r15 + 0]
+    por xmm1, xmm1
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 164
+    mov byte ptr [r15 + 0], cl
+    and r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 256], r8d
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 576], r9d
-    add rcx, qword ptr [r14 + rbp + 448]
-    add rcx, qword ptr [r15 + r9 + 640]
-    add qword ptr [r15 + r8 + 192], rcx
+    movzx r8d, r8b
+    pcmpeqb xmm1, xmmword ptr [r14 + 384]
+    mov r9, qword ptr [r15 + 192]
+    movzx r8d, byte ptr [r14 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    imul r9, rcx
-    mov qword ptr [r14 + 0], rdi
-    mov byte ptr [r14 + 0], dl
+    xor dword ptr [r15 + 576], r8d
+    lock or dword ptr [r15 + 512], 85
+    mov r8d, dword ptr [r15 + 256]
     jmp 1f
 1:
-    add r11, 64
+    and r8d, dword ptr [r14 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, r8b
+    movsd xmm13, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r8, r10
+    test ebx, 28544
+    jz 1f
+1:
+    jmp 1f
+1:
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 4928]
+    mov dword ptr [r14 + 64], ecx
+    movsxd rcx, dword ptr [r15 + 640]
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b2_c0
@@ -3715,139 +3790,158 @@ ditto_body_c2:
     jmp .Lc2_b3_c7
     .p2align 6
 .Lc2_b3_c0:
-    lea rcx, [rip + .Lc2_d436_j]
+    lea rcx, [rip + .Lc2_d426_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d436_j_t
-.Lc2_d436_j:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 384], 8
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc2_d426_j_t
+.Lc2_d426_j:
+    movdqu xmm13, xmmword ptr [r15 + 128]
+    mov ecx, dword ptr [r14 + 64]
+    mov dword ptr [r15 + 128], 193
+    paddq xmm13, xmmword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, cl
-    mov ecx, 178
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 59
+    mov rcx, rcx
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    test ebx, 1073741824
-    jnz 1f
+    movzx ecx, byte ptr [r14 + 0]
+    jmp 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
+    movzx eax, byte ptr [r14 + 0]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
     mov eax, 60
-    mov eax, 186
-    lea r8, [r11 + r11*1]
-    mov eax, 10
-    test ebx, 32768
-    jnz 1f
-1:
-    xor dword ptr [r14 + 0], r8d
-    and r8, 64
-    pcmpeqb xmm4, xmmword ptr [r15 + r8 + 128]
-    movdqu xmm6, xmmword ptr [r15 + r8 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add qword ptr [r15 + rbp + 256], r8
-    jmp 1f
-1:
-    addsd xmm4, qword ptr [r15 + r9 + 320]
+    lock or dword ptr [r15 + 448], 7
+    mov rbp, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r8
+    mov rbp, r10
     jmp 1f
 1:
-    add r11, 64
+    jmp 1f
+1:
+    and rbp, 448
+    lock or dword ptr [r15 + rbp + 1344], 17
+    add rbp, qword ptr [r14 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r14 + 128], bpl
+    movsxd rbp, dword ptr [r14 + 64]
+    movzx eax, al
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, rax
+    lock add qword ptr [r15 + 384], rax
+    mov ebp, eax
+    test ebx, 106496
+    jnz 1f
+1:
+    mov rax, rbp
+    lock add qword ptr [r15 + 64], rax
+    jmp 1f
+1:
+    mov dword ptr [r14 + 448], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp rbp, rax
+    lock xadd qword ptr [r15 + 64], rax
+    mov dword ptr [r14 + 128], eax
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c1:
-    lea rcx, [rip + .Lc2_d492_j]
+    lea rcx, [rip + .Lc2_d490_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d492_j_t
-.Lc2_d492_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
-    mov ecx, ecx
-    nop
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 98
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc2_d490_j_t
+.Lc2_d490_j:
     jmp 1f
 1:
-    test ebx, 252672
-    jz 1f
+    mov qword ptr [r15 + 256], rcx
+    mov ecx, 69
+    mov rbp, r10
+    mov dword ptr [r15 + 128], ebp
+    test ebx, 204800
+    jnz 1f
 1:
-    mov ecx, 234
-    mov rcx, rcx
-    lea r8, [r11 + r11*2]
-    imul rcx, r8
-    and r8, 448
-    mov qword ptr [r15 + r8 + 1472], rsi
-    lea rbp, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + 128]
+    and rbp, 448
+    lock add qword ptr [r15 + rbp + 832], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 106496
+    jnz 1f
+1:
+    and ebp, dword ptr [r14 + 192]
+    cmp rax, rbp
+    and ebp, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    xor dword ptr [r15 + rbp + 704], ebp
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov ecx, r9d
+    mov byte ptr [r15 + 0], bpl
+    mov qword ptr [r15 + 0], rbp
+    xchg qword ptr [r15 + 640], rbp
+    mov rax, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 4032
-    mov qword ptr [r14 + r9 + 4992], r9
-    mov qword ptr [r15 + rbp + 768], r9
-    movzx ebp, r9b
-    paddq xmm4, xmmword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 384], 20
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 1408], 161
+    movsxd rbp, dword ptr [r14 + 768]
+    xor ebp, eax
+    mov rax, rax
+    lock xadd qword ptr [r15 + 512], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor ebp, eax
+    lea rbp, [r10 + r10*1]
+    movsxd rax, dword ptr [r14 + 320]
+    movsxd rcx, dword ptr [r15 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov ecx, eax
+    mov byte ptr [r15 + 64], cl
+    mov dword ptr [r15 + 64], 127
+    test ebx, 1073741824
+    jnz 1f
+1:
+    pcmpeqb xmm13, xmmword ptr [r15 + rbp + 1408]
+    mov ebp, 67
     jmp 1f
 1:
-    pcmpeqb xmm4, xmmword ptr [r14 + r9 + 4928]
-    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
@@ -3856,450 +3950,501 @@ ditto_body_c2:
     add rcx, qword ptr [r15 + 11724256]
     jmp .Lc2_d550_j_t
 .Lc2_d550_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 320]
-    movsxd r9, dword ptr [r14 + 0]
-    movzx r8d, byte ptr [r14 + 0]
-    movsxd rax, dword ptr [r14 + 0]
-    test ebx, 1073741824
-    jnz 1f
+    addsd xmm13, qword ptr [r15 + 128]
+    add rcx, 20
+    jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rdi
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 32
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or qword ptr [r15 + 0], 106
-    pshufd xmm4, xmm4, 160
-    mov r12, qword ptr [r15 + r12 + 56]
     mov rcx, rcx
+    movsd xmm1, qword ptr [r15 + 128]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + 320], rax
+    movzx ecx, byte ptr [r14 + 0]
+    movzx eax, cl
+    mov dword ptr [r14 + 0], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    bswap rax
+    mov dword ptr [r15 + 0], 219
+    and eax, dword ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    and ecx, dword ptr [r14 + r9 + 64]
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 320]
-    mov rdi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov eax, 66
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + r9 + 128]
-    mov ecx, 159
-    mov r9d, 151
+    add rax, 49
+    lock or dword ptr [r15 + 256], 20
+    cmp rax, rax
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + rbp + 384]
-    mov dword ptr [r15 + r8 + 384], r9d
-    mov r9d, 178
-    add r11, 64
+    jmp 1f
+1:
+    jmp 1f
+1:
+    xor eax, ecx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    jmp 1f
+1:
+    mov qword ptr [r15 + 768], rbp
+    and eax, dword ptr [r14 + 64]
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 64], bpl
+    movzx ebp, cl
+    mov dword ptr [r15 + 576], 222
+    mov byte ptr [r15 + 256], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rbp
+    mov ebp, dword ptr [r15 + 192]
+    mulsd xmm13, qword ptr [r15 + 640]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c3:
-    lea rcx, [rip + .Lc2_d609_j]
+    lea rcx, [rip + .Lc2_d613_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d609_j_t
-.Lc2_d609_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc2_d613_j_t
+.Lc2_d613_j:
+    xor ecx, ebp
+    mov dword ptr [r15 + 0], 147
+    mov ebp, 11
+    mov ecx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r11 + r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    movdqu xmm4, xmmword ptr [r15 + r9 + 3392]
-    mov ecx, 233
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 3200], ecx
-    mov ecx, ecx
-    movsxd rcx, dword ptr [r15 + r9 + 2880]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, dil
-    mov dword ptr [r15 + r9 + 3264], ecx
-    lock add qword ptr [r15 + r9 + 3008], rcx
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    imul rcx, qword ptr [r15 + r8 + 320]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r14 + r9 + 3072], 157
-    imul rcx, qword ptr [r14 + r8 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rbp
-    mov dword ptr [r15 + rbp + 128], ebp
+    mov dword ptr [r15 + 0], 144
     jmp 1f
 1:
+    movsd xmm13, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock add qword ptr [r15 + 0], rcx
+    test ebx, 195840
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + r9 + 3328]
-    movzx ecx, bpl
-    movzx ebp, cl
+    movzx ebp, bpl
+    mov qword ptr [r14 + 640], rbp
+    mov dword ptr [r15 + 448], ebp
+    mov ebp, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r14 + 0]
+    movzx ebp, byte ptr [r14 + 0]
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    test ebx, 204800
+    jnz 1f
+1:
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 256], ebp
+    mov dword ptr [r15 + 192], 214
+    add rbp, qword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 576], cl
     test ebx, 192256
     jz 1f
 1:
-    mov qword ptr [r15 + r9 + 3136], rcx
-    xor dword ptr [r15 + r9 + 2944], ebp
-    add r11, 64
+    movzx ecx, bpl
+    subsd xmm13, xmm13
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r14 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], 104
+    pcmpeqb xmm13, xmmword ptr [r15 + r8 + 1408]
+    add r8, rcx
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c4:
-    lea rcx, [rip + .Lc2_d660_j]
+    lea rcx, [rip + .Lc2_d671_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d660_j_t
-.Lc2_d660_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    subsd xmm4, xmm4
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    movsxd rcx, dword ptr [r15 + 0]
-    paddq xmm4, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or qword ptr [r15 + 0], 96
-    mov ecx, ecx
-    mov ecx, dword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    movdqu xmm4, xmmword ptr [r15 + 0]
+    jmp .Lc2_d671_j_t
+.Lc2_d671_j:
+    sete cl
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    movdqu xmm13, xmmword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    movsxd rcx, dword ptr [r14 + rbp + 256]
-    imul rcx, qword ptr [r14 + 0]
-    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    lock or dword ptr [r15 + 0], 18
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r14 + 0]
-    and r8, 64
-    movsd xmm4, qword ptr [r15 + r8 + 512]
-    lea r9, [r11 + r11*1]
-    mov edi, 46
-    mov edi, edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 64]
-    mov edi, ecx
-    movsxd rcx, dword ptr [r15 + r9 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov rcx, rcx
+    mov rcx, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 148
-    add rcx, qword ptr [r15 + rbp + 192]
-    movzx r9d, byte ptr [r14 + r8 + 448]
-    add r11, 64
+    mov ecx, 93
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 2
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 192], 168
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 64]
+    and rcx, rbp
+    mov rbp, qword ptr [r15 + 64]
+    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r8
+    mov dword ptr [r15 + 64], 237
+    mov r9, qword ptr [r14 + 64]
+    mov r8, qword ptr [r15 + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    xchg qword ptr [r15 + 256], r8
+    mov qword ptr [r15 + 2176], rdi
+    mov byte ptr [r15 + 128], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    neg r8
+    mov qword ptr [r15 + 128], r8
+    mov qword ptr [r14 + 0], r8
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c5:
-    lea rcx, [rip + .Lc2_d720_j]
+    lea rcx, [rip + .Lc2_d731_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d720_j_t
-.Lc2_d720_j:
-    mulsd xmm4, qword ptr [r15 + 0]
+    jmp .Lc2_d731_j_t
+.Lc2_d731_j:
+    jmp 1f
+1:
+    or ecx, ecx
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lock add qword ptr [r15 + 640], rcx
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 1408]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    bt r9, r9
+    mov dword ptr [r15 + 128], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    or qword ptr [r15 + 0], 40
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp rcx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 167
+    lock xadd qword ptr [r15 + 384], rcx
+    mov dword ptr [r14 + 128], 206
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 256]
+    mov dword ptr [r15 + r8 + 1344], ecx
+    mov qword ptr [r15 + 512], rcx
+    mov rcx, qword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mulsd xmm13, qword ptr [r14 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov ecx, ecx
-    jmp 1f
-1:
-    mulsd xmm4, xmm4
-    test ebx, 1073741824
-    jnz 1f
-1:
-    pcmpeqb xmm4, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    pxor xmm4, xmm8
-    mov rcx, qword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 0]
-    mov ebp, 91
-    lea rbp, [r11 + r11*1]
-    xor dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    pcmpeqb xmm4, xmmword ptr [r15 + 0]
-    and rbp, 64
-    pcmpeqb xmm4, xmmword ptr [r15 + rbp + 256]
-    and ecx, dword ptr [r14 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    mov rcx, r9
-    mov ecx, dword ptr [r14 + 0]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 320], r8b
-    and r9, 64
-    pcmpeqb xmm4, xmmword ptr [r14 + r9 + 640]
-    test ebx, 1024
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r9 + 576]
+    neg rcx
+    mov ecx, 169
     jmp 1f
 1:
-    mulsd xmm4, xmm4
     test ebx, 1073741824
     jnz 1f
 1:
-    xor dword ptr [r15 + rbp + 192], ecx
-    mov ecx, ecx
-    add rcx, qword ptr [r15 + r8 + 384]
-    add r11, 64
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov byte ptr [r14 + 64], cl
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c6:
-    lea rcx, [rip + .Lc2_d781_j]
+    lea rcx, [rip + .Lc2_d798_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d781_j_t
-.Lc2_d781_j:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r8d, ecx
-    nop
-    mov r8d, 196
+    jmp .Lc2_d798_j_t
+.Lc2_d798_j:
+    neg rcx
+    xchg qword ptr [r15 + 192], rcx
+    movzx r8d, byte ptr [r15 + 512]
+    pshufd xmm13, xmm13, 210
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r8
+    movsxd rcx, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rsi
+    mov qword ptr [r15 + 704], r8
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    movsd xmm13, qword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    movzx ecx, r8b
+    or qword ptr [r15 + 0], 27
+    xchg qword ptr [r15 + 0], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 320], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], r8d
+    cmp r8, r8
+    cmp r8, r8
+    mov qword ptr [r14 + 768], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r10
+    mov dword ptr [r15 + 2240], r8d
+    lock add qword ptr [r15 + 128], rcx
+    and r8, 448
+    pcmpeqb xmm13, xmmword ptr [r15 + r8 + 1344]
+    movsxd rcx, dword ptr [r14 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movdqu xmm13, xmmword ptr [r15 + 576]
     jmp 1f
 1:
+    lock add qword ptr [r15 + 256], r8
+    mulsd xmm13, xmm13
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r8
-    mov r8, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov r9d, 111
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    pcmpeqb xmm4, xmmword ptr [r15 + r8 + 512]
-    lea r9, [r11 + r11*1]
-    mov ecx, r9d
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov qword ptr [r14 + r9 + 128], r9
-    and rbp, 64
-    lock xadd qword ptr [r15 + rbp + 64], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    pcmpeqb xmm4, xmmword ptr [r14 + 0]
-    mov ecx, dword ptr [r14 + 0]
-    por xmm4, xmm4
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 448], cl
-    movsxd rcx, dword ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + r9 + 64], 80
-    add r11, 64
+    neg r8
+    inc r8d
+    mov byte ptr [r14 + 448], cl
+    mov qword ptr [r15 + 128], r8
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c7:
-    lea rcx, [rip + .Lc2_d842_j]
+    lea rcx, [rip + .Lc2_d854_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d842_j_t
-.Lc2_d842_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    xchg qword ptr [r15 + 0], rcx
-    lock add qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc2_d854_j_t
+.Lc2_d854_j:
+    add rcx, 122
+    maxsd xmm13, xmm13
+    pcmpeqb xmm13, xmmword ptr [r15 + 256]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
+    movsxd rcx, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov rcx, rcx
-    lock xadd qword ptr [r15 + 0], rcx
-    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock or dword ptr [r15 + 0], 116
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov ecx, 65
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 128]
-    lea r8, [r11*8]
-    mov r9d, r8d
+    jmp 1f
+1:
+    lea rcx, [rcx + rcx*2 + 31]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 448
-    mov byte ptr [r15 + r8 + 2752], r8b
-    mov ecx, r8d
-    inc dword ptr [r15 + r8 + 2624]
-    mov dword ptr [r15 + r8 + 2496], 169
+    neg rcx
+    mov rcx, qword ptr [r14 + 128]
+    mov dword ptr [r15 + 128], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + r8 + 2432]
-    mov dword ptr [r15 + rbp + 64], ecx
-    pcmpeqb xmm4, xmmword ptr [r15 + r8 + 2816]
-    lea rbp, [r11 + r11*1]
+    shr ecx, 1
+    and ecx, dword ptr [r15 + 192]
+    movsxd r8, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 2304], 176
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 512]
-    mov r9, rcx
-    or qword ptr [r14 + 0], 9
-    movdqu xmm4, xmmword ptr [r15 + r8 + 2688]
+    and rbp, 448
+    movsd xmm13, qword ptr [r14 + rbp + 832]
+    movzx ecx, byte ptr [r15 + 192]
+    mov dword ptr [r14 + 64], r8d
+    movzx ebp, byte ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    and ecx, dword ptr [r14 + r8 + 2560]
-    mov dword ptr [r15 + r8 + 2368], ecx
-    movsd xmm4, qword ptr [r14 + rbp + 448]
-    add r11, 64
+    add rbp, qword ptr [r15 + 320]
+    movzx r8d, bpl
+    inc ebp
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b3_c0
 .Lc2_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 34 chunk executions per call
-    mov rbx, qword ptr [r15 + 11724296]
-    lea rcx, [rbx + 34]
-    mov qword ptr [r15 + 11724296], rcx
-    mov r13d, 34
+// block 4: 64 bytes, 1 chunk(s), 46 chunk executions per call
+    mov r13d, 46
     jmp .Lc2_b4_c0
     .p2align 6
 .Lc2_b4_c0:
-    mov rbp, r11
-    movq xmm4, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov qword ptr [r14 + rbp + 704], rbp
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
+    movdqu xmmword ptr [r15 + 0], xmm13
+    mov rbp, qword ptr [r15 + 640]
     jmp 1f
 1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rcx
-    add r11, 64
-    inc rbx
+    mov r8d, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], 237
+    addsd xmm13, qword ptr [r14 + 0]
+    and r8d, dword ptr [r15 + 448]
+    movzx ecx, r8b
+    mov qword ptr [r15 + 192], rbp
     dec r13
     jnz .Lc2_b4_c0
 .Lc2_b4_done:
-// block 5: 64 bytes, 1 chunk(s), 84 chunk executions per call
-    mov r13d, 84
+// block 5: 64 bytes, 1 chunk(s), 68 chunk executions per call
+    mov rbx, qword ptr [r15 + 11724304]
+    lea rcx, [rbx + 68]
+    mov qword ptr [r15 + 11724304], rcx
+    mov r13d, 68
     jmp .Lc2_b5_c0
     .p2align 6
 .Lc2_b5_c0:
-    mov rbp, r11
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rcx
+    mov dword ptr [r15 + 0], ecx
+    pxor xmm13, xmm1
+    mov ecx, ecx
     mov r8, r11
-    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    or qword ptr [r15 + rbp + 320], 118
     jmp 1f
 1:
-    and r8, 64
-    lock or dword ptr [r15 + r8 + 64], 51
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 448
+    pcmpeqb xmm13, xmmword ptr [r14 + r8 + 832]
+    shl r8, 4
+    lock or dword ptr [r15 + 64], 26
+    jmp 1f
+1:
     add r11, 64
+    inc rbx
     dec r13
     jnz .Lc2_b5_c0
 .Lc2_b5_done:
@@ -4311,48 +4456,51 @@ ditto_body_c2:
     jmp .Lc2_b6_c0
     .p2align 6
 .Lc2_b6_c0:
-    mov rcx, qword ptr [r15 + 0]
-    mov r8d, ebp
-    mov r8, r10
-    mov byte ptr [r15 + 0], r8b
-    mov rbp, r11
+    mov dword ptr [r15 + 704], 42
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 1048512
-    mov dword ptr [r15 + r8 + 2278208], eax
-    and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 192]
-    add r11, 64
-    add r10, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul rcx, qword ptr [r14 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or ecx, 1
+    xor edx, edx
+    div ecx
+    movzx ecx, r8b
     inc rbx
     dec r13
     jnz .Lc2_b6_c0
 .Lc2_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 33 chunk executions per call
+// block 7: 64 bytes, 1 chunk(s), 32 chunk executions per call
     mov rbx, qword ptr [r15 + 11724320]
-    lea rcx, [rbx + 33]
+    lea rcx, [rbx + 32]
     mov qword ptr [r15 + 11724320], rcx
-    mov r13d, 33
+    mov r13d, 32
     jmp .Lc2_b7_c0
     .p2align 6
 .Lc2_b7_c0:
-    mov ecx, r9d
-    mov ecx, r8d
-    mov rbp, r11
-    test ebx, 6144
-    jz 1f
-1:
-    mov r8, r11
-    and rbp, 64
-    pcmpeqb xmm4, xmmword ptr [r15 + rbp + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 11264
+    mov dword ptr [r15 + 256], 205
+    mov rbp, rcx
+    test bl, 160
     jnz 1f
 1:
-    and r8, 192
-    movzx ebp, byte ptr [r15 + r8 + 1856]
-    add r11, 64
+    mov rbp, r10
+    mov r8, r10
+    mov rcx, r8
+    and rbp, 1048512
+    add rcx, qword ptr [r15 + rbp + 2278208]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 2368]
+    mov r8, rcx
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b7_c0
@@ -4365,86 +4513,79 @@ ditto_body_c2:
     jmp .Lc2_b8_c0
     .p2align 6
 .Lc2_b8_c0:
-    mov rbp, r11
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 320]
-    movq qword ptr [r14 + 0], xmm4
-    mov dword ptr [r15 + 0], 251
-    mov rbp, r11
-    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r14 + 0], 244
+    mov rcx, qword ptr [r15 + 256]
+    imul rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    add rcx, qword ptr [r15 + 0]
-    and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 192]
-    mov ebp, 232
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 320]
+    and r8, 448
+    xor dword ptr [r15 + r8 + 1344], r8d
+    mov r8, r8
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b8_c0
 .Lc2_b8_done:
-// block 9: 64 bytes, 1 chunk(s), 20 chunk executions per call
+// block 9: 64 bytes, 1 chunk(s), 19 chunk executions per call
     mov rbx, qword ptr [r15 + 11724336]
-    lea rcx, [rbx + 20]
+    lea rcx, [rbx + 19]
     mov qword ptr [r15 + 11724336], rcx
-    mov r13d, 20
+    mov r13d, 19
     jmp .Lc2_b9_c0
     .p2align 6
 .Lc2_b9_c0:
-    lea rcx, [rip + .Lc2_d999_j]
+    lea rcx, [rip + .Lc2_d1019_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d999_j_t
-.Lc2_d999_j:
-    paddd xmm4, xmm4
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc2_d1019_j_t
+.Lc2_d1019_j:
+    mov qword ptr [r15 + 2112], rcx
+    and ecx, dword ptr [r15 + 64]
+    or qword ptr [r15 + 384], 28
+    movq xmm13, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, r9
-    mov rbp, r10
+    and ecx, dword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    jmp 1f
+1:
+    test ebx, 4096
     jz 1f
 1:
-    and rbp, 32704
-    add rcx, qword ptr [r15 + rbp + 2114368]
-    mov ebp, 242
-    add r10, r11
+    cvtsi2sd xmm13, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
     inc rbx
     dec r13
     jnz .Lc2_b9_c0
 .Lc2_b9_done:
-// block 10: 64 bytes, 1 chunk(s), 30 chunk executions per call
-    mov rbx, qword ptr [r15 + 11724344]
-    lea rcx, [rbx + 30]
-    mov qword ptr [r15 + 11724344], rcx
-    mov r13d, 30
+// block 10: 64 bytes, 1 chunk(s), 40 chunk executions per call
+    mov r13d, 40
     jmp .Lc2_b10_c0
     .p2align 6
 .Lc2_b10_c0:
-    lea rcx, [rip + .Lc2_d1024_j]
+    lea rcx, [rip + .Lc2_d1042_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d1024_j_t
-.Lc2_d1024_j:
-    mov rbp, r10
-    mov r8, r11
-    and rbp, 64
-    add rcx, qword ptr [r14 + rbp + 576]
+    jmp .Lc2_d1042_j_t
+.Lc2_d1042_j:
+    or qword ptr [r15 + 1856], 113
+    mov byte ptr [r15 + 192], cl
+    movsxd rcx, dword ptr [r15 + 320]
     jmp 1f
 1:
-    and r8, 448
-    addsd xmm4, qword ptr [r14 + r8 + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    add r10, r11
-    inc rbx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edx, dword ptr [r15 + 0]
+    movsd xmm13, qword ptr [r15 + 448]
+    movzx r8d, byte ptr [r15 + 576]
+    movzx eax, byte ptr [r14 + 0]
     dec r13
     jnz .Lc2_b10_c0
 .Lc2_b10_done:
@@ -4509,119 +4650,123 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc2_d1024_j_t:
+.Lc2_d1042_j_t:
     jmp rcx
-.Lc2_d999_j_t:
+.Lc2_d1019_j_t:
     jmp rcx
-.Lc2_d365_j_t:
+.Lc2_d357_j_t:
     jmp rcx
 .Lc1_b0_stubs_t:
     jmp rcx
-.Lc1_d571_j_t:
+.Lc1_d578_j_t:
     jmp rcx
-.Lc1_d628_j_t:
+.Lc1_d642_j_t:
     jmp rcx
-.Lc1_d684_j_t:
+.Lc1_d700_j_t:
     jmp rcx
-.Lc1_d748_j_t:
+.Lc1_d766_j_t:
     jmp rcx
 .Lc1_b3_stubs_t:
     jmp rcx
 .Lc1_b4_stubs_t:
     jmp rcx
-.Lc1_d1083_j_t:
+.Lc1_d1098_j_t:
     jmp rcx
-.Lc1_d1149_j_t:
+.Lc1_d1160_j_t:
     jmp rcx
 .Lc1_b7_stubs_t:
     jmp rcx
 .Lc1_d40_j_t:
     jmp rcx
-.Lc1_d102_s_t:
+.Lc1_d105_s_t:
     jmp rcx
-.Lc1_d173_j_t:
+.Lc1_d165_j_t:
     jmp rcx
-.Lc1_d235_j_t:
+.Lc1_d227_j_t:
     jmp rcx
-.Lc1_d291_j_t:
+.Lc1_d289_j_t:
     jmp rcx
-.Lc1_d346_j_t:
+.Lc1_d353_j_t:
     jmp rcx
-.Lc1_d409_j_t:
+.Lc1_d415_j_t:
     jmp rcx
-.Lc1_d466_j_t:
+.Lc1_d473_j_t:
     jmp rcx
-.Lc1_d812_j_t:
+.Lc1_d839_j_t:
     jmp rcx
-.Lc1_d873_j_t:
+.Lc1_d901_j_t:
     jmp rcx
-.Lc1_d944_j_t:
+.Lc1_d969_j_t:
     jmp rcx
-.Lc1_d1018_j_t:
+.Lc1_d1037_j_t:
     jmp rcx
-.Lc1_d1182_j_t:
+.Lc1_d1192_j_t:
     jmp rcx
-.Lc1_d1240_j_t:
+.Lc1_d1251_j_t:
     jmp rcx
-.Lc1_d1299_j_t:
+.Lc1_d1311_j_t:
     jmp rcx
-.Lc1_d1358_j_t:
+.Lc1_d1380_j_t:
     jmp rcx
-.Lc1_d1419_j_t:
+.Lc1_d1438_j_t:
     jmp rcx
-.Lc1_d1476_j_t:
+.Lc1_d1498_j_t:
     jmp rcx
-.Lc1_d1534_j_t:
+.Lc1_d1558_j_t:
     jmp rcx
-.Lc1_d1591_j_t:
+.Lc1_d1616_j_t:
     jmp rcx
-.Lc1_d1646_j_t:
+.Lc1_d1685_j_t:
     jmp rcx
-.Lc1_d1710_j_t:
+.Lc1_d1743_j_t:
     jmp rcx
-.Lc1_d1769_j_t:
+.Lc1_d1797_j_t:
     jmp rcx
-.Lc1_d1825_j_t:
+.Lc1_d1865_j_t:
     jmp rcx
-.Lc1_d1890_j_t:
+.Lc1_d1922_j_t:
     jmp rcx
-.Lc1_d1944_j_t:
+.Lc1_d1984_j_t:
     jmp rcx
-.Lc1_d2010_j_t:
+.Lc1_d2040_j_t:
     jmp rcx
-.Lc1_d2068_j_t:
+.Lc1_d2099_j_t:
     jmp rcx
-.Lc2_d71_j_t:
+.Lc2_d77_j_t:
     jmp rcx
 .Lc2_d134_j_t:
     jmp rcx
-.Lc2_d195_j_t:
+.Lc2_d189_j_t:
     jmp rcx
-.Lc0_d164_j_t:
+.Lc0_d201_j_t:
     jmp rcx
 .Lc2_d47_j_t:
     jmp rcx
 .Lc2_b3_stubs_t:
     jmp rcx
-.Lc0_d281_j_t:
+.Lc0_d263_j_t:
     jmp rcx
-.Lc2_d436_j_t:
+.Lc2_d426_j_t:
     jmp rcx
-.Lc2_d492_j_t:
+.Lc2_d490_j_t:
     jmp rcx
 .Lc2_d550_j_t:
     jmp rcx
-.Lc2_d609_j_t:
+.Lc2_d613_j_t:
     jmp rcx
-.Lc2_d660_j_t:
+.Lc2_d671_j_t:
     jmp rcx
-.Lc2_d720_j_t:
+.Lc2_d731_j_t:
     jmp rcx
-.Lc2_d781_j_t:
+.Lc2_d798_j_t:
     jmp rcx
-.Lc2_d842_j_t:
+.Lc2_d854_j_t:
     jmp rcx
-.Lc0_d255_s_t:
+.Lc0_d290_s_t:
+    jmp rcx
+.Lc0_d50_s_t:
+    jmp rcx
+.Lc0_d171_s_t:
     jmp rcx
     .text
 

@@ -37,49 +37,42 @@ ditto_body_c1:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 128 bytes, 1 chunk(s), 37 chunk executions per call
+// block 0: 128 bytes, 1 chunk(s), 39 chunk executions per call
     mov rbx, qword ptr [r15 + 67117736]
-    lea rcx, [rbx + 37]
+    lea rcx, [rbx + 39]
     mov qword ptr [r15 + 67117736], rcx
-    mov r13d, 37
+    mov r13d, 39
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test bl, 4
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    add rcx, qword ptr [r15 + 192]
+    test ebx, 4096
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    test ebx, 18432
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 192
-    mov dword ptr [r15 + r8 + 576], 6
+    movzx ecx, dil
     mov rbp, r11
     test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], edx
+    test ebx, 1073741824
     jz 1f
 1:
-    test ebx, 1073741824
+    mov dword ptr [r15 + 576], 52
+    test dword ptr [r15 + 67117723], 36
     jnz 1f
 1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and rbp, 64
-    add r8, qword ptr [r15 + rbp + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
@@ -99,49 +92,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d72_j]
+    lea rcx, [rip + .Lc1_d68_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d72_j_t
-.Lc1_d72_j:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11*8]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], r9d
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3456], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm15, xmm14, 237
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 83887104
+    jmp .Lc1_d68_j_t
+.Lc1_d68_j:
+    mov ecx, 248
+    vpaddd xmm10, xmm10, xmm1
+    mov ecx, ecx
+    vpxor xmm1, xmm1, xmm10
+    mov dword ptr [r15 + 512], edi
+    movzx ecx, cl
+    test dword ptr [r15 + 67117724], 8192
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 24
-    movzx ecx, cl
-    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    movzx edi, byte ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], cl
+    mov rcx, rsi
+    mov qword ptr [r15 + 320], rdx
+    mov edx, ecx
+    movzx edx, byte ptr [r15 + 640]
+    mov dword ptr [r15 + 64], 161
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + r8 + 3648]
-    vmovq qword ptr [r15 + r8 + 3520], xmm15
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 64]
-    mov edi, dword ptr [r15 + rbp + 448]
-    mov rbp, r9
+    mov dword ptr [r15 + 192], edx
+    imul rcx, qword ptr [r15 + 448]
+    mov esi, eax
+    mov edx, 119
+    mov rbp, r10
+    vmovdqu ymmword ptr [r15 + 704], ymm15
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + r8 + 3584]
-    mov dword ptr [r15 + r8 + 3392], 224
-    mov qword ptr [r15 + r9 + 128], r9
-    mov r9d, ebp
-    mov dword ptr [r15 + r8 + 3712], 57
-    add r11, 64
+    movzx eax, byte ptr [r15 + 320]
+    and rbp, 1984
+    inc dword ptr [r15 + rbp + 1344]
+    mov ebp, 190
+    mov esi, 162
+    mov ecx, 243
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -149,53 +147,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, 161
-    mov eax, 178
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, esi
-    test dword ptr [r15 + 67117724], 1026
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
+    lea rcx, [rip + .Lc1_d118_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d118_j_t
+.Lc1_d118_j:
+    movzx ebp, cl
+    movzx r8d, cl
+    movsxd rcx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], 230
+    mov rbp, qword ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 255
-    movzx esi, al
+    mov rcx, qword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 256], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*2]
-    mov r9, r11
-    and rbp, 192
-    movsxd rsi, dword ptr [r15 + rbp + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 1984
-    mov rsi, qword ptr [r15 + r9 + 1344]
-    movzx r8d, r9b
-    movzx r9d, dl
-    vpor xmm15, xmm15, xmm13
+    mov ebp, 98
+    mov rbp, r10
+    .byte 0x66, 0x90
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], r9
+    and r9, 448
+    movzx ebp, byte ptr [r15 + r9 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 640], r9b
-    mov esi, 201
-    mov edx, 146
-    mov edx, eax
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
+    mov r9, r9
+    movsxd rbp, dword ptr [r15 + 768]
+    mov ecx, 121
+    movzx r9d, byte ptr [r15 + 448]
+    vpshufd xmm15, xmm3, 153
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 537919489
     jz 1f
 1:
-    mov rdx, rdx
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + rbp + 704]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 155
-    mov dword ptr [r15 + r9 + 64], ebp
-    add r11, 64
+    movsxd rcx, dword ptr [r15 + 512]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], ecx
+    vpmovmskb r8d, xmm15
+    mov ecx, 113
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -203,49 +201,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d166_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d166_j_t
-.Lc1_d166_j:
-    lea r9, [r11*8]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7808], r9d
-    mov qword ptr [r15 + r9 + 7488], rdi
-    movzx ecx, byte ptr [r15 + r9 + 7552]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 384
-    jnz 1f
+    mov r8, r10
+    movsxd rcx, dword ptr [r15 + 64]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], cl
+    mov esi, 34
+    mov rbp, qword ptr [r15 + 512]
+    vpshufd xmm15, xmm15, 85
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov ecx, 106
+    mov r9d, dword ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 576]
+    mov rcx, r9
+    movsxd rcx, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*2]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and rbp, 1984
-    vmovdqu xmmword ptr [r15 + rbp + 1472], xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 256], ymm10
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov dword ptr [r15 + r8 + 192], r8d
-    movsxd r8, dword ptr [r15 + r9 + 7616]
-    test dword ptr [r15 + 67117724], 65536
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 27
+    mov r9d, 106
+    mov byte ptr [r15 + 384], cl
+    mov r9d, 36
+    test dword ptr [r15 + 67117723], 1048576
+    jz 1f
+1:
+    mov dword ptr [r15 + 320], r9d
+    movsxd rax, dword ptr [r15 + 192]
+    movzx r9d, byte ptr [r15 + 320]
+    mov rcx, qword ptr [r15 + 128]
+    test ebx, 640
     jnz 1f
 1:
-    vmovdqu xmmword ptr [r15 + rbp + 1408], xmm2
-    mov rdi, r8
-    mov byte ptr [r15 + r9 + 7872], r9b
-    movzx r8d, byte ptr [r15 + r9 + 7680]
-    test dword ptr [r15 + 67117723], 37748736
-    jnz 1f
-1:
-    mov r8d, 206
-    mov r8, r8
-    mov dword ptr [r15 + r9 + 7744], 46
-    mov r8d, 199
-    add r11, 64
+    mov dword ptr [r15 + 128], eax
+    movzx eax, cl
+    mov eax, 244
+    mov dword ptr [r15 + 256], 169
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -253,48 +252,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4
+    setz al
+    lea rcx, [rip + .Lc1_d212_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d212_s_t
+    .p2align 3
+.Lc1_d212_s:
+    .p2align 3
+    jmp .Lc1_d212_j
+    .p2align 3
+    jmp .Lc1_d212_j
+.Lc1_d212_j:
+    mov rax, qword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edx
-    movzx eax, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 20971520
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 12
-    rep movsb
-    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], dil
-    and r8, 64
-    add qword ptr [r15 + r8 + 448], r9
-    mov dword ptr [r15 + r8 + 512], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov eax, dword ptr [r15 + 640]
+    mov r8, r10
+    movzx ecx, dil
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 896], dl
+    lea r9, [r10 + r10*1]
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 384], rbp
-    and r8, 64
-    vmovq qword ptr [r15 + r8 + 128], xmm15
-    mov ebp, r8d
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + r8 + 64]
-    add r11, 64
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rcx
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 384], r8d
+    mov qword ptr [r15 + r9 + 7552], r8
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 128], rsi
+    vmovdqu ymmword ptr [r15 + 256], ymm15
+    vmovq qword ptr [r15 + 448], xmm15
+    movzx r8d, cl
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -302,61 +314,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d255_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d255_s_t
-    .p2align 3
-.Lc1_d255_s:
-    .p2align 3
-    jmp .Lc1_d255_j
-    .p2align 3
-    jmp .Lc1_d255_j
-.Lc1_d255_j:
-    lea rbp, [r11 + r11*4]
-    movzx ecx, bpl
-    mov ecx, 3
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1408]
+    mov rax, qword ptr [r15 + 256]
+    movsxd r8, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 256
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 39
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 320]
-    movzx eax, al
-    mov rax, r9
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 1472], 55
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 512], r9b
-    mov qword ptr [r15 + rbp + 1344], r9
-    movzx eax, bpl
-    mov eax, 192
-    mov qword ptr [r15 + rbp + 1600], rcx
+    mov rsi, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + r8 + 384]
-    mov dword ptr [r15 + r9 + 448], ecx
-    mov r8, rdi
-    movsxd r8, dword ptr [r15 + rbp + 1536]
-    add r11, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 768], rsi
+    movzx eax, byte ptr [r15 + 192]
+    .byte 0x66, 0x90
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 30
+    mov r8, r10
+    movzx eax, dl
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rax
+    mov rsi, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], 151
+    mov dword ptr [r15 + 320], 187
+    mov eax, edi
+    mov rbp, r10
+    mov dword ptr [r15 + 192], 225
+    mov r8, r10
+    test dword ptr [r15 + 67117723], 1073741952
+    jz 1f
+1:
+    and rbp, 1984
+    movzx edx, byte ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 128]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], ebp
+    movsxd r8, dword ptr [r15 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, r8
+    mov qword ptr [r15 + 384], rdi
+    mov ebp, ecx
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -364,54 +366,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d308_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d308_j_t
-.Lc1_d308_j:
-    lea r8, [r11 + r11*4]
-    and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3456]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32768
+    setz al
+    lea rcx, [rip + .Lc1_d311_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d311_s_t
+    .p2align 3
+.Lc1_d311_s:
+    .p2align 3
+    jmp .Lc1_d311_j
+    .p2align 3
+    jmp .Lc1_d311_j
+.Lc1_d311_j:
+    mov ecx, 157
+    mov rcx, qword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 16777216
+    jnz 1f
+1:
+    movzx edi, bpl
     mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm15, xmm15, xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov rax, qword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    mov eax, ecx
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
+    vmovq qword ptr [r15 + 448], xmm15
+    mov ecx, ebp
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 448], bpl
-    mov dword ptr [r15 + r8 + 3648], 53
-    mov dword ptr [r15 + r8 + 3584], eax
-    test ebx, 1073741824
-    jnz 1f
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 119
+    mov ebp, ebp
+    mov ebp, dword ptr [r15 + 576]
+    mov ecx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 384], eax
+    test ebx, 256
+    jz 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov eax, r9d
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 384]
-    mov rax, r9
-    movzx eax, sil
-    test dword ptr [r15 + 67117723], 268435464
-    jnz 1f
-1:
-    mov eax, 133
-    mov dword ptr [r15 + r9 + 320], 202
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r8 + 3520]
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm15
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 140
-    mov r9d, r8d
-    movsxd r9, dword ptr [r15 + rbp + 512]
-    add r11, 64
+    mov rbp, r10
+    mov ecx, dword ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 512], rcx
+    and rbp, 8128
+    xor dword ptr [r15 + rbp + 7488], r9d
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -419,51 +428,44 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9d, 208
+    lea rbp, [r10 + r10*1]
+    and rbp, 1984
+    mov r9d, dword ptr [r15 + rbp + 1344]
+    movzx ecx, bpl
+    mov rax, qword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    mov rax, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 2097168
+    test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov rdx, rax
-    mov r9d, edx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
+    mov dword ptr [r15 + 640], eax
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
-    jz 1f
+    and r9, 448
+    vmovdqu xmmword ptr [r15 + r9 + 832], xmm15
+    mov dword ptr [r15 + 192], 3
+    movsxd r9, dword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 512]
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 270532608
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    movzx r9d, bpl
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm15
-    and r9, 64
-    lock or dword ptr [r15 + r9 + 384], 39
+    mov dword ptr [r15 + rbp + 1408], 51
+    and r8, 4032
+    mov ebp, dword ptr [r15 + r8 + 3392]
+    movzx r8d, byte ptr [r15 + 256]
+    mov rax, rsi
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 320], ebp
-    movzx r9d, r8b
-    mov dword ptr [r15 + rbp + 64], r8d
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
-    mov dword ptr [r15 + r8 + 256], r8d
-    add r11, 64
+    mov dword ptr [r15 + 64], 137
+    mov esi, dword ptr [r15 + 448]
+    movzx r8d, byte ptr [r15 + 256]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -475,97 +477,96 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 67117728]
     jmp .Lc1_d404_j_t
 .Lc1_d404_j:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    lea rbp, [r11*8]
-    mov dword ptr [r15 + r8 + 384], r8d
-    mov rcx, r8
-    and rbp, 1984
-    vmovdqu xmmword ptr [r15 + rbp + 1728], xmm15
-    mov dword ptr [r15 + rbp + 1472], edi
-    mov rcx, rax
-    test dword ptr [r15 + 67117724], 1048576
-    jnz 1f
+    mov r8, r10
+    vpshufd xmm15, xmm15, 186
+    mov rcx, qword ptr [r15 + 576]
+    and r8, 8128
+    movzx r9d, byte ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 64], 82
+    test dword ptr [r15 + 67117723], 8
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 201
-    .byte 0x0f, 0x1f, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 160
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    movzx ecx, r9b
-    mov rcx, rcx
+    movzx r8d, dil
+    mov dword ptr [r15 + 448], 14
+    mov r8, qword ptr [r15 + 128]
+    mov rbp, r10
+    mov qword ptr [r15 + 128], r8
     test ebx, 1073741824
     jz 1f
 1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    mov qword ptr [r15 + 320], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + rbp + 1600]
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm15
-    mov dword ptr [r15 + rbp + 1344], 83
-    movzx eax, byte ptr [r15 + rbp + 1536]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 269516800
+    jz 1f
+1:
+    mov ebp, 201
+    mov ebp, dword ptr [r15 + 320]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 12
+    rep movsb
+    mov dword ptr [r15 + 768], 45
+    test ebx, 256
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + r9 + 448]
-    mov byte ptr [r15 + rbp + 1664], cl
-    mov qword ptr [r15 + rbp + 1408], rax
-    mov qword ptr [r15 + r8 + 320], r8
-    add r11, 64
+    mov qword ptr [r15 + 704], r9
+    mov rsi, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 384], rbp
+    mov rdi, rbp
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c8:
-    lea r9, [r11*4]
-    lea rbp, [r11 + r11*1]
-    and r9, 192
-    mov eax, dword ptr [r15 + r9 + 704]
-    movzx ecx, dil
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 512]
-    vmovdqu ymmword ptr [r15 + r9 + 576], ymm14
-    mov rdx, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 149
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 115
-    vmovdqu xmm14, xmmword ptr [r15 + 0]
-    mov ecx, 164
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], 222
+    mov r9, r10
+    mov r8, rax
+    and r9, 4032
+    mov r8, r10
+    mov byte ptr [r15 + r9 + 3392], r9b
+    and r8, 448
+    movsxd r9, dword ptr [r15 + r8 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu xmmword ptr [r15 + 0], xmm14
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 13
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 256], r9
+    mov r9, r10
+    movzx r8d, bpl
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rdx
+    mov r9d, esi
+    mov dword ptr [r15 + 192], 217
+    test dword ptr [r15 + 67117723], 136314880
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 128], esi
+    movzx esi, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 384], 163
+    movsxd r8, dword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + rbp + 448], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r9 + 640], rcx
-    mov ebp, 173
-    lea rbp, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + r9 + 768], ymm15
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 8
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm14
-    add r11, 64
+    mov esi, r9d
+    .byte 0x66, 0x90
+    mov byte ptr [r15 + 320], bpl
+    mov rbp, rsi
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -573,111 +574,117 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16
-    setz al
-    lea rcx, [rip + .Lc1_d496_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d496_s_t
-    .p2align 3
-.Lc1_d496_s:
-    .p2align 3
-    jmp .Lc1_d496_j
-    .p2align 3
-    jmp .Lc1_d496_j
-.Lc1_d496_j:
-    lea rbp, [r11*8]
-    movzx r9d, dl
+    lea rcx, [rip + .Lc1_d495_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d495_j_t
+.Lc1_d495_j:
+    mov byte ptr [r15 + 384], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 256
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 448], rcx
+    mov rbp, r10
+    mov ecx, dword ptr [r15 + 320]
     and rbp, 448
-    mov qword ptr [r15 + rbp + 1216], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test dword ptr [r15 + 67117724], 4194880
+    movsxd rsi, dword ptr [r15 + rbp + 832]
+    movzx ebp, cl
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    and r9, 64
-    mov byte ptr [r15 + r9 + 256], cl
-    movzx ecx, bpl
+    vpaddd xmm15, xmm15, xmm14
+    mov rcx, rbp
+    mov ecx, esi
+    movsxd rcx, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 640], cl
+    test dword ptr [r15 + 67117724], 4194304
+    jz 1f
+1:
+    vpxor xmm15, xmm15, xmm5
+    mov dword ptr [r15 + 64], ebp
+    vmovq qword ptr [r15 + 704], xmm15
+    mov ebp, dword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 1024], cl
-    mov ecx, 215
-    mov qword ptr [r15 + rbp + 960], r9
-    lea r8, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + rbp + 1152], ymm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + rbp + 896]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 149
-    mov eax, 104
-    mov qword ptr [r15 + r9 + 192], rcx
-    test dword ptr [r15 + 67117723], 524288
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + rbp + 1088]
-    mov byte ptr [r15 + rbp + 1280], cl
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + r8 + 320], r9
-    add r11, 64
+    mov rbp, r10
+    mov qword ptr [r15 + 448], rcx
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], dl
+    mov ebp, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 128], rdx
+    vmovdqu ymmword ptr [r15 + 256], ymm15
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c10:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d543_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d543_s_t
+    .p2align 3
+.Lc1_d543_s:
+    .p2align 3
+    jmp .Lc1_d543_j
+    .p2align 3
+    jmp .Lc1_d543_j
+.Lc1_d543_j:
+    mov rbp, r10
+    mov r8, r10
+    vpcmpeqb xmm15, xmm15, xmm10
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm15
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], eax
+    movsxd rcx, dword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
+    movzx ebp, byte ptr [r15 + 768]
+    mov r8, rcx
+    mov rcx, qword ptr [r15 + 64]
+    mov r8d, 36
+    test dword ptr [r15 + 67117723], 2097152
+    jz 1f
+1:
+    mov qword ptr [r15 + 320], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
+    mov dword ptr [r15 + 448], 195
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    movzx r8d, bpl
     .byte 0x66, 0x90
+    movsxd r8, dword ptr [r15 + 320]
+    test ebx, 12288
+    jz 1f
+1:
+    mov ebp, 196
+    movzx r8d, byte ptr [r15 + 192]
+    mov ebp, r8d
+    mov byte ptr [r15 + 512], cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*4]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3456]
-    mov r9, qword ptr [r15 + r8 + 3392]
-    mov ebp, edi
-    lea rbp, [r11 + r11*1]
-    mov eax, dword ptr [r15 + r8 + 3520]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 448]
-    lea r9, [r11 + r11*1]
-    vpshufd xmm14, xmm14, 13
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
-    mov qword ptr [r15 + rbp + 512], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + r8 + 3648]
-    nop
-    mov dword ptr [r15 + r9 + 64], 116
-    movzx r9d, byte ptr [r15 + r8 + 3584]
-    add r11, 64
+    mov r8d, edi
+    mov r8, qword ptr [r15 + 384]
+    movzx edi, byte ptr [r15 + 128]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -685,54 +692,47 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d593_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d593_j_t
-.Lc1_d593_j:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 194
-    movzx ecx, al
+    mov eax, 140
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    test dword ptr [r15 + 67117723], 570425344
-    jz 1f
-1:
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov qword ptr [r15 + 0], rcx
-    mov rdx, rcx
-    test ebx, 1073741824
+    mov eax, 133
+    test dword ptr [r15 + 67117723], 262656
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 33560576
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + r9 + 320]
-    mov rax, rcx
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 448], ymm14
-    mov ecx, 61
-    mov rcx, r8
+    mov dword ptr [r15 + 128], 147
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, bpl
-    lea r9, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + rbp + 512]
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 64]
-    movzx ebp, al
-    mov dword ptr [r15 + r9 + 128], 10
-    add r11, 64
+    mov dword ptr [r15 + 320], eax
+    mov rbp, r10
+    movsxd r8, dword ptr [r15 + 384]
+    mov r9, r10
+    mov rax, qword ptr [r15 + 448]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 51
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 85
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r10
+    mov r9, qword ptr [r15 + 576]
+    and r8, 1984
+    movzx ebp, byte ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 640], ebp
+    mov qword ptr [r15 + 64], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 192], cl
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov qword ptr [r15 + 384], r8
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -740,46 +740,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rbp
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 512], ymm14
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d641_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d641_j_t
+.Lc1_d641_j:
+    mov rbp, r10
+    mov eax, ebp
+    and rbp, 4032
+    vmovdqu xmmword ptr [r15 + rbp + 3392], xmm15
+    movzx ebp, byte ptr [r15 + 128]
+    mov rcx, rdi
+    mov rcx, rax
+    mov r8, r10
+    test ebx, 7808
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 512]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 8
+    movzx edi, byte ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 141
-    vpcmpeqb xmm14, xmm14, xmm15
-    lea r9, [r11*8]
-    vmovdqu ymmword ptr [r15 + rbp + 320], ymm14
-    vmovdqu ymmword ptr [r15 + r8 + 448], ymm14
+    mov r8d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    mov edi, dword ptr [r15 + 704]
+    movsxd rbp, dword ptr [r15 + 320]
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 8
     jnz 1f
 1:
-    and r9, 8128
-    vmovdqu xmmword ptr [r15 + r9 + 7552], xmm14
-    mov dword ptr [r15 + r9 + 7744], 31
-    mov r8d, 11
-    vmovdqu ymmword ptr [r15 + r9 + 7872], ymm14
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 7680], r8b
-    mov dword ptr [r15 + r9 + 7488], 105
-    vmovdqu ymmword ptr [r15 + r9 + 7808], ymm14
-    mov r8, r9
-    test dword ptr [r15 + 67117723], 278528
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 7616], r8d
-    mov r8d, 228
-    movzx r8d, r8b
-    mov r8d, 222
-    add r11, 64
+    mov qword ptr [r15 + 128], rax
+    mov dword ptr [r15 + 64], r9d
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
+    mov r9, r9
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -787,53 +792,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d685_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d685_j_t
-.Lc1_d685_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ebp
+    movzx eax, byte ptr [r15 + 512]
+    mov ebp, dword ptr [r15 + 192]
+    mov r8, qword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 4
-    jnz 1f
+    mov rbp, r10
+    mov dword ptr [r15 + 320], ecx
+    movzx ecx, cl
+    and rbp, 448
+    mov r8, r10
+    mov byte ptr [r15 + rbp + 832], dil
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    test dword ptr [r15 + 67117724], 688128
+    jz 1f
 1:
-    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], 207
-    mov eax, r8d
-    mov byte ptr [r15 + r8 + 512], al
-    mov eax, 9
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    vmovdqu xmmword ptr [r15 + r8 + 384], xmm15
-    lea r9, [r11*4]
-    mov eax, r9d
-    and r9, 192
-    mov qword ptr [r15 + r9 + 704], r9
-    movsxd rax, dword ptr [r15 + r8 + 320]
-    movzx r8d, byte ptr [r15 + r9 + 640]
+    mov rbp, r10
+    mov dword ptr [r15 + 128], 81
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, al
-    movsxd r8, dword ptr [r15 + r9 + 768]
-    mov qword ptr [r15 + r9 + 576], rdx
-    vpaddd xmm14, xmm14, xmm14
-    add r11, 64
+    mov r8d, ebp
+    movzx r8d, bpl
+    movzx r8d, byte ptr [r15 + 64]
+    mov ebp, 224
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, al
+    mov dword ptr [r15 + 384], 237
+    movsxd rbp, dword ptr [r15 + 768]
+    movzx eax, byte ptr [r15 + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 384]
+    mov r8d, r9d
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -841,106 +843,103 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d734_j]
+    lea rcx, [rip + .Lc1_d733_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d734_j_t
-.Lc1_d734_j:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], r8d
-    mov rcx, r8
-    mov ecx, ebp
+    jmp .Lc1_d733_j_t
+.Lc1_d733_j:
+    lea rbp, [r10 + r10*1]
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3456]
+    mov eax, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], 90
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 2
-    jz 1f
-1:
-    mov ecx, 225
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117723], 134217728
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
+    movsxd rax, dword ptr [r15 + 448]
+    mov ecx, edi
+    mov dword ptr [r15 + 192], 78
+    mov r8, r10
+    vmovq qword ptr [r15 + 384], xmm15
     movzx ecx, cl
-    mov dword ptr [r15 + 0], 30
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 384
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 512], ebp
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 192]
-    lea r9, [r11 + r11*1]
-    mov rcx, r9
-    mov rcx, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 128]
-    mov r8d, 175
-    movsxd r8, dword ptr [r15 + rbp + 256]
-    mov byte ptr [r15 + r9 + 64], r8b
-    add r11, 64
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], al
+    mov rax, rax
+    mov ecx, eax
+    movzx eax, byte ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 640], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, dil
+    mov rcx, rbp
+    mov r8, r10
+    mov ecx, ebp
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], dil
+    mov byte ptr [r15 + rbp + 3392], al
+    xor dword ptr [r15 + 128], r8d
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c15:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 210
+    mov edi, edi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 32768
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    movsxd rcx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 131336
-    jz 1f
-1:
-    mov ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov ecx, 190
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 512], r8
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, al
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rbp
-    mov byte ptr [r15 + rbp + 128], bpl
-    mov dword ptr [r15 + r8 + 448], ebp
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], r9b
-    test dword ptr [r15 + 67117723], 16777216
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    movzx edi, byte ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 320], 156
+    test ebx, 1152
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 320]
+    mov edi, 173
+    mov qword ptr [r15 + 256], rbp
+    movzx ebp, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 768], ecx
+    test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, 239
-    mov dword ptr [r15 + r9 + 320], 82
-    movzx r9d, r8b
-    mov r8, rax
-    add r11, 64
+    mov qword ptr [r15 + 128], rbp
+    mov ecx, dword ptr [r15 + 320]
+    movzx ebp, byte ptr [r15 + 128]
+    movzx r8d, al
+    vmovdqu ymmword ptr [r15 + 192], ymm15
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 704]
+    mov qword ptr [r15 + 64], rdi
+    mov edi, 32
+    mov edi, r8d
+    mov rdi, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 254
+    movzx edi, al
+    mov byte ptr [r15 + 384], bpl
+    mov ebp, 67
+    mov qword ptr [r15 + 384], r8
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -948,50 +947,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d830_j]
+    lea rcx, [rip + .Lc1_d827_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d830_j_t
-.Lc1_d830_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 16777280
-    jnz 1f
+    jmp .Lc1_d827_j_t
+.Lc1_d827_j:
+    mov rbp, r10
+    mov qword ptr [r15 + 384], rcx
+    mov dword ptr [r15 + 448], eax
+    vmovdqu ymmword ptr [r15 + 576], ymm15
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    mov rbp, rax
+    test dword ptr [r15 + 67117724], 1024
+    jz 1f
 1:
+    movsxd rbp, dword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
+    vpshufd xmm15, xmm15, 207
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 1073745920
-    jnz 1f
-1:
-    movzx ecx, cl
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 320]
-    lea r9, [r11 + r11*1]
-    and r8, 192
-    mov byte ptr [r15 + r8 + 768], al
-    test dword ptr [r15 + 67117724], 33554436
-    jnz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], r9d
-    mov qword ptr [r15 + r8 + 640], r9
-    mov ecx, edx
-    mov qword ptr [r15 + rbp + 384], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, ecx
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + r9 + 512]
-    movzx ecx, byte ptr [r15 + r8 + 576]
-    vmovdqu ymmword ptr [r15 + r8 + 704], ymm14
-    add r11, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    mov r9d, eax
+    mov r9, r10
+    mov rcx, qword ptr [r15 + 320]
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    and r9, 448
+    movzx ebp, byte ptr [r15 + r9 + 832]
+    mov r9d, 52
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 128]
+    xchg rbp, r9
+    movsxd r9, dword ptr [r15 + 512]
+    mov ebp, 55
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -999,48 +1002,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov rax, rax
+    mov eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 145
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    test dword ptr [r15 + 67117723], 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
+    movzx eax, al
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 192
-    mov qword ptr [r15 + r8 + 704], rcx
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 512], rcx
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], r9d
-    mov byte ptr [r15 + r8 + 768], cl
-    mov qword ptr [r15 + rbp + 448], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 64]
+    mov rbp, r10
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rax
+    lea r8, [r10 + r10*1]
+    test ebx, 1152
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 448]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rax
+    mov eax, dword ptr [r15 + 192]
+    movzx r9d, al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + r8 + 576]
-    movzx ecx, byte ptr [r15 + r9 + 256]
-    mov r9d, dword ptr [r15 + r8 + 640]
-    movzx r8d, r9b
-    add r11, 64
+    movsxd rbp, dword ptr [r15 + 384]
+    mov r9, r10
+    mov eax, 67
+    movzx eax, byte ptr [r15 + 320]
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 512]
+    test dword ptr [r15 + 67117724], 49152
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + r8 + 1408]
+    mov ebp, dword ptr [r15 + 640]
+    mov r8d, 114
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1049,61 +1052,60 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 524288
+    test dword ptr [r15 + 67117724], 268435456
     setz al
-    lea rcx, [rip + .Lc1_d920_s]
+    lea rcx, [rip + .Lc1_d921_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d920_s_t
+    jmp .Lc1_d921_s_t
     .p2align 3
-.Lc1_d920_s:
+.Lc1_d921_s:
     .p2align 3
-    jmp .Lc1_d920_j
+    jmp .Lc1_d921_j
     .p2align 3
-    jmp .Lc1_d920_j
-.Lc1_d920_j:
-    lea rbp, [r11 + r11*4]
-    lea r8, [r11 + r11*1]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3648], rbp
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], r9d
-    mov r9d, r8d
-    mov dword ptr [r15 + rbp + 3392], 67
-    mov byte ptr [r15 + rbp + 3520], cl
+    jmp .Lc1_d921_j
+.Lc1_d921_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 215
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r9d, 154
+    mov dword ptr [r15 + 128], ecx
+    movzx eax, al
+    movzx eax, cl
     test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + rbp + 3456]
-    test dword ptr [r15 + 67117723], 536875008
     jz 1f
 1:
-    mov r9, r9
-    mov dword ptr [r15 + rbp + 3584], r9d
-    movzx r9d, byte ptr [r15 + r8 + 64]
-    mov r8, rax
-    lea r8, [r11 + r11*1]
-    mov rax, rbp
+    mov eax, 253
+    mov qword ptr [r15 + 512], rcx
+    mov qword ptr [r15 + 128], rsi
+    mov dword ptr [r15 + 320], eax
+    movzx esi, r9b
+    mov rsi, qword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 320]
-    mov dword ptr [r15 + r8 + 384], 48
-    movzx r9d, al
-    movzx r8d, r9b
-    add r11, 64
+    vmovdqu ymmword ptr [r15 + 192], ymm15
+    movzx esi, byte ptr [r15 + 256]
+    mov rbp, r10
+    movzx eax, al
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    test dword ptr [r15 + 67117724], 16384
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + 768]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 704]
+    movzx ecx, al
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1111,117 +1113,107 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 49
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    movzx eax, al
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 128], r9
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + 192], cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], 214
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 64], 41
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], al
+    mov eax, 1
+    mov eax, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb ecx, xmm14
-    mov ecx, r9d
-    test dword ptr [r15 + 67117724], 268435456
-    jz 1f
-1:
-    mov ecx, 40
-    mov r9d, 195
-    movzx r9d, r9b
-    xchg r9, r9
-    lea r9, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + 320]
+    movzx r9d, bpl
+    mov rcx, qword ptr [r15 + 384]
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 448]
+    vpmovmskb eax, xmm15
+    mov byte ptr [r15 + 256], bpl
+    mov eax, eax
+    test dword ptr [r15 + 67117724], 64
+    jnz 1f
+1:
+    mov eax, 160
+    mov dword ptr [r15 + 512], ecx
+    mov r9, r10
+    mov rcx, qword ptr [r15 + rbp + 1408]
+    mov dword ptr [r15 + 576], ecx
+    test dword ptr [r15 + 67117724], 1073741904
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], ebp
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 320]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ecx
-    test dword ptr [r15 + 67117724], 16782336
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 384], ecx
-    mov byte ptr [r15 + r9 + 512], r8b
-    mov rax, qword ptr [r15 + rbp + 64]
-    mov ebp, eax
-    add r11, 64
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3392]
+    mov r9d, 11
+    mov qword ptr [r15 + 448], rsi
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c20:
-    lea rcx, [rip + .Lc1_d1019_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d1020_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1019_j_t
-.Lc1_d1019_j:
-    mov rcx, qword ptr [r15 + 0]
+    jmp .Lc1_d1020_j_t
+.Lc1_d1020_j:
+    mov dword ptr [r15 + 384], ebp
+    movzx ecx, byte ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    mov rbp, rax
+    mov r8d, 87
+    mov ebp, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
+    test dword ptr [r15 + 67117724], 264
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], 202
+    mov ebp, 34
+    mov rbp, rbp
+    lea rbp, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 512]
+    mov esi, dword ptr [r15 + 640]
+    and rbp, 448
+    lea r9, [r10 + r10*1]
+    mov eax, dword ptr [r15 + rbp + 896]
+    mov edi, 215
+    mov edi, esi
+    and r9, 4032
+    vmovdqu xmmword ptr [r15 + r9 + 3456], xmm15
+    test ebx, 384
+    jnz 1f
+1:
+    movzx esi, r9b
+    mov rsi, qword ptr [r15 + r9 + 3392]
+    mov r9d, 30
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, edx
-    mov rdx, r8
-    movzx edx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov rdx, rdx
-    test ebx, 1073741824
-    jnz 1f
+    movsxd rbp, dword ptr [r15 + 128]
+    mov r9, rax
+    jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov rax, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    movsxd rbp, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, sil
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], bpl
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], eax
-    mov edx, r8d
-    mov rsi, qword ptr [r15 + r8 + 64]
-    mov r8d, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov eax, 184
-    movzx eax, byte ptr [r15 + rbp + 64]
-    movzx esi, al
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], r9d
-    mov byte ptr [r15 + r8 + 384], r8b
-    add r11, 64
+    mov byte ptr [r15 + 128], sil
+    mov esi, 137
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1229,55 +1221,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1080_j]
+    lea rcx, [rip + .Lc1_d1070_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1080_j_t
-.Lc1_d1080_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
+    jmp .Lc1_d1070_j_t
+.Lc1_d1070_j:
+    mov byte ptr [r15 + 320], cl
+    mov r9, r10
+    movzx r8d, byte ptr [r15 + 256]
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1344]
+    mov r9d, ecx
+    mov rcx, r9
     test ebx, 1073741824
     jz 1f
 1:
+    movsxd r9, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 768], ymm15
+    mov qword ptr [r15 + 64], rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 199
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 8
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, r9d
+    mov r8d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 141
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9d, r8d
+    mov r9, rax
+    mov r9d, dword ptr [r15 + 448]
+    mov r8d, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 1073872896
+    jz 1f
+1:
+    mov qword ptr [r15 + 192], r9
+    mov qword ptr [r15 + 384], r8
+    movzx ecx, byte ptr [r15 + 512]
+    movsxd r8, dword ptr [r15 + 704]
+    lea r9, [r10 + r10*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r8d, 54
-    mov ecx, ebp
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul rbp, qword ptr [r15 + 0]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 256], r8
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], ecx
-    vmovdqu ymmword ptr [r15 + r8 + 192], ymm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov rax, qword ptr [r15 + r9 + 512]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 251
-    movzx r9d, byte ptr [r15 + rbp + 64]
-    add r11, 64
+    mov r8d, ecx
+    mov qword ptr [r15 + 128], rcx
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7552]
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm15
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1285,49 +1279,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r9, [r11 + r11*2]
-    and r9, 192
-    mov dword ptr [r15 + r9 + 576], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r9
-    mov eax, 40
-    mov eax, ebp
-    test dword ptr [r15 + 67117724], 268435456
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
-    movzx eax, r9b
-    mov eax, 189
-    lea rbp, [r11 + r11*1]
+    mov r8, r10
+    mov rbp, r10
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], r8d
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 19
+    mov r8d, r9d
+    mov dword ptr [r15 + 512], 187
+    mov r8d, 165
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r11 + r11*1]
+    mov r8d, eax
+    mov dword ptr [r15 + 448], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 384]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], 146
-    mov rcx, qword ptr [r15 + r8 + 384]
-    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    mov dword ptr [r15 + 64], r8d
+    test dword ptr [r15 + 67117723], 4194304
     jz 1f
 1:
-    mov edx, dword ptr [r15 + r9 + 640]
-    mov r8, r9
-    mov dword ptr [r15 + r9 + 704], eax
-    mov qword ptr [r15 + rbp + 320], r8
-    add r11, 64
+    mov r8d, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 320], r8b
+    movsxd r8, dword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 384]
+    test dword ptr [r15 + 67117723], 167772160
+    jnz 1f
+1:
+    mov byte ptr [r15 + 64], al
+    mov dword ptr [r15 + 576], eax
+    mov r8, r10
+    mov eax, 72
+    and r8, 32704
+    mov eax, dword ptr [r15 + r8 + 167232]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1335,64 +1328,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d1175_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1175_s_t
-    .p2align 3
-.Lc1_d1175_s:
-    .p2align 3
-    jmp .Lc1_d1175_j
-    .p2align 3
-    jmp .Lc1_d1175_j
-.Lc1_d1175_j:
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    mov rax, rbp
-    mov dword ptr [r15 + 0], 30
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 9502720
+    lea rcx, [rip + .Lc1_d1165_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1165_j_t
+.Lc1_d1165_j:
+    mov dword ptr [r15 + 128], 150
+    mov rcx, qword ptr [r15 + 64]
+    movzx eax, cl
+    mov r8d, eax
+    mov dword ptr [r15 + 256], r9d
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 131072
     jz 1f
 1:
-    mov eax, 90
+    and rbp, 448
+    xor dword ptr [r15 + rbp + 832], ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 211
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov rax, r8
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], cl
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 128]
-    lea r9, [r11 + r11*1]
-    movzx edx, al
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], al
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 512], 127
+    jmp 1f
 1:
-    add qword ptr [r15 + rbp + 320], r9
-    mov rbp, qword ptr [r15 + r8 + 64]
-    mov eax, 110
-    movzx eax, al
-    mov dword ptr [r15 + r9 + 512], 245
-    add r11, 64
+    vpaddd xmm15, xmm15, xmm15
+    test ebx, 30592
+    jz 1f
+1:
+    mov dword ptr [r15 + 448], 176
+    mov ebp, ebp
+    movsxd r9, dword ptr [r15 + 704]
+    movsxd rbp, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 384], 211
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 320]
+    mov r9, r10
+    movsxd rax, dword ptr [r15 + 192]
+    and r9, 1984
+    mov r8, r10
+    mov qword ptr [r15 + r9 + 1344], r8
+    and r8, 8128
+    movsxd r9, dword ptr [r15 + r8 + 7488]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1400,51 +1383,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r9
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 34
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm14, xmm14, xmm2
-    test dword ptr [r15 + 67117724], 33619968
+    lea r8, [r10 + r10*1]
+    mov rax, qword ptr [r15 + 128]
+    lock or dword ptr [r15 + 256], 13
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 896]
+    mov rbp, rbp
+    test dword ptr [r15 + 67117724], 2
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 52
+    mov rbp, rax
+    mov dword ptr [r15 + 320], 49
+    mov rbp, qword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 3
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 128]
-    lea rbp, [r11 + r11*1]
-    test dword ptr [r15 + 67117723], 167772160
-    jz 1f
+    mov eax, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 576], eax
+    jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov eax, 73
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 256]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], bpl
-    mov qword ptr [r15 + r8 + 320], r8
+    mov rbp, qword ptr [r15 + 768]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    mov r8, rbp
     mov r8, r8
-    vmovdqu xmm14, xmmword ptr [r15 + r9 + 64]
-    movzx r8d, byte ptr [r15 + rbp + 192]
-    add r11, 64
+    mov rax, qword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 384]
+    test ebx, 384
+    jz 1f
+1:
+    mov ebp, r9d
+    mov rbp, r10
+    mov r8, r10
+    movsxd rax, dword ptr [r15 + 320]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r9b
+    and rbp, 33554368
+    movzx r8d, byte ptr [r15 + rbp + 33554432]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1452,62 +1437,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1277_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1277_j_t
-.Lc1_d1277_j:
-    mov dword ptr [r15 + 0], 123
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], 50
-    mov dword ptr [r15 + 0], 174
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 640
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 46
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 536870912
+    setz al
+    lea rcx, [rip + .Lc1_d1261_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1261_s_t
+    .p2align 3
+.Lc1_d1261_s:
+    .p2align 3
+    jmp .Lc1_d1261_j
+    .p2align 3
+    jmp .Lc1_d1261_j
+.Lc1_d1261_j:
+    lea r8, [r10 + r10*1]
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], ecx
+    mov eax, r9d
+    mov dword ptr [r15 + r8 + 7552], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx eax, cl
-    vpaddd xmm14, xmm14, xmm14
-    mov ecx, eax
-    mov dword ptr [r15 + 0], ecx
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 29
+    test dword ptr [r15 + 67117724], 16384
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 640]
+    mov r8d, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 384], ecx
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 10
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 64]
-    mov dword ptr [r15 + rbp + 128], eax
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm14
-    lea rbp, [r11 + r11*1]
-    test dword ptr [r15 + 67117723], 524288
-    jz 1f
+    mov dword ptr [r15 + 128], 184
+    mov r8, r10
+    mov eax, 40
+    and r8, 1984
+    mov eax, dword ptr [r15 + r8 + 1344]
+    mov rbp, r10
+    lock xadd qword ptr [r15 + 448], r8
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], eax
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movzx ecx, cl
-    mov qword ptr [r15 + r8 + 128], rcx
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 448]
-    mov qword ptr [r15 + rbp + 512], rcx
-    add r11, 64
+    mov rbp, rbp
+    mov dword ptr [r15 + 384], 68
+    mov ebp, eax
+    mov byte ptr [r15 + 320], al
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1515,48 +1502,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, ecx
-    movzx eax, cl
-    lea rbp, [r11 + r11*4]
-    mov eax, 211
-    mov rax, rax
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3520], 15
+    movzx edi, bpl
+    mov eax, 144
+    movsxd r9, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 33562625
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 448], 67
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 3584], 120
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    test dword ptr [r15 + 67117723], 4
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 704]
+    mov ebp, r9d
+    movzx ebp, byte ptr [r15 + 320]
+    mov r9, qword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 3456], r9d
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], r9b
-    lea r8, [r11 + r11*1]
-    mov eax, r8d
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 384]
-    test dword ptr [r15 + 67117724], 536875008
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov edi, eax
+    mov dword ptr [r15 + 192], 218
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 256], ebp
-    mov qword ptr [r15 + r8 + 320], rax
-    movzx r8d, al
-    vmovdqu ymmword ptr [r15 + rbp + 3648], ymm14
-    add r11, 64
+    mov qword ptr [r15 + 768], rdi
+    mov dword ptr [r15 + 64], 225
+    mov edi, edi
+    mov dword ptr [r15 + 384], 109
+    test dword ptr [r15 + 67117724], 134218256
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 448]
+    mov r8, r10
+    mov dword ptr [r15 + 256], r8d
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rdi
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1564,49 +1553,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1377_j]
+    lea rcx, [rip + .Lc1_d1359_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1377_j_t
-.Lc1_d1377_j:
-    lea r8, [r11*4]
-    and r8, 192
-    mov rcx, qword ptr [r15 + r8 + 704]
+    jmp .Lc1_d1359_j_t
+.Lc1_d1359_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 2
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], 170
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 256], rcx
+    movzx ecx, byte ptr [r15 + 576]
+    mov rax, rcx
+    mov eax, edi
+    test dword ptr [r15 + 67117723], 524292
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    mov ecx, r8d
+    movsxd rcx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], ecx
+    mov rbp, r10
+    mov r8, r10
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rbp
-    mov dword ptr [r15 + r8 + 576], 177
-    test dword ptr [r15 + 67117723], 67108864
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    mov r9, r10
+    mov r8, rdi
+    movzx r8d, al
+    and r9, 8128
+    mov r8d, dword ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + 320], rbp
+    test ebx, 1073741824
     jz 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    movsxd rax, dword ptr [r15 + r9 + 1408]
-    movzx r9d, r8b
-    mov dword ptr [r15 + r8 + 768], r9d
-    test dword ptr [r15 + 67117724], 16777226
-    jz 1f
+    jmp 1f
 1:
-    mov rcx, r9
-    movzx ecx, cl
-    mov byte ptr [r15 + r8 + 640], cl
-    mov qword ptr [r15 + rbp + 256], rcx
-    add r11, 64
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 68
+    mov r9, rcx
+    mov dword ptr [r15 + 512], r9d
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1614,82 +1610,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d1422_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1422_s_t
-    .p2align 3
-.Lc1_d1422_s:
-    .p2align 3
-    jmp .Lc1_d1422_j
-    .p2align 3
-    jmp .Lc1_d1422_j
-    .p2align 3
-    jmp .Lc1_d1422_j
-    .p2align 3
-    jmp .Lc1_d1422_j
-    .p2align 3
-    jmp .Lc1_d1422_j
-    .p2align 3
-    jmp .Lc1_d1422_j
-    .p2align 3
-    jmp .Lc1_d1422_j
-    .p2align 3
-    jmp .Lc1_d1422_j
-.Lc1_d1422_j:
-    lea rbp, [r11 + r11*1]
+    lea rcx, [rip + .Lc1_d1409_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1409_j_t
+.Lc1_d1409_j:
+    mov byte ptr [r15 + 320], r9b
     jmp 1f
 1:
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 448], rax
-    vpaddd xmm14, xmm14, xmm14
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 256]
-    movzx ecx, cl
-    test ebx, 384
+    vpcmpeqb xmm15, xmm15, xmm12
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 512]
+    test dword ptr [r15 + 67117723], 262208
     jnz 1f
 1:
+    mov dword ptr [r15 + 384], eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 179
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 231
+    movsxd rax, dword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, cl
-    mov eax, 206
-    mov eax, eax
-    mov ecx, 201
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 207
+    mov edi, ecx
+    mov rax, rdi
+    mov rax, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov ecx, 120
-    mov rcx, rcx
+    mov rax, qword ptr [r15 + 256]
+    vpxor xmm15, xmm15, xmm4
+    mov edi, dword ptr [r15 + 192]
+    movzx ecx, dil
+    mov rbp, r10
+    vpmovmskb edi, xmm15
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    xor dword ptr [r15 + 0], r8d
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 64]
-    movzx eax, cl
-    test dword ptr [r15 + 67117723], 33587200
-    jz 1f
+    and rbp, 4032
+    vmovdqu xmm15, xmmword ptr [r15 + rbp + 3392]
+    mov ebp, eax
+    movzx ebp, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 128], 119
+    movzx eax, byte ptr [r15 + 64]
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov ecx, ecx
-    movsxd rcx, dword ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + r9 + 192], 68
-    mov r8, qword ptr [r15 + rbp + 512]
-    add r11, 64
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + 640], rdi
+    mov rdi, r9
+    vpshufd xmm15, xmm15, 194
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1697,108 +1671,132 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, qword ptr [r15 + 0]
-    mov eax, r8d
-    movzx r9d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 254
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 184
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], r8d
-    lea rbp, [r11 + r11*1]
-    mov eax, ebp
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 448]
+    mov dword ptr [r15 + 256], 202
+    mov r8, r10
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 316411976
+    and r8, 8128
+    mov rdi, qword ptr [r15 + r8 + 7488]
+    .byte 0x66, 0x90
+    test dword ptr [r15 + 67117724], 135168
+    jz 1f
+1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], ecx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 12
+    test dword ptr [r15 + 67117723], 8192
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, r8
+    mov dword ptr [r15 + 384], ebp
+    mov rbp, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r10
+    mov r8, rax
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    vmovdqu xmmword ptr [r15 + 320], xmm15
+    mov rbp, r9
+    jmp 1f
+1:
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], 24
-    mov byte ptr [r15 + r9 + 128], r9b
-    mov dword ptr [r15 + rbp + 512], 210
-    mov dword ptr [r15 + r8 + 192], r9d
-    add r11, 64
+    mov qword ptr [r15 + 448], rcx
+    movsxd rcx, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 64], r8d
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 384], xmm15
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c30:
-    lea rcx, [rip + .Lc1_d1532_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1532_j_t
-.Lc1_d1532_j:
-    lea r9, [r11*4]
-    and r9, 192
-    mov dword ptr [r15 + r9 + 640], 221
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d1513_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1513_s_t
+    .p2align 3
+.Lc1_d1513_s:
+    .p2align 3
+    jmp .Lc1_d1513_j
+    .p2align 3
+    jmp .Lc1_d1513_j
+.Lc1_d1513_j:
+    lea rbp, [r10 + r10*1]
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 251
-    mov rcx, qword ptr [r15 + 0]
-    mov ebp, 182
-    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 99
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 191
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 79
-    and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + r9 + 704], 152
-    mov rcx, qword ptr [r15 + rbp + 64]
-    mov qword ptr [r15 + r9 + 576], rsi
-    test ebx, 1073741824
-    jnz 1f
+    movzx ecx, byte ptr [r15 + 576]
+    mov rax, rcx
+    mov qword ptr [r15 + 448], rax
+    jmp 1f
 1:
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov ecx, ecx
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 512]
-    movzx esi, byte ptr [r15 + r9 + 768]
-    mov dword ptr [r15 + rbp + 448], 136
-    add r11, 64
+    test dword ptr [r15 + 67117723], 1088
+    jnz 1f
+1:
+    mov r8d, ecx
+    mov byte ptr [r15 + 512], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 128], cl
+    or qword ptr [r15 + rbp + 1408], 116
+    mov dword ptr [r15 + 192], r8d
+    movzx r8d, al
+    mov r8, qword ptr [r15 + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], 226
+    mov dword ptr [r15 + 256], 114
+    mov r8, r10
+    vpxor xmm15, xmm15, xmm8
+    mov rbp, r10
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], ecx
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1806,49 +1804,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov byte ptr [r15 + 64], al
     jmp 1f
 1:
-    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 64
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    movzx r8d, byte ptr [r15 + 384]
+    mov r9, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 192]
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
+    movzx r9d, byte ptr [r15 + rbp + 3456]
+    mov qword ptr [r15 + 64], r9
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], bpl
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 134
-    mov dword ptr [r15 + rbp + 64], r8d
-    test ebx, 256
+    movsxd r9, dword ptr [r15 + 320]
+    mov ebp, 58
+    mov byte ptr [r15 + 128], dil
+    mov ebp, r8d
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + r8 + 7808]
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 7616], al
-    movzx eax, r9b
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], 107
-    mov eax, dword ptr [r15 + r8 + 7744]
-    test dword ptr [r15 + 67117723], 4194306
+    mov dword ptr [r15 + 512], 133
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 128]
+    mov rbp, rcx
+    movzx ecx, bpl
+    test dword ptr [r15 + 67117723], 4104
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + r8 + 7680]
-    mov byte ptr [r15 + r9 + 192], al
-    mov dword ptr [r15 + r8 + 7552], eax
-    mov eax, edx
-    add r11, 64
+    movzx ecx, byte ptr [r15 + 320]
+    mov ebp, eax
+    mov ebp, 201
+    mov ebp, dword ptr [r15 + 448]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1856,68 +1862,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32
-    setz al
-    lea rcx, [rip + .Lc1_d1628_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1628_s_t
-    .p2align 3
-.Lc1_d1628_s:
-    .p2align 3
-    jmp .Lc1_d1628_j
-    .p2align 3
-    jmp .Lc1_d1628_j
-.Lc1_d1628_j:
-    lea rbp, [r11 + r11*1]
-    movzx ecx, al
-    mov eax, edx
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 188
+    lea rcx, [rip + .Lc1_d1616_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1616_j_t
+.Lc1_d1616_j:
+    lea rbp, [r10 + r10*1]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r9d
+    mov ecx, eax
+    mov ecx, 119
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov eax, 158
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 172
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovq qword ptr [r15 + 0], xmm14
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 32
-    test ebx, 256
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 704], 239
+    test ebx, 1073741824
     jz 1f
 1:
-    vpaddd xmm14, xmm14, xmm14
-    lea r8, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    and r8, 192
-    mov ecx, dword ptr [r15 + r8 + 576]
-    mov dword ptr [r15 + r8 + 640], 254
-    test ebx, 98048
+    mov ecx, 102
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, r9
+    mov r9, r10
+    mov ecx, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 64], 96
+    test dword ptr [r15 + 67117724], 1024
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 704], rax
-    mov qword ptr [r15 + rbp + 256], rcx
-    lea rbp, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + r8 + 768]
-    and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 320]
-    mov dword ptr [r15 + rbp + 384], 181
-    add r11, 64
+    and r9, 8128
+    movsxd rax, dword ptr [r15 + r9 + 7488]
+    mov rcx, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], r8d
+    mov r9d, ebp
+    mov r9, qword ptr [r15 + rbp + 896]
+    test ebx, 384
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], 2
+    mov r9d, r9d
+    movzx ebp, byte ptr [r15 + 256]
+    mov r9d, 253
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1925,111 +1926,134 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1686_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1686_j_t
-.Lc1_d1686_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm14, xmm14, xmm14
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d1669_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1669_s_t
+    .p2align 3
+.Lc1_d1669_s:
+    .p2align 3
+    jmp .Lc1_d1669_j
+    .p2align 3
+    jmp .Lc1_d1669_j
+    .p2align 3
+    jmp .Lc1_d1669_j
+    .p2align 3
+    jmp .Lc1_d1669_j
+    .p2align 3
+    jmp .Lc1_d1669_j
+    .p2align 3
+    jmp .Lc1_d1669_j
+    .p2align 3
+    jmp .Lc1_d1669_j
+    .p2align 3
+    jmp .Lc1_d1669_j
+.Lc1_d1669_j:
+    mov rbp, r10
+    mov ecx, r8d
+    mov rcx, rax
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov rbp, r10
+    mov rcx, qword ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
+    mov eax, ebp
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm14, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rsi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*2]
-    mov esi, r9d
-    and r9, 448
-    movsxd rsi, dword ptr [r15 + r9 + 896]
-    test dword ptr [r15 + 67117723], 2162688
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 960], ecx
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + rbp + 128]
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 320]
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117723], 8272
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + r8 + 384]
-    movsxd r8, dword ptr [r15 + rbp + 64]
-    mov qword ptr [r15 + r9 + 832], r8
-    add r11, 64
+    mov dword ptr [r15 + 128], 228
+    movsxd rbp, dword ptr [r15 + 768]
+    mov r8, rcx
+    movsxd rcx, dword ptr [r15 + 576]
+    mov byte ptr [r15 + 448], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rcx
+    mov eax, 93
+    mov ecx, dword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovq qword ptr [r15 + 320], xmm15
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r8, r10
+    mov eax, dword ptr [r15 + 192]
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7488]
+    mov r8, rcx
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c34:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 205
-    mov r8d, 51
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    mov rax, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 218
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 1280
-    jz 1f
+    mov rax, r8
+    movsxd r8, dword ptr [r15 + 64]
+    mov rax, r8
+    movzx r8d, byte ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
+    mov r8, r10
+    movzx eax, al
+    mov eax, dword ptr [r15 + 192]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], cl
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 161
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 448], cl
-    and r8, 64
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + r8 + 64]
-    mov ecx, r8d
-    mov dword ptr [r15 + r8 + 128], 17
-    test ebx, 384
-    jnz 1f
+    mov r8, r10
+    movzx eax, byte ptr [r15 + 512]
+    test dword ptr [r15 + 67117723], 64
+    jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov ecx, r8d
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 181
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + r8 + 192]
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3392]
     mov r8d, ebp
-    mov dword ptr [r15 + rbp + 512], r8d
-    add r11, 64
+    mov r8, qword ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 384], r8
+    mov r8, r8
+    mov byte ptr [r15 + 320], al
+    vmovdqu ymmword ptr [r15 + 256], ymm15
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 192], cl
+    mov qword ptr [r15 + 128], rax
+    mov dword ptr [r15 + 320], eax
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -2037,81 +2061,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d1784_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1784_s_t
-    .p2align 3
-.Lc1_d1784_s:
-    .p2align 3
-    jmp .Lc1_d1784_j
-    .p2align 3
-    jmp .Lc1_d1784_j
-.Lc1_d1784_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    vpcmpeqb xmm14, xmm14, xmm12
-    movzx ecx, al
-    test ebx, 1073741824
-    jnz 1f
-1:
+    lea rcx, [rip + .Lc1_d1778_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1778_j_t
+.Lc1_d1778_j:
+    movsxd rcx, dword ptr [r15 + 256]
     movzx eax, cl
-    mov ecx, eax
-    mov byte ptr [r15 + 0], cl
-    mov rcx, rbp
-    mov ecx, 23
+    mov r8, r10
+    jmp 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ecx
+    movzx ecx, byte ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, dword ptr [r15 + 0]
-    movzx eax, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 640]
+    mov rcx, qword ptr [r15 + 448]
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1664
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, eax
-    mov ecx, eax
-    movzx ecx, al
-    mov ecx, ecx
-    lea rbp, [r11 + r11*1]
-    test ebx, 1664
-    jz 1f
-1:
-    mov rcx, rcx
-    mov ecx, eax
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 448]
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], ebp
-    test dword ptr [r15 + 67117723], 268435456
+    mov rcx, qword ptr [r15 + 128]
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 64], 136
+    mov ebp, eax
+    mov dword ptr [r15 + 512], eax
+    mov rbp, qword ptr [r15 + 384]
+    test dword ptr [r15 + 67117723], 1048576
     jnz 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    mov rcx, qword ptr [r15 + r9 + 64]
-    mov r9, qword ptr [r15 + rbp + 512]
-    movsxd rbp, dword ptr [r15 + r8 + 384]
-    add r11, 64
+    mov byte ptr [r15 + 192], cl
+    movzx ecx, cl
+    mov ecx, r8d
+    movzx ecx, cl
+    mov r8, r10
+    jmp 1f
+1:
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rbp
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -2119,55 +2115,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], r9d
-    lea r9, [r11 + r11*1]
+    mov eax, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 6
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r10
+    movzx eax, byte ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 704]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 171
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    movzx eax, byte ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 128]
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 896]
+    mov dword ptr [r15 + 384], 59
+    test dword ptr [r15 + 67117723], 8
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov ebp, r8d
+    movzx ebp, byte ptr [r15 + 576]
+    mov dword ptr [r15 + 320], 81
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, r8d
+    mov ebp, dword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + r8 + 832]
+    mov r8, rax
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r8d, ecx
-    and r9, 64
-    mov byte ptr [r15 + r9 + 256], cl
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 242
-    movzx esi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 268435456
-    jz 1f
-1:
-    mov eax, 35
-    mov eax, 45
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 37
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 192], rax
-    and r8, 64
-    mov qword ptr [r15 + r8 + 512], r8
-    vmovdqu ymmword ptr [r15 + rbp + 64], ymm14
-    mov byte ptr [r15 + r8 + 448], bpl
-    add r11, 64
+    mov byte ptr [r15 + 768], r9b
+    movzx r8d, byte ptr [r15 + r9 + 7552]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -2175,56 +2168,75 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1900_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1900_j_t
-.Lc1_d1900_j:
-    mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 512
-    jz 1f
-1:
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], eax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4
+    setz al
+    lea rcx, [rip + .Lc1_d1872_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1872_s_t
+    .p2align 3
+.Lc1_d1872_s:
+    .p2align 3
+    jmp .Lc1_d1872_j
+    .p2align 3
+    jmp .Lc1_d1872_j
+.Lc1_d1872_j:
+    mov ecx, edi
     jmp 1f
 1:
-    and rbp, 64
-    lea r9, [r11 + r11*4]
-    movsxd rax, dword ptr [r15 + rbp + 64]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 6
-    mov ecx, 122
+    mov ecx, eax
+    mov ecx, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 131074
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 320], r8
+    mov rbp, r10
+    jmp 1f
+1:
+    test ebx, 97664
+    jz 1f
+1:
+    mov r8d, ebp
+    and rbp, 1984
+    inc dword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 256]
+    movzx edi, byte ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + r9 + 1536]
-    mov ecx, ebp
-    mov rcx, qword ptr [r15 + r9 + 1408]
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm14
-    mov byte ptr [r15 + r8 + 384], cl
-    test dword ptr [r15 + 67117724], 4202496
-    jz 1f
+    jmp 1f
+1:
+    movzx ebp, al
+    mov ebp, r8d
+    mov r8d, 242
+    movzx r8d, byte ptr [r15 + 384]
+    test dword ptr [r15 + 67117723], 536870912
+    jnz 1f
 1:
     jmp 1f
 1:
-    mov rcx, rax
-    mov qword ptr [r15 + r9 + 1472], rcx
-    mov rcx, rcx
-    mov ecx, dword ptr [r15 + r9 + 1600]
-    add r11, 64
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], r9
+    movzx r8d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovq qword ptr [r15 + 64], xmm15
+    jmp 1f
+1:
+    mov r8, rbp
+    mov dword ptr [r15 + 384], 132
+    vmovdqu xmmword ptr [r15 + 640], xmm15
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -2232,62 +2244,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1950_j]
+    lea rcx, [rip + .Lc1_d1931_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1950_j_t
-.Lc1_d1950_j:
-    mov rax, rcx
+    jmp .Lc1_d1931_j_t
+.Lc1_d1931_j:
+    mov qword ptr [r15 + 512], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1408
+    jz 1f
+1:
+    mov r9d, 114
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    vpor xmm14, xmm14, xmm14
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 192
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 256
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 704], 177
+    mov ecx, r9d
+    test ebx, 1073741824
     jz 1f
 1:
-    vpcmpeqb xmm14, xmm14, xmm0
-    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
+    mov qword ptr [r15 + 384], r9
+    imul r9, qword ptr [r15 + 64]
+    mov ecx, 61
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + 192], bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 7
-    test ebx, 1073741824
+    and rbp, 4032
+    mov r9, r10
+    mov byte ptr [r15 + rbp + 3456], r9b
+    mov byte ptr [r15 + rbp + 3392], r9b
+    movzx ebp, byte ptr [r15 + 448]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rcx
+    test dword ptr [r15 + 67117723], 100663296
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + 0]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 51
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], al
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 128], r9d
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], r9d
-    mov byte ptr [r15 + r9 + 192], r8b
-    movsxd r9, dword ptr [r15 + r8 + 64]
-    add r11, 64
+    mov rbp, r10
+    movzx r9d, byte ptr [r15 + 320]
+    mov ecx, dword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 128], ymm15
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], al
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -2295,55 +2307,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, r9
+    mov r9, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 320], 196
+    movzx r9d, byte ptr [r15 + 256]
+    mov rax, r9
+    jmp 1f
+1:
+    mov r9, r10
+    test ebx, 1280
+    jz 1f
+1:
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 384]
+    movzx edi, byte ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 134217728
+    jz 1f
+1:
+    mov rbp, r10
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 512]
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3392]
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm15, xmm15, xmm15
+    mov rbp, r10
+    mov r9d, dword ptr [r15 + 768]
     mov rax, r9
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15744], 168
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 256], bpl
-    test ebx, 256
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 192], ymm14
-    mov dword ptr [r15 + r9 + 64], r9d
-    mov ebp, eax
-    movzx ebp, al
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], edi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, ecx
-    mov ebp, 100
-    mov qword ptr [r15 + r8 + 16000], rcx
-    movzx r9d, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 15936], r8d
-    mov qword ptr [r15 + r8 + 15680], r9
-    lock or dword ptr [r15 + r8 + 16064], 68
-    movzx ebp, r9b
-    test dword ptr [r15 + 67117723], 100663296
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + r8 + 15872]
+    movzx ebp, byte ptr [r15 + 128]
+    movzx edi, dil
     jmp 1f
 1:
-    vpcmpeqb xmm14, xmm14, xmm4
-    mov dword ptr [r15 + r8 + 15808], 89
-    add r11, 64
+    mov dword ptr [r15 + 576], ecx
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -2351,134 +2364,123 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 524288
-    setz al
-    lea rcx, [rip + .Lc1_d2052_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2052_s_t
-    .p2align 3
-.Lc1_d2052_s:
-    .p2align 3
-    jmp .Lc1_d2052_j
-    .p2align 3
-    jmp .Lc1_d2052_j
-.Lc1_d2052_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rax
-    mov eax, 67
+    lea rcx, [rip + .Lc1_d2031_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2031_j_t
+.Lc1_d2031_j:
+    mov rcx, rcx
+    mov edi, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + rbp + 384], ymm14
+    test dword ptr [r15 + 67117723], 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov rax, rcx
+    mov ecx, 23
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 4608
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 192]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 448]
+    mov rbp, r10
+    mov byte ptr [r15 + 384], al
+    jmp 1f
+1:
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    mov rbp, r10
+    mov dword ptr [r15 + 64], 236
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 211
+    mov dword ptr [r15 + 256], r9d
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], r8b
+    mov ebp, dword ptr [r15 + 704]
+    mov qword ptr [r15 + 64], rax
+    mov rax, rbp
     nop
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    movzx eax, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 134217728
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 320]
-    mov rcx, rax
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
-    test dword ptr [r15 + 67117723], 8388625
-    jz 1f
-1:
-    mov eax, 236
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + rbp + 384]
-    movzx ebp, al
-    mov byte ptr [r15 + r9 + 64], bpl
-    add r11, 64
+    vmovq xmm15, rcx
+    mov byte ptr [r15 + 512], cl
+    movsxd rax, dword ptr [r15 + 640]
+    mov ebp, 224
+    mov rcx, qword ptr [r15 + 128]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c41:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rbp
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], r9d
+    mov dword ptr [r15 + 384], edi
+    mov dword ptr [r15 + 320], 215
+    mov ecx, 217
+    mov qword ptr [r15 + 64], r9
+    movsxd rcx, dword ptr [r15 + 192]
+    mov r9d, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, r9
-    mov dword ptr [r15 + 0], 6
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 8396800
-    jz 1f
-1:
+    movsxd r9, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 0], bpl
+    movzx ebp, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, eax
-    test dword ptr [r15 + 67117724], 524544
-    jnz 1f
-1:
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 139
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], r9d
-    mov eax, eax
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 128], 65
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, rax
-    mov dword ptr [r15 + r8 + 512], 230
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 256], r8b
-    mov r8d, 228
+    .byte 0x0f, 0x1f, 0x00
+    lea rbp, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
     jmp 1f
 1:
-    add r11, 64
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    movsxd rcx, dword ptr [r15 + 384]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    mov r8, r10
+    lock add qword ptr [r15 + 768], rbp
+    jmp 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 512], cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 1408], 104
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -2486,59 +2488,77 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2160_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2160_j_t
-.Lc1_d2160_j:
-    lea r8, [r11 + r11*4]
-    mov rcx, r8
-    movzx ecx, sil
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1472], al
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4
+    setz al
+    lea rcx, [rip + .Lc1_d2134_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2134_s_t
+    .p2align 3
+.Lc1_d2134_s:
+    .p2align 3
+    jmp .Lc1_d2134_j
+    .p2align 3
+    jmp .Lc1_d2134_j
+.Lc1_d2134_j:
+    jmp 1f
+1:
+    mov ecx, r9d
+    jmp 1f
+1:
+    mov rcx, rcx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    .byte 0x0f, 0x1f, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 128
+    movzx ecx, al
+    mov rcx, rcx
+    mov ecx, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 67584
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], 121
+    lea rbp, [r10 + r10*1]
+    mov rcx, rbp
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 896]
+    movzx eax, al
+    mov byte ptr [r15 + 320], al
+    mov eax, 96
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, bpl
-    mov ecx, r8d
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 1600], 132
+    mov r9d, eax
+    or qword ptr [r15 + rbp + 832], 54
+    mov eax, 36
+    mov rax, rax
+    mov eax, edi
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
+    movzx edi, byte ptr [r15 + 448]
+    mov eax, ebp
+    mov dword ptr [r15 + 256], r8d
     jmp 1f
 1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], cl
-    lea r9, [r11 + r11*1]
+    mov eax, eax
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + r8 + 1536]
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 64]
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117723], 268436480
     jnz 1f
 1:
-    mov ecx, r9d
-    mov ecx, dword ptr [r15 + r9 + 128]
-    mov qword ptr [r15 + r8 + 1344], rcx
-    mov dword ptr [r15 + rbp + 384], 165
-    vmovdqu ymmword ptr [r15 + r8 + 1408], ymm14
-    add r11, 64
+    mov r9, r10
+    mov r8, qword ptr [r15 + 192]
+    and r9, 1984
+    mov rax, qword ptr [r15 + r9 + 1344]
+    mov r9d, dword ptr [r15 + 512]
+    mov rdi, rdi
+    mov edi, ebp
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -2546,113 +2566,114 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2212_j]
+    lea rcx, [rip + .Lc1_d2197_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2212_j_t
-.Lc1_d2212_j:
-    mov ecx, r8d
+    jmp .Lc1_d2197_j_t
+.Lc1_d2197_j:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    test dword ptr [r15 + 67117723], 33554440
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 1073741824
+    jz 1f
+1:
+    movzx ecx, al
+    mov qword ptr [r15 + 64], rax
+    movsxd rax, dword ptr [r15 + 320]
+    movzx ecx, bpl
+    mov r8, r10
+    test ebx, 256
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
+    mov r8d, eax
+    mov eax, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 320], rax
+    test dword ptr [r15 + 67117724], 146800640
+    jz 1f
+1:
+    mov r8, r10
+    mov eax, r8d
+    mov dword ptr [r15 + 512], eax
+    and r8, 448
+    xor dword ptr [r15 + r8 + 832], r9d
+    mov byte ptr [r15 + 192], cl
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7552], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, r8d
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov dword ptr [r15 + rbp + 7616], 31
-    mov qword ptr [r15 + rbp + 7680], rbp
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
+    mov r8d, eax
+    add qword ptr [r15 + 384], rax
+    mov r8, r10
+    movsxd rax, dword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117723], 8921088
     jz 1f
 1:
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + rbp + 384]
-    and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 512]
-    movzx eax, byte ptr [r15 + rbp + 320]
-    mov dword ptr [r15 + r9 + 448], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, eax
-    jmp 1f
-1:
-    mov rax, rsi
-    movzx eax, al
-    add r11, 64
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], eax
+    mov r8d, 60
+    mov r8, qword ptr [r15 + 448]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c44:
-    lea r9, [r11 + r11*8]
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3904]
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 3712], r8b
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 256], ymm14
-    mov ebp, eax
-    mov rbp, rbp
-    movsxd rbp, dword ptr [r15 + r9 + 3776]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 448], eax
+    movsxd rcx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 3520], bpl
-    vmovdqu ymmword ptr [r15 + r9 + 3648], ymm14
-    mov ebp, ecx
-    mov rbp, qword ptr [r15 + r9 + 3840]
-    mov rcx, r9
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov dword ptr [r15 + 0], ebp
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 192], 218
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + r9 + 3456]
-    test ebx, 256
+    movzx eax, al
+    mov rax, qword ptr [r15 + 768]
+    mov rcx, qword ptr [r15 + 640]
+    mov r8, r10
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 32896
+    jz 1f
+1:
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rcx
+    mov byte ptr [r15 + 192], al
+    mov dword ptr [r15 + 128], 155
+    movzx r8d, r8b
+    mov r8, rbp
+    test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 3392], ecx
+    mov r8d, dword ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 256], 122
+    movsxd rax, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], 180
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 320], eax
+    mov rax, qword ptr [r15 + 384]
     jmp 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 110
-    movsxd rcx, dword ptr [r15 + r9 + 3584]
-    movsxd r9, dword ptr [r15 + rbp + 384]
-    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -2660,127 +2681,109 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 64
-    setz al
-    lea rcx, [rip + .Lc1_d2310_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2310_s_t
-    .p2align 3
-.Lc1_d2310_s:
-    .p2align 3
-    jmp .Lc1_d2310_j
-    .p2align 3
-    jmp .Lc1_d2310_j
-.Lc1_d2310_j:
-    lea r9, [r11 + r11*1]
-    movzx ecx, r8b
-    and r9, 64
-    mov byte ptr [r15 + r9 + 64], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + r9 + 128], 164
-    lea r9, [r11 + r11*4]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rcx
-    test dword ptr [r15 + 67117724], 1073741824
-    jz 1f
-1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1472], r9d
+    lea rcx, [rip + .Lc1_d2294_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2294_j_t
+.Lc1_d2294_j:
+    mov byte ptr [r15 + 256], al
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + r9 + 1344]
-    mov qword ptr [r15 + r9 + 1408], rcx
-    test dword ptr [r15 + 67117724], 272629760
-    jnz 1f
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    jmp 1f
 1:
-    mov rcx, rcx
-    vpmovmskb ecx, xmm14
-    mov dword ptr [r15 + r9 + 1536], r9d
-    mov dword ptr [r15 + r9 + 1600], 224
-    movzx r9d, r9b
+    movzx ecx, byte ptr [r15 + 576]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 65
-    movzx r8d, byte ptr [r15 + rbp + 320]
-    mov rcx, r9
-    movzx r9d, cl
-    add r11, 64
+    mov ecx, r8d
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
+    mov r8, r10
+    movzx ecx, byte ptr [r15 + 192]
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 320], 34
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
+    movzx ecx, r9b
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    vpmovmskb r8d, xmm15
+    mov r8d, 42
+    test dword ptr [r15 + 67117724], 1048576
+    jz 1f
+1:
+    mov r8d, 86
+    movzx r8d, bpl
+    mov r8d, dword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 128], ymm15
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c46:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
+    mov r8d, r8d
+    mov r8d, 174
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 3200
+    test ebx, 256
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 227
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 192]
+    mov r9d, dword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 238
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    test ebx, 1073741824
-    jnz 1f
-1:
+    lea r8, [r10 + r10*1]
     movzx r9d, r9b
-    mov r9d, dword ptr [r15 + 0]
-    mov ecx, r9d
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], 65
+    movsxd r9, dword ptr [r15 + 64]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1408], cl
+    mov ecx, 41
+    mov dword ptr [r15 + 64], 252
+    movzx ecx, byte ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx r9d, cl
+    mov qword ptr [r15 + 512], r9
+    mov dword ptr [r15 + 512], r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov ecx, r9d
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
-    and r9, 64
-    mov byte ptr [r15 + r9 + 512], cl
-    mov dword ptr [r15 + rbp + 128], 139
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 448], r9d
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 384]
     movzx r9d, cl
-    movsxd r9, dword ptr [r15 + rbp + 320]
-    add r11, 64
+    movzx ecx, byte ptr [r15 + 384]
+    mov r9, r10
+    mov rbp, r10
+    mov byte ptr [r15 + r8 + 1344], al
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 832]
+    and rbp, 4032
+    vmovq qword ptr [r15 + rbp + 3392], xmm15
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -2788,118 +2791,137 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2417_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2417_j_t
-.Lc1_d2417_j:
-    lea rbp, [r11*8]
-    lea r9, [r11 + r11*1]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d2389_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2389_s_t
+    .p2align 3
+.Lc1_d2389_s:
+    .p2align 3
+    jmp .Lc1_d2389_j
+    .p2align 3
+    jmp .Lc1_d2389_j
+.Lc1_d2389_j:
+    mov eax, dword ptr [r15 + 320]
+    mov rcx, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rcx
+    mov ecx, ecx
+    mov ecx, dword ptr [r15 + 704]
+    mov qword ptr [r15 + 320], rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov rbp, r10
+    movzx eax, byte ptr [r15 + 768]
     and rbp, 448
-    vmovdqu xmm14, xmmword ptr [r15 + rbp + 1024]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], rax
-    mov ecx, 98
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    mov rbp, r10
+    test dword ptr [r15 + 67117723], 541328422
     jz 1f
 1:
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm15
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 10
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    lea r8, [r11 + r11*1]
-    test dword ptr [r15 + 67117723], 536870928
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], rcx
-    mov qword ptr [r15 + r8 + 320], r8
-    mov dword ptr [r15 + rbp + 1088], ebp
-    mov dword ptr [r15 + rbp + 1152], 238
+    .byte 0x66, 0x90
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + r9 + 256]
-    mov ecx, r8d
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    movzx r9d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 36
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 960], r9
-    mov r9, qword ptr [r15 + rbp + 896]
+    mov dword ptr [r15 + 192], 150
+    mov rbp, qword ptr [r15 + 384]
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    movzx ecx, r8b
-    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c48:
-    lea rcx, [rip + .Lc1_d2463_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d2445_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2463_j_t
-.Lc1_d2463_j:
-    lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    vmovdqu xmmword ptr [r15 + r9 + 128], xmm14
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 150
-    mov ecx, ecx
-    mov ecx, ecx
-    mov ecx, 94
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    jmp .Lc1_d2445_j_t
+.Lc1_d2445_j:
+    mov r9, r10
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 256], ebp
+    mov r9d, 227
+    mov r9d, eax
+    mov rax, rbp
+    test dword ptr [r15 + 67117723], 16416
+    jnz 1f
 1:
-    mov rcx, rcx
-    mov rcx, r8
+    mov eax, 7
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
+    mov eax, 95
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], eax
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov ebp, 56
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    movzx eax, al
+    movzx eax, bpl
+    mov dword ptr [r15 + 512], 23
     test ebx, 1073741824
     jnz 1f
 1:
+    mov qword ptr [r15 + 128], rcx
+    mov eax, 44
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov ebp, 220
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 127
-    mov ebp, r9d
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm15
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov ecx, r9d
-    mov dword ptr [r15 + 0], 153
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + r8 + 64]
-    and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 448]
-    mov rax, qword ptr [r15 + r9 + 64]
-    mov qword ptr [r15 + rbp + 512], rbp
-    mov ebp, 219
-    add r11, 64
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 190
+    mov r9, r10
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    test ebx, 3200
+    jz 1f
+1:
+    and r9, 8128
+    mov edi, dword ptr [r15 + r9 + 7488]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 64]
+    mov dword ptr [r15 + 64], eax
+    mov r9, r9
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -2909,153 +2931,128 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 6
-    test ebx, 1152
+    movzx edi, al
+    mov eax, edi
+    movsxd rdi, dword ptr [r15 + 256]
+    mov r9, r10
+    mov byte ptr [r15 + 640], bpl
+    mov rbp, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], ecx
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    mov rcx, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    test ebx, 512
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 163
-    lea rbp, [r11 + r11*1]
+    mov eax, 241
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 128]
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 448]
-    test dword ptr [r15 + 67117724], 66048
-    jnz 1f
+    jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    movzx eax, r9b
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], r9d
-    mov byte ptr [r15 + r9 + 384], r9b
-    movsxd r9, dword ptr [r15 + rbp + 64]
-    test ebx, 1073741824
+    mov byte ptr [r15 + 384], dil
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    mov dword ptr [r15 + 320], 135
+    test dword ptr [r15 + 67117723], 262208
     jz 1f
 1:
-    mov r9, qword ptr [r15 + r8 + 512]
-    mov rbp, r9
+    mov edi, 226
+    imul rax, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], eax
+    mov eax, dword ptr [r15 + 576]
     jmp 1f
 1:
-    jmp 1f
-1:
-    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c50:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d2569_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2569_s_t
-    .p2align 3
-.Lc1_d2569_s:
-    .p2align 3
-    jmp .Lc1_d2569_j
-    .p2align 3
-    jmp .Lc1_d2569_j
-    .p2align 3
-    jmp .Lc1_d2569_j
-    .p2align 3
-    jmp .Lc1_d2569_j
-    .p2align 3
-    jmp .Lc1_d2569_j
-    .p2align 3
-    jmp .Lc1_d2569_j
-    .p2align 3
-    jmp .Lc1_d2569_j
-    .p2align 3
-    jmp .Lc1_d2569_j
-    .p2align 3
-    jmp .Lc1_d2569_j
-    .p2align 3
-    jmp .Lc1_d2569_j
-    .p2align 3
-    jmp .Lc1_d2569_j
-    .p2align 3
-    jmp .Lc1_d2569_j
-    .p2align 3
-    jmp .Lc1_d2569_j
-    .p2align 3
-    jmp .Lc1_d2569_j
-    .p2align 3
-    jmp .Lc1_d2569_j
-    .p2align 3
-    jmp .Lc1_d2569_j
-.Lc1_d2569_j:
-    vpcmpeqb xmm14, xmm14, xmm5
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d2548_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2548_j_t
+.Lc1_d2548_j:
+    mov rcx, qword ptr [r15 + 384]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1152
+    jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     movzx ecx, cl
-    test dword ptr [r15 + 67117724], 134217728
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 24
-    jmp 1f
-1:
-    mov rax, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 448], eax
+    mov rax, rcx
+    mov eax, dword ptr [r15 + 704]
+    mov ecx, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    vmovq qword ptr [r15 + rbp + 448], xmm14
-    jmp 1f
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 448]
+    mov dword ptr [r15 + 192], 98
+    mov rcx, rcx
+    mov rcx, qword ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
 1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*2]
-    mov dword ptr [r15 + rbp + 512], 198
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 512], ecx
+    mov r9, r10
+    mov ecx, r9d
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7552], dil
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 119
+    mov r9, r10
+    mov dword ptr [r15 + rbp + 7488], 229
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    movsxd rcx, dword ptr [r15 + r8 + 1472]
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + rbp + 320]
-    or qword ptr [r15 + r8 + 1408], 86
-    add r11, 64
+    movzx ebp, r9b
+    and r9, 1984
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm15
+    mov qword ptr [r15 + 64], rcx
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -3063,68 +3060,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, rax
-    mov rax, r8
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, 211
-    mov r8d, 246
-    mov r8, rax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx eax, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 512]
     test dword ptr [r15 + 67117723], 16777216
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], 146
     jmp 1f
 1:
-    vpshufd xmm14, xmm14, 76
+    mov eax, eax
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
-    mov rcx, rcx
+    mov rbp, r10
+    mov eax, ebp
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 154
+    mov ebp, 22
+    mov ebp, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 320], al
+    mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r11
-    mov ecx, dword ptr [r15 + rbp + 64]
-    mov dword ptr [r15 + r8 + 896], esi
-    and r9, 192
-    mov dword ptr [r15 + r9 + 576], r8d
-    mov r9d, 98
-    add r11, 64
+    lea rbp, [r10 + r10*1]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 64]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov byte ptr [r15 + 768], al
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 128], ymm15
+    movzx r9d, r9b
+    movsxd rax, dword ptr [r15 + 192]
+    mov rdi, qword ptr [r15 + rbp + 3456]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -3132,61 +3113,93 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2693_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2693_j_t
-.Lc1_d2693_j:
-    movzx ecx, cl
-    mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 0], cl
-    mov byte ptr [r15 + 0], cl
-    mov ecx, 201
-    mov rax, rbp
-    test ebx, 2304
-    jz 1f
-1:
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d2649_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2649_s_t
+    .p2align 3
+.Lc1_d2649_s:
+    .p2align 3
+    jmp .Lc1_d2649_j
+    .p2align 3
+    jmp .Lc1_d2649_j
+    .p2align 3
+    jmp .Lc1_d2649_j
+    .p2align 3
+    jmp .Lc1_d2649_j
+    .p2align 3
+    jmp .Lc1_d2649_j
+    .p2align 3
+    jmp .Lc1_d2649_j
+    .p2align 3
+    jmp .Lc1_d2649_j
+    .p2align 3
+    jmp .Lc1_d2649_j
+    .p2align 3
+    jmp .Lc1_d2649_j
+    .p2align 3
+    jmp .Lc1_d2649_j
+    .p2align 3
+    jmp .Lc1_d2649_j
+    .p2align 3
+    jmp .Lc1_d2649_j
+    .p2align 3
+    jmp .Lc1_d2649_j
+    .p2align 3
+    jmp .Lc1_d2649_j
+    .p2align 3
+    jmp .Lc1_d2649_j
+    .p2align 3
+    jmp .Lc1_d2649_j
+.Lc1_d2649_j:
+    mov ecx, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 71
+    mov eax, 71
+    mov rax, rbp
+    mov rbp, qword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 320]
+    lea r9, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 2097152
+    jz 1f
+1:
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    mov rbp, qword ptr [r15 + r9 + 1408]
+    jmp 1f
+1:
+    mov r9d, ecx
+    mov r9, r9
+    movzx r9d, byte ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lock or dword ptr [r15 + 0], 7
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 448], rdi
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 256]
+    movzx edi, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 512], edi
+    mov ecx, ecx
+    mov rdi, qword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    test dword ptr [r15 + 67117724], 541130752
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, al
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], r8d
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 512], ymm14
-    movzx eax, byte ptr [r15 + r8 + 448]
-    movzx r8d, al
-    test dword ptr [r15 + 67117723], 1082204160
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 256]
-    and r8, 64
-    vmovq qword ptr [r15 + r8 + 64], xmm14
-    vmovdqu ymmword ptr [r15 + r8 + 128], ymm14
-    mov r8d, dword ptr [r15 + r9 + 192]
-    add r11, 64
+    lock or dword ptr [r15 + 384], 118
+    movzx edi, cl
+    mov qword ptr [r15 + 640], r9
+    mov byte ptr [r15 + 192], r9b
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -3194,65 +3207,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d2746_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2746_s_t
-    .p2align 3
-.Lc1_d2746_s:
-    .p2align 3
-    jmp .Lc1_d2746_j
-    .p2align 3
-    jmp .Lc1_d2746_j
-.Lc1_d2746_j:
+    lea rcx, [rip + .Lc1_d2717_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2717_j_t
+.Lc1_d2717_j:
+    mov ecx, ecx
+    mov qword ptr [r15 + 64], rdi
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 240
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    test dword ptr [r15 + 67117723], 256
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 8388608
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], bpl
-    jmp 1f
-1:
-    lea r8, [r11 + r11*2]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7616], r8d
-    lea r9, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + r8 + 7552]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 56
-    movzx eax, byte ptr [r15 + rbp + 384]
-    test dword ptr [r15 + 67117723], 1050624
+    vmovq xmm15, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 256
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    movzx ecx, byte ptr [r15 + 512]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    mov r9, qword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 256]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 448], rbp
-    mov qword ptr [r15 + r8 + 7488], r8
+    mov r9, qword ptr [r15 + 320]
     jmp 1f
 1:
-    add r11, 64
+    mov dword ptr [r15 + 64], 8
+    vmovq qword ptr [r15 + 384], xmm15
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, r9b
+    movzx r9d, r9b
+    mov r9d, 212
+    mov byte ptr [r15 + 704], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 192]
+    mov dword ptr [r15 + rbp + 3456], edi
+    movzx ebp, r9b
+    jmp 1f
+1:
+    mov rbp, r10
+    test dword ptr [r15 + 67117723], 65600
+    jnz 1f
+1:
+    mov dword ptr [r15 + 768], 43
+    mov r9d, edi
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rcx
+    mov rbp, rbp
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -3260,58 +3272,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, 104
-    mov dword ptr [r15 + 0], 225
+    mov r9d, 241
+    mov r8d, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
+    mov eax, r8d
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    test dword ptr [r15 + 67117723], 786434
     jz 1f
 1:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    .byte 0x0f, 0x1f, 0x00
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], r8
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 128], r8b
+    mov dword ptr [r15 + 192], 92
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r10
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r10 + r10*1]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov dword ptr [r15 + 320], eax
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 832]
+    test dword ptr [r15 + 67117723], 4096
     jz 1f
 1:
     jmp 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], al
-    movzx edi, r8b
-    mov eax, 99
-    lea rbp, [r11 + r11*1]
-    test dword ptr [r15 + 67117723], 6144
-    jnz 1f
-1:
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 448], ymm14
-    mov dword ptr [r15 + rbp + 512], 70
+    mov r8, r10
+    mov rax, qword ptr [r15 + 256]
+    movsxd rbp, dword ptr [r15 + 448]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 256], r8b
-    add r11, 64
+    test ebx, 640
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + r9 + 896], ymm15
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], al
+    movsxd rax, dword ptr [r15 + 128]
+    movzx r9d, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 320], rbp
+    movzx r9d, byte ptr [r15 + 512]
+    movzx eax, r8b
+    mov eax, eax
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -3319,61 +3337,70 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2848_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2848_j_t
-.Lc1_d2848_j:
-    mov ecx, ecx
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32
+    setz al
+    lea rcx, [rip + .Lc1_d2824_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2824_s_t
+    .p2align 3
+.Lc1_d2824_s:
+    .p2align 3
+    jmp .Lc1_d2824_j
+    .p2align 3
+    jmp .Lc1_d2824_j
+.Lc1_d2824_j:
+    movzx eax, bpl
+    mov qword ptr [r15 + 128], r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 67108864
+    mov rbp, r9
+    jmp 1f
+1:
+    test ebx, 896
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, rcx
+    movzx ebp, cl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 168
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    mov ebp, 68
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], r9d
-    mov ecx, 53
-    lea r8, [r11*4]
-    movzx ecx, r8b
-    and r8, 192
-    mov ecx, dword ptr [r15 + r8 + 576]
-    jmp 1f
-1:
+    mov rbp, r10
+    mov byte ptr [r15 + 512], cl
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    vmovdqu ymmword ptr [r15 + 576], ymm15
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    mov rbp, rax
     test ebx, 1073741824
     jnz 1f
 1:
+    mov ebp, dword ptr [r15 + 256]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    vmovdqu xmm14, xmmword ptr [r15 + r8 + 640]
-    and r9, 16320
-    movzx ecx, byte ptr [r15 + r9 + 15680]
-    movsxd rax, dword ptr [r15 + rbp + 256]
+    mov r8, r10
+    mov eax, ecx
+    mov ecx, dword ptr [r15 + 64]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 183
+    mov byte ptr [r15 + 640], r8b
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov rbp, qword ptr [r15 + r8 + 704]
-    mov rax, qword ptr [r15 + r8 + 768]
-    movsxd r8, dword ptr [r15 + r9 + 15744]
+    inc dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov r9d, 157
-    add r11, 64
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], r8b
+    mov dword ptr [r15 + 512], 57
+    mov rdi, qword ptr [r15 + 448]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -3381,56 +3408,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov eax, r8d
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 256], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 8388616
+    xor dword ptr [r15 + 256], eax
+    mov rbp, r10
+    mov qword ptr [r15 + 64], rdi
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 33619968
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov rbp, rbp
+    mov dword ptr [r15 + 384], 60
+    movzx ebp, byte ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    jmp 1f
-1:
-    and r8, 192
-    mov dword ptr [r15 + r8 + 704], 184
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + r8 + 768]
+    add qword ptr [r15 + 704], rax
+    mov dword ptr [r15 + 448], 92
+    mov rbp, r10
+    mov dword ptr [r15 + 192], r9d
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], eax
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 198
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    inc dword ptr [r15 + r8 + 640]
-    mov r9d, ecx
-    test dword ptr [r15 + 67117724], 16777216
-    jz 1f
+    mov ebp, 78
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 192], r9
-    movzx ecx, r8b
-    mov ecx, 251
-    mov qword ptr [r15 + r8 + 576], r8
-    add r11, 64
+    mov dword ptr [r15 + 0], 143
+    mov dword ptr [r15 + 128], ebp
+    mov rbp, r10
+    mov eax, 149
+    mov rax, qword ptr [r15 + 320]
+    test dword ptr [r15 + 67117723], 524288
+    jnz 1f
+1:
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov ebp, 84
+    mov ebp, ebp
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -3438,130 +3458,115 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2947_j]
+    lea rcx, [rip + .Lc1_d2926_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2947_j_t
-.Lc1_d2947_j:
-    lea r8, [r11*4]
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 512]
-    and r8, 192
-    mov qword ptr [r15 + r8 + 768], r9
-    mov byte ptr [r15 + rbp + 448], r8b
+    jmp .Lc1_d2926_j_t
+.Lc1_d2926_j:
+    movsxd rbp, dword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpcmpeqb xmm15, xmm15, xmm14
+    mov r8, r10
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    test dword ptr [r15 + 67117723], 1109655552
+    jmp 1f
+1:
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3392]
+    vmovdqu ymmword ptr [r15 + 256], ymm15
+    test dword ptr [r15 + 67117723], 134227968
     jz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 90
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    mov r8d, ebp
+    mov dword ptr [r15 + 640], 204
+    movzx r8d, byte ptr [r15 + 512]
+    mov r9, r10
+    test dword ptr [r15 + 67117723], 1073872896
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 768]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 89
+    mov dword ptr [r15 + 384], 105
+    mov dword ptr [r15 + 576], ebp
+    mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 256], rbp
-    mov rcx, qword ptr [r15 + rbp + 192]
-    movsxd rbp, dword ptr [r15 + r8 + 704]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + r8 + 640]
-    mov rcx, rbp
-    movsxd rbp, dword ptr [r15 + r8 + 576]
-    mov r8d, 92
-    add r11, 64
+    vmovq qword ptr [r15 + 320], xmm15
+    mov dword ptr [r15 + 128], eax
+    and r9, 1984
+    movsxd rbp, dword ptr [r15 + r9 + 1344]
+    mov r9d, edi
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c58:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 67108864
-    setz al
-    lea rcx, [rip + .Lc1_d2996_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2996_s_t
-    .p2align 3
-.Lc1_d2996_s:
-    .p2align 3
-    jmp .Lc1_d2996_j
-    .p2align 3
-    jmp .Lc1_d2996_j
-.Lc1_d2996_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov rbp, r10
+    vmovdqu ymmword ptr [r15 + 64], ymm15
+    and rbp, 1984
+    mov edi, dword ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 0], r8d
-    test dword ptr [r15 + 67117724], 134479872
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    mov r8, rbp
-    mov ebp, edi
-    test dword ptr [r15 + 67117723], 2068
-    jz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], 241
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 219
-    and rbp, 64
-    vmovdqu xmmword ptr [r15 + rbp + 512], xmm14
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], 181
-    lea r9, [r11 + r11*1]
+    mov r9, r10
+    mov eax, 164
+    and r9, 4032
+    mov edi, dword ptr [r15 + r9 + 3392]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], 26
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 448]
     jmp 1f
 1:
     test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], rax
+    mov r9, r10
+    mov eax, eax
+    vpshufd xmm15, xmm15, 51
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm15
+    test ebx, 768
     jz 1f
 1:
-    and r9, 64
-    lock xadd qword ptr [r15 + r9 + 384], rdi
-    mov dword ptr [r15 + r8 + 128], ebp
-    mov qword ptr [r15 + rbp + 448], rdi
-    mov qword ptr [r15 + r9 + 320], rcx
-    add r11, 64
+    mov dword ptr [r15 + 192], 24
+    mov r9, qword ptr [r15 + 320]
+    mov rax, rdi
+    mov dword ptr [r15 + 384], 177
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -3569,58 +3574,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, rax
-    movzx ecx, dil
-    mov eax, ecx
+    lea rcx, [rip + .Lc1_d3021_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3021_j_t
+.Lc1_d3021_j:
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 268435520
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 1024
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm15, xmmword ptr [r15 + 64]
+    mov byte ptr [r15 + 128], cl
+    mov dword ptr [r15 + 320], 97
+    mov byte ptr [r15 + 256], cl
+    bswap rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, rcx
+    mov rcx, qword ptr [r15 + 320]
+    lea rbp, [r10 + r10*1]
+    movzx r9d, al
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 222
+    mov byte ptr [r15 + 704], cl
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 1
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, al
+    movzx ecx, r9b
+    mov dword ptr [r15 + 448], ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 102
-    movzx eax, al
-    test dword ptr [r15 + 67117723], 2048
+    mov rax, rcx
+    mov rax, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 384], al
+    test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], r9d
-    and r8, 64
-    vmovdqu xmmword ptr [r15 + r8 + 256], xmm14
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], bpl
-    test dword ptr [r15 + 67117723], 148661760
-    jnz 1f
-1:
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + r8 + 192], ymm14
-    mov qword ptr [r15 + rbp + 448], r9
-    mov byte ptr [r15 + r9 + 384], bpl
-    add r11, 64
+    mov rcx, qword ptr [r15 + rbp + 896]
+    mov eax, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 512], 97
+    mov rbp, qword ptr [r15 + 128]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -3628,90 +3632,72 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d3102_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d3071_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3102_s_t
+    jmp .Lc1_d3071_s_t
     .p2align 3
-.Lc1_d3102_s:
+.Lc1_d3071_s:
     .p2align 3
-    jmp .Lc1_d3102_j
+    jmp .Lc1_d3071_j
     .p2align 3
-    jmp .Lc1_d3102_j
-    .p2align 3
-    jmp .Lc1_d3102_j
-    .p2align 3
-    jmp .Lc1_d3102_j
-    .p2align 3
-    jmp .Lc1_d3102_j
-    .p2align 3
-    jmp .Lc1_d3102_j
-    .p2align 3
-    jmp .Lc1_d3102_j
-    .p2align 3
-    jmp .Lc1_d3102_j
-.Lc1_d3102_j:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    movzx ecx, al
-    movzx ecx, cl
+    jmp .Lc1_d3071_j
+.Lc1_d3071_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r9b
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    .byte 0x66, 0x90
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 768]
     test ebx, 1073741824
     jz 1f
 1:
+    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    movzx ecx, cl
-    mov edi, edi
-    jmp 1f
-1:
-    test ebx, 1073741824
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], cl
+    mov eax, 96
+    mov dword ptr [r15 + 448], eax
+    mov r9, r10
+    test dword ptr [r15 + 67117724], 134250496
     jnz 1f
 1:
-    movzx ecx, al
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], 248
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 78
-    test ebx, 1073741824
+    mov eax, ecx
+    mov byte ptr [r15 + 256], al
+    and r9, 1984
+    mov r8, r10
+    movzx eax, byte ptr [r15 + r9 + 1344]
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 7488]
+    test dword ptr [r15 + 67117723], 401412
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, cl
-    xor dword ptr [r15 + 0], edi
-    lea rbp, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + 576]
+    mov r9, qword ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx ecx, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    vpshufd xmm14, xmm14, 167
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 61
-    lea r8, [r11 + r11*1]
+    mov ecx, ecx
+    mov byte ptr [r15 + 384], cl
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 138
-    mov dword ptr [r15 + r8 + 320], edi
+    mov ecx, dword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 192]
-    mov edi, ebp
-    mov dword ptr [r15 + rbp + 448], 231
+    movzx ecx, byte ptr [r15 + rbp + 3456]
+    movzx ebp, al
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 256], r8
-    add r11, 64
+    movzx ebp, byte ptr [r15 + 192]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -3719,60 +3705,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
-    jmp 1f
+    mov qword ptr [r15 + 512], rbp
+    movzx eax, byte ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 536870914
+    jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov eax, eax
+    mov rax, rax
+    vpxor xmm15, xmm15, xmm9
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 64], 112
+    mov rbp, r10
+    mov rax, rbp
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    mov ebp, 98
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 65792
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    and r8, 64
-    mov byte ptr [r15 + r8 + 448], cl
-    mov ecx, 33
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    test dword ptr [r15 + 67117724], 1024
+    mov dword ptr [r15 + 320], 205
+    movzx ebp, byte ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 128]
+    mov ecx, r8d
+    test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 192], al
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 320]
-    mov qword ptr [r15 + rbp + 256], rax
-    jmp 1f
-1:
-    test ebx, 1073741824
+    mov eax, 117
+    mov eax, ebp
+    mov ebp, 51
+    xchg qword ptr [r15 + 640], rbp
+    test dword ptr [r15 + 67117724], 2097152
     jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 384], 28
-    mov dword ptr [r15 + r8 + 512], 31
-    add r11, 64
+    mov rbp, r10
+    mov r8, r10
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 43
+    mov r8d, ecx
+    vmovq xmm15, r8
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -3780,56 +3759,85 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3220_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3220_j_t
-.Lc1_d3220_j:
-    mov eax, ecx
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d3176_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3176_s_t
+    .p2align 3
+.Lc1_d3176_s:
+    .p2align 3
+    jmp .Lc1_d3176_j
+    .p2align 3
+    jmp .Lc1_d3176_j
+    .p2align 3
+    jmp .Lc1_d3176_j
+    .p2align 3
+    jmp .Lc1_d3176_j
+    .p2align 3
+    jmp .Lc1_d3176_j
+    .p2align 3
+    jmp .Lc1_d3176_j
+    .p2align 3
+    jmp .Lc1_d3176_j
+    .p2align 3
+    jmp .Lc1_d3176_j
+.Lc1_d3176_j:
+    movsxd rcx, dword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rax
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov dword ptr [r15 + 192], 3
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 20484
     jz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 209
-    mov edi, 225
-    lea r8, [r11*4]
-    test dword ptr [r15 + 67117724], 2048
-    jnz 1f
+    mov rcx, rcx
+    jmp 1f
 1:
-    and r8, 192
-    mov rax, qword ptr [r15 + r8 + 768]
-    mov dword ptr [r15 + r8 + 704], ebp
-    mov rdi, rax
-    lea r9, [r11 + r11*1]
-    mov eax, 104
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 320]
+    movzx ecx, byte ptr [r15 + 768]
+    mov eax, dword ptr [r15 + 704]
+    mov qword ptr [r15 + 64], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 384], r8b
-    mov ecx, r8d
-    mov byte ptr [r15 + r8 + 576], dil
-    mov dword ptr [r15 + r8 + 640], 191
-    xor dword ptr [r15 + rbp + 64], ecx
-    add r11, 64
+    mov byte ptr [r15 + 448], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r10
+    mov rax, qword ptr [r15 + 320]
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm15
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 256]
+    movzx ecx, byte ptr [r15 + 384]
+    mov rax, rcx
+    mov r9, r10
+    mov ecx, 59
+    test dword ptr [r15 + 67117723], 16384
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 512]
+    and r9, 448
+    movzx ebp, byte ptr [r15 + r9 + 832]
+    mov r9, rbp
+    movsxd r8, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -3837,65 +3845,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3270_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3270_j_t
-.Lc1_d3270_j:
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov ecx, ecx
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], r9d
+    mov rbp, r10
+    movzx eax, r9b
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 229
+    mov eax, dword ptr [r15 + 64]
     test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 25
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 256
     jz 1f
 1:
     jmp 1f
 1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    test dword ptr [r15 + 67117723], 128
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 320], ebp
+    mov rbp, qword ptr [r15 + 640]
+    mov eax, 12
+    mov rax, qword ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 65536
     jz 1f
 1:
+    mov ebp, ebp
     jmp 1f
 1:
-    lea rbp, [r11 + r11*2]
+    mov ebp, 22
+    mov rbp, r10
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1472]
-    lea r8, [r11 + r11*2]
-    test ebx, 640
-    jnz 1f
+    test ebx, 1073741824
+    jz 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 197
-    movzx ecx, r8b
-    mov rcx, rax
-    mov dword ptr [r15 + r8 + 896], 2
+    mov qword ptr [r15 + 512], rbp
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    movzx ebp, cl
+    movsxd rbp, dword ptr [r15 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, eax
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 1344], r9
     jmp 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 448], r9
-    movzx eax, byte ptr [r15 + r9 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpmovmskb r9d, xmm14
-    mov qword ptr [r15 + r8 + 960], r9
-    mov dword ptr [r15 + rbp + 1408], r9d
-    jmp 1f
-1:
-    add r11, 64
+    mov dword ptr [r15 + 384], eax
+    movzx eax, al
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
@@ -3912,245 +3916,211 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 33554432
+    test dword ptr [r15 + 67117723], 1
     setz al
-    lea rcx, [rip + .Lc1_d3329_s]
+    lea rcx, [rip + .Lc1_d3293_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3329_s_t
+    jmp .Lc1_d3293_s_t
     .p2align 3
-.Lc1_d3329_s:
+.Lc1_d3293_s:
     .p2align 3
-    jmp .Lc1_d3329_j
+    jmp .Lc1_d3293_j
     .p2align 3
-    jmp .Lc1_d3329_j
-.Lc1_d3329_j:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], r9d
-    mov ecx, 244
-    test ebx, 48624
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d3293_j
+.Lc1_d3293_j:
+    movsxd rcx, dword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 67108864
-    jz 1f
-1:
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 1310720
-    jnz 1f
-1:
-    mov rcx, rax
+    mov qword ptr [r15 + 320], r8
+    movzx eax, byte ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, r9b
+    movsxd r9, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 256], r9b
+    movzx r8d, r9b
+    test dword ptr [r15 + 67117724], 8409088
+    jz 1f
+1:
+    mov r8, r10
+    movzx r9d, byte ptr [r15 + 384]
+    test dword ptr [r15 + 67117723], 545521664
+    jz 1f
+1:
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r11
+    mov r8d, 45
+    mov r8, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 512], rcx
     movzx ecx, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], 0
-    mov ecx, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 320], r9d
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], bpl
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117723], 1049600
     jz 1f
 1:
-    mov ebp, edi
-    add r11, 64
+    mov ecx, dword ptr [r15 + 64]
+    movzx r9d, r8b
+    test dword ptr [r15 + 67117723], 1880166540
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3394_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3394_j_t
-.Lc1_d3394_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 320], ymm14
+    lea r9, [r10 + r10*1]
+    movzx ecx, byte ptr [r15 + 320]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r9d
+    test ebx, 1024
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 640], ecx
+    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 3
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r10 + r10*2]
+    mov rcx, qword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 448], ymm15
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 896]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edi, r9b
-    lea r8, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + r8 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], edi
-    test ebx, 1073741824
+    mov ebp, ecx
+    mov rcx, rbp
+    test bl, 8
     jnz 1f
 1:
-    and r9, 448
-    or qword ptr [r15 + r9 + 832], 6
+    vmovdqu ymmword ptr [r15 + 256], ymm15
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 384], edi
-    test dword ptr [r15 + 67117724], 4194304
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 512], r9b
+    movsxd rcx, dword ptr [r15 + r9 + 1408]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + r9 + 896]
-    add r11, 64
+    mov rcx, qword ptr [r15 + 320]
+    mov r9d, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + r8 + 960]
+    test ebx, 40832
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 384]
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
-// block 3: 2048 bytes, 8 chunk(s), 4 chunk executions per call
+// block 3: 2048 bytes, 8 chunk(s), 8 chunk executions per call
     mov rbx, qword ptr [r15 + 67117760]
-    lea rcx, [rbx + 4]
+    lea rcx, [rbx + 8]
     mov qword ptr [r15 + 67117760], rcx
-    mov r13d, 4
-    mov eax, ebx
-    and eax, 7
-    lea rcx, [rip + .Lc1_b3_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_b3_stubs_t
-    .p2align 3
-.Lc1_b3_stubs:
-    .p2align 3
+    mov r13d, 8
     jmp .Lc1_b3_c0
-    .p2align 3
-    jmp .Lc1_b3_c1
-    .p2align 3
-    jmp .Lc1_b3_c2
-    .p2align 3
-    jmp .Lc1_b3_c3
-    .p2align 3
-    jmp .Lc1_b3_c4
-    .p2align 3
-    jmp .Lc1_b3_c5
-    .p2align 3
-    jmp .Lc1_b3_c6
-    .p2align 3
-    jmp .Lc1_b3_c7
     .p2align 6
 .Lc1_b3_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 212
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d3413_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3413_j_t
+.Lc1_d3413_j:
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 268959744
-    jnz 1f
-1:
+    mov byte ptr [r15 + 384], al
+    mov ecx, eax
+    mov ecx, 143
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpor xmm14, xmm14, xmm14
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    jmp 1f
-1:
-    movzx eax, bpl
-    vpor xmm14, xmm14, xmm14
+    vpaddd xmm15, xmm15, xmm15
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 512]
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 128]
-    lea rbp, [r11 + r11*1]
-    mov rdi, rdi
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], bpl
-    mov dword ptr [r15 + rbp + 448], eax
-    test ebx, 1073741824
+    vpshufd xmm15, xmm15, 169
+    mov byte ptr [r15 + 64], cl
+    mov dword ptr [r15 + 576], 181
+    mov byte ptr [r15 + 192], cl
+    test dword ptr [r15 + 67117723], 16863232
+    jz 1f
+1:
+    mov rcx, rcx
+    mov rcx, rcx
+    mov rbp, r10
+    mov rcx, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    test dword ptr [r15 + 67117724], 131080
     jnz 1f
 1:
-    jmp 1f
+    mov rbp, r10
+    vmovdqu ymmword ptr [r15 + 256], ymm15
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], cl
+    mov ebp, ebp
+    mov ebp, 45
+    mov rbp, r8
+    test dword ptr [r15 + 67117724], 276824064
+    jz 1f
 1:
-    mov byte ptr [r15 + r8 + 448], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + r9 + 64]
-    jmp 1f
-1:
-    add r11, 64
+    mov dword ptr [r15 + 448], 145
+    movsxd rbp, dword ptr [r15 + 320]
+    mov r9, r10
+    vmovq xmm15, r9
+    mov ecx, dword ptr [r15 + 192]
+    and r9, 16320
+    or qword ptr [r15 + r9 + 15680], 24
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -4158,168 +4128,171 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d3511_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3511_s_t
-    .p2align 3
-.Lc1_d3511_s:
-    .p2align 3
-    jmp .Lc1_d3511_j
-    .p2align 3
-    jmp .Lc1_d3511_j
-.Lc1_d3511_j:
-    lea rbp, [r11*4]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 40
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 46
-    mov r9d, 208
-    test dword ptr [r15 + 67117724], 64
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov rax, rcx
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 448]
-    lea r8, [r11 + r11*1]
-    vmovq xmm14, rbp
-    movsxd rdi, dword ptr [r15 + rbp + 7616]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 166
+    lea rbp, [r10 + r10*1]
+    mov eax, ecx
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
+    vpshufd xmm15, xmm15, 25
+    movsxd rcx, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 512], r8
+    mov dword ptr [r15 + 128], 231
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu xmmword ptr [r15 + rbp + 7680], xmm14
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 107
+    mov rcx, r9
+    mov dword ptr [r15 + 128], ecx
+    test dword ptr [r15 + 67117724], 8388608
+    jz 1f
 1:
-    mov ecx, 238
-    movzx ecx, r9b
-    movzx ecx, byte ptr [r15 + r8 + 192]
-    mov r8d, dword ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + rbp + 7552], 84
-    movzx r9d, r9b
-    add r11, 64
+    movzx ecx, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 640], rcx
+    mov ecx, ecx
+    movsxd rcx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 704], 206
+    movsxd r9, dword ptr [r15 + 512]
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    and r8, 8128
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm15
+    movsxd r8, dword ptr [r15 + 64]
+    mov r9, qword ptr [r15 + rbp + 3456]
+    mov eax, 126
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    mov r8d, 147
+    lea rcx, [rip + .Lc1_d3503_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3503_j_t
+.Lc1_d3503_j:
+    mov ebp, ecx
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 80
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 203
+    mov rbp, rbp
+    movsxd rbp, dword ptr [r15 + 128]
+    mov r8, r10
+    movsxd rcx, dword ptr [r15 + 256]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 178
+    mov r8, r10
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 4
-    mov dword ptr [r15 + 0], 127
-    movzx eax, r8b
-    test ebx, 1073741824
-    jnz 1f
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    jmp 1f
 1:
-    mov r8d, ecx
-    mov dword ptr [r15 + 0], 168
-    mov dword ptr [r15 + 0], 73
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    test dword ptr [r15 + 67117724], 131072
-    jnz 1f
+    mov dword ptr [r15 + 320], 66
+    mov dword ptr [r15 + 576], r8d
+    mov qword ptr [r15 + 64], r8
+    mov r8, rbp
+    mov byte ptr [r15 + 384], r8b
+    jmp 1f
 1:
-    mov rcx, rax
-    and r8, 192
-    vmovdqu ymmword ptr [r15 + r8 + 768], ymm14
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 576], r9b
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], r9
-    mov dword ptr [r15 + r8 + 640], 89
+    movsxd rbp, dword ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 192], bpl
-    or qword ptr [r15 + r8 + 704], 95
-    mov r8d, dword ptr [r15 + r9 + 128]
-    movzx r9d, byte ptr [r15 + rbp + 256]
-    add r11, 64
+    mov ebp, ebp
+    mov r8, rbp
+    jmp 1f
+1:
+    vmovq xmm9, rcx
+    mov rcx, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 448], ebp
+    mov dword ptr [r15 + 512], ecx
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3606_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3606_j_t
-.Lc1_d3606_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 320]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov qword ptr [r15 + 0], rcx
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    test dword ptr [r15 + 67117724], 536871168
+    mov rbp, r10
+    mov qword ptr [r15 + 512], r9
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1344]
+    mov ecx, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov rbp, r10
+    mov r8d, 182
+    mov r8d, dword ptr [r15 + 384]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 119
-    mov edi, 114
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 77
-    test dword ptr [r15 + 67117724], 4261904
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    mov ecx, 34
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], edi
-    mov ecx, dword ptr [r15 + rbp + 384]
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 192]
+    mov ebp, ebp
+    mov rbp, r10
+    mov r9d, 247
     jmp 1f
 1:
-    mov ebp, 134
-    lea rbp, [r11 + r11*1]
-    test dword ptr [r15 + 67117724], 33701888
-    jz 1f
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rcx
+    add rbp, qword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 640], ymm9
+    mov dword ptr [r15 + 448], r8d
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 256], ecx
+    mov ebp, dword ptr [r15 + 320]
+    vmovdqu xmmword ptr [r15 + 64], xmm9
+    mov qword ptr [r15 + 256], rbp
+    movzx ebp, byte ptr [r15 + 192]
+    mov r8d, 66
     jmp 1f
 1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rdi
-    mov qword ptr [r15 + rbp + 64], rbp
-    movzx ebp, cl
-    movzx ecx, bpl
-    mov ecx, ecx
-    add r11, 64
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -4327,51 +4300,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov ebp, 133
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 2097152
-    jz 1f
-1:
+    lea rcx, [rip + .Lc1_d3608_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3608_j_t
+.Lc1_d3608_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx eax, bpl
-    mov eax, 23
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 786432
-    jz 1f
-1:
+    movzx ecx, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 224
-    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 64], ymm14
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 128], ebp
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    test dword ptr [r15 + 67117724], 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 64
     jnz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], ecx
-    movzx ecx, bpl
-    and r8, 64
-    mov qword ptr [r15 + r8 + 320], r8
-    mov byte ptr [r15 + rbp + 448], r8b
-    movzx ebp, al
-    mov qword ptr [r15 + r8 + 384], rax
-    add r11, 64
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 128]
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 896]
+    mov r8d, r8d
+    mov dword ptr [r15 + rbp + 832], r8d
+    mov dword ptr [r15 + 192], 138
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 320], rax
+    mov dword ptr [r15 + 448], ecx
+    movzx eax, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 256], rax
+    mov rbp, r10
+    mov ecx, ecx
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 139264
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], 105
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 768]
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r8d, 45
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -4379,221 +4358,190 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d3704_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3704_s_t
-    .p2align 3
-.Lc1_d3704_s:
-    .p2align 3
-    jmp .Lc1_d3704_j
-    .p2align 3
-    jmp .Lc1_d3704_j
-    .p2align 3
-    jmp .Lc1_d3704_j
-    .p2align 3
-    jmp .Lc1_d3704_j
-    .p2align 3
-    jmp .Lc1_d3704_j
-    .p2align 3
-    jmp .Lc1_d3704_j
-    .p2align 3
-    jmp .Lc1_d3704_j
-    .p2align 3
-    jmp .Lc1_d3704_j
-    .p2align 3
-    jmp .Lc1_d3704_j
-    .p2align 3
-    jmp .Lc1_d3704_j
-    .p2align 3
-    jmp .Lc1_d3704_j
-    .p2align 3
-    jmp .Lc1_d3704_j
-    .p2align 3
-    jmp .Lc1_d3704_j
-    .p2align 3
-    jmp .Lc1_d3704_j
-    .p2align 3
-    jmp .Lc1_d3704_j
-    .p2align 3
-    jmp .Lc1_d3704_j
-.Lc1_d3704_j:
-    lea rbp, [r11*4]
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 768], bpl
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    test dword ptr [r15 + 67117724], 8404996
+    mov rbp, r10
+    mov rax, qword ptr [r15 + 448]
+    mov r8, r8
+    mov r8, r10
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    and r8, 1984
+    add qword ptr [r15 + r8 + 1344], r9
+    mov ebp, dword ptr [r15 + 320]
+    test dword ptr [r15 + 67117724], 16777216
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 512]
+    add r8, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov edi, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], 204
+    movsxd rax, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 576], rax
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + 0], edi
+    mov qword ptr [r15 + 384], rax
+    mov r8d, 4
+    movsxd r8, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 235
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + rbp + 640]
-    mov rcx, qword ptr [r15 + r8 + 192]
-    mov dword ptr [r15 + rbp + 576], ebp
-    mov dword ptr [r15 + rbp + 704], ecx
-    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 512], rcx
+    movzx eax, al
+    test dword ptr [r15 + 67117724], 369098752
+    jz 1f
+1:
     jmp 1f
 1:
-    vmovdqu xmm14, xmmword ptr [r15 + r8 + 448]
-    add r11, 64
+    mov r8, r10
+    movzx eax, bpl
+    mov eax, 216
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 384]
+    mov rbp, rbp
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c6:
-    lea rcx, [rip + .Lc1_d3770_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3770_j_t
-.Lc1_d3770_j:
-    lea r8, [r11*8]
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1600]
-    mov rdi, rcx
-    mov dword ptr [r15 + r8 + 1664], edi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d3703_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3703_s_t
+    .p2align 3
+.Lc1_d3703_s:
+    .p2align 3
+    jmp .Lc1_d3703_j
+    .p2align 3
+    jmp .Lc1_d3703_j
+.Lc1_d3703_j:
+    mov rbp, r10
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    lea rbp, [r11*4]
-    mov rdi, rbp
-    mov rdi, r8
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 640], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + rbp + 704]
-    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 46
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
-    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 64], r9b
-    mov ecx, r9d
-    mov byte ptr [r15 + r8 + 1472], dil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 128], dil
-    jmp 1f
-1:
-    lock add qword ptr [r15 + rbp + 576], rdi
-    mov r9d, ecx
-    mov r9d, dword ptr [r15 + r8 + 1728]
-    movzx ecx, byte ptr [r15 + r8 + 1408]
+    and ebp, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 1536], ebp
-    lock add qword ptr [r15 + r8 + 1344], rcx
-    vmovq xmm14, rcx
-    mov byte ptr [r15 + rbp + 768], al
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov rbp, rcx
+    mov ebp, 255
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + 256], al
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
-    add r11, 64
+    mov eax, dword ptr [r15 + 64]
+    mov r8, r10
+    movzx ecx, byte ptr [r15 + 128]
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    vmovdqu ymmword ptr [r15 + 192], ymm9
+    movzx r8d, byte ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 320], ymm9
+    mov qword ptr [r15 + 640], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 128], 229
+    inc dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r8, rcx
+    mov r8d, r8d
+    jmp 1f
+1:
+    mov r8d, 253
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c7:
-    mov rcx, r9
-    mov ecx, ecx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d3762_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3762_j_t
+.Lc1_d3762_j:
+    mov rcx, qword ptr [r15 + 384]
     jmp 1f
 1:
-    lea r9, [r11*4]
-    mov eax, 228
-    and r9, 192
-    mov rax, qword ptr [r15 + r9 + 768]
+    mov byte ptr [r15 + 64], cl
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 128], ecx
+    test dword ptr [r15 + 67117723], 131136
+    jnz 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 192], 227
+    movzx r8d, al
+    test dword ptr [r15 + 67117723], 16384
+    jnz 1f
+1:
+    mov r8, r10
+    movzx eax, al
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 320], ymm9
+    mov r8, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 704]
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 384], 128
     jmp 1f
 1:
-    mov rcx, rax
-    mov eax, 251
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
+    movsxd r8, dword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 448]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    vpaddd xmm14, xmm14, xmm14
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 448]
-    lea rbp, [r11*4]
-    mov rcx, qword ptr [r15 + r9 + 576]
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 960]
-    mov dword ptr [r15 + rbp + 1024], 78
     jmp 1f
 1:
-    mov edx, ebp
-    vmovdqu ymmword ptr [r15 + r9 + 640], ymm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 896], 184
-    movzx eax, dil
-    mov qword ptr [r15 + r8 + 512], rax
-    mov qword ptr [r15 + rbp + 832], r9
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 704], al
+    mov byte ptr [r15 + 320], r8b
     jmp 1f
 1:
-    mov eax, edx
-    add r11, 64
+    add r8, qword ptr [r15 + 768]
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
@@ -4609,53 +4557,72 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], bpl
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d3818_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3818_s_t
+    .p2align 3
+.Lc1_d3818_s:
+    .p2align 3
+    jmp .Lc1_d3818_j
+    .p2align 3
+    jmp .Lc1_d3818_j
+    .p2align 3
+    jmp .Lc1_d3818_j
+    .p2align 3
+    jmp .Lc1_d3818_j
+    .p2align 3
+    jmp .Lc1_d3818_j
+    .p2align 3
+    jmp .Lc1_d3818_j
+    .p2align 3
+    jmp .Lc1_d3818_j
+    .p2align 3
+    jmp .Lc1_d3818_j
+.Lc1_d3818_j:
+    mov ecx, ecx
+    mov ecx, 204
+    mov ecx, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
     mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 67108868
+    jnz 1f
+1:
+    mov ecx, 37
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 384], al
+    mov rax, qword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 320]
+    mov rbp, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    lea r8, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
+    movzx ecx, byte ptr [r15 + 448]
+    lea rbp, [r10 + r10*1]
+    movzx eax, bpl
+    movzx eax, byte ptr [r15 + 512]
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    vmovdqu xmmword ptr [r15 + 448], xmm9
+    mov r9, r10
+    test dword ptr [r15 + 67117724], 1
     jz 1f
 1:
-    and r8, 192
-    mov qword ptr [r15 + r8 + 704], r8
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    mov qword ptr [r15 + r8 + 640], r9
-    test dword ptr [r15 + 67117723], 536870912
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 576], ebp
-    vpxor xmm14, xmm14, xmm8
-    mov dword ptr [r15 + r8 + 768], 243
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r9d
-    mov byte ptr [r15 + rbp + 448], r8b
-    mov dword ptr [r15 + r9 + 64], r8d
-    add r11, 64
+    mov rax, r9
+    and r9, 1984
+    mov rax, qword ptr [r15 + r9 + 1344]
+    mov rcx, qword ptr [r15 + rbp + 896]
+    movsxd r9, dword ptr [r15 + 384]
+    mov rbp, rbp
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
@@ -4663,131 +4630,124 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d3927_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d3876_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3927_s_t
+    jmp .Lc1_d3876_s_t
     .p2align 3
-.Lc1_d3927_s:
+.Lc1_d3876_s:
     .p2align 3
-    jmp .Lc1_d3927_j
+    jmp .Lc1_d3876_j
     .p2align 3
-    jmp .Lc1_d3927_j
-    .p2align 3
-    jmp .Lc1_d3927_j
-    .p2align 3
-    jmp .Lc1_d3927_j
-    .p2align 3
-    jmp .Lc1_d3927_j
-    .p2align 3
-    jmp .Lc1_d3927_j
-    .p2align 3
-    jmp .Lc1_d3927_j
-    .p2align 3
-    jmp .Lc1_d3927_j
-.Lc1_d3927_j:
-    mov rax, qword ptr [r15 + 0]
+    jmp .Lc1_d3876_j
+.Lc1_d3876_j:
+    mov dword ptr [r15 + 512], ecx
+    mov rax, rbp
+    mov rax, qword ptr [r15 + 320]
+    mov ecx, 18
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
-    vpxor xmm14, xmm14, xmm8
+    mov ecx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov r8, r8
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 194
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r9
-    mov byte ptr [r15 + 0], r8b
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov byte ptr [r15 + 448], bpl
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 242
+    mov rbp, qword ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 1073741828
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], 85
+    movzx ebp, al
+    mov rbp, qword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    lea r8, [r11 + r11*1]
-    mov ecx, 50
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 512], 105
-    and r9, 64
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 64], r8
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 320], ymm14
-    mov qword ptr [r15 + r9 + 128], rbp
-    mov qword ptr [r15 + rbp + 384], rbp
-    mov dword ptr [r15 + r8 + 448], 49
-    add r11, 64
+    or qword ptr [r15 + 320], 51
+    mov dword ptr [r15 + 512], eax
+    mov byte ptr [r15 + 384], cl
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d3928_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3928_s_t
+    .p2align 3
+.Lc1_d3928_s:
+    .p2align 3
+    jmp .Lc1_d3928_j
+    .p2align 3
+    jmp .Lc1_d3928_j
+.Lc1_d3928_j:
+    mov rbp, r10
+    mov dword ptr [r15 + 128], 85
+    movsxd rcx, dword ptr [r15 + 64]
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7872], 54
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, rbp
-    mov r8d, dword ptr [r15 + rbp + 7552]
-    mov r9, r8
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 7488], rbp
+    mov byte ptr [r15 + rbp + 7488], al
+    mov dword ptr [r15 + 128], 225
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 384]
-    movzx eax, bpl
-    mov rax, rcx
+    mov dword ptr [r15 + 256], eax
+    mov ebp, dword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 134218240
+    jnz 1f
+1:
+    mov rbp, r10
     mov rax, rbp
-    mov dword ptr [r15 + rbp + 7680], 164
-    lea r9, [r11 + r11*1]
+    mov eax, 23
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 448], r9
-    mov rcx, rbp
-    mov dword ptr [r15 + rbp + 7808], 93
-    mov qword ptr [r15 + r9 + 512], rcx
+    mov rbp, qword ptr [r15 + 640]
+    mov qword ptr [r15 + 320], rcx
+    mov ecx, eax
+    test dword ptr [r15 + 67117723], 132096
+    jz 1f
+1:
+    mov r8d, 153
+    mov ecx, 192
+    mov qword ptr [r15 + 512], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 7744], ecx
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm14
-    vpor xmm14, xmm14, xmm14
-    mov byte ptr [r15 + rbp + 7616], cl
-    add r11, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    mov rcx, rbp
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rbp
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
@@ -4795,54 +4755,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4038_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4038_j_t
-.Lc1_d4038_j:
-    mov rax, qword ptr [r15 + 0]
-    movzx ecx, al
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 16777216
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 140
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 29
+    movzx eax, bpl
+    mov rax, r9
+    mov dword ptr [r15 + 448], 174
+    movzx eax, al
+    mov rbp, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
+    vpcmpeqb xmm15, xmm15, xmm9
+    mov dword ptr [r15 + 192], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 182
-    lea r8, [r11*4]
-    mov eax, r8d
+    mov dword ptr [r15 + 0], 67
     test ebx, 1073741824
     jz 1f
 1:
-    lea r9, [r11 + r11*1]
-    and r8, 192
-    movsxd rcx, dword ptr [r15 + r8 + 768]
-    mov byte ptr [r15 + r8 + 640], cl
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], 203
-    mov rcx, rax
-    mov ecx, dword ptr [r15 + r8 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 256], xmm15
+    vpxor xmm15, xmm15, xmm9
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 512], dl
-    mov ecx, eax
-    mov ecx, ecx
-    mov ecx, dword ptr [r15 + r8 + 704]
-    mov dword ptr [r15 + rbp + 64], r9d
-    add r11, 64
+    movzx ebp, al
+    mov ebp, 206
+    mov rbp, rbp
+    movzx r9d, byte ptr [r15 + 384]
+    .byte 0x66, 0x90
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 320], r9
+    mov r9d, 52
+    mov dword ptr [r15 + 384], eax
+    movzx r9d, r9b
+    movzx ebp, r9b
+    test dword ptr [r15 + 67117723], 16512
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 192]
+    movzx ebp, r8b
+    vmovdqu xmmword ptr [r15 + 64], xmm15
+    mov rbp, qword ptr [r15 + 704]
+    mov r8d, ebp
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
@@ -4850,185 +4810,176 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d4088_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4088_s_t
-    .p2align 3
-.Lc1_d4088_s:
-    .p2align 3
-    jmp .Lc1_d4088_j
-    .p2align 3
-    jmp .Lc1_d4088_j
-    .p2align 3
-    jmp .Lc1_d4088_j
-    .p2align 3
-    jmp .Lc1_d4088_j
-    .p2align 3
-    jmp .Lc1_d4088_j
-    .p2align 3
-    jmp .Lc1_d4088_j
-    .p2align 3
-    jmp .Lc1_d4088_j
-    .p2align 3
-    jmp .Lc1_d4088_j
-.Lc1_d4088_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 34
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 512
+    lea rcx, [rip + .Lc1_d4030_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4030_j_t
+.Lc1_d4030_j:
+    movzx eax, r8b
+    vmovdqu ymmword ptr [r15 + 768], ymm15
+    mov eax, 226
+    mov rax, r8
+    mov dword ptr [r15 + 512], 142
+    test ebx, 1073741824
     jz 1f
 1:
-    mov eax, eax
+    movzx eax, byte ptr [r15 + 576]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov eax, eax
-    test ebx, 1456
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 256], r9b
+    test dword ptr [r15 + 67117724], 33554432
     jz 1f
 1:
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*4]
-    mov eax, 52
+    movzx ecx, bpl
+    mov r9d, 158
+    vmovq qword ptr [r15 + 320], xmm15
+    mov dword ptr [r15 + 448], eax
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 7744], r8d
-    mov eax, eax
-    mov dword ptr [r15 + rbp + 7616], 135
-    and r8, 64
-    mov qword ptr [r15 + r8 + 256], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 181
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 7488], r9b
-    mov dword ptr [r15 + rbp + 7552], r9d
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], r8d
+    mov r9, r10
+    mov eax, 153
+    mov ebp, 209
+    mov rax, qword ptr [r15 + 512]
+    and r9, 4032
+    or qword ptr [r15 + r9 + 3392], 99
+    mov r9d, dword ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, r9
-    mov dword ptr [r15 + rbp + 7680], 206
-    movsxd rax, dword ptr [r15 + r8 + 192]
-    mov qword ptr [r15 + r9 + 192], rax
-    add r11, 64
+    movsxd r9, dword ptr [r15 + 128]
+    mov rbp, r10
+    mov dword ptr [r15 + 64], 127
+    mov rax, qword ptr [r15 + 384]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 41
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c5:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea r9, [r11 + r11*1]
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
-    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 12582912
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
+    vmovq xmm15, rbp
     test ebx, 1073741824
     jz 1f
 1:
+    vpor xmm15, xmm15, xmm9
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*4]
-    mov ecx, 74
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1408], bpl
-    mov ecx, dword ptr [r15 + rbp + 1344]
+    mov ebp, 7
+    mov dword ptr [r15 + 192], ecx
+    mov ebp, 95
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r11 + r11*1]
-    vmovdqu xmmword ptr [r15 + rbp + 1472], xmm14
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 237
-    mov ecx, 105
-    mov dword ptr [r15 + rbp + 1536], ebp
-    test dword ptr [r15 + 67117724], 8390688
+    mov dword ptr [r15 + 448], ebp
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 256]
+    mov eax, r9d
+    movzx r9d, al
+    mov rax, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 320]
+    mov r9d, 70
+    mov r9d, 66
+    movzx r9d, cl
+    mov r9, r10
+    mov ecx, 26
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, dl
-    mov dword ptr [r15 + r9 + 896], eax
-    mov dword ptr [r15 + r8 + 64], 122
-    xor dword ptr [r15 + rbp + 1600], eax
-    add r11, 64
+    mov r8, r10
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    and r8, 1984
+    movsxd r9, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 704], 246
+    mov dword ptr [r15 + 384], 21
+    mov dword ptr [r15 + 640], 152
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c6:
-    lea rcx, [rip + .Lc1_d4188_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4188_j_t
-.Lc1_d4188_j:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 43
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d4121_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4121_s_t
+    .p2align 3
+.Lc1_d4121_s:
+    .p2align 3
+    jmp .Lc1_d4121_j
+    .p2align 3
+    jmp .Lc1_d4121_j
+    .p2align 3
+    jmp .Lc1_d4121_j
+    .p2align 3
+    jmp .Lc1_d4121_j
+    .p2align 3
+    jmp .Lc1_d4121_j
+    .p2align 3
+    jmp .Lc1_d4121_j
+    .p2align 3
+    jmp .Lc1_d4121_j
+    .p2align 3
+    jmp .Lc1_d4121_j
+.Lc1_d4121_j:
+    lea rbp, [r10 + r10*1]
+    mov r8, r10
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], r9d
+    movsxd r9, dword ptr [r15 + 128]
+    mov rcx, r9
+    and r8, 448
+    movsxd r9, dword ptr [r15 + r8 + 832]
+    mov r8d, 35
+    mov r8d, 194
+    test dword ptr [r15 + 67117724], 6291472
     jz 1f
 1:
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], ecx
-    test bl, 32
-    jz 1f
+    .byte 0x66, 0x90
+    mov r8, r10
+    mov r9d, 253
+    and r8, 8128
+    mov r9d, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 384], 227
+    mov r8d, r9d
+    test dword ptr [r15 + 67117723], 67633152
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 135
-    movzx eax, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov eax, 41
+    movzx eax, byte ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + 512]
+    mov r8, r9
+    vpor xmm15, xmm15, xmm15
+    mov r9, qword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rcx
-    mov qword ptr [r15 + 0], rcx
-    mov byte ptr [r15 + 0], al
-    movzx eax, cl
-    mov r8, rax
-    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 32
-    jz 1f
-1:
-    mov eax, 74
-    and r8, 64
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 320], rcx
-    mov eax, ebp
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], bpl
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 384], ymm8
+    mov r9d, r8d
+    vpmovmskb r9d, xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, eax
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, r9d
-    mov ecx, ecx
-    mov ecx, dword ptr [r15 + r9 + 320]
-    mov qword ptr [r15 + r8 + 384], rcx
-    mov rcx, qword ptr [r15 + rbp + 448]
-    add r11, 64
+    mov dword ptr [r15 + rbp + 3456], r9d
+    movzx r9d, byte ptr [r15 + 768]
+    inc dword ptr [r15 + 192]
+    mov dword ptr [r15 + 64], eax
+    mov eax, r8d
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
@@ -5036,52 +4987,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov r9, r10
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 213
+    mov byte ptr [r15 + 64], bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 4327424
-    jz 1f
-1:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 384]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1536], rbp
-    mov ecx, 46
-    mov qword ptr [r15 + rbp + 1344], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r11
-    mov rcx, qword ptr [r15 + rbp + 1600]
-    movsxd rax, dword ptr [r15 + rbp + 1664]
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], r9d
-    mov qword ptr [r15 + r9 + 320], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 119
-    movsxd rdi, dword ptr [r15 + rbp + 1408]
-    mov byte ptr [r15 + rbp + 1472], cl
-    mov r8d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    mov r9, qword ptr [r15 + 384]
     test bl, 144
+    jz 1f
+1:
+    mov r9, rax
+    mov r9d, 30
+    mov r9d, 47
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 512], eax
+    mov byte ptr [r15 + 64], r9b
+    mov ecx, dword ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 537133056
     jnz 1f
 1:
-    mov ecx, 255
-    mov rcx, rcx
-    mov ecx, eax
-    mov rcx, rax
-    add r11, 64
+    mov r8, r10
+    mov rbp, r10
+    mov qword ptr [r15 + 576], rbp
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 832]
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7488]
+    mov ebp, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 128], al
+    mov rcx, qword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 128]
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
@@ -5094,182 +5043,204 @@ ditto_body_c1:
     jmp .Lc1_b5_c0
     .p2align 6
 .Lc1_b5_c0:
-    lea r8, [r11*4]
-    mov rcx, r8
-    and r8, 192
-    mov ecx, dword ptr [r15 + r8 + 704]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d4232_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4232_j_t
+.Lc1_d4232_j:
+    movzx ecx, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], r8
+    mov ecx, ecx
+    mov dword ptr [r15 + 128], ecx
+    mov rcx, rcx
+    mov r8, qword ptr [r15 + 448]
+    test dword ptr [r15 + 67117723], 1090519040
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 128]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    movsxd r8, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 896], 239
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 139
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm8, xmm8, xmm14
-    lea r9, [r11 + r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 256]
+    movzx r8d, r8b
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + r8 + 640]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3584], 61
-    mov dword ptr [r15 + r8 + 768], r9d
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 3456], r8
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], bpl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 3648], ebp
-    mov qword ptr [r15 + r8 + 576], r9
-    mov rcx, rbp
-    jmp 1f
-1:
-    test bl, 32
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 64], r9b
-    jmp 1f
-1:
-    mov ebp, ecx
-    mov dword ptr [r15 + r9 + 3392], ebp
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + r9 + 3520]
-    add r11, 64
+    mov r8, r10
+    mov rbp, rbp
+    mov byte ptr [r15 + 64], cl
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 448], r9d
+    movzx r9d, cl
+    movsxd r9, dword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 512]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4348_j]
+    lea rcx, [rip + .Lc1_d4281_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4348_j_t
-.Lc1_d4348_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d4281_j_t
+.Lc1_d4281_j:
+    movzx ebp, al
+    movsxd rcx, dword ptr [r15 + 512]
     jmp 1f
 1:
-    vmovq qword ptr [r15 + 0], xmm8
-    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 2106368
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov dword ptr [r15 + 0], 112
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov dword ptr [r15 + 0], 189
-    vpxor xmm8, xmm8, xmm14
-    mov ecx, 192
-    test dword ptr [r15 + 67117723], 1358954496
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    movzx ecx, bpl
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], ecx
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], ebp
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 448], cl
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    imul rcx, qword ptr [r15 + rbp + 64]
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 384]
     jmp 1f
 1:
-    mov r8d, 191
-    mov byte ptr [r15 + r9 + 320], r8b
-    vmovdqu xmmword ptr [r15 + rbp + 128], xmm8
-    add r11, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, eax
+    mov byte ptr [r15 + 128], bpl
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 704], ymm15
+    movsxd rax, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, bpl
+    mov r8, r10
+    mov rbp, r8
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 172
+    mov r8d, 232
+    mov r8, qword ptr [r15 + 64]
+    mov r9d, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r10 + r10*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 1984
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r9 + 1408]
+    mov rbp, r10
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + r9 + 1344]
+    and rbp, 4032
+    mov r9d, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 320], rax
+    mov ebp, r9d
+    add qword ptr [r15 + 384], rax
+    mov qword ptr [r15 + 320], r8
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c2:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    movsxd rbp, dword ptr [r15 + r8 + 256]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d4340_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4340_j_t
+.Lc1_d4340_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 25
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
     jmp 1f
 1:
-    mov r9, rbp
-    movsxd rbp, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
+    mov rbp, r10
+    mov ecx, r9d
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], dil
-    mov ebp, r8d
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    movzx ebp, r8b
-    mov ecx, 222
-    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
+    mov dword ptr [r15 + 384], 145
+    movsxd r9, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 64], r9d
+    mov r9, r10
+    jmp 1f
+1:
+    and r9, 4032
+    movzx ebp, byte ptr [r15 + r9 + 3392]
+    test dword ptr [r15 + 67117723], 262146
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 58
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], r9b
+    movzx r9d, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], r9d
+    mov r9d, dword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], ecx
+    mov r9, r10
+    mov ebp, r9d
     jmp 1f
 1:
-    vmovq qword ptr [r15 + rbp + 512], xmm8
+    and r9, 16320
+    movsxd rbp, dword ptr [r15 + r9 + 15680]
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 192], ebp
-    mov ebp, 24
-    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 768], 201
+    mov dword ptr [r15 + 320], ecx
+    test ebx, 432
+    jz 1f
+1:
+    mov r9, r9
+    mov byte ptr [r15 + 512], cl
     jmp 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ebp
-    mov qword ptr [r15 + rbp + 192], rbp
-    add r11, 64
+    mov ecx, ebp
+    movzx r9d, cl
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -5277,84 +5248,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d4450_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4450_s_t
-    .p2align 3
-.Lc1_d4450_s:
-    .p2align 3
-    jmp .Lc1_d4450_j
-    .p2align 3
-    jmp .Lc1_d4450_j
-.Lc1_d4450_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
+    mov eax, r9d
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    movzx r9d, byte ptr [r15 + 64]
+    mov ebp, 183
+    mov rbp, rbp
+    mov qword ptr [r15 + 128], rbp
+    mov r8d, 76
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 8519680
     jnz 1f
 1:
+    mov rax, qword ptr [r15 + 256]
+    movzx r9d, al
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    movzx ebp, byte ptr [r15 + 320]
+    test dword ptr [r15 + 67117724], 4096
     jnz 1f
 1:
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], 40
+    mov ebp, r9d
+    mov r9d, r9d
+    mov r9d, 211
+    mov rcx, r9
+    movzx r9d, r8b
+    or qword ptr [r15 + 576], 90
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 49
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117723], 402653188
     jz 1f
 1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], eax
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], bpl
-    jmp 1f
-1:
-    test ebx, 288
-    jz 1f
-1:
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 256]
-    mov qword ptr [r15 + rbp + 384], rcx
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 128]
-    mov rax, qword ptr [r15 + rbp + 64]
-    mov ebp, dword ptr [r15 + r8 + 192]
-    movzx r9d, bpl
-    add r11, 64
+    mov r9, r9
+    movzx r9d, byte ptr [r15 + 320]
+    movzx r8d, byte ptr [r15 + 704]
+    mov rbp, r10
+    movzx ecx, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 640], rax
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], r8b
+    mov ebp, 98
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -5362,114 +5305,123 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4516_j]
+    lea rcx, [rip + .Lc1_d4443_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4516_j_t
-.Lc1_d4516_j:
-    lea rbp, [r11 + r11*1]
+    jmp .Lc1_d4443_j_t
+.Lc1_d4443_j:
+    mov rcx, r9
+    mov qword ptr [r15 + 64], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
     mov ecx, ebp
-    mov ecx, r9d
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], al
-    mov eax, ebp
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 256], ymm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 128
-    jnz 1f
-1:
-    mov rcx, rcx
-    movzx ecx, cl
-    mov ecx, r8d
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r8, r10
+    movzx ecx, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    and r8, 4032
+    mov ebp, dword ptr [r15 + r8 + 3392]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, 66
+    mov r8d, 58
+    jmp 1f
+1:
+    vpaddd xmm15, xmm15, xmm15
+    mov r8d, r8d
+    mov r8d, 123
+    test dword ptr [r15 + 67117723], 262208
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], 172
+    movsxd r8, dword ptr [r15 + 128]
+    vpcmpeqb xmm15, xmm15, xmm2
+    jmp 1f
+1:
+    mov ebp, r8d
+    mov r8d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 448], r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 96
-    mov ecx, 59
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
-    jmp 1f
-1:
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + r9 + 192]
-    test dword ptr [r15 + 67117723], 393216
-    jnz 1f
-1:
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 64]
-    mov r8, rax
-    movzx r8d, r8b
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + rbp + 320]
-    mov rcx, r8
-    popcnt r8, rcx
-    add r11, 64
+    mov r9, r8
+    or qword ptr [r15 + 512], 18
+    mov dword ptr [r15 + 128], r9d
+    mov r9, r10
+    mov r8d, 58
+    mov dword ptr [r15 + 384], ebp
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c5:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 0]
-    movzx r8d, cl
+    lea rcx, [rip + .Lc1_d4496_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4496_j_t
+.Lc1_d4496_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r8d, 230
-    test dword ptr [r15 + 67117723], 16777224
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, rcx
+    vpcmpeqb xmm15, xmm15, xmm4
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 99
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    mov r8, qword ptr [r15 + 768]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 256]
+    movsxd rbp, dword ptr [r15 + 256]
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov r8, rax
+    lea rbp, [r10 + r10*1]
+    movzx r8d, cl
+    and rbp, 8128
+    mov r8, r10
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + rbp + 7552], 124
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 212
     jmp 1f
 1:
+    mov ebp, 138
+    movzx r8d, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 1207959560
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + 0]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], ecx
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], r9d
-    inc dword ptr [r15 + r8 + 64]
-    test dword ptr [r15 + 67117723], 33554432
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + r9 + 448]
-    lea r9, [r11 + r11*1]
-    mov eax, r9d
-    and r9, 64
-    or qword ptr [r15 + r9 + 384], 125
-    movzx eax, r8b
-    mov dword ptr [r15 + r9 + 320], eax
-    add r11, 64
+    mov qword ptr [r15 + 128], r9
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 192]
+    and rbp, 4032
+    mov edi, dword ptr [r15 + rbp + 3392]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -5477,124 +5429,124 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8192
-    setz al
-    lea rcx, [rip + .Lc1_d4615_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4615_s_t
-    .p2align 3
-.Lc1_d4615_s:
-    .p2align 3
-    jmp .Lc1_d4615_j
-    .p2align 3
-    jmp .Lc1_d4615_j
-.Lc1_d4615_j:
-    lea r8, [r11*8]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 1088], r8
-    movzx ecx, r8b
-    mov ecx, 3
-    mov ecx, 204
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx ebp, r9b
+    mov rbp, r10
+    mov qword ptr [r15 + 384], rbp
+    jmp 1f
+1:
+    mov r9d, 82
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 193
+    test bl, 144
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], 73
+    mov r9d, dword ptr [r15 + 448]
+    mov r8, r10
+    movzx eax, al
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 64], 133
+    movsxd r8, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 1024
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 448]
+    mov rax, r8
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, r8d
-    mov rcx, r8
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm8
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], bpl
-    mov ecx, 121
-    movzx ecx, r8b
-    mov eax, 53
-    movzx eax, r8b
-    mov rcx, qword ptr [r15 + r8 + 960]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add qword ptr [r15 + r8 + 1024], r9
-    mov dword ptr [r15 + r9 + 64], 248
-    mov r9, qword ptr [r15 + r8 + 1280]
-    movzx edi, byte ptr [r15 + r8 + 1152]
-    .byte 0x0f, 0x1f, 0x00
-    movsxd rcx, dword ptr [r15 + r8 + 896]
+    mov dword ptr [r15 + 576], ecx
+    mov r8d, 157
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 448], rcx
-    vmovdqu ymmword ptr [r15 + r8 + 1216], ymm8
-    mov ebp, ecx
-    add r11, 64
+    mov r8, r10
+    jmp 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 248
+    mov r8d, 83
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c7:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d4595_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4595_s_t
+    .p2align 3
+.Lc1_d4595_s:
+    .p2align 3
+    jmp .Lc1_d4595_j
+    .p2align 3
+    jmp .Lc1_d4595_j
+.Lc1_d4595_j:
+    mov qword ptr [r15 + 320], rcx
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1472]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, ebp
-    mov ecx, 96
-    mov rcx, rcx
-    lea r9, [r11*4]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 320], r8
-    and r9, 192
-    movzx ecx, byte ptr [r15 + r9 + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 1344], r9d
-    mov dword ptr [r15 + rbp + 1536], ecx
-    mov rcx, qword ptr [r15 + r9 + 704]
-    mov edi, r8d
-    movzx eax, byte ptr [r15 + rbp + 1408]
-    mov ebp, 180
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 768], r9d
+    mov dword ptr [r15 + 192], eax
+    mov rax, qword ptr [r15 + 64]
+    vmovdqu xmmword ptr [r15 + 192], xmm15
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 384], bpl
-    mov ebp, 129
-    mov byte ptr [r15 + r9 + 576], bpl
-    movzx ebp, al
-    add r11, 64
+    vpshufd xmm15, xmm15, 231
+    movzx ecx, byte ptr [r15 + 704]
+    mov r8, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r9d, r8d
+    mov r8d, 104
+    mov dword ptr [r15 + 384], 85
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 256], eax
+    mov eax, ecx
+    mov eax, 132
+    mov qword ptr [r15 + 128], rbp
+    jmp 1f
+1:
+    mov r8, r10
+    mov dword ptr [r15 + 256], 204
+    mov dword ptr [r15 + 320], r8d
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    movzx r8d, bpl
+    mov r8, r10
+    movzx eax, byte ptr [r15 + 640]
+    and r8, 4032
+    mov ecx, dword ptr [r15 + r8 + 3392]
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
@@ -5610,175 +5562,174 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4726_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4726_j_t
-.Lc1_d4726_j:
-    lea rbp, [r11*8]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7872], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r8
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    test dword ptr [r15 + 67117724], 671088640
+    jmp 1f
+1:
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + rbp + 7808]
-    vpshufd xmm8, xmm8, 253
-    mov dword ptr [r15 + rbp + 7680], ebp
-    lea r8, [r11 + r11*1]
-    mov eax, r8d
-    test ebx, 30584
-    jnz 1f
+    mov byte ptr [r15 + 320], al
+    mov rax, rcx
+    movsxd rax, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 512], eax
+    mov r9, r10
+    test bl, 72
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 64]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], bpl
+    add qword ptr [r15 + 320], r9
+    jmp 1f
 1:
     jmp 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
-    mov qword ptr [r15 + rbp + 7616], r9
-    mov r9, r9
-    jmp 1f
+    test dword ptr [r15 + 67117724], 67108864
+    jz 1f
 1:
-    mov dword ptr [r15 + rbp + 7488], eax
-    lea r9, [r11 + r11*1]
+    movsxd r9, dword ptr [r15 + 128]
+    mov rax, r9
+    mov dword ptr [r15 + 576], ecx
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 144
-    mov rax, qword ptr [r15 + r8 + 128]
-    movsxd r8, dword ptr [r15 + rbp + 7744]
-    mov dword ptr [r15 + rbp + 7552], 106
-    movzx ebp, r8b
-    mov qword ptr [r15 + r9 + 448], rcx
-    add r11, 64
+    lea r9, [r10 + r10*1]
+    movzx ecx, al
+    jmp 1f
+1:
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    movzx eax, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov rbp, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 768]
+    movsxd rcx, dword ptr [r15 + 448]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], r8
+    mov dword ptr [r15 + r9 + 896], 215
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    lea rbp, [r11*4]
-    jmp 1f
-1:
-    and rbp, 192
-    movsxd rcx, dword ptr [r15 + rbp + 704]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11*4]
-    mov r9d, r8d
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3584]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 43
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d4707_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4707_j_t
+.Lc1_d4707_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov dword ptr [r15 + r8 + 3456], r9d
-    vmovq xmm8, r9
-    mov r9, r9
     jmp 1f
 1:
-    mov r9d, 246
-    mov r9, r8
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], 87
+    mov dword ptr [r15 + 192], eax
+    mov qword ptr [r15 + 256], r8
+    test dword ptr [r15 + 67117723], 67125760
     jz 1f
 1:
-    movzx ecx, r9b
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], 117
+    mov qword ptr [r15 + 512], rcx
+    movzx ebp, byte ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 192], al
+    movzx eax, byte ptr [r15 + 640]
+    movzx r8d, al
+    mov r8, r10
+    mov r9, r8
+    mov r9d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm15
+    and r9, 1984
+    vmovq qword ptr [r15 + r9 + 1344], xmm15
+    vmovdqu xmmword ptr [r15 + 64], xmm15
+    mov r9, rbp
+    mov r9, qword ptr [r15 + 128]
+    mov r8, r10
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + r9 + 384]
-    mov qword ptr [r15 + r8 + 3392], rcx
-    mov r9d, dword ptr [r15 + rbp + 640]
-    movsxd rdi, dword ptr [r15 + rbp + 576]
-    mov byte ptr [r15 + rbp + 768], dil
-    mov byte ptr [r15 + r8 + 3520], dil
-    add r11, 64
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], ecx
+    mov r8d, 140
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c2:
-    lea rcx, [rip + .Lc1_d4824_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4824_j_t
-.Lc1_d4824_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 61
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
-    movzx ecx, r9b
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, r8
+    jmp 1f
+1:
+    mov r8, r10
+    movzx ebp, al
+    mov eax, ebp
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 50
+    mov qword ptr [r15 + 448], r9
+    test dword ptr [r15 + 67117723], 262144
+    jnz 1f
+1:
+    mov r8d, 199
+    vpshufd xmm15, xmm15, 147
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], r9b
+    mov qword ptr [r15 + 128], r8
+    mov r8, qword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ebp
+    mov r8, r8
+    jmp 1f
+1:
+    mov r8, r8
+    mov byte ptr [r15 + 320], r8b
+    mov byte ptr [r15 + 64], al
+    movzx eax, byte ptr [r15 + 384]
+    test dword ptr [r15 + 67117723], 1
+    jz 1f
+1:
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    mov r8, r10
+    mov eax, 236
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, r9d
-    mov r9d, 52
-    lea r9, [r11 + r11*1]
-    mov rcx, r9
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    lea r8, [r11 + r11*1]
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 640], rdi
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm8
+    and r8, 1984
+    mov eax, dword ptr [r15 + r8 + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 64], r8d
-    vpshufd xmm8, xmm8, 2
-    mov r9d, 252
-    mov dword ptr [r15 + r8 + 384], 182
-    movzx r9d, byte ptr [r15 + rbp + 768]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + rbp + 576]
-    mov r8, qword ptr [r15 + rbp + 704]
-    add r11, 64
+    mov r8, r10
+    movzx eax, r8b
+    mov eax, eax
+    mov qword ptr [r15 + 64], rax
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
+    vmovdqu ymmword ptr [r15 + 704], ymm15
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
@@ -5786,59 +5737,69 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4877_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4877_j_t
-.Lc1_d4877_j:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 76
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 512]
-    jmp 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    mov eax, dword ptr [r15 + rbp + 64]
-    mov edi, 6
-    test dword ptr [r15 + 67117723], 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], al
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 67108864
+    setz al
+    lea rcx, [rip + .Lc1_d4803_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4803_s_t
+    .p2align 3
+.Lc1_d4803_s:
+    .p2align 3
+    jmp .Lc1_d4803_j
+    .p2align 3
+    jmp .Lc1_d4803_j
+.Lc1_d4803_j:
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 176
+    mov dword ptr [r15 + 0], 55
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
     jmp 1f
 1:
-    mov rax, rax
+    lea r8, [r10 + r10*1]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    test dword ptr [r15 + 67117723], 538181640
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], al
+    and r8, 8128
+    add rcx, qword ptr [r15 + r8 + 7552]
+    mov rax, rcx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + r9 + 448]
-    mov dword ptr [r15 + r8 + 448], 239
-    add r11, 64
+    mov byte ptr [r15 + 384], r8b
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r9, rcx
+    movzx ecx, al
+    mov byte ptr [r15 + 384], al
+    and eax, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovq qword ptr [r15 + 320], xmm15
+    movzx eax, byte ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 256], r9d
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    mov r9d, 86
+    mov dword ptr [r15 + 128], r9d
+    mov dword ptr [r15 + 768], r9d
+    movsxd r9, dword ptr [r15 + 320]
+    mov rbp, r9
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm15
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
@@ -5854,60 +5815,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    .byte 0x66, 0x90
-    mov rbp, r11
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 43
-    test dword ptr [r15 + 67117723], 572803717
-    jz 1f
+    lea rcx, [rip + .Lc1_d4865_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4865_j_t
+.Lc1_d4865_j:
+    mov byte ptr [r15 + 64], al
+    mov dword ptr [r15 + 64], 44
+    mov eax, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 256
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov ebp, dword ptr [r15 + 192]
+    movzx r9d, byte ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    movzx eax, byte ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 128]
+    test bl, 40
     jz 1f
 1:
+    movzx ecx, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 128], ebp
+    movzx ebp, byte ptr [r15 + 768]
+    test dword ptr [r15 + 67117724], 16
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 192], r9
+    movzx r9d, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rax
     mov rbp, rbp
-    lea rbp, [r11 + r11*1]
-    mov rax, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rbp
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 448], bpl
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu xmmword ptr [r15 + r8 + 320], xmm8
-    movzx r8d, r9b
+    mov qword ptr [r15 + 704], rcx
+    mov dword ptr [r15 + 512], r9d
+    movzx r9d, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, r8d
-    movzx r8d, r8b
-    test ebx, 1073741824
-    jnz 1f
+    mov r9, r10
+    mov ebp, 161
+    mov dword ptr [r15 + 384], eax
+    and r9, 448
+    movzx ebp, byte ptr [r15 + r9 + 832]
+    test dword ptr [r15 + 67117723], 8228
+    jz 1f
 1:
-    mov r8d, 193
-    mov byte ptr [r15 + rbp + 512], r8b
-    add r11, 64
+    mov r9, rbp
+    mov r9d, 218
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -5917,94 +5879,97 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d4983_s]
+    lea rcx, [rip + .Lc1_d4918_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4983_s_t
+    jmp .Lc1_d4918_s_t
     .p2align 3
-.Lc1_d4983_s:
+.Lc1_d4918_s:
     .p2align 3
-    jmp .Lc1_d4983_j
+    jmp .Lc1_d4918_j
     .p2align 3
-    jmp .Lc1_d4983_j
+    jmp .Lc1_d4918_j
     .p2align 3
-    jmp .Lc1_d4983_j
+    jmp .Lc1_d4918_j
     .p2align 3
-    jmp .Lc1_d4983_j
+    jmp .Lc1_d4918_j
     .p2align 3
-    jmp .Lc1_d4983_j
+    jmp .Lc1_d4918_j
     .p2align 3
-    jmp .Lc1_d4983_j
+    jmp .Lc1_d4918_j
     .p2align 3
-    jmp .Lc1_d4983_j
+    jmp .Lc1_d4918_j
     .p2align 3
-    jmp .Lc1_d4983_j
+    jmp .Lc1_d4918_j
     .p2align 3
-    jmp .Lc1_d4983_j
+    jmp .Lc1_d4918_j
     .p2align 3
-    jmp .Lc1_d4983_j
+    jmp .Lc1_d4918_j
     .p2align 3
-    jmp .Lc1_d4983_j
+    jmp .Lc1_d4918_j
     .p2align 3
-    jmp .Lc1_d4983_j
+    jmp .Lc1_d4918_j
     .p2align 3
-    jmp .Lc1_d4983_j
+    jmp .Lc1_d4918_j
     .p2align 3
-    jmp .Lc1_d4983_j
+    jmp .Lc1_d4918_j
     .p2align 3
-    jmp .Lc1_d4983_j
+    jmp .Lc1_d4918_j
     .p2align 3
-    jmp .Lc1_d4983_j
-.Lc1_d4983_j:
-    lea r8, [r11 + r11*2]
-    lea rbp, [r11 + r11*1]
+    jmp .Lc1_d4918_j
+.Lc1_d4918_j:
+    movzx ecx, r9b
+    mov r8d, dword ptr [r15 + 384]
+    movzx ecx, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r10
+    movzx ecx, byte ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
     and r8, 1984
-    mov byte ptr [r15 + r8 + 1472], r8b
-    movzx edi, al
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3456]
+    mov dword ptr [r15 + r8 + 1344], 97
+    vmovdqu ymmword ptr [r15 + 64], ymm15
+    test dword ptr [r15 + 67117723], 4325376
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 576]
+    movzx r8d, byte ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + r8 + 1344], cl
-    mov eax, eax
+    mov byte ptr [r15 + 320], cl
+    mov ecx, dword ptr [r15 + 320]
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    vpmovmskb eax, xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    movsxd rbp, dword ptr [r15 + 128]
+    test ebx, 256
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    test dword ptr [r15 + 67117723], 32768
-    jnz 1f
+    mov ebp, dword ptr [r15 + 640]
+    movzx ecx, cl
+    test ebx, 106368
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov qword ptr [r15 + 512], rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 228
-    mov eax, 203
+    movsxd rcx, dword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 256]
-    mov edi, dword ptr [r15 + rbp + 3392]
-    test dword ptr [r15 + 67117723], 536936448
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + r8 + 1408]
-    mov qword ptr [r15 + r9 + 192], rax
-    add r11, 64
+    movzx ecx, r8b
+    mov byte ptr [r15 + 384], r8b
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -6012,53 +5977,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d4990_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4990_j_t
+.Lc1_d4990_j:
+    movzx ecx, cl
+    mov dword ptr [r15 + 320], r8d
+    mov r8d, 94
+    test bl, 16
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov eax, ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 67126272
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 17
-    test dword ptr [r15 + 67117724], 262272
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 2097152
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov rbp, r11
-    mov dword ptr [r15 + r9 + 448], 11
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rbp
+    movsxd rax, dword ptr [r15 + 448]
+    mov r8, r10
+    mov byte ptr [r15 + 384], r9b
     test dword ptr [r15 + 67117723], 4
     jz 1f
 1:
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm8
-    mov qword ptr [r15 + r8 + 384], r9
+    mov ecx, dword ptr [r15 + 64]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    vpmovmskb r8d, xmm8
-    mov byte ptr [r15 + r9 + 512], r8b
-    test dword ptr [r15 + 67117723], 268443650
+    movzx r9d, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 320], 214
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r9
-    add r11, 64
+    mov ebp, dword ptr [r15 + 192]
+    mov r9, r10
+    mov r8d, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, cl
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, r9b
+    mov dword ptr [r15 + 704], 56
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    movzx r9d, r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 256]
+    mov r8d, 106
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -6066,153 +6041,145 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 67108864
-    setz al
-    lea rcx, [rip + .Lc1_d5098_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5098_s_t
-    .p2align 3
-.Lc1_d5098_s:
-    .p2align 3
-    jmp .Lc1_d5098_j
-    .p2align 3
-    jmp .Lc1_d5098_j
-.Lc1_d5098_j:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    xor dword ptr [r15 + r8 + 128], r8d
-    lea rbp, [r11 + r11*1]
-    mov rcx, rax
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 209
-    test dword ptr [r15 + 67117724], 311689242
+    movzx eax, al
+    mov rax, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 768], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 512], rax
+    mov rax, qword ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 262288
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm15, xmm15, xmm15
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    movzx edi, cl
-    mov eax, edi
-    test dword ptr [r15 + 67117724], 5
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test dword ptr [r15 + 67117724], 4456448
+    mov r8, r10
+    mov rbp, r8
+    mov ebp, eax
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], al
+    test bl, 24
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 63
-    mov byte ptr [r15 + r9 + 320], r9b
+    movsxd r8, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 256], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 256], r8d
+    mov r8, r10
+    or qword ptr [r15 + 576], 126
     test ebx, 1073741824
     jz 1f
 1:
-    vpmovmskb r9d, xmm8
-    mov qword ptr [r15 + r8 + 64], rcx
+    and r8, 1984
+    mov rbp, r10
+    mov dword ptr [r15 + r8 + 1344], 77
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 256], r9
-    mov rcx, r9
-    add r11, 64
+    mov r8, r8
+    mov r9d, 44
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
-// block 8: 256 bytes, 1 chunk(s), 12 chunk executions per call
+// block 8: 256 bytes, 1 chunk(s), 11 chunk executions per call
     mov rbx, qword ptr [r15 + 67117800]
-    lea rcx, [rbx + 12]
+    lea rcx, [rbx + 11]
     mov qword ptr [r15 + 67117800], rcx
-    mov r13d, 12
+    mov r13d, 11
     jmp .Lc1_b8_c0
     .p2align 6
 .Lc1_b8_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d5162_j]
+    lea rcx, [rip + .Lc1_d5098_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5162_j_t
-.Lc1_d5162_j:
-    mov r9, r11
-    and r9, 8128
-    add rax, qword ptr [r15 + r9 + 7488]
-    test dword ptr [r15 + 67117724], 1611674659
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    test dword ptr [r15 + 67117723], 65536
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    test ebx, 6400
-    jz 1f
-1:
-    mov r9d, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 16777224
-    jz 1f
-1:
-    test dword ptr [r15 + 67117724], 1140850688
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d5098_j_t
+.Lc1_d5098_j:
+    mov ecx, dword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 64], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r10
+    test ebx, 6078
+    jnz 1f
+1:
+    and r8, 1984
+    vmovdqu xmm15, xmmword ptr [r15 + r8 + 1344]
+    test dword ptr [r15 + 67117724], 8404992
     jz 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
+    mov byte ptr [r15 + 320], r8b
+    mov r8, r10
+    test ebx, 1073741824
+    jz 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r10
-    test dword ptr [r15 + 67117723], 8388608
+    test dword ptr [r15 + 67117724], 2
     jnz 1f
 1:
-    mov eax, 66
-    test ebx, 28096
-    jnz 1f
+    mov r8d, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
 1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    add r11, 64
+    mov r8d, 173
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test dword ptr [r15 + 67117724], 1024
+    jz 1f
+1:
+    and r8, 16320
+    mov rcx, qword ptr [r15 + r8 + 15680]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test dword ptr [r15 + 67117723], 67109120
+    jnz 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -6744,505 +6711,409 @@ ditto_body_c1:
     jmp .Lc1_b9_c255
     .p2align 6
 .Lc1_b9_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d5231_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5231_s_t
-    .p2align 3
-.Lc1_d5231_s:
-    .p2align 3
-    jmp .Lc1_d5231_j
-    .p2align 3
-    jmp .Lc1_d5231_j
-.Lc1_d5231_j:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + r9 + 448]
-    mov rcx, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov qword ptr [r15 + 0], r9
+    lea r8, [r10*4]
+    and r8, 4032
+    mov ecx, dword ptr [r15 + r8 + 3520]
+    movsxd rax, dword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 768], ymm15
+    mov rbp, r10
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r8 + 3584]
     jmp 1f
 1:
+    mov r9, r9
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 224
+    mov rbp, r10
+    mov byte ptr [r15 + r8 + 3456], bpl
+    and rbp, 1984
+    add r9, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 128], r9d
+    mov rbp, rcx
+    movzx ebp, bpl
+    mov byte ptr [r15 + 576], al
+    mov rbp, qword ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 192], 45
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 123
-    mov rax, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + r8 + 3392]
+    mov r8d, ecx
     jmp 1f
 1:
-    mov edi, eax
-    movzx eax, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov r8, r8
-    mov r8, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 178
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    movzx eax, dil
-    mov dword ptr [r15 + 0], 207
-    mov eax, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 211
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    lea rbp, [r11 + r11*1]
-    or qword ptr [r15 + 0], 103
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], bpl
-    and r8, 64
-    mov qword ptr [r15 + r8 + 320], rdi
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + rbp + 64]
-    mov ebp, dword ptr [r15 + r8 + 384]
-    mov r8, rbp
-    mov r8d, dword ptr [r15 + r9 + 512]
-    add r11, 64
+    mov rcx, rbp
+    mov ecx, dword ptr [r15 + 640]
+    mov ecx, ecx
+    mov rbp, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 512], r9d
+    mov qword ptr [r15 + 704], rax
+    mov r9d, dword ptr [r15 + 128]
+    movzx eax, r9b
+    mov rax, r8
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d5300_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5300_s_t
-    .p2align 3
-.Lc1_d5300_s:
-    .p2align 3
-    jmp .Lc1_d5300_j
-    .p2align 3
-    jmp .Lc1_d5300_j
-.Lc1_d5300_j:
-    lea r8, [r11*4]
+    movzx r8d, al
+    movsxd r8, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 128]
     jmp 1f
 1:
-    and r8, 192
-    mov dword ptr [r15 + r8 + 704], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    mov qword ptr [r15 + 0], rax
-    mov edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
+    movzx ecx, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 576], r9b
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 448]
+    and r9d, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*2]
+    mov esi, 86
+    jmp 1f
+1:
+    and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7552]
+    mov edx, dword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + rbp + 7488]
+    mov r9d, edi
+    movzx edi, r9b
+    lea r9, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 256]
+    mov eax, 37
+    and r9, 4032
+    lea r8, [r10 + r10*1]
+    movsxd rax, dword ptr [r15 + r9 + 3392]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], cl
+    jmp 1f
+1:
+    mov ecx, ebp
+    mov dword ptr [r15 + r9 + 3456], 33
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 129
+    mov byte ptr [r15 + 192], cl
+    movsxd r9, dword ptr [r15 + r8 + 896]
+    movzx r8d, byte ptr [r15 + 512]
     jmp 1f
 1:
     jmp 1f
 1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movsxd rcx, dword ptr [r15 + rbp + 7616]
+    mov rsi, qword ptr [r15 + 640]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, esi
-    mov qword ptr [r15 + 0], rax
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov rax, rdx
-    mov dword ptr [r15 + 0], 126
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov eax, dword ptr [r15 + r8 + 576]
-    jmp 1f
-1:
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 192]
-    vmovq xmm8, r8
-    mov esi, r8d
-    mov dword ptr [r15 + r8 + 640], 249
-    mov esi, 219
-    mov rsi, qword ptr [r15 + rbp + 256]
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov rbp, r9
-    jmp 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], rax
-    mov ebp, r9d
-    mov eax, edi
-    movzx ebp, byte ptr [r15 + r9 + 64]
-    vpcmpeqb xmm8, xmm8, xmm12
-    mov dword ptr [r15 + r8 + 768], ebp
-    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32
-    setz al
-    lea rcx, [rip + .Lc1_d5365_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5365_s_t
-    .p2align 3
-.Lc1_d5365_s:
-    .p2align 3
-    jmp .Lc1_d5365_j
-    .p2align 3
-    jmp .Lc1_d5365_j
-.Lc1_d5365_j:
-    lea rbp, [r11*8]
-    mov ecx, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 62
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + rbp + 7744], ymm8
-    lea r9, [r11 + r11*1]
-    mov eax, 66
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], ecx
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + rbp + 7808]
-    movsxd rax, dword ptr [r15 + rbp + 7552]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + rbp + 7936]
-    mov r8, r11
-    mov rsi, qword ptr [r15 + rbp + 7616]
+    lea r8, [r10 + r10*1]
     and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 75
-    mov dword ptr [r15 + rbp + 7872], r8d
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    mov r9d, ecx
+    lea r9, [r10 + r10*2]
     jmp 1f
 1:
+    mov qword ptr [r15 + 128], rbp
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1408], rdi
+    movzx edi, sil
     jmp 1f
 1:
+    mov rbp, r10
+    mov edi, 10
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 192], r9
+    mov byte ptr [r15 + r9 + 1472], cl
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 88
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + rbp + 7680]
-    vpshufd xmm8, xmm8, 222
-    add r11, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + r8 + 3456], dl
+    jmp 1f
+1:
+    mov rdx, r9
+    movzx edx, al
+    mov edx, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    mov dword ptr [r15 + 448], edi
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 64]
+    mov eax, edx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 139
+    movzx eax, bpl
+    mov eax, r9d
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c3:
-    lea rcx, [rip + .Lc1_d5420_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5420_j_t
-.Lc1_d5420_j:
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    vpmovmskb r9d, xmm8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 216
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 134
-    movzx ebp, bpl
-    mov ebp, ebp
+    mov qword ptr [r15 + 256], rcx
+    mov ecx, dword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 242
-    mov byte ptr [r15 + 0], r9b
-    movzx edx, bpl
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 28
-    vmovq xmm8, rbp
-    mov rdx, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 197
+    jmp 1f
+1:
+    movzx eax, dil
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    movzx edx, r8b
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rcx
+    lea r8, [r10*4]
+    mov rdi, r9
+    mov r9, r10
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1472], rdx
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 134
     jmp 1f
 1:
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 384]
+    mov r9, rax
+    mov qword ptr [r15 + r8 + 1344], rcx
+    mov r9d, 130
+    mov dword ptr [r15 + 128], 254
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + r9 + 320], ymm8
-    mov eax, 140
-    mov byte ptr [r15 + rbp + 64], al
-    and r8, 64
-    mov byte ptr [r15 + r8 + 448], r8b
-    mov dword ptr [r15 + r8 + 512], r9d
-    add r11, 64
+    movzx ecx, dil
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov qword ptr [r15 + r8 + 1408], r8
+    mov rcx, rcx
+    movsxd rcx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], cl
+    movsxd rcx, dword ptr [r15 + r8 + 1536]
+    mov r8, rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 448]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c4:
-    lea rcx, [rip + .Lc1_d5476_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5476_j_t
-.Lc1_d5476_j:
-    lea r8, [r11*8]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1536]
-    jmp 1f
-1:
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 128]
-    lea r9, [r11*4]
-    movzx eax, r9b
-    mov eax, dword ptr [r15 + r8 + 1472]
-    and r9, 192
-    mov qword ptr [r15 + r9 + 576], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx edx, dl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edx, edx
-    mov qword ptr [r15 + r8 + 1408], rcx
-    mov dword ptr [r15 + r8 + 1664], 249
-    mov rdx, r8
-    mov byte ptr [r15 + r9 + 704], dil
-    mov edx, esi
-    vmovdqu xmmword ptr [r15 + rbp + 64], xmm8
-    mov rdx, qword ptr [r15 + r8 + 1344]
-    mov rcx, qword ptr [r15 + r8 + 1600]
-    movzx ebp, byte ptr [r15 + r9 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + r9 + 768]
-    add r11, 64
+    mov r8, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3456]
+    jmp 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov eax, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r8
+    mov rdi, rbp
+    movsxd rdi, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 64], edi
+    jmp 1f
+1:
+    mov rdi, rdi
+    jmp 1f
+1:
+    mov edi, r8d
+    mov r8d, 18
+    mov dword ptr [r15 + r9 + 896], eax
+    movsxd r8, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 704], ymm15
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    mov r9, r10
+    movzx edi, byte ptr [r15 + 256]
+    and r9, 8128
+    mov eax, dword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    mov r9d, ecx
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c5:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2048
-    setz al
-    lea rcx, [rip + .Lc1_d5527_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5527_s_t
-    .p2align 3
-.Lc1_d5527_s:
-    .p2align 3
-    jmp .Lc1_d5527_j
-    .p2align 3
-    jmp .Lc1_d5527_j
-.Lc1_d5527_j:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpshufd xmm8, xmm8, 107
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    lea rbp, [r10 + r10*2]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1408], bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov dword ptr [r15 + 0], 59
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edx
-    movzx eax, byte ptr [r15 + 0]
+    mov ecx, 44
+    mov r9, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edx, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 43
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
+    movsxd r8, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 576], ymm15
+    mov r9d, 156
+    mov r9d, dword ptr [r15 + 512]
+    mov rdx, rcx
+    mov rcx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 384], rdx
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], bpl
+    mov byte ptr [r15 + 448], r8b
+    mov dword ptr [r15 + 448], ebp
+    mov r9, rdi
+    mov dword ptr [r15 + 128], eax
+    mov dword ptr [r15 + rbp + 1344], r9d
+    movzx r9d, byte ptr [r15 + 192]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    and rbp, 192
-    movzx eax, byte ptr [r15 + rbp + 704]
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    mov esi, edx
-    and r8, 64
-    mov esi, dword ptr [r15 + r8 + 64]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], r9d
+    movzx ecx, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 448], 166
+    mov dword ptr [r15 + rbp + 1472], 230
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 768], bpl
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 128], eax
-    mov byte ptr [r15 + rbp + 640], sil
-    mov dword ptr [r15 + rbp + 576], r9d
-    mov esi, dword ptr [r15 + r9 + 512]
-    jmp 1f
-1:
-    add r11, 64
+    movzx ebp, dl
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c6:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 512
-    setz al
-    lea rcx, [rip + .Lc1_d5590_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5590_s_t
-    .p2align 3
-.Lc1_d5590_s:
-    .p2align 3
-    jmp .Lc1_d5590_j
-    .p2align 3
-    jmp .Lc1_d5590_j
-.Lc1_d5590_j:
-    lea rbp, [r11 + r11*8]
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1472]
+    movzx edx, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], r8d
+    mov r8, r10
+    jmp 1f
+1:
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, 162
-    mov rcx, rbp
+    mov r8, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 59
-    movzx ecx, byte ptr [r15 + rbp + 1408]
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 1664], al
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], rbp
+    mov byte ptr [r15 + 512], r9b
+    mov rcx, rax
+    mov byte ptr [r15 + 512], bpl
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + rbp + 1792], ymm8
-    vmovdqu ymmword ptr [r15 + r8 + 256], ymm8
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 220
-    mov qword ptr [r15 + rbp + 1728], r9
-    mov r8d, r9d
+    mov r8, r10
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 320], rcx
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 640]
+    mov ebp, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 448], 71
+    movsxd r9, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov rax, rcx
-    mov rax, qword ptr [r15 + rbp + 1536]
-    movsxd r8, dword ptr [r15 + rbp + 1600]
-    mov r9, r9
-    mov dword ptr [r15 + rbp + 1856], r9d
-    add r11, 64
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], dl
+    movzx edx, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 448], dl
+    mov dword ptr [r15 + 256], 73
+    mov edx, edi
+    vmovdqu ymmword ptr [r15 + 256], ymm15
+    mov edx, 89
+    mov edi, 98
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -7250,139 +7121,165 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8
-    setz al
-    lea rcx, [rip + .Lc1_d5645_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d5501_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5645_s_t
+    jmp .Lc1_d5501_s_t
     .p2align 3
-.Lc1_d5645_s:
+.Lc1_d5501_s:
     .p2align 3
-    jmp .Lc1_d5645_j
+    jmp .Lc1_d5501_j
     .p2align 3
-    jmp .Lc1_d5645_j
-.Lc1_d5645_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov dword ptr [r15 + 0], 152
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    jmp .Lc1_d5501_j
+    .p2align 3
+    jmp .Lc1_d5501_j
+    .p2align 3
+    jmp .Lc1_d5501_j
+    .p2align 3
+    jmp .Lc1_d5501_j
+    .p2align 3
+    jmp .Lc1_d5501_j
+    .p2align 3
+    jmp .Lc1_d5501_j
+    .p2align 3
+    jmp .Lc1_d5501_j
+    .p2align 3
+    jmp .Lc1_d5501_j
+    .p2align 3
+    jmp .Lc1_d5501_j
+    .p2align 3
+    jmp .Lc1_d5501_j
+    .p2align 3
+    jmp .Lc1_d5501_j
+    .p2align 3
+    jmp .Lc1_d5501_j
+    .p2align 3
+    jmp .Lc1_d5501_j
+    .p2align 3
+    jmp .Lc1_d5501_j
+    .p2align 3
+    jmp .Lc1_d5501_j
+.Lc1_d5501_j:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    test dword ptr [r15 + 67117723], 4096
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    mov rax, r9
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 384]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + r8 + 256], ymm8
-    mov byte ptr [r15 + r9 + 320], bpl
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 160
+    mov dword ptr [r15 + 128], r9d
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    vmovdqu ymmword ptr [r15 + 256], ymm15
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 64], eax
-    add r11, 64
+    mov eax, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    mov ecx, 115
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 768], r9b
+    mov dword ptr [r15 + 64], 129
+    jmp 1f
+1:
+    mov r9, rcx
+    movsxd r9, dword ptr [r15 + rbp + 1408]
+    mov rbp, r10
+    mov ecx, dword ptr [r15 + 128]
+    lea r8, [r10 + r10*1]
+    movsxd rax, dword ptr [r15 + 512]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], edx
+    jmp 1f
+1:
+    and r8, 4032
+    mov ebp, dword ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 192], r9b
+    mov dword ptr [r15 + r8 + 3456], 100
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c8:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d5700_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5700_s_t
-    .p2align 3
-.Lc1_d5700_s:
-    .p2align 3
-    jmp .Lc1_d5700_j
-    .p2align 3
-    jmp .Lc1_d5700_j
-.Lc1_d5700_j:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    or qword ptr [r15 + 0], 68
-    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rax
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 188
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 384], 233
+    lea rbp, [r10 + r10*1]
+    mov eax, dword ptr [r15 + 320]
+    and rbp, 4032
+    lea r9, [r10 + r10*1]
+    movzx ecx, byte ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 192]
+    and r9, 8128
+    movsxd rdi, dword ptr [r15 + r9 + 7552]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 64], edi
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 320], r8d
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    mov rdx, qword ptr [r15 + r8 + 320]
-    mov rsi, qword ptr [r15 + r8 + 384]
-    and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 192]
-    movzx edi, bpl
-    mov edi, 179
-    vmovdqu ymmword ptr [r15 + r9 + 256], ymm8
-    mov r9d, 92
+    mov edi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 256], 251
+    jmp 1f
+1:
+    mov esi, eax
+    mov dword ptr [r15 + 448], 138
+    mov eax, 163
+    mov eax, edx
+    movsxd rax, dword ptr [r15 + rbp + 3456]
     jmp 1f
 1:
     jmp 1f
 1:
-    or qword ptr [r15 + rbp + 384], 118
+    mov ebp, dword ptr [r15 + 128]
+    mov rbp, r10
+    movzx eax, r9b
+    mov eax, dword ptr [r15 + 192]
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    add r11, 64
+    mov ebp, dword ptr [r15 + 448]
+    mov ebp, dword ptr [r15 + r9 + 7488]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -7390,149 +7287,146 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 67108864
-    setz al
-    lea rcx, [rip + .Lc1_d5759_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d5621_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5759_s_t
+    jmp .Lc1_d5621_s_t
     .p2align 3
-.Lc1_d5759_s:
+.Lc1_d5621_s:
     .p2align 3
-    jmp .Lc1_d5759_j
+    jmp .Lc1_d5621_j
     .p2align 3
-    jmp .Lc1_d5759_j
-.Lc1_d5759_j:
-    lea rbp, [r11*8]
+    jmp .Lc1_d5621_j
+    .p2align 3
+    jmp .Lc1_d5621_j
+    .p2align 3
+    jmp .Lc1_d5621_j
+    .p2align 3
+    jmp .Lc1_d5621_j
+    .p2align 3
+    jmp .Lc1_d5621_j
+    .p2align 3
+    jmp .Lc1_d5621_j
+    .p2align 3
+    jmp .Lc1_d5621_j
+    .p2align 3
+    jmp .Lc1_d5621_j
+    .p2align 3
+    jmp .Lc1_d5621_j
+    .p2align 3
+    jmp .Lc1_d5621_j
+    .p2align 3
+    jmp .Lc1_d5621_j
+    .p2align 3
+    jmp .Lc1_d5621_j
+    .p2align 3
+    jmp .Lc1_d5621_j
+    .p2align 3
+    jmp .Lc1_d5621_j
+    .p2align 3
+    jmp .Lc1_d5621_j
+.Lc1_d5621_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
     jmp 1f
 1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3648], 22
-    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm15, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov ecx, 216
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
     jmp 1f
 1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    lea r8, [r11*4]
-    movsxd rax, dword ptr [r15 + rbp + 3520]
-    and r8, 192
-    movzx r9d, byte ptr [r15 + r8 + 576]
-    mov rsi, rbp
-    mov esi, dword ptr [r15 + rbp + 3712]
-    mov edx, ebp
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rax
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 704], 229
-    mov edx, dword ptr [r15 + rbp + 3584]
+    mov ebp, dword ptr [r15 + 256]
+    lea r9, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rax
     and r9, 8128
-    mov byte ptr [r15 + r9 + 7552], al
-    mov eax, dword ptr [r15 + rbp + 3456]
+    mov byte ptr [r15 + r9 + 7552], r9b
+    mov dword ptr [r15 + 512], r9d
+    mov rbp, r10
+    mov dword ptr [r15 + 128], ecx
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 7488], 129
-    mov qword ptr [r15 + r8 + 768], rax
-    mov r9, rsi
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 640], r9d
     jmp 1f
 1:
-    add r11, 64
+    movzx ebp, sil
+    mov dword ptr [r15 + r9 + 7488], 132
+    vmovdqu ymmword ptr [r15 + 576], ymm15
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 640]
+    mov r9d, 160
+    mov dword ptr [r15 + 128], 174
+    mov r9, qword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 64]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c10:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d5814_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5814_s_t
-    .p2align 3
-.Lc1_d5814_s:
-    .p2align 3
-    jmp .Lc1_d5814_j
-    .p2align 3
-    jmp .Lc1_d5814_j
-.Lc1_d5814_j:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 250
-    mov esi, edx
-    mov ecx, eax
-    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    movzx ecx, sil
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov esi, 106
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov dword ptr [r15 + 704], r9d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 126
+    add r9, qword ptr [r15 + 320]
+    movzx ebp, byte ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 192]
+    mov esi, dword ptr [r15 + 448]
+    movzx r8d, byte ptr [r15 + 768]
+    movzx eax, al
+    mov dword ptr [r15 + 384], 60
+    vmovdqu xmmword ptr [r15 + 512], xmm15
+    mov r8, r10
+    movzx eax, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 512], ebp
+    mov ebp, r9d
+    and r8, 448
+    mov rbp, qword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 128]
+    mov rdi, rsi
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 256], 236
+    mov rdx, rsi
+    movzx esi, dl
+    mov dword ptr [r15 + 576], esi
+    mov rsi, qword ptr [r15 + 448]
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    movzx esi, r9b
-    movzx esi, sil
-    lea r8, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 512]
-    and rbp, 192
-    movsxd rax, dword ptr [r15 + rbp + 576]
-    movzx edx, byte ptr [r15 + rbp + 768]
-    mov qword ptr [r15 + rbp + 704], r9
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 64], dl
-    mov edx, edx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, cl
-    movzx r9d, byte ptr [r15 + r8 + 448]
-    jmp 1f
-1:
-    mov rdx, rbp
-    movsxd rdx, dword ptr [r15 + rbp + 640]
-    add r11, 64
+    mov edx, r9d
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -7540,1099 +7434,1411 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d5880_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d5734_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5880_s_t
+    jmp .Lc1_d5734_s_t
     .p2align 3
-.Lc1_d5880_s:
+.Lc1_d5734_s:
     .p2align 3
-    jmp .Lc1_d5880_j
+    jmp .Lc1_d5734_j
     .p2align 3
-    jmp .Lc1_d5880_j
-.Lc1_d5880_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d5734_j
+    .p2align 3
+    jmp .Lc1_d5734_j
+    .p2align 3
+    jmp .Lc1_d5734_j
+    .p2align 3
+    jmp .Lc1_d5734_j
+    .p2align 3
+    jmp .Lc1_d5734_j
+    .p2align 3
+    jmp .Lc1_d5734_j
+    .p2align 3
+    jmp .Lc1_d5734_j
+    .p2align 3
+    jmp .Lc1_d5734_j
+    .p2align 3
+    jmp .Lc1_d5734_j
+    .p2align 3
+    jmp .Lc1_d5734_j
+    .p2align 3
+    jmp .Lc1_d5734_j
+    .p2align 3
+    jmp .Lc1_d5734_j
+    .p2align 3
+    jmp .Lc1_d5734_j
+    .p2align 3
+    jmp .Lc1_d5734_j
+    .p2align 3
+    jmp .Lc1_d5734_j
+.Lc1_d5734_j:
+    vmovdqu ymmword ptr [r15 + 256], ymm15
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx r9d, dl
-    mov rdx, qword ptr [r15 + 0]
-    mov ebp, 63
-    jmp 1f
-1:
-    mov ebp, 55
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + 0], cl
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 448], r9
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 256], r8
+    mov ecx, r8d
     jmp 1f
 1:
-    mov ecx, ebp
-    and r9, 64
-    mov byte ptr [r15 + r9 + 64], dl
-    mov edx, dword ptr [r15 + r8 + 192]
+    movzx ecx, bpl
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 77
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    movzx eax, r8b
+    and r8, 448
+    add rax, qword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 512], eax
+    mov rbp, r10
     jmp 1f
 1:
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 384], 58
+    mov rbp, r10
+    mov byte ptr [r15 + 128], r8b
     jmp 1f
 1:
-    mov rcx, rax
-    mov ecx, dword ptr [r15 + rbp + 512]
-    add qword ptr [r15 + r9 + 128], rcx
-    add r11, 64
+    movzx edi, byte ptr [r15 + 256]
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3392]
+    mov ebp, 37
+    movzx ebp, r9b
+    or qword ptr [r15 + 448], 95
+    jmp 1f
+1:
+    movzx ebp, bpl
+    mov byte ptr [r15 + 64], bpl
+    mov dword ptr [r15 + 64], 197
+    movzx ebp, dil
+    movsxd rbp, dword ptr [r15 + 192]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c12:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d5943_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5943_j_t
-.Lc1_d5943_j:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rsi
+    mov rsi, r8
+    movsxd rsi, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
+    movsxd rbp, dword ptr [r15 + 128]
     jmp 1f
 1:
-    and r9, 192
-    mov rcx, qword ptr [r15 + r9 + 704]
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1472]
-    lea r8, [r11 + r11*1]
-    test dword ptr [r15 + 67117723], 2097160
-    jnz 1f
-1:
+    mov dword ptr [r15 + 384], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 512], 106
+    mov r8, qword ptr [r15 + 448]
+    mov rdi, rsi
+    mov dword ptr [r15 + 320], 88
+    mov r9, r10
+    mov rbp, r10
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 832]
+    mov r9, rcx
+    mov byte ptr [r15 + 64], al
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7488]
+    mov ebp, 185
+    movzx ebp, dil
+    vpor xmm15, xmm15, xmm15
+    movzx ebp, byte ptr [r15 + 704]
     jmp 1f
 1:
+    mov dword ptr [r15 + 384], 67
+    vmovdqu xmm15, xmmword ptr [r15 + 192]
+    mov eax, 89
+    mov eax, dword ptr [r15 + 768]
+    mov rdx, qword ptr [r15 + 512]
     jmp 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], r9b
-    mov eax, 219
-    mov eax, ecx
-    mov qword ptr [r15 + rbp + 1408], rsi
-    movzx ecx, cl
-    mov qword ptr [r15 + r9 + 640], r9
-    mov dword ptr [r15 + rbp + 1344], ecx
-    movsxd rcx, dword ptr [r15 + r8 + 128]
-    movzx r8d, bpl
-    movzx r8d, byte ptr [r15 + r9 + 768]
-    mov dword ptr [r15 + rbp + 1536], eax
-    mov eax, dword ptr [r15 + r9 + 576]
-    add r11, 64
+    add rax, qword ptr [r15 + 448]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c13:
-    lea rcx, [rip + .Lc1_d5987_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5987_j_t
-.Lc1_d5987_j:
-    jmp 1f
-1:
-    mov ecx, 232
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d5845_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5845_s_t
+    .p2align 3
+.Lc1_d5845_s:
+    .p2align 3
+    jmp .Lc1_d5845_j
+    .p2align 3
+    jmp .Lc1_d5845_j
+    .p2align 3
+    jmp .Lc1_d5845_j
+    .p2align 3
+    jmp .Lc1_d5845_j
+    .p2align 3
+    jmp .Lc1_d5845_j
+    .p2align 3
+    jmp .Lc1_d5845_j
+    .p2align 3
+    jmp .Lc1_d5845_j
+    .p2align 3
+    jmp .Lc1_d5845_j
+    .p2align 3
+    jmp .Lc1_d5845_j
+    .p2align 3
+    jmp .Lc1_d5845_j
+    .p2align 3
+    jmp .Lc1_d5845_j
+    .p2align 3
+    jmp .Lc1_d5845_j
+    .p2align 3
+    jmp .Lc1_d5845_j
+    .p2align 3
+    jmp .Lc1_d5845_j
+    .p2align 3
+    jmp .Lc1_d5845_j
+    .p2align 3
+    jmp .Lc1_d5845_j
+.Lc1_d5845_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 43
-    lea r8, [r11 + r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    lea r9, [r11 + r11*1]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1856], al
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], sil
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 576], eax
-    movzx ecx, byte ptr [r15 + r8 + 1472]
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm8
-    mov qword ptr [r15 + r8 + 1792], rsi
-    mov byte ptr [r15 + rbp + 768], cl
-    mov qword ptr [r15 + r8 + 1600], rcx
-    mov qword ptr [r15 + r8 + 1728], rdx
-    mov dword ptr [r15 + r8 + 1408], 103
     mov rcx, r8
-    mov rcx, rbp
-    mov dword ptr [r15 + r9 + 64], r8d
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + r8 + 1664]
-    mov rcx, r9
-    movzx r9d, cl
-    mov dword ptr [r15 + rbp + 704], 14
-    mov rcx, rbp
+    mov r8d, 60
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 116
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 1536], cl
-    mov rcx, qword ptr [r15 + rbp + 640]
-    add r11, 64
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 106
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, ecx
+    movzx r8d, r8b
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 102
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 576]
+    mov r8d, eax
+    mov edx, dword ptr [r15 + 320]
+    vmovdqu xmmword ptr [r15 + 128], xmm15
+    movzx r8d, byte ptr [r15 + 384]
+    movzx eax, cl
+    movsxd rax, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 640], rcx
+    movsxd rcx, dword ptr [r15 + 704]
+    movzx ebp, byte ptr [r15 + 384]
+    mov edi, dword ptr [r15 + 320]
+    mov r9, qword ptr [r15 + 512]
+    mov r9, r10
+    movzx esi, byte ptr [r15 + 448]
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c14:
-    lea rcx, [rip + .Lc1_d6033_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6033_j_t
-.Lc1_d6033_j:
-    lea r9, [r11 + r11*4]
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 3456]
-    mov rbp, rcx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d5918_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5918_s_t
+    .p2align 3
+.Lc1_d5918_s:
+    .p2align 3
+    jmp .Lc1_d5918_j
+    .p2align 3
+    jmp .Lc1_d5918_j
+.Lc1_d5918_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, rax
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 105
+    mov rbp, r10
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], r9b
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 320]
+    movzx ecx, al
+    movzx ecx, al
+    mov qword ptr [r15 + 128], rax
+    lea r8, [r10 + r10*1]
+    mov eax, 142
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1408], r8d
-    movzx eax, r9b
+    mov eax, dword ptr [r15 + r8 + 1408]
+    mov rcx, qword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    mov eax, dword ptr [r15 + r8 + 1536]
-    mov dword ptr [r15 + r8 + 1472], 35
-    mov esi, dword ptr [r15 + r9 + 3584]
-    lea rbp, [r11 + r11*1]
-    vmovq xmm8, rdx
-    mov dword ptr [r15 + r9 + 3520], r8d
-    movzx edx, byte ptr [r15 + r9 + 3392]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 320], ymm8
-    mov byte ptr [r15 + rbp + 384], bpl
-    mov ebp, dword ptr [r15 + r9 + 3648]
+    mov r8d, dword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 384], rdx
+    mov edx, ebp
     jmp 1f
 1:
-    movzx r9d, bpl
-    mov r9, qword ptr [r15 + r8 + 1600]
-    add r11, 64
+    mov qword ptr [r15 + 768], rdx
+    mov qword ptr [r15 + 128], rbp
+    .byte 0x0f, 0x1f, 0x00
+    mov qword ptr [r15 + 384], rbp
+    mov qword ptr [r15 + 320], rsi
+    mov esi, 121
+    jmp 1f
+1:
+    mov esi, esi
+    mov qword ptr [r15 + 448], r8
+    mov rsi, rax
+    and r8d, dword ptr [r15 + 320]
+    mov rax, rdx
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], al
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c15:
-    mov rbp, r9
+    mov rsi, r8
     jmp 1f
 1:
+    mov rsi, rcx
+    mov esi, 166
+    mov esi, eax
+    mov esi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x40, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r10 + r10*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 33
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 198
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    movsxd rsi, dword ptr [r15 + r8 + 1408]
     jmp 1f
 1:
-    mov r9d, r9d
+    mov rbp, r10
+    mov rax, qword ptr [r15 + 704]
+    mov ecx, dword ptr [r15 + 320]
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm15
     jmp 1f
 1:
-    lea r9, [r11*4]
-    mov r8d, 205
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3584], r9d
-    movzx r8d, byte ptr [r15 + r9 + 3456]
-    mov ebp, r8d
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*4]
-    mov edx, dword ptr [r15 + r9 + 3520]
-    mov ecx, 206
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 384]
-    and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7744]
-    mov rax, rax
-    movzx eax, byte ptr [r15 + rbp + 7616]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 7488], 30
-    mov edi, eax
-    movzx eax, byte ptr [r15 + rbp + 7552]
-    mov dword ptr [r15 + r9 + 3392], 7
-    movzx r9d, al
-    mov dword ptr [r15 + r8 + 320], 173
-    vmovdqu xmmword ptr [r15 + rbp + 7680], xmm8
     jmp 1f
 1:
-    add r11, 64
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rdx
+    mov ebp, 231
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 4
+    movsxd rbp, dword ptr [r15 + 512]
+    movzx eax, bpl
+    vpor xmm15, xmm15, xmm15
+    movzx ebp, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], sil
+    mov rsi, rbp
+    jmp 1f
+1:
+    vpshufd xmm15, xmm15, 80
+    mov ebp, esi
+    mov rsi, rbp
+    movsxd rbp, dword ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + r8 + 1344]
+    mov r8d, 234
+    movzx r8d, byte ptr [r15 + 576]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 640]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c16:
-    lea rcx, [rip + .Lc1_d6122_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6122_j_t
-.Lc1_d6122_j:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2
+    setz al
+    lea rcx, [rip + .Lc1_d6035_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6035_s_t
+    .p2align 3
+.Lc1_d6035_s:
+    .p2align 3
+    jmp .Lc1_d6035_j
+    .p2align 3
+    jmp .Lc1_d6035_j
+.Lc1_d6035_j:
+    mov ecx, dword ptr [r15 + 192]
+    movzx eax, bpl
+    mov rbp, rsi
+    jmp 1f
+1:
+    mov ebp, edi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, cl
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    vmovq qword ptr [r15 + 0], xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov rcx, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    mov byte ptr [r15 + 0], al
+    .byte 0x0f, 0x1f, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r8, r8
-    movzx r8d, byte ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 256]
-    lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], edi
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 81
-    mov dword ptr [r15 + r8 + 448], ecx
-    vpaddd xmm8, xmm8, xmm8
-    mov dword ptr [r15 + r9 + 384], r8d
-    mov esi, dword ptr [r15 + rbp + 192]
-    add r11, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, rbp
+    movzx r9d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov r9, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    movzx ebp, byte ptr [r15 + r9 + 7552]
+    mov r8, r10
+    mov dword ptr [r15 + 320], ecx
+    and r8, 1984
+    mov edx, dword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 384], bpl
+    mov dword ptr [r15 + 320], ebp
+    movzx ebp, byte ptr [r15 + r9 + 7488]
+    mov r9, r10
+    mov dword ptr [r15 + 256], eax
+    movzx eax, byte ptr [r15 + 448]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], ecx
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c17:
+    lea rcx, [rip + .Lc1_d6091_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6091_j_t
+.Lc1_d6091_j:
+    mov dword ptr [r15 + 320], 18
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r9d
-    mov r8d, 159
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, sil
-    mov r8, r8
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 59
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 187
-    vpmovmskb edi, xmm8
+    vpor xmm15, xmm15, xmm15
+    mov r9, rsi
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov ecx, r9d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov r9d, dword ptr [r15 + 384]
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm15
+    mov ebp, 128
+    or qword ptr [r15 + 128], 33
+    mov rbp, rbp
+    mov rcx, rax
+    mov ebp, 148
+    jmp 1f
+1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    lea r8, [r11*8]
-    mov rdi, r9
     jmp 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3456], esi
-    mov qword ptr [r15 + r8 + 3648], rsi
-    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + 64], r9
+    mov dword ptr [r15 + 256], r9d
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    and rbp, 64
-    vmovdqu xmm8, xmmword ptr [r15 + rbp + 128]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], r9d
-    mov esi, edx
-    movsxd rsi, dword ptr [r15 + r8 + 3712]
-    mov dword ptr [r15 + r8 + 3392], esi
-    movsxd rsi, dword ptr [r15 + r8 + 3776]
-    mov dword ptr [r15 + r8 + 3520], 156
-    movzx edx, byte ptr [r15 + r9 + 320]
-    vpcmpeqb xmm8, xmm8, xmm11
-    mov dword ptr [r15 + rbp + 64], ebp
-    mov r9d, dword ptr [r15 + r8 + 3584]
-    add r11, 64
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r10
+    mov r9, r10
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    and r9, 8128
+    mov ebp, dword ptr [r15 + r9 + 7488]
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], esi
+    mov qword ptr [r15 + 768], rbp
+    mov r9, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], al
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c18:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d6223_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6223_s_t
-    .p2align 3
-.Lc1_d6223_s:
-    .p2align 3
-    jmp .Lc1_d6223_j
-    .p2align 3
-    jmp .Lc1_d6223_j
-.Lc1_d6223_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 99
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 704]
     jmp 1f
 1:
-    mov rax, r9
+    mov ebp, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 235
-    mov rbp, rcx
-    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    mov rsi, qword ptr [r15 + r9 + 3456]
+    mov dword ptr [r15 + 384], ebp
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov dword ptr [r15 + 0], ecx
-    lea r8, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 192
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 768], 221
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 384]
+    mov byte ptr [r15 + 640], sil
+    mov rsi, rsi
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 320], 191
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], r9d
-    mov ebp, r8d
-    mov ebp, eax
+    movzx esi, byte ptr [r15 + 256]
+    add qword ptr [r15 + 512], r9
+    mov rbp, r10
+    mov ecx, r9d
+    mov rcx, qword ptr [r15 + 64]
+    mov r8, r10
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 24
+    add qword ptr [r15 + 768], rax
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], r8d
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + r8 + 576]
-    mov dword ptr [r15 + r8 + 640], ebp
+    mov r8, qword ptr [r15 + r9 + 3392]
+    mov edx, eax
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + r8 + 704]
-    vmovdqu ymmword ptr [r15 + r9 + 256], ymm8
-    vpmovmskb r9d, xmm8
-    jmp 1f
-1:
-    add r11, 64
+    mov byte ptr [r15 + 576], al
+    movsxd rdx, dword ptr [r15 + 128]
+    mov rax, rcx
+    movsxd rcx, dword ptr [r15 + 320]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c19:
-    lea rcx, [rip + .Lc1_d6279_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6279_j_t
-.Lc1_d6279_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d6196_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6196_s_t
+    .p2align 3
+.Lc1_d6196_s:
+    .p2align 3
+    jmp .Lc1_d6196_j
+    .p2align 3
+    jmp .Lc1_d6196_j
+    .p2align 3
+    jmp .Lc1_d6196_j
+    .p2align 3
+    jmp .Lc1_d6196_j
+    .p2align 3
+    jmp .Lc1_d6196_j
+    .p2align 3
+    jmp .Lc1_d6196_j
+    .p2align 3
+    jmp .Lc1_d6196_j
+    .p2align 3
+    jmp .Lc1_d6196_j
+    .p2align 3
+    jmp .Lc1_d6196_j
+    .p2align 3
+    jmp .Lc1_d6196_j
+    .p2align 3
+    jmp .Lc1_d6196_j
+    .p2align 3
+    jmp .Lc1_d6196_j
+    .p2align 3
+    jmp .Lc1_d6196_j
+    .p2align 3
+    jmp .Lc1_d6196_j
+    .p2align 3
+    jmp .Lc1_d6196_j
+    .p2align 3
+    jmp .Lc1_d6196_j
+.Lc1_d6196_j:
+    lea rbp, [r10 + r10*1]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7552], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov ecx, dword ptr [r15 + 0]
-    mov r9d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 251
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm8, xmm8, xmm8
-    mov dword ptr [r15 + 0], 171
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 246
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    movzx eax, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 174
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 320], cl
-    mov ecx, 135
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], sil
-    mov rcx, rbp
-    movsxd rcx, dword ptr [r15 + rbp + 448]
-    lea rbp, [r11 + r11*1]
+    lea r8, [r10 + r10*1]
     jmp 1f
 1:
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    mov r9, r10
+    mov byte ptr [r15 + 128], al
+    movsxd rax, dword ptr [r15 + r8 + 3456]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], bpl
+    mov dword ptr [r15 + 448], r9d
+    vmovdqu ymmword ptr [r15 + 64], ymm15
+    mov dword ptr [r15 + rbp + 7488], r8d
+    mov dword ptr [r15 + 128], r9d
+    mov dword ptr [r15 + 192], 255
+    mov r9, qword ptr [r15 + 512]
+    mov r8, rdx
     jmp 1f
 1:
-    and rbp, 64
-    add qword ptr [r15 + rbp + 192], r8
+    mov qword ptr [r15 + 64], r8
+    mov r8, rdx
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 384], ebp
-    mov r8, rbp
-    mov dword ptr [r15 + rbp + 256], r8d
-    mov r8d, ecx
+    movzx edx, al
+    vmovdqu ymmword ptr [r15 + 256], ymm15
     jmp 1f
 1:
-    add r11, 64
+    mov dword ptr [r15 + 320], 70
+    movzx edx, byte ptr [r15 + 192]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c20:
-    mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    mov r8, rcx
-    mov r8d, 15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm8, xmm8, xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d6263_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6263_s_t
+    .p2align 3
+.Lc1_d6263_s:
+    .p2align 3
+    jmp .Lc1_d6263_j
+    .p2align 3
+    jmp .Lc1_d6263_j
+    .p2align 3
+    jmp .Lc1_d6263_j
+    .p2align 3
+    jmp .Lc1_d6263_j
+    .p2align 3
+    jmp .Lc1_d6263_j
+    .p2align 3
+    jmp .Lc1_d6263_j
+    .p2align 3
+    jmp .Lc1_d6263_j
+    .p2align 3
+    jmp .Lc1_d6263_j
+    .p2align 3
+    jmp .Lc1_d6263_j
+    .p2align 3
+    jmp .Lc1_d6263_j
+    .p2align 3
+    jmp .Lc1_d6263_j
+    .p2align 3
+    jmp .Lc1_d6263_j
+    .p2align 3
+    jmp .Lc1_d6263_j
+    .p2align 3
+    jmp .Lc1_d6263_j
+    .p2align 3
+    jmp .Lc1_d6263_j
+    .p2align 3
+    jmp .Lc1_d6263_j
+.Lc1_d6263_j:
     mov rcx, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 128]
-    and r8, 64
-    lea r9, [r11*4]
-    movsxd rsi, dword ptr [r15 + r8 + 320]
-    movzx eax, sil
-    and r9, 192
-    mov byte ptr [r15 + r9 + 704], r9b
-    mov esi, r9d
-    mov dword ptr [r15 + r8 + 384], ebp
-    mov dword ptr [r15 + rbp + 64], esi
-    mov esi, esi
+    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov esi, 216
-    mov rsi, rcx
-    mov dword ptr [r15 + r9 + 576], 191
-    movzx ecx, byte ptr [r15 + r9 + 768]
-    mov r8d, ecx
-    mov rcx, qword ptr [r15 + r9 + 640]
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 127
+    movzx eax, bpl
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 512]
     jmp 1f
 1:
-    add r11, 64
+    mov ecx, eax
+    mov eax, ecx
+    mov ecx, dword ptr [r15 + 512]
+    mov rbp, qword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, eax
+    mov rax, rax
+    lea rbp, [r10 + r10*1]
+    mov rdx, rbp
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 896]
+    mov ecx, r8d
+    lea r8, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + 192]
+    mov qword ptr [r15 + rbp + 832], r9
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1408]
+    mov dword ptr [r15 + r8 + 1344], edx
+    movsxd r8, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], 134
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    jmp 1f
+1:
+    mov rdx, rcx
+    mov byte ptr [r15 + 64], cl
+    jmp 1f
+1:
+    mov edx, edx
+    nop
+    mov rdx, r9
+    mov rcx, rdx
+    movzx ecx, byte ptr [r15 + 576]
+    mov dword ptr [r15 + 320], ecx
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c21:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 512
-    setz al
-    lea rcx, [rip + .Lc1_d6386_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6386_s_t
-    .p2align 3
-.Lc1_d6386_s:
-    .p2align 3
-    jmp .Lc1_d6386_j
-    .p2align 3
-    jmp .Lc1_d6386_j
-.Lc1_d6386_j:
-    lea r8, [r11*8]
-    mov ecx, r9d
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
-    lea rbp, [r11*4]
-    mov dword ptr [r15 + r8 + 1216], 132
-    mov rax, qword ptr [r15 + r8 + 896]
-    mov r9d, dword ptr [r15 + r8 + 1088]
-    and rbp, 192
-    mov rsi, qword ptr [r15 + rbp + 640]
-    mov edi, r8d
+    mov rdx, rbp
+    movzx edx, bpl
+    mov rbp, r10
+    mov rdx, qword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 448]
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + rbp + 768]
-    mov dword ptr [r15 + rbp + 576], edi
-    mov qword ptr [r15 + r8 + 1280], rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    movzx edx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 106
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + r8 + 1152], ymm8
-    mov qword ptr [r15 + r8 + 960], rdi
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 53
-    mov dword ptr [r15 + r9 + 64], 26
-    mov byte ptr [r15 + r8 + 1024], r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 56
+    vmovq qword ptr [r15 + 384], xmm15
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 180
+    mov dword ptr [r15 + 320], ebp
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 512]
+    mov eax, 245
+    mov eax, r8d
+    jmp 1f
+1:
     mov r8, r9
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 704], 242
-    movzx r8d, sil
-    mov r8d, 121
-    add r11, 64
+    mov dword ptr [r15 + 448], 245
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 384]
+    mov r9d, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 256], 68
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 448]
+    mov r8d, 97
+    mov r8, qword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 640]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c22:
-    lea r8, [r11 + r11*1]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 67108864
+    setz al
+    lea rcx, [rip + .Lc1_d6389_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6389_s_t
+    .p2align 3
+.Lc1_d6389_s:
+    .p2align 3
+    jmp .Lc1_d6389_j
+    .p2align 3
+    jmp .Lc1_d6389_j
+.Lc1_d6389_j:
     jmp 1f
 1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r8, r10
+    jmp 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    mov esi, r8d
-    mov dword ptr [r15 + 0], r8d
-    mov esi, 55
     jmp 1f
 1:
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 180
+    mov r8d, 162
+    vmovdqu ymmword ptr [r15 + 128], ymm15
+    movzx eax, r8b
+    mov r8, rcx
+    mov r8d, 116
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + r8 + 320]
-    mov r8, r9
-    lea r8, [r11 + r11*1]
-    mov edi, r8d
-    and r8, 64
-    mov edi, dword ptr [r15 + r8 + 448]
     jmp 1f
 1:
-    mov edx, ebp
-    lea rbp, [r11 + r11*1]
-    mov eax, 51
-    and rbp, 64
-    or qword ptr [r15 + rbp + 64], 73
-    mov eax, 73
-    mov dword ptr [r15 + rbp + 128], 12
-    movzx ebp, sil
-    mov dword ptr [r15 + r8 + 512], 238
-    mov ebp, 197
-    mov rbp, r8
-    add r11, 64
+    mov r8d, dword ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov rbp, r10
+    mov dword ptr [r15 + 64], ebp
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 832]
+    vmovdqu ymmword ptr [r15 + 192], ymm15
+    movzx ebp, cl
+    mov rcx, rbp
+    movsxd rcx, dword ptr [r15 + 512]
+    movzx edx, r8b
+    mov r8, r10
+    jmp 1f
+1:
+    mov esi, 231
+    jmp 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 79
+    mov qword ptr [r15 + 64], rax
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c23:
-    lea rcx, [rip + .Lc1_d6488_j]
+    lea rcx, [rip + .Lc1_d6446_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6488_j_t
-.Lc1_d6488_j:
-    lea rbp, [r11 + r11*1]
-    mov ecx, eax
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 128]
-    lea r9, [r11 + r11*8]
-    mov rax, rdi
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7808], r9d
+    jmp .Lc1_d6446_j_t
+.Lc1_d6446_j:
+    mov ecx, r8d
+    movzx ecx, byte ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 98
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
-    movsxd rdi, dword ptr [r15 + r9 + 7872]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + r9 + 7936]
-    mov esi, 232
-    mov edx, 119
-    movzx esi, r9b
-    mov byte ptr [r15 + r9 + 7488], sil
-    mov qword ptr [r15 + r9 + 7552], r9
-    vpmovmskb esi, xmm8
-    mov esi, dword ptr [r15 + r9 + 7680]
-    movsxd rdx, dword ptr [r15 + rbp + 64]
-    mov ebp, 203
-    mov dword ptr [r15 + r9 + 7616], eax
-    mov ebp, dword ptr [r15 + r8 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 167
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 7744], dil
-    mov dword ptr [r15 + r9 + 8000], 74
+    mov ecx, 15
+    jmp 1f
+1:
+    mov ecx, 152
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], r8d
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rdx
+    mov dword ptr [r15 + 320], 137
+    mov byte ptr [r15 + 64], cl
+    mov qword ptr [r15 + 64], rbp
+    mov qword ptr [r15 + 512], r8
+    mov qword ptr [r15 + 768], r8
+    mov ecx, ebp
+    mov byte ptr [r15 + 128], cl
+    mov ebp, 52
+    mov qword ptr [r15 + 576], r8
     jmp 1f
 1:
-    mov r8, rbp
     jmp 1f
 1:
-    add r11, 64
+    mov r8d, 53
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov rbp, r10
+    movzx ecx, cl
+    mov rcx, rdx
+    and rbp, 4032
+    and ecx, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 256], ecx
+    mov rbp, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 384], rdx
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c24:
-    lea r8, [r11 + r11*1]
-    movzx ebp, bpl
+    movzx ebp, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 320], r8b
+    mov qword ptr [r15 + 512], rcx
+    mov rcx, qword ptr [r15 + 448]
     jmp 1f
 1:
-    and r8, 64
-    movzx ebp, byte ptr [r15 + r8 + 512]
-    lea r9, [r11*8]
-    movzx esi, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r8d, 151
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, ecx
+    lea r9, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + 448]
     and r9, 1984
-    mov byte ptr [r15 + r9 + 1472], bpl
-    mov dword ptr [r15 + r8 + 448], 89
-    mov r8d, 231
-    movsxd r8, dword ptr [r15 + r9 + 1728]
-    movsxd rbp, dword ptr [r15 + r9 + 1600]
-    mov edx, dword ptr [r15 + r9 + 1408]
+    mov qword ptr [r15 + r9 + 1408], r9
+    mov dword ptr [r15 + 64], 133
+    mov r8, r10
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 127
     jmp 1f
 1:
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
+    and r8, 448
+    mov rdx, qword ptr [r15 + r8 + 832]
+    mov r8, rcx
+    mov qword ptr [r15 + 256], rcx
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    .byte 0x0f, 0x1f, 0x40, 0x00
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 384]
-    mov eax, 105
-    mov dword ptr [r15 + r9 + 1536], r9d
-    mov eax, eax
-    mov rax, qword ptr [r15 + r9 + 1792]
-    mov ecx, esi
+    movzx ecx, byte ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 640]
+    vpcmpeqb xmm15, xmm15, xmm7
+    mov eax, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 1344], cl
-    mov byte ptr [r15 + r9 + 1664], al
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 320], rbp
-    add r11, 64
+    mov esi, dword ptr [r15 + 704]
+    mov edi, 147
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c25:
-    lea rcx, [rip + .Lc1_d6585_j]
+    lea rcx, [rip + .Lc1_d6546_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6585_j_t
-.Lc1_d6585_j:
+    jmp .Lc1_d6546_j_t
+.Lc1_d6546_j:
+    movsxd rcx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r9d, edi
+    mov edi, r9d
+    jmp 1f
+1:
+    mov r9d, edi
+    jmp 1f
+1:
+    mov edi, 152
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, esi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov ecx, 20
-    lea rbp, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7744], 162
-    and r8, 64
-    lea r9, [r11*4]
-    vmovdqu ymmword ptr [r15 + r8 + 128], ymm8
-    mov ecx, 49
-    mov rcx, qword ptr [r15 + rbp + 7680]
-    and r9, 192
-    mov dword ptr [r15 + r9 + 576], 232
-    mov qword ptr [r15 + rbp + 7808], rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + rbp + 7616]
-    mov qword ptr [r15 + r9 + 640], rdi
-    mov edi, 198
-    mov byte ptr [r15 + r9 + 768], dil
-    movsxd rdi, dword ptr [r15 + rbp + 7552]
-    mov rcx, qword ptr [r15 + r9 + 704]
+    mov edi, 50
+    movzx edi, dil
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9, rbp
-    movsxd r9, dword ptr [r15 + r8 + 64]
+    movzx r9d, r9b
+    mov dword ptr [r15 + 256], 199
+    mov r9d, 163
+    movsxd r9, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], edi
     jmp 1f
 1:
-    mov r8, r9
-    mov qword ptr [r15 + rbp + 7872], r8
-    mov dword ptr [r15 + rbp + 7488], edi
     jmp 1f
 1:
-    add r11, 64
+    mov qword ptr [r15 + 384], rbp
+    mov edi, edi
+    lea r8, [r10 + r10*1]
+    mov rdi, r8
+    mov dword ptr [r15 + 192], 56
+    and r8, 4032
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + r8 + 3456], ebp
+    movzx edi, bpl
+    and rbp, 448
+    movsxd rdi, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + rbp + 896]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r8
+    movsxd rbp, dword ptr [r15 + 768]
+    movzx eax, cl
+    mov ecx, r9d
+    mov r9d, ecx
+    mov dword ptr [r15 + 448], 99
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + r8 + 3392]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c26:
-    lea rcx, [rip + .Lc1_d6634_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6634_j_t
-.Lc1_d6634_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    movzx ecx, byte ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov rbp, rdi
-    mov edi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov edi, 153
+    lea r9, [r10 + r10*1]
+    movzx ebp, byte ptr [r15 + 448]
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 16
     jmp 1f
 1:
-    mov r8d, 48
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 112
+    movzx edi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rdi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rsi
+    mov qword ptr [r15 + r9 + 1408], rcx
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 228
-    mov rdi, r8
+    test ebx, 244736
+    jz 1f
+1:
+    mov r8d, 138
+    mov r8d, dword ptr [r15 + 192]
+    movsxd rax, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 512], rdx
+    movzx edx, byte ptr [r15 + 320]
+    mov r9, rdi
+    mov qword ptr [r15 + 256], rcx
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
+    mov r9d, 189
+    mov r9, rax
     jmp 1f
 1:
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 256], ymm8
-    lea rbp, [r11 + r11*1]
-    mov ecx, esi
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 128]
-    mov rsi, rcx
-    and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 512]
-    vmovdqu ymmword ptr [r15 + r8 + 192], ymm8
-    mov dword ptr [r15 + r9 + 448], 220
-    mov r9d, r8d
-    mov dword ptr [r15 + rbp + 64], 173
-    add r11, 64
+    movzx eax, r8b
+    mov dword ptr [r15 + 64], eax
+    lea r8, [r10 + r10*1]
+    movzx eax, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    and r8, 8128
+    add rax, qword ptr [r15 + r8 + 7488]
+    movzx edi, byte ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + r8 + 7552]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c27:
-    lea r9, [r11*8]
-    mov ebp, r9d
-    and r9, 448
-    mov qword ptr [r15 + r9 + 896], rax
-    lea rbp, [r11 + r11*1]
-    movzx esi, bpl
-    mov rsi, qword ptr [r15 + r9 + 1152]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rcx
-    mov ecx, dword ptr [r15 + r9 + 1216]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d6655_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6655_s_t
+    .p2align 3
+.Lc1_d6655_s:
+    .p2align 3
+    jmp .Lc1_d6655_j
+    .p2align 3
+    jmp .Lc1_d6655_j
+    .p2align 3
+    jmp .Lc1_d6655_j
+    .p2align 3
+    jmp .Lc1_d6655_j
+    .p2align 3
+    jmp .Lc1_d6655_j
+    .p2align 3
+    jmp .Lc1_d6655_j
+    .p2align 3
+    jmp .Lc1_d6655_j
+    .p2align 3
+    jmp .Lc1_d6655_j
+    .p2align 3
+    jmp .Lc1_d6655_j
+    .p2align 3
+    jmp .Lc1_d6655_j
+    .p2align 3
+    jmp .Lc1_d6655_j
+    .p2align 3
+    jmp .Lc1_d6655_j
+    .p2align 3
+    jmp .Lc1_d6655_j
+    .p2align 3
+    jmp .Lc1_d6655_j
+    .p2align 3
+    jmp .Lc1_d6655_j
+    .p2align 3
+    jmp .Lc1_d6655_j
+.Lc1_d6655_j:
+    mov r8, r10
+    mov rcx, r8
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 136
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 194
+    mov r8, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, ecx
+    mov r8d, ecx
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3456], r8d
+    mov qword ptr [r15 + 320], rcx
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, esi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r8 + 3392], r9d
+    movzx ecx, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 128], r8
+    mov r8, rbp
+    mov qword ptr [r15 + 64], rax
+    mov dword ptr [r15 + 512], 25
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + r9 + 832], rcx
-    lea r8, [r11 + r11*1]
-    mov rcx, rdx
-    mov rcx, qword ptr [r15 + r9 + 1280]
-    mov dword ptr [r15 + rbp + 256], ecx
-    and r8, 64
-    mov byte ptr [r15 + r8 + 320], dl
-    movsxd rcx, dword ptr [r15 + r9 + 960]
-    mov rbp, qword ptr [r15 + r9 + 1024]
-    mov dword ptr [r15 + r8 + 384], 227
-    mov r8d, esi
-    mov r8d, 101
-    mov r8d, dword ptr [r15 + r9 + 1088]
-    add r11, 64
+    jmp 1f
+1:
+    mov eax, 198
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], al
+    movzx ebp, byte ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    mov dword ptr [r15 + 384], 156
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c28:
-    lea rcx, [rip + .Lc1_d6732_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6732_j_t
-.Lc1_d6732_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 384], bpl
+    mov rbp, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 156
+    mov eax, 227
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, bpl
-    lea rbp, [r11 + r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 37
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7872], ebp
-    lea r8, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + rbp + 7744]
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + rbp + 7936]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], 209
-    lea r9, [r11 + r11*1]
-    mov eax, 91
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 320]
-    mov rax, qword ptr [r15 + rbp + 7808]
-    movsxd rdi, dword ptr [r15 + rbp + 7616]
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 384], edi
-    movzx edi, byte ptr [r15 + rbp + 7552]
-    mov dword ptr [r15 + rbp + 8000], 55
-    mov dword ptr [r15 + r9 + 384], 178
-    mov r9, rbp
-    mov dword ptr [r15 + rbp + 7680], 99
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov ebp, 153
-    add r11, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 640]
+    vpxor xmm15, xmm15, xmm9
+    mov r8, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 448], 122
+    vmovdqu xmm15, xmmword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], r8d
+    mov r9, qword ptr [r15 + 320]
+    movzx r8d, r9b
+    mov r8, r10
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 163136], al
+    movzx eax, al
+    mov rax, r9
+    mov r8, r10
+    mov dword ptr [r15 + 448], 182
+    mov dword ptr [r15 + 512], ebp
+    mov eax, dword ptr [r15 + 320]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    jmp 1f
+1:
+    mov r8d, r8d
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c29:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d6769_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6769_s_t
+    .p2align 3
+.Lc1_d6769_s:
+    .p2align 3
+    jmp .Lc1_d6769_j
+    .p2align 3
+    jmp .Lc1_d6769_j
+    .p2align 3
+    jmp .Lc1_d6769_j
+    .p2align 3
+    jmp .Lc1_d6769_j
+    .p2align 3
+    jmp .Lc1_d6769_j
+    .p2align 3
+    jmp .Lc1_d6769_j
+    .p2align 3
+    jmp .Lc1_d6769_j
+    .p2align 3
+    jmp .Lc1_d6769_j
+    .p2align 3
+    jmp .Lc1_d6769_j
+    .p2align 3
+    jmp .Lc1_d6769_j
+    .p2align 3
+    jmp .Lc1_d6769_j
+    .p2align 3
+    jmp .Lc1_d6769_j
+    .p2align 3
+    jmp .Lc1_d6769_j
+    .p2align 3
+    jmp .Lc1_d6769_j
+    .p2align 3
+    jmp .Lc1_d6769_j
+    .p2align 3
+    jmp .Lc1_d6769_j
+.Lc1_d6769_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 4
+    mov ecx, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    lea r8, [r10 + r10*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 44
-    mov ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 64]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 896], eax
+    mov eax, 115
+    mov dword ptr [r15 + r8 + 832], ecx
+    movsxd rax, dword ptr [r15 + 256]
+    mov rbp, r10
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov r9d, 129
-    movsxd r9, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], rax
-    lea r9, [r11 + r11*1]
-    mov eax, 50
-    and r9, 64
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 320], rsi
-    mov dword ptr [r15 + r9 + 384], 30
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rdx
-    movzx r9d, dil
-    mov edi, dword ptr [r15 + rbp + 256]
-    mov rbp, qword ptr [r15 + r8 + 512]
-    add r11, 64
+    mov byte ptr [r15 + 512], cl
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 181
+    mov qword ptr [r15 + 256], rbp
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 320]
+    movzx r8d, bpl
+    jmp 1f
+1:
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 704]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], eax
+    movzx eax, al
+    mov dword ptr [r15 + 320], 181
+    mov eax, r8d
+    mov r8d, r8d
+    mov r8, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov ebp, 93
+    mov dword ptr [r15 + 192], 244
+    mov byte ptr [r15 + 384], cl
+    mov qword ptr [r15 + 192], rbp
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -8641,311 +8847,305 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 32768
+    test dword ptr [r15 + 67117724], 134217728
     setz al
-    lea rcx, [rip + .Lc1_d6829_s]
+    lea rcx, [rip + .Lc1_d6837_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6829_s_t
+    jmp .Lc1_d6837_s_t
     .p2align 3
-.Lc1_d6829_s:
+.Lc1_d6837_s:
     .p2align 3
-    jmp .Lc1_d6829_j
+    jmp .Lc1_d6837_j
     .p2align 3
-    jmp .Lc1_d6829_j
-.Lc1_d6829_j:
-    vpor xmm8, xmm8, xmm8
-    movzx ecx, dil
-    .byte 0x0f, 0x1f, 0x00
-    mov rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 208
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rax, rcx
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 43
+    jmp .Lc1_d6837_j
+.Lc1_d6837_j:
+    mov eax, r8d
+    movsxd r8, dword ptr [r15 + 128]
+    lea rbp, [r10 + r10*2]
+    mov dword ptr [r15 + 128], ecx
+    mov qword ptr [r15 + 576], rcx
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1472]
     jmp 1f
 1:
-    mov ecx, 71
-    mov ecx, 102
+    mov dword ptr [r15 + rbp + 1408], eax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 0], xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rbp
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    movzx eax, r8b
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 320]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], ecx
-    mov ecx, 198
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov byte ptr [r15 + 64], al
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov ecx, 219
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm8
-    movsxd rdx, dword ptr [r15 + r8 + 384]
-    mov r8d, edx
-    vmovdqu ymmword ptr [r15 + rbp + 320], ymm8
-    mov qword ptr [r15 + r9 + 448], rax
-    add r11, 64
+    mov r9, r10
+    mov dword ptr [r15 + 448], 251
+    mov rax, rbp
+    movzx eax, bpl
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
+    mov r9, rbp
+    mov dword ptr [r15 + 768], 114
+    mov qword ptr [r15 + 320], rbp
+    mov qword ptr [r15 + 512], rcx
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], ecx
+    mov dword ptr [r15 + 384], r9d
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c31:
-    lea rcx, [rip + .Lc1_d6890_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6890_j_t
-.Lc1_d6890_j:
-    mov qword ptr [r15 + 0], rax
-    mov rcx, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    movzx ecx, byte ptr [r15 + 0]
-    mov r9d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov r9d, eax
+    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
+    jmp 1f
+1:
+    mov rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
+    jmp 1f
+1:
+    mov byte ptr [r15 + 640], r8b
+    mov r8d, 10
+    and r9, 16320
+    movsxd r8, dword ptr [r15 + r9 + 15680]
+    mov byte ptr [r15 + 128], cl
+    mov dword ptr [r15 + 64], eax
+    mov byte ptr [r15 + 192], r9b
+    mov byte ptr [r15 + 320], al
+    mov r9d, eax
+    mov qword ptr [r15 + 512], r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], 80
+    mov r8d, r9d
+    mov qword ptr [r15 + 320], rax
+    jmp 1f
+1:
+    vmovdqu xmm15, xmmword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], r8b
+    movsxd r8, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 384]
+    mov eax, r9d
+    mov qword ptr [r15 + 384], rbp
     jmp 1f
 1:
     mov r9, r9
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    mov byte ptr [r15 + 0], dil
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    mov rcx, qword ptr [r15 + 0]
-    lea r9, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r9d
-    and r9, 192
-    movsxd rdi, dword ptr [r15 + r9 + 704]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 576], ebp
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rcx
-    jmp 1f
-1:
-    mov rcx, rcx
-    and r8, 64
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r8 + 64]
-    mov qword ptr [r15 + r8 + 128], r9
-    mov dword ptr [r15 + r9 + 640], 61
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 256], 182
-    mov ebp, r8d
+    mov r9d, r8d
+    mov rbp, r10
+    mov r9, rbp
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], r8d
+    movzx r8d, r8b
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 768], 149
-    add r11, 64
+    movzx r8d, al
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c32:
-    lea rbp, [r11 + r11*1]
+    lea rcx, [rip + .Lc1_d6947_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6947_j_t
+.Lc1_d6947_j:
+    mov rbp, r10
+    movzx ecx, byte ptr [r15 + 192]
+    mov edx, 41
+    and rbp, 1984
+    mov r8d, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    lea r8, [r11*8]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 55
-    jmp 1f
-1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3584], r8d
-    mov byte ptr [r15 + r8 + 3456], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm15, xmm15, xmm15
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*4]
+    mov ebp, 162
+    mov rbp, r10
+    mov dword ptr [r15 + 256], 27
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 11
+    mov dword ptr [r15 + 448], ebp
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    movzx ebp, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 128], rbp
     jmp 1f
 1:
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 1088]
-    mov rdi, qword ptr [r15 + r9 + 896]
+    movzx ebp, bpl
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 768]
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 832], r8
-    mov edx, r8d
-    mov byte ptr [r15 + r8 + 3712], dl
-    movzx edx, cl
-    mov qword ptr [r15 + r8 + 3840], rax
-    movsxd rdx, dword ptr [r15 + r8 + 3392]
+    movzx ebp, bpl
+    movzx ebp, byte ptr [r15 + 704]
+    mov qword ptr [r15 + 384], rbp
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + r8 + 3776]
-    movzx esi, byte ptr [r15 + r8 + 3520]
-    mov eax, 213
+    mov rbp, r10
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 128], r9
-    mov rax, rdi
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 1024], 165
-    mov qword ptr [r15 + r8 + 3648], rbp
-    mov qword ptr [r15 + r9 + 960], rdx
-    add r11, 64
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], r8b
+    mov byte ptr [r15 + 512], al
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c33:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d6991_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6991_s_t
-    .p2align 3
-.Lc1_d6991_s:
-    .p2align 3
-    jmp .Lc1_d6991_j
-    .p2align 3
-    jmp .Lc1_d6991_j
-.Lc1_d6991_j:
-    lea rbp, [r11*8]
-    lea r8, [r11 + r11*1]
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7744]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 211
-    mov eax, eax
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 7488], rbp
+    mov rbp, r10
+    mov eax, 162
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 85
+    movzx ebp, dl
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 7680], rax
-    movzx eax, byte ptr [r15 + r8 + 448]
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    mov ebp, dword ptr [r15 + 192]
+    mov rax, rax
+    lea r8, [r10 + r10*1]
+    mov eax, dword ptr [r15 + 576]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + rbp + 7552]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 896], 27
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm8, xmm8, 150
-    mov rdi, rcx
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 320]
+    and eax, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 198
-    mov ecx, 154
-    mov rcx, qword ptr [r15 + rbp + 7872]
+    mov r9, r10
+    mov rdx, r9
+    mov qword ptr [r15 + r8 + 832], rdx
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r8
+    movsxd r8, dword ptr [r15 + 256]
+    mov r9d, dword ptr [r15 + 128]
+    mov rdx, rax
+    movsxd rdx, dword ptr [r15 + 512]
+    mov ecx, eax
+    mov rcx, rax
     jmp 1f
 1:
-    mov edx, 181
-    mov edx, 107
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 7808], r8b
-    and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 7616], 77
-    movzx edx, cl
-    mov ecx, edx
-    movzx ecx, byte ptr [r15 + r9 + 320]
-    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c34:
+    lea rcx, [rip + .Lc1_d7036_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7036_j_t
+.Lc1_d7036_j:
+    jmp 1f
+1:
+    movzx ecx, al
+    movsxd rax, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 256]
+    movzx edx, byte ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    vmovdqu ymmword ptr [r15 + 0], ymm8
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    lea rbp, [r11 + r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3520], ymm8
+    mov r9d, dword ptr [r15 + 192]
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 3712], 212
-    movzx r9d, dl
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 107
-    test ebx, 2048
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + rbp + 3776]
+    mov r8d, r9d
+    mov r8, r10
+    mov rbp, qword ptr [r15 + 512]
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 3392], r9
-    mov dword ptr [r15 + r8 + 64], ebp
+    mov r9, r10
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
+    and r9, 448
+    add r8, qword ptr [r15 + r9 + 832]
+    mov edi, eax
+    mov dword ptr [r15 + 384], 101
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 3840], r9
-    and r9, 64
-    mov r8, qword ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + rbp + 3456], 220
-    mov edx, 33
-    mov dword ptr [r15 + rbp + 3584], 139
-    lock add qword ptr [r15 + r9 + 320], rdx
-    vmovdqu xmmword ptr [r15 + rbp + 3904], xmm8
-    movsxd rdx, dword ptr [r15 + rbp + 3648]
-    add r11, 64
+    mov r9d, dword ptr [r15 + 256]
+    mov rax, rbp
+    lea rbp, [r10 + r10*1]
+    movzx eax, sil
+    mov eax, 222
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7552]
+    mov byte ptr [r15 + 320], r8b
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 448]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -8954,226 +9154,244 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 67117728]
     jmp .Lc1_d7088_j_t
 .Lc1_d7088_j:
-    movzx ecx, al
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 209
-    add qword ptr [r15 + 0], rdx
-    xor dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    mov edx, edx
-    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], 3
+    movzx ebp, cl
+    mov rbp, r10
+    mov ecx, ecx
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov qword ptr [r15 + 448], rsi
+    mov rbp, r9
+    movzx ebp, byte ptr [r15 + 768]
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm8
+    mov r8, r10
+    mov rcx, qword ptr [r15 + 704]
+    movzx esi, r9b
+    mov r9d, 159
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rdx
+    .byte 0x0f, 0x1f, 0x00
+    movzx r8d, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 640], 50
+    mov qword ptr [r15 + 512], rbp
+    mov ebp, edi
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov ebp, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 221
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
+    mov rbp, r10
+    mov rax, qword ptr [r15 + 448]
+    mov esi, 236
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
     jmp 1f
 1:
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 64]
-    mov dword ptr [r15 + r8 + 128], eax
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov rax, qword ptr [r15 + rbp + 384]
-    mov qword ptr [r15 + rbp + 320], rax
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 256]
-    mov qword ptr [r15 + r8 + 192], rax
-    add r11, 64
+    mov byte ptr [r15 + 384], r8b
+    jmp 1f
+1:
+    vpor xmm15, xmm15, xmm15
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c36:
-    lea r8, [r11 + r11*8]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3648], 167
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
+    mov dword ptr [r15 + 128], 7
+    .byte 0x0f, 0x1f, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    vpxor xmm8, xmm8, xmm6
-    vpcmpeqb xmm8, xmm8, xmm6
-    mov rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    movzx r9d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 108
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov r9d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r10*4]
+    mov dword ptr [r15 + 192], ebp
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3456], rsi
+    vmovdqu ymmword ptr [r15 + r9 + 3584], ymm15
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + r9 + 3520]
+    mov byte ptr [r15 + 320], r9b
+    mov esi, 253
+    mov esi, eax
+    mov esi, dword ptr [r15 + 384]
+    mov dword ptr [r15 + r9 + 3392], esi
+    mov esi, dword ptr [r15 + 320]
+    mov r9d, ecx
+    mov r9, r10
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 3840], r8d
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    mov r9, r9
+    mov r9d, 175
+    mov byte ptr [r15 + 256], r9b
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 3904], rax
-    mov qword ptr [r15 + r8 + 3456], rax
-    movsxd rax, dword ptr [r15 + r8 + 3584]
+    movzx r9d, r9b
+    movsxd r9, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], 44
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov edx, dword ptr [r15 + r8 + 3392]
-    and rbp, 64
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + rbp + 448]
-    mov byte ptr [r15 + r8 + 3520], bpl
-    mov qword ptr [r15 + r8 + 3776], r8
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    movzx ecx, r8b
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 320]
-    mov qword ptr [r15 + rbp + 512], rbp
-    mov dword ptr [r15 + r8 + 3712], ecx
-    mov dword ptr [r15 + r9 + 384], r9d
-    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c37:
-    lea rcx, [rip + .Lc1_d7186_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7186_j_t
-.Lc1_d7186_j:
-    lea r9, [r11*4]
-    and r9, 192
-    mov qword ptr [r15 + r9 + 704], r9
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8
+    setz al
+    lea rcx, [rip + .Lc1_d7188_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7188_s_t
+    .p2align 3
+.Lc1_d7188_s:
+    .p2align 3
+    jmp .Lc1_d7188_j
+    .p2align 3
+    jmp .Lc1_d7188_j
+.Lc1_d7188_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov rcx, rcx
-    mov rcx, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r8d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    mov rax, r9
-    mov eax, 91
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edx
-    movzx edx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + r9 + 768]
-    mov qword ptr [r15 + r9 + 640], rsi
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 128]
     jmp 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 256], dl
-    mov byte ptr [r15 + r8 + 192], dil
-    mov dword ptr [r15 + rbp + 64], 16
-    vmovdqu ymmword ptr [r15 + r9 + 576], ymm8
-    add r11, 64
+    mov ecx, eax
+    movzx eax, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, 210
+    add rax, qword ptr [r15 + 128]
+    mov rbp, r10
+    mov byte ptr [r15 + 128], cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 192
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    mov rbp, r10
+    movzx r9d, r9b
+    vpmovmskb r9d, xmm15
+    jmp 1f
+1:
+    and rbp, 4032
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    movzx ebp, al
+    mov qword ptr [r15 + 640], rbp
+    mov rbp, qword ptr [r15 + 576]
+    mov byte ptr [r15 + 512], al
+    mov r8, r10
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 66
+    and r8, 16320
+    movsxd rax, dword ptr [r15 + r8 + 15680]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    mov r8d, dword ptr [r15 + 192]
+    inc dword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], 247
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c38:
-    lea rcx, [rip + .Lc1_d7236_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7236_j_t
-.Lc1_d7236_j:
+    movzx r8d, bpl
+    mov r8d, dword ptr [r15 + 448]
+    mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov rcx, rbp
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 143
+    mov dword ptr [r15 + 384], 3
+    movsxd rbp, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 448], bpl
+    mov rbp, rbp
+    mov rdi, rax
+    mov edi, eax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 89
+    mov dword ptr [r15 + 704], r8d
+    mov eax, r8d
+    mov rbp, r10
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, sil
-    mov rbp, r8
-    mov ebp, 66
-    mov dword ptr [r15 + 0], 158
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + 128], 79
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], edi
+    mov rbp, rbp
+    mov ebp, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    mov r9, qword ptr [r15 + 0]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 192]
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 128]
+    .byte 0x0f, 0x1f, 0x00
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov eax, 143
-    mov dword ptr [r15 + r9 + 64], 244
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], r8d
-    mov byte ptr [r15 + rbp + 320], sil
-    mov rbp, qword ptr [r15 + r8 + 256]
-    add r11, 64
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 384]
+    mov eax, 177
+    mov r8, r10
+    mov eax, ebp
+    mov rbp, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r9d
+    mov r8, qword ptr [r15 + 64]
+    add rbp, qword ptr [r15 + 256]
+    mov r9, rdi
+    mov r9d, edi
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -9181,1891 +9399,1930 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, al
-    lea rbp, [r11 + r11*4]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4
+    setz al
+    lea rcx, [rip + .Lc1_d7298_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7298_s_t
+    .p2align 3
+.Lc1_d7298_s:
+    .p2align 3
+    jmp .Lc1_d7298_j
+    .p2align 3
+    jmp .Lc1_d7298_j
+.Lc1_d7298_j:
+    mov r9, r10
+    mov ecx, r9d
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 64
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea r8, [r11 + r11*4]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 1024], rbp
-    movzx eax, bpl
-    and r8, 1984
-    lock add qword ptr [r15 + r8 + 1344], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rdi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, al
-    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 512], r9
+    mov r9, rdi
+    movzx edi, al
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 8389632
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + r8 + 1472]
-    lea r9, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + r8 + 1600]
-    and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 256]
-    mov dword ptr [r15 + rbp + 960], edx
+    mov qword ptr [r15 + 192], r8
+    mov rdi, qword ptr [r15 + 192]
+    mov r9d, r8d
+    movzx r8d, cl
+    movzx r8d, byte ptr [r15 + 512]
+    mov r9, rcx
+    vmovdqu xmm15, xmmword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], r9d
+    mov qword ptr [r15 + 448], rcx
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + rbp + 832]
-    mov edi, dword ptr [r15 + r8 + 1408]
-    movzx ecx, byte ptr [r15 + r8 + 1536]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + rbp + 896], ymm8
-    mov byte ptr [r15 + rbp + 1088], r9b
-    mov qword ptr [r15 + r9 + 192], rcx
-    add r11, 64
+    mov dword ptr [r15 + 576], 205
+    mov qword ptr [r15 + 320], r9
+    movzx r9d, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 64], 162
+    mov dword ptr [r15 + 256], 109
+    mov qword ptr [r15 + 384], r9
+    movzx r9d, cl
+    nop
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c40:
-    lea rcx, [rip + .Lc1_d7331_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d7353_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7331_j_t
-.Lc1_d7331_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
+    jmp .Lc1_d7353_j_t
+.Lc1_d7353_j:
+    movsxd rcx, dword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r9d, 234
+    mov qword ptr [r15 + 384], r8
+    lea r8, [r10 + r10*1]
+    mov r9, rdi
+    mov r9, r10
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rcx
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    mov r9, qword ptr [r15 + 704]
+    mov ecx, dword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ebp, r9b
-    lea rbp, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    movsxd r9, dword ptr [r15 + rbp + 576]
-    movzx ecx, r9b
-    lea r9, [r11 + r11*1]
+    lea rbp, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 512
+    jz 1f
+1:
+    movzx r9d, r9b
+    and rbp, 8128
+    movsxd r9, dword ptr [r15 + rbp + 7552]
+    movsxd rcx, dword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 128]
+    mov rdi, rax
+    mov dword ptr [r15 + 640], r8d
     jmp 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], 43
-    lea r8, [r11*8]
-    movzx eax, byte ptr [r15 + rbp + 640]
-    mov byte ptr [r15 + rbp + 768], al
-    and r8, 1984
-    vmovdqu xmm8, xmmword ptr [r15 + r8 + 1600]
+    vmovq qword ptr [r15 + 256], xmm15
+    add qword ptr [r15 + 192], r8
+    movsxd rax, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 512], r8
-    vmovdqu ymmword ptr [r15 + r8 + 1408], ymm8
-    mov byte ptr [r15 + r8 + 1536], r9b
-    mov eax, r8d
-    mov rax, qword ptr [r15 + r8 + 1728]
-    mov r9, rax
-    mov qword ptr [r15 + rbp + 704], r9
-    mov dword ptr [r15 + r8 + 1664], 237
-    movsxd r9, dword ptr [r15 + r8 + 1472]
-    mov eax, r8d
-    mov eax, eax
-    mov eax, dword ptr [r15 + r8 + 1344]
-    add r11, 64
+    mov rbp, r9
+    movsxd rbp, dword ptr [r15 + r8 + 896]
+    mov byte ptr [r15 + 448], r8b
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c41:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 256]
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, r9d
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 211
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, r8
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 175
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov ecx, ebp
-    mov ecx, 55
-    mov dword ptr [r15 + 0], 68
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 384], ymm8
-    lea r8, [r11 + r11*1]
+    mov r9d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm15, xmm15, xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 576], ebp
+    mov edi, dword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + rbp + 3456]
+    mov ebp, dword ptr [r15 + 448]
+    mov r8, r10
     jmp 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], r8d
-    vmovq xmm8, r8
-    mov ecx, r8d
-    mov ecx, 183
-    mov rcx, rbp
-    mov byte ptr [r15 + rbp + 320], bpl
-    movsxd rbp, dword ptr [r15 + r8 + 512]
-    mov r8d, dword ptr [r15 + r9 + 192]
-    add r11, 64
+    mov qword ptr [r15 + 640], r9
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 169
+    mov r8d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 320]
+    mov rsi, qword ptr [r15 + 768]
+    mov qword ptr [r15 + 384], rsi
+    jmp 1f
+1:
+    mov r9, r10
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 512], sil
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], edi
+    mov edi, ecx
+    mov qword ptr [r15 + 64], r8
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c42:
-    lea rcx, [rip + .Lc1_d7426_j]
+    lea rcx, [rip + .Lc1_d7441_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7426_j_t
-.Lc1_d7426_j:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11*8]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rcx
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1600], edx
-    mov rcx, qword ptr [r15 + r8 + 1472]
+    jmp .Lc1_d7441_j_t
+.Lc1_d7441_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 94
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
     jmp 1f
 1:
-    and r9, 192
-    vmovdqu xmm8, xmmword ptr [r15 + r9 + 768]
-    mov dword ptr [r15 + r9 + 704], 88
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r10 + r10*2]
+    mov qword ptr [r15 + 128], rcx
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7616]
+    mov esi, 149
+    lea rbp, [r10 + r10*1]
+    mov esi, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + r8 + 1408]
-    mov dword ptr [r15 + r8 + 1664], edx
-    mov dword ptr [r15 + r8 + 1792], r8d
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm15
+    mov r8, qword ptr [r15 + 64]
     jmp 1f
 1:
-    movzx edx, bpl
-    mov byte ptr [r15 + r9 + 640], dl
-    movzx edx, byte ptr [r15 + r8 + 1536]
-    mov rax, r9
-    mov esi, 169
-    mov rax, qword ptr [r15 + r9 + 576]
-    mov r9d, 170
-    movsxd r9, dword ptr [r15 + r8 + 1728]
-    mov esi, 224
-    mov dword ptr [r15 + rbp + 128], edx
-    inc dword ptr [r15 + r8 + 1344]
-    add r11, 64
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    mov qword ptr [r15 + r9 + 7488], r8
+    mov r8, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 7552], 189
+    mov dword ptr [r15 + 384], r8d
+    jmp 1f
+1:
+    mov r9d, 186
+    mov r9, rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 3456], ymm15
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], r9d
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c43:
-    lea rbp, [r11 + r11*8]
-    and rbp, 4032
-    mov edx, dword ptr [r15 + rbp + 3456]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    movzx edx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rax
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 512], r9b
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 3648], 242
-    mov qword ptr [r15 + rbp + 3520], rdx
-    mov edx, edx
+    mov byte ptr [r15 + 384], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 246
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edx, 235
-    movsxd rdx, dword ptr [r15 + rbp + 3904]
-    mov eax, r9d
-    mov eax, dword ptr [r15 + rbp + 3776]
-    mov dword ptr [r15 + rbp + 3584], r9d
-    lea r8, [r11 + r11*1]
-    mov edi, dword ptr [r15 + r9 + 448]
-    mov r9d, dword ptr [r15 + rbp + 3840]
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 128]
-    mov byte ptr [r15 + rbp + 3392], dl
-    mov dword ptr [r15 + rbp + 3712], edx
-    mov edx, dword ptr [r15 + r8 + 64]
-    mov r8d, 153
-    mov r8d, 233
-    add r11, 64
+    jmp 1f
+1:
+    mov r9d, 71
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 384]
+    mov ebp, ecx
+    mov eax, dword ptr [r15 + 192]
+    mov rbp, r10
+    mov qword ptr [r15 + 320], r9
+    mov r9d, dword ptr [r15 + 704]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    mov qword ptr [r15 + 256], rcx
+    mov rax, rbp
+    movsxd rbp, dword ptr [r15 + 320]
+    inc dword ptr [r15 + 768]
+    mov qword ptr [r15 + 128], rbp
+    mov rbp, qword ptr [r15 + 256]
+    mov r9, r8
+    mov r8d, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 192], ymm15
+    jmp 1f
+1:
+    mov r9d, eax
+    mov r9, r10
+    jmp 1f
+1:
+    mov eax, eax
+    mov dword ptr [r15 + 192], eax
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 108
+    jmp 1f
+1:
+    mov r9d, esi
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c44:
-    lea rcx, [rip + .Lc1_d7514_j]
+    lea rcx, [rip + .Lc1_d7537_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7514_j_t
-.Lc1_d7514_j:
-    mov dword ptr [r15 + 0], ecx
+    jmp .Lc1_d7537_j_t
+.Lc1_d7537_j:
+    mov r9, r10
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1344]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 202
-    jmp 1f
-1:
-    mov ecx, 53
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    mov edi, dword ptr [r15 + 0]
-    mov rcx, rdx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov rdi, rcx
-    mov edi, dword ptr [r15 + 0]
-    and r9, 64
-    lea rbp, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + r9 + 128]
-    movzx edx, sil
-    mov rsi, rdx
-    and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 512]
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 64], rcx
-    mov byte ptr [r15 + rbp + 448], dil
-    and r8, 64
-    movsxd rbp, dword ptr [r15 + r8 + 320]
-    movzx edi, bpl
-    movsxd rdi, dword ptr [r15 + r8 + 384]
+    mov dword ptr [r15 + 384], r9d
+    lea r9, [r10 + r10*1]
+    mov eax, ecx
+    mov dword ptr [r15 + 64], 172
+    mov ecx, dword ptr [r15 + 256]
+    and r9, 8128
+    mov rbp, qword ptr [r15 + r9 + 7488]
+    and ecx, dword ptr [r15 + 576]
     jmp 1f
 1:
-    add r11, 64
+    mov r8, rcx
+    mov byte ptr [r15 + 128], al
+    add rax, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], eax
+    mov rax, rax
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 448]
+    mov r8, r10
+    movzx esi, byte ptr [r15 + 64]
+    and r8, 16320
+    add rax, qword ptr [r15 + r8 + 15680]
+    mov qword ptr [r15 + 320], r9
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + r9 + 7552]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c45:
+    lea r8, [r10 + r10*2]
+    mov rbp, r10
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3456], r8
+    movzx ebp, byte ptr [r15 + 256]
+    mov r9d, dword ptr [r15 + 640]
+    vpor xmm15, xmm15, xmm15
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov edi, edi
-    mov edi, 131
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r8d, 19
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, r8b
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, esi
-    movsxd r8, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 187
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm8
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r8d, r8d
     jmp 1f
 1:
+    movzx esi, r9b
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
+    mov r9, rdi
+    jmp 1f
+1:
+    movzx r9d, r8b
+    mov edi, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 192]
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
+    mov r9d, 205
+    mov dword ptr [r15 + 64], r9d
+    mov edi, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + r8 + 256]
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 320], ymm8
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 64]
-    mov ecx, r8d
-    movzx eax, byte ptr [r15 + rbp + 128]
+    mov qword ptr [r15 + 512], rcx
+    movzx r9d, byte ptr [r15 + r8 + 3520]
+    mov r8, r10
+    mov qword ptr [r15 + 192], rax
     jmp 1f
 1:
-    mov ebp, eax
+    mov rax, qword ptr [r15 + 192]
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + r9 + 384]
-    mov r9d, 10
-    add r11, 64
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 256], ymm15
+    jmp 1f
+1:
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 320]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c46:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8192
-    setz al
-    lea rcx, [rip + .Lc1_d7623_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7623_s_t
-    .p2align 3
-.Lc1_d7623_s:
-    .p2align 3
-    jmp .Lc1_d7623_j
-    .p2align 3
-    jmp .Lc1_d7623_j
-.Lc1_d7623_j:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d7630_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7630_j_t
+.Lc1_d7630_j:
+    lea r8, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + 384]
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    mov ecx, 36
+    mov rax, qword ptr [r15 + 768]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov ecx, edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 154
-    mov rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 192]
     jmp 1f
 1:
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + r8 + 896]
+    mov dword ptr [r15 + 320], 29
+    add qword ptr [r15 + 256], rax
+    movzx esi, al
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 256], rbp
-    mov dword ptr [r15 + rbp + 192], 144
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov edx, 23
+    movzx eax, byte ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + 704]
     jmp 1f
 1:
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 64]
-    lea r8, [r11 + r11*1]
+    mov esi, r9d
+    mov r9, r10
+    movsxd rdx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], r8d
-    mov dword ptr [r15 + r8 + 320], r9d
-    mov r8d, r8d
-    movsxd r8, dword ptr [r15 + rbp + 128]
-    add r11, 64
+    and r9, 1984
+    movsxd r8, dword ptr [r15 + r9 + 1344]
+    mov r9d, edi
+    mov dword ptr [r15 + 448], ecx
+    mov qword ptr [r15 + 576], r9
+    mov dword ptr [r15 + 64], eax
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    vpor xmm15, xmm15, xmm15
+    jmp 1f
+1:
+    mov eax, r9d
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c47:
-    lea rcx, [rip + .Lc1_d7683_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7683_j_t
-.Lc1_d7683_j:
-    lea r8, [r11*8]
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 960]
-    mov rbp, qword ptr [r15 + r8 + 1088]
-    mov r9d, 13
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 1216], 57
-    mov qword ptr [r15 + r8 + 1152], r9
+    mov dword ptr [r15 + 448], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 227
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
+    mov r9d, 45
+    movzx r9d, r9b
+    mov qword ptr [r15 + 0], rax
+    mov rdx, rdi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 139
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 203
+    mov eax, 164
+    mov eax, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, 210
+    mov rax, rdx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
+    mov eax, 213
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + r9 + 3392]
+    vmovdqu ymmword ptr [r15 + 128], ymm15
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 896], r9d
-    lea r9, [r11 + r11*1]
-    mov rax, r8
+    add rdx, qword ptr [r15 + 512]
+    mov r9, rdx
+    mov edx, dword ptr [r15 + 640]
+    lea rbp, [r10 + r10*1]
+    mov rax, rax
+    mov byte ptr [r15 + 448], al
+    mov dword ptr [r15 + 384], r9d
+    and rbp, 448
+    mov r9, qword ptr [r15 + rbp + 896]
+    mov eax, edi
+    mov rax, qword ptr [r15 + 192]
+    mov edi, 128
+    mov r8, r10
+    mov byte ptr [r15 + rbp + 832], r8b
     jmp 1f
 1:
-    movzx eax, cl
-    and r9, 64
-    mov byte ptr [r15 + r9 + 64], r9b
-    vmovdqu ymmword ptr [r15 + r9 + 128], ymm8
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov ecx, ebp
-    jmp 1f
-1:
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 512]
-    movzx edi, byte ptr [r15 + r8 + 1280]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + r9 + 448]
-    vmovdqu ymmword ptr [r15 + r8 + 1024], ymm8
-    mov r9, qword ptr [r15 + r8 + 832]
-    mov r8, rax
-    add r11, 64
+    and r8, 8128
+    movsxd rbp, dword ptr [r15 + r8 + 7488]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c48:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edx, 209
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 0]
-    vpxor xmm8, xmm8, xmm7
-    mov ebp, edx
-    vpor xmm8, xmm8, xmm8
-    jmp 1f
-1:
-    test ebx, 2048
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov edx, 172
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], 216
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + r8 + 256]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov rbp, r8
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm8
-    movzx r9d, r8b
-    mov rcx, qword ptr [r15 + r8 + 384]
-    and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 128]
-    movsxd r9, dword ptr [r15 + rbp + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c49:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 536870912
-    setz al
-    lea rcx, [rip + .Lc1_d7783_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7783_s_t
-    .p2align 3
-.Lc1_d7783_s:
-    .p2align 3
-    jmp .Lc1_d7783_j
-    .p2align 3
-    jmp .Lc1_d7783_j
-.Lc1_d7783_j:
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r9d, al
-    movzx eax, r9b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    mov ecx, 228
-    mov rcx, qword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    movzx eax, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    movzx edx, byte ptr [r15 + rbp + 320]
-    lea rbp, [r11 + r11*1]
-    mov edi, ebp
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    movsxd rdi, dword ptr [r15 + rbp + 512]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + rbp + 448]
-    mov rbp, rdx
-    mov qword ptr [r15 + r8 + 128], rdx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c50:
-    lea rcx, [rip + .Lc1_d7849_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7849_j_t
-.Lc1_d7849_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 138
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm8
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov rbp, qword ptr [r15 + 0]
-    mov r8, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm8, xmm8, xmm8
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    movsxd r8, dword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 205
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 192]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
-    vmovdqu xmmword ptr [r15 + r9 + 256], xmm8
-    jmp 1f
-1:
-    mov r9d, r8d
-    mov r9d, r9d
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 320], r9d
-    mov qword ptr [r15 + rbp + 64], rbp
-    mov r9d, 170
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c51:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r9d, 181
-    mov dword ptr [r15 + 0], 209
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r9, r9
-    mov r9d, 142
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    vmovq xmm8, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul r9, qword ptr [r15 + 0]
-    test ebx, 1024
-    jz 1f
-1:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r9d, 94
-    mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 0], 86
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 320], rax
-    and r8, 64
-    vmovq qword ptr [r15 + r8 + 320], xmm8
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 64]
-    movzx ecx, bpl
-    movzx ecx, bpl
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + r8 + 384]
-    mov dword ptr [r15 + r9 + 128], ecx
-    mov rcx, rcx
-    mov dword ptr [r15 + rbp + 384], 44
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c52:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
     test dword ptr [r15 + 67117724], 2048
     setz al
-    lea rcx, [rip + .Lc1_d7951_s]
+    lea rcx, [rip + .Lc1_d7730_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7951_s_t
+    jmp .Lc1_d7730_s_t
     .p2align 3
-.Lc1_d7951_s:
+.Lc1_d7730_s:
     .p2align 3
-    jmp .Lc1_d7951_j
+    jmp .Lc1_d7730_j
     .p2align 3
-    jmp .Lc1_d7951_j
-.Lc1_d7951_j:
-    movzx ebp, sil
-    vmovdqu xmmword ptr [r15 + 0], xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov ecx, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d7730_j
+.Lc1_d7730_j:
     jmp 1f
 1:
+    and ecx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 320]
+    movzx r9d, al
+    add r9, qword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 208
+    mov eax, 99
+    mov eax, 1
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], r9d
+    vmovdqu ymmword ptr [r15 + 256], ymm15
+    movzx r9d, al
     jmp 1f
 1:
     mov rax, rax
+    mov r9, r10
+    mov rax, qword ptr [r15 + 256]
+    mov ecx, ebp
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], dl
+    mov r9d, dword ptr [r15 + 192]
+    mov rbp, r10
+    mov dword ptr [r15 + 384], 182
+    mov rcx, rax
+    and rbp, 8128
+    movzx edx, byte ptr [r15 + rbp + 7488]
+    mov r8, r10
+    mov rbp, rax
+    mov ebp, dword ptr [r15 + 512]
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    mov r8, rdi
+    jmp 1f
+1:
+    mov r8, rdi
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c49:
+    lea rcx, [rip + .Lc1_d7787_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7787_j_t
+.Lc1_d7787_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
+    mov ecx, 136
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 147
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 243
+    mov dword ptr [r15 + 448], 254
+    mov ecx, dword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 576]
+    mov byte ptr [r15 + 320], dl
+    mov edx, dword ptr [r15 + 768]
+    vpshufd xmm15, xmm15, 240
+    mov r8d, dword ptr [r15 + 384]
+    mov edi, r8d
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 704]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], r8b
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov r8d, ecx
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 896], al
+    mov r8, r10
+    mov eax, r9d
+    mov eax, eax
+    movzx eax, al
+    and r8, 4032
+    vmovq qword ptr [r15 + r8 + 3392], xmm15
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, bpl
+    mov dword ptr [r15 + 64], 137
+    mov qword ptr [r15 + 512], rax
+    vpaddd xmm15, xmm15, xmm15
+    movzx eax, al
+    mov rax, qword ptr [r15 + 128]
+    mov dword ptr [r15 + rbp + 832], ecx
+    movzx r8d, dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c50:
+    movzx eax, al
+    movzx edx, al
+    mov eax, edi
+    movzx eax, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    movzx edi, r8b
+    mov dword ptr [r15 + 512], 72
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1408], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdx
+    mov rdx, rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    mov dword ptr [r15 + 0], r8d
+    mov edx, 41
     jmp 1f
 1:
-    and r8, 192
-    movsxd r9, dword ptr [r15 + r8 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov edx, dword ptr [r15 + 128]
+    and rbp, 448
+    movsxd rdi, dword ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 384]
+    mov dword ptr [r15 + r8 + 1344], 146
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + r8 + 640]
+    mov r8, qword ptr [r15 + 320]
+    mov rcx, rcx
+    mov ecx, ecx
+    mov rcx, qword ptr [r15 + 192]
+    mov r9, r9
+    mov r9, r10
+    add rcx, qword ptr [r15 + 64]
+    mov esi, 39
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    mov dword ptr [r15 + 128], 115
+    mov r9, qword ptr [r15 + 64]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c51:
+    lea rcx, [rip + .Lc1_d7886_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7886_j_t
+.Lc1_d7886_j:
+    movzx ecx, r9b
+    movzx r9d, byte ptr [r15 + 576]
+    mov rbp, r10
+    mov ecx, eax
     jmp 1f
 1:
-    mov edx, ecx
-    mov dword ptr [r15 + r8 + 768], edx
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 149
+    vmovdqu ymmword ptr [r15 + 256], ymm15
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rdx, rbp
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], r9b
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 13
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm8
-    mov dword ptr [r15 + rbp + 128], ebp
-    mov r9d, dword ptr [r15 + r8 + 576]
-    add r11, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov ebp, esi
+    mov ebp, ecx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 192]
+    mov r8, r10
+    mov r9d, dword ptr [r15 + 768]
+    xchg qword ptr [r15 + 448], rcx
+    and r8, 8128
+    movzx esi, byte ptr [r15 + r8 + 7488]
+    vpxor xmm15, xmm15, xmm12
+    movzx r8d, byte ptr [r15 + 448]
+    and ecx, dword ptr [r15 + 640]
+    mov rdi, rcx
+    mov qword ptr [r15 + 128], rdx
+    mov rcx, rdi
+    mov ecx, dword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    mov byte ptr [r15 + 384], dl
+    mov edx, ebp
+    jmp 1f
+1:
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c52:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rbp
+    mov ebp, 80
+    movzx ebp, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 512], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm15, xmm15, xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov rbp, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 214
+    mov rsi, rbp
+    lea rbp, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r9d
+    and rbp, 448
+    mov r8, r10
+    mov rdx, qword ptr [r15 + rbp + 896]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 81
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 832], 48
+    mov rbp, qword ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + 256]
+    mov r9, r10
+    mov dword ptr [r15 + 128], 71
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 384]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    mov dword ptr [r15 + 448], edx
+    mov dword ptr [r15 + 512], 73
+    mov r9d, r9d
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c53:
-    lea rcx, [rip + .Lc1_d8008_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8008_j_t
-.Lc1_d8008_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 153
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, esi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 150
-    lea rbp, [r11*8]
-    lea r9, [r11*4]
-    mov ecx, edx
-    jmp 1f
-1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 1152], rdx
-    and r9, 192
-    movsxd rcx, dword ptr [r15 + r9 + 640]
-    mov edx, 39
-    mov esi, dword ptr [r15 + rbp + 960]
-    movsxd rdx, dword ptr [r15 + rbp + 896]
-    mov dword ptr [r15 + r9 + 576], r9d
-    mov dword ptr [r15 + rbp + 1024], 135
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 448]
-    mov edi, dword ptr [r15 + r9 + 768]
-    jmp 1f
-1:
-    mov rdx, rdi
-    mov rdi, qword ptr [r15 + rbp + 832]
-    mov byte ptr [r15 + r9 + 704], dil
-    mov qword ptr [r15 + rbp + 1088], rdi
-    vpxor xmm8, xmm8, xmm2
-    mov byte ptr [r15 + r8 + 512], sil
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c54:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 237
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edi
-    mov rdi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11*4]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 192
-    mov rdi, qword ptr [r15 + r8 + 640]
-    jmp 1f
-1:
-    mov esi, r9d
-    lea rbp, [r11 + r11*1]
-    mov esi, dword ptr [r15 + r8 + 768]
-    jmp 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rbp
-    lea r9, [r11 + r11*1]
-    mov edx, 229
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 448]
-    movzx eax, r8b
-    movsxd rax, dword ptr [r15 + r9 + 512]
-    mov r9d, dword ptr [r15 + r8 + 576]
-    mov byte ptr [r15 + r8 + 704], r9b
-    mov r9d, 217
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + rbp + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c55:
-    lea rcx, [rip + .Lc1_d8108_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8108_j_t
-.Lc1_d8108_j:
-    mov rcx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdx
-    mov dword ptr [r15 + 0], 134
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov r8d, 24
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 165
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm8, xmm8, xmm10
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov ebp, dword ptr [r15 + 0]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], r9b
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 320], 144
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 384]
-    mov eax, esi
-    and r9, 64
-    add qword ptr [r15 + r9 + 128], rbp
-    mov byte ptr [r15 + r9 + 64], r9b
-    movzx r9d, bpl
-    mov qword ptr [r15 + r8 + 320], r9
-    mov r9, r9
-    mov rsi, r9
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c56:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*8]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], dl
-    jmp 1f
-1:
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1728], r8b
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 1856], eax
-    mov rax, rsi
-    jmp 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rbp
-    mov eax, 137
-    movzx eax, byte ptr [r15 + rbp + 320]
-    mov qword ptr [r15 + r9 + 64], rax
-    mov qword ptr [r15 + r8 + 1792], rax
-    vmovdqu xmmword ptr [r15 + r8 + 1408], xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], ebp
-    mov rbp, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    movzx r9d, r8b
-    jmp 1f
-1:
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 27
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + r8 + 1664], rdi
-    movzx r9d, byte ptr [r15 + r8 + 1472]
-    movsxd rdi, dword ptr [r15 + r8 + 1536]
-    vmovq qword ptr [r15 + r8 + 1600], xmm8
-    mov dword ptr [r15 + r8 + 1344], 97
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c57:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4
-    setz al
-    lea rcx, [rip + .Lc1_d8212_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8212_s_t
-    .p2align 3
-.Lc1_d8212_s:
-    .p2align 3
-    jmp .Lc1_d8212_j
-    .p2align 3
-    jmp .Lc1_d8212_j
-.Lc1_d8212_j:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11*8]
-    jmp 1f
-1:
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 512]
-    and r9, 4032
-    add qword ptr [r15 + r9 + 3392], r9
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + r9 + 3712]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov edi, dword ptr [r15 + r8 + 384]
-    movsxd rdx, dword ptr [r15 + r9 + 3648]
-    mov esi, dword ptr [r15 + r9 + 3584]
-    mov dword ptr [r15 + rbp + 448], esi
-    mov esi, dword ptr [r15 + r8 + 320]
-    mov ebp, dword ptr [r15 + r9 + 3456]
-    mov qword ptr [r15 + r9 + 3776], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 3520], 32
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c58:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 218
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7936], ymm8
-    mov rsi, qword ptr [r15 + rbp + 7616]
-    mov r9, rsi
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 7680], ebp
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 8000], ebp
-    and r9, 64
-    mov qword ptr [r15 + r9 + 448], rax
-    mov dword ptr [r15 + rbp + 7872], 191
-    mov eax, dword ptr [r15 + r9 + 512]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm8
-    vmovdqu ymmword ptr [r15 + rbp + 7552], ymm8
-    movzx r9d, byte ptr [r15 + rbp + 7808]
-    movzx ecx, byte ptr [r15 + rbp + 7744]
-    mov ebp, dword ptr [r15 + r8 + 128]
-    mov r8d, 208
-    mov r8d, edi
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c59:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8310_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8310_j_t
-.Lc1_d8310_j:
-    mov qword ptr [r15 + 0], rsi
-    movzx ecx, r8b
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    mov ecx, 86
-    mov rcx, rcx
-    mov dword ptr [r15 + 0], 128
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, dl
-    movzx esi, r9b
-    jmp 1f
-1:
-    imul rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 67108880
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], 4
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    mov edx, r8d
-    vpmovmskb edx, xmm8
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 192]
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 64]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], rax
-    mov eax, 17
-    mov byte ptr [r15 + r9 + 320], r8b
-    mov r9d, dword ptr [r15 + r8 + 256]
-    movsxd rax, dword ptr [r15 + rbp + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c60:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2
-    setz al
-    lea rcx, [rip + .Lc1_d8364_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8364_s_t
-    .p2align 3
-.Lc1_d8364_s:
-    .p2align 3
-    jmp .Lc1_d8364_j
-    .p2align 3
-    jmp .Lc1_d8364_j
-.Lc1_d8364_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    xor dword ptr [r15 + rbp + 64], ecx
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    mov dword ptr [r15 + rbp + 128], ecx
-    lea r8, [r11 + r11*4]
-    jmp 1f
-1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7616], 157
-    movzx ebp, byte ptr [r15 + r9 + 1024]
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 7488], r9b
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 1088], r9b
-    mov qword ptr [r15 + r8 + 7744], r9
-    mov dword ptr [r15 + r9 + 896], 48
-    mov dword ptr [r15 + r8 + 7552], 48
-    mov dword ptr [r15 + r9 + 960], ebp
-    mov ecx, r8d
-    mov byte ptr [r15 + r8 + 7680], r9b
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + r9 + 1216]
-    mov r8d, esi
-    vmovdqu ymmword ptr [r15 + r9 + 1152], ymm8
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c61:
-    mov r8, r8
-    lea r8, [r11*8]
-    movzx r9d, cl
-    vpcmpeqb xmm8, xmm8, xmm14
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 210
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 384], ymm7
-    lea rbp, [r11*4]
-    movzx ecx, bpl
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + r9 + 320]
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 768], rbp
-    mov byte ptr [r15 + r8 + 1024], bpl
-    mov r9d, dword ptr [r15 + r8 + 1152]
-    mov rsi, r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 704], ymm8
-    movsxd rdx, dword ptr [r15 + r8 + 1216]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + r8 + 960]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 576], ymm8
-    movsxd rax, dword ptr [r15 + rbp + 640]
-    movsxd rbp, dword ptr [r15 + r8 + 896]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 1088], 93
-    mov r8d, eax
-    mov r8d, edx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c62:
-    lea rcx, [rip + .Lc1_d8461_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8461_j_t
-.Lc1_d8461_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    vmovdqu xmmword ptr [r15 + 0], xmm8
-    mov dword ptr [r15 + 0], 51
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 49
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    mov rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 242
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov edx, r8d
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11*4]
-    jmp 1f
-1:
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 640], bpl
-    and r8, 64
-    mov byte ptr [r15 + r8 + 320], cl
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], edx
-    jmp 1f
-1:
-    mov edx, 27
-    mov rdx, qword ptr [r15 + rbp + 768]
-    mov qword ptr [r15 + r8 + 384], rdx
-    movzx edx, byte ptr [r15 + rbp + 704]
-    vmovdqu ymmword ptr [r15 + r9 + 192], ymm8
-    mov r9d, dword ptr [r15 + rbp + 576]
-    mov rbp, r8
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c63:
-    mov dword ptr [r15 + 0], 210
-    jmp 1f
-1:
-    mov rbp, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 88
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 29
-    mov rdx, rbp
-    movzx edx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov ecx, ebp
-    mov byte ptr [r15 + 0], al
-    lea rbp, [r11*4]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], r8
-    and rbp, 192
-    movsxd rax, dword ptr [r15 + rbp + 640]
-    lea r8, [r11 + r11*1]
-    mov esi, 177
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
-    mov qword ptr [r15 + rbp + 576], rcx
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 768], r8b
-    mov byte ptr [r15 + rbp + 704], sil
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r9 + 128]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + r8 + 256]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c64:
-    lea rcx, [rip + .Lc1_d8554_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8554_j_t
-.Lc1_d8554_j:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 448], rax
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, r9d
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 96
-    mov byte ptr [r15 + 0], bpl
-    mov rbp, rbp
-    movzx ebp, al
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov qword ptr [r15 + 0], rcx
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    mov eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], edx
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 64]
-    mov dword ptr [r15 + rbp + 128], 125
-    vmovq qword ptr [r15 + r8 + 512], xmm8
-    mov qword ptr [r15 + r9 + 512], rax
-    mov r8, rdx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c65:
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    jmp 1f
-1:
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    movsxd rax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], r9d
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 320], rsi
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], bpl
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], r9
-    imul rcx, qword ptr [r15 + rbp + 448]
-    mov rbp, qword ptr [r15 + r9 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c66:
-    lea rcx, [rip + .Lc1_d8656_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8656_j_t
-.Lc1_d8656_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 384]
-    mov r9, r9
-    jmp 1f
-1:
-    lea r9, [r11*8]
-    jmp 1f
-1:
-    and r9, 8128
-    movzx esi, byte ptr [r15 + r9 + 7936]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 50
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + rbp + 320], rax
-    mov byte ptr [r15 + r9 + 7808], al
-    lea rbp, [r11*4]
-    mov eax, ebp
-    movsxd rax, dword ptr [r15 + r9 + 7872]
-    mov dword ptr [r15 + r9 + 7616], 235
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 640], rbp
-    vmovdqu ymmword ptr [r15 + r9 + 7680], ymm8
-    mov byte ptr [r15 + r9 + 7552], bpl
-    mov rdx, rbp
-    mov qword ptr [r15 + r9 + 7744], rcx
-    mov qword ptr [r15 + rbp + 704], r8
-    movzx edx, byte ptr [r15 + r9 + 7488]
-    movzx r8d, byte ptr [r15 + rbp + 768]
-    mov byte ptr [r15 + rbp + 576], al
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c67:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
     test dword ptr [r15 + 67117724], 268435456
     setz al
-    lea rcx, [rip + .Lc1_d8705_s]
+    lea rcx, [rip + .Lc1_d7983_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8705_s_t
+    jmp .Lc1_d7983_s_t
     .p2align 3
-.Lc1_d8705_s:
+.Lc1_d7983_s:
     .p2align 3
-    jmp .Lc1_d8705_j
+    jmp .Lc1_d7983_j
     .p2align 3
-    jmp .Lc1_d8705_j
-.Lc1_d8705_j:
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov eax, 123
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    vpor xmm8, xmm8, xmm8
-    mov ecx, 210
-    mov byte ptr [r15 + 0], cl
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov ecx, 2
+    jmp .Lc1_d7983_j
+.Lc1_d7983_j:
+    mov qword ptr [r15 + 192], r9
+    mov ecx, ecx
+    mov rcx, rcx
+    mov dword ptr [r15 + 64], edx
+    mov dword ptr [r15 + 384], eax
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    xor dword ptr [r15 + 0], edx
-    mov r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov ecx, r9d
-    mov ecx, 49
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    imul rax, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov r9d, 249
-    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], r8d
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 448], r8b
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], ecx
-    mov dword ptr [r15 + rbp + 512], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r10 + r10*1]
+    mov rbp, r10
+    add rcx, qword ptr [r15 + 512]
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 512]
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 832]
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], 250
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + r9 + 320]
-    mov qword ptr [r15 + r8 + 128], rbp
-    add r11, 64
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 320]
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 896], r8
+    and r8, 1984
+    movzx r9d, byte ptr [r15 + r8 + 1408]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, r8d
+    mov dword ptr [r15 + r8 + 1344], ecx
+    mov dword ptr [r15 + 448], 198
+    mov qword ptr [r15 + 448], rbp
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c68:
-    lea rbp, [r11*8]
+.Lc1_b9_c54:
+    lea rcx, [rip + .Lc1_d8036_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8036_j_t
+.Lc1_d8036_j:
+    movsxd r8, dword ptr [r15 + 512]
+    mov ecx, 128
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 576]
+    mov qword ptr [r15 + 192], rdi
+    mov edi, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rbp, rdi
+    mov rdi, qword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], dl
+    mov edx, 112
+    mov dword ptr [r15 + 64], r8d
+    mov edx, 168
+    mov edx, esi
+    mov dword ptr [r15 + 320], 0
+    mov byte ptr [r15 + 256], r8b
+    mov byte ptr [r15 + 128], dl
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 704]
+    movzx r8d, byte ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 384], r8d
+    jmp 1f
+1:
+    mov r8d, esi
+    nop
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c55:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    mov esi, 188
+    movzx esi, r8b
+    jmp 1f
+1:
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 4329472
+    jz 1f
+1:
+    mov dword ptr [r15 + 640], 109
+    mov r8, r10
+    vmovq xmm15, rbp
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 320]
+    mov r9, r10
+    mov qword ptr [r15 + 64], rax
+    and r9, 8128
+    mov r8, r10
+    mov dword ptr [r15 + r9 + 7488], 16
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 78
+    mov r8d, dword ptr [r15 + 256]
+    mov r9d, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 384], r9d
+    movzx r9d, r9b
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 448]
+    mov eax, edx
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c56:
+    lea rcx, [rip + .Lc1_d8131_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8131_j_t
+.Lc1_d8131_j:
+    mov r8, r10
+    mov ecx, edx
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov r8d, 8
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], ebp
+    mov ebp, eax
+    mov rbp, qword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 180
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    mov eax, dword ptr [r15 + r9 + 7488]
+    mov rcx, rbp
+    movzx ebp, bpl
+    mov ebp, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rdx, rax
+    jmp 1f
+1:
+    mov rbp, r10
+    mov dword ptr [r15 + 768], 95
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], 240
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rsi
+    movzx esi, byte ptr [r15 + 192]
+    mov ebp, dword ptr [r15 + 320]
+    mov rdi, rdx
+    mov dword ptr [r15 + r9 + 7552], edi
+    mov qword ptr [r15 + 384], rdi
+    mov r9, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], eax
+    jmp 1f
+1:
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c57:
+    mov r9, r10
+    mov rbp, r10
+    and r9, 1984
+    movzx edx, byte ptr [r15 + r9 + 1344]
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 832]
+    mov rbp, rsi
+    jmp 1f
+1:
+    mov ebp, ebp
+    jmp 1f
+1:
+    mov byte ptr [r15 + 576], sil
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 448]
+    movzx esi, cl
+    mov qword ptr [r15 + 128], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 163
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdi, dword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 704], ymm15
+    mov esi, 60
+    mov qword ptr [r15 + 512], rdx
+    or qword ptr [r15 + 512], 14
+    mov dword ptr [r15 + 448], esi
+    mov esi, 199
+    movzx esi, r9b
+    mov dword ptr [r15 + 128], esi
+    vmovdqu xmmword ptr [r15 + 640], xmm15
+    mov esi, 161
+    movzx esi, byte ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 256]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c58:
+    lea rcx, [rip + .Lc1_d8227_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8227_j_t
+.Lc1_d8227_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 576]
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm15
+    mov r9d, dword ptr [r15 + 64]
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 187
+    mov esi, 211
+    mov rdx, rsi
+    mov r8, r10
+    mov dword ptr [r15 + 64], 36
+    movzx esi, cl
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], edi
+    movsxd r8, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 512], r8b
+    mov r8d, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 448], r9
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 98
+    mov esi, 91
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + rbp + 3456]
+    vmovdqu xmm15, xmmword ptr [r15 + 768]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c59:
+    jmp 1f
+1:
+    movzx r9d, dil
+    and edi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 640], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, esi
+    movzx esi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r10 + r10*2]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 192]
+    mov rbp, rsi
+    and r9, 4032
+    movzx esi, byte ptr [r15 + r9 + 3456]
+    movzx r8d, byte ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    and esi, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov rbp, r10
+    mov r8, r10
+    jmp 1f
+1:
+    and r8, 448
+    mov rdx, qword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 33
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + r9 + 3520]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c60:
+    lea rcx, [rip + .Lc1_d8320_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8320_j_t
+.Lc1_d8320_j:
+    lea rbp, [r10 + r10*1]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], cl
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov rcx, r8
+    and r8, 448
+    mov qword ptr [r15 + r8 + 896], rdx
+    mov byte ptr [r15 + 192], bpl
+    add rdx, qword ptr [r15 + rbp + 1408]
+    mov rbp, qword ptr [r15 + 512]
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 63
+    mov dword ptr [r15 + 384], ebp
+    jmp 1f
+1:
+    mov ebp, 216
+    .byte 0x0f, 0x1f, 0x00
+    mov dword ptr [r15 + r8 + 832], 113
+    movsxd rbp, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 320], rbp
+    mov rbp, r10
+    add qword ptr [r15 + 704], rsi
+    and rbp, 4032
+    mov rsi, qword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    inc dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], cl
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c61:
+    mov ebp, esi
+    mov rbp, r10
+    jmp 1f
+1:
     jmp 1f
 1:
     and rbp, 448
-    mov byte ptr [r15 + rbp + 960], r8b
-    movsxd r8, dword ptr [r15 + rbp + 896]
+    movzx esi, byte ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 512]
+    mov rcx, rbp
+    vmovq qword ptr [r15 + 128], xmm15
+    mov ebp, 105
+    jmp 1f
+1:
+    mov ebp, 62
+    mov r8d, 175
+    mov dword ptr [r15 + 448], 55
+    mov rbp, rdx
+    mov rbp, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 384], rdx
+    mov edx, ecx
+    vpshufd xmm15, xmm15, 183
+    mov rdx, qword ptr [r15 + 256]
+    mov r9, rdi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 448]
+    mov rdi, qword ptr [r15 + 320]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    mov r8d, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 384], rdx
+    vmovdqu ymmword ptr [r15 + 64], ymm15
+    mov edx, edi
     jmp 1f
 1:
     jmp 1f
 1:
+    mov edx, edi
+    movsxd rdi, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c62:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d8418_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8418_s_t
+    .p2align 3
+.Lc1_d8418_s:
+    .p2align 3
+    jmp .Lc1_d8418_j
+    .p2align 3
+    jmp .Lc1_d8418_j
+.Lc1_d8418_j:
+    mov r8, r10
+    movzx ecx, r8b
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1408], r9
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, rcx
+    mov r8, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 138
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 64], rcx
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], cl
+    jmp 1f
+1:
+    mov rcx, r8
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 1344], r8b
+    movzx ecx, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 768], cl
+    mov dword ptr [r15 + 64], 176
+    mov rax, r8
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 128]
+    mov r8, r8
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm15
+    mov byte ptr [r15 + 64], al
+    mov eax, 85
+    movzx eax, byte ptr [r15 + 320]
+    movzx ebp, dl
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c63:
+    lea rcx, [rip + .Lc1_d8479_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8479_j_t
+.Lc1_d8479_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 221
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 86
+    mov rcx, qword ptr [r15 + 128]
+    add rcx, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 384], cl
+    mov byte ptr [r15 + 64], cl
+    mov ecx, r8d
+    mov qword ptr [r15 + 128], rbp
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
     movzx ecx, r9b
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 1216], cl
-    lea r8, [r11*4]
-    mov dword ptr [r15 + rbp + 1024], 125
-    and r8, 192
-    mov dword ptr [r15 + r8 + 640], 75
+    mov r8d, 212
+    and rbp, 1984
+    mov r8d, dword ptr [r15 + rbp + 1344]
+    lea r9, [r10 + r10*1]
+    mov rcx, r9
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm15
+    movsxd rcx, dword ptr [r15 + 640]
+    mov eax, 151
+    movsxd rdx, dword ptr [r15 + rbp + 1408]
+    mov ebp, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 1088], r9
-    mov qword ptr [r15 + r8 + 576], r9
-    mov dword ptr [r15 + r8 + 704], r8d
-    movzx edx, r8b
-    mov dword ptr [r15 + r8 + 768], 152
-    movzx r8d, bpl
-    mov dword ptr [r15 + r9 + 320], ebp
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 832], r8d
-    mov dword ptr [r15 + rbp + 1152], r8d
-    add r11, 64
+    mov rax, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rbp, r10
+    movzx esi, byte ptr [r15 + r9 + 7552]
+    and rbp, 448
+    mov r9, qword ptr [r15 + rbp + 832]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c64:
+    jmp 1f
+1:
+    mov r9d, esi
+    and esi, dword ptr [r15 + 704]
+    mov r9, rdx
+    vmovdqu ymmword ptr [r15 + 128], ymm15
+    jmp 1f
+1:
+    movzx r9d, dl
+    mov qword ptr [r15 + 64], rdx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 93
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], r9d
+    jmp 1f
+1:
+    mov byte ptr [r15 + 576], r9b
+    jmp 1f
+1:
+    mov r9d, r8d
+    mov r8d, 16
+    mov r8d, 234
+    jmp 1f
+1:
+    mov r8, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 122
+    mov byte ptr [r15 + 448], r9b
+    mov r8d, 40
+    movzx r9d, sil
+    movsxd r9, dword ptr [r15 + 512]
+    mov r8, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 192], ymm15
+    mov byte ptr [r15 + 704], r8b
+    jmp 1f
+1:
+    mov r8d, ebp
+    mov rbp, r9
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r8, r8
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 640]
+    mov rdx, qword ptr [r15 + 768]
+    mov eax, edx
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c65:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16777216
+    setz al
+    lea rcx, [rip + .Lc1_d8587_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8587_s_t
+    .p2align 3
+.Lc1_d8587_s:
+    .p2align 3
+    jmp .Lc1_d8587_j
+    .p2align 3
+    jmp .Lc1_d8587_j
+.Lc1_d8587_j:
+    mov rcx, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 256]
+    movzx r8d, cl
+    mov rcx, r8
+    mov rbp, r10
+    mov dword ptr [r15 + 512], ebp
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    mov ebp, 130
+    mov dword ptr [r15 + 128], ebp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 47
+    mov ebp, 36
+    movzx ebp, bpl
+    movzx ebp, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    movzx edx, cl
+    mov dword ptr [r15 + 768], r9d
+    movzx edx, r9b
+    mov r9d, edx
+    mov r9, r10
+    lea rbp, [r10 + r10*1]
+    mov edx, 98
+    and r9, 448
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r9 + 832]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rcx
+    mov r9d, dword ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + rbp + 7552], ecx
+    nop
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c66:
+    lea rcx, [rip + .Lc1_d8640_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8640_j_t
+.Lc1_d8640_j:
+    mov rbp, r10
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 256], rbp
+    mov ebp, ebp
+    vmovdqu ymmword ptr [r15 + 64], ymm15
+    mov qword ptr [r15 + 192], r9
+    mov r9d, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 256], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, 163
+    mov dword ptr [r15 + 512], 142
+    mov r9, rbp
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], r9
+    mov r9d, 35
+    mov dword ptr [r15 + 384], r9d
+    vpxor xmm15, xmm15, xmm0
+    mov dword ptr [r15 + 448], edx
+    mov rbp, r10
+    mov r9d, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 128], rdx
+    and rbp, 4032
+    mov edx, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 384], r9
+    movzx ebp, r9b
+    movsxd rbp, dword ptr [r15 + 192]
+    mov r9d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c67:
+    mov rbp, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    and r9, 1984
+    mov r8, r10
+    mov edx, dword ptr [r15 + r9 + 1408]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 143
+    mov qword ptr [r15 + 256], rax
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 192]
+    mov r8, qword ptr [r15 + 128]
+    add rdx, qword ptr [r15 + 448]
+    mov eax, r9d
+    mov byte ptr [r15 + 384], al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, r9b
+    mov r8, r10
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, r8b
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r9
+    mov r8d, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov eax, edx
+    mov rdx, qword ptr [r15 + 576]
+    mov byte ptr [r15 + r9 + 1344], r9b
+    movzx r9d, dl
+    mov r9d, 217
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c68:
+    lea rcx, [rip + .Lc1_d8737_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8737_j_t
+.Lc1_d8737_j:
+    mov r8, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 64], bpl
+    jmp 1f
+1:
+    mov byte ptr [r15 + 640], bpl
+    mov ecx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, 167
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rcx
+    mov r9d, r9d
+    mov rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 192
+    mov rcx, r8
+    mov r8d, 245
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    vmovdqu ymmword ptr [r15 + 768], ymm15
+    mov r8d, 225
+    movzx r8d, r9b
+    and rbp, 448
+    movzx r8d, byte ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 128]
+    mov edi, ecx
+    movzx ecx, byte ptr [r15 + 256]
+    mov edi, dword ptr [r15 + 384]
+    vmovq xmm15, r9
+    movsxd r9, dword ptr [r15 + 64]
+    mov edx, 105
+    mov dword ptr [r15 + 512], 17
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c69:
-    lea rcx, [rip + .Lc1_d8807_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8807_j_t
-.Lc1_d8807_j:
-    lea r8, [r11 + r11*8]
     jmp 1f
 1:
-    and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 7808], 30
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 106
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, dil
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 78
-    mov dword ptr [r15 + r8 + 7872], 52
-    mov dword ptr [r15 + r8 + 8000], 29
-    and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 384]
-    lea r9, [r11 + r11*1]
+    movzx edi, dl
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + r8 + 7936]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 256], cl
-    vmovdqu ymmword ptr [r15 + r8 + 7616], ymm8
     jmp 1f
 1:
-    movzx ecx, r9b
-    mov qword ptr [r15 + r8 + 7552], rbp
-    mov rcx, qword ptr [r15 + r9 + 192]
     jmp 1f
 1:
-    movzx r9d, cl
-    movsxd r9, dword ptr [r15 + r8 + 7680]
-    mov rax, rdx
-    mov byte ptr [r15 + rbp + 320], r8b
-    mov rdx, qword ptr [r15 + r8 + 7744]
-    add r11, 64
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    mov dword ptr [r15 + 192], 56
+    mov dword ptr [r15 + 384], 111
+    mov byte ptr [r15 + 320], r9b
+    lea r9, [r10 + r10*1]
+    vpxor xmm15, xmm15, xmm12
+    and r9, 8128
+    and edx, dword ptr [r15 + r9 + 7552]
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 512], r9d
+    add r9, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 89
+    mov edi, dword ptr [r15 + 640]
+    movsxd r8, dword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 448], rcx
+    mov dword ptr [r15 + 320], 22
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c70:
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    mov rdx, r8
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d8835_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8835_s_t
+    .p2align 3
+.Lc1_d8835_s:
+    .p2align 3
+    jmp .Lc1_d8835_j
+    .p2align 3
+    jmp .Lc1_d8835_j
+    .p2align 3
+    jmp .Lc1_d8835_j
+    .p2align 3
+    jmp .Lc1_d8835_j
+    .p2align 3
+    jmp .Lc1_d8835_j
+    .p2align 3
+    jmp .Lc1_d8835_j
+    .p2align 3
+    jmp .Lc1_d8835_j
+    .p2align 3
+    jmp .Lc1_d8835_j
+    .p2align 3
+    jmp .Lc1_d8835_j
+    .p2align 3
+    jmp .Lc1_d8835_j
+    .p2align 3
+    jmp .Lc1_d8835_j
+    .p2align 3
+    jmp .Lc1_d8835_j
+    .p2align 3
+    jmp .Lc1_d8835_j
+    .p2align 3
+    jmp .Lc1_d8835_j
+    .p2align 3
+    jmp .Lc1_d8835_j
+    .p2align 3
+    jmp .Lc1_d8835_j
+.Lc1_d8835_j:
+    mov rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, ecx
+    mov eax, 6
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 91
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 37
-    movzx edx, dl
+    jmp 1f
+1:
+    mov r9d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    movzx r9d, dl
+    test dword ptr [r15 + 67117724], 1024
+    jz 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rcx, rax
+    mov r9, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    and r9, 1984
+    mov rax, qword ptr [r15 + r9 + 1344]
+    and rbp, 16320
+    mov r9d, dword ptr [r15 + rbp + 15680]
+    mov rbp, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov ecx, 32
-    lea rbp, [r11 + r11*1]
-    vmovdqu xmmword ptr [r15 + 0], xmm8
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], eax
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + rbp + 256]
+    mov byte ptr [r15 + 384], dl
     jmp 1f
 1:
+    lea r8, [r10 + r10*1]
+    mov edx, dword ptr [r15 + 192]
     jmp 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 112
-    mov ecx, dword ptr [r15 + rbp + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rcx
-    lea rbp, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + r8 + 320]
-    and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 384]
-    mov dword ptr [r15 + rbp + 320], 43
-    jmp 1f
-1:
-    add r11, 64
+    mov qword ptr [r15 + 448], rax
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 512], 124
+    vpmovmskb ecx, xmm15
+    mov ecx, dword ptr [r15 + r8 + 3456]
+    movzx r8d, byte ptr [r15 + 320]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -11074,822 +11331,396 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 64
+    test dword ptr [r15 + 67117724], 32768
     setz al
-    lea rcx, [rip + .Lc1_d8905_s]
+    lea rcx, [rip + .Lc1_d8906_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8905_s_t
+    jmp .Lc1_d8906_s_t
     .p2align 3
-.Lc1_d8905_s:
+.Lc1_d8906_s:
     .p2align 3
-    jmp .Lc1_d8905_j
+    jmp .Lc1_d8906_j
     .p2align 3
-    jmp .Lc1_d8905_j
-.Lc1_d8905_j:
+    jmp .Lc1_d8906_j
+.Lc1_d8906_j:
     jmp 1f
 1:
-    vpcmpeqb xmm7, xmm7, xmm8
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov rbp, qword ptr [r15 + 576]
+    movzx ecx, byte ptr [r15 + 384]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    movzx esi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 242
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    mov esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 192]
+    mov edx, 103
+    mov edx, 194
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, rsi
+    jmp 1f
+1:
+    movzx edx, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    lea r8, [r11*4]
-    mov rdx, r8
+    mov ebp, 130
     jmp 1f
 1:
-    and r8, 192
-    mov dword ptr [r15 + r8 + 640], 224
+    mov dword ptr [r15 + 256], edx
+    mov rbp, qword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 64]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    vmovdqu xmm7, xmmword ptr [r15 + r8 + 576]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    movsxd rdi, dword ptr [r15 + r9 + 320]
-    mov qword ptr [r15 + r8 + 768], rdi
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], bpl
-    movzx edi, bpl
-    mov byte ptr [r15 + r8 + 704], dil
-    movsxd rdi, dword ptr [r15 + r9 + 384]
-    mov qword ptr [r15 + rbp + 128], rdi
-    add r11, 64
+    mov r9d, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 384], cl
+    movzx ecx, byte ptr [r15 + 704]
+    mov rdi, rcx
+    mov dword ptr [r15 + 768], eax
+    mov rbp, r10
+    mov eax, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], edx
+    and rbp, 16320
+    mov edx, dword ptr [r15 + rbp + 15680]
+    movzx ebp, r9b
+    movzx ebp, cl
+    jmp 1f
+1:
+    movzx ebp, r8b
+    movzx ebp, r8b
+    mov dword ptr [r15 + 320], ebp
+    mov ebp, 161
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c72:
-    lea rcx, [rip + .Lc1_d8963_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8963_j_t
-.Lc1_d8963_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 448], dil
-    jmp 1f
-1:
-    mov edi, 95
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdi, rdi
-    mov rdi, rdi
-    mov rdi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 120
-    inc dword ptr [r15 + 0]
-    mov ecx, edi
-    mov dword ptr [r15 + 0], 190
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    mov edi, 37
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rbp, r10
+    movsxd rax, dword ptr [r15 + 384]
     jmp 1f
 1:
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    movsxd rsi, dword ptr [r15 + 0]
+    and rbp, 1984
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 320], al
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    movsxd r9, dword ptr [r15 + rbp + 512]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], 106
-    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 256], rbp
-    and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 384]
-    movzx eax, byte ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + 448], 187
     jmp 1f
 1:
-    add r11, 64
+    movsxd rax, dword ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 512]
+    test dword ptr [r15 + 67117723], 16777793
+    jz 1f
+1:
+    mov eax, 150
+    movzx eax, al
+    mov dword ptr [r15 + 64], ecx
+    mov eax, edi
+    jmp 1f
+1:
+    movzx eax, cl
+    movzx ecx, byte ptr [r15 + 192]
+    lea rbp, [r10 + r10*1]
+    mov rax, rbp
+    and rbp, 8128
+    mov r8, r10
+    movsxd rax, dword ptr [r15 + rbp + 7552]
+    and ecx, dword ptr [r15 + rbp + 7488]
+    mov rbp, r9
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 640]
+    movzx r9d, al
+    mov rdi, rdx
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c73:
-    lea rbp, [r11 + r11*8]
+    lea rcx, [rip + .Lc1_d9015_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9015_j_t
+.Lc1_d9015_j:
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 704], 248
+    mov qword ptr [r15 + 64], rdx
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
     and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1600], ymm7
-    mov edi, ebp
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 6
-    mov dword ptr [r15 + rbp + 1344], 234
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 1728], r8d
-    mov edi, dword ptr [r15 + rbp + 1472]
-    mov dword ptr [r15 + rbp + 1792], edi
-    mov rdi, rbp
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + rbp + 1856]
-    movzx r9d, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + rbp + 1344]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r8d, eax
+    jmp 1f
+1:
+    mov eax, 162
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov eax, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rbp
-    test ebx, 1073741824
-    jz 1f
+    mov eax, ebp
+    jmp 1f
+1:
+    movzx eax, cl
+    mov r8, r10
+    mov byte ptr [r15 + rbp + 1408], cl
+    jmp 1f
+1:
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r9
+    mov dword ptr [r15 + 384], ecx
+    mov r8, r8
+    mov eax, ecx
+    mov r8, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 128], xmm15
+    mov qword ptr [r15 + 448], r8
+    mov r8d, r8d
+    jmp 1f
 1:
     jmp 1f
 1:
-    movzx edi, sil
     jmp 1f
 1:
-    movzx edi, dil
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edi, esi
-    mov byte ptr [r15 + rbp + 1664], dil
-    lea r9, [r11 + r11*1]
-    mov edi, esi
-    mov dword ptr [r15 + rbp + 1408], edx
-    add qword ptr [r15 + r8 + 448], rsi
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], rsi
-    mov byte ptr [r15 + r9 + 64], r9b
-    mov rdi, qword ptr [r15 + rbp + 1536]
-    mov r9d, edi
-    mov r9, r9
-    add r11, 64
+    mov r8, qword ptr [r15 + 320]
+    mov rcx, rcx
+    mov ecx, 4
+    mov r9, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 64], rbp
+    movzx ecx, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 512], 23
+    mov rbp, rax
+    jmp 1f
+1:
+    mov ebp, ebp
+    mov dword ptr [r15 + 320], 185
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c74:
-    lea rcx, [rip + .Lc1_d9063_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9063_j_t
-.Lc1_d9063_j:
-    lea r9, [r11 + r11*1]
-    movzx ecx, dil
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], dil
-    inc dword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + 192], ecx
+    mov ecx, dword ptr [r15 + 768]
+    mov ebp, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rbp
+    mov ebp, ecx
+    mov rbp, rax
+    mov rdx, qword ptr [r15 + 576]
+    mov rbp, r9
+    mov dword ptr [r15 + 192], 9
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx r9d, cl
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 177
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r9d, r9d
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    movzx r9d, byte ptr [r15 + 0]
-    mov ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 182
-    add qword ptr [r15 + 0], r9
+    lea rbp, [r10 + r10*1]
+    mov r9, rcx
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3456], edx
+    mov r9d, ecx
+    mov r8, r10
+    mov edx, r8d
+    mov dword ptr [r15 + 64], edx
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rbp
+    mov dword ptr [r15 + rbp + 3392], eax
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
-    mov eax, 72
-    lea r9, [r11*4]
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + 0], cl
-    and r9, 192
-    vmovq qword ptr [r15 + r9 + 576], xmm8
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
-    mov dword ptr [r15 + r9 + 640], ecx
-    mov dword ptr [r15 + r9 + 768], ebp
-    movsxd rcx, dword ptr [r15 + r9 + 704]
-    mov qword ptr [r15 + rbp + 128], rax
-    mov rdx, rcx
-    add r11, 64
+    movzx r8d, r8b
+    mov r8d, 128
+    mov dword ptr [r15 + 640], 146
+    mov r8, r10
+    mov ebp, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 128], r9
+    mov r9d, 77
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov dword ptr [r15 + 320], r8d
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c75:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11*8]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], cl
+    lea rcx, [rip + .Lc1_d9119_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9119_j_t
+.Lc1_d9119_j:
+    mov rcx, qword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 118
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r10 + r10*1]
+    mov ebp, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov ebp, dword ptr [r15 + 128]
+    mov rdx, rax
+    mov edx, dword ptr [r15 + 128]
+    vpshufd xmm15, xmm15, 182
+    mov eax, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 192], al
+    mov r9, r10
+    mov qword ptr [r15 + 448], r8
+    and r9, 8128
+    movzx eax, byte ptr [r15 + r9 + 7488]
+    mov r9d, ecx
+    lea r9, [r10 + r10*2]
+    mov qword ptr [r15 + r8 + 1408], rcx
     and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 1216]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 110
+    movsxd r8, dword ptr [r15 + r9 + 960]
+    mov byte ptr [r15 + r9 + 896], bpl
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov ecx, 199
-    lea r8, [r11 + r11*1]
-    mov ecx, r8d
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], rax
-    mov qword ptr [r15 + r9 + 1088], rdx
-    mov rdx, qword ptr [r15 + r9 + 1280]
-    mov ecx, 43
+    mov rbp, qword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 64], 41
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + r9 + 1024]
-    mov rax, qword ptr [r15 + r8 + 64]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + r9 + 896]
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + r9 + 1152]
-    movsxd rsi, dword ptr [r15 + r9 + 960]
-    jmp 1f
-1:
-    movzx r8d, sil
-    mov qword ptr [r15 + r9 + 832], r8
-    mov byte ptr [r15 + rbp + 448], r8b
-    add r11, 64
+    movsxd r9, dword ptr [r15 + 512]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c76:
-    lea rcx, [rip + .Lc1_d9161_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9161_j_t
-.Lc1_d9161_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx ecx, al
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    mov r9d, 216
+    mov dword ptr [r15 + 192], r9d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 110
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    mov byte ptr [r15 + 128], cl
+    movzx ecx, al
+    mov ecx, 244
+    test dword ptr [r15 + 67117724], 268500992
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov rax, rax
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 176
     jmp 1f
 1:
-    mov rcx, rax
+    movzx eax, byte ptr [r15 + 64]
+    vmovq qword ptr [r15 + 768], xmm15
+    movzx ecx, byte ptr [r15 + 448]
     jmp 1f
 1:
-    mov rcx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 190
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + r9 + 896], r9b
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    movzx r9d, sil
-    jmp 1f
-1:
-    mov r9, r9
-    movzx r9d, r9b
-    lea r9, [r11*4]
-    jmp 1f
-1:
-    movzx esi, r9b
-    and r9, 192
-    movsxd rsi, dword ptr [r15 + r9 + 768]
-    movzx eax, bpl
-    jmp 1f
-1:
-    mov eax, eax
-    mov ebp, 155
-    lea rbp, [r11 + r11*1]
+    movsxd r9, dword ptr [r15 + 704]
+    mov rbp, qword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
-    and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 64]
-    mov rax, qword ptr [r15 + r9 + 704]
-    lea r8, [r11 + r11*1]
-    mov edx, dword ptr [r15 + r9 + 576]
-    movzx edx, byte ptr [r15 + rbp + 128]
-    and r8, 64
-    mov ebp, dword ptr [r15 + r8 + 192]
-    mov qword ptr [r15 + r9 + 640], rbp
-    vpshufd xmm8, xmm8, 55
-    mov dword ptr [r15 + r8 + 256], 7
     jmp 1f
 1:
-    mov rbp, rdi
-    jmp 1f
-1:
-    add r11, 64
+    mov qword ptr [r15 + 384], rdx
+    movzx edx, al
+    mov rdx, qword ptr [r15 + 64]
+    .byte 0x0f, 0x1f, 0x00
+    mov r8d, dword ptr [r15 + 256]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c77:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d9221_j]
+    lea rcx, [rip + .Lc1_d9212_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9221_j_t
-.Lc1_d9221_j:
-    jmp 1f
-1:
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    inc dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, dword ptr [r15 + 0]
-    mov eax, 174
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 33554434
-    jnz 1f
-1:
-    mov eax, 128
-    jmp 1f
-1:
-    mov eax, ecx
-    mov dword ptr [r15 + 0], 103
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 320]
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 448]
-    and r9, 64
-    add qword ptr [r15 + r9 + 320], rcx
-    movzx ecx, r9b
-    mov byte ptr [r15 + rbp + 384], dl
-    mov dword ptr [r15 + r8 + 512], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 384], cl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c78:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r9
-    mov r8d, 90
-    vmovq xmm8, r8
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov ebp, ecx
-    movzx edx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb ebp, xmm8
-    lea rbp, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 256], ymm8
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 192], rsi
-    mov rbp, r8
-    and r8, 64
-    movsxd rbp, dword ptr [r15 + r8 + 512]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 384]
-    movzx eax, cl
-    mov ecx, 249
-    mov rcx, qword ptr [r15 + r8 + 448]
-    mov r8, qword ptr [r15 + rbp + 320]
-    mov ebp, edx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c79:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d9322_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9322_s_t
-    .p2align 3
-.Lc1_d9322_s:
-    .p2align 3
-    jmp .Lc1_d9322_j
-    .p2align 3
-    jmp .Lc1_d9322_j
-.Lc1_d9322_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 86
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov rcx, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 20
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*4]
-    vpor xmm8, xmm8, xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    lea r8, [r11 + r11*1]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 960], rsi
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 117
-    mov esi, 36
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 1088], 150
-    .byte 0x66, 0x90
-    and r9, 64
-    mov edi, dword ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + rbp + 896], 134
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpmovmskb esi, xmm8
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov esi, dword ptr [r15 + rbp + 1024]
-    jmp 1f
-1:
-    mov ebp, 190
-    movzx ebp, bpl
-    mov rbp, r9
-    mov ebp, 199
-    mov rbp, rdi
-    jmp 1f
-1:
-    mov rbp, r8
-    mov ebp, 82
-    mov rbp, rdi
-    mov qword ptr [r15 + r8 + 64], rbp
-    mov dword ptr [r15 + r9 + 320], esi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c80:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    mov edx, edx
-    mov qword ptr [r15 + 0], rax
-    movzx edx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 8
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    imul rdx, qword ptr [r15 + rbp + 256]
-    movzx eax, byte ptr [r15 + rbp + 192]
-    lea rbp, [r11*4]
-    movzx esi, sil
-    jmp 1f
-1:
-    and rbp, 192
-    inc dword ptr [r15 + rbp + 576]
-    lea r8, [r11 + r11*1]
-    movzx esi, r8b
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], 223
-    movzx esi, byte ptr [r15 + rbp + 704]
-    mov dword ptr [r15 + rbp + 768], 203
-    mov qword ptr [r15 + r8 + 512], rax
-    mov r8, rax
-    vmovdqu ymmword ptr [r15 + rbp + 640], ymm8
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c81:
-    lea rcx, [rip + .Lc1_d9426_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9426_j_t
-.Lc1_d9426_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    mov ecx, 135
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d9212_j_t
+.Lc1_d9212_j:
+    mov r8, r10
+    mov ecx, edx
+    mov ecx, 87
     and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1600]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + r8 + 1792]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    movzx esi, byte ptr [r15 + r8 + 1344]
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 128]
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 128]
-    jmp 1f
-1:
-    vpshufd xmm8, xmm8, 82
-    vmovdqu ymmword ptr [r15 + r8 + 1472], ymm7
-    mov edi, dword ptr [r15 + rbp + 64]
-    mov ebp, dword ptr [r15 + r8 + 1664]
-    mov dword ptr [r15 + r8 + 1408], 97
-    mov dword ptr [r15 + r8 + 1728], 195
-    mov dword ptr [r15 + r8 + 1536], 129
-    jmp 1f
-1:
-    mov r8, rdi
-    mov r8, rdx
-    movzx r8d, cl
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 64], r8b
-    mov r8d, 225
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c82:
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + r8 + 1344], 162
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 46
-    mov dword ptr [r15 + 0], 69
-    mov byte ptr [r15 + 0], cl
-    movzx ecx, byte ptr [r15 + 0]
-    mov edi, 27
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 101
-    mov dword ptr [r15 + 0], edi
-    movzx edi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, dword ptr [r15 + 0]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rbp
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + rbp + 256], ymm8
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 246
-    and r9, 64
-    mov rbp, qword ptr [r15 + r9 + 384]
-    mov edx, dword ptr [r15 + r9 + 320]
-    mov r9d, dword ptr [r15 + r8 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c83:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4096
-    setz al
-    lea rcx, [rip + .Lc1_d9521_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9521_s_t
-    .p2align 3
-.Lc1_d9521_s:
-    .p2align 3
-    jmp .Lc1_d9521_j
-    .p2align 3
-    jmp .Lc1_d9521_j
-.Lc1_d9521_j:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 24
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 73
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], 32
-    jmp 1f
-1:
-    mov eax, eax
-    movzx eax, r9b
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov ecx, ecx
-    mov ecx, 213
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 6
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    jmp 1f
-1:
-    mov ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 134
-    mov rcx, rbp
-    mov dword ptr [r15 + 0], 130
-    lea rbp, [r11 + r11*1]
-    mov r8, qword ptr [r15 + 0]
-    movzx edx, r8b
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], al
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + r9 + 320]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
-    mov dword ptr [r15 + r8 + 128], r8d
-    mov r8, qword ptr [r15 + rbp + 448]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c84:
-    lea rcx, [rip + .Lc1_d9580_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9580_j_t
-.Lc1_d9580_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 12
-    lea r8, [r11 + r11*8]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1408], r8
-    jmp 1f
-1:
-    lock or dword ptr [r15 + r8 + 1728], 82
     movzx ebp, r8b
     jmp 1f
 1:
@@ -11897,31 +11728,501 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov ebp, 239
-    mov byte ptr [r15 + r8 + 1856], bpl
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 1792], 191
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rbp
-    movzx eax, byte ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + r8 + 1344], r9d
-    vmovdqu ymmword ptr [r15 + r8 + 1600], ymm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 512], r8b
+    mov byte ptr [r15 + 576], cl
+    mov dword ptr [r15 + 384], ebp
+    jmp 1f
+1:
     movzx ebp, al
+    mov rbp, rbp
+    mov rbp, rbp
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    movzx ecx, byte ptr [r15 + 192]
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 223
+    mov qword ptr [r15 + 448], rdx
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 448]
+    mov rdx, rcx
+    mov dword ptr [r15 + r8 + 7552], eax
+    movzx ecx, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r8d, 24
+    mov eax, 51
+    movsxd r8, dword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 512]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c78:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d9266_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9266_s_t
+    .p2align 3
+.Lc1_d9266_s:
+    .p2align 3
+    jmp .Lc1_d9266_j
+    .p2align 3
+    jmp .Lc1_d9266_j
+.Lc1_d9266_j:
+    movzx ecx, byte ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 191
+    mov byte ptr [r15 + 448], cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r10
+    mov rbp, r10
+    mov ecx, ebp
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], r9d
+    mov dword ptr [r15 + 64], 229
+    mov ebp, edx
+    jmp 1f
+1:
+    mov rbp, rbp
+    mov qword ptr [r15 + 448], rcx
+    mov ebp, 139
+    vmovdqu xmmword ptr [r15 + 704], xmm15
+    add rbp, qword ptr [r15 + 128]
+    mov rcx, r8
+    mov dword ptr [r15 + 64], 101
+    mov dword ptr [r15 + 640], r8d
+    mov qword ptr [r15 + 128], rcx
+    mov dword ptr [r15 + 384], 196
+    mov dword ptr [r15 + 256], edx
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c79:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 69
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov ebp, ebp
+    jmp 1f
+1:
+    mov ebp, ebp
+    movzx ebp, al
+    mov eax, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 131072
+    jz 1f
+1:
+    mov eax, 41
+    mov eax, dword ptr [r15 + 192]
+    mov ebp, ecx
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov rbp, r10
+    mov ecx, eax
+    mov byte ptr [r15 + 64], r8b
+    lea r8, [r10 + r10*2]
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    and r8, 4032
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + r8 + 3456]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 3520], eax
+    movsxd rbp, dword ptr [r15 + 512]
+    movzx eax, al
+    mov r9, r10
+    mov rax, qword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    and r9, 8128
+    movzx r8d, byte ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c80:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d9372_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9372_s_t
+    .p2align 3
+.Lc1_d9372_s:
+    .p2align 3
+    jmp .Lc1_d9372_j
+    .p2align 3
+    jmp .Lc1_d9372_j
+    .p2align 3
+    jmp .Lc1_d9372_j
+    .p2align 3
+    jmp .Lc1_d9372_j
+    .p2align 3
+    jmp .Lc1_d9372_j
+    .p2align 3
+    jmp .Lc1_d9372_j
+    .p2align 3
+    jmp .Lc1_d9372_j
+    .p2align 3
+    jmp .Lc1_d9372_j
+    .p2align 3
+    jmp .Lc1_d9372_j
+    .p2align 3
+    jmp .Lc1_d9372_j
+    .p2align 3
+    jmp .Lc1_d9372_j
+    .p2align 3
+    jmp .Lc1_d9372_j
+    .p2align 3
+    jmp .Lc1_d9372_j
+    .p2align 3
+    jmp .Lc1_d9372_j
+    .p2align 3
+    jmp .Lc1_d9372_j
+    .p2align 3
+    jmp .Lc1_d9372_j
+.Lc1_d9372_j:
+    mov r8, r10
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 192]
+    mov rax, r8
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r10 + r10*2]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    mov ebp, dword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + r9 + 3520], 126
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 448]
+    mov rdx, rbp
+    mov dword ptr [r15 + 384], 83
+    mov rbp, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov edi, 112
+    mov dword ptr [r15 + 320], 227
+    mov rbp, r10
+    jmp 1f
+1:
+    mov rdi, rax
+    mov eax, 150
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 320], r9b
+    mov dword ptr [r15 + r9 + 3456], eax
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rbp, rax
+    mov ebp, dword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + 768]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c81:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rbp, r8
-    lea rbp, [r11 + r11*1]
-    mov r9, rcx
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], dil
+    mov dword ptr [r15 + 128], eax
+    mov eax, dword ptr [r15 + 64]
+    mov rbp, r10
+    mov r8d, ebp
+    mov r8, r8
+    movzx r8d, byte ptr [r15 + 384]
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 320], r9b
+    lea rbp, [r10 + r10*1]
+    mov edi, dword ptr [r15 + 256]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1408], rax
+    mov rax, rax
+    movsxd rax, dword ptr [r15 + 64]
+    mov r9, r10
+    mov rdx, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 1536], bpl
-    movsxd r9, dword ptr [r15 + r8 + 1664]
+    mov ecx, r8d
+    and r9, 16320
+    movsxd r8, dword ptr [r15 + r9 + 15680]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 64], 72
-    mov ebp, 145
-    movsxd rbp, dword ptr [r15 + r8 + 1472]
-    add r11, 64
+    mov r9, qword ptr [r15 + 192]
+    mov dword ptr [r15 + rbp + 1344], 111
+    movsxd rbp, dword ptr [r15 + 576]
+    vpxor xmm15, xmm15, xmm3
+    movzx esi, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 256], rdi
+    movsxd rdi, dword ptr [r15 + 512]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c82:
+    lea rcx, [rip + .Lc1_d9484_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9484_j_t
+.Lc1_d9484_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 74
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], 221
+    lea rbp, [r10 + r10*2]
+    movsxd rcx, dword ptr [r15 + 640]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 960], rdi
+    vmovdqu xmm15, xmmword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], ebp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 173
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 320]
+    mov r8d, r8d
+    mov dword ptr [r15 + 128], r8d
+    mov dword ptr [r15 + 512], 69
+    mov r8d, dword ptr [r15 + rbp + 896]
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 256]
+    mov r9, r10
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], r9
+    and r9, 1984
+    inc dword ptr [r15 + r9 + 1344]
+    mov r9, r9
+    and r8d, dword ptr [r15 + 384]
+    movzx r9d, byte ptr [r15 + rbp + 832]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c83:
+    lea rcx, [rip + .Lc1_d9532_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9532_j_t
+.Lc1_d9532_j:
+    mov dword ptr [r15 + 256], r8d
+    add rcx, qword ptr [r15 + 128]
+    mov r8, r8
+    add qword ptr [r15 + 448], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpmovmskb r8d, xmm15
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, dl
+    mov edx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 513024
+    jz 1f
+1:
+    mov ebp, 198
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    mov r9, r10
+    mov dword ptr [r15 + 192], r9d
+    mov dword ptr [r15 + 128], 23
+    mov ebp, r9d
+    and r9, 8128
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 320], edx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r10
+    movzx r9d, dl
+    movsxd rdx, dword ptr [r15 + 64]
+    and r8, 1984
+    add rdx, qword ptr [r15 + r8 + 1344]
+    movzx r8d, dl
+    jmp 1f
+1:
+    and edx, dword ptr [r15 + 512]
+    vpor xmm15, xmm15, xmm15
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c84:
+    mov rdx, qword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, r9b
+    mov byte ptr [r15 + 256], r8b
+    mov r9, r10
+    lea r8, [r10 + r10*1]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    mov qword ptr [r15 + 384], rdx
+    and r8, 8128
+    add r9, qword ptr [r15 + r8 + 7552]
+    mov edx, dword ptr [r15 + 704]
+    mov rbp, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], bpl
+    mov rax, qword ptr [r15 + 192]
+    mov ebp, ebp
+    mov edi, 187
+    movzx ebp, r8b
+    mov rcx, qword ptr [r15 + 576]
+    movzx ebp, dl
+    mov edx, 139
+    mov byte ptr [r15 + 768], dl
+    mov qword ptr [r15 + r8 + 7488], r8
+    jmp 1f
+1:
+    mov edx, esi
+    and r8d, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov edx, 120
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -11929,776 +12230,845 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11*8]
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 128]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 1216], r9b
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm8
-    mov dword ptr [r15 + r9 + 1088], 30
-    movzx r8d, r9b
-    mov r8d, r8d
+    lea rcx, [rip + .Lc1_d9641_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9641_j_t
+.Lc1_d9641_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 6
+    jmp 1f
+1:
+    mov eax, 137
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, rdx
+    movzx esi, dil
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 34607168
+    mov edi, ecx
+    and ecx, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 64], ecx
+    mov rcx, rax
+    test dword ptr [r15 + 67117723], 2113538
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + r9 + 896]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 64], r8d
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 320]
+    movzx ecx, byte ptr [r15 + 128]
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 1152], 110
-    movsxd rbp, dword ptr [r15 + r9 + 960]
+    and ecx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    movzx eax, dil
+    mov qword ptr [r15 + 384], rsi
+    mov qword ptr [r15 + 768], rax
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 192]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 384], edx
+    movzx eax, cl
+    mov qword ptr [r15 + 640], rax
+    mov eax, ecx
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    movsxd rax, dword ptr [r15 + 256]
+    mov rcx, rdx
+    mov dword ptr [r15 + 64], ecx
+    movzx ecx, cl
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c86:
+    lea r8, [r10 + r10*2]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3456], eax
+    mov rax, r8
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], esi
+    nop
+    mov byte ptr [r15 + 128], cl
+    lea rbp, [r10 + r10*2]
+    movzx ecx, cl
+    inc dword ptr [r15 + r8 + 3392]
+    mov ecx, 135
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], r8d
+    mov rcx, qword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 242
+    mov dword ptr [r15 + 320], 119
+    mov eax, dword ptr [r15 + 128]
+    movzx esi, al
+    mov qword ptr [r15 + 320], r9
+    mov r9, rsi
+    jmp 1f
+1:
+    movzx r9d, r9b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 72
+    mov r9, qword ptr [r15 + rbp + 1472]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 384]
+    mov dword ptr [r15 + r8 + 3520], 174
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + rbp + 1408]
+    mov byte ptr [r15 + 448], dil
+    jmp 1f
+1:
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c87:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4
+    setz al
+    lea rcx, [rip + .Lc1_d9747_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9747_s_t
+    .p2align 3
+.Lc1_d9747_s:
+    .p2align 3
+    jmp .Lc1_d9747_j
+    .p2align 3
+    jmp .Lc1_d9747_j
+.Lc1_d9747_j:
+    add rax, qword ptr [r15 + 640]
+    mov qword ptr [r15 + 128], r9
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 77
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 55
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 192]
+    mov r9d, ecx
+    mov rcx, r9
+    mov byte ptr [r15 + 256], cl
+    mov qword ptr [r15 + 256], rax
+    mov byte ptr [r15 + 448], cl
+    mov eax, r8d
+    movzx ecx, byte ptr [r15 + 704]
+    jmp 1f
+1:
+    mov eax, 135
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov byte ptr [r15 + 64], r9b
+    and r9, 448
+    vmovdqu xmmword ptr [r15 + r9 + 896], xmm15
+    mov dword ptr [r15 + 576], 64
+    mov byte ptr [r15 + 128], cl
+    mov dword ptr [r15 + 384], ecx
+    mov esi, r9d
+    and ecx, dword ptr [r15 + r9 + 832]
+    movzx r9d, cl
+    movzx r9d, dil
+    mov dword ptr [r15 + 192], 2
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c88:
+    lea rcx, [rip + .Lc1_d9803_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9803_j_t
+.Lc1_d9803_j:
+    mov r9, r10
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    movzx r9d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
+    jmp 1f
+1:
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], eax
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], cl
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], r9b
+    mov r9, rbp
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 256]
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 64]
+    mov dword ptr [r15 + 448], 204
+    movzx ecx, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 384], r9
+    movsxd r9, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rax, rsi
+    mov byte ptr [r15 + 320], al
+    mov rbp, r10
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], bpl
+    jmp 1f
+1:
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], sil
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c89:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, 239
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], ebp
+    mov ebp, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov eax, 252
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], eax
+    mov rax, qword ptr [r15 + 704]
+    mov r9, rax
+    movzx eax, r8b
+    mov qword ptr [r15 + 64], rcx
+    mov r8d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 138
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 8389160
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 576], edi
+    mov dword ptr [r15 + 256], ebp
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 448]
+    mov r8d, dword ptr [r15 + 640]
+    vmovdqu ymmword ptr [r15 + 192], ymm15
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r10
+    mov eax, 231
+    mov eax, ecx
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov r9d, 58
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c90:
+    lea rcx, [rip + .Lc1_d9902_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9902_j_t
+.Lc1_d9902_j:
+    movsxd rcx, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edi, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov rcx, rcx
+    mov ecx, dword ptr [r15 + 320]
+    mov r9d, dword ptr [r15 + 576]
+    mov rbp, qword ptr [r15 + 384]
+    mov r8, r10
+    add rax, qword ptr [r15 + 64]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rdi
+    mov r8d, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 256], xmm15
+    mov dword ptr [r15 + 64], 36
+    mov edi, 135
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    mov edi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], 170
+    mov r8, r10
+    mov byte ptr [r15 + 320], r8b
+    jmp 1f
+1:
+    and r8, 4032
+    vmovdqu xmm15, xmmword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    movzx r8d, r8b
     jmp 1f
 1:
     jmp 1f
 1:
     mov r8, rax
-    mov byte ptr [r15 + r9 + 1024], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c86:
-    lea rcx, [rip + .Lc1_d9675_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9675_j_t
-.Lc1_d9675_j:
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm8
-    mov dword ptr [r15 + 0], 146
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    mov r8d, 105
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 17
-    mov r8, r8
-    movzx r8d, r8b
-    movsxd r8, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm8, xmm8, xmm8
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    mov r8d, 252
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], ebp
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 320], rax
-    mov qword ptr [r15 + r9 + 384], r9
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 384]
-    mov dword ptr [r15 + r8 + 128], 200
-    vmovdqu ymmword ptr [r15 + rbp + 320], ymm8
-    mov ebp, eax
-    mov rbp, r8
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c87:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov dword ptr [r15 + 0], edx
-    mov edx, 221
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 240
-    movzx edx, byte ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    mov r8d, r8d
-    mov byte ptr [r15 + 0], cl
-    mov r8d, 72
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 67
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 448], r9
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 384]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], bpl
-    mov edi, dword ptr [r15 + rbp + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 512], r9b
-    movzx ebp, byte ptr [r15 + r8 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c88:
-    lea rcx, [rip + .Lc1_d9776_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9776_j_t
-.Lc1_d9776_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    mov ebp, r8d
-    mov rbp, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 194
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*8]
-    mov edi, ecx
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3776], r9
-    mov byte ptr [r15 + r9 + 3456], r9b
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 242
-    mov rdi, r8
-    lea rbp, [r11 + r11*1]
-    movsxd rdi, dword ptr [r15 + r9 + 3584]
-    mov eax, dword ptr [r15 + r9 + 3712]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], ebp
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 3904], r8d
-    mov dword ptr [r15 + r9 + 3520], 130
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 3648], rax
-    mov eax, dword ptr [r15 + r8 + 192]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + r9 + 3840]
-    mov dword ptr [r15 + r9 + 3392], 186
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + rbp + 448]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c89:
-    lea rcx, [rip + .Lc1_d9824_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9824_j_t
-.Lc1_d9824_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 26
-    mov ecx, 177
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7552], eax
-    mov qword ptr [r15 + rbp + 7488], rcx
-    mov ecx, 52
-    movsxd rcx, dword ptr [r15 + rbp + 8000]
-    movzx eax, r8b
-    mov r8d, 76
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 448]
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 7872], eax
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 128]
-    mov rdi, qword ptr [r15 + rbp + 7616]
-    jmp 1f
-1:
-    movzx edx, bpl
-    mov qword ptr [r15 + r8 + 512], rcx
-    jmp 1f
-1:
-    vpcmpeqb xmm8, xmm8, xmm10
-    mov qword ptr [r15 + r9 + 64], rdx
-    mov dword ptr [r15 + rbp + 7680], edi
-    mov edx, 121
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 7808], r9b
-    movzx edx, dil
-    mov dword ptr [r15 + rbp + 7936], 119
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 7744], rdx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c90:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea r8, [r11*4]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7680], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rcx
-    mov byte ptr [r15 + rbp + 512], r8b
-    mov qword ptr [r15 + r8 + 7616], rbp
-    mov dword ptr [r15 + r8 + 7552], r9d
-    lea rbp, [r11*8]
-    movzx r9d, cl
-    mov ecx, 179
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 896]
-    test dword ptr [r15 + 67117724], 67108865
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov dword ptr [r15 + rbp + 1152], 11
-    mov rdx, qword ptr [r15 + rbp + 1088]
-    mov qword ptr [r15 + rbp + 832], rax
-    mov dword ptr [r15 + rbp + 1024], 193
-    mov rdi, qword ptr [r15 + rbp + 1216]
-    mov rcx, r9
-    mov rcx, qword ptr [r15 + rbp + 960]
-    mov r9, rbp
-    xor dword ptr [r15 + r8 + 7488], r9d
-    mov byte ptr [r15 + rbp + 1280], r9b
-    mov r9, rbp
-    mov r9d, r9d
-    jmp 1f
-1:
-    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c91:
+    jmp 1f
+1:
+    mov r8, r10
+    lea rbp, [r10 + r10*2]
+    mov eax, ecx
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm15
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7616], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    movzx r8d, r8b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 18
+    mov r8, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r9d, eax
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 7552], rbp
+    mov dword ptr [r15 + rbp + 7488], 36
+    mov ebp, dword ptr [r15 + 320]
+    and ebp, dword ptr [r15 + 256]
+    mov rbp, r10
+    vmovdqu ymmword ptr [r15 + 128], ymm15
+    jmp 1f
+1:
+    movzx esi, r8b
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], eax
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c92:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 65536
+    test dword ptr [r15 + 67117724], 33554432
     setz al
-    lea rcx, [rip + .Lc1_d9921_s]
+    lea rcx, [rip + .Lc1_d10002_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9921_s_t
+    jmp .Lc1_d10002_s_t
     .p2align 3
-.Lc1_d9921_s:
+.Lc1_d10002_s:
     .p2align 3
-    jmp .Lc1_d9921_j
+    jmp .Lc1_d10002_j
     .p2align 3
-    jmp .Lc1_d9921_j
-.Lc1_d9921_j:
-    lea r9, [r11*4]
+    jmp .Lc1_d10002_j
+.Lc1_d10002_j:
+    movzx esi, byte ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rax
+    mov ecx, esi
+    mov ecx, ebp
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm8, r9
+    jmp 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3456], 224
+    mov dword ptr [r15 + 704], r8d
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 512], esi
+    and r8, 8128
+    vmovq qword ptr [r15 + r8 + 7552], xmm15
+    jmp 1f
+1:
+    mov rsi, r9
+    mov esi, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 768], dil
+    mov dword ptr [r15 + 512], 138
+    mov rax, rbp
+    and eax, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 256], ymm15
+    mov r9, r10
+    mov rcx, rcx
+    mov qword ptr [r15 + 192], rcx
+    mov qword ptr [r15 + r8 + 7488], rcx
+    and r9, 1984
+    add r8, qword ptr [r15 + r9 + 1344]
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    mov r9, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 384], r9b
+    jmp 1f
+1:
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c93:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d10056_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10056_j_t
+.Lc1_d10056_j:
+    movsxd rcx, dword ptr [r15 + 384]
+    movzx r9d, cl
+    mov eax, dword ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 320]
+    mov ecx, 149
+    movzx ecx, bpl
+    mov rcx, rcx
+    movzx ebp, al
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 256]
+    mov rbp, r10
+    movzx esi, bpl
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov edi, 153
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 98
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], 69
+    mov rbp, r10
+    mov rcx, rbp
+    movsxd rcx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 320], 40
+    and rbp, 16320
+    mov rdi, qword ptr [r15 + rbp + 15680]
+    mov dword ptr [r15 + 128], eax
+    jmp 1f
+1:
+    mov esi, 216
+    mov rbp, rbp
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rbp
+    jmp 1f
+1:
+    mov ebp, 35
+    mov ebp, ebp
+    jmp 1f
+1:
+    movzx ebp, bpl
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c94:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, dil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], 174
+    mov rbp, r10
+    mov esi, eax
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 157
+    mov dword ptr [r15 + 128], edi
+    mov dword ptr [r15 + 64], r9d
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    mov ebp, ebp
+    movsxd rax, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    mov edi, 123
+    lea r8, [r10 + r10*1]
+    movzx edi, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 1984
+    mov r9, qword ptr [r15 + r8 + 1408]
+    movsxd rcx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov edx, ebp
+    movzx edx, dl
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    jmp 1f
+1:
+    mov edx, 186
+    mov edx, edx
+    mov dword ptr [r15 + 576], 121
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + r8 + 1344]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c95:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 512
+    setz al
+    lea rcx, [rip + .Lc1_d10156_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10156_s_t
+    .p2align 3
+.Lc1_d10156_s:
+    .p2align 3
+    jmp .Lc1_d10156_j
+    .p2align 3
+    jmp .Lc1_d10156_j
+.Lc1_d10156_j:
+    mov ecx, 223
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dl
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + r9 + 1472], ymm8
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 49
-    jmp 1f
-1:
-    lea r8, [r11 + r11*4]
-    mov ecx, dword ptr [r15 + r9 + 1536]
+    mov qword ptr [r15 + 64], rcx
+    add rcx, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], eax
     jmp 1f
 1:
     jmp 1f
 1:
+    mov eax, 95
+    jmp 1f
+1:
+    mov qword ptr [r15 + 640], rcx
+    mov eax, r9d
+    mov dword ptr [r15 + 704], ecx
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 448]
+    mov rcx, rax
+    movzx eax, dl
+    mov qword ptr [r15 + 128], rdi
+    movsxd rdi, dword ptr [r15 + 128]
+    movzx edx, r8b
+    mov byte ptr [r15 + 64], cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r10
+    movsxd rcx, dword ptr [r15 + 256]
+    mov r9, r10
     and r8, 4032
-    mov qword ptr [r15 + r8 + 3584], r8
-    movsxd rax, dword ptr [r15 + r9 + 1408]
+    mov byte ptr [r15 + r8 + 3392], r8b
     jmp 1f
 1:
-    mov r9d, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + r8 + 3648]
-    mov edi, dword ptr [r15 + rbp + 320]
-    mov qword ptr [r15 + r8 + 3392], rdi
-    movzx edi, dl
-    mov dword ptr [r15 + r8 + 3520], ebp
-    movsxd rdi, dword ptr [r15 + r8 + 3456]
-    movzx r8d, cl
-    jmp 1f
-1:
-    mov r8d, r8d
-    jmp 1f
-1:
-    mov r8d, r8d
-    vmovq xmm8, r8
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c92:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    movzx eax, dil
-    movzx eax, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 70
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, 221
-    jmp 1f
-1:
-    vmovq xmm8, r9
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov eax, edx
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov edi, 168
-    movzx edi, dil
-    jmp 1f
-1:
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], ebp
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 192]
-    mov edx, edi
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], al
-    mov dword ptr [r15 + r9 + 320], r9d
-    mov byte ptr [r15 + rbp + 512], r9b
-    movzx r9d, r9b
-    movzx r9d, byte ptr [r15 + r8 + 256]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c93:
-    lea rcx, [rip + .Lc1_d10031_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10031_j_t
-.Lc1_d10031_j:
-    lea rbp, [r11 + r11*1]
-    mov ecx, 248
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 384], r9
-    lea r9, [r11 + r11*1]
-    mov rcx, rdx
-    mov ecx, 63
-    jmp 1f
-1:
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 168
-    mov rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 188
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 2560
-    jnz 1f
-1:
-    vmovq qword ptr [r15 + 0], xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov edx, 225
-    mov edx, edx
-    lea r8, [r11*4]
-    mov byte ptr [r15 + r9 + 128], al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 192
-    vmovdqu ymmword ptr [r15 + r8 + 640], ymm8
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 320], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + r8 + 576]
-    vmovq qword ptr [r15 + r8 + 768], xmm8
-    mov rax, rdx
-    movzx edx, al
-    movzx edx, byte ptr [r15 + r8 + 704]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c94:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d10092_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10092_s_t
-    .p2align 3
-.Lc1_d10092_s:
-    .p2align 3
-    jmp .Lc1_d10092_j
-    .p2align 3
-    jmp .Lc1_d10092_j
-.Lc1_d10092_j:
-    mov ecx, ecx
-    mov ecx, 57
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 205
-    mov dword ptr [r15 + 0], 168
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*8]
-    movzx ecx, al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1728]
-    mov dword ptr [r15 + r8 + 1536], 125
-    vmovdqu xmm8, xmmword ptr [r15 + r8 + 1472]
-    mov dword ptr [r15 + r8 + 1792], eax
-    jmp 1f
-1:
-    movzx eax, r8b
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 1664], rbp
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 320]
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 1408], rax
-    mov byte ptr [r15 + rbp + 384], cl
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + r8 + 1344]
-    lea r9, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + r8 + 1600]
-    jmp 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 196
-    mov rax, r9
-    mov byte ptr [r15 + r9 + 320], al
-    mov eax, 229
-    mov dword ptr [r15 + r8 + 1856], eax
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c95:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 1216], rbp
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], r8d
-    mov dword ptr [r15 + rbp + 1280], 110
-    mov ecx, 82
-    vmovdqu ymmword ptr [r15 + rbp + 1152], ymm8
-    mov ecx, 217
-    mov ecx, dword ptr [r15 + rbp + 1024]
-    movsxd rdx, dword ptr [r15 + rbp + 896]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 832], r9d
-    mov rdi, r9
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 239
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm8
-    mov dword ptr [r15 + r9 + 448], r8d
-    mov byte ptr [r15 + rbp + 1088], r8b
-    mov qword ptr [r15 + rbp + 960], rdi
-    add r11, 64
+    and r9, 1984
+    and r8d, dword ptr [r15 + r9 + 1344]
+    mov byte ptr [r15 + 320], bpl
+    movzx r9d, dl
+    mov r9, qword ptr [r15 + 384]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c96:
-    lea rcx, [rip + .Lc1_d10184_j]
+    lea rcx, [rip + .Lc1_d10214_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10184_j_t
-.Lc1_d10184_j:
-    lea r9, [r11 + r11*8]
-    and r9, 16320
-    movsxd rcx, dword ptr [r15 + r9 + 15808]
+    jmp .Lc1_d10214_j_t
+.Lc1_d10214_j:
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 15872], dl
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + r9 + 16000], 100
-    mov byte ptr [r15 + r9 + 15936], dl
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 15744], 143
-    jmp 1f
-1:
+    mov byte ptr [r15 + 512], al
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 227
-    movzx edx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm8, xmm8, xmm6
-    vpxor xmm8, xmm8, xmm9
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], 80
+    mov r8, r10
+    mov dword ptr [r15 + 192], 156
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    vpaddd xmm15, xmm15, xmm15
+    vpcmpeqb xmm15, xmm15, xmm9
+    movsxd r8, dword ptr [r15 + 768]
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + r9 + 15680]
-    mov dword ptr [r15 + r8 + 64], r8d
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 16128], cl
-    movsxd rcx, dword ptr [r15 + r9 + 16064]
-    mov byte ptr [r15 + r9 + 16192], cl
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], edi
-    mov edi, 139
-    mov ecx, dword ptr [r15 + r8 + 128]
-    add r11, 64
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 384]
+    mov edx, 146
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], edi
+    mov dword ptr [r15 + 64], r9d
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 448]
+    mov r8d, 176
+    movzx r8d, dl
+    jmp 1f
+1:
+    mov edx, edi
+    movsxd rdi, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 128]
+    mov r8, r10
+    mov ecx, 79
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r9
+    mov byte ptr [r15 + 448], al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 320]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c97:
+    movzx r8d, r8b
     jmp 1f
 1:
-    movzx edi, dl
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 320]
-    mov dword ptr [r15 + 0], 160
-    movzx ecx, cl
-    mov qword ptr [r15 + 0], rdx
-    mov qword ptr [r15 + 0], rcx
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 156
-    movzx edx, byte ptr [r15 + 0]
+    mov r8, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm8
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov qword ptr [r15 + 0], rdi
-    mov qword ptr [r15 + 0], rbp
-    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 704], r8d
+    mov qword ptr [r15 + 384], r8
+    movzx r8d, r8b
+    mov dword ptr [r15 + 320], 198
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
+    mov r8d, dword ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 512]
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    and rbp, 64
-    vmovdqu xmmword ptr [r15 + rbp + 128], xmm8
-    mov rdi, rbp
-    mov dword ptr [r15 + r8 + 384], 104
-    mov edi, eax
-    mov eax, 116
+    mov rsi, rcx
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 512]
+    movzx edx, cl
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    mov ecx, r8d
+    mov dword ptr [r15 + 64], 187
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 104
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 640]
+    mov edi, 122
+    mov eax, edi
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + r9 + 7552], xmm15
+    jmp 1f
+1:
+    mov r9, r10
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 128], cl
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    mov r9d, 100
+    mov r9d, r8d
     mov rax, rax
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 64], r8
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], r8d
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + r8 + 448]
-    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -12706,151 +13076,139 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 64
-    setz al
-    lea rcx, [rip + .Lc1_d10285_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10285_s_t
-    .p2align 3
-.Lc1_d10285_s:
-    .p2align 3
-    jmp .Lc1_d10285_j
-    .p2align 3
-    jmp .Lc1_d10285_j
-.Lc1_d10285_j:
+    lea rcx, [rip + .Lc1_d10322_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10322_j_t
+.Lc1_d10322_j:
+    mov rcx, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*8]
-    movzx ecx, r8b
-    lea r9, [r11 + r11*1]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1408], 229
-    and rbp, 64
-    vmovdqu xmmword ptr [r15 + rbp + 128], xmm8
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], r9d
-    mov dword ptr [r15 + rbp + 64], ecx
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + r8 + 1536]
-    movzx ebp, cl
-    vmovdqu ymmword ptr [r15 + r8 + 1472], ymm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + r9 + 320]
-    movzx r9d, bpl
-    mov byte ptr [r15 + r8 + 1856], al
-    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm15, xmm15, xmm15
     jmp 1f
 1:
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117723], 32
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 384], rcx
+    mov ecx, 118
     jmp 1f
 1:
+    mov qword ptr [r15 + 320], rax
+    mov rcx, qword ptr [r15 + 448]
+    mov r8, r10
+    movzx eax, byte ptr [r15 + 384]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    mov dword ptr [r15 + 320], ecx
+    mov r8, r10
+    mov byte ptr [r15 + 256], r8b
+    mov r9, r10
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    movsxd r8, dword ptr [r15 + 64]
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 768], edx
+    mov r9, rax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + r8 + 1664], ebp
-    mov byte ptr [r15 + r8 + 1600], bpl
-    vmovdqu ymmword ptr [r15 + r8 + 1728], ymm8
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + r8 + 1792]
-    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c99:
-    lea rbp, [r11*8]
-    mov r8d, 227
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 1216], bpl
-    mov dword ptr [r15 + rbp + 1152], 192
-    lea r8, [r11 + r11*1]
-    movzx r9d, byte ptr [r15 + rbp + 1280]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 320], rbp
-    movsxd rax, dword ptr [r15 + rbp + 896]
-    .byte 0x66, 0x90
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
     jmp 1f
 1:
-    mov ecx, eax
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
+    mov dword ptr [r15 + 0], ecx
+    movsxd rax, dword ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 256]
+    and r9, 1984
+    mov r8d, dword ptr [r15 + r9 + 1344]
+    vmovdqu ymmword ptr [r15 + 128], ymm15
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov rax, qword ptr [r15 + rbp + 1024]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], cl
-    mov ecx, dword ptr [r15 + rbp + 832]
-    movzx edx, r8b
+    mov qword ptr [r15 + 320], rcx
+    movzx ecx, r8b
+    lea r8, [r10 + r10*1]
+    mov r9, qword ptr [r15 + 448]
+    and r8, 4032
+    mov rdx, qword ptr [r15 + r8 + 3392]
+    mov ebp, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov edx, 161
-    vpshufd xmm8, xmm8, 233
-    mov qword ptr [r15 + r9 + 256], r8
-    mov r9d, dword ptr [r15 + r8 + 384]
-    mov r8d, dword ptr [r15 + rbp + 960]
-    mov qword ptr [r15 + rbp + 1088], r8
-    vpaddd xmm8, xmm8, xmm8
-    movzx r8d, al
-    add r11, 64
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], 23
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, 49
+    mov dword ptr [r15 + 320], 29
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    mov rbp, r10
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], rcx
+    movzx ecx, bpl
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 3456], 97
+    mov ebp, esi
+    movzx esi, byte ptr [r15 + 576]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c100:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d10385_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10385_s_t
-    .p2align 3
-.Lc1_d10385_s:
-    .p2align 3
-    jmp .Lc1_d10385_j
-    .p2align 3
-    jmp .Lc1_d10385_j
-    .p2align 3
-    jmp .Lc1_d10385_j
-    .p2align 3
-    jmp .Lc1_d10385_j
-    .p2align 3
-    jmp .Lc1_d10385_j
-    .p2align 3
-    jmp .Lc1_d10385_j
-    .p2align 3
-    jmp .Lc1_d10385_j
-    .p2align 3
-    jmp .Lc1_d10385_j
-.Lc1_d10385_j:
-    movzx ecx, r9b
+    lea rcx, [rip + .Lc1_d10417_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10417_j_t
+.Lc1_d10417_j:
+    mov rcx, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 256], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
@@ -12858,151 +13216,217 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov ecx, 82
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov dword ptr [r15 + 0], 124
-    mov ecx, ecx
-    lea r8, [r11*8]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 64]
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 1024], ymm8
-    movzx eax, r8b
-    movzx ebp, byte ptr [r15 + r9 + 128]
-    mov rax, rbp
-    mov qword ptr [r15 + r8 + 1152], rdi
+    mov qword ptr [r15 + 192], rdi
+    movzx edi, cl
+    mov eax, edi
+    mov byte ptr [r15 + 704], al
+    mov ecx, esi
+    mov ecx, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 128]
+    and eax, dword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 192]
+    mov rsi, rdi
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    movzx r9d, byte ptr [r15 + r8 + 1280]
-    mov edi, ecx
-    movsxd rdx, dword ptr [r15 + r8 + 1088]
-    and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 512]
-    mov rsi, qword ptr [r15 + r8 + 896]
-    mov qword ptr [r15 + r8 + 1216], rsi
-    movzx esi, sil
+    movzx edi, r8b
+    mov edi, edi
+    mov byte ptr [r15 + 640], r8b
+    lea rbp, [r10 + r10*1]
+    movzx edi, bpl
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 896], rdx
+    mov rdx, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], 87
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 832], rax
-    mov qword ptr [r15 + rbp + 448], rsi
-    movsxd rsi, dword ptr [r15 + r8 + 960]
-    add r11, 64
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], eax
+    mov byte ptr [r15 + rbp + 832], al
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c101:
-    lea rcx, [rip + .Lc1_d10443_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10443_j_t
-.Lc1_d10443_j:
-    mov ecx, ecx
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 512]
+    mov rbp, r10
+    xor dword ptr [r15 + 192], ebp
+    mov byte ptr [r15 + 768], dl
+    and rbp, 1984
+    mov edx, dword ptr [r15 + rbp + 1344]
+    mov ebp, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov ecx, 70
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 139
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11*4]
+    mov ebp, 19
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + r8 + 7616]
-    mov edi, dword ptr [r15 + r8 + 7680]
-    lea r9, [r11 + r11*4]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + rbp + 128]
-    movzx ebp, byte ptr [r15 + r8 + 7552]
-    and r9, 4032
-    mov r8d, dword ptr [r15 + r9 + 3648]
-    movsxd rax, dword ptr [r15 + r9 + 3584]
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm8
-    mov qword ptr [r15 + r9 + 3520], rax
-    movzx eax, byte ptr [r15 + r9 + 3456]
-    add r11, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 158
+    vpmovmskb edi, xmm15
+    mov byte ptr [r15 + 448], al
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rax
+    and eax, dword ptr [r15 + 448]
+    mov ebp, dword ptr [r15 + 576]
+    mov edi, edi
+    movsxd rsi, dword ptr [r15 + 192]
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 384], r8d
+    and r8, 448
+    mov rdi, qword ptr [r15 + r8 + 896]
+    movsxd rcx, dword ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 832], r9d
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c102:
-    lea rbp, [r11*8]
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 1088]
-    mov r9d, 131
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d10519_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10519_s_t
+    .p2align 3
+.Lc1_d10519_s:
+    .p2align 3
+    jmp .Lc1_d10519_j
+    .p2align 3
+    jmp .Lc1_d10519_j
+    .p2align 3
+    jmp .Lc1_d10519_j
+    .p2align 3
+    jmp .Lc1_d10519_j
+    .p2align 3
+    jmp .Lc1_d10519_j
+    .p2align 3
+    jmp .Lc1_d10519_j
+    .p2align 3
+    jmp .Lc1_d10519_j
+    .p2align 3
+    jmp .Lc1_d10519_j
+    .p2align 3
+    jmp .Lc1_d10519_j
+    .p2align 3
+    jmp .Lc1_d10519_j
+    .p2align 3
+    jmp .Lc1_d10519_j
+    .p2align 3
+    jmp .Lc1_d10519_j
+    .p2align 3
+    jmp .Lc1_d10519_j
+    .p2align 3
+    jmp .Lc1_d10519_j
+    .p2align 3
+    jmp .Lc1_d10519_j
+    .p2align 3
+    jmp .Lc1_d10519_j
+.Lc1_d10519_j:
+    mov rcx, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov rcx, rax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 25
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 960], rdx
     jmp 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], r9d
-    mov r9, qword ptr [r15 + rbp + 1152]
-    movzx edx, byte ptr [r15 + rbp + 896]
-    movzx ecx, byte ptr [r15 + rbp + 1024]
-    mov dword ptr [r15 + rbp + 1280], eax
-    lea r9, [r11 + r11*1]
-    mov rax, qword ptr [r15 + rbp + 1216]
-    movzx edi, dl
+    nop
+    mov ecx, 26
+    mov rcx, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 448], 236
+    mov rax, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r10
     jmp 1f
 1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], r9b
-    mov rdx, r9
-    mov rdx, rdx
-    mov byte ptr [r15 + r9 + 320], cl
-    mov rdx, r8
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    movzx edx, dl
-    mov rdx, qword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + r8 + 128], edx
-    add r11, 64
+    mov byte ptr [r15 + 384], cl
+    mov dword ptr [r15 + 512], ecx
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    mov ebp, 84
+    movsxd rcx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r10
+    mov r8, r10
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 63
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    mov r8, rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 192]
+    movzx ebp, al
+    and eax, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 384], esi
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -13011,592 +13435,618 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 2097152
+    test dword ptr [r15 + 67117724], 16
     setz al
-    lea rcx, [rip + .Lc1_d10538_s]
+    lea rcx, [rip + .Lc1_d10601_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10538_s_t
+    jmp .Lc1_d10601_s_t
     .p2align 3
-.Lc1_d10538_s:
+.Lc1_d10601_s:
     .p2align 3
-    jmp .Lc1_d10538_j
+    jmp .Lc1_d10601_j
     .p2align 3
-    jmp .Lc1_d10538_j
-.Lc1_d10538_j:
+    jmp .Lc1_d10601_j
+.Lc1_d10601_j:
+    lea r9, [r10 + r10*2]
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7552]
+    mov rax, rcx
+    mov ecx, dword ptr [r15 + 704]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, r9b
+    movzx r8d, r8b
+    mov r8d, r8d
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 222
+    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 320], cl
+    mov rcx, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], r8d
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 640]
+    movzx esi, dil
+    mov qword ptr [r15 + 192], rsi
+    mov rsi, rsi
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    movzx esi, dil
     jmp 1f
 1:
     jmp 1f
 1:
-    lea r8, [r11 + r11*8]
-    vpxor xmm8, xmm8, xmm4
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 8128
-    lea r9, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + r8 + 7808]
-    mov eax, dword ptr [r15 + r8 + 7680]
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 448]
-    lea rbp, [r11 + r11*1]
-    mov edx, 251
-    mov qword ptr [r15 + r8 + 7936], rdx
-    mov dword ptr [r15 + r8 + 7488], 32
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 320]
-    mov qword ptr [r15 + rbp + 384], rdx
-    movsxd rbp, dword ptr [r15 + r8 + 7872]
-    mov dword ptr [r15 + r9 + 512], 21
-    mov rdx, rbp
-    mov dword ptr [r15 + r8 + 7744], 246
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 7616], rsi
-    movzx esi, al
-    mov rax, r9
-    vpxor xmm8, xmm8, xmm9
-    mov eax, dword ptr [r15 + r8 + 8000]
-    mov rbp, rbp
-    mov dword ptr [r15 + r8 + 7552], edi
-    add r11, 64
+    mov esi, dword ptr [r15 + r9 + 7616]
+    mov rbp, r10
+    mov rdi, qword ptr [r15 + 128]
+    mov edx, dword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 128], edx
+    and rbp, 1984
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c104:
-    lea rbp, [r11 + r11*1]
-    movzx eax, dl
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 87
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rbp, r10
+    mov eax, dword ptr [r15 + 576]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rdx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, 178
+    mov edx, r9d
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2048
+    movzx edx, byte ptr [r15 + 768]
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], rax
+    mov byte ptr [r15 + 128], al
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rax
+    mov rax, qword ptr [r15 + rbp + 896]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 268443648
     jz 1f
 1:
-    movzx eax, al
+    movzx ebp, al
+    lea rbp, [r10 + r10*2]
+    movzx eax, bpl
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    xor dword ptr [r15 + 512], edx
+    mov rdx, rax
+    movsxd rax, dword ptr [r15 + 64]
     jmp 1f
 1:
-    lea r8, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 1088], 213
-    mov qword ptr [r15 + r8 + 832], r8
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 120
-    mov rax, qword ptr [r15 + r8 + 960]
-    mov esi, dword ptr [r15 + r8 + 1024]
+    mov r8, rax
+    mov eax, dword ptr [r15 + 256]
+    mov rdi, rbp
+    mov dword ptr [r15 + 192], ebp
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 448], r9b
-    mov rbp, qword ptr [r15 + r8 + 896]
-    mov dword ptr [r15 + r8 + 1216], 57
-    mov rdx, qword ptr [r15 + r8 + 1152]
-    mov r8, rdx
-    mov r8, qword ptr [r15 + r9 + 320]
-    add r11, 64
+    vpshufd xmm15, xmm15, 142
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 1408], 222
+    movzx edi, byte ptr [r15 + rbp + 1472]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c105:
-    lea rcx, [rip + .Lc1_d10631_j]
+    lea rcx, [rip + .Lc1_d10706_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10631_j_t
-.Lc1_d10631_j:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 128]
-    mov qword ptr [r15 + 0], rdx
-    vpxor xmm8, xmm8, xmm12
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, bpl
-    mov esi, esi
-    mov qword ptr [r15 + 0], rdi
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rdx, rcx
-    mov dword ptr [r15 + 0], 57
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 35
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
+    jmp .Lc1_d10706_j_t
+.Lc1_d10706_j:
+    lea rbp, [r10 + r10*1]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rdi
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edi
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r8
+    mov byte ptr [r15 + 640], r8b
     jmp 1f
 1:
-    mov r8, rdx
+    mov dword ptr [r15 + 320], r8d
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    lea r8, [r11*4]
-    mov rdx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 512], rdi
+    lea r8, [r10 + r10*2]
+    movsxd rdi, dword ptr [r15 + 704]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3520], r8d
+    mov dword ptr [r15 + r8 + 3456], 9
+    mov ecx, r9d
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    mov r8, rcx
+    add r8, qword ptr [r15 + 448]
+    mov rcx, rdx
+    mov r9, r10
+    movsxd rcx, dword ptr [r15 + 768]
+    and r9, 1984
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm15
+    mov r9, qword ptr [r15 + rbp + 7552]
+    movzx ebp, dil
     jmp 1f
 1:
-    mov rsi, rdx
-    and r8, 192
-    mov byte ptr [r15 + r8 + 704], r9b
-    mov edx, r8d
-    mov rax, qword ptr [r15 + r8 + 576]
-    mov qword ptr [r15 + r8 + 640], rcx
-    lea r9, [r11 + r11*1]
-    xor dword ptr [r15 + r8 + 768], r9d
-    mov byte ptr [r15 + rbp + 64], r9b
+    mov rdi, rax
+    mov edi, edi
     jmp 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], r9d
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 256], 72
-    jmp 1f
-1:
-    add r11, 64
+    lock add qword ptr [r15 + 512], rdi
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c106:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    nop
-    mov byte ptr [r15 + 0], al
-    mov edx, 207
-    mov edx, 212
-    mov edx, 96
+    lea rcx, [rip + .Lc1_d10756_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10756_j_t
+.Lc1_d10756_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 159
-    mov eax, 76
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 213
+    movzx ebp, r9b
+    jmp 1f
+1:
+    mov rbp, rcx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
+    mov ecx, 180
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rbp
-    and r8, 192
-    mov dword ptr [r15 + r8 + 704], 11
-    mov dword ptr [r15 + rbp + 320], 35
-    mov rbp, qword ptr [r15 + r8 + 640]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 768], ebp
-    mov ebp, dword ptr [r15 + r8 + 576]
-    mov r8, qword ptr [r15 + r9 + 320]
+    mov rcx, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov edi, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 384]
+    mov ecx, 95
+    mov r9, rcx
+    jmp 1f
+1:
+    test ebx, 4608
+    jz 1f
+1:
+    movzx ecx, r9b
+    mov byte ptr [r15 + 192], cl
+    movsxd rcx, dword ptr [r15 + 320]
+    mov r9, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov ebp, 123
+    mov edi, 19
+    mov ebp, dword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov rdi, qword ptr [r15 + 64]
+    lea r8, [r10 + r10*1]
+    mov byte ptr [r15 + 256], cl
+    mov dword ptr [r15 + 576], r8d
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3456]
+    movsxd rdx, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    add r11, 64
+    movzx r8d, al
+    jmp 1f
+1:
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r8, r10
+    movsxd rax, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    and r8, 16320
+    movsxd rsi, dword ptr [r15 + r8 + 15680]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c107:
-    lea rcx, [rip + .Lc1_d10734_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10734_j_t
-.Lc1_d10734_j:
-    movzx ecx, byte ptr [r15 + 0]
-    mov ebp, ecx
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r8, r8
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    or qword ptr [r15 + 0], 62
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r8d, 6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov r8d, 185
-    mov dword ptr [r15 + 0], 65
-    mov r8d, 178
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 192
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], ecx
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + r9 + 64], ymm8
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 256]
+    nop
+    mov r8d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edx
+    mov rbp, r10
+    movzx r8d, sil
+    mov byte ptr [r15 + 640], r8b
+    movzx esi, byte ptr [r15 + 192]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], cl
+    mov r9, r8
+    mov dword ptr [r15 + 128], 127
+    mov qword ptr [r15 + 320], r9
     jmp 1f
 1:
-    and r9, 64
-    movzx ebp, byte ptr [r15 + r9 + 384]
+    mov r9d, dword ptr [r15 + 64]
+    lea r8, [r10 + r10*1]
+    vmovdqu ymmword ptr [r15 + 384], ymm15
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 320], eax
-    movzx eax, byte ptr [r15 + r8 + 192]
-    movzx r8d, al
-    add r11, 64
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov byte ptr [r15 + r8 + 896], r8b
+    mov r8d, 7
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 107
+    mov qword ptr [r15 + 64], r8
+    movzx r8d, r8b
+    mov rdx, qword ptr [r15 + 128]
+    mov rdi, rdx
+    mov rdx, qword ptr [r15 + 256]
+    mov rbp, rsi
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
+    mov ebp, 112
+    mov ebp, ebp
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c108:
-    lea rcx, [rip + .Lc1_d10787_j]
+    lea rcx, [rip + .Lc1_d10864_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10787_j_t
-.Lc1_d10787_j:
+    jmp .Lc1_d10864_j_t
+.Lc1_d10864_j:
+    mov ecx, r8d
+    .byte 0x0f, 0x1f, 0x00
     mov ecx, ebp
-    mov ecx, dword ptr [r15 + 0]
-    movzx ebp, cl
-    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm15, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 180
-    mov ebp, 225
-    mov ebp, 214
-    mov qword ptr [r15 + 0], rdx
-    movzx ebp, byte ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov edx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm8, xmm8, xmm6
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov edx, 254
+    mov ecx, 173
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
+    movzx ecx, r8b
+    mov r8d, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 384], r8
+    mov rbp, r10
+    and r8d, dword ptr [r15 + 384]
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 192]
+    mov rsi, rdi
+    mov r9, r10
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11*4]
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 128]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 250
-    and r9, 192
-    mov dword ptr [r15 + r9 + 768], esi
-    movzx eax, byte ptr [r15 + r8 + 64]
+    mov rbp, r10
+    vpcmpeqb xmm15, xmm15, xmm4
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 242
+    mov byte ptr [r15 + 320], cl
+    and rbp, 1984
+    mov r9d, dword ptr [r15 + rbp + 1344]
+    add r9, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 320], r9b
+    movzx ebp, r9b
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 640], rsi
-    mov byte ptr [r15 + rbp + 64], dl
-    mov byte ptr [r15 + r9 + 576], al
-    movzx r8d, byte ptr [r15 + r9 + 704]
-    add r11, 64
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 320]
+    mov r9d, 130
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c109:
-    mov r9d, 135
-    mov r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx r8d, r9b
-    mov dword ptr [r15 + 0], 94
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 168
-    movsxd r9, dword ptr [r15 + 0]
-    mov ebp, 98
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    movzx esi, byte ptr [r15 + 0]
-    mov eax, 77
-    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm8, xmm8, xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
+    mov rbp, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 512]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov r9d, dword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 128]
+    mov qword ptr [r15 + 64], rsi
+    mov dword ptr [r15 + 704], 31
+    mov esi, 111
+    mov dword ptr [r15 + 256], 68
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + r9 + 64], xmm8
-    mov r9d, esi
-    mov dword ptr [r15 + r8 + 448], 191
-    vmovdqu xmmword ptr [r15 + rbp + 192], xmm8
+    mov qword ptr [r15 + 448], r9
+    mov r9, r10
+    mov esi, r9d
     jmp 1f
 1:
-    add r11, 64
+    and r9, 8128
+    and esi, dword ptr [r15 + r9 + 7488]
+    mov r9d, dword ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + 320]
+    mov ecx, 63
+    mov qword ptr [r15 + 64], rcx
+    movzx ecx, cl
+    mov dword ptr [r15 + 512], esi
+    vmovdqu ymmword ptr [r15 + 128], ymm15
+    mov dword ptr [r15 + 448], ecx
+    mov dword ptr [r15 + 768], esi
+    movzx esi, r9b
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c110:
-    lea rcx, [rip + .Lc1_d10886_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10886_j_t
-.Lc1_d10886_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 512]
-    mov byte ptr [r15 + 0], cl
-    mov ecx, 124
-    movzx ecx, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov r8, r8
-    movzx r8d, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 8192
+    setz al
+    lea rcx, [rip + .Lc1_d10959_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10959_s_t
+    .p2align 3
+.Lc1_d10959_s:
+    .p2align 3
+    jmp .Lc1_d10959_j
+    .p2align 3
+    jmp .Lc1_d10959_j
+.Lc1_d10959_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 214
+    movzx ecx, sil
+    mov rcx, rdi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 0]
+    mov rcx, rcx
+    mov ecx, 58
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    mov byte ptr [r15 + 0], al
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
-    mov eax, 35
+    mov rbp, r10
+    add qword ptr [r15 + 256], r8
+    movzx ecx, bpl
+    and rbp, 1984
+    and ecx, dword ptr [r15 + rbp + 1344]
+    .byte 0x0f, 0x1f, 0x00
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rax
+    movzx ebp, al
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm8
-    mov rax, rax
-    lea r8, [r11 + r11*1]
-    mov rax, r8
-    jmp 1f
+    mov dword ptr [r15 + 256], 192
+    test dword ptr [r15 + 67117723], 32770
+    jz 1f
 1:
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + r8 + 192]
-    movzx eax, byte ptr [r15 + rbp + 448]
     mov rbp, rax
-    and r9, 64
-    movzx ebp, byte ptr [r15 + r9 + 64]
-    mov byte ptr [r15 + r8 + 256], r8b
-    vpshufd xmm8, xmm8, 58
-    movzx r8d, r9b
-    vpmovmskb r8d, xmm8
-    vmovdqu ymmword ptr [r15 + r9 + 128], ymm3
+    mov dword ptr [r15 + 512], eax
+    mov dword ptr [r15 + 192], 198
+    and ebp, dword ptr [r15 + 128]
     jmp 1f
 1:
-    add r11, 64
+    mov rax, rcx
+    mov ecx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], ecx
+    jmp 1f
+1:
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 320]
+    mov rcx, rax
+    mov r8, r10
+    mov rcx, rbp
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov rax, r8
+    mov rax, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 384], al
+    movzx eax, bpl
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c111:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r11*8]
-    lea r8, [r11 + r11*1]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7552], ebp
-    mov eax, ebp
-    and r8, 64
-    xor dword ptr [r15 + r8 + 192], r8d
+    lea rcx, [rip + .Lc1_d11018_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11018_j_t
+.Lc1_d11018_j:
+    mov r8, r10
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov eax, ecx
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], 201
-    jmp 1f
-1:
-    mov eax, r9d
-    mov dword ptr [r15 + rbp + 7808], 249
+    mov dword ptr [r15 + 256], 154
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm8, xmm8, xmm15
-    test dword ptr [r15 + 67117723], 268460064
-    jz 1f
-1:
-    mov rax, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx eax, bpl
+    vpshufd xmm15, xmm15, 196
+    nop
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + rbp + 7872]
-    movsxd rcx, dword ptr [r15 + rbp + 7744]
-    mov byte ptr [r15 + r8 + 256], r9b
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + rbp + 7680]
+    mov dword ptr [r15 + 64], ecx
+    mov r8, r10
+    mov byte ptr [r15 + 128], r8b
+    mov qword ptr [r15 + 448], rbp
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 128], 115
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + rbp + 7488]
+    mov r8d, r8d
+    mov byte ptr [r15 + 448], r8b
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 7616], esi
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + r9 + 128]
-    add r11, 64
+    mov ebp, dword ptr [r15 + 512]
+    mov edx, 163
+    mov r8d, dword ptr [r15 + 128]
+    movzx edx, cl
+    mov ecx, dword ptr [r15 + 384]
+    mov r9, r10
+    mov rax, qword ptr [r15 + 64]
+    movzx esi, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 64], 117
+    and r9, 1984
+    mov rdi, qword ptr [r15 + r9 + 1344]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c112:
-    lea rcx, [rip + .Lc1_d10992_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10992_j_t
-.Lc1_d10992_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm8, xmm8, 213
+    lea r9, [r10 + r10*2]
+    mov rcx, r9
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], ebp
+    mov ecx, r8d
+    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 238
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11*8]
-    lea r9, [r11*8]
-    mov rcx, rsi
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7552], r9b
     and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 960]
-    movzx esi, byte ptr [r15 + rbp + 1088]
-    mov eax, r8d
-    mov qword ptr [r15 + r9 + 7744], rax
-    mov eax, edx
+    mov qword ptr [r15 + rbp + 896], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 7808], r9
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm8
-    mov dword ptr [r15 + r8 + 64], 199
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rax
+    jmp 1f
+1:
+    mov eax, r9d
+    jmp 1f
+1:
+    mov eax, ebp
+    add rax, qword ptr [r15 + r9 + 1472]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx eax, r8b
-    mov qword ptr [r15 + rbp + 1024], rax
+    mov byte ptr [r15 + 128], cl
+    movzx ecx, byte ptr [r15 + 320]
+    mov edi, dword ptr [r15 + r9 + 1408]
+    mov r9, r10
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + r9 + 7488]
-    vmovq qword ptr [r15 + r9 + 7616], xmm8
+    mov r8, qword ptr [r15 + 384]
     jmp 1f
 1:
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    mov byte ptr [r15 + 320], r9b
+    vmovdqu ymmword ptr [r15 + 64], ymm15
     jmp 1f
 1:
-    movzx r8d, al
-    mov byte ptr [r15 + rbp + 1152], bpl
-    mov rax, r8
-    movzx eax, sil
+    mov r9, rdi
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm15
+    mov qword ptr [r15 + 384], rdi
+    mov rdi, rax
+    movzx edi, r8b
     jmp 1f
 1:
-    movzx eax, bpl
-    mov rax, qword ptr [r15 + r9 + 7680]
-    mov dword ptr [r15 + rbp + 896], eax
-    movzx eax, al
-    add r11, 64
+    movzx edx, dil
+    and r8d, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -13605,72 +14055,66 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 4
+    test dword ptr [r15 + 67117724], 262144
     setz al
-    lea rcx, [rip + .Lc1_d11048_s]
+    lea rcx, [rip + .Lc1_d11119_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11048_s_t
+    jmp .Lc1_d11119_s_t
     .p2align 3
-.Lc1_d11048_s:
+.Lc1_d11119_s:
     .p2align 3
-    jmp .Lc1_d11048_j
+    jmp .Lc1_d11119_j
     .p2align 3
-    jmp .Lc1_d11048_j
-.Lc1_d11048_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 129
-    mov rax, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d11119_j
+.Lc1_d11119_j:
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb ecx, xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 165
-    jmp 1f
-1:
-    or qword ptr [r15 + 0], 114
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
+    mov rcx, rax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    movzx esi, byte ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rax
-    and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 128]
+    movzx eax, sil
+    mov dword ptr [r15 + 448], 137
+    mov dword ptr [r15 + 512], 42
+    mov dword ptr [r15 + 128], eax
+    mov dword ptr [r15 + 64], 90
+    mov dword ptr [r15 + 512], 198
+    mov dword ptr [r15 + 64], 88
+    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
-    vmovdqu xmm8, xmmword ptr [r15 + rbp + 320]
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 128], rbp
-    mov dword ptr [r15 + r9 + 384], 226
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3456]
+    and eax, dword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + rbp + 3392]
+    and ebp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], ecx
+    add rcx, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 192], edi
     jmp 1f
 1:
-    mov r8, r9
-    mov r8, rcx
     jmp 1f
 1:
-    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -13678,377 +14122,372 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    jmp 1f
+1:
+    mov rbp, r10
     jmp 1f
 1:
     jmp 1f
 1:
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
+    vpaddd xmm15, xmm15, xmm15
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    mov r8, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r8d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
+    mov ebp, eax
     jmp 1f
 1:
-    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 25428096
+    mov rbp, r10
+    mov rdi, rax
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 320], 3
+    movzx ebp, sil
+    movzx ebp, bpl
+    mov rbp, qword ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 32768
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov rbp, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov ebp, eax
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
+    mov dword ptr [r15 + 384], 25
+    mov ebp, dword ptr [r15 + 512]
+    movsxd rsi, dword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 768]
+    mov rdi, rax
     jmp 1f
 1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rbp
-    and r9, 192
-    mov eax, dword ptr [r15 + r9 + 768]
-    mov dword ptr [r15 + rbp + 320], 208
-    lea rbp, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + r9 + 640], ymm8
-    movsxd rcx, dword ptr [r15 + r9 + 704]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], al
-    mov byte ptr [r15 + rbp + 64], bpl
-    mov dword ptr [r15 + r9 + 576], 253
     jmp 1f
 1:
-    mov r9d, ecx
-    add r11, 64
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], sil
+    mov r9, r10
+    mov rsi, r9
+    jmp 1f
+1:
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], dil
+    mov r9, rbp
+    movzx edi, r9b
+    mov rbp, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 320]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c115:
-    lea rcx, [rip + .Lc1_d11156_j]
+    lea rcx, [rip + .Lc1_d11221_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11156_j_t
-.Lc1_d11156_j:
-    mov ecx, ecx
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d11221_j_t
+.Lc1_d11221_j:
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    movzx ecx, cl
+    movzx ecx, r9b
+    mov r9d, ecx
+    movzx ecx, byte ptr [r15 + 640]
+    mov r9, r10
     jmp 1f
 1:
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], edi
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 194
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 34
+    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
+    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 0]
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 512]
-    lea r8, [r11*4]
-    mov esi, 26
-    mov rsi, rcx
-    and r8, 192
-    mov byte ptr [r15 + r8 + 704], r9b
+    mov r9d, ecx
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + r8 + 640]
-    mov rdi, qword ptr [r15 + rbp + 448]
-    mov ebp, 210
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], 227
+    jmp 1f
+1:
+    vpor xmm15, xmm15, xmm15
+    mov r9, r9
+    lea r9, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    and ecx, dword ptr [r15 + r9 + 896]
+    jmp 1f
+1:
+    movzx edi, cl
+    movzx ecx, r9b
     mov rbp, r9
+    mov dword ptr [r15 + 768], 3
+    mov byte ptr [r15 + r9 + 832], sil
+    mov r9d, dword ptr [r15 + 704]
+    mov ecx, dword ptr [r15 + 64]
+    mov rsi, rax
+    movzx eax, byte ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 128], ymm15
+    mov esi, dword ptr [r15 + 192]
+    mov rbp, rdi
+    movsxd rdi, dword ptr [r15 + 576]
+    movzx r8d, cl
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 384], rbp
-    mov byte ptr [r15 + r8 + 576], al
-    mov qword ptr [r15 + r8 + 768], rbp
+    inc dword ptr [r15 + 128]
+    mov rcx, rdx
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    add r11, 64
+    mov qword ptr [r15 + 384], r9
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c116:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8
-    setz al
-    lea rcx, [rip + .Lc1_d11215_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11215_s_t
-    .p2align 3
-.Lc1_d11215_s:
-    .p2align 3
-    jmp .Lc1_d11215_j
-    .p2align 3
-    jmp .Lc1_d11215_j
-.Lc1_d11215_j:
-    lea rbp, [r11*8]
+    lea rcx, [rip + .Lc1_d11278_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11278_j_t
+.Lc1_d11278_j:
+    mov dword ptr [r15 + 256], 156
+    lea r8, [r10 + r10*1]
     jmp 1f
 1:
+    and r8, 1984
+    add rcx, qword ptr [r15 + r8 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
+    jmp 1f
+1:
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 220
+    mov dword ptr [r15 + 512], 55
+    or qword ptr [r15 + 320], 50
+    mov dword ptr [r15 + 192], 3
+    mov eax, 119
+    mov qword ptr [r15 + 576], rax
+    mov eax, r8d
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], rax
+    movsxd rax, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 448]
+    mov rbp, r10
+    movzx esi, byte ptr [r15 + 192]
+    mov r9, r10
     and rbp, 448
-    mov dword ptr [r15 + rbp + 896], eax
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 1280], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 235
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    movzx ecx, bpl
-    and r8, 64
-    vmovq qword ptr [r15 + r8 + 64], xmm8
-    mov ecx, r8d
-    mov dword ptr [r15 + rbp + 960], 131
-    mov dword ptr [r15 + rbp + 1216], 126
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + r8 + 128]
-    movzx r8d, byte ptr [r15 + rbp + 1024]
-    mov dword ptr [r15 + rbp + 1152], 2
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 832], r8d
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], r8d
-    mov qword ptr [r15 + rbp + 1088], rdx
-    mov rsi, r8
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + r8 + 64]
-    movzx r8d, cl
-    jmp 1f
-1:
-    add r11, 64
+    add qword ptr [r15 + rbp + 832], rbp
+    and r9, 8128
+    mov rdx, qword ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + r8 + 1408], rdx
+    mov ebp, edx
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c117:
-    mov r8d, dword ptr [r15 + 0]
-    mov rcx, r8
+    movsxd rdx, dword ptr [r15 + 704]
+    movzx ebp, dl
+    mov rbp, r10
+    mov r9, r10
+    jmp 1f
+1:
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    and r9, 4032
+    movsxd rbp, dword ptr [r15 + r9 + 3392]
+    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 95
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 150
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 112
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rcx, r8
-    mov rcx, qword ptr [r15 + 0]
-    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 27
-    mov ecx, 215
-    mov ecx, ecx
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 19
-    vpaddd xmm8, xmm8, xmm8
-    mov eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, rax
-    test ebx, 1073741824
+    test ebx, 4608
     jz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r9
+    mov dword ptr [r15 + 128], 89
+    mov r8d, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 256], bpl
+    mov qword ptr [r15 + 192], rbp
+    movsxd r9, dword ptr [r15 + 320]
+    mov rbp, rsi
+    mov ebp, dword ptr [r15 + 256]
+    mov esi, 188
+    movsxd rsi, dword ptr [r15 + 64]
+    mov rax, r8
+    mov r8d, 79
+    mov r8d, 218
+    mov dword ptr [r15 + 384], 168
+    movzx r8d, r8b
+    mov r8, qword ptr [r15 + 64]
+    mov rdx, rdx
     jmp 1f
 1:
-    mov eax, eax
-    movzx eax, al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, esi
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rbp
-    jmp 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
-    mov esi, r8d
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    mov dword ptr [r15 + rbp + 256], 69
-    movzx ebp, r9b
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm8
-    mov dword ptr [r15 + r9 + 64], r8d
-    add r11, 64
+    mov rdx, rsi
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c118:
-    lea rcx, [rip + .Lc1_d11324_j]
+    lea rcx, [rip + .Lc1_d11375_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11324_j_t
-.Lc1_d11324_j:
+    jmp .Lc1_d11375_j_t
+.Lc1_d11375_j:
+    mov ecx, ecx
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, ecx
-    movzx ecx, bpl
+    mov edx, 55
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 226
-    mov ecx, ecx
-    mov rcx, rcx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 76
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dl
+    mov r8, r10
+    mov dword ptr [r15 + 192], 60
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 0], xmm8
-    mov ecx, 115
-    mov rcx, rcx
+    mov ecx, dword ptr [r15 + 128]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 198
+    mov dword ptr [r15 + 64], 20
+    mov r8, r10
+    mov dword ptr [r15 + 448], r9d
+    and ecx, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 384], cl
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    movzx r8d, byte ptr [r15 + 448]
+    vpcmpeqb xmm15, xmm15, xmm11
+    mov r9, rdx
+    mov dword ptr [r15 + 256], 66
     jmp 1f
 1:
-    lea r8, [r11*8]
-    movzx ecx, r8b
-    and r8, 448
-    mov dword ptr [r15 + r8 + 896], ebp
-    movzx edi, r8b
-    lea rbp, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + r8 + 1088]
+    movzx r9d, dl
     jmp 1f
 1:
+    mov rdx, qword ptr [r15 + 768]
+    mov r9d, edx
+    mov edx, 52
+    mov rdx, qword ptr [r15 + 576]
     jmp 1f
 1:
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 960], 104
-    mov dword ptr [r15 + r8 + 1216], r8d
-    mov dword ptr [r15 + r8 + 832], 230
-    mov esi, dword ptr [r15 + rbp + 64]
-    lea rbp, [r11 + r11*1]
-    mov r9d, ebp
-    mov byte ptr [r15 + r8 + 1024], r9b
-    and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 384]
-    mov dword ptr [r15 + r8 + 1152], 152
-    movzx edx, byte ptr [r15 + r8 + 1280]
-    mov qword ptr [r15 + rbp + 320], rax
-    add r11, 64
+    mov ebp, r8d
+    mov r8d, 160
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c119:
-    lea r9, [r11*4]
-    and r9, 192
-    vmovdqu ymmword ptr [r15 + r9 + 704], ymm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 143
-    jmp 1f
-1:
-    mov r8d, 32
-    movzx ebp, dl
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 0], bpl
-    mov esi, 36
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
+    mov dword ptr [r15 + 384], 58
+    mov r8d, 13
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    mov r8d, 107
     jmp 1f
 1:
+    mov rdx, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rbp
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 384]
-    mov ecx, 104
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r9 + 640]
-    mov ecx, 242
-    movsxd rax, dword ptr [r15 + rbp + 128]
-    movzx ecx, byte ptr [r15 + r8 + 320]
-    mov qword ptr [r15 + r9 + 576], rbp
-    vmovdqu ymmword ptr [r15 + r9 + 768], ymm8
     jmp 1f
 1:
-    add r11, 64
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpmovmskb r8d, xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, dl
+    mov rbp, r10
+    mov dword ptr [r15 + 704], ebp
+    jmp 1f
+1:
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r10
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 640]
+    and rbp, 1984
+    mov r9, r10
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm15
+    and r9, 448
+    mov ebp, dword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 128]
+    and r9d, dword ptr [r15 + 320]
+    add r9, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], r8d
+    mov eax, ecx
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 192]
+    mov ecx, 90
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], ecx
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -14057,183 +14496,189 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 128
+    test dword ptr [r15 + 67117723], 131072
     setz al
-    lea rcx, [rip + .Lc1_d11424_s]
+    lea rcx, [rip + .Lc1_d11480_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11424_s_t
+    jmp .Lc1_d11480_s_t
     .p2align 3
-.Lc1_d11424_s:
+.Lc1_d11480_s:
     .p2align 3
-    jmp .Lc1_d11424_j
+    jmp .Lc1_d11480_j
     .p2align 3
-    jmp .Lc1_d11424_j
-.Lc1_d11424_j:
+    jmp .Lc1_d11480_j
+.Lc1_d11480_j:
+    and ecx, dword ptr [r15 + 384]
+    mov eax, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    mov eax, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 320]
-    lea r9, [r11*8]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 201
-    mov ecx, r8d
-    and r9, 448
-    mov dword ptr [r15 + r9 + 1152], 176
-    vmovdqu ymmword ptr [r15 + r9 + 1280], ymm8
-    mov ecx, dword ptr [r15 + rbp + 384]
-    mov ebp, 1
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 123
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 1216], rbp
-    movsxd rbp, dword ptr [r15 + r9 + 1088]
-    movzx edx, byte ptr [r15 + r9 + 1024]
-    mov esi, 81
+    mov eax, 221
+    mov qword ptr [r15 + 384], rax
+    mov eax, 21
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 192], dil
+    movzx edi, byte ptr [r15 + 256]
+    mov rcx, rcx
     jmp 1f
 1:
+    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
+    movzx ecx, r9b
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 896]
+    movsxd r9, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], r8d
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    add r8, qword ptr [r15 + 768]
+    mov rbp, r10
     jmp 1f
 1:
-    mov rsi, rsi
-    mov esi, 71
-    mov esi, 143
-    mov byte ptr [r15 + r9 + 896], cl
-    mov qword ptr [r15 + r8 + 320], rdx
-    mov esi, esi
-    mov rsi, rdx
-    mov rsi, qword ptr [r15 + r9 + 832]
-    inc dword ptr [r15 + r9 + 960]
-    jmp 1f
-1:
-    add r11, 64
+    mov dword ptr [r15 + 64], 189
+    mov byte ptr [r15 + 320], r8b
+    and rbp, 1984
+    mov r8, qword ptr [r15 + rbp + 1344]
+    add r8, qword ptr [r15 + 512]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c121:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d11480_j]
+    lea rcx, [rip + .Lc1_d11534_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11480_j_t
-.Lc1_d11480_j:
-    mov eax, 31
+    jmp .Lc1_d11534_j_t
+.Lc1_d11534_j:
+    mov ecx, ecx
+    mov byte ptr [r15 + 128], r8b
+    mov byte ptr [r15 + 256], r8b
+    movsxd rcx, dword ptr [r15 + 576]
+    movzx r8d, byte ptr [r15 + 384]
+    mov rdi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    and rbp, 1984
+    movzx edi, byte ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov eax, 83
+    mov eax, 72
+    mov r9d, 226
+    mov byte ptr [r15 + 128], r8b
+    mov r9, r10
+    jmp 1f
+1:
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    mov dword ptr [r15 + 64], 37
+    mov qword ptr [r15 + 320], r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, cl
+    movzx ecx, byte ptr [r15 + 320]
+    and ecx, dword ptr [r15 + 256]
+    jmp 1f
+1:
     mov rax, rcx
-    mov rax, rax
-    mov qword ptr [r15 + 0], rax
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 192]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx eax, cl
-    movsxd rcx, dword ptr [r15 + 0]
-    mov eax, 62
-    test dword ptr [r15 + 67117724], 1048584
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + 0]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], 111
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], eax
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 192], 105
-    movsxd rdi, dword ptr [r15 + r9 + 384]
-    jmp 1f
-1:
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 384]
-    mov byte ptr [r15 + r8 + 320], r9b
-    mov r9, r9
-    add r11, 64
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c122:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*8]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], ecx
-    and r9, 8128
-    mov ecx, dword ptr [r15 + r9 + 7680]
-    mov rbp, rcx
-    lea rbp, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + 512]
     jmp 1f
 1:
-    mov eax, 27
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], bpl
-    mov qword ptr [r15 + r9 + 8000], rbp
-    mov rax, rdi
-    mov dword ptr [r15 + r8 + 320], r9d
+    mov r9, r9
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + r9 + 7872], ymm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx eax, dl
-    mov dword ptr [r15 + r9 + 7552], eax
+    mov r9d, 244
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 21
+    jmp 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov eax, 245
     mov rax, rax
+    mov qword ptr [r15 + 64], r8
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], edi
     jmp 1f
 1:
-    mov rax, rbp
-    mov rax, qword ptr [r15 + rbp + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 384], r9b
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 128]
+    vmovdqu xmmword ptr [r15 + 448], xmm15
+    mov edi, ecx
+    mov byte ptr [r15 + 320], dil
+    mov rdi, qword ptr [r15 + 320]
+    mov byte ptr [r15 + r9 + 3456], r8b
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + r9 + 7616]
-    mov r8d, r9d
-    mov dword ptr [r15 + r9 + 7744], 68
+    mov r9d, dword ptr [r15 + 192]
     jmp 1f
 1:
-    movzx r8d, al
-    vmovdqu ymmword ptr [r15 + r9 + 7936], ymm8
+    mov dword ptr [r15 + 448], r9d
     jmp 1f
 1:
-    movzx eax, al
-    mov r8d, 53
-    mov byte ptr [r15 + r9 + 7808], bpl
-    mov qword ptr [r15 + r9 + 7488], r8
-    mov r8, rbp
-    add r11, 64
+    mov r9d, eax
+    mov r9, r9
+    mov r9d, 180
+    mov dword ptr [r15 + 512], 19
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r10
+    jmp 1f
+1:
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rax
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -14241,608 +14686,584 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d11580_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11580_s_t
-    .p2align 3
-.Lc1_d11580_s:
-    .p2align 3
-    jmp .Lc1_d11580_j
-    .p2align 3
-    jmp .Lc1_d11580_j
-    .p2align 3
-    jmp .Lc1_d11580_j
-    .p2align 3
-    jmp .Lc1_d11580_j
-    .p2align 3
-    jmp .Lc1_d11580_j
-    .p2align 3
-    jmp .Lc1_d11580_j
-    .p2align 3
-    jmp .Lc1_d11580_j
-    .p2align 3
-    jmp .Lc1_d11580_j
-.Lc1_d11580_j:
-    lea r8, [r11*4]
+    lea rcx, [rip + .Lc1_d11636_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11636_j_t
+.Lc1_d11636_j:
+    movzx ecx, byte ptr [r15 + 128]
+    movsxd r8, dword ptr [r15 + 64]
+    mov eax, 103
     jmp 1f
 1:
     jmp 1f
 1:
-    and r8, 192
-    mov rcx, qword ptr [r15 + r8 + 768]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 117
-    mov dword ptr [r15 + 0], edx
+    mov r9, r10
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 43
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 194
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
+    lea rbp, [r10 + r10*1]
+    and r9, 8128
+    movzx eax, byte ptr [r15 + r9 + 7488]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3456], r8d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
     jmp 1f
+1:
+    mov r8, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 2162752
+    jz 1f
 1:
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 256], rdi
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], 224
-    movzx edi, byte ptr [r15 + r8 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov qword ptr [r15 + 448], r8
+    movzx r8d, byte ptr [r15 + 640]
+    or qword ptr [r15 + rbp + 3392], 107
+    lea rbp, [r10 + r10*2]
+    mov qword ptr [r15 + 512], rdi
+    mov dword ptr [r15 + 704], r9d
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 896]
+    mov rdi, qword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov esi, 170
-    mov qword ptr [r15 + r9 + 192], rsi
+    mov qword ptr [r15 + 256], rdi
     jmp 1f
 1:
-    movzx r9d, r9b
-    vmovdqu ymmword ptr [r15 + r8 + 704], ymm8
-    mov dword ptr [r15 + rbp + 512], edx
-    mov rsi, qword ptr [r15 + r8 + 576]
-    add r11, 64
+    mov edi, dword ptr [r15 + rbp + 960]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c124:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov edi, dword ptr [r15 + 256]
+    mov r9d, r8d
+    and rbp, 1984
+    vmovdqu xmmword ptr [r15 + rbp + 1344], xmm15
+    movzx r9d, byte ptr [r15 + 192]
     jmp 1f
 1:
+    mov r8d, dword ptr [r15 + 512]
+    mov rbp, qword ptr [r15 + 192]
+    movzx ecx, al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 194
-    mov rsi, r9
-    movzx r9d, byte ptr [r15 + 0]
-    mov esi, 223
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 384]
+    and rbp, 4032
+    mov esi, dword ptr [r15 + rbp + 3392]
+    lea rbp, [r10 + r10*2]
+    movzx edx, bpl
+    movzx edx, dl
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7552], 118
+    jmp 1f
+1:
+    mov edx, 11
+    movzx edx, byte ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + 0], r8b
-    vmovdqu xmmword ptr [r15 + 0], xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 222
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
+    mov eax, edx
+    mov byte ptr [r15 + 128], bpl
+    movzx eax, byte ptr [r15 + 320]
+    mov edx, ebp
     jmp 1f
 1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], bpl
-    mov edx, esi
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 320]
-    movsxd rax, dword ptr [r15 + r9 + 384]
-    mov r9d, 140
-    xor dword ptr [r15 + rbp + 384], r9d
-    mov dword ptr [r15 + r8 + 192], 27
-    add r11, 64
+    mov edx, ebp
+    movzx edx, byte ptr [r15 + 768]
+    mov rax, rbp
+    mov eax, 129
+    mov byte ptr [r15 + rbp + 7616], al
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c125:
-    lea rcx, [rip + .Lc1_d11688_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11688_j_t
-.Lc1_d11688_j:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], 236
-    lea rbp, [r11*8]
-    mov rcx, rbp
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d11733_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11733_s_t
+    .p2align 3
+.Lc1_d11733_s:
+    .p2align 3
+    jmp .Lc1_d11733_j
+    .p2align 3
+    jmp .Lc1_d11733_j
+.Lc1_d11733_j:
+    mov ecx, ecx
+    movzx eax, sil
+    mov byte ptr [r15 + 512], dl
+    movzx edx, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, 43
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ecx
+    mov qword ptr [r15 + 384], rdx
+    mov rbp, r10
+    .byte 0x0f, 0x1f, 0x00
+    mov rdx, rbp
+    jmp 1f
+1:
     and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 1280]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm8, xmm8, xmm8
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], ebp
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 53
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 60
-    mov esi, 149
-    mov edx, 147
-    mov qword ptr [r15 + rbp + 960], rcx
-    movzx ecx, dl
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 1216], ecx
-    lea r8, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + rbp + 1152]
-    mov edx, dword ptr [r15 + rbp + 896]
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm8
-    mov dword ptr [r15 + r9 + 512], r8d
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 128], r8d
-    mov dword ptr [r15 + rbp + 1088], edx
-    mov r9d, dword ptr [r15 + rbp + 1024]
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 832], r9b
-    add r11, 64
+    mov ebp, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 320]
+    mov rax, rcx
+    mov dword ptr [r15 + 192], 217
+    lea r8, [r10 + r10*1]
+    mov rcx, r8
+    mov ecx, 202
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7552], r8b
+    mov dword ptr [r15 + 256], esi
+    and esi, dword ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + 320], sil
+    mov qword ptr [r15 + 64], rsi
+    mov dword ptr [r15 + 128], eax
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c126:
-    lea rcx, [rip + .Lc1_d11736_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d11791_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11736_j_t
-.Lc1_d11736_j:
-    jmp 1f
-1:
-    mov ecx, r9d
-    jmp 1f
-1:
-    lea r9, [r11*4]
-    movzx ecx, sil
-    lea r8, [r11 + r11*1]
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 960]
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm8
-    lea rbp, [r11*4]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + r9 + 896]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 768], 245
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    jmp .Lc1_d11791_j_t
+.Lc1_d11791_j:
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 237
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 6656
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov dword ptr [r15 + 192], ebp
+    and rbp, 16320
+    movzx ecx, byte ptr [r15 + rbp + 15680]
+    mov rbp, rcx
+    mov qword ptr [r15 + 64], rbp
+    mov qword ptr [r15 + 576], rsi
+    mov r9d, dword ptr [r15 + 320]
+    mov rbp, r10
+    mov ecx, eax
+    mov r8, r10
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 228
+    vpor xmm15, xmm15, xmm15
+    and r8, 8128
+    movsxd rbp, dword ptr [r15 + r8 + 7488]
+    movzx r8d, bpl
+    test dword ptr [r15 + 67117723], 65636
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpshufd xmm8, xmm8, 177
-    movsxd rsi, dword ptr [r15 + rbp + 576]
-    mov edi, dword ptr [r15 + rbp + 704]
-    mov ecx, 31
-    mov ecx, 50
-    mov dword ptr [r15 + r8 + 128], 119
-    movzx ecx, bpl
-    mov r8d, ecx
-    mov r8d, r8d
-    mov r8d, 89
-    movzx ecx, r8b
-    mov qword ptr [r15 + r9 + 1024], rcx
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 640], cl
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    add r11, 64
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], ecx
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 256], ymm15
+    mov byte ptr [r15 + 128], bpl
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], r8d
+    mov r8d, 46
+    mov ecx, r9d
+    movsxd rcx, dword ptr [r15 + 448]
+    movzx r8d, sil
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], r8
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c127:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], rcx
-    movsxd rdi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, esi
-    mov rsi, qword ptr [r15 + 0]
-    mov rcx, rsi
+    mov r8d, 88
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 212
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], esi
-    mov rsi, rsi
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 245
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, r9d
-    movzx r9d, r9b
-    mov byte ptr [r15 + 0], sil
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + rbp + 384]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], 86
-    mov dword ptr [r15 + r8 + 128], edx
-    mov edx, dword ptr [r15 + r9 + 512]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + rbp + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c128:
-    lea rcx, [rip + .Lc1_d11840_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11840_j_t
-.Lc1_d11840_j:
-    movsxd r8, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
-    mov dword ptr [r15 + 0], 241
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    movzx ebp, cl
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    mov rdi, r9
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], r8d
-    and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov rdi, r8
-    jmp 1f
-1:
-    and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 384]
-    mov rax, rdx
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 128], ebp
-    xor dword ptr [r15 + r8 + 320], eax
-    .byte 0x66, 0x90
-    mov dword ptr [r15 + r9 + 512], ebp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c129:
-    lea r8, [r11*8]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 160
-    vmovq qword ptr [r15 + r8 + 1152], xmm8
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 192]
-    mov r9d, 160
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 960], r9
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + rbp + 256], r9
-    vmovdqu ymmword ptr [r15 + r8 + 1216], ymm8
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 1088], r9b
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 384], ymm8
-    mov byte ptr [r15 + r8 + 896], bpl
-    jmp 1f
-1:
-    movzx ebp, dl
-    movzx ebp, byte ptr [r15 + r8 + 1024]
-    mov rdx, qword ptr [r15 + r8 + 1280]
-    mov r8d, r9d
-    mov dword ptr [r15 + r9 + 320], 118
-    movzx r8d, r9b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c130:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16
-    setz al
-    lea rcx, [rip + .Lc1_d11943_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11943_s_t
-    .p2align 3
-.Lc1_d11943_s:
-    .p2align 3
-    jmp .Lc1_d11943_j
-    .p2align 3
-    jmp .Lc1_d11943_j
-.Lc1_d11943_j:
-    mov ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 0
-    mov rax, qword ptr [r15 + 0]
-    movzx ebp, al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 83
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, ebp
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 223
-    mov qword ptr [r15 + 0], rbp
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], bpl
-    lea r8, [r11*4]
-    jmp 1f
-1:
-    movzx eax, r8b
-    lea r9, [r11 + r11*1]
-    and r8, 192
-    mov qword ptr [r15 + r8 + 704], r8
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 178
-    mov dword ptr [r15 + r8 + 576], edi
-    mov byte ptr [r15 + r8 + 640], r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 64], rax
-    vmovdqu xmmword ptr [r15 + rbp + 448], xmm8
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 768], r8b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c131:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 64
-    setz al
-    lea rcx, [rip + .Lc1_d12005_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12005_s_t
-    .p2align 3
-.Lc1_d12005_s:
-    .p2align 3
-    jmp .Lc1_d12005_j
-    .p2align 3
-    jmp .Lc1_d12005_j
-.Lc1_d12005_j:
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edx
-    lea rbp, [r11*8]
+    movsxd r8, dword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 320]
+    mov rbp, r10
+    movzx r9d, byte ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
     and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    lea r8, [r11 + r11*1]
+    mov esi, dword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    movzx eax, r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 384]
+    movzx edx, r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], ebp
+    mov rbp, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rbp
+    movzx ebp, byte ptr [r15 + 704]
+    mov r9d, r8d
+    mov r8d, ecx
+    mov rcx, qword ptr [r15 + 448]
+    mov edi, ecx
+    mov rcx, rdx
+    mov rcx, qword ptr [r15 + 640]
+    mov rbp, r10
+    mov dword ptr [r15 + 384], ebp
+    add rdx, qword ptr [r15 + 320]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 218
+    mov dword ptr [r15 + 448], 250
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c128:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d11891_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11891_s_t
+    .p2align 3
+.Lc1_d11891_s:
+    .p2align 3
+    jmp .Lc1_d11891_j
+    .p2align 3
+    jmp .Lc1_d11891_j
+    .p2align 3
+    jmp .Lc1_d11891_j
+    .p2align 3
+    jmp .Lc1_d11891_j
+    .p2align 3
+    jmp .Lc1_d11891_j
+    .p2align 3
+    jmp .Lc1_d11891_j
+    .p2align 3
+    jmp .Lc1_d11891_j
+    .p2align 3
+    jmp .Lc1_d11891_j
+    .p2align 3
+    jmp .Lc1_d11891_j
+    .p2align 3
+    jmp .Lc1_d11891_j
+    .p2align 3
+    jmp .Lc1_d11891_j
+    .p2align 3
+    jmp .Lc1_d11891_j
+    .p2align 3
+    jmp .Lc1_d11891_j
+    .p2align 3
+    jmp .Lc1_d11891_j
+    .p2align 3
+    jmp .Lc1_d11891_j
+    .p2align 3
+    jmp .Lc1_d11891_j
+.Lc1_d11891_j:
+    vpcmpeqb xmm15, xmm15, xmm10
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 224
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    mov rax, qword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 320], esi
+    mov esi, ecx
+    mov dword ptr [r15 + rbp + 1408], 167
+    movsxd rsi, dword ptr [r15 + 384]
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 384]
+    mov dword ptr [r15 + 192], esi
+    mov rsi, qword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 512], eax
+    mov byte ptr [r15 + 320], bpl
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    mov rbp, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 320], rax
+    mov rax, rax
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c129:
+    movzx eax, dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r10
+    movsxd rax, dword ptr [r15 + 128]
+    lea r8, [r10 + r10*2]
+    movsxd rcx, dword ptr [r15 + 256]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], esi
+    movzx ebp, al
+    and r8, 4032
+    movzx ebp, byte ptr [r15 + r8 + 3456]
+    mov esi, 46
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 576], 173
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 3392], rax
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 640]
+    mov byte ptr [r15 + 704], dl
+    mov edx, 191
+    mov r9, qword ptr [r15 + r8 + 3520]
+    mov rdx, qword ptr [r15 + 256]
+    and edx, dword ptr [r15 + 64]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 128]
+    movsxd r8, dword ptr [r15 + 192]
+    movzx r8d, r8b
+    mov dword ptr [r15 + 384], 229
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 128]
-    lea r9, [r11*4]
-    mov rdx, qword ptr [r15 + rbp + 1088]
-    mov rdi, rcx
-    mov ecx, dword ptr [r15 + rbp + 1216]
-    and r9, 192
-    mov rsi, qword ptr [r15 + r9 + 704]
-    movzx ecx, byte ptr [r15 + r9 + 768]
-    mov byte ptr [r15 + r8 + 64], cl
+    mov r8d, ecx
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c130:
+    lea rcx, [rip + .Lc1_d12002_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12002_j_t
+.Lc1_d12002_j:
+    mov qword ptr [r15 + 256], rax
+    mov dword ptr [r15 + 192], 187
+    mov r8, r10
+    mov dword ptr [r15 + 512], 184
+    mov rcx, rcx
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edi
+    movzx edi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 960], rax
-    mov ecx, edx
-    mov byte ptr [r15 + rbp + 896], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 576], ecx
+    mov edi, r8d
+    test ebx, 502784
+    jz 1f
+1:
+    movzx r8d, r8b
+    movsxd r8, dword ptr [r15 + 448]
+    mov r9, r10
+    mov qword ptr [r15 + 192], rcx
+    and r8d, dword ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 128]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], dil
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 640], rcx
-    mov rdx, qword ptr [r15 + rbp + 1152]
-    mov qword ptr [r15 + rbp + 1024], rsi
-    add r11, 64
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 768]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, r8
+    vpmovmskb r8d, xmm15
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 132
+    mov r8, qword ptr [r15 + 320]
+    .byte 0x0f, 0x1f, 0x00
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c131:
+    lea rcx, [rip + .Lc1_d12056_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12056_j_t
+.Lc1_d12056_j:
+    movzx ecx, r8b
+    mov dword ptr [r15 + 128], 206
+    mov dword ptr [r15 + 64], 61
+    mov dword ptr [r15 + 576], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
+    movzx r8d, cl
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + 384], ecx
+    jmp 1f
+1:
+    mov r8, r10
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r9d
+    movzx r8d, dil
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 320]
+    mov edi, ecx
+    mov edi, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 256], r9b
+    mov rax, qword ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + r9 + 3456]
+    movzx r9d, r8b
+    movzx r9d, r9b
+    mov r9, r9
+    mov byte ptr [r15 + 192], r9b
+    mov r9, qword ptr [r15 + 64]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c132:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*4]
-    jmp 1f
-1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 896], edx
-    mov esi, r8d
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rdx
+    lea r8, [r10*4]
+    and r8, 8128
+    mov r9d, dword ptr [r15 + r8 + 7488]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 117
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov edi, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
@@ -14856,333 +15277,368 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r9, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + r8 + 832], sil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + r8 + 1088]
-    lea r9, [r11 + r11*4]
-    mov edx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 191
-    movzx edx, r9b
-    mov qword ptr [r15 + rbp + 512], rbp
-    mov rbp, qword ptr [r15 + r9 + 1472]
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r8 + 1024]
-    movsxd rdx, dword ptr [r15 + r9 + 1536]
-    mov dword ptr [r15 + r9 + 1600], 209
-    mov ecx, 248
-    movzx ecx, byte ptr [r15 + r9 + 1408]
-    mov byte ptr [r15 + r8 + 960], cl
-    add r11, 64
+    mov qword ptr [r15 + r9 + 1344], rdi
+    jmp 1f
+1:
+    movzx r9d, r9b
+    vmovdqu xmmword ptr [r15 + r8 + 7680], xmm15
+    mov r9, r10
+    jmp 1f
+1:
+    movzx edi, r8b
+    and r9, 448
+    mov rdi, qword ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 64], r8
+    mov dword ptr [r15 + 640], r8d
+    movzx r9d, dil
+    mov r9d, r9d
+    mov r9, rdi
+    movzx r9d, r9b
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + r8 + 7616], edi
+    mov byte ptr [r15 + r8 + 7552], cl
+    mov byte ptr [r15 + 512], dil
+    jmp 1f
+1:
+    mov edi, 198
+    mov edi, 79
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 768], r9d
+    and r9d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c133:
-    lea rcx, [rip + .Lc1_d12108_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12108_j_t
-.Lc1_d12108_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d12162_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12162_s_t
+    .p2align 3
+.Lc1_d12162_s:
+    .p2align 3
+    jmp .Lc1_d12162_j
+    .p2align 3
+    jmp .Lc1_d12162_j
+.Lc1_d12162_j:
+    lea r9, [r10 + r10*1]
+    vmovdqu ymmword ptr [r15 + 128], ymm15
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1408], eax
+    mov byte ptr [r15 + 256], al
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, cl
+    jmp 1f
+1:
+    mov eax, 172
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov rax, rax
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    jmp 1f
-1:
-    mov ecx, 155
-    lea r9, [r11*4]
-    mov ecx, 118
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 3520], cl
-    and r9, 192
-    mov rcx, qword ptr [r15 + r9 + 768]
-    lea r8, [r11 + r11*1]
-    mov edx, 243
-    mov dword ptr [r15 + r9 + 704], 201
-    mov dword ptr [r15 + rbp + 3712], 124
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 384]
-    movzx esi, dl
-    jmp 1f
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
+    movzx eax, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 576], eax
+    mov byte ptr [r15 + r9 + 1344], al
+    mov eax, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + r8 + 320]
+    and r9d, dword ptr [r15 + 512]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + rbp + 3584], ymm8
+    mov rcx, qword ptr [r15 + 640]
+    vmovdqu xmmword ptr [r15 + 320], xmm15
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 3648], rdx
-    mov r8d, 219
-    mov byte ptr [r15 + rbp + 3776], sil
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + rbp + 3456]
+    add rcx, qword ptr [r15 + 448]
+    mov rdi, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 512], dil
+    mov edi, 147
+    mov r8, r10
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx esi, dl
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + r9 + 640]
-    movzx edx, byte ptr [r15 + r9 + 576]
-    add r11, 64
+    and r8, 8128
+    movsxd rdi, dword ptr [r15 + r8 + 7488]
+    mov r8, rax
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c134:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 0]
+    movzx r8d, dil
     jmp 1f
 1:
-    xor dword ptr [r15 + 0], esi
+    mov edi, r8d
+    movzx edi, byte ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov esi, edx
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r8d, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 24
+    mov dword ptr [r15 + 320], 172
+    mov ecx, dword ptr [r15 + 320]
+    mov r9, r10
+    nop
+    movsxd rdx, dword ptr [r15 + 384]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r8
+    vmovdqu ymmword ptr [r15 + 448], ymm15
     jmp 1f
 1:
-    mov r8, rsi
-    movzx r8d, sil
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    lock add qword ptr [r15 + 0], r9
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    vmovdqu xmm8, xmmword ptr [r15 + r9 + 384]
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 512]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 256], 60
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 448], cl
-    mov ebp, 52
-    mov ecx, dword ptr [r15 + r9 + 320]
-    mov ebp, ecx
-    add r11, 64
+    movzx r9d, byte ptr [r15 + 64]
+    mov r8d, ecx
+    mov byte ptr [r15 + 512], dl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], r8
+    mov dword ptr [r15 + 128], r8d
+    movzx edx, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 704]
+    mov rbp, r10
+    movzx ecx, dil
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c135:
-    lea rcx, [rip + .Lc1_d12206_j]
+    lea rcx, [rip + .Lc1_d12266_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12206_j_t
-.Lc1_d12206_j:
-    lea rbp, [r11 + r11*8]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 8000], rbp
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 7488], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 167
-    mov rcx, rcx
-    movzx ecx, byte ptr [r15 + rbp + 7680]
+    jmp .Lc1_d12266_j_t
+.Lc1_d12266_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 80
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, 218
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 140
-    movsxd r9, dword ptr [r15 + rbp + 7552]
-    mov dword ptr [r15 + rbp + 7616], ecx
+    mov rcx, qword ptr [r15 + 128]
+    mov edi, edi
+    mov qword ptr [r15 + 64], rdi
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + rbp + 7744]
-    imul rcx, qword ptr [r15 + r8 + 64]
-    lea r8, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + rbp + 7808], ymm8
-    mov dword ptr [r15 + rbp + 7936], r9d
-    and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 256]
-    movzx esi, byte ptr [r15 + r8 + 192]
-    mov r8d, 223
+    mov dword ptr [r15 + 320], 11
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 7872], r8d
-    add r11, 64
+    jmp 1f
+1:
+    mov rdi, rdi
+    mov edi, dword ptr [r15 + 448]
+    mov rbp, rdi
+    jmp 1f
+1:
+    mov edi, 231
+    mov dword ptr [r15 + 256], edi
+    mov dword ptr [r15 + 128], edi
+    mov edi, dword ptr [r15 + 192]
+    mov r9, rcx
+    mov dword ptr [r15 + 192], r9d
+    mov r9d, 147
+    mov qword ptr [r15 + 512], r9
+    mov qword ptr [r15 + 384], r9
+    mov r9, qword ptr [r15 + 576]
+    mov rcx, qword ptr [r15 + 256]
+    mov rdx, rdx
+    mov rdx, qword ptr [r15 + 448]
+    mov r8d, 81
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 768]
+    mov r8, r10
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 448
+    add rdx, qword ptr [r15 + r8 + 832]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c136:
-    lea rcx, [rip + .Lc1_d12255_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d12320_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12255_j_t
-.Lc1_d12255_j:
+    jmp .Lc1_d12320_j_t
+.Lc1_d12320_j:
+    movsxd rcx, dword ptr [r15 + 384]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 148
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov rsi, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    vmovdqu ymmword ptr [r15 + 0], ymm8
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov rbp, r10
+    lea r8, [r10 + r10*1]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    mov dword ptr [r15 + 448], 243
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    mov eax, dword ptr [r15 + 128]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8d, 5
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117724], 16898
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 256], rax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rsi
-    mov byte ptr [r15 + 0], r8b
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 192]
-    movzx ecx, dl
-    mov edx, r9d
-    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 64], 43
+    mov dword ptr [r15 + 512], ebp
     jmp 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], esi
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    movzx esi, byte ptr [r15 + r9 + 128]
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 64]
+    vpxor xmm15, xmm15, xmm4
+    mov qword ptr [r15 + r8 + 3456], r9
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 128], rcx
-    mov qword ptr [r15 + r8 + 256], rcx
-    add r11, 64
+    mov rbp, r10
+    mov byte ptr [r15 + 320], al
+    jmp 1f
+1:
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c137:
-    lea r9, [r11 + r11*8]
-    movzx ebp, sil
-    and r9, 4032
-    mov ebp, dword ptr [r15 + r9 + 3392]
-    mov byte ptr [r15 + r9 + 3584], bpl
+    mov rbp, r10
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    mov ebp, 98
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    mov rbp, r8
+    mov ebp, 199
+    xchg qword ptr [r15 + 640], rbp
+    mov esi, 209
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ebp, 113
+    mov dword ptr [r15 + 320], ebp
+    mov ebp, 235
+    add rax, qword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 384]
+    mov rsi, rsi
+    mov r9, r10
+    mov esi, 24
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], al
+    mov r9d, 83
+    movzx r9d, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm15, r9
+    and r9, 448
+    mov esi, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 3904], esi
-    mov byte ptr [r15 + r9 + 3648], bpl
-    mov esi, 20
-    lea rbp, [r11 + r11*1]
-    movzx esi, byte ptr [r15 + r9 + 3456]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 256], bpl
+    mov r9, r8
+    mov dword ptr [r15 + 448], r9d
+    movzx r9d, byte ptr [r15 + 512]
+    movsxd r8, dword ptr [r15 + 704]
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
+    mov eax, 101
     jmp 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
-    mov rdx, qword ptr [r15 + r9 + 3712]
-    movsxd rcx, dword ptr [r15 + r9 + 3776]
-    mov dword ptr [r15 + rbp + 192], 130
-    mov rbp, qword ptr [r15 + r8 + 64]
-    mov r8d, dword ptr [r15 + r9 + 3520]
-    vmovdqu ymmword ptr [r15 + r9 + 3840], ymm8
-    add r11, 64
+    mov dword ptr [r15 + 448], 208
+    movzx eax, sil
+    mov dword ptr [r15 + 512], 10
+    jmp 1f
+1:
+    mov rsi, rbp
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -15191,848 +15647,887 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 268435456
+    test dword ptr [r15 + 67117723], 512
     setz al
-    lea rcx, [rip + .Lc1_d12360_s]
+    lea rcx, [rip + .Lc1_d12418_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12360_s_t
+    jmp .Lc1_d12418_s_t
     .p2align 3
-.Lc1_d12360_s:
+.Lc1_d12418_s:
     .p2align 3
-    jmp .Lc1_d12360_j
+    jmp .Lc1_d12418_j
     .p2align 3
-    jmp .Lc1_d12360_j
-.Lc1_d12360_j:
-    mov ecx, 25
-    mov byte ptr [r15 + 0], r8b
-    mov byte ptr [r15 + 0], cl
+    jmp .Lc1_d12418_j
+.Lc1_d12418_j:
+    movsxd rcx, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edx, dl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edx, 214
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov rcx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 157
-    mov edx, 114
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, esi
-    mov dword ptr [r15 + 0], ecx
-    mov rcx, rcx
-    mov dword ptr [r15 + 0], 3
-    lea rbp, [r11*4]
-    mov ecx, ebp
-    lea r8, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + 0]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 166
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 576], bpl
-    mov edx, dword ptr [r15 + rbp + 640]
+    movzx eax, al
+    mov eax, 197
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 320], ymm15
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + rbp + 704]
-    lea r9, [r11 + r11*1]
-    mov eax, dword ptr [r15 + rbp + 768]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], r9d
-    mov rbp, qword ptr [r15 + r9 + 128]
-    movsxd r9, dword ptr [r15 + r8 + 320]
-    add r11, 64
+    mov rax, rax
+    movsxd rax, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 576], 119
+    mov rbp, qword ptr [r15 + 384]
+    movzx esi, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r8, r10
+    mov r9d, r8d
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 128]
+    movzx r9d, cl
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
+    and ecx, dword ptr [r15 + 128]
+    mov rdx, rax
+    movzx edx, al
+    mov edx, dword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, dil
+    mov byte ptr [r15 + 512], bpl
+    jmp 1f
+1:
+    mov rdi, rax
+    and eax, dword ptr [r15 + 768]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c139:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, 104
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov eax, 13
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 130
+    mov rax, rsi
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], r8
-    mov r8d, r9d
-    lea r8, [r11 + r11*8]
+    mov dword ptr [r15 + 320], 120
     jmp 1f
 1:
-    mov r9d, 29
-    mov r9, rbp
-    and r8, 8128
-    mov r9d, dword ptr [r15 + r8 + 7808]
-    mov dword ptr [r15 + r8 + 7616], 30
-    lea r9, [r11 + r11*1]
-    mov esi, 126
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 4
-    vmovdqu ymmword ptr [r15 + r8 + 7872], ymm8
-    mov qword ptr [r15 + r8 + 7936], rsi
-    mov dword ptr [r15 + r8 + 7552], ebp
-    mov dword ptr [r15 + r8 + 8000], 161
-    movzx esi, r8b
-    mov esi, 153
+    mov rbp, r10
+    mov rax, qword ptr [r15 + 128]
+    mov esi, 221
+    mov rdi, qword ptr [r15 + 64]
+    and rbp, 4032
+    movzx esi, byte ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov esi, r8d
-    mov dword ptr [r15 + r8 + 7744], r8d
-    mov esi, r9d
+    movzx ebp, byte ptr [r15 + 320]
+    test dword ptr [r15 + 67117723], 234881024
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 384]
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + rbp + 256]
-    mov qword ptr [r15 + r9 + 64], rsi
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + r8 + 7680]
-    mov dword ptr [r15 + r8 + 7488], 165
-    add r11, 64
+    mov dword ptr [r15 + 640], 100
+    mov r8, r10
+    mov qword ptr [r15 + 512], rdi
+    movsxd rdi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 256], eax
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], ebp
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c140:
-    lea rcx, [rip + .Lc1_d12464_j]
+    lea rcx, [rip + .Lc1_d12524_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12464_j_t
-.Lc1_d12464_j:
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpcmpeqb xmm6, xmm6, xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov esi, 220
-    lea rbp, [r11 + r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1536], esi
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 1600], rcx
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 177
-    movzx esi, byte ptr [r15 + rbp + 1728]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 384]
-    mov byte ptr [r15 + rbp + 1856], bpl
+    jmp .Lc1_d12524_j_t
+.Lc1_d12524_j:
+    mov byte ptr [r15 + 384], cl
+    mov ecx, 112
     jmp 1f
 1:
     jmp 1f
 1:
+    mov ecx, dword ptr [r15 + 128]
+    mov ebp, 223
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    movzx ebp, bpl
+    vpmovmskb ebp, xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + rbp + 1472]
-    movzx eax, byte ptr [r15 + rbp + 1792]
-    mov dword ptr [r15 + r8 + 320], ebp
-    mov qword ptr [r15 + rbp + 1344], rax
-    mov rax, rdx
-    mov r8d, dword ptr [r15 + r9 + 64]
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + rbp + 1664]
-    mov dword ptr [r15 + rbp + 1408], r8d
     jmp 1f
 1:
-    mov r8, r8
-    add r11, 64
+    mov qword ptr [r15 + 192], rcx
+    and rbp, 16320
+    vmovdqu ymmword ptr [r15 + rbp + 15680], ymm15
+    mov byte ptr [r15 + 256], cl
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], bpl
+    mov ebp, dword ptr [r15 + 704]
+    mov qword ptr [r15 + 384], rcx
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    vmovq qword ptr [r15 + 448], xmm15
+    mov eax, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r9, r10
+    mov edi, dword ptr [r15 + r8 + 1408]
+    mov r8d, 95
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], ebp
+    mov qword ptr [r15 + 768], r9
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c141:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12515_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12515_j_t
-.Lc1_d12515_j:
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov eax, 123
+    mov qword ptr [r15 + 576], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm15, xmm15, xmm8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov edx, dword ptr [r15 + 0]
-    mov eax, 179
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 512], r9b
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + 192], bpl
+    and rbp, 8128
+    movzx r9d, byte ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 384], 216
+    and r9d, dword ptr [r15 + 448]
+    mov r8, r10
     jmp 1f
 1:
-    vpshufd xmm6, xmm6, 201
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 448], dil
+    mov dword ptr [r15 + 64], esi
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 219
     jmp 1f
 1:
-    mov rax, r8
-    movzx r8d, byte ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 704]
+    mov dword ptr [r15 + rbp + 7552], r8d
+    mov dword ptr [r15 + 640], r9d
+    and r9d, dword ptr [r15 + 320]
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 16777216
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    lea r8, [r11 + r11*1]
-    mov rdx, r8
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
-    lea rbp, [r11 + r11*1]
-    mov ecx, 52
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
-    lea r9, [r11 + r11*1]
-    or qword ptr [r15 + r8 + 320], 46
+    mov byte ptr [r15 + 320], cl
+    lea r8, [r10 + r10*1]
+    mov rcx, rbp
+    and r8, 448
+    inc dword ptr [r15 + r8 + 896]
+    mov ecx, ebp
+    mov ebp, dword ptr [r15 + r8 + 832]
+    mov r8, r9
+    mov byte ptr [r15 + 512], r8b
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 384], ymm6
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + r9 + 320]
-    mov r9d, 59
-    mov dword ptr [r15 + rbp + 128], r9d
-    jmp 1f
-1:
-    movzx r9d, r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c142:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r9b
-    mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    mov r8d, r9d
+    lea rcx, [rip + .Lc1_d12615_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12615_j_t
+.Lc1_d12615_j:
+    movzx ecx, cl
+    movsxd rsi, dword ptr [r15 + 320]
+    mov ecx, 115
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
+    mov rcx, rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    vpaddd xmm15, xmm15, xmm15
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], 19
-    mov ecx, r8d
-    lea r8, [r11 + r11*1]
-    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 320], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
-    mov r9d, 109
-    lea r9, [r11*4]
-    mov rdx, rbp
-    and r9, 192
-    mov rdx, qword ptr [r15 + r9 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7552], bpl
+    mov dword ptr [r15 + 768], esi
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov dword ptr [r15 + 256], ebp
+    mov ebp, 148
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 512], edx
-    mov edx, r9d
-    mov qword ptr [r15 + r9 + 640], r8
-    mov dword ptr [r15 + r8 + 384], edx
+    mov rbp, r10
+    mov rsi, qword ptr [r15 + 448]
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    mov ebp, ecx
+    mov dword ptr [r15 + 512], 140
     jmp 1f
 1:
-    mov edx, 15
-    mov byte ptr [r15 + r9 + 576], dl
-    movsxd r8, dword ptr [r15 + r9 + 768]
-    add r11, 64
+    mov rbp, r10
+    movsxd r9, dword ptr [r15 + 128]
+    and rbp, 4032
+    and r9d, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 384], edi
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c143:
-    lea rcx, [rip + .Lc1_d12620_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12620_j_t
-.Lc1_d12620_j:
-    lea r8, [r11 + r11*8]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1664], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 117
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 39
-    jmp 1f
-1:
-    mov ecx, r8d
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov rdx, qword ptr [r15 + r8 + 1792]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + r8 + 1344]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], esi
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 1472], r9b
-    mov dword ptr [r15 + r8 + 1856], 36
-    and r9, 64
-    mov qword ptr [r15 + r9 + 320], rcx
-    movzx ecx, byte ptr [r15 + r8 + 1600]
-    mov dword ptr [r15 + r9 + 384], 217
-    mov r9, qword ptr [r15 + r8 + 1536]
-    mov byte ptr [r15 + r8 + 1408], r9b
-    movzx r9d, byte ptr [r15 + r8 + 1728]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + rbp + 448]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c144:
-    movzx r9d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx ebp, cl
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], r8d
-    mov ebp, 15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    movzx r8d, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 78
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    lea rbp, [r11 + r11*1]
-    mov ecx, esi
-    and r8, 192
-    mov rcx, qword ptr [r15 + r8 + 640]
-    and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 320]
-    mov dword ptr [r15 + rbp + 384], 254
-    mov ebp, edx
-    mov qword ptr [r15 + r8 + 768], rbp
-    lea rbp, [r11 + r11*1]
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + r8 + 704]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ecx
-    movsxd rcx, dword ptr [r15 + rbp + 128]
-    jmp 1f
-1:
-    movzx ebp, cl
-    mov dword ptr [r15 + r8 + 576], 133
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c145:
-    lea rcx, [rip + .Lc1_d12710_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12710_j_t
-.Lc1_d12710_j:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*4]
-    jmp 1f
-1:
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7552]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    movzx esi, r8b
-    and r8, 448
-    mov esi, dword ptr [r15 + r8 + 832]
-    mov edx, dword ptr [r15 + rbp + 7616]
-    mov r9d, dword ptr [r15 + r8 + 960]
-    mov qword ptr [r15 + rbp + 7488], r9
-    mov r9, rax
-    mov dword ptr [r15 + rbp + 7680], 234
-    mov dword ptr [r15 + r8 + 1152], r9d
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + r8 + 1024]
-    lea r9, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + rbp + 7744], ymm6
-    and r9, 64
-    mov byte ptr [r15 + r9 + 512], r8b
-    movsxd rbp, dword ptr [r15 + r8 + 1216]
-    vmovdqu xmmword ptr [r15 + r9 + 448], xmm6
-    movzx r9d, byte ptr [r15 + r8 + 1088]
-    mov eax, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r8
-    mov dword ptr [r15 + r8 + 896], edx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c146:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    inc dword ptr [r15 + rbp + 320]
-    lea r9, [r11*8]
-    jmp 1f
-1:
-    and r9, 4032
-    mov rdx, qword ptr [r15 + r9 + 3712]
-    mov eax, eax
-    movzx eax, byte ptr [r15 + r9 + 3456]
-    mov dword ptr [r15 + r9 + 3584], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, ebp
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 384], r9b
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, edx
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 448]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 3648], 247
-    movzx ebp, dl
-    vmovdqu ymmword ptr [r15 + r8 + 512], ymm6
-    mov ebp, eax
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 3840], 119
-    mov ebp, 232
-    mov rbp, rcx
-    mov dword ptr [r15 + r9 + 3520], r8d
-    jmp 1f
-1:
-    mov r8, rdx
-    mov qword ptr [r15 + r9 + 3392], rax
-    mov r8, qword ptr [r15 + r9 + 3776]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c147:
-    lea rcx, [rip + .Lc1_d12805_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12805_j_t
-.Lc1_d12805_j:
-    lea rbp, [r11*8]
-    mov ecx, r8d
-    jmp 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1152], ebp
-    lea r8, [r11 + r11*1]
-    mov ecx, esi
-    jmp 1f
-1:
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 128]
-    mov byte ptr [r15 + rbp + 1088], cl
-    mov byte ptr [r15 + rbp + 960], dl
-    mov ecx, edx
-    mov edx, dword ptr [r15 + rbp + 1216]
-    mov byte ptr [r15 + rbp + 1280], dl
-    mov edx, dword ptr [r15 + rbp + 896]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 249
-    mov ecx, 12
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov ecx, edx
-    mov ecx, edx
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    inc dword ptr [r15 + rbp + 1024]
-    movzx ecx, cl
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 64], r8d
-    mov ecx, edx
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 512]
-    jmp 1f
-1:
-    mov r8d, r8d
-    mov dword ptr [r15 + r9 + 448], 169
-    mov r8d, r8d
-    mov r8d, 82
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 832], r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c148:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d12862_s]
+    lea rcx, [rip + .Lc1_d12666_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12862_s_t
+    jmp .Lc1_d12666_s_t
     .p2align 3
-.Lc1_d12862_s:
+.Lc1_d12666_s:
     .p2align 3
-    jmp .Lc1_d12862_j
+    jmp .Lc1_d12666_j
     .p2align 3
-    jmp .Lc1_d12862_j
+    jmp .Lc1_d12666_j
     .p2align 3
-    jmp .Lc1_d12862_j
+    jmp .Lc1_d12666_j
     .p2align 3
-    jmp .Lc1_d12862_j
+    jmp .Lc1_d12666_j
     .p2align 3
-    jmp .Lc1_d12862_j
+    jmp .Lc1_d12666_j
     .p2align 3
-    jmp .Lc1_d12862_j
+    jmp .Lc1_d12666_j
     .p2align 3
-    jmp .Lc1_d12862_j
+    jmp .Lc1_d12666_j
     .p2align 3
-    jmp .Lc1_d12862_j
-.Lc1_d12862_j:
-    lea r8, [r11*8]
-    and r8, 448
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 1088], rax
-    movzx ecx, r9b
-    and r9, 64
-    mov qword ptr [r15 + r9 + 512], rbp
-    movzx eax, sil
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d12666_j
+.Lc1_d12666_j:
+    mov qword ptr [r15 + 320], rbp
+    mov edx, edi
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    mov eax, eax
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 64]
+    mov ebp, 162
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r10
+    lea r9, [r10 + r10*1]
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 64], 59
+    and r9, 1984
+    mov rsi, qword ptr [r15 + r9 + 1344]
+    mov rdx, qword ptr [r15 + 384]
+    mov r8, r10
+    vmovdqu xmmword ptr [r15 + 128], xmm15
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, sil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], 56
+    mov r8d, dword ptr [r15 + 384]
+    and r8d, dword ptr [r15 + 576]
+    mov ecx, esi
+    and r8d, dword ptr [r15 + r9 + 1408]
+    mov byte ptr [r15 + 640], r8b
+    jmp 1f
+1:
+    movzx ecx, cl
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c144:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 576], 50
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 640], eax
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov dword ptr [r15 + 256], ecx
+    mov qword ptr [r15 + 768], r8
+    mov dword ptr [r15 + 384], r8d
+    mov r8, qword ptr [r15 + 320]
+    test dword ptr [r15 + 67117723], 1118210
+    jz 1f
+1:
+    mov byte ptr [r15 + 320], al
+    mov eax, 112
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 704]
+    mov rbp, r10
+    mov r9, r10
+    and rbp, 1984
+    add rax, qword ptr [r15 + rbp + 1344]
+    and r9, 448
+    mov rbp, qword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r8
+    mov byte ptr [r15 + 448], r8b
+    movsxd r9, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 704], r8d
+    movzx r8d, al
+    mov r8, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c145:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 512
+    setz al
+    lea rcx, [rip + .Lc1_d12775_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12775_s_t
+    .p2align 3
+.Lc1_d12775_s:
+    .p2align 3
+    jmp .Lc1_d12775_j
+    .p2align 3
+    jmp .Lc1_d12775_j
+.Lc1_d12775_j:
+    mov qword ptr [r15 + 64], rdx
+    mov ecx, eax
+    mov eax, ecx
+    nop
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 168
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov rax, rax
-    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 85
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 51
+    mov ecx, eax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], ebp
-    mov rcx, qword ptr [r15 + r8 + 1216]
+    mov eax, ecx
+    movsxd rax, dword ptr [r15 + 384]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + r8 + 1280]
-    mov byte ptr [r15 + rbp + 512], sil
+    mov dword ptr [r15 + 320], ecx
+    movzx esi, byte ptr [r15 + 384]
+    mov rbp, r10
+    mov byte ptr [r15 + 320], dl
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], r9d
+    mov byte ptr [r15 + 128], al
+    mov r8, r10
+    movzx ebp, dil
+    jmp 1f
+1:
+    and r8, 4032
+    mov ebp, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 213
+    mov r8, r10
+    mov rax, r8
+    mov rax, qword ptr [r15 + 384]
+    movzx ecx, al
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 832]
+    mov rax, rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 320], xmm15
+    mov eax, 35
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c146:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    movzx eax, dil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r10 + r10*2]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rbp
+    and rbp, 4032
+    movzx edx, byte ptr [r15 + rbp + 3456]
+    mov dword ptr [r15 + 768], ecx
+    jmp 1f
+1:
+    mov r8, r10
+    mov ecx, 204
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm15
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 79
+    .byte 0x66, 0x90
+    test dword ptr [r15 + 67117724], 4096
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 3520], 238
+    movsxd r8, dword ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 128]
+    mov eax, 164
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 576]
+    jmp 1f
+1:
+    mov rdx, rdx
+    jmp 1f
+1:
+    mov r9, r10
+    mov rsi, qword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    and r9, 1984
+    mov rdx, qword ptr [r15 + r9 + 1344]
+    mov r9, rdx
+    movzx ebp, byte ptr [r15 + 128]
+    movzx r9d, bpl
+    mov rbp, r8
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c147:
+    lea rcx, [rip + .Lc1_d12883_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12883_j_t
+.Lc1_d12883_j:
+    lea rbp, [r10 + r10*1]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1408], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 166
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdx, dword ptr [r15 + 448]
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    movzx r9d, cl
+    jmp 1f
+1:
+    mov r8, rbp
+    mov r9, rdx
+    mov qword ptr [r15 + 384], r9
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    jmp 1f
+1:
+    vpshufd xmm15, xmm15, 185
+    movzx r9d, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 256]
+    movzx r8d, dl
+    movzx edx, byte ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 64], rcx
+    mov byte ptr [r15 + 512], cl
+    movzx ebp, byte ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 256]
     movzx esi, sil
-    mov ebp, dword ptr [r15 + r8 + 960]
-    mov qword ptr [r15 + r8 + 896], rbp
-    mov dword ptr [r15 + r8 + 1024], ecx
-    mov ebp, 101
-    mov ebp, dword ptr [r15 + r8 + 1152]
-    mov qword ptr [r15 + r9 + 448], rbp
-    movzx ebp, cl
-    mov qword ptr [r15 + r8 + 832], rcx
-    add r11, 64
+    mov esi, 118
+    movsxd rsi, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 320], rdi
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c148:
+    lea rcx, [rip + .Lc1_d12932_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12932_j_t
+.Lc1_d12932_j:
+    jmp 1f
+1:
+    mov ecx, r9d
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov eax, 249
+    mov rcx, rsi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, cl
+    nop
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    mov r9, qword ptr [r15 + 320]
+    mov rcx, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    mov esi, eax
+    movzx esi, byte ptr [r15 + 128]
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    vpor xmm15, xmm15, xmm15
+    jmp 1f
+1:
+    mov rbp, r10
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 512]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], edi
+    mov dword ptr [r15 + 192], 39
+    movzx r8d, bpl
+    movzx ebp, byte ptr [r15 + 640]
+    movzx r8d, byte ptr [r15 + 64]
+    mov rdi, r8
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c149:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 198
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 42
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 98
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov r8d, 157
-    mov r8d, 138
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov eax, dword ptr [r15 + 0]
-    mov r9, rax
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 384], ymm6
-    lea rbp, [r11 + r11*1]
-    mov edx, ebp
-    movzx edx, dl
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 128]
-    mov rdi, qword ptr [r15 + rbp + 64]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + r9 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + r8 + 256]
-    add r11, 64
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 128], edx
+    movzx eax, cl
+    test dword ptr [r15 + 67117723], 135168
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, ecx
+    movsxd rcx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], eax
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 320]
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    and rbp, 8128
+    mov r8, r10
+    movsxd rdi, dword ptr [r15 + rbp + 7552]
+    mov dword ptr [r15 + rbp + 7488], 233
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], edx
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    mov edx, dword ptr [r15 + 192]
+    mov r8d, ecx
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 384]
+    mov ebp, 139
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c150:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12972_j]
+    lea rcx, [rip + .Lc1_d13040_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12972_j_t
-.Lc1_d12972_j:
-    jmp 1f
-1:
+    jmp .Lc1_d13040_j_t
+.Lc1_d13040_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov eax, 50
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rbp, r10
     jmp 1f
 1:
-    lea rbp, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1088], edi
-    lea r9, [r11 + r11*1]
-    mov rdi, qword ptr [r15 + rbp + 1152]
-    test dword ptr [r15 + 67117724], 537395200
-    jnz 1f
-1:
-    and r9, 64
-    mov edi, dword ptr [r15 + r9 + 128]
-    mov eax, 3
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    mov r8, r10
+    mov ebp, eax
+    mov rbp, rax
+    mov rbp, qword ptr [r15 + 384]
+    and r8, 16320
+    movsxd rax, dword ptr [r15 + r8 + 15680]
+    mov dword ptr [r15 + 576], eax
+    mov qword ptr [r15 + 64], rcx
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + rbp + 1216]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 26
-    mov dword ptr [r15 + r9 + 64], r8d
-    vmovdqu ymmword ptr [r15 + rbp + 1280], ymm6
-    movsxd r9, dword ptr [r15 + r8 + 192]
-    movzx r8d, dil
+    mov rax, rcx
+    mov r8, r10
+    mov byte ptr [r15 + 512], cl
+    mov dword ptr [r15 + 256], r8d
+    movzx eax, al
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rbp
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + rbp + 960]
-    mov ecx, r8d
-    mov dword ptr [r15 + rbp + 832], edi
-    mov dword ptr [r15 + rbp + 896], esi
-    movsxd r8, dword ptr [r15 + rbp + 1024]
+    mov r8d, eax
+    mov r8, qword ptr [r15 + 512]
+    and eax, dword ptr [r15 + 256]
+    movzx ebp, byte ptr [r15 + 192]
+    mov byte ptr [r15 + 768], bpl
+    mov rbp, qword ptr [r15 + 704]
+    mov ecx, edi
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 320]
+    mov ecx, ecx
     jmp 1f
 1:
-    add r11, 64
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], cl
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c151:
-    movzx r8d, r8b
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, rcx
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov rcx, rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    movzx ecx, al
+    mov rbp, r10
+    mov ecx, 115
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 384]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rdi
+    movzx ebp, byte ptr [r15 + 448]
     jmp 1f
 1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1472], rcx
-    mov byte ptr [r15 + r8 + 1536], r8b
-    mov ecx, r8d
-    vmovdqu xmmword ptr [r15 + r8 + 1344], xmm6
+    mov dword ptr [r15 + 640], 178
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 1664], rbp
-    mov rsi, r8
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], ebp
+    mov dword ptr [r15 + 256], ebp
+    movsxd rbp, dword ptr [r15 + 704]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + r8 + 1600]
-    mov rdx, rcx
-    mov qword ptr [r15 + r8 + 1728], r8
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 512]
+    mov byte ptr [r15 + 512], cl
+    movzx ecx, byte ptr [r15 + 128]
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + r8 + 1408]
-    movzx r8d, bpl
-    mov dword ptr [r15 + r9 + 448], ebp
+    mov eax, 178
+    jmp 1f
+1:
+    mov rax, rax
+    mov r8, r10
+    movsxd rax, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    and r8, 4032
+    mov edi, dword ptr [r15 + r8 + 3392]
+    mov r8d, 41
+    jmp 1f
+1:
     mov r8d, r8d
-    mov r8, qword ptr [r15 + rbp + 256]
-    add r11, 64
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], dl
+    movzx r8d, byte ptr [r15 + 320]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -16041,382 +16536,378 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 131072
+    test dword ptr [r15 + 67117723], 8192
     setz al
-    lea rcx, [rip + .Lc1_d13072_s]
+    lea rcx, [rip + .Lc1_d13144_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13072_s_t
+    jmp .Lc1_d13144_s_t
     .p2align 3
-.Lc1_d13072_s:
+.Lc1_d13144_s:
     .p2align 3
-    jmp .Lc1_d13072_j
+    jmp .Lc1_d13144_j
     .p2align 3
-    jmp .Lc1_d13072_j
-.Lc1_d13072_j:
+    jmp .Lc1_d13144_j
+.Lc1_d13144_j:
+    movzx edx, byte ptr [r15 + 320]
+    mov ecx, edi
+    movsxd rcx, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov ecx, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    or qword ptr [r15 + 0], 69
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
+    mov edi, 91
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    mov r9d, dword ptr [r15 + 0]
-    and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 384]
-    mov edi, 114
-    mov edi, dword ptr [r15 + rbp + 320]
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    movzx edx, cl
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 107
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, sil
+    movzx edi, dil
+    mov qword ptr [r15 + 0], rdx
     jmp 1f
 1:
-    and rbp, 64
-    vmovdqu xmmword ptr [r15 + rbp + 256], xmm6
+    mov rbp, r10
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + r8 + 448]
+    mov edi, 16
+    movsxd rdi, dword ptr [r15 + 64]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], edx
     jmp 1f
 1:
-    mov r8, rcx
-    mov dword ptr [r15 + rbp + 192], 143
-    movzx r8d, r8b
-    add r11, 64
+    mov qword ptr [r15 + 448], rdx
+    movsxd rbp, dword ptr [r15 + 192]
+    mov r8, r10
+    mov esi, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], sil
+    lea r9, [r10 + r10*2]
+    and r8, 1984
+    movzx esi, byte ptr [r15 + r8 + 1344]
+    and r9, 8128
+    and r8d, dword ptr [r15 + r9 + 7616]
+    movsxd rdx, dword ptr [r15 + 128]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r9 + 7488]
+    or qword ptr [r15 + 768], 52
+    mov qword ptr [r15 + r9 + 7552], rbp
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c153:
-    lea rcx, [rip + .Lc1_d13131_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d13199_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13131_j_t
-.Lc1_d13131_j:
+    jmp .Lc1_d13199_j_t
+.Lc1_d13199_j:
+    lea rbp, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + 64]
+    movzx eax, cl
+    and rbp, 4032
+    and ecx, dword ptr [r15 + rbp + 3392]
+    movsxd rax, dword ptr [r15 + 384]
+    movzx r8d, dl
+    movsxd rdx, dword ptr [r15 + 384]
+    mov edi, 44
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 256]
+    movsxd r9, dword ptr [r15 + 512]
+    mov esi, r9d
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 75498048
+    jz 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], 219
-    jmp 1f
-1:
-    mov ecx, ebp
-    lea r8, [r11*8]
-    mov rax, rbp
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3648], 191
-    vmovdqu ymmword ptr [r15 + r8 + 3776], ymm6
-    mov r9d, r8d
-    mov ecx, dword ptr [r15 + r8 + 3840]
-    movzx r9d, byte ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 3520], r9d
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov eax, edx
-    mov eax, 171
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], r9
-    mov dword ptr [r15 + r8 + 3712], r9d
-    mov qword ptr [r15 + rbp + 192], r9
-    mov dword ptr [r15 + r8 + 3456], 151
-    mov dword ptr [r15 + r9 + 128], 202
-    mov r9d, 166
-    mov r9, qword ptr [r15 + r8 + 3584]
     jmp 1f
 1:
     jmp 1f
 1:
-    add r11, 64
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 256]
+    movsxd r9, dword ptr [r15 + 128]
+    movzx edx, r9b
+    mov r9, r10
+    mov ecx, 25
+    mov qword ptr [r15 + 192], rdi
+    or qword ptr [r15 + 448], 37
+    and r9, 1984
+    movzx edi, byte ptr [r15 + r9 + 1344]
+    mov r9d, dword ptr [r15 + 192]
+    add r9, qword ptr [r15 + rbp + 3456]
+    mov byte ptr [r15 + 448], sil
+    mov dword ptr [r15 + 512], r9d
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c154:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 184
+    .byte 0x0f, 0x1f, 0x00
+    mov r9d, 142
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 106
-    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 384], r9d
+    or qword ptr [r15 + 320], 123
     jmp 1f
 1:
-    movzx r8d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 46
-    test dword ptr [r15 + 67117723], 64
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 206
+    mov r9d, dword ptr [r15 + 64]
+    mov esi, r9d
+    mov r9, qword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 256]
+    add r9, qword ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], 142
+    mov ecx, 72
+    mov r8, r10
     jmp 1f
 1:
-    movzx eax, al
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm15
+    mov qword ptr [r15 + 320], rdi
+    mov dword ptr [r15 + 384], edi
+    mov dword ptr [r15 + 576], 211
+    mov qword ptr [r15 + 64], rdx
+    movzx edi, al
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 448], 100
+    mov r8, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], ecx
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + r9 + 512]
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm6
-    lea r9, [r11 + r11*1]
-    mov rdx, rsi
-    movsxd rdx, dword ptr [r15 + r8 + 128]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], r9b
-    vmovdqu ymmword ptr [r15 + r9 + 384], ymm6
-    add r11, 64
+    mov dword ptr [r15 + 128], 126
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c155:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16384
-    setz al
-    lea rcx, [rip + .Lc1_d13227_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13227_s_t
-    .p2align 3
-.Lc1_d13227_s:
-    .p2align 3
-    jmp .Lc1_d13227_j
-    .p2align 3
-    jmp .Lc1_d13227_j
-.Lc1_d13227_j:
-    movzx ecx, bpl
-    mov rcx, r9
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 135
-    lea r8, [r11*8]
-    jmp 1f
-1:
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7552], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
+    lea rcx, [rip + .Lc1_d13290_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13290_j_t
+.Lc1_d13290_j:
+    movzx ecx, byte ptr [r15 + 512]
+    mov rbp, qword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movzx r8d, dil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
-    mov rax, rax
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 448]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + r8 + 7616]
-    mov rdx, qword ptr [r15 + r8 + 7488]
     movzx edi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ebp
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + rbp + 128]
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 7744], rdi
-    mov rdi, qword ptr [r15 + r8 + 7680]
-    movsxd rbp, dword ptr [r15 + r8 + 7872]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 512], rbp
-    movzx ebp, dl
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + r8 + 7808]
-    add r11, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 448]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r8b
+    mov r9d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r8, r9
+    mov r9d, 71
+    jmp 1f
+1:
+    mov r9d, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r10
+    movzx ebp, byte ptr [r15 + 320]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 187
+    vmovq qword ptr [r15 + 704], xmm15
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 640]
+    mov byte ptr [r15 + 384], cl
+    jmp 1f
+1:
+    mov r9d, 216
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], r9
+    vmovdqu ymmword ptr [r15 + 128], ymm15
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c156:
-    lea rbp, [r11*8]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7808], 155
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea r9, [r10 + r10*1]
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 7872], bpl
-    jmp 1f
-1:
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 832]
+    lea rbp, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + 512]
+    and rbp, 4032
+    add rcx, qword ptr [r15 + rbp + 3456]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rbp
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 320]
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    movzx ebp, dil
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 32768
+    jz 1f
+1:
+    mov dword ptr [r15 + 512], ecx
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 10
-    movzx edx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 448], r8b
-    mov rdx, qword ptr [r15 + rbp + 7680]
-    mov eax, edx
+    mov byte ptr [r15 + 448], r8b
+    mov byte ptr [r15 + 384], bpl
+    mov r8d, edi
+    and edi, dword ptr [r15 + r9 + 896]
+    mov r9, qword ptr [r15 + 64]
+    vpcmpeqb xmm15, xmm15, xmm3
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
+    mov ebp, dword ptr [r15 + 768]
+    and edi, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 448], rcx
+    movzx esi, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 192], esi
+    mov rsi, qword ptr [r15 + 128]
     jmp 1f
 1:
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 128]
-    mov rdi, rdx
-    movsxd rdx, dword ptr [r15 + rbp + 7744]
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm7
-    movzx ecx, byte ptr [r15 + r8 + 512]
-    vmovdqu ymmword ptr [r15 + r9 + 64], ymm0
-    movzx r9d, al
-    movsxd r9, dword ptr [r15 + rbp + 7616]
-    movsxd r8, dword ptr [r15 + rbp + 7552]
+    movzx r8d, sil
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ebp, 250
-    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c157:
-    lea rcx, [rip + .Lc1_d13329_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13329_j_t
-.Lc1_d13329_j:
-    lea rbp, [r11 + r11*1]
-    mov ecx, 74
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 128]
-    movzx r8d, cl
-    mov ecx, 204
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32
+    setz al
+    lea rcx, [rip + .Lc1_d13398_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13398_s_t
+    .p2align 3
+.Lc1_d13398_s:
+    .p2align 3
+    jmp .Lc1_d13398_j
+    .p2align 3
+    jmp .Lc1_d13398_j
+.Lc1_d13398_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 237
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, ecx
     mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 199
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
+    movsxd rbp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], ebp
+    mov dword ptr [r15 + 640], 129
+    mov dword ptr [r15 + 64], 40
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r9, qword ptr [r15 + 0]
-    movzx ecx, r9b
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    vmovq qword ptr [r15 + 0], xmm4
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 256]
+    mov r8, r10
+    mov dword ptr [r15 + 128], 183
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm15
+    mov r8, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 576], 71
     jmp 1f
 1:
-    mov rcx, rbp
-    mov dword ptr [r15 + 0], 110
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + rbp + 64]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], r9b
-    mov byte ptr [r15 + r9 + 320], dil
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 448]
-    movsxd r9, dword ptr [r15 + rbp + 512]
+    mov edx, dword ptr [r15 + 192]
     jmp 1f
 1:
-    movzx ebp, r9b
-    add r11, 64
+    movzx ecx, dl
+    mov dword ptr [r15 + 192], edi
+    and r8d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov edx, 189
+    movzx edi, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 256], 235
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -16424,404 +16915,452 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d13389_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d13452_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13389_s_t
+    jmp .Lc1_d13452_s_t
     .p2align 3
-.Lc1_d13389_s:
+.Lc1_d13452_s:
     .p2align 3
-    jmp .Lc1_d13389_j
+    jmp .Lc1_d13452_j
     .p2align 3
-    jmp .Lc1_d13389_j
-.Lc1_d13389_j:
+    jmp .Lc1_d13452_j
+    .p2align 3
+    jmp .Lc1_d13452_j
+    .p2align 3
+    jmp .Lc1_d13452_j
+    .p2align 3
+    jmp .Lc1_d13452_j
+    .p2align 3
+    jmp .Lc1_d13452_j
+    .p2align 3
+    jmp .Lc1_d13452_j
+    .p2align 3
+    jmp .Lc1_d13452_j
+    .p2align 3
+    jmp .Lc1_d13452_j
+    .p2align 3
+    jmp .Lc1_d13452_j
+    .p2align 3
+    jmp .Lc1_d13452_j
+    .p2align 3
+    jmp .Lc1_d13452_j
+    .p2align 3
+    jmp .Lc1_d13452_j
+    .p2align 3
+    jmp .Lc1_d13452_j
+    .p2align 3
+    jmp .Lc1_d13452_j
+    .p2align 3
+    jmp .Lc1_d13452_j
+.Lc1_d13452_j:
+    vpor xmm15, xmm15, xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1024], ebp
+    mov ecx, edx
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 832], 19
-    mov qword ptr [r15 + rbp + 1216], rcx
-    lea r9, [r11*4]
-    mov qword ptr [r15 + rbp + 1088], rcx
-    lea r8, [r11 + r11*1]
+    lea r9, [r10 + r10*1]
+    mov r8, r10
+    and r9, 448
+    mov qword ptr [r15 + r9 + 896], rdi
+    and r8, 8128
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r8 + 7488]
+    movzx r8d, r8b
     jmp 1f
 1:
-    and r9, 192
-    mov ecx, dword ptr [r15 + r9 + 768]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 256], bpl
-    vpcmpeqb xmm4, xmm4, xmm7
-    movzx eax, cl
-    movzx ecx, byte ptr [r15 + r9 + 640]
-    mov edi, dword ptr [r15 + r9 + 576]
-    mov edx, edi
-    vmovdqu ymmword ptr [r15 + r9 + 704], ymm4
-    mov byte ptr [r15 + r8 + 192], dl
-    vpcmpeqb xmm4, xmm4, xmm0
-    mov dword ptr [r15 + rbp + 960], 31
-    movzx edx, byte ptr [r15 + rbp + 1152]
-    movzx edi, byte ptr [r15 + rbp + 1280]
-    vmovdqu xmmword ptr [r15 + rbp + 896], xmm4
-    add r11, 64
+    jmp 1f
+1:
+    mov r8d, 254
+    mov dword ptr [r15 + r9 + 832], edx
+    mov r9, r8
+    mov r9d, dword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    jmp 1f
+1:
+    movzx r8d, r9b
+    mov byte ptr [r15 + 768], al
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], r8d
+    mov byte ptr [r15 + 576], r8b
+    mov dword ptr [r15 + 192], 227
+    vpmovmskb r8d, xmm15
+    jmp 1f
+1:
+    movzx r8d, r9b
+    movzx r9d, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 448], rcx
+    mov rsi, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r8, r10
+    mov byte ptr [r15 + 704], r8b
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 320], cl
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c159:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*8]
-    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r10 + r10*1]
+    mov ecx, r8d
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 640], ecx
+    mov rcx, r9
     jmp 1f
 1:
+    mov ecx, dword ptr [r15 + 192]
+    lea r9, [r10 + r10*2]
+    mov edi, dword ptr [r15 + 64]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7616], r8b
+    movsxd rax, dword ptr [r15 + 512]
     jmp 1f
 1:
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7872]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, r9b
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r9, qword ptr [r15 + r8 + 7744]
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 384]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 7936], r8
-    movzx eax, dil
-    mov byte ptr [r15 + rbp + 320], al
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 512], rbp
-    mov qword ptr [r15 + r8 + 7680], rax
-    mov byte ptr [r15 + r8 + 7808], r9b
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + r8 + 7616]
-    movsxd rax, dword ptr [r15 + r8 + 8000]
-    mov dword ptr [r15 + r8 + 7488], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, al
-    mov byte ptr [r15 + r8 + 7552], r8b
-    movzx eax, al
-    add r11, 64
+    add qword ptr [r15 + 384], rsi
+    mov dword ptr [r15 + 448], 52
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + r9 + 7552], ecx
+    movsxd rcx, dword ptr [r15 + r8 + 896]
+    mov dword ptr [r15 + r9 + 7488], 207
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    movzx r9d, sil
+    mov qword ptr [r15 + 128], rdi
+    mov edi, dword ptr [r15 + rbp + 1408]
+    movzx ebp, byte ptr [r15 + 128]
+    add rbp, qword ptr [r15 + 256]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c160:
-    lea rcx, [rip + .Lc1_d13485_j]
+    lea rcx, [rip + .Lc1_d13560_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13485_j_t
-.Lc1_d13485_j:
-    mov ecx, ecx
-    movzx ecx, byte ptr [r15 + 0]
-    mov eax, ecx
+    jmp .Lc1_d13560_j_t
+.Lc1_d13560_j:
+    movzx ecx, r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, r9d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
-    mov eax, 31
-    mov rax, rax
-    mov byte ptr [r15 + 0], dil
-    mov eax, 73
-    movzx eax, cl
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 8
-    mov ecx, edi
-    mov ecx, 163
-    mov byte ptr [r15 + 0], dl
     mov rcx, rcx
-    mov dword ptr [r15 + 0], 31
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm4
-    movzx ecx, al
-    mov rcx, qword ptr [r15 + 0]
-    mov edx, edx
-    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 64]
-    and r9, 64
-    movsxd rdi, dword ptr [r15 + r9 + 384]
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 128], r8
-    mov ebp, r8d
+    mov qword ptr [r15 + 704], rcx
+    mov rbp, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], 12
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    lea rbp, [r10 + r10*1]
+    mov rcx, rsi
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], esi
     jmp 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], 1
-    mov rbp, qword ptr [r15 + r8 + 384]
-    movzx esi, bpl
-    movzx esi, sil
-    mov dword ptr [r15 + r9 + 320], r9d
+    movsxd rax, dword ptr [r15 + 192]
     jmp 1f
 1:
-    add r11, 64
+    mov qword ptr [r15 + rbp + 1408], rdi
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + 64]
+    mov rbp, rcx
+    mov qword ptr [r15 + 448], rcx
+    mov ecx, 129
+    mov rbp, r10
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rax
+    movsxd rcx, dword ptr [r15 + 384]
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    movzx ebp, al
+    add rbp, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c161:
-    movzx esi, sil
-    mov esi, esi
-    mov r9d, 19
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 64]
+    mov qword ptr [r15 + 320], rdi
+    jmp 1f
+1:
+    movzx edi, bpl
+    mov dword ptr [r15 + 320], 163
+    mov edi, 84
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 512]
+    mov rbp, r10
+    mov rax, qword ptr [r15 + 384]
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, bpl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*8]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 16320
-    lea r8, [r11 + r11*1]
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + r9 + 15808]
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 256]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], 254
-    mov eax, 20
-    movsxd rcx, dword ptr [r15 + r9 + 16000]
+    movsxd rbp, dword ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 448]
+    mov rcx, qword ptr [r15 + 320]
+    mov r8, r10
+    mov rsi, qword ptr [r15 + 256]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], dil
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + r9 + 15680], ymm4
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 16064], 107
-    mov dword ptr [r15 + r9 + 15744], 47
-    mov rax, qword ptr [r15 + r9 + 16128]
-    mov byte ptr [r15 + r9 + 15872], al
-    mov dword ptr [r15 + r8 + 128], eax
-    mov dword ptr [r15 + rbp + 192], eax
-    mov eax, 50
-    inc dword ptr [r15 + r9 + 15936]
-    mov r9d, 9
-    jmp 1f
-1:
-    add r11, 64
+    mov qword ptr [r15 + 384], r8
+    mov qword ptr [r15 + 768], r8
+    mov dword ptr [r15 + 128], 174
+    mov qword ptr [r15 + 576], rsi
+    mov esi, 245
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c162:
-    lea rcx, [rip + .Lc1_d13583_j]
+    lea rcx, [rip + .Lc1_d13658_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13583_j_t
-.Lc1_d13583_j:
-    mov ecx, dword ptr [r15 + 0]
-    mov eax, 157
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, sil
-    movzx eax, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d13658_j_t
+.Lc1_d13658_j:
+    mov byte ptr [r15 + 64], cl
+    vpmovmskb ecx, xmm15
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpshufd xmm4, xmm4, 149
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rcx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, sil
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
+    mov ecx, 148
+    jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov qword ptr [r15 + 0], rsi
+    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 512], ymm15
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
+    mov ecx, r8d
+    movzx r8d, cl
+    mov dword ptr [r15 + 320], r8d
+    mov r8d, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 52
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], ebp
-    mov esi, 171
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 384]
-    movsxd rax, dword ptr [r15 + rbp + 320]
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 128]
+    mov r9, r10
+    mov esi, r8d
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], r8
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r8b
+    mov r8d, r9d
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 64], 73
-    mov r9d, ebp
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 448]
-    mov qword ptr [r15 + rbp + 512], r9
-    mov r9, rsi
-    add r11, 64
+    mov rbp, rcx
+    mov rbp, r10
+    mov r9d, edi
+    and rbp, 1984
+    vmovdqu xmm15, xmmword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, bpl
+    and ebp, dword ptr [r15 + 320]
+    movzx r9d, byte ptr [r15 + 640]
+    movzx r8d, byte ptr [r15 + 192]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c163:
-    lea rbp, [r11 + r11*8]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d13717_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13717_j_t
+.Lc1_d13717_j:
+    mov rbp, r10
+    mov rcx, r9
+    mov r9, qword ptr [r15 + 256]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 29
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
     and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3520]
-    movzx eax, byte ptr [r15 + rbp + 3584]
-    mov byte ptr [r15 + rbp + 3392], al
-    mov qword ptr [r15 + rbp + 3840], rax
+    mov byte ptr [r15 + rbp + 3456], r8b
     jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, 44
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
-    mov dword ptr [r15 + rbp + 3776], 3
-    movzx eax, al
-    mov eax, eax
-    mov dword ptr [r15 + rbp + 3712], 231
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 3648], 9
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + rbp + 3456], eax
-    mov eax, 12
-    movzx eax, al
+    mov r8d, 103
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + r9 + 320]
-    mov byte ptr [r15 + rbp + 3904], al
-    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 320]
-    mov rbp, rsi
-    mov qword ptr [r15 + r9 + 384], rsi
-    add r11, 64
+    movzx ecx, r8b
+    test dword ptr [r15 + 67117724], 1082130432
+    jnz 1f
+1:
+    mov r8d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 384], r8b
+    jmp 1f
+1:
+    movzx r8d, sil
+    mov byte ptr [r15 + 64], bpl
+    mov r8, r8
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 128]
+    mov rsi, rsi
+    mov dword ptr [r15 + 320], esi
+    mov byte ptr [r15 + rbp + 3392], cl
+    mov qword ptr [r15 + 704], rax
+    mov rsi, qword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 64], ymm15
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 192]
+    mov ecx, 36
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c164:
-    lea rcx, [rip + .Lc1_d13679_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13679_j_t
-.Lc1_d13679_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 28
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
-    mov r9d, ebp
-    movzx ebp, r9b
-    mov byte ptr [r15 + 0], bpl
+    lea r8, [r10 + r10*1]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 134
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 896]
+    mov eax, dword ptr [r15 + 384]
     jmp 1f
 1:
-    jmp 1f
-1:
+    movsxd rsi, dword ptr [r15 + 256]
+    movsxd rdi, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    mov ecx, ecx
-    movzx ecx, cl
-    mov ecx, ebp
-    mov ecx, 24
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    movzx ecx, r9b
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 384]
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 512]
-    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + r9 + 448]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
+    mov ebp, dword ptr [r15 + 384]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + rbp + 320], ymm4
-    mov dword ptr [r15 + r8 + 256], 41
-    movzx ebp, sil
-    mov rbp, r9
-    add r11, 64
+    vpcmpeqb xmm15, xmm15, xmm9
+    jmp 1f
+1:
+    mov r9, r8
+    mov r9, r10
+    mov dword ptr [r15 + 512], 151
+    mov rbp, r10
+    and esi, dword ptr [r15 + 512]
+    and r9, 1984
+    movzx edx, byte ptr [r15 + r9 + 1344]
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + r8 + 832]
+    add rbp, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 512]
+    movzx r8d, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r8d, 252
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], r8d
+    mov qword ptr [r15 + 128], r8
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -16830,1035 +17369,1076 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 2048
+    test dword ptr [r15 + 67117723], 64
     setz al
-    lea rcx, [rip + .Lc1_d13737_s]
+    lea rcx, [rip + .Lc1_d13815_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13737_s_t
+    jmp .Lc1_d13815_s_t
     .p2align 3
-.Lc1_d13737_s:
+.Lc1_d13815_s:
     .p2align 3
-    jmp .Lc1_d13737_j
+    jmp .Lc1_d13815_j
     .p2align 3
-    jmp .Lc1_d13737_j
-.Lc1_d13737_j:
-    mov dword ptr [r15 + 0], 58
-    mov ecx, 67
-    mov dword ptr [r15 + 0], 102
-    jmp 1f
-1:
+    jmp .Lc1_d13815_j
+.Lc1_d13815_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov eax, ecx
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, eax
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    mov ebp, 59
+    mov ebp, esi
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm15
+    movzx r8d, byte ptr [r15 + 384]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, 251
-    mov eax, eax
-    lea rbp, [r11 + r11*1]
-    mov rax, rbp
+    mov ebp, ecx
     jmp 1f
 1:
+    mov byte ptr [r15 + 320], cl
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 256]
+    mov byte ptr [r15 + 192], bpl
     jmp 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], ecx
-    vmovq xmm4, r8
-    lea r9, [r11*4]
-    mov rcx, r9
-    jmp 1f
-1:
-    vpor xmm4, xmm4, xmm4
-    and r9, 192
-    movzx ecx, byte ptr [r15 + r9 + 768]
-    vmovdqu ymmword ptr [r15 + r8 + 448], ymm2
-    movsxd r8, dword ptr [r15 + r9 + 704]
-    mov dword ptr [r15 + rbp + 192], r8d
-    movzx r8d, r8b
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + r9 + 576]
-    mov ebp, dword ptr [r15 + r9 + 640]
-    add r11, 64
+    mov rbp, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 768], rdi
+    mov dword ptr [r15 + 320], 158
+    mov r9, r10
+    mov dword ptr [r15 + 128], 198
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r8
+    movzx r9d, r9b
+    mov r8, r10
+    mov r9d, dword ptr [r15 + 384]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov dword ptr [r15 + 576], r8d
+    mov edi, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 448], dil
+    mov rdi, rbp
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c166:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov byte ptr [r15 + 448], al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rax, rdi
+    vpaddd xmm15, xmm15, xmm15
+    mov rbp, r10
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    movsxd r9, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm4, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
+    mov r8, r10
+    and rbp, 16320
+    mov byte ptr [r15 + rbp + 15680], dl
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], 175
+    mov r8d, 164
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov rdx, r8
+    test dword ptr [r15 + 67117724], 2097152
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 210
     jmp 1f
 1:
-    mov r9, rcx
-    movzx ecx, al
-    movzx r9d, sil
-    movzx r9d, sil
+    mov dword ptr [r15 + 320], edx
+    mov r9d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 25
+    mov edx, r9d
+    mov edx, 167
     jmp 1f
 1:
-    mov r9d, 103
-    mov dword ptr [r15 + 0], 188
-    lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
-    and r8, 64
-    mov byte ptr [r15 + r8 + 256], r8b
-    mov rcx, r8
+    mov edx, 247
+    movzx edx, r8b
+    mov byte ptr [r15 + 384], r8b
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 192], 161
-    mov r8, qword ptr [r15 + r9 + 64]
-    mov r9, r8
-    mov byte ptr [r15 + rbp + 512], r9b
-    add r11, 64
+    movzx r8d, byte ptr [r15 + 64]
+    mov rbp, r10
+    movzx edx, bpl
+    mov qword ptr [r15 + 512], rdi
+    and rbp, 8128
+    movsxd rdx, dword ptr [r15 + rbp + 7488]
+    vmovdqu xmmword ptr [r15 + 704], xmm15
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], dl
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c167:
-    lea rcx, [rip + .Lc1_d13846_j]
+    lea rcx, [rip + .Lc1_d13922_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13846_j_t
-.Lc1_d13846_j:
-    mov ecx, dword ptr [r15 + 0]
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov esi, 108
-    mov esi, 50
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
+    jmp .Lc1_d13922_j_t
+.Lc1_d13922_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    imul rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
-    mov r8d, r8d
-    mov dword ptr [r15 + 0], 246
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 157
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rsi
-    mov dword ptr [r15 + 0], 231
+    movzx ebp, byte ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    mov r9, r10
+    mov ecx, r9d
+    jmp 1f
+1:
+    mov edx, r8d
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r8d
+    mov r9d, 229
+    vmovdqu ymmword ptr [r15 + 64], ymm15
+    mov dword ptr [r15 + 128], 168
+    movsxd r9, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 128], r9
+    mov r9, r10
+    mov r8d, 162
+    mov byte ptr [r15 + 576], al
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 240
+    vpmovmskb r9d, xmm15
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    movzx ecx, cl
-    mov ecx, 86
-    lea r9, [r11 + r11*1]
-    mov rcx, r9
-    mov dword ptr [r15 + 0], 5
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], al
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], esi
-    lea r8, [r11 + r11*1]
+    movzx r9d, bpl
+    mov dword ptr [r15 + 384], 234
+    movzx r9d, r9b
+    mov r9d, 13
+    mov r9, r10
+    mov r8d, 194
+    movzx r8d, byte ptr [r15 + 256]
+    and r9, 4032
+    movzx edx, byte ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 320], r8b
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
-    mov qword ptr [r15 + r8 + 320], r8
-    movzx r9d, byte ptr [r15 + rbp + 448]
-    add r11, 64
+    mov r9d, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rcx, r8
+    movzx r8d, dl
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c168:
-    lea rcx, [rip + .Lc1_d13898_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13898_j_t
-.Lc1_d13898_j:
-    mov ecx, 221
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    or qword ptr [r15 + 0], 84
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, cl
-    lea rbp, [r11*4]
-    mov ecx, dword ptr [r15 + 0]
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 768], rsi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov esi, 76
-    mov esi, 31
-    mov esi, dword ptr [r15 + rbp + 640]
-    and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 512]
-    mov rdx, r9
-    mov r9d, 6
-    movzx r9d, r9b
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 192]
-    mov qword ptr [r15 + rbp + 704], r8
-    mov dword ptr [r15 + rbp + 576], 49
-    mov qword ptr [r15 + r9 + 256], rdi
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 448], al
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c169:
-    lea rbp, [r11 + r11*8]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3840], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 245
-    mov dword ptr [r15 + 0], 255
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + rbp + 3712]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + rbp + 3520]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
-    jmp 1f
-1:
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 256]
-    mov qword ptr [r15 + rbp + 3584], rax
-    mov qword ptr [r15 + rbp + 3392], rax
-    movzx eax, r9b
-    movzx eax, al
-    mov dword ptr [r15 + r9 + 192], 72
-    movsxd rax, dword ptr [r15 + rbp + 3456]
-    movzx r9d, byte ptr [r15 + rbp + 3648]
-    mov byte ptr [r15 + rbp + 3776], r8b
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 3904], r9d
-    mov byte ptr [r15 + r8 + 320], r9b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c170:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 256
+    test dword ptr [r15 + 67117724], 4
     setz al
-    lea rcx, [rip + .Lc1_d13996_s]
+    lea rcx, [rip + .Lc1_d13977_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13996_s_t
+    jmp .Lc1_d13977_s_t
     .p2align 3
-.Lc1_d13996_s:
+.Lc1_d13977_s:
     .p2align 3
-    jmp .Lc1_d13996_j
+    jmp .Lc1_d13977_j
     .p2align 3
-    jmp .Lc1_d13996_j
-.Lc1_d13996_j:
-    mov ecx, 243
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d13977_j
+.Lc1_d13977_j:
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 320], edx
+    movzx ecx, byte ptr [r15 + 192]
+    mov r9, r10
+    and r8, 1984
+    movzx edx, byte ptr [r15 + r8 + 1344]
+    vmovdqu ymmword ptr [r15 + 640], ymm15
     and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 1024]
-    mov dword ptr [r15 + r9 + 1216], 84
-    mov byte ptr [r15 + r9 + 1152], cl
-    vpcmpeqb xmm4, xmm4, xmm10
-    vmovdqu xmmword ptr [r15 + r9 + 896], xmm4
-    test dword ptr [r15 + 67117724], 134217732
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 832], r9
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 832], ecx
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 192]
-    mov rax, r9
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 384]
-    vpshufd xmm4, xmm4, 1
-    mov rdi, rax
-    movzx eax, dil
-    mov dword ptr [r15 + r9 + 960], eax
-    mov edi, dword ptr [r15 + r9 + 1088]
-    movsxd rax, dword ptr [r15 + rbp + 320]
-    mov byte ptr [r15 + r8 + 256], cl
+    vmovq qword ptr [r15 + 384], xmm15
+    mov rbp, r10
+    mov r9d, eax
+    and rbp, 16320
+    add r9, qword ptr [r15 + rbp + 15680]
+    movzx ebp, al
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ebp, sil
-    movsxd rbp, dword ptr [r15 + r9 + 1280]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], r9
+    jmp 1f
+1:
+    mov r9d, r9d
+    mov byte ptr [r15 + r8 + 1408], bpl
+    movzx r9d, cl
+    mov r9d, 56
+    and ebp, dword ptr [r15 + 384]
+    movzx r9d, dl
     jmp 1f
 1:
     jmp 1f
 1:
-    add r11, 64
+    jmp 1f
+1:
+    mov byte ptr [r15 + 704], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], ebp
+    mov qword ptr [r15 + 256], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 160
+    movsxd rbp, dword ptr [r15 + 192]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c169:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    and rbp, 8128
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + rbp + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 320], bpl
+    mov dword ptr [r15 + 576], 155
+    mov rax, rbp
+    mov r9, r10
+    movzx eax, dl
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 1344]
+    mov r9, rax
+    test dword ptr [r15 + 67117723], 134250496
+    jz 1f
+1:
+    mov eax, 178
+    mov rax, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 768], ymm15
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], r9
+    mov byte ptr [r15 + 448], r9b
+    mov r9d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 173
+    mov byte ptr [r15 + 128], r9b
+    mov dword ptr [r15 + 256], r9d
+    mov byte ptr [r15 + rbp + 7552], al
+    jmp 1f
+1:
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c170:
+    lea rcx, [rip + .Lc1_d14081_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14081_j_t
+.Lc1_d14081_j:
+    mov r9, r10
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], ecx
+    movsxd r9, dword ptr [r15 + 128]
+    add rcx, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], cl
+    jmp 1f
+1:
+    movzx ecx, al
+    jmp 1f
+1:
+    mov ebp, 248
+    add rcx, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 640]
+    mov dword ptr [r15 + 256], 214
+    movzx ebp, al
+    movsxd rax, dword ptr [r15 + 320]
+    mov r8, r10
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 1984
+    mov rdx, qword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov r8d, r9d
+    mov r8, r10
+    movsxd rdi, dword ptr [r15 + 448]
+    movzx esi, byte ptr [r15 + 256]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 227
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], r8b
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    mov esi, 211
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c171:
-    lea rbp, [r11*4]
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 576], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 768]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 91
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    mov dword ptr [r15 + 0], eax
-    mov eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
-    mov rdi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 20
+    movsxd r9, dword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r9, r10
+    mov byte ptr [r15 + 512], dil
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 0]
-    mov r9d, 107
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    movzx r8d, byte ptr [r15 + 0]
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm15
     jmp 1f
 1:
-    and r9, 64
-    vmovdqu xmm4, xmmword ptr [r15 + r9 + 320]
-    lea r8, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + rbp + 640]
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 512]
-    vmovdqu xmmword ptr [r15 + r8 + 448], xmm4
-    mov r8, rsi
-    vmovdqu ymmword ptr [r15 + r9 + 384], ymm4
-    mov dword ptr [r15 + rbp + 704], r8d
-    movzx esi, r8b
-    mov dword ptr [r15 + rbp + 768], esi
-    movzx esi, dil
+    mov r9, r10
+    mov rdi, rcx
+    mov edi, r8d
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], bpl
+    movzx ebp, bpl
+    mov dword ptr [r15 + 64], 91
     jmp 1f
 1:
-    add r11, 64
+    movzx esi, bpl
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 704]
+    mov dword ptr [r15 + 192], 178
+    movzx r9d, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 64], edi
+    movzx edi, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 128], ebp
+    mov byte ptr [r15 + 128], dil
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rdi
+    movzx ebp, byte ptr [r15 + 320]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c172:
+    lea rcx, [rip + .Lc1_d14179_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14179_j_t
+.Lc1_d14179_j:
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rdi
+    mov dword ptr [r15 + 448], 222
+    mov qword ptr [r15 + 320], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 171
+    jmp 1f
+1:
+    mov rbp, rbp
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 212
+    mov byte ptr [r15 + 128], cl
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], cl
+    mov qword ptr [r15 + 320], r9
+    movzx ebp, cl
+    mov byte ptr [r15 + 192], dil
+    movzx ebp, r9b
+    mov rbp, r10
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 256]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], r9b
+    mov dword ptr [r15 + r9 + 7552], ebp
+    mov qword ptr [r15 + 512], r9
+    add r9, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], edi
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c173:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], ebp
+    mov ebp, 203
+    jmp 1f
+1:
+    mov ebp, ebp
+    jmp 1f
+1:
+    movzx ebp, r9b
+    jmp 1f
+1:
+    movzx ebp, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rdi
+    mov byte ptr [r15 + 448], bpl
+    movzx ebp, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rdi
+    movzx ebp, byte ptr [r15 + 64]
+    mov rdi, rbp
+    movzx ebp, r9b
+    mov dword ptr [r15 + 384], 207
+    mov dword ptr [r15 + 320], r9d
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 512]
+    lea r8, [r10 + r10*1]
+    mov byte ptr [r15 + 448], dil
+    and r8, 8128
+    mov rdi, qword ptr [r15 + r8 + 7488]
+    mov rbp, qword ptr [r15 + 512]
+    mov r9, r10
+    mov rdx, qword ptr [r15 + r8 + 7552]
+    and r9, 448
+    mov r8, qword ptr [r15 + r9 + 832]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c174:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d14100_s]
+    lea rcx, [rip + .Lc1_d14280_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14100_s_t
+    jmp .Lc1_d14280_s_t
     .p2align 3
-.Lc1_d14100_s:
+.Lc1_d14280_s:
     .p2align 3
-    jmp .Lc1_d14100_j
+    jmp .Lc1_d14280_j
     .p2align 3
-    jmp .Lc1_d14100_j
+    jmp .Lc1_d14280_j
     .p2align 3
-    jmp .Lc1_d14100_j
+    jmp .Lc1_d14280_j
     .p2align 3
-    jmp .Lc1_d14100_j
+    jmp .Lc1_d14280_j
     .p2align 3
-    jmp .Lc1_d14100_j
+    jmp .Lc1_d14280_j
     .p2align 3
-    jmp .Lc1_d14100_j
+    jmp .Lc1_d14280_j
     .p2align 3
-    jmp .Lc1_d14100_j
+    jmp .Lc1_d14280_j
     .p2align 3
-    jmp .Lc1_d14100_j
-.Lc1_d14100_j:
+    jmp .Lc1_d14280_j
+.Lc1_d14280_j:
+    mov rcx, qword ptr [r15 + 256]
+    mov eax, r8d
+    mov rax, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 136
-    mov qword ptr [r15 + 0], rax
-    mov rcx, rdx
-    vmovq xmm4, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 249
-    mov rcx, rax
-    mov ecx, ecx
-    mov edx, dword ptr [r15 + 0]
+    mov r9d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov eax, 201
-    mov eax, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, dl
-    lea r8, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 192], r9b
-    mov edx, r9d
-    and r9, 64
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 64], 39
-    movzx edx, bpl
-    and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 512]
-    movzx esi, byte ptr [r15 + rbp + 448]
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 256], al
-    mov dword ptr [r15 + r9 + 128], edx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c173:
-    lea rcx, [rip + .Lc1_d14167_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14167_j_t
-.Lc1_d14167_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    mov rdx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov byte ptr [r15 + 0], dil
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 43
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], eax
+    mov qword ptr [r15 + 576], rdx
+    movzx edx, cl
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
+    mov edx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov ecx, ecx
+    mov byte ptr [r15 + 384], dil
+    movzx eax, byte ptr [r15 + 512]
     jmp 1f
 1:
-    movzx edi, dl
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], ebp
-    lea r8, [r11 + r11*1]
-    movzx edi, r8b
-    mov qword ptr [r15 + rbp + 448], rax
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 37
-    mov byte ptr [r15 + r8 + 448], r8b
-    and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 320]
-    mov qword ptr [r15 + rbp + 384], rcx
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c174:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 232
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 69
-    movzx edi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 175
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 192]
-    lea rbp, [r11*4]
-    mov edx, ebp
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 128]
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 640], rdi
-    jmp 1f
-1:
-    mov edi, 182
-    mov byte ptr [r15 + r9 + 256], dil
-    mov edi, 182
-    mov byte ptr [r15 + rbp + 704], dil
-    mov edi, 172
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + r8 + 64]
-    movsxd r8, dword ptr [r15 + rbp + 768]
-    vmovdqu ymmword ptr [r15 + rbp + 576], ymm4
-    jmp 1f
-1:
-    add r11, 64
+    mov rbp, r10
+    mov r9, r10
+    mov edi, dword ptr [r15 + 384]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    vmovdqu ymmword ptr [r15 + 192], ymm15
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    movsxd rbp, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 512], rdx
+    mov byte ptr [r15 + 128], al
+    mov byte ptr [r15 + 448], bpl
+    and ebp, dword ptr [r15 + 320]
+    mov eax, 149
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c175:
-    lea rcx, [rip + .Lc1_d14269_j]
+    lea rcx, [rip + .Lc1_d14338_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14269_j_t
-.Lc1_d14269_j:
-    nop
+    jmp .Lc1_d14338_j_t
+.Lc1_d14338_j:
+    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
-    mov ecx, 140
-    movzx ecx, dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov byte ptr [r15 + 0], cl
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, ecx
-    movzx ecx, sil
-    mov ecx, 110
-    mov ecx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov qword ptr [r15 + 0], rdi
-    vpaddd xmm4, xmm4, xmm4
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
-    mov rdi, rdi
-    movsxd rdi, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov ecx, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 193
+    mov r9, r10
+    movzx edx, byte ptr [r15 + 128]
+    and r9, 4032
+    movzx edi, byte ptr [r15 + r9 + 3392]
+    mov r9d, 69
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov rdi, rbp
-    lea rbp, [r11 + r11*1]
-    xor dword ptr [r15 + 0], edx
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], r9
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 192], dl
-    movsxd rdx, dword ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + r8 + 64], 41
-    mov r8d, dword ptr [r15 + rbp + 256]
-    mov ebp, 200
-    add r11, 64
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 1408], 209
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], dl
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 115
+    mov rdx, qword ptr [r15 + 64]
+    and r9, 16320
+    mov byte ptr [r15 + r9 + 15680], r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 15744], 252
+    and r9d, dword ptr [r15 + 192]
+    xor dword ptr [r15 + 128], eax
+    mov byte ptr [r15 + 320], r9b
+    movsxd r9, dword ptr [r15 + 448]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c176:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ebp
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r10 + r10*1]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3456], r9
+    mov rax, r9
+    mov rbp, r10
+    movsxd rdx, dword ptr [r15 + 640]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov eax, dword ptr [r15 + 320]
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 576], r9
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 7
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 768], bpl
+    mov ebp, r9d
+    mov rbp, rbp
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    mov rbp, r10
+    mov dword ptr [r15 + r9 + 3392], edi
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1664], r8b
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 320]
-    movsxd rdx, dword ptr [r15 + r8 + 1472]
-    mov esi, 91
-    mov esi, 250
-    mov esi, esi
-    mov dword ptr [r15 + r8 + 1344], 167
-    movsxd rsi, dword ptr [r15 + r8 + 1600]
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + r8 + 1536], 197
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm15
+    mov rbp, rcx
+    movsxd rbp, dword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 384]
+    movzx esi, sil
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + r8 + 1408]
-    mov r8d, 107
-    mov r8d, 47
-    mov dword ptr [r15 + rbp + 192], 255
-    movzx r8d, r8b
+    mov dword ptr [r15 + 704], 153
+    mov dword ptr [r15 + 640], ebp
+    mov byte ptr [r15 + 320], dil
     jmp 1f
 1:
-    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c177:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 33554432
-    setz al
-    lea rcx, [rip + .Lc1_d14376_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14376_s_t
-    .p2align 3
-.Lc1_d14376_s:
-    .p2align 3
-    jmp .Lc1_d14376_j
-    .p2align 3
-    jmp .Lc1_d14376_j
-.Lc1_d14376_j:
-    lea r8, [r11 + r11*8]
-    mov rbp, r8
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1472], dil
+    lea rcx, [rip + .Lc1_d14429_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14429_j_t
+.Lc1_d14429_j:
+    lea r8, [r10 + r10*1]
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 1792], ecx
-    movzx eax, byte ptr [r15 + r8 + 1728]
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 1536], al
-    mov dword ptr [r15 + r8 + 1408], 81
-    mov eax, dword ptr [r15 + r8 + 1664]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    movsxd rcx, dword ptr [r15 + 384]
+    mov rdi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 107
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 142
-    mov qword ptr [r15 + r8 + 1600], rax
-    lea r9, [r11 + r11*1]
+    mov ecx, ecx
+    mov rbp, r10
+    mov dword ptr [r15 + 704], ebp
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], edx
+    movzx ebp, byte ptr [r15 + r8 + 3456]
+    vpor xmm15, xmm15, xmm15
+    mov byte ptr [r15 + 320], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 192]
-    movzx edi, al
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 1856], bpl
-    and rbp, 64
-    vmovdqu xmm4, xmmword ptr [r15 + rbp + 384]
-    mov eax, dword ptr [r15 + rbp + 320]
-    mov dword ptr [r15 + r9 + 256], 72
-    mov qword ptr [r15 + r8 + 1344], r9
-    add r11, 64
+    mov rbp, qword ptr [r15 + 384]
+    movzx ecx, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 192], 167
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov edi, r8d
+    movzx r8d, dl
+    mov r9, r10
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], r9b
+    vmovdqu xmmword ptr [r15 + 192], xmm15
+    and r9, 448
+    movzx r8d, byte ptr [r15 + r9 + 832]
+    mov eax, r8d
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c178:
-    lea rcx, [rip + .Lc1_d14426_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14426_j_t
-.Lc1_d14426_j:
-    lea rbp, [r11*8]
-    jmp 1f
-1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3520], rax
-    mov byte ptr [r15 + rbp + 3712], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, eax
+    mov r8, r10
+    mov r9d, r8d
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    movzx edi, byte ptr [r15 + rbp + 3456]
-    mov eax, eax
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 512]
-    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, ebp
-    mov dword ptr [r15 + rbp + 3776], 140
-    mov qword ptr [r15 + rbp + 3584], rax
-    mov eax, 204
+    mov r8d, 230
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 3840], esi
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 3392], 210
-    mov dword ptr [r15 + r8 + 448], edi
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], r9b
-    vpmovmskb r8d, xmm4
-    mov r8d, r8d
-    mov r8d, r8d
-    mov dword ptr [r15 + r9 + 384], 139
-    movzx r8d, byte ptr [r15 + rbp + 3648]
-    add r11, 64
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], r8d
+    mov r8d, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 256], r9b
+    mov rbp, r10
+    jmp 1f
+1:
+    mov r9, r10
+    and rbp, 1984
+    and r8d, dword ptr [r15 + rbp + 1344]
+    and r9, 448
+    mov ebp, dword ptr [r15 + r9 + 832]
+    mov byte ptr [r15 + 64], bpl
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], 23
+    vmovdqu ymmword ptr [r15 + 576], ymm15
+    movsxd rbp, dword ptr [r15 + 256]
+    movzx r9d, r8b
+    movzx r8d, byte ptr [r15 + 192]
+    movsxd rcx, dword ptr [r15 + 128]
+    add r8, qword ptr [r15 + 384]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c179:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 524288
+    setz al
+    lea rcx, [rip + .Lc1_d14528_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14528_s_t
+    .p2align 3
+.Lc1_d14528_s:
+    .p2align 3
+    jmp .Lc1_d14528_j
+    .p2align 3
+    jmp .Lc1_d14528_j
+.Lc1_d14528_j:
+    add rcx, qword ptr [r15 + 320]
+    mov rax, rbp
+    movsxd rax, dword ptr [r15 + 704]
+    movzx ebp, al
+    mov rbp, rdi
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*8]
-    and r8, 64
-    vmovdqu xmm4, xmmword ptr [r15 + r8 + 128]
-    and r9, 1984
-    movzx edi, byte ptr [r15 + r9 + 1792]
+    vpxor xmm15, xmm15, xmm3
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    movzx ebp, al
+    mov rbp, r10
+    mov dword ptr [r15 + 128], 152
+    jmp 1f
+1:
+    vpxor xmm15, xmm15, xmm0
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 127
+    mov ebp, r9d
+    mov r9d, 217
+    mov ebp, 197
+    mov ebp, eax
+    add rbp, qword ptr [r15 + 64]
+    mov rax, rax
+    mov eax, 249
+    mov rax, qword ptr [r15 + 192]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx esi, sil
+    mov r9d, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + r9 + 1600], ebp
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 1856], rbp
+    mov dword ptr [r15 + 320], 174
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + r8 + 64]
-    and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 192]
-    mov rcx, r8
-    mov r8, qword ptr [r15 + r9 + 1536]
-    mov dword ptr [r15 + r9 + 1408], r8d
-    vmovdqu ymmword ptr [r15 + r9 + 1472], ymm0
-    mov r8d, 167
-    mov dword ptr [r15 + r9 + 1728], r8d
-    mov r8d, dword ptr [r15 + rbp + 256]
-    mov rbp, qword ptr [r15 + r9 + 1664]
-    add r11, 64
+    mov dword ptr [r15 + 512], eax
+    mov dword ptr [r15 + 768], 198
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], ebp
+    mov dword ptr [r15 + 576], 26
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c180:
-    lea rcx, [rip + .Lc1_d14519_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d14590_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14519_j_t
-.Lc1_d14519_j:
-    lea rbp, [r11 + r11*8]
-    lea r8, [r11 + r11*1]
+    jmp .Lc1_d14590_j_t
+.Lc1_d14590_j:
+    mov dword ptr [r15 + 256], eax
+    mov rbp, r10
     jmp 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1408], 226
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 31
-    mov r9d, 12
+    movzx ecx, byte ptr [r15 + 576]
+    add rcx, qword ptr [r15 + 512]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    mov ebp, r9d
+    mov ebp, ebp
+    mov r9d, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rdi
+    movzx r8d, r9b
+    mov eax, eax
+    mov r8, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    mov qword ptr [r15 + rbp + 1472], rax
-    mov qword ptr [r15 + rbp + 1536], r9
-    and r9, 192
-    mov qword ptr [r15 + r9 + 576], r8
-    mov byte ptr [r15 + rbp + 1856], r8b
-    mov dword ptr [r15 + r9 + 768], 100
-    mov eax, 218
-    mov dword ptr [r15 + r9 + 640], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, rax
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 704], al
-    mov eax, dword ptr [r15 + rbp + 1600]
-    mov byte ptr [r15 + rbp + 1792], al
-    mov dword ptr [r15 + r8 + 320], 9
-    mov eax, 33
-    mov dword ptr [r15 + rbp + 1664], 106
-    mov dword ptr [r15 + rbp + 1728], 7
-    add r11, 64
+    test dword ptr [r15 + 67117724], 268435457
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 64]
+    add r9, qword ptr [r15 + 192]
+    add r9, qword ptr [r15 + 640]
+    mov rax, qword ptr [r15 + 640]
+    mov ebp, dword ptr [r15 + 128]
+    mov ecx, 104
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    movzx ecx, dil
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3456], sil
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 768], rbp
+    jmp 1f
+1:
+    mov qword ptr [r15 + 704], r8
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c181:
     jmp 1f
 1:
+    mov qword ptr [r15 + 448], r8
+    mov dword ptr [r15 + 192], 255
+    lea r8, [r10 + r10*2]
+    mov rbp, r8
+    jmp 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1408], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], r8
     movzx eax, r9b
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 196
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
     jmp 1f
 1:
-    mov r9d, 148
-    mov r9d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    mov eax, 135
-    and r9, 192
-    imul rax, qword ptr [r15 + r9 + 640]
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
+    mov eax, 35
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 128], rax
+    mov dword ptr [r15 + 704], r8d
+    mov rax, qword ptr [r15 + 128]
+    mov rbp, r10
     jmp 1f
 1:
-    and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 64]
-    movzx esi, dil
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], 40
-    mov edi, dword ptr [r15 + r8 + 384]
-    mov dword ptr [r15 + r9 + 704], edi
-    mov rdi, qword ptr [r15 + r9 + 576]
-    mov r8d, dword ptr [r15 + rbp + 128]
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 768], edx
-    add r11, 64
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 200
+    mov byte ptr [r15 + 512], sil
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], ebp
+    mov dword ptr [r15 + 448], 101
+    mov dword ptr [r15 + 320], eax
+    mov rbp, r9
+    jmp 1f
+1:
+    mov rbp, rbp
+    mov dword ptr [r15 + 256], 180
+    mov dword ptr [r15 + r8 + 1344], 238
+    mov qword ptr [r15 + r8 + 1472], rbp
+    jmp 1f
+1:
+    movzx ebp, al
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -17866,20 +18446,30 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14611_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14611_j_t
-.Lc1_d14611_j:
-    mov rcx, rdi
-    mov rcx, r8
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d14691_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14691_s_t
+    .p2align 3
+.Lc1_d14691_s:
+    .p2align 3
+    jmp .Lc1_d14691_j
+    .p2align 3
+    jmp .Lc1_d14691_j
+.Lc1_d14691_j:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, rax
-    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
@@ -17887,116 +18477,93 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 384], 20
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r8d
+    add r8, qword ptr [r15 + 320]
+    lea r9, [r10 + r10*1]
     jmp 1f
 1:
+    and r9, 1984
+    add r8, qword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + rbp + 896], 225
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov ecx, 152
-    mov dword ptr [r15 + 0], ecx
-    vmovdqu xmmword ptr [r15 + 0], xmm4
-    test dword ptr [r15 + 67117724], 2097664
-    jnz 1f
-1:
-    mov ecx, esi
-    mov dword ptr [r15 + 0], 206
-    mov dword ptr [r15 + 0], eax
-    mov ecx, 87
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
+    mov rbp, qword ptr [r15 + 192]
     mov rcx, r9
-    mov edx, 100
-    lea rbp, [r11*4]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 640], 37
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + r8 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 448], rdx
-    mov rdx, qword ptr [r15 + r9 + 512]
-    mov qword ptr [r15 + rbp + 576], rdx
-    mov qword ptr [r15 + rbp + 704], rbp
-    mov edx, dword ptr [r15 + rbp + 768]
-    mov qword ptr [r15 + r8 + 192], rdx
-    mov edx, 228
-    add r11, 64
+    mov dword ptr [r15 + r9 + 1408], 175
+    mov r9, qword ptr [r15 + 384]
+    mov rsi, r8
+    mov r8d, 102
+    lea r8, [r10 + r10*1]
+    mov byte ptr [r15 + 320], r8b
+    mov dword ptr [r15 + 128], 192
+    mov byte ptr [r15 + 64], r8b
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7552]
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c183:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edx, edx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    mov r8d, 208
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 25
-    jmp 1f
-1:
-    lea r8, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    vpcmpeqb xmm15, xmm15, xmm2
+    mov rax, r8
+    mov eax, eax
     and r8, 448
-    mov dword ptr [r15 + r8 + 896], 175
-    vmovdqu xmmword ptr [r15 + r8 + 1216], xmm4
-    mov rdx, qword ptr [r15 + r8 + 1088]
-    mov ebp, edx
-    movsxd rdx, dword ptr [r15 + r8 + 1152]
+    mov eax, dword ptr [r15 + r8 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + r8 + 960]
+    mov r8d, 123
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 768], ecx
+    and r8, 8128
+    mov ecx, dword ptr [r15 + r8 + 7552]
+    mov dword ptr [r15 + 384], 178
+    mov r9d, ecx
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
+    vpcmpeqb xmm15, xmm15, xmm9
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 832], rsi
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], r8d
-    mov esi, edx
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
-    mov dword ptr [r15 + r9 + 256], 43
-    mov esi, 216
-    mov byte ptr [r15 + rbp + 128], sil
-    mov dword ptr [r15 + r8 + 1024], 176
-    add r11, 64
+    movzx ecx, byte ptr [r15 + 448]
+    movzx ebp, cl
+    mov ecx, ebp
+    mov qword ptr [r15 + 256], rcx
+    mov ecx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 192]
+    mov rsi, qword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 576]
+    mov rdi, r8
+    movzx r8d, al
+    mov r8, r10
+    jmp 1f
+1:
+    mov edx, 180
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], ebp
+    mov r8d, ebp
+    mov r8, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 64], rdi
+    movzx edi, r8b
+    mov rdi, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -18004,316 +18571,372 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 524288
-    setz al
-    lea rcx, [rip + .Lc1_d14720_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14720_s_t
-    .p2align 3
-.Lc1_d14720_s:
-    .p2align 3
-    jmp .Lc1_d14720_j
-    .p2align 3
-    jmp .Lc1_d14720_j
-.Lc1_d14720_j:
+    lea rcx, [rip + .Lc1_d14794_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14794_j_t
+.Lc1_d14794_j:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov ecx, ebp
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 320]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov edx, dword ptr [r15 + 0]
-    jmp 1f
-1:
+    mov rcx, rdi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov dword ptr [r15 + 0], 138
+    mov ecx, r8d
+    mov rcx, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r8d, 85
-    movzx r8d, r8b
-    mov r8d, edi
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 10
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov byte ptr [r15 + r9 + 256], r8b
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 128]
-    movzx r9d, byte ptr [r15 + rbp + 384]
-    movsxd rbp, dword ptr [r15 + r8 + 64]
+    and ecx, dword ptr [r15 + 640]
+    movsxd r8, dword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, rsi
-    add r11, 64
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 64
+    jz 1f
+1:
+    mov dword ptr [r15 + 320], r8d
+    mov dword ptr [r15 + 64], eax
+    mov qword ptr [r15 + 448], r8
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r10
+    lea rbp, [r10 + r10*1]
+    mov ecx, 223
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 384]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 896], 241
+    mov eax, ebp
+    mov rax, rdi
+    mov byte ptr [r15 + rbp + 832], al
+    movzx edi, r8b
+    and r8d, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 192], 202
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c185:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14788_j]
+    lea rcx, [rip + .Lc1_d14843_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14788_j_t
-.Lc1_d14788_j:
+    jmp .Lc1_d14843_j_t
+.Lc1_d14843_j:
+    mov ecx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r8d, ecx
+    mov byte ptr [r15 + 128], r8b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 196
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], cl
+    mov r8d, 78
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 224
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx eax, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    movsxd rcx, dword ptr [r15 + rbp + 768]
-    movzx eax, cl
-    lea r8, [r11 + r11*1]
-    test dword ptr [r15 + 67117724], 8404992
-    jnz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], r8d
-    mov dword ptr [r15 + rbp + 640], 126
-    lea r9, [r11 + r11*2]
-    mov dword ptr [r15 + r8 + 64], r9d
-    and r9, 4032
-    movsxd rdi, dword ptr [r15 + r9 + 3456]
-    movzx r8d, dil
+    movzx ecx, cl
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + rbp + 704]
-    mov qword ptr [r15 + r9 + 3520], rdi
-    mov dword ptr [r15 + rbp + 576], eax
-    mov rbp, qword ptr [r15 + r9 + 3392]
-    mov eax, 104
+    mov rcx, rsi
+    mov ecx, 23
     jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, eax
-    add r11, 64
+    mov byte ptr [r15 + 448], r8b
+    movzx r8d, bpl
+    mov r8, qword ptr [r15 + 448]
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], r8
+    mov r8d, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 384]
+    mov ebp, ecx
+    mov dword ptr [r15 + 704], 230
+    mov ecx, dword ptr [r15 + 128]
+    mov rsi, rcx
+    mov rcx, r8
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], al
+    and r8d, dword ptr [r15 + 320]
+    mov r9, r10
+    mov byte ptr [r15 + 512], sil
+    and r9, 1984
+    mov esi, dword ptr [r15 + r9 + 1344]
+    mov r9d, ebp
+    mov eax, 249
+    mov r9, rdi
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c186:
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx r9d, byte ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx eax, al
-    mov eax, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
     mov rax, rax
-    mov ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx eax, bpl
-    jmp 1f
-1:
+    mov eax, 139
+    mov edx, r9d
+    mov rax, rdx
+    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 512], rcx
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 26
-    mov dword ptr [r15 + rbp + 448], 84
     jmp 1f
 1:
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov rcx, rdx
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 82
-    mov dword ptr [r15 + r8 + 192], 33
+    lea r9, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 896]
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    test dword ptr [r15 + 67117724], 8388608
+    jz 1f
+1:
     jmp 1f
 1:
-    movzx r8d, bpl
-    mov r8, qword ptr [r15 + rbp + 384]
-    add r11, 64
+    mov qword ptr [r15 + 448], rdx
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 384]
+    mov rdx, qword ptr [r15 + 128]
+    mov r8d, 234
+    mov r8d, 80
+    mov r8d, eax
+    add r8, qword ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, al
+    mov esi, r9d
+    jmp 1f
+1:
+    mov eax, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + r9 + 832]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c187:
-    lea rcx, [rip + .Lc1_d14883_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14883_j_t
-.Lc1_d14883_j:
-    mov ecx, 62
-    mov ecx, r8d
-    mov ecx, ebp
-    mov r9d, 131
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d14956_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14956_s_t
+    .p2align 3
+.Lc1_d14956_s:
+    .p2align 3
+    jmp .Lc1_d14956_j
+    .p2align 3
+    jmp .Lc1_d14956_j
+    .p2align 3
+    jmp .Lc1_d14956_j
+    .p2align 3
+    jmp .Lc1_d14956_j
+    .p2align 3
+    jmp .Lc1_d14956_j
+    .p2align 3
+    jmp .Lc1_d14956_j
+    .p2align 3
+    jmp .Lc1_d14956_j
+    .p2align 3
+    jmp .Lc1_d14956_j
+    .p2align 3
+    jmp .Lc1_d14956_j
+    .p2align 3
+    jmp .Lc1_d14956_j
+    .p2align 3
+    jmp .Lc1_d14956_j
+    .p2align 3
+    jmp .Lc1_d14956_j
+    .p2align 3
+    jmp .Lc1_d14956_j
+    .p2align 3
+    jmp .Lc1_d14956_j
+    .p2align 3
+    jmp .Lc1_d14956_j
+    .p2align 3
+    jmp .Lc1_d14956_j
+.Lc1_d14956_j:
+    mov ecx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], 92
     jmp 1f
 1:
-    mov ecx, 223
+    vpaddd xmm15, xmm15, xmm15
+    jmp 1f
+1:
+    vmovq xmm15, rax
+    jmp 1f
+1:
+    mov r8, r10
+    mov eax, dword ptr [r15 + 576]
+    and r8, 448
+    movzx ebp, byte ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r9d, 32
+    jmp 1f
+1:
+    movzx r9d, dil
+    mov byte ptr [r15 + 256], cl
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1536]
+    mov rcx, r8
     jmp 1f
 1:
-    imul rcx, qword ptr [r15 + rbp + 1600]
-    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov r9d, 80
-    and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 320]
-    movzx eax, r9b
-    mov r9d, 27
+    and r8d, dword ptr [r15 + 256]
+    mov ecx, 251
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov edi, dword ptr [r15 + r8 + 384]
-    and r9, 64
-    mov r8, qword ptr [r15 + r9 + 64]
-    mov edx, dword ptr [r15 + rbp + 1664]
+    movzx ecx, byte ptr [r15 + 192]
+    movsxd rdi, dword ptr [r15 + 320]
+    mov r9, r10
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + r9 + 128], eax
+    mov rsi, qword ptr [r15 + 512]
+    movzx edx, dl
+    and r9, 4032
+    movzx edx, byte ptr [r15 + r9 + 3392]
+    mov r9, rax
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 1728], rsi
-    movzx esi, dil
-    mov dword ptr [r15 + rbp + 1472], eax
-    mov r9d, dword ptr [r15 + rbp + 1408]
-    add r11, 64
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r10
+    movsxd rax, dword ptr [r15 + 768]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 89
+    movzx r9d, cl
+    mov r9d, ebp
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c188:
-    lea r9, [r11 + r11*8]
-    movzx esi, r9b
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1856], 33
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d15029_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15029_j_t
+.Lc1_d15029_j:
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 128], ymm15
+    jmp 1f
+1:
+    vmovdqu xmm15, xmmword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r9, r10
+    jmp 1f
+1:
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    movzx r9d, sil
+    lea r9, [r10 + r10*1]
     mov esi, r9d
+    mov esi, 221
+    mov byte ptr [r15 + 512], dl
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 116
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 126
-    jmp 1f
-1:
+    movzx esi, al
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    movzx esi, r8b
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + r9 + 1536]
-    and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 448]
-    mov dword ptr [r15 + r9 + 1600], edi
-    lea rbp, [r11 + r11*1]
-    movzx edi, byte ptr [r15 + r9 + 1728]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 240
-    vmovdqu ymmword ptr [r15 + r9 + 1408], ymm4
-    vmovdqu ymmword ptr [r15 + rbp + 256], ymm4
-    mov dword ptr [r15 + r8 + 512], 22
-    movzx ebp, byte ptr [r15 + r9 + 1344]
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + r9 + 1664]
-    mov r8d, r9d
-    movsxd r8, dword ptr [r15 + r9 + 1792]
+    mov esi, 233
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 1472], r8d
-    add r11, 64
+    mov byte ptr [r15 + r9 + 1408], r9b
+    mov r9d, esi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], r9d
+    mov dword ptr [r15 + 64], r9d
+    mov r9, rax
+    and r9d, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 768], r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], r9d
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 64]
+    movzx esi, byte ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], r9d
+    mov r9, qword ptr [r15 + 640]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -18321,1340 +18944,1257 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8
-    setz al
-    lea rcx, [rip + .Lc1_d14979_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14979_s_t
-    .p2align 3
-.Lc1_d14979_s:
-    .p2align 3
-    jmp .Lc1_d14979_j
-    .p2align 3
-    jmp .Lc1_d14979_j
-.Lc1_d14979_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
-    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, r9d
+    mov rax, rax
+    mov eax, r9d
+    mov eax, eax
+    jmp 1f
+1:
+    mov rax, r9
+    movzx eax, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r9d, 153
+    .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 147
+    movsxd r9, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 192], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 1207992336
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, r9b
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    lea r8, [r11*8]
-    lea rbp, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 1024]
-    and rbp, 192
-    mov rdi, qword ptr [r15 + rbp + 640]
-    lea r9, [r11 + r11*1]
-    mov esi, 20
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 448]
-    mov rdx, qword ptr [r15 + r8 + 960]
-    mov ecx, 117
-    mov dword ptr [r15 + r8 + 1216], r8d
-    vmovq qword ptr [r15 + r9 + 512], xmm4
-    mov qword ptr [r15 + r8 + 832], rax
-    mov qword ptr [r15 + r8 + 1152], rax
-    mov eax, dword ptr [r15 + rbp + 704]
-    mov dword ptr [r15 + r8 + 896], eax
-    mov qword ptr [r15 + rbp + 576], rax
-    mov dword ptr [r15 + r8 + 1280], 71
-    mov byte ptr [r15 + rbp + 768], bpl
-    mov byte ptr [r15 + r8 + 1088], al
+    mov r9d, dword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 256]
     jmp 1f
 1:
-    add r11, 64
+    vpmovmskb edx, xmm15
+    lea r8, [r10 + r10*1]
+    vmovdqu ymmword ptr [r15 + 576], ymm15
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r9b
+    mov qword ptr [r15 + 128], r8
+    mov r9d, dword ptr [r15 + 192]
+    mov edx, 221
+    mov rdx, rcx
+    mov edx, ecx
+    mov rdx, rsi
+    mov edx, dword ptr [r15 + r8 + 7552]
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c190:
-    lea rcx, [rip + .Lc1_d15029_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15029_j_t
-.Lc1_d15029_j:
-    movsxd r8, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rcx, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 59
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov esi, 101
-    mov esi, 189
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    vpmovmskb esi, xmm4
-    mov r8d, ecx
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, r8
-    movzx ecx, cl
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 512], 118
-    and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 128]
-    and rbp, 64
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + rbp + 512]
-    mov dword ptr [r15 + rbp + 448], 108
-    jmp 1f
-1:
-    mov ebp, ebp
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 448], ymm4
-    mov dword ptr [r15 + r9 + 64], 117
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c191:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 192], bpl
-    jmp 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 112
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 38
-    mov r8d, 186
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, 250
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rbp
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
-    mov edi, ebp
-    movzx edi, dil
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov rdi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov eax, 207
-    movzx eax, byte ptr [r15 + 0]
-    mov byte ptr [r15 + r9 + 64], cl
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], sil
-    mov esi, r9d
-    mov esi, dword ptr [r15 + rbp + 256]
-    mov edx, 106
-    movzx ebp, byte ptr [r15 + r9 + 256]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c192:
-    lea rcx, [rip + .Lc1_d15139_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15139_j_t
-.Lc1_d15139_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    mov ecx, 233
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, 28
-    lea rbp, [r11 + r11*8]
-    lea r9, [r11 + r11*1]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3584], bpl
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
-    movsxd rcx, dword ptr [r15 + rbp + 3840]
-    mov esi, esi
-    mov dword ptr [r15 + rbp + 3648], esi
-    mov esi, edi
-    jmp 1f
-1:
-    movzx esi, bpl
-    mov dword ptr [r15 + r9 + 64], 149
-    movzx r9d, byte ptr [r15 + rbp + 3456]
-    mov rsi, qword ptr [r15 + rbp + 3776]
-    mov edi, dword ptr [r15 + rbp + 3520]
-    mov dword ptr [r15 + rbp + 3392], edi
-    mov dword ptr [r15 + rbp + 3904], ebp
-    mov edi, 174
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 3712], 85
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], r9
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + r8 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c193:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    lea r9, [r11*4]
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 64]
-    and r9, 192
-    mov byte ptr [r15 + r9 + 704], r9b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpshufd xmm4, xmm4, 10
-    mov rbp, qword ptr [r15 + 0]
-    movzx ecx, al
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov byte ptr [r15 + 0], cl
-    movzx ecx, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 9216
-    jnz 1f
-1:
-    mov rcx, rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 148
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    lea rbp, [r11 + r11*1]
-    mov rcx, rdi
-    jmp 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 512], rbp
-    mov qword ptr [r15 + rbp + 448], rbp
-    movsxd rbp, dword ptr [r15 + r9 + 640]
-    movzx ecx, bpl
-    mov ebp, 128
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + r9 + 576]
-    mov edi, ebp
-    mov rbp, rdi
-    mov dword ptr [r15 + r9 + 768], 190
-    movsxd rbp, dword ptr [r15 + r8 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c194:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 1024
+    test dword ptr [r15 + 67117723], 2048
     setz al
-    lea rcx, [rip + .Lc1_d15240_s]
+    lea rcx, [rip + .Lc1_d15137_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15240_s_t
+    jmp .Lc1_d15137_s_t
     .p2align 3
-.Lc1_d15240_s:
+.Lc1_d15137_s:
     .p2align 3
-    jmp .Lc1_d15240_j
+    jmp .Lc1_d15137_j
     .p2align 3
-    jmp .Lc1_d15240_j
-.Lc1_d15240_j:
+    jmp .Lc1_d15137_j
+.Lc1_d15137_j:
+    lea r8, [r10 + r10*2]
+    add rcx, qword ptr [r15 + 448]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1408], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpxor xmm15, xmm15, xmm8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    mov ecx, r9d
+    jmp 1f
+1:
+    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 45
+    mov r9, r10
+    mov ecx, dword ptr [r15 + 256]
+    and r9, 4032
+    mov rsi, qword ptr [r15 + r9 + 3392]
+    mov byte ptr [r15 + r8 + 1472], al
+    mov r9d, dword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 640]
+    mov r8, r10
+    mov qword ptr [r15 + 64], r8
+    movzx edx, r8b
+    jmp 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 223
+    mov r8d, dword ptr [r15 + 384]
+    mov edx, 57
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rdx
+    movzx edx, r9b
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 192]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c191:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], edx
+    mov rsi, r8
+    mov r8d, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 320], r8
+    jmp 1f
+1:
+    movzx r8d, al
+    movzx r8d, sil
+    mov r9, r10
+    add r8, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    and r9, 4032
+    movsxd rsi, dword ptr [r15 + r9 + 3392]
+    mov r9, r10
+    test dword ptr [r15 + 67117724], 1048578
+    jnz 1f
+1:
+    mov dword ptr [r15 + 256], eax
+    mov byte ptr [r15 + 448], sil
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    mov dword ptr [r15 + 128], r9d
+    mov byte ptr [r15 + 128], sil
+    mov byte ptr [r15 + 704], dil
+    mov qword ptr [r15 + 576], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, r8d
+    mov r9, rsi
+    movzx r9d, dil
+    movzx r9d, r8b
+    mov r9, r9
+    movzx r9d, r9b
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 512]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c192:
+    lea rcx, [rip + .Lc1_d15247_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15247_j_t
+.Lc1_d15247_j:
+    mov r9, r10
+    jmp 1f
+1:
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 192]
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], cl
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov byte ptr [r15 + 0], dil
-    movzx edi, dil
-    movzx edi, dil
-    mov edi, dword ptr [r15 + 0]
-    mov ebp, edi
+    movzx ecx, sil
+    movzx ecx, r9b
+    jmp 1f
+1:
+    .byte 0x66, 0x90
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 185
-    mov edi, eax
-    movsxd rax, dword ptr [r15 + 0]
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    movsxd rcx, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 64], r9
     jmp 1f
 1:
-    mov r9d, eax
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + 512], ecx
+    mov dword ptr [r15 + 64], 26
+    movzx ecx, r9b
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    vpaddd xmm15, xmm15, xmm15
+    mov dword ptr [r15 + 640], r9d
+    mov qword ptr [r15 + 320], rcx
+    mov rcx, qword ptr [r15 + 384]
+    mov esi, r9d
+    mov rax, rsi
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 236
-    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 128], 146
+    mov dword ptr [r15 + 128], 80
+    mov byte ptr [r15 + 256], al
+    mov qword ptr [r15 + r9 + 7552], rcx
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c193:
+    lea rcx, [rip + .Lc1_d15297_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15297_j_t
+.Lc1_d15297_j:
+    add rcx, qword ptr [r15 + 320]
+    lea r9, [r10 + r10*1]
+    nop
+    and r9, 8128
+    mov ebp, dword ptr [r15 + r9 + 7488]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], sil
-    mov rsi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 192]
-    lea rbp, [r11 + r11*1]
-    mov esi, ebp
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 64], ymm4
-    mov esi, 120
+    mov ecx, 110
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 576], cl
+    mov byte ptr [r15 + 384], bpl
+    and ebp, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], r9b
+    jmp 1f
+1:
+    movzx ecx, sil
+    mov r8, r10
+    mov dword ptr [r15 + 128], 72
+    mov dword ptr [r15 + 448], r8d
+    and r8, 4032
+    mov rsi, qword ptr [r15 + r8 + 3392]
+    movzx r8d, byte ptr [r15 + 704]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], r8d
+    mov qword ptr [r15 + 256], r8
+    mov dword ptr [r15 + r9 + 7552], 157
+    mov dword ptr [r15 + 448], 199
+    add rcx, qword ptr [r15 + 384]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c194:
+    lea r8, [r10 + r10*2]
+    jmp 1f
+1:
+    movzx ecx, r8b
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 960]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + r9 + 64]
+    mov ebp, ebp
+    mov ebp, 41
+    mov qword ptr [r15 + 384], rsi
+    mov rbp, r8
+    mov dword ptr [r15 + 448], 72
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov rbp, rbp
+    mov esi, 179
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 128], 6
-    mov dword ptr [r15 + r8 + 256], 40
-    add r11, 64
+    lea rbp, [r10 + r10*1]
+    mov qword ptr [r15 + 320], rbp
+    and rbp, 4032
+    mov rsi, qword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 192], rcx
+    mov dword ptr [r15 + 512], 107
+    mov dword ptr [r15 + rbp + 3456], 101
+    mov byte ptr [r15 + r8 + 896], sil
+    mov r9, r10
+    mov byte ptr [r15 + 320], al
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 125
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, r9d
+    mov qword ptr [r15 + 640], rsi
+    mov dword ptr [r15 + r8 + 832], 135
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c195:
-    lea rcx, [rip + .Lc1_d15300_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15300_j_t
-.Lc1_d15300_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 36
-    lea rbp, [r11 + r11*1]
-    movzx ecx, bpl
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 173
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8388608
+    setz al
+    lea rcx, [rip + .Lc1_d15390_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15390_s_t
+    .p2align 3
+.Lc1_d15390_s:
+    .p2align 3
+    jmp .Lc1_d15390_j
+    .p2align 3
+    jmp .Lc1_d15390_j
+.Lc1_d15390_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    jmp 1f
-1:
+    mov ecx, 70
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    movzx edi, bpl
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + r8 + 3648]
-    mov r9d, dword ptr [r15 + r8 + 3456]
+    mov ecx, ecx
     jmp 1f
 1:
-    mov esi, r9d
-    mov esi, 211
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 320], cl
+    mov byte ptr [r15 + 448], cl
+    movzx ecx, cl
+    mov rcx, qword ptr [r15 + 768]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 3584], 237
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 192], ebp
     jmp 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], r9d
-    mov dword ptr [r15 + r8 + 3520], 172
-    mov esi, r9d
-    mov dword ptr [r15 + rbp + 64], esi
-    movsxd rsi, dword ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + r8 + 3712], 118
+    and rbp, 1984
+    add rcx, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 64], 206
     jmp 1f
 1:
-    add r11, 64
+    add qword ptr [r15 + 384], rbp
+    movsxd rax, dword ptr [r15 + 256]
+    vmovdqu xmm15, xmmword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r9d, 110
+    mov dword ptr [r15 + 704], 229
+    mov r9d, dword ptr [r15 + rbp + 1408]
+    mov rbp, r10
+    mov esi, 127
+    movsxd rsi, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm15
+    add rcx, qword ptr [r15 + 384]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c196:
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, 182
+    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rsi, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, esi
-    lea r9, [r11 + r11*1]
-    movzx ebp, byte ptr [r15 + 0]
-    mov r8d, esi
-    lea r8, [r11*8]
-    and r9, 64
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 448], 87
-    and r8, 448
-    mov byte ptr [r15 + r8 + 960], sil
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], r9d
-    mov dword ptr [r15 + rbp + 384], ebp
-    test ebx, 1024
+    vmovdqu xmmword ptr [r15 + 64], xmm15
+    mov r9, rsi
+    mov rbp, r10
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], r8b
+    and rbp, 448
+    mov r9, r10
+    mov dword ptr [r15 + rbp + 832], esi
+    jmp 1f
+1:
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 198
+    mov byte ptr [r15 + 512], sil
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 4
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 1088], r9
-    mov byte ptr [r15 + r8 + 1152], r9b
     jmp 1f
 1:
+    mov r9d, dword ptr [r15 + 576]
+    mov rbp, qword ptr [r15 + 512]
+    mov rsi, rbp
+    add rbp, qword ptr [r15 + 128]
     jmp 1f
 1:
+    mov byte ptr [r15 + 128], bpl
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 1024], dl
+    mov rbp, r10
+    movzx esi, byte ptr [r15 + 256]
+    and rbp, 16320
+    mov rax, qword ptr [r15 + rbp + 15680]
+    mov ebp, 200
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + r8 + 896]
-    movzx ebp, al
-    mov rbp, qword ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + r8 + 832], r9d
-    mov esi, 172
-    mov rsi, qword ptr [r15 + r8 + 1216]
-    mov r9, r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, r9b
-    mov r9, rdx
-    mov byte ptr [r15 + r8 + 1280], r8b
-    add r11, 64
+    movsxd rbp, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], r9d
+    mov r9d, 208
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c197:
+    lea rcx, [rip + .Lc1_d15490_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15490_j_t
+.Lc1_d15490_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], ebp
+    mov rbp, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    nop
+    movzx ecx, bpl
+    mov ebp, dword ptr [r15 + 512]
+    add rbp, qword ptr [r15 + 512]
+    movzx r9d, bpl
+    mov rbp, r10
+    add rcx, qword ptr [r15 + 64]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov ebp, 106
+    jmp 1f
+1:
+    mov rbp, r10
+    mov esi, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    and rbp, 16320
+    mov r8, r10
+    vmovdqu ymmword ptr [r15 + rbp + 15680], ymm15
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 215
+    mov r8d, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 320], r8b
+    inc dword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], 69
+    mov dword ptr [r15 + 128], r8d
+    mov byte ptr [r15 + 448], r8b
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c198:
+    mov r8d, ebp
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    mov r8, qword ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 256]
+    inc dword ptr [r15 + 768]
+    mov ecx, 229
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 77
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 640]
+    mov qword ptr [r15 + 512], rcx
+    jmp 1f
+1:
+    mov ecx, 91
+    mov ecx, ebp
+    mov rbp, r10
+    mov r9d, r8d
+    jmp 1f
+1:
+    and rbp, 4032
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], r9b
+    movsxd rbp, dword ptr [r15 + 192]
+    mov r9d, 233
+    movsxd r9, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 704], r9
+    mov r9d, 253
+    mov r9, r10
+    mov rsi, qword ptr [r15 + 192]
+    and r9, 1984
+    add rbp, qword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], ecx
+    mov r9, rbp
+    jmp 1f
+1:
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c199:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d15589_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15589_j_t
+.Lc1_d15589_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, rcx
+    movzx ecx, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], sil
+    test dword ptr [r15 + 67117723], 8393728
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], r8b
+    mov rbp, r10
+    mov byte ptr [r15 + 384], al
+    jmp 1f
+1:
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rax
+    mov qword ptr [r15 + 320], rcx
+    mov dword ptr [r15 + 384], 85
+    add rbp, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], r9d
+    jmp 1f
+1:
+    mov ecx, 77
+    mov ecx, 235
+    add rbp, qword ptr [r15 + 192]
+    mov r9, r10
+    mov dword ptr [r15 + 128], esi
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], esi
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], r9b
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c200:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 128
+    setz al
+    lea rcx, [rip + .Lc1_d15645_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15645_s_t
+    .p2align 3
+.Lc1_d15645_s:
+    .p2align 3
+    jmp .Lc1_d15645_j
+    .p2align 3
+    jmp .Lc1_d15645_j
+.Lc1_d15645_j:
+    jmp 1f
+1:
+    mov ecx, 54
+    jmp 1f
+1:
+    mov ecx, 62
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    movzx ebp, byte ptr [r15 + 128]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 320], rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 140
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 192]
+    mov rbp, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov rcx, rbp
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rcx
+    movzx ebp, cl
+    mov dword ptr [r15 + 256], eax
+    mov ebp, 176
+    mov rbp, r10
+    mov ecx, ebp
+    and rbp, 1984
+    vmovdqu xmmword ptr [r15 + rbp + 1344], xmm15
+    mov r9, r10
+    mov rbp, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov ecx, ecx
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 52
+    mov r9, qword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c201:
+    lea r9, [r10 + r10*1]
+    mov rbp, r10
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1408]
+    mov rax, rax
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 72
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb ebp, xmm15
+    mov ebp, r9d
+    jmp 1f
+1:
+    mov eax, 10
+    mov eax, 201
+    mov ebp, 150
+    mov rax, qword ptr [r15 + 320]
+    movzx ebp, r9b
+    lea rbp, [r10 + r10*1]
+    mov qword ptr [r15 + 128], rbp
+    and rbp, 8128
+    mov rsi, qword ptr [r15 + rbp + 7488]
+    movzx r8d, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + rbp + 7552]
+    vmovq xmm15, rcx
+    mov dword ptr [r15 + 64], 140
+    mov ebp, r9d
+    mov ecx, r8d
+    mov ecx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 64]
+    movzx edi, bpl
+    mov rdx, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c202:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d15752_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15752_j_t
+.Lc1_d15752_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], r8d
+    add rcx, qword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    vmovq xmm15, rcx
+    mov ecx, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 512
+    jz 1f
+1:
+    mov qword ptr [r15 + 256], rcx
+    mov ecx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], 89
+    mov dword ptr [r15 + 640], ecx
+    lea rbp, [r10 + r10*1]
+    mov r8, r10
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 896]
+    and r8, 8128
+    mov r9, r10
+    mov dword ptr [r15 + r8 + 7488], 44
+    mov r8d, r9d
+    mov r8d, dword ptr [r15 + rbp + 832]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], eax
+    mov r9d, 178
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c203:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 165
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], ecx
+    mov ecx, dword ptr [r15 + 192]
+    mov r9, rcx
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    movsxd rcx, dword ptr [r15 + 704]
+    mov r8d, eax
+    mov rbp, r10
+    mov qword ptr [r15 + 320], rbp
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 320]
+    mov r9, r10
+    mov byte ptr [r15 + 384], cl
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    movsxd rsi, dword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 448]
+    mov r9, r10
+    movsxd rax, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r8d
+    mov r9, qword ptr [r15 + 512]
+    mov r8d, r9d
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 384]
+    mov rdi, rdi
+    jmp 1f
+1:
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c204:
+    lea rcx, [rip + .Lc1_d15845_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15845_j_t
+.Lc1_d15845_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r10 + r10*1]
+    mov qword ptr [r15 + 64], r8
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 3456], r8b
+    mov byte ptr [r15 + 128], r8b
+    mov r8d, eax
+    mov eax, ecx
+    mov rax, rax
+    mov byte ptr [r15 + 320], cl
+    mov rax, rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], eax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], eax
+    mov r8, r10
+    jmp 1f
+1:
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 384]
+    mov qword ptr [r15 + 576], rdi
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1408], edi
+    mov dword ptr [r15 + 64], ebp
+    mov qword ptr [r15 + rbp + 1344], rbp
+    jmp 1f
+1:
+    mov rbp, rax
+    mov qword ptr [r15 + 512], r8
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c205:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d15403_s]
+    lea rcx, [rip + .Lc1_d15901_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15403_s_t
+    jmp .Lc1_d15901_s_t
     .p2align 3
-.Lc1_d15403_s:
+.Lc1_d15901_s:
     .p2align 3
-    jmp .Lc1_d15403_j
+    jmp .Lc1_d15901_j
     .p2align 3
-    jmp .Lc1_d15403_j
+    jmp .Lc1_d15901_j
     .p2align 3
-    jmp .Lc1_d15403_j
+    jmp .Lc1_d15901_j
     .p2align 3
-    jmp .Lc1_d15403_j
+    jmp .Lc1_d15901_j
     .p2align 3
-    jmp .Lc1_d15403_j
+    jmp .Lc1_d15901_j
     .p2align 3
-    jmp .Lc1_d15403_j
+    jmp .Lc1_d15901_j
     .p2align 3
-    jmp .Lc1_d15403_j
+    jmp .Lc1_d15901_j
     .p2align 3
-    jmp .Lc1_d15403_j
-.Lc1_d15403_j:
-    vpaddd xmm4, xmm4, xmm4
-    movzx eax, al
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    mov rcx, rax
-    mov rax, rcx
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 0], xmm4
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], 195
-    mov ecx, 56
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov rcx, qword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm4, xmmword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov rdx, rax
-    jmp 1f
-1:
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov eax, dword ptr [r15 + rbp + 128]
-    jmp 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], dil
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 320], 130
-    mov dword ptr [r15 + rbp + 64], 177
-    and r9, 64
-    mov qword ptr [r15 + r9 + 512], rsi
-    movzx r8d, r9b
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 448], r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c198:
-    lea rcx, [rip + .Lc1_d15470_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15470_j_t
-.Lc1_d15470_j:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 256], r9
-    movzx ecx, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 68
-    mov ecx, 191
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 114
-    mov byte ptr [r15 + 0], r8b
-    vmovq xmm4, rsi
-    mov dword ptr [r15 + 0], r9d
-    mov byte ptr [r15 + 0], cl
-    mov byte ptr [r15 + 0], cl
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], bpl
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + rbp + 128]
-    lea rbp, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + r8 + 192], ymm4
-    movzx r8d, r9b
-    jmp 1f
-1:
-    and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 512]
-    mov byte ptr [r15 + rbp + 448], r8b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c199:
-    lea rbp, [r11 + r11*8]
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + rbp + 7680]
-    mov qword ptr [r15 + rbp + 7808], r9
-    mov r9, r9
-    mov r9d, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 7552], ymm4
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov r8, r8
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], bpl
-    jmp 1f
-1:
-    mov r8, rbp
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 7936], r8b
-    lea r8, [r11 + r11*1]
-    mov ecx, r8d
-    mov byte ptr [r15 + r9 + 512], cl
-    mov rcx, rcx
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 192]
-    vmovdqu ymmword ptr [r15 + rbp + 7872], ymm4
-    movzx r9d, dl
-    jmp 1f
-1:
-    mov r9d, r9d
-    movsxd r9, dword ptr [r15 + rbp + 7616]
-    mov qword ptr [r15 + rbp + 8000], r9
-    movsxd r9, dword ptr [r15 + rbp + 7744]
-    mov dword ptr [r15 + r8 + 256], edx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c200:
-    lea rcx, [rip + .Lc1_d15574_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15574_j_t
-.Lc1_d15574_j:
-    movzx ecx, al
-    movzx ecx, r9b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 195
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 37
-    mov eax, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    mov edx, 73
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 256]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], ecx
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 64], cl
-    lea r8, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + rbp + 192]
-    movzx ebp, r9b
-    and r8, 64
-    mov byte ptr [r15 + r8 + 448], al
-    mov rbp, qword ptr [r15 + r8 + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c201:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d15634_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15634_s_t
-    .p2align 3
-.Lc1_d15634_s:
-    .p2align 3
-    jmp .Lc1_d15634_j
-    .p2align 3
-    jmp .Lc1_d15634_j
-.Lc1_d15634_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 512], rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 143
-    movzx ecx, r9b
-    mov rcx, rcx
-    movzx ecx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 19
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, r9
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], 27
-    mov rcx, qword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 51
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpaddd xmm4, xmm4, xmm4
-    mov eax, 154
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edx
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], r8d
-    mov qword ptr [r15 + rbp + 448], rax
-    and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 128]
-    vmovq qword ptr [r15 + r8 + 320], xmm4
-    mov r8d, edi
-    mov byte ptr [r15 + r9 + 64], cl
-    mov edi, 29
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c202:
-    jmp 1f
-1:
-    mov edi, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*4]
-    mov edi, eax
-    jmp 1f
-1:
-    movzx edi, dil
-    and r8, 448
-    mov qword ptr [r15 + r8 + 896], rbp
-    mov edi, 95
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 174
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 164
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3456], ymm4
-    movsxd rdi, dword ptr [r15 + r8 + 1024]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 1088], 255
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rbp
-    mov rax, rbp
-    mov qword ptr [r15 + r9 + 3392], rax
-    mov dword ptr [r15 + r8 + 832], 19
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + r8 + 960]
-    mov r9, qword ptr [r15 + rbp + 128]
-    mov ebp, 200
-    mov ebp, 24
-    jmp 1f
-1:
-    movzx ebp, bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c203:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d15747_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15747_s_t
-    .p2align 3
-.Lc1_d15747_s:
-    .p2align 3
-    jmp .Lc1_d15747_j
-    .p2align 3
-    jmp .Lc1_d15747_j
-    .p2align 3
-    jmp .Lc1_d15747_j
-    .p2align 3
-    jmp .Lc1_d15747_j
-    .p2align 3
-    jmp .Lc1_d15747_j
-    .p2align 3
-    jmp .Lc1_d15747_j
-    .p2align 3
-    jmp .Lc1_d15747_j
-    .p2align 3
-    jmp .Lc1_d15747_j
-    .p2align 3
-    jmp .Lc1_d15747_j
-    .p2align 3
-    jmp .Lc1_d15747_j
-    .p2align 3
-    jmp .Lc1_d15747_j
-    .p2align 3
-    jmp .Lc1_d15747_j
-    .p2align 3
-    jmp .Lc1_d15747_j
-    .p2align 3
-    jmp .Lc1_d15747_j
-    .p2align 3
-    jmp .Lc1_d15747_j
-    .p2align 3
-    jmp .Lc1_d15747_j
-.Lc1_d15747_j:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], al
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d15901_j
+.Lc1_d15901_j:
+    mov rcx, qword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7616]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    mov edi, dword ptr [r15 + r8 + 7936]
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r9, rdi
-    mov edi, r9d
-    lea r9, [r11 + r11*1]
-    mov edx, 127
-    movzx edx, byte ptr [r15 + r8 + 7872]
-    mov esi, 28
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + r8 + 7680], 29
-    mov dword ptr [r15 + r8 + 7552], 218
-    movzx edi, byte ptr [r15 + r8 + 7808]
-    mov edi, dword ptr [r15 + r8 + 7744]
-    mov dword ptr [r15 + r8 + 8000], 150
-    vpor xmm4, xmm4, xmm4
-    vmovdqu ymmword ptr [r15 + rbp + 320], ymm4
-    movzx r8d, byte ptr [r15 + r9 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c204:
-    jmp 1f
-1:
-    mov ebp, 235
-    movzx ebp, r9b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 158
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 248
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov ebp, edi
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r8, r8
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 640], esi
+    mov dword ptr [r15 + 768], ebp
+    mov esi, ecx
+    mov rsi, qword ptr [r15 + 128]
+    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
-    movzx r8d, r8b
-    lea r8, [r11*4]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 896], 250
+    mov byte ptr [r15 + 448], bpl
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    vpor xmm4, xmm4, xmm4
-    and r8, 192
-    mov qword ptr [r15 + r8 + 640], r8
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], rsi
-    mov dword ptr [r15 + r9 + 256], 116
-    movzx r9d, r9b
-    mov r9, r8
-    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + r8 + 768]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], r8
-    movzx edi, byte ptr [r15 + r8 + 704]
-    movsxd rcx, dword ptr [r15 + r8 + 576]
-    mov r8d, dword ptr [r15 + r9 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c205:
-    lea rcx, [rip + .Lc1_d15859_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15859_j_t
-.Lc1_d15859_j:
-    lea r8, [r11 + r11*8]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 512], rcx
+    mov dword ptr [r15 + 64], esi
+    and ecx, dword ptr [r15 + 192]
+    mov esi, ebp
+    mov esi, dword ptr [r15 + rbp + 832]
+    mov byte ptr [r15 + 576], r8b
+    mov dword ptr [r15 + 320], ebp
+    mov ebp, dword ptr [r15 + 704]
+    mov r8, r10
+    mov eax, 56
+    mov byte ptr [r15 + 384], r9b
+    mov r9d, eax
     and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 1600]
-    mov dword ptr [r15 + r8 + 1344], 209
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    vmovq xmm4, rcx
-    mov ecx, r8d
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + r8 + 1408], ecx
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 1472], 124
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], r9d
-    mov ecx, edx
-    vmovq xmm4, rdi
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + r8 + 1856]
-    mov rdx, qword ptr [r15 + r8 + 1792]
-    mov dword ptr [r15 + r8 + 1536], r9d
-    mov esi, eax
-    movzx esi, al
-    mov esi, dword ptr [r15 + r8 + 1664]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 256], esi
-    mov byte ptr [r15 + r8 + 1728], sil
-    mov dword ptr [r15 + rbp + 384], 21
-    add r11, 64
+    mov dword ptr [r15 + r8 + 1344], esi
+    movzx r8d, byte ptr [r15 + 256]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c206:
-    lea rcx, [rip + .Lc1_d15908_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15908_j_t
-.Lc1_d15908_j:
+    mov r8d, 28
     jmp 1f
 1:
-    mov ecx, ecx
-    mov ecx, 4
+    mov r8d, dword ptr [r15 + 640]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    mov ecx, ecx
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, bpl
+    mov rdx, rax
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rdx, rcx
-    mov dword ptr [r15 + 0], edx
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rsi
-    test ebx, 1024
+    mov byte ptr [r15 + 512], al
+    jmp 1f
+1:
+    mov rbp, r10
+    mov edx, dword ptr [r15 + 448]
+    movzx eax, dl
+    test ebx, 195584
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    movzx edx, byte ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    movsxd rsi, dword ptr [r15 + rbp + 640]
-    mov dword ptr [r15 + rbp + 704], esi
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 384], 190
-    and r9, 64
-    mov byte ptr [r15 + r9 + 256], r9b
-    mov rsi, rdx
+    and rbp, 1984
+    and edx, dword ptr [r15 + rbp + 1344]
+    and ebp, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 384], r8d
+    mov dword ptr [r15 + 320], ecx
+    movsxd rcx, dword ptr [r15 + 256]
+    and ecx, dword ptr [r15 + 448]
+    lea r8, [r10 + r10*1]
     jmp 1f
 1:
     jmp 1f
 1:
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], al
+    mov esi, dword ptr [r15 + 384]
+    movzx eax, sil
+    mov qword ptr [r15 + 128], rdx
+    mov qword ptr [r15 + 320], rdx
+    movsxd rsi, dword ptr [r15 + 192]
+    movzx edx, byte ptr [r15 + r8 + 7552]
+    mov byte ptr [r15 + 192], cl
+    mov r8d, edx
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + r9 + 192]
-    mov r9d, dword ptr [r15 + rbp + 576]
-    inc dword ptr [r15 + r8 + 320]
-    mov dword ptr [r15 + rbp + 768], r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c207:
-    mov r8, qword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d16008_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16008_j_t
+.Lc1_d16008_j:
+    mov qword ptr [r15 + 128], rcx
+    mov rcx, rcx
+    mov rdi, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rcx, r9
+    mov qword ptr [r15 + 128], rcx
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 64], xmm15
+    jmp 1f
+1:
+    movzx ecx, dil
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, sil
-    mov r9d, 180
+    .byte 0x66, 0x90
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov r9d, ebp
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    movzx edx, r8b
-    mov dword ptr [r15 + 0], edx
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    mov dword ptr [r15 + 0], 221
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 512]
+    movsxd rsi, dword ptr [r15 + 320]
+    mov eax, 165
+    movzx eax, byte ptr [r15 + 128]
+    mov ebp, 31
+    mov rbp, r10
+    mov r9, r10
+    movzx edx, dil
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 210
+    and r9, 8128
+    movzx ebp, byte ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 448], rbp
+    mov rbp, rbp
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    and ebp, dword ptr [r15 + 512]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 167
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 384]
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 192]
-    mov ecx, r8d
-    and r9, 64
-    vmovq qword ptr [r15 + r9 + 384], xmm4
-    mov dword ptr [r15 + r9 + 320], 165
-    vmovdqu ymmword ptr [r15 + rbp + 256], ymm4
-    mov dword ptr [r15 + r8 + 320], r9d
-    jmp 1f
-1:
-    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c208:
-    lea rcx, [rip + .Lc1_d16013_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16013_j_t
-.Lc1_d16013_j:
+    mov dword ptr [r15 + 448], ebp
     jmp 1f
 1:
+    mov ebp, 252
+    vpaddd xmm15, xmm15, xmm15
+    mov byte ptr [r15 + 256], sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm4, xmm4, xmm2
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    movzx edi, r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 188
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov ebp, 223
+    mov ebp, 251
     jmp 1f
 1:
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 128], r8d
+    mov r8d, dword ptr [r15 + 512]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3456], rbp
     jmp 1f
 1:
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 640], 30
-    lea r8, [r11 + r11*1]
+    mov esi, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 192], r8
     jmp 1f
 1:
-    and r8, 64
-    add qword ptr [r15 + r8 + 128], r8
+    movsxd r8, dword ptr [r15 + 768]
+    mov rbp, r8
     jmp 1f
 1:
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + rbp + 768]
+    mov rbp, r10
+    mov r9d, ebp
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 64
+    mov rbp, rsi
     jmp 1f
 1:
+    movsxd rbp, dword ptr [r15 + 64]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + rbp + 704]
-    mov ecx, r9d
-    lea r9, [r11 + r11*2]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 139
-    and r9, 4032
-    mov rcx, qword ptr [r15 + r9 + 3520]
-    xor dword ptr [r15 + r8 + 64], ecx
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov qword ptr [r15 + r9 + 3392], rdi
-    movzx ecx, byte ptr [r15 + r9 + 3456]
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 576], cl
-    mov ecx, 153
-    mov rbp, rcx
-    add r11, 64
+    mov dword ptr [r15 + 320], 73
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -19662,941 +20202,263 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, ecx
-    movsxd rax, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d16112_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16112_s_t
+    .p2align 3
+.Lc1_d16112_s:
+    .p2align 3
+    jmp .Lc1_d16112_j
+    .p2align 3
+    jmp .Lc1_d16112_j
+.Lc1_d16112_j:
+    movzx eax, byte ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 73
-    mov qword ptr [r15 + 0], rbp
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 17301508
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 207
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], r8d
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], r9d
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rbp
-    movzx edx, sil
-    mov edx, dword ptr [r15 + r8 + 384]
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + r9 + 448]
+    movzx ecx, al
+    movzx eax, byte ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    mov esi, dword ptr [r15 + 512]
+    mov rbp, r10
+    test dword ptr [r15 + 67117723], 67109120
+    jnz 1f
+1:
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 512], dil
-    add r11, 64
+    jmp 1f
+1:
+    mov rbp, rcx
+    jmp 1f
+1:
+    mov ecx, r8d
+    mov rbp, r10
+    lea r8, [r10 + r10*1]
+    mov esi, 219
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    mov qword ptr [r15 + 576], r9
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov r9, qword ptr [r15 + r8 + 3456]
+    movsxd rbp, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c210:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32
-    setz al
-    lea rcx, [rip + .Lc1_d16123_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16123_s_t
-    .p2align 3
-.Lc1_d16123_s:
-    .p2align 3
-    jmp .Lc1_d16123_j
-    .p2align 3
-    jmp .Lc1_d16123_j
-.Lc1_d16123_j:
+    lea rcx, [rip + .Lc1_d16165_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16165_j_t
+.Lc1_d16165_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    vpor xmm4, xmm4, xmm4
-    mov dword ptr [r15 + 0], 253
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovq xmm2, rax
-    mov byte ptr [r15 + 0], al
-    movzx ecx, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 176
+    lea rbp, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + 320]
+    and rbp, 448
+    add rcx, qword ptr [r15 + rbp + 896]
+    mov dword ptr [r15 + 128], ecx
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx ebp, al
+    movsxd rcx, dword ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov edi, dword ptr [r15 + r8 + 256]
-    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + 384], bpl
+    movzx r8d, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 192], rax
-    and r9, 64
-    mov r8, qword ptr [r15 + r9 + 512]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 448], eax
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
-    movzx r9d, byte ptr [r15 + r8 + 128]
-    add r11, 64
+    movzx eax, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 640], rax
+    and eax, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 64], rsi
+    and eax, dword ptr [r15 + 256]
+    mov rsi, rcx
+    mov ecx, 119
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], r8
+    mov qword ptr [r15 + rbp + 832], rsi
+    vpcmpeqb xmm15, xmm15, xmm5
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 13
+    add rsi, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 704], esi
+    movzx esi, byte ptr [r15 + 256]
+    mov ecx, esi
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c211:
-    lea rcx, [rip + .Lc1_d16183_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16183_j_t
-.Lc1_d16183_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r9
-    movzx r9d, r8b
+    lea r8, [r10 + r10*1]
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 896]
+    mov dword ptr [r15 + 320], esi
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpmovmskb r9d, xmm2
+    mov dword ptr [r15 + r8 + 832], r8d
+    mov r8, rsi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 19
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    movzx r9d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11*4]
-    mov dword ptr [r15 + 0], 162
-    movzx edi, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 768], r9
-    and r9, 64
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 128], 195
-    mov byte ptr [r15 + rbp + 704], r8b
-    mov eax, r9d
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], r8d
-    mov dword ptr [r15 + rbp + 576], 222
+    lea r8, [r10 + r10*2]
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 192], r9d
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + rbp + 640]
-    mov qword ptr [r15 + r9 + 64], rdi
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    and esi, dword ptr [r15 + r8 + 3456]
+    movsxd rbp, dword ptr [r15 + 192]
+    movzx ecx, bpl
+    mov ebp, esi
+    movsxd rbp, dword ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 384]
+    vpcmpeqb xmm15, xmm15, xmm13
+    mov qword ptr [r15 + 256], r8
+    mov dword ptr [r15 + 512], 215
+    mov byte ptr [r15 + 128], r8b
     jmp 1f
 1:
     jmp 1f
 1:
+    movsxd r9, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 64], sil
     jmp 1f
 1:
-    mov ebp, 195
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    mov rbp, r10
     jmp 1f
 1:
-    add r11, 64
+    mov esi, 78
+    movsxd rsi, dword ptr [r15 + r8 + 3392]
+    and rbp, 1984
+    mov edx, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + r8 + 3520], 98
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c212:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
+    lea rcx, [rip + .Lc1_d16264_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16264_j_t
+.Lc1_d16264_j:
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    mov dword ptr [r15 + 64], ebp
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 256]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    mov eax, 148
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 182
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, bpl
+    jmp 1f
+1:
+    mov rbp, r10
+    .byte 0x0f, 0x1f, 0x00
     and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 1088], ymm4
-    test dword ptr [r15 + 67117723], 67108864
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + rbp + 1216]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], rax
-    mov qword ptr [r15 + r8 + 64], rax
-    mov byte ptr [r15 + rbp + 1024], r8b
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], ebp
-    mov dword ptr [r15 + rbp + 896], r9d
-    mov dword ptr [r15 + rbp + 1152], 157
-    mov dword ptr [r15 + rbp + 1280], edi
-    movsxd rdi, dword ptr [r15 + r9 + 320]
-    movzx r9d, cl
+    and ecx, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
+    add rcx, qword ptr [r15 + 128]
+    lock or dword ptr [r15 + 192], 25
+    mov dword ptr [r15 + 320], 129
+    mov rbp, r10
+    mov byte ptr [r15 + 768], dl
     jmp 1f
 1:
-    mov r9, r8
-    mov eax, ecx
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    mov eax, dword ptr [r15 + rbp + 960]
-    add r11, 64
+    and rbp, 8128
+    mov r8, r10
+    mov qword ptr [r15 + rbp + 7488], rdx
+    mov dword ptr [r15 + 512], ecx
+    mov qword ptr [r15 + 192], rcx
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm15
+    mov r8d, 79
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c213:
-    lea rcx, [rip + .Lc1_d16284_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16284_j_t
-.Lc1_d16284_j:
-    mov r9d, 127
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm4, xmm2, 60
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], al
-    lea rbp, [r11*8]
-    jmp 1f
-1:
-    lea r8, [r11*4]
-    vpxor xmm4, xmm4, xmm2
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1216], 49
-    jmp 1f
-1:
-    and r8, 192
-    movsxd rax, dword ptr [r15 + r8 + 640]
-    movzx ecx, byte ptr [r15 + r8 + 768]
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 512], cl
-    mov rcx, qword ptr [r15 + r8 + 576]
-    mov dword ptr [r15 + r8 + 704], ecx
-    mov dword ptr [r15 + rbp + 1152], ecx
-    movsxd r8, dword ptr [r15 + rbp + 1024]
-    mov ecx, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 960], cl
-    mov ecx, ecx
-    movzx ecx, byte ptr [r15 + rbp + 1088]
-    mov byte ptr [r15 + rbp + 1280], al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 896], 193
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c214:
-    lea r8, [r11 + r11*8]
-    vpor xmm4, xmm4, xmm4
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3648], r8b
-    mov ecx, 46
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], r8d
-    mov qword ptr [r15 + r8 + 3904], rbp
-    movsxd rax, dword ptr [r15 + r8 + 3712]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 512], ecx
-    movzx ebp, byte ptr [r15 + r8 + 3840]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 80
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + r8 + 3776]
-    mov dword ptr [r15 + r8 + 3584], ecx
-    vmovdqu ymmword ptr [r15 + r9 + 64], ymm4
-    mov rcx, qword ptr [r15 + r8 + 3456]
-    mov r9, rcx
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 3392], 253
-    mov dword ptr [r15 + r8 + 3520], ecx
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c215:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8
-    setz al
-    lea rcx, [rip + .Lc1_d16376_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16376_s_t
-    .p2align 3
-.Lc1_d16376_s:
-    .p2align 3
-    jmp .Lc1_d16376_j
-    .p2align 3
-    jmp .Lc1_d16376_j
-.Lc1_d16376_j:
-    jmp 1f
-1:
-    mov r8d, ebp
-    lea r8, [r11*8]
-    mov rcx, r8
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 896]
+    movzx eax, bpl
+    mov dword ptr [r15 + 192], 23
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm4, r9
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    movsxd rbp, dword ptr [r15 + r9 + 256]
-    mov byte ptr [r15 + r8 + 1216], r8b
-    mov byte ptr [r15 + r8 + 1088], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + r9 + 192]
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov rax, rax
-    mov qword ptr [r15 + r8 + 832], r8
-    mov dword ptr [r15 + r8 + 1152], 198
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 13
-    mov dword ptr [r15 + r9 + 320], 134
-    mov r9d, 39
-    movzx r9d, r9b
-    mov dword ptr [r15 + r8 + 960], 91
-    mov r9d, r9d
-    movzx r9d, r9b
-    mov eax, 46
-    mov r9d, 72
-    inc dword ptr [r15 + r8 + 1280]
-    mov r9, r9
-    mov r9, qword ptr [r15 + r8 + 1024]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c216:
-    lea rcx, [rip + .Lc1_d16428_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16428_j_t
-.Lc1_d16428_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    mov eax, 48
-    mov rax, rax
-    mov eax, ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov ebp, 87
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    movzx edx, r8b
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 384]
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm4
-    and rbp, 64
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + rbp + 64]
-    mov r8d, 61
-    lea r8, [r11 + r11*1]
-    mov edi, r8d
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 512]
-    jmp 1f
-1:
-    mov edi, edx
-    mov dword ptr [r15 + r8 + 448], ebp
-    mov r8, qword ptr [r15 + rbp + 128]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c217:
-    lea r8, [r11*8]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 1088], 192
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, 246
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov edx, 214
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm4
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 192]
-    mov byte ptr [r15 + r8 + 1216], dl
-    movsxd rdx, dword ptr [r15 + r8 + 1152]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 960], ymm4
-    mov dword ptr [r15 + r8 + 896], edx
-    jmp 1f
-1:
-    vpxor xmm4, xmm4, xmm2
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + r8 + 1024]
-    mov eax, edx
-    mov dword ptr [r15 + r9 + 256], 157
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 1280], al
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 832], 166
-    .byte 0x66, 0x90
-    nop
-    mov dword ptr [r15 + rbp + 64], edx
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c218:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 536870912
-    setz al
-    lea rcx, [rip + .Lc1_d16534_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16534_s_t
-    .p2align 3
-.Lc1_d16534_s:
-    .p2align 3
-    jmp .Lc1_d16534_j
-    .p2align 3
-    jmp .Lc1_d16534_j
-.Lc1_d16534_j:
-    lea rbp, [r11*8]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1088], ebp
-    lea r8, [r11*4]
-    jmp 1f
-1:
-    vpcmpeqb xmm4, xmm4, xmm2
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    movsxd rax, dword ptr [r15 + rbp + 1024]
-    mov qword ptr [r15 + rbp + 960], rcx
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, bpl
-    mov r9, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + r8 + 7552], 125
-    mov rcx, r8
-    mov ecx, esi
-    mov dword ptr [r15 + r8 + 7680], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rcx
-    lea r9, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + rbp + 896]
-    mov esi, r8d
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 192]
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 1152], rdi
-    movsxd rdi, dword ptr [r15 + rbp + 832]
-    movzx edx, byte ptr [r15 + r8 + 7616]
-    movzx r8d, byte ptr [r15 + rbp + 1216]
-    movzx ebp, r8b
-    jmp 1f
-1:
-    mov rbp, rcx
-    movsxd rbp, dword ptr [r15 + r9 + 256]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c219:
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, edi
-    mov ebp, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 5
-    mov dword ptr [r15 + 0], 24
-    mov rbp, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], 72
-    movzx ebp, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 149
-    mov dword ptr [r15 + 0], r9d
-    movsxd r9, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    movzx edi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], ebp
-    vpor xmm4, xmm4, xmm4
-    and r9, 64
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 512], bpl
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    mov rcx, qword ptr [r15 + rbp + 64]
-    mov ebp, 141
-    mov ebp, 210
-    mov dword ptr [r15 + r8 + 512], r8d
-    mov dword ptr [r15 + r9 + 448], ebp
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov ebp, 45
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c220:
-    lea rcx, [rip + .Lc1_d16639_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16639_j_t
-.Lc1_d16639_j:
-    mov r9d, 236
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    jmp 1f
-1:
-    movzx ecx, r8b
-    mov r8d, ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    lea r8, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7808]
-    lea rbp, [r11 + r11*1]
-    mov r9d, ebp
-    lea r9, [r11 + r11*4]
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 128]
-    mov qword ptr [r15 + r8 + 7488], rdi
-    movzx edi, byte ptr [r15 + r8 + 7552]
-    and r9, 4032
-    movsxd rsi, dword ptr [r15 + r9 + 3648]
-    mov eax, esi
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 3584], dl
-    mov esi, esi
-    mov esi, dword ptr [r15 + r9 + 3392]
-    mov byte ptr [r15 + r8 + 7744], sil
-    mov dword ptr [r15 + r9 + 3520], 138
-    mov rsi, qword ptr [r15 + r8 + 7616]
-    mov dword ptr [r15 + rbp + 64], 127
-    mov rbp, qword ptr [r15 + r9 + 3456]
-    mov r9d, 228
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 7680], rdx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c221:
-    lea rcx, [rip + .Lc1_d16687_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16687_j_t
-.Lc1_d16687_j:
-    lea rbp, [r11*8]
-    mov rcx, rbp
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3712], ymm4
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edx, 4
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 320]
-    mov eax, edx
-    mov r8d, 90
-    lea r8, [r11*4]
-    mov edx, dword ptr [r15 + rbp + 3456]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 1024], rcx
-    jmp 1f
-1:
-    mov rcx, r9
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 3520], eax
-    mov dword ptr [r15 + r8 + 896], 93
-    mov rcx, qword ptr [r15 + r8 + 960]
-    add qword ptr [r15 + r8 + 832], rcx
-    mov ecx, ecx
-    movsxd rcx, dword ptr [r15 + r9 + 384]
-    mov rax, qword ptr [r15 + rbp + 3648]
-    mov dword ptr [r15 + rbp + 3392], 187
-    mov byte ptr [r15 + rbp + 3584], r9b
-    mov r8, rdx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c222:
-    mov r8d, eax
-    mov byte ptr [r15 + 0], r9b
-    mov rax, r8
-    mov dword ptr [r15 + 0], eax
-    vpshufd xmm4, xmm4, 222
-    mov rax, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov dword ptr [r15 + 0], 192
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
-    mov r9, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1536
-    jnz 1f
-1:
-    mov rcx, r9
-    mov dword ptr [r15 + 0], 228
-    mov ecx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], rsi
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], rbp
-    mov qword ptr [r15 + r9 + 256], r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 512], r8d
-    movzx r9d, cl
-    mov rcx, rcx
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov ecx, 213
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 256]
-    mov qword ptr [r15 + r9 + 192], r8
-    mov r9d, 209
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c223:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32768
-    setz al
-    lea rcx, [rip + .Lc1_d16791_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16791_s_t
-    .p2align 3
-.Lc1_d16791_s:
-    .p2align 3
-    jmp .Lc1_d16791_j
-    .p2align 3
-    jmp .Lc1_d16791_j
-.Lc1_d16791_j:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 168
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 384]
-    jmp 1f
-1:
-    lea r8, [r11*8]
-    mov rax, rax
-    jmp 1f
-1:
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3776]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 3712], eax
-    mov dword ptr [r15 + r8 + 3456], 18
-    lea rbp, [r11 + r11*1]
-    mov esi, r9d
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    mov rax, rcx
-    mov rax, qword ptr [r15 + r8 + 3840]
-    mov byte ptr [r15 + rbp + 64], al
-    mov eax, dword ptr [r15 + r8 + 3392]
-    movsxd rbp, dword ptr [r15 + r9 + 320]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + r8 + 3648]
-    mov dword ptr [r15 + r8 + 3584], r9d
-    mov r9d, dword ptr [r15 + r8 + 3520]
-    mov r8d, 67
-    jmp 1f
-1:
-    mov r8d, 252
-    movzx r8d, r8b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c224:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 186
-    movzx r9d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, eax
-    jmp 1f
-1:
-    mov r9d, 79
-    jmp 1f
-1:
-    movzx esi, r9b
-    mov eax, 167
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov eax, eax
@@ -20604,460 +20466,1112 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    lea rbp, [r11 + r11*4]
-    mov dword ptr [r15 + r8 + 320], ebp
-    and r9, 192
-    movsxd rax, dword ptr [r15 + r9 + 768]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3584], 185
-    mov r8d, ebp
     jmp 1f
 1:
-    test ebx, 1073741824
+    vmovq qword ptr [r15 + 128], xmm15
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 8456192
     jz 1f
 1:
+    movzx edx, r8b
+    movzx r8d, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 256], rcx
+    mov dword ptr [r15 + 576], eax
+    mov dword ptr [r15 + 512], 60
+    mov rbp, r10
+    movzx eax, bpl
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 3392], eax
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov r9, r10
+    mov qword ptr [r15 + 256], r9
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 3456], eax
-    jmp 1f
-1:
-    mov eax, 60
-    mov rax, r8
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 3520], al
-    mov eax, 110
-    imul rax, qword ptr [r15 + r9 + 576]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 640], 48
-    mov r8d, ecx
-    movzx r8d, byte ptr [r15 + r9 + 704]
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 3648], r8d
-    mov r8d, r8d
-    add r11, 64
+    and r9, 448
+    mov edx, dword ptr [r15 + r9 + 832]
+    mov r9d, r8d
+    movzx r9d, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 640], rsi
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c225:
-    lea rcx, [rip + .Lc1_d16899_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16899_j_t
-.Lc1_d16899_j:
-    lea r8, [r11 + r11*1]
-    movzx ecx, r8b
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 448]
+.Lc1_b9_c214:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d16357_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16357_s_t
+    .p2align 3
+.Lc1_d16357_s:
+    .p2align 3
+    jmp .Lc1_d16357_j
+    .p2align 3
+    jmp .Lc1_d16357_j
+.Lc1_d16357_j:
+    movzx ecx, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], 249
+    movzx eax, byte ptr [r15 + 448]
+    movzx r9d, byte ptr [r15 + 512]
+    and r9d, dword ptr [r15 + 64]
+    movzx esi, r9b
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
+    jmp 1f
+1:
+    mov r9d, esi
+    add r9, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 192], cl
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    mov rax, rbp
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 1024], bpl
-    mov dword ptr [r15 + rbp + 960], 170
-    lea r9, [r11 + r11*1]
-    mov rax, r9
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + 128], esi
+    mov qword ptr [r15 + 256], r9
+    mov r9, r10
+    mov rsi, rax
+    and r9, 16320
+    mov qword ptr [r15 + r9 + 15680], r9
+    mov r9, r10
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + 320], bpl
+    and r9, 1984
+    mov rsi, qword ptr [r15 + r9 + 1344]
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + r8 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, rsi
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + rbp + 1152]
-    mov qword ptr [r15 + rbp + 1088], rbp
-    movzx edi, byte ptr [r15 + r9 + 320]
-    mov r9d, 147
-    mov byte ptr [r15 + rbp + 1216], al
-    mov dword ptr [r15 + rbp + 1280], eax
-    mov byte ptr [r15 + rbp + 832], al
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 896], r8
-    mov eax, 26
-    mov eax, 215
-    add r11, 64
+    movzx ecx, byte ptr [r15 + rbp + 7552]
+    mov dword ptr [r15 + 128], 80
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c226:
-    lea rcx, [rip + .Lc1_d16951_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16951_j_t
-.Lc1_d16951_j:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], r9b
-    mov ecx, 17
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    mov rdi, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm4
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 109
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    mov eax, 156
-    mov dword ptr [r15 + 0], eax
+.Lc1_b9_c215:
+    movzx r9d, byte ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov esi, r9d
+    mov r9d, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov ebp, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    mov esi, dword ptr [r15 + 0]
-    mov edx, 214
-    mov rdx, r9
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], r8d
+    mov r9d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r10 + r10*1]
+    vmovq qword ptr [r15 + 128], xmm15
+    mov rcx, qword ptr [r15 + 384]
+    vpxor xmm15, xmm15, xmm11
+    and r9, 1984
+    mov ebp, dword ptr [r15 + r9 + 1408]
+    mov r8, r10
+    mov dword ptr [r15 + 512], 188
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 320]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    movzx r8d, byte ptr [r15 + 192]
+    movzx eax, r8b
+    movzx r8d, byte ptr [r15 + 768]
+    movzx edx, byte ptr [r15 + 64]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 64], 89
+    mov edi, dword ptr [r15 + 192]
+    movzx r8d, r9b
     mov r8d, esi
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 82
-    mov r8d, dword ptr [r15 + r9 + 512]
-    movzx r9d, r8b
-    mov byte ptr [r15 + rbp + 384], sil
+    mov rsi, qword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 384]
+    mov esi, ecx
     jmp 1f
 1:
     jmp 1f
 1:
-    add r11, 64
+    mov ecx, 65
+    mov ecx, 111
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 704]
+    mov dword ptr [r15 + r9 + 1344], ecx
+    movzx ecx, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r9d, eax
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c227:
+.Lc1_b9_c216:
+    lea rcx, [rip + .Lc1_d16456_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16456_j_t
+.Lc1_d16456_j:
+    and ecx, dword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 190
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], 43
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r9
-    vmovdqu xmmword ptr [r15 + 0], xmm4
-    movsxd r8, dword ptr [r15 + 0]
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov r9d, 84
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 0]
-    lea r9, [r11*4]
     jmp 1f
 1:
     jmp 1f
 1:
-    and r9, 192
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 640], al
-    lea r8, [r11 + r11*1]
-    mov rax, qword ptr [r15 + r9 + 576]
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 448]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 320]
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + r8 + 384]
-    mov r8, qword ptr [r15 + rbp + 512]
-    mov byte ptr [r15 + r9 + 768], r8b
-    mov r8d, dword ptr [r15 + r9 + 704]
+    .byte 0x66, 0x90
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    add r11, 64
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    jmp 1f
+1:
+    mov r9, r10
+    mov dword ptr [r15 + 384], r9d
+    jmp 1f
+1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    vpor xmm15, xmm15, xmm15
+    mov byte ptr [r15 + 512], cl
+    mov byte ptr [r15 + 256], r9b
+    mov dword ptr [r15 + 256], 9
+    add r9, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 161
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 192], edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 896], ymm15
+    mov rdi, qword ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + 128], r9
+    mov r8, r10
+    jmp 1f
+1:
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 192], edi
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c228:
+.Lc1_b9_c217:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d17059_s]
+    lea rcx, [rip + .Lc1_d16510_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17059_s_t
+    jmp .Lc1_d16510_s_t
     .p2align 3
-.Lc1_d17059_s:
+.Lc1_d16510_s:
     .p2align 3
-    jmp .Lc1_d17059_j
+    jmp .Lc1_d16510_j
     .p2align 3
-    jmp .Lc1_d17059_j
+    jmp .Lc1_d16510_j
     .p2align 3
-    jmp .Lc1_d17059_j
+    jmp .Lc1_d16510_j
     .p2align 3
-    jmp .Lc1_d17059_j
+    jmp .Lc1_d16510_j
     .p2align 3
-    jmp .Lc1_d17059_j
+    jmp .Lc1_d16510_j
     .p2align 3
-    jmp .Lc1_d17059_j
+    jmp .Lc1_d16510_j
     .p2align 3
-    jmp .Lc1_d17059_j
+    jmp .Lc1_d16510_j
     .p2align 3
-    jmp .Lc1_d17059_j
+    jmp .Lc1_d16510_j
     .p2align 3
-    jmp .Lc1_d17059_j
+    jmp .Lc1_d16510_j
     .p2align 3
-    jmp .Lc1_d17059_j
+    jmp .Lc1_d16510_j
     .p2align 3
-    jmp .Lc1_d17059_j
+    jmp .Lc1_d16510_j
     .p2align 3
-    jmp .Lc1_d17059_j
+    jmp .Lc1_d16510_j
     .p2align 3
-    jmp .Lc1_d17059_j
+    jmp .Lc1_d16510_j
     .p2align 3
-    jmp .Lc1_d17059_j
+    jmp .Lc1_d16510_j
     .p2align 3
-    jmp .Lc1_d17059_j
+    jmp .Lc1_d16510_j
     .p2align 3
-    jmp .Lc1_d17059_j
-.Lc1_d17059_j:
+    jmp .Lc1_d16510_j
+.Lc1_d16510_j:
+    mov r9, r10
+    and r9, 1984
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm15
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 111
+    mov qword ptr [r15 + 448], r8
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], r9
+    jmp 1f
+1:
+    mov r9d, r9d
+    mov r9d, dword ptr [r15 + 384]
+    mov r8, r8
+    mov r8, rbp
+    lock xadd qword ptr [r15 + 512], r8
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 254
+    test dword ptr [r15 + 67117724], 64
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 576]
+    mov r9d, r9d
+    mov edx, edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, ebp
+    add r9, qword ptr [r15 + 448]
+    mov rbp, r9
+    mov r9, rdx
+    mov r9d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdx, rdx
+    mov dword ptr [r15 + 448], edx
+    mov edx, dword ptr [r15 + 512]
+    mov rdi, qword ptr [r15 + 320]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c218:
+    lea rbp, [r10 + r10*2]
+    and rbp, 448
+    mov r9, qword ptr [r15 + rbp + 832]
+    movzx edi, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, dl
+    jmp 1f
+1:
+    mov edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovq xmm15, rbp
+    vmovdqu xmmword ptr [r15 + 128], xmm15
+    jmp 1f
+1:
+    movzx edx, al
+    mov r8, r10
+    and edx, dword ptr [r15 + 704]
+    mov rax, qword ptr [r15 + 320]
+    vpxor xmm15, xmm15, xmm2
+    and r8, 8128
+    vmovq qword ptr [r15 + r8 + 7488], xmm5
+    mov r8d, 193
+    mov byte ptr [r15 + 320], r8b
+    mov dword ptr [r15 + 512], r8d
+    movsxd r8, dword ptr [r15 + rbp + 960]
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 384], xmm15
+    mov rcx, qword ptr [r15 + 640]
+    movsxd rsi, dword ptr [r15 + 384]
+    mov r8, r10
+    movzx eax, r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 248
+    mov r8d, dword ptr [r15 + rbp + 896]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c219:
+    lea rcx, [rip + .Lc1_d16626_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16626_j_t
+.Lc1_d16626_j:
+    movzx esi, cl
+    mov qword ptr [r15 + 576], rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rdi
+    and r8, 448
+    add qword ptr [r15 + r8 + 832], r8
+    mov rbp, r10
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 64]
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    mov rbp, r10
+    mov ecx, esi
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 114
+    mov esi, ebp
+    vmovq xmm15, rsi
+    mov ebp, 18
+    mov dword ptr [r15 + 128], 140
+    mov rbp, rax
+    jmp 1f
+1:
+    mov qword ptr [r15 + 768], rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 150
+    movzx ecx, bpl
+    mov ecx, 233
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 64
+    jmp 1f
+1:
+    mov ebp, 237
+    mov ebp, dword ptr [r15 + 192]
+    mov ecx, 183
+    mov qword ptr [r15 + 512], r8
+    movzx r8d, byte ptr [r15 + 448]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c220:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 177
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov rax, rax
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7552], 151
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    test dword ptr [r15 + 67117724], 16
+    jz 1f
+1:
+    mov dword ptr [r15 + 448], ecx
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 128]
+    mov ecx, r8d
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 1984
+    and ecx, dword ptr [r15 + rbp + 1408]
+    mov r8, r10
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 1344]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 161
+    mov r8, qword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 64], ymm15
+    mov qword ptr [r15 + 704], rdx
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 640], ymm15
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c221:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16384
+    setz al
+    lea rcx, [rip + .Lc1_d16726_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16726_s_t
+    .p2align 3
+.Lc1_d16726_s:
+    .p2align 3
+    jmp .Lc1_d16726_j
+    .p2align 3
+    jmp .Lc1_d16726_j
+.Lc1_d16726_j:
+    jmp 1f
+1:
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 768]
+    mov byte ptr [r15 + 64], bpl
+    mov rbp, r10
+    mov r8d, 146
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 11
+    mov qword ptr [r15 + 640], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 704], ebp
+    movzx r8d, byte ptr [r15 + 768]
+    jmp 1f
+1:
+    mov rbp, rcx
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    mov ecx, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 576], rax
+    mov qword ptr [r15 + 320], rcx
+    mov rbp, r10
+    mov ecx, r8d
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], eax
+    mov dword ptr [r15 + 192], r8d
+    mov rbp, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 56
+    mov byte ptr [r15 + 320], al
+    mov rax, qword ptr [r15 + 256]
+    mov r8d, 87
+    mov rdx, rcx
+    mov ecx, 15
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 128]
+    vmovq xmm15, rcx
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c222:
+    lea rcx, [rip + .Lc1_d16782_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16782_j_t
+.Lc1_d16782_j:
+    movzx ecx, dl
+    movzx edx, byte ptr [r15 + 384]
+    mov ecx, 67
+    movzx ecx, cl
+    movzx ecx, bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 223
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 704], rcx
+    mov rcx, qword ptr [r15 + 320]
+    mov ebp, edx
+    add rdx, qword ptr [r15 + 128]
+    mov r8, r10
+    mov ebp, r8d
+    mov ebp, dword ptr [r15 + 384]
+    mov rax, rcx
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 84
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], r9d
+    mov r9d, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], r9
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    mov r9, r10
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 640]
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], 249
+    mov qword ptr [r15 + 64], rbp
+    mov r9d, dword ptr [r15 + 512]
+    mov rbp, qword ptr [r15 + 576]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c223:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 254
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], 241
+    movzx eax, al
+    mov dword ptr [r15 + 320], 68
+    mov eax, 42
+    mov eax, dword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 768], ymm15
     mov ecx, eax
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rax
+    test dword ptr [r15 + 67117724], 67109888
+    jz 1f
+1:
+    add rax, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 128], ymm15
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], eax
+    mov rbp, r10
+    mov eax, ebp
+    mov eax, eax
+    mov byte ptr [r15 + 192], al
+    mov r8, r10
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
+    vpmovmskb ebp, xmm15
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7488]
+    mov r8d, ebp
+    jmp 1f
+1:
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c224:
+    lea rcx, [rip + .Lc1_d16882_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16882_j_t
+.Lc1_d16882_j:
+    mov ecx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 448]
+    mov ebp, ecx
+    mov qword ptr [r15 + 384], rcx
+    mov rbp, rax
+    movzx ebp, byte ptr [r15 + 576]
+    add qword ptr [r15 + 640], rcx
+    mov qword ptr [r15 + 64], rcx
+    vpaddd xmm15, xmm15, xmm15
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], al
+    mov byte ptr [r15 + 192], r8b
+    mov r8d, 28
+    mov qword ptr [r15 + 448], rcx
+    mov r8, r10
+    mov qword ptr [r15 + 512], r8
+    movsxd rcx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], bpl
+    movsxd r8, dword ptr [r15 + 256]
+    movzx ebp, bpl
+    mov rbp, rbp
+    jmp 1f
+1:
+    mov rbp, r10
+    mov rax, rcx
     movzx ecx, cl
-    mov rcx, rcx
+    and rbp, 16320
+    mov ecx, dword ptr [r15 + rbp + 15680]
+    add rcx, qword ptr [r15 + 320]
+    mov rbp, rcx
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c225:
+    mov dword ptr [r15 + 64], 235
+    mov ebp, 175
     jmp 1f
 1:
+    movzx ecx, bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov rcx, rax
+    mov dword ptr [r15 + 384], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], ecx
+    mov rcx, qword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 128]
+    mov r9d, r8d
+    jmp 1f
+1:
+    movzx r8d, bpl
+    mov rdx, qword ptr [r15 + 448]
+    mov r8d, ebp
+    movzx r8d, byte ptr [r15 + 512]
+    mov edi, ebp
+    add r8, qword ptr [r15 + 384]
+    mov rdi, qword ptr [r15 + 128]
+    mov qword ptr [r15 + rbp + 1408], r9
+    mov r9, r10
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 59
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c226:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d16985_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16985_s_t
+    .p2align 3
+.Lc1_d16985_s:
+    .p2align 3
+    jmp .Lc1_d16985_j
+    .p2align 3
+    jmp .Lc1_d16985_j
+.Lc1_d16985_j:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rdx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r9d, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 1074003968
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7552], rbp
+    mov eax, eax
+    mov dword ptr [r15 + 64], eax
+    mov dword ptr [r15 + 128], eax
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    mov qword ptr [r15 + 384], rax
+    mov dword ptr [r15 + 384], 32
+    mov eax, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], ebp
+    jmp 1f
+1:
+    mov rcx, rdx
+    mov dword ptr [r15 + 320], ebp
+    mov byte ptr [r15 + 64], cl
+    mov byte ptr [r15 + rbp + 7488], cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], r8d
+    add rcx, qword ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], ebp
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c227:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d17043_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d17043_j_t
+.Lc1_d17043_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dl
+    mov rbp, r10
+    mov rcx, rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov eax, r9d
+    mov r9d, dword ptr [r15 + 256]
+    mov eax, 5
+    movsxd rax, dword ptr [r15 + 768]
+    mov ecx, dword ptr [r15 + 320]
+    mov rdx, rdi
+    test dword ptr [r15 + 67117723], 524296
     jnz 1f
 1:
-    lea r9, [r11 + r11*1]
+    mov edi, r8d
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 64]
+    and r8, 8128
+    and edi, dword ptr [r15 + r8 + 7552]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 192], rcx
+    mov qword ptr [r15 + 384], r9
+    mov dword ptr [r15 + 320], eax
+    mov r9, qword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 384]
+    mov rbp, r10
+    mov edx, dword ptr [r15 + 704]
+    mov qword ptr [r15 + r8 + 7488], rdi
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c228:
+    mov qword ptr [r15 + 512], rax
+    mov eax, 98
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 448]
-    lea rbp, [r11*4]
-    .byte 0x66, 0x90
-    movzx eax, bpl
+    mov eax, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 239
+    mov rax, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 640], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    lea rbp, [r10 + r10*2]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    add rax, qword ptr [r15 + rbp + 3520]
+    mov dword ptr [r15 + 384], 248
+    mov rdx, rdx
+    mov r9, qword ptr [r15 + 64]
+    mov rdx, rbp
+    mov byte ptr [r15 + 320], dl
+    movsxd rdx, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
+    movzx r8d, dl
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 320]
+    mov r8, r10
+    mov edi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 128], ecx
+    mov qword ptr [r15 + rbp + 3456], rdi
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    mov edi, 27
+    mov edi, ecx
+    mov byte ptr [r15 + 256], cl
+    mov rcx, qword ptr [r15 + 256]
+    mov r8d, 7
+    add rcx, qword ptr [r15 + 192]
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 512], 110
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
-    mov r9, qword ptr [r15 + r8 + 64]
-    mov r8d, 104
-    mov dword ptr [r15 + rbp + 704], r8d
-    mov byte ptr [r15 + rbp + 576], r8b
-    jmp 1f
-1:
-    mov r8d, 18
-    mov r8d, 220
-    vmovdqu xmmword ptr [r15 + rbp + 768], xmm4
-    add r11, 64
+    mov byte ptr [r15 + 64], al
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c229:
-    lea rcx, [rip + .Lc1_d17129_j]
+    lea rcx, [rip + .Lc1_d17135_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17129_j_t
-.Lc1_d17129_j:
-    lea r8, [r11*4]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 768], 94
-    lea rbp, [r11 + r11*1]
-    mov rcx, rbp
-    mov qword ptr [r15 + r8 + 704], rcx
+    jmp .Lc1_d17135_j_t
+.Lc1_d17135_j:
+    lea r8, [r10 + r10*2]
     jmp 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 39
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov rcx, qword ptr [r15 + 0]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 142
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rax, rax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 384], 131
+    mov dword ptr [r15 + 256], eax
+    mov rax, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 128], r9d
+    movzx r9d, cl
     jmp 1f
 1:
-    mov r9, r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 248
-    mov r9, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    xor dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + rbp + 320], 23
-    mov rbp, r9
-    lea rbp, [r11 + r11*1]
-    vmovdqu xmm4, xmmword ptr [r15 + r8 + 640]
-    mov esi, ebp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], ebp
-    mov rsi, qword ptr [r15 + rbp + 384]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 576], 124
+    mov r9, r10
+    mov byte ptr [r15 + 448], r8b
+    and r9, 1984
+    add rax, qword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
     jmp 1f
 1:
-    add r11, 64
+    mov dword ptr [r15 + r8 + 3456], 29
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    mov r9d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], edx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], r8d
+    mov rbp, r10
+    add r9, qword ptr [r15 + r8 + 3520]
+    movzx edx, cl
+    and rbp, 8128
+    mov edx, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 192], edx
+    mov byte ptr [r15 + 64], r8b
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c230:
-    lea rbp, [r11*8]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1024], esi
-    mov dword ptr [r15 + rbp + 896], 32
-    mov dword ptr [r15 + rbp + 1216], esi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, 128
+    mov eax, 137
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 208
+    jmp 1f
+1:
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rsi, rbp
-    jmp 1f
+    test dword ptr [r15 + 67117723], 131072
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 87
-    and r9, 64
-    lea r8, [r11*4]
-    mov rsi, qword ptr [r15 + r9 + 384]
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1472]
+    mov qword ptr [r15 + 192], rax
+    mov byte ptr [r15 + 128], r9b
+    mov qword ptr [r15 + 512], rax
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + rbp + 832]
-    movzx edi, byte ptr [r15 + r8 + 1536]
-    mov edx, dword ptr [r15 + r8 + 1408]
-    mov esi, 206
-    mov rsi, rbp
+    mov dword ptr [r15 + 384], eax
+    mov rax, rdx
+    mov eax, dword ptr [r15 + 640]
+    movzx edx, al
+    mov eax, dword ptr [r15 + 320]
+    mov r9d, dword ptr [r15 + 448]
+    mov ebp, 106
+    and eax, dword ptr [r15 + 320]
+    movzx ebp, byte ptr [r15 + 64]
     jmp 1f
 1:
+    movzx ecx, bpl
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 960], ebp
-    movzx esi, byte ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + rbp + 1088], 136
-    mov dword ptr [r15 + rbp + 1152], esi
-    mov qword ptr [r15 + r8 + 1344], rsi
+    mov dword ptr [r15 + 256], edx
+    mov dword ptr [r15 + 192], 165
     jmp 1f
 1:
-    add r11, 64
+    movzx edx, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 384], r9
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -21066,120 +21580,144 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 524288
+    test dword ptr [r15 + 67117724], 16
     setz al
-    lea rcx, [rip + .Lc1_d17230_s]
+    lea rcx, [rip + .Lc1_d17238_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17230_s_t
+    jmp .Lc1_d17238_s_t
     .p2align 3
-.Lc1_d17230_s:
+.Lc1_d17238_s:
     .p2align 3
-    jmp .Lc1_d17230_j
+    jmp .Lc1_d17238_j
     .p2align 3
-    jmp .Lc1_d17230_j
-.Lc1_d17230_j:
-    lea r8, [r11 + r11*8]
-    and r8, 1984
-    add qword ptr [r15 + r8 + 1728], rbp
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], bpl
-    movzx ecx, bpl
-    mov dword ptr [r15 + 0], eax
+    jmp .Lc1_d17238_j
+.Lc1_d17238_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm15, xmm15, xmm2
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 192
-    mov qword ptr [r15 + r9 + 576], r9
-    mov byte ptr [r15 + r8 + 1664], bpl
+    mov rcx, rax
+    mov qword ptr [r15 + 320], rcx
     jmp 1f
 1:
-    movzx eax, cl
-    mov rax, rcx
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 1600], al
-    mov qword ptr [r15 + r8 + 1536], rax
+    mov rbp, r10
+    mov qword ptr [r15 + 128], rax
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 1472], rax
-    mov eax, 153
-    mov dword ptr [r15 + r9 + 640], 78
-    mov qword ptr [r15 + r8 + 1344], r9
-    movzx eax, byte ptr [r15 + r8 + 1792]
-    movzx ecx, byte ptr [r15 + r8 + 1856]
-    mov byte ptr [r15 + rbp + 128], cl
-    vmovq qword ptr [r15 + r9 + 768], xmm4
-    mov dword ptr [r15 + r8 + 1408], 230
-    mov ecx, ecx
-    mov ecx, 109
-    movzx ecx, byte ptr [r15 + r9 + 704]
-    add r11, 64
+    mov qword ptr [r15 + 768], rcx
+    lea rbp, [r10 + r10*2]
+    vmovdqu xmm15, xmmword ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 704]
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    movzx edx, al
+    mov qword ptr [r15 + 64], rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, rdx
+    mov dword ptr [r15 + 384], ebp
+    jmp 1f
+1:
+    mov r8, r10
+    mov edx, dword ptr [r15 + 448]
+    and eax, dword ptr [r15 + rbp + 960]
+    and r8, 8128
+    movzx r9d, byte ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    vpmovmskb r8d, xmm15
+    movzx r8d, dil
+    mov byte ptr [r15 + rbp + 896], dil
+    movzx r8d, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 448], edx
+    mov edx, r8d
+    movzx r8d, byte ptr [r15 + 512]
+    mov edi, edi
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c232:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 128]
-    mov ecx, 145
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d17294_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d17294_j_t
+.Lc1_d17294_j:
     jmp 1f
 1:
     jmp 1f
 1:
+    mov byte ptr [r15 + 192], cl
+    mov r9d, 119
     jmp 1f
 1:
-    mov rcx, rcx
+    jmp 1f
+1:
+    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, edx
+    lea r9, [r10 + r10*2]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    and r9, 1984
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r9 + 1472]
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 4096
-    jz 1f
+    mov dword ptr [r15 + 256], eax
+    mov rax, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], eax
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + r9 + 1344]
+    jmp 1f
 1:
     jmp 1f
 1:
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 192], r9
+    mov rbp, r10
     jmp 1f
 1:
-    mov eax, 92
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 3584], rbp
-    mov qword ptr [r15 + r9 + 64], r9
-    mov rax, qword ptr [r15 + rbp + 3456]
-    and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 320]
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov esi, r9d
-    mov dword ptr [r15 + rbp + 3520], esi
-    mov r9, rbp
-    vpmovmskb r9d, xmm4
-    mov dword ptr [r15 + rbp + 3648], edi
-    movzx r9d, r9b
-    movsxd r9, dword ptr [r15 + r8 + 384]
-    add r11, 64
+    movzx ebp, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 256], 60
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + r9 + 1408]
+    jmp 1f
+1:
+    mov r9d, 138
+    jmp 1f
+1:
+    mov r9d, 213
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -21187,86 +21725,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d17332_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17332_s_t
-    .p2align 3
-.Lc1_d17332_s:
-    .p2align 3
-    jmp .Lc1_d17332_j
-    .p2align 3
-    jmp .Lc1_d17332_j
-    .p2align 3
-    jmp .Lc1_d17332_j
-    .p2align 3
-    jmp .Lc1_d17332_j
-    .p2align 3
-    jmp .Lc1_d17332_j
-    .p2align 3
-    jmp .Lc1_d17332_j
-    .p2align 3
-    jmp .Lc1_d17332_j
-    .p2align 3
-    jmp .Lc1_d17332_j
-.Lc1_d17332_j:
-    mov ecx, 137
-    mov qword ptr [r15 + 0], r9
-    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov rax, rax
+    mov rax, rbp
+    mov qword ptr [r15 + 384], rax
+    mov eax, 24
+    mov byte ptr [r15 + 128], r9b
     jmp 1f
 1:
+    movzx eax, cl
+    mov rax, r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 141
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dil
+    movzx r9d, bpl
+    movsxd r9, dword ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    vpor xmm4, xmm4, xmm4
+    mov eax, 131
+    test dword ptr [r15 + 67117724], 67174400
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 448], edi
+    mov qword ptr [r15 + 704], r9
+    mov edi, 101
+    mov dword ptr [r15 + 320], 89
+    movzx edi, r9b
     jmp 1f
 1:
-    movzx eax, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rax
-    mov eax, dword ptr [r15 + 0]
-    vpshufd xmm4, xmm4, 179
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 33
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 384], r8
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 128], ymm4
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 64], r9
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 448]
-    movzx esi, byte ptr [r15 + r9 + 512]
-    movzx r9d, byte ptr [r15 + rbp + 320]
-    add r11, 64
+    mov r9, r10
+    movzx edi, dl
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    movzx r9d, byte ptr [r15 + 448]
+    mov rdi, r9
+    mov rdx, qword ptr [r15 + 640]
+    mov r9, rdx
+    movzx edx, bpl
+    mov qword ptr [r15 + 256], rax
+    mov edx, dword ptr [r15 + 128]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -21275,309 +21778,325 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 67117728]
     jmp .Lc1_d17395_j_t
 .Lc1_d17395_j:
+    movsxd rcx, dword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 247
+    jmp 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 448], edi
     jmp 1f
 1:
-    mov ecx, 191
-    mov ecx, 155
-    mov qword ptr [r15 + 0], rdx
-    mov ecx, 181
+    lea r9, [r10 + r10*1]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 219
-    mov ecx, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm4, xmm4, xmm10
-    mov r8d, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 66
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    mov edx, 223
-    and rbp, 192
-    movsxd rdx, dword ptr [r15 + rbp + 768]
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 128]
-    mov edi, 112
-    mov dword ptr [r15 + r8 + 64], edi
-    mov edi, edi
-    mov byte ptr [r15 + rbp + 704], r8b
-    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 320], eax
+    and r9, 8128
+    mov eax, dword ptr [r15 + r9 + 7552]
+    movsxd rdi, dword ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 640]
     jmp 1f
 1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], r8
-    movsxd rdi, dword ptr [r15 + r8 + 512]
-    mov r8d, edi
-    mov r8d, ebp
-    vmovdqu ymmword ptr [r15 + rbp + 576], ymm4
-    vmovdqu ymmword ptr [r15 + rbp + 640], ymm4
-    add r11, 64
+    mov r8d, 187
+    movzx r8d, cl
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], rdx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], rbp
+    mov dword ptr [r15 + 64], 151
+    mov ebp, 176
+    mov rdx, rbp
+    movzx ebp, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 192]
+    mov rdx, qword ptr [r15 + 768]
+    add rbp, qword ptr [r15 + 64]
+    mov ebp, edi
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r9 + 7488]
+    movzx ebp, bpl
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c235:
-    movzx edi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, r8
+    mov ebp, 219
     jmp 1f
 1:
-    mov rdi, rdi
-    mov r8, rdi
-    mov rdi, r8
-    mov dword ptr [r15 + 0], 7
-    mov byte ptr [r15 + 0], dil
+    mov qword ptr [r15 + 384], rdx
     jmp 1f
 1:
-    mov r8, rdi
+    movzx edx, dl
+    mov rdx, rdx
+    mov dword ptr [r15 + 192], edi
+    mov qword ptr [r15 + 384], rdx
+    add rdi, qword ptr [r15 + 512]
+    lea rbp, [r10 + r10*1]
+    mov edx, eax
+    add rdi, qword ptr [r15 + 256]
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm15
+    mov dword ptr [r15 + 64], 89
+    mov qword ptr [r15 + 768], rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, 104
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    movzx r8d, r8b
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, dil
-    mov r8d, 83
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, dil
     jmp 1f
 1:
-    mov r8, r8
-    movzx r8d, dil
-    mov qword ptr [r15 + 0], rdi
-    vmovq qword ptr [r15 + 0], xmm4
+    mov edx, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 121
-    lea r8, [r11 + r11*1]
-    mov edi, dword ptr [r15 + 0]
-    movzx ebp, dil
-    lea rbp, [r11 + r11*1]
+    mov r9, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 384]
-    and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 64]
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 320], r9
-    and r9, 64
-    mov qword ptr [r15 + r9 + 448], r9
-    mov r8, qword ptr [r15 + r9 + 512]
-    mov qword ptr [r15 + rbp + 128], rdi
-    add r11, 64
+    mov dword ptr [r15 + 128], 178
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 320]
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    and r8, 8128
+    movzx edx, byte ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 896], eax
+    mov qword ptr [r15 + 704], rdx
+    mov dword ptr [r15 + r8 + 7552], r9d
+    movzx edx, r9b
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 64]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c236:
-    lea rcx, [rip + .Lc1_d17500_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17500_j_t
-.Lc1_d17500_j:
-    lea rbp, [r11 + r11*8]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d17499_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d17499_s_t
+    .p2align 3
+.Lc1_d17499_s:
+    .p2align 3
+    jmp .Lc1_d17499_j
+    .p2align 3
+    jmp .Lc1_d17499_j
+    .p2align 3
+    jmp .Lc1_d17499_j
+    .p2align 3
+    jmp .Lc1_d17499_j
+    .p2align 3
+    jmp .Lc1_d17499_j
+    .p2align 3
+    jmp .Lc1_d17499_j
+    .p2align 3
+    jmp .Lc1_d17499_j
+    .p2align 3
+    jmp .Lc1_d17499_j
+.Lc1_d17499_j:
+    movzx edx, byte ptr [r15 + 448]
+    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*2]
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm15
+    and r9, 1984
+    mov ebp, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov rax, rbp
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r8 + 3456]
     and rbp, 8128
-    or qword ptr [r15 + rbp + 7488], 58
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 128]
-    mov edi, ecx
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 7680], r9b
-    movzx ecx, sil
-    mov dword ptr [r15 + rbp + 7936], eax
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 256], ymm4
-    mov qword ptr [r15 + rbp + 8000], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
+    and eax, dword ptr [r15 + rbp + 7552]
+    movzx r8d, byte ptr [r15 + 576]
+    vmovdqu ymmword ptr [r15 + 512], ymm4
+    mov ecx, 99
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
+    mov ecx, 64
+    mov rcx, qword ptr [r15 + 320]
+    mov dword ptr [r15 + rbp + 7488], ecx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 704]
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + rbp + 7552]
-    mov rdx, qword ptr [r15 + rbp + 7808]
-    mov rdx, qword ptr [r15 + rbp + 7616]
-    mov qword ptr [r15 + rbp + 7872], rax
-    mov eax, dword ptr [r15 + r9 + 192]
-    mov r9, rax
+    mov rbp, rcx
+    mov ecx, 69
+    mov dword ptr [r15 + r9 + 1408], eax
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 64], 238
-    mov rax, qword ptr [r15 + rbp + 7744]
+    add rcx, qword ptr [r15 + r9 + 1472]
     jmp 1f
 1:
-    add r11, 64
+    mov eax, dword ptr [r15 + 640]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c237:
-    lea r9, [r11*4]
-    jmp 1f
-1:
-    and r9, 192
-    mov dword ptr [r15 + r9 + 704], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm4, r9
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, rbp
+    mov dword ptr [r15 + 64], eax
     jmp 1f
 1:
     jmp 1f
 1:
+    mov rbp, r10
+    vmovq qword ptr [r15 + 320], xmm15
     jmp 1f
 1:
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
+    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
+    movzx ebp, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7808], ymm4
+    lea rbp, [r10 + r10*1]
+    test dword ptr [r15 + 67117724], 8390656
+    jnz 1f
+1:
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3456], bpl
+    mov rcx, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 768], 109
+    mov eax, eax
+    .byte 0x0f, 0x1f, 0x00
+    mov eax, dword ptr [r15 + 192]
+    mov r8, r10
     jmp 1f
 1:
-    movzx eax, bpl
-    movsxd rax, dword ptr [r15 + rbp + 7552]
-    movzx r8d, al
-    mov rax, qword ptr [r15 + rbp + 7872]
-    mov ecx, eax
-    mov qword ptr [r15 + r9 + 768], rcx
-    movzx ecx, byte ptr [r15 + rbp + 7680]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 576], 184
-    mov qword ptr [r15 + r9 + 640], r8
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 64]
-    mov dword ptr [r15 + rbp + 7616], 129
-    movzx r9d, byte ptr [r15 + r8 + 128]
-    mov r8, r9
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 7488], r8d
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 7744], r8d
-    add r11, 64
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov dword ptr [r15 + 320], ebp
+    mov byte ptr [r15 + rbp + 3392], r8b
+    movsxd r8, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 128], r8
+    add rbp, qword ptr [r15 + 384]
+    mov r9d, 254
+    mov r8, rcx
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c238:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 64
-    setz al
-    lea rcx, [rip + .Lc1_d17596_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17596_s_t
-    .p2align 3
-.Lc1_d17596_s:
-    .p2align 3
-    jmp .Lc1_d17596_j
-    .p2align 3
-    jmp .Lc1_d17596_j
-.Lc1_d17596_j:
-    lea r8, [r11 + r11*1]
+    lea rcx, [rip + .Lc1_d17604_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d17604_j_t
+.Lc1_d17604_j:
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 384]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 512]
-    movsxd rsi, dword ptr [r15 + r9 + 448]
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 256]
-    mov edx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 0]
-    movzx edi, dl
-    vpshufd xmm4, xmm4, 139
-    mov edx, dword ptr [r15 + 0]
-    mov edx, 213
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    mov eax, r9d
-    jmp 1f
-1:
-    vpor xmm4, xmm4, xmm4
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, rax
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 128], r8b
+    and r8d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 576], 85
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov ecx, 134
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + r8 + 320]
-    mov r8d, 123
-    vmovq qword ptr [r15 + rbp + 192], xmm4
-    movzx r8d, r8b
-    add r11, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, rdi
+    mov dword ptr [r15 + 512], 169
+    mov rdi, rcx
+    mov edi, 31
+    mov dword ptr [r15 + 448], ecx
+    jmp 1f
+1:
+    mov rbp, r10
+    mov edi, ebp
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 512]
+    mov r9, r10
+    mov dword ptr [r15 + 256], r9d
+    movzx edi, r9b
+    mov dword ptr [r15 + 448], 224
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], ecx
+    and ecx, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 448], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx r9d, bpl
+    movzx r9d, dil
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -21585,23 +22104,39 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d17661_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17661_j_t
-.Lc1_d17661_j:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], rsi
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d17659_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d17659_s_t
+    .p2align 3
+.Lc1_d17659_s:
+    .p2align 3
+    jmp .Lc1_d17659_j
+    .p2align 3
+    jmp .Lc1_d17659_j
+.Lc1_d17659_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 704], bpl
+    mov rcx, rdi
+    mov qword ptr [r15 + 256], rcx
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 110
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 87
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
@@ -21609,117 +22144,114 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
+    movzx eax, cl
+    mov rax, qword ptr [r15 + 640]
+    mov ebp, edi
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    test dword ptr [r15 + 67117723], 134217728
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    movzx ecx, al
-    mov byte ptr [r15 + 0], cl
-    mov qword ptr [r15 + 0], r8
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], ebp
-    vpcmpeqb xmm4, xmm4, xmm5
-    lea r9, [r11*4]
-    mov rcx, r8
+    mov ebp, 24
+    mov ebp, dword ptr [r15 + 192]
+    lea r9, [r10 + r10*1]
+    add rcx, qword ptr [r15 + 128]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7552], r9
+    mov edi, 142
     jmp 1f
 1:
-    and r9, 192
-    mov dword ptr [r15 + r9 + 768], r9d
-    vmovdqu xmmword ptr [r15 + r9 + 704], xmm4
+    mov rdi, r8
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 640], r9
-    mov ecx, 135
-    mov dword ptr [r15 + r8 + 128], ecx
-    mov qword ptr [r15 + rbp + 320], rcx
-    mov dword ptr [r15 + r9 + 576], 90
+    mov qword ptr [r15 + 64], rdi
+    mov qword ptr [r15 + 64], rdi
     jmp 1f
 1:
-    add r11, 64
+    and edi, dword ptr [r15 + 320]
+    mov r8, r10
+    mov rdx, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 1984
+    and edi, dword ptr [r15 + r8 + 1344]
+    mov r8, r10
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 7488], al
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], al
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c240:
-    mov r9d, 118
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    mov eax, 166
+    mov r9d, 94
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 576], 149
+    and rbp, 4032
+    add qword ptr [r15 + rbp + 3456], rbp
+    jmp 1f
+1:
+    mov eax, 54
+    mov byte ptr [r15 + 512], al
+    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 137
+    movzx eax, al
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    mov qword ptr [r15 + 448], rax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    mov r8d, dword ptr [r15 + r9 + 3712]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], cl
-    mov dword ptr [r15 + r9 + 3648], 219
-    mov byte ptr [r15 + r9 + 3840], r8b
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + r9 + 3776]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 512], rdi
-    mov edi, dword ptr [r15 + r9 + 3584]
-    movsxd rax, dword ptr [r15 + r8 + 448]
-    movsxd r8, dword ptr [r15 + r9 + 3904]
+    mov byte ptr [r15 + 384], al
+    mov eax, ebp
+    mov dword ptr [r15 + rbp + 3392], eax
+    test dword ptr [r15 + 67117724], 18874370
+    jz 1f
+1:
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + r9 + 3392]
-    mov esi, dword ptr [r15 + r9 + 3520]
+    mov dword ptr [r15 + 256], 188
+    mov eax, dword ptr [r15 + 192]
+    mov edx, dword ptr [r15 + 512]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + r9 + 3456]
-    mov byte ptr [r15 + rbp + 384], cl
-    add r11, 64
+    movzx ebp, dl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], r9d
+    mov edx, 144
+    mov qword ptr [r15 + 64], rdx
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 320]
+    mov edi, dword ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 768]
+    jmp 1f
+1:
+    nop
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c241:
-    lea rcx, [rip + .Lc1_d17751_j]
+    lea rcx, [rip + .Lc1_d17770_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17751_j_t
-.Lc1_d17751_j:
-    lea r8, [r11*4]
-    and r8, 192
-    mov ecx, dword ptr [r15 + r8 + 768]
-    mov r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edi, cl
-    mov rdi, qword ptr [r15 + 0]
-    movzx ebp, dil
-    mov rdi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    jmp .Lc1_d17770_j_t
+.Lc1_d17770_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
@@ -21728,503 +22260,511 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 107
-    movsxd rsi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], ecx
+    mov qword ptr [r15 + 640], rcx
     jmp 1f
 1:
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 256], r8d
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 896], ymm15
+    jmp 1f
+1:
+    mov r9, r10
+    vpmovmskb ecx, xmm15
+    mov dword ptr [r15 + 192], 29
+    jmp 1f
+1:
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], dl
+    mov dword ptr [r15 + 384], 105
+    mov qword ptr [r15 + 512], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, ecx
+    vmovdqu ymmword ptr [r15 + r9 + 1408], ymm15
+    mov byte ptr [r15 + r8 + 832], cl
+    movzx ecx, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 118
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c242:
+    mov r9, r10
+    mov dword ptr [r15 + 64], edx
+    mov r8, r10
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rcx
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    jmp 1f
+1:
+    mov r8d, 138
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3456], rcx
+    mov rcx, rdx
+    mov qword ptr [r15 + 384], rdx
+    movsxd rcx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov edx, 44
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 768]
+    movzx r8d, cl
+    mov qword ptr [r15 + 320], r8
+    movzx r8d, cl
+    movsxd rcx, dword ptr [r15 + 128]
+    mov r8, qword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 448], r9d
+    mov dword ptr [r15 + 448], 114
+    mov r9, qword ptr [r15 + 704]
+    mov byte ptr [r15 + 256], bpl
+    mov qword ptr [r15 + 512], r9
+    vpor xmm15, xmm15, xmm15
+    mov r9d, edx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 14
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c243:
+    lea rcx, [rip + .Lc1_d17863_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d17863_j_t
+.Lc1_d17863_j:
+    lea r9, [r10 + r10*1]
+    mov ebp, dword ptr [r15 + 384]
+    and r9, 8128
+    and ebp, dword ptr [r15 + r9 + 7552]
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm15, xmm15, xmm15
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
+    jz 1f
+1:
+    movzx ecx, bpl
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + r9 + 7488], 42
+    mov byte ptr [r15 + 512], r9b
+    mov qword ptr [r15 + 256], rbp
+    and rbp, 448
+    add qword ptr [r15 + rbp + 896], rcx
+    mov dword ptr [r15 + rbp + 832], r9d
+    mov ebp, dword ptr [r15 + 128]
+    mov rcx, rbp
+    jmp 1f
+1:
+    movzx ecx, cl
+    movzx ecx, r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 233
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], cl
+    vmovdqu ymmword ptr [r15 + 576], ymm15
+    mov qword ptr [r15 + 640], rcx
+    mov dword ptr [r15 + 320], 128
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c244:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d17919_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d17919_s_t
+    .p2align 3
+.Lc1_d17919_s:
+    .p2align 3
+    jmp .Lc1_d17919_j
+    .p2align 3
+    jmp .Lc1_d17919_j
+    .p2align 3
+    jmp .Lc1_d17919_j
+    .p2align 3
+    jmp .Lc1_d17919_j
+    .p2align 3
+    jmp .Lc1_d17919_j
+    .p2align 3
+    jmp .Lc1_d17919_j
+    .p2align 3
+    jmp .Lc1_d17919_j
+    .p2align 3
+    jmp .Lc1_d17919_j
+    .p2align 3
+    jmp .Lc1_d17919_j
+    .p2align 3
+    jmp .Lc1_d17919_j
+    .p2align 3
+    jmp .Lc1_d17919_j
+    .p2align 3
+    jmp .Lc1_d17919_j
+    .p2align 3
+    jmp .Lc1_d17919_j
+    .p2align 3
+    jmp .Lc1_d17919_j
+    .p2align 3
+    jmp .Lc1_d17919_j
+    .p2align 3
+    jmp .Lc1_d17919_j
+.Lc1_d17919_j:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 130
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 95
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov byte ptr [r15 + 320], bpl
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
+    and ebp, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 64]
+    add rbp, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov ecx, 115
+    mov rcx, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    vpaddd xmm15, xmm15, xmm15
+    jmp 1f
+1:
+    mov r9d, 169
+    jmp 1f
+1:
+    mov rsi, r9
+    jmp 1f
+1:
+    vpaddd xmm15, xmm15, xmm15
+    mov r9, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], r9b
+    mov r9, rax
+    mov r9d, ecx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 704], rcx
+    mov dword ptr [r15 + 256], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], sil
+    mov rsi, qword ptr [r15 + 384]
+    mov r9, r10
+    jmp 1f
+1:
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], r9d
+    jmp 1f
+1:
+    movzx r9d, cl
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c245:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, rsi
     jmp 1f
 1:
     mov rax, r9
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    movzx edx, byte ptr [r15 + r8 + 704]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], 50
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 448], bpl
-    vmovdqu xmmword ptr [r15 + rbp + 512], xmm4
-    movzx ebp, bpl
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + 384], 80
     jmp 1f
 1:
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3456], r9
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 640], dl
-    vmovdqu xmmword ptr [r15 + r8 + 576], xmm4
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + r9 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c242:
-    jmp 1f
-1:
-    mov edx, 6
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    vmovq qword ptr [r15 + rbp + 128], xmm4
-    jmp 1f
-1:
-    and r9, 64
-    lea r8, [r11 + r11*8]
-    mov qword ptr [r15 + r9 + 448], r8
-    mov edx, edx
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3584], r8d
-    vpor xmm4, xmm4, xmm4
+    mov eax, dword ptr [r15 + 384]
+    mov esi, dword ptr [r15 + r9 + 3392]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rcx
+    mov r9d, r9d
+    movzx r9d, byte ptr [r15 + 320]
+    movzx ecx, r9b
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + r8 + 3712], dl
-    mov edx, 164
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 3776], 51
-    jmp 1f
-1:
-    mov edx, edx
-    mov dword ptr [r15 + rbp + 64], ebp
-    movzx edx, r8b
-    lock add qword ptr [r15 + r8 + 3456], rdx
-    mov edx, 54
-    mov rdx, qword ptr [r15 + r8 + 3840]
-    jmp 1f
-1:
-    mov rbp, rdx
-    and edx, dword ptr [r15 + r8 + 3648]
-    movzx ebp, r8b
-    mov qword ptr [r15 + r9 + 512], r8
-    mov rbp, qword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 3904], ymm4
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 3520], bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c243:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 524288
-    setz al
-    lea rcx, [rip + .Lc1_d17859_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17859_s_t
-    .p2align 3
-.Lc1_d17859_s:
-    .p2align 3
-    jmp .Lc1_d17859_j
-    .p2align 3
-    jmp .Lc1_d17859_j
-.Lc1_d17859_j:
-    lea rbp, [r11 + r11*8]
-    mov ecx, 248
-    and rbp, 1984
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + rbp + 1856]
-    mov dword ptr [r15 + rbp + 1728], 72
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 220
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 21
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 1536], r8
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    movzx eax, byte ptr [r15 + rbp + 1472]
-    mov edx, 112
-    and ecx, dword ptr [r15 + rbp + 1664]
-    mov dword ptr [r15 + rbp + 1792], 219
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 64]
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 1408], 24
-    mov dword ptr [r15 + r8 + 320], 50
-    mov dword ptr [r15 + r9 + 128], edi
-    mov r8, qword ptr [r15 + rbp + 1600]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c244:
-    lea rcx, [rip + .Lc1_d17910_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17910_j_t
-.Lc1_d17910_j:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 143
-    mov ecx, ecx
-    mov qword ptr [r15 + 0], rcx
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    movzx r8d, r8b
-    mov qword ptr [r15 + 0], r9
-    mov r8d, r8d
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117723], 335683584
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 231
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    mov r8, r9
-    mov dword ptr [r15 + 0], r8d
-    lea r8, [r11 + r11*1]
-    movzx r9d, r8b
-    jmp 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
-    lea r9, [r11 + r11*1]
-    mov ecx, 156
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + r8 + 320], ecx
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 128]
+    movzx ecx, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 576], rcx
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    mov r9, rsi
+    mov byte ptr [r15 + 192], al
+    mov r9d, 89
+    mov r9d, 128
+    movzx r9d, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 64], r9b
+    movsxd r9, dword ptr [r15 + 512]
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 448], 252
-    mov dword ptr [r15 + rbp + 64], r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c245:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 177
-    mov r9, r8
-    mov dword ptr [r15 + 0], 35
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, eax
-    mov r9d, 60
-    movzx r9d, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r9, rcx
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 448], ymm4
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 512], rcx
-    mov dword ptr [r15 + r8 + 320], 3
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    movzx r9d, r8b
-    jmp 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
-    mov r9d, dword ptr [r15 + r8 + 64]
-    add r11, 64
+    mov ecx, dword ptr [r15 + 768]
+    add qword ptr [r15 + 256], rsi
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c246:
-    lea rcx, [rip + .Lc1_d18020_j]
+    lea rcx, [rip + .Lc1_d18047_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18020_j_t
-.Lc1_d18020_j:
-    mov esi, ecx
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 192]
-    mov r9d, 1
-    mov r9d, 194
-    movzx ebp, r9b
+    jmp .Lc1_d18047_j_t
+.Lc1_d18047_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx r9d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    vmovdqu xmm4, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    movzx esi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov esi, ebp
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + 0]
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 245
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 512]
-    movzx r9d, r9b
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 448], r9
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 192]
+    vpcmpeqb xmm15, xmm15, xmm2
+    mov ecx, dword ptr [r15 + 256]
+    movzx esi, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 640], rsi
+    mov rsi, r9
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 512], 226
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1408], 249
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 64]
+    mov rax, rsi
+    mov byte ptr [r15 + 320], al
+    mov byte ptr [r15 + 64], al
+    mov dword ptr [r15 + 448], eax
+    mov rbp, r10
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov r9, r10
+    mov byte ptr [r15 + rbp + 3392], r8b
+    mov dword ptr [r15 + r8 + 1344], 158
     mov ebp, esi
-    and r9, 64
-    movsxd rbp, dword ptr [r15 + r9 + 64]
-    mov rax, rbp
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], esi
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 256], al
-    mov dword ptr [r15 + r9 + 128], 23
-    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c247:
-    lea rcx, [rip + .Lc1_d18082_j]
+    lea rcx, [rip + .Lc1_d18098_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18082_j_t
-.Lc1_d18082_j:
-    mov byte ptr [r15 + 0], cl
-    mov rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    vpcmpeqb xmm4, xmm4, xmm12
-    mov rcx, rdx
-    movzx ecx, byte ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
+    jmp .Lc1_d18098_j_t
+.Lc1_d18098_j:
+    and ecx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov rbp, rcx
+    jmp 1f
+1:
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 384]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
+    mov ecx, eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 37
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
-    mov r9d, 44
+    movzx ecx, cl
+    lea r9, [r10 + r10*1]
+    mov rax, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
+    mov ecx, ebp
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3456], r9
+    mov rcx, qword ptr [r15 + 384]
+    mov r8, r10
+    mov byte ptr [r15 + 704], al
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 192
+    mov byte ptr [r15 + r9 + 3392], bpl
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 0], rbp
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm4
-    mov rsi, rbp
-    and r9, 64
-    mov qword ptr [r15 + r9 + 448], r9
-    vpor xmm4, xmm4, xmm4
+    lea r8, [r10 + r10*1]
     jmp 1f
 1:
+    mov dword ptr [r15 + 320], r8d
+    movsxd rax, dword ptr [r15 + 128]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], bpl
+    mov dword ptr [r15 + 256], ecx
+    mov dword ptr [r15 + 512], 98
     jmp 1f
 1:
-    vpcmpeqb xmm4, xmm4, xmm0
-    lea r8, [r11 + r11*1]
-    mov esi, ebp
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + r8 + 320]
-    mov byte ptr [r15 + rbp + 64], sil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rsi, rsi
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm4
-    add r11, 64
+    vmovq qword ptr [r15 + 448], xmm15
+    mov byte ptr [r15 + r8 + 896], al
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c248:
-    movzx esi, cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    vpshufd xmm4, xmm4, 122
-    movzx esi, sil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*8]
-    mov rsi, r8
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1792], eax
-    movzx esi, byte ptr [r15 + r8 + 1856]
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 256], r8b
-    mov qword ptr [r15 + r8 + 1664], rbp
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], r8b
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + r9 + 384], r8b
-    mov byte ptr [r15 + r8 + 1728], al
-    mov dword ptr [r15 + r8 + 1472], esi
+    movzx r8d, al
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r9d
+    movzx r8d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, 130
-    mov dword ptr [r15 + rbp + 192], 24
-    mov dword ptr [r15 + r8 + 1408], 10
-    movsxd rbp, dword ptr [r15 + r8 + 1600]
-    mov eax, r9d
+    vpor xmm15, xmm15, xmm15
+    mov r8d, 18
+    mov r8d, eax
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + r8 + 1536]
-    add r11, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 36
+    mov dword ptr [r15 + 128], eax
+    mov dword ptr [r15 + 448], 15
+    and eax, dword ptr [r15 + 64]
+    mov r8d, 7
+    mov qword ptr [r15 + 192], r9
+    mov qword ptr [r15 + 512], rax
+    mov eax, 177
+    mov qword ptr [r15 + 640], r8
+    mov dword ptr [r15 + 768], eax
+    mov dword ptr [r15 + 256], 147
+    mov r8, r10
+    mov qword ptr [r15 + 64], rax
+    mov dword ptr [r15 + 192], 69
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 120
+    mov qword ptr [r15 + 320], r8
+    mov byte ptr [r15 + 128], r8b
+    mov qword ptr [r15 + 256], r8
+    and esi, dword ptr [r15 + 576]
+    nop
+    mov dword ptr [r15 + 512], 15
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -22233,190 +22773,189 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 1024
+    test dword ptr [r15 + 67117723], 32
     setz al
-    lea rcx, [rip + .Lc1_d18187_s]
+    lea rcx, [rip + .Lc1_d18192_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d18187_s_t
+    jmp .Lc1_d18192_s_t
     .p2align 3
-.Lc1_d18187_s:
+.Lc1_d18192_s:
     .p2align 3
-    jmp .Lc1_d18187_j
+    jmp .Lc1_d18192_j
     .p2align 3
-    jmp .Lc1_d18187_j
-.Lc1_d18187_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
+    jmp .Lc1_d18192_j
+.Lc1_d18192_j:
+    mov qword ptr [r15 + 128], r8
+    mov r8d, ecx
     jmp 1f
 1:
-    movzx ecx, bpl
-    and r8, 64
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 384], 112
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rbp
-    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea r9, [r11 + r11*8]
-    movzx edx, r9b
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1472], r8
-    test ebx, 2560
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    mov r8, r10
+    mov rbp, r10
+    mov byte ptr [r15 + 448], r9b
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 512]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 154
+    vpmovmskb edx, xmm15
+    mov dword ptr [r15 + 256], edx
+    mov r8, qword ptr [r15 + 192]
+    mov edx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 448], r9b
+    movsxd r9, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], 79
     jmp 1f
 1:
+    mov byte ptr [r15 + 384], bpl
+    vmovdqu ymmword ptr [r15 + 128], ymm15
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + r9 + 1792]
-    jmp 1f
-1:
-    movzx eax, dl
-    mov byte ptr [r15 + r9 + 1536], r9b
-    mov rax, qword ptr [r15 + r9 + 1728]
-    mov edx, eax
-    movzx edx, byte ptr [r15 + r8 + 320]
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 1408], rdx
-    mov rdx, qword ptr [r15 + r9 + 1856]
-    mov r8d, dword ptr [r15 + r9 + 1600]
-    mov dword ptr [r15 + r9 + 1344], 202
-    movzx esi, byte ptr [r15 + r9 + 1664]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + rbp + 128]
-    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c250:
-    lea r9, [r11 + r11*1]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r8, r10
     jmp 1f
 1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 64], bpl
-    movzx ebp, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx ebp, cl
-    mov dword ptr [r15 + 0], 163
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    mov r8d, 24
+    vpcmpeqb xmm15, xmm15, xmm11
+    mov r8d, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 384]
     jmp 1f
 1:
-    movzx ebp, bpl
+    movsxd rdx, dword ptr [r15 + 768]
+    mov r9d, edx
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 64]
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 320], r8d
+    mov r8, rcx
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    mov r8, rsi
+    test dword ptr [r15 + 67117723], 262144
+    jz 1f
+1:
+    mov esi, r8d
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 192]
+    mov r8d, esi
+    mov rsi, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    movzx ebp, sil
-    mov ebp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    lea rbp, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 75
-    and rbp, 64
-    lea r8, [r11*4]
-    mov qword ptr [r15 + rbp + 256], r8
-    and r8, 192
-    movsxd rcx, dword ptr [r15 + r8 + 704]
-    mov qword ptr [r15 + r9 + 128], rcx
-    mov dword ptr [r15 + rbp + 192], ecx
-    vmovdqu ymmword ptr [r15 + r8 + 768], ymm4
-    mov dword ptr [r15 + r8 + 576], esi
-    movzx esi, dl
-    mov dword ptr [r15 + r8 + 640], ebp
-    add r11, 64
+    mov esi, 180
+    mov esi, esi
+    mov esi, ecx
+    mov rsi, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 704], rsi
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 384]
+    mov rbp, r10
+    mov byte ptr [r15 + r9 + 7552], dl
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 157
+    mov rbp, rbp
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c251:
-    lea rcx, [rip + .Lc1_d18287_j]
+    lea rcx, [rip + .Lc1_d18290_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18287_j_t
-.Lc1_d18287_j:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
+    jmp .Lc1_d18290_j_t
+.Lc1_d18290_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, sil
     jmp 1f
 1:
-    mov esi, 149
-    mov esi, esi
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov rcx, qword ptr [r15 + 0]
-    mov r8d, 248
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 175
-    movzx ebp, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov r8d, esi
-    mov esi, dword ptr [r15 + 0]
-    movzx edx, cl
-    mov dword ptr [r15 + 0], edx
-    lea r9, [r11 + r11*1]
-    movzx edx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 512], cl
-    mov edi, r9d
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ebp
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], esi
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r9 + 448], ymm4
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + r8 + 384]
+    movzx ecx, byte ptr [r15 + 64]
+    mov ebp, ebp
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8d, r9d
-    vpaddd xmm4, xmm4, xmm4
-    mov r9, rdi
-    mov dword ptr [r15 + rbp + 64], ebp
-    add r11, 64
+    vmovq qword ptr [r15 + 512], xmm15
+    mov byte ptr [r15 + 128], bpl
+    mov eax, ebp
+    mov eax, dword ptr [r15 + 448]
+    lea rbp, [r10 + r10*2]
+    jmp 1f
+1:
+    and rbp, 1984
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, ecx
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + rbp + 1472]
+    mov r8, r10
+    mov r9, r10
+    and r8, 16320
+    movzx edx, byte ptr [r15 + r8 + 15680]
+    mov qword ptr [r15 + 320], rbp
+    mov r8, rax
+    and r9, 448
+    movsxd r8, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 1408], r9b
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], r9b
+    movsxd rbp, dword ptr [r15 + 128]
+    mov r9d, edx
+    mov qword ptr [r15 + 512], r9
+    mov r9d, r9d
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -22424,146 +22963,162 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d18350_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18350_j_t
-.Lc1_d18350_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 536870912
+    setz al
+    lea rcx, [rip + .Lc1_d18349_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d18349_s_t
+    .p2align 3
+.Lc1_d18349_s:
+    .p2align 3
+    jmp .Lc1_d18349_j
+    .p2align 3
+    jmp .Lc1_d18349_j
+.Lc1_d18349_j:
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 448]
+    mov rcx, qword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 192]
+    mov rbp, rax
     jmp 1f
 1:
+    mov rdx, rbp
     jmp 1f
 1:
+    mov qword ptr [r15 + 64], r9
     jmp 1f
 1:
+    mov ebp, edx
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    movzx ecx, al
-    mov dword ptr [r15 + 0], edi
+    mov ebp, 203
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    mov r9d, dword ptr [r15 + r8 + 960]
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 33554432
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 4194304
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r9d, al
+    mov ecx, 94
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov rbp, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 128], esi
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 832], r9
-    mov qword ptr [r15 + r8 + 1280], rdi
-    and r9, 64
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 320], 243
-    mov byte ptr [r15 + r8 + 1216], r8b
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rsi
-    mov eax, 162
-    movzx eax, byte ptr [r15 + rbp + 64]
-    movsxd rbp, dword ptr [r15 + r8 + 896]
+    movzx esi, bpl
+    mov esi, dword ptr [r15 + 576]
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 384], ebp
-    mov qword ptr [r15 + r8 + 1088], r9
-    mov rbp, rbp
-    movsxd rsi, dword ptr [r15 + r8 + 1024]
-    mov qword ptr [r15 + r8 + 1152], rsi
-    add r11, 64
+    movzx ecx, byte ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 384]
+    mov r9d, dword ptr [r15 + 256]
+    add rsi, qword ptr [r15 + 320]
+    mov rax, rsi
+    mov r8, r10
+    jmp 1f
+1:
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3392]
+    mov r8d, 153
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c253:
-    mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 221
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 72
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov dword ptr [r15 + 0], esi
-    movzx ebp, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov eax, ebp
-    mov rbp, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    mov esi, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], al
-    and r8, 192
-    movzx esi, byte ptr [r15 + r8 + 768]
-    mov eax, esi
-    mov rsi, qword ptr [r15 + r8 + 704]
+    movsxd r8, dword ptr [r15 + 704]
     jmp 1f
 1:
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 128], r9
+    mov rsi, qword ptr [r15 + 384]
     jmp 1f
 1:
-    and r9, 64
-    mov rbp, qword ptr [r15 + r9 + 320]
-    movzx edi, byte ptr [r15 + r8 + 640]
+    mov eax, dword ptr [r15 + 128]
+    add rax, qword ptr [r15 + 512]
+    mov rbp, r10
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + r9 + 384], ymm4
-    mov dword ptr [r15 + r8 + 576], 248
-    mov r9d, edi
-    add r11, 64
+    and rbp, 1984
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], r8d
+    jmp 1f
+1:
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3456], sil
+    movzx esi, byte ptr [r15 + 384]
+    mov r8, r8
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 768], ymm15
+    vmovdqu ymmword ptr [r15 + 128], ymm15
+    mov r8, r8
+    add r8, qword ptr [r15 + r9 + 3392]
+    mov rbp, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, rbp
+    movzx ebp, al
+    mov dword ptr [r15 + 256], 250
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r9, rcx
+    mov r9, qword ptr [r15 + 448]
+    mov rcx, r8
+    .byte 0x66, 0x90
+    movzx ecx, r8b
+    add rcx, qword ptr [r15 + 64]
+    movzx r8d, r8b
+    mov r8d, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 640]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c254:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d18452_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d18452_s_t
-    .p2align 3
-.Lc1_d18452_s:
-    .p2align 3
-    jmp .Lc1_d18452_j
-    .p2align 3
-    jmp .Lc1_d18452_j
-.Lc1_d18452_j:
-    lea r9, [r11*8]
-    mov ecx, r9d
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1472], rdx
+    lea rcx, [rip + .Lc1_d18459_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d18459_j_t
+.Lc1_d18459_j:
+    mov ecx, edi
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, al
+    movzx eax, dl
+    mov eax, esi
+    movzx eax, dil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
@@ -22573,99 +23128,91 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea rbp, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + r9 + 1536]
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 704], dil
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + rbp + 640], 128
-    movsxd rax, dword ptr [r15 + rbp + 576]
-    movzx edx, byte ptr [r15 + r8 + 64]
-    mov r8d, dword ptr [r15 + r9 + 1664]
-    mov esi, dword ptr [r15 + r9 + 1408]
     jmp 1f
 1:
-    mov r8d, esi
-    movzx r8d, r8b
-    mov esi, 216
-    mov esi, dword ptr [r15 + r9 + 1344]
-    movzx r8d, r9b
-    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 320], rax
+    mov qword ptr [r15 + 384], rax
+    movzx eax, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 384], ecx
+    vmovdqu ymmword ptr [r15 + 192], ymm15
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 1728], r8b
-    movzx r8d, byte ptr [r15 + rbp + 768]
-    mov rbp, qword ptr [r15 + r9 + 1600]
-    add r11, 64
+    mov dword ptr [r15 + 256], eax
+    movzx eax, al
+    mov eax, dword ptr [r15 + 256]
+    mov rbp, r10
+    mov qword ptr [r15 + 64], rsi
+    mov r8, r10
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 832]
+    and r8, 1984
+    mov ebp, dword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 384], dil
+    movsxd r8, dword ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + 192]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c255:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rbp, r10
     jmp 1f
 1:
-    vmovq xmm4, r8
-    or qword ptr [r15 + 0], 5
-    movzx r8d, sil
-    jmp 1f
-1:
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    mov eax, r8d
-    mov rax, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
-    mov dword ptr [r15 + 0], eax
+    mov r8d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, al
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov rsi, r8
-    mov dword ptr [r15 + 0], 248
-    lea r8, [r11 + r11*1]
+    mov ebp, 83
+    lea r9, [r10 + r10*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    lea rbp, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm4
-    mov edi, dword ptr [r15 + r8 + 128]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], 249
+    mov dword ptr [r15 + 448], eax
+    and r9, 8128
+    movsxd rax, dword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
+    add rax, qword ptr [r15 + 320]
+    test dword ptr [r15 + 67117723], 268697608
+    jz 1f
+1:
+    mov eax, eax
+    mov dword ptr [r15 + r9 + 7552], 61
+    mov dword ptr [r15 + 640], ebp
     jmp 1f
 1:
-    and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 64]
-    mov byte ptr [r15 + r8 + 128], dl
-    mov qword ptr [r15 + rbp + 192], r9
-    add r11, 64
+    mov eax, eax
+    movzx eax, byte ptr [r15 + 128]
+    mov r9, r10
+    movzx ebp, r8b
+    mov ebp, dword ptr [r15 + 384]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rax
+    mov r9, r8
+    mov dword ptr [r15 + 320], 252
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 512]
+    vpor xmm15, xmm15, xmm15
+    .byte 0x66, 0x90
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b9_c0
@@ -22730,441 +23277,423 @@ ditto_body_init_c1:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d5162_j_t:
+.Lc1_d5098_j_t:
     jmp rcx
-.Lc1_d3329_s_t:
+.Lc1_d3293_s_t:
     jmp rcx
-.Lc1_d3394_j_t:
+.Lc1_d4865_j_t:
     jmp rcx
-.Lc1_d4983_s_t:
+.Lc1_d4918_s_t:
     jmp rcx
-.Lc1_d5098_s_t:
+.Lc1_d4990_j_t:
     jmp rcx
-.Lc1_d3927_s_t:
+.Lc1_d3818_s_t:
     jmp rcx
-.Lc1_d4038_j_t:
+.Lc1_d3876_s_t:
     jmp rcx
-.Lc1_d4088_s_t:
+.Lc1_d3928_s_t:
     jmp rcx
-.Lc1_d4188_j_t:
+.Lc1_d4030_j_t:
     jmp rcx
-.Lc1_d72_j_t:
+.Lc1_d4121_s_t:
     jmp rcx
-.Lc1_d166_j_t:
+.Lc1_d68_j_t:
     jmp rcx
-.Lc1_d255_s_t:
+.Lc1_d118_j_t:
     jmp rcx
-.Lc1_d308_j_t:
+.Lc1_d212_s_t:
+    jmp rcx
+.Lc1_d311_s_t:
     jmp rcx
 .Lc1_d404_j_t:
     jmp rcx
-.Lc1_d496_s_t:
+.Lc1_d495_j_t:
     jmp rcx
-.Lc1_d593_j_t:
+.Lc1_d543_s_t:
     jmp rcx
-.Lc1_d685_j_t:
+.Lc1_d641_j_t:
     jmp rcx
-.Lc1_d734_j_t:
+.Lc1_d733_j_t:
     jmp rcx
-.Lc1_d830_j_t:
+.Lc1_d827_j_t:
     jmp rcx
-.Lc1_d920_s_t:
+.Lc1_d921_s_t:
     jmp rcx
-.Lc1_d1019_j_t:
+.Lc1_d1020_j_t:
     jmp rcx
-.Lc1_d1080_j_t:
+.Lc1_d1070_j_t:
     jmp rcx
-.Lc1_d1175_s_t:
+.Lc1_d1165_j_t:
     jmp rcx
-.Lc1_d1277_j_t:
+.Lc1_d1261_s_t:
     jmp rcx
-.Lc1_d1377_j_t:
+.Lc1_d1359_j_t:
     jmp rcx
-.Lc1_d1422_s_t:
+.Lc1_d1409_j_t:
     jmp rcx
-.Lc1_d1532_j_t:
+.Lc1_d1513_s_t:
     jmp rcx
-.Lc1_d1628_s_t:
+.Lc1_d1616_j_t:
     jmp rcx
-.Lc1_d1686_j_t:
+.Lc1_d1669_s_t:
     jmp rcx
-.Lc1_d1784_s_t:
+.Lc1_d1778_j_t:
     jmp rcx
-.Lc1_d1900_j_t:
+.Lc1_d1872_s_t:
     jmp rcx
-.Lc1_d1950_j_t:
+.Lc1_d1931_j_t:
     jmp rcx
-.Lc1_d2052_s_t:
+.Lc1_d2031_j_t:
     jmp rcx
-.Lc1_d2160_j_t:
+.Lc1_d2134_s_t:
     jmp rcx
-.Lc1_d2212_j_t:
+.Lc1_d2197_j_t:
     jmp rcx
-.Lc1_d2310_s_t:
+.Lc1_d2294_j_t:
     jmp rcx
-.Lc1_d2417_j_t:
+.Lc1_d2389_s_t:
     jmp rcx
-.Lc1_d2463_j_t:
+.Lc1_d2445_j_t:
     jmp rcx
-.Lc1_d2569_s_t:
+.Lc1_d2548_j_t:
     jmp rcx
-.Lc1_d2693_j_t:
+.Lc1_d2649_s_t:
     jmp rcx
-.Lc1_d2746_s_t:
+.Lc1_d2717_j_t:
     jmp rcx
-.Lc1_d2848_j_t:
+.Lc1_d2824_s_t:
     jmp rcx
-.Lc1_d2947_j_t:
+.Lc1_d2926_j_t:
     jmp rcx
-.Lc1_d2996_s_t:
+.Lc1_d3021_j_t:
     jmp rcx
-.Lc1_d3102_s_t:
+.Lc1_d3071_s_t:
     jmp rcx
-.Lc1_d3220_j_t:
+.Lc1_d3176_s_t:
     jmp rcx
-.Lc1_d3270_j_t:
+.Lc1_d3413_j_t:
     jmp rcx
-.Lc1_b3_stubs_t:
+.Lc1_d3503_j_t:
     jmp rcx
-.Lc1_d4348_j_t:
+.Lc1_d3608_j_t:
     jmp rcx
-.Lc1_d4450_s_t:
+.Lc1_d3703_s_t:
     jmp rcx
-.Lc1_d4516_j_t:
+.Lc1_d3762_j_t:
     jmp rcx
-.Lc1_d4615_s_t:
+.Lc1_d4232_j_t:
     jmp rcx
-.Lc1_d4726_j_t:
+.Lc1_d4281_j_t:
     jmp rcx
-.Lc1_d4824_j_t:
+.Lc1_d4340_j_t:
     jmp rcx
-.Lc1_d4877_j_t:
+.Lc1_d4443_j_t:
+    jmp rcx
+.Lc1_d4496_j_t:
+    jmp rcx
+.Lc1_d4595_s_t:
+    jmp rcx
+.Lc1_d4707_j_t:
+    jmp rcx
+.Lc1_d4803_s_t:
     jmp rcx
 .Lc1_b9_stubs_t:
     jmp rcx
-.Lc1_d3511_s_t:
+.Lc1_d5501_s_t:
     jmp rcx
-.Lc1_d3606_j_t:
+.Lc1_d5621_s_t:
     jmp rcx
-.Lc1_d3704_s_t:
+.Lc1_d5734_s_t:
     jmp rcx
-.Lc1_d3770_j_t:
+.Lc1_d5845_s_t:
     jmp rcx
-.Lc1_d5231_s_t:
+.Lc1_d5918_s_t:
     jmp rcx
-.Lc1_d5300_s_t:
+.Lc1_d6035_s_t:
     jmp rcx
-.Lc1_d5365_s_t:
+.Lc1_d6091_j_t:
     jmp rcx
-.Lc1_d5420_j_t:
+.Lc1_d6196_s_t:
     jmp rcx
-.Lc1_d5476_j_t:
+.Lc1_d6263_s_t:
     jmp rcx
-.Lc1_d5527_s_t:
+.Lc1_d6389_s_t:
     jmp rcx
-.Lc1_d5590_s_t:
+.Lc1_d6446_j_t:
     jmp rcx
-.Lc1_d5645_s_t:
+.Lc1_d6546_j_t:
     jmp rcx
-.Lc1_d5700_s_t:
+.Lc1_d6655_s_t:
     jmp rcx
-.Lc1_d5759_s_t:
+.Lc1_d6769_s_t:
     jmp rcx
-.Lc1_d5814_s_t:
+.Lc1_d6837_s_t:
     jmp rcx
-.Lc1_d5880_s_t:
+.Lc1_d6947_j_t:
     jmp rcx
-.Lc1_d5943_j_t:
-    jmp rcx
-.Lc1_d5987_j_t:
-    jmp rcx
-.Lc1_d6033_j_t:
-    jmp rcx
-.Lc1_d6122_j_t:
-    jmp rcx
-.Lc1_d6223_s_t:
-    jmp rcx
-.Lc1_d6279_j_t:
-    jmp rcx
-.Lc1_d6386_s_t:
-    jmp rcx
-.Lc1_d6488_j_t:
-    jmp rcx
-.Lc1_d6585_j_t:
-    jmp rcx
-.Lc1_d6634_j_t:
-    jmp rcx
-.Lc1_d6732_j_t:
-    jmp rcx
-.Lc1_d6829_s_t:
-    jmp rcx
-.Lc1_d6890_j_t:
-    jmp rcx
-.Lc1_d6991_s_t:
+.Lc1_d7036_j_t:
     jmp rcx
 .Lc1_d7088_j_t:
     jmp rcx
-.Lc1_d7186_j_t:
+.Lc1_d7188_s_t:
     jmp rcx
-.Lc1_d7236_j_t:
+.Lc1_d7298_s_t:
     jmp rcx
-.Lc1_d7331_j_t:
+.Lc1_d7353_j_t:
     jmp rcx
-.Lc1_d7426_j_t:
+.Lc1_d7441_j_t:
     jmp rcx
-.Lc1_d7514_j_t:
+.Lc1_d7537_j_t:
     jmp rcx
-.Lc1_d7623_s_t:
+.Lc1_d7630_j_t:
     jmp rcx
-.Lc1_d7683_j_t:
+.Lc1_d7730_s_t:
     jmp rcx
-.Lc1_d7783_s_t:
+.Lc1_d7787_j_t:
     jmp rcx
-.Lc1_d7849_j_t:
+.Lc1_d7886_j_t:
     jmp rcx
-.Lc1_d7951_s_t:
+.Lc1_d7983_s_t:
     jmp rcx
-.Lc1_d8008_j_t:
+.Lc1_d8036_j_t:
     jmp rcx
-.Lc1_d8108_j_t:
+.Lc1_d8131_j_t:
     jmp rcx
-.Lc1_d8212_s_t:
+.Lc1_d8227_j_t:
     jmp rcx
-.Lc1_d8310_j_t:
+.Lc1_d8320_j_t:
     jmp rcx
-.Lc1_d8364_s_t:
+.Lc1_d8418_s_t:
     jmp rcx
-.Lc1_d8461_j_t:
+.Lc1_d8479_j_t:
     jmp rcx
-.Lc1_d8554_j_t:
+.Lc1_d8587_s_t:
     jmp rcx
-.Lc1_d8656_j_t:
+.Lc1_d8640_j_t:
     jmp rcx
-.Lc1_d8705_s_t:
+.Lc1_d8737_j_t:
     jmp rcx
-.Lc1_d8807_j_t:
+.Lc1_d8835_s_t:
     jmp rcx
-.Lc1_d8905_s_t:
+.Lc1_d8906_s_t:
     jmp rcx
-.Lc1_d8963_j_t:
+.Lc1_d9015_j_t:
     jmp rcx
-.Lc1_d9063_j_t:
+.Lc1_d9119_j_t:
     jmp rcx
-.Lc1_d9161_j_t:
+.Lc1_d9212_j_t:
     jmp rcx
-.Lc1_d9221_j_t:
+.Lc1_d9266_s_t:
     jmp rcx
-.Lc1_d9322_s_t:
+.Lc1_d9372_s_t:
     jmp rcx
-.Lc1_d9426_j_t:
+.Lc1_d9484_j_t:
     jmp rcx
-.Lc1_d9521_s_t:
+.Lc1_d9532_j_t:
     jmp rcx
-.Lc1_d9580_j_t:
+.Lc1_d9641_j_t:
     jmp rcx
-.Lc1_d9675_j_t:
+.Lc1_d9747_s_t:
     jmp rcx
-.Lc1_d9776_j_t:
+.Lc1_d9803_j_t:
     jmp rcx
-.Lc1_d9824_j_t:
+.Lc1_d9902_j_t:
     jmp rcx
-.Lc1_d9921_s_t:
+.Lc1_d10002_s_t:
     jmp rcx
-.Lc1_d10031_j_t:
+.Lc1_d10056_j_t:
     jmp rcx
-.Lc1_d10092_s_t:
+.Lc1_d10156_s_t:
     jmp rcx
-.Lc1_d10184_j_t:
+.Lc1_d10214_j_t:
     jmp rcx
-.Lc1_d10285_s_t:
+.Lc1_d10322_j_t:
     jmp rcx
-.Lc1_d10385_s_t:
+.Lc1_d10417_j_t:
     jmp rcx
-.Lc1_d10443_j_t:
+.Lc1_d10519_s_t:
     jmp rcx
-.Lc1_d10538_s_t:
+.Lc1_d10601_s_t:
     jmp rcx
-.Lc1_d10631_j_t:
+.Lc1_d10706_j_t:
     jmp rcx
-.Lc1_d10734_j_t:
+.Lc1_d10756_j_t:
     jmp rcx
-.Lc1_d10787_j_t:
+.Lc1_d10864_j_t:
     jmp rcx
-.Lc1_d10886_j_t:
+.Lc1_d10959_s_t:
     jmp rcx
-.Lc1_d10992_j_t:
+.Lc1_d11018_j_t:
     jmp rcx
-.Lc1_d11048_s_t:
+.Lc1_d11119_s_t:
     jmp rcx
-.Lc1_d11156_j_t:
+.Lc1_d11221_j_t:
     jmp rcx
-.Lc1_d11215_s_t:
+.Lc1_d11278_j_t:
     jmp rcx
-.Lc1_d11324_j_t:
+.Lc1_d11375_j_t:
     jmp rcx
-.Lc1_d11424_s_t:
+.Lc1_d11480_s_t:
     jmp rcx
-.Lc1_d11480_j_t:
+.Lc1_d11534_j_t:
     jmp rcx
-.Lc1_d11580_s_t:
+.Lc1_d11636_j_t:
     jmp rcx
-.Lc1_d11688_j_t:
+.Lc1_d11733_s_t:
     jmp rcx
-.Lc1_d11736_j_t:
+.Lc1_d11791_j_t:
     jmp rcx
-.Lc1_d11840_j_t:
+.Lc1_d11891_s_t:
     jmp rcx
-.Lc1_d11943_s_t:
+.Lc1_d12002_j_t:
     jmp rcx
-.Lc1_d12005_s_t:
+.Lc1_d12056_j_t:
     jmp rcx
-.Lc1_d12108_j_t:
+.Lc1_d12162_s_t:
     jmp rcx
-.Lc1_d12206_j_t:
+.Lc1_d12266_j_t:
     jmp rcx
-.Lc1_d12255_j_t:
+.Lc1_d12320_j_t:
     jmp rcx
-.Lc1_d12360_s_t:
+.Lc1_d12418_s_t:
     jmp rcx
-.Lc1_d12464_j_t:
+.Lc1_d12524_j_t:
     jmp rcx
-.Lc1_d12515_j_t:
+.Lc1_d12615_j_t:
     jmp rcx
-.Lc1_d12620_j_t:
+.Lc1_d12666_s_t:
     jmp rcx
-.Lc1_d12710_j_t:
+.Lc1_d12775_s_t:
     jmp rcx
-.Lc1_d12805_j_t:
+.Lc1_d12883_j_t:
     jmp rcx
-.Lc1_d12862_s_t:
+.Lc1_d12932_j_t:
     jmp rcx
-.Lc1_d12972_j_t:
+.Lc1_d13040_j_t:
     jmp rcx
-.Lc1_d13072_s_t:
+.Lc1_d13144_s_t:
     jmp rcx
-.Lc1_d13131_j_t:
+.Lc1_d13199_j_t:
     jmp rcx
-.Lc1_d13227_s_t:
+.Lc1_d13290_j_t:
     jmp rcx
-.Lc1_d13329_j_t:
+.Lc1_d13398_s_t:
     jmp rcx
-.Lc1_d13389_s_t:
+.Lc1_d13452_s_t:
     jmp rcx
-.Lc1_d13485_j_t:
+.Lc1_d13560_j_t:
     jmp rcx
-.Lc1_d13583_j_t:
+.Lc1_d13658_j_t:
     jmp rcx
-.Lc1_d13679_j_t:
+.Lc1_d13717_j_t:
     jmp rcx
-.Lc1_d13737_s_t:
+.Lc1_d13815_s_t:
     jmp rcx
-.Lc1_d13846_j_t:
+.Lc1_d13922_j_t:
     jmp rcx
-.Lc1_d13898_j_t:
+.Lc1_d13977_s_t:
     jmp rcx
-.Lc1_d13996_s_t:
+.Lc1_d14081_j_t:
     jmp rcx
-.Lc1_d14100_s_t:
+.Lc1_d14179_j_t:
     jmp rcx
-.Lc1_d14167_j_t:
+.Lc1_d14280_s_t:
     jmp rcx
-.Lc1_d14269_j_t:
+.Lc1_d14338_j_t:
     jmp rcx
-.Lc1_d14376_s_t:
+.Lc1_d14429_j_t:
     jmp rcx
-.Lc1_d14426_j_t:
+.Lc1_d14528_s_t:
     jmp rcx
-.Lc1_d14519_j_t:
+.Lc1_d14590_j_t:
     jmp rcx
-.Lc1_d14611_j_t:
+.Lc1_d14691_s_t:
     jmp rcx
-.Lc1_d14720_s_t:
+.Lc1_d14794_j_t:
     jmp rcx
-.Lc1_d14788_j_t:
+.Lc1_d14843_j_t:
     jmp rcx
-.Lc1_d14883_j_t:
-    jmp rcx
-.Lc1_d14979_s_t:
+.Lc1_d14956_s_t:
     jmp rcx
 .Lc1_d15029_j_t:
     jmp rcx
-.Lc1_d15139_j_t:
+.Lc1_d15137_s_t:
     jmp rcx
-.Lc1_d15240_s_t:
+.Lc1_d15247_j_t:
     jmp rcx
-.Lc1_d15300_j_t:
+.Lc1_d15297_j_t:
     jmp rcx
-.Lc1_d15403_s_t:
+.Lc1_d15390_s_t:
     jmp rcx
-.Lc1_d15470_j_t:
+.Lc1_d15490_j_t:
     jmp rcx
-.Lc1_d15574_j_t:
+.Lc1_d15589_j_t:
     jmp rcx
-.Lc1_d15634_s_t:
+.Lc1_d15645_s_t:
     jmp rcx
-.Lc1_d15747_s_t:
+.Lc1_d15752_j_t:
     jmp rcx
-.Lc1_d15859_j_t:
+.Lc1_d15845_j_t:
     jmp rcx
-.Lc1_d15908_j_t:
+.Lc1_d15901_s_t:
     jmp rcx
-.Lc1_d16013_j_t:
+.Lc1_d16008_j_t:
     jmp rcx
-.Lc1_d16123_s_t:
+.Lc1_d16112_s_t:
     jmp rcx
-.Lc1_d16183_j_t:
+.Lc1_d16165_j_t:
     jmp rcx
-.Lc1_d16284_j_t:
+.Lc1_d16264_j_t:
     jmp rcx
-.Lc1_d16376_s_t:
+.Lc1_d16357_s_t:
     jmp rcx
-.Lc1_d16428_j_t:
+.Lc1_d16456_j_t:
     jmp rcx
-.Lc1_d16534_s_t:
+.Lc1_d16510_s_t:
     jmp rcx
-.Lc1_d16639_j_t:
+.Lc1_d16626_j_t:
     jmp rcx
-.Lc1_d16687_j_t:
+.Lc1_d16726_s_t:
     jmp rcx
-.Lc1_d16791_s_t:
+.Lc1_d16782_j_t:
     jmp rcx
-.Lc1_d16899_j_t:
+.Lc1_d16882_j_t:
     jmp rcx
-.Lc1_d16951_j_t:
+.Lc1_d16985_s_t:
     jmp rcx
-.Lc1_d17059_s_t:
+.Lc1_d17043_j_t:
     jmp rcx
-.Lc1_d17129_j_t:
+.Lc1_d17135_j_t:
     jmp rcx
-.Lc1_d17230_s_t:
+.Lc1_d17238_s_t:
     jmp rcx
-.Lc1_d17332_s_t:
+.Lc1_d17294_j_t:
     jmp rcx
 .Lc1_d17395_j_t:
     jmp rcx
-.Lc1_d17500_j_t:
+.Lc1_d17499_s_t:
     jmp rcx
-.Lc1_d17596_s_t:
+.Lc1_d17604_j_t:
     jmp rcx
-.Lc1_d17661_j_t:
+.Lc1_d17659_s_t:
     jmp rcx
-.Lc1_d17751_j_t:
+.Lc1_d17770_j_t:
     jmp rcx
-.Lc1_d17859_s_t:
+.Lc1_d17863_j_t:
     jmp rcx
-.Lc1_d17910_j_t:
+.Lc1_d17919_s_t:
     jmp rcx
-.Lc1_d18020_j_t:
+.Lc1_d18047_j_t:
     jmp rcx
-.Lc1_d18082_j_t:
+.Lc1_d18098_j_t:
     jmp rcx
-.Lc1_d18187_s_t:
+.Lc1_d18192_s_t:
     jmp rcx
-.Lc1_d18287_j_t:
+.Lc1_d18290_j_t:
     jmp rcx
-.Lc1_d18350_j_t:
+.Lc1_d18349_s_t:
     jmp rcx
-.Lc1_d18452_s_t:
+.Lc1_d18459_j_t:
     jmp rcx
     .text
 

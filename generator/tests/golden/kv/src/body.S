@@ -70,61 +70,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d40_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d40_j_t
-.Lc1_d40_j:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 1075
-    rep stosb
-    cmovne rax, rax
-    movsxd rbp, dword ptr [r15 + 0]
-    test bl, 32
+    movzx ecx, al
+    movsxd rcx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 512], 127
+    mov dword ptr [r15 + 768], r9d
+    test dword ptr [r15 + 67117723], 8312
+    jz 1f
+1:
+    movzx eax, cl
+    movzx r8d, byte ptr [r15 + 320]
+    mov byte ptr [r14 + 0], cl
+    mov rbp, r10
+    test ebx, 27584
     jnz 1f
 1:
-    movzx edx, al
-    movsxd rdi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 232
-    test bl, 224
+    mov rcx, rcx
+    mov rdi, qword ptr [r15 + 64]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7104], edx
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 512
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    mov rdx, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 1
+    mov qword ptr [r15 + 0], rdx
+    movzx r9d, byte ptr [r15 + 0]
+    movzx ecx, sil
+    mov rbp, r10
+    test ebx, 720
     jz 1f
 1:
-    mov rsi, r9
-    lea rbp, [r10 + r10*1]
-    movsxd r9, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 268435456
+    and rbp, 448
+    movsxd rdx, dword ptr [r15 + rbp + 1472]
+    mov qword ptr [r15 + 576], rcx
+    mov rdi, qword ptr [r15 + 640]
+    mov esi, dword ptr [r15 + 256]
+    test ebx, 3424
     jnz 1f
 1:
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 320]
-    mov edi, ecx
-    mov rdx, rsi
-    lea r8, [r10 + r10*1]
-    test ebx, 816
+    mov rcx, qword ptr [r14 + 64]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 192]
+    test bl, 240
     jz 1f
 1:
-    and r8, 64
-    not qword ptr [r15 + r8 + 128]
-    mov esi, dword ptr [r15 + rbp + 384]
-    vpshufd xmm6, xmm3, 56
-    test dword ptr [r15 + 67117724], 2182
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + r8 + 64]
-    mov ecx, 120
-    lea r9, [r10 + r10*1]
-    movzx ecx, dl
-    test dword ptr [r15 + 67117723], 2048
-    jnz 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 512], bpl
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + r9 + 448]
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 448]
+    vmovdqu xmm13, xmmword ptr [r15 + 704]
+    movzx r9d, sil
     add r10, r11
     inc rbx
     dec r13
@@ -133,118 +124,119 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
     movzx edx, r9b
-    lea r8, [r10*8]
-    and rbp, 64
-    mov r9d, dword ptr [r14 + rbp + 832]
-    and r8, 4032
-    or qword ptr [r15 + r8 + 3264], 12
-    test ebx, 2048
+    mov rdx, qword ptr [r15 + 192]
+    mov rdi, qword ptr [r15 + 640]
+    mov rsi, qword ptr [r14 + 64]
+    test dword ptr [r15 + 67117723], 4
+    jnz 1f
+1:
+    vmovdqu xmm11, xmmword ptr [r15 + 256]
+    mov rax, r8
+    mov r8, qword ptr [r15 + 0]
+    mov r9d, eax
+    test dword ptr [r15 + 67117723], 1750470657
     jz 1f
 1:
-    movzx edi, dil
-    movzx eax, cl
-    test dword ptr [r15 + 67117723], 268435456
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 304221192
+    jz 1f
+1:
+    mov byte ptr [r15 + 64], sil
+    movzx ecx, byte ptr [r15 + 896]
+    mov r8d, r9d
+    mov esi, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 8192
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    movsxd rdx, dword ptr [r15 + r8 + 3392]
-    mov rdi, qword ptr [r15 + r8 + 3072]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], 253
-    test dword ptr [r15 + 67117724], 587677698
-    jnz 1f
+    movzx eax, byte ptr [r15 + 320]
+    mov r9d, dword ptr [r15 + 832]
+    mov qword ptr [r15 + 576], rdi
+    test ebx, 3680
+    jz 1f
 1:
-    cmovne rdi, r9
-    mov esi, 186
+    mov byte ptr [r15 + 128], r8b
+    .byte 0x0f, 0x1f, 0x00
+    movzx eax, r9b
+    vpcmpeqb xmm11, xmm11, xmm0
+    mov rbp, r10
+    mov r8, r10
     test bl, 32
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + r8 + 3008], 163
-    mov ecx, ecx
-    mov rax, qword ptr [r15 + r9 + 128]
-    test dword ptr [r15 + 67117724], 25315400
-    jnz 1f
-1:
-    mov rdi, r8
-    mov ecx, dword ptr [r15 + r8 + 3328]
-    test ebx, 416
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + r8 + 3200]
-    movzx edx, dil
-    mov rdi, qword ptr [r14 + r8 + 3136]
-    test dword ptr [r15 + 67117724], 1107698192
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + rbp + 896]
-    cmovne r8, rbp
+    and r8, 960
+    mov r9d, dword ptr [r14 + r8 + 1984]
+    movzx edi, bpl
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 960]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d142_j]
+    lea rcx, [rip + .Lc1_d132_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d142_j_t
-.Lc1_d142_j:
-    mov dword ptr [r15 + 0], ecx
-    mov r8, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 4524064
+    jmp .Lc1_d132_j_t
+.Lc1_d132_j:
+    movzx r8d, cl
+    movsxd rax, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    vmulsd xmm0, xmm0, xmm11
+    test bl, 80
     jz 1f
 1:
-    add qword ptr [r15 + 0], rdx
-    mov ebp, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 912
+    mov esi, edi
+    mov rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    bt r8, rsi
+    test ebx, 2912
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 624
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 57
+    movzx edi, dl
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 2560
     jz 1f
 1:
-    vpor xmm6, xmm6, xmm6
-    mov ecx, ecx
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 2187266
+    mov r9, qword ptr [r15 + 192]
+    movsxd rdx, dword ptr [r15 + 704]
+    movzx eax, byte ptr [r15 + 512]
+    or qword ptr [r15 + 320], 55
+    test bl, 32
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov edi, eax
-    mov rcx, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    test ebx, 28160
-    jz 1f
+    .byte 0x66, 0x90
+    mov esi, dword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 384]
+    test ebx, 3264
+    jnz 1f
 1:
-    cmovne rax, rax
-    and r9, 64
-    lea rbp, [r10 + r10*1]
-    mov rax, qword ptr [r15 + r9 + 640]
-    and rbp, 64
-    lea r8, [r10 + r10*1]
-    mov rdx, qword ptr [r15 + rbp + 128]
-    test bl, 48
-    jz 1f
+    mov rdx, rbp
+    mov rsi, rdx
+    movzx edi, dil
+    mov dword ptr [r14 + 384], esi
+    test bl, 128
+    jnz 1f
 1:
-    movzx eax, byte ptr [r15 + rbp + 64]
-    and r8, 64
-    vpaddq xmm8, xmm8, xmmword ptr [r14 + r8 + 512]
-    mov edx, 248
-    test ebx, 432
-    jz 1f
+    mov r8, qword ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + 128]
+    mov rbp, r10
+    mov r9, r10
+    movsxd rdi, dword ptr [r15 + 256]
+    test ebx, 816
+    jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 448], 212
-    mov rbp, qword ptr [r14 + 0]
-    mov r8, qword ptr [r15 + r9 + 576]
+    and r9, 8128
+    movsxd rdi, dword ptr [r15 + r9 + 7104]
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 960]
+    popcnt rsi, rdi
+    mov rax, qword ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
@@ -253,55 +245,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx edi, byte ptr [r14 + 0]
-    movzx eax, al
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 288
+    mov r8, r10
+    movzx eax, byte ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 448]
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 960]
+    test dword ptr [r15 + 67117724], 4
     jz 1f
 1:
+    mov dword ptr [r15 + 320], edi
     movsxd rax, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 243
-    test dword ptr [r15 + 67117723], 128
+    mov rdi, rbp
+    test dword ptr [r15 + 67117724], 310706626
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    mov rsi, r8
-    mov dword ptr [r15 + 0], 164
-    test dword ptr [r15 + 67117724], 2097152
-    jz 1f
-1:
-    mov ecx, 15
-    movzx r8d, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 48300032
-    jz 1f
-1:
-    mov r9d, r8d
-    lea rbp, [r10 + r10*1]
-    mov qword ptr [r15 + 0], r9
-    mov r8d, 54
-    test ebx, 24384
-    jz 1f
-1:
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 832]
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 192]
-    and r9, 64
-    mov rdx, qword ptr [r14 + r9 + 384]
-    test dword ptr [r15 + 67117724], 8
+    movzx ebp, byte ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    test ebx, 14320
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 256], edx
-    bswap rdi
-    movzx edx, byte ptr [r15 + rbp + 896]
-    test ebx, 7664
+    mov rbp, qword ptr [r15 + 384]
+    movzx ecx, byte ptr [r14 + 0]
+    movzx r8d, byte ptr [r14 + 0]
+    test dword ptr [r15 + 67117724], 16777216
+    jz 1f
+1:
+    mov dword ptr [r14 + 0], 29
+    bt r8, rax
+    mov ecx, 102
+    test bl, 32
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 128], cl
+    movsxd rdx, dword ptr [r15 + 320]
+    mov r9, r10
+    test bl, 80
     jnz 1f
 1:
-    bt rdx, rcx
-    movsxd rsi, dword ptr [r15 + r9 + 320]
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 1472]
+    mov esi, 223
+    mov edx, ecx
+    test dword ptr [r15 + 67117724], 1090825218
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    mov rdi, rbp
+    mov r9d, dword ptr [r15 + 640]
     add r10, r11
     inc rbx
     dec r13
@@ -310,63 +302,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d248_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d248_j_t
-.Lc1_d248_j:
-    mov ebp, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 96
-    jnz 1f
-1:
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov edi, 151
-    or qword ptr [r15 + 0], 74
-    test dword ptr [r15 + 67117723], 1417957512
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1048592
+    setz al
+    lea rcx, [rip + .Lc1_d242_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d242_s_t
+    .p2align 3
+.Lc1_d242_s:
+    .p2align 3
+    jmp .Lc1_d242_j
+    .p2align 3
+    jmp .Lc1_d242_j
+.Lc1_d242_j:
+    mov rbp, qword ptr [r15 + 128]
+    mov ecx, ebp
+    mov qword ptr [r14 + 0], r8
+    movzx ecx, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 524288
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 1536
+    movzx r9d, cl
+    mov dword ptr [r15 + 0], 40
+    movzx esi, al
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 145758218
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
     movzx edx, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test ebx, 816
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 640]
-    movzx edx, byte ptr [r14 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    mov r9d, 235
-    movzx edi, dil
-    movzx ebp, byte ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    test bl, 32
-    jz 1f
-1:
-    vmovdqu xmm6, xmmword ptr [r15 + r8 + 576]
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 320]
-    lea rbp, [r10 + r10*1]
-    vpaddd xmm3, xmm3, xmm6
-    test ebx, 400
+    and r8, 448
+    mov byte ptr [r15 + r8 + 960], dil
+    mov rbp, r10
+    test ebx, 464
     jnz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
-    movzx r8d, byte ptr [r15 + rbp + 128]
-    mov edi, dword ptr [r15 + r9 + 384]
+    mov r9, r10
+    lock or dword ptr [r15 + 768], 19
+    and r9, 8128
+    movzx edi, byte ptr [r15 + r9 + 7104]
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 1472]
+    test dword ptr [r15 + 67117723], 34603112
+    jz 1f
+1:
+    mov dword ptr [r15 + 704], esi
+    sete r9b
+    mov ecx, dword ptr [r15 + 512]
+    test dword ptr [r15 + 67117723], 1174406232
+    jnz 1f
+1:
+    movzx esi, bpl
+    mov ebp, edx
+    mov rax, qword ptr [r15 + 832]
+    test bl, 32
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 256]
+    crc32 ebp, dl
+    movzx r9d, dil
     add r10, r11
     inc rbx
     dec r13
@@ -375,57 +369,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    vmovdqu xmm3, xmmword ptr [r15 + r9 + 896]
+    mov edi, eax
+    mov rdx, qword ptr [r15 + 128]
+    mov rbp, rdi
+    mov qword ptr [r15 + 192], rdi
+    test ebx, 848
+    jz 1f
+1:
+    mov rcx, rbp
+    movzx edi, sil
+    xchg rbp, r8
+    test bl, 32
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 832]
+    movzx ecx, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 64], esi
+    test dword ptr [r15 + 67117724], 8388608
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 0]
     mov dword ptr [r15 + 0], esi
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
-    test bl, 64
+    test dword ptr [r15 + 67117724], 4194304
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    test dword ptr [r15 + 67117724], 524290
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 464
+    mov dword ptr [r15 + 0], esi
+    mov qword ptr [r15 + 0], rcx
+    movsxd rsi, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 4
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    mov dword ptr [r15 + 0], edx
-    test dword ptr [r15 + 67117723], 69206080
+    mov r8, r10
+    mov ecx, r8d
+    movzx edx, r8b
+    and r8, 448
+    mov qword ptr [r15 + r8 + 1472], rax
+    test dword ptr [r15 + 67117723], 306184210
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov eax, edx
-    lea r8, [r10 + r10*1]
-    test ebx, 1024
+    mov rbp, qword ptr [r14 + 0]
+    movzx eax, byte ptr [r15 + 576]
+    mov rdi, qword ptr [r15 + 896]
+    test dword ptr [r15 + 67117723], 67115008
     jz 1f
 1:
-    and r8, 64
-    or qword ptr [r15 + r8 + 192], 84
-    mov ebp, 54
-    mov edx, dword ptr [r15 + r8 + 256]
-    test dword ptr [r15 + 67117723], 1
+    mov byte ptr [r15 + 384], cl
+    mov rdi, qword ptr [r14 + 64]
+    mov dword ptr [r15 + 64], 173
+    test bl, 32
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 832], edi
-    sete cl
-    lea r9, [r10 + r10*1]
-    mov ecx, dword ptr [r14 + 0]
-    test ebx, 12016
-    jnz 1f
-1:
-    mov eax, dword ptr [r14 + 0]
-    and r9, 64
-    mov edi, dword ptr [r15 + r9 + 448]
-    movzx r8d, byte ptr [r15 + r9 + 512]
+    movzx esi, dil
+    mov r8d, r9d
+    mov rdx, qword ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
@@ -434,56 +432,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d356_j]
+    lea rcx, [rip + .Lc1_d352_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d356_j_t
-.Lc1_d356_j:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov dword ptr [r14 + rbp + 128], 240
-    movzx ecx, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 128
+    jmp .Lc1_d352_j_t
+.Lc1_d352_j:
+    mov dword ptr [r15 + 576], r9d
+    mov rdi, rax
+    mov r9d, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 448], dil
+    test dword ptr [r15 + 67117723], 524290
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rsi
-    movzx r9d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    test dword ptr [r15 + 67117724], 512
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    lock xadd qword ptr [r15 + 0], r9
-    mov edx, 13
-    test dword ptr [r15 + 67117723], 1064992
+    movsxd r9, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], 56
+    mov rdx, rbp
+    add qword ptr [r15 + 0], rcx
+    test ebx, 768
     jnz 1f
 1:
+    vpmovmskb r8d, xmm0
+    mov ebp, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov rdx, rax
+    sete al
+    mov esi, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 464
+    jnz 1f
+1:
+    mov ebp, esi
+    movsxd rbp, dword ptr [r15 + 640]
+    movsxd rcx, dword ptr [r14 + 0]
     lea r9, [r10 + r10*1]
-    mov r8d, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    and r9, 64
-    xor dword ptr [r15 + r9 + 384], eax
-    lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 4341761
+    movzx esi, byte ptr [r14 + 0]
+    test dword ptr [r15 + 67117723], 335554096
     jz 1f
 1:
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 448]
-    movsxd rcx, dword ptr [r15 + r8 + 512]
-    mov eax, ebp
-    test dword ptr [r15 + 67117724], 12977792
+    and r9, 960
+    mov esi, dword ptr [r15 + r9 + 1984]
+    mov r8d, dword ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 589824
     jz 1f
 1:
-    mov esi, dword ptr [r15 + r9 + 320]
-    movzx edx, byte ptr [r14 + 0]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 1077
-    rep stosb
-    test dword ptr [r15 + 67117723], 1074823744
-    jz 1f
+    mov qword ptr [r15 + r9 + 2048], rdi
+    mov rdi, rdx
+    mov eax, dword ptr [r15 + 384]
+    mov edx, edi
+    test bl, 128
+    jnz 1f
 1:
-    mov r9d, edx
-    mov qword ptr [r15 + rbp + 64], rsi
+    mov eax, dword ptr [r15 + 896]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov qword ptr [r15 + 128], rax
     add r10, r11
     inc rbx
     dec r13
@@ -492,168 +496,165 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], 72
-    mov dword ptr [r15 + 0], eax
-    movzx ecx, al
-    test dword ptr [r15 + 67117723], 1073741824
+    mov r9, qword ptr [r15 + 384]
+    movzx eax, dl
+    movzx r8d, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 704], rdx
+    test dword ptr [r15 + 67117724], 64
     jz 1f
 1:
-    vpmovmskb ebp, xmm6
-    movzx r8d, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    test ebx, 4096
+    mov edx, 171
+    mov r8d, edx
+    mov rbp, qword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    lock add qword ptr [r15 + 0], rcx
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx esi, cl
+    test bl, 48
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, esi
+    mov r8d, dword ptr [r15 + 0]
+    test bl, 32
     jnz 1f
 1:
-    mov edi, eax
     movzx esi, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 416
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r9d, r9d
-    test dword ptr [r15 + 67117724], 795650
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + 0], bpl
-    movzx edi, byte ptr [r14 + 0]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 576], r9d
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 4096
-    jz 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 448], cl
-    and r9, 64
-    mov byte ptr [r15 + r9 + 576], dil
-    mov eax, dword ptr [r14 + r8 + 512]
-    test dword ptr [r15 + 67117724], 32768
+    mov byte ptr [r15 + 192], dil
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 320]
+    test dword ptr [r15 + 67117724], 189014144
     jnz 1f
 1:
-    mov eax, 144
-    mov esi, 243
-    bt rcx, rcx
-    test dword ptr [r15 + 67117723], 131072
+    sete dil
+    movsxd rbp, dword ptr [r15 + 832]
+    mov r8d, 106
+    test ebx, 12192
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + rbp + 640]
-    mov byte ptr [r15 + r9 + 640], cl
-    add r10, r11
+    crc32 edx, dl
+    movsxd rdx, dword ptr [r14 + 0]
+    movzx edi, byte ptr [r15 + 384]
+    test dword ptr [r15 + 67117723], 134217728
+    jnz 1f
+1:
+    movzx eax, al
+    mov edi, dword ptr [r15 + 768]
+    xchg qword ptr [r15 + 64], rbp
+    test bl, 32
+    jz 1f
+1:
+    mov dword ptr [r15 + 640], ebp
+    movzx r8d, byte ptr [r14 + 256]
+    mov rax, qword ptr [r15 + 768]
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 112 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 125 chunk executions per call
     mov rbx, qword ptr [r15 + 67117744]
-    lea rcx, [rbx + 112]
+    lea rcx, [rbx + 125]
     mov qword ptr [r15 + 67117744], rcx
-    mov r13d, 112
+    mov r13d, 125
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    movsxd rbp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov ecx, r9d
-    jmp 1f
-1:
-    mov r9, r10
+    mov rbp, r10
+    and rbp, 33554368
+    movzx ecx, byte ptr [r15 + rbp + 33554432]
+    movzx esi, byte ptr [r15 + 0]
+    movzx r8d, cl
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 43
-    and r9, 64
-    mov qword ptr [r15 + r9 + 704], rcx
-    nop
-    test bl, 10
-    jz 1f
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3008]
+    cmp rsi, r9
+    jmp 1f
 1:
-    mov rbp, r11
-    movzx r9d, cl
-    and rbp, 448
-    mov r8, r10
-    add rcx, qword ptr [r15 + rbp + 960]
-    mov dword ptr [r14 + 0], 51
-    and r8, 33554368
-    movzx esi, byte ptr [r15 + r8 + 33554432]
-    add r11, 64
+    lea rdi, [r15 + 67109504]
+    mov ecx, 93
+    rep stosb
+    test bl, 8
+    jnz 1f
+1:
+    mov r9d, dword ptr [r14 + 0]
+    and eax, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 704], rcx
+    xor dword ptr [r15 + 576], edx
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 256 bytes, 1 chunk(s), 32 chunk executions per call
+// block 2: 256 bytes, 1 chunk(s), 33 chunk executions per call
     mov rbx, qword ptr [r15 + 67117752]
-    lea rcx, [rbx + 32]
+    lea rcx, [rbx + 33]
     mov qword ptr [r15 + 67117752], rcx
-    mov r13d, 32
+    mov r13d, 33
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d494_j]
+    lea rcx, [rip + .Lc1_d495_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d494_j_t
-.Lc1_d494_j:
-    lea rbp, [r10 + r10*1]
-    movzx edi, dl
-    mov esi, 189
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 128]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 512
+    jmp .Lc1_d495_j_t
+.Lc1_d495_j:
+    mov ecx, eax
+    mov dword ptr [r15 + 512], r8d
+    movzx r8d, al
+    movzx eax, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 50627106
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov ecx, r9d
-    test bl, 16
-    jnz 1f
-1:
-    mov rsi, rdx
-    movzx edi, byte ptr [r15 + 0]
-    lock add qword ptr [r15 + 0], rbp
-    test dword ptr [r15 + 67117723], 512
-    jnz 1f
-1:
-    popcnt r8, rax
-    mov r9, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 8030
+    nop
+    mov byte ptr [r15 + 0], dl
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 256
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    and esi, dword ptr [r15 + 0]
-    popcnt rdi, rdx
-    test dword ptr [r15 + 67117724], 268435456
-    jnz 1f
-1:
-    and r8, 64
-    vpaddd ymm6, ymm3, ymmword ptr [r15 + r8 + 192]
-    mov edi, dword ptr [r15 + rbp + 64]
-    vmulsd xmm8, xmm8, xmm7
-    lea rbp, [r10 + r10*1]
-    test bl, 42
-    jnz 1f
-1:
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 320]
-    mov dword ptr [r15 + rbp + 384], 20
-    xchg rdi, rbp
-    test dword ptr [r15 + 67117724], 575021448
+    mov rbp, r10
+    mov rax, rax
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 832]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1472], 3
+    test dword ptr [r15 + 67117723], 262160
     jz 1f
 1:
-    mov r9d, dword ptr [r14 + 0]
-    mov eax, 196
-    movsxd rsi, dword ptr [r15 + r8 + 256]
+    mov r9, r10
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 448]
+    mov ebp, dword ptr [r15 + 64]
+    and r9, 960
+    mov byte ptr [r15 + r9 + 1984], bpl
+    test bl, 44
+    jnz 1f
+1:
+    jmp 1f
+1:
+    vpaddd ymm0, ymm8, ymmword ptr [r15 + 320]
+    mov rbp, r10
+    movzx ecx, byte ptr [r15 + 384]
+    and rbp, 448
+    movsxd rdx, dword ptr [r15 + rbp + 960]
+    test bl, 28
+    jnz 1f
+1:
+    vmovq xmm0, rbp
+    cmovne rax, rax
+    xchg rbp, rbp
+    test dword ptr [r15 + 67117724], 1024
+    jnz 1f
+1:
+    mov r9, rax
+    movzx eax, byte ptr [r15 + 320]
+    mov r8, r9
     add r10, r11
     inc rbx
     dec r13
@@ -708,72 +709,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 536887312
-    setz al
-    lea rcx, [rip + .Lc1_d560_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d560_s_t
-    .p2align 3
-.Lc1_d560_s:
-    .p2align 3
-    jmp .Lc1_d560_j
-    .p2align 3
-    jmp .Lc1_d560_j
-.Lc1_d560_j:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 192]
-    mov byte ptr [r15 + 0], dl
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
+    lea rcx, [rip + .Lc1_d558_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d558_j_t
+.Lc1_d558_j:
+    mov dword ptr [r15 + 512], ecx
+    movzx edi, byte ptr [r14 + 0]
+    mov dword ptr [r15 + 576], edi
+    lock xadd qword ptr [r15 + 0], rdx
+    test dword ptr [r15 + 67117723], 528930
+    jz 1f
 1:
     mov qword ptr [r15 + 0], rcx
-    movsxd r9, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 278921280
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 5
-    mov esi, esi
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 384
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov edx, 207
-    movzx eax, al
-    test dword ptr [r15 + 67117724], 16384
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    movzx eax, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 8
-    lea r8, [r10 + r10*1]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 2944
-    jnz 1f
-1:
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 64]
-    mov edx, 234
-    lea r9, [r10 + r10*1]
-    mov rax, qword ptr [r14 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    vpshufd xmm13, xmm0, 201
     test bl, 64
+    jnz 1f
+1:
+    movzx eax, dil
+    mov r8, qword ptr [r15 + 0]
+    mov rdi, rcx
+    mov rbp, r10
+    test ebx, 121792
+    jnz 1f
+1:
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 1472]
+    mov esi, 57
+    mov r9, r10
+    mov r8d, 146
+    test dword ptr [r15 + 67117723], 134480384
+    jnz 1f
+1:
+    mov esi, 50
+    and r9, 960
+    movzx edx, byte ptr [r15 + r9 + 1984]
+    mov r8d, dword ptr [r15 + 320]
+    test dword ptr [r15 + 67117724], 1082417152
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
+    mov qword ptr [r14 + 384], rax
+    movzx edi, byte ptr [r15 + 704]
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 1397751816
     jz 1f
 1:
-    mov esi, 26
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 896]
-    mov rcx, qword ptr [r15 + r9 + 832]
-    test ebx, 5376
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 256], ebp
-    mov edx, 224
-    mov rdi, qword ptr [r15 + r8 + 128]
+    mov rax, rdi
+    mov r8d, dword ptr [r15 + 256]
+    and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7104]
     add r10, r11
     inc rbx
     dec r13
@@ -782,75 +767,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2312
-    setz al
-    lea rcx, [rip + .Lc1_d622_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d622_s_t
-    .p2align 3
-.Lc1_d622_s:
-    .p2align 3
-    jmp .Lc1_d622_j
-    .p2align 3
-    jmp .Lc1_d622_j
-.Lc1_d622_j:
-    mov ebp, dword ptr [r15 + 0]
-    mov r8d, 156
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 5120
+    lea rcx, [rip + .Lc1_d609_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d609_j_t
+.Lc1_d609_j:
+    movzx r9d, byte ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 704]
+    mov edx, 239
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 16777216
     jz 1f
 1:
-    mov edx, r8d
-    mov esi, dword ptr [r15 + 0]
-    mov rdi, rdi
-    test dword ptr [r15 + 67117723], 16
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    mov rdx, r9
-    test ebx, 7296
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov r9, rsi
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 4096
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    mov rdi, r8
-    movzx edx, dil
-    test ebx, 53248
+    mov rbp, r10
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 960]
+    mov r9, r9
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 1472]
+    test dword ptr [r15 + 67117723], 268435456
     jnz 1f
 1:
-    and r8, 64
-    mov dword ptr [r14 + r8 + 384], 19
-    cmovne rcx, r8
-    mov esi, 146
-    test dword ptr [r15 + 67117724], 67108864
+    movzx ecx, byte ptr [r15 + 640]
+    movsxd rdi, dword ptr [r15 + 576]
+    .byte 0x0f, 0x1f, 0x00
+    test ebx, 928
     jz 1f
 1:
-    sete dil
-    lea r9, [r10 + r10*1]
-    mov edi, dword ptr [r15 + r8 + 320]
-    lea rbp, [r10 + r10*1]
-    and r9, 64
-    mov r8, qword ptr [r15 + r9 + 128]
-    test dword ptr [r15 + 67117724], 67371024
+    mov rsi, qword ptr [r15 + 192]
+    vpmovmskb edx, xmm13
+    movsxd rax, dword ptr [r15 + 576]
+    test dword ptr [r15 + 67117724], 2097152
     jnz 1f
 1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 768], dl
-    mov qword ptr [r15 + r9 + 64], rdi
-    mov rax, qword ptr [r14 + 0]
-    test ebx, 1344
+    vmulsd xmm0, xmm0, xmm9
+    mov rbp, qword ptr [r15 + 256]
+    mov rsi, qword ptr [r14 + 448]
+    test dword ptr [r15 + 67117724], 262144
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + rbp + 704]
-    mov r9d, esi
+    xor dword ptr [r15 + 768], edi
+    bt rsi, r9
+    mov rdx, qword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 675579393
+    jz 1f
+1:
+    mov ecx, 145
+    mov r9, qword ptr [r15 + 64]
+    mov dword ptr [r14 + 640], 242
     add r10, r11
     inc rbx
     dec r13
@@ -859,58 +822,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 704]
-    mov ecx, 5
-    movsxd rbp, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 69922
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov eax, edx
-    test ebx, 448
-    jz 1f
-1:
-    vpcmpeqb xmm6, xmm6, xmm8
-    mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    test dword ptr [r15 + 67117724], 1049600
+    mov r8, qword ptr [r14 + 0]
+    mov edx, dword ptr [r15 + 320]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 4194304
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 186
-    movsxd rdx, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    test ebx, 5056
+    mov rbp, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    movzx edi, al
+    test bl, 64
     jnz 1f
 1:
-    movzx ecx, bpl
-    mov dword ptr [r15 + 0], r9d
-    lea rbp, [r10 + r10*1]
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 192]
-    test dword ptr [r15 + 67117723], 134217728
-    jnz 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], al
-    mov esi, dword ptr [r15 + rbp + 384]
-    test dword ptr [r15 + 67117724], 340263040
-    jnz 1f
-1:
-    movzx ebp, sil
-    mov edi, 191
-    movzx edx, byte ptr [r14 + 0]
+    crc32 rax, rdx
+    mov rdx, rdx
+    movzx r8d, dil
     test ebx, 15072
     jnz 1f
 1:
-    mov ebp, dword ptr [r14 + 0]
-    mov rsi, qword ptr [r15 + r9 + 256]
-    test ebx, 20448
+    mov r9, qword ptr [r15 + 0]
+    mov ecx, r8d
+    mov rbp, qword ptr [r15 + 384]
+    nop
+    test bl, 64
     jz 1f
 1:
-    movzx ecx, bpl
-    movsxd rdi, dword ptr [r15 + r8 + 768]
+    mov rsi, rbp
+    lea r8, [r10 + r10*2]
+    mov ecx, dword ptr [r15 + 896]
+    mov r9d, 39
+    test dword ptr [r15 + 67117723], 177742409
+    jz 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 960], 129
+    movzx edx, byte ptr [r15 + 64]
+    mov rax, qword ptr [r15 + r8 + 1088]
+    test ebx, 61184
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 320]
+    mov ecx, ebp
+    mov dword ptr [r15 + 64], ebp
+    vmovdqu xmm13, xmmword ptr [r14 + r8 + 1024]
+    test bl, 64
+    jz 1f
+1:
+    movzx ebp, sil
+    movzx r8d, byte ptr [r15 + 512]
+    mov r9d, edi
+    test dword ptr [r15 + 67117724], 66642
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 128], esi
+    mov edx, edx
     add r10, r11
     inc rbx
     dec r13
@@ -919,60 +886,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d737_j]
+    lea rcx, [rip + .Lc1_d712_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d737_j_t
-.Lc1_d737_j:
+    jmp .Lc1_d712_j_t
+.Lc1_d712_j:
+    mov rbp, r10
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 960]
     lea r8, [r10 + r10*1]
-    mov ebp, edx
-    mov rdi, rsi
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 448]
-    test bl, 64
-    jnz 1f
-1:
-    mov esi, r9d
+    mov dword ptr [r15 + 0], edi
     mov rdx, qword ptr [r15 + 0]
-    test ebx, 7136
+    and r8, 448
+    movzx esi, byte ptr [r14 + r8 + 1472]
+    test dword ptr [r15 + 67117723], 537395200
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
-    mov r9d, 112
-    test dword ptr [r15 + 67117724], 608197120
+    movsxd rdi, dword ptr [r15 + 128]
+    vsubsd xmm13, xmm13, xmm0
+    movzx eax, byte ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 640]
+    test ebx, 3008
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 448
+    mov dword ptr [r15 + 64], 195
+    movsxd rcx, dword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 64]
+    test ebx, 64224
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    movzx eax, al
-    and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 128]
-    lea r9, [r10 + r10*1]
-    mov esi, dword ptr [r15 + r8 + 512]
-    test dword ptr [r15 + 67117724], 4104
+    movzx r9d, r9b
+    movsxd rdx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 256], r8d
+    movsxd rsi, dword ptr [r15 + 768]
+    test ebx, 288
+    jnz 1f
+1:
+    mov rdx, rsi
+    mov r9d, dword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 448]
+    test ebx, 1248
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rsi, qword ptr [r15 + r8 + 1536]
+    movzx r8d, byte ptr [r15 + 192]
+    mov rbp, rsi
+    test dword ptr [r15 + 67117723], 16777216
     jz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 153
-    movzx r8d, byte ptr [r15 + rbp + 64]
-    test dword ptr [r15 + 67117723], 8
-    jz 1f
-1:
-    mov rdi, qword ptr [r14 + 0]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 1077
-    rep movsb
-    mov rax, rax
-    test dword ptr [r15 + 67117723], 189006856
-    jz 1f
-1:
-    mov ebp, 93
-    vmovdqu xmm8, xmmword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + 128], ebp
+    nop
+    sete dil
     add r10, r11
     inc rbx
     dec r13
@@ -981,61 +945,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, rdx
-    mov r8d, r9d
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx edx, sil
-    test ebx, 8192
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    movzx edi, dl
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 1152
-    jnz 1f
+    mov dword ptr [r14 + 0], esi
+    mov byte ptr [r15 + 0], cl
+    movzx edx, cl
+    mov r8, rcx
+    test bl, 64
+    jz 1f
 1:
     movsxd rcx, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
+    mov esi, esi
+    mov byte ptr [r15 + 0], r8b
     movsxd r8, dword ptr [r15 + 0]
-    test ebx, 256
+    test bl, 64
     jz 1f
 1:
     movsxd r9, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 67133458
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 216
-    movzx edi, cl
-    lea rbp, [r10 + r10*1]
-    test ebx, 1248
-    jz 1f
-1:
-    mov rax, rdx
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 640]
-    lea r8, [r10 + r10*1]
-    mov ecx, esi
-    and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 192]
-    test ebx, 114048
-    jz 1f
-1:
-    or qword ptr [r15 + r8 + 256], 109
-    movsxd rax, dword ptr [r14 + 0]
-    mov byte ptr [r14 + 0], sil
-    test dword ptr [r15 + 67117724], 4195328
+    mov rdx, rdi
+    movsxd rdi, dword ptr [r15 + 0]
+    mov eax, eax
+    test dword ptr [r15 + 67117724], 32
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + rbp + 576]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 896], 58
-    mov edi, dword ptr [r15 + r8 + 832]
-    add r10, r11
+    movsxd rbp, dword ptr [r15 + 192]
+    xchg rdx, rdx
+    movsxd rcx, dword ptr [r15 + 256]
+    movsxd r8, dword ptr [r15 + 128]
+    test ebx, 23488
+    jz 1f
+1:
+    mov edx, esi
+    movzx r9d, sil
+    mov rbp, rbp
+    test bl, 160
+    jnz 1f
+1:
+    mov ebp, 214
+    mov esi, dword ptr [r15 + 512]
+    movzx edi, r9b
+    movzx r9d, r8b
+    test ebx, 31744
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 768]
+    movsxd r8, dword ptr [r14 + 64]
+    movzx ecx, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 192], cl
+    test dword ptr [r15 + 67117724], 1048576
+    jz 1f
+1:
+    mov dword ptr [r15 + 704], ecx
+    movzx edx, byte ptr [r14 + 256]
+    crc32 ecx, dil
+    mov r9, rbp
+    test dword ptr [r15 + 67117723], 2097184
+    jnz 1f
+1:
+    cmovne rbp, rdi
+    mov rsi, qword ptr [r15 + 832]
+    movzx eax, byte ptr [r15 + 384]
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -1043,75 +1010,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4726784
-    setz al
-    lea rcx, [rip + .Lc1_d845_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d845_s_t
-    .p2align 3
-.Lc1_d845_s:
-    .p2align 3
-    jmp .Lc1_d845_j
-    .p2align 3
-    jmp .Lc1_d845_j
-.Lc1_d845_j:
-    lea r8, [r10 + r10*1]
-    xchg rax, rbp
-    and r8, 64
-    mov qword ptr [r14 + r8 + 896], rdx
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 14592
-    jnz 1f
-1:
-    movzx r9d, r9b
-    movzx eax, byte ptr [r15 + 0]
-    movzx edi, sil
-    test dword ptr [r15 + 67117723], 4
+    lea rcx, [rip + .Lc1_d820_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d820_j_t
+.Lc1_d820_j:
+    mov r8, r10
+    mov edx, dword ptr [r15 + 896]
+    mov byte ptr [r15 + 64], sil
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 1472]
+    mov ebp, dword ptr [r14 + 384]
+    test dword ptr [r15 + 67117724], 1851648
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    test ebx, 928
+    movzx esi, bpl
+    movzx r9d, sil
+    movsxd rdx, dword ptr [r14 + 320]
+    vpor xmm13, xmm13, xmm0
+    test dword ptr [r15 + 67117724], 33554440
     jnz 1f
 1:
-    movzx esi, sil
-    mov edx, dword ptr [r15 + 0]
-    movzx edi, dil
-    test dword ptr [r15 + 67117724], 65536
-    jz 1f
+    mov dword ptr [r15 + 128], edx
+    movsxd rax, dword ptr [r15 + 640]
+    mov ecx, dword ptr [r15 + 320]
+    test dword ptr [r15 + 67117723], 269959184
+    jnz 1f
 1:
+    lock or dword ptr [r15 + 192], 70
     movzx r9d, byte ptr [r15 + 0]
-    mov ebp, r8d
-    mov rsi, qword ptr [r15 + 0]
+    mov r8d, edx
+    mov rbp, qword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    movzx edi, byte ptr [r15 + r8 + 832]
-    lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 557059
+    mov edx, edi
+    lock xadd qword ptr [r15 + 0], rsi
+    movzx edi, byte ptr [r15 + 256]
+    test bl, 64
     jz 1f
 1:
-    and r8, 64
-    lea rbp, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + r8 + 448]
-    mov edx, edx
-    and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 704]
-    test ebx, 16256
-    jz 1f
+    mov esi, dword ptr [r15 + 832]
+    mov qword ptr [r15 + 704], r9
+    mov eax, dword ptr [r15 + 576]
+    movzx r8d, byte ptr [r15 + 128]
+    test bl, 64
+    jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + r8 + 512]
-    mov r8d, dword ptr [r14 + 0]
-    mov byte ptr [r15 + rbp + 768], r9b
-    test dword ptr [r15 + 67117724], 541329572
-    jz 1f
-1:
-    mov rax, r8
-    mov r8d, r9d
+    add qword ptr [r15 + 256], rcx
+    mov eax, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 384], rcx
     add r10, r11
     inc rbx
     dec r13
@@ -1120,59 +1067,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + r9 + 256], r9b
-    and rbp, 64
-    inc dword ptr [r14 + rbp + 896]
-    movzx edi, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 671088896
+    popcnt rdi, rax
+    mov r9d, 32
+    mov ecx, dword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 16
+    jz 1f
+1:
+    mov esi, 167
+    mov dword ptr [r15 + 0], 136
+    mov eax, r8d
+    test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    mov rdi, rdx
-    test dword ptr [r15 + 67117724], 1048576
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 33
+    test ebx, 2048
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov rdx, rcx
-    test ebx, 6400
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    movzx r8d, sil
-    test dword ptr [r15 + 67117724], 32768
-    jz 1f
-1:
-    popcnt rdi, r9
-    mov qword ptr [r15 + 0], r8
-    test ebx, 288
-    jz 1f
-1:
-    or eax, 1
-    xor edx, edx
-    div eax
-    mov r8, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 524288
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    or qword ptr [r15 + 448], 7
+    mov r8, r10
+    movsxd rcx, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 32768
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov eax, dword ptr [r15 + r9 + 192]
-    lea r9, [r10 + r10*1]
-    movzx edx, byte ptr [r15 + rbp + 832]
-    test dword ptr [r15 + 67117724], 339746832
-    jnz 1f
-1:
-    mov ecx, edx
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], dil
-    test dword ptr [r15 + 67117724], 16384
+    and r8, 448
+    movsxd r9, dword ptr [r15 + r8 + 1472]
+    movzx eax, byte ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 768]
+    test dword ptr [r15 + 67117724], 16
     jz 1f
 1:
-    mov ebp, r9d
-    mov qword ptr [r15 + r9 + 384], rdi
+    mov dword ptr [r15 + 704], 249
+    mov rbp, qword ptr [r15 + 768]
+    mov qword ptr [r15 + 384], rbp
+    test ebx, 30144
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 512]
+    mov rsi, r8
+    cmovne rdx, r8
+    test dword ptr [r15 + 67117724], 2048
+    jnz 1f
+1:
+    movzx r8d, dl
+    mov ecx, dword ptr [r15 + 512]
+    mov edx, dword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
@@ -1181,64 +1123,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d961_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d961_j_t
-.Lc1_d961_j:
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov edi, 246
-    test ebx, 15616
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 222
-    mov r8, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 3
+    lea rcx, [rip + .Lc1_d918_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d918_s_t
+    .p2align 3
+.Lc1_d918_s:
+    .p2align 3
+    jmp .Lc1_d918_j
+    .p2align 3
+    jmp .Lc1_d918_j
+    .p2align 3
+    jmp .Lc1_d918_j
+    .p2align 3
+    jmp .Lc1_d918_j
+.Lc1_d918_j:
+    mov rcx, rdi
     movsxd r9, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 256
-    jnz 1f
-1:
-    bswap r8
     mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    test ebx, 416
+    mov edi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 48
     jnz 1f
 1:
-    bswap rcx
-    lea r9, [r10 + r10*1]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 1792
+    mov esi, 34
+    mov r8, r10
+    mov edx, edi
+    mov ecx, dword ptr [r15 + 0]
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 1472]
+    test bl, 64
     jnz 1f
 1:
-    and r9, 64
-    mov edi, dword ptr [r14 + r9 + 64]
-    mov ebp, 89
-    lea r8, [r10 + r10*1]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 1075
-    rep movsb
-    test dword ptr [r15 + 67117723], 16384
+    mov rbp, qword ptr [r14 + 320]
+    mov edi, r9d
+    mov r9d, 139
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test bl, 64
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 128]
+    mov ecx, 88
+    movsxd r9, dword ptr [r15 + 256]
+    inc dword ptr [r15 + 384]
+    test ebx, 15808
+    jnz 1f
+1:
+    mov r8d, ebp
+    mov esi, 242
+    movzx edx, sil
+    vmulsd xmm0, xmm0, xmm13
+    test bl, 64
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 128]
+    mov r9d, dword ptr [r14 + 576]
+    mov ebp, dword ptr [r15 + 64]
+    mov r8, r10
+    movzx eax, bpl
+    test dword ptr [r15 + 67117724], 16393
     jz 1f
 1:
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 704]
-    mov byte ptr [r15 + r9 + 128], bpl
-    movzx esi, byte ptr [r14 + 0]
-    test ebx, 13792
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 768], esi
-    movzx edx, dl
-    lea r9, [r10 + r10*1]
-    mov rbp, rbp
-    test ebx, 320
-    jz 1f
-1:
-    movzx r8d, al
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], r9d
-    mov rcx, qword ptr [r15 + r9 + 128]
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7104]
+    mov dword ptr [r15 + 192], 120
+    mov dword ptr [r15 + 256], 223
     add r10, r11
     inc rbx
     dec r13
@@ -1247,62 +1196,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 640]
-    mov qword ptr [r15 + 0], rsi
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 384
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov ecx, edx
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 480
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 14176
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    mov eax, edx
-    test dword ptr [r15 + 67117723], 537395264
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r8, rdx
-    mov dword ptr [r15 + 0], 162
-    test dword ptr [r15 + 67117723], 524288
-    jz 1f
-1:
-    or qword ptr [r15 + 0], 2
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
+    movsxd rdx, dword ptr [r15 + 448]
+    nop
+    mov ebp, eax
     test bl, 64
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov esi, dword ptr [r14 + 0]
-    and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 512]
-    and r9, 64
-    mov eax, dword ptr [r14 + r9 + 192]
-    test ebx, 256
+    mov rsi, qword ptr [r15 + 0]
+    xchg rdi, r9
+    movzx ecx, dil
+    test dword ptr [r15 + 67117723], 33689244
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 256], ebp
-    xchg rcx, rcx
-    mov r9, qword ptr [r15 + r8 + 448]
-    test dword ptr [r15 + 67117723], 1207959552
+    mov dword ptr [r15 + 0], r9d
+    mov r8d, dword ptr [r15 + 0]
+    vmovq xmm13, rsi
+    test ebx, 31168
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + rbp + 576]
-    movzx edi, r8b
+    lea rbp, [r10 + r10*2]
+    mov rcx, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 1024
+    jz 1f
+1:
+    and rbp, 448
+    mov esi, dword ptr [r14 + rbp + 960]
+    mov eax, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 640]
+    test ebx, 56704
+    jz 1f
+1:
+    mov r9d, eax
+    mov ecx, 252
+    mov dword ptr [r15 + rbp + 1088], edi
+    test dword ptr [r15 + 67117723], 152187968
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 320]
+    mov r8, r10
+    bswap rdx
+    test ebx, 256
+    jnz 1f
+1:
+    mov ecx, 153
+    and r8, 960
+    mov rsi, qword ptr [r15 + r8 + 1984]
+    movzx eax, byte ptr [r15 + rbp + 1024]
+    test ebx, 640
+    jz 1f
+1:
+    mov byte ptr [r14 + 0], sil
+    mov ebp, ebp
+    mov rsi, qword ptr [r15 + 512]
+    test ebx, 11744
+    jz 1f
+1:
+    mov edx, esi
+    mov rcx, qword ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
@@ -1311,69 +1262,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 9437192
-    setz al
-    lea rcx, [rip + .Lc1_d1074_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1074_s_t
-    .p2align 3
-.Lc1_d1074_s:
-    .p2align 3
-    jmp .Lc1_d1074_j
-    .p2align 3
-    jmp .Lc1_d1074_j
-.Lc1_d1074_j:
-    mov ebp, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 4160
-    jnz 1f
-1:
-    mov rcx, rdx
-    mov dword ptr [r15 + 0], 139
-    sete al
-    movzx edx, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 268435456
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    cmovne r9, rsi
+    lea rcx, [rip + .Lc1_d1034_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1034_j_t
+.Lc1_d1034_j:
+    mov r9d, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 0], esi
     mov edi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 512
+    mov esi, edx
+    movzx edx, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 270008834
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 242
-    mov dword ptr [r15 + 0], ebp
-    mov esi, 4
-    lea rbp, [r10 + r10*1]
+    mov ebp, 92
     movsxd r8, dword ptr [r15 + 0]
-    test ebx, 256
+    mov r9, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov eax, eax
+    test ebx, 14720
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov r8d, r8d
+    movzx eax, byte ptr [r15 + 704]
+    test ebx, 124672
     jnz 1f
 1:
-    mov rcx, rcx
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 512]
-    lea r9, [r10 + r10*1]
-    mov eax, dword ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
-    test bl, 128
+    movsxd rdx, dword ptr [r14 + 832]
+    movzx edi, byte ptr [r15 + 768]
+    btc dword ptr [r15 + 576], 7
+    crc32 rsi, rcx
+    test dword ptr [r15 + 67117723], 8388608
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 64]
+    vmovq xmm13, rsi
+    movzx eax, byte ptr [r15 + 64]
+    movzx r9d, r9b
+    mov rdx, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 262144
+    jz 1f
+1:
+    movzx esi, r8b
+    movsxd rbp, dword ptr [r15 + 128]
+    vucomisd xmm13, xmm13
+    mov edi, esi
+    movsxd rdx, dword ptr [r15 + 768]
+    test bl, 64
     jnz 1f
 1:
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 128]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], esi
-    movzx esi, byte ptr [r15 + rbp + 448]
-    movzx edi, byte ptr [r14 + r8 + 64]
-    test dword ptr [r15 + 67117723], 16
-    jnz 1f
-1:
-    mov ebp, edi
-    cmovne r8, rcx
-    movsxd rdx, dword ptr [r15 + r9 + 192]
-    add r10, r11
+    movzx r8d, byte ptr [r14 + 128]
+    movsxd rdi, dword ptr [r15 + 896]
+    or qword ptr [r15 + 320], 125
+    mov qword ptr [r15 + 128], rdi
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -1381,68 +1324,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1133_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1133_j_t
-.Lc1_d1133_j:
-    mov esi, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 384
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx edi, cl
-    test ebx, 320
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 16
-    jz 1f
-1:
-    popcnt r8, rax
-    mov rdx, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 46
+    mov edx, dword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov rax, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 448]
-    lea r8, [r10 + r10*1]
-    test ebx, 27648
+    movsxd rcx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    mov r8, r10
+    mov dword ptr [r15 + 0], 130
+    test bl, 64
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 1472]
+    test bl, 64
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 256]
-    mov rdi, rcx
-    test dword ptr [r15 + 67117724], 536887808
+    movzx ebp, r8b
+    mov r8, r10
+    mov byte ptr [r15 + 128], r9b
+    and r8, 448
+    mov dword ptr [r15 + r8 + 960], ecx
+    test dword ptr [r15 + 67117724], 16448
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], 215
+    movsxd rsi, dword ptr [r15 + 320]
+    mov edx, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 528
+    jnz 1f
+1:
+    mov rdi, qword ptr [r14 + 64]
+    mov rcx, rdi
+    mov r9, r10
+    test ebx, 1024
     jz 1f
 1:
-    and r9, 64
-    mov ecx, dword ptr [r14 + r9 + 128]
-    movzx eax, byte ptr [r15 + r9 + 64]
-    mov r9, qword ptr [r14 + 0]
-    test ebx, 57088
-    jz 1f
+    mov edi, eax
+    and r9, 8128
+    mov rax, qword ptr [r14 + r9 + 7104]
+    mov ebp, 128
+    test dword ptr [r15 + 67117723], 1074398785
+    jnz 1f
 1:
-    mov rdx, r9
-    mov r9, qword ptr [r15 + r8 + 192]
-    test dword ptr [r15 + 67117724], 3162688
-    jz 1f
-1:
-    movzx edx, dl
-    mov esi, esi
-    movzx r8d, r8b
-    test dword ptr [r15 + 67117724], 32928
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + rbp + 512]
-    mov rax, rbp
+    mov edx, dword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
@@ -1451,59 +1380,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov edi, 114
-    movzx ebp, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 34145344
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 57
-    test dword ptr [r15 + 67117724], 570458112
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 171
-    test ebx, 3456
+    lea rcx, [rip + .Lc1_d1137_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1137_j_t
+.Lc1_d1137_j:
+    mov rsi, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    lock or dword ptr [r15 + 0], 54
+    test ebx, 27392
     jz 1f
 1:
-    mov ebp, 175
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    mov edi, dword ptr [r15 + 0]
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 512]
-    test dword ptr [r15 + 67117724], 49152
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r9, rax
+    mov qword ptr [r15 + 0], rsi
+    mov rsi, qword ptr [r15 + 640]
+    test dword ptr [r15 + 67117724], 67371008
     jnz 1f
 1:
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 64]
-    mov edx, dword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
-    mov edi, ecx
-    test ebx, 3072
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r14 + 384]
+    movzx eax, byte ptr [r15 + 192]
+    vpmovmskb edi, xmm13
+    movzx ebp, byte ptr [r15 + 320]
+    test dword ptr [r15 + 67117723], 32800
     jz 1f
 1:
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 128]
-    movzx esi, sil
-    movsxd rax, dword ptr [r15 + r9 + 128]
-    test dword ptr [r15 + 67117723], 7340160
+    movzx edx, byte ptr [r15 + 256]
+    mov esi, dword ptr [r15 + 896]
+    mov ebp, 247
+    test dword ptr [r15 + 67117723], 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 448]
+    nop
+    cmovne rcx, r8
+    test ebx, 832
+    jz 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    mov r9d, dword ptr [r15 + 128]
+    mov rax, rbp
+    mov r8d, edx
+    test ebx, 7296
     jnz 1f
 1:
-    mov edi, r8d
-    vmovdqu xmm6, xmmword ptr [r15 + rbp + 64]
-    mov r9, r8
-    test bl, 64
+    vucomisd xmm13, xmm3
+    movzx edi, byte ptr [r15 + 512]
+    mov esi, dword ptr [r15 + 64]
+    vmaxsd xmm13, xmm13, xmm13
+    test dword ptr [r15 + 67117724], 64
     jnz 1f
 1:
-    mov ebp, dword ptr [r14 + r8 + 448]
-    cmovne rsi, rbp
-    mov r8d, esi
-    add r10, r11
+    mov byte ptr [r14 + 448], sil
+    mov edi, dword ptr [r15 + 192]
+    mov ecx, r8d
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -1511,61 +1442,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1245_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1245_j_t
-.Lc1_d1245_j:
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 15808
+    mov r9d, esi
+    movsxd rdx, dword ptr [r15 + 384]
+    mov esi, 135
+    movsxd rbp, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 134242576
+    jz 1f
+1:
+    inc dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    movzx r8d, cl
+    test dword ptr [r15 + 67117724], 16777216
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov rdi, rcx
+    mov byte ptr [r15 + 64], cl
+    test ebx, 256
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 225
-    test dword ptr [r15 + 67117723], 2101376
+    mov rcx, rcx
+    movzx eax, byte ptr [r15 + 512]
+    movzx edx, byte ptr [r14 + 256]
+    test dword ptr [r15 + 67117724], 32
+    jz 1f
+1:
+    mov rbp, r10
+    mov dword ptr [r15 + 704], r9d
+    and rbp, 448
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + rbp + 960]
+    mov rdi, qword ptr [r15 + 128]
+    mov r8, r10
+    test ebx, 1440
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 144
-    mov rax, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 1792
-    jz 1f
+    mov r9, r10
+    mov qword ptr [r15 + 320], rsi
+    and r9, 448
+    mov byte ptr [r15 + r9 + 1472], dl
+    and r8, 960
+    mov dword ptr [r15 + r8 + 1984], 58
+    test ebx, 3072
+    jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 95
-    test bl, 160
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 640], cl
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], r9d
-    mov ecx, 61
-    lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 2048
-    jz 1f
-1:
-    mov qword ptr [r14 + 0], rax
-    movsxd rax, dword ptr [r14 + 0]
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 384]
-    test ebx, 14176
-    jz 1f
-1:
-    mov rsi, rdx
-    mov ecx, dword ptr [r15 + rbp + 576]
-    mov edx, 152
-    test ebx, 30656
-    jz 1f
-1:
-    movzx ebp, r9b
-    movsxd rax, dword ptr [r15 + r9 + 256]
-    movsxd rcx, dword ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + 704], r8d
+    movsxd rsi, dword ptr [r15 + 768]
+    movzx edi, byte ptr [r14 + 768]
     add r10, r11
     inc rbx
     dec r13
@@ -1574,57 +1496,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rdi, r9
-    mov byte ptr [r15 + 0], dil
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 12256
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rax, rsi
-    test dword ptr [r15 + 67117723], 13639717
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 545587200
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    movzx edx, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 15328
-    jnz 1f
-1:
-    movzx r8d, r8b
-    mov ebp, 147
-    lea r9, [r10 + r10*1]
-    mov esi, 101
-    test dword ptr [r15 + 67117724], 1024
-    jz 1f
-1:
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 384]
-    movsxd rax, dword ptr [r15 + r9 + 320]
+    lea rcx, [rip + .Lc1_d1238_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1238_j_t
+.Lc1_d1238_j:
+    mov dword ptr [r15 + 448], 241
+    mov byte ptr [r15 + 576], cl
+    mov rdx, rdi
     lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    and rbp, 64
-    mov rcx, qword ptr [r14 + rbp + 64]
-    test dword ptr [r15 + 67117724], 8520192
+    mov edi, 127
+    test ebx, 64960
     jz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 576], 188
-    movsxd rsi, dword ptr [r15 + r9 + 640]
-    mov rcx, rdx
-    test ebx, 288
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 960]
+    mov byte ptr [r15 + 512], cl
+    movzx r8d, sil
+    mov ecx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 2048
+    jz 1f
+1:
+    mov r9d, eax
+    movsxd rdx, dword ptr [r15 + 0]
+    mov eax, 182
+    test dword ptr [r15 + 67117724], 1056769
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 128], sil
-    mov edx, dword ptr [r14 + 0]
-    vpmovmskb ebp, xmm6
+    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 50
+    vpaddd xmm13, xmm13, xmm0
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov esi, 171
+    mov dword ptr [r15 + 0], ecx
+    mov r9d, ebp
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 448
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 704]
+    or qword ptr [r15 + 192], 85
+    test ebx, 61248
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 1024]
+    mov rsi, qword ptr [r14 + 128]
+    mov r9d, ecx
+    mov rbp, r9
+    test dword ptr [r15 + 67117724], 73728
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 64]
+    mov r8, qword ptr [r14 + 384]
     add r10, r11
     inc rbx
     dec r13
@@ -1633,58 +1560,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1351_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1351_j_t
-.Lc1_d1351_j:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 128]
-    movzx eax, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
+    mov rbp, r10
+    and rbp, 448
+    movsxd rdx, dword ptr [r15 + rbp + 1472]
+    movzx r8d, byte ptr [r15 + 512]
+    movsxd rsi, dword ptr [r15 + 576]
+    test ebx, 864
+    jnz 1f
+1:
+    movzx eax, byte ptr [r14 + 64]
+    xchg qword ptr [r15 + 576], r8
+    mov edi, dword ptr [r15 + 256]
+    test bl, 64
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 640]
     movsxd r9, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 1073742080
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov rdx, rdx
-    mov edi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 134254592
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 604637212
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov edx, r8d
-    mov r9d, 90
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 67174400
-    jnz 1f
-1:
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
-    and r9, 64
-    mov ecx, dword ptr [r14 + r9 + 256]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 640], 162
-    cmovne rdi, rbp
-    test dword ptr [r15 + 67117724], 2817
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 64], r8
-    mov qword ptr [r15 + rbp + 576], r8
-    mov dword ptr [r14 + 0], 221
+    mov r8, qword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + r9 + 192]
-    mov r8, rsi
-    movzx eax, sil
+    mov ebp, r9d
+    movsxd r9, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 832]
+    test dword ptr [r15 + 67117724], 83886208
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 128], edx
+    movzx eax, byte ptr [r15 + 768]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 1024], rax
+    test ebx, 3712
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 320]
+    mov esi, dword ptr [r15 + 192]
+    test bl, 64
+    jnz 1f
+1:
+    mov r9, rdx
+    mov rdi, rsi
+    movsxd rcx, dword ptr [r15 + 640]
+    test ebx, 8192
+    jnz 1f
+1:
+    mov r8d, 239
+    mov qword ptr [r15 + rbp + 960], rdx
     add r10, r11
     inc rbx
     dec r13
@@ -1693,62 +1616,70 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
-    mov r9, r9
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], dil
-    mov rdi, r9
-    test bl, 128
-    jnz 1f
-1:
-    mov r9d, edi
-    movzx edx, byte ptr [r15 + 0]
-    mov rcx, r8
-    test ebx, 16384
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 218
-    mov r8, rcx
-    mov rsi, rdx
-    test ebx, 16032
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 67239936
+    setz al
+    lea rcx, [rip + .Lc1_d1342_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1342_s_t
+    .p2align 3
+.Lc1_d1342_s:
+    .p2align 3
+    jmp .Lc1_d1342_j
+    .p2align 3
+    jmp .Lc1_d1342_j
+.Lc1_d1342_j:
+    mov rdx, qword ptr [r15 + 576]
+    mov rcx, qword ptr [r15 + 256]
+    mov rbp, rbp
+    movsxd rdi, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117724], 128
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    movzx edx, al
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 128
+    mov rax, qword ptr [r15 + 640]
+    crc32 r8, rdi
+    mov r9d, 149
+    test dword ptr [r15 + 67117723], 512
+    jz 1f
+1:
+    mov rsi, rsi
+    mov rdx, qword ptr [r15 + 192]
+    nop
+    movzx edi, dl
+    test ebx, 6016
     jnz 1f
 1:
-    mov eax, eax
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    movzx edi, bpl
-    test bl, 160
-    jnz 1f
-1:
-    mov esi, edi
-    lea r8, [r10 + r10*1]
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + rbp + 128]
-    test dword ptr [r15 + 67117724], 262144
-    jnz 1f
-1:
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 448]
-    mov ebp, 75
-    vpmovmskb edx, xmm7
-    test dword ptr [r15 + 67117724], 64
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + r8 + 512]
-    vmovq xmm7, rcx
-    and r9, 64
-    mov r8d, dword ptr [r14 + r9 + 896]
+    movsxd rdx, dword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 0]
     test ebx, 16384
     jz 1f
 1:
-    movzx esi, sil
-    movzx edx, byte ptr [r15 + r9 + 832]
+    mov byte ptr [r15 + 0], r9b
+    sete al
+    movzx r9d, al
+    mov ebp, 216
+    test ebx, 1632
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 62
+    mov rsi, qword ptr [r15 + 0]
+    mov eax, 73
+    test dword ptr [r15 + 67117723], 8
+    jz 1f
+1:
+    mov edi, esi
+    mov rbp, r10
+    mov rdx, rdx
+    mov ecx, dword ptr [r15 + 0]
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 960]
+    test ebx, 3328
+    jnz 1f
+1:
+    mov dword ptr [r14 + 384], 156
+    inc dword ptr [r15 + 256]
+    mov qword ptr [r14 + 448], r9
     add r10, r11
     inc rbx
     dec r13
@@ -1765,51 +1696,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*8]
-    and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 7232]
-    lea r8, [r10 + r10*1]
-    mov rdx, qword ptr [r15 + rbp + 7552]
-    and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 448]
-    test dword ptr [r15 + 67117723], 16384
+    mov r8d, eax
+    mov rbp, qword ptr [r15 + 64]
+    mov byte ptr [r14 + 0], r8b
+    mov edi, r9d
+    test dword ptr [r15 + 67117723], 209748547
     jnz 1f
 1:
-    mov rsi, rsi
-    mov edx, dword ptr [r15 + rbp + 7616]
-    mov rax, rsi
-    test ebx, 6592
-    jz 1f
-1:
-    xchg rcx, rsi
-    bt rbp, rax
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + rbp + 7424]
-    test dword ptr [r15 + 67117724], 67108864
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov rax, r9
-    and r9, 64
-    movzx esi, byte ptr [r14 + r9 + 576]
-    movsxd rcx, dword ptr [r15 + rbp + 7296]
-    test dword ptr [r15 + 67117724], 34834576
-    jz 1f
-1:
-    movzx edi, cl
-    mov byte ptr [r14 + rbp + 7488], r8b
-    btc dword ptr [r15 + r8 + 512], 23
-    test ebx, 896
+    mov edx, dword ptr [r14 + 0]
+    movsxd r9, dword ptr [r14 + 0]
+    mov rsi, qword ptr [r15 + 896]
+    test bl, 24
     jnz 1f
 1:
-    xchg rax, r8
-    mov edx, dword ptr [r14 + rbp + 7168]
-    mov rdi, qword ptr [r15 + rbp + 7360]
-    test bl, 64
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 128], r8d
+    movzx ecx, bpl
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 1536]
+    test bl, 16
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + rbp + 7104]
-    mov edx, dword ptr [r15 + r9 + 640]
-    mov edi, edx
+    mov r8d, dword ptr [r14 + rbp + 1472]
+    movzx ebp, byte ptr [r15 + 128]
+    mov rcx, rdi
+    test dword ptr [r15 + 67117723], 4194320
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    lock or dword ptr [r15 + 0], 67
+    test ebx, 752
+    jz 1f
+1:
+    mov r9, r9
+    mov rbp, r10
+    mov rsi, qword ptr [r15 + 256]
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 960]
+    test ebx, 2784
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 192], 172
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test bl, 24
+    jz 1f
+1:
+    popcnt rdx, rbp
+    movsxd rbp, dword ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 512]
     add r10, r11
     inc rbx
     dec r13
@@ -1818,64 +1755,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32776
-    setz al
-    lea rcx, [rip + .Lc1_d1510_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1510_s_t
-    .p2align 3
-.Lc1_d1510_s:
-    .p2align 3
-    jmp .Lc1_d1510_j
-    .p2align 3
-    jmp .Lc1_d1510_j
-.Lc1_d1510_j:
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*8]
-    movzx esi, r9b
-    and rbp, 64
-    vmovdqu xmm1, xmmword ptr [r15 + rbp + 512]
-    and r9, 960
-    mov ecx, dword ptr [r15 + r9 + 2176]
-    test ebx, 1728
+    mov r9, r8
+    movzx edx, byte ptr [r15 + 0]
+    movzx r8d, dil
+    mov edi, dword ptr [r15 + 0]
+    test bl, 16
     jz 1f
 1:
-    mov edi, edx
-    movzx r8d, r8b
-    lea r8, [r10 + r10*1]
-    mov byte ptr [r15 + rbp + 448], al
-    test dword ptr [r15 + 67117724], 537927748
-    jz 1f
-1:
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 192]
-    mov dword ptr [r15 + r9 + 2432], 42
-    movzx edx, byte ptr [r15 + r9 + 1984]
-    test bl, 176
+    mov ecx, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test bl, 16
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + r9 + 2368]
-    mov dword ptr [r15 + r9 + 2496], esi
-    mov esi, 210
-    test bl, 64
+    mov rcx, qword ptr [r15 + 0]
+    mov edi, ebp
+    movsxd r8, dword ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 832]
+    test dword ptr [r15 + 67117724], 134219778
     jz 1f
 1:
-    mov eax, esi
-    mov byte ptr [r14 + r9 + 2304], cl
-    mov edx, dword ptr [r15 + r9 + 2112]
-    test dword ptr [r15 + 67117723], 1142226944
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + r8 + 256]
-    vmovq xmm8, rcx
-    movzx r8d, al
-    test ebx, 5616
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + 384], 32
+    and r9, 8128
+    xchg qword ptr [r15 + r9 + 7104], rcx
+    mov esi, dword ptr [r15 + 256]
+    test bl, 72
     jnz 1f
 1:
-    movzx eax, r8b
-    mov r8, qword ptr [r15 + r9 + 2240]
-    movzx edi, byte ptr [r15 + r9 + 2048]
+    movzx eax, byte ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 448]
+    mov edx, 152
+    test bl, 16
+    jz 1f
+1:
+    mov esi, dword ptr [r14 + 320]
+    mov rdi, qword ptr [r15 + r9 + 7168]
+    mov dword ptr [r15 + 448], edi
+    movzx r8d, dil
+    test bl, 16
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 384]
+    movzx esi, byte ptr [r15 + 512]
+    vpaddq xmm13, xmm13, xmmword ptr [r14 + 0]
+    test bl, 16
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 448]
+    mov eax, 7
     add r10, r11
     inc rbx
     dec r13
@@ -1884,62 +1813,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r9
-    mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 143
-    test ebx, 424
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d1508_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1508_s_t
+    .p2align 3
+.Lc1_d1508_s:
+    .p2align 3
+    jmp .Lc1_d1508_j
+    .p2align 3
+    jmp .Lc1_d1508_j
+.Lc1_d1508_j:
+    lea rbp, [r10 + r10*2]
+    mov ecx, dword ptr [r14 + 0]
+    mov r9, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 64], rcx
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 960]
+    test dword ptr [r15 + 67117723], 1107439689
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rdi
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 67633792
+    mov qword ptr [r15 + 256], rdx
+    mov r8, r8
+    mov edi, 163
+    mov rcx, qword ptr [r15 + 512]
+    test ebx, 512
     jz 1f
 1:
-    mov rbp, rsi
-    mov rdx, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 832
+    mov esi, dword ptr [r15 + 384]
+    movzx edx, byte ptr [r15 + rbp + 1024]
+    mov r9, r10
+    mov dword ptr [r15 + 896], ebp
+    test bl, 16
     jnz 1f
 1:
-    mov r8d, edx
-    movzx eax, byte ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 32
+    and r9, 960
+    mov rdi, qword ptr [r15 + r9 + 1984]
+    mov rax, qword ptr [r15 + 0]
+    vmovdqu xmm13, xmmword ptr [r15 + 0]
+    lock add qword ptr [r15 + 0], rdi
+    test ebx, 512
     jnz 1f
 1:
-    mov esi, edx
+    mov esi, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + rbp + 1088]
+    movzx r8d, byte ptr [r14 + 128]
+    test bl, 16
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 448]
+    mov rsi, qword ptr [r15 + 192]
     mov rdx, rdx
-    mov rbp, r9
-    lea r9, [r10 + r10*1]
-    test bl, 32
+    movzx r9d, byte ptr [r15 + 320]
+    test dword ptr [r15 + 67117724], 1275282688
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    lea r8, [r10 + r10*1]
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 576]
-    test ebx, 15264
-    jnz 1f
-1:
-    and r8, 64
-    movzx ebp, byte ptr [r14 + r8 + 64]
-    lea rbp, [r10 + r10*1]
-    mov eax, 217
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 192]
-    test dword ptr [r15 + 67117723], 2054
-    jnz 1f
-1:
-    movzx esi, byte ptr [r14 + 0]
-    movsxd rdx, dword ptr [r15 + rbp + 256]
-    mov ecx, 121
-    test ebx, 832
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 128], r9
-    mov ebp, dword ptr [r15 + r9 + 640]
+    mov byte ptr [r15 + 128], r8b
+    movsxd r8, dword ptr [r15 + 640]
+    movzx edi, dil
     add r10, r11
     inc rbx
     dec r13
@@ -1949,71 +1882,69 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 524288
+    test dword ptr [r15 + 67117723], 17104896
     setz al
-    lea rcx, [rip + .Lc1_d1620_s]
+    lea rcx, [rip + .Lc1_d1565_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1620_s_t
+    jmp .Lc1_d1565_s_t
     .p2align 3
-.Lc1_d1620_s:
+.Lc1_d1565_s:
     .p2align 3
-    jmp .Lc1_d1620_j
+    jmp .Lc1_d1565_j
     .p2align 3
-    jmp .Lc1_d1620_j
-.Lc1_d1620_j:
-    movzx r9d, r9b
-    movzx edx, dil
-    mov rsi, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 2048
+    jmp .Lc1_d1565_j
+.Lc1_d1565_j:
+    lea rbp, [r10 + r10*1]
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 128]
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 960]
+    mov qword ptr [r15 + 384], rsi
+    test dword ptr [r15 + 67117723], 137986053
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    vpxor xmm6, xmm6, xmm1
-    test dword ptr [r15 + 67117724], 128
+    mov rdi, rsi
+    mov dword ptr [r15 + 320], 112
+    mov rdx, qword ptr [r15 + 0]
+    test bl, 16
     jnz 1f
 1:
-    vmovdqu xmm1, xmmword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 992
-    jnz 1f
-1:
-    mov ecx, esi
-    movzx r9d, sil
-    mov rsi, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
+    mov r8d, dword ptr [r15 + 0]
+    mov eax, 61
+    movsxd r9, dword ptr [r15 + 0]
     test bl, 16
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 512], r8
-    and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 704]
-    lea r9, [r10 + r10*1]
-    mov rdi, rdi
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
-    test ebx, 3776
+    mov qword ptr [r15 + 0], rax
+    mov esi, 98
+    mov byte ptr [r15 + 0], sil
+    test bl, 112
+    jz 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movzx r9d, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 98304
     jnz 1f
 1:
-    mov ecx, 45
-    movzx edi, byte ptr [r15 + r9 + 64]
-    mov eax, eax
-    test dword ptr [r15 + 67117724], 135266307
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r14 + 0]
+    movzx edx, byte ptr [r14 + 0]
+    test dword ptr [r15 + 67117724], 131072
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 768]
+    mov ecx, dword ptr [r15 + 704]
+    mov r8d, dword ptr [r15 + 64]
+    test ebx, 20472
     jnz 1f
 1:
-    mov edx, 52
-    mov esi, 213
-    movsxd rcx, dword ptr [r14 + r8 + 768]
-    test ebx, 512
-    jnz 1f
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + rbp + 1024]
+    test dword ptr [r15 + 67117724], 2084
+    jz 1f
 1:
-    movsxd r9, dword ptr [r15 + rbp + 448]
-    vpxor xmm6, xmm6, xmm1
-    mov rbp, r9
+    mov rbp, rbp
+    mov dword ptr [r15 + 832], r9d
     add r10, r11
     inc rbx
     dec r13
@@ -2030,62 +1961,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8d, dword ptr [r15 + 0]
-    mov r9, rdi
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 416
+    mov r8, r10
+    vaddsd xmm13, xmm13, xmm13
+    and r8, 8128
+    movzx edi, byte ptr [r15 + r8 + 7104]
+    movzx edx, byte ptr [r15 + 768]
+    test bl, 128
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 64]
+    .byte 0x66, 0x90
+    mov r9, qword ptr [r15 + 576]
+    test dword ptr [r15 + 67117724], 2
     jz 1f
 1:
-    mov rdx, rsi
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    movsxd rdi, dword ptr [r15 + 0]
     test ebx, 1504
-    jnz 1f
-1:
-    mov ebp, edx
-    lea rdi, [r15 + 67109504]
-    mov ecx, 1077
-    rep stosb
-    test ebx, 608
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    movzx r8d, sil
-    test ebx, 336
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + 0]
-    and r9, 64
-    lea rbp, [r10 + r10*1]
-    movzx edx, byte ptr [r15 + r9 + 128]
-    test dword ptr [r15 + 67117723], 83961856
     jz 1f
 1:
-    mov r8d, 58
-    and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 832]
-    test dword ptr [r15 + 67117723], 1610874888
+    mov byte ptr [r15 + 0], dil
+    mov rdx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    test dword ptr [r15 + 67117723], 536875008
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 1040
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + r9 + 64]
-    lea r9, [r10 + r10*1]
-    mov ecx, 67
-    test bl, 128
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r14 + r9 + 576], 242
-    mov r8d, dword ptr [r15 + rbp + 896]
-    test ebx, 1024
-    jz 1f
-1:
-    mov ebp, r8d
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + r9 + 640]
+    mov rbp, qword ptr [r15 + 128]
+    mov r9, r10
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 512]
     test bl, 128
     jnz 1f
 1:
-    mov rsi, rbp
-    mov byte ptr [r14 + 0], sil
+    and r9, 448
+    mov esi, dword ptr [r15 + r9 + 960]
+    mov r9, qword ptr [r14 + 64]
+    test bl, 48
+    jz 1f
+1:
+    mov r9d, 212
+    mov rsi, qword ptr [r15 + 128]
+    mov edx, dword ptr [r14 + 448]
+    test dword ptr [r15 + 67117724], 65920
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 896]
     add r10, r11
     inc rbx
     dec r13
@@ -2094,138 +2020,137 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 67198976
-    setz al
-    lea rcx, [rip + .Lc1_d1741_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1741_s_t
-    .p2align 3
-.Lc1_d1741_s:
-    .p2align 3
-    jmp .Lc1_d1741_j
-    .p2align 3
-    jmp .Lc1_d1741_j
-.Lc1_d1741_j:
-    movzx edi, byte ptr [r15 + 0]
-    mov ecx, edi
-    vpor xmm6, xmm6, xmm8
-    movzx edx, cl
-    test dword ptr [r15 + 67117724], 103055440
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    sete cl
-    movsxd r9, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 256
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov edx, dword ptr [r15 + 0]
-    movzx ebp, dl
-    test bl, 32
+    mov ebp, dword ptr [r15 + 640]
+    movzx eax, al
+    mov edx, 246
+    mov r9d, dword ptr [r15 + 256]
+    mov r8, r10
+    test dword ptr [r15 + 67117723], 25794116
     jnz 1f
 1:
-    popcnt rsi, r8
-    movsxd r9, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 134217728
+    and r8, 960
+    mov ecx, dword ptr [r15 + r8 + 1984]
+    vpor xmm13, xmm13, xmm0
+    mov edi, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 32768
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 512]
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 896]
-    mov qword ptr [r14 + 0], rcx
+    mov r8, rbp
+    mov byte ptr [r15 + 0], al
+    bt rdx, rbp
+    nop
+    test ebx, 1920
+    jz 1f
+1:
+    movzx ecx, r8b
+    mov r9d, 151
+    movsxd rbp, dword ptr [r14 + 0]
+    vsubsd xmm13, xmm13, xmm13
+    test ebx, 6064
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 128]
     lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 33560064
+    mov edi, 227
+    and r8, 448
+    mov byte ptr [r15 + r8 + 1536], al
+    mov eax, 162
+    test ebx, 512
     jnz 1f
 1:
-    vpcmpeqb xmm6, xmm6, xmm8
-    mov esi, esi
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 64]
-    test dword ptr [r15 + 67117724], 2048
-    jz 1f
-1:
-    mov eax, edx
-    mov dword ptr [r15 + r8 + 128], edx
-    mov ecx, dword ptr [r15 + r9 + 832]
-    test ebx, 7552
+    movzx edx, al
+    mov ebp, 204
+    mov rsi, r8
+    mov rcx, qword ptr [r14 + 64]
+    test dword ptr [r15 + 67117724], 33835024
     jnz 1f
 1:
-    mov r9d, r9d
-    mov edi, ecx
-    movsxd rax, dword ptr [r15 + rbp + 448]
+    mov eax, dword ptr [r15 + r8 + 1472]
+    movsxd r9, dword ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 192]
+    mov r8, qword ptr [r15 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c2:
-    mov rsi, qword ptr [r15 + 0]
-    movzx r8d, sil
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], 56
-    test ebx, 3744
-    jnz 1f
-1:
-    mov edi, 224
-    mov dword ptr [r15 + 0], 218
-    mov dword ptr [r15 + 0], 31
-    test ebx, 10208
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 3
+    lea rcx, [rip + .Lc1_d1730_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1730_s_t
+    .p2align 3
+.Lc1_d1730_s:
+    .p2align 3
+    jmp .Lc1_d1730_j
+    .p2align 3
+    jmp .Lc1_d1730_j
+    .p2align 3
+    jmp .Lc1_d1730_j
+    .p2align 3
+    jmp .Lc1_d1730_j
+.Lc1_d1730_j:
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 320]
+    mov ecx, dword ptr [r15 + 0]
+    vucomisd xmm13, xmm13
+    xchg rax, rsi
+    test bl, 144
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 2
-    movzx ebp, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 65
+    mov rdi, rax
+    mov edx, 219
+    test dword ptr [r15 + 67117723], 67108880
+    jz 1f
+1:
     mov dword ptr [r15 + 0], r9d
+    mov ebp, 236
+    lock or dword ptr [r15 + 0], 58
     test bl, 32
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    test ebx, 400
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    test bl, 64
     jnz 1f
 1:
-    vpxor xmm13, xmm13, xmm4
-    movzx r8d, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    test bl, 32
+    lock xadd qword ptr [r15 + 0], r9
+    mov rax, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    test ebx, 5952
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    bswap rsi
+    mov dword ptr [r15 + 0], 143
+    test ebx, 6592
+    jnz 1f
+1:
+    mov rdx, rax
+    movzx edi, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 192]
+    test bl, 128
+    jnz 1f
+1:
+    mov ecx, 43
+    movsxd rbp, dword ptr [r14 + 0]
+    movsxd r9, dword ptr [r15 + 832]
+    mov r8, rsi
+    test bl, 48
     jz 1f
 1:
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 576]
-    mov dword ptr [r14 + 0], eax
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r14 + 0], 146
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 896]
-    lea r9, [r10 + r10*1]
-    test ebx, 1024
-    jnz 1f
+    mov rdi, r8
+    movzx r9d, byte ptr [r14 + 64]
+    mov dword ptr [r15 + 384], esi
+    vmovdqu xmm13, xmmword ptr [r15 + 576]
+    test dword ptr [r15 + 67117723], 75497472
+    jz 1f
 1:
-    mov esi, dword ptr [r14 + r8 + 832]
-    and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 64]
-    mov r8d, edx
-    test ebx, 4992
-    jnz 1f
-1:
-    movzx ecx, r8b
-    mov rdi, qword ptr [r15 + rbp + 640]
-    mov rdx, qword ptr [r15 + r9 + 128]
-    add r10, r11
+    mov rsi, qword ptr [r15 + 320]
+    movsxd rdx, dword ptr [r15 + 704]
+    mov ebp, 157
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -2233,56 +2158,77 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1859_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1859_j_t
-.Lc1_d1859_j:
-    lea rbp, [r10 + r10*8]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3264], rcx
-    movsxd rax, dword ptr [r15 + rbp + 3008]
-    mov edi, dword ptr [r15 + rbp + 3200]
-    test bl, 32
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 9699840
+    setz al
+    lea rcx, [rip + .Lc1_d1795_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1795_s_t
+    .p2align 3
+.Lc1_d1795_s:
+    .p2align 3
+    jmp .Lc1_d1795_j
+    .p2align 3
+    jmp .Lc1_d1795_j
+.Lc1_d1795_j:
+    movzx eax, byte ptr [r15 + 0]
+    mov r8, rcx
+    mov rcx, rdi
+    mov byte ptr [r15 + 0], al
+    test ebx, 512
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + rbp + 3456]
-    vmovdqu xmm4, xmmword ptr [r15 + rbp + 3520]
-    mov dword ptr [r14 + rbp + 3392], 175
-    lea r8, [r10 + r10*1]
-    test ebx, 5952
-    jnz 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
-    mov byte ptr [r15 + rbp + 3328], r8b
-    lea r9, [r10 + r10*1]
-    vmovq xmm3, r9
-    test bl, 112
+    mov edi, 220
+    mov esi, r9d
+    mov rbp, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 4608
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + rbp + 3072]
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 384]
-    test dword ptr [r15 + 67117723], 1645215872
+    vmovq xmm0, rcx
+    mov rdx, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 1610746880
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + r8 + 256]
-    movzx eax, dl
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 1075
-    rep movsb
-    test bl, 128
-    jz 1f
-1:
-    mov r8d, 109
-    mov rdx, qword ptr [r15 + r9 + 320]
-    mov eax, 195
-    test bl, 112
+    mov eax, dword ptr [r15 + 0]
+    .byte 0x66, 0x90
+    movzx ecx, byte ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 7360
     jnz 1f
 1:
-    mov r8d, ebp
-    mov r9d, dword ptr [r15 + rbp + 3136]
+    mov edi, r8d
+    movsxd r8, dword ptr [r15 + 320]
+    mov rcx, rsi
+    test ebx, 3296
+    jnz 1f
+1:
+    mov edx, esi
+    mov qword ptr [r15 + 768], rcx
+    movsxd rsi, dword ptr [r14 + 64]
+    mov qword ptr [r15 + 192], rbp
+    mov rbp, r10
+    test dword ptr [r15 + 67117723], 1024
+    jnz 1f
+1:
+    popcnt rcx, rax
+    movsxd rax, dword ptr [r14 + 704]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 1472], bpl
+    test bl, 48
+    jnz 1f
+1:
+    mov edx, 207
+    mov qword ptr [r15 + 384], rdx
+    mov ebp, edx
+    mov qword ptr [r15 + 128], rdx
+    test ebx, 15216
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 640]
+    movsxd rax, dword ptr [r15 + 768]
+    movzx r9d, byte ptr [r15 + 256]
     add r10, r11
     inc rbx
     dec r13
@@ -2291,54 +2237,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    vmovdqu xmm4, xmmword ptr [r15 + rbp + 384]
-    mov rdi, qword ptr [r14 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 65536
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    vmovdqu xmm13, xmmword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 68215060
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r8, r8
-    test dword ptr [r15 + 67117724], 553648640
-    jnz 1f
-1:
-    popcnt rsi, rcx
-    mov dword ptr [r15 + 0], esi
-    movsxd rcx, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    vmovdqu xmm6, xmmword ptr [r15 + 0]
-    vmovdqu xmm10, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 150
-    lea r9, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 20971604
-    jz 1f
-1:
-    and r9, 64
-    mov edi, dword ptr [r14 + r9 + 512]
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + r9 + 448]
-    test ebx, 5376
-    jz 1f
-1:
     lea r8, [r10 + r10*1]
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + rbp + 320]
-    and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 768]
-    mov r9d, 19
-    test ebx, 512
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7104]
+    bswap rdi
+    mov byte ptr [r15 + 64], dil
+    lea r9, [r10 + r10*2]
+    test dword ptr [r15 + 67117723], 16
+    jnz 1f
+1:
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 1088]
+    mov dword ptr [r15 + r8 + 7168], esi
+    test ebx, 64464
     jz 1f
 1:
-    movzx edx, r9b
-    mov byte ptr [r15 + r8 + 704], al
+    movsxd rcx, dword ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 620892690
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    movzx edi, dl
+    test dword ptr [r15 + 67117723], 131588
+    jz 1f
+1:
+    vmovdqu xmm13, xmmword ptr [r15 + r9 + 960]
+    lock or dword ptr [r15 + 256], 5
+    movsxd rdx, dword ptr [r15 + 384]
+    test ebx, 1024
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    mov esi, dword ptr [r15 + r9 + 1024]
+    test ebx, 464
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r14 + 448]
+    movzx r9d, bpl
+    mov r8d, 244
+    test dword ptr [r15 + 67117724], 304386081
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 704]
+    sete al
+    test ebx, 7136
+    jz 1f
+1:
+    movzx edi, byte ptr [r14 + 896]
+    movzx edx, dil
     add r10, r11
     inc rbx
     dec r13
@@ -2347,73 +2295,73 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 3
-    lea rcx, [rip + .Lc1_d1958_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 34084864
+    setz al
+    lea rcx, [rip + .Lc1_d1910_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1958_s_t
+    jmp .Lc1_d1910_s_t
     .p2align 3
-.Lc1_d1958_s:
+.Lc1_d1910_s:
     .p2align 3
-    jmp .Lc1_d1958_j
+    jmp .Lc1_d1910_j
     .p2align 3
-    jmp .Lc1_d1958_j
-    .p2align 3
-    jmp .Lc1_d1958_j
-    .p2align 3
-    jmp .Lc1_d1958_j
-.Lc1_d1958_j:
-    bswap rcx
-    lea rbp, [r10 + r10*1]
-    bswap rsi
-    and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 192]
-    test ebx, 400
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    vpor xmm4, xmm4, xmm7
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 12240
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    mov edi, 202
-    test dword ptr [r15 + 67117723], 67110932
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 157
-    movzx esi, byte ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov byte ptr [r15 + 0], sil
-    test bl, 64
+    jmp .Lc1_d1910_j
+.Lc1_d1910_j:
+    mov r8d, 77
+    mov edx, 207
+    mov dword ptr [r15 + 512], 15
+    movzx edi, r9b
+    test bl, 128
     jnz 1f
 1:
-    mov rsi, r9
-    and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 512]
-    lea r8, [r10 + r10*1]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 1077
-    rep movsb
-    test dword ptr [r15 + 67117724], 304386081
+    lock or dword ptr [r15 + 576], 90
+    mov rbp, r10
+    mov esi, dword ptr [r15 + 192]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1472], 40
+    mov r8, r9
+    test bl, 48
     jz 1f
 1:
-    and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 640]
-    movzx edx, byte ptr [r15 + r8 + 576]
-    test ebx, 11744
+    mov r9d, r8d
+    mov rbp, qword ptr [r15 + 0]
+    mov ecx, ebp
+    test bl, 32
+    jz 1f
+1:
+    mov edx, ebp
+    mov rsi, rax
+    mov ebp, edi
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 6592
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 832]
+    movsxd r8, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117724], 33554496
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + rbp + 256]
-    mov eax, dword ptr [r15 + r9 + 448]
-    mov dword ptr [r14 + 0], 50
-    test dword ptr [r15 + 67117723], 16384
-    jnz 1f
+    mov edi, r8d
+    mov r9, r10
+    vpaddq xmm13, xmm13, xmmword ptr [r14 + 0]
+    bswap r8
+    test ebx, 320
+    jz 1f
 1:
-    popcnt r9, rbp
-    mov edx, 130
+    and r9, 448
+    mov rdx, qword ptr [r15 + r9 + 960]
+    mov rsi, r8
+    mov r9, qword ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 320]
+    test ebx, 22512
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 128]
+    popcnt rax, rcx
+    movzx ebp, r9b
     add r10, r11
     inc rbx
     dec r13
@@ -2422,57 +2370,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10*8]
-    mov edx, ebp
-    bswap rax
-    and rbp, 448
-    mov edi, dword ptr [r14 + rbp + 1472]
-    lea r8, [r10 + r10*1]
-    test bl, 128
+    mov dword ptr [r15 + 0], 191
+    movzx edx, byte ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    not qword ptr [r15 + 0]
+    test ebx, 512
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 1536], rdi
-    mov edx, r8d
-    and r8, 64
-    mov edi, dword ptr [r15 + r8 + 896]
-    test dword ptr [r15 + 67117724], 67108864
+    mov dword ptr [r15 + 0], 4
+    movsxd rsi, dword ptr [r15 + 0]
+    mov dword ptr [r14 + 0], 162
+    test ebx, 12144
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov rax, qword ptr [r15 + r8 + 832]
-    and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 128]
-    movzx ecx, cl
-    test ebx, 336
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + rbp + 1664]
-    mov r8, qword ptr [r15 + rbp + 1792]
-    test ebx, 1888
+    mov edx, esi
+    mov qword ptr [r15 + 448], rsi
+    mov edi, edi
+    test dword ptr [r15 + 67117723], 1130496
     jnz 1f
 1:
-    mov edx, ebp
-    mov rcx, qword ptr [r15 + 0]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 1077
-    rep stosb
-    test ebx, 7792
-    jz 1f
-1:
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + rbp + 1600]
-    mov eax, edx
-    test ebx, 11264
+    mov qword ptr [r15 + 448], rdi
+    btc dword ptr [r15 + 512], 13
+    mov r8, qword ptr [r15 + 512]
+    test dword ptr [r15 + 67117724], 138774536
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + rbp + 1856]
-    mov edx, dword ptr [r14 + rbp + 1920]
-    movzx esi, dl
-    test bl, 32
+    mov dword ptr [r15 + 192], r8d
+    movsxd rcx, dword ptr [r15 + 320]
+    mov r8d, edx
+    test dword ptr [r15 + 67117723], 746596357
+    jnz 1f
+1:
+    mov edx, 255
+    mov rbp, qword ptr [r15 + 896]
+    mov r9, qword ptr [r14 + 576]
+    test ebx, 2688
+    jnz 1f
+1:
+    mov r8, r10
+    movzx eax, r9b
+    and r8, 960
+    mov ebp, dword ptr [r15 + r8 + 1984]
+    movzx esi, byte ptr [r15 + 256]
+    test ebx, 65088
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + r9 + 64]
-    movsxd rsi, dword ptr [r15 + rbp + 1728]
+    mov r9, rsi
+    mov esi, dword ptr [r15 + 640]
+    mov rcx, qword ptr [r15 + 768]
     add r10, r11
     inc rbx
     dec r13
@@ -2481,81 +2426,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 33573376
-    setz al
-    lea rcx, [rip + .Lc1_d2070_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2070_s_t
-    .p2align 3
-.Lc1_d2070_s:
-    .p2align 3
-    jmp .Lc1_d2070_j
-    .p2align 3
-    jmp .Lc1_d2070_j
-.Lc1_d2070_j:
-    mov rbp, r9
-    movzx esi, byte ptr [r15 + 0]
-    mov r8d, 193
-    test ebx, 2912
+    lea rcx, [rip + .Lc1_d2021_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2021_j_t
+.Lc1_d2021_j:
+    movsxd rdi, dword ptr [r15 + 512]
+    btc dword ptr [r15 + 640], 25
+    popcnt rbp, rdi
+    mov qword ptr [r15 + 192], rdi
+    test dword ptr [r15 + 67117723], 134217744
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    mov dword ptr [r15 + 0], 116
-    test dword ptr [r15 + 67117723], 4198497
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 19013632
+    bt rbp, rbp
+    movzx edx, bpl
+    mov r8d, dword ptr [r15 + 256]
+    test bl, 32
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov ecx, 42
-    or esi, 1
-    xor edx, edx
-    div esi
+    mov r9, rsi
+    mov dword ptr [r15 + 0], ebp
+    mov byte ptr [r15 + 0], r8b
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 688
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 0
+    mov dword ptr [r14 + 448], ecx
     lea rbp, [r10 + r10*1]
-    test ebx, 25600
+    test dword ptr [r15 + 67117723], 524288
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 576]
+    and rbp, 448
+    mov dword ptr [r14 + rbp + 1472], eax
+    mov dword ptr [r15 + 192], ebp
+    .byte 0x0f, 0x1f, 0x00
+    test bl, 48
     jz 1f
 1:
-    mov r8d, esi
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], r8
-    lea r9, [r10 + r10*1]
-    movzx esi, dil
-    test dword ptr [r15 + 67117724], 1073742880
-    jz 1f
+    mov r8, r10
+    mov dword ptr [r15 + rbp + 1536], 212
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 960]
+    mov qword ptr [r15 + 448], rdi
+    test dword ptr [r15 + 67117724], 262272
+    jnz 1f
 1:
-    and r9, 64
-    mov dword ptr [r14 + r9 + 128], 246
-    movsxd rdi, dword ptr [r15 + r9 + 64]
-    mov rcx, rdi
-    lea r8, [r10 + r10*1]
-    test ebx, 28384
-    jz 1f
-1:
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 512]
-    mov r9d, r8d
-    mov edi, dword ptr [r15 + r8 + 448]
-    test dword ptr [r15 + 67117724], 168301377
-    jz 1f
-1:
-    mov byte ptr [r14 + 0], r9b
-    mov eax, dword ptr [r15 + rbp + 384]
+    movzx edi, byte ptr [r15 + 64]
+    mov rdx, r9
+    movzx ecx, r9b
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 512 bytes, 2 chunk(s), 24 chunk executions per call
+// block 6: 512 bytes, 2 chunk(s), 22 chunk executions per call
     mov rbx, qword ptr [r15 + 67117784]
-    lea rcx, [rbx + 24]
+    lea rcx, [rbx + 22]
     mov qword ptr [r15 + 67117784], rcx
-    mov r13d, 24
+    mov r13d, 22
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
@@ -2563,68 +2493,75 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 268567681
+    test dword ptr [r15 + 67117723], 1610748928
     setz al
-    lea rcx, [rip + .Lc1_d2136_s]
+    lea rcx, [rip + .Lc1_d2077_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2136_s_t
+    jmp .Lc1_d2077_s_t
     .p2align 3
-.Lc1_d2136_s:
+.Lc1_d2077_s:
     .p2align 3
-    jmp .Lc1_d2136_j
+    jmp .Lc1_d2077_j
     .p2align 3
-    jmp .Lc1_d2136_j
-.Lc1_d2136_j:
-    lea rbp, [r10*4]
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 1472]
-    lea r8, [r10 + r10*1]
-    movzx r9d, dl
-    movzx edi, dl
-    test bl, 128
+    jmp .Lc1_d2077_j
+.Lc1_d2077_j:
+    mov r9, qword ptr [r14 + 128]
+    movzx esi, r9b
+    mov ecx, dword ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 0]
+    test bl, 12
     jnz 1f
 1:
-    and r8, 64
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + r8 + 256]
-    movsxd rdx, dword ptr [r15 + r8 + 192]
-    mov esi, dword ptr [r14 + 0]
-    test dword ptr [r15 + 67117724], 1354797248
-    jz 1f
-1:
-    crc32 rdi, rsi
-    mov eax, dword ptr [r15 + 0]
-    vpcmpeqb xmm11, xmm11, xmm13
-    test dword ptr [r15 + 67117724], 128
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov r9d, ecx
-    test ebx, 872
+    mov ebp, 251
+    mov rdx, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 744
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 47
-    mov esi, dword ptr [r15 + 0]
-    mov r8d, 19
-    test dword ptr [r15 + 67117723], 128
+    movzx eax, sil
+    mov rsi, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 256]
+    movzx r8d, cl
+    test ebx, 5568
+    jz 1f
+1:
+    movzx ecx, dil
+    mov edi, dword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 538968064
+    jz 1f
+1:
+    mov byte ptr [r14 + 512], dil
+    mov edx, dword ptr [r15 + 256]
+    mov esi, edx
+    mov r8d, dword ptr [r15 + 192]
+    test ebx, 16280
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], dl
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + rbp + 1536]
-    test bl, 32
-    jz 1f
+    mov dword ptr [r15 + 128], eax
+    mov eax, 60
+    or r8d, 1
+    xor edx, edx
+    div r8d
+    test ebx, 912
+    jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    movzx edx, byte ptr [r15 + rbp + 1664]
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 384]
-    movzx eax, cl
-    test ebx, 1872
-    jz 1f
+    xchg r9, rbp
+    movsxd rcx, dword ptr [r15 + 448]
+    movzx edi, byte ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 64]
+    test ebx, 3776
+    jnz 1f
 1:
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + rbp + 1600]
-    mov qword ptr [r15 + r9 + 320], rax
-    add r10, r11
+    xchg rdi, rax
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 64]
+    test bl, 108
+    jnz 1f
+1:
+    mov byte ptr [r15 + 128], cl
+    mov esi, dword ptr [r14 + 384]
+    cmovne rbp, rdx
     inc rbx
     dec r13
     jz .Lc1_b6_done
@@ -2632,61 +2569,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2194_j]
+    lea rcx, [rip + .Lc1_d2141_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2194_j_t
-.Lc1_d2194_j:
-    movzx ebp, cl
-    movzx esi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    test dword ptr [r15 + 67117723], 1142949006
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 227
-    mov r8, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 19222784
-    jnz 1f
-1:
-    mov edx, 231
-    movsxd rsi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 536870912
-    jnz 1f
-1:
+    jmp .Lc1_d2141_j_t
+.Lc1_d2141_j:
     movzx edi, byte ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + 0]
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 448]
-    test bl, 128
-    jz 1f
-1:
-    vpor xmm10, xmm10, xmm11
-    mov rax, rax
-    test dword ptr [r15 + 67117724], 143134720
-    jz 1f
-1:
-    mov eax, 87
-    mov rcx, rsi
-    test dword ptr [r15 + 67117723], 697308160
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + r9 + 512]
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    mov r9d, edx
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 640]
-    test bl, 32
+    mov qword ptr [r15 + 0], r8
+    mov r8, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 20996619
     jnz 1f
 1:
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 256]
-    mov dword ptr [r15 + r8 + 576], ecx
-    test dword ptr [r15 + 67117724], 16384
+    mov qword ptr [r15 + 128], r8
+    cmovne rsi, rdx
+    movsxd rdx, dword ptr [r14 + 0]
+    test ebx, 7676
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 896]
+    movzx eax, dil
+    mov r9, r10
+    movsxd rcx, dword ptr [r15 + 320]
+    test dword ptr [r15 + 67117723], 1073741824
+    jnz 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 960], r9d
+    mov rsi, rdi
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test dword ptr [r15 + 67117723], 1024
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 384]
+    movzx r9d, r8b
+    test bl, 8
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], 235
+    mov dword ptr [r15 + 448], 66
+    vpcmpeqb xmm0, xmm0, xmm13
+    mov rbp, r10
+    test ebx, 1024
+    jnz 1f
+1:
+    mov rcx, rbp
+    mov r9, rcx
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7104]
+    test dword ptr [r15 + 67117724], 1348504585
     jz 1f
 1:
-    mov qword ptr [r14 + 0], rdx
-    mov ecx, dword ptr [r15 + rbp + 192]
+    mov rax, qword ptr [r15 + 192]
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 832]
+    mov rdx, rsi
+    test ebx, 736
+    jz 1f
+1:
+    mov esi, edi
+    mov edi, 138
     add r10, r11
     inc rbx
     dec r13
@@ -2703,19 +2642,16 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    mov r8, r10
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 64]
-    test bl, 8
-    jz 1f
-1:
-    and r8, 64
-    movsxd rbp, dword ptr [r15 + r8 + 832]
-    test dword ptr [r15 + 67117723], 1074561080
+    mov r8, qword ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 576
     jnz 1f
 1:
-    add r10, r11
+    mov edi, r9d
+    test bl, 4
+    jz 1f
+1:
+    mov r9d, 102
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
@@ -2769,60 +2705,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2280_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2280_j_t
-.Lc1_d2280_j:
-    mov rsi, qword ptr [r15 + 0]
+    movzx ebp, cl
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 64]
+    mov edx, dword ptr [r15 + 256]
+    mov rsi, rdx
+    test dword ptr [r15 + 67117724], 200704
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 896]
+    movzx r8d, r8b
+    movzx eax, byte ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx r9d, dl
     mov rdi, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    test dword ptr [r15 + 67117723], 64
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    vpor xmm11, xmm11, xmm10
-    test ebx, 384
-    jz 1f
-1:
-    movzx ecx, r9b
-    mov rdi, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 1024
+    test dword ptr [r15 + 67117724], 88549440
     jnz 1f
 1:
-    mov ebp, r9d
-    vmovdqu xmm1, xmmword ptr [r15 + 0]
-    mov ecx, 225
-    test dword ptr [r15 + 67117723], 704514
+    mov eax, r8d
+    mov edx, dword ptr [r15 + 0]
+    movzx r8d, al
+    test ebx, 288
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + 0], r9d
-    movsxd rax, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], 174
-    test dword ptr [r15 + 67117723], 2
+    movsxd rbp, dword ptr [r15 + 832]
+    movzx esi, byte ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 704]
+    mov r9d, ecx
+    test ebx, 63392
     jz 1f
 1:
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 448]
-    mov esi, dword ptr [r15 + r8 + 512]
-    mov r8d, dword ptr [r14 + 0]
-    test dword ptr [r15 + 67117723], 1157958144
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov rdi, qword ptr [r14 + 0]
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 64]
-    movzx r8d, cl
-    test ebx, 576
+    mov r8, r10
+    movsxd rsi, dword ptr [r15 + 576]
+    mov edi, esi
+    and r8, 448
+    movzx edx, byte ptr [r15 + r8 + 960]
+    test ebx, 256
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 128], 29
-    movzx eax, byte ptr [r14 + r9 + 192]
+    mov ebp, eax
+    mov esi, dword ptr [r15 + 896]
+    movzx r9d, byte ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 942309898
+    jz 1f
+1:
+    not qword ptr [r15 + 64]
+    sete al
+    mov dword ptr [r14 + 640], eax
+    test ebx, 6784
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 320]
+    mov rdi, rcx
+    mov r9d, 198
     add r10, r11
     inc rbx
     dec r13
@@ -2831,61 +2768,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2334_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2334_j_t
-.Lc1_d2334_j:
-    movsxd rax, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    movzx edi, al
+    mov rbp, r10
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7104], rax
+    mov rcx, rcx
+    movzx edx, byte ptr [r15 + 0]
+    mov eax, esi
+    test dword ptr [r15 + 67117723], 536891392
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    mov r9d, 51
+    movzx r8d, byte ptr [r15 + 0]
+    xchg rsi, rsi
+    test ebx, 3072
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 704], 212
+    test ebx, 59904
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 768]
+    mov r9, qword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r14 + 192]
+    .byte 0x66, 0x90
     test bl, 64
-    jnz 1f
+    jz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 18
-    movzx ecx, byte ptr [r15 + 0]
+    mov eax, 1
+    mov r8, qword ptr [r15 + 512]
+    mov rdx, qword ptr [r15 + 768]
+    mov edi, dword ptr [r14 + 128]
     test ebx, 288
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    lea r8, [r10 + r10*1]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 2048
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    and r8, 64
-    inc dword ptr [r15 + r8 + 320]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 199
-    movzx ecx, bpl
-    test ebx, 54272
     jz 1f
 1:
-    mov ecx, ecx
-    mov eax, dword ptr [r15 + rbp + 128]
-    mov rbp, rcx
-    test ebx, 1792
-    jz 1f
-1:
-    vpshufd xmm10, xmm1, 21
-    movzx ecx, dl
-    mov dword ptr [r15 + r8 + 384], 106
-    test dword ptr [r15 + 67117723], 1048576
-    jz 1f
-1:
+    .byte 0x66, 0x90
+    movsxd rcx, dword ptr [r15 + 64]
     movzx esi, cl
-    mov r8d, 216
-    lea r9, [r10 + r10*1]
-    mov edx, 196
-    test ebx, 288
-    jz 1f
+    movzx r9d, byte ptr [r14 + 832]
+    test ebx, 448
+    jnz 1f
 1:
-    and r9, 64
-    or qword ptr [r15 + r9 + 448], 27
-    mov dword ptr [r14 + 0], 162
-    mov dword ptr [r15 + r9 + 512], 246
+    mov rcx, qword ptr [r15 + 64]
+    mov rbp, r10
+    movsxd rdi, dword ptr [r15 + 128]
+    and rbp, 448
+    mov r9, qword ptr [r15 + rbp + 960]
     add r10, r11
     inc rbx
     dec r13
@@ -2894,58 +2825,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 0]
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 185
-    test dword ptr [r15 + 67117724], 8
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 4864
-    jnz 1f
-1:
-    movzx ebp, sil
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    test dword ptr [r15 + 67117724], 536870912
+    lea rcx, [rip + .Lc1_d2330_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2330_j_t
+.Lc1_d2330_j:
+    mov byte ptr [r15 + 128], r9b
+    mov dword ptr [r15 + 576], 10
+    movsxd rdx, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 256], rcx
+    test ebx, 20480
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    mov edx, edi
-    movzx r9d, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 131208
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    movzx ecx, r9b
-    lea rbp, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 1090535456
+    movsxd r8, dword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 192]
+    mov esi, dword ptr [r15 + 256]
+    test ebx, 864
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 832]
-    and r8, 64
-    mov byte ptr [r14 + r8 + 448], bpl
-    test bl, 128
+    movsxd rcx, dword ptr [r15 + 0]
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    vcvtsi2sd xmm0, xmm0, ebp
+    test ebx, 736
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov edi, dword ptr [r14 + 0]
-    and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 128]
-    movzx eax, byte ptr [r15 + rbp + 896]
-    test ebx, 576
-    jnz 1f
+    movzx edi, cl
+    mov r8, qword ptr [r15 + 384]
+    mov edx, 67
+    test bl, 64
+    jz 1f
 1:
-    mov rbp, rcx
-    movsxd rdx, dword ptr [r15 + r8 + 512]
-    movsxd rcx, dword ptr [r15 + r9 + 64]
-    add r10, r11
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r9d, dword ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 704]
+    movzx esi, byte ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 67117056
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 320]
+    mov eax, 202
+    movsxd rbp, dword ptr [r14 + 0]
+    test ebx, 3776
+    jz 1f
+1:
+    mov r8d, 139
+    mov ecx, dword ptr [r15 + 192]
+    mov esi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 640], edi
+    test dword ptr [r15 + 67117723], 536872192
+    jz 1f
+1:
+    crc32 edi, sil
+    vpshufd xmm8, xmm2, 174
+    mov ebp, 124
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2953,61 +2885,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2440_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2440_j_t
-.Lc1_d2440_j:
-    mov dword ptr [r15 + 0], 181
-    movzx r9d, byte ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 1118896129
-    jnz 1f
+    mov dword ptr [r15 + 320], eax
+    mov dword ptr [r15 + 64], eax
+    movzx edi, byte ptr [r15 + 576]
+    mov edx, 62
+    test dword ptr [r15 + 67117723], 131072
+    jz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 8
+    mov r8d, dword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 128]
+    movsxd r9, dword ptr [r14 + 384]
+    mov rdx, rsi
+    test ebx, 256
+    jz 1f
+1:
+    mov rsi, rsi
+    movsxd rbp, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 939657379
     jz 1f
 1:
     mov r8d, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 26368
+    mov dword ptr [r15 + 0], 148
+    mov rdx, qword ptr [r15 + 896]
+    mov rsi, qword ptr [r15 + 128]
+    test bl, 96
     jz 1f
 1:
-    mov ebp, eax
-    popcnt rax, rcx
-    mov dword ptr [r15 + 0], 82
-    test dword ptr [r15 + 67117724], 1074823696
+    bswap rsi
+    movsxd r9, dword ptr [r15 + 640]
+    mov esi, ecx
+    mov ecx, r9d
+    lea rbp, [r10 + r10*2]
+    test ebx, 1440
+    jz 1f
+1:
+    movzx r9d, bpl
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 1088]
+    test bl, 64
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov rcx, rbp
-    mov edx, dword ptr [r15 + 0]
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 896]
-    test ebx, 40448
-    jnz 1f
+    mov rdi, rbp
+    mov edx, dword ptr [r14 + 0]
+    vmovdqu xmm8, xmmword ptr [r15 + rbp + 1024]
+    mov esi, eax
+    test bl, 160
+    jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    movsxd rbp, dword ptr [r14 + 0]
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 512]
-    mov edi, dword ptr [r15 + r8 + 448]
-    test ebx, 352
-    jnz 1f
-1:
-    mov r8d, edi
-    lea rbp, [r10 + r10*1]
-    mov edi, ebp
-    mov esi, 213
-    test dword ptr [r15 + 67117723], 2097152
-    jnz 1f
-1:
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 256]
-    mov rcx, qword ptr [r14 + rbp + 192]
-    mov ebp, dword ptr [r15 + r9 + 832]
+    mov rax, qword ptr [r15 + 512]
+    mov qword ptr [r15 + rbp + 960], r8
+    movsxd r8, dword ptr [r15 + 832]
     add r10, r11
     inc rbx
     dec r13
@@ -3016,56 +2945,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    mov r9d, dword ptr [r14 + r8 + 832]
-    mov ebp, dword ptr [r15 + r8 + 896]
-    movzx r8d, bpl
-    test dword ptr [r15 + 67117724], 1090584600
+    lea rcx, [rip + .Lc1_d2434_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2434_j_t
+.Lc1_d2434_j:
+    mov r9d, 68
+    xchg rcx, rcx
+    mov eax, dword ptr [r15 + 512]
+    mov rdx, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 4490256
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    xchg rbp, rbp
-    mov rdx, rcx
-    test dword ptr [r15 + 67117723], 9478179
+    mov r8, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r14 + 64]
+    movzx ecx, byte ptr [r15 + 640]
+    test ebx, 5120
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 768]
+    mov rsi, qword ptr [r15 + 64]
+    or qword ptr [r15 + 384], 42
+    mov r9, r10
+    test bl, 96
+    jz 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 1472], 33
+    movsxd rax, dword ptr [r15 + 320]
+    mov rbp, r10
+    movzx r9d, bpl
+    test dword ptr [r15 + 67117723], 536887296
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    vpshufd xmm11, xmm8, 175
-    test dword ptr [r15 + 67117723], 69632
-    jz 1f
-1:
-    not qword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 4497
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    mov edx, 130
-    test dword ptr [r15 + 67117724], 328704
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
-    mov rdx, rdx
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 640], 67
-    test ebx, 672
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    movzx eax, r8b
-    mov rcx, qword ptr [r15 + rbp + 576]
-    and r8, 64
-    movsxd rbp, dword ptr [r15 + r8 + 128]
-    test ebx, 288
+    and rbp, 960
+    mov rdx, qword ptr [r15 + rbp + 1984]
+    movsxd rsi, dword ptr [r15 + 256]
+    .byte 0x0f, 0x1f, 0x00
+    test ebx, 3584
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + r8 + 64]
-    cmovne r8, r9
+    mov rbp, qword ptr [r14 + 0]
+    movzx ecx, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 192], esi
+    test dword ptr [r15 + 67117724], 8388608
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 704], 217
+    mov qword ptr [r15 + 448], rax
     add r10, r11
     inc rbx
     dec r13
@@ -3074,64 +3001,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2545_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2545_j_t
-.Lc1_d2545_j:
-    mov r9, qword ptr [r15 + 0]
-    mov ecx, 184
-    mov edx, dword ptr [r15 + 0]
-    mov rax, rdi
-    test dword ptr [r15 + 67117724], 570851716
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    or qword ptr [r15 + 0], 39
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 864
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    movzx r8d, dil
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test dword ptr [r15 + 67117724], 33554436
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
     movzx esi, byte ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 832
-    jnz 1f
-1:
-    mov r8d, esi
-    movzx eax, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    lea rbp, [r10 + r10*1]
-    test ebx, 7424
-    jnz 1f
-1:
-    and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 320]
-    lea r8, [r10 + r10*1]
-    mov edx, 216
-    and r8, 64
-    mov rdi, qword ptr [r14 + r8 + 512]
-    mov ecx, edx
-    lea r9, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 33554432
-    jnz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], edi
-    movzx edi, al
-    mov edx, dword ptr [r14 + 0]
-    test ebx, 30688
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test dword ptr [r15 + 67117724], 1076890384
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + r8 + 448]
-    mov esi, dword ptr [r15 + rbp + 384]
-    movzx eax, byte ptr [r15 + r9 + 64]
+    add qword ptr [r15 + 192], rsi
+    mov rbp, qword ptr [r15 + 768]
+    mov esi, 253
+    test ebx, 1984
+    jnz 1f
+1:
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 256]
+    mov edi, esi
+    test ebx, 28480
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 192]
+    mov esi, dword ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 704]
+    test dword ptr [r15 + 67117724], 4
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 768]
+    movzx esi, r9b
+    mov rbp, r10
+    movzx r9d, byte ptr [r15 + 64]
+    test ebx, 1824
+    jnz 1f
+1:
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 960], rdi
+    mov edi, dword ptr [r15 + 256]
+    mov rax, rcx
+    test bl, 64
+    jnz 1f
+1:
+    mov rdx, qword ptr [r14 + 64]
+    mov rsi, qword ptr [r15 + 256]
+    movsxd rdi, dword ptr [r15 + 192]
+    test ebx, 5824
+    jnz 1f
+1:
+    mov ecx, 93
+    mov dword ptr [r14 + 0], 222
+    mov r8d, dword ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
@@ -3140,57 +3057,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9d, 86
-    mov r8d, 219
-    mov esi, 212
-    lea rbp, [r10 + r10*1]
-    test ebx, 19968
+    lea rcx, [rip + .Lc1_d2531_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2531_j_t
+.Lc1_d2531_j:
+    mov eax, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx ebp, cl
+    mov rdx, qword ptr [r15 + 0]
+    test bl, 160
     jz 1f
 1:
-    mov rdx, rbp
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 640]
-    mov ecx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 134218242
-    jz 1f
-1:
-    vpaddd xmm1, xmm1, xmm15
-    mov eax, 197
+    movzx ecx, dl
     movsxd r9, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 671232768
+    movzx r8d, r9b
+    mov edx, edi
+    test dword ptr [r15 + 67117723], 268435488
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    mov rcx, rdi
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 64320
+    movzx r8d, dl
+    nop
+    mov edi, edi
+    mov ebp, dword ptr [r15 + 512]
+    test dword ptr [r15 + 67117723], 8388608
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    popcnt rdx, r8
-    movsxd r8, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 33554432
+    nop
+    mov dword ptr [r15 + 64], ebp
+    mov ebp, dword ptr [r15 + 192]
+    movsxd rdi, dword ptr [r15 + 128]
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 704]
+    test ebx, 4096
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 0], esi
-    and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 128]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], r9d
-    test dword ptr [r15 + 67117723], 524288
+    movsxd r8, dword ptr [r14 + 320]
+    movzx esi, byte ptr [r15 + 192]
+    mov edi, 126
+    movzx edx, byte ptr [r14 + 128]
+    test dword ptr [r15 + 67117723], 9717505
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + r8 + 384]
-    mov rax, qword ptr [r15 + rbp + 576]
-    movzx ebp, byte ptr [r14 + 0]
-    test dword ptr [r15 + 67117724], 1073741824
-    jnz 1f
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + 448]
+    mov ebp, 216
+    mov eax, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 384], r9b
+    test dword ptr [r15 + 67117723], 20971521
+    jz 1f
 1:
-    movzx ecx, byte ptr [r14 + 0]
-    mov byte ptr [r15 + r9 + 64], dl
-    add r10, r11
+    movzx r9d, byte ptr [r15 + 512]
+    mov rdx, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 896], 22
+    movsxd r8, dword ptr [r15 + 576]
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -3198,61 +3116,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2653_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2653_j_t
-.Lc1_d2653_j:
-    mov edi, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 8192
+    mov dword ptr [r15 + 576], ecx
+    mov dword ptr [r15 + 0], 255
+    movsxd rsi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 411121734
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    vmovdqu xmm1, xmmword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 98368
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rax
-    lea r9, [r10 + r10*1]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    test ebx, 416
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    and r9, 64
-    mov qword ptr [r14 + r9 + 128], r9
-    mov rsi, rsi
+    nop
+    mov ecx, dword ptr [r15 + 0]
+    mov r8, rcx
+    mov rbp, r10
     test bl, 64
-    jnz 1f
-1:
-    xchg rsi, rcx
-    mov edx, 79
-    lea rbp, [r10 + r10*1]
-    mov ecx, esi
-    test dword ptr [r15 + 67117724], 67108864
-    jnz 1f
-1:
-    and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 256]
-    lea r8, [r10 + r10*1]
-    mov rsi, rdi
-    btc dword ptr [r14 + 0], 28
-    test dword ptr [r15 + 67117723], 539623680
     jz 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 448], r8b
-    movzx eax, al
-    mov edi, dword ptr [r15 + r9 + 64]
-    test dword ptr [r15 + 67117724], 513
-    jnz 1f
+    movzx edi, byte ptr [r15 + 0]
+    and rbp, 448
+    movzx ecx, byte ptr [r14 + rbp + 1472]
+    mov r8d, dword ptr [r15 + 640]
+    test bl, 64
+    jz 1f
 1:
-    mov edx, 96
-    movsxd r9, dword ptr [r15 + r8 + 512]
-    mov dword ptr [r15 + rbp + 192], ecx
+    mov ebp, 97
+    mov r9, qword ptr [r15 + 832]
+    mov esi, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 268435712
+    jz 1f
+1:
+    movzx eax, sil
+    movzx ecx, dl
+    mov edx, 136
+    test dword ptr [r15 + 67117723], 134217732
+    jz 1f
+1:
+    mov qword ptr [r15 + 768], rcx
+    mov r8, qword ptr [r14 + 0]
+    mov edi, edi
+    test bl, 64
+    jz 1f
+1:
+    mov byte ptr [r15 + 64], dil
+    mov dword ptr [r15 + 320], 55
+    mov rdi, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 24576
+    jz 1f
+1:
+    mov rbp, r10
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 256]
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 960]
     add r10, r11
     inc rbx
     dec r13
@@ -3261,56 +3172,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], eax
-    movzx ecx, byte ptr [r15 + 0]
-    cmovne rbp, rcx
-    test ebx, 416
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    movzx ebp, cl
-    mov rdi, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 2703424
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    movzx ecx, dl
-    movsxd rsi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 1610612768
-    jnz 1f
-1:
+    lea rcx, [rip + .Lc1_d2631_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2631_j_t
+.Lc1_d2631_j:
     lea r9, [r10 + r10*1]
-    movsxd rdx, dword ptr [r15 + 0]
-    and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 832]
-    movzx ebp, dl
-    lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 2097152
+    and r9, 448
+    movzx r8d, byte ptr [r15 + r9 + 1536]
+    mov qword ptr [r15 + 64], r8
+    movzx esi, byte ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 256]
+    test dword ptr [r15 + 67117724], 128
     jnz 1f
 1:
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 384]
-    lea r8, [r10 + r10*1]
-    movsxd rdi, dword ptr [r15 + rbp + 320]
-    test ebx, 256
+    mov edx, dword ptr [r15 + 192]
+    mov rdi, qword ptr [r15 + 896]
+    vcvtsi2sd xmm13, xmm13, ebp
+    vmovq xmm2, rdx
+    lea rbp, [r10 + r10*1]
+    test ebx, 9728
     jz 1f
 1:
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 448]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 1078
-    rep stosb
-    vmovdqu xmm15, xmmword ptr [r15 + r8 + 512]
-    test dword ptr [r15 + 67117723], 1077936128
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 960]
+    mov dword ptr [r15 + 320], 27
+    mov ecx, dword ptr [r15 + 640]
+    test dword ptr [r15 + 67117724], 1090551808
     jnz 1f
 1:
-    movzx ebp, byte ptr [r14 + r9 + 896]
-    mov eax, edi
+    mov rdx, qword ptr [r15 + 576]
+    mov edi, edi
+    vpcmpeqb xmm13, xmm13, xmm2
+    movzx esi, byte ptr [r15 + r9 + 1472]
+    test ebx, 12800
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov r8d, dword ptr [r15 + 192]
+    mov r9, r10
+    test ebx, 1344
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 384]
+    mov r8d, dword ptr [r14 + 0]
+    and r9, 960
+    mov dword ptr [r15 + r9 + 1984], ecx
+    mov rsi, r9
+    test ebx, 288
+    jz 1f
+1:
+    mov rdx, rcx
+    mov byte ptr [r14 + rbp + 1024], dil
+    mov rax, rdx
     add r10, r11
     inc rbx
     dec r13
@@ -3319,60 +3233,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2758_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2758_j_t
-.Lc1_d2758_j:
-    lea r9, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 512]
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 384]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    test ebx, 46080
+    mov rbp, rbp
+    mov r8, r10
+    movzx ecx, byte ptr [r15 + 640]
+    mov esi, 50
+    and r8, 960
+    movzx edi, byte ptr [r15 + r8 + 1984]
+    test dword ptr [r15 + 67117724], 2103296
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    test ebx, 6400
+    mov dword ptr [r15 + 320], 24
+    mov r8, qword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 33792
     jz 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    mov rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 106
-    test dword ptr [r15 + 67117723], 4
-    jnz 1f
+    mov r9, r9
+    movzx ebp, r9b
+    movzx esi, r9b
+    movzx edx, r9b
+    test dword ptr [r15 + 67117723], 268599296
+    jz 1f
 1:
+    mov rcx, qword ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test ebx, 1824
+    jz 1f
+1:
+    mov ebp, 154
+    movzx esi, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 384]
     mov edi, eax
-    mov dword ptr [r15 + 0], edi
-    mov rbp, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 3904
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 1077
-    rep movsb
-    lea rbp, [r10 + r10*1]
-    mov edx, 138
-    test ebx, 1376
-    jz 1f
-1:
-    movzx eax, dl
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 128]
-    movzx edx, byte ptr [r15 + r9 + 448]
-    test dword ptr [r15 + 67117723], 2
+    test dword ptr [r15 + 67117723], 67141648
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r14 + 0]
-    movzx esi, byte ptr [r15 + r8 + 320]
-    movzx r9d, byte ptr [r14 + rbp + 64]
+    mov eax, edi
+    movsxd rcx, dword ptr [r14 + 128]
+    cmovne rdi, rcx
+    test ebx, 1024
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 64]
+    mov ecx, esi
+    mov byte ptr [r15 + 64], r9b
+    movsxd rbp, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 32768
+    jnz 1f
+1:
+    mov r8d, 30
+    mov r9d, r9d
+    mov rsi, rsi
     add r10, r11
     inc rbx
     dec r13
@@ -3381,51 +3292,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vpxor xmm15, xmm15, xmm1
-    lea r8, [r10*8]
-    bt rax, rbp
-    and r8, 960
-    lea rbp, [r10 + r10*1]
-    mov rdx, qword ptr [r15 + r8 + 2368]
-    test dword ptr [r15 + 67117723], 671358978
+    lea rcx, [rip + .Lc1_d2736_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2736_j_t
+.Lc1_d2736_j:
+    movsxd rax, dword ptr [r15 + 192]
+    mov rdx, rcx
+    .byte 0x0f, 0x1f, 0x00
+    movzx r8d, dil
+    test ebx, 16224
+    jz 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movsxd rbp, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 640], sil
+    test ebx, 6976
     jnz 1f
 1:
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 128]
-    mov eax, dword ptr [r15 + r8 + 2112]
-    test ebx, 1440
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movzx edx, byte ptr [r14 + r8 + 1984]
-    mov rsi, rsi
-    test dword ptr [r15 + 67117723], 65536
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 832], 22
-    mov rsi, rdi
-    test dword ptr [r15 + 67117724], 1
+    inc dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov edi, edx
+    mov r8, qword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + rbp + 64]
-    movsxd rbp, dword ptr [r15 + r8 + 2048]
-    mov edx, 202
-    test ebx, 672
+    mov ebp, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 66309
+    jz 1f
+1:
+    mov r9, r10
+    mov edx, dword ptr [r15 + 0]
+    mov r8, r10
+    mov byte ptr [r15 + 448], r8b
+    and r9, 960
+    mov dword ptr [r15 + r9 + 1984], 22
+    test dword ptr [r15 + 67117724], 6
     jnz 1f
 1:
-    mov eax, r8d
-    movsxd rcx, dword ptr [r14 + r8 + 2176]
-    test dword ptr [r15 + 67117723], 671352896
+    and r8, 448
+    movsxd rax, dword ptr [r14 + r8 + 960]
+    mov byte ptr [r15 + 384], dil
+    mov edi, dword ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + 320]
+    test ebx, 24544
     jz 1f
 1:
-    mov eax, dword ptr [r15 + r8 + 2432]
-    mov edi, dword ptr [r15 + r8 + 2240]
-    test dword ptr [r15 + 67117723], 2097152
-    jz 1f
+    movzx ebp, dil
+    mov rcx, rbp
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r14 + 0]
+    test dword ptr [r15 + 67117723], 67108864
+    jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 896], r8b
-    movsxd r9, dword ptr [r15 + r8 + 2304]
+    movzx esi, byte ptr [r15 + 256]
+    movsxd rdx, dword ptr [r15 + 576]
+    cmovne rbp, rsi
     add r10, r11
     inc rbx
     dec r13
@@ -3434,63 +3356,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2858_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2858_j_t
-.Lc1_d2858_j:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 192]
-    mov eax, 103
-    mov qword ptr [r15 + 0], rsi
-    mov edx, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov rbp, rdx
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], ebp
-    test dword ptr [r15 + 67117723], 4194560
+    movsxd rdx, dword ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + 512]
+    mov edi, edi
+    mov r9d, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 67108864
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    sete cl
-    mov qword ptr [r15 + 0], rcx
-    test bl, 128
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    mov r9, qword ptr [r15 + 0]
-    mov edi, r9d
-    lea r9, [r10 + r10*1]
-    test bl, 64
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    and r9, 64
-    mov rbp, qword ptr [r15 + r9 + 576]
-    mov dword ptr [r14 + 0], 139
-    movzx eax, byte ptr [r14 + 0]
-    test ebx, 672
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
+    mov r8, r8
+    mov edx, esi
     mov ecx, ebp
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 64]
-    mov rsi, r8
-    test dword ptr [r15 + 67117723], 338247808
-    jz 1f
-1:
-    bt r8, rsi
-    mov dword ptr [r15 + r8 + 256], 94
-    mov edi, dword ptr [r15 + rbp + 128]
-    test dword ptr [r15 + 67117724], 1114112
+    test ebx, 1632
     jnz 1f
 1:
-    mov r8, rdi
-    mov ebp, dword ptr [r15 + r9 + 640]
-    movzx eax, al
+    mov r9d, 43
+    movzx edx, byte ptr [r15 + 448]
+    mov rcx, qword ptr [r15 + 384]
+    test ebx, 1632
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    mov rcx, rbp
+    test ebx, 14816
+    jnz 1f
+1:
+    mov r9d, 244
+    movsxd rdx, dword ptr [r15 + 0]
+    mov esi, 189
+    mov rdi, rax
+    test dword ptr [r15 + 67117724], 2097152
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    add qword ptr [r15 + 704], rcx
+    mov eax, r8d
+    test dword ptr [r15 + 67117723], 2048
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    mov r8, qword ptr [r15 + 128]
+    mov byte ptr [r14 + 512], cl
+    test dword ptr [r15 + 67117724], 64
+    jz 1f
+1:
+    movzx ecx, bpl
+    vpaddq xmm0, xmm0, xmmword ptr [r14 + 0]
+    mov eax, eax
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 276824065
+    jnz 1f
+1:
+    movzx edi, bpl
+    mov r9d, 57
+    and rbp, 8128
+    mov edx, dword ptr [r15 + rbp + 7104]
     add r10, r11
     inc rbx
     dec r13
@@ -3499,64 +3419,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r9d, esi
-    mov edi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 4194304
-    jz 1f
-1:
-    mov esi, 70
-    movzx eax, byte ptr [r15 + 0]
-    mov rdx, rdi
-    test dword ptr [r15 + 67117724], 65
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov edi, edx
-    movzx ecx, cl
-    test ebx, 384
-    jnz 1f
-1:
-    cmovne r8, rcx
-    movzx ebp, byte ptr [r15 + 0]
-    movzx ecx, r9b
-    test ebx, 26624
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    bswap rsi
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
+    lea rcx, [rip + .Lc1_d2846_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2846_j_t
+.Lc1_d2846_j:
+    mov ecx, dword ptr [r14 + 448]
+    movsxd rsi, dword ptr [r15 + 768]
+    movzx edx, byte ptr [r15 + 832]
     lea r8, [r10 + r10*1]
-    movzx eax, r9b
-    and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 448]
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 64]
-    lea r9, [r10 + r10*1]
-    test bl, 160
+    mov dword ptr [r15 + 384], 73
+    test ebx, 1600
     jnz 1f
 1:
-    and r9, 64
-    movsxd rdi, dword ptr [r15 + r9 + 640]
-    mov ecx, ecx
-    movsxd rax, dword ptr [r14 + rbp + 128]
+    and r8, 448
+    movzx ebp, byte ptr [r15 + r8 + 1536]
+    mov rax, qword ptr [r15 + 0]
+    xchg rcx, rdi
+    test ebx, 59904
+    jnz 1f
+1:
+    movzx r9d, r9b
+    movzx ebp, dil
+    movzx edi, byte ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    sete dil
-    movzx esi, byte ptr [r15 + r9 + 576]
-    mov r9, rbp
-    test bl, 64
+    lea r9, [r10 + r10*1]
+    mov edx, r8d
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 960]
+    movsxd rdi, dword ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 32
+    jnz 1f
+1:
+    mov esi, 176
+    movsxd rax, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 320], rdi
+    mov rbp, r10
+    test ebx, 704
     jz 1f
 1:
-    or ebp, 1
-    xor edx, edx
-    div ebp
-    mov rcx, qword ptr [r15 + r8 + 512]
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 7104]
+    mov dword ptr [r15 + r8 + 1472], ebp
+    movzx r8d, byte ptr [r15 + r9 + 1024]
+    test ebx, 2048
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 320]
+    mov r9, r8
+    mov byte ptr [r15 + 64], r8b
     add r10, r11
     inc rbx
     dec r13
@@ -3565,63 +3478,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2972_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2972_j_t
-.Lc1_d2972_j:
-    movzx esi, byte ptr [r15 + 0]
-    mov r8d, 21
-    bt rsi, rcx
-    mov r9d, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 262144
-    jnz 1f
-1:
-    movzx edi, r9b
-    movsxd rcx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    test bl, 128
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov ebp, 50
-    test ebx, 28160
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 13952
+    mov dword ptr [r15 + 128], 234
+    mov rdx, rcx
+    mov qword ptr [r15 + 320], rdx
+    test dword ptr [r15 + 67117724], 1080297472
     jz 1f
 1:
-    xor dword ptr [r15 + 0], eax
-    mov r8d, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 4096
+    mov dword ptr [r15 + 448], 11
+    mov dword ptr [r15 + 576], 128
+    movsxd rsi, dword ptr [r15 + 512]
+    test dword ptr [r15 + 67117723], 270464
     jz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 576], 105
-    mov ecx, dword ptr [r14 + 0]
-    mov rdx, rbp
-    lea rbp, [r10 + r10*1]
-    test ebx, 2048
+    vmaxsd xmm0, xmm0, xmm10
+    mov dword ptr [r15 + 0], esi
+    nop
+    test dword ptr [r15 + 67117723], 64
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + r9 + 640]
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 64]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 320], rsi
-    test ebx, 288
+    mov rdi, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    or qword ptr [r15 + 0], 72
+    test dword ptr [r15 + 67117724], 196864
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    cmovne rsi, rcx
+    mov r8d, r9d
+    test ebx, 448
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r14 + rbp + 128]
-    movzx esi, cl
-    mov dword ptr [r15 + r8 + 384], 228
+    xchg rcx, rsi
+    movzx eax, byte ptr [r15 + 64]
+    bswap r9
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 840210456
+    jnz 1f
+1:
+    mov esi, dword ptr [r14 + 0]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1472], edi
+    mov r8, r10
+    mov r9d, esi
+    test dword ptr [r15 + 67117724], 33947648
+    jnz 1f
+1:
+    and r8, 448
+    mov qword ptr [r15 + r8 + 960], rdx
+    mov dword ptr [r14 + 512], r8d
     add r10, r11
     inc rbx
     dec r13
@@ -3630,58 +3534,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 384]
-    mov r8d, dword ptr [r15 + r9 + 320]
-    lea r9, [r10 + r10*1]
-    mov byte ptr [r14 + 0], r9b
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 512]
-    test ebx, 3520
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov rbp, r9
-    test dword ptr [r15 + 67117723], 8388608
-    jz 1f
-1:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 327680
+    setz al
+    lea rcx, [rip + .Lc1_d2946_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2946_s_t
+    .p2align 3
+.Lc1_d2946_s:
+    .p2align 3
+    jmp .Lc1_d2946_j
+    .p2align 3
+    jmp .Lc1_d2946_j
+.Lc1_d2946_j:
+    movzx edi, sil
+    movsxd rsi, dword ptr [r15 + 704]
     sete dl
-    mov edi, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 285827121
+    mov rbp, qword ptr [r14 + 384]
+    test bl, 64
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    mov edi, 62
-    mov esi, 126
-    test ebx, 1600
-    jnz 1f
+    mov dword ptr [r15 + 640], ecx
+    mov ecx, dword ptr [r15 + 832]
+    movzx eax, bpl
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 96
+    jz 1f
 1:
-    mov r8, rsi
     mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 143
-    test ebx, 800
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    test dword ptr [r15 + 67117724], 134217728
-    jnz 1f
-1:
-    mov esi, ebp
-    lea r8, [r10 + r10*1]
-    mov ebp, dword ptr [r15 + 0]
-    and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 192]
-    test bl, 128
+    movzx r8d, r9b
+    mov byte ptr [r15 + 0], dil
+    mov rdi, qword ptr [r15 + 704]
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 17039360
     jz 1f
 1:
-    mov qword ptr [r14 + r8 + 256], r9
-    mov qword ptr [r15 + r9 + 448], r9
-    mov r9d, 230
+    mov r9d, dword ptr [r15 + 128]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7104], 125
+    movzx esi, byte ptr [r15 + 768]
+    test ebx, 9216
+    jnz 1f
+1:
+    lock or dword ptr [r15 + 384], 25
+    mov rdi, rsi
+    mov eax, dword ptr [r15 + 192]
+    mov r8d, edx
+    test dword ptr [r15 + 67117723], 2097153
+    jnz 1f
+1:
+    mov qword ptr [r15 + 448], rcx
+    movsxd rdx, dword ptr [r15 + 768]
+    mov byte ptr [r15 + 64], dl
+    mov byte ptr [r14 + 896], cl
+    test dword ptr [r15 + 67117723], 64
+    jz 1f
+1:
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 128]
+    mov qword ptr [r15 + 320], rdx
+    mov r8d, edx
     add r10, r11
     inc rbx
     dec r13
@@ -3690,74 +3601,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 131616
-    setz al
-    lea rcx, [rip + .Lc1_d3081_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3081_s_t
-    .p2align 3
-.Lc1_d3081_s:
-    .p2align 3
-    jmp .Lc1_d3081_j
-    .p2align 3
-    jmp .Lc1_d3081_j
-.Lc1_d3081_j:
-    lea rbp, [r10 + r10*1]
-    bswap rdi
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rdx
-    movzx esi, r8b
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov ecx, r8d
-    movzx r9d, r8b
+    mov r9, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 80
+    mov qword ptr [r15 + 448], rax
     test bl, 64
     jnz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 1077
-    rep stosb
-    vpcmpeqb xmm15, xmm15, xmm3
-    movzx r8d, al
-    test bl, 64
+    mov ecx, 236
+    movzx ebp, cl
+    mov edx, ebp
+    test dword ptr [r15 + 67117723], 13444
     jz 1f
 1:
-    movzx eax, r8b
-    movzx esi, byte ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 12224
+    mov dword ptr [r15 + 64], 168
+    movsxd r8, dword ptr [r15 + 0]
+    vpxor xmm0, xmm0, xmm13
+    test ebx, 2048
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
     mov esi, dword ptr [r15 + 0]
-    mov edx, 59
-    add qword ptr [r15 + 0], rbp
-    test ebx, 3520
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
-    test bl, 64
+    mov rax, rsi
+    test dword ptr [r15 + 67117724], 1073841488
     jz 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], ecx
-    mov rsi, qword ptr [r15 + r8 + 256]
-    lea r9, [r10 + r10*1]
-    mov byte ptr [r15 + rbp + 64], r8b
-    test dword ptr [r15 + 67117723], 524289
+    .byte 0x66, 0x90
+    mov edi, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 512]
+    test ebx, 65312
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 256]
+    movsxd rsi, dword ptr [r15 + 896]
+    movzx ecx, byte ptr [r15 + 320]
+    test ebx, 22496
+    jz 1f
+1:
+    movsxd r8, dword ptr [r14 + 128]
+    mov dword ptr [r15 + 128], ecx
+    mov ebp, 154
+    test dword ptr [r15 + 67117723], 129
+    jz 1f
+1:
+    mov rdi, rdx
+    mov r9, r10
+    mov byte ptr [r15 + 64], sil
+    mov eax, 55
+    test ebx, 56960
     jnz 1f
 1:
-    mov ebp, 13
-    and r9, 64
-    mov r8, qword ptr [r15 + r9 + 512]
-    mov qword ptr [r15 + r9 + 448], r9
+    and r9, 960
+    movsxd r8, dword ptr [r15 + r9 + 1984]
+    mov rdx, qword ptr [r14 + 0]
+    movzx esi, byte ptr [r15 + 512]
     add r10, r11
     inc rbx
     dec r13
@@ -3860,72 +3756,75 @@ ditto_body_c2:
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    and edi, dword ptr [r15 + r8 + 128]
-    mov qword ptr [r14 + r8 + 64], r8
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 1456
+    movzx ecx, cl
+    movzx ecx, byte ptr [r14 + 128]
+    movzx edi, byte ptr [r14 + 384]
+    add rbp, r8
+    mov byte ptr [r14 + 256], bpl
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, rax
-    mov byte ptr [r15 + 0], r8b
-    test bl, 106
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov ebp, dword ptr [r14 + 0]
-    add r10, r11
+    movzx edi, al
+    mov r8d, edi
+    mov ecx, dword ptr [r15 + 0]
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
+    mov edx, dword ptr [r14 + 64]
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
-// block 1: 64 bytes, 1 chunk(s), 17 chunk executions per call
-    mov r13d, 17
+// block 1: 64 bytes, 1 chunk(s), 13 chunk executions per call
+    mov rbx, qword ptr [r15 + 9456]
+    lea rcx, [rbx + 13]
+    mov qword ptr [r15 + 9456], rcx
+    mov r13d, 13
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
-    mov r8, r10
+    nop
+    or qword ptr [r15 + 0], 94
+    sub rcx, rax
+    mov eax, dword ptr [r15 + 0]
+    popcnt rdi, rcx
+    mov esi, eax
     jmp 1f
 1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
-    imul eax, eax, 110
-    mov rbp, r10
-    mov ecx, dword ptr [r15 + 0]
+    test ebx, 24000
+    jnz 1f
+1:
     movzx r8d, byte ptr [r14 + 0]
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 448]
-    mov ebp, esi
-    add r10, r11
+    and eax, dword ptr [r14 + 0]
+    mov rbp, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], r8
+    shl rcx, 22
+    inc rbx
     dec r13
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
-// block 2: 64 bytes, 1 chunk(s), 10 chunk executions per call
+// block 2: 64 bytes, 1 chunk(s), 12 chunk executions per call
     mov rbx, qword ptr [r15 + 9464]
-    lea rcx, [rbx + 10]
+    lea rcx, [rbx + 12]
     mov qword ptr [r15 + 9464], rcx
-    mov r13d, 10
+    mov r13d, 12
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
-    crc32 eax, r8b
-    jmp 1f
+    mov rax, qword ptr [r15 + 9432]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 9432], rax
+    mov r8d, eax
+    movzx ecx, byte ptr [r15 + 64]
+    imul edi, edx, 127
+    mov dword ptr [r14 + 0], 121
+    test dword ptr [r15 + 9436], 512
+    jnz 1f
 1:
-    vpaddd ymm12, ymm8, ymmword ptr [r14 + 0]
-    mov ecx, 102
-    test ebx, 31104
-    jz 1f
-1:
-    mov r9, r10
-    mov r8, r11
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 320]
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 64]
-    add r11, 64
-    add r10, r11
+    xchg qword ptr [r15 + 448], rdx
+    mov rdi, qword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 0]
+    mov eax, r8d
     inc rbx
     dec r13
     jnz .Lc2_b2_c0
@@ -3976,23 +3875,23 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d494_j_t:
+.Lc1_d495_j_t:
     jmp rcx
-.Lc1_d2136_s_t:
+.Lc1_d2077_s_t:
     jmp rcx
-.Lc1_d2194_j_t:
+.Lc1_d2141_j_t:
     jmp rcx
-.Lc1_d1510_s_t:
+.Lc1_d1508_s_t:
     jmp rcx
-.Lc1_d1620_s_t:
+.Lc1_d1565_s_t:
     jmp rcx
-.Lc1_d1741_s_t:
+.Lc1_d1730_s_t:
     jmp rcx
-.Lc1_d1859_j_t:
+.Lc1_d1795_s_t:
     jmp rcx
-.Lc1_d1958_s_t:
+.Lc1_d1910_s_t:
     jmp rcx
-.Lc1_d2070_s_t:
+.Lc1_d2021_j_t:
     jmp rcx
 .Lc1_b0_stubs_t:
     jmp rcx
@@ -4000,49 +3899,43 @@ ditto_body_init_c2:
     jmp rcx
 .Lc1_b8_stubs_t:
     jmp rcx
-.Lc1_d40_j_t:
+.Lc1_d132_j_t:
     jmp rcx
-.Lc1_d142_j_t:
+.Lc1_d242_s_t:
     jmp rcx
-.Lc1_d248_j_t:
+.Lc1_d352_j_t:
     jmp rcx
-.Lc1_d356_j_t:
+.Lc1_d558_j_t:
     jmp rcx
-.Lc1_d560_s_t:
+.Lc1_d609_j_t:
     jmp rcx
-.Lc1_d622_s_t:
+.Lc1_d712_j_t:
     jmp rcx
-.Lc1_d737_j_t:
+.Lc1_d820_j_t:
     jmp rcx
-.Lc1_d845_s_t:
+.Lc1_d918_s_t:
     jmp rcx
-.Lc1_d961_j_t:
+.Lc1_d1034_j_t:
     jmp rcx
-.Lc1_d1074_s_t:
+.Lc1_d1137_j_t:
     jmp rcx
-.Lc1_d1133_j_t:
+.Lc1_d1238_j_t:
     jmp rcx
-.Lc1_d1245_j_t:
+.Lc1_d1342_s_t:
     jmp rcx
-.Lc1_d1351_j_t:
+.Lc1_d2330_j_t:
     jmp rcx
-.Lc1_d2280_j_t:
+.Lc1_d2434_j_t:
     jmp rcx
-.Lc1_d2334_j_t:
+.Lc1_d2531_j_t:
     jmp rcx
-.Lc1_d2440_j_t:
+.Lc1_d2631_j_t:
     jmp rcx
-.Lc1_d2545_j_t:
+.Lc1_d2736_j_t:
     jmp rcx
-.Lc1_d2653_j_t:
+.Lc1_d2846_j_t:
     jmp rcx
-.Lc1_d2758_j_t:
-    jmp rcx
-.Lc1_d2858_j_t:
-    jmp rcx
-.Lc1_d2972_j_t:
-    jmp rcx
-.Lc1_d3081_s_t:
+.Lc1_d2946_s_t:
     jmp rcx
     .text
 
