@@ -64,7 +64,7 @@ ditto_body_c0:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 2391896], rax
     xor eax, eax
-    test dword ptr [r15 + 2391899], 17336384
+    test dword ptr [r15 + 2391900], 17072400
     setz al
     lea rcx, [rip + .Lc0_d50_s]
     lea rcx, [rcx + rax*8]
@@ -76,22 +76,23 @@ ditto_body_c0:
     .p2align 3
     jmp .Lc0_d50_j
 .Lc0_d50_j:
-    mov dword ptr [r15 + 512], eax
     mov rbp, r10
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 7744]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3648]
-    test ebx, 27136
+    paddq xmm12, xmmword ptr [r15 + 256]
+    test ebx, 1073741824
     jnz 1f
-1:
-    jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 704]
+    mov ebp, 165
+    test ebx, 1073741824
+    jnz 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -105,108 +106,96 @@ ditto_body_c0:
     jmp .Lc0_b1_c0
     .p2align 6
 .Lc0_b1_c0:
-    movzx ebp, cl
-    xor ecx, ebp
-    neg rbp
-    add rax, qword ptr [r14 + 0]
+    shr ecx, 27
+    movsxd rcx, dword ptr [r15 + 64]
+    cmovne rbp, rbp
     jmp 1f
 1:
-    mov qword ptr [r15 + 576], rdx
-    test ebx, 4096
+    cmp rbp, rax
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 448], 215
+    mov qword ptr [r15 + 0], rdi
+    add rcx, qword ptr [r14 + 0]
+    pxor xmm12, xmm15
+    movsxd rdi, dword ptr [r15 + 192]
+    movzx ebp, dil
+    mov qword ptr [r15 + 320], rbp
     inc rbx
     dec r13
     jnz .Lc0_b1_c0
 .Lc0_b1_done:
-// block 2: 64 bytes, 1 chunk(s), 1662 chunk executions per call
+// block 2: 64 bytes, 1 chunk(s), 1773 chunk executions per call
     mov rbx, qword ptr [r15 + 2391928]
-    lea rcx, [rbx + 1662]
+    lea rcx, [rbx + 1773]
     mov qword ptr [r15 + 2391928], rcx
-    mov r13d, 1662
+    mov r13d, 1773
     jmp .Lc0_b2_c0
     .p2align 6
 .Lc0_b2_c0:
-    mov r8, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ebp
-    and r8, 448
-    mov rbp, r10
-    mov dword ptr [r15 + r8 + 1088], ebp
+    mov ebp, ecx
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    add qword ptr [r15 + 128], rbp
+    movsxd rbp, dword ptr [r15 + 832]
+    movsxd r9, dword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 1984
-    or qword ptr [r15 + rbp + 1600], 98
-    mov qword ptr [r15 + 192], rbp
-    mov r8d, dword ptr [r15 + 704]
-    add r10, r11
+    mov qword ptr [r15 + 704], rbp
+    movzx ecx, r8b
     inc rbx
     dec r13
     jnz .Lc0_b2_c0
 .Lc0_b2_done:
-// block 3: 64 bytes, 1 chunk(s), 605 chunk executions per call
+// block 3: 64 bytes, 1 chunk(s), 735 chunk executions per call
     mov rbx, qword ptr [r15 + 2391936]
-    lea rcx, [rbx + 605]
+    lea rcx, [rbx + 735]
     mov qword ptr [r15 + 2391936], rcx
-    mov r13d, 605
+    mov r13d, 735
     jmp .Lc0_b3_c0
     .p2align 6
 .Lc0_b3_c0:
-    mov ebp, ecx
-    mov byte ptr [r15 + 320], bpl
+    mov rbp, r10
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 9792], 89
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, sil
-    movzx ebp, byte ptr [r15 + 256]
-    mov r8, r8
-    test ebx, 1073741824
     jz 1f
 1:
-    and r8d, dword ptr [r15 + 640]
+    mov byte ptr [r15 + 576], bpl
     jmp 1f
 1:
-    movzx ebp, r8b
+    movsxd rbp, dword ptr [r15 + 512]
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b3_c0
 .Lc0_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 835 chunk executions per call
+// block 4: 64 bytes, 1 chunk(s), 1156 chunk executions per call
     mov rbx, qword ptr [r15 + 2391944]
-    lea rcx, [rbx + 835]
+    lea rcx, [rbx + 1156]
     mov qword ptr [r15 + 2391944], rcx
-    mov r13d, 835
+    mov r13d, 1156
     jmp .Lc0_b4_c0
     .p2align 6
 .Lc0_b4_c0:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 7744]
-    mov ebp, 173
-    jmp 1f
-1:
+    mov rcx, qword ptr [r15 + 512]
+    and rbp, 448
+    mov dword ptr [r14 + rbp + 1088], ebp
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, byte ptr [r14 + 320]
-    .byte 0x66, 0x90
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1600]
     add r10, r11
     inc rbx
     dec r13
@@ -224,63 +213,70 @@ ditto_body_c0:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 2391896], rax
     xor eax, eax
-    test dword ptr [r15 + 2391899], 84185088
+    test dword ptr [r15 + 2391900], 67639808
     setz al
-    lea rcx, [rip + .Lc0_d171_s]
+    lea rcx, [rip + .Lc0_d163_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc0_d171_s_t
+    jmp .Lc0_d163_s_t
     .p2align 3
-.Lc0_d171_s:
+.Lc0_d163_s:
     .p2align 3
-    jmp .Lc0_d171_j
+    jmp .Lc0_d163_j
     .p2align 3
-    jmp .Lc0_d171_j
-.Lc0_d171_j:
-    mov qword ptr [r15 + 128], rax
-    sete cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 384]
-    mov edi, ecx
+    jmp .Lc0_d163_j
+.Lc0_d163_j:
     mov rbp, r10
+    mov dword ptr [r15 + 192], ebp
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 2112704]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 4032
-    mov esi, dword ptr [r15 + rbp + 3648]
-    mov eax, 159
+    movzx ecx, byte ptr [r15 + 704]
+    test ebx, 4096
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 960]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, ecx
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b5_c0
 .Lc0_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 1568 chunk executions per call
+// block 6: 64 bytes, 1 chunk(s), 1490 chunk executions per call
     mov rbx, qword ptr [r15 + 2391960]
-    lea rcx, [rbx + 1568]
+    lea rcx, [rbx + 1490]
     mov qword ptr [r15 + 2391960], rcx
-    mov r13d, 1568
+    mov r13d, 1490
     jmp .Lc0_b6_c0
     .p2align 6
 .Lc0_b6_c0:
-    lea rcx, [rip + .Lc0_d201_j]
+    lea rcx, [rip + .Lc0_d195_j]
     add rcx, qword ptr [r15 + 2391904]
-    jmp .Lc0_d201_j_t
-.Lc0_d201_j:
-    mov rbp, r10
-    and rbp, 1984
-    movq qword ptr [r15 + rbp + 9792], xmm6
+    jmp .Lc0_d195_j_t
+.Lc0_d195_j:
+    mov ecx, 33
     jmp 1f
 1:
-    mov ebp, 110
-    movq xmm6, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    nop
+    mov ecx, 136
     mov r12, qword ptr [r15 + r12 + 56]
-    imul rbp, rbp
-    mov eax, dword ptr [r15 + 832]
-    add r10, r11
+    mov ecx, dword ptr [r15 + 576]
+    mov eax, 221
     inc rbx
     dec r13
     jnz .Lc0_b6_c0
@@ -293,19 +289,18 @@ ditto_body_c0:
     jmp .Lc0_b7_c0
     .p2align 6
 .Lc0_b7_c0:
-    mov byte ptr [r14 + 512], bpl
-    mov qword ptr [r15 + 128], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    movsxd rcx, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 0], cl
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lock or dword ptr [r15 + 12864], 49
-    jmp 1f
-1:
-    mov eax, eax
+    movsxd rax, dword ptr [r14 + 192]
+    mov rbp, r10
+    mov dword ptr [r15 + 64], 139
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1088], ebp
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b7_c0
@@ -318,58 +313,54 @@ ditto_body_c0:
     jmp .Lc0_b8_c0
     .p2align 6
 .Lc0_b8_c0:
-    mov rbp, r10
-    and rbp, 960
-    mov rcx, qword ptr [r15 + rbp + 11840]
-    mov esi, eax
-    mov dword ptr [r15 + 128], eax
+    mov byte ptr [r15 + 384], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], esi
+    mov eax, r8d
+    and r8, 4032
+    mov ecx, dword ptr [r15 + r8 + 3648]
+    mov r8d, 249
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b8_c0
 .Lc0_b8_done:
-// block 9: 64 bytes, 1 chunk(s), 698 chunk executions per call
+// block 9: 64 bytes, 1 chunk(s), 737 chunk executions per call
     mov rbx, qword ptr [r15 + 2391984]
-    lea rcx, [rbx + 698]
+    lea rcx, [rbx + 737]
     mov qword ptr [r15 + 2391984], rcx
-    mov r13d, 698
+    mov r13d, 737
     jmp .Lc0_b9_c0
     .p2align 6
 .Lc0_b9_c0:
-    lea rcx, [rip + .Lc0_d263_j]
+    lea rcx, [rip + .Lc0_d258_j]
     add rcx, qword ptr [r15 + 2391904]
-    jmp .Lc0_d263_j_t
-.Lc0_d263_j:
-    mov ecx, 49
-    mov byte ptr [r15 + 256], cl
+    jmp .Lc0_d258_j_t
+.Lc0_d258_j:
+    movdqu xmmword ptr [r15 + 448], xmm10
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], rbp
+    mov qword ptr [r14 + 320], rcx
+    movzx r8d, byte ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rdi
-    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 192], rcx
+    mov byte ptr [r15 + 640], cl
+    movzx r8d, byte ptr [r15 + 192]
     jmp 1f
 1:
     inc rbx
     dec r13
     jnz .Lc0_b9_c0
 .Lc0_b9_done:
-// block 10: 64 bytes, 1 chunk(s), 58 chunk executions per call
-    mov rbx, qword ptr [r15 + 2391992]
-    lea rcx, [rbx + 58]
-    mov qword ptr [r15 + 2391992], rcx
-    mov r13d, 58
+// block 10: 64 bytes, 1 chunk(s), 60 chunk executions per call
+    mov r13d, 60
     jmp .Lc0_b10_c0
     .p2align 6
 .Lc0_b10_c0:
@@ -377,55 +368,54 @@ ditto_body_c0:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 2391896], rax
     xor eax, eax
-    test dword ptr [r15 + 2391900], 21495874
+    test dword ptr [r15 + 2391899], 786820
     setz al
-    lea rcx, [rip + .Lc0_d290_s]
+    lea rcx, [rip + .Lc0_d281_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc0_d290_s_t
+    jmp .Lc0_d281_s_t
     .p2align 3
-.Lc0_d290_s:
+.Lc0_d281_s:
     .p2align 3
-    jmp .Lc0_d290_j
+    jmp .Lc0_d281_j
     .p2align 3
-    jmp .Lc0_d290_j
-.Lc0_d290_j:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 768], ecx
-    mov dword ptr [r15 + 64], eax
-    inc rbx
+    jmp .Lc0_d281_j
+.Lc0_d281_j:
+    mov r8, r10
+    mov qword ptr [r15 + 896], rcx
+    and r8, 960
+    movzx ecx, byte ptr [r15 + r8 + 11840]
+    movsxd rax, dword ptr [r15 + 256]
+    mov r8d, 4
+    movzx r8d, byte ptr [r15 + 768]
+    mov ebp, ebp
+    imul r8, rcx
+    add r10, r11
     dec r13
     jnz .Lc0_b10_c0
 .Lc0_b10_done:
-// block 11: 64 bytes, 1 chunk(s), 909 chunk executions per call
+// block 11: 64 bytes, 1 chunk(s), 795 chunk executions per call
     mov rbx, qword ptr [r15 + 2392000]
-    lea rcx, [rbx + 909]
+    lea rcx, [rbx + 795]
     mov qword ptr [r15 + 2392000], rcx
-    mov r13d, 909
+    mov r13d, 795
     jmp .Lc0_b11_c0
     .p2align 6
 .Lc0_b11_c0:
-    movsxd rcx, dword ptr [r15 + 384]
-    movsxd rsi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 192], esi
+    movsxd rax, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dil
+    mov edi, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, rcx
-    mov rcx, qword ptr [r14 + 256]
+    mov ebp, dword ptr [r15 + 128]
+    mov rdi, rbp
+    mov rdi, qword ptr [r15 + 256]
     inc rbx
     dec r13
     jnz .Lc0_b11_c0
@@ -554,83 +544,76 @@ ditto_body_c1:
     jmp .Lc1_b0_c7
     .p2align 6
 .Lc1_b0_c0:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d40_j]
+    lea rcx, [rip + .Lc1_d37_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d40_j_t
-.Lc1_d40_j:
-    or ecx, ecx
-    jmp 1f
-1:
-    mov ecx, r9d
-    shl rcx, 30
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, 29
-    movzx eax, dl
-    movzx eax, cl
-    mov rax, qword ptr [r14 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    jmp .Lc1_d37_j_t
+.Lc1_d37_j:
+    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ecx
-    mov dword ptr [r15 + 0], 191
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r14 + 0]
-    mov rcx, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 320]
-    test edx, edx
-    jmp 1f
-1:
-    test ebx, 464
-    jnz 1f
-1:
-    mov r8, r10
-    sub rdx, rax
-    and r8, 448
-    add rax, qword ptr [r15 + r8 + 1216]
-    mov dword ptr [r15 + 192], ebp
-    mov r8, qword ptr [r15 + 64]
-    test ebx, 1073741824
     jz 1f
-1:
-    mov r8, qword ptr [r15 + 384]
-    lock add qword ptr [r15 + 128], r9
-    movzx eax, dl
-    test r8d, r9d
-    test dword ptr [r15 + 7675228], 1075315456
-    jz 1f
-1:
-    add rax, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 512]
-    sub rax, r8
-    test bl, 160
-    jnz 1f
-1:
-    jmp 1f
 1:
     neg rcx
+    lea rdi, [r15 + 7667008]
+    lea rsi, [r15 + 7671104]
+    mov ecx, 89
+    rep movsb
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 192]
+    mov ecx, esi
+    movzx r9d, byte ptr [r15 + 64]
+    add rsi, rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, 82
     jmp 1f
 1:
-    movzx ecx, r9b
-    add r10, r11
+    jmp 1f
+1:
+    movzx edi, byte ptr [r14 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rdx, qword ptr [r15 + 640]
+    movzx edi, dl
+    sub rax, rsi
+    movzx edx, sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 512], rdi
+    mov esi, dword ptr [r15 + 832]
+    mov rdi, qword ptr [r14 + 384]
+    add rdi, rdx
+    test ebx, 368
+    jnz 1f
+1:
+    lea rdi, [rcx + r9*2 + 115]
+    mov dword ptr [r15 + 128], r8d
+    mov edi, 128
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r9, qword ptr [r15 + 320]
+    test r9d, ebp
+    movzx edi, bpl
+    mov byte ptr [r15 + 768], dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx edi, r8b
+    mov r9, rdi
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -639,73 +622,88 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
     xor eax, eax
-    test dword ptr [r15 + 7675228], 34604552
+    test dword ptr [r15 + 7675227], 76022400
     setz al
-    lea rcx, [rip + .Lc1_d105_s]
+    lea rcx, [rip + .Lc1_d101_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d105_s_t
+    jmp .Lc1_d101_s_t
     .p2align 3
-.Lc1_d105_s:
+.Lc1_d101_s:
     .p2align 3
-    jmp .Lc1_d105_j
+    jmp .Lc1_d101_j
     .p2align 3
-    jmp .Lc1_d105_j
-.Lc1_d105_j:
-    mov dword ptr [r15 + 256], 33
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 54
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], r9d
-    inc dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    cmp rcx, rax
-    mov ecx, dword ptr [r15 + 640]
-    mov byte ptr [r14 + 448], sil
+    jmp .Lc1_d101_j
+.Lc1_d101_j:
+    shl rcx, 16
+    mov byte ptr [r15 + 448], cl
     jmp 1f
 1:
+    add qword ptr [r15 + 896], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 960], ecx
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 192]
-    mov r8, r10
-    mov eax, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    test ebx, 96256
+    movzx ecx, cl
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    and r8, 4032
-    vmovdqu ymm13, ymmword ptr [r15 + r8 + 2752]
-    vpaddd ymm7, ymm13, ymmword ptr [r14 + 384]
-    mov rdi, rbp
-    cmp rdi, rbp
-    test dword ptr [r15 + 7675227], 4196
-    jnz 1f
-1:
-    mov byte ptr [r15 + 128], r8b
-    movsxd rdi, dword ptr [r15 + 448]
-    mov eax, 52
-    test ebx, 1073741824
-    jnz 1f
-1:
-    cmp rax, rsi
-    mov rax, rdi
+    mov ecx, 135
     movzx eax, al
-    inc edi
+    jmp 1f
+1:
+    test ebx, 288
+    jnz 1f
+1:
+    mov ecx, ecx
+    movzx ecx, cl
+    mov ebp, 68
+    cmp rbp, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 512], r8d
-    movzx edi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg rcx
+    mov rbp, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 576], 252
+    movzx ecx, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 128]
+    movzx ebp, byte ptr [r15 + 64]
     jmp 1f
 1:
-    add r10, r11
+    mov rax, qword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 192], ymm6
+    movsxd rcx, dword ptr [r15 + 320]
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -713,75 +711,87 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d165_j]
+    lea rcx, [rip + .Lc1_d171_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d165_j_t
-.Lc1_d165_j:
-    mov ecx, 72
-    shr eax, 2
-    jmp 1f
-1:
-    mov eax, esi
-    test ebx, 1073741824
+    jmp .Lc1_d171_j_t
+.Lc1_d171_j:
+    mov rcx, r8
+    mov rcx, rbp
+    shl rcx, 15
+    add rax, qword ptr [r15 + 640]
+    test ebx, 464
     jnz 1f
 1:
-    mov ecx, 120
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 7675228], 268697697
-    jz 1f
-1:
-    mov ecx, dword ptr [r14 + 256]
-    movzx eax, cl
-    xchg qword ptr [r15 + 448], rcx
-    sub rcx, rax
+    add rax, qword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    inc ecx
     test ebx, 1073741824
     jz 1f
 1:
-    and rcx, rcx
-    mov rax, rcx
-    shr ecx, 3
-    test dword ptr [r15 + 7675227], 135462944
+    add qword ptr [r15 + 0], rcx
+    test eax, eax
+    add rbp, r8
+    mov dword ptr [r14 + 128], 38
+    mov r8, r10
+    test ebx, 1073741824
     jz 1f
 1:
-    and rcx, rsi
-    cmp rax, rcx
-    jmp 1f
-1:
+    and r8, 8128
+    xor dword ptr [r15 + r8 + 15040], edi
+    neg r8
+    movzx r8d, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, eax
     jmp 1f
 1:
-    mov eax, edi
-    shr eax, 7
-    test dword ptr [r15 + 7675227], 42598400
+    neg r8
+    movzx edi, dl
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, 243
-    mov esi, 176
-    mov edi, dword ptr [r15 + 192]
-    test dword ptr [r15 + 7675228], 664066
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, rdi
+    test bl, 96
+    jnz 1f
+1:
+    mov r8d, edi
+    inc edi
+    movzx edi, dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rdi, rdi
+    and rdi, rbp
+    movsxd r8, dword ptr [r14 + 256]
+    test bl, 240
+    jnz 1f
+1:
+    mov dword ptr [r15 + 192], ebp
+    movzx edi, byte ptr [r15 + 1152]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
     jz 1f
 1:
-    inc eax
-    mov dword ptr [r15 + 512], 14
-    shr eax, 26
-    mov rsi, rax
-    test bl, 160
-    jnz 1f
-1:
+    and rdi, rdi
+    movsxd rdi, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], 75
-    neg rax
-    test ebx, 49152
+    test dword ptr [r15 + 7675228], 16782848
     jnz 1f
 1:
-    mov eax, 163
-    movsxd rbp, dword ptr [r14 + 512]
-    movzx eax, byte ptr [r15 + 192]
+    mov qword ptr [r14 + 704], r8
+    mov rax, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 320], rax
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -789,75 +799,80 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d227_j]
+    lea rcx, [rip + .Lc1_d241_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d227_j_t
-.Lc1_d227_j:
-    and rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    shr ecx, 10
-    test ebx, 1073741824
-    jnz 1f
+    jmp .Lc1_d241_j_t
+.Lc1_d241_j:
+    jmp 1f
 1:
-    lea rcx, [rcx + rcx*2 + 76]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    shl rcx, 23
+    and r8, 448
+    and ecx, dword ptr [r15 + r8 + 1216]
+    mov eax, eax
     test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 37
-    shl rax, 24
-    mov r9d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 128], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r14 + 448]
-    mov eax, r9d
-    movzx eax, byte ptr [r14 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 208
-    mov rax, rax
-    mov dword ptr [r14 + 192], 183
-    test bl, 160
     jnz 1f
 1:
     jmp 1f
 1:
-    shr eax, 19
-    mov eax, edx
-    mov byte ptr [r15 + 256], cl
-    test ebx, 120832
-    jz 1f
-1:
-    jmp 1f
-1:
-    neg rcx
-    mov dword ptr [r15 + 64], 83
-    test dword ptr [r15 + 7675228], 139264000
-    jz 1f
-1:
-    add r9, qword ptr [r15 + 256]
-    or r9d, ecx
-    jmp 1f
-1:
-    mov ecx, 11
+    add rax, qword ptr [r15 + 192]
+    movsxd r8, dword ptr [r14 + 1024]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 576]
-    and ecx, dword ptr [r15 + 64]
+    movzx ecx, cl
+    mov ecx, edx
     mov dword ptr [r15 + 384], ecx
+    mov rcx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, ecx
+    movsxd rcx, dword ptr [r15 + 256]
+    and ecx, dword ptr [r15 + 448]
+    test ebx, 848
+    jnz 1f
+1:
+    movzx ecx, r9b
+    add r8, 81
+    xor ecx, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, cl
+    mov ecx, 79
+    movzx ecx, byte ptr [r14 + 576]
+    test dword ptr [r15 + 7675227], 1620320968
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 88
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    xor ecx, r8d
+    mov dword ptr [r15 + 64], 248
+    mov r8, qword ptr [r15 + 832]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    movzx ecx, dl
-    add rcx, 101
+    shl r8, 31
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and r8, r8
+    mov r8d, ecx
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -865,75 +880,73 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d289_j]
+    lea rcx, [rip + .Lc1_d306_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d289_j_t
-.Lc1_d289_j:
-    mov byte ptr [r15 + 192], al
-    xor dword ptr [r15 + 384], ecx
-    or qword ptr [r15 + 0], 36
-    mov eax, 65
+    jmp .Lc1_d306_j_t
+.Lc1_d306_j:
+    mov rcx, rcx
+    mov ecx, 8
+    jmp 1f
+1:
+    movzx eax, cl
+    test dword ptr [r15 + 7675228], 655874
+    jnz 1f
+1:
+    shr eax, 21
+    test eax, eax
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    jmp 1f
-1:
-    test eax, ecx
-    test ebx, 1073741824
+    mov eax, 234
+    mov eax, dword ptr [r15 + 768]
+    mov rcx, qword ptr [r15 + 512]
+    and eax, dword ptr [r15 + 64]
+    test ebx, 368
     jnz 1f
 1:
-    cmp r9, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 160
-    test ebx, 912
-    jnz 1f
-1:
-    shr eax, 1
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    or edx, eax
+    movsxd rsi, dword ptr [r15 + 448]
+    mov edx, ebp
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r10
-    add rax, rax
-    shl rax, 11
-    mov rsi, rcx
-    and r9, 960
-    mov rsi, qword ptr [r14 + r9 + 1728]
-    test ebx, 1073741824
+    mov dword ptr [r14 + 384], edx
+    and rax, rdx
+    mov qword ptr [r15 + 640], rcx
+    sub rax, r9
+    test bl, 192
     jnz 1f
 1:
-    add r9, 33
-    mov r9d, 49
-    lock xadd qword ptr [r15 + 384], r9
-    movsxd rsi, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add qword ptr [r15 + 256], r9
-    movsxd r8, dword ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 128]
-    test edx, r9d
+    and rax, rbp
+    mov dword ptr [r15 + 896], esi
+    movsxd rbp, dword ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 192], 200
-    mov dword ptr [r15 + 64], r8d
-    mov r8d, esi
-    mov r8, rsi
-    test dword ptr [r15 + 7675228], 50573834
-    jz 1f
+    shr edx, 27
+    jmp 1f
 1:
-    add rsi, r8
-    movsxd r9, dword ptr [r14 + 64]
-    mov edx, 9
-    add r10, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test bl, 96
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov edi, 118
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 192]
+    shl rbp, 18
+    xor dword ptr [r14 + 256], ebp
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -941,77 +954,78 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d353_j]
+    lea rcx, [rip + .Lc1_d367_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d353_j_t
-.Lc1_d353_j:
-    movsxd rcx, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 512], 241
+    jmp .Lc1_d367_j_t
+.Lc1_d367_j:
+    mov ecx, 241
+    or ecx, ecx
+    and eax, dword ptr [r15 + 960]
     mov r12, qword ptr [r15 + r12 + 56]
-    or eax, edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, eax
+    mov ecx, eax
+    jmp 1f
+1:
+    movzx eax, r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rdi
     movzx eax, al
     inc eax
-    sub rax, rcx
+    mov eax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    test dword ptr [r15 + 7675227], 167772681
+    jz 1f
+1:
+    test eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675228], 102107921
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov ecx, eax
+    neg rdi
+    mov ecx, 85
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, dil
+    mov byte ptr [r15 + 320], dil
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r14 + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor edi, ecx
+    shl rdi, 4
+    add rcx, qword ptr [r15 + 384]
+    test ebx, 912
+    jnz 1f
+1:
+    mov dword ptr [r14 + 128], ecx
+    mov ecx, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 1088], dil
+    inc dword ptr [r14 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rcx, rcx
+    inc ecx
+    mov dword ptr [r15 + 192], edi
+    mov qword ptr [r15 + 64], rcx
     test ebx, 848
     jnz 1f
 1:
+    mov ecx, 50
+    and rcx, rcx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    nop
-    mov dword ptr [r15 + 192], 208
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rcx, 22
-    mov ecx, dword ptr [r15 + 640]
-    mov r8, r10
-    jmp 1f
-1:
-    mov eax, 215
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 1048512
-    and eax, dword ptr [r15 + r8 + 2423488]
-    jmp 1f
-1:
-    mov r8, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 114
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r8
-    test dword ptr [r15 + 7675227], 536892672
-    jz 1f
-1:
-    movsxd r8, dword ptr [r14 + 256]
-    neg r8
-    shr r8d, 6
-    vpaddd ymm13, ymm15, ymmword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rdi, 17
-    movzx edi, byte ptr [r14 + 256]
-    cmp rbp, r8
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -1019,280 +1033,292 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d415_j]
+    lea rcx, [rip + .Lc1_d432_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d415_j_t
-.Lc1_d415_j:
-    add rcx, rcx
+    jmp .Lc1_d432_j_t
+.Lc1_d432_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 54
+    mov ecx, 5
+    cmp rdi, rcx
+    test ebx, 11648
+    jz 1f
+1:
+    xor dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, ecx
-    movzx ecx, cl
-    movzx ecx, byte ptr [r15 + 512]
-    test bl, 96
-    jnz 1f
-1:
-    mov qword ptr [r14 + 192], rcx
-    movzx ecx, dil
-    inc ecx
-    mov r8, r10
-    test dword ptr [r15 + 7675228], 67305473
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and r8, 8128
-    inc dword ptr [r15 + r8 + 6848]
-    shr ecx, 31
-    test ebx, 186368
-    jz 1f
-1:
-    mov r8, r10
-    mov ecx, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 320], ecx
-    neg rcx
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 1216]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    sub rcx, r8
-    mov ecx, 213
-    test ebx, 219136
+    vmovdqu ymmword ptr [r15 + 512], ymm8
+    inc dword ptr [r15 + 320]
+    jmp 1f
+1:
+    test ebx, 161792
     jz 1f
 1:
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    sub r8, rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], 152
+    mov edx, dword ptr [r15 + 192]
     jmp 1f
 1:
-    movzx r8d, r8b
-    test ebx, 26368
+    test dword ptr [r15 + 7675227], 67113986
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 576], ebp
-    mov ecx, r8d
+    mov r9, rdx
+    shl rdx, 21
+    mov edx, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 256]
+    mov rdi, qword ptr [r14 + 0]
+    movzx ecx, byte ptr [r14 + 0]
+    shl r9, 3
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, cl
+    mov rcx, qword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 832], ymm12
+    add rcx, qword ptr [r15 + 640]
+    movsxd r9, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r9, qword ptr [r15 + 384]
+    sub r9, rcx
     jmp 1f
 1:
-    mov ecx, dword ptr [r14 + 448]
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
-    lea rcx, [rip + .Lc1_d473_j]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d491_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d473_j_t
-.Lc1_d473_j:
-    movzx ebp, cl
-    mov r8, rbp
-    mov ecx, dword ptr [r14 + 64]
-    mov rbp, rcx
-    mov rbp, r10
+    jmp .Lc1_d491_j_t
+.Lc1_d491_j:
+    mov ecx, ecx
+    mov r9, qword ptr [r15 + 320]
+    cmp r9, r9
+    mov eax, r9d
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 192]
-    and rbp, 4194240
-    vmovdqu ymm15, ymmword ptr [r15 + rbp + 3472064]
-    mov ebp, 196
-    test ebx, 217088
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    shr ebp, 7
+    inc r9d
+    inc ecx
+    mov dword ptr [r15 + 448], 47
+    mov ecx, dword ptr [r15 + 64]
     test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov rbp, rbp
-    movsxd rbp, dword ptr [r15 + 384]
-    test ebx, 244672
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 256]
-    add qword ptr [r14 + 512], rbp
-    cmp rbp, rcx
-    and rbp, rbp
+    mov r9d, 131
+    mov eax, 59
+    xor eax, r9d
     test bl, 160
     jnz 1f
 1:
-    and ebp, dword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 192], rcx
-    mov ecx, 7
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 128], cl
-    add rcx, qword ptr [r14 + 256]
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 256]
+    mov eax, dword ptr [r14 + 256]
+    mov dword ptr [r14 + 0], 3
+    mov edi, eax
+    mov eax, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 448]
-    or ebp, ebp
-    test ebx, 235520
+    or qword ptr [r15 + 0], 43
+    jmp 1f
+1:
+    mov edi, edi
+    test dword ptr [r15 + 7675228], 186646592
     jz 1f
 1:
-    lock or dword ptr [r15 + 64], 118
-    mov rbp, qword ptr [r15 + 192]
-    movzx ecx, bpl
+    movzx edi, dil
+    movzx edi, byte ptr [r15 + 0]
+    or qword ptr [r15 + 128], 17
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r14 + 576]
+    mov esi, dword ptr [r15 + 1024]
+    mov edi, 22
+    xor edi, eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    add rdi, rcx
+    mov qword ptr [r15 + 768], rdi
+    inc dword ptr [r15 + 896]
+    test ebx, 219136
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 192]
+    mov r9, r10
+    cmp rax, r9
+    and r9, 448
+    mov byte ptr [r15 + r9 + 1216], r9b
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 14 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 16 chunk executions per call
     mov rbx, qword ptr [r15 + 7675248]
-    lea rcx, [rbx + 14]
+    lea rcx, [rbx + 16]
     mov qword ptr [r15 + 7675248], rcx
-    mov r13d, 14
+    mov r13d, 16
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    movzx ecx, byte ptr [r15 + 0]
-    add rcx, 19
-    jmp 1f
-1:
-    movzx ebp, cl
-    or ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 16240
+    xor ecx, eax
+    lea rsi, [rdi + rdi*2 + 119]
+    neg rcx
+    movzx ecx, r9b
+    add rcx, 17
+    and ecx, dword ptr [r15 + 576]
+    test ebx, 30976
     jz 1f
 1:
-    and ecx, dword ptr [r15 + 0]
-    mov rbp, rbp
-    test r8d, ebp
-    movsxd rbp, dword ptr [r15 + 320]
-    imul rbp, qword ptr [r15 + 960]
-    test ebx, 1073741824
-    jz 1f
-1:
+    vpaddd ymm8, ymm9, ymmword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 192]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 1088]
-    xor ecx, ebp
-    imul ecx, r8d, 74
-    mov dword ptr [r14 + 64], r8d
+    add rcx, qword ptr [r14 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    lock xadd qword ptr [r15 + 0], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, bpl
-    vmovdqu ymmword ptr [r15 + 576], ymm7
-    add qword ptr [r15 + 832], rcx
-    mov dword ptr [r14 + 704], 186
-    cmp rbp, rbp
+    imul rsi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    mov rax, qword ptr [r15 + 0]
+    mov ecx, 190
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ecx, eax
+    mov edi, ecx
+    movsxd rax, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], 195
+    .byte 0x0f, 0x1f, 0x40, 0x00
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 1024 bytes, 4 chunk(s), 4 chunk executions per call
+// block 2: 1024 bytes, 4 chunk(s), 2 chunk executions per call
     mov rbx, qword ptr [r15 + 7675256]
-    lea rcx, [rbx + 4]
+    lea rcx, [rbx + 2]
     mov qword ptr [r15 + 7675256], rcx
-    mov r13d, 4
+    mov r13d, 2
+    mov eax, ebx
+    and eax, 3
+    lea rcx, [rip + .Lc1_b2_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_b2_stubs_t
+    .p2align 3
+.Lc1_b2_stubs:
+    .p2align 3
     jmp .Lc1_b2_c0
+    .p2align 3
+    jmp .Lc1_b2_c1
+    .p2align 3
+    jmp .Lc1_b2_c2
+    .p2align 3
+    jmp .Lc1_b2_c3
     .p2align 6
 .Lc1_b2_c0:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d578_j]
+    lea rcx, [rip + .Lc1_d600_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d578_j_t
-.Lc1_d578_j:
-    vpaddd ymm7, ymm15, ymmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ecx, ecx
-    test dword ptr [r15 + 7675227], 1076461568
+    jmp .Lc1_d600_j_t
+.Lc1_d600_j:
+    inc dword ptr [r15 + 256]
+    movsxd rcx, dword ptr [r14 + 512]
+    movzx eax, cl
+    sub rax, r9
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 1152]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, r8
+    test ebx, 288
+    jnz 1f
+1:
+    cmp rax, rax
+    movzx ecx, byte ptr [r15 + 128]
+    test edi, ecx
+    mov eax, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 256]
+    mov edx, r8d
+    mov dword ptr [r15 + 320], edx
+    mov byte ptr [r15 + 768], dl
+    test ebx, 1073741824
+    jz 1f
+1:
+    and edx, dword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 256]
     inc ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 7675227], 1611669512
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    add rcx, qword ptr [r14 + 512]
+    mov eax, dword ptr [r14 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, ecx
-    mov ebp, ebp
+    mov ecx, 189
     jmp 1f
 1:
-    test ebp, ebp
+    add rdx, rcx
+    test edx, r8d
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx edx, dil
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    test bl, 160
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 320]
-    mov ecx, 67
-    lea rdi, [r15 + 7667008]
-    lea rsi, [r15 + 7671104]
-    mov ecx, 54
-    rep movsb
+    movzx edx, dl
+    mov edx, 21
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 448]
-    vmovdqu ymm7, ymmword ptr [r15 + 256]
-    movzx ecx, dil
-    mov ecx, 92
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, cl
-    mov edi, eax
-    mov qword ptr [r14 + 0], rdi
-    test ebx, 48128
-    jz 1f
-1:
+    mov byte ptr [r15 + 192], sil
+    mov dword ptr [r15 + 960], edx
     jmp 1f
 1:
-    jmp 1f
-1:
-    xchg qword ptr [r15 + 192], rax
-    test dword ptr [r15 + 7675227], 1474560
+    or qword ptr [r15 + 704], 82
+    test dword ptr [r15 + 7675228], 25199616
     jnz 1f
 1:
-    mov edi, 34
-    mov eax, eax
-    test eax, eax
+    mov edx, dword ptr [r15 + 832]
+    movsxd rcx, dword ptr [r15 + 192]
+    shr edx, 27
     inc rbx
     dec r13
     jz .Lc1_b2_done
@@ -1300,227 +1326,226 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d642_j]
+    lea rcx, [rip + .Lc1_d661_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d642_j_t
-.Lc1_d642_j:
-    mov rax, rax
-    mov edi, ecx
+    jmp .Lc1_d661_j_t
+.Lc1_d661_j:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 128], ymm8
+    cmp rdi, rax
+    and ecx, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 256]
+    and rax, rcx
+    mov rdi, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, eax
+    lea rax, [rdi + rbp*2 + 103]
+    jmp 1f
+1:
+    test ebx, 360
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
     movzx ecx, dil
-    mov byte ptr [r15 + 64], sil
-    test ebx, 1073741824
+    test ebx, 108544
     jnz 1f
 1:
-    mov byte ptr [r15 + 448], cl
-    mov esi, dword ptr [r15 + 64]
-    mov ecx, ebp
-    vpaddd ymm7, ymm7, ymmword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rcx
     jmp 1f
 1:
-    neg rcx
+    mov qword ptr [r14 + 192], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 768], dil
+    test dword ptr [r15 + 7675227], 276933252
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 64]
+    mov r9, r10
+    jmp 1f
+1:
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 6848]
+    mov r9d, 49
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shr r9d, 27
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 896]
+    test bl, 80
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], ecx
+    neg r9
+    mov rcx, qword ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, r8b
-    test ebx, 65376
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov byte ptr [r15 + 384], sil
-    test dword ptr [r15 + 7675228], 1073807408
-    jnz 1f
-1:
-    inc ecx
-    vmovdqu ymm7, ymmword ptr [r14 + 192]
-    mov ecx, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 154
-    mov qword ptr [r15 + 128], rcx
-    movsxd rsi, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r10
-    movsxd rcx, dword ptr [r14 + 192]
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 1216]
-    mov rbp, rsi
+    mov r9d, dword ptr [r14 + 192]
+    mov rcx, r9
+    mov rcx, rsi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c2:
-    lea rcx, [rip + .Lc1_d700_j]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d725_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d700_j_t
-.Lc1_d700_j:
-    movzx esi, byte ptr [r15 + 64]
+    jmp .Lc1_d725_j_t
+.Lc1_d725_j:
+    lea rcx, [rcx + rcx*2 + 77]
+    jmp 1f
+1:
+    mov r9, r10
+    add qword ptr [r15 + 448], r9
+    and r9, 448
+    movsxd rcx, dword ptr [r14 + r9 + 1216]
+    test dword ptr [r15 + 7675228], 3145920
+    jz 1f
+1:
+    mov r9d, 217
+    inc dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov byte ptr [r15 + 0], al
-    add rbp, 34
+    shr r9d, 17
     test ebx, 1073741824
     jnz 1f
 1:
+    mov esi, r9d
+    add rcx, 70
+    or r9d, edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 143
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    add rbp, qword ptr [r14 + 128]
-    mov byte ptr [r15 + 512], bpl
-    shr ebp, 9
-    movsxd rcx, dword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    and ebp, dword ptr [r15 + 128]
-    and ebp, dword ptr [r15 + 256]
-    vmovdqu ymm7, ymmword ptr [r15 + 512]
-    jmp 1f
-1:
+    movzx esi, r9b
+    mov rsi, rsi
+    mov dword ptr [r14 + 0], 86
+    mov rsi, rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    test ebp, ebp
-    mov ecx, ebp
-    sub rbp, rsi
-    mov rcx, qword ptr [r14 + 192]
-    lock or dword ptr [r15 + 448], 27
-    test ebx, 40960
-    jnz 1f
-1:
-    mov dword ptr [r14 + 384], 208
-    mov rbp, rcx
-    test ebp, ebp
-    movzx eax, bpl
+    test ebp, eax
+    add rsi, qword ptr [r15 + 1024]
+    movzx r9d, byte ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov ebp, edx
-    mov rcx, qword ptr [r15 + 320]
-    jmp 1f
-1:
+    movsxd r9, dword ptr [r15 + 128]
+    mov esi, dword ptr [r14 + 1088]
     jmp 1f
 1:
     test bl, 216
     jnz 1f
 1:
-    lock or dword ptr [r15 + 256], 38
-    movzx ebp, cl
-    inc ecx
-    .byte 0x66, 0x90
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 28
+    add rcx, qword ptr [r15 + 256]
+    movzx esi, al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rcx
-    inc ecx
+    mov rcx, rdx
+    mov rsi, rcx
+    mov rax, rsi
+    sub rdx, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm8
+    mov rdx, rdx
     jmp 1f
 1:
-    vpshufb ymm7, ymm7, ymm7
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c3:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d766_j]
+    lea rcx, [rip + .Lc1_d785_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d766_j_t
-.Lc1_d766_j:
-    inc ebp
-    mov qword ptr [r14 + 384], rbp
-    neg rbp
+    jmp .Lc1_d785_j_t
+.Lc1_d785_j:
+    mov ebp, 119
+    jmp 1f
+1:
+    mov ecx, 24
+    mov rdx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, edi
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r10
+    mov byte ptr [r15 + 64], r8b
+    bt r8, r8
+    xor dword ptr [r15 + 384], r8d
+    and r8, 960
+    and edx, dword ptr [r15 + r8 + 1728]
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r14 + 192], rdx
+    mov dword ptr [r15 + 256], 7
+    and r8, 262080
+    inc dword ptr [r15 + r8 + 2161344]
+    mov r8, r10
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    test dword ptr [r15 + 7675227], 1075052552
-    jnz 1f
-1:
-    mov rbp, rbp
-    mov ecx, 223
-    mov r12, qword ptr [r15 + r12 + 56]
-    neg rbp
-    test dword ptr [r15 + 7675228], 802
-    jnz 1f
-1:
-    add rbp, 31
-    mov rcx, rbp
-    shl rax, 30
-    test ebx, 56320
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 448]
-    neg rcx
-    mov ebp, 132
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rcx, rdi
-    mov byte ptr [r14 + 0], bpl
-    jmp 1f
-1:
+    mov byte ptr [r15 + 512], r9b
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 2752], r8
+    vmovdqu ymmword ptr [r14 + 704], ymm8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 192]
-    mov edi, dword ptr [r15 + 320]
-    shr edi, 26
-    movzx ebp, byte ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    xchg qword ptr [r15 + 512], rdx
-    test bl, 232
-    jnz 1f
-1:
-    mov edx, 199
-    cmp rdx, rdx
-    sub rdx, rdi
-    or edx, edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, rcx
-    and rdx, rdi
-    movzx ecx, dl
+    mov r8, r8
+    movsxd r8, dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 128]
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
@@ -1546,74 +1571,67 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d839_j]
+    lea rcx, [rip + .Lc1_d854_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d839_j_t
-.Lc1_d839_j:
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d854_j_t
+.Lc1_d854_j:
+    movzx ecx, byte ptr [r15 + 128]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 3872
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
-    test ebx, 44032
-    jnz 1f
-1:
-    sub rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 832], dl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, eax
-    mov eax, 161
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 7675227], 8466
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 256]
+    movzx edi, byte ptr [r14 + 256]
+    test bl, 24
     jnz 1f
 1:
-    mov rbp, r10
-    movzx eax, al
-    add rax, 123
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 128]
+    mov r8, r10
+    movzx ecx, byte ptr [r15 + 768]
+    test dword ptr [r15 + 7675227], 538970144
+    jnz 1f
+1:
+    and r8, 8128
+    mov ecx, dword ptr [r15 + r8 + 6848]
+    mov r8, rcx
+    cmp r8, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 896]
+    mov dword ptr [r15 + 64], esi
+    imul rsi, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov ecx, 142
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1216], edi
-    test dword ptr [r15 + 7675227], 1050753
-    jnz 1f
-1:
-    mov byte ptr [r15 + 192], dl
+    vmovdqu ymmword ptr [r14 + 192], ymm8
     jmp 1f
 1:
-    mov rbp, rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 110
-    mov rbp, r10
+    lea rdi, [r15 + 7667008]
+    lea rsi, [r15 + 7671104]
+    mov ecx, 91
+    rep movsb
     jmp 1f
 1:
-    and rbp, 1048512
-    mov dword ptr [r15 + rbp + 2423488], ebp
-    test ebx, 1073741824
+    mov r8d, dword ptr [r15 + 960]
+    mov rbp, r10
+    test dword ptr [r15 + 7675227], 1082130576
     jnz 1f
 1:
-    jmp 1f
-1:
-    or ebp, ebp
-    mov byte ptr [r15 + 256], cl
-    mov rbp, r10
-    test ebx, 55808
-    jz 1f
-1:
-    mov ecx, eax
-    and rbp, 960
-    add rcx, qword ptr [r15 + rbp + 1728]
-    add rbp, 63
+    mov ecx, 139
+    and rbp, 4032
+    or qword ptr [r15 + rbp + 2752], 55
+    mov rbp, rbp
     add r10, r11
     inc rbx
     dec r13
@@ -1622,173 +1640,161 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d901_j]
+    lea rcx, [rip + .Lc1_d910_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d901_j_t
-.Lc1_d901_j:
-    movzx ecx, cl
+    jmp .Lc1_d910_j_t
+.Lc1_d910_j:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rcx
+    or qword ptr [r15 + 384], 126
+    movsxd rax, dword ptr [r15 + 1024]
+    vmovdqu ymmword ptr [r15 + 896], ymm8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, al
+    mov eax, ecx
+    movzx ebp, byte ptr [r15 + 960]
     jmp 1f
+1:
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
 1:
     jmp 1f
 1:
-    test dword ptr [r15 + 7675227], 268454404
+    and r8, 960
+    movsxd rcx, dword ptr [r15 + r8 + 1728]
+    movzx r8d, byte ptr [r14 + 768]
+    test bl, 172
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    test ebx, 1073741824
     jz 1f
 1:
-    or ecx, ecx
-    mov ecx, ecx
-    movzx ecx, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rcx
-    lea rdi, [r15 + 7667008]
-    lea rsi, [r15 + 7671104]
-    mov ecx, 55
-    rep movsb
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 40
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 8
+    mov r8, qword ptr [r15 + 704]
+    mov rcx, r8
+    movzx r8d, byte ptr [r14 + 704]
     jmp 1f
 1:
-    movzx edi, al
-    mov edi, 34
+    test dword ptr [r15 + 7675227], 50684058
+    jz 1f
+1:
+    mov r8, r8
+    mov rcx, rdx
+    movzx ebp, sil
+    test bl, 48
+    jnz 1f
+1:
+    mov qword ptr [r15 + 832], rcx
+    inc dword ptr [r15 + 192]
+    or ecx, r8d
+    mov ecx, esi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    inc eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, r8b
+    add rcx, qword ptr [r15 + 256]
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 512]
-    test ebx, 47616
-    jz 1f
+    movzx esi, cl
+    test bl, 144
+    jnz 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    and eax, dword ptr [r15 + 384]
-    mov rbp, r10
-    add rax, rsi
-    test dword ptr [r15 + 7675227], 67256384
-    jz 1f
+    jmp 1f
 1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 2752], bpl
-    and ebp, dword ptr [r15 + 192]
-    vpaddd ymm7, ymm7, ymmword ptr [r15 + 448]
+    cmp rsi, rsi
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
-// block 4: 512 bytes, 2 chunk(s), 1 chunk executions per call
+// block 4: 512 bytes, 2 chunk(s), 2 chunk executions per call
     mov rbx, qword ptr [r15 + 7675272]
-    lea rcx, [rbx + 1]
+    lea rcx, [rbx + 2]
     mov qword ptr [r15 + 7675272], rcx
-    mov r13d, 1
-    mov eax, ebx
-    and eax, 1
-    lea rcx, [rip + .Lc1_b4_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_b4_stubs_t
-    .p2align 3
-.Lc1_b4_stubs:
-    .p2align 3
+    mov r13d, 2
     jmp .Lc1_b4_c0
-    .p2align 3
-    jmp .Lc1_b4_c1
     .p2align 6
 .Lc1_b4_c0:
-    lea rcx, [rip + .Lc1_d969_j]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d980_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d969_j_t
-.Lc1_d969_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov byte ptr [r15 + 0], cl
-    mov ecx, eax
-    test ebx, 54784
-    jz 1f
-1:
-    movzx ecx, cl
-    add rcx, 65
-    mov r8d, 215
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc ecx
-    jmp 1f
-1:
-    movzx ecx, cl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], cl
-    mov rcx, rcx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 192], cl
-    mov rax, rcx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 256]
+    jmp .Lc1_d980_j_t
+.Lc1_d980_j:
+    mov ecx, ecx
     mov rbp, r10
-    movzx eax, byte ptr [r15 + 448]
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 1216]
-    movzx ebp, byte ptr [r15 + 192]
+    movzx ecx, r8b
+    mov rcx, rcx
+    test ebx, 36864
+    jnz 1f
+1:
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 2752]
+    mov rbp, r10
+    test ebp, ebp
+    mov rax, qword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 512]
-    mov r8d, ebp
-    movzx ebp, al
-    mov byte ptr [r15 + 256], bpl
+    and rbp, 1048512
+    mov eax, dword ptr [r15 + rbp + 2423488]
+    shl rbp, 1
+    movzx ebp, byte ptr [r15 + 64]
+    test bl, 108
+    jnz 1f
+1:
+    mov rbp, r10
+    mov eax, 111
+    and rbp, 960
+    vmovdqu ymmword ptr [r15 + rbp + 1728], ymm8
+    mov dword ptr [r15 + 64], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rcx
+    mov rcx, rbp
+    movsxd rax, dword ptr [r14 + 1024]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    add rcx, rax
+    mov ebp, ecx
+    test dword ptr [r15 + 7675228], 33621504
+    jnz 1f
+1:
+    test ecx, edx
+    mov dword ptr [r15 + 384], 13
+    movzx ecx, byte ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
+    mov qword ptr [r15 + 192], rcx
+    xor edx, ecx
+    mov rdx, qword ptr [r14 + 128]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov ebp, 253
-    jmp 1f
-1:
+    mov ecx, 80
+    mov rax, rcx
     add r10, r11
     inc rbx
     dec r13
@@ -1797,66 +1803,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1037_j]
+    lea rcx, [rip + .Lc1_d1039_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1037_j_t
-.Lc1_d1037_j:
-    inc ecx
-    movzx eax, byte ptr [r15 + 256]
-    mov rbp, r10
-    jmp 1f
+    jmp .Lc1_d1039_j_t
+.Lc1_d1039_j:
+    mov eax, dword ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 448]
+    movzx edx, cl
+    or qword ptr [r15 + 1088], 126
+    test ebx, 1073741824
+    jz 1f
 1:
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 6848]
-    mov r8, r10
-    test dword ptr [r15 + 7675228], 1409417216
+    and ecx, dword ptr [r15 + 192]
+    mov eax, ecx
+    movzx ecx, al
+    mov byte ptr [r15 + 128], bpl
+    test bl, 60
     jnz 1f
 1:
-    mov byte ptr [r15 + 192], cl
-    movzx ebp, byte ptr [r15 + 256]
-    and r8, 8128
-    add rbp, qword ptr [r15 + r8 + 15040]
+    add rax, r9
+    movzx ecx, byte ptr [r15 + 512]
+    movzx eax, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
+    mov eax, ecx
+    mov dword ptr [r14 + 192], 99
+    mov eax, edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r10
+    mov ecx, dword ptr [r15 + 64]
+    add rcx, 105
+    and rbp, 4194240
+    and ecx, dword ptr [r15 + rbp + 3472064]
+    shr ebp, 15
     test dword ptr [r15 + 7675227], 209747968
     jnz 1f
 1:
-    and ecx, dword ptr [r15 + 448]
+    movsxd rdx, dword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 144
-    jnz 1f
-1:
-    bswap rcx
-    mov edi, 81
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 960
-    and ecx, dword ptr [r15 + rbp + 1728]
-    inc ecx
-    mov dword ptr [r15 + 128], 242
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 192]
-    and ebp, dword ptr [r15 + 128]
-    sub rbp, rcx
-    test bl, 72
+    movzx ebp, byte ptr [r14 + 896]
+    mov ecx, dword ptr [r15 + 64]
+    mov rdx, rcx
+    inc edx
+    test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    or ebp, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rcx, rbp
-    mov byte ptr [r15 + 64], cl
-    test ebp, ebp
+    mov r9, qword ptr [r14 + 256]
+    vmovdqu ymmword ptr [r15 + 256], ymm1
+    cmp rdi, r9
     add r10, r11
     inc rbx
     dec r13
@@ -1873,73 +1876,74 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1098_j]
+    lea rcx, [rip + .Lc1_d1100_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1098_j_t
-.Lc1_d1098_j:
-    vmovdqu ymm7, ymmword ptr [r15 + 448]
-    add rcx, qword ptr [r15 + 0]
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
+    jmp .Lc1_d1100_j_t
+.Lc1_d1100_j:
     jmp 1f
 1:
-    test dword ptr [r15 + 7675227], 17861120
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 250
+    mov rcx, rcx
+    imul rdx, rsi
+    or qword ptr [r15 + 1152], 67
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rax
+    xor dword ptr [r15 + 256], ebp
     jmp 1f
 1:
-    and rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 30
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
+    xor dword ptr [r15 + 64], r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 192]
+    mov r9d, ecx
+    mov r9d, 121
+    mov r9, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    imul ecx, r9d, 115
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    test ebx, 30976
-    jz 1f
-1:
-    mov rcx, rax
-    mov ecx, 165
-    mov rax, rax
+    mov rcx, qword ptr [r14 + 1024]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lock or dword ptr [r15 + 0], 63
-    vmovdqu ymm7, ymmword ptr [r15 + 64]
-    add rax, qword ptr [r15 + 512]
-    mov rbp, r10
-    test ebx, 1728
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 960]
+    mov ecx, 121
+    test bl, 102
     jnz 1f
 1:
-    mov eax, 247
-    and rbp, 262080
-    lock or dword ptr [r15 + rbp + 2161344], 101
-    add rbp, qword ptr [r15 + 256]
+    mov r9, rcx
+    jmp 1f
+1:
+    mov r9, r10
+    imul rcx, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    and ebp, dword ptr [r15 + 256]
-    and ebp, dword ptr [r15 + 192]
-    movzx eax, cl
+    jmp 1f
+1:
+    and r9, 448
+    mov dword ptr [r14 + r9 + 1216], 118
+    mov r9d, r9d
+    mov r9d, 56
+    test dword ptr [r15 + 7675228], 8388696
+    jnz 1f
+1:
+    mov dword ptr [r15 + 896], edi
+    movzx r9d, r9b
+    mov dword ptr [r15 + 704], 63
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 1088], ymm8
+    movzx ecx, byte ptr [r15 + 832]
+    mov r9, qword ptr [r14 + 768]
     add r10, r11
     inc rbx
     dec r13
@@ -1953,24 +1957,25 @@ ditto_body_c1:
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    lea rcx, [rip + .Lc1_d1160_j]
+    lea rcx, [rip + .Lc1_d1162_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1160_j_t
-.Lc1_d1160_j:
-    add rcx, qword ptr [r15 + 128]
-    mov ebp, eax
-    lock xadd qword ptr [r15 + 192], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    test bl, 114
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov ecx, 144
+    jmp .Lc1_d1162_j_t
+.Lc1_d1162_j:
+    mov r9, r10
+    mov edx, r9d
+    and r9, 448
+    mov rcx, qword ptr [r14 + r9 + 1216]
+    movzx edi, cl
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], 190
+    test bl, 54
+    jnz 1f
+1:
+    mov edi, dword ptr [r14 + 128]
+    vmovdqu xmm8, xmmword ptr [r14 + 832]
+    inc dword ptr [r14 + 704]
+    imul r9d, r8d, 8
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
@@ -2021,72 +2026,74 @@ ditto_body_c1:
     jmp .Lc1_b7_c15
     .p2align 6
 .Lc1_b7_c0:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
     lea rcx, [rip + .Lc1_d1192_j]
     add rcx, qword ptr [r15 + 7675232]
     jmp .Lc1_d1192_j_t
 .Lc1_d1192_j:
-    xor ebp, ecx
-    mov dword ptr [r15 + 192], eax
-    xor r8d, ebp
-    cmp rdi, r8
-    test dword ptr [r15 + 7675227], 1073750208
-    jnz 1f
-1:
-    add r8, qword ptr [r15 + 64]
-    movzx edi, r8b
-    neg r8
+    mov ecx, 199
+    movzx ecx, sil
+    movsxd rax, dword ptr [r15 + 384]
+    mov r9, r10
+    movzx ecx, r9b
     test ebx, 1073741824
     jz 1f
 1:
+    and r9, 960
+    mov rcx, qword ptr [r14 + r9 + 1728]
+    mov r9d, 221
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    cmp rax, rax
+    and esi, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rbp
+    movzx esi, byte ptr [r15 + 0]
+    sub rsi, r9
+    and rsi, rsi
+    mov edi, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rbp
+    shr eax, 23
+    movzx eax, al
+    mov r8d, eax
+    add rbp, 71
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, 182
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    sub rbp, r8
+    mov rbp, qword ptr [r15 + 1152]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    or r8d, ebp
+    and rbp, 4032
+    mov eax, dword ptr [r14 + rbp + 2752]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 7675228], 1074536464
-    jz 1f
+    movsxd r8, dword ptr [r15 + 256]
+    test ebx, 1632
+    jnz 1f
 1:
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r14 + 512]
-    mov qword ptr [r15 + 192], rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    and ebp, dword ptr [r14 + 576]
-    movzx esi, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r14 + 0], ebp
+    movzx r8d, byte ptr [r15 + 192]
+    and r8, r9
+    mov rbp, qword ptr [r15 + 512]
+    lea rax, [rdx + rdx*2 + 37]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, ebp
-    vmovdqu ymm7, ymmword ptr [r15 + 320]
-    mov rbp, qword ptr [r15 + 640]
-    mov r8, r10
+    mov dword ptr [r15 + 64], 24
+    shr r8d, 12
+    and edx, dword ptr [r15 + 128]
+    sub r8, rdx
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 4032
-    lock or dword ptr [r15 + r8 + 2752], 94
-    movzx r8d, bpl
-    mov ebp, dword ptr [r15 + 256]
+    sub r8, rdx
+    mov edx, dword ptr [r15 + 320]
+    mov r8d, 74
     add r10, r11
     inc rbx
     dec r13
@@ -2095,160 +2102,153 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1251_j]
+    lea rcx, [rip + .Lc1_d1258_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1251_j_t
-.Lc1_d1251_j:
-    mov rcx, r9
+    jmp .Lc1_d1258_j_t
+.Lc1_d1258_j:
+    inc eax
+    mov dword ptr [r15 + 384], eax
     movzx ecx, al
-    mov ecx, 49
     jmp 1f
 1:
+    test dword ptr [r15 + 7675227], 1141113856
+    jnz 1f
+1:
+    mov qword ptr [r15 + 128], rcx
+    and ecx, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    inc r8d
-    or qword ptr [r15 + 128], 66
-    and rbp, 448
-    movzx eax, byte ptr [r14 + rbp + 1216]
+    mov rcx, qword ptr [r14 + 256]
+    shr ecx, 16
+    mov qword ptr [r15 + 64], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 448], r8d
-    movzx ecx, r8b
+    lea rdi, [r15 + 7667008]
+    lea rsi, [r15 + 7671104]
+    mov ecx, 91
+    rep movsb
+    movzx r9d, byte ptr [r15 + 704]
+    sub rcx, r9
+    mov esi, dword ptr [r15 + 832]
+    test ebx, 52224
+    jnz 1f
+1:
+    mov r9, rax
+    mov r9d, 138
+    movzx ecx, byte ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    shr r8d, 22
-    mov r8d, 76
-    test dword ptr [r15 + 7675227], 6156
+    mov rdx, r8
+    movzx ecx, dl
+    mov dword ptr [r15 + 576], 253
+    test dword ptr [r15 + 7675227], 136323076
     jnz 1f
 1:
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, rdi
+    mov ecx, 213
+    mov rcx, qword ptr [r14 + 192]
+    jmp 1f
+1:
+    neg rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r10
-    mov qword ptr [r15 + 384], r8
-    lea rdi, [r15 + 7667008]
-    mov ecx, 55
-    rep stosb
-    and r8, 32704
-    mov byte ptr [r15 + r8 + 2128576], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xor r8d, ecx
+    movsxd rdx, dword ptr [r15 + 640]
     jmp 1f
-1:
-    mov r8, rax
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675228], 16877568
-    jnz 1f
-1:
-    mov ecx, r9d
-    mov rcx, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 256], rcx
-    test dword ptr [r15 + 7675228], 786816
-    jnz 1f
 1:
     jmp 1f
 1:
-    mov ecx, dword ptr [r14 + 512]
-    neg rcx
-    add r10, r11
+    test dword ptr [r15 + 7675228], 1074536464
+    jz 1f
+1:
+    xor edx, ebp
+    mov ecx, edx
+    add rdx, qword ptr [r15 + 448]
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c2:
-    lea rcx, [rip + .Lc1_d1311_j]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d1317_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1311_j_t
-.Lc1_d1311_j:
-    sub rcx, r8
-    or qword ptr [r15 + 0], 86
-    mov rcx, rcx
+    jmp .Lc1_d1317_j_t
+.Lc1_d1317_j:
     jmp 1f
 1:
+    shr ecx, 30
+    mov eax, dword ptr [r15 + 128]
+    mov ecx, eax
     test ebx, 1073741824
     jz 1f
-1:
-    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    sub rax, rdx
+    shl rax, 27
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675227], 84738048
+    jz 1f
+1:
+    movzx eax, al
+    test r8d, ebp
+    add rax, rax
+    popcnt rax, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, 17
+    mov qword ptr [r15 + 0], rdi
+    neg rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, al
+    jmp 1f
+1:
+    mov rax, r9
+    mov eax, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    and ecx, dword ptr [r15 + 0]
-    mov r8, rcx
-    inc ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    shr eax, 5
+    mov eax, eax
+    or qword ptr [r15 + 768], 25
+    mov rax, qword ptr [r14 + 960]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 384], rcx
-    movsxd rcx, dword ptr [r15 + 320]
-    sub rcx, r8
-    add r8, 6
-    test ebx, 1073741824
+    mov dword ptr [r15 + 256], eax
+    xor eax, ebp
+    jmp 1f
+1:
+    mov rax, rax
+    test ebx, 320
     jnz 1f
 1:
-    mov qword ptr [r15 + 640], rcx
-    mov r8, r10
-    mov dword ptr [r15 + 384], edi
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 1216]
+    movzx eax, byte ptr [r15 + 64]
+    xor ebp, r8d
+    mov dword ptr [r15 + 192], ebp
+    or eax, ebp
     test ebx, 1073741824
     jz 1f
 1:
-    neg r8
-    movsxd r8, dword ptr [r15 + 64]
+    add rbp, rdx
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
+    mov dword ptr [r14 + 320], ebp
+    mov eax, 12
+    test ebx, 237568
     jnz 1f
 1:
-    or ebp, r8d
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 152
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r8, rbp
-    jmp 1f
-1:
-    mov ebp, 22
-    jmp 1f
-1:
-    test ebx, 864
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r14 + 320]
-    lock xadd qword ptr [r15 + 128], rbp
-    jmp 1f
-1:
-    shr ebp, 26
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, qword ptr [r14 + 448]
-    mov r8d, 141
-    jmp 1f
-1:
-    add r10, r11
+    mov ebp, dword ptr [r15 + 640]
+    mov eax, dword ptr [r15 + 448]
+    mov edx, 101
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2256,67 +2256,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1380_j]
+    lea rcx, [rip + .Lc1_d1384_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1380_j_t
-.Lc1_d1380_j:
-    mov rcx, qword ptr [r15 + 0]
-    mov eax, ecx
-    mov qword ptr [r15 + 0], rbp
+    jmp .Lc1_d1384_j_t
+.Lc1_d1384_j:
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    and rcx, rcx
+    add rax, 2
+    shr ecx, 16
     test ebx, 1073741824
     jnz 1f
 1:
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov r8d, 233
-    mov ecx, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r14 + 256]
-    mov rbp, qword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymm7, ymmword ptr [r15 + 128]
-    add qword ptr [r15 + 192], rbp
+    shl rcx, 23
+    cmp rcx, r8
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
+    test dword ptr [r15 + 7675228], 3276868
+    jz 1f
 1:
-    mov rbp, qword ptr [r14 + 320]
-    mov r8d, 227
-    xor dword ptr [r15 + 128], r8d
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    or ecx, ecx
+    mov qword ptr [r15 + 0], rcx
+    test dword ptr [r15 + 7675227], 18570
+    jz 1f
+1:
+    shl r8, 31
+    mov r8d, 151
+    inc r8d
     mov r8, r10
-    test dword ptr [r15 + 7675228], 5279746
-    jz 1f
-1:
-    and r8, 960
-    mov byte ptr [r15 + r8 + 1728], bpl
-    mov dword ptr [r15 + 64], r8d
-    mov ebp, dword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rcx
-    vmovdqu ymm7, ymmword ptr [r15 + 64]
-    and rbp, rbp
-    test ebx, 864
+    mov ecx, dword ptr [r15 + 320]
+    or ecx, ecx
+    and r8, 8128
+    or qword ptr [r15 + r8 + 6848], 67
+    or qword ptr [r15 + 192], 126
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    mov qword ptr [r15 + 512], rbp
     jmp 1f
 1:
-    and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 2752]
+    mov rcx, r8
+    mov r8d, ecx
+    test dword ptr [r15 + 7675227], 1081876
+    jz 1f
+1:
+    add r8, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 512]
+    mov rax, qword ptr [r14 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], 42
+    mov r8, rax
+    mov rcx, qword ptr [r14 + 896]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r14 + 256]
+    movsxd rcx, dword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 576]
     add r10, r11
     inc rbx
     dec r13
@@ -2325,71 +2329,79 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1438_j]
+    lea rcx, [rip + .Lc1_d1444_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1438_j_t
-.Lc1_d1438_j:
-    mov rcx, qword ptr [r15 + 256]
-    mov r8, rcx
-    mov ecx, 224
-    movzx esi, sil
+    jmp .Lc1_d1444_j_t
+.Lc1_d1444_j:
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 68
+    mov ecx, 19
+    movzx eax, cl
+    and rax, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 128], 9
+    mov eax, dword ptr [r15 + 704]
+    xor ecx, eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, eax
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 384]
+    add rcx, 84
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rcx
+    mov rax, qword ptr [r15 + 448]
+    mov rcx, rax
     test ebx, 576
     jnz 1f
 1:
-    add rsi, qword ptr [r15 + 384]
-    or esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rsi
+    shr eax, 20
+    movzx eax, al
+    jmp 1f
+1:
+    mov eax, 188
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp rsi, r8
-    jmp 1f
-1:
-    shl rsi, 10
-    test dword ptr [r15 + 7675228], 16855040
-    jnz 1f
-1:
-    add rsi, 28
-    and esi, dword ptr [r15 + 0]
-    lea r8, [rsi + rcx*2 + 114]
-    movzx esi, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, sil
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1152
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 192]
-    movzx ebp, byte ptr [r14 + 576]
+    mov eax, 156
+    add rcx, rsi
+    mov qword ptr [r14 + 1024], rcx
+    mov eax, 210
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov esi, 99
-    movzx esi, sil
-    mov esi, edi
+    jmp 1f
+1:
+    cmp rax, rdi
+    test dword ptr [r15 + 7675227], 33702464
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 128
+    cmp rcx, rax
     test ebx, 1073741824
     jz 1f
 1:
-    xchg qword ptr [r15 + 192], rsi
-    movzx edi, sil
-    and edi, dword ptr [r15 + 448]
-    mov dword ptr [r14 + 320], 185
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc edi
-    movzx ecx, dil
-    add rcx, qword ptr [r14 + 128]
+    lea rax, [rax + rax*2 + 103]
+    movsxd r8, dword ptr [r15 + 1088]
+    mov dword ptr [r15 + 256], 99
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2397,70 +2409,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1498_j]
+    lea rcx, [rip + .Lc1_d1508_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1498_j_t
-.Lc1_d1498_j:
-    mov rbp, r10
+    jmp .Lc1_d1508_j_t
+.Lc1_d1508_j:
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    xor ecx, r8d
-    and rbp, 8128
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 320
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    vpshufb ymm8, ymm8, ymm8
+    movsxd r8, dword ptr [r14 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r8, r10
-    mov rcx, qword ptr [r15 + rbp + 6848]
-    movzx ebp, cl
-    test ebx, 14848
-    jnz 1f
-1:
+    shl rcx, 18
     and r8, 448
-    mov byte ptr [r15 + r8 + 1216], cl
-    movzx edi, r8b
-    shr edi, 29
-    test ebx, 1073741824
-    jz 1f
+    add rcx, qword ptr [r15 + r8 + 1216]
+    xor dword ptr [r15 + 256], ecx
+    lea rcx, [rcx + rcx*2 + 48]
+    test dword ptr [r15 + 7675228], 671109120
+    jnz 1f
 1:
-    or r8d, edi
-    mov r8d, dword ptr [r14 + 320]
+    movsxd rcx, dword ptr [r15 + 64]
+    and eax, dword ptr [r15 + 192]
+    mov r8, qword ptr [r15 + 832]
+    mov rbp, qword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or eax, r8d
+    movsxd rax, dword ptr [r15 + 64]
+    mov r8d, eax
+    movsxd rcx, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ecx, dword ptr [r14 + 384]
+    sub rax, rbp
+    movsxd rax, dword ptr [r15 + 640]
+    movsxd rbp, dword ptr [r15 + 128]
+    test dword ptr [r15 + 7675228], 301989953
+    jnz 1f
+1:
+    add rax, 4
     jmp 1f
 1:
-    test ebx, 1073741824
+    mov rax, rax
+    inc eax
+    test dword ptr [r15 + 7675228], 1074004496
     jnz 1f
 1:
-    add rcx, qword ptr [r15 + 576]
-    movzx r8d, cl
+    cmp rax, rax
+    xor dword ptr [r15 + 192], eax
     jmp 1f
 1:
-    test dword ptr [r15 + 7675227], 134250546
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    or ecx, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    shr ecx, 28
-    test dword ptr [r15 + 7675227], 21538
-    jz 1f
-1:
-    shl rcx, 15
-    sub rcx, r8
-    cmp r8, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 256], 168
-    mov qword ptr [r15 + 64], rcx
-    vmovdqu ymm7, ymmword ptr [r14 + 128]
-    test dword ptr [r15 + 7675228], 16779584
-    jnz 1f
-1:
-    shl rcx, 21
-    xor ecx, r8d
-    mov dword ptr [r15 + 640], ecx
     add r10, r11
     inc rbx
     dec r13
@@ -2469,71 +2479,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1558_j]
+    lea rcx, [rip + .Lc1_d1566_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1558_j_t
-.Lc1_d1558_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 7675227], 12600320
-    jnz 1f
-1:
-    sub rcx, rdi
-    movzx ecx, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r14 + 256]
+    jmp .Lc1_d1566_j_t
+.Lc1_d1566_j:
+    mov ecx, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 960], 200
+    mov byte ptr [r15 + 256], cl
+    lea rbp, [rcx + rcx*2 + 67]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rax
     jmp 1f
 1:
-    mov eax, 168
-    mov dword ptr [r15 + 512], 76
+    mov qword ptr [r14 + 0], rbp
+    mov rbp, r10
+    movzx ecx, bpl
+    test ebx, 479232
+    jz 1f
+1:
+    and rbp, 1048512
+    mov ecx, dword ptr [r15 + rbp + 2423488]
+    shl rcx, 9
+    mov rdi, rax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, dil
+    movzx edi, byte ptr [r15 + 0]
+    lea rbp, [rdi + rax*2 + 20]
     test ebx, 1073741824
     jz 1f
 1:
-    add rax, rax
-    mov dword ptr [r14 + 384], ecx
-    add qword ptr [r15 + 320], r8
-    movzx eax, al
+    or qword ptr [r15 + 0], 33
+    mov edx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], 207
+    mov qword ptr [r15 + 320], rdx
+    test dword ptr [r15 + 7675228], 1052162
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 896]
+    mov rdi, rdx
+    test edi, edi
     test ebx, 1073741824
     jnz 1f
 1:
-    neg rax
-    lea rcx, [rax + r8*2 + 98]
-    movzx ecx, byte ptr [r15 + 640]
-    mov rax, qword ptr [r15 + 192]
-    shr eax, 15
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rax
-    movzx ecx, cl
-    movzx ecx, byte ptr [r15 + 192]
-    xor dword ptr [r15 + 384], eax
+    mov esi, edi
+    mov edx, 95
+    mov edi, 12
+    shr edi, 14
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 64], 5
-    jmp 1f
-1:
-    jmp 1f
-1:
-    xor dword ptr [r15 + 448], ecx
-    test ebx, 1073741824
+    movzx edi, dil
+    or edi, edi
+    shr edi, 27
+    test dword ptr [r15 + 7675227], 268435656
     jnz 1f
 1:
-    shl rcx, 12
-    inc ecx
-    movzx eax, byte ptr [r15 + 320]
-    mov ecx, dword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r14 + 576]
+    add rdi, 82
+    jmp 1f
+1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2541,84 +2551,85 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1616_j]
+    lea rcx, [rip + .Lc1_d1626_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1616_j_t
-.Lc1_d1616_j:
-    mov ecx, ecx
-    add rax, 86
-    mov rcx, rax
-    movsxd rax, dword ptr [r15 + 256]
-    test dword ptr [r15 + 7675228], 134349122
-    jz 1f
+    jmp .Lc1_d1626_j_t
+.Lc1_d1626_j:
+    mov qword ptr [r15 + 0], rbp
+    mov r9d, ecx
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, esi
-    or ecx, eax
-    test ebx, 15872
-    jz 1f
-1:
-    xor ecx, eax
-    mov eax, ecx
-    mov rax, rcx
-    test dword ptr [r15 + 7675227], 136445954
+    movzx ecx, dl
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 38
-    mov eax, ecx
-    test eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 192512
+    mov ecx, 160
+    mov ecx, ecx
+    neg rbp
+    test ebp, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    lea rcx, [rbp + rdi*2 + 94]
+    mov rcx, qword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 1152]
+    cmp rbp, rbp
+    add rbp, rbp
+    mov rcx, rsi
+    test dword ptr [r15 + 7675227], 1109393409
+    jnz 1f
+1:
+    inc dword ptr [r15 + 256]
+    mov ebp, 12
+    shr eax, 17
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    neg rax
+    mov ebp, edx
+    mov rax, qword ptr [r14 + 640]
+    test ebx, 1073741824
     jz 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 128]
+    mov rax, r8
+    movsxd rax, dword ptr [r14 + 448]
+    test ebx, 1073741824
+    jnz 1f
 1:
     mov eax, r8d
-    mov rax, rax
-    shr eax, 23
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rbp, rax
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r14 + 384]
-    mov ecx, eax
-    shr eax, 9
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r10
-    jmp 1f
-1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 1216], edi
-    mov eax, dword ptr [r15 + 256]
-    sub rax, r8
-    test dword ptr [r15 + 7675227], 4872
-    jnz 1f
-1:
-    add rax, r8
-    jmp 1f
-1:
-    shl rcx, 30
-    test ebx, 368640
-    jnz 1f
-1:
-    mov qword ptr [r14 + 192], rsi
-    and r8, rcx
-    sub rax, r8
+    or eax, ecx
+    mov rax, rcx
+    shl rax, 5
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 128], cl
-    movzx eax, cl
-    jmp 1f
+    vmovdqu ymmword ptr [r15 + 384], ymm8
+    mov eax, 84
+    mov rax, qword ptr [r15 + 704]
+    movsxd rcx, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    add r10, r11
+    or ebp, r8d
+    shr edx, 10
+    movzx ebp, r8b
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2626,133 +2637,136 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1685_j]
+    lea rcx, [rip + .Lc1_d1696_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1685_j_t
-.Lc1_d1685_j:
-    mov eax, 183
+    jmp .Lc1_d1696_j_t
+.Lc1_d1696_j:
+    shl rcx, 17
+    movzx edx, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 0], 116
+    mov qword ptr [r15 + 0], r9
+    mov byte ptr [r15 + 0], r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, r8d
+    mov dword ptr [r15 + 0], 175
+    or eax, eax
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675228], 33588236
+    jz 1f
+1:
+    movzx eax, al
+    movsxd rcx, dword ptr [r15 + 320]
+    movzx eax, cl
+    movsxd rax, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r14 + 320]
+    mov eax, ecx
+    add rcx, rax
+    movzx eax, cl
+    test dword ptr [r15 + 7675227], 71352320
+    jnz 1f
+1:
     mov rcx, qword ptr [r15 + 256]
-    mov eax, 73
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    mov eax, ecx
+    mov r8d, 112
+    jmp 1f
 1:
-    mov rax, rax
-    test ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    test ebx, 320
-    jnz 1f
-1:
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 2752]
-    bswap r8
-    movzx ecx, r8b
-    mov r8d, dword ptr [r14 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 512]
-    mov r9d, 179
-    xor r8d, eax
+    shl rcx, 26
+    mov rcx, qword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 832], eax
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 448], 159
-    mov eax, eax
-    mov byte ptr [r15 + 64], sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 192], rdi
+    add rcx, rax
     jmp 1f
 1:
-    mov eax, eax
-    movzx r8d, al
-    test dword ptr [r15 + 7675227], 2170890
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + 576]
+    test ebx, 44544
     jz 1f
 1:
-    shr eax, 23
-    mov rax, qword ptr [r14 + 128]
-    jmp 1f
-1:
-    lock add qword ptr [r15 + 768], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 142
-    shr eax, 28
-    add qword ptr [r15 + 576], r8
-    add r10, r11
+    movzx eax, byte ptr [r15 + 192]
+    movzx ecx, byte ptr [r14 + 128]
+    mov r8, qword ptr [r15 + 64]
+    mov dword ptr [r14 + 512], 72
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c9:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1743_j]
+    lea rcx, [rip + .Lc1_d1750_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1743_j_t
-.Lc1_d1743_j:
-    shl rcx, 16
-    mov rax, qword ptr [r15 + 832]
-    mov dword ptr [r15 + 384], 11
+    jmp .Lc1_d1750_j_t
+.Lc1_d1750_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, r8b
+    lea rax, [rcx + rcx*2 + 16]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, rax
+    mov r9, r10
+    mov r8d, 37
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 2752], r9
+    mov r8, r10
+    movzx r9d, r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    and r8, 448
+    and r9d, dword ptr [r14 + r8 + 1216]
+    shr r8d, 12
     add qword ptr [r15 + 640], r8
     test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 256], 224
-    mov qword ptr [r14 + 128], r9
-    test dword ptr [r15 + 7675228], 35930112
-    jnz 1f
-1:
-    sub rcx, rax
-    mov eax, 6
-    movzx ecx, byte ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + 512]
-    and rcx, r8
-    movzx r8d, byte ptr [r15 + 320]
-    or r9d, esi
+    shr r8d, 14
+    vmovdqu ymmword ptr [r15 + 128], ymm8
+    mov r9d, 94
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r14 + 320]
-    mov qword ptr [r14 + 64], r9
-    mov r9d, 40
-    mov rcx, r9
+    mov dword ptr [r14 + 384], esi
+    mov dword ptr [r15 + 512], 114
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 896]
-    mov r9, qword ptr [r14 + 64]
-    test ebx, 1073741824
+    mov r8d, 56
+    mov r8d, dword ptr [r15 + 1024]
+    shl r8, 13
+    test ebx, 320
     jnz 1f
 1:
-    vpaddd ymm7, ymm7, ymmword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx r8d, al
+    mov dword ptr [r15 + 256], 66
+    test ecx, r8d
+    add r8, qword ptr [r15 + 768]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2760,82 +2774,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1797_j]
+    lea rcx, [rip + .Lc1_d1810_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1797_j_t
-.Lc1_d1797_j:
-    mov rcx, r9
+    jmp .Lc1_d1810_j_t
+.Lc1_d1810_j:
+    movzx eax, byte ptr [r14 + 1088]
+    mov ecx, dword ptr [r15 + 896]
+    xor r8d, r9d
     jmp 1f
 1:
-    movzx r8d, cl
-    mov ecx, r8d
-    test dword ptr [r15 + 7675228], 67145732
+    test dword ptr [r15 + 7675227], 536874112
     jnz 1f
 1:
-    and rax, r9
-    or r9d, r8d
-    add rax, 24
-    test ebx, 1073741824
-    jz 1f
-1:
-    inc dword ptr [r15 + 448]
-    neg rax
-    mov r8d, 204
-    add rax, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 209
-    neg rax
-    mov rax, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    sub rax, r8
-    movzx eax, al
-    xor eax, ecx
+    and r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    shl r8, 4
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, eax
-    test ebx, 1376
-    jnz 1f
-1:
-    jmp 1f
-1:
-    shr eax, 26
-    movzx eax, byte ptr [r15 + 256]
-    movsxd rcx, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 576]
-    mov ecx, 98
-    test esi, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, cl
-    test r8d, ecx
-    mov eax, dword ptr [r14 + 64]
-    xchg qword ptr [r15 + 128], r9
+    mov rcx, r8
+    mov r8, r10
+    vmovdqu ymmword ptr [r15 + 448], ymm8
+    and r8, 960
+    mov dword ptr [r15 + r8 + 1728], 61
     test ebx, 1073741824
     jz 1f
 1:
+    mov r8, qword ptr [r14 + 192]
+    lea rax, [rax + r8*2 + 81]
+    mov eax, dword ptr [r15 + 576]
+    test ebx, 2880
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 256]
+    shl rax, 7
+    add rax, qword ptr [r15 + 64]
+    test dword ptr [r15 + 7675227], 805437584
+    jz 1f
+1:
+    or r9d, eax
+    mov eax, 39
+    mov eax, 15
     jmp 1f
 1:
-    xchg qword ptr [r15 + 640], r8
-    mov r9, qword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 128], esi
-    mov ecx, r9d
-    cmp rax, rdi
+    mov eax, 93
+    add r9, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, edi
+    movsxd r9, dword ptr [r14 + 320]
+    test r9d, r9d
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2843,72 +2843,73 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1865_j]
+    lea rcx, [rip + .Lc1_d1867_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1865_j_t
-.Lc1_d1865_j:
+    jmp .Lc1_d1867_j_t
+.Lc1_d1867_j:
+    sub rax, rsi
     jmp 1f
 1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov eax, 37
+    mov ecx, 225
+    shl r9, 9
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 320], r9d
+    mov rax, qword ptr [r15 + 640]
+    mov r9d, eax
+    test dword ptr [r15 + 7675228], 4981504
+    jz 1f
+1:
     jmp 1f
 1:
-    neg rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov dword ptr [r15 + 832], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 192], 177
-    mov ecx, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    sub rcx, rax
-    and eax, dword ptr [r15 + 576]
-    movsxd rcx, dword ptr [r14 + 384]
-    mov dword ptr [r15 + 256], ecx
+    mov r9, rcx
+    and r9, r9
+    mov r9d, 24
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 896], al
-    mov ecx, 254
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor ecx, eax
     jmp 1f
 1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    or qword ptr [r15 + 64], 9
-    cmp rcx, r8
+    add qword ptr [r15 + 64], rcx
+    mov ecx, 12
     jmp 1f
 1:
-    movzx ecx, r9b
+    movzx ebp, byte ptr [r15 + 960]
+    test ebx, 640
+    jnz 1f
+1:
+    neg rbp
+    mov byte ptr [r15 + 64], al
+    mov esi, dword ptr [r15 + 256]
+    and r9d, dword ptr [r14 + 192]
+    test dword ptr [r15 + 7675228], 8393736
+    jnz 1f
+1:
+    mov dword ptr [r14 + 704], 147
+    jmp 1f
+1:
+    shr r9d, 19
+    inc ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    vpaddd ymm7, ymm7, ymmword ptr [r15 + 704]
-    test r9d, ecx
-    mov dword ptr [r15 + 768], 97
-    mov dword ptr [r15 + 320], 163
-    test dword ptr [r15 + 7675227], 1073811488
-    jnz 1f
-1:
-    mov rax, rcx
-    jmp 1f
-1:
-    movzx ecx, dil
-    mov dword ptr [r14 + 512], 153
+    xor dword ptr [r15 + 128], r8d
+    mov ecx, ecx
+    mov r9d, dword ptr [r15 + 512]
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2916,72 +2917,76 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1922_j]
+    lea rcx, [rip + .Lc1_d1927_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1922_j_t
-.Lc1_d1922_j:
-    inc ecx
+    jmp .Lc1_d1927_j_t
+.Lc1_d1927_j:
+    mov ecx, 97
+    mov dword ptr [r15 + 64], 94
+    movzx eax, byte ptr [r15 + 512]
+    mov rcx, qword ptr [r14 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 0]
+    mov rax, qword ptr [r15 + 768]
+    movsxd r9, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp r9, r9
+    jmp 1f
+1:
+    sub rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 7675227], 16844928
+    jnz 1f
+1:
+    test eax, eax
+    movzx ecx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     or ecx, ecx
-    shl rcx, 25
-    mov ecx, 15
     test ebx, 1073741824
     jnz 1f
 1:
-    xor ecx, eax
+    mov rax, rcx
     jmp 1f
 1:
-    mov rcx, rcx
-    test ebx, 640
-    jnz 1f
+    mov ecx, eax
+    add r9, rcx
+    test ebx, 1073741824
+    jz 1f
 1:
-    neg rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 320], cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], edi
     movzx ecx, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    shr ecx, 19
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rcx, 24
     movzx ecx, cl
-    and r8, 960
-    mov rcx, qword ptr [r15 + r8 + 1728]
-    movsxd r8, dword ptr [r14 + 128]
-    test bl, 192
-    jnz 1f
-1:
-    shr r8d, 2
-    mov r8, r8
-    mov byte ptr [r14 + 320], al
-    test dword ptr [r15 + 7675228], 8536704
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
     or ecx, r8d
-    mov r8, r10
-    mov eax, eax
-    mov eax, 116
-    test dword ptr [r15 + 7675227], 272629780
-    jnz 1f
+    movsxd rcx, dword ptr [r14 + 384]
+    lea rax, [rcx + rbp*2 + 2]
+    test ebx, 1073741824
+    jz 1f
 1:
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 6848]
-    mov r8, rax
-    and r8d, dword ptr [r15 + 64]
+    movzx ecx, al
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 89
+    mov ecx, 98
     test ebx, 1073741824
     jnz 1f
 1:
-    inc dword ptr [r15 + 192]
-    movzx r9d, byte ptr [r15 + 256]
-    shr r8d, 8
-    add r10, r11
+    add qword ptr [r15 + 576], rbp
+    mov ecx, 87
+    jmp 1f
+1:
+    jmp 1f
+1:
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2989,68 +2994,79 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1984_j]
+    lea rcx, [rip + .Lc1_d1989_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1984_j_t
-.Lc1_d1984_j:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], al
-    jmp 1f
-1:
-    mov rax, rcx
-    test ebx, 2304
+    jmp .Lc1_d1989_j_t
+.Lc1_d1989_j:
+    neg rcx
+    mov rcx, rcx
+    movzx ecx, byte ptr [r14 + 384]
+    mov eax, edi
+    test dword ptr [r15 + 7675228], 135012352
     jnz 1f
 1:
-    and rax, rax
-    mov eax, 244
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 7675228], 673193984
+    mov ecx, ecx
+    movzx ecx, cl
+    movzx eax, byte ptr [r15 + 448]
+    test dword ptr [r15 + 7675227], 536889440
+    jnz 1f
+1:
+    or ecx, ecx
+    mov rcx, qword ptr [r15 + 896]
+    neg r9
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675228], 536889856
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 192]
+    neg rdi
+    or edi, edi
+    test bl, 192
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    shl rdi, 15
+    mov r9d, 172
+    test dword ptr [r15 + 7675228], 541597696
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    cmp r9, rdi
+    mov edi, 230
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shr edi, 5
+    movsxd r9, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    test ebx, 480
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 640]
+    add r9, 106
+    and r9, r9
+    neg rdi
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    neg rax
-    neg rax
-    inc dword ptr [r15 + 512]
+    mov r9, r10
+    mov ebp, 136
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 1216], ymm12
+    mov qword ptr [r14 + 128], r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rax
-    test dword ptr [r15 + 7675228], 1078988800
-    jnz 1f
-1:
-    movzx eax, sil
-    vmovdqu ymm7, ymmword ptr [r15 + 128]
-    mov rax, qword ptr [r14 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + 192]
-    vpaddd ymm7, ymm7, ymmword ptr [r14 + 704]
-    .byte 0x0f, 0x1f, 0x00
-    neg rsi
-    test dword ptr [r15 + 7675228], 1093140480
-    jnz 1f
-1:
-    mov esi, dword ptr [r14 + 832]
-    movzx eax, sil
-    add rsi, qword ptr [r15 + 384]
-    test ebx, 14848
-    jnz 1f
-1:
-    cmp rsi, rax
-    mov dword ptr [r15 + 320], esi
-    add rax, qword ptr [r15 + 448]
+    xor r9d, ebp
+    add rbp, rdx
+    mov ebp, 68
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -3058,152 +3074,157 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d2040_j]
+    lea rcx, [rip + .Lc1_d2054_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d2040_j_t
-.Lc1_d2040_j:
-    movzx r9d, byte ptr [r15 + 128]
-    add rcx, 116
-    add rax, 45
-    movzx esi, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
+    jmp .Lc1_d2054_j_t
+.Lc1_d2054_j:
+    lea rbp, [rcx + rcx*2 + 22]
+    movzx ebp, dl
     jmp 1f
 1:
-    mov ecx, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 1152]
     test ebx, 1073741824
     jz 1f
 1:
+    mov rbp, rbp
+    movsxd rbp, dword ptr [r15 + 1024]
+    movzx ecx, bpl
+    mov dword ptr [r15 + 320], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, cl
+    xor ecx, ebp
+    add qword ptr [r15 + 64], rcx
+    test dword ptr [r15 + 7675228], 1207960080
+    jnz 1f
+1:
+    cmp rcx, rcx
+    mov byte ptr [r15 + 192], cl
+    jmp 1f
+1:
+    mov ecx, 64
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, cl
+    movzx eax, byte ptr [r15 + 704]
+    movzx edx, byte ptr [r14 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rcx, [r9 + rdx*2 + 45]
+    shr edx, 27
+    add rdx, 8
+    mov dword ptr [r15 + 128], edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rdx, rdx
+    movsxd r9, dword ptr [r15 + 256]
+    mov edx, 120
     neg rcx
-    or qword ptr [r15 + 256], 24
-    mov ecx, dword ptr [r14 + 256]
-    mov rsi, rcx
-    test ebx, 356352
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 192]
-    neg rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 323584
-    jz 1f
-1:
-    mov ecx, 161
-    mov r8d, dword ptr [r15 + 192]
-    xor ecx, r8d
-    lock add qword ptr [r15 + 640], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    test ecx, edx
-    or ecx, esi
-    or ecx, edx
-    test dword ptr [r15 + 7675228], 134226434
-    jnz 1f
-1:
-    sub rsi, rcx
-    mov esi, 95
-    neg rcx
-    mov rsi, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shl r8, 14
-    jmp 1f
-1:
-    mov byte ptr [r15 + 768], r8b
-    mov r8, qword ptr [r15 + 448]
-    test dword ptr [r15 + 7675227], 4649
+    mov ecx, ecx
+    mov eax, 42
+    and rdx, rax
+    test ebx, 487296
     jz 1f
 1:
-    mov dword ptr [r15 + 256], 43
+    or r8d, eax
+    mov r8d, dword ptr [r15 + 576]
+    mov ecx, 183
+    mov ecx, 124
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [rcx + rcx*2 + 29]
+    mov r8, r8
     jmp 1f
 1:
-    mov dword ptr [r14 + 576], r8d
-    mov r8d, edi
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c15:
-    lea rcx, [rip + .Lc1_d2099_j]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d2118_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d2099_j_t
-.Lc1_d2099_j:
-    mov r8, r10
-    and r8, 4194240
-    add rcx, qword ptr [r15 + r8 + 3472064]
-    add r9, rcx
-    mov rcx, r8
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, rax
-    add rcx, rsi
+    jmp .Lc1_d2118_j_t
+.Lc1_d2118_j:
+    mov r8d, ecx
+    and r8d, dword ptr [r15 + 0]
+    mov ecx, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, rcx
-    mov rcx, rcx
-    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], ecx
+    movsxd rcx, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r14 + 384], ecx
-    mov rcx, qword ptr [r14 + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shr r8d, 15
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov dword ptr [r15 + 320], 215
-    test ebx, 471040
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 512]
-    mov ecx, 136
-    mov ecx, r9d
-    and r8, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rdi, [r15 + 7667008]
-    mov ecx, 54
-    rep stosb
-    mov rcx, rcx
+    movsxd rcx, dword ptr [r15 + 0]
+    cmp rcx, rcx
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 0], ymm2
+    test bl, 192
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 174
-    mov edi, ecx
-    movzx edi, byte ptr [r15 + 320]
-    mov r8, r10
+    cmp rdi, r8
+    jmp 1f
+1:
+    mov edi, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 896], rcx
-    and r8, 448
-    mov byte ptr [r15 + r8 + 1216], sil
+    mov edi, 245
+    movzx edi, byte ptr [r15 + 832]
+    vpcmpeqb xmm2, xmm2, xmmword ptr [r14 + 0]
+    movzx r8d, sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    neg r8
+    add r8, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 64], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 198
+    jmp 1f
+1:
+    add qword ptr [r15 + 640], r8
+    movsxd r8, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 64], r8
+    test dword ptr [r15 + 7675227], 67272736
+    jnz 1f
+1:
     add r8, r8
-    sub r8, rcx
-    add r10, r11
+    and r8d, dword ptr [r15 + 192]
+    add r8, r8
+    cmp r8, rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    xor dword ptr [r14 + 384], r8d
+    mov r8, qword ptr [r14 + 256]
+    movzx edi, r8b
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
@@ -3318,30 +3339,20 @@ ditto_body_c2:
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
-    lea rcx, [rip + .Lc2_d47_j]
-    add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d47_j_t
-.Lc2_d47_j:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    addsd xmm13, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, r9
-    xchg qword ptr [r15 + 0], rcx
-    mov byte ptr [r14 + 0], dl
-    mov dword ptr [r14 + 0], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rbp, r10
+    mov qword ptr [r15 + 384], rbp
     mov rcx, qword ptr [r15 + 128]
-    jmp 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
-    lock xadd qword ptr [r15 + 704], rcx
+    and rbp, 32704
+    inc dword ptr [r15 + rbp + 2114368]
+    xor ecx, edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 576]
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
@@ -3357,404 +3368,381 @@ ditto_body_c2:
     mov rax, qword ptr [r15 + 11724248]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 11724248], rax
-    lea rcx, [rip + .Lc2_d77_j]
+    lea rcx, [rip + .Lc2_d70_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d77_j_t
-.Lc2_d77_j:
-    addsd xmm13, qword ptr [r15 + 64]
+    jmp .Lc2_d70_j_t
+.Lc2_d70_j:
+    mov byte ptr [r14 + 256], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and eax, dword ptr [r15 + 0]
-    movzx ecx, cl
-    addsd xmm1, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ecx, ecx
-    pshufd xmm1, xmm2, 139
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 192], eax
-    movzx ecx, byte ptr [r15 + 128]
-    mov eax, 73
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r10
-    mov rcx, rcx
-    and rbp, 8388544
-    mov qword ptr [r15 + rbp + 3326784], rbp
-    add rcx, qword ptr [r15 + 128]
-    maxsd xmm1, xmm13
+    movdqu xmm4, xmmword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    neg rax
-    mov rdx, rax
-    movzx ebp, dl
-    test dword ptr [r15 + 11724252], 1073742336
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1048512
+    mov byte ptr [r15 + rbp + 2278208], cl
+    add qword ptr [r15 + 768], rbp
+    test ebx, 61184
     jz 1f
 1:
-    mov edx, 41
-    movsxd rbp, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 128], rax
-    mov eax, eax
+    movsxd rbp, dword ptr [r15 + 192]
+    mov r8, r10
+    mov rcx, rbp
+    movzx ecx, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 64]
-    mov dword ptr [r14 + 0], edx
-    pcmpeqb xmm1, xmmword ptr [r14 + 0]
+    and r8, 8388544
+    mov qword ptr [r15 + r8 + 3326784], rsi
+    movzx r8d, byte ptr [r15 + 448]
+    movdqu xmm4, xmmword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    neg rax
-    mov byte ptr [r15 + 64], sil
-    sub rax, rcx
+    mov dword ptr [r15 + 64], 69
+    mov qword ptr [r15 + 192], r8
+    mov r8, r10
+    pcmpeqb xmm12, xmmword ptr [r15 + 384]
+    test dword ptr [r15 + 11724251], 537035916
+    jz 1f
+1:
+    movsd xmm12, qword ptr [r15 + 128]
+    and r8, 448
+    and ebp, dword ptr [r15 + r8 + 832]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b1_done
 .Lc2_b1_c1:
-    lea rcx, [rip + .Lc2_d134_j]
+    mov rax, qword ptr [r15 + 11724248]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 11724248], rax
+    lea rcx, [rip + .Lc2_d119_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d134_j_t
-.Lc2_d134_j:
-    mov rbp, r10
-    cmp rbp, rcx
-    and rbp, 131008
-    or qword ptr [r15 + rbp + 2147136], 99
-    jmp 1f
-1:
-    pmovmskb ebp, xmm1
-    test ebx, 1073741824
-    jnz 1f
-1:
-    maxsd xmm1, xmm7
-    movzx eax, bpl
-    mov ebp, eax
+    jmp .Lc2_d119_j_t
+.Lc2_d119_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 64]
+    mov rcx, qword ptr [r14 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 256]
-    movzx ebp, al
-    mov dword ptr [r15 + 512], 30
-    mov dword ptr [r15 + 64], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rax, rcx
-    neg rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 768]
+    mov rcx, rcx
+    mov qword ptr [r15 + 128], rsi
     mov rbp, r10
-    mov qword ptr [r15 + 128], rbp
-    add rcx, qword ptr [r15 + 64]
-    mov r8, r10
-    test ebx, 1073741824
+    mov ecx, eax
+    test ebx, 40960
     jz 1f
 1:
+    and rbp, 448
+    mov byte ptr [r14 + rbp + 832], bpl
+    addsd xmm12, qword ptr [r15 + 512]
+    test dword ptr [r15 + 11724252], 33555456
+    jnz 1f
+1:
+    and esi, dword ptr [r15 + 192]
+    pshufd xmm12, xmm4, 79
+    movsd xmm12, qword ptr [r15 + 704]
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    pcmpeqb xmm12, xmmword ptr [r15 + 64]
+    pshufd xmm4, xmm4, 139
     and rbp, 4032
-    paddq xmm1, xmmword ptr [r14 + rbp + 9024]
-    and r8, 448
-    add rcx, qword ptr [r15 + r8 + 1344]
-    movzx ebp, cl
+    mov qword ptr [r14 + rbp + 9024], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    shr ecx, 2
-    mov dword ptr [r14 + 0], 85
-    addsd xmm1, qword ptr [r14 + 128]
+    pcmpeqb xmm4, xmmword ptr [r15 + 640]
+    mov rbp, r10
+    movzx esi, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 256]
+    and rbp, 131008
+    add rsi, qword ptr [r15 + rbp + 2147136]
+    movdqu xmm4, xmmword ptr [r15 + 1920]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, rcx
+    pcmpeqb xmm12, xmm4
     add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b1_done
 .Lc2_b1_c2:
-    lea rcx, [rip + .Lc2_d189_j]
+    lea rcx, [rip + .Lc2_d168_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d189_j_t
-.Lc2_d189_j:
-    mov dword ptr [r14 + 704], 111
-    movzx ebp, cl
-    lock add qword ptr [r15 + 384], r8
-    add rbp, qword ptr [r15 + 0]
+    jmp .Lc2_d168_j_t
+.Lc2_d168_j:
+    mov dword ptr [r14 + 384], 175
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movdqu xmm1, xmmword ptr [r15 + 0]
-    mov r9d, 68
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    pxor xmm12, xmm4
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    mov ebp, dword ptr [r15 + 0]
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 32704
-    mov ebp, dword ptr [r15 + r9 + 2114368]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 1344], r8d
-    shr r9d, 15
-    test ebx, 1073741824
+    mov rsi, rcx
+    mov byte ptr [r15 + 0], cl
+    mov rcx, rsi
+    mov ecx, 46
+    test ebx, 40960
     jz 1f
 1:
-    pcmpeqb xmm1, xmm12
-    mov dword ptr [r15 + 640], 198
-    mov byte ptr [r15 + 64], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r8d, 205
-    movsxd r8, dword ptr [r14 + 448]
-    movsd xmm1, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 448], 31
+    mov rbp, r10
+    add rcx, qword ptr [r15 + 64]
+    or qword ptr [r15 + 256], 1
+    and rbp, 448
+    or qword ptr [r14 + rbp + 1344], 20
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 256]
-    or qword ptr [r14 + 128], 31
-    mov qword ptr [r14 + 384], rsi
+    movsxd rbp, dword ptr [r14 + 320]
+    mov dword ptr [r15 + 512], 213
+    mov esi, 129
     test ebx, 1073741824
     jnz 1f
 1:
-    add r8, qword ptr [r15 + 512]
-    mov r9, qword ptr [r15 + 192]
-    paddq xmm1, xmmword ptr [r15 + 320]
+    movzx ebp, dl
+    addsd xmm12, qword ptr [r15 + 128]
+    movzx ebp, sil
+    mov rsi, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 576], 254
+    mov esi, 69
     add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b1_done
 .Lc2_b1_c3:
-    shl r8, 7
+    lea rcx, [rip + .Lc2_d220_j]
+    add rcx, qword ptr [r15 + 11724256]
+    jmp .Lc2_d220_j_t
+.Lc2_d220_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 105
+    mulsd xmm12, qword ptr [r15 + 0]
+    inc r8d
+    mov edx, 227
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rdx
-    por xmm1, xmm1
-    shr ebp, 8
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dl
+    mov rdx, rcx
+    paddq xmm12, xmmword ptr [r15 + 0]
+    movq xmm4, rsi
     test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, ebp
-    mov qword ptr [r15 + 0], rbp
-    movzx ebp, byte ptr [r15 + 0]
-    movzx r8d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 28672
     jnz 1f
 1:
-    and rbp, r8
-    add qword ptr [r15 + 320], rsi
-    mov ebp, 247
-    mov rbp, qword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
+    mov edx, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    xchg qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 384], rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc dword ptr [r15 + 192]
+    mov byte ptr [r14 + 64], dl
+    and esi, dword ptr [r15 + 192]
+    lock or dword ptr [r15 + 768], 20
+    movsxd rdx, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor dword ptr [r15 + 640], edx
     mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 256], ebp
-    and r8, 1984
-    addsd xmm1, qword ptr [r15 + r8 + 2880]
-    mov ebp, 145
-    mov byte ptr [r15 + 320], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 576], ebp
-    and rbp, r8
+    xor esi, edx
     jmp 1f
 1:
-    mov rbp, r10
-    mov r8d, ebp
-    movzx r8d, byte ptr [r14 + 384]
+    and r8, 448
+    mov qword ptr [r14 + r8 + 832], r8
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    movzx ebp, r8b
+    mov r8d, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 1920]
+    and r8d, dword ptr [r14 + 0]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    add r8, qword ptr [r14 + 64]
-    jmp 1f
-1:
-    paddd xmm1, xmm1
-    mov dword ptr [r15 + 192], r8d
+    movzx ebp, byte ptr [r14 + 256]
+    or qword ptr [r15 + 512], 94
+    mov qword ptr [r15 + 128], rbp
+    mov ebp, ebp
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
-// block 2: 512 bytes, 2 chunk(s), 28 chunk executions per call
+// block 2: 512 bytes, 2 chunk(s), 30 chunk executions per call
     mov rbx, qword ptr [r15 + 11724280]
-    lea rcx, [rbx + 28]
+    lea rcx, [rbx + 30]
     mov qword ptr [r15 + 11724280], rcx
-    mov r13d, 28
+    mov r13d, 30
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
-    nop
-    pxor xmm1, xmm13
-    mov rcx, qword ptr [r15 + 0]
-    mov ebp, 5
+    mov dword ptr [r15 + 640], ebp
+    movsxd rbp, dword ptr [r15 + 576]
+    mov r8, r10
+    mov qword ptr [r15 + 256], r9
+    mov rcx, qword ptr [r15 + 128]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    movsxd rbp, dword ptr [r15 + 0]
     mov r8, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 83
+    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    or r8d, 1
+    xor edx, edx
+    div r8d
+    mov dword ptr [r15 + 0], eax
+    test ebx, 51200
+    jnz 1f
+1:
+    mov eax, 222
+    movsd qword ptr [r15 + 192], xmm4
+    movzx eax, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 768]
+    mov qword ptr [r15 + 448], rdi
+    test ebx, 26624
+    jnz 1f
+1:
+    movzx eax, al
+    mov byte ptr [r15 + 704], r8b
+    mov eax, ecx
+    mov dword ptr [r14 + 320], r9d
+    mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r14 + 0]
-    addsd xmm1, qword ptr [r15 + 576]
-    mov rbp, r11
-    inc dword ptr [r15 + 512]
-    pcmpeqb xmm1, xmmword ptr [r15 + 128]
+    mov rax, r9
+    por xmm4, xmm12
+    mov rbp, r10
+    and r9, 448
+    add rax, qword ptr [r15 + r9 + 2368]
     test ebx, 1073741824
     jnz 1f
 1:
     and rbp, 1984
-    mov byte ptr [r15 + rbp + 2880], bpl
-    addsd xmm1, qword ptr [r14 + 768]
-    movzx ebp, byte ptr [r15 + 192]
-    test ebx, 1600
-    jnz 1f
-1:
-    mov dword ptr [r14 + 64], ebp
-    mov r8, rbp
-    mov r8d, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 256]
-    mov r8, r10
-    mov ecx, 185
-    mov ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 448
-    movsd qword ptr [r14 + r8 + 1344], xmm1
-    movsxd rbp, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 704], dil
-    add r11, 64
+    and eax, dword ptr [r15 + rbp + 2880]
+    mov rbp, rcx
+    mov rbp, qword ptr [r14 + 512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b2_done
 .Lc2_b2_c1:
-    lea rcx, [rip + .Lc2_d357_j]
+    lea rcx, [rip + .Lc2_d336_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d357_j_t
-.Lc2_d357_j:
-    movzx ecx, cl
-    mov ecx, 9
+    jmp .Lc2_d336_j_t
+.Lc2_d336_j:
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    pcmpeqb xmm4, xmm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ecx
-    mov byte ptr [r15 + 0], bpl
+    mov ecx, 104
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, r8
-    and r8d, dword ptr [r15 + 0]
-    por xmm1, xmm1
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 164
-    mov byte ptr [r15 + 0], cl
-    and r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 256], r8d
+    lock add qword ptr [r15 + 0], rcx
+    mov dword ptr [r14 + 128], 210
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, r8b
-    pcmpeqb xmm1, xmmword ptr [r14 + 384]
-    mov r9, qword ptr [r15 + 192]
-    movzx r8d, byte ptr [r14 + 320]
+    addsd xmm4, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov rcx, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    xor dword ptr [r15 + 576], r8d
-    lock or dword ptr [r15 + 512], 85
-    mov r8d, dword ptr [r15 + 256]
     jmp 1f
 1:
-    and r8d, dword ptr [r14 + 0]
+    mov rbp, r10
+    mov r9, r10
+    and ecx, dword ptr [r15 + 384]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 1344], dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 448
+    pcmpeqb xmm4, xmmword ptr [r14 + rbp + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r10
+    movzx r9d, byte ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 4032
+    add qword ptr [r14 + rbp + 4928], r9
+    and ebp, dword ptr [r15 + 256]
+    movzx r9d, byte ptr [r14 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    movzx r8d, r8b
-    movsd xmm13, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r8, r10
-    test ebx, 28544
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 4928]
-    mov dword ptr [r14 + 64], ecx
-    movsxd rcx, dword ptr [r15 + 640]
+    mov rbp, rbp
+    movzx r9d, byte ptr [r15 + 192]
+    mov ebp, dword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
@@ -3790,802 +3778,657 @@ ditto_body_c2:
     jmp .Lc2_b3_c7
     .p2align 6
 .Lc2_b3_c0:
-    lea rcx, [rip + .Lc2_d426_j]
-    add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d426_j_t
-.Lc2_d426_j:
-    movdqu xmm13, xmmword ptr [r15 + 128]
-    mov ecx, dword ptr [r14 + 64]
-    mov dword ptr [r15 + 128], 193
-    paddq xmm13, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 59
-    mov rcx, rcx
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r14 + 0]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r14 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 60
-    lock or dword ptr [r15 + 448], 7
-    mov rbp, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
+    lea rbp, [r10*4]
+    mov rcx, qword ptr [r15 + 64]
     and rbp, 448
-    lock or dword ptr [r15 + rbp + 1344], 17
-    add rbp, qword ptr [r14 + 512]
+    lea r9, [r10 + r10*1]
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    and r9, 4032
+    movdqu xmm4, xmmword ptr [r15 + r9 + 2110272]
+    movsxd rdx, dword ptr [r15 + 2048]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r14 + 128], bpl
-    movsxd rbp, dword ptr [r14 + 64]
-    movzx eax, al
+    mov byte ptr [r15 + 1984], dl
+    lea r8, [r10 + r10*2]
+    mov qword ptr [r15 + rbp + 1472], r8
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 2880], 148
+    shl rdx, 23
+    test ebx, 227072
+    jz 1f
+1:
+    mov qword ptr [r15 + 192], rdx
+    movzx edx, byte ptr [r15 + 704]
+    mov eax, 56
+    mov rax, qword ptr [r15 + rbp + 1408]
+    test ebx, 147456
+    jnz 1f
+1:
     jmp 1f
 1:
+    mov edx, dword ptr [r15 + rbp + 1536]
+    mov dword ptr [r15 + 128], 47
+    movzx eax, dl
     test ebx, 1073741824
     jnz 1f
 1:
-    add rax, rax
-    lock add qword ptr [r15 + 384], rax
-    mov ebp, eax
-    test ebx, 106496
-    jnz 1f
-1:
-    mov rax, rbp
-    lock add qword ptr [r15 + 64], rax
-    jmp 1f
-1:
-    mov dword ptr [r14 + 448], ebp
+    mov edx, 64
+    mov byte ptr [r15 + r9 + 2110336], r8b
+    mov qword ptr [r15 + 640], rax
+    or qword ptr [r15 + r8 + 2944], 35
     test ebx, 1073741824
     jnz 1f
 1:
-    cmp rbp, rax
-    lock xadd qword ptr [r15 + 64], rax
-    mov dword ptr [r14 + 128], eax
+    mov dword ptr [r15 + 256], 42
+    mov rdx, r9
+    pcmpeqb xmm4, xmmword ptr [r15 + r8 + 3008]
+    mov edx, 142
     add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c1:
-    lea rcx, [rip + .Lc2_d490_j]
-    add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d490_j_t
-.Lc2_d490_j:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rcx
-    mov ecx, 69
-    mov rbp, r10
-    mov dword ptr [r15 + 128], ebp
-    test ebx, 204800
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 128]
-    and rbp, 448
-    lock add qword ptr [r15 + rbp + 832], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 106496
-    jnz 1f
-1:
-    and ebp, dword ptr [r14 + 192]
-    cmp rax, rbp
-    and ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov qword ptr [r15 + 0], rbp
-    xchg qword ptr [r15 + 640], rbp
-    mov rax, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], 20
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r14 + 768]
-    xor ebp, eax
-    mov rax, rax
-    lock xadd qword ptr [r15 + 512], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xor ebp, eax
+    mov rax, qword ptr [r15 + 11724248]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 11724248], rax
     lea rbp, [r10 + r10*1]
-    movsxd rax, dword ptr [r14 + 320]
-    movsxd rcx, dword ptr [r15 + 704]
+    and rbp, 1048512
+    mov dword ptr [r15 + rbp + 2278272], 39
+    add rax, 28
+    lea r8, [r10 + r10*1]
+    movdqu xmm4, xmmword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, 82
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 2110336], ecx
+    mov qword ptr [r15 + rbp + 2278208], rax
+    test ebx, 512
+    jnz 1f
+1:
+    mov ebp, 193
+    mov qword ptr [r15 + 192], rbp
+    lea rbp, [r10*4]
+    shl rax, 19
     test ebx, 1073741824
     jnz 1f
 1:
     and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    mov ecx, eax
-    mov byte ptr [r15 + 64], cl
-    mov dword ptr [r15 + 64], 127
+    mov eax, dword ptr [r15 + rbp + 1024]
+    mov edx, r8d
+    mov qword ptr [r15 + rbp + 896], rdx
+    test dword ptr [r15 + 11724251], 1073741825
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + rbp + 960]
+    mov eax, 175
+    mov eax, dword ptr [r15 + 1856]
     test ebx, 1073741824
     jnz 1f
 1:
-    pcmpeqb xmm13, xmmword ptr [r15 + rbp + 1408]
-    mov ebp, 67
-    jmp 1f
+    movsxd rax, dword ptr [r15 + r8 + 2110272]
+    mov qword ptr [r15 + 2176], rax
+    movdqu xmm4, xmmword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov edx, 121
+    mov rdx, qword ptr [r15 + rbp + 832]
+    mov eax, dword ptr [r15 + 2240]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c2:
-    lea rcx, [rip + .Lc2_d550_j]
-    add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d550_j_t
-.Lc2_d550_j:
-    addsd xmm13, qword ptr [r15 + 128]
-    add rcx, 20
-    jmp 1f
-1:
-    mov rcx, rcx
-    movsd xmm1, qword ptr [r15 + 128]
-    test ebx, 1073741824
+    movzx eax, byte ptr [r15 + 256]
+    mov rdx, qword ptr [r14 + 768]
+    and rdx, rbp
+    mov dword ptr [r15 + 128], edx
+    test ebx, 49152
     jnz 1f
 1:
-    mov qword ptr [r15 + 320], rax
-    movzx ecx, byte ptr [r14 + 0]
-    movzx eax, cl
-    mov dword ptr [r14 + 0], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    bswap rax
-    mov dword ptr [r15 + 0], 219
-    and eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov eax, 66
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rax, 49
-    lock or dword ptr [r15 + 256], 20
-    cmp rax, rax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    xor eax, ecx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    jmp 1f
-1:
-    mov qword ptr [r15 + 768], rbp
-    and eax, dword ptr [r14 + 64]
+    mov edx, 217
+    lea rbp, [r10 + r10*2]
+    mov rdx, r8
+    xchg qword ptr [r15 + 128], rdx
     and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 64], bpl
-    movzx ebp, cl
-    mov dword ptr [r15 + 576], 222
-    mov byte ptr [r15 + 256], bpl
+    mov dword ptr [r15 + rbp + 2496], ebp
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov rbp, rbp
-    mov ebp, dword ptr [r15 + 192]
-    mulsd xmm13, qword ptr [r15 + 640]
+    mov byte ptr [r15 + rbp + 2368], bpl
+    mov rdx, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 192], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 192]
+    neg r8
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r10 + r10*2]
+    movzx edx, r8b
+    test eax, edx
+    mov byte ptr [r15 + 256], dl
+    and r8, 448
+    paddq xmm4, xmmword ptr [r15 + r8 + 1472]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 2432], r8b
+    mov byte ptr [r15 + 576], r8b
+    mov rdx, rbp
+    mov edx, 113
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ebp, dword ptr [r15 + 2304]
+    mov edx, r8d
+    mov edx, edx
+    lock or dword ptr [r15 + r8 + 1344], 75
+    test ebx, 1073741824
+    jz 1f
+1:
+    movdqu xmm4, xmmword ptr [r15 + 1920]
+    mov edx, dword ptr [r15 + r8 + 1408]
+    movdqu xmm12, xmmword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c3:
-    lea rcx, [rip + .Lc2_d613_j]
-    add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d613_j_t
-.Lc2_d613_j:
-    xor ecx, ebp
-    mov dword ptr [r15 + 0], 147
-    mov ebp, 11
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 144
-    jmp 1f
-1:
-    movsd xmm13, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lock add qword ptr [r15 + 0], rcx
-    test ebx, 195840
-    jz 1f
-1:
-    movzx ebp, bpl
-    mov qword ptr [r14 + 640], rbp
-    mov dword ptr [r15 + 448], ebp
-    mov ebp, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r14 + 0]
-    movzx ebp, byte ptr [r14 + 0]
-    jmp 1f
-1:
+    mov dword ptr [r14 + 576], r8d
+    mov rbp, r10
     lea r8, [r10 + r10*1]
-    test ebx, 204800
-    jnz 1f
-1:
+    mov dword ptr [r14 + 256], edx
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 2368], bpl
     and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 256], ebp
-    mov dword ptr [r15 + 192], 214
-    add rbp, qword ptr [r15 + 192]
+    mov byte ptr [r15 + r8 + 1344], al
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
+    movzx ebp, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 704], 158
+    mov edx, 151
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, edx
+    mov rdx, rdx
     jmp 1f
 1:
-    mov byte ptr [r15 + 576], cl
-    test ebx, 192256
+    movzx edx, byte ptr [r15 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 64], rdx
+    movzx edx, r8b
+    movsxd rdx, dword ptr [r15 + r8 + 1408]
+    mov r8d, 91
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r14 + 640]
+    mov byte ptr [r15 + 640], bpl
+    mov dword ptr [r15 + 1984], 77
+    or edx, r8d
+    test ebx, 260352
     jz 1f
 1:
-    movzx ecx, bpl
-    subsd xmm13, xmm13
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r14 + 448]
+    mov edx, 158
+    mov edx, dword ptr [r15 + 128]
+    cmp rdx, rdx
+    movzx r8d, byte ptr [r15 + 768]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 512], 104
-    pcmpeqb xmm13, xmmword ptr [r15 + r8 + 1408]
-    add r8, rcx
+    mov r8, r10
+    mov edx, 203
+    and r8, 1048512
+    mov dword ptr [r15 + r8 + 2278208], ebp
+    mov rdx, r8
+    mov byte ptr [r15 + 768], dl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c4:
-    lea rcx, [rip + .Lc2_d671_j]
-    add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d671_j_t
-.Lc2_d671_j:
-    sete cl
+    mov qword ptr [r15 + 704], r8
+    mov r8, r10
+    movsxd rdx, dword ptr [r15 + 256]
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 832]
+    or qword ptr [r14 + 768], 3
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 192]
+    movzx ebp, r8b
+    movzx r8d, bpl
+    mov r8d, 192
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 704]
+    mov rbp, r8
+    movzx ebp, byte ptr [r15 + 2176]
+    mov qword ptr [r15 + 256], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    bswap r8
+    mov dword ptr [r15 + 2112], 93
+    movzx r8d, r8b
+    and rbp, 1984
+    mov r8d, dword ptr [r15 + rbp + 2944]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, r8d
     jmp 1f
 1:
-    jmp 1f
-1:
-    movdqu xmm13, xmmword ptr [r15 + 0]
+    mov byte ptr [r14 + 192], r8b
+    mov qword ptr [r15 + rbp + 2880], rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lock or dword ptr [r15 + 0], 18
-    mov r12, qword ptr [r15 + r12 + 56]
+    shl r8, 15
+    mov ebp, r8d
+    movsxd rbp, dword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 2240]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov rcx, rcx
-    mov rcx, rcx
+    mov dword ptr [r15 + 128], ebp
+    movzx r8d, r8b
+    mov r8d, r8d
+    mov edx, edi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 93
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 2
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r14 + 192], 168
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 64]
-    and rcx, rbp
-    mov rbp, qword ptr [r15 + 64]
-    mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r8
-    mov dword ptr [r15 + 64], 237
-    mov r9, qword ptr [r14 + 64]
-    mov r8, qword ptr [r15 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    xchg qword ptr [r15 + 256], r8
-    mov qword ptr [r15 + 2176], rdi
-    mov byte ptr [r15 + 128], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    neg r8
-    mov qword ptr [r15 + 128], r8
-    mov qword ptr [r14 + 0], r8
+    mov r8d, 219
+    mov r8d, 178
+    mov r8d, dword ptr [r15 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c5:
-    lea rcx, [rip + .Lc2_d731_j]
-    add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d731_j_t
-.Lc2_d731_j:
-    jmp 1f
-1:
-    or ecx, ecx
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
+    mov r8, r8
+    mov qword ptr [r14 + 256], rbp
+    movzx r8d, byte ptr [r15 + 384]
+    mov rbp, r10
+    lea r9, [r10 + r10*1]
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 2368]
     test ebx, 1073741824
     jnz 1f
 1:
-    lock add qword ptr [r15 + 640], rcx
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 1408]
+    and r8d, dword ptr [r15 + 576]
+    and r9, 1048512
+    mov qword ptr [r14 + r9 + 2278272], r9
+    mov ebp, 138
+    mov rbp, qword ptr [r15 + r9 + 2278208]
+    test ebx, 257280
+    jz 1f
+1:
+    movdqu xmm4, xmmword ptr [r15 + 320]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 64]
+    mov r9d, edx
     test ebx, 1073741824
     jnz 1f
 1:
-    bt r9, r9
-    mov dword ptr [r15 + 128], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc r9d
+    lea r9, [r10 + r10*2]
+    add rbp, r9
+    and r9, 1984
+    mov ebp, dword ptr [r15 + r9 + 2944]
+    lock or dword ptr [r15 + 192], 70
+    mov qword ptr [r15 + 384], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, qword ptr [r14 + r9 + 2880]
+    movzx edx, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 768], 35
     test ebx, 1073741824
     jnz 1f
 1:
-    add r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, dl
+    pcmpeqb xmm4, xmmword ptr [r15 + r9 + 3008]
+    mov ebp, dword ptr [r15 + 256]
+    mov edx, 173
+    mov qword ptr [r15 + 2048], rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    or qword ptr [r15 + 0], 40
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 167
-    lock xadd qword ptr [r15 + 384], rcx
-    mov dword ptr [r14 + 128], 206
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 256]
-    mov dword ptr [r15 + r8 + 1344], ecx
-    mov qword ptr [r15 + 512], rcx
-    mov rcx, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mulsd xmm13, qword ptr [r14 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    neg rcx
-    mov ecx, 169
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov byte ptr [r14 + 64], cl
+    mov edx, edx
+    lock xadd qword ptr [r15 + 320], rdx
+    movzx ebp, dil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c6:
-    lea rcx, [rip + .Lc2_d798_j]
-    add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d798_j_t
-.Lc2_d798_j:
-    neg rcx
-    xchg qword ptr [r15 + 192], rcx
-    movzx r8d, byte ptr [r15 + 512]
-    pshufd xmm13, xmm13, 210
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r14 + 64], bpl
+    mov qword ptr [r15 + 768], r9
+    mov edx, r9d
+    and rbp, 448
+    xor dword ptr [r15 + rbp + 1408], r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r8, rsi
-    mov qword ptr [r15 + 704], r8
+    and rdx, rdx
+    movsxd rdx, dword ptr [r15 + 1856]
+    bt rdx, rbp
+    movzx r9d, dil
     test ebx, 1073741824
     jnz 1f
 1:
-    movsd xmm13, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 27
-    xchg qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 320], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 512], r8d
-    cmp r8, r8
-    cmp r8, r8
-    mov qword ptr [r14 + 768], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movzx edx, byte ptr [r15 + 704]
+    movzx r9d, byte ptr [r15 + 256]
     mov r8, r10
-    mov dword ptr [r15 + 2240], r8d
-    lock add qword ptr [r15 + 128], rcx
+    paddq xmm4, xmmword ptr [r15 + 2112]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 128], r8d
+    and r8, 1048512
+    mov dword ptr [r15 + r8 + 2278208], edi
+    mov r8d, dword ptr [r15 + 192]
+    and r8d, dword ptr [r15 + 2304]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 1920], 243
+    mov dword ptr [r14 + rbp + 1344], 223
+    shl r8, 6
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 80
+    mov r8, r10
+    movzx ebp, dl
     and r8, 448
-    pcmpeqb xmm13, xmmword ptr [r15 + r8 + 1344]
-    movsxd rcx, dword ptr [r14 + 0]
+    movzx ebp, byte ptr [r15 + r8 + 832]
+    movzx ecx, byte ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    movdqu xmm13, xmmword ptr [r15 + 576]
-    jmp 1f
-1:
-    lock add qword ptr [r15 + 256], r8
-    mulsd xmm13, xmm13
-    test ebx, 1073741824
-    jnz 1f
-1:
-    neg r8
-    inc r8d
-    mov byte ptr [r14 + 448], cl
-    mov qword ptr [r15 + 128], r8
+    shr r8d, 21
+    movsxd r8, dword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 640]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c7:
-    lea rcx, [rip + .Lc2_d854_j]
-    add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d854_j_t
-.Lc2_d854_j:
-    add rcx, 122
-    maxsd xmm13, xmm13
-    pcmpeqb xmm13, xmmword ptr [r15 + 256]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
+    pcmpeqb xmm4, xmm12
     mov r12, qword ptr [r15 + r12 + 56]
-    lock or dword ptr [r15 + 0], 116
+    mov r8d, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lea rcx, [rcx + rcx*2 + 31]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
+    mov r8d, r8d
+    mov r8, r8
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    neg rcx
-    mov rcx, qword ptr [r14 + 128]
-    mov dword ptr [r15 + 128], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shr ecx, 1
-    and ecx, dword ptr [r15 + 192]
-    movsxd r8, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 2304], 176
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    xchg qword ptr [r15 + r8 + 1344], rdx
     and rbp, 448
-    movsd xmm13, qword ptr [r14 + rbp + 832]
-    movzx ecx, byte ptr [r15 + 192]
-    mov dword ptr [r14 + 64], r8d
-    movzx ebp, byte ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + rbp + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rbp, qword ptr [r15 + 320]
-    movzx r8d, bpl
-    inc ebp
+    add rdx, qword ptr [r15 + 1920]
+    mov qword ptr [r15 + 2048], rdx
+    mov rdx, rdx
+    lock add qword ptr [r15 + r8 + 1408], rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    pcmpeqb xmm4, xmmword ptr [r14 + 1856]
+    mov rdx, r8
+    mov r8, r10
+    movsxd rdx, dword ptr [r14 + 128]
+    and r8, 1984
+    mov r9d, dword ptr [r15 + r8 + 2880]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 1984], r8b
+    mov r8, r9
+    mov edx, 182
+    movzx r8d, dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 896], 102
+    jmp 1f
+1:
+    pxor xmm4, xmm12
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b3_c0
 .Lc2_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 46 chunk executions per call
-    mov r13d, 46
+// block 4: 64 bytes, 1 chunk(s), 36 chunk executions per call
+    mov rbx, qword ptr [r15 + 11724296]
+    lea rcx, [rbx + 36]
+    mov qword ptr [r15 + 11724296], rcx
+    mov r13d, 36
     jmp .Lc2_b4_c0
     .p2align 6
 .Lc2_b4_c0:
-    movdqu xmmword ptr [r15 + 0], xmm13
-    mov rbp, qword ptr [r15 + 640]
+    imul rcx, rcx
+    .byte 0x0f, 0x1f, 0x00
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 384], 237
-    addsd xmm13, qword ptr [r14 + 0]
-    and r8d, dword ptr [r15 + 448]
-    movzx ecx, r8b
-    mov qword ptr [r15 + 192], rbp
-    dec r13
-    jnz .Lc2_b4_c0
-.Lc2_b4_done:
-// block 5: 64 bytes, 1 chunk(s), 68 chunk executions per call
-    mov rbx, qword ptr [r15 + 11724304]
-    lea rcx, [rbx + 68]
-    mov qword ptr [r15 + 11724304], rcx
-    mov r13d, 68
-    jmp .Lc2_b5_c0
-    .p2align 6
-.Lc2_b5_c0:
-    mov dword ptr [r15 + 0], ecx
-    pxor xmm13, xmm1
-    mov ecx, ecx
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov ecx, r8d
+    movzx ecx, byte ptr [r14 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 448
-    pcmpeqb xmm13, xmmword ptr [r14 + r8 + 832]
-    shl r8, 4
-    lock or dword ptr [r15 + 64], 26
+    mov dword ptr [r15 + 64], 147
+    mov r8d, dword ptr [r15 + 640]
+    mov qword ptr [r15 + 1856], rcx
+    mov dword ptr [r15 + 192], 144
+    inc rbx
+    dec r13
+    jnz .Lc2_b4_c0
+.Lc2_b4_done:
+// block 5: 64 bytes, 1 chunk(s), 76 chunk executions per call
+    mov rbx, qword ptr [r15 + 11724304]
+    lea rcx, [rbx + 76]
+    mov qword ptr [r15 + 11724304], rcx
+    mov r13d, 76
+    jmp .Lc2_b5_c0
+    .p2align 6
+.Lc2_b5_c0:
+    mov ecx, 20
+    shl rcx, 23
+    mov r12, qword ptr [r15 + r12 + 56]
+    sub rcx, r8
     jmp 1f
 1:
-    add r11, 64
+    or qword ptr [r15 + 0], 126
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lock or dword ptr [r15 + 0], 117
+    movdqu xmm4, xmmword ptr [r15 + 64]
+    mov dword ptr [r14 + 192], ecx
+    paddd xmm4, xmm4
+    and r8, rcx
     inc rbx
     dec r13
     jnz .Lc2_b5_c0
 .Lc2_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 33 chunk executions per call
+// block 6: 64 bytes, 1 chunk(s), 31 chunk executions per call
     mov rbx, qword ptr [r15 + 11724312]
-    lea rcx, [rbx + 33]
+    lea rcx, [rbx + 31]
     mov qword ptr [r15 + 11724312], rcx
-    mov r13d, 33
+    mov r13d, 31
     jmp .Lc2_b6_c0
     .p2align 6
 .Lc2_b6_c0:
-    mov dword ptr [r15 + 704], 42
+    mov r8d, dword ptr [r15 + 0]
+    movzx ecx, r8b
+    mov qword ptr [r15 + 0], rcx
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, r8d
+    imul rcx, qword ptr [r15 + 256]
+    movzx r8d, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul rcx, qword ptr [r14 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or ecx, 1
-    xor edx, edx
-    div ecx
-    movzx ecx, r8b
     inc rbx
     dec r13
     jnz .Lc2_b6_c0
 .Lc2_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 32 chunk executions per call
+// block 7: 64 bytes, 1 chunk(s), 38 chunk executions per call
     mov rbx, qword ptr [r15 + 11724320]
-    lea rcx, [rbx + 32]
+    lea rcx, [rbx + 38]
     mov qword ptr [r15 + 11724320], rcx
-    mov r13d, 32
+    mov r13d, 38
     jmp .Lc2_b7_c0
     .p2align 6
 .Lc2_b7_c0:
-    mov dword ptr [r15 + 256], 205
-    mov rbp, rcx
-    test bl, 160
-    jnz 1f
-1:
-    mov rbp, r10
     mov r8, r10
-    mov rcx, r8
-    and rbp, 1048512
-    add rcx, qword ptr [r15 + rbp + 2278208]
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 384]
+    mulsd xmm4, qword ptr [r15 + 0]
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 2368]
-    mov r8, rcx
+    mov r8, qword ptr [r15 + 0]
+    and rbp, 448
+    mov ecx, dword ptr [r14 + rbp + 1344]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b7_c0
 .Lc2_b7_done:
-// block 8: 64 bytes, 1 chunk(s), 29 chunk executions per call
+// block 8: 64 bytes, 1 chunk(s), 26 chunk executions per call
     mov rbx, qword ptr [r15 + 11724328]
-    lea rcx, [rbx + 29]
+    lea rcx, [rbx + 26]
     mov qword ptr [r15 + 11724328], rcx
-    mov r13d, 29
+    mov r13d, 26
     jmp .Lc2_b8_c0
     .p2align 6
 .Lc2_b8_c0:
-    mov dword ptr [r14 + 0], 244
-    mov rcx, qword ptr [r15 + 256]
-    imul rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    sub rcx, r8
     mov dword ptr [r15 + 0], ecx
-    mov r8, r11
+    add r8, 78
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 320]
-    and r8, 448
-    xor dword ptr [r15 + r8 + 1344], r8d
-    mov r8, r8
-    add r11, 64
+    jmp 1f
+1:
+    mulsd xmm4, qword ptr [r15 + 0]
+    movsd xmm12, qword ptr [r15 + 0]
+    mov ecx, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 256]
+    add rcx, qword ptr [r15 + 448]
+    mov ebp, dword ptr [r14 + 0]
+    mov r8d, esi
     inc rbx
     dec r13
     jnz .Lc2_b8_c0
 .Lc2_b8_done:
-// block 9: 64 bytes, 1 chunk(s), 19 chunk executions per call
+// block 9: 64 bytes, 1 chunk(s), 20 chunk executions per call
     mov rbx, qword ptr [r15 + 11724336]
-    lea rcx, [rbx + 19]
+    lea rcx, [rbx + 20]
     mov qword ptr [r15 + 11724336], rcx
-    mov r13d, 19
+    mov r13d, 20
     jmp .Lc2_b9_c0
     .p2align 6
 .Lc2_b9_c0:
-    lea rcx, [rip + .Lc2_d1019_j]
+    lea rcx, [rip + .Lc2_d900_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d1019_j_t
-.Lc2_d1019_j:
-    mov qword ptr [r15 + 2112], rcx
-    and ecx, dword ptr [r15 + 64]
-    or qword ptr [r15 + 384], 28
-    movq xmm13, rcx
-    test ebx, 1073741824
+    jmp .Lc2_d900_j_t
+.Lc2_d900_j:
+    inc dword ptr [r15 + 128]
+    sub rcx, rbp
+    movzx ecx, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov ebp, ebp
+    jmp 1f
+1:
+    test ebx, 18432
     jnz 1f
 1:
-    and ecx, dword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 4096
-    jz 1f
-1:
-    cvtsi2sd xmm13, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + 2112], bpl
+    pcmpeqb xmm4, xmm12
+    and ebp, dword ptr [r14 + 0]
+    neg rbp
     inc rbx
     dec r13
     jnz .Lc2_b9_c0
 .Lc2_b9_done:
-// block 10: 64 bytes, 1 chunk(s), 40 chunk executions per call
-    mov r13d, 40
+// block 10: 64 bytes, 1 chunk(s), 31 chunk executions per call
+    mov rbx, qword ptr [r15 + 11724344]
+    lea rcx, [rbx + 31]
+    mov qword ptr [r15 + 11724344], rcx
+    mov r13d, 31
     jmp .Lc2_b10_c0
     .p2align 6
 .Lc2_b10_c0:
-    lea rcx, [rip + .Lc2_d1042_j]
+    lea rcx, [rip + .Lc2_d925_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d1042_j_t
-.Lc2_d1042_j:
-    or qword ptr [r15 + 1856], 113
-    mov byte ptr [r15 + 192], cl
-    movsxd rcx, dword ptr [r15 + 320]
+    jmp .Lc2_d925_j_t
+.Lc2_d925_j:
+    mov dword ptr [r15 + 320], ecx
+    movdqu xmmword ptr [r15 + 576], xmm4
+    movzx ecx, byte ptr [r15 + 0]
+    ucomisd xmm4, xmm4
+    mov ebp, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 140
+    movzx ebp, byte ptr [r15 + 448]
+    add rcx, qword ptr [r15 + 704]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edx, dword ptr [r15 + 0]
-    movsd xmm13, qword ptr [r15 + 448]
-    movzx r8d, byte ptr [r15 + 576]
-    movzx eax, byte ptr [r14 + 0]
+    add rcx, qword ptr [r14 + 0]
+    inc rbx
     dec r13
     jnz .Lc2_b10_c0
 .Lc2_b10_done:
@@ -4650,123 +4493,107 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc2_d1042_j_t:
+.Lc2_d925_j_t:
     jmp rcx
-.Lc2_d1019_j_t:
+.Lc2_d900_j_t:
     jmp rcx
-.Lc2_d357_j_t:
+.Lc2_d336_j_t:
     jmp rcx
 .Lc1_b0_stubs_t:
     jmp rcx
-.Lc1_d578_j_t:
-    jmp rcx
-.Lc1_d642_j_t:
-    jmp rcx
-.Lc1_d700_j_t:
-    jmp rcx
-.Lc1_d766_j_t:
+.Lc1_b2_stubs_t:
     jmp rcx
 .Lc1_b3_stubs_t:
     jmp rcx
-.Lc1_b4_stubs_t:
+.Lc1_d980_j_t:
     jmp rcx
-.Lc1_d1098_j_t:
+.Lc1_d1039_j_t:
     jmp rcx
-.Lc1_d1160_j_t:
+.Lc1_d1100_j_t:
+    jmp rcx
+.Lc1_d1162_j_t:
     jmp rcx
 .Lc1_b7_stubs_t:
     jmp rcx
-.Lc1_d40_j_t:
+.Lc1_d37_j_t:
     jmp rcx
-.Lc1_d105_s_t:
+.Lc1_d101_s_t:
     jmp rcx
-.Lc1_d165_j_t:
+.Lc1_d171_j_t:
     jmp rcx
-.Lc1_d227_j_t:
+.Lc1_d241_j_t:
     jmp rcx
-.Lc1_d289_j_t:
+.Lc1_d306_j_t:
     jmp rcx
-.Lc1_d353_j_t:
+.Lc1_d367_j_t:
     jmp rcx
-.Lc1_d415_j_t:
+.Lc1_d432_j_t:
     jmp rcx
-.Lc1_d473_j_t:
+.Lc1_d491_j_t:
     jmp rcx
-.Lc1_d839_j_t:
+.Lc1_d600_j_t:
     jmp rcx
-.Lc1_d901_j_t:
+.Lc1_d661_j_t:
     jmp rcx
-.Lc1_d969_j_t:
+.Lc1_d725_j_t:
     jmp rcx
-.Lc1_d1037_j_t:
+.Lc1_d785_j_t:
+    jmp rcx
+.Lc1_d854_j_t:
+    jmp rcx
+.Lc1_d910_j_t:
     jmp rcx
 .Lc1_d1192_j_t:
     jmp rcx
-.Lc1_d1251_j_t:
+.Lc1_d1258_j_t:
     jmp rcx
-.Lc1_d1311_j_t:
+.Lc1_d1317_j_t:
     jmp rcx
-.Lc1_d1380_j_t:
+.Lc1_d1384_j_t:
     jmp rcx
-.Lc1_d1438_j_t:
+.Lc1_d1444_j_t:
     jmp rcx
-.Lc1_d1498_j_t:
+.Lc1_d1508_j_t:
     jmp rcx
-.Lc1_d1558_j_t:
+.Lc1_d1566_j_t:
     jmp rcx
-.Lc1_d1616_j_t:
+.Lc1_d1626_j_t:
     jmp rcx
-.Lc1_d1685_j_t:
+.Lc1_d1696_j_t:
     jmp rcx
-.Lc1_d1743_j_t:
+.Lc1_d1750_j_t:
     jmp rcx
-.Lc1_d1797_j_t:
+.Lc1_d1810_j_t:
     jmp rcx
-.Lc1_d1865_j_t:
+.Lc1_d1867_j_t:
     jmp rcx
-.Lc1_d1922_j_t:
+.Lc1_d1927_j_t:
     jmp rcx
-.Lc1_d1984_j_t:
+.Lc1_d1989_j_t:
     jmp rcx
-.Lc1_d2040_j_t:
+.Lc1_d2054_j_t:
     jmp rcx
-.Lc1_d2099_j_t:
+.Lc1_d2118_j_t:
     jmp rcx
-.Lc2_d77_j_t:
+.Lc2_d70_j_t:
     jmp rcx
-.Lc2_d134_j_t:
+.Lc2_d119_j_t:
     jmp rcx
-.Lc2_d189_j_t:
+.Lc2_d168_j_t:
     jmp rcx
-.Lc0_d201_j_t:
+.Lc2_d220_j_t:
     jmp rcx
-.Lc2_d47_j_t:
+.Lc0_d195_j_t:
     jmp rcx
 .Lc2_b3_stubs_t:
     jmp rcx
-.Lc0_d263_j_t:
+.Lc0_d258_j_t:
     jmp rcx
-.Lc2_d426_j_t:
-    jmp rcx
-.Lc2_d490_j_t:
-    jmp rcx
-.Lc2_d550_j_t:
-    jmp rcx
-.Lc2_d613_j_t:
-    jmp rcx
-.Lc2_d671_j_t:
-    jmp rcx
-.Lc2_d731_j_t:
-    jmp rcx
-.Lc2_d798_j_t:
-    jmp rcx
-.Lc2_d854_j_t:
-    jmp rcx
-.Lc0_d290_s_t:
+.Lc0_d281_s_t:
     jmp rcx
 .Lc0_d50_s_t:
     jmp rcx
-.Lc0_d171_s_t:
+.Lc0_d163_s_t:
     jmp rcx
     .text
 

@@ -37,46 +37,56 @@ ditto_body_c1:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 128 bytes, 1 chunk(s), 39 chunk executions per call
+// block 0: 128 bytes, 1 chunk(s), 28 chunk executions per call
     mov rbx, qword ptr [r15 + 67117736]
-    lea rcx, [rbx + 39]
+    lea rcx, [rbx + 28]
     mov qword ptr [r15 + 67117736], rcx
-    mov r13d, 39
+    mov r13d, 28
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    add rcx, qword ptr [r15 + 192]
-    test ebx, 4096
-    jz 1f
-1:
-    movzx ecx, dil
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 576], 52
-    test dword ptr [r15 + 67117723], 36
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    add r11, 64
+    add rcx, qword ptr [r15 + 0]
+    test ebx, 4096
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 320]
+    test ebx, 2304
+    jnz 1f
+1:
+    add qword ptr [r15 + 64], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 26616
+    jnz 1f
+1:
+    mov dword ptr [r15 + 576], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 448]
+    test bl, 4
+    jz 1f
+1:
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
@@ -92,53 +102,75 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d68_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d68_j_t
-.Lc1_d68_j:
-    mov ecx, 248
-    vpaddd xmm10, xmm10, xmm1
-    mov ecx, ecx
-    vpxor xmm1, xmm1, xmm10
-    mov dword ptr [r15 + 512], edi
-    movzx ecx, cl
-    test dword ptr [r15 + 67117724], 8192
-    jz 1f
-1:
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d74_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d74_s_t
+    .p2align 3
+.Lc1_d74_s:
+    .p2align 3
+    jmp .Lc1_d74_j
+    .p2align 3
+    jmp .Lc1_d74_j
+    .p2align 3
+    jmp .Lc1_d74_j
+    .p2align 3
+    jmp .Lc1_d74_j
+    .p2align 3
+    jmp .Lc1_d74_j
+    .p2align 3
+    jmp .Lc1_d74_j
+    .p2align 3
+    jmp .Lc1_d74_j
+    .p2align 3
+    jmp .Lc1_d74_j
+.Lc1_d74_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    movzx edi, byte ptr [r15 + 384]
-    mov rcx, qword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], cl
-    mov rcx, rsi
-    mov qword ptr [r15 + 320], rdx
-    mov edx, ecx
-    movzx edx, byte ptr [r15 + 640]
-    mov dword ptr [r15 + 64], 161
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 192], edx
-    imul rcx, qword ptr [r15 + 448]
-    mov esi, eax
-    mov edx, 119
-    mov rbp, r10
-    vmovdqu ymmword ptr [r15 + 704], ymm15
+    movzx ecx, bpl
+    mov ebp, 103
+    mov ebp, 26
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, esi
+    mov eax, eax
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 576], rcx
+    mov rbp, r10
+    movzx ecx, bpl
     and rbp, 1984
-    inc dword ptr [r15 + rbp + 1344]
-    mov ebp, 190
-    mov esi, 162
-    mov ecx, 243
+    mov byte ptr [r15 + rbp + 1344], bpl
+    mov ebp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 256], 178
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 512]
+    mov rdi, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 192], rdi
+    mov rbp, r10
+    mov qword ptr [r15 + 768], rbp
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], 255
+    mov rbp, r10
+    mov dword ptr [r15 + 64], 239
+    mov edi, 137
+    and rbp, 4032
+    movzx esi, byte ptr [r15 + rbp + 3392]
+    mov ebp, 192
     add r10, r11
     inc rbx
     dec r13
@@ -147,103 +179,106 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d118_j]
+    lea rcx, [rip + .Lc1_d136_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d118_j_t
-.Lc1_d118_j:
-    movzx ebp, cl
-    movzx r8d, cl
-    movsxd rcx, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], 230
-    mov rbp, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 384]
-    mov byte ptr [r15 + 256], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 98
+    jmp .Lc1_d136_j_t
+.Lc1_d136_j:
     mov rbp, r10
-    .byte 0x66, 0x90
+    mov r8, r10
+    and rbp, 1984
+    mov rdi, qword ptr [r15 + rbp + 1344]
+    and r8, 8128
+    movzx ebp, byte ptr [r15 + r8 + 7488]
     mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], r9
+    movzx r8d, r9b
+    movsxd rsi, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 33587200
+    jnz 1f
+1:
     and r9, 448
-    movzx ebp, byte ptr [r15 + r9 + 832]
+    mov r8d, dword ptr [r15 + r9 + 832]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    vpxor xmm14, xmm14, xmm8
+    movzx r9d, r8b
+    test dword ptr [r15 + 67117724], 128
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 640], r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 192], edi
+    mov r9, rax
+    movsxd rdi, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], edi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r9
-    movsxd rbp, dword ptr [r15 + 768]
-    mov ecx, 121
-    movzx r9d, byte ptr [r15 + 448]
-    vpshufd xmm15, xmm3, 153
-    mov r8, r10
-    test dword ptr [r15 + 67117724], 537919489
+    mov eax, dword ptr [r15 + 512]
+    movsxd rsi, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], esi
+    movsxd rsi, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 8388737
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 512]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], ecx
-    vpmovmskb r8d, xmm15
-    mov ecx, 113
+    movzx esi, sil
+    mov esi, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    mov rsi, rdi
+    mov dword ptr [r15 + 192], esi
+    mov rbp, r10
+    mov esi, r9d
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r9
+    mov rax, rbp
+    movzx ebp, al
+    mov byte ptr [r15 + 0], dil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 0]
     mov r8, r10
-    movsxd rcx, dword ptr [r15 + 64]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], cl
-    mov esi, 34
-    mov rbp, qword ptr [r15 + 512]
-    vpshufd xmm15, xmm15, 85
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 512]
-    mov r8d, dword ptr [r15 + 576]
-    mov rcx, r9
-    movsxd rcx, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 27
-    mov r9d, 106
-    mov byte ptr [r15 + 384], cl
-    mov r9d, 36
-    test dword ptr [r15 + 67117723], 1048576
-    jz 1f
+    movsxd r8, dword ptr [r15 + 128]
+    mov rbp, r10
+    mov eax, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 704], rdx
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm14
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov dword ptr [r15 + 320], r9d
-    movsxd rax, dword ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], eax
+    vmovq xmm14, rax
+    mov rdx, qword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 768]
     movzx r9d, byte ptr [r15 + 320]
-    mov rcx, qword ptr [r15 + 128]
-    test ebx, 640
-    jnz 1f
-1:
-    mov dword ptr [r15 + 128], eax
-    movzx eax, cl
-    mov eax, 244
-    mov dword ptr [r15 + 256], 169
+    movzx edx, r9b
+    mov r9d, dword ptr [r15 + 512]
     add r10, r11
     inc rbx
     dec r13
@@ -253,59 +288,64 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 4
+    test dword ptr [r15 + 67117724], 2
     setz al
-    lea rcx, [rip + .Lc1_d212_s]
+    lea rcx, [rip + .Lc1_d232_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d212_s_t
+    jmp .Lc1_d232_s_t
     .p2align 3
-.Lc1_d212_s:
+.Lc1_d232_s:
     .p2align 3
-    jmp .Lc1_d212_j
+    jmp .Lc1_d232_j
     .p2align 3
-    jmp .Lc1_d212_j
-.Lc1_d212_j:
-    mov rax, qword ptr [r15 + 384]
+    jmp .Lc1_d232_j
+.Lc1_d232_j:
+    movzx ecx, cl
+    mov qword ptr [r15 + 384], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 0], 255
+    mov byte ptr [r15 + 0], cl
+    mov ecx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov eax, dword ptr [r15 + 640]
-    mov r8, r10
-    movzx ecx, dil
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 896], dl
-    lea r9, [r10 + r10*1]
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov rcx, qword ptr [r15 + 0]
+    vmovq qword ptr [r15 + 0], xmm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 247
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r9, r10
+    mov ecx, 132
     and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rcx
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 384], r8d
-    mov qword ptr [r15 + r9 + 7552], r8
-    vmovdqu ymmword ptr [r15 + 320], ymm15
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    vpcmpeqb xmm14, xmm14, xmm7
+    mov r9d, dword ptr [r15 + 576]
+    mov rbp, r10
+    movzx eax, r9b
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 128], rsi
-    vmovdqu ymmword ptr [r15 + 256], ymm15
-    vmovq qword ptr [r15 + 448], xmm15
-    movzx r8d, cl
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov qword ptr [r15 + 448], rbp
+    mov dword ptr [r15 + 320], ebp
+    mov rbp, qword ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 64]
+    mov ecx, 78
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 128], 102
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], al
+    mov r8, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 256], r8b
+    mov eax, dword ptr [r15 + 192]
     add r10, r11
     inc rbx
     dec r13
@@ -314,112 +354,99 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, qword ptr [r15 + 256]
-    movsxd r8, dword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 768], rsi
-    movzx eax, byte ptr [r15 + 192]
-    .byte 0x66, 0x90
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 30
-    mov r8, r10
-    movzx eax, dl
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rax
-    mov rsi, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], 151
-    mov dword ptr [r15 + 320], 187
-    mov eax, edi
     mov rbp, r10
-    mov dword ptr [r15 + 192], 225
-    mov r8, r10
-    test dword ptr [r15 + 67117723], 1073741952
+    mov dword ptr [r15 + 64], ebp
+    mov dword ptr [r15 + 704], 225
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm14
+    mov rcx, qword ptr [r15 + 512]
+    test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 1984
-    movzx edx, byte ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 128]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], ebp
-    movsxd r8, dword ptr [r15 + 704]
+    mov ebp, dword ptr [r15 + 640]
+    movsxd rcx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], 223
+    test dword ptr [r15 + 67117723], 524288
+    jz 1f
+1:
+    movzx eax, cl
+    mov r8, r10
+    mov rcx, r8
+    mov rcx, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, r8
-    mov qword ptr [r15 + 384], rdi
-    mov ebp, ecx
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 0], r8
+    mov rbp, r10
+    movzx r9d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 192], 178
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    mov eax, dword ptr [r15 + 320]
+    mov rdx, rcx
+    test dword ptr [r15 + 67117723], 8
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], ecx
+    mov qword ptr [r15 + 128], rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c5:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32768
-    setz al
-    lea rcx, [rip + .Lc1_d311_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d311_s_t
-    .p2align 3
-.Lc1_d311_s:
-    .p2align 3
-    jmp .Lc1_d311_j
-    .p2align 3
-    jmp .Lc1_d311_j
-.Lc1_d311_j:
-    mov ecx, 157
-    mov rcx, qword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 128]
+    lea rcx, [rip + .Lc1_d330_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d330_j_t
+.Lc1_d330_j:
+    movzx r8d, byte ptr [r15 + 192]
+    mov ecx, 79
+    mov rcx, qword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 16777216
-    jnz 1f
-1:
-    movzx edi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm15, xmm15, xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov rax, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, ecx
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
-    vmovq qword ptr [r15 + 448], xmm15
-    mov ecx, ebp
-    mov rbp, r10
+    mov ebp, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 119
-    mov ebp, ebp
-    mov ebp, dword ptr [r15 + 576]
-    mov ecx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 384], eax
-    test ebx, 256
+    mov dword ptr [r15 + 0], 87
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    test ebx, 1073741824
     jz 1f
 1:
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 16320
+    mov byte ptr [r15 + rbp + 15680], bpl
+    movzx r8d, byte ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 171
+    vmovdqu ymmword ptr [r15 + 384], ymm14
+    mov dword ptr [r15 + 64], ecx
+    mov qword ptr [r15 + 448], rcx
+    mov rcx, qword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov rbp, r10
-    mov ecx, dword ptr [r15 + 320]
-    movsxd rax, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 512], rcx
+    mov rcx, qword ptr [r15 + 768]
     and rbp, 8128
-    xor dword ptr [r15 + rbp + 7488], r9d
+    mov r8, qword ptr [r15 + rbp + 7488]
+    mov rbp, r10
+    movzx edx, byte ptr [r15 + 128]
+    mov r9, rax
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 51
     add r10, r11
     inc rbx
     dec r13
@@ -428,43 +455,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
-    and rbp, 1984
-    mov r9d, dword ptr [r15 + rbp + 1344]
-    movzx ecx, bpl
-    mov rax, qword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov eax, 141
+    movzx eax, al
+    mov byte ptr [r15 + 384], dil
+    movsxd rbp, dword ptr [r15 + 512]
+    lea r8, [r10 + r10*1]
+    movzx eax, byte ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 524304
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    mov dword ptr [r15 + 640], eax
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1408]
+    mov rbp, r10
+    movzx ecx, byte ptr [r15 + 576]
+    and rbp, 8128
+    movzx edx, byte ptr [r15 + rbp + 7488]
+    mov r9d, edx
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 448
-    vmovdqu xmmword ptr [r15 + r9 + 832], xmm15
-    mov dword ptr [r15 + 192], 3
-    movsxd r9, dword ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 512]
+    movzx edi, byte ptr [r15 + r8 + 1344]
     mov r8, r10
-    test dword ptr [r15 + 67117724], 270532608
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 1408], 51
+    mov rdx, r8
+    mov edx, 200
     and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3392]
-    movzx r8d, byte ptr [r15 + 256]
-    mov rax, rsi
+    mov edx, dword ptr [r15 + r8 + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], 137
-    mov esi, dword ptr [r15 + 448]
-    movzx r8d, byte ptr [r15 + 256]
+    movsxd r8, dword ptr [r15 + 448]
+    mov rdx, r8
+    mov eax, dword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 173
+    mov byte ptr [r15 + 0], al
+    mov eax, 100
+    movsxd r8, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 256], dl
+    mov edx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 128], rsi
+    mov rax, rdx
     add r10, r11
     inc rbx
     dec r13
@@ -473,49 +509,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d404_j]
+    lea rcx, [rip + .Lc1_d428_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d404_j_t
-.Lc1_d404_j:
-    mov r8, r10
-    vpshufd xmm15, xmm15, 186
-    mov rcx, qword ptr [r15 + 576]
-    and r8, 8128
-    movzx r9d, byte ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 64], 82
-    test dword ptr [r15 + 67117723], 8
-    jz 1f
+    jmp .Lc1_d428_j_t
+.Lc1_d428_j:
+    mov qword ptr [r15 + 0], rdx
+    mov ecx, 4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movzx r8d, dil
-    mov dword ptr [r15 + 448], 14
-    mov r8, qword ptr [r15 + 128]
+    mov edx, ecx
+    lea r8, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], 159
+    mov ecx, dword ptr [r15 + 704]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 42
+    movzx edx, byte ptr [r15 + 64]
     mov rbp, r10
-    mov qword ptr [r15 + 128], r8
     test ebx, 1073741824
     jz 1f
 1:
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    mov qword ptr [r15 + 320], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 269516800
+    vmovq qword ptr [r15 + rbp + 3392], xmm14
+    mov qword ptr [r15 + 640], rcx
+    mov ebp, 74
+    mov rbp, qword ptr [r15 + 256]
+    mov rdx, rbp
+    mov byte ptr [r15 + 448], dl
+    test dword ptr [r15 + 67117723], 1
     jz 1f
 1:
-    mov ebp, 201
-    mov ebp, dword ptr [r15 + 320]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 12
-    rep movsb
-    mov dword ptr [r15 + 768], 45
-    test ebx, 256
-    jnz 1f
-1:
-    mov qword ptr [r15 + 704], r9
-    mov rsi, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 384], rbp
-    mov rdi, rbp
+    mov dword ptr [r15 + 320], edx
+    mov rdx, qword ptr [r15 + 128]
+    mov rbp, r10
+    movzx ecx, byte ptr [r15 + r8 + 896]
+    mov r8, qword ptr [r15 + 384]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 65
     add r10, r11
     inc rbx
     dec r13
@@ -524,48 +559,45 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 256], 254
+    vpmovmskb eax, xmm14
+    vmovdqu xmmword ptr [r15 + 192], xmm14
+    mov byte ptr [r15 + 320], sil
+    movzx eax, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 149
+    mov rax, qword ptr [r15 + 64]
+    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], 222
-    mov r9, r10
-    mov r8, rax
-    and r9, 4032
-    mov r8, r10
-    mov byte ptr [r15 + r9 + 3392], r9b
-    and r8, 448
-    movsxd r9, dword ptr [r15 + r8 + 832]
-    test ebx, 1073741824
-    jnz 1f
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 128]
+    mov rbp, r10
+    vmovq qword ptr [r15 + 384], xmm14
+    and rbp, 4032
+    mov r8d, dword ptr [r15 + rbp + 3392]
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 524416
+    jz 1f
 1:
-    mov qword ptr [r15 + 256], r9
-    mov r9, r10
-    movzx r8d, bpl
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rdx
-    mov r9d, esi
-    mov dword ptr [r15 + 192], 217
-    test dword ptr [r15 + 67117723], 136314880
-    jnz 1f
+    mov qword ptr [r15 + 512], r8
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 160
+    mov byte ptr [r15 + 64], bpl
+    mov ebp, dword ptr [r15 + 768]
+    test ebx, 256
+    jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 128], esi
-    movzx esi, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 384], 163
-    movsxd r8, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, r9d
-    .byte 0x66, 0x90
-    mov byte ptr [r15 + 320], bpl
-    mov rbp, rsi
+    mov r8, qword ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 448], rax
+    mov eax, 189
     add r10, r11
     inc rbx
     dec r13
@@ -574,51 +606,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d495_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d495_j_t
-.Lc1_d495_j:
-    mov byte ptr [r15 + 384], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d516_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d516_s_t
+    .p2align 3
+.Lc1_d516_s:
+    .p2align 3
+    jmp .Lc1_d516_j
+    .p2align 3
+    jmp .Lc1_d516_j
+.Lc1_d516_j:
+    mov rbp, r10
+    mov byte ptr [r15 + 448], cl
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    movzx eax, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 576], al
+    mov dword ptr [r15 + 0], 171
+    test dword ptr [r15 + 67117724], 32
     jz 1f
 1:
+    mov rax, qword ptr [r15 + 0]
+    mov rbp, rax
+    mov eax, 18
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 448], rcx
-    mov rbp, r10
-    mov ecx, dword ptr [r15 + 320]
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 832]
-    movzx ebp, cl
+    movzx eax, r8b
     test ebx, 1073741824
     jz 1f
 1:
-    vpaddd xmm15, xmm15, xmm14
-    mov rcx, rbp
-    mov ecx, esi
-    movsxd rcx, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 640], cl
-    test dword ptr [r15 + 67117724], 4194304
-    jz 1f
-1:
-    vpxor xmm15, xmm15, xmm5
-    mov dword ptr [r15 + 64], ebp
-    vmovq qword ptr [r15 + 704], xmm15
-    mov ebp, dword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 0], rdx
+    mov edx, 187
+    mov dword ptr [r15 + 384], ecx
+    movzx eax, byte ptr [r15 + 640]
+    mov rcx, qword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx ecx, bpl
+    mov dword ptr [r15 + 512], ecx
     mov rbp, r10
-    mov qword ptr [r15 + 448], rcx
+    mov ecx, 115
+    mov byte ptr [r15 + 384], cl
     and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], dl
-    mov ebp, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 128], rdx
-    vmovdqu ymmword ptr [r15 + 256], ymm15
+    mov rax, qword ptr [r15 + rbp + 1344]
+    test dword ptr [r15 + 67117723], 514
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 128]
+    mov r8, r10
+    mov rdx, qword ptr [r15 + 192]
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
     add r10, r11
     inc rbx
     dec r13
@@ -627,63 +669,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d543_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d543_s_t
-    .p2align 3
-.Lc1_d543_s:
-    .p2align 3
-    jmp .Lc1_d543_j
-    .p2align 3
-    jmp .Lc1_d543_j
-.Lc1_d543_j:
+    lea rcx, [rip + .Lc1_d570_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d570_j_t
+.Lc1_d570_j:
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 106
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r10
-    mov r8, r10
-    vpcmpeqb xmm15, xmm15, xmm10
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm15
+    test dword ptr [r15 + 67117724], 134225920
+    jz 1f
+1:
+    mov qword ptr [r15 + 64], rbp
+    vpcmpeqb xmm14, xmm14, xmm5
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], eax
-    movsxd rcx, dword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov rax, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 768]
-    mov r8, rcx
-    mov rcx, qword ptr [r15 + 64]
-    mov r8d, 36
-    test dword ptr [r15 + 67117723], 2097152
-    jz 1f
+    mov rcx, r8
+    mov ecx, 95
+    movsxd r8, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 128], r8b
+    test dword ptr [r15 + 67117724], 1024
+    jnz 1f
 1:
-    mov qword ptr [r15 + 320], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], 195
+    mov dword ptr [r15 + 128], r8d
+    mov r8d, ebp
+    mov dword ptr [r15 + 256], 91
+    mov ebp, dword ptr [r15 + 512]
     mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    movzx r8d, bpl
-    .byte 0x66, 0x90
-    movsxd r8, dword ptr [r15 + 320]
-    test ebx, 12288
-    jz 1f
-1:
-    mov ebp, 196
-    movzx r8d, byte ptr [r15 + 192]
-    mov ebp, r8d
-    mov byte ptr [r15 + 512], cl
+    mov qword ptr [r15 + 384], rbp
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 832]
+    mov r8d, ebp
+    mov ebp, 119
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, edi
-    mov r8, qword ptr [r15 + 384]
-    movzx edi, byte ptr [r15 + 128]
+    mov rbp, r10
+    vmovdqu ymmword ptr [r15 + 320], ymm14
+    movzx ecx, byte ptr [r15 + 704]
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 7488]
     add r10, r11
     inc rbx
     dec r13
@@ -692,98 +725,105 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, 140
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 133
-    test dword ptr [r15 + 67117723], 262656
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], 147
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 320], eax
+    mov qword ptr [r15 + 64], rax
     mov rbp, r10
-    movsxd r8, dword ptr [r15 + 384]
-    mov r9, r10
-    mov rax, qword ptr [r15 + 448]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 51
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 85
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r10
-    mov r9, qword ptr [r15 + 576]
-    and r8, 1984
-    movzx ebp, byte ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 640], ebp
-    mov qword ptr [r15 + 64], r8
+    movzx eax, dil
+    mov eax, dword ptr [r15 + 768]
+    and rbp, 4032
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 192], cl
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov qword ptr [r15 + 384], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
+    movzx edi, al
+    test dword ptr [r15 + 67117723], 1048580
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    vmovdqu xmm14, xmmword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 192]
+    and rbp, 8128
+    movsxd rdi, dword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 320]
+    mov r8, r10
+    mov qword ptr [r15 + 256], rcx
+    movzx ecx, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 448
+    imul rcx, qword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 576], 13
+    mov r8, rsi
+    mov rbp, qword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 134217986
+    jz 1f
+1:
+    vmovq xmm14, rax
+    movzx eax, byte ptr [r15 + 128]
+    movsxd r8, dword ptr [r15 + 512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c12:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d641_j]
+    lea rcx, [rip + .Lc1_d661_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d641_j_t
-.Lc1_d641_j:
-    mov rbp, r10
-    mov eax, ebp
-    and rbp, 4032
-    vmovdqu xmmword ptr [r15 + rbp + 3392], xmm15
-    movzx ebp, byte ptr [r15 + 128]
-    mov rcx, rdi
-    mov rcx, rax
-    mov r8, r10
-    test ebx, 7808
+    jmp .Lc1_d661_j_t
+.Lc1_d661_j:
+    mov ecx, 40
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov qword ptr [r15 + 0], r8
+    test ebx, 1073741824
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 512]
+    movzx ecx, r8b
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 128]
+    mov r8d, edx
+    mov r8, r10
+    mov rcx, qword ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 256]
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 8
-    movzx edi, byte ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdi, dword ptr [r15 + r8 + 1344]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    mov edi, dword ptr [r15 + 704]
-    movsxd rbp, dword ptr [r15 + 320]
-    mov r8, r10
-    test dword ptr [r15 + 67117724], 8
+    mov r8d, ebp
+    movzx r8d, byte ptr [r15 + 320]
+    mov rbp, r10
+    mov rdx, qword ptr [r15 + 64]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    mov ebp, eax
+    mov qword ptr [r15 + 192], rcx
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 128], rax
-    mov dword ptr [r15 + 64], r9d
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
-    mov r9, r9
+    mov ebp, 241
+    mov rbp, r10
+    mov qword ptr [r15 + 448], rbp
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov ebp, dword ptr [r15 + 320]
+    movzx ecx, bpl
+    movzx ebp, byte ptr [r15 + 640]
     add r10, r11
     inc rbx
     dec r13
@@ -792,49 +832,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8d, ebp
-    movzx eax, byte ptr [r15 + 512]
-    mov ebp, dword ptr [r15 + 192]
-    mov r8, qword ptr [r15 + 448]
-    test ebx, 1073741824
+    mov qword ptr [r15 + 0], rbp
+    movsxd rdi, dword ptr [r15 + 0]
+    mov ecx, 76
+    mov qword ptr [r15 + 0], rcx
+    mov rcx, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 536871040
     jnz 1f
 1:
-    mov rbp, r10
-    mov dword ptr [r15 + 320], ecx
-    movzx ecx, cl
-    and rbp, 448
-    mov r8, r10
-    mov byte ptr [r15 + rbp + 832], dil
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
-    test dword ptr [r15 + 67117724], 688128
-    jz 1f
-1:
+    mov edi, r8d
+    mov dword ptr [r15 + 0], r8d
+    mov r8d, 110
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 256], rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 128], cl
     mov rbp, r10
-    mov dword ptr [r15 + 128], 81
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, ebp
-    movzx r8d, bpl
-    movzx r8d, byte ptr [r15 + 64]
-    mov ebp, 224
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, al
-    mov dword ptr [r15 + 384], 237
-    movsxd rbp, dword ptr [r15 + 768]
-    movzx eax, byte ptr [r15 + 576]
+    mov r8, r10
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 832]
+    mov edx, dword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 320]
-    mov ebp, dword ptr [r15 + 384]
-    mov r8d, r9d
+    mov r8, rdx
+    mov dword ptr [r15 + 384], 145
+    movzx r8d, r8b
+    mov dword ptr [r15 + 64], ecx
+    mov r8d, edi
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 704]
+    mov rdx, qword ptr [r15 + 320]
+    movzx edi, byte ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, al
+    movzx eax, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 448], al
+    mov eax, ecx
     add r10, r11
     inc rbx
     dec r13
@@ -843,102 +889,119 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d733_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d733_j_t
-.Lc1_d733_j:
-    lea rbp, [r10 + r10*1]
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3456]
-    mov eax, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 64], 90
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 33554432
+    setz al
+    lea rcx, [rip + .Lc1_d767_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d767_s_t
+    .p2align 3
+.Lc1_d767_s:
+    .p2align 3
+    jmp .Lc1_d767_j
+    .p2align 3
+    jmp .Lc1_d767_j
+.Lc1_d767_j:
+    mov rbp, r10
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 0]
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 134217728
+    movzx eax, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 320]
+    mov ebp, eax
+    mov rax, r8
+    movsxd rax, dword ptr [r15 + 448]
+    mov r8d, eax
+    mov r8, r10
+    test dword ptr [r15 + 67117723], 16777216
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 448]
-    mov ecx, edi
-    mov dword ptr [r15 + 192], 78
+    mov eax, r8d
+    mov qword ptr [r15 + 128], rax
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 234
     mov r8, r10
-    vmovq qword ptr [r15 + 384], xmm15
-    movzx ecx, cl
-    test ebx, 1073741824
-    jnz 1f
+    mov eax, edx
+    mov rax, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 8388608
+    jz 1f
 1:
     and r8, 448
-    mov byte ptr [r15 + r8 + 832], al
-    mov rax, rax
-    mov ecx, eax
-    movzx eax, byte ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 640], ebp
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    mov r8, rdx
+    mov rdx, qword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 576]
+    mov ebp, dword ptr [r15 + 320]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movzx edi, dil
-    mov rcx, rbp
-    mov r8, r10
-    mov ecx, ebp
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], dil
-    mov byte ptr [r15 + rbp + 3392], al
-    xor dword ptr [r15 + 128], r8d
+    mov byte ptr [r15 + 256], bpl
+    .byte 0x66, 0x90
+    movzx ebp, byte ptr [r15 + 512]
+    mov rdx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 192], 53
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c15:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d822_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d822_j_t
+.Lc1_d822_j:
+    mov dword ptr [r15 + 384], r8d
+    mov rbp, r10
+    mov ecx, dword ptr [r15 + 512]
+    mov r8d, edx
+    and rbp, 4032
+    mov r8d, dword ptr [r15 + rbp + 3392]
+    test dword ptr [r15 + 67117724], 9216
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
+    mov r8d, 63
+    mov r8d, dword ptr [r15 + 128]
+    mov rax, r8
+    mov dword ptr [r15 + 64], 139
     mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    movzx edi, byte ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 320], 156
-    test ebx, 1152
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 320]
-    mov edi, 173
-    mov qword ptr [r15 + 256], rbp
-    movzx ebp, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 768], ecx
+    mov rcx, rdx
+    mov dword ptr [r15 + 192], edx
+    and r8, 16320
+    movsxd rdx, dword ptr [r15 + r8 + 15680]
+    mov r8d, ebp
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 128], rbp
-    mov ecx, dword ptr [r15 + 320]
-    movzx ebp, byte ptr [r15 + 128]
-    movzx r8d, al
-    vmovdqu ymmword ptr [r15 + 192], ymm15
+    movzx ebp, al
+    mov eax, 186
+    mov rbp, qword ptr [r15 + 448]
+    mov r8, r10
+    movzx eax, r8b
+    test dword ptr [r15 + 67117724], 262144
+    jz 1f
+1:
+    and r8, 8128
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + r8 + 7488]
+    mov r8d, 121
+    mov r8d, edx
+    mov dword ptr [r15 + 320], 201
     test ebx, 1073741824
     jnz 1f
 1:
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 704]
-    mov qword ptr [r15 + 64], rdi
-    mov edi, 32
-    mov edi, r8d
-    mov rdi, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 254
-    movzx edi, al
-    mov byte ptr [r15 + 384], bpl
-    mov ebp, 67
-    mov qword ptr [r15 + 384], r8
+    mov ecx, dword ptr [r15 + 640]
+    movzx ebp, byte ptr [r15 + 704]
+    mov qword ptr [r15 + 0], rdi
+    mov dword ptr [r15 + 0], edx
     add r10, r11
     inc rbx
     dec r13
@@ -947,53 +1010,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d827_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d827_j_t
-.Lc1_d827_j:
-    mov rbp, r10
-    mov qword ptr [r15 + 384], rcx
-    mov dword ptr [r15 + 448], eax
-    vmovdqu ymmword ptr [r15 + 576], ymm15
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    mov rbp, rax
-    test dword ptr [r15 + 67117724], 1024
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    vpshufd xmm15, xmm15, 207
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ebp
+    mov dword ptr [r15 + 128], edi
+    mov qword ptr [r15 + 256], rdx
+    mov edx, dword ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
+    movsxd rdx, dword ptr [r15 + 384]
+    lea rbp, [r10 + r10*1]
+    mov rax, qword ptr [r15 + 512]
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1408], ymm14
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    mov r9d, eax
-    mov r9, r10
-    mov rcx, qword ptr [r15 + 320]
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    and r9, 448
-    movzx ebp, byte ptr [r15 + r9 + 832]
-    mov r9d, 52
-    test ebx, 1073741824
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r8, r10
+    mov dword ptr [r15 + 0], edx
+    mov edx, r8d
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    test dword ptr [r15 + 67117724], 131072
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + 128]
-    xchg rbp, r9
-    movsxd r9, dword ptr [r15 + 512]
-    mov ebp, 55
+    mov edx, 159
+    mov rdx, rdi
+    mov rdx, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], 27
+    test dword ptr [r15 + 67117723], 1050112
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 320], rdx
+    movzx edx, r8b
+    mov r8, r10
+    mov eax, dword ptr [r15 + rbp + 1344]
+    test ebx, 640
+    jz 1f
+1:
+    and r8, 448
+    movzx edx, byte ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 768]
+    mov ebp, 156
     add r10, r11
     inc rbx
     dec r13
@@ -1002,47 +1062,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, rax
-    mov eax, ecx
+    lea rcx, [rip + .Lc1_d919_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d919_j_t
+.Lc1_d919_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 64]
-    mov rbp, r10
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rax
-    lea r8, [r10 + r10*1]
-    test ebx, 1152
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 448]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rax
-    mov eax, dword ptr [r15 + 192]
-    movzx r9d, al
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], 65
+    mov dword ptr [r15 + 256], 204
+    movzx ebp, al
+    mov eax, 255
+    test ebx, 256
+    jz 1f
+1:
+    mov edi, ecx
+    mov byte ptr [r15 + 576], dil
+    mov dword ptr [r15 + 512], 160
+    mov byte ptr [r15 + 320], al
+    movzx eax, byte ptr [r15 + 448]
     mov r9, r10
-    mov eax, 67
-    movzx eax, byte ptr [r15 + 320]
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 512]
-    test dword ptr [r15 + 67117724], 49152
+    test dword ptr [r15 + 67117723], 1048704
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 448]
-    movsxd rax, dword ptr [r15 + r8 + 1408]
-    mov ebp, dword ptr [r15 + 640]
-    mov r8d, 114
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    mov r9, r10
+    vpmovmskb eax, xmm14
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
+    mov byte ptr [r15 + 384], al
+    mov eax, dword ptr [r15 + 640]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 128], r9
+    mov byte ptr [r15 + 192], r9b
+    mov byte ptr [r15 + 320], al
     add r10, r11
     inc rbx
     dec r13
@@ -1051,60 +1114,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d921_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d921_s_t
-    .p2align 3
-.Lc1_d921_s:
-    .p2align 3
-    jmp .Lc1_d921_j
-    .p2align 3
-    jmp .Lc1_d921_j
-.Lc1_d921_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 215
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    mov r9d, edi
+    mov qword ptr [r15 + 0], rax
+    mov edi, r9d
+    movsxd rax, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 147456
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 704], cl
+    mov qword ptr [r15 + 256], rcx
+    mov qword ptr [r15 + 64], rax
+    movzx eax, byte ptr [r15 + 512]
+    mov r9, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], ecx
-    movzx eax, al
-    movzx eax, cl
-    test ebx, 1073741824
+    mov edi, dword ptr [r15 + 128]
+    mov eax, 31
+    and r9, 4032
+    movzx eax, byte ptr [r15 + r9 + 3392]
+    mov byte ptr [r15 + 192], cl
+    mov r9, qword ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 65536
     jz 1f
 1:
-    mov eax, 253
-    mov qword ptr [r15 + 512], rcx
-    mov qword ptr [r15 + 128], rsi
-    mov dword ptr [r15 + 320], eax
-    movzx esi, r9b
-    mov rsi, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 384], r9b
+    mov r9, r9
+    mov r9d, dword ptr [r15 + 128]
+    movzx eax, r9b
+    mov r9d, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 192], ymm15
-    movzx esi, byte ptr [r15 + 256]
-    mov rbp, r10
-    movzx eax, al
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    test dword ptr [r15 + 67117724], 16384
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + 256]
-    movzx r9d, byte ptr [r15 + 768]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 704]
-    movzx ecx, al
+    mov r8, r10
+    movsxd rcx, dword ptr [r15 + 384]
+    mov r9, r10
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + 448], al
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], edx
     add r10, r11
     inc rbx
     dec r13
@@ -1113,50 +1164,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    movzx eax, al
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 128], r9
-    lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + 192], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], 41
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], al
-    mov eax, 1
-    mov eax, r9d
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16384
+    setz al
+    lea rcx, [rip + .Lc1_d1011_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1011_s_t
+    .p2align 3
+.Lc1_d1011_s:
+    .p2align 3
+    jmp .Lc1_d1011_j
+    .p2align 3
+    jmp .Lc1_d1011_j
+.Lc1_d1011_j:
+    mov eax, dword ptr [r15 + 448]
+    movzx ecx, cl
+    vpmovmskb edx, xmm14
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov rcx, rdx
     test ebx, 1073741824
     jnz 1f
+1:
+    mov rdx, rcx
+    movsxd rdx, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    movzx ecx, al
+    movzx ecx, cl
+    test ebx, 1073741824
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 320]
-    movzx r9d, bpl
-    mov rcx, qword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 448]
-    vpmovmskb eax, xmm15
-    mov byte ptr [r15 + 256], bpl
-    mov eax, eax
-    test dword ptr [r15 + 67117724], 64
-    jnz 1f
-1:
-    mov eax, 160
-    mov dword ptr [r15 + 512], ecx
     mov r9, r10
-    mov rcx, qword ptr [r15 + rbp + 1408]
-    mov dword ptr [r15 + 576], ecx
-    test dword ptr [r15 + 67117724], 1073741904
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 128], dl
+    test ebx, 1073741824
     jz 1f
 1:
+    vmovdqu ymmword ptr [r15 + 384], ymm14
+    mov qword ptr [r15 + 192], rsi
+    mov r9, r10
+    mov edx, 86
+    mov edx, dword ptr [r15 + 256]
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    mov r9, r10
+    test dword ptr [r15 + 67117724], 134217728
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 512]
     and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3392]
-    mov r9d, 11
-    mov qword ptr [r15 + 448], rsi
+    mov edx, dword ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + 320]
+    mov eax, 119
+    movzx eax, byte ptr [r15 + 768]
     add r10, r11
     inc rbx
     dec r13
@@ -1165,54 +1228,47 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1020_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1020_j_t
-.Lc1_d1020_j:
-    mov dword ptr [r15 + 384], ebp
-    movzx ecx, byte ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 87
-    mov ebp, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 264
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 192], 202
-    mov ebp, 34
-    mov rbp, rbp
-    lea rbp, [r10 + r10*1]
+    mov r9, r10
+    mov dword ptr [r15 + 64], 22
+    movsxd rax, dword ptr [r15 + 384]
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    mov byte ptr [r15 + 64], al
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 512]
-    mov esi, dword ptr [r15 + 640]
-    and rbp, 448
+    mov r9, rcx
+    mov r9, r10
+    mov ecx, 65
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 832]
     lea r9, [r10 + r10*1]
-    mov eax, dword ptr [r15 + rbp + 896]
-    mov edi, 215
-    mov edi, esi
-    and r9, 4032
-    vmovdqu xmmword ptr [r15 + r9 + 3456], xmm15
-    test ebx, 384
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, r9b
-    mov rsi, qword ptr [r15 + r9 + 3392]
-    mov r9d, 30
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 320]
+    mov eax, 4
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm14
+    mov dword ptr [r15 + 320], 84
+    test dword ptr [r15 + 67117723], 16810112
+    jz 1f
+1:
+    mov dword ptr [r15 + 192], 80
+    mov edx, dword ptr [r15 + 576]
+    mov ecx, dword ptr [r15 + r9 + 7552]
+    mov r9, qword ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 167772160
+    jz 1f
+1:
+    mov dword ptr [r15 + 640], eax
+    vmovq qword ptr [r15 + 0], xmm14
+    mov rax, rsi
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 128]
-    mov r9, rax
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], sil
-    mov esi, 137
+    mov rax, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], r9d
+    mov byte ptr [r15 + 320], al
     add r10, r11
     inc rbx
     dec r13
@@ -1221,105 +1277,110 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1070_j]
+    lea rcx, [rip + .Lc1_d1109_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1070_j_t
-.Lc1_d1070_j:
-    mov byte ptr [r15 + 320], cl
+    jmp .Lc1_d1109_j_t
+.Lc1_d1109_j:
     mov r9, r10
-    movzx r8d, byte ptr [r15 + 256]
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
-    mov r9d, ecx
-    mov rcx, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 768], ymm15
-    mov qword ptr [r15 + 64], rdi
+    movsxd rcx, dword ptr [r15 + 512]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    mov r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, r9d
+    mov r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 191
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 141
+    mov eax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 704], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 320], 197
+    movsxd rcx, dword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 448], ymm14
+    mov eax, dword ptr [r15 + 256]
+    movzx r9d, al
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r9d, r8d
-    mov r9, rax
-    mov r9d, dword ptr [r15 + 448]
-    mov r8d, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 1073872896
+    mov rax, rcx
+    mov eax, eax
+    mov rax, qword ptr [r15 + 64]
+    mov ecx, 119
+    mov r9, rcx
+    mov rcx, rax
+    test dword ptr [r15 + 67117724], 1073741832
     jz 1f
 1:
-    mov qword ptr [r15 + 192], r9
-    mov qword ptr [r15 + 384], r8
-    movzx ecx, byte ptr [r15 + 512]
-    movsxd r8, dword ptr [r15 + 704]
-    lea r9, [r10 + r10*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, ecx
-    mov qword ptr [r15 + 128], rcx
-    and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7552]
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm15
+    mov dword ptr [r15 + 192], 169
+    mov r9, r10
+    mov ecx, r9d
+    mov edi, ecx
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rax
+    mov r9d, dword ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c22:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r8, r10
+    mov r9d, dword ptr [r15 + 128]
     mov rbp, r10
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r8d
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 19
-    mov r8d, r9d
-    mov dword ptr [r15 + 512], 187
-    mov r8d, 165
+    mov rax, rbp
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], edi
+    mov rdi, qword ptr [r15 + 768]
+    mov ebp, ecx
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, eax
-    mov dword ptr [r15 + 448], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    mov dword ptr [r15 + 64], r8d
-    test dword ptr [r15 + 67117723], 4194304
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 320], r8b
-    movsxd r8, dword ptr [r15 + 256]
-    mov rcx, qword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 384]
-    test dword ptr [r15 + 67117723], 167772160
+    mov rdi, qword ptr [r15 + 256]
+    mov ebp, 57
+    mov qword ptr [r15 + 384], rax
+    mov rbp, qword ptr [r15 + 0]
+    mov eax, 212
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 64], al
-    mov dword ptr [r15 + 576], eax
-    mov r8, r10
-    mov eax, 72
-    and r8, 32704
-    mov eax, dword ptr [r15 + r8 + 167232]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 384], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    mov rcx, qword ptr [r15 + 576]
+    and rbp, 8128
+    movzx r9d, byte ptr [r15 + rbp + 7488]
+    mov ebp, ecx
+    mov ebp, ebp
+    movsxd rbp, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 192]
+    mov r9, rbp
+    mov dword ptr [r15 + 512], r9d
+    mov r9d, 72
+    mov r9, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    movzx ebp, byte ptr [r15 + 448]
+    mov rsi, rcx
+    mov qword ptr [r15 + 320], rsi
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 128], edx
     add r10, r11
     inc rbx
     dec r13
@@ -1328,53 +1389,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1165_j]
+    lea rcx, [rip + .Lc1_d1210_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1165_j_t
-.Lc1_d1165_j:
-    mov dword ptr [r15 + 128], 150
-    mov rcx, qword ptr [r15 + 64]
-    movzx eax, cl
-    mov r8d, eax
-    mov dword ptr [r15 + 256], r9d
+    jmp .Lc1_d1210_j_t
+.Lc1_d1210_j:
+    lea r9, [r10 + r10*1]
+    movzx edx, byte ptr [r15 + 320]
     mov rbp, r10
-    test dword ptr [r15 + 67117724], 131072
-    jz 1f
-1:
-    and rbp, 448
-    xor dword ptr [r15 + rbp + 832], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 211
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3456], 131
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], esi
+    mov esi, dword ptr [r15 + 0]
+    mov eax, 157
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov ebp, 250
+    movzx ebp, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 512], 127
-    jmp 1f
-1:
-    vpaddd xmm15, xmm15, xmm15
-    test ebx, 30592
-    jz 1f
-1:
-    mov dword ptr [r15 + 448], 176
-    mov ebp, ebp
-    movsxd r9, dword ptr [r15 + 704]
-    movsxd rbp, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 384], 211
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 320]
-    mov r9, r10
-    movsxd rax, dword ptr [r15 + 192]
-    and r9, 1984
     mov r8, r10
-    mov qword ptr [r15 + r9 + 1344], r8
-    and r8, 8128
-    movsxd r9, dword ptr [r15 + r8 + 7488]
+    mov eax, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 1073741952
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 3392], edx
+    and r8, 1984
+    vmovq qword ptr [r15 + r8 + 1344], xmm14
+    mov r8d, dword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    nop
+    vpaddd xmm14, xmm14, xmm14
+    movsxd r8, dword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 512], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, bpl
+    movzx eax, byte ptr [r15 + 640]
+    mov dword ptr [r15 + 256], 190
+    vmovdqu ymmword ptr [r15 + 384], ymm14
     add r10, r11
     inc rbx
     dec r13
@@ -1383,52 +1442,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov rax, qword ptr [r15 + 128]
-    lock or dword ptr [r15 + 256], 13
-    and r8, 448
-    mov r9d, dword ptr [r15 + r8 + 896]
-    mov rbp, rbp
-    test dword ptr [r15 + 67117724], 2
+    lea rcx, [rip + .Lc1_d1258_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1258_j_t
+.Lc1_d1258_j:
+    movzx ecx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 768], 2
+    movsxd rax, dword ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + 704]
+    movzx ebp, byte ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 33562624
     jnz 1f
 1:
-    mov ebp, 52
-    mov rbp, rax
-    mov dword ptr [r15 + 320], 49
-    mov rbp, qword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 576], eax
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 768]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, rbp
-    mov r8, r8
-    mov rax, qword ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 384]
-    test ebx, 384
-    jz 1f
-1:
-    mov ebp, r9d
-    mov rbp, r10
     mov r8, r10
-    movsxd rax, dword ptr [r15 + 320]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r9b
-    and rbp, 33554368
-    movzx r8d, byte ptr [r15 + rbp + 33554432]
+    mov ebp, ecx
+    movzx ecx, byte ptr [r15 + 384]
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    mov r9, r10
+    movzx edx, al
+    test dword ptr [r15 + 67117724], 134217728
+    jnz 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 182
+    vmovdqu ymmword ptr [r15 + 320], ymm14
+    mov r9, rdx
+    mov dword ptr [r15 + 64], eax
+    movzx r9d, byte ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 192]
+    mov rbp, r10
+    mov dword ptr [r15 + 448], edx
+    and rbp, 1984
+    movzx edx, byte ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 603980800
+    jz 1f
+1:
+    mov rdi, r9
+    mov ecx, 75
+    mov r9, qword ptr [r15 + 256]
+    movzx ebp, r8b
     add r10, r11
     inc rbx
     dec r13
@@ -1437,63 +1494,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 536870912
-    setz al
-    lea rcx, [rip + .Lc1_d1261_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1261_s_t
-    .p2align 3
-.Lc1_d1261_s:
-    .p2align 3
-    jmp .Lc1_d1261_j
-    .p2align 3
-    jmp .Lc1_d1261_j
-.Lc1_d1261_j:
-    lea r8, [r10 + r10*1]
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], ecx
-    mov eax, r9d
-    mov dword ptr [r15 + r8 + 7552], ebp
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rax
+    mov r9, r10
+    mov byte ptr [r15 + 0], sil
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 29
-    test dword ptr [r15 + 67117724], 16384
+    and r9, 16320
+    movsxd rax, dword ptr [r15 + r9 + 15680]
+    mov r9d, ebp
+    mov r9d, r9d
+    test dword ptr [r15 + 67117724], 1024
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 640]
-    mov r8d, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 384], ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], 184
-    mov r8, r10
-    mov eax, 40
-    and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
     mov rbp, r10
-    lock xadd qword ptr [r15 + 448], r8
+    mov dword ptr [r15 + 320], ebp
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], eax
+    mov dword ptr [r15 + rbp + 3392], 53
+    movzx ebp, byte ptr [r15 + 384]
+    movzx r9d, byte ptr [r15 + 448]
+    test dword ptr [r15 + 67117723], 1048580
+    jnz 1f
+1:
+    mov ebp, ecx
+    movsxd rbp, dword ptr [r15 + 512]
+    movzx r9d, al
+    mov dword ptr [r15 + 128], 98
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rbp
-    mov dword ptr [r15 + 384], 68
-    mov ebp, eax
-    mov byte ptr [r15 + 320], al
+    mov dword ptr [r15 + 192], ebp
+    mov ebp, 137
+    mov dword ptr [r15 + 576], ebp
+    movsxd rbp, dword ptr [r15 + 256]
+    test ebx, 384
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 64]
+    mov rbp, r10
+    mov r9, r9
+    and rbp, 448
+    mov r9, qword ptr [r15 + rbp + 832]
     add r10, r11
     inc rbx
     dec r13
@@ -1502,49 +1546,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx edi, bpl
-    mov eax, 144
-    movsxd r9, dword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 33562625
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 448], 67
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 704]
-    mov ebp, r9d
-    movzx ebp, byte ptr [r15 + 320]
-    mov r9, qword ptr [r15 + 512]
-    test ebx, 1073741824
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d1351_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1351_s_t
+    .p2align 3
+.Lc1_d1351_s:
+    .p2align 3
+    jmp .Lc1_d1351_j
+    .p2align 3
+    jmp .Lc1_d1351_j
+.Lc1_d1351_j:
+    movsxd rcx, dword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 640]
+    movzx r9d, r9b
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], ecx
+    test dword ptr [r15 + 67117724], 2097152
     jnz 1f
 1:
+    mov qword ptr [r15 + 320], r8
+    mov byte ptr [r15 + 64], r9b
+    mov r9d, r9d
+    mov qword ptr [r15 + 128], rcx
+    mov ecx, 141
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 192], rbp
+    movzx r8d, byte ptr [r15 + 128]
+    mov r9, r10
     mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov edi, eax
-    mov dword ptr [r15 + 192], 218
-    test ebx, 1073741824
+    mov dword ptr [r15 + 256], ecx
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    and r9, 4032
+    movsxd rbp, dword ptr [r15 + r9 + 3392]
+    test dword ptr [r15 + 67117723], 65600
     jnz 1f
 1:
-    mov qword ptr [r15 + 768], rdi
-    mov dword ptr [r15 + 64], 225
-    mov edi, edi
-    mov dword ptr [r15 + 384], 109
-    test dword ptr [r15 + 67117724], 134218256
+    mov rcx, qword ptr [r15 + 704]
+    vmovdqu ymmword ptr [r15 + 512], ymm14
+    mov ebp, ecx
+    mov rbp, r10
+    mov r9d, ebp
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 448]
-    mov r8, r10
-    mov dword ptr [r15 + 256], r8d
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rdi
+    movzx ebp, cl
+    mov dword ptr [r15 + 320], 28
+    movzx ecx, dil
+    mov qword ptr [r15 + 384], rdi
     add r10, r11
     inc rbx
     dec r13
@@ -1553,55 +1609,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1359_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1359_j_t
-.Lc1_d1359_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], 170
-    test ebx, 1073741824
+    mov byte ptr [r15 + 448], al
+    mov rax, rax
+    movzx eax, r8b
+    lea rbp, [r10 + r10*1]
+    mov eax, ebp
+    test dword ptr [r15 + 67117723], 2
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 256], rcx
-    movzx ecx, byte ptr [r15 + 576]
-    mov rax, rcx
-    mov eax, edi
-    test dword ptr [r15 + 67117723], 524292
-    jnz 1f
-1:
-    mov rax, rcx
-    mov ecx, r8d
-    movsxd rcx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], ecx
-    mov rbp, r10
     mov r8, r10
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
+    movzx eax, cl
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 896], bpl
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    mov r9, r10
-    mov r8, rdi
-    movzx r8d, al
-    and r9, 8128
-    mov r8d, dword ptr [r15 + r9 + 7488]
-    mov qword ptr [r15 + 320], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + rbp + 832]
+    mov byte ptr [r15 + 64], al
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
+    mov dword ptr [r15 + 384], 38
+    mov eax, 75
+    mov rax, rax
+    mov r8, r10
+    mov edx, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    jmp 1f
+    movzx eax, byte ptr [r15 + 192]
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], 202
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov dword ptr [r15 + 192], 68
-    mov r9, rcx
-    mov dword ptr [r15 + 512], r9d
+    mov edi, 208
+    mov dword ptr [r15 + 768], ebp
+    movzx edi, byte ptr [r15 + 256]
     add r10, r11
     inc rbx
     dec r13
@@ -1610,59 +1661,76 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1409_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1409_j_t
-.Lc1_d1409_j:
-    mov byte ptr [r15 + 320], r9b
-    jmp 1f
-1:
-    vpcmpeqb xmm15, xmm15, xmm12
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 512]
-    test dword ptr [r15 + 67117723], 262208
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], eax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d1451_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1451_s_t
+    .p2align 3
+.Lc1_d1451_s:
+    .p2align 3
+    jmp .Lc1_d1451_j
+    .p2align 3
+    jmp .Lc1_d1451_j
+    .p2align 3
+    jmp .Lc1_d1451_j
+    .p2align 3
+    jmp .Lc1_d1451_j
+    .p2align 3
+    jmp .Lc1_d1451_j
+    .p2align 3
+    jmp .Lc1_d1451_j
+    .p2align 3
+    jmp .Lc1_d1451_j
+    .p2align 3
+    jmp .Lc1_d1451_j
+.Lc1_d1451_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 231
-    movsxd rax, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 207
-    mov edi, ecx
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 128]
+    vpor xmm14, xmm14, xmm14
+    mov byte ptr [r15 + 320], cl
+    movsxd rcx, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 512]
     mov rax, rdi
-    mov rax, rax
+    movsxd rax, dword ptr [r15 + 448]
+    mov rdi, r8
+    mov rdi, qword ptr [r15 + 384]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov rax, qword ptr [r15 + 256]
-    vpxor xmm15, xmm15, xmm4
-    mov edi, dword ptr [r15 + 192]
-    movzx ecx, dil
-    mov rbp, r10
-    vpmovmskb edi, xmm15
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 4032
-    vmovdqu xmm15, xmmword ptr [r15 + rbp + 3392]
-    mov ebp, eax
-    movzx ebp, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 128], 119
-    movzx eax, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 576], edi
+    mov edi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 192], 126
     mov r8, r10
+    mov ecx, 186
+    mov ecx, 217
+    lea rbp, [r10 + r10*1]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 832]
-    mov qword ptr [r15 + 640], rdi
-    mov rdi, r9
-    vpshufd xmm15, xmm15, 194
+    mov r8, r10
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3456]
+    mov edx, 211
+    and r8, 1984
+    movsxd rsi, dword ptr [r15 + r8 + 1344]
+    vpmovmskb edx, xmm14
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm14
     add r10, r11
     inc rbx
     dec r13
@@ -1671,62 +1739,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, eax
-    mov dword ptr [r15 + 256], 202
-    mov r8, r10
-    jmp 1f
-1:
-    and r8, 8128
-    mov rdi, qword ptr [r15 + r8 + 7488]
-    .byte 0x66, 0x90
-    test dword ptr [r15 + 67117724], 135168
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 512], ecx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 12
-    test dword ptr [r15 + 67117723], 8192
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, r8
-    mov dword ptr [r15 + 384], ebp
-    mov rbp, r8
-    test ebx, 1073741824
-    jz 1f
-1:
     mov rbp, r10
-    mov r8, rax
     and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    vmovdqu xmmword ptr [r15 + 320], xmm15
-    mov rbp, r9
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + rbp + 832]
+    movzx r8d, r8b
+    mov r8d, dword ptr [r15 + 320]
+    mov ebp, 47
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 448], rcx
-    movsxd rcx, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 64], r8d
-    jmp 1f
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 640]
+    mov rbp, rcx
+    vmovq xmm15, rbp
+    mov dword ptr [r15 + 256], 23
+    test ebx, 1073741824
+    jz 1f
 1:
-    vmovdqu xmmword ptr [r15 + 384], xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 89
+    movsxd rbp, dword ptr [r15 + 384]
+    mov r8, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, r8b
+    mov r9, r10
+    mov dword ptr [r15 + 512], 210
+    mov dword ptr [r15 + 704], 121
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 233
+    test dword ptr [r15 + 67117723], 269500416
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 64], 232
+    vpxor xmm14, xmm14, xmm15
+    movzx ebp, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 128]
+    mov r9d, ebp
+    mov rbp, r9
+    mov dword ptr [r15 + 192], ebp
     add r10, r11
     inc rbx
     dec r13
@@ -1735,125 +1790,114 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d1513_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1513_s_t
-    .p2align 3
-.Lc1_d1513_s:
-    .p2align 3
-    jmp .Lc1_d1513_j
-    .p2align 3
-    jmp .Lc1_d1513_j
-.Lc1_d1513_j:
-    lea rbp, [r10 + r10*1]
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
+    lea rcx, [rip + .Lc1_d1559_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1559_j_t
+.Lc1_d1559_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 47
+    mov dword ptr [r15 + 0], 17
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    movzx ecx, byte ptr [r15 + 320]
+    mov eax, ebp
+    mov r9, r10
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], al
+    mov rbp, qword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 576]
-    mov rax, rcx
-    mov qword ptr [r15 + 448], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 1088
-    jnz 1f
-1:
-    mov r8d, ecx
-    mov byte ptr [r15 + 512], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, eax
+    and r9, 8128
+    mov eax, dword ptr [r15 + r9 + 7488]
+    movzx r9d, al
+    mov dword ptr [r15 + 128], r9d
+    movsxd rbp, dword ptr [r15 + 512]
+    mov r9d, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 128], cl
-    or qword ptr [r15 + rbp + 1408], 116
-    mov dword ptr [r15 + 192], r8d
-    movzx r8d, al
-    mov r8, qword ptr [r15 + 768]
-    test ebx, 1073741824
-    jnz 1f
+    movsxd rbp, dword ptr [r15 + 192]
+    mov r9d, 52
+    mov qword ptr [r15 + 768], rax
+    mov r9, r10
+    movsxd rax, dword ptr [r15 + 448]
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    test dword ptr [r15 + 67117723], 1091839746
+    jz 1f
 1:
-    mov dword ptr [r15 + 448], 226
-    mov dword ptr [r15 + 256], 114
-    mov r8, r10
-    vpxor xmm15, xmm15, xmm8
-    mov rbp, r10
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], ecx
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 832]
+    movzx r9d, bpl
+    mov ebp, ebp
+    movsxd r9, dword ptr [r15 + 384]
+    mov ebp, 254
+    vmovdqu ymmword ptr [r15 + 256], ymm14
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c31:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx eax, al
-    mov byte ptr [r15 + 64], al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 64
+    lea rcx, [rip + .Lc1_d1607_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1607_j_t
+.Lc1_d1607_j:
+    mov ecx, ebp
+    mov ecx, 69
+    movzx ecx, byte ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], 241
+    test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
+    mov ecx, ebp
+    mov ecx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    mov ebp, 191
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    movzx r8d, byte ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r10
+    mov ecx, 123
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], r9b
+    mov r9, r10
+    mov dword ptr [r15 + 320], ecx
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 178
+    mov r9d, 64
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 512]
+    mov ecx, dword ptr [r15 + 64]
+    mov esi, ecx
+    mov ecx, 63
+    mov ebp, 197
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], r9d
+    mov r9d, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 192], r9d
+    mov qword ptr [r15 + 448], rsi
+    mov r9, rsi
     mov r9, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 192]
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
-    movzx r9d, byte ptr [r15 + rbp + 3456]
-    mov qword ptr [r15 + 64], r9
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 320]
-    mov ebp, 58
-    mov byte ptr [r15 + 128], dil
-    mov ebp, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 512], 133
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 128]
-    mov rbp, rcx
-    movzx ecx, bpl
-    test dword ptr [r15 + 67117723], 4104
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 320]
-    mov ebp, eax
-    mov ebp, 201
-    mov ebp, dword ptr [r15 + 448]
+    movsxd rsi, dword ptr [r15 + 576]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    mov r9, r9
+    mov r9d, 184
+    mov rbp, qword ptr [r15 + 256]
     add r10, r11
     inc rbx
     dec r13
@@ -1862,62 +1906,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1616_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1616_j_t
-.Lc1_d1616_j:
-    lea rbp, [r10 + r10*1]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], r9d
-    mov ecx, eax
-    mov ecx, 119
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 704], 239
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 102
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, r9
     mov r9, r10
-    mov ecx, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 64], 96
-    test dword ptr [r15 + 67117724], 1024
+    mov eax, dword ptr [r15 + 128]
+    mov esi, dword ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 448]
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 256], 200
+    test dword ptr [r15 + 67117724], 1073872896
     jz 1f
 1:
-    and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7488]
-    mov rcx, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], r8d
-    mov r9d, ebp
-    mov r9, qword ptr [r15 + rbp + 896]
-    test ebx, 384
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, cl
+    mov r9d, dword ptr [r15 + 0]
+    mov ecx, r9d
+    test dword ptr [r15 + 67117723], 1073741824
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 640], sil
+    mov esi, eax
+    movsxd rsi, dword ptr [r15 + 704]
+    test dword ptr [r15 + 67117723], 536870912
     jnz 1f
 1:
-    mov dword ptr [r15 + 384], 2
-    mov r9d, r9d
-    movzx ebp, byte ptr [r15 + 256]
-    mov r9d, 253
+    mov dword ptr [r15 + 64], esi
+    mov r9, r10
+    mov ecx, esi
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 832]
+    .byte 0x0f, 0x1f, 0x00
+    movzx r9d, sil
+    test ebx, 256
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 128]
+    mov rbp, rax
+    movzx eax, bpl
+    mov rax, qword ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r10
+    mov rax, qword ptr [r15 + 192]
+    mov r9, rax
+    and rbp, 8128
+    movsxd r9, dword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 512]
     add r10, r11
     inc rbx
     dec r13
@@ -1926,74 +1961,67 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d1669_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1
+    setz al
+    lea rcx, [rip + .Lc1_d1713_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1669_s_t
+    jmp .Lc1_d1713_s_t
     .p2align 3
-.Lc1_d1669_s:
+.Lc1_d1713_s:
     .p2align 3
-    jmp .Lc1_d1669_j
+    jmp .Lc1_d1713_j
     .p2align 3
-    jmp .Lc1_d1669_j
-    .p2align 3
-    jmp .Lc1_d1669_j
-    .p2align 3
-    jmp .Lc1_d1669_j
-    .p2align 3
-    jmp .Lc1_d1669_j
-    .p2align 3
-    jmp .Lc1_d1669_j
-    .p2align 3
-    jmp .Lc1_d1669_j
-    .p2align 3
-    jmp .Lc1_d1669_j
-.Lc1_d1669_j:
+    jmp .Lc1_d1713_j
+.Lc1_d1713_j:
     mov rbp, r10
-    mov ecx, r8d
-    mov rcx, rax
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 320], 133
+    mov dword ptr [r15 + 128], ecx
+    movsxd rcx, dword ptr [r15 + 512]
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 768]
+    movzx r9d, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov ebp, 107
+    mov rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
     mov rbp, r10
-    mov rcx, qword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, ebp
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 0], 23
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 8272
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], 228
-    movsxd rbp, dword ptr [r15 + 768]
-    mov r8, rcx
-    movsxd rcx, dword ptr [r15 + 576]
-    mov byte ptr [r15 + 448], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rcx
-    mov eax, 93
-    mov ecx, dword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovq qword ptr [r15 + 320], xmm15
-    movsxd rcx, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    mov ebp, edi
     mov r8, r10
-    mov eax, dword ptr [r15 + 192]
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
-    mov r8, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r9d
+    mov r9, qword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 192]
+    mov rdi, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 256], rax
+    mov rax, rdi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 384], ebp
+    vpshufd xmm14, xmm15, 56
+    mov qword ptr [r15 + 448], rax
+    mov eax, dword ptr [r15 + 64]
+    mov rdi, r8
     add r10, r11
     inc rbx
     dec r13
@@ -2002,57 +2030,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov rax, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
+    mov byte ptr [r15 + 64], dil
+    mov rbp, r10
+    mov rdi, rdi
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 832]
+    mov eax, eax
+    test dword ptr [r15 + 67117723], 20
     jz 1f
 1:
-    mov rax, r8
-    movsxd r8, dword ptr [r15 + 64]
-    mov rax, r8
-    movzx r8d, byte ptr [r15 + 256]
+    mov eax, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 576], 73
+    vmovq qword ptr [r15 + 448], xmm14
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r10
-    movzx eax, al
-    mov eax, dword ptr [r15 + 192]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], cl
+    movsxd rax, dword ptr [r15 + 384]
+    mov rdi, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, edi
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov rdi, qword ptr [r15 + 640]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ecx
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 161
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    movzx eax, byte ptr [r15 + 512]
-    test dword ptr [r15 + 67117723], 64
-    jz 1f
-1:
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
-    mov r8d, ebp
-    mov r8, qword ptr [r15 + 448]
-    movsxd rcx, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 384], r8
-    mov r8, r8
-    mov byte ptr [r15 + 320], al
-    vmovdqu ymmword ptr [r15 + 256], ymm15
+    movzx edi, al
+    mov qword ptr [r15 + 384], r9
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 192], cl
-    mov qword ptr [r15 + 128], rax
-    mov dword ptr [r15 + 320], eax
+    mov dword ptr [r15 + 320], ebp
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, bpl
+    mov ebp, dword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
@@ -2061,105 +2086,115 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1778_j]
+    lea rcx, [rip + .Lc1_d1820_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1778_j_t
-.Lc1_d1778_j:
-    movsxd rcx, dword ptr [r15 + 256]
-    movzx eax, cl
-    mov r8, r10
-    jmp 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ecx
-    movzx ecx, byte ptr [r15 + 320]
+    jmp .Lc1_d1820_j_t
+.Lc1_d1820_j:
+    mov dword ptr [r15 + 0], 132
+    movsxd rbp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    movzx ecx, bpl
+    mov edi, 87
     test ebx, 1073741824
     jz 1f
 1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 640]
-    mov rcx, qword ptr [r15 + 448]
-    mov rbp, r10
+    mov rbp, rcx
+    mov byte ptr [r15 + 0], bpl
+    movzx ebp, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 128]
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 64], 136
-    mov ebp, eax
-    mov dword ptr [r15 + 512], eax
-    mov rbp, qword ptr [r15 + 384]
-    test dword ptr [r15 + 67117723], 1048576
-    jnz 1f
-1:
-    mov byte ptr [r15 + 192], cl
-    movzx ecx, cl
-    mov ecx, r8d
-    movzx ecx, cl
+    mov dword ptr [r15 + 0], ebp
+    lea rbp, [r10 + r10*1]
     mov r8, r10
-    jmp 1f
+    mov dword ptr [r15 + 128], 141
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1408]
+    and r8, 16320
+    movzx eax, byte ptr [r15 + r8 + 15680]
+    movzx r8d, byte ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 704], 85
+    test ebx, 1073741824
+    jz 1f
 1:
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rbp
+    movzx ebp, al
+    movzx eax, byte ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 320], 58
+    mov r8, rdi
+    test dword ptr [r15 + 67117724], 65536
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 256]
+    mov rdi, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 448], dil
+    mov rbp, r10
+    mov rsi, qword ptr [r15 + 64]
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 7488]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c36:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 64]
+    lea rcx, [rip + .Lc1_d1869_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1869_j_t
+.Lc1_d1869_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 6
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov qword ptr [r15 + 256], rcx
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r8, r10
-    movzx eax, byte ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + 704]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 171
     jmp 1f
 1:
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 64]
+    mov qword ptr [r15 + 192], rcx
+    vmovdqu ymmword ptr [r15 + 320], ymm14
+    test ebx, 1152
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], ecx
+    mov rcx, qword ptr [r15 + 768]
+    mov qword ptr [r15 + 448], r8
+    mov r8d, ebp
+    mov r8, r10
+    mov rbp, qword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 128]
+    mov rcx, r8
     and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 896]
-    mov dword ptr [r15 + 384], 59
-    test dword ptr [r15 + 67117723], 8
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov ebp, r8d
-    movzx ebp, byte ptr [r15 + 576]
-    mov dword ptr [r15 + 320], 81
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, r8d
-    mov ebp, dword ptr [r15 + 256]
-    mov rcx, qword ptr [r15 + r8 + 832]
-    mov r8, rax
-    test ebx, 1073741824
-    jz 1f
-1:
+    movzx ecx, byte ptr [r15 + r8 + 832]
     mov r8d, ecx
-    mov byte ptr [r15 + 768], r9b
-    movzx r8d, byte ptr [r15 + r9 + 7552]
+    lea r8, [r10 + r10*1]
+    mov ebp, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 4032
+    add rbp, qword ptr [r15 + r8 + 3392]
+    mov ecx, dword ptr [r15 + r8 + 3456]
+    mov r8, r10
+    mov eax, 9
+    movzx eax, dil
+    and r8, 8128
+    movzx edi, byte ptr [r15 + r8 + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 128], r8b
+    mov dword ptr [r15 + 576], 108
     add r10, r11
     inc rbx
     dec r13
@@ -2168,74 +2203,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4
-    setz al
-    lea rcx, [rip + .Lc1_d1872_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1872_s_t
-    .p2align 3
-.Lc1_d1872_s:
-    .p2align 3
-    jmp .Lc1_d1872_j
-    .p2align 3
-    jmp .Lc1_d1872_j
-.Lc1_d1872_j:
-    mov ecx, edi
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, eax
-    mov ecx, dword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 131074
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 448]
-    mov qword ptr [r15 + 320], r8
-    mov rbp, r10
-    jmp 1f
-1:
-    test ebx, 97664
-    jz 1f
-1:
-    mov r8d, ebp
-    and rbp, 1984
-    inc dword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 256]
-    movzx edi, byte ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, al
+    mov rax, rbp
     mov ebp, r8d
-    mov r8d, 242
-    movzx r8d, byte ptr [r15 + 384]
-    test dword ptr [r15 + 67117723], 536870912
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], r9
-    movzx r8d, byte ptr [r15 + 128]
-    jmp 1f
-1:
+    mov eax, 242
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovq qword ptr [r15 + 64], xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 512]
+    mov rbp, r10
+    mov eax, dword ptr [r15 + 448]
+    and rbp, 448
+    movsxd rdi, dword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 16777472
+    jz 1f
+1:
+    movzx ebp, cl
+    and edi, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 384], rdi
+    mov qword ptr [r15 + 320], r8
+    mov edi, 7
+    mov edi, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    mov r8, rbp
-    mov dword ptr [r15 + 384], 132
-    vmovdqu xmmword ptr [r15 + 640], xmm15
+    vpcmpeqb xmm14, xmm14, xmm15
+    mov rdi, qword ptr [r15 + 192]
+    movzx r8d, dil
+    movzx edi, byte ptr [r15 + 640]
+    test dword ptr [r15 + 67117723], 8192
+    jz 1f
+1:
+    mov edi, r8d
+    mov r8, r10
+    jmp 1f
+1:
+    mov rbp, r10
+    mov byte ptr [r15 + 64], bpl
+    and r8, 1984
+    movzx edi, byte ptr [r15 + r8 + 1344]
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
     add r10, r11
     inc rbx
     dec r13
@@ -2244,61 +2259,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1931_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1931_j_t
-.Lc1_d1931_j:
-    mov qword ptr [r15 + 512], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1408
-    jz 1f
-1:
-    mov r9d, 114
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 704], 177
-    mov ecx, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], r9
-    imul r9, qword ptr [r15 + 64]
-    mov ecx, 61
-    lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + 192], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 4032
-    mov r9, r10
-    mov byte ptr [r15 + rbp + 3456], r9b
-    mov byte ptr [r15 + rbp + 3392], r9b
-    movzx ebp, byte ptr [r15 + 448]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rcx
-    test dword ptr [r15 + 67117723], 100663296
-    jnz 1f
-1:
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 8
+    setz al
+    lea rcx, [rip + .Lc1_d1971_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1971_s_t
+    .p2align 3
+.Lc1_d1971_s:
+    .p2align 3
+    jmp .Lc1_d1971_j
+    .p2align 3
+    jmp .Lc1_d1971_j
+.Lc1_d1971_j:
+    mov ecx, eax
     mov rbp, r10
-    movzx r9d, byte ptr [r15 + 320]
-    mov ecx, dword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 128], ymm15
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], al
+    mov ecx, eax
+    mov edi, 188
+    mov ecx, 166
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 0], 151
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 320]
+    mov rcx, rax
+    mov r9, r10
+    test dword ptr [r15 + 67117723], 524288
+    jnz 1f
+1:
+    and r9, 448
+    mov ebp, dword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], edi
+    movzx edi, byte ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 768]
+    test dword ptr [r15 + 67117724], 1073754112
+    jz 1f
+1:
+    mov byte ptr [r15 + 192], cl
+    mov dword ptr [r15 + 704], 204
+    mov rcx, rbp
+    mov ecx, 19
+    mov rbp, r10
+    mov rcx, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, ecx
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
@@ -2307,55 +2323,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, r9
-    mov r9, qword ptr [r15 + 64]
-    test ebx, 1073741824
+    movzx ecx, cl
+    mov rbp, r10
+    mov ecx, 91
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    mov rbp, r10
+    mov dword ptr [r15 + 448], 87
+    test dword ptr [r15 + 67117724], 268443648
     jnz 1f
 1:
-    mov dword ptr [r15 + 320], 196
-    movzx r9d, byte ptr [r15 + 256]
-    mov rax, r9
     jmp 1f
 1:
-    mov r9, r10
-    test ebx, 1280
-    jz 1f
-1:
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
-    movsxd r9, dword ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 384]
-    movzx edi, byte ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 134217728
-    jz 1f
-1:
-    mov rbp, r10
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 512]
     and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpor xmm15, xmm15, xmm15
-    mov rbp, r10
-    mov r9d, dword ptr [r15 + 768]
-    mov rax, r9
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], edi
+    mov dword ptr [r15 + rbp + 3392], 92
+    vmovdqu ymmword ptr [r15 + 0], ymm14
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 128]
-    movzx edi, dil
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
-    mov dword ptr [r15 + 576], ecx
+    mov rax, qword ptr [r15 + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, 35
+    movzx eax, bpl
+    movzx eax, bpl
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], edi
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], r8b
+    mov rbp, qword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 192], esi
+    movzx esi, byte ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, al
+    movzx esi, byte ptr [r15 + 64]
+    mov eax, 161
     add r10, r11
     inc rbx
     dec r13
@@ -2364,122 +2380,111 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2031_j]
+    lea rcx, [rip + .Lc1_d2073_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2031_j_t
-.Lc1_d2031_j:
-    mov rcx, rcx
-    mov edi, dword ptr [r15 + 320]
+    jmp .Lc1_d2073_j_t
+.Lc1_d2073_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 195
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov rax, rcx
-    mov ecx, 23
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 4608
+    test ebx, 1152
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 192]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 94
+    movzx edi, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 192], eax
+    movzx ecx, dil
+    movsxd rcx, dword ptr [r15 + 384]
     mov rbp, r10
-    mov byte ptr [r15 + 384], al
+    test dword ptr [r15 + 67117723], 134348816
+    jz 1f
+1:
+    mov rdi, rsi
+    mov edi, dword ptr [r15 + 640]
+    and rbp, 448
+    movzx esi, byte ptr [r15 + rbp + 832]
+    vpaddd xmm14, xmm14, xmm14
+    mov ebp, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r9
+    mov rbp, qword ptr [r15 + 448]
+    mov r9, r10
+    mov esi, ecx
+    movzx esi, byte ptr [r15 + 64]
+    mov ecx, r9d
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    mov rbp, r10
-    mov dword ptr [r15 + 64], 236
-    test ebx, 1073741824
-    jz 1f
+    mov qword ptr [r15 + 128], rbp
+    jmp 1f
 1:
-    mov dword ptr [r15 + 256], r9d
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], r8b
-    mov ebp, dword ptr [r15 + 704]
-    mov qword ptr [r15 + 64], rax
-    mov rax, rbp
-    nop
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovq xmm15, rcx
-    mov byte ptr [r15 + 512], cl
-    movsxd rax, dword ptr [r15 + 640]
-    mov ebp, 224
-    mov rcx, qword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c41:
-    mov dword ptr [r15 + 384], edi
-    mov dword ptr [r15 + 320], 215
-    mov ecx, 217
-    mov qword ptr [r15 + 64], r9
-    movsxd rcx, dword ptr [r15 + 192]
-    mov r9d, eax
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d2124_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2124_j_t
+.Lc1_d2124_j:
+    mov rbp, r10
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    mov r9, r10
+    mov byte ptr [r15 + 64], r9b
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 0], bpl
-    movzx ebp, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
+    movzx r9d, byte ptr [r15 + 192]
+    mov rbp, r9
+    movzx r9d, byte ptr [r15 + 448]
+    mov rcx, rcx
+    mov r8, r10
+    movzx ecx, r8b
+    test dword ptr [r15 + 67117724], 1050632
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    lea rbp, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    jmp 1f
-1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r10
-    movsxd rcx, dword ptr [r15 + 384]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    mov r8, r10
-    lock add qword ptr [r15 + 768], rbp
-    jmp 1f
-1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
+    movzx r9d, byte ptr [r15 + 704]
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 384]
+    mov ebp, 65
     test ebx, 1073741824
     jnz 1f
 1:
     movzx r8d, byte ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 512], cl
+    mov rax, r8
+    mov rax, rax
+    mov r8d, dword ptr [r15 + 768]
+    vmovdqu xmmword ptr [r15 + 512], xmm14
+    test dword ptr [r15 + 67117723], 1088
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 256], 193
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 1408], 104
     add r10, r11
     inc rbx
     dec r13
@@ -2488,76 +2493,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4
-    setz al
-    lea rcx, [rip + .Lc1_d2134_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2134_s_t
-    .p2align 3
-.Lc1_d2134_s:
-    .p2align 3
-    jmp .Lc1_d2134_j
-    .p2align 3
-    jmp .Lc1_d2134_j
-.Lc1_d2134_j:
-    jmp 1f
-1:
-    mov ecx, r9d
-    jmp 1f
-1:
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov rcx, rcx
-    mov ecx, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 67584
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], 121
-    lea rbp, [r10 + r10*1]
-    mov rcx, rbp
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 896]
-    movzx eax, al
+    mov r8, r10
+    mov rbp, r10
+    and r8, 1984
+    mov eax, dword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 448]
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 512], r9
     mov byte ptr [r15 + 320], al
-    mov eax, 96
+    test dword ptr [r15 + 67117724], 1073741824
+    jnz 1f
+1:
+    mov rax, r9
+    mov eax, ecx
+    mov ecx, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 0], rcx
+    test dword ptr [r15 + 67117724], 544
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    movsxd rbp, dword ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, eax
-    or qword ptr [r15 + rbp + 832], 54
-    mov eax, 36
-    mov rax, rax
-    mov eax, edi
+    movsxd r9, dword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 256]
+    mov r8, r10
+    movzx ecx, al
+    mov ecx, eax
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movzx edi, byte ptr [r15 + 448]
-    mov eax, ebp
-    mov dword ptr [r15 + 256], r8d
+    movsxd rax, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], eax
     jmp 1f
 1:
-    mov eax, eax
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 268436480
-    jnz 1f
+    test dword ptr [r15 + 67117724], 2097152
+    jz 1f
 1:
-    mov r9, r10
-    mov r8, qword ptr [r15 + 192]
-    and r9, 1984
-    mov rax, qword ptr [r15 + r9 + 1344]
-    mov r9d, dword ptr [r15 + 512]
-    mov rdi, rdi
-    mov edi, ebp
+    jmp 1f
+1:
+    mov eax, 138
+    movzx eax, byte ptr [r15 + 576]
+    vpmovmskb ecx, xmm14
     add r10, r11
     inc rbx
     dec r13
@@ -2566,56 +2552,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2197_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2197_j_t
-.Lc1_d2197_j:
-    jmp 1f
-1:
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2
+    setz al
+    lea rcx, [rip + .Lc1_d2221_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2221_s_t
+    .p2align 3
+.Lc1_d2221_s:
+    .p2align 3
+    jmp .Lc1_d2221_j
+    .p2align 3
+    jmp .Lc1_d2221_j
+.Lc1_d2221_j:
+    mov rcx, qword ptr [r15 + 640]
+    movzx ebp, byte ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 1073741824
-    jz 1f
-1:
-    movzx ecx, al
-    mov qword ptr [r15 + 64], rax
-    movsxd rax, dword ptr [r15 + 320]
-    movzx ecx, bpl
-    mov r8, r10
-    test ebx, 256
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
-    mov r8d, eax
-    mov eax, dword ptr [r15 + 576]
-    mov qword ptr [r15 + 320], rax
-    test dword ptr [r15 + 67117724], 146800640
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov dword ptr [r15 + 0], 169
+    mov ecx, ecx
+    mov ecx, ecx
+    test ebx, 8192
     jz 1f
 1:
-    mov r8, r10
-    mov eax, r8d
-    mov dword ptr [r15 + 512], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    lea r8, [r10 + r10*1]
+    mov r9, r10
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 384], ecx
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
     and r8, 448
-    xor dword ptr [r15 + r8 + 832], r9d
-    mov byte ptr [r15 + 192], cl
+    movzx r9d, byte ptr [r15 + r8 + 896]
+    movsxd rbp, dword ptr [r15 + r8 + 832]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r8d, eax
-    add qword ptr [r15 + 384], rax
-    mov r8, r10
-    movsxd rax, dword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117723], 8921088
-    jz 1f
+    mov dword ptr [r15 + 64], 183
+    mov r8, qword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 512]
+    mov rbp, qword ptr [r15 + 256]
+    movzx ecx, byte ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], eax
-    mov r8d, 60
-    mov r8, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 448], bpl
+    add rbp, qword ptr [r15 + 704]
+    mov r9, qword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 192]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -2624,165 +2620,186 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 448], eax
-    movsxd rcx, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    movsxd rax, dword ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 128]
+    vmovq xmm14, r8
+    mov dword ptr [r15 + 128], 43
+    test dword ptr [r15 + 67117723], 2
+    jz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], ecx
+    mov ecx, 184
+    mov byte ptr [r15 + 448], cl
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, al
-    mov rax, qword ptr [r15 + 768]
-    mov rcx, qword ptr [r15 + 640]
     mov r8, r10
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 32896
-    jz 1f
-1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rcx
-    mov byte ptr [r15 + 192], al
-    mov dword ptr [r15 + 128], 155
-    movzx r8d, r8b
-    mov r8, rbp
+    mov rcx, rcx
+    mov ecx, 45
+    and r8, 8128
+    and ecx, dword ptr [r15 + r8 + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 256]
-    mov ecx, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 256], 122
-    movsxd rax, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 128], 180
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 320], eax
-    mov rax, qword ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 0]
     jmp 1f
 1:
+    mov rcx, qword ptr [r15 + 0]
+    mov rax, r8
+    mov r8, r10
+    vmovq qword ptr [r15 + 0], xmm14
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 768], 180
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + 192], rax
+    mov r8, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, r9
+    .byte 0x0f, 0x1f, 0x00
+    mov eax, ebp
+    movzx eax, r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 256]
+    movzx ecx, byte ptr [r15 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c45:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2294_j]
+    lea rcx, [rip + .Lc1_d2328_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2294_j_t
-.Lc1_d2294_j:
-    mov byte ptr [r15 + 256], al
+    jmp .Lc1_d2328_j_t
+.Lc1_d2328_j:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 576]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, r8d
-    and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
-    mov r8, r10
-    movzx ecx, byte ptr [r15 + 192]
-    and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 320], 34
-    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov eax, eax
+    movzx ecx, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 64], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 64]
-    movzx ecx, r9b
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    vpmovmskb r8d, xmm15
-    mov r8d, 42
-    test dword ptr [r15 + 67117724], 1048576
+    mov r8, r10
+    mov edi, dword ptr [r15 + 192]
+    vmovq xmm14, rax
+    movzx eax, dil
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], cl
+    mov dword ptr [r15 + 384], 105
+    test ebx, 2688
     jz 1f
 1:
-    mov r8d, 86
-    movzx r8d, bpl
-    mov r8d, dword ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 128], ymm15
+    mov r8d, 243
     jmp 1f
 1:
+    mov rbp, r10
+    mov dword ptr [r15 + 448], 119
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm14
+    mov rbp, qword ptr [r15 + 256]
+    mov r8, qword ptr [r15 + 512]
+    mov r9, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 384]
+    and r9, 1984
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + r9 + 1344]
+    mov r9d, dword ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + 576]
+    movsxd rdi, dword ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c46:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r8d, 174
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 192]
-    mov r9d, dword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 640]
+    lea rcx, [rip + .Lc1_d2378_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2378_j_t
+.Lc1_d2378_j:
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 238
+    mov qword ptr [r15 + 384], r9
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov rcx, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    movzx r9d, r9b
-    movsxd r9, dword ptr [r15 + 64]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1408], cl
-    mov ecx, 41
-    mov dword ptr [r15 + 64], 252
-    movzx ecx, byte ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 320]
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 64], 6
+    movsxd r9, dword ptr [r15 + 704]
+    mov eax, dword ptr [r15 + 128]
+    vpcmpeqb xmm14, xmm14, xmm5
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], eax
+    movsxd r8, dword ptr [r15 + 640]
     jmp 1f
 1:
-    movzx r9d, cl
-    mov qword ptr [r15 + 512], r9
-    mov dword ptr [r15 + 512], r8d
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r9d, cl
-    movzx ecx, byte ptr [r15 + 384]
-    mov r9, r10
+    mov r8, r10
+    mov eax, edi
+    and r8, 16320
+    mov eax, dword ptr [r15 + r8 + 15680]
+    mov r8, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 512], r8
+    mov rdi, rax
     mov rbp, r10
-    mov byte ptr [r15 + r8 + 1344], al
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 832]
-    and rbp, 4032
-    vmovq qword ptr [r15 + rbp + 3392], xmm15
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rdi
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm14
+    movzx r8d, byte ptr [r15 + 320]
+    mov r9d, 198
+    mov dword ptr [r15 + 320], edi
     add r10, r11
     inc rbx
     dec r13
@@ -2791,69 +2808,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 65536
-    setz al
-    lea rcx, [rip + .Lc1_d2389_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2389_s_t
-    .p2align 3
-.Lc1_d2389_s:
-    .p2align 3
-    jmp .Lc1_d2389_j
-    .p2align 3
-    jmp .Lc1_d2389_j
-.Lc1_d2389_j:
-    mov eax, dword ptr [r15 + 320]
-    mov rcx, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rcx
-    mov ecx, ecx
-    mov ecx, dword ptr [r15 + 704]
-    mov qword ptr [r15 + 320], rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 448]
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 256]
     mov rbp, r10
-    movzx eax, byte ptr [r15 + 768]
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    mov rbp, r10
-    test dword ptr [r15 + 67117723], 541328422
-    jz 1f
+    jmp 1f
 1:
     and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 36
+    vmovq qword ptr [r15 + rbp + 3392], xmm14
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 150994944
+    jnz 1f
+1:
+    mov ebp, 146
+    mov rbp, rbp
+    movsxd rbp, dword ptr [r15 + 64]
     mov r8, r10
     test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov r9, r10
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 32
+    and r9, 1984
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm14
+    test dword ptr [r15 + 67117724], 10486784
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 512], ymm14
+    mov rax, qword ptr [r15 + 384]
+    movzx r9d, byte ptr [r15 + 768]
+    test dword ptr [r15 + 67117723], 64
     jnz 1f
 1:
-    mov dword ptr [r15 + 192], 150
-    mov rbp, qword ptr [r15 + 384]
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
     jmp 1f
 1:
+    movzx r9d, bpl
+    movzx ebp, byte ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 264192
+    jnz 1f
+1:
+    vmovdqu xmmword ptr [r15 + 320], xmm14
+    mov r9d, dword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 192]
     add r10, r11
     inc rbx
     dec r13
@@ -2862,65 +2861,94 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2445_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2445_j_t
-.Lc1_d2445_j:
-    mov r9, r10
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 256], ebp
-    mov r9d, 227
-    mov r9d, eax
-    mov rax, rbp
-    test dword ptr [r15 + 67117723], 16416
-    jnz 1f
-1:
-    mov eax, 7
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d2479_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2479_s_t
+    .p2align 3
+.Lc1_d2479_s:
+    .p2align 3
+    jmp .Lc1_d2479_j
+    .p2align 3
+    jmp .Lc1_d2479_j
+    .p2align 3
+    jmp .Lc1_d2479_j
+    .p2align 3
+    jmp .Lc1_d2479_j
+    .p2align 3
+    jmp .Lc1_d2479_j
+    .p2align 3
+    jmp .Lc1_d2479_j
+    .p2align 3
+    jmp .Lc1_d2479_j
+    .p2align 3
+    jmp .Lc1_d2479_j
+    .p2align 3
+    jmp .Lc1_d2479_j
+    .p2align 3
+    jmp .Lc1_d2479_j
+    .p2align 3
+    jmp .Lc1_d2479_j
+    .p2align 3
+    jmp .Lc1_d2479_j
+    .p2align 3
+    jmp .Lc1_d2479_j
+    .p2align 3
+    jmp .Lc1_d2479_j
+    .p2align 3
+    jmp .Lc1_d2479_j
+    .p2align 3
+    jmp .Lc1_d2479_j
+.Lc1_d2479_j:
     jmp 1f
 1:
-    mov eax, 95
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, cl
-    movzx eax, al
-    movzx eax, bpl
-    mov dword ptr [r15 + 512], 23
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 128], rcx
-    mov eax, 44
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 190
-    mov r9, r10
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    test ebx, 3200
+    mov ecx, dword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 448]
+    mov ebp, r9d
+    mov ebp, dword ptr [r15 + 128]
+    lea r9, [r10 + r10*1]
+    mov r8d, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 397314
     jz 1f
 1:
     and r9, 8128
-    mov edi, dword ptr [r15 + r9 + 7488]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 64]
-    mov dword ptr [r15 + 64], eax
-    mov r9, r9
+    mov rax, qword ptr [r15 + r9 + 7552]
+    mov rbp, r10
+    mov ecx, dword ptr [r15 + 192]
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 384], 116
+    movzx ebp, byte ptr [r15 + r9 + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, al
+    mov rbp, r9
+    movzx ebp, bpl
+    mov r9d, 235
+    movzx ebp, cl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 64], cl
+    mov eax, 207
+    mov ecx, 76
+    movzx ecx, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], r8b
+    mov dword ptr [r15 + 576], 130
+    movzx r8d, byte ptr [r15 + 320]
+    mov rbp, rax
     add r10, r11
     inc rbx
     dec r13
@@ -2929,129 +2957,110 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    movzx edi, al
-    mov eax, edi
-    movsxd rdi, dword ptr [r15 + 256]
-    mov r9, r10
-    mov byte ptr [r15 + 640], bpl
-    mov rbp, qword ptr [r15 + 64]
-    test ebx, 1073741824
+    mov rbp, r10
+    movzx eax, r8b
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 0
+    mov r8, qword ptr [r15 + 64]
+    mov rbp, r9
+    test dword ptr [r15 + 67117723], 4224
     jz 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ecx
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    mov rcx, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    test ebx, 512
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 241
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov rbp, r10
+    mov r8d, 84
+    mov byte ptr [r15 + 192], al
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], dil
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    mov dword ptr [r15 + 320], 135
-    test dword ptr [r15 + 67117723], 262208
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov edi, 226
-    imul rax, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 384], eax
-    mov eax, dword ptr [r15 + 576]
-    jmp 1f
+    mov eax, eax
+    mov rbp, r10
+    mov esi, r8d
+    mov dword ptr [r15 + 512], 117
+    test ebx, 1073741824
+    jnz 1f
 1:
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 384], r8
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 12
+    rep movsb
+    test dword ptr [r15 + 67117724], 256
+    jz 1f
+1:
+    mov byte ptr [r15 + 128], al
+    movsxd rax, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 640], 156
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c50:
-    lea rcx, [rip + .Lc1_d2548_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d2594_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2548_j_t
-.Lc1_d2548_j:
-    mov rcx, qword ptr [r15 + 384]
-    jmp 1f
-1:
+    jmp .Lc1_d2594_j_t
+.Lc1_d2594_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1152
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], eax
+    mov byte ptr [r15 + 0], dl
     mov rax, rcx
-    mov eax, dword ptr [r15 + 704]
-    mov ecx, r9d
+    mov ecx, 132
+    movzx esi, cl
+    test dword ptr [r15 + 67117723], 524288
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    mov rdi, rax
+    mov eax, 251
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 448]
-    mov dword ptr [r15 + 192], 98
-    mov rcx, rcx
-    mov rcx, qword ptr [r15 + 320]
-    mov eax, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 320]
+    vpxor xmm14, xmm14, xmm13
+    and edi, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], edi
+    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 512], ecx
-    mov r9, r10
-    mov ecx, r9d
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7552], dil
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 119
-    mov r9, r10
-    mov dword ptr [r15 + rbp + 7488], 229
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 384], r9b
+    mov r9d, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 512], al
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 768]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movzx ebp, r9b
-    and r9, 1984
-    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm15
-    mov qword ptr [r15 + 64], rcx
     jmp 1f
 1:
+    mov rbp, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 192], 24
+    mov r9, r10
+    mov edx, dword ptr [r15 + 384]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], al
     add r10, r11
     inc rbx
     dec r13
@@ -3060,51 +3069,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 512]
-    test dword ptr [r15 + 67117723], 16777216
-    jnz 1f
-1:
-    mov dword ptr [r15 + 128], 146
-    jmp 1f
-1:
-    mov eax, eax
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov rbp, r10
-    mov eax, ebp
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 154
-    mov ebp, 22
-    mov ebp, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 320], al
-    mov r9, r10
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 121
+    mov eax, dword ptr [r15 + 512]
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 256], 155
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 64]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov byte ptr [r15 + 768], al
-    test ebx, 1073741824
+    movzx ebp, dl
+    mov rbp, r10
+    movzx edx, r9b
+    mov edx, edx
+    mov rdx, qword ptr [r15 + 384]
+    and rbp, 448
+    mov r9, r10
+    mov dword ptr [r15 + rbp + 832], r9d
+    test dword ptr [r15 + 67117723], 268288
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 128], ymm15
-    movzx r9d, r9b
-    movsxd rax, dword ptr [r15 + 192]
-    mov rdi, qword ptr [r15 + rbp + 3456]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], ebp
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov ebp, ebp
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 192], 79
+    movzx r9d, dl
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 142606336
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], edx
+    mov dword ptr [r15 + 64], 216
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -3113,92 +3121,78 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d2649_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d2689_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2649_s_t
+    jmp .Lc1_d2689_s_t
     .p2align 3
-.Lc1_d2649_s:
+.Lc1_d2689_s:
     .p2align 3
-    jmp .Lc1_d2649_j
+    jmp .Lc1_d2689_j
     .p2align 3
-    jmp .Lc1_d2649_j
-    .p2align 3
-    jmp .Lc1_d2649_j
-    .p2align 3
-    jmp .Lc1_d2649_j
-    .p2align 3
-    jmp .Lc1_d2649_j
-    .p2align 3
-    jmp .Lc1_d2649_j
-    .p2align 3
-    jmp .Lc1_d2649_j
-    .p2align 3
-    jmp .Lc1_d2649_j
-    .p2align 3
-    jmp .Lc1_d2649_j
-    .p2align 3
-    jmp .Lc1_d2649_j
-    .p2align 3
-    jmp .Lc1_d2649_j
-    .p2align 3
-    jmp .Lc1_d2649_j
-    .p2align 3
-    jmp .Lc1_d2649_j
-    .p2align 3
-    jmp .Lc1_d2649_j
-    .p2align 3
-    jmp .Lc1_d2649_j
-    .p2align 3
-    jmp .Lc1_d2649_j
-.Lc1_d2649_j:
-    mov ecx, dword ptr [r15 + 448]
+    jmp .Lc1_d2689_j
+.Lc1_d2689_j:
+    mov rbp, r10
     jmp 1f
 1:
-    mov eax, 71
-    mov rax, rbp
-    mov rbp, qword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 320]
-    lea r9, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 2097152
-    jz 1f
-1:
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    mov rbp, qword ptr [r15 + r9 + 1408]
     jmp 1f
 1:
-    mov r9d, ecx
-    mov r9, r9
-    movzx r9d, byte ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov qword ptr [r15 + 320], rcx
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 448], rdi
+    mov ecx, ebp
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 256]
-    movzx edi, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 512], edi
-    mov ecx, ecx
-    mov rdi, qword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 384], ymm15
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    mov ecx, r9d
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], eax
+    movzx eax, cl
+    movsxd rax, dword ptr [r15 + 704]
+    mov byte ptr [r15 + 384], al
+    test ebx, 768
+    jz 1f
+1:
+    mov rbp, r10
+    mov ecx, dword ptr [r15 + 128]
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    mov rbp, r10
+    mov eax, 88
+    mov byte ptr [r15 + 64], al
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    test ebx, 2304
+    jnz 1f
+1:
+    mov rdx, rax
+    nop
+    mov dword ptr [r15 + 320], r9d
+    movsxd r9, dword ptr [r15 + 512]
+    movzx eax, r9b
+    movzx r9d, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    lock or dword ptr [r15 + 384], 118
-    movzx edi, cl
-    mov qword ptr [r15 + 640], r9
-    mov byte ptr [r15 + 192], r9b
+    movzx r9d, cl
+    movzx r9d, byte ptr [r15 + 640]
+    movzx ecx, dil
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -3207,63 +3201,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2717_j]
+    lea rcx, [rip + .Lc1_d2754_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2717_j_t
-.Lc1_d2717_j:
-    mov ecx, ecx
-    mov qword ptr [r15 + 64], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 240
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    jmp .Lc1_d2754_j_t
+.Lc1_d2754_j:
+    movzx ecx, bpl
+    movzx ecx, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 192], ecx
+    mov rcx, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 4
     jz 1f
 1:
-    vmovq xmm15, r9
+    movsxd rcx, dword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    mov rcx, qword ptr [r15 + 128]
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 1344]
+    mov byte ptr [r15 + 512], cl
     test ebx, 256
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + 512]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    mov r9, qword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 320]
+    mov ecx, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 8
-    vmovq qword ptr [r15 + 384], xmm15
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r9d, r9b
-    movzx r9d, r9b
-    mov r9d, 212
-    mov byte ptr [r15 + 704], bpl
+    mov r9, r10
+    mov rcx, rax
+    mov eax, dword ptr [r15 + 384]
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 192]
-    mov dword ptr [r15 + rbp + 3456], edi
-    movzx ebp, r9b
     jmp 1f
 1:
-    mov rbp, r10
-    test dword ptr [r15 + 67117723], 65600
-    jnz 1f
+    jmp 1f
 1:
-    mov dword ptr [r15 + 768], 43
-    mov r9d, edi
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rcx
-    mov rbp, rbp
+    mov r9, r10
+    mov rax, qword ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rax
+    mov r8d, dword ptr [r15 + 256]
+    movsxd r9, dword ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
@@ -3272,63 +3268,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9d, 241
-    mov r8d, dword ptr [r15 + 384]
+    mov r9, r10
+    mov rax, qword ptr [r15 + 192]
+    mov rcx, rax
+    mov dword ptr [r15 + 576], 104
+    and r9, 4032
+    movzx eax, byte ptr [r15 + r9 + 3392]
     jmp 1f
 1:
+    test dword ptr [r15 + 67117724], 33554560
+    jnz 1f
+1:
+    mov r9, r10
     jmp 1f
 1:
-    mov eax, r8d
+    mov rax, qword ptr [r15 + 128]
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1344]
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    imul rax, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 448], rcx
+    mov r9, rax
+    movsxd rax, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 192
+    jnz 1f
+1:
+    movzx ecx, r8b
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 512]
+    movzx eax, al
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rcx, rax
+    mov r9, r10
+    movzx eax, byte ptr [r15 + 256]
+    and r9, 8128
+    movzx r8d, byte ptr [r15 + r9 + 7488]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 192], 92
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], al
+    mov r9d, 214
     jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r10 + r10*1]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    mov dword ptr [r15 + 320], eax
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 832]
-    test dword ptr [r15 + 67117723], 4096
-    jz 1f
 1:
     jmp 1f
 1:
-    mov r8, r10
-    mov rax, qword ptr [r15 + 256]
-    movsxd rbp, dword ptr [r15 + 448]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    jmp 1f
-1:
-    test ebx, 640
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + r9 + 896], ymm15
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], al
-    movsxd rax, dword ptr [r15 + 128]
-    movzx r9d, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 320], rbp
-    movzx r9d, byte ptr [r15 + 512]
-    movzx eax, r8b
-    mov eax, eax
     add r10, r11
     inc rbx
     dec r13
@@ -3337,69 +3334,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32
-    setz al
-    lea rcx, [rip + .Lc1_d2824_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2824_s_t
-    .p2align 3
-.Lc1_d2824_s:
-    .p2align 3
-    jmp .Lc1_d2824_j
-    .p2align 3
-    jmp .Lc1_d2824_j
-.Lc1_d2824_j:
-    movzx eax, bpl
-    mov qword ptr [r15 + 128], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
+    lea rcx, [rip + .Lc1_d2859_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2859_j_t
+.Lc1_d2859_j:
+    and eax, dword ptr [r15 + 64]
+    mov rcx, r9
     jmp 1f
 1:
-    test ebx, 896
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 168
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 68
-    test ebx, 1073741824
-    jz 1f
+    mov qword ptr [r15 + 0], r9
+    test dword ptr [r15 + 67117723], 131072
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov byte ptr [r15 + 512], cl
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    vmovdqu ymmword ptr [r15 + 576], ymm15
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    mov rbp, rax
+    mov rax, qword ptr [r15 + 0]
+    mov r8, r10
+    mov r9d, 191
+    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 512], rcx
+    and r8, 4032
+    mov ecx, dword ptr [r15 + r8 + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 256]
+    mov r8, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r8, r10
-    mov eax, ecx
-    mov ecx, dword ptr [r15 + 64]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 183
-    mov byte ptr [r15 + 640], r8b
+    mov r9, r10
+    mov dword ptr [r15 + 640], 172
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 320], 136
+    mov r9d, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r8
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 704]
+    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
-    inc dword ptr [r15 + 192]
+    mov dword ptr [r15 + 256], 30
+    mov r8d, 216
+    and rbp, 1984
+    movzx r8d, byte ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], r8b
-    mov dword ptr [r15 + 512], 57
-    mov rdi, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 384], dl
     add r10, r11
     inc rbx
     dec r13
@@ -3408,48 +3397,70 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor dword ptr [r15 + 256], eax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32
+    setz al
+    lea rcx, [rip + .Lc1_d2911_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2911_s_t
+    .p2align 3
+.Lc1_d2911_s:
+    .p2align 3
+    jmp .Lc1_d2911_j
+    .p2align 3
+    jmp .Lc1_d2911_j
+.Lc1_d2911_j:
     mov rbp, r10
-    mov qword ptr [r15 + 64], rdi
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 33619968
-    jz 1f
-1:
-    mov rbp, rbp
-    mov dword ptr [r15 + 384], 60
-    movzx ebp, byte ptr [r15 + 128]
+    mov rcx, r8
+    vmovq xmm14, r9
+    mov qword ptr [r15 + 512], rbp
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], 223
+    mov rbp, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    add qword ptr [r15 + 704], rax
-    mov dword ptr [r15 + 448], 92
-    mov rbp, r10
-    mov dword ptr [r15 + 192], r9d
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 78
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 84
+    mov ecx, 251
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 192]
+    movzx ebp, dl
+    and r8, 448
+    mov rdx, qword ptr [r15 + r8 + 832]
+    movzx r8d, cl
+    test ebx, 2304
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], r8
+    mov byte ptr [r15 + 320], dl
+    mov edx, dword ptr [r15 + 768]
+    movsxd r8, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdx, rbp
+    vmovdqu xmmword ptr [r15 + 448], xmm14
+    mov rdx, r8
+    mov r8, r10
+    mov edx, dword ptr [r15 + 128]
+    mov ebp, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 143
-    mov dword ptr [r15 + 128], ebp
-    mov rbp, r10
-    mov eax, 149
-    mov rax, qword ptr [r15 + 320]
-    test dword ptr [r15 + 67117723], 524288
-    jnz 1f
-1:
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    mov ebp, 84
-    mov ebp, ebp
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    mov r8d, 205
+    mov dword ptr [r15 + 384], edx
+    vpmovmskb r8d, xmm14
     add r10, r11
     inc rbx
     dec r13
@@ -3458,114 +3469,117 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2926_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2926_j_t
-.Lc1_d2926_j:
-    movsxd rbp, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpcmpeqb xmm15, xmm15, xmm14
     mov r8, r10
-    test ebx, 1073741824
-    jz 1f
-1:
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rbp
+    mov r8, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3392]
-    vmovdqu ymmword ptr [r15 + 256], ymm15
-    test dword ptr [r15 + 67117723], 134227968
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, eax
+    mov eax, 220
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 512]
+    movsxd r8, dword ptr [r15 + 64]
+    mov rbp, r10
+    movzx ecx, byte ptr [r15 + 448]
+    movzx edx, byte ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 196608
+    jz 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 128], bpl
+    mov rbp, rdx
+    mov dword ptr [r15 + 576], 81
+    movzx ebp, byte ptr [r15 + 384]
+    test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov r8d, ebp
-    mov dword ptr [r15 + 640], 204
-    movzx r8d, byte ptr [r15 + 512]
-    mov r9, r10
-    test dword ptr [r15 + 67117723], 1073872896
-    jnz 1f
+    mov qword ptr [r15 + 192], rdx
+    mov rbp, r10
+    mov byte ptr [r15 + 320], dl
+    jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 768]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 89
-    mov dword ptr [r15 + 384], 105
-    mov dword ptr [r15 + 576], ebp
-    mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovq qword ptr [r15 + 320], xmm15
-    mov dword ptr [r15 + 128], eax
-    and r9, 1984
-    movsxd rbp, dword ptr [r15 + r9 + 1344]
-    mov r9d, edi
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm14
+    jmp 1f
+1:
+    mov ebp, 182
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c58:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d3023_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3023_j_t
+.Lc1_d3023_j:
+    mov ecx, 226
+    mov dword ptr [r15 + 384], ecx
+    mov qword ptr [r15 + 64], rbp
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 67125248
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    mov rax, rax
+    movzx ebp, byte ptr [r15 + 128]
+    test ebx, 31232
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 448]
+    movzx ebp, cl
+    mov byte ptr [r15 + 256], cl
+    vmovq qword ptr [r15 + 192], xmm14
+    vmovdqu xmmword ptr [r15 + 640], xmm14
+    test dword ptr [r15 + 67117724], 262144
+    jz 1f
+1:
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 320]
     mov rbp, r10
-    vmovdqu ymmword ptr [r15 + 64], ymm15
+    mov ecx, dword ptr [r15 + 128]
     and rbp, 1984
-    mov edi, dword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    mov rbp, r10
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 270337
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], 1
+    and rbp, 448
+    mov r8, r10
+    mov byte ptr [r15 + rbp + 832], cl
+    and r8, 4032
+    mov ebp, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 241
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r9, r10
-    mov eax, 164
-    and r9, 4032
-    mov edi, dword ptr [r15 + r9 + 3392]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], 26
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rax
-    mov r9, r10
-    mov eax, eax
-    vpshufd xmm15, xmm15, 51
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm15
-    test ebx, 768
-    jz 1f
-1:
-    mov dword ptr [r15 + 192], 24
-    mov r9, qword ptr [r15 + 320]
-    mov rax, rdi
-    mov dword ptr [r15 + 384], 177
     add r10, r11
     inc rbx
     dec r13
@@ -3574,56 +3588,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3021_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3021_j_t
-.Lc1_d3021_j:
-    mov rcx, rcx
+    movzx eax, byte ptr [r15 + 512]
+    mov r8d, 106
+    mov ebp, 201
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 1024
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm15, xmmword ptr [r15 + 64]
-    mov byte ptr [r15 + 128], cl
-    mov dword ptr [r15 + 320], 97
-    mov byte ptr [r15 + 256], cl
-    bswap rcx
+    mov ebp, ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, rcx
-    mov rcx, qword ptr [r15 + 320]
-    lea rbp, [r10 + r10*1]
-    movzx r9d, al
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 222
-    mov byte ptr [r15 + 704], cl
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 256], ymm14
+    mov eax, 154
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, r9b
-    mov dword ptr [r15 + 448], ecx
-    jmp 1f
+    mov eax, 4
+    mov dword ptr [r15 + 448], 66
+    mov rbp, r10
+    mov eax, ecx
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 704], 29
+    test dword ptr [r15 + 67117724], 4144
+    jz 1f
 1:
-    mov rax, rcx
-    mov rax, qword ptr [r15 + 192]
-    mov byte ptr [r15 + 384], al
+    mov rbp, r10
+    movzx eax, r8b
+    and rbp, 448
+    mov r8, r10
+    movzx eax, byte ptr [r15 + rbp + 832]
+    mov rbp, rax
+    mov byte ptr [r15 + 64], bpl
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rbp
     test ebx, 1073741824
     jz 1f
 1:
+    movzx ebp, byte ptr [r15 + 320]
+    mov r8, rax
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + rbp + 896]
-    mov eax, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 512], 97
-    mov rbp, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r8d, eax
+    test ebx, 256
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 768]
+    mov ebp, dword ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
@@ -3632,71 +3649,93 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d3071_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d3122_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3071_s_t
+    jmp .Lc1_d3122_s_t
     .p2align 3
-.Lc1_d3071_s:
+.Lc1_d3122_s:
     .p2align 3
-    jmp .Lc1_d3071_j
+    jmp .Lc1_d3122_j
     .p2align 3
-    jmp .Lc1_d3071_j
-.Lc1_d3071_j:
+    jmp .Lc1_d3122_j
+    .p2align 3
+    jmp .Lc1_d3122_j
+    .p2align 3
+    jmp .Lc1_d3122_j
+    .p2align 3
+    jmp .Lc1_d3122_j
+    .p2align 3
+    jmp .Lc1_d3122_j
+    .p2align 3
+    jmp .Lc1_d3122_j
+    .p2align 3
+    jmp .Lc1_d3122_j
+.Lc1_d3122_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    movzx ecx, al
     jmp 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 768]
+    movzx ecx, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 128]
+    movzx ecx, al
+    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], cl
-    mov eax, 96
-    mov dword ptr [r15 + 448], eax
-    mov r9, r10
-    test dword ptr [r15 + 67117724], 134250496
+    and eax, dword ptr [r15 + 320]
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
+    mov ebp, 78
+    mov r8, rbp
+    mov dword ptr [r15 + 576], r8d
+    movsxd rbp, dword ptr [r15 + 512]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, ecx
-    mov byte ptr [r15 + 256], al
-    and r9, 1984
-    mov r8, r10
-    movzx eax, byte ptr [r15 + r9 + 1344]
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7488]
-    test dword ptr [r15 + 67117723], 401412
+    mov rbp, rax
+    mov byte ptr [r15 + 192], cl
+    mov rbp, r10
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], r9
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 202
+    jmp 1f
+1:
+    test ebx, 3200
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 576]
-    mov r9, qword ptr [r15 + 384]
-    mov r8d, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 384], r8b
+    mov qword ptr [r15 + 64], rbp
+    mov dword ptr [r15 + 256], 38
     jmp 1f
 1:
-    movzx ecx, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ecx
-    mov byte ptr [r15 + 384], cl
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + rbp + 3456]
-    movzx ebp, al
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 192]
+    mov rbp, rdx
     add r10, r11
     inc rbx
     dec r13
@@ -3705,52 +3744,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d3193_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3193_j_t
+.Lc1_d3193_j:
+    mov rbp, r10
+    movzx ecx, byte ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 512]
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm14
+    movzx ebp, byte ptr [r15 + 704]
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 384]
+    and r8, 448
+    add rbp, qword ptr [r15 + r8 + 832]
+    test dword ptr [r15 + 67117723], 65536
+    jz 1f
+1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], rbp
-    movzx eax, byte ptr [r15 + 192]
+    mov ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 536870914
-    jnz 1f
-1:
-    mov eax, eax
-    mov rax, rax
-    vpxor xmm15, xmm15, xmm9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117724], 4096
     jz 1f
 1:
-    mov dword ptr [r15 + 64], 112
-    mov rbp, r10
-    mov rax, rbp
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    mov ebp, 98
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 320], 205
-    movzx ebp, byte ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 128]
-    mov ecx, r8d
-    test ebx, 1073741824
+    movsxd r8, dword ptr [r15 + 640]
+    mov qword ptr [r15 + 256], r8
+    mov r8, r8
+    movsxd r8, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 16777216
     jz 1f
 1:
-    mov eax, 117
-    mov eax, ebp
-    mov ebp, 51
-    xchg qword ptr [r15 + 640], rbp
-    test dword ptr [r15 + 67117724], 2097152
-    jnz 1f
-1:
-    mov rbp, r10
+    mov dword ptr [r15 + 64], ebp
+    movzx r8d, al
+    and ecx, dword ptr [r15 + 128]
     mov r8, r10
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 43
-    mov r8d, ecx
-    vmovq xmm15, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
@@ -3759,82 +3798,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d3176_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3176_s_t
-    .p2align 3
-.Lc1_d3176_s:
-    .p2align 3
-    jmp .Lc1_d3176_j
-    .p2align 3
-    jmp .Lc1_d3176_j
-    .p2align 3
-    jmp .Lc1_d3176_j
-    .p2align 3
-    jmp .Lc1_d3176_j
-    .p2align 3
-    jmp .Lc1_d3176_j
-    .p2align 3
-    jmp .Lc1_d3176_j
-    .p2align 3
-    jmp .Lc1_d3176_j
-    .p2align 3
-    jmp .Lc1_d3176_j
-.Lc1_d3176_j:
-    movsxd rcx, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 3
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 20484
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rcx
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 768]
-    mov eax, dword ptr [r15 + 704]
-    mov qword ptr [r15 + 64], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 448], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r8, r10
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    movzx r8d, byte ptr [r15 + 256]
     mov rbp, r10
-    mov rax, qword ptr [r15 + 320]
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm15
+    mov r9, r10
+    jmp 1f
+1:
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], cl
+    test dword ptr [r15 + 67117723], 268435456
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], r9
+    movzx r9d, byte ptr [r15 + 448]
+    mov rbp, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], ebp
+    mov dword ptr [r15 + 384], ebp
+    mov dword ptr [r15 + 768], 155
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 320], 40
+    mov qword ptr [r15 + 384], rbp
+    mov byte ptr [r15 + 64], r9b
+    mov r9d, r9d
+    test dword ptr [r15 + 67117723], 41984000
+    jz 1f
+1:
+    mov r9, rax
+    mov r9d, ebp
+    movzx r9d, cl
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 128]
+    movzx ebp, r9b
+    mov dword ptr [r15 + 512], 100
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 256]
-    movzx ecx, byte ptr [r15 + 384]
-    mov rax, rcx
-    mov r9, r10
-    mov ecx, 59
-    test dword ptr [r15 + 67117723], 16384
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 512]
-    and r9, 448
-    movzx ebp, byte ptr [r15 + r9 + 832]
-    mov r9, rbp
-    movsxd r8, dword ptr [r15 + 384]
     jmp 1f
 1:
     add r10, r11
@@ -3845,60 +3857,76 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 256], r9d
-    mov rbp, r10
-    movzx eax, r9b
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 229
-    mov eax, dword ptr [r15 + 64]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 64
+    setz al
+    lea rcx, [rip + .Lc1_d3288_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3288_s_t
+    .p2align 3
+.Lc1_d3288_s:
+    .p2align 3
+    jmp .Lc1_d3288_j
+    .p2align 3
+    jmp .Lc1_d3288_j
+.Lc1_d3288_j:
+    vmovq xmm14, rcx
+    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 239
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 0], 235
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 25
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 320], ebp
-    mov rbp, qword ptr [r15 + 640]
-    mov eax, 12
+    movzx ecx, byte ptr [r15 + 64]
+    mov eax, 11
     mov rax, qword ptr [r15 + 192]
-    test dword ptr [r15 + 67117723], 65536
-    jz 1f
-1:
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov ebp, 22
-    mov rbp, r10
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 512], rbp
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    movzx ebp, cl
-    movsxd rbp, dword ptr [r15 + 576]
+    mov ebp, 148
+    mov r9, rcx
     test ebx, 1073741824
     jnz 1f
 1:
+    mov rbp, r10
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], eax
-    movzx eax, al
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 128]
+    mov r9, r10
+    jmp 1f
+1:
+    mov eax, 5
+    test ebx, 1152
+    jnz 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    mov r9, qword ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 512]
+    movzx ebp, dl
+    mov byte ptr [r15 + 448], cl
+    mov rbp, qword ptr [r15 + 576]
+    mov r8, r10
+    movzx edx, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 320]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 8
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, eax
     add r10, r11
     inc rbx
     dec r13
@@ -3916,319 +3944,386 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 1
+    test dword ptr [r15 + 67117723], 128
     setz al
-    lea rcx, [rip + .Lc1_d3293_s]
+    lea rcx, [rip + .Lc1_d3356_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3293_s_t
+    jmp .Lc1_d3356_s_t
     .p2align 3
-.Lc1_d3293_s:
+.Lc1_d3356_s:
     .p2align 3
-    jmp .Lc1_d3293_j
+    jmp .Lc1_d3356_j
     .p2align 3
-    jmp .Lc1_d3293_j
-.Lc1_d3293_j:
-    movsxd rcx, dword ptr [r15 + 448]
-    mov eax, dword ptr [r15 + 320]
-    test ebx, 1073741824
+    jmp .Lc1_d3356_j
+.Lc1_d3356_j:
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + 192], 34
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 896]
+    test dword ptr [r15 + 67117724], 512
     jz 1f
 1:
-    mov qword ptr [r15 + 320], r8
-    movzx eax, byte ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, r9b
-    movsxd r9, dword ptr [r15 + 128]
+    mov rax, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 256], r9b
-    movzx r8d, r9b
-    test dword ptr [r15 + 67117724], 8409088
-    jz 1f
-1:
-    mov r8, r10
-    movzx r9d, byte ptr [r15 + 384]
-    test dword ptr [r15 + 67117723], 545521664
-    jz 1f
-1:
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, 45
-    mov r8, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 128]
+    mov rcx, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 512], rcx
-    movzx ecx, cl
-    test dword ptr [r15 + 67117723], 1049600
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    test dword ptr [r15 + 67117724], 1610612736
+    jnz 1f
+1:
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    test dword ptr [r15 + 67117723], 41943040
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    vmovdqu ymmword ptr [r15 + 256], ymm14
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    movzx r9d, r8b
-    test dword ptr [r15 + 67117723], 1880166540
+    mov rbp, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 128], cl
+    test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm15
+    movzx ebp, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 207
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c1:
-    lea r9, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + 320]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r9d
-    test ebx, 1024
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 640], ecx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d3420_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3420_j_t
+.Lc1_d3420_j:
     mov rbp, r10
+    .byte 0x0f, 0x1f, 0x00
+    and rbp, 448
+    vmovdqu xmmword ptr [r15 + rbp + 832], xmm14
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, r9b
+    mov ebp, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 0], ecx
+    lock or dword ptr [r15 + 0], 3
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r10 + r10*2]
-    mov rcx, qword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 896]
+    vmovdqu ymmword ptr [r15 + 512], ymm14
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + r8 + 832]
+    mov rcx, qword ptr [r15 + 640]
     test ebx, 1073741824
     jnz 1f
+1:
+    mov dword ptr [r15 + 448], 119
+    mov rbp, r10
+    vmovdqu xmm14, xmmword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], ecx
+    mov byte ptr [r15 + 384], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rcx
+    test ebx, 1073741824
+    jz 1f
 1:
     mov ebp, ecx
-    mov rcx, rbp
-    test bl, 8
+    mov dword ptr [r15 + 256], 57
+    test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 256], ymm15
-    test ebx, 1073741824
+    movzx ebp, byte ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 1073874944
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + r9 + 1408]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 320]
-    mov r9d, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + r8 + 960]
-    test ebx, 40832
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 320], bpl
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
-// block 3: 2048 bytes, 8 chunk(s), 8 chunk executions per call
+// block 3: 2048 bytes, 8 chunk(s), 4 chunk executions per call
     mov rbx, qword ptr [r15 + 67117760]
-    lea rcx, [rbx + 8]
+    lea rcx, [rbx + 4]
     mov qword ptr [r15 + 67117760], rcx
-    mov r13d, 8
+    mov r13d, 4
+    mov eax, ebx
+    and eax, 7
+    lea rcx, [rip + .Lc1_b3_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_b3_stubs_t
+    .p2align 3
+.Lc1_b3_stubs:
+    .p2align 3
     jmp .Lc1_b3_c0
+    .p2align 3
+    jmp .Lc1_b3_c1
+    .p2align 3
+    jmp .Lc1_b3_c2
+    .p2align 3
+    jmp .Lc1_b3_c3
+    .p2align 3
+    jmp .Lc1_b3_c4
+    .p2align 3
+    jmp .Lc1_b3_c5
+    .p2align 3
+    jmp .Lc1_b3_c6
+    .p2align 3
+    jmp .Lc1_b3_c7
     .p2align 6
 .Lc1_b3_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3413_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3413_j_t
-.Lc1_d3413_j:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], al
-    mov ecx, eax
-    mov ecx, 143
-    jmp 1f
-1:
-    vpaddd xmm15, xmm15, xmm15
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    vpshufd xmm15, xmm15, 169
-    mov byte ptr [r15 + 64], cl
-    mov dword ptr [r15 + 576], 181
-    mov byte ptr [r15 + 192], cl
-    test dword ptr [r15 + 67117723], 16863232
-    jz 1f
-1:
-    mov rcx, rcx
-    mov rcx, rcx
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d3487_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3487_s_t
+    .p2align 3
+.Lc1_d3487_s:
+    .p2align 3
+    jmp .Lc1_d3487_j
+    .p2align 3
+    jmp .Lc1_d3487_j
+    .p2align 3
+    jmp .Lc1_d3487_j
+    .p2align 3
+    jmp .Lc1_d3487_j
+    .p2align 3
+    jmp .Lc1_d3487_j
+    .p2align 3
+    jmp .Lc1_d3487_j
+    .p2align 3
+    jmp .Lc1_d3487_j
+    .p2align 3
+    jmp .Lc1_d3487_j
+    .p2align 3
+    jmp .Lc1_d3487_j
+    .p2align 3
+    jmp .Lc1_d3487_j
+    .p2align 3
+    jmp .Lc1_d3487_j
+    .p2align 3
+    jmp .Lc1_d3487_j
+    .p2align 3
+    jmp .Lc1_d3487_j
+    .p2align 3
+    jmp .Lc1_d3487_j
+    .p2align 3
+    jmp .Lc1_d3487_j
+    .p2align 3
+    jmp .Lc1_d3487_j
+.Lc1_d3487_j:
     mov rbp, r10
-    mov rcx, qword ptr [r15 + 384]
+    mov r9, r10
+    mov ecx, 50
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
+    and rbp, 16320
+    movsxd r9, dword ptr [r15 + rbp + 15680]
+    mov rbp, r9
     jmp 1f
 1:
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    test dword ptr [r15 + 67117724], 131080
+    mov r9d, 119
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 2097152
+    jz 1f
+1:
+    mov ecx, 25
+    add rcx, qword ptr [r15 + 448]
+    mov r8, r10
+    mov qword ptr [r15 + 256], r8
+    add rcx, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 704], rbp
+    and r8, 4032
+    movzx ebp, byte ptr [r15 + r8 + 3392]
+    test dword ptr [r15 + 67117723], 131584
     jnz 1f
 1:
-    mov rbp, r10
-    vmovdqu ymmword ptr [r15 + 256], ymm15
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], cl
-    mov ebp, ebp
-    mov ebp, 45
-    mov rbp, r8
-    test dword ptr [r15 + 67117724], 276824064
-    jz 1f
+    mov r8d, 100
+    movsxd rcx, dword ptr [r15 + 320]
+    add rcx, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 512], rcx
+    mov ecx, 3
+    vpshufd xmm14, xmm14, 6
+    test dword ptr [r15 + 67117723], 1310720
+    jnz 1f
 1:
-    mov dword ptr [r15 + 448], 145
-    movsxd rbp, dword ptr [r15 + 320]
-    mov r9, r10
-    vmovq xmm15, r9
-    mov ecx, dword ptr [r15 + 192]
-    and r9, 16320
-    or qword ptr [r15 + r9 + 15680], 24
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 3
+    vmovdqu ymmword ptr [r15 + 768], ymm14
+    movzx r9d, r8b
+    movzx r8d, r9b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
-    mov eax, ecx
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
-    vpshufd xmm15, xmm15, 25
-    movsxd rcx, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 512], r8
-    mov dword ptr [r15 + 128], 231
-    test ebx, 1073741824
-    jnz 1f
+    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 107
-    mov rcx, r9
-    mov dword ptr [r15 + 128], ecx
-    test dword ptr [r15 + 67117724], 8388608
+    jmp 1f
+1:
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 256]
-    mov qword ptr [r15 + 640], rcx
-    mov ecx, ecx
-    movsxd rcx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 704], 206
-    movsxd r9, dword ptr [r15 + 512]
+    mov rbp, r10
+    jmp 1f
+1:
+    mov r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r10
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm14
+    mov ebp, 87
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r9
+    movzx r8d, bpl
+    movzx ebp, byte ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], 225
+    mov rbp, r10
+    movzx r8d, byte ptr [r15 + 384]
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm9
+    mov ebp, dword ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 128]
+    mov rax, r8
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r10
-    and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 7488]
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm15
-    movsxd r8, dword ptr [r15 + 64]
-    mov r9, qword ptr [r15 + rbp + 3456]
-    mov eax, 126
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 576]
+    mov ebp, ecx
+    mov dword ptr [r15 + 320], r9d
+    mov r9d, dword ptr [r15 + 256]
+    mov rcx, rbp
+    mov dword ptr [r15 + 192], 208
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c2:
-    lea rcx, [rip + .Lc1_d3503_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d3602_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3503_j_t
-.Lc1_d3503_j:
-    mov ebp, ecx
+    jmp .Lc1_d3602_j_t
+.Lc1_d3602_j:
+    movzx ecx, byte ptr [r15 + 128]
+    add rcx, qword ptr [r15 + 512]
+    mov r9, r10
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 80
-    jnz 1f
+    mov rax, rcx
+    jmp 1f
 1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 75
+    test dword ptr [r15 + 67117723], 2097216
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 704], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 384], xmm14
+    mov r9, r10
+    test dword ptr [r15 + 67117723], 160
+    jz 1f
+1:
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 192], rax
+    movzx r9d, byte ptr [r15 + 256]
+    movzx eax, al
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 203
-    mov rbp, rbp
-    movsxd rbp, dword ptr [r15 + 128]
-    mov r8, r10
-    movsxd rcx, dword ptr [r15 + 256]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 178
-    mov r8, r10
-    jmp 1f
-1:
+    mov eax, dword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
+    vmovdqu ymmword ptr [r15 + 448], ymm14
+    mov r9, r10
+    mov rax, qword ptr [r15 + 320]
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 66
-    mov dword ptr [r15 + 576], r8d
-    mov qword ptr [r15 + 64], r8
-    mov r8, rbp
-    mov byte ptr [r15 + 384], r8b
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, ebp
-    mov r8, rbp
-    jmp 1f
-1:
-    vmovq xmm9, rcx
-    mov rcx, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 448], ebp
-    mov dword ptr [r15 + 512], ecx
+    movsxd rdx, dword ptr [r15 + 640]
     jmp 1f
 1:
     add r10, r11
@@ -4236,62 +4331,58 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c3:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r9, qword ptr [r15 + 768]
     mov rbp, r10
-    mov qword ptr [r15 + 512], r9
-    and rbp, 1984
-    movzx r9d, byte ptr [r15 + rbp + 1344]
-    mov ecx, dword ptr [r15 + 704]
     jmp 1f
 1:
-    mov rbp, r10
-    mov r8d, 182
-    mov r8d, dword ptr [r15 + 384]
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov rbp, rax
+    mov rax, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 128], dl
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
+    movsxd rax, dword ptr [r15 + 192]
+    and r8, 4032
+    and edx, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 384], xmm14
+    mov dword ptr [r15 + 448], 28
+    jmp 1f
+1:
+    mov r8, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov rbp, r10
-    mov r9d, 247
+    mov r8d, r8d
     jmp 1f
 1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rcx
-    add rbp, qword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 640], ymm9
-    mov dword ptr [r15 + 448], r8d
-    test ebx, 1073741824
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 512]
+    movzx edx, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 536870912
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 320]
-    vmovdqu xmmword ptr [r15 + 64], xmm9
-    mov qword ptr [r15 + 256], rbp
-    movzx ebp, byte ptr [r15 + 192]
-    mov r8d, 66
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 256]
+    mov r8, r10
+    movzx ebp, byte ptr [r15 + 384]
+    and r8, 1984
+    movsxd rdx, dword ptr [r15 + r8 + 1344]
     add r10, r11
     inc rbx
     dec r13
@@ -4300,56 +4391,69 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3608_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3608_j_t
-.Lc1_d3608_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d3696_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3696_s_t
+    .p2align 3
+.Lc1_d3696_s:
+    .p2align 3
+    jmp .Lc1_d3696_j
+    .p2align 3
+    jmp .Lc1_d3696_j
+.Lc1_d3696_j:
+    mov rcx, rdi
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 64
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
+    add rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 128]
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 896]
-    mov r8d, r8d
-    mov dword ptr [r15 + rbp + 832], r8d
-    mov dword ptr [r15 + 192], 138
+    mov qword ptr [r15 + 64], rax
+    mov byte ptr [r15 + 384], bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 320], rax
-    mov dword ptr [r15 + 448], ecx
-    movzx eax, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 256], rax
-    mov rbp, r10
-    mov ecx, ecx
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 139264
+    jmp 1f
+1:
+    mov eax, 46
+    mov rbp, r10
+    mov dword ptr [r15 + 320], ebp
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    mov edx, ecx
+    mov ebp, dword ptr [r15 + 128]
+    mov r8, r10
+    test dword ptr [r15 + 67117723], 16384
     jnz 1f
 1:
-    mov dword ptr [r15 + 384], 105
     mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 768]
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    movzx ebp, byte ptr [r15 + 64]
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    mov r8d, dword ptr [r15 + 128]
+    vpshufd xmm14, xmm14, 9
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 448]
+    movsxd rdx, dword ptr [r15 + 512]
+    movzx r9d, dl
+    vmovq xmm14, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 192]
+    mov edx, r9d
+    movzx r8d, byte ptr [r15 + 576]
     jmp 1f
 1:
-    mov r8d, 45
+    movsxd r9, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 320], r9b
+    nop
     add r10, r11
     inc rbx
     dec r13
@@ -4358,52 +4462,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov rax, qword ptr [r15 + 448]
-    mov r8, r8
+    lea rcx, [rip + .Lc1_d3754_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3754_j_t
+.Lc1_d3754_j:
     mov r8, r10
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    and r8, 1984
-    add qword ptr [r15 + r8 + 1344], r9
-    mov ebp, dword ptr [r15 + 320]
-    test dword ptr [r15 + 67117724], 16777216
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 512]
-    add r8, qword ptr [r15 + 64]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r9d
+    movzx edx, cl
+    mov r8d, eax
+    mov r9, rcx
+    movsxd r9, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 204
-    movsxd rax, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 576], rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 384], rax
-    mov r8d, 4
-    movsxd r8, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], 235
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, al
-    test dword ptr [r15 + 67117724], 369098752
+    movsxd r8, dword ptr [r15 + 448]
+    test dword ptr [r15 + 67117723], 65536
     jz 1f
 1:
     jmp 1f
 1:
-    mov r8, r10
-    movzx eax, bpl
-    mov eax, 216
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    vmovq xmm14, r9
+    mov r9d, 51
+    mov byte ptr [r15 + 320], bpl
+    mov r9, r10
+    vmovq qword ptr [r15 + 704], xmm14
+    test dword ptr [r15 + 67117724], 67584
+    jnz 1f
+1:
+    mov dword ptr [r15 + 192], ebp
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 237
+    movzx r9d, bpl
+    mov r9, r10
     mov rbp, rbp
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r8
+    movzx r9d, byte ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 67633152
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 80
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 512], 52
+    mov r9, r9
+    mov byte ptr [r15 + 640], r9b
     add r10, r11
     inc rbx
     dec r13
@@ -4412,135 +4519,127 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d3703_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3703_s_t
-    .p2align 3
-.Lc1_d3703_s:
-    .p2align 3
-    jmp .Lc1_d3703_j
-    .p2align 3
-    jmp .Lc1_d3703_j
-.Lc1_d3703_j:
-    mov rbp, r10
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 46
+    mov r8d, 47
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov rbp, rcx
-    mov ebp, 255
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    mov byte ptr [r15 + 256], al
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], r8d
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 448]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test dword ptr [r15 + 67117724], 1024
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 256], 57
+    movsxd rdx, dword ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 192], r8d
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 64]
     mov r8, r10
-    movzx ecx, byte ptr [r15 + 128]
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    vmovdqu ymmword ptr [r15 + 192], ymm9
-    movzx r8d, byte ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 320], ymm9
-    mov qword ptr [r15 + 640], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 128], 229
-    inc dword ptr [r15 + 512]
+    mov r9, r10
     jmp 1f
 1:
-    mov r8, rcx
-    mov r8d, r8d
-    jmp 1f
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    mov r9d, ebp
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], dl
+    mov r8, qword ptr [r15 + 512]
+    mov r9, r10
+    test bl, 32
+    jz 1f
 1:
-    mov r8d, 253
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 384]
+    and r9, 8128
+    mov rdx, qword ptr [r15 + r9 + 7488]
+    mov r9d, ecx
+    mov dword ptr [r15 + 320], 68
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c7:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3762_j]
+    lea rcx, [rip + .Lc1_d3846_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3762_j_t
-.Lc1_d3762_j:
-    mov rcx, qword ptr [r15 + 384]
+    jmp .Lc1_d3846_j_t
+.Lc1_d3846_j:
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], cl
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 128], ecx
-    test dword ptr [r15 + 67117723], 131136
-    jnz 1f
-1:
-    jmp 1f
-1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 136
+    mov r9, rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 222
+    jmp 1f
+1:
+    movzx ecx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 192], 227
-    movzx r8d, al
-    test dword ptr [r15 + 67117723], 16384
-    jnz 1f
-1:
-    mov r8, r10
-    movzx eax, al
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 320], ymm9
-    mov r8, r10
+    movzx ecx, r8b
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 704]
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 384], 128
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov dword ptr [r15 + 0], r8d
+    mov r8d, dword ptr [r15 + 0]
+    mov ecx, 120
+    mov rcx, qword ptr [r15 + 192]
     jmp 1f
 1:
     jmp 1f
 1:
     mov byte ptr [r15 + 320], r8b
+    movsxd r8, dword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 512]
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, r8d
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], sil
+    mov byte ptr [r15 + 256], al
+    mov ebp, 243
+    mov rbp, r10
+    movzx eax, bpl
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm14
+    mov rbp, rbp
     jmp 1f
 1:
-    add r8, qword ptr [r15 + 768]
+    mov r8, r10
+    mov dword ptr [r15 + 384], 207
+    jmp 1f
+1:
+    test bl, 80
+    jnz 1f
+1:
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    movzx r8d, al
+    jmp 1f
+1:
+    movzx eax, r9b
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], al
+    mov byte ptr [r15 + 640], cl
+    movsxd rcx, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
@@ -4559,69 +4658,76 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d3818_s]
+    lea rcx, [rip + .Lc1_d3914_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3818_s_t
+    jmp .Lc1_d3914_s_t
     .p2align 3
-.Lc1_d3818_s:
+.Lc1_d3914_s:
     .p2align 3
-    jmp .Lc1_d3818_j
+    jmp .Lc1_d3914_j
     .p2align 3
-    jmp .Lc1_d3818_j
+    jmp .Lc1_d3914_j
     .p2align 3
-    jmp .Lc1_d3818_j
+    jmp .Lc1_d3914_j
     .p2align 3
-    jmp .Lc1_d3818_j
+    jmp .Lc1_d3914_j
     .p2align 3
-    jmp .Lc1_d3818_j
+    jmp .Lc1_d3914_j
     .p2align 3
-    jmp .Lc1_d3818_j
+    jmp .Lc1_d3914_j
     .p2align 3
-    jmp .Lc1_d3818_j
+    jmp .Lc1_d3914_j
     .p2align 3
-    jmp .Lc1_d3818_j
-.Lc1_d3818_j:
-    mov ecx, ecx
-    mov ecx, 204
-    mov ecx, dword ptr [r15 + 64]
+    jmp .Lc1_d3914_j
+.Lc1_d3914_j:
+    movsxd rcx, dword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, al
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 67108868
-    jnz 1f
-1:
-    mov ecx, 37
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 320]
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 384], al
-    mov rax, qword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 320]
-    mov rbp, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 448]
-    lea rbp, [r10 + r10*1]
-    movzx eax, bpl
-    movzx eax, byte ptr [r15 + 512]
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    vmovdqu xmmword ptr [r15 + 448], xmm9
-    mov r9, r10
-    test dword ptr [r15 + 67117724], 1
     jz 1f
 1:
-    mov rax, r9
-    and r9, 1984
-    mov rax, qword ptr [r15 + r9 + 1344]
-    mov rcx, qword ptr [r15 + rbp + 896]
-    movsxd r9, dword ptr [r15 + 384]
-    mov rbp, rbp
+    lea r8, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7488]
+    mov rbp, r10
+    mov rcx, r8
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 640], rcx
+    mov ecx, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 163
+    mov rbp, r10
+    mov rax, qword ptr [r15 + 448]
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 128], 2
+    mov ebp, dword ptr [r15 + 576]
+    movsxd rdi, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, eax
+    mov eax, ecx
+    movzx eax, byte ptr [r15 + 320]
+    mov ecx, 40
+    mov rcx, qword ptr [r15 + 256]
+    mov esi, 109
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + r8 + 7552]
+    mov r8, rbp
+    mov qword ptr [r15 + 192], rdi
+    mov r8d, dword ptr [r15 + 320]
+    mov edi, edi
+    mov byte ptr [r15 + 384], bpl
     add r10, r11
     inc rbx
     dec r13
@@ -4630,60 +4736,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d3876_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3876_s_t
-    .p2align 3
-.Lc1_d3876_s:
-    .p2align 3
-    jmp .Lc1_d3876_j
-    .p2align 3
-    jmp .Lc1_d3876_j
-.Lc1_d3876_j:
-    mov dword ptr [r15 + 512], ecx
-    mov rax, rbp
-    mov rax, qword ptr [r15 + 320]
-    mov ecx, 18
+    lea rcx, [rip + .Lc1_d3979_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3979_j_t
+.Lc1_d3979_j:
+    mov r8, r10
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    mov r8d, 44
+    movsxd r8, dword ptr [r15 + 704]
+    movzx eax, r8b
+    test dword ptr [r15 + 67117724], 129
+    jz 1f
+1:
+    mov dword ptr [r15 + 384], r8d
+    mov dword ptr [r15 + 512], r8d
+    mov r8d, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 16400
+    jz 1f
+1:
+    mov qword ptr [r15 + 256], rdi
+    mov edi, 73
+    mov rbp, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
+    mov byte ptr [r15 + 192], dil
     mov rbp, r10
+    movzx eax, byte ptr [r15 + 64]
+    movzx edi, al
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 448], dil
+    mov edi, 83
+    mov rsi, qword ptr [r15 + 320]
+    movzx edi, sil
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 194
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov rbp, r10
-    mov byte ptr [r15 + 448], bpl
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 242
-    mov rbp, qword ptr [r15 + 320]
-    movzx ecx, byte ptr [r15 + 192]
-    test dword ptr [r15 + 67117723], 1073741828
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], 85
-    movzx ebp, al
-    mov rbp, qword ptr [r15 + 448]
-    movsxd rax, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or qword ptr [r15 + 320], 51
-    mov dword ptr [r15 + 512], eax
-    mov byte ptr [r15 + 384], cl
+    mov qword ptr [r15 + 384], rax
+    mov dword ptr [r15 + 128], 201
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 832]
     add r10, r11
     inc rbx
     dec r13
@@ -4692,61 +4791,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d3928_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3928_s_t
-    .p2align 3
-.Lc1_d3928_s:
-    .p2align 3
-    jmp .Lc1_d3928_j
-    .p2align 3
-    jmp .Lc1_d3928_j
-.Lc1_d3928_j:
-    mov rbp, r10
-    mov dword ptr [r15 + 128], 85
-    movsxd rcx, dword ptr [r15 + 64]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], al
-    mov dword ptr [r15 + 128], 225
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 256], eax
-    mov ebp, dword ptr [r15 + 384]
+    lea rcx, [rip + .Lc1_d4028_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4028_j_t
+.Lc1_d4028_j:
+    mov dword ptr [r15 + 320], 220
+    mov ecx, dword ptr [r15 + 384]
     movzx eax, byte ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 134218240
-    jnz 1f
-1:
+    mov esi, 124
     mov rbp, r10
-    mov rax, rbp
-    mov eax, 23
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    movsxd rbp, dword ptr [r15 + 128]
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117723], 142606336
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 640]
-    mov qword ptr [r15 + 320], rcx
-    mov ecx, eax
-    test dword ptr [r15 + 67117723], 132096
-    jz 1f
-1:
-    mov r8d, 153
-    mov ecx, 192
-    mov qword ptr [r15 + 512], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    and rbp, 16320
+    movzx eax, byte ptr [r15 + rbp + 15680]
+    mov ecx, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 256], rdi
+    and r8, 8128
+    mov rbp, r10
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm5
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    mov rcx, rbp
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rbp
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    mov dword ptr [r15 + 0], 146
+    mov ebp, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 128], ebp
+    test dword ptr [r15 + 67117723], 4096
+    jz 1f
+1:
+    movzx ebp, r9b
+    mov ebp, 97
+    mov rbp, qword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 16384
+    jz 1f
+1:
+    mov rbp, r8
+    mov r8, qword ptr [r15 + 512]
+    movsxd rbp, dword ptr [r15 + 768]
+    mov esi, dword ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
@@ -4755,53 +4841,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, bpl
-    mov rax, r9
-    mov dword ptr [r15 + 448], 174
-    movzx eax, al
-    mov rbp, r9
-    test ebx, 1073741824
+    mov eax, dword ptr [r15 + 640]
+    mov rbp, r10
+    mov r9d, ebp
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 128], al
+    test dword ptr [r15 + 67117724], 8392704
     jnz 1f
 1:
-    vpcmpeqb xmm15, xmm15, xmm9
-    mov dword ptr [r15 + 192], eax
+    mov byte ptr [r15 + 320], sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 67
-    test ebx, 1073741824
+    vpcmpeqb xmm14, xmm14, xmm7
+    mov qword ptr [r15 + 0], rax
+    test dword ptr [r15 + 67117723], 16777344
     jz 1f
 1:
+    movzx esi, al
+    mov eax, 234
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, eax
+    mov qword ptr [r15 + 448], r9
+    movsxd r9, dword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 64], ymm14
     mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 256], xmm15
-    vpxor xmm15, xmm15, xmm9
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
+    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, al
-    mov ebp, 206
-    mov rbp, rbp
-    movzx r9d, byte ptr [r15 + 384]
-    .byte 0x66, 0x90
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 144
+    movsxd r8, dword ptr [r15 + 192]
+    mov ebp, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 320], r9
-    mov r9d, 52
-    mov dword ptr [r15 + 384], eax
-    movzx r9d, r9b
-    movzx ebp, r9b
-    test dword ptr [r15 + 67117723], 16512
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 192]
-    movzx ebp, r8b
-    vmovdqu xmmword ptr [r15 + 64], xmm15
-    mov rbp, qword ptr [r15 + 704]
-    mov r8d, ebp
+    mov byte ptr [r15 + 320], dl
+    mov qword ptr [r15 + 512], r8
+    mov r9d, dword ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
@@ -4810,175 +4892,165 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4030_j]
+    lea rcx, [rip + .Lc1_d4118_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4030_j_t
-.Lc1_d4030_j:
-    movzx eax, r8b
-    vmovdqu ymmword ptr [r15 + 768], ymm15
-    mov eax, 226
-    mov rax, r8
-    mov dword ptr [r15 + 512], 142
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 576]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 256], r9b
-    test dword ptr [r15 + 67117724], 33554432
-    jz 1f
-1:
+    jmp .Lc1_d4118_j_t
+.Lc1_d4118_j:
+    mov dword ptr [r15 + 384], ecx
+    movzx ecx, r9b
+    mov ecx, ecx
     movzx ecx, bpl
-    mov r9d, 158
-    vmovq qword ptr [r15 + 320], xmm15
-    mov dword ptr [r15 + 448], eax
+    movzx ecx, sil
+    mov qword ptr [r15 + 128], rcx
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 256]
+    movzx eax, r9b
+    test dword ptr [r15 + 67117724], 67108864
+    jz 1f
 1:
     mov r9, r10
-    mov eax, 153
-    mov ebp, 209
-    mov rax, qword ptr [r15 + 512]
-    and r9, 4032
-    or qword ptr [r15 + r9 + 3392], 99
-    mov r9d, dword ptr [r15 + 320]
-    test ebx, 1073741824
+    mov dword ptr [r15 + 320], 99
+    movzx ecx, byte ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 512]
+    and r9, 1984
+    movsxd r8, dword ptr [r15 + r9 + 1344]
+    mov r9, r8
+    mov r8, r10
+    mov dword ptr [r15 + 448], 63
+    test dword ptr [r15 + 67117724], 16
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 128]
-    mov rbp, r10
-    mov dword ptr [r15 + 64], 127
-    mov rax, qword ptr [r15 + 384]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 41
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3392]
+    mov r8, r10
+    mov dword ptr [r15 + 704], ecx
+    mov rcx, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 384], 249
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 4
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c5:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm15, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpor xmm15, xmm15, xmm9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 7
-    mov dword ptr [r15 + 192], ecx
-    mov ebp, 95
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 448], ebp
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 256]
-    mov eax, r9d
-    movzx r9d, al
-    mov rax, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 320]
-    mov r9d, 70
-    mov r9d, 66
-    movzx r9d, cl
-    mov r9, r10
-    mov ecx, 26
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r8, r10
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7488]
-    and r8, 1984
-    movsxd r9, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 704], 246
-    mov dword ptr [r15 + 384], 21
-    mov dword ptr [r15 + 640], 152
+    mov ecx, eax
+    movzx ecx, r9b
+    mov r9, r10
+    mov rbp, r10
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 160
+    and rbp, 4032
+    mov r8d, dword ptr [r15 + rbp + 3392]
+    and r9, 448
+    vmovdqu xmm14, xmmword ptr [r15 + r9 + 832]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 320], dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, eax
+    mov edi, dword ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 256]
+    mov eax, r8d
+    mov r8d, edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, rdx
+    sete al
+    mov rax, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], edi
+    mov dword ptr [r15 + 768], 167
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 576], dil
+    mov edi, eax
+    mov edi, 231
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c6:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d4121_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4121_s_t
-    .p2align 3
-.Lc1_d4121_s:
-    .p2align 3
-    jmp .Lc1_d4121_j
-    .p2align 3
-    jmp .Lc1_d4121_j
-    .p2align 3
-    jmp .Lc1_d4121_j
-    .p2align 3
-    jmp .Lc1_d4121_j
-    .p2align 3
-    jmp .Lc1_d4121_j
-    .p2align 3
-    jmp .Lc1_d4121_j
-    .p2align 3
-    jmp .Lc1_d4121_j
-    .p2align 3
-    jmp .Lc1_d4121_j
-.Lc1_d4121_j:
-    lea rbp, [r10 + r10*1]
+    lea rcx, [rip + .Lc1_d4209_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4209_j_t
+.Lc1_d4209_j:
+    mov qword ptr [r15 + 0], rcx
+    movzx esi, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm14, xmm14, xmm2
+    mov qword ptr [r15 + 384], rcx
+    movzx ecx, cl
+    mov qword ptr [r15 + 640], rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r10
+    mov dword ptr [r15 + 320], esi
+    and rbp, 8128
+    mov rsi, qword ptr [r15 + rbp + 7488]
+    movzx ebp, al
+    mov rbp, qword ptr [r15 + 192]
+    mov eax, edi
+    mov eax, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 256], 52
+    mov eax, ecx
+    mov dword ptr [r15 + 512], eax
+    mov rax, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 448], rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    mov esi, edx
+    movzx esi, cl
+    mov esi, esi
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov rbp, rax
     mov r8, r10
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r9d
-    movsxd r9, dword ptr [r15 + 128]
-    mov rcx, r9
+    mov rbp, rsi
+    test bl, 32
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 64]
     and r8, 448
-    movsxd r9, dword ptr [r15 + r8 + 832]
-    mov r8d, 35
-    mov r8d, 194
-    test dword ptr [r15 + 67117724], 6291472
-    jz 1f
-1:
-    .byte 0x66, 0x90
-    mov r8, r10
-    mov r9d, 253
-    and r8, 8128
-    mov r9d, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 384], 227
-    mov r8d, r9d
-    test dword ptr [r15 + 67117723], 67633152
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 256]
-    movzx r9d, byte ptr [r15 + 512]
-    mov r8, r9
-    vpor xmm15, xmm15, xmm15
-    mov r9, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
-    vpmovmskb r9d, xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 3456], r9d
-    movzx r9d, byte ptr [r15 + 768]
-    inc dword ptr [r15 + 192]
-    mov dword ptr [r15 + 64], eax
-    mov eax, r8d
+    imul rsi, qword ptr [r15 + r8 + 832]
+    mov eax, ebp
+    mov r8d, 187
+    mov r8, rcx
     add r10, r11
     inc rbx
     dec r13
@@ -4987,49 +5059,47 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r10
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 213
-    mov byte ptr [r15 + 64], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov r9, qword ptr [r15 + 384]
-    test bl, 144
-    jz 1f
-1:
-    mov r9, rax
-    mov r9d, 30
-    mov r9d, 47
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 512], eax
-    mov byte ptr [r15 + 64], r9b
-    mov ecx, dword ptr [r15 + 192]
-    movsxd r9, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 537133056
+    mov r8d, dword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 512], al
+    movzx eax, al
+    mov rbp, r10
+    movsxd rax, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 2080
     jnz 1f
 1:
     mov r8, r10
+    mov byte ptr [r15 + 64], sil
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    and r8, 4032
+    mov ebp, dword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 0], 185
+    test dword ptr [r15 + 67117724], 16810240
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 704], ymm14
+    movzx esi, byte ptr [r15 + 128]
     mov rbp, r10
-    mov qword ptr [r15 + 576], rbp
-    and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 832]
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7488]
-    mov ebp, r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 128], al
-    mov rcx, qword ptr [r15 + 448]
-    movsxd rax, dword ptr [r15 + 128]
+    mov eax, 142
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    mov edi, eax
+    movsxd rbp, dword ptr [r15 + 192]
+    movsxd rax, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, edx
+    mov edx, ebp
+    mov ecx, dword ptr [r15 + 320]
+    mov ebp, 23
     add r10, r11
     inc rbx
     dec r13
@@ -5046,130 +5116,112 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4232_j]
+    lea rcx, [rip + .Lc1_d4318_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4232_j_t
-.Lc1_d4232_j:
-    movzx ecx, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], r8
+    jmp .Lc1_d4318_j_t
+.Lc1_d4318_j:
     mov ecx, ecx
-    mov dword ptr [r15 + 128], ecx
-    mov rcx, rcx
-    mov r8, qword ptr [r15 + 448]
-    test dword ptr [r15 + 67117723], 1090519040
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 128]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    movsxd r8, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 896], 239
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 384]
+    movzx edx, al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
+    mov qword ptr [r15 + 320], rdx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 256]
-    movzx r8d, r8b
-    jmp 1f
-1:
-    test ebx, 1073741824
+    mov qword ptr [r15 + 192], rcx
+    movzx edx, byte ptr [r15 + 128]
+    test bl, 32
     jz 1f
 1:
+    and ecx, dword ptr [r15 + 448]
+    mov edx, dword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 256]
+    mov rbp, r10
     mov r8, r10
-    mov rbp, rbp
-    mov byte ptr [r15 + 64], cl
+    mov esi, ecx
+    test bl, 160
+    jnz 1f
+1:
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], dl
+    mov rdx, rsi
+    mov rsi, rdx
+    lea r8, [r10 + r10*1]
+    test dword ptr [r15 + 67117724], 545379080
+    jz 1f
+1:
+    mov esi, 100
     and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 448], r9d
-    movzx r9d, cl
-    movsxd r9, dword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 512]
+    mov byte ptr [r15 + r8 + 1408], cl
+    mov esi, dword ptr [r15 + 768]
+    mov dword ptr [r15 + r8 + 1344], 65
+    test dword ptr [r15 + 67117724], 33685504
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 704], 50
+    mov rcx, qword ptr [r15 + 640]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    lea rcx, [rip + .Lc1_d4281_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4281_j_t
-.Lc1_d4281_j:
-    movzx ebp, al
-    movsxd rcx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 0], 13
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov rsi, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    mov r8d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov edx, 36
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, eax
-    mov byte ptr [r15 + 128], bpl
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 704], ymm15
-    movsxd rax, dword ptr [r15 + 192]
-    jmp 1f
-1:
+    mov r8, r10
+    mov rbp, r10
+    and r8, 8128
+    mov edx, dword ptr [r15 + r8 + 7488]
+    mov r8d, 1
+    movzx r8d, byte ptr [r15 + 448]
+    and rbp, 4032
+    movzx esi, byte ptr [r15 + rbp + 3392]
+    mov rbp, r10
+    add rsi, qword ptr [r15 + 256]
+    mov ecx, edx
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], r8d
+    mov ebp, dword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, bpl
-    mov r8, r10
-    mov rbp, r8
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 172
-    mov r8d, 232
-    mov r8, qword ptr [r15 + 64]
-    mov r9d, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
+    movzx r8d, dil
+    mov dword ptr [r15 + 128], 60
+    mov r8d, dword ptr [r15 + 64]
+    mov ebp, edi
+    popcnt rbp, rbp
+    mov ebp, ecx
+    mov dword ptr [r15 + 320], 183
+    mov rbp, rcx
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and r9, 1984
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r9 + 1408]
-    mov rbp, r10
+    mov ebp, dword ptr [r15 + 576]
+    mov rcx, rbp
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + r9 + 1344]
-    and rbp, 4032
-    mov r9d, dword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 320], rax
-    mov ebp, r9d
-    add qword ptr [r15 + 384], rax
-    mov qword ptr [r15 + 320], r8
+    vmovq qword ptr [r15 + 64], xmm14
+    movsxd rbp, dword ptr [r15 + 512]
     jmp 1f
 1:
+    mov r8d, 5
+    mov dword ptr [r15 + 384], edx
     add r10, r11
     inc rbx
     dec r13
@@ -5178,68 +5230,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4340_j]
+    lea rcx, [rip + .Lc1_d4417_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4340_j_t
-.Lc1_d4340_j:
+    jmp .Lc1_d4417_j_t
+.Lc1_d4417_j:
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, ecx
+    movsxd rcx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 45
+    mov ebp, eax
+    movsxd rax, dword ptr [r15 + 384]
     jmp 1f
 1:
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 640]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], sil
+    mov r8d, 122
+    movzx ebp, byte ptr [r15 + 384]
+    mov r8, r10
+    movzx esi, cl
+    and r8, 448
+    mov esi, dword ptr [r15 + r8 + 832]
+    mov r8d, 168
+    movzx ecx, r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rcx
+    mov ecx, 90
+    movzx ecx, cl
+    mov qword ptr [r15 + 320], r8
+    vpxor xmm14, xmm14, xmm8
+    movzx ecx, byte ptr [r15 + 256]
+    movzx r8d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 448]
+    mov rcx, rbp
+    mov rcx, rcx
     mov rbp, r10
-    mov ecx, r9d
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 145
-    movsxd r9, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 64], r9d
-    mov r9, r10
-    jmp 1f
-1:
-    and r9, 4032
-    movzx ebp, byte ptr [r15 + r9 + 3392]
-    test dword ptr [r15 + 67117723], 262146
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], r9b
-    movzx r9d, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], r9d
-    mov r9d, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r10
-    mov ebp, r9d
-    jmp 1f
-1:
-    and r9, 16320
-    movsxd rbp, dword ptr [r15 + r9 + 15680]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], 201
-    mov dword ptr [r15 + 320], ecx
-    test ebx, 432
-    jz 1f
-1:
-    mov r9, r9
-    mov byte ptr [r15 + 512], cl
-    jmp 1f
-1:
-    mov ecx, ebp
-    movzx r9d, cl
-    jmp 1f
-1:
+    movzx eax, byte ptr [r15 + 192]
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    mov ebp, esi
     add r10, r11
     inc rbx
     dec r13
@@ -5248,179 +5291,189 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, r9d
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 64]
-    mov ebp, 183
-    mov rbp, rbp
-    mov qword ptr [r15 + 128], rbp
-    mov r8d, 76
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 8519680
+    mov eax, edx
+    mov rax, qword ptr [r15 + 512]
+    mov r8, r10
+    jmp 1f
+1:
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 256]
-    movzx r9d, al
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 154
+    mov dword ptr [r15 + 384], 179
+    mov r8d, dword ptr [r15 + 320]
+    movzx edx, sil
+    mov edx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 320]
-    test dword ptr [r15 + 67117724], 4096
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 512], 40
-    mov ebp, r9d
-    mov r9d, r9d
-    mov r9d, 211
-    mov rcx, r9
-    movzx r9d, r8b
-    or qword ptr [r15 + 576], 90
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 402653188
-    jz 1f
+    mov r8d, 104
+    mov r8, r10
+    jmp 1f
 1:
-    mov r9, r9
-    movzx r9d, byte ptr [r15 + 320]
-    movzx r8d, byte ptr [r15 + 704]
-    mov rbp, r10
-    movzx ecx, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 640], rax
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], r8b
-    mov ebp, 98
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rax
+    mov r8d, 8
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 1032
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 256], dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 64]
+    mov r8, r10
+    mov dword ptr [r15 + 448], 134
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 50
+    mov r8d, 22
+    movsxd r8, dword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c4:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4443_j]
+    lea rcx, [rip + .Lc1_d4519_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4443_j_t
-.Lc1_d4443_j:
-    mov rcx, r9
-    mov qword ptr [r15 + 64], rcx
+    jmp .Lc1_d4519_j_t
+.Lc1_d4519_j:
+    mov rcx, qword ptr [r15 + 0]
+    mov eax, 129
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov ecx, ebp
+    mov rax, rax
+    movzx eax, r8b
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r10
-    movzx ecx, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3392]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 66
-    mov r8d, 58
+    mov eax, dword ptr [r15 + 0]
+    mov r8, rax
+    movzx eax, byte ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 576]
+    mov rbp, r10
+    mov edx, 162
+    and rbp, 448
+    movsxd rdx, dword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 64]
     jmp 1f
 1:
-    vpaddd xmm15, xmm15, xmm15
-    mov r8d, r8d
-    mov r8d, 123
-    test dword ptr [r15 + 67117723], 262208
-    jnz 1f
-1:
-    mov dword ptr [r15 + 448], 172
-    movsxd r8, dword ptr [r15 + 128]
-    vpcmpeqb xmm15, xmm15, xmm2
-    jmp 1f
-1:
-    mov ebp, r8d
-    mov r8d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 448], r8d
+    mov esi, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r8
-    or qword ptr [r15 + 512], 18
-    mov dword ptr [r15 + 128], r9d
-    mov r9, r10
-    mov r8d, 58
-    mov dword ptr [r15 + 384], ebp
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
+    mov dword ptr [r15 + 256], ebp
+    mov ebp, 236
+    movzx ebp, bpl
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], dl
+    vmovdqu ymmword ptr [r15 + 512], ymm14
+    mov rdx, rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rdx, rsi
+    mov rbp, r10
+    mov dword ptr [r15 + 448], 211
+    mov edx, edx
+    mov edx, dword ptr [r15 + 384]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], r8d
+    mov rbp, r10
+    movzx r8d, bpl
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c5:
-    lea rcx, [rip + .Lc1_d4496_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d4577_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4496_j_t
-.Lc1_d4496_j:
+    jmp .Lc1_d4577_j_t
+.Lc1_d4577_j:
+    mov rbp, r10
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 137
+    mov r8d, 51
+    mov byte ptr [r15 + 128], al
+    mov ebp, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 56
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 128], ymm14
     jmp 1f
 1:
-    mov rcx, rcx
-    vpcmpeqb xmm15, xmm15, xmm4
+    movzx ebp, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 384], ebp
+    mov ebp, ebp
+    mov ebp, 85
+    test dword ptr [r15 + 67117724], 67
+    jz 1f
+1:
+    mov rbp, r10
+    mov dword ptr [r15 + 320], eax
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rcx
+    mov ecx, dword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 256]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 99
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    mov r8, qword ptr [r15 + 768]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 256]
-    movsxd rbp, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, rax
-    lea rbp, [r10 + r10*1]
-    movzx r8d, cl
-    and rbp, 8128
-    mov r8, r10
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + rbp + 7552], 124
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 212
     jmp 1f
 1:
-    mov ebp, 138
-    movzx r8d, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], r9
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 512]
-    movzx r9d, byte ptr [r15 + 192]
-    and rbp, 4032
-    mov edi, dword ptr [r15 + rbp + 3392]
+    movzx ecx, byte ptr [r15 + 640]
+    mov ebp, dword ptr [r15 + 320]
+    mov rax, rax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], edx
     add r10, r11
     inc rbx
     dec r13
@@ -5429,54 +5482,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rax, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    movzx ebp, r9b
     mov rbp, r10
-    mov qword ptr [r15 + 384], rbp
-    jmp 1f
-1:
-    mov r9d, 82
+    mov eax, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 384], rax
+    movzx eax, dl
     and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 193
-    test bl, 144
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], 73
-    mov r9d, dword ptr [r15 + 448]
-    mov r8, r10
-    movzx eax, al
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 64], 133
-    movsxd r8, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 1024
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 448]
-    mov rax, r8
+    movzx edx, byte ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 78
     jmp 1f
 1:
-    jmp 1f
+    test dword ptr [r15 + 67117724], 16
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 0]
+    movzx edx, cl
+    mov edx, 40
+    movsxd rdx, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 768]
+    mov r8, qword ptr [r15 + 320]
     test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 576], ecx
-    mov r8d, 157
-    jmp 1f
+    jnz 1f
 1:
     mov r8, r10
+    mov dword ptr [r15 + 192], 254
+    mov rcx, qword ptr [r15 + 64]
     jmp 1f
 1:
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 248
-    mov r8d, 83
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm14
+    mov byte ptr [r15 + 704], r8b
+    mov r8, r10
+    mov qword ptr [r15 + 256], rax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov r8d, 232
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 512]
+    mov rdx, qword ptr [r15 + 448]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -5485,138 +5539,117 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4096
-    setz al
-    lea rcx, [rip + .Lc1_d4595_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4595_s_t
-    .p2align 3
-.Lc1_d4595_s:
-    .p2align 3
-    jmp .Lc1_d4595_j
-    .p2align 3
-    jmp .Lc1_d4595_j
-.Lc1_d4595_j:
-    mov qword ptr [r15 + 320], rcx
-    mov qword ptr [r15 + 0], rax
+    lea rcx, [rip + .Lc1_d4676_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4676_j_t
+.Lc1_d4676_j:
+    mov ecx, 46
+    mov rbp, r10
+    mov r8, r10
+    mov rcx, qword ptr [r15 + 512]
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    movzx edx, bpl
+    and rbp, 4032
+    mov r8d, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 192], eax
-    mov rax, qword ptr [r15 + 64]
-    vmovdqu xmmword ptr [r15 + 192], xmm15
-    jmp 1f
-1:
-    vpshufd xmm15, xmm15, 231
-    movzx ecx, byte ptr [r15 + 704]
-    mov r8, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r9d, r8d
-    mov r8d, 104
-    mov dword ptr [r15 + 384], 85
+    mov qword ptr [r15 + 64], rax
+    vmovq qword ptr [r15 + 0], xmm14
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 256], eax
-    mov eax, ecx
-    mov eax, 132
-    mov qword ptr [r15 + 128], rbp
     jmp 1f
 1:
-    mov r8, r10
-    mov dword ptr [r15 + 256], 204
-    mov dword ptr [r15 + 320], r8d
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
-    movzx r8d, bpl
-    mov r8, r10
-    movzx eax, byte ptr [r15 + 640]
-    and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov rbp, r10
+    mov r8, rcx
+    mov r8, qword ptr [r15 + 0]
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    test dword ptr [r15 + 67117724], 2228224
+    jnz 1f
+1:
+    mov ebp, 125
+    movzx ebp, byte ptr [r15 + 192]
+    mov ecx, 23
+    nop
+    movzx ecx, byte ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 64], bpl
+    test dword ptr [r15 + 67117723], 67109378
+    jz 1f
+1:
+    mov rbp, rcx
+    jmp 1f
+1:
+    movzx ecx, bpl
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 576]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 1024 bytes, 4 chunk(s), 4 chunk executions per call
+// block 6: 1024 bytes, 4 chunk(s), 8 chunk executions per call
     mov rbx, qword ptr [r15 + 67117784]
-    lea rcx, [rbx + 4]
+    lea rcx, [rbx + 8]
     mov qword ptr [r15 + 67117784], rcx
-    mov r13d, 4
+    mov r13d, 8
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 320], al
-    mov rax, rcx
-    movsxd rax, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 512], eax
-    mov r9, r10
-    test bl, 72
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 64]
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], bpl
-    add qword ptr [r15 + 320], r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 67108864
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 128]
-    mov rax, r9
-    mov dword ptr [r15 + 576], ecx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movzx ecx, al
-    jmp 1f
-1:
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    movzx eax, byte ptr [r15 + 384]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], eax
     mov rbp, r10
+    mov eax, dword ptr [r15 + 0]
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov esi, dword ptr [r15 + 192]
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + 448], r8b
+    movzx r8d, byte ptr [r15 + 704]
+    test dword ptr [r15 + 67117724], 16
+    jz 1f
+1:
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 7552]
+    movsxd rax, dword ptr [r15 + 128]
+    mov rcx, rsi
+    mov qword ptr [r15 + 320], rcx
+    movsxd rcx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 256], 195
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 768]
-    movsxd rcx, dword ptr [r15 + 448]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], r8
-    mov dword ptr [r15 + r9 + 896], 215
+    vmovq xmm14, rbp
+    mov ecx, 90
+    movzx ecx, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 64], 163
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov rbp, rdx
+    test dword ptr [r15 + 67117724], 327812
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 640]
+    mov rbp, r10
+    mov byte ptr [r15 + 512], dil
+    jmp 1f
+1:
+    and rbp, 4032
+    vmovdqu xmmword ptr [r15 + rbp + 3392], xmm14
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -5625,50 +5658,72 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4707_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4707_j_t
-.Lc1_d4707_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 512
+    setz al
+    lea rcx, [rip + .Lc1_d4776_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4776_s_t
+    .p2align 3
+.Lc1_d4776_s:
+    .p2align 3
+    jmp .Lc1_d4776_j
+    .p2align 3
+    jmp .Lc1_d4776_j
+.Lc1_d4776_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    mov eax, ebp
+    movzx eax, al
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], 87
-    mov dword ptr [r15 + 192], eax
-    mov qword ptr [r15 + 256], r8
-    test dword ptr [r15 + 67117723], 67125760
-    jz 1f
+    jmp 1f
 1:
-    mov qword ptr [r15 + 512], rcx
-    movzx ebp, byte ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + 384]
-    mov byte ptr [r15 + 192], al
-    movzx eax, byte ptr [r15 + 640]
-    movzx r8d, al
-    mov r8, r10
-    mov r9, r8
-    mov r9d, r9d
+    movsxd rax, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r10
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm15
-    and r9, 1984
-    vmovq qword ptr [r15 + r9 + 1344], xmm15
-    vmovdqu xmmword ptr [r15 + 64], xmm15
-    mov r9, rbp
-    mov r9, qword ptr [r15 + 128]
-    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], 112
+    mov byte ptr [r15 + 384], al
+    mov rcx, rsi
+    movsxd rax, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    mov dword ptr [r15 + 512], edx
+    mov edx, 25
+    mov byte ptr [r15 + 448], al
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm14
+    movzx ebp, al
+    movzx ecx, byte ptr [r15 + 128]
+    vmovq xmm14, rax
+    mov byte ptr [r15 + 320], al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r10
+    mov qword ptr [r15 + 384], rax
     jmp 1f
 1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], ecx
-    mov r8d, 140
+    jmp 1f
+1:
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    mov rbp, r10
+    vmovdqu ymmword ptr [r15 + 768], ymm14
+    mov ecx, ebp
+    and rbp, 4032
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 192]
     add r10, r11
     inc rbx
     dec r13
@@ -5677,58 +5732,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, r8
-    jmp 1f
-1:
-    mov r8, r10
-    movzx ebp, al
-    mov eax, ebp
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 50
-    mov qword ptr [r15 + 448], r9
-    test dword ptr [r15 + 67117723], 262144
-    jnz 1f
-1:
-    mov r8d, 199
-    vpshufd xmm15, xmm15, 147
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], r9b
-    mov qword ptr [r15 + 128], r8
-    mov r8, qword ptr [r15 + 512]
+    mov rbp, r10
+    mov eax, 27
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    movsxd rbp, dword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 576], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r8
+    mov eax, dword ptr [r15 + 0]
+    mov r8, r10
+    mov dword ptr [r15 + 320], 193
     jmp 1f
 1:
-    mov r8, r8
-    mov byte ptr [r15 + 320], r8b
-    mov byte ptr [r15 + 64], al
-    movzx eax, byte ptr [r15 + 384]
-    test dword ptr [r15 + 67117723], 1
+    add rax, qword ptr [r15 + 640]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], edi
+    test dword ptr [r15 + 67117723], 4197504
     jz 1f
 1:
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    mov r8, r10
-    mov eax, 236
-    jmp 1f
+    movsxd r8, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 192], ymm14
+    mov rax, qword ptr [r15 + 256]
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 524304
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
+    mov edi, dword ptr [r15 + 256]
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    mov rbp, rax
+    mov dword ptr [r15 + 512], ebp
+    mov byte ptr [r15 + 128], al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r10
-    movzx eax, r8b
-    mov eax, eax
-    mov qword ptr [r15 + 64], rax
-    and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
-    vmovdqu ymmword ptr [r15 + 704], ymm15
+    vmovdqu ymmword ptr [r15 + 384], ymm14
+    jmp 1f
+1:
+    mov ecx, ebp
+    mov qword ptr [r15 + 448], rcx
     add r10, r11
     inc rbx
     dec r13
@@ -5737,68 +5784,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 67108864
-    setz al
-    lea rcx, [rip + .Lc1_d4803_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4803_s_t
-    .p2align 3
-.Lc1_d4803_s:
-    .p2align 3
-    jmp .Lc1_d4803_j
-    .p2align 3
-    jmp .Lc1_d4803_j
-.Lc1_d4803_j:
+    lea rcx, [rip + .Lc1_d4881_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4881_j_t
+.Lc1_d4881_j:
+    mov ecx, 16
+    mov byte ptr [r15 + 448], bpl
+    mov rcx, rdx
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 55
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 176
+    movzx ebp, bpl
+    movzx ebp, byte ptr [r15 + 192]
+    mov ecx, 209
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
+    mov rbp, r10
+    movzx ecx, cl
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    add rcx, qword ptr [r15 + r8 + 7552]
-    mov rax, rcx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], r8b
-    movsxd rcx, dword ptr [r15 + 64]
-    mov r9, rcx
-    movzx ecx, al
-    mov byte ptr [r15 + 384], al
-    and eax, dword ptr [r15 + 192]
+    vpxor xmm14, xmm14, xmm2
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovq qword ptr [r15 + 320], xmm15
-    movzx eax, byte ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 256], r9d
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    mov r9d, 86
-    mov dword ptr [r15 + 128], r9d
-    mov dword ptr [r15 + 768], r9d
-    movsxd r9, dword ptr [r15 + 320]
-    mov rbp, r9
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm15
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], dl
+    movzx ebp, byte ptr [r15 + 320]
+    mov ecx, 56
+    mov r8, r10
+    mov ecx, r8d
+    mov rcx, qword ptr [r15 + 384]
+    movsxd rdx, dword ptr [r15 + 64]
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 128], rbp
+    test dword ptr [r15 + 67117724], 33554432
+    jz 1f
+1:
+    mov r8, rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, 120
+    mov edx, edx
+    mov esi, 59
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -5815,60 +5854,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4865_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4865_j_t
-.Lc1_d4865_j:
-    mov byte ptr [r15 + 64], al
-    mov dword ptr [r15 + 64], 44
-    mov eax, dword ptr [r15 + 256]
+    lea rbp, [r10 + r10*1]
+    mov rax, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 704], 32
+    test dword ptr [r15 + 67117723], 1048576
+    jz 1f
+1:
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    mov ecx, 100
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rax
-    mov ebp, dword ptr [r15 + 192]
-    movzx r9d, byte ptr [r15 + 384]
+    mov ecx, 163
+    vmovq xmm14, rcx
+    test dword ptr [r15 + 67117724], 256
+    jz 1f
+1:
+    mov rcx, rcx
+    mov rcx, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 64]
-    mov r8, qword ptr [r15 + 128]
-    test bl, 40
+    mov rcx, qword ptr [r15 + 64]
+    mov qword ptr [r15 + rbp + 1408], rcx
+    test ebx, 30576
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 128], ebp
-    movzx ebp, byte ptr [r15 + 768]
-    test dword ptr [r15 + 67117724], 16
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 192], r9
-    movzx r9d, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rax
     mov rbp, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 704], rcx
-    mov dword ptr [r15 + 512], r9d
-    movzx r9d, bpl
+    mov rbp, r10
+    mov ecx, dword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r10
-    mov ebp, 161
-    mov dword ptr [r15 + 384], eax
-    and r9, 448
-    movzx ebp, byte ptr [r15 + r9 + 832]
-    test dword ptr [r15 + 67117723], 8228
+    and rbp, 16320
+    movzx ecx, byte ptr [r15 + rbp + 15680]
+    mov dword ptr [r15 + 448], 125
+    mov rbp, r10
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r9, rbp
-    mov r9d, 218
+    mov ecx, dword ptr [r15 + 256]
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 384], cl
+    mov rcx, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rcx
     add r10, r11
     inc rbx
     dec r13
@@ -5879,96 +5916,88 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d4918_s]
+    lea rcx, [rip + .Lc1_d4990_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4918_s_t
+    jmp .Lc1_d4990_s_t
     .p2align 3
-.Lc1_d4918_s:
+.Lc1_d4990_s:
     .p2align 3
-    jmp .Lc1_d4918_j
+    jmp .Lc1_d4990_j
     .p2align 3
-    jmp .Lc1_d4918_j
+    jmp .Lc1_d4990_j
     .p2align 3
-    jmp .Lc1_d4918_j
+    jmp .Lc1_d4990_j
     .p2align 3
-    jmp .Lc1_d4918_j
+    jmp .Lc1_d4990_j
     .p2align 3
-    jmp .Lc1_d4918_j
+    jmp .Lc1_d4990_j
     .p2align 3
-    jmp .Lc1_d4918_j
+    jmp .Lc1_d4990_j
     .p2align 3
-    jmp .Lc1_d4918_j
+    jmp .Lc1_d4990_j
     .p2align 3
-    jmp .Lc1_d4918_j
+    jmp .Lc1_d4990_j
     .p2align 3
-    jmp .Lc1_d4918_j
+    jmp .Lc1_d4990_j
     .p2align 3
-    jmp .Lc1_d4918_j
+    jmp .Lc1_d4990_j
     .p2align 3
-    jmp .Lc1_d4918_j
+    jmp .Lc1_d4990_j
     .p2align 3
-    jmp .Lc1_d4918_j
+    jmp .Lc1_d4990_j
     .p2align 3
-    jmp .Lc1_d4918_j
+    jmp .Lc1_d4990_j
     .p2align 3
-    jmp .Lc1_d4918_j
+    jmp .Lc1_d4990_j
     .p2align 3
-    jmp .Lc1_d4918_j
+    jmp .Lc1_d4990_j
     .p2align 3
-    jmp .Lc1_d4918_j
-.Lc1_d4918_j:
-    movzx ecx, r9b
-    mov r8d, dword ptr [r15 + 384]
-    movzx ecx, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r10
-    movzx ecx, byte ptr [r15 + 448]
-    mov r9, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 97
-    vmovdqu ymmword ptr [r15 + 64], ymm15
-    test dword ptr [r15 + 67117723], 4325376
+    jmp .Lc1_d4990_j
+.Lc1_d4990_j:
+    mov qword ptr [r15 + 320], rcx
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 512], ebp
+    mov dword ptr [r15 + 128], ecx
+    test dword ptr [r15 + 67117724], 4194304
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 576]
-    movzx r8d, byte ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 320], cl
-    mov ecx, dword ptr [r15 + 320]
+    and r8, 8128
     mov rbp, r10
+    movzx ecx, byte ptr [r15 + r8 + 7552]
+    mov rax, qword ptr [r15 + 768]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx ebp, byte ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 256], 119
+    test dword ptr [r15 + 67117724], 1
+    jz 1f
+1:
+    mov ebp, r8d
+    movzx ebp, byte ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 2097152
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 320], 207
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    movzx r8d, byte ptr [r15 + 64]
     and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    movsxd rbp, dword ptr [r15 + 128]
-    test ebx, 256
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 640]
-    movzx ecx, cl
-    test ebx, 106368
-    jz 1f
-1:
-    mov ecx, ecx
-    mov qword ptr [r15 + 512], rbp
+    mov byte ptr [r15 + rbp + 832], al
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 448]
-    mov rbp, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, r8b
-    mov byte ptr [r15 + 384], r8b
+    mov ebp, r8d
+    movsxd rax, dword ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
@@ -5977,62 +6006,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4990_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4990_j_t
-.Lc1_d4990_j:
-    movzx ecx, cl
-    mov dword ptr [r15 + 320], r8d
-    mov r8d, 94
-    test bl, 16
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov eax, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 448]
-    mov r8, r10
-    mov byte ptr [r15 + 384], r9b
-    test dword ptr [r15 + 67117723], 4
-    jz 1f
-1:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1
+    setz al
+    lea rcx, [rip + .Lc1_d5056_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5056_s_t
+    .p2align 3
+.Lc1_d5056_s:
+    .p2align 3
+    jmp .Lc1_d5056_j
+    .p2align 3
+    jmp .Lc1_d5056_j
+.Lc1_d5056_j:
     mov ecx, dword ptr [r15 + 64]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
+    mov eax, dword ptr [r15 + 640]
+    test dword ptr [r15 + 67117723], 528
+    jz 1f
+1:
+    mov qword ptr [r15 + 384], rax
+    mov rax, qword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 320], 214
+    movzx eax, bpl
+    movzx eax, cl
+    test dword ptr [r15 + 67117724], 134217730
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov eax, dword ptr [r15 + 64]
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    test dword ptr [r15 + 67117723], 16402
+    jz 1f
+1:
+    mov dword ptr [r15 + 704], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r10
+    mov eax, dword ptr [r15 + rbp + 3456]
+    movzx ebp, bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 192]
-    mov r9, r10
+    and r8, 1984
+    movzx ebp, byte ptr [r15 + r8 + 1344]
     mov r8d, dword ptr [r15 + 512]
     test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, cl
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, r9b
-    mov dword ptr [r15 + 704], 56
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    movzx r9d, r9b
-    test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 256]
-    mov r8d, 106
+    movzx r8d, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 448], ecx
+    test dword ptr [r15 + 67117724], 2048
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 128], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 320], r8
     add r10, r11
     inc rbx
     dec r13
@@ -6041,143 +6076,140 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, al
-    mov rax, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 768], r8b
+    mov rax, rax
+    mov dword ptr [r15 + 512], 11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 512], rax
-    mov rax, qword ptr [r15 + 192]
-    test dword ptr [r15 + 67117724], 262288
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm15, xmm15, xmm15
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], edi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r10
-    mov rbp, r8
-    mov ebp, eax
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], al
-    test bl, 24
+    mov dword ptr [r15 + 256], 19
+    mov qword ptr [r15 + 192], rax
+    test bl, 72
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 256], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 256], r8d
-    mov r8, r10
-    or qword ptr [r15 + 576], 126
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 1984
     mov rbp, r10
-    mov dword ptr [r15 + r8 + 1344], 77
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
+    mov eax, 30
+    test dword ptr [r15 + 67117723], 131076
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 768]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 79
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 448], 101
+    mov ebp, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r8
-    mov r9d, 44
+    vpor xmm14, xmm14, xmm14
+    mov rbp, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    vpcmpeqb xmm14, xmm14, xmm10
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    mov rax, qword ptr [r15 + 384]
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
-// block 8: 256 bytes, 1 chunk(s), 11 chunk executions per call
+// block 8: 256 bytes, 1 chunk(s), 12 chunk executions per call
     mov rbx, qword ptr [r15 + 67117800]
-    lea rcx, [rbx + 11]
+    lea rcx, [rbx + 12]
     mov qword ptr [r15 + 67117800], rcx
-    mov r13d, 11
+    mov r13d, 12
     jmp .Lc1_b8_c0
     .p2align 6
 .Lc1_b8_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d5098_j]
+    lea rcx, [rip + .Lc1_d5165_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5098_j_t
-.Lc1_d5098_j:
-    mov ecx, dword ptr [r15 + 512]
+    jmp .Lc1_d5165_j_t
+.Lc1_d5165_j:
+    mov ecx, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 110
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1006
+    jz 1f
+1:
+    mov rbp, r10
+    mov byte ptr [r15 + 0], cl
+    test dword ptr [r15 + 67117724], 1073872896
+    jz 1f
+1:
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 64], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
+    add rbp, qword ptr [r15 + 512]
     mov r8, r10
-    test ebx, 6078
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 128], ymm14
+    test ebx, 1073741824
     jnz 1f
 1:
     and r8, 1984
-    vmovdqu xmm15, xmmword ptr [r15 + r8 + 1344]
-    test dword ptr [r15 + 67117724], 8404992
+    mov dword ptr [r15 + r8 + 1344], 27
+    test ebx, 304
     jz 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 320], r8b
-    mov r8, r10
-    test ebx, 1073741824
-    jz 1f
-1:
+    movzx r8d, r8b
     test ebx, 1073741824
     jnz 1f
+1:
+    mov r8d, 14
+    test dword ptr [r15 + 67117724], 2097154
+    jz 1f
+1:
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
 1:
     and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test dword ptr [r15 + 67117724], 2
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 173
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test dword ptr [r15 + 67117724], 1024
-    jz 1f
-1:
-    and r8, 16320
-    mov rcx, qword ptr [r15 + r8 + 15680]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test dword ptr [r15 + 67117723], 67109120
+    mov qword ptr [r15 + r8 + 7488], rbp
+    test ebx, 3568
     jnz 1f
 1:
     add r10, r11
@@ -6711,408 +6743,367 @@ ditto_body_c1:
     jmp .Lc1_b9_c255
     .p2align 6
 .Lc1_b9_c0:
-    lea r8, [r10*4]
-    and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3520]
-    movsxd rax, dword ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 768], ymm15
-    mov rbp, r10
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r8 + 3584]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    mov r9, r9
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov rbp, r10
-    mov byte ptr [r15 + r8 + 3456], bpl
-    and rbp, 1984
-    add r9, qword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 128], r9d
-    mov rbp, rcx
-    movzx ebp, bpl
-    mov byte ptr [r15 + 576], al
-    mov rbp, qword ptr [r15 + 448]
-    mov r9, qword ptr [r15 + 256]
-    movzx eax, byte ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 512]
-    mov edi, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 192], 45
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + r8 + 3392]
-    mov r8d, ecx
-    jmp 1f
-1:
-    mov rcx, rbp
-    mov ecx, dword ptr [r15 + 640]
+    movzx eax, byte ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 384], ymm14
     mov ecx, ecx
-    mov rbp, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 512], r9d
-    mov qword ptr [r15 + 704], rax
-    mov r9d, dword ptr [r15 + 128]
-    movzx eax, r9b
-    mov rax, r8
+    mov ecx, 148
+    lea r8, [r10*4]
+    mov ecx, 124
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 384]
+    and r8, 8128
+    movzx esi, byte ptr [r15 + r8 + 7488]
+    vmovdqu ymmword ptr [r15 + 384], ymm14
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 384]
+    lea r9, [r10 + r10*1]
+    mov rdi, qword ptr [r15 + 320]
+    and r9, 16320
+    mov qword ptr [r15 + r9 + 15680], rax
+    test dword ptr [r15 + 67117723], 32768
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + r8 + 7616]
+    movzx ecx, r8b
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + r8 + 7552]
+    mov rbp, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 320], 54
+    mov edi, dword ptr [r15 + r9 + 15744]
+    mov r9d, r9d
+    mov r9, r9
+    mov r9, r10
+    movzx esi, al
+    mov eax, dword ptr [r15 + 256]
+    and r9, 33554368
+    mov qword ptr [r15 + r9 + 33554432], r9
+    vmovdqu ymmword ptr [r15 + r8 + 7680], ymm14
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c1:
-    movzx r8d, al
-    movsxd r8, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 128]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 512]
-    mov byte ptr [r15 + 576], r9b
+    mov dword ptr [r15 + 128], edx
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 448]
-    and r9d, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*2]
-    mov esi, 86
-    jmp 1f
-1:
-    and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7552]
-    mov edx, dword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + rbp + 7488]
-    mov r9d, edi
-    movzx edi, r9b
-    lea r9, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 256]
-    mov eax, 37
-    and r9, 4032
-    lea r8, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + r9 + 3392]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], cl
-    jmp 1f
-1:
-    mov ecx, ebp
-    mov dword ptr [r15 + r9 + 3456], 33
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 129
-    mov byte ptr [r15 + 192], cl
-    movsxd r9, dword ptr [r15 + r8 + 896]
-    movzx r8d, byte ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 192]
+    mov r9d, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 256], esi
     jmp 1f
 1:
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movsxd rcx, dword ptr [r15 + rbp + 7616]
-    mov rsi, qword ptr [r15 + 640]
+    mov dword ptr [r15 + 384], ecx
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10*8]
+    and rbp, 16320
+    movsxd rcx, dword ptr [r15 + rbp + 15680]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r9b
+    mov r9d, eax
+    mov r9, r10
     jmp 1f
 1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 197
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + r8 + 7808]
+    mov dword ptr [r15 + r8 + 7744], 169
+    mov qword ptr [r15 + 384], rdi
+    mov dword ptr [r15 + 384], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + r8 + 7552]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + r8 + 7616]
+    mov dword ptr [r15 + 320], 247
+    mov dword ptr [r15 + 64], 198
+    movsxd rdx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + rbp + 15744]
+    mov rbp, qword ptr [r15 + r8 + 7680]
+    jmp 1f
+1:
+    mov r8, r9
+    mov r8d, r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c2:
-    lea r8, [r10 + r10*1]
+    and edi, dword ptr [r15 + 64]
+    lea r9, [r10 + r10*1]
+    mov r8, r9
+    movzx ebp, byte ptr [r15 + 192]
+    mov byte ptr [r15 + 512], bpl
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], sil
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], esi
+    mov rsi, rbp
+    mov dword ptr [r15 + 512], 192
+    movsxd rsi, dword ptr [r15 + 128]
+    lea rbp, [r10 + r10*1]
+    mov r8d, 242
+    mov byte ptr [r15 + 704], r8b
+    mov qword ptr [r15 + r9 + 7552], r8
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1408], r9b
+    mov r8, r10
+    mov r9d, dword ptr [r15 + rbp + 1344]
+    mov ebp, esi
+    mov qword ptr [r15 + 320], rsi
     and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    mov r9d, ecx
-    lea r9, [r10 + r10*2]
+    mov byte ptr [r15 + r8 + 3392], sil
+    mov r8, r8
+    mov esi, 171
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rbp
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1408], rdi
-    movzx edi, sil
-    jmp 1f
-1:
-    mov rbp, r10
-    mov edi, 10
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 1472], cl
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 88
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + r8 + 3456], dl
-    jmp 1f
-1:
-    mov rdx, r9
-    movzx edx, al
-    mov edx, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 512], ymm15
-    mov dword ptr [r15 + 448], edi
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 64]
-    mov eax, edx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 139
-    movzx eax, bpl
-    mov eax, r9d
-    jmp 1f
-1:
+    mov dword ptr [r15 + 448], esi
+    mov dword ptr [r15 + 256], 42
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c3:
-    mov qword ptr [r15 + 256], rcx
-    mov ecx, dword ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rbp, r10
+    mov byte ptr [r15 + 64], bpl
+    and rbp, 4032
+    mov r8, r10
+    mov dword ptr [r15 + rbp + 3392], 115
+    and r8, 16320
+    movsxd rbp, dword ptr [r15 + r8 + 15680]
+    movsxd r8, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 256], esi
+    vmovdqu ymmword ptr [r15 + 128], ymm14
     jmp 1f
 1:
-    mov eax, 197
-    jmp 1f
-1:
-    movzx eax, dil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
-    lea r8, [r10*4]
-    mov rdi, r9
     mov r9, r10
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1472], rdx
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 134
-    jmp 1f
-1:
-    mov r9, rax
-    mov qword ptr [r15 + r8 + 1344], rcx
-    mov r9d, 130
-    mov dword ptr [r15 + 128], 254
-    jmp 1f
-1:
-    movzx ecx, dil
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov qword ptr [r15 + r8 + 1408], r8
-    mov rcx, rcx
-    movsxd rcx, dword ptr [r15 + 512]
+    movzx esi, sil
+    movzx esi, byte ptr [r15 + 768]
+    and r9, 1984
+    movsxd rdi, dword ptr [r15 + r9 + 1344]
+    mov byte ptr [r15 + 320], r8b
+    mov dword ptr [r15 + 512], ebp
+    mov rbp, qword ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov byte ptr [r15 + 320], r8b
     jmp 1f
 1:
-    mov byte ptr [r15 + 448], cl
-    movsxd rcx, dword ptr [r15 + r8 + 1536]
-    mov r8, rdx
+    mov qword ptr [r15 + 384], rax
+    vpxor xmm14, xmm14, xmm2
+    mov dword ptr [r15 + 192], 111
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 448]
+    mov r8d, 124
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c4:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 192], bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3456]
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov eax, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r8
-    mov rdi, rbp
-    movsxd rdi, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 64], edi
-    jmp 1f
-1:
-    mov rdi, rdi
-    jmp 1f
-1:
-    mov edi, r8d
-    mov r8d, 18
-    mov dword ptr [r15 + r9 + 896], eax
-    movsxd r8, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 704], ymm15
-    vmovdqu ymmword ptr [r15 + 512], ymm15
+    movsxd r8, dword ptr [r15 + 384]
+    mov rbp, r10
     mov r9, r10
-    movzx edi, byte ptr [r15 + 256]
-    and r9, 8128
-    mov eax, dword ptr [r15 + r9 + 7488]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], dil
     jmp 1f
 1:
-    mov r9d, ecx
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r8d
+    mov r9, r10
+    movzx r8d, r9b
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 189
+    mov dword ptr [r15 + 256], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 49
+    mov r9d, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 128], 23
+    mov r8, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 576], ymm14
+    mov dword ptr [r15 + 448], 132
+    jmp 1f
+1:
+    vmovdqu xmm14, xmmword ptr [r15 + 320]
+    mov rbp, r9
+    mov r9d, dword ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c5:
-    lea rbp, [r10 + r10*2]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1408], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r8
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 44
-    mov r9, rdx
+    jmp 1f
+1:
+    mov r8d, 231
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 213
+    movzx r8d, r8b
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 576], ymm15
-    mov r9d, 156
-    mov r9d, dword ptr [r15 + 512]
-    mov rdx, rcx
-    mov rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 384], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    and r8, 8128
+    mov r9d, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], bpl
-    mov byte ptr [r15 + 448], r8b
-    mov dword ptr [r15 + 448], ebp
-    mov r9, rdi
-    mov dword ptr [r15 + 128], eax
-    mov dword ptr [r15 + rbp + 1344], r9d
-    movzx r9d, byte ptr [r15 + 192]
+    and r9d, dword ptr [r15 + 384]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 768]
-    mov dword ptr [r15 + 448], 166
-    mov dword ptr [r15 + rbp + 1472], 230
+    mov r8d, edi
     jmp 1f
 1:
-    movzx ebp, dl
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 704]
+    mov r8, r10
+    mov ebp, r8d
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 320], r9d
+    mov r8, r9
+    vmovdqu ymmword ptr [r15 + 192], ymm14
+    mov dword ptr [r15 + 256], 192
+    mov r8, r9
+    mov r9, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 768]
+    vmovq qword ptr [r15 + 448], xmm14
+    movzx eax, byte ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 512]
+    mov rdx, qword ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c6:
-    movzx edx, al
+    movzx r9d, byte ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    mov rsi, qword ptr [r15 + 576]
+    movsxd rdi, dword ptr [r15 + 256]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], r8d
+    mov dword ptr [r15 + 448], esi
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rbp
+    mov dword ptr [r15 + 384], ecx
+    mov qword ptr [r15 + 384], rbp
+    mov dword ptr [r15 + 192], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 173
+    mov dword ptr [r15 + 320], 53
     mov r8, r10
-    jmp 1f
-1:
+    movzx ecx, r8b
     and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + r8 + 3392], r8b
+    movsxd r8, dword ptr [r15 + rbp + 1408]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 512], r9b
-    mov rcx, rax
-    mov byte ptr [r15 + 512], bpl
-    jmp 1f
-1:
-    mov r8, r10
-    jmp 1f
-1:
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 640]
-    mov ebp, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 448], 71
-    movsxd r9, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], dl
-    movzx edx, byte ptr [r15 + 512]
-    mov byte ptr [r15 + 448], dl
-    mov dword ptr [r15 + 256], 73
-    mov edx, edi
-    vmovdqu ymmword ptr [r15 + 256], ymm15
-    mov edx, 89
-    mov edi, 98
-    jmp 1f
-1:
+    mov dword ptr [r15 + 128], r8d
+    mov rbp, r10
+    mov r8, rbp
+    mov r8d, 139
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 512]
     add r10, r11
     inc rbx
     dec r13
@@ -7121,311 +7112,274 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d5501_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d5543_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5501_s_t
+    jmp .Lc1_d5543_s_t
     .p2align 3
-.Lc1_d5501_s:
+.Lc1_d5543_s:
     .p2align 3
-    jmp .Lc1_d5501_j
+    jmp .Lc1_d5543_j
     .p2align 3
-    jmp .Lc1_d5501_j
-    .p2align 3
-    jmp .Lc1_d5501_j
-    .p2align 3
-    jmp .Lc1_d5501_j
-    .p2align 3
-    jmp .Lc1_d5501_j
-    .p2align 3
-    jmp .Lc1_d5501_j
-    .p2align 3
-    jmp .Lc1_d5501_j
-    .p2align 3
-    jmp .Lc1_d5501_j
-    .p2align 3
-    jmp .Lc1_d5501_j
-    .p2align 3
-    jmp .Lc1_d5501_j
-    .p2align 3
-    jmp .Lc1_d5501_j
-    .p2align 3
-    jmp .Lc1_d5501_j
-    .p2align 3
-    jmp .Lc1_d5501_j
-    .p2align 3
-    jmp .Lc1_d5501_j
-    .p2align 3
-    jmp .Lc1_d5501_j
-    .p2align 3
-    jmp .Lc1_d5501_j
-.Lc1_d5501_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], r9d
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    vmovdqu ymmword ptr [r15 + 256], ymm15
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, ecx
+    jmp .Lc1_d5543_j
+.Lc1_d5543_j:
+    mov ecx, 89
+    movzx ecx, byte ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 704]
+    movsxd rdx, dword ptr [r15 + 384]
+    movzx ebp, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
     mov ecx, ebp
-    mov ecx, 115
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 130
+    movzx ecx, cl
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 320], bpl
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 768], r9b
-    mov dword ptr [r15 + 64], 129
-    jmp 1f
-1:
-    mov r9, rcx
-    movsxd r9, dword ptr [r15 + rbp + 1408]
     mov rbp, r10
-    mov ecx, dword ptr [r15 + 128]
-    lea r8, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + 512]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], edx
     jmp 1f
 1:
-    and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3392]
-    mov byte ptr [r15 + 192], r9b
-    mov dword ptr [r15 + r8 + 3456], 100
+    mov qword ptr [r15 + 512], rbp
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov ebp, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r8, r10
+    mov byte ptr [r15 + 640], r8b
+    mov byte ptr [r15 + 64], cl
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rcx
+    mov r8, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 128], 248
+    mov ecx, ecx
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 448]
+    mov edi, ebp
+    vpxor xmm14, xmm14, xmm10
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c8:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4
+    setz al
+    lea rcx, [rip + .Lc1_d5600_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5600_s_t
+    .p2align 3
+.Lc1_d5600_s:
+    .p2align 3
+    jmp .Lc1_d5600_j
+    .p2align 3
+    jmp .Lc1_d5600_j
+.Lc1_d5600_j:
+    mov qword ptr [r15 + 256], rcx
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 320], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    movzx ebp, byte ptr [r15 + r8 + 1344]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 384], 233
-    lea rbp, [r10 + r10*1]
-    mov eax, dword ptr [r15 + 320]
-    and rbp, 4032
-    lea r9, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + rbp + 3392]
+    mov edx, dword ptr [r15 + 512]
+    test dword ptr [r15 + 67117723], 2195712
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 384], r8d
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 192]
-    and r9, 8128
-    movsxd rdi, dword ptr [r15 + r9 + 7552]
+    movsxd r8, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 64], bpl
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], edi
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 256], 251
-    jmp 1f
-1:
-    mov esi, eax
-    mov dword ptr [r15 + 448], 138
-    mov eax, 163
-    mov eax, edx
-    movsxd rax, dword ptr [r15 + rbp + 3456]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 215
     mov rbp, r10
-    movzx eax, r9b
-    mov eax, dword ptr [r15 + 192]
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 448]
-    mov ebp, dword ptr [r15 + r9 + 7488]
+    mov r9, r10
+    and rbp, 8128
+    add r8, qword ptr [r15 + rbp + 7488]
+    and r9, 4032
+    mov ebp, dword ptr [r15 + r9 + 3392]
+    mov qword ptr [r15 + 768], rax
+    mov byte ptr [r15 + 192], dil
+    movsxd r9, dword ptr [r15 + 448]
+    movzx edi, byte ptr [r15 + 384]
+    mov eax, edx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c9:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d5621_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5621_s_t
-    .p2align 3
-.Lc1_d5621_s:
-    .p2align 3
-    jmp .Lc1_d5621_j
-    .p2align 3
-    jmp .Lc1_d5621_j
-    .p2align 3
-    jmp .Lc1_d5621_j
-    .p2align 3
-    jmp .Lc1_d5621_j
-    .p2align 3
-    jmp .Lc1_d5621_j
-    .p2align 3
-    jmp .Lc1_d5621_j
-    .p2align 3
-    jmp .Lc1_d5621_j
-    .p2align 3
-    jmp .Lc1_d5621_j
-    .p2align 3
-    jmp .Lc1_d5621_j
-    .p2align 3
-    jmp .Lc1_d5621_j
-    .p2align 3
-    jmp .Lc1_d5621_j
-    .p2align 3
-    jmp .Lc1_d5621_j
-    .p2align 3
-    jmp .Lc1_d5621_j
-    .p2align 3
-    jmp .Lc1_d5621_j
-    .p2align 3
-    jmp .Lc1_d5621_j
-    .p2align 3
-    jmp .Lc1_d5621_j
-.Lc1_d5621_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm15, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 216
+    mov eax, 214
+    movzx eax, dl
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    mov rdi, rax
+    mov dword ptr [r15 + 0], edi
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov eax, 148
+    vpaddd xmm14, xmm14, xmm14
     mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rax
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 256]
-    lea r9, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rax
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7552], r9b
-    mov dword ptr [r15 + 512], r9d
+    mov qword ptr [r15 + 448], rdi
+    movzx edi, byte ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 192]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    movzx ebp, r9b
+    mov rbp, qword ptr [r15 + 640]
+    mov byte ptr [r15 + 128], bpl
+    mov byte ptr [r15 + 512], al
     mov rbp, r10
-    mov dword ptr [r15 + 128], ecx
+    mov eax, dword ptr [r15 + 576]
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 177
+    mov rbp, r10
+    mov r8, qword ptr [r15 + 384]
+    jmp 1f
+1:
     and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
+    movsxd rdx, dword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 512]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, sil
-    mov dword ptr [r15 + r9 + 7488], 132
-    vmovdqu ymmword ptr [r15 + 576], ymm15
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 640]
-    mov r9d, 160
-    mov dword ptr [r15 + 128], 174
-    mov r9, qword ptr [r15 + 320]
-    mov ebp, dword ptr [r15 + 64]
+    movzx esi, byte ptr [r15 + 320]
+    mov ebp, esi
+    movzx esi, byte ptr [r15 + 256]
+    movsxd rsi, dword ptr [r15 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c10:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16
+    setz al
+    lea rcx, [rip + .Lc1_d5708_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5708_s_t
+    .p2align 3
+.Lc1_d5708_s:
+    .p2align 3
+    jmp .Lc1_d5708_j
+    .p2align 3
+    jmp .Lc1_d5708_j
+.Lc1_d5708_j:
+    mov rcx, rsi
+    and esi, dword ptr [r15 + 320]
+    mov rbp, r10
+    mov eax, eax
+    jmp 1f
+1:
+    mov rax, rax
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], edx
+    movsxd rbp, dword ptr [r15 + 704]
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
+    mov rdx, rcx
+    jmp 1f
+1:
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov edx, 174
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rdx, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 704], r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 768], rcx
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 126
-    add r9, qword ptr [r15 + 320]
-    movzx ebp, byte ptr [r15 + 192]
-    movzx ecx, byte ptr [r15 + 192]
-    mov esi, dword ptr [r15 + 448]
-    movzx r8d, byte ptr [r15 + 768]
-    movzx eax, al
-    mov dword ptr [r15 + 384], 60
-    vmovdqu xmmword ptr [r15 + 512], xmm15
-    mov r8, r10
-    movzx eax, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 512], ebp
-    mov ebp, r9d
-    and r8, 448
-    mov rbp, qword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 128]
-    mov rdi, rsi
+    mov byte ptr [r15 + 448], cl
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 256], 236
-    mov rdx, rsi
-    movzx esi, dl
-    mov dword ptr [r15 + 576], esi
-    mov rsi, qword ptr [r15 + 448]
+    mov rbp, r10
+    mov qword ptr [r15 + 512], r8
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3392]
+    mov ebp, 233
+    mov ebp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 256], 27
+    vpaddd xmm14, xmm14, xmm14
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov edx, r9d
+    movzx ecx, cl
+    movzx ecx, byte ptr [r15 + 384]
+    mov r9, rbp
+    mov r9d, dword ptr [r15 + 192]
+    movsxd rdx, dword ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
@@ -7434,138 +7388,118 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d5734_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d5769_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5734_s_t
+    jmp .Lc1_d5769_s_t
     .p2align 3
-.Lc1_d5734_s:
+.Lc1_d5769_s:
     .p2align 3
-    jmp .Lc1_d5734_j
+    jmp .Lc1_d5769_j
     .p2align 3
-    jmp .Lc1_d5734_j
-    .p2align 3
-    jmp .Lc1_d5734_j
-    .p2align 3
-    jmp .Lc1_d5734_j
-    .p2align 3
-    jmp .Lc1_d5734_j
-    .p2align 3
-    jmp .Lc1_d5734_j
-    .p2align 3
-    jmp .Lc1_d5734_j
-    .p2align 3
-    jmp .Lc1_d5734_j
-    .p2align 3
-    jmp .Lc1_d5734_j
-    .p2align 3
-    jmp .Lc1_d5734_j
-    .p2align 3
-    jmp .Lc1_d5734_j
-    .p2align 3
-    jmp .Lc1_d5734_j
-    .p2align 3
-    jmp .Lc1_d5734_j
-    .p2align 3
-    jmp .Lc1_d5734_j
-    .p2align 3
-    jmp .Lc1_d5734_j
-    .p2align 3
-    jmp .Lc1_d5734_j
-.Lc1_d5734_j:
-    vmovdqu ymmword ptr [r15 + 256], ymm15
+    jmp .Lc1_d5769_j
+.Lc1_d5769_j:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], edx
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 192]
+    movzx ecx, al
+    movzx ecx, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
     jmp 1f
 1:
-    movzx ecx, bpl
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 77
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov edx, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 448], ymm14
+    mov ebp, dword ptr [r15 + 128]
+    mov r8, r9
+    vmovdqu ymmword ptr [r15 + 320], ymm14
     mov r8, r10
-    movzx eax, r8b
-    and r8, 448
-    add rax, qword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 512], eax
+    movzx esi, al
+    mov edi, 4
+    and r8, 8128
     mov rbp, r10
-    jmp 1f
-1:
+    mov byte ptr [r15 + r8 + 7488], bpl
+    and r8d, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 512], ymm14
     and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 384], 58
+    mov eax, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 256], rdi
+    movzx edi, sil
+    mov edi, 45
     mov rbp, r10
-    mov byte ptr [r15 + 128], r8b
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 256]
-    and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
-    mov ebp, 37
-    movzx ebp, r9b
-    or qword ptr [r15 + 448], 95
-    jmp 1f
-1:
-    movzx ebp, bpl
-    mov byte ptr [r15 + 64], bpl
-    mov dword ptr [r15 + 64], 197
-    movzx ebp, dil
-    movsxd rbp, dword ptr [r15 + 192]
+    movsxd rdi, dword ptr [r15 + 384]
+    mov edi, dword ptr [r15 + 576]
+    mov edi, 182
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 640], 224
+    mov ebp, 162
+    mov ebp, eax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c12:
-    mov rbp, rsi
-    mov rsi, r8
-    movsxd rsi, dword ptr [r15 + 320]
+    mov rbp, rdi
+    mov byte ptr [r15 + 192], dil
+    lea rbp, [r10 + r10*1]
+    mov qword ptr [r15 + 64], rdi
+    and rbp, 4032
+    mov edi, dword ptr [r15 + rbp + 3456]
+    mov dword ptr [r15 + 0], edi
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 512], 106
-    mov r8, qword ptr [r15 + 448]
-    mov rdi, rsi
-    mov dword ptr [r15 + 320], 88
+    movzx edi, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r8, r10
+    movzx r9d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 252
+    mov qword ptr [r15 + 256], r9
+    and r8, 1984
+    movzx r9d, byte ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 448]
+    mov edx, 218
+    movsxd rdx, dword ptr [r15 + 64]
+    movzx ecx, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 384]
+    mov ecx, r8d
+    mov dword ptr [r15 + 512], 68
+    mov r8d, ecx
     mov r9, r10
-    mov rbp, r10
-    and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 832]
-    mov r9, rcx
-    mov byte ptr [r15 + 64], al
-    and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
-    mov ebp, 185
-    movzx ebp, dil
-    vpor xmm15, xmm15, xmm15
-    movzx ebp, byte ptr [r15 + 704]
+    mov dword ptr [r15 + 448], 56
+    mov rcx, rdx
+    and r9, 16320
+    vmovdqu xmmword ptr [r15 + r9 + 15680], xmm14
+    movzx r9d, byte ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 320]
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 67
-    vmovdqu xmm15, xmmword ptr [r15 + 192]
-    mov eax, 89
-    mov eax, dword ptr [r15 + 768]
-    mov rdx, qword ptr [r15 + 512]
     jmp 1f
 1:
-    add rax, qword ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + 384]
+    movzx edx, byte ptr [r15 + 704]
+    mov dword ptr [r15 + 128], r8d
+    mov r8d, edx
+    movzx edx, bpl
+    mov edx, eax
     add r10, r11
     inc rbx
     dec r13
@@ -7574,246 +7508,193 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d5845_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 33554432
+    setz al
+    lea rcx, [rip + .Lc1_d5873_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5845_s_t
+    jmp .Lc1_d5873_s_t
     .p2align 3
-.Lc1_d5845_s:
+.Lc1_d5873_s:
     .p2align 3
-    jmp .Lc1_d5845_j
+    jmp .Lc1_d5873_j
     .p2align 3
-    jmp .Lc1_d5845_j
-    .p2align 3
-    jmp .Lc1_d5845_j
-    .p2align 3
-    jmp .Lc1_d5845_j
-    .p2align 3
-    jmp .Lc1_d5845_j
-    .p2align 3
-    jmp .Lc1_d5845_j
-    .p2align 3
-    jmp .Lc1_d5845_j
-    .p2align 3
-    jmp .Lc1_d5845_j
-    .p2align 3
-    jmp .Lc1_d5845_j
-    .p2align 3
-    jmp .Lc1_d5845_j
-    .p2align 3
-    jmp .Lc1_d5845_j
-    .p2align 3
-    jmp .Lc1_d5845_j
-    .p2align 3
-    jmp .Lc1_d5845_j
-    .p2align 3
-    jmp .Lc1_d5845_j
-    .p2align 3
-    jmp .Lc1_d5845_j
-    .p2align 3
-    jmp .Lc1_d5845_j
-.Lc1_d5845_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d5873_j
+.Lc1_d5873_j:
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 896]
+    mov eax, ecx
     mov rcx, r8
-    jmp 1f
-1:
-    mov r8d, 60
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 116
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 106
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, ecx
+    movsxd rsi, dword ptr [r15 + 0]
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, 46
     movzx r8d, r8b
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
+    mov rdx, rdi
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
     jmp 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 102
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 576]
-    mov r8d, eax
-    mov edx, dword ptr [r15 + 320]
-    vmovdqu xmmword ptr [r15 + 128], xmm15
-    movzx r8d, byte ptr [r15 + 384]
-    movzx eax, cl
-    movsxd rax, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov edx, dword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 768]
+    and r8d, dword ptr [r15 + 64]
+    lea r9, [r10 + r10*1]
+    mov byte ptr [r15 + 256], r9b
+    mov byte ptr [r15 + rbp + 832], r9b
+    and r9, 8128
+    vmovdqu xmm14, xmmword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 7552], r9d
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 640], rcx
-    movsxd rcx, dword ptr [r15 + 704]
-    movzx ebp, byte ptr [r15 + 384]
-    mov edi, dword ptr [r15 + 320]
-    mov r9, qword ptr [r15 + 512]
-    mov r9, r10
-    movzx esi, byte ptr [r15 + 448]
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
+    movzx ebp, byte ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rdi, r8
+    movzx r8d, byte ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 384], ymm14
+    mov r8, r9
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c14:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4096
-    setz al
-    lea rcx, [rip + .Lc1_d5918_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5918_s_t
-    .p2align 3
-.Lc1_d5918_s:
-    .p2align 3
-    jmp .Lc1_d5918_j
-    .p2align 3
-    jmp .Lc1_d5918_j
-.Lc1_d5918_j:
+    mov r9, rcx
+    mov ecx, edi
+    mov rdi, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 0], rdi
+    add rdi, qword ptr [r15 + 0]
+    movzx r8d, dil
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 0]
+    mov ecx, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, byte ptr [r15 + 640]
+    mov dword ptr [r15 + 64], r9d
+    mov dword ptr [r15 + 320], r8d
     jmp 1f
 1:
-    mov rcx, rax
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 105
+    mov r8, r10
     mov rbp, r10
-    mov ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
     and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 320]
-    movzx ecx, al
-    movzx ecx, al
-    mov qword ptr [r15 + 128], rax
-    lea r8, [r10 + r10*1]
-    mov eax, 142
+    mov r9d, dword ptr [r15 + rbp + 7488]
     and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1408]
-    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + r8 + 1344], 143
+    mov r8d, dword ptr [r15 + 512]
+    mov rbp, r10
+    mov edx, dword ptr [r15 + 192]
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 448], ymm10
+    mov dword ptr [r15 + 128], 30
+    mov esi, r9d
+    mov byte ptr [r15 + 576], r9b
+    movzx r9d, byte ptr [r15 + 384]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 384], rdx
-    mov edx, ebp
-    jmp 1f
-1:
-    mov qword ptr [r15 + 768], rdx
-    mov qword ptr [r15 + 128], rbp
-    .byte 0x0f, 0x1f, 0x00
-    mov qword ptr [r15 + 384], rbp
-    mov qword ptr [r15 + 320], rsi
-    mov esi, 121
-    jmp 1f
-1:
-    mov esi, esi
-    mov qword ptr [r15 + 448], r8
-    mov rsi, rax
-    and r8d, dword ptr [r15 + 320]
-    mov rax, rdx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], al
+    mov esi, 20
+    movzx esi, byte ptr [r15 + 192]
+    mov r9, qword ptr [r15 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c15:
-    mov rsi, r8
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d5978_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5978_s_t
+    .p2align 3
+.Lc1_d5978_s:
+    .p2align 3
+    jmp .Lc1_d5978_j
+    .p2align 3
+    jmp .Lc1_d5978_j
+.Lc1_d5978_j:
+    mov byte ptr [r15 + 384], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    movsxd rax, dword ptr [r15 + 0]
+    mov r9d, esi
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 320], 196
+    mov r8d, 17
+    movsxd r8, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 704], rcx
+    mov dword ptr [r15 + 768], edx
+    mov dword ptr [r15 + 448], 89
     jmp 1f
 1:
-    mov rsi, rcx
-    mov esi, 166
-    mov esi, eax
-    mov esi, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    movsxd rsi, dword ptr [r15 + r8 + 1408]
+    mov rdi, rcx
     jmp 1f
 1:
+    mov rcx, rsi
     mov rbp, r10
-    mov rax, qword ptr [r15 + 704]
-    mov ecx, dword ptr [r15 + 320]
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm15
+    jmp 1f
+1:
+    mov rcx, rbp
+    mov r8, r10
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r9d
+    vmovdqu xmmword ptr [r15 + 192], xmm14
+    and r8, 4032
+    movzx ebp, byte ptr [r15 + r8 + 3392]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r8d, dword ptr [r15 + 128]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rdx
-    mov ebp, 231
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 4
-    movsxd rbp, dword ptr [r15 + 512]
-    movzx eax, bpl
-    vpor xmm15, xmm15, xmm15
-    movzx ebp, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], sil
-    mov rsi, rbp
-    jmp 1f
-1:
-    vpshufd xmm15, xmm15, 80
-    mov ebp, esi
-    mov rsi, rbp
-    movsxd rbp, dword ptr [r15 + 448]
+    mov r9, r10
+    mov dword ptr [r15 + 256], r9d
     mov ecx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + r8 + 1344]
-    mov r8d, 234
-    movzx r8d, byte ptr [r15 + 576]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 640]
+    movsxd rdi, dword ptr [r15 + 64]
+    and r9, 1984
+    movzx edx, byte ptr [r15 + r9 + 1344]
+    mov r9d, 153
     add r10, r11
     inc rbx
     dec r13
@@ -7822,9 +7703,8 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2
-    setz al
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
     lea rcx, [rip + .Lc1_d6035_s]
     lea rcx, [rcx + rax*8]
     jmp .Lc1_d6035_s_t
@@ -7834,128 +7714,126 @@ ditto_body_c1:
     jmp .Lc1_d6035_j
     .p2align 3
     jmp .Lc1_d6035_j
+    .p2align 3
+    jmp .Lc1_d6035_j
+    .p2align 3
+    jmp .Lc1_d6035_j
+    .p2align 3
+    jmp .Lc1_d6035_j
+    .p2align 3
+    jmp .Lc1_d6035_j
+    .p2align 3
+    jmp .Lc1_d6035_j
+    .p2align 3
+    jmp .Lc1_d6035_j
 .Lc1_d6035_j:
-    mov ecx, dword ptr [r15 + 192]
-    movzx eax, bpl
-    mov rbp, rsi
-    jmp 1f
-1:
-    mov ebp, edi
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], al
+    mov ecx, 55
+    mov rcx, rcx
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, rbp
-    movzx r9d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    movzx ebp, byte ptr [r15 + r9 + 7552]
+    mov ecx, dword ptr [r15 + 640]
+    movzx eax, byte ptr [r15 + 64]
+    mov r9, rax
+    mov r9d, edx
+    mov rbp, r10
+    movsxd r9, dword ptr [r15 + 384]
     mov r8, r10
-    mov dword ptr [r15 + 320], ecx
-    and r8, 1984
-    mov edx, dword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 256], rdx
+    and r8, 4032
+    movsxd rdx, dword ptr [r15 + r8 + 3392]
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 7488]
+    mov rbp, r10
+    mov esi, dword ptr [r15 + 128]
+    mov edi, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 832]
+    mov rbp, rsi
+    mov dword ptr [r15 + 320], 30
+    mov esi, ebp
+    mov esi, edx
+    mov rdi, r8
+    mov rsi, r8
+    movsxd r8, dword ptr [r15 + 448]
+    mov esi, ecx
+    mov dword ptr [r15 + 320], esi
+    mov esi, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 512], rax
+    movzx eax, byte ptr [r15 + 192]
+    mov qword ptr [r15 + 384], rax
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 384], bpl
-    mov dword ptr [r15 + 320], ebp
-    movzx ebp, byte ptr [r15 + r9 + 7488]
-    mov r9, r10
-    mov dword ptr [r15 + 256], eax
-    movzx eax, byte ptr [r15 + 448]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], ecx
+    jmp 1f
+1:
+    movzx eax, dil
+    mov rax, qword ptr [r15 + 64]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c17:
-    lea rcx, [rip + .Lc1_d6091_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6091_j_t
-.Lc1_d6091_j:
-    mov dword ptr [r15 + 320], 18
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    mov esi, r9d
+    mov qword ptr [r15 + 0], rsi
+    mov esi, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 59
     jmp 1f
 1:
-    vpor xmm15, xmm15, xmm15
-    mov r9, rsi
+    movzx esi, sil
+    mov dword ptr [r15 + 0], 168
+    mov dword ptr [r15 + 128], 208
+    mov esi, 124
+    mov rsi, rax
+    mov esi, dword ptr [r15 + 320]
+    mov r8d, 184
+    mov r8, r10
+    mov r9d, eax
     jmp 1f
 1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rsi
     jmp 1f
 1:
-    mov ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov r9d, dword ptr [r15 + 384]
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm15
-    mov ebp, 128
-    or qword ptr [r15 + 128], 33
-    mov rbp, rbp
-    mov rcx, rax
-    mov ebp, 148
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], r9
-    mov dword ptr [r15 + 256], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + 128], al
+    mov r8, r10
+    movsxd rsi, dword ptr [r15 + 448]
+    movzx eax, sil
+    movzx esi, byte ptr [r15 + 256]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], edi
+    movsxd rdi, dword ptr [r15 + 64]
+    mov r8, r9
+    mov r9, r9
+    mov r9d, r9d
+    mov r8, r10
+    mov byte ptr [r15 + 192], r8b
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 55
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, r10
-    mov r9, r10
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    and r9, 8128
-    mov ebp, dword ptr [r15 + r9 + 7488]
-    .byte 0x66, 0x90
+    mov r8, qword ptr [r15 + 704]
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], esi
-    mov qword ptr [r15 + 768], rbp
-    mov r9, qword ptr [r15 + 256]
+    movzx r9d, sil
+    mov r9d, edi
+    movzx r9d, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 512], 227
+    vpmovmskb ebp, xmm14
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], al
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 128]
     jmp 1f
 1:
     add r10, r11
@@ -7963,54 +7841,70 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c18:
-    mov eax, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 384]
+    lea rcx, [rip + .Lc1_d6149_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6149_j_t
+.Lc1_d6149_j:
+    movzx ecx, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov edi, r8d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 214
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    mov rsi, qword ptr [r15 + r9 + 3456]
-    mov dword ptr [r15 + 384], ebp
+    mov rdi, rdx
+    mov edx, edi
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 640], sil
-    mov rsi, rsi
+    movsxd rdx, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    mov dword ptr [r15 + 320], 172
+    mov rdi, rcx
+    movzx edi, dil
+    mov rdi, qword ptr [r15 + 320]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 256]
-    add qword ptr [r15 + 512], r9
-    mov rbp, r10
-    mov ecx, r9d
-    mov rcx, qword ptr [r15 + 64]
+    mov r8, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 768], 169
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], r8
     mov r8, r10
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 24
-    add qword ptr [r15 + 768], rax
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], r8d
+    movsxd rdi, dword ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 512]
+    mov r9, r10
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + r9 + 3392]
-    mov edx, eax
     jmp 1f
 1:
-    mov byte ptr [r15 + 576], al
-    movsxd rdx, dword ptr [r15 + 128]
-    mov rax, rcx
-    movsxd rcx, dword ptr [r15 + 320]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], esi
+    mov rsi, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 16
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 146
+    mov r9, r10
+    jmp 1f
+1:
+    movzx r8d, bpl
+    vmovq qword ptr [r15 + 256], xmm14
+    and r9, 8128
+    mov r8d, dword ptr [r15 + r9 + 7488]
     add r10, r11
     inc rbx
     dec r13
@@ -8019,90 +7913,78 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d6196_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4
+    setz al
+    lea rcx, [rip + .Lc1_d6208_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6196_s_t
+    jmp .Lc1_d6208_s_t
     .p2align 3
-.Lc1_d6196_s:
+.Lc1_d6208_s:
     .p2align 3
-    jmp .Lc1_d6196_j
+    jmp .Lc1_d6208_j
     .p2align 3
-    jmp .Lc1_d6196_j
-    .p2align 3
-    jmp .Lc1_d6196_j
-    .p2align 3
-    jmp .Lc1_d6196_j
-    .p2align 3
-    jmp .Lc1_d6196_j
-    .p2align 3
-    jmp .Lc1_d6196_j
-    .p2align 3
-    jmp .Lc1_d6196_j
-    .p2align 3
-    jmp .Lc1_d6196_j
-    .p2align 3
-    jmp .Lc1_d6196_j
-    .p2align 3
-    jmp .Lc1_d6196_j
-    .p2align 3
-    jmp .Lc1_d6196_j
-    .p2align 3
-    jmp .Lc1_d6196_j
-    .p2align 3
-    jmp .Lc1_d6196_j
-    .p2align 3
-    jmp .Lc1_d6196_j
-    .p2align 3
-    jmp .Lc1_d6196_j
-    .p2align 3
-    jmp .Lc1_d6196_j
-.Lc1_d6196_j:
-    lea rbp, [r10 + r10*1]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7552], ebp
+    jmp .Lc1_d6208_j
+.Lc1_d6208_j:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    add r8, qword ptr [r15 + 0]
+    mov ecx, 185
+    mov ecx, 199
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 246
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r10 + r10*1]
+    mov ecx, ecx
+    mov rcx, rcx
     jmp 1f
 1:
+    mov ebp, 228
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 384]
+    mov edx, r8d
+    mov r8, r10
+    mov eax, eax
     and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    mov r9, r10
-    mov byte ptr [r15 + 128], al
-    movsxd rax, dword ptr [r15 + r8 + 3456]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], bpl
-    mov dword ptr [r15 + 448], r9d
-    vmovdqu ymmword ptr [r15 + 64], ymm15
-    mov dword ptr [r15 + rbp + 7488], r8d
-    mov dword ptr [r15 + 128], r9d
-    mov dword ptr [r15 + 192], 255
-    mov r9, qword ptr [r15 + 512]
-    mov r8, rdx
+    mov eax, dword ptr [r15 + r8 + 3392]
+    mov r8d, 14
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], r8
-    mov r8, rdx
+    mov byte ptr [r15 + 64], bpl
+    mov dword ptr [r15 + 64], eax
     jmp 1f
 1:
-    movzx edx, al
-    vmovdqu ymmword ptr [r15 + 256], ymm15
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 70
-    movzx edx, byte ptr [r15 + 192]
+    movzx eax, r8b
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 192], edi
+    mov qword ptr [r15 + 256], rdx
+    and r8, 448
+    movzx edx, byte ptr [r15 + r8 + 896]
+    mov qword ptr [r15 + r8 + 832], rcx
+    mov r8d, edx
+    mov eax, 128
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], ebp
+    mov qword ptr [r15 + 320], rbp
+    mov rbp, r8
+    mov ebp, dword ptr [r15 + 640]
+    mov r8, r10
+    jmp 1f
+1:
+    movzx eax, r8b
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 576], cl
     add r10, r11
     inc rbx
     dec r13
@@ -8111,490 +7993,418 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d6263_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6263_s_t
-    .p2align 3
-.Lc1_d6263_s:
-    .p2align 3
-    jmp .Lc1_d6263_j
-    .p2align 3
-    jmp .Lc1_d6263_j
-    .p2align 3
-    jmp .Lc1_d6263_j
-    .p2align 3
-    jmp .Lc1_d6263_j
-    .p2align 3
-    jmp .Lc1_d6263_j
-    .p2align 3
-    jmp .Lc1_d6263_j
-    .p2align 3
-    jmp .Lc1_d6263_j
-    .p2align 3
-    jmp .Lc1_d6263_j
-    .p2align 3
-    jmp .Lc1_d6263_j
-    .p2align 3
-    jmp .Lc1_d6263_j
-    .p2align 3
-    jmp .Lc1_d6263_j
-    .p2align 3
-    jmp .Lc1_d6263_j
-    .p2align 3
-    jmp .Lc1_d6263_j
-    .p2align 3
-    jmp .Lc1_d6263_j
-    .p2align 3
-    jmp .Lc1_d6263_j
-    .p2align 3
-    jmp .Lc1_d6263_j
-.Lc1_d6263_j:
-    mov rcx, rbp
+    movsxd rax, dword ptr [r15 + 448]
     jmp 1f
 1:
+    mov r8d, dword ptr [r15 + 0]
+    mov ecx, 223
+    movzx ecx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 127
-    movzx eax, bpl
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov ecx, eax
-    mov eax, ecx
-    mov ecx, dword ptr [r15 + 512]
-    mov rbp, qword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, eax
-    mov rax, rax
+    mov rcx, qword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    mov rdx, rbp
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 896]
-    mov ecx, r8d
-    lea r8, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + 192]
-    mov qword ptr [r15 + rbp + 832], r9
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1408]
-    mov dword ptr [r15 + r8 + 1344], edx
-    movsxd r8, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], 134
-    vmovdqu ymmword ptr [r15 + 448], ymm15
+    movzx edx, byte ptr [r15 + 0]
+    and rbp, 8128
+    mov r9, r10
+    mov dword ptr [r15 + rbp + 7488], 228
+    and r9, 1984
+    mov edi, dword ptr [r15 + r9 + 1344]
+    mov r9, r10
+    mov byte ptr [r15 + 512], r8b
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3392]
+    test dword ptr [r15 + 67117723], 4358144
+    jz 1f
+1:
+    mov qword ptr [r15 + 128], rdx
+    mov rdx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 256], ecx
+    movzx ecx, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 704], dil
+    mov edi, dword ptr [r15 + 320]
+    mov r9d, r8d
+    mov qword ptr [r15 + rbp + 7552], r9
+    mov r9d, r9d
+    mov r9d, dword ptr [r15 + 192]
+    mov r8d, 16
     jmp 1f
 1:
-    mov rdx, rcx
-    mov byte ptr [r15 + 64], cl
+    mov qword ptr [r15 + 384], r8
+    mov r8d, 57
+    mov ebp, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov edx, edx
-    nop
-    mov rdx, r9
-    mov rcx, rdx
-    movzx ecx, byte ptr [r15 + 576]
-    mov dword ptr [r15 + 320], ecx
+    movsxd r8, dword ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c21:
-    mov rdx, rbp
-    movzx edx, bpl
+    lea rcx, [rip + .Lc1_d6319_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6319_j_t
+.Lc1_d6319_j:
+    mov dword ptr [r15 + 0], 168
+    jmp 1f
+1:
+    mov ecx, 151
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 167
+    movzx ecx, byte ptr [r15 + 0]
+    mov r8d, ecx
+    mov dword ptr [r15 + 0], esi
+    movsxd rcx, dword ptr [r15 + 64]
+    mov rsi, rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rbp, r10
-    mov rdx, qword ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 448]
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 106
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 56
-    vmovq qword ptr [r15 + 384], xmm15
+    mov dword ptr [r15 + 320], r9d
+    mov dword ptr [r15 + 256], 9
+    and rbp, 4032
+    mov rsi, qword ptr [r15 + rbp + 3392]
+    movzx ebp, sil
+    mov dword ptr [r15 + 320], r8d
+    mov r8d, ebp
+    mov rbp, r8
+    movzx r8d, byte ptr [r15 + 576]
     mov rbp, r10
+    mov rdi, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 192], 40
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 145
     jmp 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 180
-    mov dword ptr [r15 + 320], ebp
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 512]
-    mov eax, 245
-    mov eax, r8d
-    jmp 1f
-1:
-    mov r8, r9
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 245
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 384]
-    mov r9d, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 256], 68
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 512]
-    mov edi, dword ptr [r15 + 448]
-    mov r8d, 97
-    mov r8, qword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 640]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov r9, r10
+    mov rdx, qword ptr [r15 + 192]
+    mov eax, edx
+    mov rdx, qword ptr [r15 + 384]
+    and r9, 1984
+    movzx edx, byte ptr [r15 + r9 + 1344]
+    vpaddd xmm14, xmm14, xmm14
+    mov r9, rdx
+    mov r9d, dword ptr [r15 + 768]
+    add r9, qword ptr [r15 + 448]
+    mov edx, 221
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c22:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 67108864
-    setz al
-    lea rcx, [rip + .Lc1_d6389_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6389_s_t
-    .p2align 3
-.Lc1_d6389_s:
-    .p2align 3
-    jmp .Lc1_d6389_j
-    .p2align 3
-    jmp .Lc1_d6389_j
-.Lc1_d6389_j:
-    jmp 1f
-1:
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r8, r10
-    jmp 1f
-1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rdx, rax
+    mov eax, 58
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov rbp, rax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 162
-    vmovdqu ymmword ptr [r15 + 128], ymm15
-    movzx eax, r8b
-    mov r8, rcx
-    mov r8d, 116
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 320]
-    movsxd rax, dword ptr [r15 + 704]
+    mov qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + 0], 124
     jmp 1f
 1:
     mov rbp, r10
-    mov dword ptr [r15 + 64], ebp
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 832]
-    vmovdqu ymmword ptr [r15 + 192], ymm15
-    movzx ebp, cl
-    mov rcx, rbp
-    movsxd rcx, dword ptr [r15 + 512]
-    movzx edx, r8b
-    mov r8, r10
     jmp 1f
 1:
-    mov esi, 231
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 79
-    mov qword ptr [r15 + 64], rax
+    and rbp, 16320
+    mov edx, dword ptr [r15 + rbp + 15680]
+    mov byte ptr [r15 + 512], al
+    movzx edi, byte ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 128]
     jmp 1f
 1:
+    mov byte ptr [r15 + 704], sil
+    mov rsi, r9
+    mov esi, edi
+    mov rbp, r10
+    mov rsi, qword ptr [r15 + 64]
+    mov r8d, 239
+    mov r8d, dword ptr [r15 + 320]
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 640]
+    mov qword ptr [r15 + 448], rdi
+    mov rdi, r9
+    mov r9, r10
+    movsxd rcx, dword ptr [r15 + 384]
+    and r9, 448
+    mov edi, dword ptr [r15 + r9 + 832]
+    vmovdqu ymmword ptr [r15 + 256], ymm14
+    mov r9d, dword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c23:
-    lea rcx, [rip + .Lc1_d6446_j]
+    lea rcx, [rip + .Lc1_d6416_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6446_j_t
-.Lc1_d6446_j:
-    mov ecx, r8d
-    movzx ecx, byte ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d6416_j_t
+.Lc1_d6416_j:
+    mov ecx, ecx
+    movzx r8d, r9b
+    movzx ecx, r9b
+    mov r9, rdx
+    mov ecx, 205
+    mov rcx, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 0], 223
+    mov r9d, ecx
+    movzx ecx, byte ptr [r15 + 0]
+    mov edx, 87
+    mov byte ptr [r15 + 0], al
+    mov edx, esi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 167
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
+    movzx edx, dil
     jmp 1f
 1:
-    mov ecx, 15
-    jmp 1f
-1:
-    mov ecx, 152
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 128]
+    mov esi, 208
+    mov eax, ecx
+    mov qword ptr [r15 + 768], rax
+    mov eax, eax
+    movzx ecx, byte ptr [r15 + 320]
+    mov eax, ecx
+    mov dword ptr [r15 + 64], esi
+    mov esi, edx
     jmp 1f
 1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], r8d
+    mov rsi, rsi
+    mov r8, r10
     jmp 1f
 1:
+    and r8, 4032
+    mov esi, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rdx
-    mov dword ptr [r15 + 320], 137
-    mov byte ptr [r15 + 64], cl
-    mov qword ptr [r15 + 64], rbp
-    mov qword ptr [r15 + 512], r8
-    mov qword ptr [r15 + 768], r8
-    mov ecx, ebp
-    mov byte ptr [r15 + 128], cl
-    mov ebp, 52
-    mov qword ptr [r15 + 576], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 53
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 448]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 448], al
+    mov r8, r10
+    mov dword ptr [r15 + 384], 161
+    and r8, 1984
     mov rbp, r10
-    movzx ecx, cl
-    mov rcx, rdx
-    and rbp, 4032
-    and ecx, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 256], ecx
-    mov rbp, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 384], rdx
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 256], r8b
+    mov ebp, 48
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], sil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c24:
-    movzx ebp, byte ptr [r15 + 512]
-    mov byte ptr [r15 + 320], r8b
-    mov qword ptr [r15 + 512], rcx
-    mov rcx, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 151
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, ecx
-    lea r9, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + 448]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1408], r9
-    mov dword ptr [r15 + 64], 133
-    mov r8, r10
+    lea rcx, [rip + .Lc1_d6471_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6471_j_t
+.Lc1_d6471_j:
+    movsxd rcx, dword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    vmovq qword ptr [r15 + 320], xmm14
+    movsxd rcx, dword ptr [r15 + 128]
+    mov r9, r10
+    movsxd rax, dword ptr [r15 + 384]
+    mov edi, eax
+    and r9, 4032
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + r9 + 3392], esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 256]
     and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 832]
-    mov r8, rcx
-    mov qword ptr [r15 + 256], rcx
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rax, qword ptr [r15 + r8 + 896]
+    mov rsi, qword ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + 448], rbp
+    mov dword ptr [r15 + 576], esi
+    mov rsi, qword ptr [r15 + 192]
+    mov r8d, 195
+    mov dword ptr [r15 + 640], 55
+    mov byte ptr [r15 + 384], r8b
+    mov edi, dword ptr [r15 + 128]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 640]
-    vpcmpeqb xmm15, xmm15, xmm7
-    mov eax, dword ptr [r15 + 128]
+    mov r8d, r9d
+    mov r8, qword ptr [r15 + 64]
+    vpmovmskb ebp, xmm14
+    mov rbp, r10
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 704]
-    mov edi, 147
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 512], edi
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c25:
-    lea rcx, [rip + .Lc1_d6546_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6546_j_t
-.Lc1_d6546_j:
-    movsxd rcx, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
-    mov r9d, edi
-    mov edi, r9d
-    jmp 1f
-1:
-    mov r9d, edi
-    jmp 1f
-1:
-    mov edi, 152
+    mov rcx, r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 50
-    movzx edi, dil
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], 221
+    mov byte ptr [r15 + 0], cl
+    movzx ecx, byte ptr [r15 + 64]
+    mov r8, rcx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], r8
+    mov r8d, dword ptr [r15 + 384]
+    mov rbp, r10
+    lea r9, [r10 + r10*1]
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7552], r9d
+    jmp 1f
+1:
+    mov qword ptr [r15 + 704], rbp
+    mov ebp, dword ptr [r15 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx r9d, r9b
-    mov dword ptr [r15 + 256], 199
-    mov r9d, 163
-    movsxd r9, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], edi
+    mov rbp, r10
+    movzx esi, byte ptr [r15 + 256]
+    mov rax, rdx
+    mov dword ptr [r15 + 320], eax
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 64], al
     jmp 1f
 1:
+    mov rax, rcx
+    mov dword ptr [r15 + 448], r9d
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], rbp
-    mov edi, edi
-    lea r8, [r10 + r10*1]
-    mov rdi, r8
-    mov dword ptr [r15 + 192], 56
-    and r8, 4032
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + r8 + 3456], ebp
-    movzx edi, bpl
-    and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + rbp + 896]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r8
-    movsxd rbp, dword ptr [r15 + 768]
-    movzx eax, cl
-    mov ecx, r9d
-    mov r9d, ecx
-    mov dword ptr [r15 + 448], 99
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + r8 + 3392]
+    mov eax, dword ptr [r15 + r9 + 7488]
+    mov r9d, dword ptr [r15 + 192]
+    vpor xmm14, xmm14, xmm14
+    mov dword ptr [r15 + 512], 67
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c26:
-    lea r9, [r10 + r10*1]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4
+    setz al
+    lea rcx, [rip + .Lc1_d6573_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6573_s_t
+    .p2align 3
+.Lc1_d6573_s:
+    .p2align 3
+    jmp .Lc1_d6573_j
+    .p2align 3
+    jmp .Lc1_d6573_j
+.Lc1_d6573_j:
+    mov rcx, rax
+    movzx edx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 223
+    movsxd r8, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 320]
+    mov r9, r10
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 192], ymm14
+    and r9, 4032
+    movsxd rdx, dword ptr [r15 + r9 + 3392]
+    mov r9d, r8d
+    movsxd r9, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rbp, r10
+    movsxd rsi, dword ptr [r15 + 576]
+    mov edi, eax
+    jmp 1f
+1:
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
+    mov rbp, rcx
+    mov byte ptr [r15 + 256], dl
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 93
     movzx ebp, byte ptr [r15 + 448]
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 16
+    mov rdx, qword ptr [r15 + 64]
+    mov rbp, rax
+    movzx eax, bpl
+    movzx ebp, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 768], 121
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 112
-    movzx edi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rsi
-    mov qword ptr [r15 + r9 + 1408], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 244736
-    jz 1f
-1:
-    mov r8d, 138
-    mov r8d, dword ptr [r15 + 192]
-    movsxd rax, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 512], rdx
-    movzx edx, byte ptr [r15 + 320]
-    mov r9, rdi
-    mov qword ptr [r15 + 256], rcx
-    jmp 1f
-1:
-    mov r9d, 189
-    mov r9, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, r8b
-    mov dword ptr [r15 + 64], eax
-    lea r8, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    and r8, 8128
-    add rax, qword ptr [r15 + r8 + 7488]
-    movzx edi, byte ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + r8 + 7552]
     add r10, r11
     inc rbx
     dec r13
@@ -8603,241 +8413,199 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d6655_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d6632_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6655_s_t
+    jmp .Lc1_d6632_s_t
     .p2align 3
-.Lc1_d6655_s:
+.Lc1_d6632_s:
     .p2align 3
-    jmp .Lc1_d6655_j
+    jmp .Lc1_d6632_j
     .p2align 3
-    jmp .Lc1_d6655_j
-    .p2align 3
-    jmp .Lc1_d6655_j
-    .p2align 3
-    jmp .Lc1_d6655_j
-    .p2align 3
-    jmp .Lc1_d6655_j
-    .p2align 3
-    jmp .Lc1_d6655_j
-    .p2align 3
-    jmp .Lc1_d6655_j
-    .p2align 3
-    jmp .Lc1_d6655_j
-    .p2align 3
-    jmp .Lc1_d6655_j
-    .p2align 3
-    jmp .Lc1_d6655_j
-    .p2align 3
-    jmp .Lc1_d6655_j
-    .p2align 3
-    jmp .Lc1_d6655_j
-    .p2align 3
-    jmp .Lc1_d6655_j
-    .p2align 3
-    jmp .Lc1_d6655_j
-    .p2align 3
-    jmp .Lc1_d6655_j
-    .p2align 3
-    jmp .Lc1_d6655_j
-.Lc1_d6655_j:
-    mov r8, r10
-    mov rcx, r8
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 136
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 194
-    mov r8, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, ecx
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3456], r8d
-    mov qword ptr [r15 + 320], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 3392], r9d
-    movzx ecx, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 128], r8
-    mov r8, rbp
-    mov qword ptr [r15 + 64], rax
-    mov dword ptr [r15 + 512], 25
-    jmp 1f
-1:
-    mov r8, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 198
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    jmp 1f
-1:
+    jmp .Lc1_d6632_j
+.Lc1_d6632_j:
+    mov rbp, r10
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    vmovdqu ymmword ptr [r15 + 384], ymm14
     mov byte ptr [r15 + 384], al
-    movzx ebp, byte ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    mov dword ptr [r15 + 384], 156
+    mov qword ptr [r15 + 128], rbp
+    mov dword ptr [r15 + 448], 92
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx eax, al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 192], r9b
+    mov r9d, dword ptr [r15 + 64]
+    mov rbp, r10
+    mov ecx, dword ptr [r15 + 640]
+    and rbp, 8128
+    movsxd rdx, dword ptr [r15 + rbp + 7488]
+    mov rbp, rax
+    movsxd rbp, dword ptr [r15 + 128]
+    mov r8, r10
+    movzx edi, r8b
+    mov rdi, r9
+    mov r9, qword ptr [r15 + 320]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], cl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c28:
-    mov byte ptr [r15 + 384], bpl
-    mov rbp, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 156
-    mov eax, 227
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
     jmp 1f
 1:
     jmp 1f
 1:
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 832]
+    mov ebp, r9d
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 640]
-    vpxor xmm15, xmm15, xmm9
-    mov r8, qword ptr [r15 + 576]
-    mov dword ptr [r15 + 448], 122
-    vmovdqu xmm15, xmmword ptr [r15 + 64]
-    mov dword ptr [r15 + 512], r8d
+    mov r9d, ebp
     mov r9, qword ptr [r15 + 320]
-    movzx r8d, r9b
+    mov ebp, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 704], 49
+    mov dword ptr [r15 + 512], ecx
+    mov ecx, 121
     mov r8, r10
+    movzx ecx, byte ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 128]
+    and r8, 8128
+    movzx edx, byte ptr [r15 + r8 + 7488]
+    mov r8, rdx
+    movsxd rdx, dword ptr [r15 + 192]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 320]
+    mov r8, r10
+    mov dword ptr [r15 + 64], r8d
     and r8, 4032
-    mov byte ptr [r15 + r8 + 163136], al
-    movzx eax, al
-    mov rax, r9
-    mov r8, r10
-    mov dword ptr [r15 + 448], 182
-    mov dword ptr [r15 + 512], ebp
-    mov eax, dword ptr [r15 + 320]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
+    mov rsi, qword ptr [r15 + r8 + 3392]
+    mov r8d, 80
+    mov r8, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r8d, r8d
+    mov r8, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 768], 51
+    movzx r8d, r8b
+    mov qword ptr [r15 + 64], rdx
+    jmp 1f
+1:
+    movzx edx, r8b
+    mov r8d, edi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c29:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d6769_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6769_s_t
-    .p2align 3
-.Lc1_d6769_s:
-    .p2align 3
-    jmp .Lc1_d6769_j
-    .p2align 3
-    jmp .Lc1_d6769_j
-    .p2align 3
-    jmp .Lc1_d6769_j
-    .p2align 3
-    jmp .Lc1_d6769_j
-    .p2align 3
-    jmp .Lc1_d6769_j
-    .p2align 3
-    jmp .Lc1_d6769_j
-    .p2align 3
-    jmp .Lc1_d6769_j
-    .p2align 3
-    jmp .Lc1_d6769_j
-    .p2align 3
-    jmp .Lc1_d6769_j
-    .p2align 3
-    jmp .Lc1_d6769_j
-    .p2align 3
-    jmp .Lc1_d6769_j
-    .p2align 3
-    jmp .Lc1_d6769_j
-    .p2align 3
-    jmp .Lc1_d6769_j
-    .p2align 3
-    jmp .Lc1_d6769_j
-    .p2align 3
-    jmp .Lc1_d6769_j
-    .p2align 3
-    jmp .Lc1_d6769_j
-.Lc1_d6769_j:
+    lea rcx, [rip + .Lc1_d6738_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6738_j_t
+.Lc1_d6738_j:
+    mov r8, r10
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rdx
+    movzx r8d, r9b
+    mov qword ptr [r15 + 192], rsi
+    jmp 1f
+1:
+    mov r8, r10
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 4032
+    mov edx, dword ptr [r15 + r8 + 3392]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 188
+    mov r8, r8
+    mov r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx ecx, r8b
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
+    movzx r8d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 64]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 896], eax
-    mov eax, 115
-    mov dword ptr [r15 + r8 + 832], ecx
-    movsxd rax, dword ptr [r15 + 256]
+    mov esi, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r9d, 251
+    mov r9, qword ptr [r15 + 512]
+    mov edi, r9d
+    mov dword ptr [r15 + 64], 14
+    mov r9d, dword ptr [r15 + 576]
     mov rbp, r10
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], cl
+    mov dword ptr [r15 + 384], 157
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 181
-    mov qword ptr [r15 + 256], rbp
+    mov eax, dword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 128], bpl
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 320]
-    movzx r8d, bpl
+    mov rbp, qword ptr [r15 + 448]
+    mov ebp, 168
     jmp 1f
 1:
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 704]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], eax
-    movzx eax, al
-    mov dword ptr [r15 + 320], 181
-    mov eax, r8d
-    mov r8d, r8d
-    mov r8, qword ptr [r15 + 256]
+    movzx ebp, r9b
     jmp 1f
 1:
-    mov ebp, 93
-    mov dword ptr [r15 + 192], 244
-    mov byte ptr [r15 + 384], cl
-    mov qword ptr [r15 + 192], rbp
+    mov rbp, rbp
     add r10, r11
     inc rbx
     dec r13
@@ -8846,551 +8614,513 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d6837_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6837_s_t
-    .p2align 3
-.Lc1_d6837_s:
-    .p2align 3
-    jmp .Lc1_d6837_j
-    .p2align 3
-    jmp .Lc1_d6837_j
-.Lc1_d6837_j:
-    mov eax, r8d
-    movsxd r8, dword ptr [r15 + 128]
-    lea rbp, [r10 + r10*2]
-    mov dword ptr [r15 + 128], ecx
-    mov qword ptr [r15 + 576], rcx
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1472]
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 1408], eax
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + rbp + 1344]
+    mov eax, 71
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], al
     jmp 1f
 1:
-    mov r9, r10
-    mov dword ptr [r15 + 448], 251
-    mov rax, rbp
-    movzx eax, bpl
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
-    mov r9, rbp
-    mov dword ptr [r15 + 768], 114
-    mov qword ptr [r15 + 320], rbp
-    mov qword ptr [r15 + 512], rcx
+    mov qword ptr [r15 + 0], rdi
+    mov edi, eax
+    movzx edi, dil
+    movzx edi, byte ptr [r15 + 0]
+    lock or dword ptr [r15 + 0], 64
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], ecx
-    mov dword ptr [r15 + 384], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edi
+    mov rdi, qword ptr [r15 + 384]
+    mov ecx, edi
+    test dword ptr [r15 + 67117723], 64
+    jnz 1f
+1:
+    mov edi, 93
+    mov rdi, qword ptr [r15 + 640]
+    movzx eax, byte ptr [r15 + 512]
+    mov rcx, rax
+    mov byte ptr [r15 + 64], bpl
+    mov byte ptr [r15 + 448], bpl
+    jmp 1f
+1:
+    movzx eax, cl
+    vmovdqu xmm14, xmmword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rbp, r10
+    movzx ecx, byte ptr [r15 + 320]
+    mov r8, r10
+    jmp 1f
+1:
+    and r8, 1984
+    mov r9, qword ptr [r15 + r8 + 1344]
+    mov r8, r10
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 91
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    mov r8d, dword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c31:
+    lea rcx, [rip + .Lc1_d6841_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6841_j_t
+.Lc1_d6841_j:
+    movsxd rcx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rsi
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov esi, 193
+    movzx edx, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov r9d, eax
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
+    mov qword ptr [r15 + 0], rdx
+    movsxd rdx, dword ptr [r15 + 0]
+    mov esi, edx
+    mov edx, esi
     jmp 1f
 1:
-    mov rbp, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    jmp 1f
-1:
-    mov byte ptr [r15 + 640], r8b
-    mov r8d, 10
-    and r9, 16320
-    movsxd r8, dword ptr [r15 + r9 + 15680]
-    mov byte ptr [r15 + 128], cl
-    mov dword ptr [r15 + 64], eax
-    mov byte ptr [r15 + 192], r9b
-    mov byte ptr [r15 + 320], al
-    mov r9d, eax
-    mov qword ptr [r15 + 512], r9
+    mov r9d, dword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 704], ymm14
+    movsxd rsi, dword ptr [r15 + 384]
+    mov rbp, r8
+    mov r8d, r8d
+    mov r8d, 86
+    mov dword ptr [r15 + 768], r8d
+    mov r8d, 129
+    movsxd r8, dword ptr [r15 + 384]
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], 80
-    mov r8d, r9d
-    mov qword ptr [r15 + 320], rax
-    jmp 1f
-1:
-    vmovdqu xmm15, xmmword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], r8b
-    movsxd r8, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 384]
+    movsxd rdi, dword ptr [r15 + 128]
     mov eax, r9d
-    mov qword ptr [r15 + 384], rbp
+    mov byte ptr [r15 + 192], cl
+    vpmovmskb r9d, xmm14
+    mov byte ptr [r15 + 64], dl
     jmp 1f
 1:
-    mov r9, r9
-    mov r9d, r8d
-    mov rbp, r10
-    mov r9, rbp
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], r8d
-    movzx r8d, r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, al
+    movsxd r9, dword ptr [r15 + 256]
+    mov r9, r10
+    movsxd rdx, dword ptr [r15 + 128]
+    mov rcx, rcx
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm14
+    mov r9, r10
+    mov r8, r10
+    mov dword ptr [r15 + 320], eax
+    and r9, 16320
+    mov eax, dword ptr [r15 + r9 + 15680]
+    movzx r9d, dl
+    and r8, 8128
+    mov r9d, dword ptr [r15 + r8 + 7488]
+    movzx ecx, byte ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c32:
-    lea rcx, [rip + .Lc1_d6947_j]
+    lea rcx, [rip + .Lc1_d6894_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6947_j_t
-.Lc1_d6947_j:
-    mov rbp, r10
-    movzx ecx, byte ptr [r15 + 192]
-    mov edx, 41
+    jmp .Lc1_d6894_j_t
+.Lc1_d6894_j:
+    mov byte ptr [r15 + 0], sil
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 245
+    mov rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdx
+    add rdi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov byte ptr [r15 + 0], r9b
+    mov rax, qword ptr [r15 + 64]
+    mov r9d, eax
+    movzx eax, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 192], rcx
+    mov qword ptr [r15 + 128], rax
+    mov r8, r10
+    lea rbp, [r10 + r10*1]
+    movzx esi, byte ptr [r15 + 320]
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3392]
     and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 1344]
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 576], 16
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm15, xmm15, xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 162
-    mov rbp, r10
-    mov dword ptr [r15 + 256], 27
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 11
-    mov dword ptr [r15 + 448], ebp
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    movzx ebp, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 128], rbp
+    mov r8d, 37
     jmp 1f
 1:
-    movzx ebp, bpl
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 768]
+    mov r8, r10
+    mov ecx, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 512], rsi
+    mov esi, 226
+    and r8, 448
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 448], eax
     jmp 1f
 1:
-    movzx ebp, bpl
-    movzx ebp, byte ptr [r15 + 704]
-    mov qword ptr [r15 + 384], rbp
+    mov dword ptr [r15 + rbp + 1408], 236
     jmp 1f
 1:
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], r8b
-    mov byte ptr [r15 + 512], al
+    vpmovmskb ebp, xmm14
+    mov ebp, dword ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c33:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov rbp, r10
-    mov eax, 162
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 85
-    movzx ebp, dl
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    mov ebp, dword ptr [r15 + 192]
-    mov rax, rax
-    lea r8, [r10 + r10*1]
-    mov eax, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 896], 27
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rcx
+    mov dword ptr [r15 + 0], 138
+    mov dword ptr [r15 + 0], 175
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 320]
-    and eax, dword ptr [r15 + 512]
+    mov ecx, dword ptr [r15 + 512]
+    lea rbp, [r10 + r10*1]
+    mov r8, qword ptr [r15 + 384]
+    mov esi, 190
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7552]
+    movzx esi, dl
+    mov rdx, rsi
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 640]
+    mov edi, 216
     jmp 1f
 1:
     mov r9, r10
-    mov rdx, r9
-    mov qword ptr [r15 + r8 + 832], rdx
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r8
-    movsxd r8, dword ptr [r15 + 256]
-    mov r9d, dword ptr [r15 + 128]
-    mov rdx, rax
-    movsxd rdx, dword ptr [r15 + 512]
-    mov ecx, eax
-    mov rcx, rax
     jmp 1f
 1:
+    vpmovmskb edi, xmm14
+    mov rdi, rdi
+    and r9, 448
+    mov rdi, qword ptr [r15 + r9 + 832]
+    and r9d, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 192], 90
+    mov r9, r10
+    movzx edi, sil
+    mov rdi, qword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + rbp + 7488]
+    and r9, 4032
+    mov ebp, dword ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + 448]
+    movsxd rsi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], 23
+    mov byte ptr [r15 + 320], dil
+    mov edi, edx
+    mov edi, eax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c34:
-    lea rcx, [rip + .Lc1_d7036_j]
+    lea rcx, [rip + .Lc1_d6991_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7036_j_t
-.Lc1_d7036_j:
-    jmp 1f
-1:
-    movzx ecx, al
-    movsxd rax, dword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 256]
-    movzx edx, byte ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    jmp .Lc1_d6991_j_t
+.Lc1_d6991_j:
+    mov rcx, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r9d, 54
+    vpaddd xmm14, xmm14, xmm14
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov r8d, r9d
-    mov r8, r10
-    mov rbp, qword ptr [r15 + 512]
-    jmp 1f
-1:
     mov r9, r10
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    and r9, 448
-    add r8, qword ptr [r15 + r9 + 832]
-    mov edi, eax
-    mov dword ptr [r15 + 384], 101
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 256]
-    mov rax, rbp
-    lea rbp, [r10 + r10*1]
-    movzx eax, sil
-    mov eax, 222
+    mov rbp, r10
+    mov rax, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 320]
     and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7552]
-    mov byte ptr [r15 + 320], r8b
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 448]
+    mov byte ptr [r15 + rbp + 7488], cl
+    and r9, 4032
+    lock add qword ptr [r15 + r9 + 3392], r9
+    movzx r9d, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 128], r8
+    add rbp, qword ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 768]
+    movzx ecx, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rbp, r10
+    mov dword ptr [r15 + 256], 47
+    mov dword ptr [r15 + 192], 192
+    and rbp, 1984
+    movzx edx, byte ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx eax, dil
+    mov rax, qword ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c35:
-    lea rcx, [rip + .Lc1_d7088_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7088_j_t
-.Lc1_d7088_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 150
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov eax, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 6
+    mov edx, dword ptr [r15 + 384]
+    movzx eax, r8b
+    movsxd r8, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], ecx
+    mov qword ptr [r15 + 576], rbp
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], 3
-    movzx ebp, cl
-    mov rbp, r10
-    mov ecx, ecx
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov qword ptr [r15 + 448], rsi
-    mov rbp, r9
-    movzx ebp, byte ptr [r15 + 768]
+    movsxd rsi, dword ptr [r15 + 256]
+    mov eax, eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, esi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], ecx
+    mov r8, r10
+    jmp 1f
+1:
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3392]
     jmp 1f
 1:
     mov r8, r10
-    mov rcx, qword ptr [r15 + 704]
-    movzx esi, r9b
-    mov r9d, 159
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rdx
-    .byte 0x0f, 0x1f, 0x00
-    movzx r8d, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 640], 50
-    mov qword ptr [r15 + 512], rbp
-    mov ebp, edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, eax
-    jmp 1f
-1:
+    movzx eax, r8b
     mov rbp, r10
-    mov rax, qword ptr [r15 + 448]
-    mov esi, 236
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 129
     and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 128], r8
+    mov r8d, dword ptr [r15 + 512]
+    mov rbp, rsi
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 448]
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], r8b
-    jmp 1f
-1:
-    vpor xmm15, xmm15, xmm15
+    movsxd rbp, dword ptr [r15 + 192]
+    movzx eax, dil
+    mov rdi, qword ptr [r15 + 640]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c36:
+    lea rcx, [rip + .Lc1_d7083_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7083_j_t
+.Lc1_d7083_j:
+    movsxd rcx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], 7
+    mov edi, 125
+    mov rdi, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 7
-    .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 234
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r8d, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    movzx r9d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 108
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r10*4]
-    mov dword ptr [r15 + 192], ebp
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3456], rsi
-    vmovdqu ymmword ptr [r15 + r9 + 3584], ymm15
-    test ebx, 1073741824
-    jz 1f
+    add rbp, qword ptr [r15 + 768]
+    jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + r9 + 3520]
-    mov byte ptr [r15 + 320], r9b
-    mov esi, 253
-    mov esi, eax
-    mov esi, dword ptr [r15 + 384]
-    mov dword ptr [r15 + r9 + 3392], esi
-    mov esi, dword ptr [r15 + 320]
-    mov r9d, ecx
+    mov rax, qword ptr [r15 + 704]
+    movzx edx, byte ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 256]
     mov r9, r10
     jmp 1f
 1:
+    and r9, 8128
+    movzx ebp, byte ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + 384], rbp
+    mov qword ptr [r15 + 448], r8
+    mov ebp, dword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 512]
+    mov r8d, r9d
+    mov r9, rsi
+    mov r9, r10
+    mov r8, qword ptr [r15 + 320]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], edx
+    movzx r9d, byte ptr [r15 + 192]
+    mov r9, r10
+    mov edx, esi
     and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    mov r9, r9
-    mov r9d, 175
-    mov byte ptr [r15 + 256], r9b
-    jmp 1f
-1:
-    movzx r9d, r9b
-    movsxd r9, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], 44
-    jmp 1f
-1:
+    movzx edx, byte ptr [r15 + r9 + 1344]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c37:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8
-    setz al
-    lea rcx, [rip + .Lc1_d7188_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7188_s_t
-    .p2align 3
-.Lc1_d7188_s:
-    .p2align 3
-    jmp .Lc1_d7188_j
-    .p2align 3
-    jmp .Lc1_d7188_j
-.Lc1_d7188_j:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edx, 22
+    jmp 1f
+1:
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, eax
-    movzx eax, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, 210
-    add rax, qword ptr [r15 + 128]
     mov rbp, r10
-    mov byte ptr [r15 + 128], cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 192
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov rbp, r10
-    movzx r9d, r9b
-    vpmovmskb r9d, xmm15
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 18
+    mov qword ptr [r15 + 0], rbp
     and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3392]
-    movzx ebp, al
-    mov qword ptr [r15 + 640], rbp
-    mov rbp, qword ptr [r15 + 576]
-    mov byte ptr [r15 + 512], al
-    mov r8, r10
+    movsxd rdx, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 66
-    and r8, 16320
-    movsxd rax, dword ptr [r15 + r8 + 15680]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    mov r8d, dword ptr [r15 + 192]
-    inc dword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], 247
+    mov rbp, r10
+    mov esi, 146
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    mov ebp, 149
+    mov ebp, 120
+    mov qword ptr [r15 + 192], r9
+    mov r9d, 66
+    movsxd r9, dword ptr [r15 + 512]
+    mov ebp, edx
+    mov ebp, dword ptr [r15 + 320]
+    movsxd rsi, dword ptr [r15 + 128]
+    mov r8, rdi
+    movzx r8d, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], r8d
+    mov r8d, 123
+    jmp 1f
+1:
+    movzx r8d, r9b
+    mov dword ptr [r15 + 256], 13
+    mov rax, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], eax
+    mov r9, r10
+    jmp 1f
+1:
+    and r9, 1984
+    mov eax, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, eax
+    movzx r9d, r8b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c38:
-    movzx r8d, bpl
-    mov r8d, dword ptr [r15 + 448]
-    mov ebp, eax
+    lea rcx, [rip + .Lc1_d7184_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7184_j_t
+.Lc1_d7184_j:
+    mov ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx eax, r9b
+    mov qword ptr [r15 + 0], r9
+    mov byte ptr [r15 + 0], r9b
     mov rbp, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], dil
+    lea rbp, [r10 + r10*1]
+    mov edi, dword ptr [r15 + 64]
     jmp 1f
 1:
     and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 143
-    mov dword ptr [r15 + 384], 3
-    movsxd rbp, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 448], bpl
-    mov rbp, rbp
-    mov rdi, rax
-    mov edi, eax
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    movzx eax, byte ptr [r15 + 640]
+    mov r8d, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 384], rdx
     jmp 1f
 1:
-    mov dword ptr [r15 + 704], r8d
-    mov eax, r8d
-    mov rbp, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 79
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], edi
-    mov rbp, rbp
-    mov ebp, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 384]
-    mov eax, 177
+    movzx edx, cl
+    mov edx, dword ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 128]
+    mov edx, ecx
+    mov edx, dword ptr [r15 + 320]
     mov r8, r10
-    mov eax, ebp
-    mov rbp, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 704], 166
+    and r8, 8128
+    movzx edx, byte ptr [r15 + r8 + 7488]
+    mov r8d, edx
     jmp 1f
 1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r9d
-    mov r8, qword ptr [r15 + 64]
-    add rbp, qword ptr [r15 + 256]
-    mov r9, rdi
-    mov r9d, edi
+    mov r8d, dword ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + rbp + 896], esi
+    mov esi, r9d
+    mov esi, 227
+    mov esi, r9d
+    movsxd r9, dword ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 256]
+    mov rbp, rdx
     add r10, r11
     inc rbx
     dec r13
@@ -9400,756 +9130,835 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 4
+    test dword ptr [r15 + 67117724], 16777216
     setz al
-    lea rcx, [rip + .Lc1_d7298_s]
+    lea rcx, [rip + .Lc1_d7237_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7298_s_t
+    jmp .Lc1_d7237_s_t
     .p2align 3
-.Lc1_d7298_s:
+.Lc1_d7237_s:
     .p2align 3
-    jmp .Lc1_d7298_j
+    jmp .Lc1_d7237_j
     .p2align 3
-    jmp .Lc1_d7298_j
-.Lc1_d7298_j:
+    jmp .Lc1_d7237_j
+.Lc1_d7237_j:
+    movzx ecx, byte ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    movzx ecx, cl
+    mov rcx, rcx
+    movzx ecx, dil
+    mov ecx, 174
+    movzx ecx, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 768], al
+    movsxd rax, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 25165824
+    jz 1f
+1:
+    mov eax, 181
+    jmp 1f
+1:
+    mov rbp, r10
+    mov dword ptr [r15 + 384], ebp
+    mov eax, edi
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 64], al
+    mov eax, dword ptr [r15 + 192]
+    movzx edx, r8b
+    movzx ebp, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r8, r10
+    mov rdx, qword ptr [r15 + 128]
+    and r8, 1984
     mov r9, r10
-    mov ecx, r9d
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 64
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm14
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 448], eax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 512], r9
-    mov r9, rdi
-    movzx edi, al
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], r8
-    mov rdi, qword ptr [r15 + 192]
-    mov r9d, r8d
-    movzx r8d, cl
-    movzx r8d, byte ptr [r15 + 512]
-    mov r9, rcx
-    vmovdqu xmm15, xmmword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], r9d
-    mov qword ptr [r15 + 448], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 576], 205
-    mov qword ptr [r15 + 320], r9
-    movzx r9d, byte ptr [r15 + 768]
-    mov dword ptr [r15 + 64], 162
-    mov dword ptr [r15 + 256], 109
-    mov qword ptr [r15 + 384], r9
-    movzx r9d, cl
-    nop
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c40:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7353_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7353_j_t
-.Lc1_d7353_j:
-    movsxd rcx, dword ptr [r15 + 128]
+    mov rbp, r10
+    movsxd r9, dword ptr [r15 + 320]
+    and rbp, 4032
+    add r8, qword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], al
+    mov ebp, 2
+    mov eax, 22
+    mov eax, dword ptr [r15 + 320]
+    mov ebp, eax
     movsxd rax, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r9d, 234
-    mov qword ptr [r15 + 384], r8
-    lea r8, [r10 + r10*1]
-    mov r9, rdi
-    mov r9, r10
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rcx
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    mov r9, qword ptr [r15 + 704]
-    mov ecx, dword ptr [r15 + 256]
+    mov edx, esi
+    movsxd rsi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 512
-    jz 1f
-1:
-    movzx r9d, r9b
-    and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 7552]
-    movsxd rcx, dword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 128]
-    mov rdi, rax
-    mov dword ptr [r15 + 640], r8d
+    mov qword ptr [r15 + 0], rdi
+    mov rbp, r10
     jmp 1f
 1:
-    vmovq qword ptr [r15 + 256], xmm15
-    add qword ptr [r15 + 192], r8
-    movsxd rax, dword ptr [r15 + rbp + 7488]
+    and esi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov rbp, r9
-    movsxd rbp, dword ptr [r15 + r8 + 896]
-    mov byte ptr [r15 + 448], r8b
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rdx
+    movzx ebp, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 256], edx
+    vpor xmm14, xmm14, xmm14
+    mov rdx, r8
+    mov r8, r10
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
+    and r8, 1984
+    mov rdi, qword ptr [r15 + r8 + 1344]
+    vmovq qword ptr [r15 + 448], xmm14
+    mov r8d, 85
+    movzx r8d, r8b
+    mov r8d, dword ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 576], r9d
+    movzx r9d, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c41:
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
+    lea rcx, [rip + .Lc1_d7339_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7339_j_t
+.Lc1_d7339_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 140
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, eax
+    movsxd r9, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm15, xmm15, xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 576], ebp
-    mov edi, dword ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + rbp + 3456]
-    mov ebp, dword ptr [r15 + 448]
+    vpshufd xmm14, xmm14, 190
+    jmp 1f
+1:
     mov r8, r10
+    mov dword ptr [r15 + 0], r8d
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov eax, dword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 512]
     jmp 1f
 1:
-    mov qword ptr [r15 + 640], r9
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 169
-    mov r8d, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 128], 156
+    mov dword ptr [r15 + 320], eax
+    movzx eax, r9b
+    mov dword ptr [r15 + 448], eax
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rax, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 320]
-    mov rsi, qword ptr [r15 + 768]
-    mov qword ptr [r15 + 384], rsi
+    mov r9d, dword ptr [r15 + 256]
+    mov rbp, r10
     jmp 1f
 1:
-    mov r9, r10
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 512], sil
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], edi
-    mov edi, ecx
-    mov qword ptr [r15 + 64], r8
+    and rbp, 16320
+    mov edx, dword ptr [r15 + rbp + 15680]
+    mov dword ptr [r15 + 384], 65
+    mov rbp, r10
+    movzx edi, byte ptr [r15 + 512]
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
+    mov ebp, r9d
+    movsxd r9, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 704], r9
+    mov r9, r9
+    mov r9, qword ptr [r15 + 64]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c42:
-    lea rcx, [rip + .Lc1_d7441_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7441_j_t
-.Lc1_d7441_j:
+    mov r9, r10
+    mov dword ptr [r15 + 448], 119
+    and r9, 1984
+    movsxd rbp, dword ptr [r15 + r9 + 1344]
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], sil
+    mov rsi, rbp
+    and r9, 448
+    mov esi, dword ptr [r15 + r9 + 832]
+    mov eax, 47
+    mov eax, eax
+    mov dword ptr [r15 + 128], 82
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 576]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 94
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 231
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdi
+    movzx edi, byte ptr [r15 + r9 + 896]
+    movzx r9d, dl
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r10 + r10*2]
-    mov qword ptr [r15 + 128], rcx
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7616]
-    mov esi, 149
-    lea rbp, [r10 + r10*1]
-    mov esi, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm15
-    mov r8, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 512], ymm15
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 512], ymm15
-    mov qword ptr [r15 + r9 + 7488], r8
-    mov r8, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 7552], 189
-    mov dword ptr [r15 + 384], r8d
-    jmp 1f
-1:
-    mov r9d, 186
-    mov r9, rsi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 3456], ymm15
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], r9d
+    mov qword ptr [r15 + 384], rax
+    mov r9, r8
+    movzx r9d, al
+    mov r9, r10
+    movsxd rax, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 768], 144
+    and r9, 4032
+    mov rcx, qword ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c43:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d7435_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7435_s_t
+    .p2align 3
+.Lc1_d7435_s:
+    .p2align 3
+    jmp .Lc1_d7435_j
+    .p2align 3
+    jmp .Lc1_d7435_j
+    .p2align 3
+    jmp .Lc1_d7435_j
+    .p2align 3
+    jmp .Lc1_d7435_j
+    .p2align 3
+    jmp .Lc1_d7435_j
+    .p2align 3
+    jmp .Lc1_d7435_j
+    .p2align 3
+    jmp .Lc1_d7435_j
+    .p2align 3
+    jmp .Lc1_d7435_j
+.Lc1_d7435_j:
+    mov dword ptr [r15 + 512], edi
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], r9b
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r15 + 128], rdi
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7552], rax
+    jmp 1f
+1:
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 246
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    mov eax, eax
+    mov byte ptr [r15 + 0], cl
+    mov ecx, 45
+    movzx ecx, r9b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9d, 71
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 512]
-    mov r8d, dword ptr [r15 + 384]
-    mov ebp, ecx
-    mov eax, dword ptr [r15 + 192]
-    mov rbp, r10
-    mov qword ptr [r15 + 320], r9
-    mov r9d, dword ptr [r15 + 704]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    mov qword ptr [r15 + 256], rcx
-    mov rax, rbp
-    movsxd rbp, dword ptr [r15 + 320]
-    inc dword ptr [r15 + 768]
-    mov qword ptr [r15 + 128], rbp
-    mov rbp, qword ptr [r15 + 256]
-    mov r9, r8
-    mov r8d, dword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 192], ymm15
+    mov ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r9d, eax
-    mov r9, r10
+    mov rax, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 640]
+    mov r8, r10
+    mov rdi, qword ptr [r15 + 320]
+    mov rbp, r10
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rdx
+    mov byte ptr [r15 + 448], cl
+    mov ecx, 250
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov eax, eax
-    mov dword ptr [r15 + 192], eax
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 108
+    movzx ebp, byte ptr [r15 + r9 + 7488]
+    mov r9d, dword ptr [r15 + 256]
+    mov rdx, r9
+    movsxd r9, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r9d, esi
+    vmovdqu ymmword ptr [r15 + 64], ymm14
+    mov r8, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 64], edi
+    movzx edi, r8b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c44:
-    lea rcx, [rip + .Lc1_d7537_j]
+    lea rcx, [rip + .Lc1_d7499_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7537_j_t
-.Lc1_d7537_j:
-    mov r9, r10
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d7499_j_t
+.Lc1_d7499_j:
+    jmp 1f
+1:
+    vpshufd xmm14, xmm14, 245
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r8d, esi
+    mov byte ptr [r15 + 0], dil
+    mov rdi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    vpaddd xmm14, xmm14, xmm14
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r8, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], r9d
-    lea r9, [r10 + r10*1]
-    mov eax, ecx
-    mov dword ptr [r15 + 64], 172
-    mov ecx, dword ptr [r15 + 256]
-    and r9, 8128
-    mov rbp, qword ptr [r15 + r9 + 7488]
-    and ecx, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov r8, rcx
-    mov byte ptr [r15 + 128], al
-    add rax, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 384], eax
-    mov rax, rax
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 448]
     mov r8, r10
-    movzx esi, byte ptr [r15 + 64]
-    and r8, 16320
-    add rax, qword ptr [r15 + r8 + 15680]
-    mov qword ptr [r15 + 320], r9
+    movzx edx, cl
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    movsxd r8, dword ptr [r15 + 384]
+    movsxd rdx, dword ptr [r15 + 768]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + r9 + 7552]
+    movzx esi, dil
+    mov byte ptr [r15 + 320], dil
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 704]
+    movzx edi, byte ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 64]
+    mov r9, rcx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], r9
+    jmp 1f
+1:
+    movzx ecx, dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r10
+    jmp 1f
+1:
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], edi
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 448], dl
+    jmp 1f
+1:
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rax
+    mov ebp, r9d
+    mov dword ptr [r15 + 256], 50
+    mov ebp, 74
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c45:
-    lea r8, [r10 + r10*2]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    vpor xmm14, xmm14, xmm14
+    mov byte ptr [r15 + 256], bpl
+    mov dword ptr [r15 + 0], 233
+    mov byte ptr [r15 + 0], bpl
+    mov eax, eax
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rdi
     mov rbp, r10
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3456], r8
-    movzx ebp, byte ptr [r15 + 256]
-    mov r9d, dword ptr [r15 + 640]
-    vpor xmm15, xmm15, xmm15
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 320]
     jmp 1f
+1:
+    mov rdi, rdi
+    add rdi, qword ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 4097
+    jz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    movzx ecx, sil
+    mov dword ptr [r15 + 128], ebp
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    movsxd rbp, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 576]
+    mov r9, r10
+    movsxd rsi, dword ptr [r15 + 384]
     jmp 1f
 1:
-    movzx esi, r9b
-    jmp 1f
-1:
-    mov r9, rdi
-    jmp 1f
-1:
-    movzx r9d, r8b
-    mov edi, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 205
-    mov dword ptr [r15 + 64], r9d
-    mov edi, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rcx
-    movzx r9d, byte ptr [r15 + r8 + 3520]
-    mov r8, r10
-    mov qword ptr [r15 + 192], rax
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 192]
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 256], ymm15
-    jmp 1f
-1:
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 320]
+    and r9, 448
+    movzx edi, byte ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 128]
+    mov edx, 228
+    movsxd rdx, dword ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c46:
-    lea rcx, [rip + .Lc1_d7630_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7630_j_t
-.Lc1_d7630_j:
-    lea r8, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + 384]
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 768]
-    jmp 1f
-1:
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 64
+    setz al
+    lea rcx, [rip + .Lc1_d7608_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7608_s_t
+    .p2align 3
+.Lc1_d7608_s:
+    .p2align 3
+    jmp .Lc1_d7608_j
+    .p2align 3
+    jmp .Lc1_d7608_j
+.Lc1_d7608_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    movzx ecx, byte ptr [r15 + 0]
+    mov r8, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + 0]
+    movzx eax, cl
+    mov ecx, 104
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], esi
     jmp 1f
 1:
+    mov ecx, ecx
+    movzx ecx, byte ptr [r15 + 64]
+    mov esi, ecx
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + r8 + 896]
-    mov dword ptr [r15 + 320], 29
-    add qword ptr [r15 + 256], rax
-    movzx esi, al
+    mov dword ptr [r15 + 320], 177
     jmp 1f
 1:
+    mov rsi, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 128], esi
+    mov rsi, rax
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 320]
-    mov r8d, dword ptr [r15 + 704]
+    movzx esi, byte ptr [r15 + 704]
+    mov rbp, r10
+    mov qword ptr [r15 + 448], rbp
     jmp 1f
 1:
-    mov esi, r9d
+    movzx edi, byte ptr [r15 + 384]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ecx
+    mov ebp, ecx
+    mov rbp, r10
+    mov dword ptr [r15 + 192], 172
+    movzx ecx, bpl
+    mov rcx, qword ptr [r15 + 384]
+    and rbp, 4032
+    mov r9d, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], 15
+    mov qword ptr [r15 + 64], rdx
+    mov byte ptr [r15 + 512], r9b
+    vpmovmskb r9d, xmm14
     mov r9, r10
-    movsxd rdx, dword ptr [r15 + 128]
-    jmp 1f
-1:
+    mov ebp, 216
     and r9, 1984
-    movsxd r8, dword ptr [r15 + r9 + 1344]
-    mov r9d, edi
-    mov dword ptr [r15 + 448], ecx
-    mov qword ptr [r15 + 576], r9
-    mov dword ptr [r15 + 64], eax
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    vpor xmm15, xmm15, xmm15
-    jmp 1f
-1:
-    mov eax, r9d
-    jmp 1f
-1:
+    movzx ebp, byte ptr [r15 + r9 + 1344]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c47:
-    mov dword ptr [r15 + 448], ecx
+    movzx edx, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], edx
+    mov qword ptr [r15 + 0], rbp
+    movzx edx, bpl
+    mov edx, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 45
-    movzx r9d, r9b
-    mov qword ptr [r15 + 0], rax
-    mov rdx, rdi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 139
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 203
-    mov eax, 164
-    mov eax, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    mov eax, 213
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + r9 + 3392]
-    vmovdqu ymmword ptr [r15 + 128], ymm15
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + 512]
-    mov r9, rdx
-    mov edx, dword ptr [r15 + 640]
-    lea rbp, [r10 + r10*1]
-    mov rax, rax
-    mov byte ptr [r15 + 448], al
-    mov dword ptr [r15 + 384], r9d
-    and rbp, 448
-    mov r9, qword ptr [r15 + rbp + 896]
-    mov eax, edi
-    mov rax, qword ptr [r15 + 192]
-    mov edi, 128
     mov r8, r10
-    mov byte ptr [r15 + rbp + 832], r8b
+    mov rcx, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], ecx
+    lea rbp, [r10 + r10*1]
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 128], ecx
     jmp 1f
 1:
-    and r8, 8128
-    movsxd rbp, dword ptr [r15 + r8 + 7488]
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], ecx
+    mov dword ptr [r15 + 320], 15
+    mov dword ptr [r15 + 384], 36
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 896], r8
+    mov ebp, dword ptr [r15 + 128]
+    movsxd r8, dword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 320]
+    mov r9, r10
+    mov rsi, r9
+    mov qword ptr [r15 + 576], rdx
+    and r9, 4032
+    mov rdx, qword ptr [r15 + r9 + 3392]
+    movzx r9d, bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c48:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2048
-    setz al
-    lea rcx, [rip + .Lc1_d7730_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7730_s_t
-    .p2align 3
-.Lc1_d7730_s:
-    .p2align 3
-    jmp .Lc1_d7730_j
-    .p2align 3
-    jmp .Lc1_d7730_j
-.Lc1_d7730_j:
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 320]
+    lea rcx, [rip + .Lc1_d7709_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7709_j_t
+.Lc1_d7709_j:
+    mov dword ptr [r15 + 128], 58
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 320]
-    movzx r9d, al
-    add r9, qword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 208
-    mov eax, 99
-    mov eax, 1
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], r9d
-    vmovdqu ymmword ptr [r15 + 256], ymm15
-    movzx r9d, al
+    mov r9, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov rax, rax
-    mov r9, r10
-    mov rax, qword ptr [r15 + 256]
-    mov ecx, ebp
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], dl
-    mov r9d, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 384], esi
     mov rbp, r10
-    mov dword ptr [r15 + 384], 182
-    mov rcx, rax
-    and rbp, 8128
-    movzx edx, byte ptr [r15 + rbp + 7488]
-    mov r8, r10
-    mov rbp, rax
-    mov ebp, dword ptr [r15 + 512]
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    mov r8, rdi
     jmp 1f
 1:
-    mov r8, rdi
+    jmp 1f
+1:
+    and rbp, 1984
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    mov ebp, 104
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov rbp, qword ptr [r15 + 256]
+    movzx edi, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 128
+    movsxd rbp, dword ptr [r15 + 64]
+    mov eax, 129
+    lea r8, [r10 + r10*1]
+    mov eax, edx
+    and r8, 8128
+    mov rdx, qword ptr [r15 + r8 + 7552]
+    mov dword ptr [r15 + 448], 50
+    movsxd rax, dword ptr [r15 + 512]
+    movzx eax, cl
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    vmovdqu ymmword ptr [r15 + 320], ymm14
+    mov dword ptr [r15 + 640], ebp
+    jmp 1f
+1:
+    mov ebp, r8d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c49:
-    lea rcx, [rip + .Lc1_d7787_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7787_j_t
-.Lc1_d7787_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2
+    setz al
+    lea rcx, [rip + .Lc1_d7765_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7765_s_t
+    .p2align 3
+.Lc1_d7765_s:
+    .p2align 3
+    jmp .Lc1_d7765_j
+    .p2align 3
+    jmp .Lc1_d7765_j
+.Lc1_d7765_j:
+    mov rax, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], 97
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edx
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 136
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 243
-    mov dword ptr [r15 + 448], 254
-    mov ecx, dword ptr [r15 + 448]
-    movsxd rax, dword ptr [r15 + 576]
-    mov byte ptr [r15 + 320], dl
-    mov edx, dword ptr [r15 + 768]
-    vpshufd xmm15, xmm15, 240
-    mov r8d, dword ptr [r15 + 384]
-    mov edi, r8d
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 704]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], r8b
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov r8d, ecx
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 896], al
-    mov r8, r10
-    mov eax, r9d
     mov eax, eax
-    movzx eax, al
-    and r8, 4032
-    vmovq qword ptr [r15 + r8 + 3392], xmm15
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx eax, bpl
-    mov dword ptr [r15 + 64], 137
-    mov qword ptr [r15 + 512], rax
-    vpaddd xmm15, xmm15, xmm15
-    movzx eax, al
-    mov rax, qword ptr [r15 + 128]
-    mov dword ptr [r15 + rbp + 832], ecx
-    movzx r8d, dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c50:
-    movzx eax, al
-    movzx edx, al
-    mov eax, edi
-    movzx eax, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    movzx edi, r8b
-    mov dword ptr [r15 + 512], 72
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1408], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdx
-    mov rdx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 41
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov edx, dword ptr [r15 + 128]
-    and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 384]
-    mov dword ptr [r15 + r8 + 1344], 146
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 320]
-    mov rcx, rcx
-    mov ecx, ecx
-    mov rcx, qword ptr [r15 + 192]
-    mov r9, r9
-    mov r9, r10
-    add rcx, qword ptr [r15 + 64]
-    mov esi, 39
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov dword ptr [r15 + 128], 115
-    mov r9, qword ptr [r15 + 64]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c51:
-    lea rcx, [rip + .Lc1_d7886_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7886_j_t
-.Lc1_d7886_j:
-    movzx ecx, r9b
-    movzx r9d, byte ptr [r15 + 576]
-    mov rbp, r10
-    mov ecx, eax
-    jmp 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 149
-    vmovdqu ymmword ptr [r15 + 256], ymm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov ebp, esi
+    movzx eax, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
     mov ebp, ecx
-    jmp 1f
-1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov ebp, edx
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 0]
+    mov r8, r10
+    and rbp, 448
+    movzx esi, byte ptr [r15 + rbp + 832]
+    and r8, 4032
+    mov rbp, qword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 64]
+    mov r9, r10
+    mov edi, dword ptr [r15 + 256]
+    mov rcx, rdx
+    and r9, 1984
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm14
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 704]
+    movzx r9d, bpl
+    mov r9d, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 192]
+    movzx ebp, bpl
+    mov ebp, dword ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 512]
+    mov rsi, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, rdi
+    mov byte ptr [r15 + 448], dil
+    mov edi, dword ptr [r15 + 704]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c50:
+    mov rbp, r10
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 81
+    mov ebp, dword ptr [r15 + 384]
+    movzx edi, byte ptr [r15 + 320]
     mov r8, r10
-    mov r9d, dword ptr [r15 + 768]
-    xchg qword ptr [r15 + 448], rcx
-    and r8, 8128
-    movzx esi, byte ptr [r15 + r8 + 7488]
-    vpxor xmm15, xmm15, xmm12
-    movzx r8d, byte ptr [r15 + 448]
-    and ecx, dword ptr [r15 + 640]
-    mov rdi, rcx
-    mov qword ptr [r15 + 128], rdx
-    mov rcx, rdi
-    mov ecx, dword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    mov byte ptr [r15 + 384], dl
-    mov edx, ebp
+    mov qword ptr [r15 + 512], r8
+    jmp 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 193
+    movsxd r8, dword ptr [r15 + 576]
+    mov eax, r8d
+    mov r8, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 0], r8
+    mov r8, r8
+    movzx r8d, r8b
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9, rax
+    mov rax, r9
+    mov eax, eax
+    jmp 1f
+1:
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 384]
+    mov r9, r10
+    mov eax, 45
+    mov qword ptr [r15 + 64], rdx
+    mov qword ptr [r15 + 768], rsi
+    and r9, 16320
+    vmovdqu ymmword ptr [r15 + r9 + 15680], ymm14
+    add r9, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 128], r9b
+    movzx r9d, bpl
+    mov r9, qword ptr [r15 + 256]
+    mov eax, dword ptr [r15 + 192]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c51:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d7879_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7879_j_t
+.Lc1_d7879_j:
+    mov r9, r10
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 640]
+    and r9d, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    lea rbp, [r10 + r10*1]
+    vmovdqu xmm14, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    and rbp, 1984
+    and ecx, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 128], eax
+    mov rax, rcx
+    movzx eax, byte ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 1090
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 704]
+    mov byte ptr [r15 + 448], al
+    mov rcx, rbp
+    movzx ecx, bpl
+    jmp 1f
+1:
+    mov r9, r10
+    vpaddd xmm14, xmm14, xmm14
+    and r9, 8128
+    movzx eax, byte ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 64], rbp
+    mov dword ptr [r15 + 192], ebp
+    mov byte ptr [r15 + rbp + 1408], bpl
+    mov ebp, 197
+    jmp 1f
+1:
+    mov ebp, 188
+    mov rbp, rcx
+    mov byte ptr [r15 + 512], cl
     jmp 1f
 1:
     add r10, r11
@@ -10157,115 +9966,133 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c52:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d7933_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7933_s_t
+    .p2align 3
+.Lc1_d7933_s:
+    .p2align 3
+    jmp .Lc1_d7933_j
+    .p2align 3
+    jmp .Lc1_d7933_j
+.Lc1_d7933_j:
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rbp
-    mov ebp, 80
-    movzx ebp, byte ptr [r15 + 448]
-    mov byte ptr [r15 + 512], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm15, xmm15, xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov rbp, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 214
-    mov rsi, rbp
+    movzx ecx, byte ptr [r15 + 320]
     lea rbp, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r9d
+    jmp 1f
+1:
+    mov eax, ebp
     and rbp, 448
-    mov r8, r10
     mov rdx, qword ptr [r15 + rbp + 896]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 81
+    mov rax, qword ptr [r15 + 512]
+    mov r9d, eax
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 832], 48
-    mov rbp, qword ptr [r15 + 320]
-    mov r8d, dword ptr [r15 + 256]
-    mov r9, r10
-    mov dword ptr [r15 + 128], 71
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 384]
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    mov dword ptr [r15 + 448], edx
-    mov dword ptr [r15 + 512], 73
-    mov r9d, r9d
+    mov rax, qword ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 53
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, r10
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 231
+    and rbp, 4032
+    mov esi, dword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 192]
+    mov r8d, eax
+    movsxd rax, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 448], ymm14
+    mov edi, eax
+    movsxd rax, dword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 512]
+    movzx eax, sil
+    mov dword ptr [r15 + 320], 104
+    mov eax, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 768], 58
+    mov eax, eax
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 64], rdi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c53:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d7983_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7983_s_t
-    .p2align 3
-.Lc1_d7983_s:
-    .p2align 3
-    jmp .Lc1_d7983_j
-    .p2align 3
-    jmp .Lc1_d7983_j
-.Lc1_d7983_j:
-    mov qword ptr [r15 + 192], r9
-    mov ecx, ecx
-    mov rcx, rcx
-    mov dword ptr [r15 + 64], edx
-    mov dword ptr [r15 + 384], eax
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], 111
+    mov dword ptr [r15 + 640], eax
+    mov byte ptr [r15 + 0], dil
+    mov eax, 112
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rdi, rax
+    movsxd rax, dword ptr [r15 + 576]
+    mov rbp, qword ptr [r15 + 64]
+    mov rcx, rbp
+    jmp 1f
+1:
+    mov rbp, rsi
+    jmp 1f
+1:
     mov rbp, r10
-    add rcx, qword ptr [r15 + 512]
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 512]
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], 250
     jmp 1f
 1:
+    mov r9, rdi
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], eax
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 320]
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 896], r8
+    mov qword ptr [r15 + 384], rbp
+    movzx ebp, byte ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 128]
+    mov r9, r10
+    mov r8, r10
+    movsxd rdx, dword ptr [r15 + 512]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rdi
+    mov byte ptr [r15 + 128], cl
     and r8, 1984
-    movzx r9d, byte ptr [r15 + r8 + 1408]
+    mov dword ptr [r15 + r8 + 1344], r8d
     jmp 1f
 1:
+    mov byte ptr [r15 + 384], r8b
+    vmovdqu ymmword ptr [r15 + 192], ymm14
     jmp 1f
 1:
-    mov edx, r8d
-    mov dword ptr [r15 + r8 + 1344], ecx
-    mov dword ptr [r15 + 448], 198
-    mov qword ptr [r15 + 448], rbp
     add r10, r11
     inc rbx
     dec r13
@@ -10275,657 +10102,658 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 67117728]
     jmp .Lc1_d8036_j_t
 .Lc1_d8036_j:
-    movsxd r8, dword ptr [r15 + 512]
-    mov ecx, 128
+    mov r8, rcx
+    vpshufd xmm11, xmm14, 222
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 576]
-    mov qword ptr [r15 + 192], rdi
-    mov edi, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rbp, rdi
-    mov rdi, qword ptr [r15 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    vmovdqu xmmword ptr [r15 + 192], xmm11
+    mov ecx, dword ptr [r15 + 320]
+    movzx edi, bpl
+    mov rbp, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 0], 187
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 67
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movzx edx, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 320]
+    mov r8d, 80
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 448]
+    mov rbp, r10
     jmp 1f
 1:
-    mov byte ptr [r15 + 256], dl
-    mov edx, 112
-    mov dword ptr [r15 + 64], r8d
-    mov edx, 168
-    mov edx, esi
-    mov dword ptr [r15 + 320], 0
-    mov byte ptr [r15 + 256], r8b
-    mov byte ptr [r15 + 128], dl
+    and rbp, 1984
+    mov r9, r10
+    add r8, qword ptr [r15 + rbp + 1344]
+    mov rbp, r10
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3392]
+    mov byte ptr [r15 + 256], cl
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 704]
+    add rbp, qword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 704]
+    mov rcx, qword ptr [r15 + 320]
+    movzx edi, r8b
+    mov rdi, r8
     movzx r8d, byte ptr [r15 + 384]
-    mov rax, qword ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 384], r8d
+    mov eax, ebp
+    mov dword ptr [r15 + 64], edx
+    mov rbp, rax
     jmp 1f
 1:
-    mov r8d, esi
-    nop
-    vmovdqu ymmword ptr [r15 + 384], ymm15
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c55:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 512], ymm15
-    mov esi, 188
-    movzx esi, r8b
-    jmp 1f
-1:
-    mov esi, esi
+    mov qword ptr [r15 + 576], rdi
+    mov byte ptr [r15 + 128], bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov eax, 96
+    mov rax, rax
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov eax, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 4329472
-    jz 1f
-1:
-    mov dword ptr [r15 + 640], 109
+    mov dword ptr [r15 + 768], 40
+    movzx eax, byte ptr [r15 + 384]
     mov r8, r10
-    vmovq xmm15, rbp
+    mov byte ptr [r15 + 256], bpl
+    and r8, 8128
+    mov rbp, r10
+    mov edi, dword ptr [r15 + r8 + 7488]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], eax
+    mov qword ptr [r15 + 320], rdi
+    movzx edi, byte ptr [r15 + 512]
+    mov ebp, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 64], al
+    mov eax, 2
+    mov rax, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r10
+    movzx r9d, dil
     and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 320]
-    mov r9, r10
-    mov qword ptr [r15 + 64], rax
-    and r9, 8128
-    mov r8, r10
-    mov dword ptr [r15 + r9 + 7488], 16
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 78
-    mov r8d, dword ptr [r15 + 256]
-    mov r9d, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 384], r9d
-    movzx r9d, r9b
+    movsxd rdi, dword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 448]
-    mov eax, edx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c56:
-    lea rcx, [rip + .Lc1_d8131_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8131_j_t
-.Lc1_d8131_j:
-    mov r8, r10
-    mov ecx, edx
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    mov r8d, 8
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d8138_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8138_s_t
+    .p2align 3
+.Lc1_d8138_s:
+    .p2align 3
+    jmp .Lc1_d8138_j
+    .p2align 3
+    jmp .Lc1_d8138_j
+.Lc1_d8138_j:
+    movzx ecx, byte ptr [r15 + 384]
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], ebp
-    mov ebp, eax
-    mov rbp, qword ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 180
+    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 0], rax
+    mov eax, 235
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 0], xmm11
+    mov byte ptr [r15 + 0], cl
+    mov rcx, rcx
+    movzx ecx, bpl
+    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    mov eax, dword ptr [r15 + r9 + 7488]
-    mov rcx, rbp
-    movzx ebp, bpl
-    mov ebp, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov rdx, rax
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdx
     mov rbp, r10
-    mov dword ptr [r15 + 768], 95
+    and edx, dword ptr [r15 + 640]
     jmp 1f
 1:
-    mov dword ptr [r15 + 704], 240
+    movsxd r9, dword ptr [r15 + 128]
     and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + rbp + 832], rcx
+    mov rbp, rax
+    mov rbp, qword ptr [r15 + 384]
+    mov r8, r10
     jmp 1f
 1:
-    mov qword ptr [r15 + 192], rsi
-    movzx esi, byte ptr [r15 + 192]
-    mov ebp, dword ptr [r15 + 320]
-    mov rdi, rdx
-    mov dword ptr [r15 + r9 + 7552], edi
-    mov qword ptr [r15 + 384], rdi
-    mov r9, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], eax
+    mov rdi, qword ptr [r15 + 512]
     jmp 1f
 1:
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    movzx esi, cl
+    mov ecx, edx
+    movzx ecx, bpl
+    mov ebp, edx
+    movsxd rbp, dword ptr [r15 + 448]
+    movzx r8d, byte ptr [r15 + 320]
+    mov rbp, r10
+    mov eax, edi
+    movsxd rax, dword ptr [r15 + 256]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 130
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm11
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c57:
-    mov r9, r10
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d8203_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8203_j_t
+.Lc1_d8203_j:
     mov rbp, r10
-    and r9, 1984
-    movzx edx, byte ptr [r15 + r9 + 1344]
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 832]
-    mov rbp, rsi
+    mov dword ptr [r15 + 448], ebp
+    mov dword ptr [r15 + 704], 255
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm11
     jmp 1f
 1:
-    mov ebp, ebp
+    mov ebp, 186
     jmp 1f
 1:
-    mov byte ptr [r15 + 576], sil
+    mov ebp, 37
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 448]
-    movzx esi, cl
-    mov qword ptr [r15 + 128], rdx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 236
+    mov ebp, 79
+    vpmovmskb ecx, xmm11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 163
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r8d, dl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov ecx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 2097152
+    jnz 1f
+1:
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 256], 3
+    lea rbp, [r10 + r10*1]
+    movsxd rsi, dword ptr [r15 + 512]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov dword ptr [r15 + 192], 133
+    mov edi, r9d
+    mov edi, ecx
+    mov rcx, rcx
+    mov rcx, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + rbp + 1408]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 64], rdx
+    mov edx, esi
     mov rdx, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdi, dword ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 704], ymm15
-    mov esi, 60
-    mov qword ptr [r15 + 512], rdx
-    or qword ptr [r15 + 512], 14
-    mov dword ptr [r15 + 448], esi
-    mov esi, 199
-    movzx esi, r9b
-    mov dword ptr [r15 + 128], esi
-    vmovdqu xmmword ptr [r15 + 640], xmm15
-    mov esi, 161
-    movzx esi, byte ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c58:
-    lea rcx, [rip + .Lc1_d8227_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8227_j_t
-.Lc1_d8227_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, r10
+    movzx esi, byte ptr [r15 + 192]
+    movzx edi, sil
+    mov esi, dword ptr [r15 + 448]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov rbp, rdx
     mov r9, r10
+    vpmovmskb ebp, xmm14
+    and r9, 4032
+    mov edx, dword ptr [r15 + r9 + 3392]
+    mov byte ptr [r15 + 384], dl
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 576]
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm15
+    mov qword ptr [r15 + 0], rdx
+    mov edx, 5
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 69
+    jmp 1f
+1:
+    mov edx, 21
+    mov qword ptr [r15 + 0], rdx
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
     mov r9d, dword ptr [r15 + 64]
-    lea rbp, [r10 + r10*1]
+    mov rbp, qword ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 128]
+    vpor xmm11, xmm11, xmm11
     jmp 1f
 1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 187
-    mov esi, 211
-    mov rdx, rsi
     mov r8, r10
-    mov dword ptr [r15 + 64], 36
-    movzx esi, cl
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], edi
-    movsxd r8, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 512], r8b
-    mov r8d, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 448], r9
+    movzx eax, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 320], eax
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 320]
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 98
-    mov esi, 91
+    mov r8, rdi
+    mov r8, qword ptr [r15 + 256]
+    movzx edi, r8b
+    mov dword ptr [r15 + 576], r9d
+    mov dword ptr [r15 + 128], 62
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + rbp + 3456]
-    vmovdqu xmm15, xmmword ptr [r15 + 768]
+    movsxd r9, dword ptr [r15 + 768]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c59:
+    lea rcx, [rip + .Lc1_d8300_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8300_j_t
+.Lc1_d8300_j:
+    mov dword ptr [r15 + 640], edi
+    movzx ecx, sil
+    movzx ecx, al
+    movzx ecx, byte ptr [r15 + 0]
     jmp 1f
 1:
-    movzx r9d, dil
-    and edi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 640], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
-    movzx esi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov rbp, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm11
+    mov dword ptr [r15 + 0], r8d
     jmp 1f
 1:
     jmp 1f
 1:
-    mov esi, esi
+    mov r8d, dword ptr [r15 + 0]
+    movzx eax, cl
+    mov esi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
+    vpor xmm11, xmm11, xmm11
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    movzx r9d, r8b
+    mov qword ptr [r15 + 320], r9
+    mov dword ptr [r15 + 384], r9d
+    movzx r9d, r8b
+    mov r9d, dword ptr [r15 + 384]
+    mov r8d, r8d
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r10 + r10*2]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 192]
-    mov rbp, rsi
-    and r9, 4032
-    movzx esi, byte ptr [r15 + r9 + 3456]
-    movzx r8d, byte ptr [r15 + 256]
-    mov ecx, dword ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    and esi, dword ptr [r15 + r9 + 3392]
+    mov r8, r8
+    movsxd r8, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], eax
+    vpor xmm11, xmm11, xmm11
     jmp 1f
 1:
-    mov rbp, r10
+    mov rax, r8
+    mov r8, rax
+    jmp 1f
+1:
+    mov r8, r10
+    mov edi, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 512], dil
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 832]
+    vmovdqu xmmword ptr [r15 + 256], xmm11
     mov r8, r10
     jmp 1f
 1:
-    and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 33
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + r9 + 3520]
+    and r8, 8128
+    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + 64], rdx
+    mov edx, dword ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c60:
-    lea rcx, [rip + .Lc1_d8320_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8320_j_t
-.Lc1_d8320_j:
-    lea rbp, [r10 + r10*1]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], cl
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov rcx, r8
-    and r8, 448
-    mov qword ptr [r15 + r8 + 896], rdx
-    mov byte ptr [r15 + 192], bpl
-    add rdx, qword ptr [r15 + rbp + 1408]
-    mov rbp, qword ptr [r15 + 512]
-    mov rcx, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
+    movsxd rdx, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 63
-    mov dword ptr [r15 + 384], ebp
     jmp 1f
 1:
-    mov ebp, 216
-    .byte 0x0f, 0x1f, 0x00
-    mov dword ptr [r15 + r8 + 832], 113
-    movsxd rbp, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 320], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], edx
+    mov rdx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r8, r10
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 5
+    mov edx, 185
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    movsxd r8, dword ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 512], rdi
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 128]
+    mov r9, r10
+    mov qword ptr [r15 + 768], r9
+    and r9, 448
     mov rbp, r10
-    add qword ptr [r15 + 704], rsi
-    and rbp, 4032
-    mov rsi, qword ptr [r15 + rbp + 3392]
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm11
+    and rbp, 16320
+    mov r9, qword ptr [r15 + rbp + 15680]
+    mov rbp, qword ptr [r15 + 320]
     jmp 1f
 1:
-    inc dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 192]
+    mov rsi, qword ptr [r15 + 704]
+    add rsi, qword ptr [r15 + 448]
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], cl
+    mov dword ptr [r15 + 320], 49
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov byte ptr [r15 + 256], r8b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c61:
-    mov ebp, esi
-    mov rbp, r10
+    lea rcx, [rip + .Lc1_d8398_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8398_j_t
+.Lc1_d8398_j:
+    lea rbp, [r10 + r10*1]
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1408]
+    jmp 1f
+1:
+    mov r9, r10
+    movzx esi, r9b
+    jmp 1f
+1:
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 235
+    mov r9d, ecx
+    mov qword ptr [r15 + rbp + 1344], r9
+    mov r9d, 67
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 191
+    movsxd r9, dword ptr [r15 + 384]
     jmp 1f
 1:
     jmp 1f
 1:
-    and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 512]
-    mov rcx, rbp
-    vmovq qword ptr [r15 + 128], xmm15
-    mov ebp, 105
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 256]
+    movzx ebp, r9b
     jmp 1f
 1:
-    mov ebp, 62
-    mov r8d, 175
-    mov dword ptr [r15 + 448], 55
-    mov rbp, rdx
-    mov rbp, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 384], rdx
-    mov edx, ecx
-    vpshufd xmm15, xmm15, 183
-    mov rdx, qword ptr [r15 + 256]
-    mov r9, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 448]
-    mov rdi, qword ptr [r15 + 320]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    mov r8d, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 384], rdx
-    vmovdqu ymmword ptr [r15 + 64], ymm15
-    mov edx, edi
+    movzx r9d, byte ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], esi
+    mov esi, 236
+    vmovq xmm11, rsi
+    mov qword ptr [r15 + 320], r9
+    mov dword ptr [r15 + 448], esi
+    mov r9, r10
+    movsxd rsi, dword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 576]
+    vpcmpeqb xmm11, xmm11, xmm7
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 221
+    mov r9d, 30
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov edx, edi
-    movsxd rdi, dword ptr [r15 + 384]
-    jmp 1f
-1:
+    mov r9d, ecx
+    mov ecx, 106
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c62:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d8418_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8418_s_t
-    .p2align 3
-.Lc1_d8418_s:
-    .p2align 3
-    jmp .Lc1_d8418_j
-    .p2align 3
-    jmp .Lc1_d8418_j
-.Lc1_d8418_j:
-    mov r8, r10
-    movzx ecx, r8b
+    lea rcx, [rip + .Lc1_d8451_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8451_j_t
+.Lc1_d8451_j:
+    mov dword ptr [r15 + 128], 69
+    mov dword ptr [r15 + 0], 156
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], ecx
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 512], ymm11
     lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1408], r9
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    mov r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, rcx
-    mov r8, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 138
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 64], rcx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], cl
-    jmp 1f
-1:
-    mov rcx, r8
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 1344], r8b
-    movzx ecx, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 768], cl
-    mov dword ptr [r15 + 64], 176
-    mov rax, r8
+    mov rbp, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], ebp
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], al
+    movzx ebp, r9b
+    and eax, dword ptr [r15 + 704]
     mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 128]
-    mov r8, r8
+    mov byte ptr [r15 + 384], bpl
+    mov rsi, rbp
+    and rbp, 4032
+    mov esi, dword ptr [r15 + rbp + 3392]
+    mov rbp, r10
+    mov rdx, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 448], cl
     and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm15
-    mov byte ptr [r15 + 64], al
-    mov eax, 85
-    movzx eax, byte ptr [r15 + 320]
-    movzx ebp, dl
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    movzx ebp, cl
+    jmp 1f
+1:
+    movzx ecx, r9b
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 640]
+    mov byte ptr [r15 + 192], cl
+    mov qword ptr [r15 + r9 + 896], rax
+    mov r9d, dword ptr [r15 + 256]
+    movzx ecx, byte ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c63:
-    lea rcx, [rip + .Lc1_d8479_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8479_j_t
-.Lc1_d8479_j:
+    add r9, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 0], 3
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx eax, cl
     jmp 1f
 1:
+    mov rcx, qword ptr [r15 + 0]
+    mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 86
-    mov rcx, qword ptr [r15 + 128]
-    add rcx, qword ptr [r15 + 192]
-    mov byte ptr [r15 + 384], cl
-    mov byte ptr [r15 + 64], cl
-    mov ecx, r8d
-    mov qword ptr [r15 + 128], rbp
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 55
+    movzx edx, byte ptr [r15 + 64]
     lea rbp, [r10 + r10*1]
-    movzx ecx, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, 212
+    movzx esi, bpl
     and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 1344]
-    lea r9, [r10 + r10*1]
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    mov r8d, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 192]
     mov rcx, r9
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm15
-    movsxd rcx, dword ptr [r15 + 640]
-    mov eax, 151
-    movsxd rdx, dword ptr [r15 + rbp + 1408]
-    mov ebp, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 576]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 320]
-    jmp 1f
-1:
+    movzx r9d, byte ptr [r15 + 512]
+    mov dword ptr [r15 + rbp + 1408], 34
     mov rbp, r10
-    movzx esi, byte ptr [r15 + r9 + 7552]
+    mov dword ptr [r15 + 256], 108
     and rbp, 448
-    mov r9, qword ptr [r15 + rbp + 832]
+    movzx r9d, byte ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 320]
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], r8b
+    mov rbp, qword ptr [r15 + 384]
+    add r8, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 320]
+    vpcmpeqb xmm11, xmm11, xmm1
+    movzx r8d, byte ptr [r15 + 768]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c64:
+    lea rcx, [rip + .Lc1_d8541_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8541_j_t
+.Lc1_d8541_j:
+    mov rbp, r10
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov r9d, esi
-    and esi, dword ptr [r15 + 704]
-    mov r9, rdx
-    vmovdqu ymmword ptr [r15 + 128], ymm15
-    jmp 1f
-1:
-    movzx r9d, dl
-    mov qword ptr [r15 + 64], rdx
-    jmp 1f
-1:
+    movzx ebp, byte ptr [r15 + 512]
+    movsxd r8, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 256], 43
+    movsxd r9, dword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 0]
+    mov esi, edx
+    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 93
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movzx edi, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], r9d
+    mov r8, r10
     jmp 1f
 1:
-    mov byte ptr [r15 + 576], r9b
+    mov esi, dword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 448], ymm11
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], eax
+    mov r8d, 45
     jmp 1f
 1:
-    mov r9d, r8d
-    mov r8d, 16
-    mov r8d, 234
+    mov r8, r10
+    mov rax, r8
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 384], al
+    mov rdx, rsi
+    movzx eax, bpl
+    mov eax, r9d
+    mov dword ptr [r15 + 320], edi
+    mov dword ptr [r15 + 64], 214
+    mov rdi, qword ptr [r15 + 320]
     jmp 1f
 1:
-    mov r8, rbp
+    mov qword ptr [r15 + 128], rcx
+    mov ecx, 128
+    mov ecx, dword ptr [r15 + 640]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8d, 122
-    mov byte ptr [r15 + 448], r9b
-    mov r8d, 40
-    movzx r9d, sil
-    movsxd r9, dword ptr [r15 + 512]
-    mov r8, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 192], ymm15
-    mov byte ptr [r15 + 704], r8b
-    jmp 1f
-1:
-    mov r8d, ebp
-    mov rbp, r9
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 384]
-    movsxd rbp, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r8, r8
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 640]
-    mov rdx, qword ptr [r15 + 768]
-    mov eax, edx
-    .byte 0x66, 0x90
-    jmp 1f
-1:
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -10933,476 +10761,441 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16777216
-    setz al
-    lea rcx, [rip + .Lc1_d8587_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8587_s_t
-    .p2align 3
-.Lc1_d8587_s:
-    .p2align 3
-    jmp .Lc1_d8587_j
-    .p2align 3
-    jmp .Lc1_d8587_j
-.Lc1_d8587_j:
-    mov rcx, qword ptr [r15 + 448]
     jmp 1f
 1:
+    mov dword ptr [r15 + 192], eax
+    jmp 1f
+1:
+    movzx eax, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov rcx, qword ptr [r15 + 0]
+    movzx eax, cl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    movzx ecx, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 256]
-    movzx r8d, cl
-    mov rcx, r8
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], al
+    mov r8, r10
+    movzx eax, byte ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 34611202
+    jz 1f
+1:
     mov rbp, r10
-    mov dword ptr [r15 + 512], ebp
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    mov ebp, 130
-    mov dword ptr [r15 + 128], ebp
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3392]
+    mov rdx, qword ptr [r15 + 448]
+    and rbp, 448
+    add r8, qword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 704], r8d
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 47
-    mov ebp, 36
-    movzx ebp, bpl
-    movzx ebp, byte ptr [r15 + 512]
     jmp 1f
 1:
-    movzx edx, cl
-    mov dword ptr [r15 + 768], r9d
-    movzx edx, r9b
-    mov r9d, edx
-    mov r9, r10
-    lea rbp, [r10 + r10*1]
-    mov edx, 98
-    and r9, 448
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r9 + 832]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rcx
-    mov r9d, dword ptr [r15 + 448]
-    movsxd rcx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + rbp + 7552], ecx
-    nop
+    mov r8d, 30
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 88
+    mov dword ptr [r15 + 768], edx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and edx, dword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 256]
+    mov r9d, 4
+    movsxd r9, dword ptr [r15 + 512]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c66:
-    lea rcx, [rip + .Lc1_d8640_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8640_j_t
-.Lc1_d8640_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32
+    setz al
+    lea rcx, [rip + .Lc1_d8649_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8649_s_t
+    .p2align 3
+.Lc1_d8649_s:
+    .p2align 3
+    jmp .Lc1_d8649_j
+    .p2align 3
+    jmp .Lc1_d8649_j
+.Lc1_d8649_j:
+    movsxd r9, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    mov rdi, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm11
+    movzx ecx, byte ptr [r15 + 448]
+    movzx eax, al
     mov rbp, r10
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 512]
+    add rax, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 256], rbp
-    mov ebp, ebp
-    vmovdqu ymmword ptr [r15 + 64], ymm15
-    mov qword ptr [r15 + 192], r9
-    mov r9d, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 256], ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 163
-    mov dword ptr [r15 + 512], 142
-    mov r9, rbp
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], r9
-    mov r9d, 35
-    mov dword ptr [r15 + 384], r9d
-    vpxor xmm15, xmm15, xmm0
-    mov dword ptr [r15 + 448], edx
-    mov rbp, r10
-    mov r9d, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 128], rdx
     and rbp, 4032
-    mov edx, dword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 384], r9
-    movzx ebp, r9b
-    movsxd rbp, dword ptr [r15 + 192]
-    mov r9d, dword ptr [r15 + 192]
+    mov qword ptr [r15 + rbp + 3392], rbp
+    movsxd rbp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], 115
+    mov r8, r10
+    vmovdqu ymmword ptr [r15 + 320], ymm11
+    mov dword ptr [r15 + 320], 122
+    movzx edx, r8b
+    and r8, 8128
+    mov rbp, r10
+    movzx edx, byte ptr [r15 + r8 + 7488]
+    mov r8d, 135
+    movzx r8d, byte ptr [r15 + 64]
+    and rbp, 1984
+    mov esi, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], 135
+    vpxor xmm11, xmm11, xmm8
+    mov rbp, rsi
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 192], 172
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c67:
-    mov rbp, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 64], ymm11
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + 256], sil
+    mov esi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 0]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 512], ymm15
-    and r9, 1984
+    mov dword ptr [r15 + 0], 32
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 0], 0
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 832]
     mov r8, r10
-    mov edx, dword ptr [r15 + r9 + 1408]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 143
-    mov qword ptr [r15 + 256], rax
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 192]
-    mov r8, qword ptr [r15 + 128]
-    add rdx, qword ptr [r15 + 448]
-    mov eax, r9d
-    mov byte ptr [r15 + 384], al
+    vmovq xmm7, rdi
+    and r8, 1984
+    mov edi, dword ptr [r15 + r8 + 1344]
+    mov r9, r10
+    mov r8, qword ptr [r15 + 192]
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    mov r9d, ecx
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx eax, r9b
-    mov r8, r10
     jmp 1f
 1:
+    mov r9d, r9d
+    mov r9, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 320], r9d
+    mov r9d, edi
+    mov r9d, edi
+    mov r9d, 141
+    movzx r9d, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 128], rcx
+    mov qword ptr [r15 + 384], r9
     jmp 1f
 1:
-    movzx eax, r8b
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r9
-    mov r8d, dword ptr [r15 + 320]
+    mov r9d, eax
     jmp 1f
 1:
-    mov eax, edx
-    mov rdx, qword ptr [r15 + 576]
-    mov byte ptr [r15 + r9 + 1344], r9b
-    movzx r9d, dl
-    mov r9d, 217
+    movzx r9d, r9b
+    movzx r9d, byte ptr [r15 + rbp + 896]
+    movzx ebp, byte ptr [r15 + 640]
+    movsxd rcx, dword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    movzx eax, al
+    jmp 1f
+1:
+    mov rax, r8
+    vpxor xmm11, xmm11, xmm7
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c68:
-    lea rcx, [rip + .Lc1_d8737_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8737_j_t
-.Lc1_d8737_j:
-    mov r8, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 64], bpl
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2048
+    setz al
+    lea rcx, [rip + .Lc1_d8753_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8753_s_t
+    .p2align 3
+.Lc1_d8753_s:
+    .p2align 3
+    jmp .Lc1_d8753_j
+    .p2align 3
+    jmp .Lc1_d8753_j
+.Lc1_d8753_j:
     jmp 1f
 1:
-    mov byte ptr [r15 + 640], bpl
-    mov ecx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], r8b
+    mov ecx, dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 167
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rbp
+    movzx eax, byte ptr [r15 + 0]
+    movzx ebp, r9b
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    mov r9d, r9d
-    mov rcx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 192
-    mov rcx, r8
-    mov r8d, 245
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    vmovdqu ymmword ptr [r15 + 768], ymm15
-    mov r8d, 225
-    movzx r8d, r9b
-    and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 128]
-    mov edi, ecx
-    movzx ecx, byte ptr [r15 + 256]
-    mov edi, dword ptr [r15 + 384]
-    vmovq xmm15, r9
-    movsxd r9, dword ptr [r15 + 64]
-    mov edx, 105
-    mov dword ptr [r15 + 512], 17
-    vmovdqu ymmword ptr [r15 + 320], ymm15
+    vmovdqu ymmword ptr [r15 + 0], ymm11
+    lea rbp, [r10 + r10*1]
+    vmovdqu ymmword ptr [r15 + 0], ymm11
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3456], dl
+    mov edx, 238
+    mov rdx, rcx
+    mov rdx, qword ptr [r15 + 64]
     jmp 1f
 1:
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 128]
+    mov r9d, eax
+    mov dword ptr [r15 + 192], ebp
+    mov r9, rbp
+    mov r9d, 100
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 256], ymm11
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r8, r10
+    mov edi, 242
+    mov dword ptr [r15 + 768], 119
+    mov rdi, qword ptr [r15 + rbp + 3392]
+    and r8, 8128
+    and edi, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], esi
+    mov r8, r10
+    mov qword ptr [r15 + 320], r8
+    mov rbp, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 1344]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c69:
+    lea rcx, [rip + .Lc1_d8813_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8813_j_t
+.Lc1_d8813_j:
+    mov rbp, r10
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 106
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, dil
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov qword ptr [r15 + 0], rbp
+    movzx ebp, byte ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
+    mov rcx, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, sil
+    mov rdi, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dl
+    movzx esi, byte ptr [r15 + 320]
     jmp 1f
 1:
+    movzx eax, bpl
+    mov rbp, rax
+    mov ebp, 135
+    mov dword ptr [r15 + 576], 138
+    mov dword ptr [r15 + 512], 8
+    movsxd rbp, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 384], ecx
+    mov rbp, qword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 192]
+    mov eax, ecx
+    movzx ecx, dil
     jmp 1f
 1:
+    movsxd rdi, dword ptr [r15 + 256]
+    movzx ecx, dil
     jmp 1f
 1:
+    mov rdi, rsi
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    mov dword ptr [r15 + 192], 56
-    mov dword ptr [r15 + 384], 111
-    mov byte ptr [r15 + 320], r9b
-    lea r9, [r10 + r10*1]
-    vpxor xmm15, xmm15, xmm12
-    and r9, 8128
-    and edx, dword ptr [r15 + r9 + 7552]
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 576]
-    mov dword ptr [r15 + 512], r9d
-    add r9, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 89
-    mov edi, dword ptr [r15 + 640]
-    movsxd r8, dword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 256]
-    mov qword ptr [r15 + 448], rcx
-    mov dword ptr [r15 + 320], 22
+    movzx edi, bpl
+    mov edi, ebp
+    mov rbp, r10
+    mov r8, r10
+    mov rsi, qword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 448]
+    and rbp, 16320
+    mov rdx, qword ptr [r15 + rbp + 15680]
+    and r8, 448
+    mov rbp, qword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 640]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c70:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d8835_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8835_s_t
-    .p2align 3
-.Lc1_d8835_s:
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-    .p2align 3
-    jmp .Lc1_d8835_j
-.Lc1_d8835_j:
-    mov rcx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, ecx
-    mov eax, 6
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 91
-    jmp 1f
-1:
+    lea r9, [r10 + r10*1]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 35
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov r8, r10
+    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
-    mov r9d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 1024
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r10
-    and r9, 1984
-    mov rax, qword ptr [r15 + r9 + 1344]
-    and rbp, 16320
-    mov r9d, dword ptr [r15 + rbp + 15680]
-    mov rbp, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], dl
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov edx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rax
     and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 512], 124
-    vpmovmskb ecx, xmm15
-    mov ecx, dword ptr [r15 + r8 + 3456]
-    movzx r8d, byte ptr [r15 + 320]
+    mov dword ptr [r15 + r8 + 3392], r9d
+    mov r8, r8
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 832]
+    movzx edi, al
+    movzx eax, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 512], edx
+    mov rbp, rdx
+    movzx edx, byte ptr [r15 + 256]
+    vmovq qword ptr [r15 + 384], xmm11
+    mov dword ptr [r15 + 768], 225
+    mov rbp, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 135
+    mov dword ptr [r15 + 320], 138
+    mov dword ptr [r15 + r9 + 7552], 218
+    mov qword ptr [r15 + 192], rax
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov rax, r9
+    mov dword ptr [r15 + 64], eax
+    movsxd rax, dword ptr [r15 + 384]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c71:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32768
-    setz al
-    lea rcx, [rip + .Lc1_d8906_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8906_s_t
-    .p2align 3
-.Lc1_d8906_s:
-    .p2align 3
-    jmp .Lc1_d8906_j
-    .p2align 3
-    jmp .Lc1_d8906_j
-.Lc1_d8906_j:
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d8912_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8912_j_t
+.Lc1_d8912_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
     mov rcx, rcx
-    mov rbp, qword ptr [r15 + 576]
-    movzx ecx, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 192]
-    mov edx, 103
-    mov edx, 194
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx edx, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 118
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 13
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 130
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], edx
-    mov rbp, qword ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 384], cl
-    movzx ecx, byte ptr [r15 + 704]
-    mov rdi, rcx
-    mov dword ptr [r15 + 768], eax
+    mov qword ptr [r15 + 448], rsi
+    mov rcx, qword ptr [r15 + 256]
     mov rbp, r10
-    mov eax, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 320], edx
-    and rbp, 16320
-    mov edx, dword ptr [r15 + rbp + 15680]
-    movzx ebp, r9b
-    movzx ebp, cl
+    mov r8, r10
     jmp 1f
 1:
-    movzx ebp, r8b
-    movzx ebp, r8b
-    mov dword ptr [r15 + 320], ebp
-    mov ebp, 161
+    movzx eax, r8b
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rdi
+    mov r9, r10
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], cl
+    jmp 1f
+1:
+    and r9, 448
+    mov r8, qword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 384], 3
+    vpaddd xmm11, xmm11, xmm11
+    movzx ecx, bpl
+    mov qword ptr [r15 + 576], rcx
+    movzx ecx, bpl
+    mov rax, rbp
+    mov ecx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 128], r8b
     jmp 1f
 1:
     add r10, r11
@@ -11413,815 +11206,830 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    mov ebp, 117
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 512], 213
+    movzx esi, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r9, r10
+    jmp 1f
+1:
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov r9, rcx
+    mov r9d, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 256
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 192], esi
+    mov qword ptr [r15 + 128], rcx
+    movzx ecx, byte ptr [r15 + 64]
     mov rbp, r10
-    movsxd rax, dword ptr [r15 + 384]
+    movzx esi, dl
     jmp 1f
 1:
-    jmp 1f
-1:
-    and rbp, 1984
-    movsxd r8, dword ptr [r15 + rbp + 1344]
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 320], al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 187
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 512]
-    movzx ebp, byte ptr [r15 + 512]
-    test dword ptr [r15 + 67117723], 16777793
-    jz 1f
-1:
-    mov eax, 150
-    movzx eax, al
-    mov dword ptr [r15 + 64], ecx
-    mov eax, edi
-    jmp 1f
-1:
-    movzx eax, cl
-    movzx ecx, byte ptr [r15 + 192]
-    lea rbp, [r10 + r10*1]
-    mov rax, rbp
     and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 256], r8d
+    vpaddd xmm11, xmm11, xmm11
+    movzx ebp, byte ptr [r15 + 640]
     mov r8, r10
-    movsxd rax, dword ptr [r15 + rbp + 7552]
-    and ecx, dword ptr [r15 + rbp + 7488]
-    mov rbp, r9
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 640]
-    movzx r9d, al
-    mov rdi, rdx
+    mov rdx, rcx
+    mov ecx, edx
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    add rcx, qword ptr [r15 + 320]
+    vpxor xmm11, xmm11, xmm7
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c73:
-    lea rcx, [rip + .Lc1_d9015_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9015_j_t
-.Lc1_d9015_j:
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 704], 248
-    mov qword ptr [r15 + 64], rdx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d9012_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9012_s_t
+    .p2align 3
+.Lc1_d9012_s:
+    .p2align 3
+    jmp .Lc1_d9012_j
+    .p2align 3
+    jmp .Lc1_d9012_j
+.Lc1_d9012_j:
+    movzx ecx, byte ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 512]
+    mov rbp, r10
     jmp 1f
 1:
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 218
+    mov rbp, rsi
+    mov ebp, 9
+    jmp 1f
+1:
+    mov ebp, 54
+    .byte 0x66, 0x90
+    mov rbp, rbp
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
-    mov r8d, eax
+    movzx ebp, sil
     jmp 1f
 1:
-    mov eax, 162
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    jmp 1f
+1:
+    mov ebp, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    mov eax, ebp
-    jmp 1f
-1:
-    movzx eax, cl
-    mov r8, r10
-    mov byte ptr [r15 + rbp + 1408], cl
-    jmp 1f
-1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r9
-    mov dword ptr [r15 + 384], ecx
-    mov r8, r8
-    mov eax, ecx
-    mov r8, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 128], xmm15
-    mov qword ptr [r15 + 448], r8
-    mov r8d, r8d
+    mov rbp, qword ptr [r15 + 448]
+    mov rsi, rbp
+    mov rbp, rcx
+    mov ebp, dword ptr [r15 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
+    movsxd r8, dword ptr [r15 + 320]
+    mov edx, r8d
+    vpmovmskb edx, xmm11
+    mov r9, r10
+    movzx edx, byte ptr [r15 + 192]
+    mov edi, 135
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 320]
-    mov rcx, rcx
-    mov ecx, 4
-    mov r9, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 64], rbp
-    movzx ecx, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 512], 23
-    mov rbp, rax
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov dword ptr [r15 + 320], 185
+    and r9, 1984
+    movsxd rdi, dword ptr [r15 + r9 + 1344]
+    mov r9d, 221
+    mov r9, r10
+    mov rbp, rbp
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r8d
+    add r9, qword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 384]
+    and r8d, dword ptr [r15 + 768]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c74:
-    mov dword ptr [r15 + 192], ecx
-    mov ecx, dword ptr [r15 + 768]
-    mov ebp, ecx
+    lea rcx, [rip + .Lc1_d9074_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9074_j_t
+.Lc1_d9074_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    movzx edi, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 576], bpl
+    mov rbp, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], 247
+    movsxd r9, dword ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 448], esi
+    mov edx, esi
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rbp
-    mov ebp, ecx
-    mov rbp, rax
-    mov rdx, qword ptr [r15 + 576]
-    mov rbp, r9
-    mov dword ptr [r15 + 192], 9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov r9, rcx
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3456], edx
-    mov r9d, ecx
     mov r8, r10
-    mov edx, r8d
-    mov dword ptr [r15 + 64], edx
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + 384]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    movzx r8d, byte ptr [r15 + 384]
+    mov rdx, r8
+    mov r8, r10
+    jmp 1f
+1:
     and r8, 448
-    mov qword ptr [r15 + r8 + 832], rbp
-    mov dword ptr [r15 + rbp + 3392], eax
+    mov r9, r10
+    movsxd rax, dword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 256]
+    and r9, 1984
+    movsxd rsi, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    movzx r8d, r8b
-    mov r8d, 128
-    mov dword ptr [r15 + 640], 146
-    mov r8, r10
-    mov ebp, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 128], r9
-    mov r9d, 77
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    mov dword ptr [r15 + 320], r8d
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r9d, r9d
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c75:
-    lea rcx, [rip + .Lc1_d9119_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9119_j_t
-.Lc1_d9119_j:
-    mov rcx, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r9, r8
+    add r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    movzx edx, r8b
+    movzx r8d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 118
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r10 + r10*1]
-    mov ebp, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov ebp, dword ptr [r15 + 128]
-    mov rdx, rax
-    mov edx, dword ptr [r15 + 128]
-    vpshufd xmm15, xmm15, 182
-    mov eax, dword ptr [r15 + 384]
+    vpxor xmm11, xmm11, xmm7
+    jmp 1f
+1:
     mov byte ptr [r15 + 192], al
+    mov r9d, esi
+    movzx r9d, byte ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 320]
+    test ebx, 12800
+    jz 1f
+1:
     mov r9, r10
-    mov qword ptr [r15 + 448], r8
-    and r9, 8128
-    movzx eax, byte ptr [r15 + r9 + 7488]
-    mov r9d, ecx
-    lea r9, [r10 + r10*2]
-    mov qword ptr [r15 + r8 + 1408], rcx
-    and r9, 448
-    movsxd r8, dword ptr [r15 + r9 + 960]
-    mov byte ptr [r15 + r9 + 896], bpl
+    mov byte ptr [r15 + 128], bpl
+    mov ebp, dword ptr [r15 + 512]
+    and r9, 4032
+    movzx esi, byte ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 64], 41
+    movzx r9d, byte ptr [r15 + 64]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 512]
+    mov r8, r10
+    jmp 1f
+1:
+    vmovq xmm11, r8
+    mov dword ptr [r15 + 640], ebp
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 832]
+    mov r8, rbp
+    mov qword ptr [r15 + 384], r8
+    mov byte ptr [r15 + 704], sil
+    mov rbp, r10
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 256], ebp
+    mov ebp, dword ptr [r15 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c76:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx ecx, al
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 320]
-    movsxd rcx, dword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    mov r9d, 216
-    mov dword ptr [r15 + 192], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d9176_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9176_j_t
+.Lc1_d9176_j:
+    vpcmpeqb xmm11, xmm11, xmm7
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
+    mov ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movsxd rbp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    mov byte ptr [r15 + 128], cl
-    movzx ecx, al
-    mov ecx, 244
-    test dword ptr [r15 + 67117724], 268500992
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov rax, rax
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 176
+    mov r8, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov r9, r10
+    mov eax, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 128], rax
+    movzx eax, al
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], dil
+    mov edi, dword ptr [r15 + 512]
+    mov r9, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 512], rbp
+    mov dword ptr [r15 + 768], 196
+    mov ebp, 174
+    mov rax, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 64], al
+    mov qword ptr [r15 + 128], rax
+    movsxd rdx, dword ptr [r15 + 384]
+    mov eax, edx
+    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 64]
-    vmovq qword ptr [r15 + 768], xmm15
-    movzx ecx, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 896], r9b
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 704]
-    mov rbp, qword ptr [r15 + 128]
-    jmp 1f
-1:
+    mov edx, dword ptr [r15 + 192]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1408], 49
+    mov r9, r10
+    mov qword ptr [r15 + rbp + 1344], r9
+    mov ebp, dword ptr [r15 + 320]
+    vpmovmskb ebp, xmm11
+    and r9, 8128
+    mov ebp, dword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], rdx
-    movzx edx, al
-    mov rdx, qword ptr [r15 + 64]
-    .byte 0x0f, 0x1f, 0x00
-    mov r8d, dword ptr [r15 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c77:
-    lea rcx, [rip + .Lc1_d9212_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9212_j_t
-.Lc1_d9212_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d9228_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9228_s_t
+    .p2align 3
+.Lc1_d9228_s:
+    .p2align 3
+    jmp .Lc1_d9228_j
+    .p2align 3
+    jmp .Lc1_d9228_j
+.Lc1_d9228_j:
+    mov ecx, 235
+    mov dword ptr [r15 + 384], 182
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r9d, al
+    jmp 1f
+1:
     mov r8, r10
-    mov ecx, edx
-    mov ecx, 87
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 162
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 192]
+    movzx edi, bpl
+    movsxd rbp, dword ptr [r15 + 64]
+    and r8, 4032
+    movzx edx, byte ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 512], r8b
-    mov byte ptr [r15 + 576], cl
-    mov dword ptr [r15 + 384], ebp
-    jmp 1f
-1:
-    movzx ebp, al
-    mov rbp, rbp
-    mov rbp, rbp
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + 192]
+    movzx r8d, r9b
+    mov r8d, 221
+    mov dword ptr [r15 + 640], 175
+    mov dword ptr [r15 + 448], ecx
+    mov r8d, 187
+    mov r8, r10
+    lea rbp, [r10 + r10*1]
+    and ecx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], 171
     and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
+    mov rsi, qword ptr [r15 + r8 + 7488]
+    and rbp, 448
+    movzx r8d, byte ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 223
-    mov qword ptr [r15 + 448], rdx
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 448]
-    mov rdx, rcx
-    mov dword ptr [r15 + r8 + 7552], eax
-    movzx ecx, byte ptr [r15 + 512]
+    mov dword ptr [r15 + rbp + 896], r8d
+    mov r8d, eax
     jmp 1f
 1:
-    mov r8d, 24
-    mov eax, 51
-    movsxd r8, dword ptr [r15 + 256]
-    movsxd rax, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 256], xmm11
+    movzx r8d, al
+    movzx r8d, bpl
+    mov byte ptr [r15 + 320], r8b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c78:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 65536
-    setz al
-    lea rcx, [rip + .Lc1_d9266_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9266_s_t
-    .p2align 3
-.Lc1_d9266_s:
-    .p2align 3
-    jmp .Lc1_d9266_j
-    .p2align 3
-    jmp .Lc1_d9266_j
-.Lc1_d9266_j:
-    movzx ecx, byte ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 191
-    mov byte ptr [r15 + 448], cl
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r8, r10
-    mov rbp, r10
-    mov ecx, ebp
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 512], r9d
-    mov dword ptr [r15 + 64], 229
-    mov ebp, edx
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], dl
+    mov r8d, 170
+    mov dword ptr [r15 + 0], 142
+    mov r8d, 113
+    mov r8d, r9d
+    mov qword ptr [r15 + 0], r8
+    mov r9d, dword ptr [r15 + 0]
+    movzx r8d, cl
+    mov dword ptr [r15 + 0], 205
+    movzx r8d, r8b
     jmp 1f
 1:
-    mov rbp, rbp
-    mov qword ptr [r15 + 448], rcx
-    mov ebp, 139
-    vmovdqu xmmword ptr [r15 + 704], xmm15
-    add rbp, qword ptr [r15 + 128]
-    mov rcx, r8
-    mov dword ptr [r15 + 64], 101
-    mov dword ptr [r15 + 640], r8d
-    mov qword ptr [r15 + 128], rcx
-    mov dword ptr [r15 + 384], 196
-    mov dword ptr [r15 + 256], edx
-    vmovdqu ymmword ptr [r15 + 320], ymm15
+    mov dword ptr [r15 + 0], r8d
+    mov r8d, 56
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 256]
+    movzx edx, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    vpor xmm11, xmm11, xmm11
+    movzx eax, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 384], rsi
+    mov esi, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rdx, rax
+    mov edx, dword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 256]
+    mov r9, r10
+    movsxd rcx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], 97
+    mov qword ptr [r15 + 704], rsi
+    and r9, 8128
+    movsxd rsi, dword ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 384]
+    mov rbp, r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 200
+    mov r9, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c79:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d9336_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9336_j_t
+.Lc1_d9336_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 95
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 69
+    mov ecx, edi
+    mov ecx, esi
+    mov dword ptr [r15 + 0], 226
+    mov byte ptr [r15 + 0], dil
     mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov ebp, ebp
-    movzx ebp, al
-    mov eax, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 131072
-    jz 1f
-1:
-    mov eax, 41
-    mov eax, dword ptr [r15 + 192]
-    mov ebp, ecx
-    movzx ecx, cl
-    jmp 1f
-1:
     mov rbp, r10
-    mov ecx, eax
-    mov byte ptr [r15 + 64], r8b
-    lea r8, [r10 + r10*2]
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    and r8, 4032
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + r8 + 3456]
+    mov dword ptr [r15 + 0], ebp
+    mov rdi, qword ptr [r15 + 64]
+    and rbp, 16320
+    vmovdqu xmmword ptr [r15 + rbp + 15680], xmm11
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 3520], eax
-    movsxd rbp, dword ptr [r15 + 512]
-    movzx eax, al
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 448]
+    mov r8, r10
+    mov byte ptr [r15 + 192], cl
+    mov byte ptr [r15 + 576], dil
+    jmp 1f
+1:
     mov r9, r10
-    mov rax, qword ptr [r15 + r8 + 3392]
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    movzx r8d, dl
+    and r9, 4032
+    mov rdx, qword ptr [r15 + r9 + 3392]
+    mov rax, rdx
     jmp 1f
 1:
-    and r9, 8128
-    movzx r8d, byte ptr [r15 + r9 + 7488]
     jmp 1f
 1:
+    mov edx, eax
+    mov dword ptr [r15 + 256], edx
+    mov dword ptr [r15 + 320], edx
+    movzx edx, cl
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], dl
+    mov byte ptr [r15 + 320], dl
+    mov qword ptr [r15 + 128], rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c80:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d9372_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9372_s_t
-    .p2align 3
-.Lc1_d9372_s:
-    .p2align 3
-    jmp .Lc1_d9372_j
-    .p2align 3
-    jmp .Lc1_d9372_j
-    .p2align 3
-    jmp .Lc1_d9372_j
-    .p2align 3
-    jmp .Lc1_d9372_j
-    .p2align 3
-    jmp .Lc1_d9372_j
-    .p2align 3
-    jmp .Lc1_d9372_j
-    .p2align 3
-    jmp .Lc1_d9372_j
-    .p2align 3
-    jmp .Lc1_d9372_j
-    .p2align 3
-    jmp .Lc1_d9372_j
-    .p2align 3
-    jmp .Lc1_d9372_j
-    .p2align 3
-    jmp .Lc1_d9372_j
-    .p2align 3
-    jmp .Lc1_d9372_j
-    .p2align 3
-    jmp .Lc1_d9372_j
-    .p2align 3
-    jmp .Lc1_d9372_j
-    .p2align 3
-    jmp .Lc1_d9372_j
-    .p2align 3
-    jmp .Lc1_d9372_j
-.Lc1_d9372_j:
-    mov r8, r10
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 192]
-    mov rax, r8
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r10 + r10*2]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    mov ebp, dword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + r9 + 3520], 126
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 448]
-    mov rdx, rbp
-    mov dword ptr [r15 + 384], 83
-    mov rbp, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov edi, 112
-    mov dword ptr [r15 + 320], 227
+    mov rdx, qword ptr [r15 + 512]
+    mov eax, r9d
     mov rbp, r10
+    mov qword ptr [r15 + 64], rbp
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 253
+    mov ebp, ebp
     jmp 1f
 1:
-    mov rdi, rax
-    mov eax, 150
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 320], r9b
-    mov dword ptr [r15 + r9 + 3456], eax
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rbp, rax
-    mov ebp, dword ptr [r15 + 384]
-    mov rax, qword ptr [r15 + 256]
-    movzx r9d, byte ptr [r15 + 768]
+    mov ebp, 44
+    mov qword ptr [r15 + 320], rbp
+    jmp 1f
+1:
+    mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 448], 186
+    movzx r8d, byte ptr [r15 + 384]
+    movzx r9d, byte ptr [r15 + 192]
+    vmovdqu xmmword ptr [r15 + 384], xmm11
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], 231
+    and r9, 1984
+    movzx r8d, byte ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + 640], rdx
+    mov rdx, qword ptr [r15 + r9 + 1408]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c81:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d9440_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9440_s_t
+    .p2align 3
+.Lc1_d9440_s:
+    .p2align 3
+    jmp .Lc1_d9440_j
+    .p2align 3
+    jmp .Lc1_d9440_j
+    .p2align 3
+    jmp .Lc1_d9440_j
+    .p2align 3
+    jmp .Lc1_d9440_j
+    .p2align 3
+    jmp .Lc1_d9440_j
+    .p2align 3
+    jmp .Lc1_d9440_j
+    .p2align 3
+    jmp .Lc1_d9440_j
+    .p2align 3
+    jmp .Lc1_d9440_j
+.Lc1_d9440_j:
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx edi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r8
-    mov dword ptr [r15 + 128], eax
-    mov eax, dword ptr [r15 + 64]
-    mov rbp, r10
-    mov r8d, ebp
-    mov r8, r8
-    movzx r8d, byte ptr [r15 + 384]
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 320], r9b
-    lea rbp, [r10 + r10*1]
-    mov edi, dword ptr [r15 + 256]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1408], rax
-    mov rax, rax
-    movsxd rax, dword ptr [r15 + 64]
     mov r9, r10
-    mov rdx, qword ptr [r15 + 192]
+    lea rbp, [r10 + r10*1]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 103
+    movzx r9d, byte ptr [r15 + 768]
+    and rbp, 4032
+    add r9, qword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov ecx, r8d
-    and r9, 16320
-    movsxd r8, dword ptr [r15 + r9 + 15680]
+    mov dword ptr [r15 + 384], 197
+    mov qword ptr [r15 + 448], r9
+    mov qword ptr [r15 + 64], rdi
+    mov esi, ebp
+    mov r9d, 121
+    mov dword ptr [r15 + 192], r9d
+    mov byte ptr [r15 + 128], al
+    mov r9d, ebp
+    mov r9d, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 320]
+    mov r8, r10
+    mov edi, 71
+    and r8, 448
+    movzx edi, byte ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + rbp + 3456]
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 192]
-    mov dword ptr [r15 + rbp + 1344], 111
-    movsxd rbp, dword ptr [r15 + 576]
-    vpxor xmm15, xmm15, xmm3
-    movzx esi, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 512], 185
     mov qword ptr [r15 + 256], rdi
-    movsxd rdi, dword ptr [r15 + 512]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c82:
-    lea rcx, [rip + .Lc1_d9484_j]
+    lea rcx, [rip + .Lc1_d9498_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9484_j_t
-.Lc1_d9484_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d9498_j_t
+.Lc1_d9498_j:
+    vpcmpeqb xmm11, xmm11, xmm3
+    mov ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 74
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], 221
-    lea rbp, [r10 + r10*2]
-    movsxd rcx, dword ptr [r15 + 640]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 960], rdi
-    vmovdqu xmm15, xmmword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], ebp
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 173
+    vmovdqu ymmword ptr [r15 + 0], ymm11
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 320]
-    mov r8d, r8d
-    mov dword ptr [r15 + 128], r8d
-    mov dword ptr [r15 + 512], 69
-    mov r8d, dword ptr [r15 + rbp + 896]
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 256]
+    lea r8, [r10 + r10*1]
     mov r9, r10
+    movzx ebp, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 320], ecx
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 184
+    mov dword ptr [r15 + 128], 83
+    vpmovmskb r9d, xmm11
+    mov r9d, dword ptr [r15 + 640]
     jmp 1f
 1:
-    mov qword ptr [r15 + 192], r9
-    and r9, 1984
-    inc dword ptr [r15 + r9 + 1344]
-    mov r9, r9
-    and r8d, dword ptr [r15 + 384]
-    movzx r9d, byte ptr [r15 + rbp + 832]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + r8 + 1408]
+    vmovdqu ymmword ptr [r15 + 512], ymm11
+    mov r8d, dword ptr [r15 + 320]
+    mov ecx, dword ptr [r15 + 64]
+    mov rbp, rbp
+    mov rbp, rbp
+    mov rbp, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov rbp, r10
+    movzx edi, r9b
+    mov dword ptr [r15 + 384], 236
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 111
+    mov ebp, dword ptr [r15 + 256]
+    movsxd r9, dword ptr [r15 + 192]
+    movsxd rsi, dword ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c83:
-    lea rcx, [rip + .Lc1_d9532_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9532_j_t
-.Lc1_d9532_j:
-    mov dword ptr [r15 + 256], r8d
-    add rcx, qword ptr [r15 + 128]
-    mov r8, r8
-    add qword ptr [r15 + 448], r8
+    mov ebp, ebp
     jmp 1f
 1:
-    jmp 1f
-1:
-    vpmovmskb r8d, xmm15
-    vmovdqu ymmword ptr [r15 + 448], ymm15
+    movsxd rbp, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], 232
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 97
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r9d, 74
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dl
-    mov edx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 513024
-    jz 1f
-1:
-    mov ebp, 198
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    vmovdqu ymmword ptr [r15 + 384], ymm15
+    mov dword ptr [r15 + 320], 237
+    movzx r9d, sil
     mov r9, r10
-    mov dword ptr [r15 + 192], r9d
-    mov dword ptr [r15 + 128], 23
-    mov ebp, r9d
-    and r9, 8128
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 320], edx
     jmp 1f
 1:
+    and r9, 4032
+    mov esi, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
+    mov dword ptr [r15 + 704], 234
+    movsxd r9, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rax
+    movzx edi, dl
+    movzx edi, dil
+    movzx edi, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov edx, edi
+    movsxd rdi, dword ptr [r15 + 448]
+    mov rax, rsi
+    movzx eax, sil
     mov r8, r10
-    movzx r9d, dl
-    movsxd rdx, dword ptr [r15 + 64]
-    and r8, 1984
-    add rdx, qword ptr [r15 + r8 + 1344]
-    movzx r8d, dl
-    jmp 1f
-1:
-    and edx, dword ptr [r15 + 512]
-    vpor xmm15, xmm15, xmm15
+    movzx eax, r8b
+    mov eax, 61
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 384]
+    mov ecx, 80
+    movzx ecx, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 256], rdx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c84:
-    mov rdx, qword ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d9593_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9593_j_t
+.Lc1_d9593_j:
+    movzx ecx, bpl
+    mov r8, r10
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, r9b
-    mov byte ptr [r15 + 256], r8b
-    mov r9, r10
-    lea r8, [r10 + r10*1]
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    mov qword ptr [r15 + 384], rdx
-    and r8, 8128
-    add r9, qword ptr [r15 + r8 + 7552]
-    mov edx, dword ptr [r15 + 704]
-    mov rbp, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], bpl
-    mov rax, qword ptr [r15 + 192]
-    mov ebp, ebp
-    mov edi, 187
+    and r8, 448
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + r8 + 832]
     movzx ebp, r8b
-    mov rcx, qword ptr [r15 + 576]
-    movzx ebp, dl
-    mov edx, 139
-    mov byte ptr [r15 + 768], dl
-    mov qword ptr [r15 + r8 + 7488], r8
+    mov rbp, rax
+    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edx, esi
-    and r8d, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edx, 120
+    mov r8d, 196
+    mov r8d, 137
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, r10
+    mov r8d, 170
+    mov r8d, eax
+    mov r8, r10
+    mov dword ptr [r15 + 0], ecx
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], cl
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r9d
+    movzx r8d, r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 192]
+    vmovdqu xmm3, xmmword ptr [r15 + 64]
+    mov qword ptr [r15 + 576], rbp
+    jmp 1f
+1:
+    mov rdx, r8
+    mov qword ptr [r15 + 512], rdx
+    mov qword ptr [r15 + 384], rdx
+    mov rdx, qword ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 320], 146
+    mov rbp, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 448]
+    mov eax, edx
+    mov edx, eax
     add r10, r11
     inc rbx
     dec r13
@@ -12230,134 +12038,131 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d9641_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9641_j_t
-.Lc1_d9641_j:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movsxd rax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 0], 27
+    movzx ecx, al
+    mov rax, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    mov rdx, rdx
+    mov qword ptr [r15 + 0], rcx
+    movsxd rcx, dword ptr [r15 + 0]
+    mov edx, 130
+    mov rbp, r10
+    movsxd rdx, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 6
-    jmp 1f
-1:
-    mov eax, 137
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx esi, dil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ecx
-    and ecx, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 64], ecx
-    mov rcx, rax
-    test dword ptr [r15 + 67117723], 2113538
+    mov r8d, dword ptr [r15 + 512]
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    mov rbp, r10
+    movsxd rsi, dword ptr [r15 + 320]
+    test dword ptr [r15 + 67117724], 524866
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 128]
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm3
+    mov dword ptr [r15 + 448], 157
+    vpaddd xmm3, xmm3, xmm3
+    mov dword ptr [r15 + 640], 21
+    mov rbp, qword ptr [r15 + 256]
+    mov rdx, qword ptr [r15 + 320]
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 384]
+    movzx r8d, sil
+    movzx esi, sil
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 704]
+    movsxd rsi, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 512]
+    mov r8, r10
+    movzx eax, byte ptr [r15 + 64]
+    mov rcx, rax
     jmp 1f
 1:
-    movzx eax, dil
-    mov qword ptr [r15 + 384], rsi
-    mov qword ptr [r15 + 768], rax
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, cl
-    mov qword ptr [r15 + 640], rax
-    mov eax, ecx
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    movsxd rax, dword ptr [r15 + 256]
-    mov rcx, rdx
-    mov dword ptr [r15 + 64], ecx
-    movzx ecx, cl
-    vmovdqu ymmword ptr [r15 + 320], ymm15
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7488]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c86:
-    lea r8, [r10 + r10*2]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3456], eax
-    mov rax, r8
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d9697_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9697_s_t
+    .p2align 3
+.Lc1_d9697_s:
+    .p2align 3
+    jmp .Lc1_d9697_j
+    .p2align 3
+    jmp .Lc1_d9697_j
+.Lc1_d9697_j:
+    mov rbp, r10
+    vmovdqu ymmword ptr [r15 + 320], ymm3
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], esi
-    nop
-    mov byte ptr [r15 + 128], cl
-    lea rbp, [r10 + r10*2]
-    movzx ecx, cl
-    inc dword ptr [r15 + r8 + 3392]
-    mov ecx, 135
+    mov eax, 152
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], r8d
-    mov rcx, qword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 114
+    add rcx, qword ptr [r15 + 0]
+    mov ebp, ecx
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    mov ebp, eax
+    movzx ebp, bpl
+    mov qword ptr [r15 + 0], rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    movzx ebp, byte ptr [r15 + 192]
+    mov r8, r10
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 512], r8b
+    mov rax, r8
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    lea r8, [r10 + r10*1]
+    movsxd rdi, dword ptr [r15 + 256]
+    movzx esi, bpl
+    mov byte ptr [r15 + 448], sil
+    and r8, 4032
+    mov rbp, qword ptr [r15 + r8 + 3456]
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 242
-    mov dword ptr [r15 + 320], 119
-    mov eax, dword ptr [r15 + 128]
-    movzx esi, al
-    mov qword ptr [r15 + 320], r9
-    mov r9, rsi
-    jmp 1f
-1:
-    movzx r9d, r9b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 72
-    mov r9, qword ptr [r15 + rbp + 1472]
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 384]
-    mov dword ptr [r15 + r8 + 3520], 174
+    mov esi, dword ptr [r15 + r8 + 3392]
+    mov r8d, dword ptr [r15 + 128]
+    movzx edx, al
+    vmovdqu ymmword ptr [r15 + 384], ymm3
+    mov rdx, qword ptr [r15 + 704]
     jmp 1f
 1:
     jmp 1f
 1:
-    add rsi, qword ptr [r15 + rbp + 1408]
-    mov byte ptr [r15 + 448], dil
+    mov r9d, 218
+    mov r9d, dword ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + 64]
     jmp 1f
 1:
+    mov qword ptr [r15 + 768], rbp
+    .byte 0x66, 0x90
     add r10, r11
     inc rbx
     dec r13
@@ -12366,949 +12171,950 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4
-    setz al
-    lea rcx, [rip + .Lc1_d9747_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9747_s_t
-    .p2align 3
-.Lc1_d9747_s:
-    .p2align 3
-    jmp .Lc1_d9747_j
-    .p2align 3
-    jmp .Lc1_d9747_j
-.Lc1_d9747_j:
-    add rax, qword ptr [r15 + 640]
-    mov qword ptr [r15 + 128], r9
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 77
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 55
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 192]
-    mov r9d, ecx
-    mov rcx, r9
-    mov byte ptr [r15 + 256], cl
-    mov qword ptr [r15 + 256], rax
-    mov byte ptr [r15 + 448], cl
-    mov eax, r8d
-    movzx ecx, byte ptr [r15 + 704]
-    jmp 1f
-1:
-    mov eax, 135
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
+    lea rcx, [rip + .Lc1_d9760_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9760_j_t
+.Lc1_d9760_j:
+    mov r9, r10
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
     mov byte ptr [r15 + 64], r9b
-    and r9, 448
-    vmovdqu xmmword ptr [r15 + r9 + 896], xmm15
-    mov dword ptr [r15 + 576], 64
-    mov byte ptr [r15 + 128], cl
-    mov dword ptr [r15 + 384], ecx
-    mov esi, r9d
-    and ecx, dword ptr [r15 + r9 + 832]
-    movzx r9d, cl
-    movzx r9d, dil
-    mov dword ptr [r15 + 192], 2
+    movsxd r9, dword ptr [r15 + 384]
+    mov rdx, rax
+    mov eax, edx
+    movsxd rdx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], edi
+    mov rax, rcx
+    mov dword ptr [r15 + 576], 159
+    mov eax, 216
+    mov eax, 113
+    mov rax, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, esi
+    mov rbp, r10
+    movzx eax, r9b
+    jmp 1f
+1:
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 832]
+    mov rbp, rsi
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 4456449
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    movzx eax, byte ptr [r15 + 0]
+    mov ebp, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 127
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], 184
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rax
+    mov rbp, r10
+    mov rax, qword ptr [r15 + 320]
+    mov esi, dword ptr [r15 + 256]
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c88:
-    lea rcx, [rip + .Lc1_d9803_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9803_j_t
-.Lc1_d9803_j:
-    mov r9, r10
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    movzx r9d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    jmp 1f
-1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], eax
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], cl
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], r9b
-    mov r9, rbp
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 256]
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 64]
-    mov dword ptr [r15 + 448], 204
-    movzx ecx, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 384], r9
-    movsxd r9, dword ptr [r15 + 192]
-    jmp 1f
-1:
+    and ebp, dword ptr [r15 + 0]
+    movzx eax, cl
     mov rax, rsi
-    mov byte ptr [r15 + 320], al
-    mov rbp, r10
     jmp 1f
 1:
-    mov byte ptr [r15 + 448], bpl
+    mov esi, r9d
+    mov qword ptr [r15 + 0], rdi
     jmp 1f
 1:
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], sil
+    vpshufd xmm3, xmm3, 125
+    jmp 1f
+1:
+    mov rsi, rdx
+    mov edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    mov edx, 160
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 320], dl
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 64]
+    mov rsi, rdx
+    mov r9, r10
+    movzx edx, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 320], rbp
+    and r9, 448
+    movzx ebp, byte ptr [r15 + r9 + 832]
+    movzx r9d, bpl
+    mov r9d, dword ptr [r15 + 192]
+    add rbp, qword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 640], 208
+    mov r8, r10
+    mov ecx, edx
+    and r8, 8128
+    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 384]
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 512]
+    movzx edi, al
+    mov r8, r10
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm3
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    movzx r8d, dl
+    mov qword ptr [r15 + 256], r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c89:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, 239
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], ebp
-    mov ebp, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov eax, 252
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], eax
-    mov rax, qword ptr [r15 + 704]
-    mov r9, rax
-    movzx eax, r8b
-    mov qword ptr [r15 + 64], rcx
-    mov r8d, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 768]
+    lea rcx, [rip + .Lc1_d9868_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9868_j_t
+.Lc1_d9868_j:
+    mov qword ptr [r15 + 768], rdi
+    mov byte ptr [r15 + 448], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 138
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 8389160
-    jz 1f
+    movzx edi, byte ptr [r15 + 0]
+    movzx edx, dil
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    movzx edx, byte ptr [r15 + 0]
+    mov edi, edx
+    mov rbp, r10
+    mov dword ptr [r15 + 0], 236
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 112
+    mov dword ptr [r15 + 384], 172
+    mov ebp, 225
+    mov ebp, ecx
+    mov rbp, rbp
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 576], edi
-    mov dword ptr [r15 + 256], ebp
+    mov dword ptr [r15 + 128], 124
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 384]
-    movzx ecx, byte ptr [r15 + 448]
-    mov r8d, dword ptr [r15 + 640]
-    vmovdqu ymmword ptr [r15 + 192], ymm15
-    jmp 1f
-1:
+    mov dword ptr [r15 + 192], 206
+    mov r8, r10
     jmp 1f
 1:
     mov r9, r10
-    mov eax, 231
-    mov eax, ecx
+    movsxd rdi, dword ptr [r15 + 64]
     and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
+    movzx eax, byte ptr [r15 + r9 + 832]
+    and r8, 16320
+    movzx r9d, byte ptr [r15 + r8 + 15680]
+    mov byte ptr [r15 + 384], bpl
+    mov r8, qword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov r9d, 58
+    mov dword ptr [r15 + 512], 26
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c90:
-    lea rcx, [rip + .Lc1_d9902_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9902_j_t
-.Lc1_d9902_j:
-    movsxd rcx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], 124
+    mov rbp, rax
+    vmovdqu ymmword ptr [r15 + 256], ymm3
+    mov rbp, r10
+    jmp 1f
+1:
+    mov eax, ebp
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov rbp, r8
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 576]
+    mov r8d, dword ptr [r15 + 640]
+    mov r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 121
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
+    movzx edi, r9b
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rbp
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edi, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov rcx, rcx
-    mov ecx, dword ptr [r15 + 320]
-    mov r9d, dword ptr [r15 + 576]
-    mov rbp, qword ptr [r15 + 384]
-    mov r8, r10
-    add rax, qword ptr [r15 + 64]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rdi
-    mov r8d, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 256], xmm15
-    mov dword ptr [r15 + 64], 36
-    mov edi, 135
-    vmovdqu ymmword ptr [r15 + 512], ymm15
-    mov edi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 384], 170
-    mov r8, r10
-    mov byte ptr [r15 + 320], r8b
-    jmp 1f
-1:
-    and r8, 4032
-    vmovdqu xmm15, xmmword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    movzx r8d, r8b
+    lea r9, [r10 + r10*1]
+    mov byte ptr [r15 + 384], r9b
+    mov dword ptr [r15 + 320], 143
+    and r9, 4032
+    mov ebp, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, rax
+    jmp 1f
+1:
+    mov ecx, edi
+    mov qword ptr [r15 + 128], rcx
+    mov rbp, r10
+    mov dword ptr [r15 + 512], 45
+    mov rcx, qword ptr [r15 + r9 + 3456]
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm3
+    mov byte ptr [r15 + 64], bpl
+    movzx ebp, byte ptr [r15 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c91:
-    jmp 1f
-1:
-    mov r8, r10
-    lea rbp, [r10 + r10*2]
-    mov eax, ecx
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm15
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7616], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    movzx r8d, r8b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 18
-    mov r8, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r9d, eax
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d9967_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9967_s_t
+    .p2align 3
+.Lc1_d9967_s:
+    .p2align 3
+    jmp .Lc1_d9967_j
+    .p2align 3
+    jmp .Lc1_d9967_j
+.Lc1_d9967_j:
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 7552], rbp
-    mov dword ptr [r15 + rbp + 7488], 36
-    mov ebp, dword ptr [r15 + 320]
-    and ebp, dword ptr [r15 + 256]
-    mov rbp, r10
-    vmovdqu ymmword ptr [r15 + 128], ymm15
-    jmp 1f
-1:
-    movzx esi, r8b
+    lea rbp, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 704], rax
     and rbp, 448
-    mov dword ptr [r15 + rbp + 832], eax
+    mov dword ptr [r15 + rbp + 832], 43
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, r9d
+    mov dword ptr [r15 + 0], 122
+    vmovdqu xmmword ptr [r15 + 0], xmm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 896], 130
+    jmp 1f
+1:
+    mov ebp, 12
+    mov rbp, rbp
+    movzx ebp, byte ptr [r15 + 320]
+    mov r9d, ebp
+    mov r9, r10
+    jmp 1f
+1:
+    and r9, 8128
+    mov r8, r10
+    mov rdi, qword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    movzx edx, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 448], 102
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 99
+    mov r8, qword ptr [r15 + 512]
+    movzx r9d, r8b
+    mov dword ptr [r15 + 64], 93
+    mov dword ptr [r15 + 256], edi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c92:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 33554432
-    setz al
-    lea rcx, [rip + .Lc1_d10002_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10002_s_t
-    .p2align 3
-.Lc1_d10002_s:
-    .p2align 3
-    jmp .Lc1_d10002_j
-    .p2align 3
-    jmp .Lc1_d10002_j
-.Lc1_d10002_j:
-    movzx esi, byte ptr [r15 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, esi
-    mov ecx, ebp
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3456], 224
-    mov dword ptr [r15 + 704], r8d
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 512], esi
+    lea rcx, [rip + .Lc1_d10020_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10020_j_t
+.Lc1_d10020_j:
+    mov r8, r10
     and r8, 8128
-    vmovq qword ptr [r15 + r8 + 7552], xmm15
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + 64], r9b
     jmp 1f
 1:
-    mov rsi, r9
-    mov esi, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 768], dil
-    mov dword ptr [r15 + 512], 138
-    mov rax, rbp
-    and eax, dword ptr [r15 + 320]
+    movzx r8d, r9b
+    mov r8d, 200
+    mov r8d, r8d
+    mov r8d, dword ptr [r15 + 128]
+    mov r9, rcx
+    mov r9, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], 25
+    movzx edx, r9b
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 256], ymm15
-    mov r9, r10
-    mov rcx, rcx
-    mov qword ptr [r15 + 192], rcx
-    mov qword ptr [r15 + r8 + 7488], rcx
-    and r9, 1984
-    add r8, qword ptr [r15 + r9 + 1344]
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    mov r9, qword ptr [r15 + 448]
-    mov byte ptr [r15 + 384], r9b
+    vmovdqu ymmword ptr [r15 + 512], ymm3
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 208
+    mov r9, rdi
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 320], r9
+    movzx r9d, r9b
+    movsxd r9, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 384], r9d
+    jmp 1f
+1:
+    mov r8, r10
+    mov dword ptr [r15 + 576], 159
+    and r8, 1984
+    movsxd r9, dword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov rbp, r10
+    vmovdqu ymmword ptr [r15 + 64], ymm3
+    jmp 1f
+1:
+    mov r8d, 162
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 256], r9
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c93:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d10056_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10056_j_t
-.Lc1_d10056_j:
-    movsxd rcx, dword ptr [r15 + 384]
-    movzx r9d, cl
-    mov eax, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 256], r9b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    vpshufd xmm11, xmm3, 124
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
+    movzx ebp, r9b
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, 178
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r8b
+    movzx r9d, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 320], r8
+    mov r8, qword ptr [r15 + 640]
+    jmp 1f
+1:
+    vpor xmm11, xmm11, xmm11
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], 10
+    mov ecx, r8d
     mov r8, qword ptr [r15 + 320]
-    mov ecx, 149
-    movzx ecx, bpl
-    mov rcx, rcx
-    movzx ebp, al
+    mov r8, r10
+    mov edi, r9d
+    mov qword ptr [r15 + 192], r9
+    and r8, 4032
+    mov r9d, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 448], 84
+    mov byte ptr [r15 + 64], bpl
+    mov r8, r10
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 256]
-    mov rbp, r10
-    movzx esi, bpl
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    mov edi, 153
+    and r8, 448
+    mov rbp, qword ptr [r15 + r8 + 832]
+    movzx r8d, dil
+    mov qword ptr [r15 + 128], r8
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 98
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], 69
-    mov rbp, r10
-    mov rcx, rbp
-    movsxd rcx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 320], 40
-    and rbp, 16320
-    mov rdi, qword ptr [r15 + rbp + 15680]
-    mov dword ptr [r15 + 128], eax
-    jmp 1f
-1:
-    mov esi, 216
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rbp
-    jmp 1f
-1:
-    mov ebp, 35
-    mov ebp, ebp
-    jmp 1f
-1:
-    movzx ebp, bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c94:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d10118_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10118_j_t
+.Lc1_d10118_j:
     jmp 1f
 1:
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, dil
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], 174
+    movzx ecx, cl
+    vpmovmskb ecx, xmm11
     mov rbp, r10
-    mov esi, eax
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 157
-    mov dword ptr [r15 + 128], edi
-    mov dword ptr [r15 + 64], r9d
+    movsxd rcx, dword ptr [r15 + 128]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], r9d
+    mov ebp, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 62
+    movzx ebp, cl
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    mov ebp, ebp
-    movsxd rax, dword ptr [r15 + 320]
+    mov edi, 16
+    mov dword ptr [r15 + 0], 227
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 320]
+    mov rdi, rdi
+    mov rdi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov qword ptr [r15 + 0], rdi
+    mov rdi, qword ptr [r15 + 704]
+    movsxd rbp, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 320], rdi
+    movsxd rdi, dword ptr [r15 + 384]
+    mov ebp, ecx
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    mov edi, 123
-    lea r8, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + 512]
     jmp 1f
 1:
     jmp 1f
 1:
-    and r8, 1984
-    mov r9, qword ptr [r15 + r8 + 1408]
-    movsxd rcx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], 112
+    mov byte ptr [r15 + 512], dil
     jmp 1f
 1:
-    mov edx, ebp
-    movzx edx, dl
-    vmovdqu ymmword ptr [r15 + 384], ymm15
+    mov r8, r10
     jmp 1f
 1:
-    mov edx, 186
+    movzx edi, bpl
+    mov rbp, r10
+    and r8, 4032
+    mov rdi, qword ptr [r15 + r8 + 3392]
+    mov r8d, edi
+    movzx edi, byte ptr [r15 + 256]
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    mov edx, 138
+    movzx ebp, dl
+    movzx edx, r8b
     mov edx, edx
-    mov dword ptr [r15 + 576], 121
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + r8 + 1344]
+    mov edx, dword ptr [r15 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c95:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 512
-    setz al
-    lea rcx, [rip + .Lc1_d10156_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10156_s_t
-    .p2align 3
-.Lc1_d10156_s:
-    .p2align 3
-    jmp .Lc1_d10156_j
-    .p2align 3
-    jmp .Lc1_d10156_j
-.Lc1_d10156_j:
-    mov ecx, 223
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rcx
-    add rcx, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 384], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 95
-    jmp 1f
-1:
-    mov qword ptr [r15 + 640], rcx
-    mov eax, r9d
-    mov dword ptr [r15 + 704], ecx
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 448]
-    mov rcx, rax
-    movzx eax, dl
-    mov qword ptr [r15 + 128], rdi
-    movsxd rdi, dword ptr [r15 + 128]
-    movzx edx, r8b
-    mov byte ptr [r15 + 64], cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r10
-    movsxd rcx, dword ptr [r15 + 256]
-    mov r9, r10
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    jmp 1f
-1:
-    and r9, 1984
-    and r8d, dword ptr [r15 + r9 + 1344]
-    mov byte ptr [r15 + 320], bpl
-    movzx r9d, dl
-    mov r9, qword ptr [r15 + 384]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c96:
-    lea rcx, [rip + .Lc1_d10214_j]
+    lea rcx, [rip + .Lc1_d10175_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10214_j_t
-.Lc1_d10214_j:
+    jmp .Lc1_d10175_j_t
+.Lc1_d10175_j:
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], al
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], 80
-    mov r8, r10
-    mov dword ptr [r15 + 192], 156
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    vpaddd xmm15, xmm15, xmm15
-    vpcmpeqb xmm15, xmm15, xmm9
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], edx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 161
+    movzx ecx, cl
+    movzx ecx, byte ptr [r15 + 0]
+    movzx eax, sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdx, dword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 7
     movsxd r8, dword ptr [r15 + 768]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 384]
-    mov edx, 146
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], edi
-    mov dword ptr [r15 + 64], r9d
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 448]
-    mov r8d, 176
-    movzx r8d, dl
-    jmp 1f
-1:
-    mov edx, edi
-    movsxd rdi, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 128]
+    movzx edi, r8b
     mov r8, r10
-    mov ecx, 79
+    mov esi, dword ptr [r15 + 512]
+    mov r9, r10
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    and r9, 8128
+    movzx r8d, byte ptr [r15 + r9 + 7488]
+    movzx r9d, cl
+    jmp 1f
+1:
+    mov r9, r10
+    movzx r8d, r9b
+    mov r8, qword ptr [r15 + 448]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    mov r9, r9
+    vmovdqu xmm11, xmmword ptr [r15 + 384]
+    vmovq qword ptr [r15 + 576], xmm11
+    mov r9d, esi
+    mov r9d, dword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r9
-    mov byte ptr [r15 + 448], al
+    mov dword ptr [r15 + 256], r9d
+    jmp 1f
+1:
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c96:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov r9d, 234
+    mov dword ptr [r15 + 64], 245
+    mov dword ptr [r15 + 512], 182
+    mov r9, r8
+    movzx r9d, r8b
+    mov r9, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 128], 9
+    mov r8, r10
+    mov dword ptr [r15 + 448], r9d
+    and r8, 1984
+    mov r9, qword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    movzx r8d, r9b
+    jmp 1f
+1:
+    mov r9, rax
+    mov r9, r10
+    movsxd rax, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 320], r8d
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r8d
+    mov r9, r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], r9d
+    mov dword ptr [r15 + 64], r8d
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 320]
+    mov r9, r10
+    mov r8d, dword ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 256]
+    and r9, 8128
+    movsxd rsi, dword ptr [r15 + r9 + 7488]
+    mov rdx, rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c97:
-    movzx r8d, r8b
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 262144
+    setz al
+    lea rcx, [rip + .Lc1_d10281_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10281_s_t
+    .p2align 3
+.Lc1_d10281_s:
+    .p2align 3
+    jmp .Lc1_d10281_j
+    .p2align 3
+    jmp .Lc1_d10281_j
+.Lc1_d10281_j:
+    movzx ecx, byte ptr [r15 + 448]
+    mov rax, rdx
     jmp 1f
 1:
-    mov r8, rcx
+    movsxd rax, dword ptr [r15 + 704]
+    mov edx, eax
+    mov rax, qword ptr [r15 + 192]
+    mov r8, r10
+    mov r9d, r9d
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rcx
+    movzx r8d, byte ptr [r15 + 0]
+    movzx r9d, sil
+    mov r9d, r9d
+    mov qword ptr [r15 + 0], rsi
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov dword ptr [r15 + 0], edx
+    mov dword ptr [r15 + 0], 160
+    movzx edx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov esi, 195
+    movzx r8d, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 704], r8d
-    mov qword ptr [r15 + 384], r8
-    movzx r8d, r8b
-    mov dword ptr [r15 + 320], 198
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 128]
-    mov rcx, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov rsi, rcx
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 512]
-    movzx edx, cl
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    mov ecx, r8d
-    mov dword ptr [r15 + 64], 187
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 104
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 640]
-    mov edi, 122
-    mov eax, edi
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + r9 + 7552], xmm15
-    jmp 1f
-1:
+    mov r8, r10
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 512]
     mov r9, r10
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    mov r8d, 198
+    and r9, 448
+    movsxd r8, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 448]
-    mov byte ptr [r15 + 128], cl
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    mov r9d, 100
-    mov r9d, r8d
-    mov rax, rax
+    movzx edi, sil
+    mov r9d, 109
+    mov r9d, esi
+    mov dword ptr [r15 + 320], r9d
+    mov byte ptr [r15 + 768], sil
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r9
+    movzx r9d, sil
+    mov qword ptr [r15 + 64], rdi
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c98:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d10322_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10322_j_t
-.Lc1_d10322_j:
-    mov rcx, qword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r9, qword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], 52
+    mov ebp, r9d
+    mov ebp, ebp
+    mov qword ptr [r15 + 0], rdx
+    mov ebp, 213
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, 91
+    movzx ebp, byte ptr [r15 + 256]
+    mov rdx, rbp
+    movsxd rdx, dword ptr [r15 + 256]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm15, xmm15, xmm15
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 32
-    jz 1f
-1:
-    mov qword ptr [r15 + 384], rcx
-    mov ecx, 118
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rax
-    mov rcx, qword ptr [r15 + 448]
     mov r8, r10
-    movzx eax, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 192], r9d
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    mov dword ptr [r15 + 320], ecx
-    mov r8, r10
-    mov byte ptr [r15 + 256], r8b
-    mov r9, r10
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    movsxd r8, dword ptr [r15 + 64]
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 768], edx
-    mov r9, rax
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm11
+    vpshufd xmm11, xmm11, 134
     jmp 1f
 1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 384]
+    vpxor xmm11, xmm11, xmm3
+    jmp 1f
+1:
+    mov r9, r10
+    movsxd rdi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 27
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    movzx r9d, byte ptr [r15 + 512]
+    mov rsi, r9
+    mov byte ptr [r15 + 576], sil
+    mov r9d, dword ptr [r15 + 128]
+    mov r8, r10
+    jmp 1f
+1:
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rdi
+    mov qword ptr [r15 + 448], r8
+    mov dword ptr [r15 + 384], 86
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 320], ymm11
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c99:
+    lea rcx, [rip + .Lc1_d10391_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10391_j_t
+.Lc1_d10391_j:
+    movzx ecx, byte ptr [r15 + 448]
+    mov r9d, ecx
+    mov dword ptr [r15 + 640], r9d
+    mov ecx, edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movsxd r9, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    mov rdi, r8
+    mov rdi, rcx
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    movzx esi, r9b
     mov r9, r10
-    mov dword ptr [r15 + 0], ecx
-    movsxd rax, dword ptr [r15 + 384]
-    mov ecx, dword ptr [r15 + 256]
-    and r9, 1984
-    mov r8d, dword ptr [r15 + r9 + 1344]
-    vmovdqu ymmword ptr [r15 + 128], ymm15
+    movsxd rdx, dword ptr [r15 + 704]
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], rcx
-    movzx ecx, r8b
-    lea r8, [r10 + r10*1]
-    mov r9, qword ptr [r15 + 448]
-    and r8, 4032
-    mov rdx, qword ptr [r15 + r8 + 3392]
-    mov ebp, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], 23
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, 49
-    mov dword ptr [r15 + 320], 29
-    vmovdqu ymmword ptr [r15 + 512], ymm15
+    mov ebp, 37
+    and r9, 16320
+    vmovdqu ymmword ptr [r15 + r9 + 15680], ymm11
+    movzx r9d, r8b
+    mov r9, qword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 64]
     mov rbp, r10
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], rcx
-    movzx ecx, bpl
     and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 3456], 97
-    mov ebp, esi
-    movzx esi, byte ptr [r15 + 576]
+    movsxd r9, dword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 320]
+    movzx ebp, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 64], 111
+    mov dword ptr [r15 + 384], edx
+    movzx edx, bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c100:
-    lea rcx, [rip + .Lc1_d10417_j]
+    lea rcx, [rip + .Lc1_d10444_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10417_j_t
-.Lc1_d10417_j:
+    jmp .Lc1_d10444_j_t
+.Lc1_d10444_j:
     mov rcx, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 256], ecx
+    mov dword ptr [r15 + 448], edi
+    movsxd rdi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 183
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov ecx, 82
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rdi
-    movzx edi, cl
-    mov eax, edi
-    mov byte ptr [r15 + 704], al
-    mov ecx, esi
-    mov ecx, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 128]
-    and eax, dword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 192]
-    mov rsi, rdi
-    jmp 1f
-1:
-    movzx edi, r8b
     mov edi, edi
-    mov byte ptr [r15 + 640], r8b
-    lea rbp, [r10 + r10*1]
-    movzx edi, bpl
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 896], rdx
-    mov rdx, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], 87
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], eax
-    mov byte ptr [r15 + rbp + 832], al
+    movzx edi, byte ptr [r15 + 0]
     jmp 1f
 1:
-    add rax, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 86
+    mov r8d, 225
+    mov qword ptr [r15 + 0], rbp
+    movsxd rbp, dword ptr [r15 + 768]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, edi
+    movsxd rdi, dword ptr [r15 + 320]
+    mov rbp, r10
+    mov r8, rdx
+    and rbp, 4032
+    mov rdx, qword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 512], 36
+    mov rbp, qword ptr [r15 + 448]
+    mov r8, r10
+    mov rcx, qword ptr [r15 + 128]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
     jmp 1f
 1:
+    movzx r8d, dil
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 384]
+    mov r9, r10
+    mov esi, 21
+    mov dword ptr [r15 + 64], esi
+    and r9, 8128
+    mov esi, dword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 192]
+    mov rax, rdi
+    movsxd rdi, dword ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c101:
+    mov rdi, qword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 231
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 0], 45
+    mov rsi, qword ptr [r15 + 384]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1408], bpl
     jmp 1f
 1:
     movzx eax, byte ptr [r15 + 512]
-    mov rbp, r10
-    xor dword ptr [r15 + 192], ebp
-    mov byte ptr [r15 + 768], dl
-    and rbp, 1984
-    mov edx, dword ptr [r15 + rbp + 1344]
-    mov ebp, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 139
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 19
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 158
-    vpmovmskb edi, xmm15
-    mov byte ptr [r15 + 448], al
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rax
-    and eax, dword ptr [r15 + 448]
-    mov ebp, dword ptr [r15 + 576]
-    mov edi, edi
-    movsxd rsi, dword ptr [r15 + 192]
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 384], r8d
+    mov r8d, r9d
+    mov dword ptr [r15 + 128], 42
+    mov r8, r10
+    movsxd rdx, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 640], rsi
+    mov r9, r10
     and r8, 448
-    mov rdi, qword ptr [r15 + r8 + 896]
-    movsxd rcx, dword ptr [r15 + 512]
-    mov r9d, dword ptr [r15 + 256]
+    mov dword ptr [r15 + r8 + 832], 159
+    and r9, 4032
+    mov r8d, dword ptr [r15 + r9 + 3392]
+    vmovdqu ymmword ptr [r15 + 320], ymm11
+    mov rcx, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 64]
+    mov esi, r9d
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 832], r9d
+    movzx esi, byte ptr [r15 + 448]
+    mov byte ptr [r15 + rbp + 1344], r8b
+    movzx r8d, byte ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
@@ -13317,494 +13123,481 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d10519_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16777216
+    setz al
+    lea rcx, [rip + .Lc1_d10546_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10519_s_t
+    jmp .Lc1_d10546_s_t
     .p2align 3
-.Lc1_d10519_s:
+.Lc1_d10546_s:
     .p2align 3
-    jmp .Lc1_d10519_j
+    jmp .Lc1_d10546_j
     .p2align 3
-    jmp .Lc1_d10519_j
-    .p2align 3
-    jmp .Lc1_d10519_j
-    .p2align 3
-    jmp .Lc1_d10519_j
-    .p2align 3
-    jmp .Lc1_d10519_j
-    .p2align 3
-    jmp .Lc1_d10519_j
-    .p2align 3
-    jmp .Lc1_d10519_j
-    .p2align 3
-    jmp .Lc1_d10519_j
-    .p2align 3
-    jmp .Lc1_d10519_j
-    .p2align 3
-    jmp .Lc1_d10519_j
-    .p2align 3
-    jmp .Lc1_d10519_j
-    .p2align 3
-    jmp .Lc1_d10519_j
-    .p2align 3
-    jmp .Lc1_d10519_j
-    .p2align 3
-    jmp .Lc1_d10519_j
-    .p2align 3
-    jmp .Lc1_d10519_j
-    .p2align 3
-    jmp .Lc1_d10519_j
-.Lc1_d10519_j:
-    mov rcx, rbp
+    jmp .Lc1_d10546_j
+.Lc1_d10546_j:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov rcx, rax
+    movsxd rcx, dword ptr [r15 + 384]
+    mov eax, 232
+    mov r8d, dword ptr [r15 + 0]
+    movzx edi, dl
+    movzx edx, dil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    jmp 1f
-1:
+    mov edx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 1
     jmp 1f
 1:
-    nop
-    mov ecx, 26
-    mov rcx, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 448], 236
-    mov rax, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], cl
-    mov dword ptr [r15 + 512], ecx
-    vmovdqu ymmword ptr [r15 + 512], ymm15
-    mov ebp, 84
-    movsxd rcx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], eax
+    mov edi, ecx
+    mov edi, r8d
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rbp, r10
+    mov r8d, edi
     mov r8, r10
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 63
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    mov r8, rdx
+    mov qword ptr [r15 + 0], rbp
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 159
+    mov r8d, 54
+    jmp 1f
+1:
+    vmovq xmm11, r8
     jmp 1f
 1:
     jmp 1f
 1:
+    movzx r8d, byte ptr [r15 + 320]
+    mov r9, r10
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 192]
-    movzx ebp, al
-    and eax, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 384], esi
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], r9b
+    and r9, 448
+    mov ebp, dword ptr [r15 + r9 + 832]
+    vpmovmskb r9d, xmm11
+    movsxd r9, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 704]
+    movzx eax, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], dil
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 192]
+    mov rsi, rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], al
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c103:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16
-    setz al
-    lea rcx, [rip + .Lc1_d10601_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10601_s_t
-    .p2align 3
-.Lc1_d10601_s:
-    .p2align 3
-    jmp .Lc1_d10601_j
-    .p2align 3
-    jmp .Lc1_d10601_j
-.Lc1_d10601_j:
-    lea r9, [r10 + r10*2]
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7552]
-    mov rax, rcx
-    mov ecx, dword ptr [r15 + 704]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, r9b
-    movzx r8d, r8b
-    mov r8d, r8d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 320], cl
-    mov rcx, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], r8d
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + 640]
-    movzx esi, dil
-    mov qword ptr [r15 + 192], rsi
-    mov rsi, rsi
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    movzx esi, dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + r9 + 7616]
-    mov rbp, r10
+    lea rcx, [rip + .Lc1_d10610_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10610_j_t
+.Lc1_d10610_j:
+    movzx ecx, byte ptr [r15 + 448]
     mov rdi, qword ptr [r15 + 128]
-    mov edx, dword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 128], edx
-    and rbp, 1984
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
+    vpaddd xmm11, xmm11, xmm11
+    jmp 1f
+1:
+    movzx eax, cl
+    mov byte ptr [r15 + 512], r9b
+    movzx ecx, byte ptr [r15 + 576]
+    mov dword ptr [r15 + 384], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 4
+    mov r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, 62
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 192], rcx
+    mov rbp, r10
+    mov ecx, dword ptr [r15 + 448]
+    and rbp, 8128
+    movsxd r9, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov edx, 16
+    mov r8, r10
+    mov dword ptr [r15 + 384], 216
+    mov rax, qword ptr [r15 + 320]
+    mov edx, esi
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    vmovdqu ymmword ptr [r15 + 768], ymm11
+    mov dword ptr [r15 + 64], r8d
+    mov r8, r10
+    mov rsi, rbp
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + 64], rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c104:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    vmovdqu ymmword ptr [r15 + 640], ymm11
+    mov r8, rcx
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 223
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, 75
+    movzx esi, byte ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 211
+    jmp 1f
+1:
+    mov rcx, rbp
+    mov qword ptr [r15 + 320], rcx
     mov rbp, r10
-    mov eax, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 64], r8d
     and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 128], rsi
+    and esi, dword ptr [r15 + 192]
+    vpcmpeqb xmm11, xmm11, xmm7
+    movzx ebp, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 384], 228
+    vmovq qword ptr [r15 + 320], xmm11
+    mov r8, r10
     jmp 1f
 1:
-    mov edx, r9d
+    mov byte ptr [r15 + 128], cl
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov r8, qword ptr [r15 + 448]
+    mov r9, r10
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 768]
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], rax
-    mov byte ptr [r15 + 128], al
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rax
-    mov rax, qword ptr [r15 + rbp + 896]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 268443648
-    jz 1f
-1:
-    movzx ebp, al
-    lea rbp, [r10 + r10*2]
-    movzx eax, bpl
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    xor dword ptr [r15 + 512], edx
-    mov rdx, rax
-    movsxd rax, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r8, rax
-    mov eax, dword ptr [r15 + 256]
-    mov rdi, rbp
-    mov dword ptr [r15 + 192], ebp
-    jmp 1f
-1:
-    vpshufd xmm15, xmm15, 142
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 1408], 222
-    movzx edi, byte ptr [r15 + rbp + 1472]
+    vmovq qword ptr [r15 + 512], xmm11
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1344]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c105:
-    lea rcx, [rip + .Lc1_d10706_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10706_j_t
-.Lc1_d10706_j:
-    lea rbp, [r10 + r10*1]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rdi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d10708_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10708_s_t
+    .p2align 3
+.Lc1_d10708_s:
+    .p2align 3
+    jmp .Lc1_d10708_j
+    .p2align 3
+    jmp .Lc1_d10708_j
+    .p2align 3
+    jmp .Lc1_d10708_j
+    .p2align 3
+    jmp .Lc1_d10708_j
+    .p2align 3
+    jmp .Lc1_d10708_j
+    .p2align 3
+    jmp .Lc1_d10708_j
+    .p2align 3
+    jmp .Lc1_d10708_j
+    .p2align 3
+    jmp .Lc1_d10708_j
+.Lc1_d10708_j:
+    mov dword ptr [r15 + 448], 79
+    movsxd rcx, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r8
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edi
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 640], r8b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], r8d
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rdi
-    lea r8, [r10 + r10*2]
-    movsxd rdi, dword ptr [r15 + 704]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3520], r8d
-    mov dword ptr [r15 + r8 + 3456], 9
-    mov ecx, r9d
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    mov r8, rcx
-    add r8, qword ptr [r15 + 448]
-    mov rcx, rdx
+    movzx r8d, dil
+    mov r8, r10
+    movzx edi, r9b
+    mov dword ptr [r15 + 0], 27
     mov r9, r10
-    movsxd rcx, dword ptr [r15 + 768]
-    and r9, 1984
-    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm15
-    mov r9, qword ptr [r15 + rbp + 7552]
-    movzx ebp, dil
+    and r8, 1984
+    movsxd rdi, dword ptr [r15 + r8 + 1344]
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 832]
+    mov rbp, r10
+    movzx r9d, bpl
+    mov r9d, 225
+    mov r9, rdx
+    and rbp, 4032
+    mov r9, qword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 256]
+    movzx esi, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 128], cl
     jmp 1f
 1:
-    mov rdi, rax
-    mov edi, edi
+    mov rcx, qword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 768]
+    movzx ecx, cl
     jmp 1f
 1:
-    lock add qword ptr [r15 + 512], rdi
+    mov rcx, r9
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], r9b
+    movzx r9d, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx ecx, sil
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], 83
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c106:
-    lea rcx, [rip + .Lc1_d10756_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10756_j_t
-.Lc1_d10756_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, 28
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 320]
+    mov rbp, r10
+    mov ecx, 192
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 576], rdx
+    mov edx, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 0], dl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ebp, r9b
-    jmp 1f
-1:
-    mov rbp, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 180
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edx
+    mov r9d, eax
+    vmovdqu ymmword ptr [r15 + 0], ymm11
+    mov rdx, r9
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rcx, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov edi, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 64]
-    movzx ebp, byte ptr [r15 + 384]
-    mov ecx, 95
-    mov r9, rcx
-    jmp 1f
-1:
-    test ebx, 4608
-    jz 1f
-1:
-    movzx ecx, r9b
-    mov byte ptr [r15 + 192], cl
-    movsxd rcx, dword ptr [r15 + 320]
-    mov r9, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov ebp, 123
-    mov edi, 19
-    mov ebp, dword ptr [r15 + 128]
-    jmp 1f
+    test dword ptr [r15 + 67117723], 16384
+    jnz 1f
 1:
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 64]
-    lea r8, [r10 + r10*1]
-    mov byte ptr [r15 + 256], cl
-    mov dword ptr [r15 + 576], r8d
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3456]
-    movsxd rdx, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 0], 37
+    lea rbp, [r10 + r10*1]
+    mov r9d, ecx
+    mov byte ptr [r15 + 64], r9b
     jmp 1f
 1:
-    movzx r8d, al
+    and rbp, 8128
+    mov r9, r10
+    mov qword ptr [r15 + rbp + 7488], r9
+    and r9, 1984
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm11
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movzx r9d, byte ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 128]
     jmp 1f
 1:
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r8, r10
-    movsxd rax, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    and r8, 16320
-    movsxd rsi, dword ptr [r15 + r8 + 15680]
+    mov qword ptr [r15 + 192], rbp
+    movzx edx, byte ptr [r15 + 384]
+    movsxd rsi, dword ptr [r15 + rbp + 7552]
+    vpor xmm11, xmm11, xmm11
+    mov rbp, rbp
+    movsxd rbp, dword ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c107:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d10819_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10819_j_t
+.Lc1_d10819_j:
+    movzx ecx, byte ptr [r15 + 192]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
     jmp 1f
 1:
-    nop
-    mov r8d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edx
-    mov rbp, r10
-    movzx r8d, sil
-    mov byte ptr [r15 + 640], r8b
-    movzx esi, byte ptr [r15 + 192]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], cl
-    mov r9, r8
-    mov dword ptr [r15 + 128], 127
-    mov qword ptr [r15 + 320], r9
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 64]
-    lea r8, [r10 + r10*1]
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    jmp 1f
-1:
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov byte ptr [r15 + r8 + 896], r8b
-    mov r8d, 7
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, r8d
+    mov r9, qword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 107
-    mov qword ptr [r15 + 64], r8
-    movzx r8d, r8b
-    mov rdx, qword ptr [r15 + 128]
-    mov rdi, rdx
-    mov rdx, qword ptr [r15 + 256]
-    mov rbp, rsi
-    mov rbp, r10
-    jmp 1f
-1:
+    movzx r8d, byte ptr [r15 + 0]
+    movzx edx, bpl
+    lea rbp, [r10 + r10*1]
+    mov rax, qword ptr [r15 + 0]
     and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
-    mov ebp, 112
-    mov ebp, ebp
+    movsxd rsi, dword ptr [r15 + rbp + 3456]
+    mov edi, dword ptr [r15 + 704]
+    mov edi, dword ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 3392], 1
+    movsxd rbp, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], ebp
+    mov qword ptr [r15 + 64], rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 149
+    mov rbp, r10
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], dil
+    mov rbp, r10
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 103
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 832]
+    mov rbp, r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], ebp
+    mov dword ptr [r15 + 640], ebp
+    movzx ebp, dil
+    mov edi, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r9d, esi
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c108:
-    lea rcx, [rip + .Lc1_d10864_j]
+    lea rcx, [rip + .Lc1_d10875_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10864_j_t
-.Lc1_d10864_j:
-    mov ecx, r8d
-    .byte 0x0f, 0x1f, 0x00
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm15, rcx
+    jmp .Lc1_d10875_j_t
+.Lc1_d10875_j:
+    mov ecx, edx
+    mov ecx, 106
+    movsxd rcx, dword ptr [r15 + 320]
+    movsxd rdx, dword ptr [r15 + 64]
+    mov r9, rdx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edi, dl
+    movzx edx, byte ptr [r15 + 768]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov r8, rax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 173
+    movsxd rax, dword ptr [r15 + 0]
+    mov eax, eax
+    mov qword ptr [r15 + 0], rdi
+    mov rdi, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 512], 123
+    vpshufd xmm11, xmm11, 160
+    mov dword ptr [r15 + 384], 229
+    mov edi, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    movzx ecx, r8b
-    mov r8d, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 384], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, edi
+    mov edi, eax
     mov rbp, r10
-    and r8d, dword ptr [r15 + 384]
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 192]
-    mov rsi, rdi
-    mov r9, r10
-    jmp 1f
-1:
-    mov rbp, r10
-    vpcmpeqb xmm15, xmm15, xmm4
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 242
-    mov byte ptr [r15 + 320], cl
+    mov r8, r10
     and rbp, 1984
-    mov r9d, dword ptr [r15 + rbp + 1344]
-    add r9, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 320], r9b
-    movzx ebp, r9b
+    mov qword ptr [r15 + rbp + 1344], rbp
+    and r8, 8128
+    mov rbp, r10
+    movsxd rdi, dword ptr [r15 + r8 + 7488]
+    vmovq qword ptr [r15 + 384], xmm11
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], sil
+    mov dword ptr [r15 + 448], r8d
+    movsxd rbp, dword ptr [r15 + 192]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 320]
-    mov r9d, 130
     jmp 1f
 1:
     add r10, r11
@@ -13812,240 +13605,278 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c109:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], bpl
+    movsxd rbp, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 0], ymm11
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 4
+    jnz 1f
+1:
     mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov r9d, dword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 128]
-    mov qword ptr [r15 + 64], rsi
-    mov dword ptr [r15 + 704], 31
-    mov esi, 111
-    mov dword ptr [r15 + 256], 68
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], r9
-    mov r9, r10
-    mov esi, r9d
+    mov eax, eax
+    and rbp, 16320
+    mov byte ptr [r15 + rbp + 15680], dil
+    movzx ebp, byte ptr [r15 + 576]
+    mov dword ptr [r15 + 320], 119
+    vmovdqu xmm11, xmmword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 640], ymm11
+    movzx eax, byte ptr [r15 + 192]
+    mov r8, r10
+    mov dword ptr [r15 + 256], 88
     jmp 1f
 1:
-    and r9, 8128
-    and esi, dword ptr [r15 + r9 + 7488]
-    mov r9d, dword ptr [r15 + 384]
-    mov r8d, dword ptr [r15 + 320]
-    mov ecx, 63
-    mov qword ptr [r15 + 64], rcx
-    movzx ecx, cl
-    mov dword ptr [r15 + 512], esi
-    vmovdqu ymmword ptr [r15 + 128], ymm15
-    mov dword ptr [r15 + 448], ecx
-    mov dword ptr [r15 + 768], esi
-    movzx esi, r9b
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov r8, r10
+    mov rdi, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 147
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov r8d, r8d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c110:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8192
-    setz al
-    lea rcx, [rip + .Lc1_d10959_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10959_s_t
-    .p2align 3
-.Lc1_d10959_s:
-    .p2align 3
-    jmp .Lc1_d10959_j
-    .p2align 3
-    jmp .Lc1_d10959_j
-.Lc1_d10959_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 214
-    movzx ecx, sil
+    lea rcx, [rip + .Lc1_d10979_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10979_j_t
+.Lc1_d10979_j:
+    movsxd rcx, dword ptr [r15 + 320]
+    movzx r8d, cl
+    mov ecx, r8d
+    mov byte ptr [r15 + 512], cl
+    jmp 1f
+1:
+    mov eax, 67
     mov rcx, rdi
+    mov ecx, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rdi
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 34
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov ecx, 58
+    mov ecx, ecx
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r8d, r8d
+    mov r8, rax
+    jmp 1f
+1:
+    movzx r8d, al
+    mov dword ptr [r15 + 256], 230
+    mov r8d, eax
+    mov r8, r10
+    mov qword ptr [r15 + 384], r8
+    mov edi, eax
+    and r8, 448
+    movzx edi, byte ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 704]
+    movzx ebp, cl
+    vpor xmm11, xmm11, xmm11
+    mov rbp, r10
+    mov dword ptr [r15 + 320], 106
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 72
+    jmp 1f
+1:
     jmp 1f
 1:
     jmp 1f
 1:
     mov rbp, r10
-    add qword ptr [r15 + 256], r8
-    movzx ecx, bpl
+    mov r9d, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 448]
+    movzx edx, byte ptr [r15 + 128]
     and rbp, 1984
-    and ecx, dword ptr [r15 + rbp + 1344]
-    .byte 0x0f, 0x1f, 0x00
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm11
     jmp 1f
 1:
-    movzx ebp, al
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 192
-    test dword ptr [r15 + 67117723], 32770
-    jz 1f
-1:
-    mov rbp, rax
-    mov dword ptr [r15 + 512], eax
-    mov dword ptr [r15 + 192], 198
-    and ebp, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rax, rcx
-    mov ecx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], ecx
-    jmp 1f
-1:
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 320]
-    mov rcx, rax
-    mov r8, r10
-    mov rcx, rbp
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov rax, r8
-    mov rax, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 384], al
-    movzx eax, bpl
+    mov ebp, r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c111:
-    lea rcx, [rip + .Lc1_d11018_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11018_j_t
-.Lc1_d11018_j:
+    lea rbp, [r10 + r10*1]
+    mov r9, rdx
+    and rbp, 8128
+    and edx, dword ptr [r15 + rbp + 7552]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rsi
+    mov rsi, qword ptr [r15 + 0]
+    mov r9, r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 58
     mov r8, r10
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], 154
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov qword ptr [r15 + 384], rdx
+    and r8, 1984
+    mov rdx, qword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm15, xmm15, 196
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
+    mov dword ptr [r15 + 192], 3
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], ecx
     mov r8, r10
-    mov byte ptr [r15 + 128], r8b
-    mov qword ptr [r15 + 448], rbp
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 128], 115
+    mov r9, r9
+    mov rdi, qword ptr [r15 + 320]
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 832]
+    movzx r8d, r9b
+    mov r8, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov r8d, r8d
-    mov byte ptr [r15 + 448], r8b
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 512]
-    mov edx, 163
-    mov r8d, dword ptr [r15 + 128]
-    movzx edx, cl
-    mov ecx, dword ptr [r15 + 384]
-    mov r9, r10
-    mov rax, qword ptr [r15 + 64]
-    movzx esi, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 64], 117
-    and r9, 1984
-    mov rdi, qword ptr [r15 + r9 + 1344]
+    movzx ecx, byte ptr [r15 + 576]
+    movzx eax, cl
+    mov rcx, rdi
+    mov ecx, ecx
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], r8b
+    movsxd r8, dword ptr [r15 + 64]
+    mov ebp, 215
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 768]
+    mov rbp, qword ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c112:
-    lea r9, [r10 + r10*2]
-    mov rcx, r9
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ebp
-    mov ecx, r8d
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 896], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rax
-    jmp 1f
-1:
-    mov eax, r9d
-    jmp 1f
-1:
-    mov eax, ebp
-    add rax, qword ptr [r15 + r9 + 1472]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], cl
-    movzx ecx, byte ptr [r15 + 320]
-    mov edi, dword ptr [r15 + r9 + 1408]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4
+    setz al
+    lea rcx, [rip + .Lc1_d11092_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11092_s_t
+    .p2align 3
+.Lc1_d11092_s:
+    .p2align 3
+    jmp .Lc1_d11092_j
+    .p2align 3
+    jmp .Lc1_d11092_j
+.Lc1_d11092_j:
+    mov rcx, rcx
+    mov rcx, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 192], rcx
     mov r9, r10
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 384]
+    mov edi, 12
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], eax
     jmp 1f
 1:
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    mov byte ptr [r15 + 320], r9b
-    vmovdqu ymmword ptr [r15 + 64], ymm15
+    movzx eax, byte ptr [r15 + 512]
     jmp 1f
 1:
-    mov r9, rdi
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm15
-    mov qword ptr [r15 + 384], rdi
-    mov rdi, rax
-    movzx edi, r8b
     jmp 1f
 1:
-    movzx edx, dil
-    and r8d, dword ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, al
+    vmovdqu ymmword ptr [r15 + 0], ymm11
+    mov eax, 71
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 640]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r9, r10
+    mov qword ptr [r15 + 384], rax
+    jmp 1f
+1:
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 1344]
+    mov r9d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rcx, r9
+    jmp 1f
+1:
+    movzx r9d, al
+    movzx eax, byte ptr [r15 + 448]
+    mov rbp, r10
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov ebp, 95
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 320]
+    movzx edi, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, rcx
     add r10, r11
     inc rbx
     dec r13
@@ -14055,438 +13886,439 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 262144
+    test dword ptr [r15 + 67117723], 1073741824
     setz al
-    lea rcx, [rip + .Lc1_d11119_s]
+    lea rcx, [rip + .Lc1_d11158_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11119_s_t
+    jmp .Lc1_d11158_s_t
     .p2align 3
-.Lc1_d11119_s:
+.Lc1_d11158_s:
     .p2align 3
-    jmp .Lc1_d11119_j
+    jmp .Lc1_d11158_j
     .p2align 3
-    jmp .Lc1_d11119_j
-.Lc1_d11119_j:
+    jmp .Lc1_d11158_j
+.Lc1_d11158_j:
     jmp 1f
 1:
     jmp 1f
 1:
+    mov ecx, dword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb ecx, xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    mov rcx, rax
+    movzx r9d, byte ptr [r15 + 0]
+    mov r8d, 71
+    movzx r8d, byte ptr [r15 + 0]
+    mov edx, 243
     jmp 1f
 1:
+    movsxd rdx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 128]
-    movzx eax, sil
-    mov dword ptr [r15 + 448], 137
-    mov dword ptr [r15 + 512], 42
-    mov dword ptr [r15 + 128], eax
-    mov dword ptr [r15 + 64], 90
-    mov dword ptr [r15 + 512], 198
-    mov dword ptr [r15 + 64], 88
-    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
     jmp 1f
 1:
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3456]
-    and eax, dword ptr [r15 + 448]
-    mov esi, dword ptr [r15 + 512]
-    mov r9d, dword ptr [r15 + rbp + 3392]
-    and ebp, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 448], ecx
-    add rcx, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 192], edi
+    mov r8, r10
+    mov esi, dword ptr [r15 + 320]
+    mov rcx, rsi
+    jmp 1f
+1:
+    and r8, 4032
+    mov rsi, qword ptr [r15 + r8 + 3392]
+    mov r8, r10
+    vmovdqu ymmword ptr [r15 + 128], ymm11
+    mov esi, dword ptr [r15 + 64]
+    movzx edx, dl
+    and r8, 8128
+    mov esi, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 384], cl
+    mov byte ptr [r15 + 448], al
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], r8
+    mov r8d, esi
+    mov rsi, qword ptr [r15 + 192]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r8, r10
+    movzx eax, byte ptr [r15 + 704]
+    mov qword ptr [r15 + 256], rax
+    jmp 1f
+1:
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    mov r8d, ecx
+    vpor xmm11, xmm11, xmm11
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c114:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d11217_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11217_j_t
+.Lc1_d11217_j:
+    mov ecx, eax
+    mov rcx, rax
     movzx eax, cl
-    jmp 1f
-1:
-    mov rbp, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
-    vpaddd xmm15, xmm15, xmm15
-    jmp 1f
-1:
-    mov ebp, eax
-    jmp 1f
-1:
+    movsxd rcx, dword ptr [r15 + 448]
+    mov eax, 101
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, r9
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov rdi, rax
-    and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 320], 3
-    movzx ebp, sil
-    movzx ebp, bpl
-    mov rbp, qword ptr [r15 + 192]
-    test dword ptr [r15 + 67117724], 32768
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    mov r8, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rax
+    mov ecx, ecx
+    mov dword ptr [r15 + 0], eax
+    vmovdqu ymmword ptr [r15 + 384], ymm11
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 384], 25
-    mov ebp, dword ptr [r15 + 512]
-    movsxd rsi, dword ptr [r15 + 256]
-    movzx eax, byte ptr [r15 + 768]
-    mov rdi, rax
+    mov dword ptr [r15 + 512], 18
+    mov dword ptr [r15 + 192], ecx
+    mov r8, r10
+    movzx ecx, byte ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 576], ymm11
+    and r8, 448
+    add rax, qword ptr [r15 + r8 + 832]
+    movsxd rdi, dword ptr [r15 + 256]
+    mov r8, qword ptr [r15 + 320]
+    mov rdx, qword ptr [r15 + 128]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], sil
+    mov rbp, r10
+    and r8d, dword ptr [r15 + 768]
     mov r9, r10
-    mov rsi, r9
     jmp 1f
 1:
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], dil
-    mov r9, rbp
-    movzx edi, r9b
-    mov rbp, qword ptr [r15 + 64]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], cl
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], dl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c115:
-    lea rcx, [rip + .Lc1_d11221_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11221_j_t
-.Lc1_d11221_j:
-    jmp 1f
-1:
-    movzx ecx, r9b
-    mov r9d, ecx
-    movzx ecx, byte ptr [r15 + 640]
     mov r9, r10
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], edi
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 194
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    vpxor xmm11, xmm11, xmm2
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 88
+    mov edx, 12
+    mov dword ptr [r15 + 0], 68
+    mov qword ptr [r15 + 0], r9
+    mov byte ptr [r15 + 0], dl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    mov r9, r10
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 256]
     jmp 1f
 1:
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
+    mov byte ptr [r15 + 384], cl
+    movzx r9d, al
+    mov r9, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
+    mov rax, rcx
+    mov rcx, rax
+    movzx eax, byte ptr [r15 + 640]
+    mov dword ptr [r15 + 320], edx
     jmp 1f
 1:
-    jmp 1f
-1:
-    vpor xmm15, xmm15, xmm15
-    mov r9, r9
-    lea r9, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    and ecx, dword ptr [r15 + r9 + 896]
-    jmp 1f
-1:
-    movzx edi, cl
-    movzx ecx, r9b
-    mov rbp, r9
-    mov dword ptr [r15 + 768], 3
-    mov byte ptr [r15 + r9 + 832], sil
-    mov r9d, dword ptr [r15 + 704]
-    mov ecx, dword ptr [r15 + 64]
-    mov rsi, rax
-    movzx eax, byte ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 128], ymm15
-    mov esi, dword ptr [r15 + 192]
-    mov rbp, rdi
-    movsxd rdi, dword ptr [r15 + 576]
-    movzx r8d, cl
-    jmp 1f
-1:
-    inc dword ptr [r15 + 128]
-    mov rcx, rdx
+    mov qword ptr [r15 + 384], rcx
+    movsxd rcx, dword ptr [r15 + 512]
+    mov edx, ecx
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], r9
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    mov ebp, 177
+    mov rbp, r10
+    mov r8d, r9d
+    mov byte ptr [r15 + 64], r9b
+    mov r9d, dword ptr [r15 + 448]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 704]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c116:
-    lea rcx, [rip + .Lc1_d11278_j]
+    lea rcx, [rip + .Lc1_d11322_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11278_j_t
-.Lc1_d11278_j:
-    mov dword ptr [r15 + 256], 156
-    lea r8, [r10 + r10*1]
+    jmp .Lc1_d11322_j_t
+.Lc1_d11322_j:
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 768], r9b
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    movzx ecx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 100
+    jmp 1f
+1:
+    mov r9d, 135
+    mov r9d, r9d
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 384], edx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 320]
+    mov rax, rdx
+    mov r8, r10
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 448]
     and r8, 1984
-    add rcx, qword ptr [r15 + r8 + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
+    mov dword ptr [r15 + r8 + 1344], 206
+    mov r8, r10
     jmp 1f
 1:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 220
-    mov dword ptr [r15 + 512], 55
-    or qword ptr [r15 + 320], 50
-    mov dword ptr [r15 + 192], 3
-    mov eax, 119
-    mov qword ptr [r15 + 576], rax
-    mov eax, r8d
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], rax
-    movsxd rax, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 448]
-    mov rbp, r10
-    movzx esi, byte ptr [r15 + 192]
     mov r9, r10
-    and rbp, 448
-    add qword ptr [r15 + rbp + 832], rbp
-    and r9, 8128
-    mov rdx, qword ptr [r15 + r9 + 7488]
-    mov qword ptr [r15 + r8 + 1408], rdx
-    mov ebp, edx
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 222
+    and r9, 448
+    mov r8, qword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r9, rdi
+    mov edi, edx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rdi
+    mov edi, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 192], r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c117:
-    movsxd rdx, dword ptr [r15 + 704]
-    movzx ebp, dl
-    mov rbp, r10
     mov r9, r10
-    jmp 1f
-1:
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
+    mov r8, r10
     jmp 1f
 1:
     and r9, 4032
-    movsxd rbp, dword ptr [r15 + r9 + 3392]
-    mov r9, rbp
+    mov edi, dword ptr [r15 + r9 + 3392]
+    and r8, 8128
+    movsxd r9, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 95
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 150
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 112
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm11
+    vpxor xmm11, xmm11, xmm5
+    mov ecx, r9d
     jmp 1f
 1:
-    test ebx, 4608
+    movzx r9d, bpl
+    movzx ebp, r9b
+    mov rbp, qword ptr [r15 + 128]
+    test ebx, 1073741824
     jz 1f
 1:
+    mov r9, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 576], rdx
     jmp 1f
 1:
-    mov r8, r9
-    mov dword ptr [r15 + 128], 89
-    mov r8d, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov byte ptr [r15 + 256], bpl
-    mov qword ptr [r15 + 192], rbp
-    movsxd r9, dword ptr [r15 + 320]
-    mov rbp, rsi
-    mov ebp, dword ptr [r15 + 256]
-    mov esi, 188
-    movsxd rsi, dword ptr [r15 + 64]
-    mov rax, r8
-    mov r8d, 79
-    mov r8d, 218
-    mov dword ptr [r15 + 384], 168
-    movzx r8d, r8b
-    mov r8, qword ptr [r15 + 64]
-    mov rdx, rdx
+    mov r8, r10
+    mov edx, dword ptr [r15 + 640]
+    mov byte ptr [r15 + 320], dl
     jmp 1f
 1:
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    add r8, qword ptr [r15 + 384]
     mov rdx, rsi
+    jmp 1f
+1:
+    mov rdx, r9
+    mov r9, qword ptr [r15 + 512]
+    mov esi, r9d
+    mov byte ptr [r15 + 64], sil
+    movzx r9d, byte ptr [r15 + 384]
+    movzx esi, r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c118:
-    lea rcx, [rip + .Lc1_d11375_j]
+    lea rcx, [rip + .Lc1_d11428_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11375_j_t
-.Lc1_d11375_j:
-    mov ecx, ecx
+    jmp .Lc1_d11428_j_t
+.Lc1_d11428_j:
+    mov dword ptr [r15 + 0], 231
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov edx, 55
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dl
     mov r8, r10
-    mov dword ptr [r15 + 192], 60
+    mov dword ptr [r15 + 0], r8d
+    mov esi, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 384]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov r8, qword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 448]
+    mov rbp, rcx
+    mov dword ptr [r15 + 704], ebp
+    lea rbp, [r10 + r10*1]
+    mov qword ptr [r15 + 256], rax
+    movzx eax, bpl
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 128]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 198
-    mov dword ptr [r15 + 64], 20
-    mov r8, r10
-    mov dword ptr [r15 + 448], r9d
-    and ecx, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 384], cl
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    movzx r8d, byte ptr [r15 + 448]
-    vpcmpeqb xmm15, xmm15, xmm11
-    mov r9, rdx
-    mov dword ptr [r15 + 256], 66
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov dword ptr [r15 + rbp + 896], edx
+    mov rbp, r10
+    mov byte ptr [r15 + 320], bpl
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov rbp, r8
+    movzx r8d, byte ptr [r15 + 192]
+    movzx ecx, al
+    mov rcx, rcx
+    mov qword ptr [r15 + 64], rcx
+    movzx ecx, byte ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 512]
+    movzx edx, byte ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 320]
     jmp 1f
 1:
-    movzx r9d, dl
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 768]
-    mov r9d, edx
-    mov edx, 52
-    mov rdx, qword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov ebp, r8d
-    mov r8d, 160
+    mov eax, dword ptr [r15 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c119:
-    mov dword ptr [r15 + 384], 58
-    mov r8d, 13
+    mov dword ptr [r15 + 64], 128
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 107
     jmp 1f
 1:
-    mov rdx, r8
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpmovmskb r8d, xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, dl
-    mov rbp, r10
-    mov dword ptr [r15 + 704], ebp
-    jmp 1f
-1:
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], ebp
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], edx
     jmp 1f
 1:
     mov rbp, r10
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 640]
-    and rbp, 1984
-    mov r9, r10
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm15
-    and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 128]
-    and r9d, dword ptr [r15 + 320]
-    add r9, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 64], r8d
-    mov eax, ecx
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 192]
-    mov ecx, 90
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, dl
+    and rbp, 8128
+    movsxd rdx, dword ptr [r15 + rbp + 7488]
+    mov rbp, r10
+    mov ecx, ecx
     mov dword ptr [r15 + 128], ecx
+    and rbp, 16320
+    mov byte ptr [r15 + rbp + 15680], al
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 128], 70
+    mov ecx, dword ptr [r15 + 320]
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    vmovdqu ymmword ptr [r15 + 576], ymm11
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 192], ymm11
+    mov dword ptr [r15 + 448], 103
+    jmp 1f
+1:
+    mov r8, rbp
+    and ecx, dword ptr [r15 + 512]
+    mov r8d, ecx
+    mov ecx, dword ptr [r15 + 384]
+    mov rdi, rcx
+    movzx ecx, byte ptr [r15 + rbp + 1408]
+    mov ebp, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 768], 166
     add r10, r11
     inc rbx
     dec r13
@@ -14496,303 +14328,308 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 131072
+    test dword ptr [r15 + 67117723], 2097152
     setz al
-    lea rcx, [rip + .Lc1_d11480_s]
+    lea rcx, [rip + .Lc1_d11522_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11480_s_t
+    jmp .Lc1_d11522_s_t
     .p2align 3
-.Lc1_d11480_s:
+.Lc1_d11522_s:
     .p2align 3
-    jmp .Lc1_d11480_j
+    jmp .Lc1_d11522_j
     .p2align 3
-    jmp .Lc1_d11480_j
-.Lc1_d11480_j:
-    and ecx, dword ptr [r15 + 384]
-    mov eax, r9d
+    jmp .Lc1_d11522_j
+.Lc1_d11522_j:
+    vmovq qword ptr [r15 + 64], xmm11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 123
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
     jmp 1f
 1:
-    mov eax, 221
-    mov qword ptr [r15 + 384], rax
-    mov eax, 21
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 192], dil
-    movzx edi, byte ptr [r15 + 256]
-    mov rcx, rcx
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm11
+    mov r8, r10
+    mov dword ptr [r15 + 320], eax
+    mov r9, r10
     jmp 1f
 1:
-    movzx ecx, r9b
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 896]
-    movsxd r9, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], r8d
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    add r8, qword ptr [r15 + 768]
-    mov rbp, r10
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm11
+    mov dword ptr [r15 + 192], ebp
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 189
-    mov byte ptr [r15 + 320], r8b
-    and rbp, 1984
-    mov r8, qword ptr [r15 + rbp + 1344]
-    add r8, qword ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 640]
+    mov r8, r9
+    mov r9d, r8d
+    mov dword ptr [r15 + 384], 94
+    movsxd rdx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r9, rax
+    mov rax, r9
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 448]
+    mov r9d, dword ptr [r15 + 384]
+    mov qword ptr [r15 + rbp + 3456], r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], ebp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], eax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c121:
-    lea rcx, [rip + .Lc1_d11534_j]
+    lea rcx, [rip + .Lc1_d11576_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11534_j_t
-.Lc1_d11534_j:
-    mov ecx, ecx
-    mov byte ptr [r15 + 128], r8b
-    mov byte ptr [r15 + 256], r8b
-    movsxd rcx, dword ptr [r15 + 576]
-    movzx r8d, byte ptr [r15 + 384]
-    mov rdi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    and rbp, 1984
-    movzx edi, byte ptr [r15 + rbp + 1344]
-    movsxd rbp, dword ptr [r15 + 384]
-    mov eax, 83
-    mov eax, 72
-    mov r9d, 226
-    mov byte ptr [r15 + 128], r8b
+    jmp .Lc1_d11576_j_t
+.Lc1_d11576_j:
     mov r9, r10
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
+    add r9, qword ptr [r15 + 0]
     jmp 1f
 1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov dword ptr [r15 + 64], 37
-    mov qword ptr [r15 + 320], r9
+    add r9, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
     jmp 1f
 1:
+    movzx edx, sil
     jmp 1f
 1:
-    jmp 1f
+    mov esi, edx
+    mov rdi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, eax
+    movzx esi, cl
+    movzx ecx, byte ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 64]
+    mov rbp, r10
+    test ebx, 1073741824
+    jz 1f
 1:
-    movzx r9d, cl
-    movzx ecx, byte ptr [r15 + 320]
-    and ecx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov rax, rcx
-    mov rcx, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 512], ymm15
+    mov dword ptr [r15 + 64], r9d
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 114
+    mov dword ptr [r15 + 768], ebp
+    mov rbp, r10
+    vpor xmm11, xmm11, xmm11
+    movsxd rcx, dword ptr [r15 + 128]
+    and rbp, 8128
+    movzx r9d, byte ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 256]
+    movzx edx, byte ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 192]
+    mov rsi, rsi
+    mov qword ptr [r15 + 704], rsi
+    movzx esi, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 512], esi
+    mov qword ptr [r15 + 320], rsi
+    mov dword ptr [r15 + 512], esi
+    mov rsi, rbp
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c122:
-    movzx ecx, byte ptr [r15 + 512]
+    mov rbp, r10
     jmp 1f
 1:
-    mov r9, r9
+    mov dword ptr [r15 + 320], 78
+    movsxd rsi, dword ptr [r15 + 256]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], cl
+    movzx ecx, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 0], rcx
+    mov rcx, r9
+    mov dword ptr [r15 + 0], 1
+    movzx ecx, cl
+    movzx ecx, byte ptr [r15 + 0]
+    movzx ebp, cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, sil
+    mov ecx, esi
     jmp 1f
 1:
-    mov r9d, 244
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 21
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov eax, 245
-    mov rax, rax
-    mov qword ptr [r15 + 64], r8
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], edi
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], r9b
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 128]
-    vmovdqu xmmword ptr [r15 + 448], xmm15
-    mov edi, ecx
-    mov byte ptr [r15 + 320], dil
-    mov rdi, qword ptr [r15 + 320]
-    mov byte ptr [r15 + r9 + 3456], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], r9d
-    jmp 1f
-1:
-    mov r9d, eax
-    mov r9, r9
-    mov r9d, 180
-    mov dword ptr [r15 + 512], 19
+    movzx ecx, cl
+    movzx ecx, sil
     jmp 1f
 1:
     jmp 1f
 1:
     mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    and r9, 4032
+    mov r8, r10
+    mov dword ptr [r15 + r9 + 3392], 115
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 832]
+    vpor xmm11, xmm11, xmm11
     jmp 1f
 1:
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rax
+    mov r8, qword ptr [r15 + 512]
+    mov rax, r8
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 448]
+    movsxd rdx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 384]
+    movsxd rdi, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rax
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c123:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d11636_j]
+    lea rcx, [rip + .Lc1_d11676_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11636_j_t
-.Lc1_d11636_j:
-    movzx ecx, byte ptr [r15 + 128]
-    movsxd r8, dword ptr [r15 + 64]
-    mov eax, 103
+    jmp .Lc1_d11676_j_t
+.Lc1_d11676_j:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 241
     jmp 1f
 1:
-    lea rbp, [r10 + r10*1]
-    and r9, 8128
-    movzx eax, byte ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], 184
+    movsxd rax, dword ptr [r15 + 0]
+    mov ecx, eax
+    mov eax, edi
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 256], 203
+    mov qword ptr [r15 + 192], rdi
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 640]
+    mov ebp, eax
+    mov rbp, r10
+    mov byte ptr [r15 + 128], dl
+    movzx edx, byte ptr [r15 + 704]
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3456], r8d
+    mov byte ptr [r15 + rbp + 3392], cl
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
+    mov qword ptr [r15 + 512], rdx
     jmp 1f
 1:
-    mov r8, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 2162752
-    jz 1f
-1:
+    mov edx, ecx
+    mov dword ptr [r15 + 320], edx
+    mov rbp, r10
+    mov dword ptr [r15 + 448], ebp
+    mov edx, dword ptr [r15 + 320]
+    mov r8, r10
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 64]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 181
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 218
+    and r8d, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov qword ptr [r15 + 448], r8
-    movzx r8d, byte ptr [r15 + 640]
-    or qword ptr [r15 + rbp + 3392], 107
-    lea rbp, [r10 + r10*2]
-    mov qword ptr [r15 + 512], rdi
-    mov dword ptr [r15 + 704], r9d
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 896]
-    mov rdi, qword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rdi
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + rbp + 960]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c124:
-    mov rbp, r10
-    mov edi, dword ptr [r15 + 256]
     mov r9d, r8d
-    and rbp, 1984
-    vmovdqu xmmword ptr [r15 + rbp + 1344], xmm15
-    movzx r9d, byte ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 512]
-    mov rbp, qword ptr [r15 + 192]
-    movzx ecx, al
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    mov esi, dword ptr [r15 + 64]
+    mov rcx, rbp
+    mov byte ptr [r15 + 128], dil
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 768], rbp
+    movsxd rbp, dword ptr [r15 + 576]
+    movsxd r8, dword ptr [r15 + 64]
+    movzx edi, r9b
+    test ebx, 5120
+    jz 1f
+1:
+    mov r8, r10
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rsi
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, dil
+    mov rdi, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], edi
+    mov edi, esi
+    mov byte ptr [r15 + 384], dil
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], edi
+    mov rdi, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    movzx r8d, cl
+    mov r8, r10
     mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 384]
-    and rbp, 4032
-    mov esi, dword ptr [r15 + rbp + 3392]
-    lea rbp, [r10 + r10*2]
-    movzx edx, bpl
-    movzx edx, dl
     jmp 1f
 1:
+    and r8, 1984
+    mov esi, dword ptr [r15 + r8 + 1344]
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7552], 118
-    jmp 1f
-1:
-    mov edx, 11
-    movzx edx, byte ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, edx
-    mov byte ptr [r15 + 128], bpl
-    movzx eax, byte ptr [r15 + 320]
-    mov edx, ebp
-    jmp 1f
-1:
-    mov edx, ebp
-    movzx edx, byte ptr [r15 + 768]
-    mov rax, rbp
-    mov eax, 129
-    mov byte ptr [r15 + rbp + 7616], al
+    mov r8, qword ptr [r15 + rbp + 7488]
     add r10, r11
     inc rbx
     dec r13
@@ -14802,184 +14639,208 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 1048576
+    test dword ptr [r15 + 67117724], 256
     setz al
-    lea rcx, [rip + .Lc1_d11733_s]
+    lea rcx, [rip + .Lc1_d11781_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11733_s_t
+    jmp .Lc1_d11781_s_t
     .p2align 3
-.Lc1_d11733_s:
+.Lc1_d11781_s:
     .p2align 3
-    jmp .Lc1_d11733_j
+    jmp .Lc1_d11781_j
     .p2align 3
-    jmp .Lc1_d11733_j
-.Lc1_d11733_j:
-    mov ecx, ecx
-    movzx eax, sil
-    mov byte ptr [r15 + 512], dl
-    movzx edx, al
+    jmp .Lc1_d11781_j
+.Lc1_d11781_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov esi, 43
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ecx
-    mov qword ptr [r15 + 384], rdx
-    mov rbp, r10
-    .byte 0x0f, 0x1f, 0x00
-    mov rdx, rbp
+    movzx eax, byte ptr [r15 + 0]
+    mov ecx, 219
+    mov byte ptr [r15 + 0], sil
+    mov dword ptr [r15 + 0], 101
+    movsxd rsi, dword ptr [r15 + 128]
+    vpxor xmm11, xmm11, xmm8
+    mov dword ptr [r15 + 192], eax
+    mov eax, dword ptr [r15 + 640]
+    lea rbp, [r10 + r10*1]
+    mov r9, r10
     jmp 1f
 1:
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 448], ebp
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    and rbp, 4032
+    mov r9, qword ptr [r15 + rbp + 3392]
+    movzx r8d, sil
+    mov r8, r8
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 320]
-    mov rax, rcx
-    mov dword ptr [r15 + 192], 217
-    lea r8, [r10 + r10*1]
-    mov rcx, r8
-    mov ecx, 202
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7552], r8b
-    mov dword ptr [r15 + 256], esi
-    and esi, dword ptr [r15 + r8 + 7488]
-    mov byte ptr [r15 + 320], sil
     mov qword ptr [r15 + 64], rsi
-    mov dword ptr [r15 + 128], eax
+    mov r8d, 23
+    mov r8d, eax
+    mov r8, r8
+    jmp 1f
+1:
+    movzx r8d, al
+    movsxd r8, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], r8d
+    jmp 1f
+1:
+    mov r8d, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + rbp + 3456]
+    mov byte ptr [r15 + 384], r8b
+    jmp 1f
+1:
+    mov r8, r10
+    mov dword ptr [r15 + 320], ecx
+    mov rcx, r8
+    mov ecx, ebp
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r9b
+    movsxd r8, dword ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c126:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d11791_j]
+    lea rcx, [rip + .Lc1_d11843_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11791_j_t
-.Lc1_d11791_j:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d11843_j_t
+.Lc1_d11843_j:
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 0], bpl
+    mov rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 110
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 49
+    mov eax, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 704], ecx
+    mov dword ptr [r15 + 192], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 384]
+    and esi, dword ptr [r15 + 448]
     mov rbp, r10
-    mov dword ptr [r15 + 192], ebp
-    and rbp, 16320
-    movzx ecx, byte ptr [r15 + rbp + 15680]
-    mov rbp, rcx
-    mov qword ptr [r15 + 64], rbp
-    mov qword ptr [r15 + 576], rsi
-    mov r9d, dword ptr [r15 + 320]
-    mov rbp, r10
-    mov ecx, eax
+    mov rcx, qword ptr [r15 + 512]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], dil
+    movzx ebp, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + r8 + 1408]
+    movzx r8d, byte ptr [r15 + 320]
+    movsxd rdx, dword ptr [r15 + 256]
+    movsxd rsi, dword ptr [r15 + 448]
+    mov r8d, 114
+    jmp 1f
+1:
     mov r8, r10
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 228
-    vpor xmm15, xmm15, xmm15
+    jmp 1f
+1:
     and r8, 8128
-    movsxd rbp, dword ptr [r15 + r8 + 7488]
-    movzx r8d, bpl
-    test dword ptr [r15 + 67117723], 65636
-    jz 1f
-1:
+    mov dword ptr [r15 + r8 + 7488], eax
+    mov dword ptr [r15 + 768], 235
     jmp 1f
 1:
+    movsxd r8, dword ptr [r15 + 64]
+    mov eax, 122
     jmp 1f
 1:
+    mov rax, qword ptr [r15 + 128]
+    movzx eax, al
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], ecx
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 256], ymm15
-    mov byte ptr [r15 + 128], bpl
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 384], r8d
-    mov r8d, 46
-    mov ecx, r9d
-    movsxd rcx, dword ptr [r15 + 448]
-    movzx r8d, sil
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c127:
-    mov r8d, 88
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
+    mov r8d, eax
+    mov eax, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, esi
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 320]
+    mov rax, rax
+    mov rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    movzx eax, al
+    mov rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 384], 197
+    jmp 1f
+1:
     mov rbp, r10
-    movzx r9d, byte ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 512], ymm11
+    movsxd rax, dword ptr [r15 + 192]
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 448]
+    mov ecx, ebp
+    movzx ebp, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 320], rdx
+    movzx edi, byte ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    movzx eax, r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 384]
-    movzx edx, r9b
+    mov byte ptr [r15 + 576], al
+    movsxd rax, dword ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 256]
+    vpor xmm11, xmm11, xmm11
+    mov esi, 94
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 768], ebp
-    mov rbp, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rbp
-    movzx ebp, byte ptr [r15 + 704]
-    mov r9d, r8d
-    mov r8d, ecx
-    mov rcx, qword ptr [r15 + 448]
-    mov edi, ecx
-    mov rcx, rdx
-    mov rcx, qword ptr [r15 + 640]
+    mov r9, r10
+    movzx esi, byte ptr [r15 + 256]
     mov rbp, r10
-    mov dword ptr [r15 + 384], ebp
-    add rdx, qword ptr [r15 + 320]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 218
-    mov dword ptr [r15 + 448], 250
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], 160
     add r10, r11
     inc rbx
     dec r13
@@ -14989,484 +14850,487 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d11891_s]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d11950_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11891_s_t
+    jmp .Lc1_d11950_s_t
     .p2align 3
-.Lc1_d11891_s:
+.Lc1_d11950_s:
     .p2align 3
-    jmp .Lc1_d11891_j
+    jmp .Lc1_d11950_j
     .p2align 3
-    jmp .Lc1_d11891_j
+    jmp .Lc1_d11950_j
     .p2align 3
-    jmp .Lc1_d11891_j
+    jmp .Lc1_d11950_j
     .p2align 3
-    jmp .Lc1_d11891_j
+    jmp .Lc1_d11950_j
     .p2align 3
-    jmp .Lc1_d11891_j
+    jmp .Lc1_d11950_j
     .p2align 3
-    jmp .Lc1_d11891_j
+    jmp .Lc1_d11950_j
     .p2align 3
-    jmp .Lc1_d11891_j
+    jmp .Lc1_d11950_j
     .p2align 3
-    jmp .Lc1_d11891_j
-    .p2align 3
-    jmp .Lc1_d11891_j
-    .p2align 3
-    jmp .Lc1_d11891_j
-    .p2align 3
-    jmp .Lc1_d11891_j
-    .p2align 3
-    jmp .Lc1_d11891_j
-    .p2align 3
-    jmp .Lc1_d11891_j
-    .p2align 3
-    jmp .Lc1_d11891_j
-    .p2align 3
-    jmp .Lc1_d11891_j
-    .p2align 3
-    jmp .Lc1_d11891_j
-.Lc1_d11891_j:
-    vpcmpeqb xmm15, xmm15, xmm10
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edx
+    jmp .Lc1_d11950_j
+.Lc1_d11950_j:
+    mov ecx, ebp
+    jmp 1f
+1:
+    mov r8, r10
+    mov ecx, 232
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rax
+    movzx r8d, r8b
+    mov dword ptr [r15 + 128], eax
+    mov qword ptr [r15 + 640], rax
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov rsi, qword ptr [r15 + 0]
+    mov ecx, 233
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, eax
+    add rax, qword ptr [r15 + 320]
+    mov r8, r10
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 224
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov r8, r10
+    mov rbp, r8
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rsi
+    mov qword ptr [r15 + 192], r8
+    mov dword ptr [r15 + 704], 150
+    mov dword ptr [r15 + 320], r8d
+    mov r8, rax
+    mov rsi, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], ecx
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 512], ymm15
-    mov rax, qword ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 320], esi
-    mov esi, ecx
-    mov dword ptr [r15 + rbp + 1408], 167
-    movsxd rsi, dword ptr [r15 + 384]
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 384]
-    mov dword ptr [r15 + 192], esi
-    mov rsi, qword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 512], eax
-    mov byte ptr [r15 + 320], bpl
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    mov rbp, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 320], rax
-    mov rax, rax
+    movsxd rcx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], r8d
+    jmp 1f
+1:
+    mov r8, rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c129:
-    movzx eax, dl
+    lea rcx, [rip + .Lc1_d12012_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12012_j_t
+.Lc1_d12012_j:
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 184
+    mov dword ptr [r15 + 192], ecx
+    jmp 1f
+1:
+    mov ecx, r8d
     jmp 1f
 1:
     jmp 1f
 1:
+    mov ecx, 235
+    mov rcx, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 512], r8
+    movzx r8d, byte ptr [r15 + 256]
     mov rbp, r10
-    movsxd rax, dword ptr [r15 + 128]
-    lea r8, [r10 + r10*2]
-    movsxd rcx, dword ptr [r15 + 256]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], esi
-    movzx ebp, al
-    and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 3456]
-    mov esi, 46
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 384]
     movzx esi, al
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    mov ebp, 47
+    mov ebp, 30
+    mov ebp, 172
+    mov rbp, r10
+    mov dword ptr [r15 + 768], 135
+    mov edi, ebp
+    and rbp, 8128
+    and edi, dword ptr [r15 + rbp + 7488]
+    mov rbp, r10
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 448], sil
+    and rbp, 1984
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov eax, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 576], 173
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 3392], rax
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 640]
-    mov byte ptr [r15 + 704], dl
-    mov edx, 191
-    mov r9, qword ptr [r15 + r8 + 3520]
-    mov rdx, qword ptr [r15 + 256]
-    and edx, dword ptr [r15 + 64]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 128]
-    movsxd r8, dword ptr [r15 + 192]
-    movzx r8d, r8b
-    mov dword ptr [r15 + 384], 229
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, ecx
+    mov dword ptr [r15 + 64], 124
+    mov byte ptr [r15 + 320], bpl
+    mov ebp, dword ptr [r15 + 384]
+    mov rdx, qword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c130:
-    lea rcx, [rip + .Lc1_d12002_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12002_j_t
-.Lc1_d12002_j:
-    mov qword ptr [r15 + 256], rax
-    mov dword ptr [r15 + 192], 187
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rsi
+    jmp 1f
+1:
+    mov rsi, rbp
+    mov ebp, 72
+    mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 61
+    movzx ebp, dl
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 0]
+    mov edx, 101
+    movsxd rdx, dword ptr [r15 + 448]
+    mov rsi, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 128], esi
     mov r8, r10
-    mov dword ptr [r15 + 512], 184
-    mov rcx, rcx
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edi
-    movzx edi, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edi, r8d
-    test ebx, 502784
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, r8b
-    movsxd r8, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], 137
+    movzx esi, cl
+    mov rbp, r10
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], dl
+    mov byte ptr [r15 + 256], r8b
+    and rbp, 1984
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 384]
+    mov edx, r9d
     mov r9, r10
-    mov qword ptr [r15 + 192], rcx
-    and r8d, dword ptr [r15 + 384]
-    mov ecx, dword ptr [r15 + 128]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], dil
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 768]
+    and r9, 4032
+    mov edx, dword ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 192]
+    movsxd rsi, dword ptr [r15 + 640]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov edi, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, r8
-    vpmovmskb r8d, xmm15
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 132
-    mov r8, qword ptr [r15 + 320]
-    .byte 0x0f, 0x1f, 0x00
+    mov dword ptr [r15 + 512], esi
+    mov esi, 251
+    mov dword ptr [r15 + 320], 224
+    mov esi, 28
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c131:
-    lea rcx, [rip + .Lc1_d12056_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12056_j_t
-.Lc1_d12056_j:
-    movzx ecx, r8b
-    mov dword ptr [r15 + 128], 206
-    mov dword ptr [r15 + 64], 61
-    mov dword ptr [r15 + 576], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d12114_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12114_s_t
+    .p2align 3
+.Lc1_d12114_s:
+    .p2align 3
+    jmp .Lc1_d12114_j
+    .p2align 3
+    jmp .Lc1_d12114_j
+.Lc1_d12114_j:
+    mov dword ptr [r15 + 256], esi
+    mov rsi, qword ptr [r15 + 704]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov rax, rcx
+    mov ecx, 247
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    movzx r8d, cl
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + 384], ecx
+    mov byte ptr [r15 + 0], sil
     jmp 1f
 1:
+    vmovq xmm11, rax
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rcx
+    movzx esi, byte ptr [r15 + 0]
+    mov ecx, 72
+    mov ebp, 98
+    mov ecx, 143
+    movzx ecx, al
+    jmp 1f
+1:
+    mov ecx, 36
+    and eax, dword ptr [r15 + 512]
+    movzx edi, sil
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 448]
+    mov rbp, r10
     mov r8, r10
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r9d
-    movzx r8d, dil
+    mov rcx, qword ptr [r15 + 384]
+    and r8, 448
+    and esi, dword ptr [r15 + r8 + 832]
+    vmovdqu ymmword ptr [r15 + 320], ymm11
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm11
+    mov rbp, rbp
+    mov ebp, 244
+    mov rbp, r10
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 320]
-    mov edi, ecx
-    mov edi, dword ptr [r15 + 128]
+    movzx r8d, bpl
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], sil
+    mov ebp, dword ptr [r15 + 128]
     jmp 1f
 1:
-    and edi, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    add rdi, qword ptr [r15 + 256]
-    mov byte ptr [r15 + 256], r9b
-    mov rax, qword ptr [r15 + 512]
-    movsxd rdx, dword ptr [r15 + r9 + 3456]
-    movzx r9d, r8b
-    movzx r9d, r9b
-    mov r9, r9
-    mov byte ptr [r15 + 192], r9b
-    mov r9, qword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c132:
-    lea r8, [r10*4]
-    and r8, 8128
-    mov r9d, dword ptr [r15 + r8 + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d12174_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12174_j_t
+.Lc1_d12174_j:
+    movzx edi, bpl
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov rcx, qword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rdi
-    jmp 1f
-1:
-    movzx r9d, r9b
-    vmovdqu xmmword ptr [r15 + r8 + 7680], xmm15
-    mov r9, r10
-    jmp 1f
-1:
-    movzx edi, r8b
-    and r9, 448
-    mov rdi, qword ptr [r15 + r9 + 832]
-    mov qword ptr [r15 + 64], r8
-    mov dword ptr [r15 + 640], r8d
-    movzx r9d, dil
-    mov r9d, r9d
-    mov r9, rdi
-    movzx r9d, r9b
-    .byte 0x66, 0x90
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 384]
-    mov dword ptr [r15 + r8 + 7616], edi
-    mov byte ptr [r15 + r8 + 7552], cl
-    mov byte ptr [r15 + 512], dil
-    jmp 1f
-1:
-    mov edi, 198
-    mov edi, 79
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov ecx, r8d
+    mov dword ptr [r15 + 0], 203
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rdi
+    movzx ebp, sil
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 768], r9d
-    and r9d, dword ptr [r15 + 192]
+    mov ebp, 247
+    mov rbp, rbp
+    movsxd rbp, dword ptr [r15 + 320]
     jmp 1f
 1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 128]
+    vmovq qword ptr [r15 + 448], xmm11
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 192]
+    mov r8, r10
+    mov edi, 62
+    mov rsi, rdx
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 128
+    mov r8, r10
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], rbp
+    and r8, 1984
+    movzx ebp, byte ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 64]
+    movzx esi, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    movzx edx, r9b
+    jmp 1f
+1:
+    movzx edx, dl
+    movzx edx, byte ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c133:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d12162_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12162_s_t
-    .p2align 3
-.Lc1_d12162_s:
-    .p2align 3
-    jmp .Lc1_d12162_j
-    .p2align 3
-    jmp .Lc1_d12162_j
-.Lc1_d12162_j:
-    lea r9, [r10 + r10*1]
-    vmovdqu ymmword ptr [r15 + 128], ymm15
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1408], eax
-    mov byte ptr [r15 + 256], al
+    mov edx, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov eax, 172
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    mov rsi, qword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov rax, rax
+    mov qword ptr [r15 + 0], rsi
+    mov rdi, rdi
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    add rdi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    mov edx, 85
+    mov edx, esi
+    mov rbp, r10
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + 320]
+    and rbp, 1984
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
+    mov ebp, 200
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], ebp
+    jmp 1f
+1:
+    mov rbp, r10
+    mov r8, r9
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
+    mov ebp, r8d
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rdi
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 256]
+    mov r9d, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 128], r8
+    movsxd r8, dword ptr [r15 + 384]
+    jmp 1f
 1:
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 576], eax
-    mov byte ptr [r15 + r9 + 1344], al
-    mov eax, dword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 640]
+    movsxd r8, dword ptr [r15 + 576]
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 640]
-    vmovdqu xmmword ptr [r15 + 320], xmm15
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 448]
-    mov rdi, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 512], dil
-    mov edi, 147
-    mov r8, r10
-    jmp 1f
-1:
-    and r8, 8128
-    movsxd rdi, dword ptr [r15 + r8 + 7488]
-    mov r8, rax
+    mov ebp, dword ptr [r15 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c134:
-    movzx r8d, dil
+    lea rcx, [rip + .Lc1_d12281_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12281_j_t
+.Lc1_d12281_j:
+    mov dword ptr [r15 + 0], 144
+    and eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    mov rbp, rbp
+    mov ebp, 123
     jmp 1f
 1:
-    mov edi, r8d
+    jmp 1f
+1:
+    mov ecx, ebp
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 4
+    mov r8, r10
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 192], cl
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm11
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 64]
+    and r8, 4032
+    mov r9d, dword ptr [r15 + r8 + 3392]
+    mov edi, r9d
     movzx edi, byte ptr [r15 + 384]
-    mov r8, qword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + r8 + 3456]
     jmp 1f
 1:
+    mov r8, rax
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 24
-    mov dword ptr [r15 + 320], 172
-    mov ecx, dword ptr [r15 + 320]
-    mov r9, r10
-    nop
-    movsxd rdx, dword ptr [r15 + 384]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r8
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 64]
-    mov r8d, ecx
-    mov byte ptr [r15 + 512], dl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], r8
-    mov dword ptr [r15 + 128], r8d
-    movzx edx, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 704]
-    mov rbp, r10
-    movzx ecx, dil
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
+    mov r8, r10
+    mov byte ptr [r15 + 64], r8b
+    mov dword ptr [r15 + 320], ecx
+    mov qword ptr [r15 + 128], rcx
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov rcx, rax
+    mov dword ptr [r15 + 256], ecx
+    movzx ecx, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 320], sil
+    mov qword ptr [r15 + 704], rcx
+    movsxd rcx, dword ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c135:
-    lea rcx, [rip + .Lc1_d12266_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12266_j_t
-.Lc1_d12266_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 80
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], ecx
+    mov qword ptr [r15 + 576], rcx
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
@@ -15474,48 +15338,49 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 128]
-    mov edi, edi
-    mov qword ptr [r15 + 64], rdi
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 11
+    mov r8d, ecx
+    mov dword ptr [r15 + 0], ecx
+    mov rbp, r10
+    mov byte ptr [r15 + 128], cl
+    mov ecx, ecx
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov dword ptr [r15 + 320], 212
     jmp 1f
 1:
+    mov ebp, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov r8d, dword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 384], edx
+    and rbp, 8128
+    mov rdx, qword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov rdi, rdi
-    mov edi, dword ptr [r15 + 448]
-    mov rbp, rdi
+    mov r9, qword ptr [r15 + 768]
+    movzx esi, byte ptr [r15 + 256]
+    mov eax, esi
     jmp 1f
 1:
-    mov edi, 231
-    mov dword ptr [r15 + 256], edi
-    mov dword ptr [r15 + 128], edi
-    mov edi, dword ptr [r15 + 192]
-    mov r9, rcx
-    mov dword ptr [r15 + 192], r9d
-    mov r9d, 147
-    mov qword ptr [r15 + 512], r9
-    mov qword ptr [r15 + 384], r9
-    mov r9, qword ptr [r15 + 576]
-    mov rcx, qword ptr [r15 + 256]
-    mov rdx, rdx
-    mov rdx, qword ptr [r15 + 448]
-    mov r8d, 81
+    mov esi, eax
+    vpaddd xmm11, xmm11, xmm11
+    mov byte ptr [r15 + 448], r8b
     jmp 1f
 1:
-    add rdx, qword ptr [r15 + 768]
     mov r8, r10
     jmp 1f
 1:
     jmp 1f
 1:
+    mov eax, dword ptr [r15 + 64]
     and r8, 448
-    add rdx, qword ptr [r15 + r8 + 832]
+    movzx edi, byte ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + rbp + 7552]
     add r10, r11
     inc rbx
     dec r13
@@ -15524,64 +15389,93 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12320_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12320_j_t
-.Lc1_d12320_j:
-    movsxd rcx, dword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d12387_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12387_s_t
+    .p2align 3
+.Lc1_d12387_s:
+    .p2align 3
+    jmp .Lc1_d12387_j
+    .p2align 3
+    jmp .Lc1_d12387_j
+    .p2align 3
+    jmp .Lc1_d12387_j
+    .p2align 3
+    jmp .Lc1_d12387_j
+    .p2align 3
+    jmp .Lc1_d12387_j
+    .p2align 3
+    jmp .Lc1_d12387_j
+    .p2align 3
+    jmp .Lc1_d12387_j
+    .p2align 3
+    jmp .Lc1_d12387_j
+    .p2align 3
+    jmp .Lc1_d12387_j
+    .p2align 3
+    jmp .Lc1_d12387_j
+    .p2align 3
+    jmp .Lc1_d12387_j
+    .p2align 3
+    jmp .Lc1_d12387_j
+    .p2align 3
+    jmp .Lc1_d12387_j
+    .p2align 3
+    jmp .Lc1_d12387_j
+    .p2align 3
+    jmp .Lc1_d12387_j
+    .p2align 3
+    jmp .Lc1_d12387_j
+.Lc1_d12387_j:
+    vpaddd xmm11, xmm11, xmm11
+    vmovdqu ymmword ptr [r15 + 384], ymm2
+    movzx ecx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 512], rbp
+    mov byte ptr [r15 + 128], bpl
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 704], rbp
     jmp 1f
 1:
     mov rbp, r10
-    lea r8, [r10 + r10*1]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    mov dword ptr [r15 + 448], 243
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    mov eax, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 16898
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 256], rax
+    mov edi, ebp
+    and rbp, 4032
+    mov edi, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 43
-    mov dword ptr [r15 + 512], ebp
+    add rbp, qword ptr [r15 + 192]
+    movsxd rsi, dword ptr [r15 + 320]
+    mov edx, 1
     jmp 1f
 1:
-    jmp 1f
-1:
-    vpxor xmm15, xmm15, xmm4
-    mov qword ptr [r15 + r8 + 3456], r9
-    jmp 1f
-1:
+    mov r9, r10
     mov rbp, r10
-    mov byte ptr [r15 + 320], al
-    jmp 1f
-1:
+    mov edx, dword ptr [r15 + 512]
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 832]
     and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], r8
-    jmp 1f
-1:
+    mov dword ptr [r15 + rbp + 1344], 200
+    movzx ebp, dil
+    mov rbp, qword ptr [r15 + 448]
+    movzx r9d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 256], 177
+    and r9d, dword ptr [r15 + 640]
+    movzx r9d, sil
+    vpcmpeqb xmm11, xmm11, xmm14
     jmp 1f
 1:
     add r10, r11
@@ -15589,438 +15483,430 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c137:
+    lea rcx, [rip + .Lc1_d12455_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12455_j_t
+.Lc1_d12455_j:
+    mov dword ptr [r15 + 0], eax
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    movsxd rax, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
     mov rbp, r10
+    mov r9, rax
+    movsxd rax, dword ptr [r15 + 0]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov dword ptr [r15 + 448], 147
+    mov rbp, qword ptr [r15 + 512]
+    mov esi, ecx
+    mov ecx, dword ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 384]
     jmp 1f
 1:
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    mov rbp, r8
-    mov ebp, 199
-    xchg qword ptr [r15 + 640], rbp
-    mov esi, 209
+    mov qword ptr [r15 + 384], r9
+    mov qword ptr [r15 + 256], rdi
+    mov rdi, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 128], eax
+    mov dword ptr [r15 + 320], edi
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], ebp
-    mov ebp, 235
-    add rax, qword ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 384]
-    movsxd r8, dword ptr [r15 + 384]
-    mov rsi, rsi
+    movsxd r9, dword ptr [r15 + 64]
+    add rdi, qword ptr [r15 + 192]
+    movzx eax, byte ptr [r15 + 576]
+    movzx edx, byte ptr [r15 + 64]
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 448], esi
+    and r8, 8128
     mov r9, r10
-    mov esi, 24
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], al
-    mov r9d, 83
-    movzx r9d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm15, r9
-    and r9, 448
-    mov esi, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + r8 + 7488], 54
+    mov rsi, qword ptr [r15 + r8 + 7552]
     jmp 1f
 1:
-    mov r9, r8
-    mov dword ptr [r15 + 448], r9d
-    movzx r9d, byte ptr [r15 + 512]
-    movsxd r8, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov eax, 101
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 208
-    movzx eax, sil
-    mov dword ptr [r15 + 512], 10
-    jmp 1f
-1:
-    mov rsi, rbp
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c138:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 512
-    setz al
-    lea rcx, [rip + .Lc1_d12418_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12418_s_t
-    .p2align 3
-.Lc1_d12418_s:
-    .p2align 3
-    jmp .Lc1_d12418_j
-    .p2align 3
-    jmp .Lc1_d12418_j
-.Lc1_d12418_j:
-    movsxd rcx, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edx
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov eax, 197
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 320], ymm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rsi
+    mov dword ptr [r15 + 320], 201
+    mov dword ptr [r15 + 320], edi
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + 640], 113
+    and r9, 448
+    mov r8, r10
+    mov dword ptr [r15 + r9 + 832], 92
+    and r8, 4032
+    mov edi, dword ptr [r15 + r8 + 3392]
+    mov r8, rdx
+    mov r8d, eax
+    mov rax, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov rax, rax
-    movsxd rax, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 576], 119
-    mov rbp, qword ptr [r15 + 384]
-    movzx esi, byte ptr [r15 + 192]
+    mov qword ptr [r15 + 128], rax
     jmp 1f
 1:
     mov r8, r10
-    mov r9d, r8d
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
+    mov byte ptr [r15 + r9 + 896], r9b
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 128]
-    movzx r9d, cl
+    and r8, 16320
+    mov r9, qword ptr [r15 + r8 + 15680]
+    mov byte ptr [r15 + 448], bpl
+    movzx r8d, byte ptr [r15 + 384]
+    vmovq xmm14, rdx
+    movzx edx, r8b
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    and ecx, dword ptr [r15 + 128]
-    mov rdx, rax
-    movzx edx, al
-    mov edx, dword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + 512]
     jmp 1f
 1:
+    mov dword ptr [r15 + 256], 167
+    mov eax, ebp
     jmp 1f
 1:
-    movzx eax, dil
-    mov byte ptr [r15 + 512], bpl
+    add r8, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov rdi, rax
-    and eax, dword ptr [r15 + 768]
+    mov rax, r8
+    mov rax, rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c139:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, 104
+    lea rcx, [rip + .Lc1_d12551_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12551_j_t
+.Lc1_d12551_j:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 448]
+    mov r8d, 6
+    mov r8, rdx
+    jmp 1f
+1:
+    mov edx, 128
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 128]
+    movzx ebp, cl
+    mov ecx, eax
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    jmp 1f
+1:
+    movzx eax, r8b
+    mov rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, 13
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 130
-    mov rax, rsi
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 120
-    jmp 1f
-1:
-    mov rbp, r10
-    mov rax, qword ptr [r15 + 128]
-    mov esi, 221
-    mov rdi, qword ptr [r15 + 64]
-    and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 320]
-    test dword ptr [r15 + 67117723], 234881024
+    mov r8d, edi
+    movzx r8d, sil
+    mov edi, dword ptr [r15 + 0]
+    mov r8, r10
+    mov rcx, rbp
+    test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    movzx edi, byte ptr [r15 + r8 + 1344]
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 704]
+    mov qword ptr [r15 + 64], rdi
+    mov edi, ecx
+    mov dword ptr [r15 + 512], edi
+    mov edi, ecx
+    movzx edi, byte ptr [r15 + 192]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], 100
     mov r8, r10
-    mov qword ptr [r15 + 512], rdi
-    movsxd rdi, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 256], eax
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
+    mov r9, r8
+    movzx r9d, byte ptr [r15 + 384]
+    mov rbp, r10
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    mov ebp, r8d
+    movzx r8d, bpl
+    movzx ebp, r8b
+    .byte 0x66, 0x90
+    movsxd r8, dword ptr [r15 + 256]
+    mov esi, r8d
     jmp 1f
 1:
     jmp 1f
 1:
+    mov dword ptr [r15 + 320], 228
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c140:
-    lea rcx, [rip + .Lc1_d12524_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12524_j_t
-.Lc1_d12524_j:
-    mov byte ptr [r15 + 384], cl
-    mov ecx, 112
+    mov r8d, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 0], esi
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 128]
-    mov ebp, 223
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    movzx ebp, bpl
-    vpmovmskb ebp, xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
+    mov byte ptr [r15 + 512], r8b
+    movzx r8d, r8b
+    mov r8, r10
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rcx
-    and rbp, 16320
-    vmovdqu ymmword ptr [r15 + rbp + 15680], ymm15
-    mov byte ptr [r15 + 256], cl
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], bpl
-    mov ebp, dword ptr [r15 + 704]
-    mov qword ptr [r15 + 384], rcx
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rsi, r8
     and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    vmovq qword ptr [r15 + 448], xmm15
-    mov eax, dword ptr [r15 + 320]
+    add rsi, qword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 384]
+    movzx ebp, bpl
+    mov byte ptr [r15 + 64], dil
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r9, r10
+    mov rdi, qword ptr [r15 + 768]
+    mov ecx, 92
+    and esi, dword ptr [r15 + 384]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    mov dword ptr [r15 + 256], r8d
+    movzx r9d, r9b
     jmp 1f
 1:
+    mov r9, r9
+    mov dword ptr [r15 + 448], edi
+    movzx r9d, dl
     mov r9, r10
-    mov edi, dword ptr [r15 + r8 + 1408]
-    mov r8d, 95
+    mov dword ptr [r15 + 128], 105
     and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], ebp
-    mov qword ptr [r15 + 768], r9
+    movsxd rdi, dword ptr [r15 + r9 + 7488]
+    mov r9d, edi
+    mov r9d, 94
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], r9b
+    mov qword ptr [r15 + 192], rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c141:
-    mov qword ptr [r15 + 576], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d12663_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12663_s_t
+    .p2align 3
+.Lc1_d12663_s:
+    .p2align 3
+    jmp .Lc1_d12663_j
+    .p2align 3
+    jmp .Lc1_d12663_j
+.Lc1_d12663_j:
+    mov r9, r10
+    mov rcx, r9
+    jmp 1f
+1:
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm15, xmm15, xmm8
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ecx
+    mov rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 512], r9b
-    lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + 192], bpl
-    and rbp, 8128
-    movzx r9d, byte ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 384], 216
-    and r9d, dword ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 176
+    mov r8, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 320]
+    add rax, qword ptr [r15 + 448]
+    mov rsi, rax
+    movsxd rax, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 640], ymm14
+    mov rbp, r10
+    mov rdx, rcx
+    mov ecx, dword ptr [r15 + 256]
     mov r8, r10
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], dil
-    mov dword ptr [r15 + 64], esi
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 219
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 704]
-    mov dword ptr [r15 + rbp + 7552], r8d
-    mov dword ptr [r15 + 640], r9d
-    and r9d, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], cl
-    lea r8, [r10 + r10*1]
-    mov rcx, rbp
+    and rbp, 1984
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 1344]
     and r8, 448
-    inc dword ptr [r15 + r8 + 896]
-    mov ecx, ebp
-    mov ebp, dword ptr [r15 + r8 + 832]
-    mov r8, r9
-    mov byte ptr [r15 + 512], r8b
+    movzx ebp, byte ptr [r15 + r8 + 832]
+    movzx r8d, bpl
     jmp 1f
 1:
+    movzx r8d, r8b
+    mov r8d, 245
+    mov r8, qword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], edx
+    jmp 1f
+1:
+    mov rdx, r8
+    movzx edx, cl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c142:
-    lea rcx, [rip + .Lc1_d12615_j]
+    lea rcx, [rip + .Lc1_d12723_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12615_j_t
-.Lc1_d12615_j:
-    movzx ecx, cl
-    movsxd rsi, dword ptr [r15 + 320]
-    mov ecx, 115
+    jmp .Lc1_d12723_j_t
+.Lc1_d12723_j:
+    mov dword ptr [r15 + 384], 118
+    movzx ecx, byte ptr [r15 + 0]
+    mov edx, 238
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
+    mov dword ptr [r15 + 0], edx
+    mov edx, 189
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpaddd xmm15, xmm15, xmm15
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7552], bpl
-    mov dword ptr [r15 + 768], esi
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov dword ptr [r15 + 256], ebp
-    mov ebp, 148
-    jmp 1f
+    mov dword ptr [r15 + 64], 145
+    mov rdx, rdx
+    mov edx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], ecx
+    test ebx, 5120
+    jz 1f
 1:
     mov rbp, r10
-    mov rsi, qword ptr [r15 + 448]
+    movzx edx, byte ptr [r15 + 192]
     and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    mov ebp, ecx
-    mov dword ptr [r15 + 512], 140
+    mov dword ptr [r15 + rbp + 1344], 213
+    mov dword ptr [r15 + 512], ecx
+    movzx ebp, byte ptr [r15 + 256]
+    movzx ecx, dil
+    mov ecx, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov rbp, r10
-    movsxd r9, dword ptr [r15 + 128]
-    and rbp, 4032
-    and r9d, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 384], edi
+    mov qword ptr [r15 + 192], rcx
+    mov r8, r10
+    mov dword ptr [r15 + 128], esi
+    jmp 1f
+1:
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    movsxd rsi, dword ptr [r15 + 704]
+    mov r8, r10
+    movzx edi, r8b
+    movsxd rdi, dword ptr [r15 + 768]
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c143:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d12666_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12666_s_t
-    .p2align 3
-.Lc1_d12666_s:
-    .p2align 3
-    jmp .Lc1_d12666_j
-    .p2align 3
-    jmp .Lc1_d12666_j
-    .p2align 3
-    jmp .Lc1_d12666_j
-    .p2align 3
-    jmp .Lc1_d12666_j
-    .p2align 3
-    jmp .Lc1_d12666_j
-    .p2align 3
-    jmp .Lc1_d12666_j
-    .p2align 3
-    jmp .Lc1_d12666_j
-    .p2align 3
-    jmp .Lc1_d12666_j
-.Lc1_d12666_j:
-    mov qword ptr [r15 + 320], rbp
-    mov edx, edi
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, qword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    movzx r8d, cl
+    mov rcx, rbp
+    mov rcx, rcx
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdi, dword ptr [r15 + 128]
+    mov rcx, rdi
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 128]
-    mov eax, eax
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + 320], bpl
+    mov qword ptr [r15 + 384], rbp
+    mov edi, r8d
+    and rbp, 448
+    mov r8, r10
+    mov dword ptr [r15 + rbp + 896], 55
+    mov esi, dword ptr [r15 + 640]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    mov r8, qword ptr [r15 + 320]
+    mov rdx, qword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 256]
+    add r9, qword ptr [r15 + 192]
+    mov r8d, r9d
+    mov r9, rsi
+    movzx r9d, byte ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 448]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 64]
-    mov ebp, 162
-    jmp 1f
-1:
+    movsxd r9, dword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 576], rdx
     jmp 1f
 1:
     mov rbp, r10
-    lea r9, [r10 + r10*1]
-    and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 64], 59
-    and r9, 1984
-    mov rsi, qword ptr [r15 + r9 + 1344]
-    mov rdx, qword ptr [r15 + 384]
-    mov r8, r10
-    vmovdqu xmmword ptr [r15 + 128], xmm15
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], cl
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 215
     jmp 1f
 1:
-    movzx r8d, sil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], 56
-    mov r8d, dword ptr [r15 + 384]
-    and r8d, dword ptr [r15 + 576]
-    mov ecx, esi
-    and r8d, dword ptr [r15 + r9 + 1408]
-    mov byte ptr [r15 + 640], r8b
-    jmp 1f
-1:
-    movzx ecx, cl
     add r10, r11
     inc rbx
     dec r13
@@ -16029,309 +15915,333 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 576], 50
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d12822_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12822_s_t
+    .p2align 3
+.Lc1_d12822_s:
+    .p2align 3
+    jmp .Lc1_d12822_j
+    .p2align 3
+    jmp .Lc1_d12822_j
+.Lc1_d12822_j:
+    mov dword ptr [r15 + 512], ecx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
+    movzx ecx, r9b
+    movzx ecx, r9b
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 640], eax
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov dword ptr [r15 + 256], ecx
-    mov qword ptr [r15 + 768], r8
-    mov dword ptr [r15 + 384], r8d
-    mov r8, qword ptr [r15 + 320]
-    test dword ptr [r15 + 67117723], 1118210
-    jz 1f
+    mov r9d, 227
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, r10
+    movzx ecx, dl
+    and edx, dword ptr [r15 + 448]
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    mov r9d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    vmovq xmm14, r9
+    jmp 1f
+1:
+    mov r9, r10
+    mov dword ptr [r15 + 128], 47
+    movsxd r8, dword ptr [r15 + 704]
+    mov eax, dword ptr [r15 + 256]
+    and r9, 4032
+    mov ebp, dword ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 64]
+    mov r9, r10
+    mov rdi, qword ptr [r15 + 384]
+    and r9, 1984
+    movzx esi, byte ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
 1:
     mov byte ptr [r15 + 320], al
-    mov eax, 112
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 704]
-    mov rbp, r10
-    mov r9, r10
-    and rbp, 1984
-    add rax, qword ptr [r15 + rbp + 1344]
-    and r9, 448
-    mov rbp, qword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r8
-    mov byte ptr [r15 + 448], r8b
-    movsxd r9, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 704], r8d
-    movzx r8d, al
-    mov r8, qword ptr [r15 + 512]
-    jmp 1f
-1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c145:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 512
-    setz al
-    lea rcx, [rip + .Lc1_d12775_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12775_s_t
-    .p2align 3
-.Lc1_d12775_s:
-    .p2align 3
-    jmp .Lc1_d12775_j
-    .p2align 3
-    jmp .Lc1_d12775_j
-.Lc1_d12775_j:
-    mov qword ptr [r15 + 64], rdx
-    mov ecx, eax
-    mov eax, ecx
-    nop
+    lea rcx, [rip + .Lc1_d12881_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12881_j_t
+.Lc1_d12881_j:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 168
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 85
+    mov qword ptr [r15 + 128], r9
+    mov r9d, 74
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
-    mov ecx, eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    movsxd rax, dword ptr [r15 + 384]
+    mov r9d, 228
+    mov r9d, 100
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], ecx
-    movzx esi, byte ptr [r15 + 384]
-    mov rbp, r10
-    mov byte ptr [r15 + 320], dl
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], r9d
-    mov byte ptr [r15 + 128], al
-    mov r8, r10
-    movzx ebp, dil
+    mov r9d, ecx
     jmp 1f
 1:
-    and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3392]
-    jmp 1f
+    mov r9, qword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 384], 194
+    movzx eax, byte ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov dword ptr [r15 + 64], 213
-    mov r8, r10
-    mov rax, r8
-    mov rax, qword ptr [r15 + 384]
-    movzx ecx, al
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 448], 121
     mov rax, rdi
     jmp 1f
 1:
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 320], xmm15
-    mov eax, 35
+    mov rax, qword ptr [r15 + 512]
+    movzx ecx, dl
+    mov r9, r10
+    mov qword ptr [r15 + 256], r9
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 512]
+    and r9, 448
+    movzx edx, byte ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 768]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rax
+    mov eax, dword ptr [r15 + 576]
+    mov ebp, dword ptr [r15 + 192]
+    mov r8, r10
+    movzx edi, r8b
+    movzx edi, byte ptr [r15 + 64]
+    and r8, 8128
+    mov rsi, qword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c146:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    movzx eax, dil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r10 + r10*2]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rbp
+    mov rbp, r10
+    vmovdqu ymmword ptr [r15 + 448], ymm14
     and rbp, 4032
-    movzx edx, byte ptr [r15 + rbp + 3456]
-    mov dword ptr [r15 + 768], ecx
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov r8, r10
-    mov ecx, 204
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm15
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], 79
-    .byte 0x66, 0x90
-    test dword ptr [r15 + 67117724], 4096
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 3520], 238
-    movsxd r8, dword ptr [r15 + 192]
-    movzx ecx, byte ptr [r15 + 128]
-    mov eax, 164
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 576]
+    movzx ebp, bpl
     jmp 1f
 1:
-    mov rdx, rdx
+    movzx ebp, sil
+    mov ebp, 247
+    mov dword ptr [r15 + 0], 43
+    mov dword ptr [r15 + 0], edi
+    movzx edi, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9, r10
-    mov rsi, qword ptr [r15 + rbp + 3392]
+    mov esi, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 128], sil
     jmp 1f
 1:
-    and r9, 1984
-    mov rdx, qword ptr [r15 + r9 + 1344]
-    mov r9, rdx
-    movzx ebp, byte ptr [r15 + 128]
-    movzx r9d, bpl
-    mov rbp, r8
+    jmp 1f
+1:
+    mov rbp, r10
+    movsxd rsi, dword ptr [r15 + 256]
+    and esi, dword ptr [r15 + 320]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    movsxd rbp, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 640], rdi
+    mov qword ptr [r15 + 64], rbp
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 512]
+    movzx edi, bpl
+    jmp 1f
+1:
+    mov rbp, r10
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 92
+    movzx eax, bpl
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 384], 147
+    vpshufd xmm4, xmm14, 143
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c147:
-    lea rcx, [rip + .Lc1_d12883_j]
+    lea rcx, [rip + .Lc1_d12981_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12883_j_t
-.Lc1_d12883_j:
-    lea rbp, [r10 + r10*1]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1408], r9
+    jmp .Lc1_d12981_j_t
+.Lc1_d12981_j:
+    movzx ecx, bpl
+    jmp 1f
+1:
+    movzx ecx, bpl
+    mov rcx, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 166
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
+    mov dword ptr [r15 + 0], eax
+    mov r8, r10
     mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 448]
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 832]
-    movzx r9d, cl
+    mov eax, dword ptr [r15 + 0]
+    and r9, 1984
+    mov edx, dword ptr [r15 + r9 + 1344]
+    mov r9d, edx
+    and r8, 16320
+    mov qword ptr [r15 + r8 + 15680], r8
     jmp 1f
 1:
-    mov r8, rbp
-    mov r9, rdx
-    mov qword ptr [r15 + 384], r9
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    jmp 1f
+    mov r8d, ebp
+    test ebx, 1073741824
+    jz 1f
 1:
-    vpshufd xmm15, xmm15, 185
-    movzx r9d, byte ptr [r15 + 512]
-    jmp 1f
-1:
+    movzx ebp, r8b
+    movzx r8d, bpl
+    mov rbp, r10
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 256]
-    movzx r8d, dl
-    movzx edx, byte ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 64], rcx
-    mov byte ptr [r15 + 512], cl
-    movzx ebp, byte ptr [r15 + 384]
-    mov rcx, qword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 256]
-    movzx esi, sil
-    mov esi, 118
-    movsxd rsi, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 320], rdi
+    add rax, qword ptr [r15 + 256]
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov ebp, r9d
+    vmovdqu ymmword ptr [r15 + 768], ymm4
+    mov qword ptr [r15 + 64], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + 704]
+    movsxd r9, dword ptr [r15 + 512]
+    mov rdx, r9
+    mov dword ptr [r15 + 320], ecx
+    mov qword ptr [r15 + 448], rdx
+    mov r9, qword ptr [r15 + 384]
+    mov rdx, qword ptr [r15 + 128]
+    mov ecx, r8d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c148:
-    lea rcx, [rip + .Lc1_d12932_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12932_j_t
-.Lc1_d12932_j:
-    jmp 1f
-1:
-    mov ecx, r9d
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    mov eax, 249
-    mov rcx, rsi
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, cl
+    mov rdx, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 64
+    movzx r9d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, ebp
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    nop
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    mov r9, qword ptr [r15 + 320]
-    mov rcx, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    mov esi, eax
-    movzx esi, byte ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 448], cl
     mov rbp, r10
     jmp 1f
 1:
     and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 320], 71
+    mov dword ptr [r15 + 576], edx
     jmp 1f
 1:
-    mov rbp, r10
     jmp 1f
 1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    vpor xmm15, xmm15, xmm15
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 256], r9d
     jmp 1f
 1:
-    mov rbp, r10
+    vpshufd xmm4, xmm4, 217
+    and rbp, 4032
+    and r9d, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 512]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], edi
-    mov dword ptr [r15 + 192], 39
-    movzx r8d, bpl
-    movzx ebp, byte ptr [r15 + 640]
-    movzx r8d, byte ptr [r15 + 64]
-    mov rdi, r8
     jmp 1f
 1:
+    mov edx, dword ptr [r15 + 512]
+    mov esi, 122
+    mov esi, 189
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], 112
+    vpcmpeqb xmm4, xmm4, xmm14
+    mov r8, rsi
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rbp
+    mov r8, r10
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 3456], r8
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    mov r8, qword ptr [r15 + 192]
     add r10, r11
     inc rbx
     dec r13
@@ -16340,288 +16250,254 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 448]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16384
+    setz al
+    lea rcx, [rip + .Lc1_d13092_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13092_s_t
+    .p2align 3
+.Lc1_d13092_s:
+    .p2align 3
+    jmp .Lc1_d13092_j
+    .p2align 3
+    jmp .Lc1_d13092_j
+.Lc1_d13092_j:
+    mov ecx, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 128], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, ecx
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 128], edx
-    movzx eax, cl
-    test dword ptr [r15 + 67117723], 135168
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ecx
-    movsxd rcx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], eax
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 320]
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    and rbp, 8128
-    mov r8, r10
-    movsxd rdi, dword ptr [r15 + rbp + 7552]
-    mov dword ptr [r15 + rbp + 7488], 233
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], edx
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    mov edx, dword ptr [r15 + 192]
+    movzx eax, byte ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
     mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 384], xmm4
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 384]
-    mov ebp, 139
+    mov rcx, qword ptr [r15 + 704]
+    mov r9d, 99
     jmp 1f
 1:
+    mov dword ptr [r15 + 192], 72
+    mov byte ptr [r15 + 320], al
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 64], r8b
+    mov r8d, dword ptr [r15 + 320]
+    lea r9, [r10 + r10*1]
+    mov byte ptr [r15 + 640], r9b
+    jmp 1f
+1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1408], 39
+    jmp 1f
+1:
+    mov rbp, r10
+    movsxd rsi, dword ptr [r15 + r9 + 1344]
+    mov r9, r10
+    and eax, dword ptr [r15 + 512]
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    vpcmpeqb xmm4, xmm4, xmm14
+    and r9, 448
+    movsxd rbp, dword ptr [r15 + r9 + 832]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c150:
-    lea rcx, [rip + .Lc1_d13040_j]
+    lea rcx, [rip + .Lc1_d13143_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13040_j_t
-.Lc1_d13040_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov eax, 50
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    jmp .Lc1_d13143_j_t
+.Lc1_d13143_j:
     mov rbp, r10
+    mov r9, r10
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    and r9, 4032
+    and ebp, dword ptr [r15 + r9 + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
+    mov dword ptr [r15 + 0], 255
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 64]
     mov r8, r10
-    mov ebp, eax
-    mov rbp, rax
-    mov rbp, qword ptr [r15 + 384]
-    and r8, 16320
-    movsxd rax, dword ptr [r15 + r8 + 15680]
-    mov dword ptr [r15 + 576], eax
-    mov qword ptr [r15 + 64], rcx
+    vpmovmskb esi, xmm4
+    vmovdqu xmmword ptr [r15 + 320], xmm4
+    mov rsi, r9
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm4
+    mov byte ptr [r15 + 128], r8b
+    mov r8d, dword ptr [r15 + 768]
+    mov r9, r8
+    movsxd r8, dword ptr [r15 + 448]
+    mov rdi, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov rax, rcx
-    mov r8, r10
-    mov byte ptr [r15 + 512], cl
-    mov dword ptr [r15 + 256], r8d
-    movzx eax, al
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rbp
+    mov rdx, qword ptr [r15 + 512]
+    movzx r8d, byte ptr [r15 + 64]
+    movzx r8d, al
+    mov rax, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 256], 201
     jmp 1f
 1:
-    mov r8d, eax
-    mov r8, qword ptr [r15 + 512]
-    and eax, dword ptr [r15 + 256]
-    movzx ebp, byte ptr [r15 + 192]
-    mov byte ptr [r15 + 768], bpl
-    mov rbp, qword ptr [r15 + 704]
-    mov ecx, edi
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 320]
-    mov ecx, ecx
+    mov ecx, 146
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 448]
+    movzx ecx, dl
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], cl
-    jmp 1f
-1:
+    mov rdx, rsi
+    movzx edx, dl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c151:
+    movzx esi, cl
+    mov rdi, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 128], cl
+    mov esi, ecx
+    vmovq xmm4, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    movzx ecx, al
-    mov rbp, r10
-    mov ecx, 115
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 384]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rdi
-    movzx ebp, byte ptr [r15 + 448]
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], 178
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], ebp
-    movsxd rbp, dword ptr [r15 + 704]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
     mov byte ptr [r15 + 512], cl
+    mov ecx, dword ptr [r15 + 448]
+    add rcx, qword ptr [r15 + 320]
+    mov rax, rdi
+    jmp 1f
+1:
+    mov rdi, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], 131
+    mov r8, r10
+    mov byte ptr [r15 + 320], r8b
+    jmp 1f
+1:
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
     movzx ecx, byte ptr [r15 + 128]
     jmp 1f
 1:
-    mov eax, 178
+    mov dword ptr [r15 + 192], edi
+    mov rdi, rax
+    mov byte ptr [r15 + 576], dil
     jmp 1f
 1:
-    mov rax, rax
+    movsxd rdi, dword ptr [r15 + 384]
     mov r8, r10
-    movsxd rax, dword ptr [r15 + 64]
-    jmp 1f
-1:
+    mov r9, r10
+    vpmovmskb eax, xmm4
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rbp
     and r8, 4032
-    mov edi, dword ptr [r15 + r8 + 3392]
-    mov r8d, 41
+    mov dword ptr [r15 + r8 + 3392], ecx
     jmp 1f
 1:
-    mov r8d, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], dl
-    movzx r8d, byte ptr [r15 + 320]
+    and r8d, dword ptr [r15 + 256]
+    mov ecx, r8d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c152:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8192
-    setz al
-    lea rcx, [rip + .Lc1_d13144_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13144_s_t
-    .p2align 3
-.Lc1_d13144_s:
-    .p2align 3
-    jmp .Lc1_d13144_j
-    .p2align 3
-    jmp .Lc1_d13144_j
-.Lc1_d13144_j:
-    movzx edx, byte ptr [r15 + 320]
+    lea rcx, [rip + .Lc1_d13245_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13245_j_t
+.Lc1_d13245_j:
     mov ecx, edi
-    movsxd rcx, dword ptr [r15 + 128]
+    mov rcx, r9
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    mov r9d, 106
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, dil
+    movzx edi, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], r8d
+    movzx r8d, sil
+    mov dword ptr [r15 + 192], 145
+    mov r8d, dword ptr [r15 + 704]
+    mov r9, r10
+    and r8d, dword ptr [r15 + 64]
+    mov esi, esi
     jmp 1f
 1:
-    mov edi, 91
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, sil
-    movzx edi, dil
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], dil
+    add r9, qword ptr [r15 + 448]
     mov rbp, r10
+    movsxd rdi, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov edi, 16
-    movsxd rdi, dword ptr [r15 + 64]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], edx
+    mov esi, dword ptr [r15 + 128]
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    mov ebp, eax
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], rdx
-    movsxd rbp, dword ptr [r15 + 192]
-    mov r8, r10
-    mov esi, dword ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 448]
+    mov rbp, r10
+    movzx edx, byte ptr [r15 + 512]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov dword ptr [r15 + 256], r9d
+    mov dword ptr [r15 + 320], 241
+    mov qword ptr [r15 + 64], r9
     jmp 1f
 1:
-    mov byte ptr [r15 + 320], sil
-    lea r9, [r10 + r10*2]
-    and r8, 1984
-    movzx esi, byte ptr [r15 + r8 + 1344]
-    and r9, 8128
-    and r8d, dword ptr [r15 + r9 + 7616]
-    movsxd rdx, dword ptr [r15 + 128]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r9 + 7488]
-    or qword ptr [r15 + 768], 52
-    mov qword ptr [r15 + r9 + 7552], rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c153:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13199_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13199_j_t
-.Lc1_d13199_j:
-    lea rbp, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + 64]
-    movzx eax, cl
-    and rbp, 4032
-    and ecx, dword ptr [r15 + rbp + 3392]
-    movsxd rax, dword ptr [r15 + 384]
-    movzx r8d, dl
-    movsxd rdx, dword ptr [r15 + 384]
-    mov edi, 44
+    mov rbp, r10
+    and rbp, 1984
+    mov r9d, dword ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov r8, rdi
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 256]
-    movsxd r9, dword ptr [r15 + 512]
-    mov esi, r9d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -16630,150 +16506,195 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 75498048
-    jz 1f
-1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, esi
+    movsxd rdi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 256]
-    movsxd r9, dword ptr [r15 + 128]
-    movzx edx, r9b
-    mov r9, r10
-    mov ecx, 25
+    movzx esi, bpl
+    mov esi, 196
+    mov dword ptr [r15 + 0], 140
+    and ebp, dword ptr [r15 + 0]
+    mov r8, r10
+    movsxd rsi, dword ptr [r15 + 448]
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
     mov qword ptr [r15 + 192], rdi
-    or qword ptr [r15 + 448], 37
-    and r9, 1984
-    movzx edi, byte ptr [r15 + r9 + 1344]
-    mov r9d, dword ptr [r15 + 192]
-    add r9, qword ptr [r15 + rbp + 3456]
-    mov byte ptr [r15 + 448], sil
-    mov dword ptr [r15 + 512], r9d
+    mov dword ptr [r15 + 320], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], al
+    mov dword ptr [r15 + 512], 171
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 768]
+    mov r8, rbp
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rbp
+    mov r8, qword ptr [r15 + 64]
+    mov rbp, r8
+    mov rbp, r10
+    mov edi, ebp
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], sil
+    mov qword ptr [r15 + 256], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 27
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c154:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d13351_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13351_s_t
+    .p2align 3
+.Lc1_d13351_s:
+    .p2align 3
+    jmp .Lc1_d13351_j
+    .p2align 3
+    jmp .Lc1_d13351_j
+.Lc1_d13351_j:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    mov r9d, 142
+    mov rcx, rcx
+    movsxd rcx, dword ptr [r15 + 0]
+    vpor xmm4, xmm4, xmm4
+    mov rax, qword ptr [r15 + 0]
+    mov rbp, rax
+    movsxd rax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    mov edx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    mov edi, edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], r9d
-    or qword ptr [r15 + 320], 123
+    and ecx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 448], rsi
+    mov edi, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 64]
-    mov esi, r9d
-    mov r9, qword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 256]
-    add r9, qword ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 384], 142
-    mov ecx, 72
     mov r8, r10
+    mov dword ptr [r15 + 128], 123
+    mov edx, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 8128
+    mov esi, dword ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 320]
+    movzx edx, byte ptr [r15 + 256]
+    mov rbp, r10
+    mov dword ptr [r15 + 512], 254
+    movzx r9d, dil
+    and rbp, 4032
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm15
-    mov qword ptr [r15 + 320], rdi
-    mov dword ptr [r15 + 384], edi
-    mov dword ptr [r15 + 576], 211
-    mov qword ptr [r15 + 64], rdx
-    movzx edi, al
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], ebp
+    mov byte ptr [r15 + 640], dil
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 100
-    mov r8, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], ecx
+    mov byte ptr [r15 + 320], dil
+    movsxd rdi, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 126
+    jmp 1f
+1:
+    mov rbp, r10
+    movzx ecx, r9b
+    and rbp, 448
+    mov r9, qword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c155:
-    lea rcx, [rip + .Lc1_d13290_j]
+    lea rcx, [rip + .Lc1_d13410_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13290_j_t
-.Lc1_d13290_j:
-    movzx ecx, byte ptr [r15 + 512]
-    mov rbp, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
+    jmp .Lc1_d13410_j_t
+.Lc1_d13410_j:
+    mov ecx, 144
+    mov ecx, 44
+    movsxd rcx, dword ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r10 + r10*1]
+    mov qword ptr [r15 + 320], r9
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1344]
+    movzx edi, byte ptr [r15 + 384]
     jmp 1f
 1:
+    movzx eax, byte ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov edx, 86
+    mov edx, dword ptr [r15 + rbp + 1408]
+    vpcmpeqb xmm4, xmm4, xmm14
+    mov ebp, dword ptr [r15 + 384]
+    mov r8d, 227
+    mov r8d, esi
+    mov r8d, r9d
+    mov r9d, edi
+    mov dword ptr [r15 + 704], 213
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r10
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 768], al
     and r9, 448
-    mov byte ptr [r15 + r9 + 832], r8b
+    mov qword ptr [r15 + r9 + 832], r9
     mov r9d, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov r8, r9
-    mov r9d, 71
-    jmp 1f
-1:
-    mov r9d, r9d
+    movzx eax, r9b
+    mov dword ptr [r15 + 256], edi
+    movzx r9d, dl
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9, r10
-    movzx ebp, byte ptr [r15 + 320]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 187
-    vmovq qword ptr [r15 + 704], xmm15
+    mov r9d, dword ptr [r15 + 128]
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 448]
     jmp 1f
 1:
+    mov rdi, rdx
+    mov rbp, r10
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 640]
-    mov byte ptr [r15 + 384], cl
+    movzx edi, al
+    mov eax, 113
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov r9d, 216
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], r9
-    vmovdqu ymmword ptr [r15 + 128], ymm15
+    mov byte ptr [r15 + 512], sil
     jmp 1f
 1:
     add r10, r11
@@ -16781,132 +16702,131 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c156:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea r9, [r10 + r10*1]
     jmp 1f
 1:
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 832]
-    lea rbp, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + 512]
-    and rbp, 4032
-    add rcx, qword ptr [r15 + rbp + 3456]
+    mov dword ptr [r15 + 320], 110
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    jmp 1f
+1:
+    movzx ebp, al
+    add rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 194
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    movzx edi, al
+    movzx edi, al
+    mov rdi, rdi
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 320]
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    movzx ebp, dil
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 32768
-    jz 1f
-1:
-    mov dword ptr [r15 + 512], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], r8b
-    mov byte ptr [r15 + 384], bpl
-    mov r8d, edi
-    and edi, dword ptr [r15 + r9 + 896]
-    mov r9, qword ptr [r15 + 64]
-    vpcmpeqb xmm15, xmm15, xmm3
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 768]
-    and edi, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 448], rcx
+    mov edi, 115
+    mov edi, dword ptr [r15 + 0]
     movzx esi, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 192], esi
-    mov rsi, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx r8d, sil
-    jmp 1f
-1:
+    mov byte ptr [r15 + 256], sil
+    mov r8, r10
+    mov esi, dword ptr [r15 + 64]
+    and r8, 4032
+    movzx edx, byte ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 512], edx
+    mov qword ptr [r15 + 448], rdx
+    mov qword ptr [r15 + 192], rdi
+    lea r8, [r10 + r10*1]
+    mov edx, edi
+    movsxd rdx, dword ptr [r15 + 576]
+    movsxd rdi, dword ptr [r15 + 64]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    movzx r9d, byte ptr [r15 + 384]
+    mov rbp, r10
+    movzx ecx, byte ptr [r15 + r8 + 7552]
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 832]
+    mov rbp, r8
+    mov dword ptr [r15 + 320], edx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c157:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32
-    setz al
-    lea rcx, [rip + .Lc1_d13398_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13398_s_t
-    .p2align 3
-.Lc1_d13398_s:
-    .p2align 3
-    jmp .Lc1_d13398_j
-    .p2align 3
-    jmp .Lc1_d13398_j
-.Lc1_d13398_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d13513_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13513_j_t
+.Lc1_d13513_j:
+    mov qword ptr [r15 + 448], rcx
+    movzx ecx, r9b
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 199
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + rbp + 7488]
+    movzx ecx, bpl
+    jmp 1f
+1:
+    movzx ebp, cl
+    add rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], ebp
-    mov dword ptr [r15 + 640], 129
-    mov dword ptr [r15 + 64], 40
+    mov dword ptr [r15 + 0], ebp
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 256]
+    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 200
+    mov r9d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 84
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 128]
+    mov r9d, r9d
+    movsxd r9, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 256], 164
+    jmp 1f
+1:
     mov r8, r10
-    mov dword ptr [r15 + 128], 183
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm15
-    mov r8, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 576], 71
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 192]
+    mov esi, 44
+    and r8, 16320
+    movzx esi, byte ptr [r15 + r8 + 15680]
+    mov r8, rdi
+    mov r8, rdi
+    mov byte ptr [r15 + 640], cl
+    mov r8d, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 384], 102
+    mov ecx, edi
+    mov edi, 198
     jmp 1f
 1:
-    movzx ecx, dl
-    mov dword ptr [r15 + 192], edi
-    and r8d, dword ptr [r15 + 256]
+    mov r8, r10
+    mov edi, r8d
+    mov edi, dword ptr [r15 + 512]
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    mov edx, 189
-    movzx edi, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 256], 235
+    vmovdqu ymmword ptr [r15 + 704], ymm14
     add r10, r11
     inc rbx
     dec r13
@@ -16917,449 +16837,474 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d13452_s]
+    lea rcx, [rip + .Lc1_d13574_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13452_s_t
+    jmp .Lc1_d13574_s_t
     .p2align 3
-.Lc1_d13452_s:
+.Lc1_d13574_s:
     .p2align 3
-    jmp .Lc1_d13452_j
+    jmp .Lc1_d13574_j
     .p2align 3
-    jmp .Lc1_d13452_j
+    jmp .Lc1_d13574_j
     .p2align 3
-    jmp .Lc1_d13452_j
+    jmp .Lc1_d13574_j
     .p2align 3
-    jmp .Lc1_d13452_j
+    jmp .Lc1_d13574_j
     .p2align 3
-    jmp .Lc1_d13452_j
+    jmp .Lc1_d13574_j
     .p2align 3
-    jmp .Lc1_d13452_j
+    jmp .Lc1_d13574_j
     .p2align 3
-    jmp .Lc1_d13452_j
+    jmp .Lc1_d13574_j
     .p2align 3
-    jmp .Lc1_d13452_j
+    jmp .Lc1_d13574_j
     .p2align 3
-    jmp .Lc1_d13452_j
+    jmp .Lc1_d13574_j
     .p2align 3
-    jmp .Lc1_d13452_j
+    jmp .Lc1_d13574_j
     .p2align 3
-    jmp .Lc1_d13452_j
+    jmp .Lc1_d13574_j
     .p2align 3
-    jmp .Lc1_d13452_j
+    jmp .Lc1_d13574_j
     .p2align 3
-    jmp .Lc1_d13452_j
+    jmp .Lc1_d13574_j
     .p2align 3
-    jmp .Lc1_d13452_j
+    jmp .Lc1_d13574_j
     .p2align 3
-    jmp .Lc1_d13452_j
+    jmp .Lc1_d13574_j
     .p2align 3
-    jmp .Lc1_d13452_j
-.Lc1_d13452_j:
-    vpor xmm15, xmm15, xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d13574_j
+.Lc1_d13574_j:
     jmp 1f
 1:
-    mov ecx, edx
     jmp 1f
 1:
-    lea r9, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 146
+    jmp 1f
+1:
+    mov ecx, eax
+    mov eax, r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
     mov r8, r10
+    mov rcx, r8
+    mov rbp, r10
+    mov edx, dword ptr [r15 + 0]
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], al
+    movzx eax, byte ptr [r15 + 768]
+    movzx r8d, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rbp, rbp
+    movzx ebp, cl
+    mov rbp, qword ptr [r15 + 448]
+    movzx edi, byte ptr [r15 + 384]
+    mov esi, edi
+    vmovq xmm14, rsi
+    mov esi, 7
+    vmovdqu ymmword ptr [r15 + 128], ymm14
+    mov esi, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 512], 92
+    mov r9, r10
+    mov rdi, rax
+    movsxd rdi, dword ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 192]
     and r9, 448
-    mov qword ptr [r15 + r9 + 896], rdi
-    and r8, 8128
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r8 + 7488]
-    movzx r8d, r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 254
-    mov dword ptr [r15 + r9 + 832], edx
-    mov r9, r8
-    mov r9d, dword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 512], ymm15
-    jmp 1f
-1:
-    movzx r8d, r9b
-    mov byte ptr [r15 + 768], al
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], r8d
-    mov byte ptr [r15 + 576], r8b
-    mov dword ptr [r15 + 192], 227
-    vpmovmskb r8d, xmm15
-    jmp 1f
-1:
-    movzx r8d, r9b
-    movzx r9d, byte ptr [r15 + 256]
-    mov qword ptr [r15 + 448], rcx
-    mov rsi, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r8, r10
-    mov byte ptr [r15 + 704], r8b
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + 320], cl
+    movsxd rax, dword ptr [r15 + r9 + 832]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c159:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx eax, sil
+    mov byte ptr [r15 + 0], dil
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r10 + r10*1]
-    mov ecx, r8d
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 640], ecx
-    mov rcx, r9
+    mov eax, eax
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 192]
-    lea r9, [r10 + r10*2]
-    mov edi, dword ptr [r15 + 64]
+    lea r9, [r10 + r10*1]
+    vpxor xmm4, xmm4, xmm14
+    movsxd rax, dword ptr [r15 + 0]
     and r9, 8128
-    mov byte ptr [r15 + r9 + 7616], r8b
-    movsxd rax, dword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    add qword ptr [r15 + 384], rsi
-    mov dword ptr [r15 + 448], 52
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + r9 + 7552], ecx
-    movsxd rcx, dword ptr [r15 + r8 + 896]
-    mov dword ptr [r15 + r9 + 7488], 207
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    movzx r9d, sil
-    mov qword ptr [r15 + 128], rdi
-    mov edi, dword ptr [r15 + rbp + 1408]
-    movzx ebp, byte ptr [r15 + 128]
-    add rbp, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 320], esi
+    mov dword ptr [r15 + 128], 87
+    vpmovmskb esi, xmm4
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 7552], rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r10
+    mov dword ptr [r15 + 192], 253
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm4
+    vpor xmm4, xmm4, xmm4
+    mov r9d, 101
+    movzx r9d, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 576]
+    mov rbp, r10
+    mov rdi, rbp
+    movsxd rdi, dword ptr [r15 + 448]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov ebp, dword ptr [r15 + 512]
+    mov rax, rax
+    mov dword ptr [r15 + 384], 123
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 320], 183
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c160:
-    lea rcx, [rip + .Lc1_d13560_j]
+    lea rcx, [rip + .Lc1_d13693_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13560_j_t
-.Lc1_d13560_j:
-    movzx ecx, r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, r9d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 704], rcx
-    mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], 12
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
+    jmp .Lc1_d13693_j_t
+.Lc1_d13693_j:
     lea rbp, [r10 + r10*1]
-    mov rcx, rsi
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], esi
+    and ecx, dword ptr [r15 + rbp + 1408]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 1408], rdi
     jmp 1f
 1:
-    and esi, dword ptr [r15 + 64]
-    mov rbp, rcx
-    mov qword ptr [r15 + 448], rcx
-    mov ecx, 129
-    mov rbp, r10
+    mov byte ptr [r15 + 256], r8b
+    mov dword ptr [r15 + rbp + 1344], 171
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, 12
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], rax
-    movsxd rcx, dword ptr [r15 + 384]
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
+    vmovdqu xmmword ptr [r15 + 0], xmm4
+    movzx ebp, byte ptr [r15 + 0]
+    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     movzx ebp, al
-    add rbp, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c161:
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 64]
-    mov qword ptr [r15 + 320], rdi
-    jmp 1f
-1:
-    movzx edi, bpl
-    mov dword ptr [r15 + 320], 163
-    mov edi, 84
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 512]
-    mov rbp, r10
-    mov rax, qword ptr [r15 + 384]
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm15
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 384]
-    movsxd r9, dword ptr [r15 + 448]
-    mov rcx, qword ptr [r15 + 320]
-    mov r8, r10
-    mov rsi, qword ptr [r15 + 256]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], dil
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], r8
-    mov qword ptr [r15 + 768], r8
-    mov dword ptr [r15 + 128], 174
-    mov qword ptr [r15 + 576], rsi
-    mov esi, 245
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c162:
-    lea rcx, [rip + .Lc1_d13658_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13658_j_t
-.Lc1_d13658_j:
-    mov byte ptr [r15 + 64], cl
-    vpmovmskb ecx, xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 148
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 512], ymm15
-    jmp 1f
-1:
-    mov ecx, r8d
-    movzx r8d, cl
-    mov dword ptr [r15 + 320], r8d
-    mov r8d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 128]
-    mov r9, r10
-    mov esi, r8d
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], r8
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r8b
-    mov r8d, r9d
-    jmp 1f
-1:
-    mov rbp, rcx
-    mov rbp, r10
-    mov r9d, edi
-    and rbp, 1984
-    vmovdqu xmm15, xmmword ptr [r15 + rbp + 1344]
+    movzx ebp, cl
     jmp 1f
 1:
     jmp 1f
 1:
     movzx ebp, bpl
-    and ebp, dword ptr [r15 + 320]
-    movzx r9d, byte ptr [r15 + 640]
-    movzx r8d, byte ptr [r15 + 192]
+    and ebp, dword ptr [r15 + 448]
+    mov rcx, rbp
+    jmp 1f
+1:
+    mov rbp, r10
+    and ecx, dword ptr [r15 + 704]
+    and rbp, 448
+    mov r9, qword ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 384], rax
+    mov rax, rcx
+    movzx ecx, byte ptr [r15 + 128]
+    mov r8, r10
+    mov dword ptr [r15 + 320], 251
+    movzx esi, byte ptr [r15 + 64]
+    and r8, 4032
+    mov rdi, qword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], r8d
+    movzx r8d, byte ptr [r15 + 640]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c161:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov r8, rdi
+    mov byte ptr [r15 + 0], dil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov r9, r9
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rcx
+    add r9, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 256], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r10
+    mov rbp, r10
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 832]
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    mov ebp, 106
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 576]
+    and ebp, dword ptr [r15 + 768]
+    mov qword ptr [r15 + 64], rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], r9d
+    mov ebp, 77
+    vpmovmskb ebp, xmm4
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 448]
+    mov rsi, rax
+    movzx eax, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 128], eax
+    mov r9, r10
+    and eax, dword ptr [r15 + 512]
+    and r9, 1984
+    mov rdi, qword ptr [r15 + r9 + 1344]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c162:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 256
+    setz al
+    lea rcx, [rip + .Lc1_d13798_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13798_s_t
+    .p2align 3
+.Lc1_d13798_s:
+    .p2align 3
+    jmp .Lc1_d13798_j
+    .p2align 3
+    jmp .Lc1_d13798_j
+.Lc1_d13798_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r10
+    mov ecx, eax
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 134
+    movsxd rbp, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov byte ptr [r15 + 0], cl
+    movsxd rcx, dword ptr [r15 + 0]
+    mov ebp, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 512], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 192]
+    movzx ebp, cl
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], eax
+    mov rax, r9
+    mov byte ptr [r15 + 128], cl
+    movzx eax, byte ptr [r15 + 448]
+    mov r9, r10
+    movsxd rcx, dword ptr [r15 + 384]
+    and r9, 4032
+    mov edx, dword ptr [r15 + r9 + 3392]
+    movzx r9d, bpl
+    movzx edi, byte ptr [r15 + 320]
+    mov ebp, 251
+    mov rbp, qword ptr [r15 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c163:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13717_j]
+    lea rcx, [rip + .Lc1_d13857_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13717_j_t
-.Lc1_d13717_j:
-    mov rbp, r10
-    mov rcx, r9
-    mov r9, qword ptr [r15 + 256]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 29
-    lea rbp, [r10 + r10*1]
+    jmp .Lc1_d13857_j_t
+.Lc1_d13857_j:
     jmp 1f
 1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3456], r8b
+    mov ecx, dword ptr [r15 + 256]
+    movzx ebp, byte ptr [r15 + 0]
+    mov r9d, 93
+    mov byte ptr [r15 + 0], dil
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    movsxd rdi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 103
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, r8b
-    test dword ptr [r15 + 67117724], 1082130432
-    jnz 1f
-1:
-    mov r8d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 64], 46
+    mov r8, r10
     mov byte ptr [r15 + 384], r8b
     jmp 1f
 1:
-    movzx r8d, sil
-    mov byte ptr [r15 + 64], bpl
-    mov r8, r8
+    mov dword ptr [r15 + 64], 35
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    mov dword ptr [r15 + 512], 160
+    mov dword ptr [r15 + 128], 8
+    mov r8, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 320], r9d
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 128]
-    mov rsi, rsi
-    mov dword ptr [r15 + 320], esi
-    mov byte ptr [r15 + rbp + 3392], cl
-    mov qword ptr [r15 + 704], rax
-    mov rsi, qword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 64], ymm15
+    mov r9d, dword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 448]
+    vpmovmskb ebp, xmm4
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 192]
-    mov ecx, 36
+    vpmovmskb ebp, xmm14
+    mov qword ptr [r15 + 448], rdi
+    mov rbp, r10
+    mov rdi, qword ptr [r15 + 768]
+    and rbp, 448
+    add rdi, qword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 704], ecx
+    vmovq xmm14, rdi
+    jmp 1f
+1:
+    mov rbp, r10
+    vmovdqu xmm14, xmmword ptr [r15 + 384]
+    jmp 1f
+1:
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c164:
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 896]
-    mov eax, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 256]
-    movsxd rdi, dword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    vpcmpeqb xmm15, xmm15, xmm9
-    jmp 1f
-1:
-    mov r9, r8
-    mov r9, r10
-    mov dword ptr [r15 + 512], 151
     mov rbp, r10
-    and esi, dword ptr [r15 + 512]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], r8
+    mov ebp, r9d
+    mov dword ptr [r15 + 128], 87
+    movsxd rbp, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 64], r9b
+    jmp 1f
+1:
+    mov r9d, 243
+    mov dword ptr [r15 + 0], r8d
+    mov qword ptr [r15 + 0], r9
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 162
+    mov r8, qword ptr [r15 + 0]
+    mov eax, r8d
+    mov r8d, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    lea r9, [r10 + r10*1]
+    and r8d, dword ptr [r15 + 320]
     and r9, 1984
-    movzx edx, byte ptr [r15 + r9 + 1344]
-    and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + r8 + 832]
-    add rbp, qword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + r9 + 1408]
+    mov r8, r10
+    movsxd rdi, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 512]
-    movzx r8d, byte ptr [r15 + 448]
+    mov rdx, qword ptr [r15 + 448]
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3392]
+    mov r8d, dword ptr [r15 + 576]
+    movzx r8d, byte ptr [r15 + 320]
     jmp 1f
 1:
-    mov r8d, 252
+    movsxd r8, dword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 512]
+    vpxor xmm14, xmm14, xmm4
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], r8d
-    mov qword ptr [r15 + 128], r8
+    mov dword ptr [r15 + 192], 246
+    mov r8, r8
+    vpxor xmm14, xmm14, xmm4
+    mov r8d, r8d
+    mov r8d, dword ptr [r15 + r9 + 1344]
+    mov r9, rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -17368,69 +17313,85 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 64
-    setz al
-    lea rcx, [rip + .Lc1_d13815_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d13957_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13815_s_t
+    jmp .Lc1_d13957_s_t
     .p2align 3
-.Lc1_d13815_s:
+.Lc1_d13957_s:
     .p2align 3
-    jmp .Lc1_d13815_j
+    jmp .Lc1_d13957_j
     .p2align 3
-    jmp .Lc1_d13815_j
-.Lc1_d13815_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d13957_j
+    .p2align 3
+    jmp .Lc1_d13957_j
+    .p2align 3
+    jmp .Lc1_d13957_j
+    .p2align 3
+    jmp .Lc1_d13957_j
+    .p2align 3
+    jmp .Lc1_d13957_j
+    .p2align 3
+    jmp .Lc1_d13957_j
+    .p2align 3
+    jmp .Lc1_d13957_j
+.Lc1_d13957_j:
+    mov ecx, r9d
+    mov rcx, rsi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov rax, qword ptr [r15 + 0]
     mov r8, r10
-    mov ebp, 59
-    mov ebp, esi
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm15
-    movzx r8d, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, ecx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], cl
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    and r8, 1984
+    movsxd r9, dword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 704]
+    mov rbp, r10
+    movsxd rsi, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], 68
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
     jmp 1f
 1:
     mov byte ptr [r15 + 192], bpl
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 768], rdi
-    mov dword ptr [r15 + 320], 158
-    mov r9, r10
-    mov dword ptr [r15 + 128], 198
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r8
-    movzx r9d, r9b
-    mov r8, r10
-    mov r9d, dword ptr [r15 + 384]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    mov dword ptr [r15 + 576], r8d
-    mov edi, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 448], dil
-    mov rdi, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 512], esi
+    mov byte ptr [r15 + 320], sil
+    movzx esi, byte ptr [r15 + 384]
+    mov rdi, qword ptr [r15 + 256]
+    mov edx, edi
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
+    movsxd rdi, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    and rbp, 8128
+    mov rdi, qword ptr [r15 + rbp + 7552]
+    mov edi, dword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 384], sil
+    movzx ebp, byte ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
@@ -17439,120 +17400,134 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 448], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d14023_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14023_j_t
+.Lc1_d14023_j:
+    mov ecx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov rax, rdi
-    vpaddd xmm15, xmm15, xmm15
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rcx
+    mov dword ptr [r15 + 320], ecx
+    jmp 1f
+1:
+    mov rcx, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rbp, r10
+    mov ecx, eax
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 576], rdi
+    movzx ecx, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 64], bpl
+    lea rbp, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 16384
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 768]
+    mov byte ptr [r15 + 256], cl
     mov r8, r10
-    and rbp, 16320
-    mov byte ptr [r15 + rbp + 15680], dl
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3456]
     jmp 1f
 1:
-    mov dword ptr [r15 + 768], 175
-    mov r8d, 164
+    and r8, 16320
+    movzx eax, byte ptr [r15 + r8 + 15680]
+    mov r8, qword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 0], rdi
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 0], edi
+    mov qword ptr [r15 + 0], rdi
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov rdx, r8
-    test dword ptr [r15 + 67117724], 2097152
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], edx
-    mov r9d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], 25
-    mov edx, r9d
-    mov edx, 167
-    jmp 1f
-1:
-    mov edx, 247
-    movzx edx, r8b
-    mov byte ptr [r15 + 384], r8b
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 64]
-    mov rbp, r10
-    movzx edx, bpl
-    mov qword ptr [r15 + 512], rdi
-    and rbp, 8128
-    movsxd rdx, dword ptr [r15 + rbp + 7488]
-    vmovdqu xmmword ptr [r15 + 704], xmm15
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], dl
+    movzx ebp, dil
+    mov dword ptr [r15 + 448], ecx
+    mov dword ptr [r15 + 384], 224
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c167:
-    lea rcx, [rip + .Lc1_d13922_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13922_j_t
-.Lc1_d13922_j:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov edi, 7
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    mov r9, r10
-    mov ecx, r9d
-    jmp 1f
-1:
-    mov edx, r8d
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r8d
-    mov r9d, 229
-    vmovdqu ymmword ptr [r15 + 64], ymm15
-    mov dword ptr [r15 + 128], 168
-    movsxd r9, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 128], r9
-    mov r9, r10
-    mov r8d, 162
-    mov byte ptr [r15 + 576], al
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 240
-    vpmovmskb r9d, xmm15
+    mov dword ptr [r15 + 0], 54
+    and ebp, dword ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x00
+    lea r8, [r10 + r10*1]
+    vmovdqu ymmword ptr [r15 + 192], ymm14
+    movzx ecx, r8b
+    and r8, 448
+    mov byte ptr [r15 + r8 + 896], r8b
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx r9d, bpl
-    mov dword ptr [r15 + 384], 234
-    movzx r9d, r9b
-    mov r9d, 13
-    mov r9, r10
-    mov r8d, 194
-    movzx r8d, byte ptr [r15 + 256]
-    and r9, 4032
-    movzx edx, byte ptr [r15 + r9 + 3392]
+    mov rcx, qword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 448], ebp
+    mov rbp, rbp
     jmp 1f
 1:
-    mov rcx, r8
-    movzx r8d, dl
+    jmp 1f
+1:
+    mov ebp, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], cl
+    jmp 1f
+1:
+    mov rbp, r10
+    mov rcx, rbp
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 640], 111
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 107
+    mov r8d, 23
+    movzx r8d, cl
+    mov rbp, r10
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 221
+    and rbp, 1984
+    mov r8d, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 320], 108
+    mov ebp, 138
     add r10, r11
     inc rbx
     dec r13
@@ -17562,374 +17537,391 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 4
+    test dword ptr [r15 + 67117724], 32768
     setz al
-    lea rcx, [rip + .Lc1_d13977_s]
+    lea rcx, [rip + .Lc1_d14129_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13977_s_t
+    jmp .Lc1_d14129_s_t
     .p2align 3
-.Lc1_d13977_s:
+.Lc1_d14129_s:
     .p2align 3
-    jmp .Lc1_d13977_j
+    jmp .Lc1_d14129_j
     .p2align 3
-    jmp .Lc1_d13977_j
-.Lc1_d13977_j:
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 320], edx
-    movzx ecx, byte ptr [r15 + 192]
-    mov r9, r10
-    and r8, 1984
-    movzx edx, byte ptr [r15 + r8 + 1344]
-    vmovdqu ymmword ptr [r15 + 640], ymm15
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
+    jmp .Lc1_d14129_j
+.Lc1_d14129_j:
+    mov dword ptr [r15 + 384], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovq qword ptr [r15 + 384], xmm15
+    mov ecx, 193
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 768], rax
+    mov dword ptr [r15 + 448], 73
+    mov rax, rcx
     mov rbp, r10
-    mov r9d, eax
-    and rbp, 16320
-    add r9, qword ptr [r15 + rbp + 15680]
-    movzx ebp, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], r9
-    jmp 1f
-1:
-    mov r9d, r9d
-    mov byte ptr [r15 + r8 + 1408], bpl
-    movzx r9d, cl
-    mov r9d, 56
-    and ebp, dword ptr [r15 + 384]
-    movzx r9d, dl
+    mov eax, dword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 384]
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm14
+    mov rbp, r10
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 704], r8b
+    and rbp, 1984
+    mov r9, qword ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 704]
+    mov r8, r10
+    movsxd rdi, dword ptr [r15 + 512]
+    and r8, 8128
+    mov rdx, qword ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 512]
+    mov esi, dword ptr [r15 + 320]
+    mov r8, rsi
+    movzx esi, r9b
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], ebp
-    mov qword ptr [r15 + 256], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 160
-    movsxd rbp, dword ptr [r15 + 192]
+    mov esi, 227
+    mov esi, dword ptr [r15 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c169:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
+    mov rbp, r10
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r8d
+    mov r8d, ebp
+    mov r8d, ecx
+    movzx ebp, al
+    mov byte ptr [r15 + 64], bpl
+    movzx r8d, byte ptr [r15 + 512]
+    mov ebp, r8d
+    mov qword ptr [r15 + 256], rsi
+    mov esi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    and rbp, 8128
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + rbp + 7488]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    mov r9, r9
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm14, xmm14, xmm14
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 320], bpl
-    mov dword ptr [r15 + 576], 155
-    mov rax, rbp
-    mov r9, r10
-    movzx eax, dl
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    mov r9, rax
-    test dword ptr [r15 + 67117723], 134250496
+    jmp 1f
+1:
+    test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 178
-    mov rax, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], 170
+    movsxd rbp, dword ptr [r15 + 384]
+    mov r8, r10
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 768], ymm15
+    mov esi, dword ptr [r15 + 64]
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    mov r8d, 24
+    mov dword ptr [r15 + 576], r8d
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], r9
-    mov byte ptr [r15 + 448], r9b
-    mov r9d, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 173
+    movzx r8d, byte ptr [r15 + 320]
+    mov r9, r10
     mov byte ptr [r15 + 128], r9b
-    mov dword ptr [r15 + 256], r9d
-    mov byte ptr [r15 + rbp + 7552], al
+    movsxd rax, dword ptr [r15 + 192]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    mov dword ptr [r15 + 320], r9d
     jmp 1f
 1:
+    mov dword ptr [r15 + 448], 88
+    mov qword ptr [r15 + 256], rsi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c170:
-    lea rcx, [rip + .Lc1_d14081_j]
+    lea rcx, [rip + .Lc1_d14229_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14081_j_t
-.Lc1_d14081_j:
-    mov r9, r10
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], ecx
-    movsxd r9, dword ptr [r15 + 128]
-    add rcx, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], cl
-    jmp 1f
-1:
-    movzx ecx, al
-    jmp 1f
-1:
-    mov ebp, 248
-    add rcx, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    jmp .Lc1_d14229_j_t
+.Lc1_d14229_j:
+    mov ecx, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
     mov rax, rbp
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
+    movzx eax, al
+    jmp 1f
+1:
+    mov eax, 205
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 640]
-    mov dword ptr [r15 + 256], 214
-    movzx ebp, al
-    movsxd rax, dword ptr [r15 + 320]
+    mov rax, rax
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 128], ymm14
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r8, r10
-    jmp 1f
-1:
     jmp 1f
 1:
     and r8, 1984
-    mov rdx, qword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    mov r8d, r9d
+    mov dword ptr [r15 + r8 + 1344], eax
+    vmovdqu ymmword ptr [r15 + 512], ymm14
+    mov r8d, dword ptr [r15 + 64]
+    mov eax, r8d
     mov r8, r10
-    movsxd rdi, dword ptr [r15 + 448]
-    movzx esi, byte ptr [r15 + 256]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 227
+    mov esi, 61
+    and r8, 8128
+    movsxd rdi, dword ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 384]
+    mov rsi, qword ptr [r15 + 640]
     jmp 1f
 1:
-    mov byte ptr [r15 + 256], r8b
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 192]
     jmp 1f
 1:
-    mov esi, 211
-    jmp 1f
-1:
+    mov rdx, rsi
+    mov esi, dword ptr [r15 + 192]
+    mov r8, r10
+    movzx edx, al
+    movsxd rax, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 256], eax
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 832]
+    movzx r8d, dil
+    mov r8, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], esi
+    mov rsi, r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c171:
-    mov r8d, dword ptr [r15 + 768]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d14288_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14288_j_t
+.Lc1_d14288_j:
+    mov r8, r10
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 21
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 20
-    movsxd r9, dword ptr [r15 + 128]
-    movsxd rbp, dword ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov rcx, rdx
+    mov ecx, dword ptr [r15 + 0]
+    mov edx, 198
+    movsxd rdx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], edx
+    movzx ebp, dl
     mov r9, r10
-    mov byte ptr [r15 + 512], dil
     jmp 1f
 1:
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm15
+    movzx ebp, r8b
+    and r9, 448
+    movsxd r8, dword ptr [r15 + r9 + 832]
+    mov r9, rsi
+    test dword ptr [r15 + 67117724], 150994944
+    jz 1f
+1:
+    movzx ebp, cl
+    movzx ecx, dl
+    mov edx, 73
+    mov byte ptr [r15 + 128], dl
     jmp 1f
 1:
-    mov r9, r10
-    mov rdi, rcx
-    mov edi, r8d
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], bpl
+    mov rbp, r10
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov qword ptr [r15 + 512], rbp
     movzx ebp, bpl
-    mov dword ptr [r15 + 64], 91
+    mov ebp, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 448], 9
+    movzx ecx, byte ptr [r15 + 384]
+    movzx edx, byte ptr [r15 + 192]
     jmp 1f
 1:
-    movzx esi, bpl
+    vpxor xmm14, xmm14, xmm12
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 704]
-    mov dword ptr [r15 + 192], 178
-    movzx r9d, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 64], edi
-    movzx edi, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 128], ebp
-    mov byte ptr [r15 + 128], dil
+    movzx r9d, bpl
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rdi
-    movzx ebp, byte ptr [r15 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c172:
-    lea rcx, [rip + .Lc1_d14179_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14179_j_t
-.Lc1_d14179_j:
-    vmovdqu ymmword ptr [r15 + 384], ymm15
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], rdi
-    mov dword ptr [r15 + 448], 222
-    mov qword ptr [r15 + 320], r8
+    and ebp, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 512], dl
+    movsxd rdx, dword ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
+    and edx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movzx ecx, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 171
     jmp 1f
 1:
-    mov rbp, rbp
-    lea r9, [r10 + r10*1]
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, ecx
+    mov ecx, ecx
+    mov ecx, 145
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 212
-    mov byte ptr [r15 + 128], cl
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], cl
-    mov qword ptr [r15 + 320], r9
-    movzx ebp, cl
-    mov byte ptr [r15 + 192], dil
-    movzx ebp, r9b
-    mov rbp, r10
+    mov r8, r10
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 256]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], r9b
-    mov dword ptr [r15 + r9 + 7552], ebp
-    mov qword ptr [r15 + 512], r9
-    add r9, qword ptr [r15 + 512]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    movzx r8d, r8b
+    mov dword ptr [r15 + 192], 45
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], edi
+    mov qword ptr [r15 + 576], rcx
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 448]
+    movzx esi, r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 256], esi
+    vmovdqu ymmword ptr [r15 + 64], ymm14
+    mov r8, r10
+    and esi, dword ptr [r15 + 640]
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
+    mov r8, r10
+    mov edi, r8d
+    jmp 1f
+1:
+    and r8, 1984
+    mov edi, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 384], r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c173:
+    lea rcx, [rip + .Lc1_d14392_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14392_j_t
+.Lc1_d14392_j:
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov ecx, 229
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rdi
+    mov qword ptr [r15 + 448], rcx
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 704]
+    mov dword ptr [r15 + 0], 11
+    mov dword ptr [r15 + 0], r8d
+    mov rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, 1
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb edx, xmm14
+    mov ecx, edx
+    mov qword ptr [r15 + 256], rax
+    mov r8, r10
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], ebp
-    mov ebp, 203
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rcx
+    mov rbp, r10
     jmp 1f
 1:
-    mov ebp, ebp
+    mov r8, rdx
     jmp 1f
 1:
-    movzx ebp, r9b
-    jmp 1f
-1:
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rdi
-    mov byte ptr [r15 + 448], bpl
-    movzx ebp, bpl
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 73
+    mov edx, dword ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov ebp, 47
+    mov byte ptr [r15 + 384], bpl
+    mov qword ptr [r15 + 128], rbp
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rdi
-    movzx ebp, byte ptr [r15 + 64]
-    mov rdi, rbp
-    movzx ebp, r9b
-    mov dword ptr [r15 + 384], 207
-    mov dword ptr [r15 + 320], r9d
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 512]
-    lea r8, [r10 + r10*1]
-    mov byte ptr [r15 + 448], dil
-    and r8, 8128
-    mov rdi, qword ptr [r15 + r8 + 7488]
+    vpor xmm14, xmm14, xmm14
     mov rbp, qword ptr [r15 + 512]
-    mov r9, r10
-    mov rdx, qword ptr [r15 + r8 + 7552]
-    and r9, 448
-    mov r8, qword ptr [r15 + r9 + 832]
+    mov byte ptr [r15 + 320], r8b
+    mov r8, r8
+    mov byte ptr [r15 + 192], r8b
     add r10, r11
     inc rbx
     dec r13
@@ -17938,303 +17930,329 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d14280_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16384
+    setz al
+    lea rcx, [rip + .Lc1_d14452_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14280_s_t
+    jmp .Lc1_d14452_s_t
     .p2align 3
-.Lc1_d14280_s:
+.Lc1_d14452_s:
     .p2align 3
-    jmp .Lc1_d14280_j
+    jmp .Lc1_d14452_j
     .p2align 3
-    jmp .Lc1_d14280_j
-    .p2align 3
-    jmp .Lc1_d14280_j
-    .p2align 3
-    jmp .Lc1_d14280_j
-    .p2align 3
-    jmp .Lc1_d14280_j
-    .p2align 3
-    jmp .Lc1_d14280_j
-    .p2align 3
-    jmp .Lc1_d14280_j
-    .p2align 3
-    jmp .Lc1_d14280_j
-.Lc1_d14280_j:
-    mov rcx, qword ptr [r15 + 256]
-    mov eax, r8d
-    mov rax, r9
+    jmp .Lc1_d14452_j
+.Lc1_d14452_j:
+    mov ecx, 247
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    add rcx, qword ptr [r15 + 0]
+    movzx eax, al
+    mov rax, r8
+    mov dword ptr [r15 + 0], 33
+    mov dword ptr [r15 + 0], 155
+    mov r8d, ecx
+    mov byte ptr [r15 + 256], r8b
+    mov r8d, dword ptr [r15 + 512]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], eax
-    mov qword ptr [r15 + 576], rdx
-    movzx edx, cl
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], dil
-    movzx eax, byte ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 320]
     jmp 1f
 1:
     mov rbp, r10
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 128]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov ebp, ebp
+    lea r9, [r10 + r10*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 320]
+    mov r8d, edx
+    and r9, 1984
+    mov r8d, dword ptr [r15 + r9 + 1344]
+    mov eax, dword ptr [r15 + 192]
+    movzx edx, byte ptr [r15 + r9 + 1408]
+    mov r9d, 233
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], ebp
+    movzx ebp, byte ptr [r15 + 384]
+    movzx r9d, byte ptr [r15 + 64]
+    add r9, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 768], 200
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r9, r10
-    mov edi, dword ptr [r15 + 384]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    vmovdqu ymmword ptr [r15 + 192], ymm15
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    movsxd rbp, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 512], rdx
-    mov byte ptr [r15 + 128], al
-    mov byte ptr [r15 + 448], bpl
-    and ebp, dword ptr [r15 + 320]
-    mov eax, 149
+    jmp 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c175:
-    lea rcx, [rip + .Lc1_d14338_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14338_j_t
-.Lc1_d14338_j:
-    lea rbp, [r10 + r10*1]
+    mov r9d, dword ptr [r15 + 576]
     jmp 1f
 1:
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 159
+    jmp 1f
+1:
+    mov rbp, rbp
+    jmp 1f
+1:
+    mov rbp, rbp
+    vpmovmskb ebp, xmm14
+    mov rbp, rbp
+    mov dword ptr [r15 + 0], ebp
+    mov edx, dword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 107
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r10 + r10*1]
+    mov rax, rbp
+    mov rbp, qword ptr [r15 + 0]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3456], r9
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 193
+    mov r9d, 190
+    mov r9d, dword ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 640], rdx
+    mov dword ptr [r15 + 320], 203
     mov r9, r10
-    movzx edx, byte ptr [r15 + 128]
-    and r9, 4032
-    movzx edi, byte ptr [r15 + r9 + 3392]
-    mov r9d, 69
+    mov edx, r9d
+    mov edx, 98
     jmp 1f
 1:
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rax
+    mov qword ptr [r15 + r8 + 3392], rcx
+    mov r9, qword ptr [r15 + 384]
+    mov rcx, r8
+    movzx ecx, byte ptr [r15 + 192]
     jmp 1f
 1:
+    mov r8, r10
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 1408], 209
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], dl
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 115
-    mov rdx, qword ptr [r15 + 64]
-    and r9, 16320
-    mov byte ptr [r15 + r9 + 15680], r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 15744], 252
-    and r9d, dword ptr [r15 + 192]
-    xor dword ptr [r15 + 128], eax
-    mov byte ptr [r15 + 320], r9b
-    movsxd r9, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 512], r8
+    movsxd rdx, dword ptr [r15 + 128]
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + 256], rax
+    mov eax, ecx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c176:
-    lea r9, [r10 + r10*1]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3456], r9
-    mov rax, r9
-    mov rbp, r10
-    movsxd rdx, dword ptr [r15 + 640]
+    lea rcx, [rip + .Lc1_d14562_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14562_j_t
+.Lc1_d14562_j:
+    mov r8, r10
+    add rcx, qword ptr [r15 + 320]
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 320]
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 576], r9
     jmp 1f
 1:
+    mov edx, dword ptr [r15 + 0]
+    mov r8d, eax
+    movsxd rax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 79
+    add rax, qword ptr [r15 + 0]
+    mov r9, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 7
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 768], bpl
-    mov ebp, r9d
-    mov rbp, rbp
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    mov rbp, r10
-    mov dword ptr [r15 + r9 + 3392], edi
+    and r9, 16320
+    mov byte ptr [r15 + r9 + 15680], bpl
+    movzx r9d, dil
     jmp 1f
 1:
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm15
-    mov rbp, rcx
-    movsxd rbp, dword ptr [r15 + 128]
-    mov r9d, dword ptr [r15 + 384]
-    movzx esi, sil
+    mov r9, qword ptr [r15 + 64]
+    mov esi, 173
+    vmovdqu xmmword ptr [r15 + 512], xmm14
+    mov qword ptr [r15 + 448], rsi
     jmp 1f
 1:
-    mov dword ptr [r15 + 704], 153
-    mov dword ptr [r15 + 640], ebp
-    mov byte ptr [r15 + 320], dil
+    movsxd rsi, dword ptr [r15 + 384]
+    movzx ebp, al
     jmp 1f
 1:
+    movzx eax, byte ptr [r15 + 128]
+    mov rdi, r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 187
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r9d, 107
+    mov r9, r10
+    jmp 1f
+1:
+    mov edx, 60
+    and r9, 448
+    mov rdx, qword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], eax
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 704]
+    mov eax, edi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c177:
-    lea rcx, [rip + .Lc1_d14429_j]
+    lea rcx, [rip + .Lc1_d14616_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14429_j_t
-.Lc1_d14429_j:
-    lea r8, [r10 + r10*1]
+    jmp .Lc1_d14616_j_t
+.Lc1_d14616_j:
+    movsxd rdx, dword ptr [r15 + 256]
     jmp 1f
 1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    movsxd rcx, dword ptr [r15 + 384]
-    mov rdi, rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 107
+    mov dword ptr [r15 + 0], 126
+    movzx edx, dl
+    mov rdx, rcx
+    movzx edx, dl
+    mov rdx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    mov edx, 97
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov rbp, r10
-    mov dword ptr [r15 + 704], ebp
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], edx
-    movzx ebp, byte ptr [r15 + r8 + 3456]
-    vpor xmm15, xmm15, xmm15
-    mov byte ptr [r15 + 320], bpl
+    mov edx, edx
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 448], dl
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 384]
-    movzx ecx, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 192], 167
+    vmovdqu ymmword ptr [r15 + 384], ymm14
+    mov edi, dword ptr [r15 + 768]
+    mov edx, edx
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 768]
-    jmp 1f
-1:
-    mov edi, r8d
-    movzx r8d, dl
+    mov qword ptr [r15 + 512], rdi
+    mov dword ptr [r15 + 320], edx
+    mov rbp, r10
     mov r9, r10
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], r9b
-    vmovdqu xmmword ptr [r15 + 192], xmm15
-    and r9, 448
-    movzx r8d, byte ptr [r15 + r9 + 832]
-    mov eax, r8d
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    and r9, 4032
+    mov ebp, dword ptr [r15 + r9 + 3392]
+    mov r8, r10
+    mov dword ptr [r15 + 64], edi
+    movzx edi, dil
+    and edi, dword ptr [r15 + 128]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 188
+    movsxd r8, dword ptr [r15 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c178:
-    mov r8, r10
-    mov r9d, r8d
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 230
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 166
+    mov esi, 18
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 196
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], r8d
-    mov r8d, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 256], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    jmp 1f
+1:
     mov rbp, r10
     jmp 1f
 1:
+    mov qword ptr [r15 + 512], rbp
+    movzx ecx, sil
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 320]
+    mov edi, dword ptr [r15 + 256]
+    mov ecx, r8d
+    jmp 1f
+1:
+    mov r8, r10
+    movzx ecx, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 640]
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
+    mov r8d, eax
+    vmovdqu ymmword ptr [r15 + 64], ymm14
+    movsxd rax, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 384]
     mov r9, r10
-    and rbp, 1984
-    and r8d, dword ptr [r15 + rbp + 1344]
+    mov eax, ecx
+    mov ecx, 17
     and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 832]
-    mov byte ptr [r15 + 64], bpl
+    movsxd rcx, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 64]
+    mov r9d, 218
+    mov qword ptr [r15 + 448], r9
     jmp 1f
 1:
-    mov byte ptr [r15 + 448], bpl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], 23
-    vmovdqu ymmword ptr [r15 + 576], ymm15
-    movsxd rbp, dword ptr [r15 + 256]
-    movzx r9d, r8b
-    movzx r8d, byte ptr [r15 + 192]
-    movsxd rcx, dword ptr [r15 + 128]
-    add r8, qword ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
@@ -18244,139 +18262,140 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 524288
+    test dword ptr [r15 + 67117723], 1073741824
     setz al
-    lea rcx, [rip + .Lc1_d14528_s]
+    lea rcx, [rip + .Lc1_d14721_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14528_s_t
+    jmp .Lc1_d14721_s_t
     .p2align 3
-.Lc1_d14528_s:
+.Lc1_d14721_s:
     .p2align 3
-    jmp .Lc1_d14528_j
+    jmp .Lc1_d14721_j
     .p2align 3
-    jmp .Lc1_d14528_j
-.Lc1_d14528_j:
-    add rcx, qword ptr [r15 + 320]
-    mov rax, rbp
-    movsxd rax, dword ptr [r15 + 704]
-    movzx ebp, al
-    mov rbp, rdi
+    jmp .Lc1_d14721_j
+.Lc1_d14721_j:
+    mov r8, r10
+    mov dword ptr [r15 + 704], 24
+    vpxor xmm12, xmm12, xmm14
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 19
+    mov r8, qword ptr [r15 + 128]
+    mov r9, r10
+    mov ebp, ecx
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    vpxor xmm15, xmm15, xmm3
+    mov r9d, dword ptr [r15 + 320]
+    mov ebp, 8
+    mov rsi, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], r8d
+    mov r8, rsi
+    and esi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rsi
+    movsxd rsi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb ebp, xmm12
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    movzx ebp, al
+    jmp 1f
+1:
     mov rbp, r10
-    mov dword ptr [r15 + 128], 152
+    movzx edi, bpl
+    mov byte ptr [r15 + 0], sil
+    mov dword ptr [r15 + 0], eax
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 35
+    movzx ebp, byte ptr [r15 + 64]
     jmp 1f
 1:
-    vpxor xmm15, xmm15, xmm0
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 127
-    mov ebp, r9d
-    mov r9d, 217
-    mov ebp, 197
-    mov ebp, eax
-    add rbp, qword ptr [r15 + 64]
-    mov rax, rax
-    mov eax, 249
-    mov rax, qword ptr [r15 + 192]
+    movzx esi, dl
     jmp 1f
 1:
+    mov edx, dword ptr [r15 + 256]
+    mov esi, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 192]
     jmp 1f
 1:
+    mov dword ptr [r15 + 512], edi
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 174
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], eax
-    mov dword ptr [r15 + 768], 198
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], ebp
-    mov dword ptr [r15 + 576], 26
+    mov edi, 217
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c180:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14590_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14590_j_t
-.Lc1_d14590_j:
-    mov dword ptr [r15 + 256], eax
     mov rbp, r10
+    mov r8, r10
+    and rbp, 1984
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 576]
-    add rcx, qword ptr [r15 + 512]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    mov ebp, r9d
-    mov ebp, ebp
-    mov r9d, dword ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 448]
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm12
+    mov r8, r10
+    mov edi, 88
     jmp 1f
 1:
+    and r8, 448
+    movzx edi, byte ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    mov r8, r8
+    mov qword ptr [r15 + 0], rbp
+    and ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r9b
-    mov eax, eax
-    mov r8, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, sil
+    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 268435457
+    mov dword ptr [r15 + 64], r8d
+    movzx r8d, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 64]
-    add r9, qword ptr [r15 + 192]
-    add r9, qword ptr [r15 + 640]
-    mov rax, qword ptr [r15 + 640]
-    mov ebp, dword ptr [r15 + 128]
-    mov ecx, 104
+    movsxd r8, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], r8d
+    vpmovmskb r8d, xmm12
+    vpaddd xmm12, xmm12, xmm12
+    mov r8d, 2
+    mov r8, r8
+    vpxor xmm12, xmm12, xmm14
+    movzx r8d, byte ptr [r15 + 256]
     jmp 1f
 1:
-    lea r8, [r10 + r10*1]
-    movzx ecx, dil
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3456], sil
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 768], rbp
+    movsxd rbp, dword ptr [r15 + 576]
+    mov esi, dword ptr [r15 + 512]
+    mov edi, esi
+    movsxd rsi, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov qword ptr [r15 + 704], r8
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 256]
+    movzx edx, r9b
+    mov edx, dword ptr [r15 + 384]
+    mov r9d, edx
+    mov dword ptr [r15 + 768], r9d
+    mov r9d, dword ptr [r15 + 384]
+    movzx edx, r8b
     jmp 1f
 1:
     add r10, r11
@@ -18384,92 +18403,92 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c181:
+    lea rcx, [rip + .Lc1_d14835_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14835_j_t
+.Lc1_d14835_j:
+    movzx ecx, cl
+    mov ecx, ecx
+    mov dword ptr [r15 + 128], r9d
+    mov ecx, r9d
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], r8
-    mov dword ptr [r15 + 192], 255
-    lea r8, [r10 + r10*2]
-    mov rbp, r8
+    and edi, dword ptr [r15 + 448]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r9d, 25
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    movzx edx, sil
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 640]
+    mov eax, r9d
+    mov r9, r10
+    jmp 1f
+1:
+    and r9, 8128
+    movzx esi, byte ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, rdi
+    mov r9d, 177
+    movzx r9d, r9b
+    mov dword ptr [r15 + 512], 41
+    mov qword ptr [r15 + 384], r8
+    movzx r9d, byte ptr [r15 + 320]
+    mov r8, r10
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1408], eax
+    movzx esi, byte ptr [r15 + r8 + 1344]
+    mov r8, r10
+    mov r9d, dword ptr [r15 + 64]
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], r8
-    movzx eax, r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 35
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 128], rax
-    mov dword ptr [r15 + 704], r8d
-    mov rax, qword ptr [r15 + 128]
-    mov rbp, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 200
-    mov byte ptr [r15 + 512], sil
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], ebp
-    mov dword ptr [r15 + 448], 101
-    mov dword ptr [r15 + 320], eax
-    mov rbp, r9
-    jmp 1f
-1:
-    mov rbp, rbp
-    mov dword ptr [r15 + 256], 180
-    mov dword ptr [r15 + r8 + 1344], 238
-    mov qword ptr [r15 + r8 + 1472], rbp
-    jmp 1f
-1:
-    movzx ebp, al
+    mov dword ptr [r15 + 192], 74
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c182:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d14691_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14691_s_t
-    .p2align 3
-.Lc1_d14691_s:
-    .p2align 3
-    jmp .Lc1_d14691_j
-    .p2align 3
-    jmp .Lc1_d14691_j
-.Lc1_d14691_j:
+    lea rcx, [rip + .Lc1_d14890_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14890_j_t
+.Lc1_d14890_j:
+    mov r8, r10
+    movzx ecx, r9b
+    mov rcx, rcx
+    and r8, 1984
+    mov r9, qword ptr [r15 + r8 + 1344]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r9b
+    mov r8, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
@@ -18477,90 +18496,110 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 384], 20
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], r8d
-    add r8, qword ptr [r15 + 320]
-    lea r9, [r10 + r10*1]
     jmp 1f
 1:
-    and r9, 1984
-    add r8, qword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + rbp + 896], 225
+    mov rdx, rcx
+    mov ecx, dword ptr [r15 + 0]
+    mov ebp, 239
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 192]
-    mov rcx, r9
-    mov dword ptr [r15 + r9 + 1408], 175
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 64], ymm12
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rbp, r10
+    jmp 1f
+1:
     mov r9, qword ptr [r15 + 384]
-    mov rsi, r8
-    mov r8d, 102
-    lea r8, [r10 + r10*1]
-    mov byte ptr [r15 + 320], r8b
-    mov dword ptr [r15 + 128], 192
-    mov byte ptr [r15 + 64], r8b
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7552]
-    movzx eax, byte ptr [r15 + r8 + 7488]
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 128]
+    mov edx, ecx
+    mov qword ptr [r15 + 704], rdx
+    mov edi, 40
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], edi
+    jmp 1f
+1:
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], edx
+    mov edi, dword ptr [r15 + 384]
+    mov edx, r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c183:
+    mov byte ptr [r15 + 128], r9b
+    mov dword ptr [r15 + 256], 112
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx ebp, bpl
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
     mov r8, r10
-    vpcmpeqb xmm15, xmm15, xmm2
-    mov rax, r8
-    mov eax, eax
+    movsxd rcx, dword ptr [r15 + 512]
+    movsxd rsi, dword ptr [r15 + 384]
     and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + r8 + 832]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8d, 123
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 768], ecx
-    and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 7552]
-    mov dword ptr [r15 + 384], 178
-    mov r9d, ecx
-    jmp 1f
-1:
-    vpcmpeqb xmm15, xmm15, xmm9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 448]
-    movzx ebp, cl
-    mov ecx, ebp
-    mov qword ptr [r15 + 256], rcx
-    mov ecx, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 192]
-    mov rsi, qword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 576]
-    mov rdi, r8
     movzx r8d, al
-    mov r8, r10
+    mov eax, ebp
     jmp 1f
 1:
-    mov edx, 180
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], ebp
-    mov r8d, ebp
-    mov r8, qword ptr [r15 + 256]
-    mov qword ptr [r15 + 64], rdi
-    movzx edi, r8b
-    mov rdi, qword ptr [r15 + 320]
     jmp 1f
 1:
+    mov rbp, r10
+    mov eax, 197
+    mov eax, esi
+    mov esi, dword ptr [r15 + 64]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], cl
+    mov ecx, dword ptr [r15 + 128]
+    mov ebp, ecx
+    movzx ecx, byte ptr [r15 + 192]
+    add rcx, qword ptr [r15 + 448]
+    movzx ecx, cl
+    movsxd r9, dword ptr [r15 + 576]
+    lea r9, [r10 + r10*1]
+    movzx ecx, byte ptr [r15 + 256]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 204
+    mov rcx, qword ptr [r15 + 448]
+    mov qword ptr [r15 + r9 + 3456], rdi
+    vmovdqu xmmword ptr [r15 + 320], xmm12
     jmp 1f
 1:
     add r10, r11
@@ -18571,197 +18610,212 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14794_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14794_j_t
-.Lc1_d14794_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32768
+    setz al
+    lea rcx, [rip + .Lc1_d15002_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15002_s_t
+    .p2align 3
+.Lc1_d15002_s:
+    .p2align 3
+    jmp .Lc1_d15002_j
+    .p2align 3
+    jmp .Lc1_d15002_j
+.Lc1_d15002_j:
+    mov dword ptr [r15 + 0], 249
     mov rcx, rax
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx eax, al
+    movzx r9d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 640]
-    movsxd r8, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 64
-    jz 1f
-1:
-    mov dword ptr [r15 + 320], r8d
-    mov dword ptr [r15 + 64], eax
-    mov qword ptr [r15 + 448], r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov eax, 44
+    movsxd rax, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 320]
+    mov rbp, rdx
+    mov ebp, 78
+    mov byte ptr [r15 + 640], bpl
+    movzx ebp, r9b
+    mov rbp, r10
     mov r8, r10
-    lea rbp, [r10 + r10*1]
-    mov ecx, 223
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
     and rbp, 448
-    mov dword ptr [r15 + rbp + 896], 241
-    mov eax, ebp
-    mov rax, rdi
-    mov byte ptr [r15 + rbp + 832], al
+    movzx esi, byte ptr [r15 + rbp + 832]
+    and r8, 1984
+    add rbp, qword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 64]
     movzx edi, r8b
-    and r8d, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 192], 202
+    mov byte ptr [r15 + 128], dil
+    jmp 1f
+1:
+    mov edi, 2
+    vpxor xmm12, xmm12, xmm5
+    jmp 1f
+1:
+    mov rdi, rdi
+    mov edi, esi
+    mov byte ptr [r15 + 192], dil
+    movzx edi, sil
+    mov dword ptr [r15 + 704], 145
+    movsxd rdi, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rbp
+    mov rbp, rdi
+    mov rdi, qword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 512]
+    movzx r8d, sil
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c185:
-    lea rcx, [rip + .Lc1_d14843_j]
+    lea rcx, [rip + .Lc1_d15064_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14843_j_t
-.Lc1_d14843_j:
-    mov ecx, dword ptr [r15 + 448]
+    jmp .Lc1_d15064_j_t
+.Lc1_d15064_j:
+    vmovdqu ymmword ptr [r15 + 0], ymm12
     jmp 1f
 1:
-    mov r8d, ecx
-    mov byte ptr [r15 + 128], r8b
+    mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 196
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], cl
-    mov r8d, 78
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 0]
+    mov ecx, 203
+    mov ecx, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov rcx, rsi
-    mov ecx, 23
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], r8b
-    movzx r8d, bpl
-    mov r8, qword ptr [r15 + 448]
-    .byte 0x66, 0x90
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], r8
-    mov r8d, dword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 384]
-    mov ebp, ecx
-    mov dword ptr [r15 + 704], 230
-    mov ecx, dword ptr [r15 + 128]
-    mov rsi, rcx
-    mov rcx, r8
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 128]
+    mov edi, r8d
+    mov rbp, r10
+    movzx edi, byte ptr [r15 + 128]
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    mov rbp, r10
+    movzx edx, byte ptr [r15 + 256]
+    mov r9, r9
+    add rdx, qword ptr [r15 + 768]
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3392]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], al
-    and r8d, dword ptr [r15 + 320]
-    mov r9, r10
-    mov byte ptr [r15 + 512], sil
-    and r9, 1984
-    mov esi, dword ptr [r15 + r9 + 1344]
-    mov r9d, ebp
-    mov eax, 249
-    mov r9, rdi
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 192], 120
+    mov ebp, 31
+    movzx ebp, bpl
+    mov qword ptr [r15 + 384], r9
+    mov dword ptr [r15 + 448], 109
+    jmp 1f
+1:
+    mov rbp, r10
+    mov dword ptr [r15 + 64], r8d
+    movsxd r8, dword ptr [r15 + 576]
+    and rbp, 1984
+    and r8d, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov ebp, r9d
+    add r8, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    vpxor xmm12, xmm12, xmm0
+    mov rbp, rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 384]
+    movzx edx, byte ptr [r15 + 512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c186:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx r9d, byte ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], r8
+    mov dword ptr [r15 + 0], 197
+    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    mov rax, rax
-    mov eax, 139
-    mov edx, r9d
-    mov rax, rdx
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 896]
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    test dword ptr [r15 + 67117724], 8388608
-    jz 1f
-1:
+    mov qword ptr [r15 + 0], rax
+    mov rax, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], rdx
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + 384]
-    mov rdx, qword ptr [r15 + 128]
-    mov r8d, 234
-    mov r8d, 80
-    mov r8d, eax
-    add r8, qword ptr [r15 + 320]
-    mov eax, dword ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ecx, al
-    mov esi, r9d
-    jmp 1f
-1:
+    mov r8, rbp
+    mov dword ptr [r15 + 0], eax
+    mov r8, r10
     mov eax, ebp
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov r8, r10
+    movzx eax, byte ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 192]
+    and r8, 16320
+    mov r9, qword ptr [r15 + r8 + 15680]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 320]
+    movzx ecx, r8b
+    movsxd r8, dword ptr [r15 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + r9 + 832]
+    movsxd rsi, dword ptr [r15 + 128]
+    mov edi, eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r8, r10
+    mov eax, dword ptr [r15 + 640]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    add r8, qword ptr [r15 + 512]
+    movsxd r8, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 448]
+    movzx r8d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 512], 90
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -18772,170 +18826,166 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d14956_s]
+    lea rcx, [rip + .Lc1_d15173_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14956_s_t
+    jmp .Lc1_d15173_s_t
     .p2align 3
-.Lc1_d14956_s:
+.Lc1_d15173_s:
     .p2align 3
-    jmp .Lc1_d14956_j
+    jmp .Lc1_d15173_j
     .p2align 3
-    jmp .Lc1_d14956_j
+    jmp .Lc1_d15173_j
     .p2align 3
-    jmp .Lc1_d14956_j
+    jmp .Lc1_d15173_j
     .p2align 3
-    jmp .Lc1_d14956_j
+    jmp .Lc1_d15173_j
     .p2align 3
-    jmp .Lc1_d14956_j
+    jmp .Lc1_d15173_j
     .p2align 3
-    jmp .Lc1_d14956_j
+    jmp .Lc1_d15173_j
     .p2align 3
-    jmp .Lc1_d14956_j
+    jmp .Lc1_d15173_j
     .p2align 3
-    jmp .Lc1_d14956_j
+    jmp .Lc1_d15173_j
     .p2align 3
-    jmp .Lc1_d14956_j
+    jmp .Lc1_d15173_j
     .p2align 3
-    jmp .Lc1_d14956_j
+    jmp .Lc1_d15173_j
     .p2align 3
-    jmp .Lc1_d14956_j
+    jmp .Lc1_d15173_j
     .p2align 3
-    jmp .Lc1_d14956_j
+    jmp .Lc1_d15173_j
     .p2align 3
-    jmp .Lc1_d14956_j
+    jmp .Lc1_d15173_j
     .p2align 3
-    jmp .Lc1_d14956_j
+    jmp .Lc1_d15173_j
     .p2align 3
-    jmp .Lc1_d14956_j
+    jmp .Lc1_d15173_j
     .p2align 3
-    jmp .Lc1_d14956_j
-.Lc1_d14956_j:
-    mov ecx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], 92
-    jmp 1f
-1:
-    vpaddd xmm15, xmm15, xmm15
-    jmp 1f
-1:
-    vmovq xmm15, rax
-    jmp 1f
-1:
+    jmp .Lc1_d15173_j
+.Lc1_d15173_j:
     mov r8, r10
-    mov eax, dword ptr [r15 + 576]
     and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 832]
-    movzx r8d, byte ptr [r15 + 448]
+    mov dword ptr [r15 + r8 + 832], 194
+    mov r8d, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov r9d, 32
+    and r8d, dword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 448]
     jmp 1f
 1:
-    movzx r9d, dil
-    mov byte ptr [r15 + 256], cl
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 704]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 107
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
     jmp 1f
 1:
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + 256]
-    mov ecx, 251
+    mov edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 224
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 192]
-    movsxd rdi, dword ptr [r15 + 320]
-    mov r9, r10
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 512]
-    movzx edx, dl
-    and r9, 4032
-    movzx edx, byte ptr [r15 + r9 + 3392]
-    mov r9, rax
+    mov dword ptr [r15 + 0], 196
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, ebp
+    movzx eax, dl
+    mov edx, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    mov rax, qword ptr [r15 + 384]
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    mov rbp, rcx
+    mov rcx, rbp
+    mov ecx, eax
+    mov eax, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov r9, r10
-    movsxd rax, dword ptr [r15 + 768]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 89
-    movzx r9d, cl
-    mov r9d, ebp
+    mov dword ptr [r15 + r8 + 3456], 252
+    mov edi, ecx
+    mov qword ptr [r15 + 384], rdx
+    movzx edx, r8b
+    lea r8, [r10 + r10*1]
+    mov rdx, r8
+    and r8, 8128
+    mov edx, dword ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + 768], dl
+    mov qword ptr [r15 + 320], rsi
+    mov byte ptr [r15 + r8 + 7552], bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c188:
-    lea rcx, [rip + .Lc1_d15029_j]
+    lea rcx, [rip + .Lc1_d15245_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15029_j_t
-.Lc1_d15029_j:
+    jmp .Lc1_d15245_j_t
+.Lc1_d15245_j:
+    mov r8, r10
+    movzx ecx, dl
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 128], ymm15
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
     jmp 1f
 1:
-    vmovdqu xmm15, xmmword ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    mov rbp, qword ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r9, r10
+    movzx ecx, byte ptr [r15 + 0]
+    mov eax, edi
     jmp 1f
 1:
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    movzx r9d, sil
     lea r9, [r10 + r10*1]
-    mov esi, r9d
-    mov esi, 221
-    mov byte ptr [r15 + 512], dl
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 116
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, al
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + r9 + 1408]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov qword ptr [r15 + 256], rsi
+    mov byte ptr [r15 + 384], bpl
+    vmovdqu ymmword ptr [r15 + 192], ymm12
     jmp 1f
 1:
-    mov esi, 233
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov dword ptr [r15 + 64], 98
+    vmovdqu ymmword ptr [r15 + 512], ymm12
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 448]
+    vpaddd xmm12, xmm12, xmm12
+    mov rsi, qword ptr [r15 + 320]
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 1408], r9b
-    mov r9d, esi
+    mov rcx, qword ptr [r15 + 576]
+    mov qword ptr [r15 + 64], rcx
     jmp 1f
 1:
-    mov dword ptr [r15 + 704], r9d
-    mov dword ptr [r15 + 64], r9d
-    mov r9, rax
-    and r9d, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 768], r9
+    mov ecx, dword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], r9d
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 64]
-    movzx esi, byte ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 384], r9d
-    mov r9, qword ptr [r15 + 640]
+    mov r9d, 80
+    mov r9, qword ptr [r15 + 320]
+    mov r9, rsi
+    mov r9d, 255
     add r10, r11
     inc rbx
     dec r13
@@ -18946,61 +18996,57 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, r9d
-    mov rax, rax
-    mov eax, r9d
-    mov eax, eax
-    jmp 1f
-1:
-    mov rax, r9
-    movzx eax, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r9d, 153
-    .byte 0x0f, 0x1f, 0x00
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 147
-    movsxd r9, dword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 192], dl
+    mov r9, r10
+    movzx eax, r9b
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 448], rdx
+    mov byte ptr [r15 + 640], bpl
+    mov dword ptr [r15 + 0], 202
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 1207992336
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 242
+    test dword ptr [r15 + 67117724], 6357008
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r9b
+    mov ebp, ebp
+    mov byte ptr [r15 + 128], bpl
+    movsxd rbp, dword ptr [r15 + 704]
+    mov r9, rbp
+    mov rbp, rax
+    mov rbp, r10
+    movzx eax, al
+    and eax, dword ptr [r15 + 192]
+    mov edx, dword ptr [r15 + 384]
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 256]
-    mov rcx, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    vpmovmskb edx, xmm15
-    lea r8, [r10 + r10*1]
-    vmovdqu ymmword ptr [r15 + 576], ymm15
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r9b
-    mov qword ptr [r15 + 128], r8
-    mov r9d, dword ptr [r15 + 192]
-    mov edx, 221
-    mov rdx, rcx
-    mov edx, ecx
-    mov rdx, rsi
-    mov edx, dword ptr [r15 + r8 + 7552]
-    jmp 1f
-1:
+    mov ebp, dword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 320]
+    mov edi, esi
+    movzx esi, r9b
+    mov byte ptr [r15 + 512], sil
+    mov byte ptr [r15 + 256], sil
+    mov rsi, rsi
+    mov esi, esi
     add r10, r11
     inc rbx
     dec r13
@@ -19010,540 +19056,580 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 2048
+    test dword ptr [r15 + 67117723], 16
     setz al
-    lea rcx, [rip + .Lc1_d15137_s]
+    lea rcx, [rip + .Lc1_d15354_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15137_s_t
+    jmp .Lc1_d15354_s_t
     .p2align 3
-.Lc1_d15137_s:
+.Lc1_d15354_s:
     .p2align 3
-    jmp .Lc1_d15137_j
+    jmp .Lc1_d15354_j
     .p2align 3
-    jmp .Lc1_d15137_j
-.Lc1_d15137_j:
-    lea r8, [r10 + r10*2]
-    add rcx, qword ptr [r15 + 448]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1408], r8d
+    jmp .Lc1_d15354_j
+.Lc1_d15354_j:
+    mov rbp, r10
+    vmovdqu ymmword ptr [r15 + 64], ymm12
     jmp 1f
 1:
+    mov eax, r8d
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], cl
+    mov dword ptr [r15 + 512], r9d
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpxor xmm15, xmm15, xmm8
-    jmp 1f
-1:
+    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    mov ecx, r9d
-    jmp 1f
-1:
-    mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rbp, rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 45
-    mov r9, r10
-    mov ecx, dword ptr [r15 + 256]
-    and r9, 4032
-    mov rsi, qword ptr [r15 + r9 + 3392]
-    mov byte ptr [r15 + r8 + 1472], al
-    mov r9d, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 640]
+    mov rbp, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 384]
     mov r8, r10
-    mov qword ptr [r15 + 64], r8
-    movzx edx, r8b
     jmp 1f
 1:
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 223
-    mov r8d, dword ptr [r15 + 384]
-    mov edx, 57
+    mov byte ptr [r15 + r8 + 7488], r8b
+    mov byte ptr [r15 + 384], cl
+    movsxd rcx, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 448], cl
+    mov qword ptr [r15 + 192], rax
+    mov byte ptr [r15 + 320], cl
+    movzx ecx, byte ptr [r15 + 320]
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rdx
-    movzx edx, r9b
+    movzx eax, byte ptr [r15 + 64]
+    mov r8, r10
+    movsxd rsi, dword ptr [r15 + 768]
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 192]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov dword ptr [r15 + 128], 88
+    mov r8d, 66
+    mov r8d, 18
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c191:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d15408_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15408_j_t
+.Lc1_d15408_j:
+    movzx ecx, dl
     jmp 1f
 1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    mov r8, rcx
+    jmp 1f
+1:
+    mov ecx, r8d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
     mov r8, r10
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], edx
+    mov edx, dword ptr [r15 + 0]
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 448]
+    movzx r9d, byte ptr [r15 + 320]
+    mov rbp, r9
+    and r9d, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    movzx ebp, sil
+    mov esi, ebp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 252
+    mov rbp, qword ptr [r15 + 192]
+    mov rbp, r10
     mov rsi, r8
-    mov r8d, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 320], r8
-    jmp 1f
-1:
-    movzx r8d, al
-    movzx r8d, sil
+    mov dword ptr [r15 + 384], 55
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], r9
+    movsxd rbp, dword ptr [r15 + 640]
+    movzx edi, sil
     mov r9, r10
-    add r8, qword ptr [r15 + 768]
-    jmp 1f
-1:
+    movsxd rsi, dword ptr [r15 + 256]
     and r9, 4032
-    movsxd rsi, dword ptr [r15 + r9 + 3392]
-    mov r9, r10
-    test dword ptr [r15 + 67117724], 1048578
-    jnz 1f
-1:
-    mov dword ptr [r15 + 256], eax
-    mov byte ptr [r15 + 448], sil
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    mov dword ptr [r15 + 128], r9d
-    mov byte ptr [r15 + 128], sil
-    mov byte ptr [r15 + 704], dil
-    mov qword ptr [r15 + 576], rcx
+    movsxd r8, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
+    movsxd r9, dword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov r9d, r8d
-    mov r9, rsi
-    movzx r9d, dil
-    movzx r9d, r8b
-    mov r9, r9
-    movzx r9d, r9b
+    movzx edi, dil
+    mov dword ptr [r15 + 256], 194
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 512]
+    mov r8d, ebp
+    mov dword ptr [r15 + 128], r8d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c192:
-    lea rcx, [rip + .Lc1_d15247_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15247_j_t
-.Lc1_d15247_j:
+    jmp 1f
+1:
+    vpaddd xmm12, xmm12, xmm12
+    mov r8d, 221
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 512]
     mov r9, r10
     jmp 1f
 1:
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 192]
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], cl
-    jmp 1f
-1:
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 12
+    movzx r9d, byte ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, sil
-    movzx ecx, r9b
+    mov dword ptr [r15 + 0], r8d
+    mov r8, r10
+    mov edi, 74
     jmp 1f
 1:
-    .byte 0x66, 0x90
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    movsxd rcx, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 64], r9
+    mov byte ptr [r15 + 0], dil
+    and r8, 8128
+    mov rdi, qword ptr [r15 + r8 + 7488]
+    movzx eax, dil
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + 512], ecx
-    mov dword ptr [r15 + 64], 26
-    movzx ecx, r9b
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
-    vpaddd xmm15, xmm15, xmm15
-    mov dword ptr [r15 + 640], r9d
-    mov qword ptr [r15 + 320], rcx
-    mov rcx, qword ptr [r15 + 384]
-    mov esi, r9d
-    mov rax, rsi
+    mov rdi, rbp
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 146
-    mov dword ptr [r15 + 128], 80
-    mov byte ptr [r15 + 256], al
-    mov qword ptr [r15 + r9 + 7552], rcx
+    movsxd rdi, dword ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 384]
+    and edi, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 384], ymm12
+    mov ebp, 95
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 110
+    jmp 1f
+1:
+    nop
+    mov byte ptr [r15 + 704], al
+    mov rbp, r10
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 128]
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c193:
-    lea rcx, [rip + .Lc1_d15297_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15297_j_t
-.Lc1_d15297_j:
-    add rcx, qword ptr [r15 + 320]
-    lea r9, [r10 + r10*1]
-    nop
-    and r9, 8128
-    mov ebp, dword ptr [r15 + r9 + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d15515_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15515_s_t
+    .p2align 3
+.Lc1_d15515_s:
+    .p2align 3
+    jmp .Lc1_d15515_j
+    .p2align 3
+    jmp .Lc1_d15515_j
+    .p2align 3
+    jmp .Lc1_d15515_j
+    .p2align 3
+    jmp .Lc1_d15515_j
+    .p2align 3
+    jmp .Lc1_d15515_j
+    .p2align 3
+    jmp .Lc1_d15515_j
+    .p2align 3
+    jmp .Lc1_d15515_j
+    .p2align 3
+    jmp .Lc1_d15515_j
+.Lc1_d15515_j:
+    lea rbp, [r10 + r10*1]
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3456]
+    mov esi, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm12, xmmword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov ecx, 110
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 576], cl
-    mov byte ptr [r15 + 384], bpl
-    and ebp, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], r9b
-    jmp 1f
-1:
-    movzx ecx, sil
+    movzx edi, r8b
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov r8d, 71
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    add rcx, qword ptr [r15 + 0]
+    mov r8d, 44
+    movzx r8d, byte ptr [r15 + 320]
+    mov rdx, r8
     mov r8, r10
-    mov dword ptr [r15 + 128], 72
-    mov dword ptr [r15 + 448], r8d
-    and r8, 4032
-    mov rsi, qword ptr [r15 + r8 + 3392]
-    movzx r8d, byte ptr [r15 + 704]
+    movzx ecx, bpl
+    mov ecx, dword ptr [r15 + 256]
+    mov ecx, 10
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 384], edi
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], r8d
-    mov qword ptr [r15 + 256], r8
-    mov dword ptr [r15 + r9 + 7552], 157
-    mov dword ptr [r15 + 448], 199
-    add rcx, qword ptr [r15 + 384]
+    mov edi, dword ptr [r15 + 768]
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm12
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovq xmm12, rdi
+    mov byte ptr [r15 + 512], cl
+    mov rdi, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rsi
+    jmp 1f
+1:
+    mov rsi, r8
+    lock add qword ptr [r15 + 128], r8
+    mov r8, r10
+    mov ecx, dword ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + 576]
+    and r8, 448
+    mov rbp, qword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c194:
-    lea r8, [r10 + r10*2]
     jmp 1f
 1:
-    movzx ecx, r8b
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 960]
+    mov rbp, r10
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 512]
+    mov r8, rdx
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], esi
+    mov rbp, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 64]
+    mov r8, r8
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ebp, ebp
-    mov ebp, 41
-    mov qword ptr [r15 + 384], rsi
-    mov rbp, r8
-    mov dword ptr [r15 + 448], 72
+    mov dword ptr [r15 + 0], 168
+    mov r8, qword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov rbp, rbp
-    mov esi, 179
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdi
+    mov dword ptr [r15 + 0], edx
     jmp 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov qword ptr [r15 + 320], rbp
-    and rbp, 4032
-    mov rsi, qword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 192], rcx
-    mov dword ptr [r15 + 512], 107
-    mov dword ptr [r15 + rbp + 3456], 101
-    mov byte ptr [r15 + r8 + 896], sil
+    mov dword ptr [r15 + 128], edx
     mov r9, r10
-    mov byte ptr [r15 + 320], al
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 125
+    mov rdx, qword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 320], ymm12
+    and r9, 448
+    movsxd rdi, dword ptr [r15 + r9 + 832]
+    mov r9, r8
+    mov r9, r8
+    movsxd r9, dword ptr [r15 + 640]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx r9d, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, r9d
-    mov qword ptr [r15 + 640], rsi
-    mov dword ptr [r15 + r8 + 832], 135
-    jmp 1f
-1:
+    mov ecx, r8d
+    vmovdqu xmmword ptr [r15 + 384], xmm12
+    lea r8, [r10 + r10*1]
+    mov rax, qword ptr [r15 + 192]
+    vmovq qword ptr [r15 + 256], xmm12
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7552], esi
+    mov qword ptr [r15 + 704], rdi
+    mov rdi, rdx
+    movzx edi, dil
+    mov dword ptr [r15 + 384], ebp
+    movsxd rdi, dword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c195:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8388608
-    setz al
-    lea rcx, [rip + .Lc1_d15390_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15390_s_t
-    .p2align 3
-.Lc1_d15390_s:
-    .p2align 3
-    jmp .Lc1_d15390_j
-    .p2align 3
-    jmp .Lc1_d15390_j
-.Lc1_d15390_j:
+    lea rcx, [rip + .Lc1_d15625_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15625_j_t
+.Lc1_d15625_j:
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 70
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], r9d
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov ecx, ecx
+    mov qword ptr [r15 + 0], r9
+    mov byte ptr [r15 + 0], cl
+    mov r9, r10
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 320], cl
-    mov byte ptr [r15 + 448], cl
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 0]
     movzx ecx, cl
-    mov rcx, qword ptr [r15 + 768]
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 192], ebp
-    jmp 1f
-1:
-    and rbp, 1984
-    add rcx, qword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 64], 206
-    jmp 1f
-1:
-    add qword ptr [r15 + 384], rbp
-    movsxd rax, dword ptr [r15 + 256]
-    vmovdqu xmm15, xmmword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r9d, 110
-    mov dword ptr [r15 + 704], 229
-    mov r9d, dword ptr [r15 + rbp + 1408]
-    mov rbp, r10
-    mov esi, 127
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    mov r9d, r9d
+    movsxd rcx, dword ptr [r15 + 256]
+    mov r9d, dword ptr [r15 + 320]
+    movzx r8d, byte ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 192]
     movsxd rsi, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 768], rcx
+    mov ecx, 43
     jmp 1f
 1:
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm15
-    add rcx, qword ptr [r15 + 384]
+    mov rbp, r10
+    mov byte ptr [r15 + 320], bpl
+    mov dword ptr [r15 + 64], ebp
+    movzx ecx, bpl
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov rbp, r9
+    mov dword ptr [r15 + 384], ebp
+    jmp 1f
+1:
+    movzx ebp, dil
+    vmovdqu ymmword ptr [r15 + 512], ymm12
+    mov rbp, r10
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 448]
+    and rbp, 16320
+    mov rdx, qword ptr [r15 + rbp + 15680]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c196:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, 182
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rsi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 64], xmm15
-    mov r9, rsi
-    mov rbp, r10
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], r8b
+    lea rcx, [rip + .Lc1_d15677_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15677_j_t
+.Lc1_d15677_j:
+    lea rbp, [r10 + r10*1]
     and rbp, 448
+    mov dword ptr [r15 + rbp + 896], edx
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    movzx edx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 81
     mov r9, r10
-    mov dword ptr [r15 + rbp + 832], esi
-    jmp 1f
-1:
+    mov r8, r10
+    mov rdi, r8
     and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 198
-    mov byte ptr [r15 + 512], sil
+    movsxd rdi, dword ptr [r15 + r9 + 7488]
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 192]
-    test dword ptr [r15 + 67117724], 4
+    mov r8, qword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 640]
+    test ebx, 1073741824
     jz 1f
 1:
+    mov dword ptr [r15 + 576], edi
+    movzx eax, dil
+    movzx edi, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 320], rdx
+    vpcmpeqb xmm12, xmm12, xmm11
+    mov edx, dword ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 384]
+    mov r8d, 197
+    mov byte ptr [r15 + 384], al
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 576]
-    mov rbp, qword ptr [r15 + 512]
-    mov rsi, rbp
-    add rbp, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 192], r9b
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], bpl
-    jmp 1f
-1:
-    mov rbp, r10
-    movzx esi, byte ptr [r15 + 256]
-    and rbp, 16320
-    mov rax, qword ptr [r15 + rbp + 15680]
-    mov ebp, 200
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 448], r9d
-    mov r9d, 208
+    mov r9, qword ptr [r15 + 448]
+    mov rax, r9
+    mov r9, rdx
+    mov r9d, 61
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c197:
-    lea rcx, [rip + .Lc1_d15490_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15490_j_t
-.Lc1_d15490_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], ebp
-    mov rbp, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    nop
-    movzx ecx, bpl
-    mov ebp, dword ptr [r15 + 512]
-    add rbp, qword ptr [r15 + 512]
-    movzx r9d, bpl
-    mov rbp, r10
-    add rcx, qword ptr [r15 + 64]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov ebp, 106
-    jmp 1f
-1:
-    mov rbp, r10
-    mov esi, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    and rbp, 16320
+    mov byte ptr [r15 + 320], r9b
+    lea r9, [r10 + r10*1]
     mov r8, r10
-    vmovdqu ymmword ptr [r15 + rbp + 15680], ymm15
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 215
-    mov r8d, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 320], r8b
-    inc dword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], 69
-    mov dword ptr [r15 + 128], r8d
-    mov byte ptr [r15 + 448], r8b
+    and edx, dword ptr [r15 + 704]
+    and r9, 1984
+    and edx, dword ptr [r15 + r9 + 1344]
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 256]
+    mov rdi, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], dil
+    mov edi, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    mov rdx, rdi
+    mov dword ptr [r15 + 0], edx
+    mov edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 171
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 128], dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 29
+    mov qword ptr [r15 + 384], rdx
+    mov dword ptr [r15 + 320], edi
+    mov rbp, r10
+    mov edx, edx
+    vpcmpeqb xmm12, xmm12, xmm6
+    and rbp, 4032
+    mov edx, dword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + r9 + 1408]
+    mov qword ptr [r15 + 128], rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c198:
-    mov r8d, ebp
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d15775_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15775_s_t
+    .p2align 3
+.Lc1_d15775_s:
+    .p2align 3
+    jmp .Lc1_d15775_j
+    .p2align 3
+    jmp .Lc1_d15775_j
+.Lc1_d15775_j:
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    mov r8, qword ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 256]
-    inc dword ptr [r15 + 768]
-    mov ecx, 229
+    mov qword ptr [r15 + 192], rbp
+    mov ebp, dword ptr [r15 + 512]
+    vpxor xmm12, xmm12, xmm8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov eax, ecx
+    mov rax, qword ptr [r15 + 0]
+    mov rcx, rax
+    mov byte ptr [r15 + 0], bpl
+    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 768]
     jmp 1f
 1:
-    mov ecx, 77
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 384], ymm12
+    mov qword ptr [r15 + 576], rdx
+    mov rdx, qword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 640]
-    mov qword ptr [r15 + 512], rcx
+    mov eax, ecx
     jmp 1f
 1:
-    mov ecx, 91
-    mov ecx, ebp
-    mov rbp, r10
-    mov r9d, r8d
+    movsxd rcx, dword ptr [r15 + 320]
+    vmovdqu xmm12, xmmword ptr [r15 + 128]
+    mov qword ptr [r15 + 64], rcx
+    mov ecx, 221
+    mov r8, r10
     jmp 1f
 1:
-    and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], r9b
-    movsxd rbp, dword ptr [r15 + 192]
-    mov r9d, 233
-    movsxd r9, dword ptr [r15 + 256]
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    mov qword ptr [r15 + 704], r9
-    mov r9d, 253
-    mov r9, r10
-    mov rsi, qword ptr [r15 + 192]
-    and r9, 1984
-    add rbp, qword ptr [r15 + r9 + 1344]
+    mov r8, r10
+    mov rdi, r8
+    and r8, 8128
+    mov rdi, qword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], ecx
-    mov r9, rbp
+    mov r8, r10
+    mov esi, 249
+    and r8, 4032
+    mov esi, dword ptr [r15 + r8 + 3392]
+    movzx r8d, cl
+    mov r8d, 59
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r8, rdi
+    mov r8d, dword ptr [r15 + 256]
     jmp 1f
 1:
     add r10, r11
@@ -19551,204 +19637,194 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c199:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15589_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15589_j_t
-.Lc1_d15589_j:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], esi
     mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov ecx, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r8d, esi
+    movzx esi, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movzx edi, sil
+    mov esi, r8d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 704], dl
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, rcx
-    movzx ecx, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], sil
-    test dword ptr [r15 + 67117723], 8393728
+    mov dword ptr [r15 + 512], esi
+    movzx esi, dil
+    mov esi, r8d
+    mov byte ptr [r15 + 192], sil
+    test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], r8b
+    mov r8, r10
+    add rsi, qword ptr [r15 + 64]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], dil
+    mov r8d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], 45
+    movzx edi, byte ptr [r15 + 128]
     mov rbp, r10
-    mov byte ptr [r15 + 384], al
-    jmp 1f
-1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rax
-    mov qword ptr [r15 + 320], rcx
-    mov dword ptr [r15 + 384], 85
-    add rbp, qword ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], r9d
+    mov rcx, qword ptr [r15 + 640]
+    and rbp, 1984
+    movzx edx, byte ptr [r15 + rbp + 1344]
+    mov ebp, 106
+    mov dword ptr [r15 + 384], r8d
+    mov rbp, qword ptr [r15 + 320]
+    vpaddd xmm12, xmm12, xmm12
     jmp 1f
 1:
-    mov ecx, 77
-    mov ecx, 235
-    add rbp, qword ptr [r15 + 192]
-    mov r9, r10
-    mov dword ptr [r15 + 128], esi
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], esi
+    mov dword ptr [r15 + 448], ebp
+    mov rbp, r10
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], r9b
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 256], r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c200:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 128
-    setz al
-    lea rcx, [rip + .Lc1_d15645_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15645_s_t
-    .p2align 3
-.Lc1_d15645_s:
-    .p2align 3
-    jmp .Lc1_d15645_j
-    .p2align 3
-    jmp .Lc1_d15645_j
-.Lc1_d15645_j:
-    jmp 1f
-1:
-    mov ecx, 54
-    jmp 1f
-1:
-    mov ecx, 62
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    movzx ebp, byte ptr [r15 + 128]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 320], rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 140
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 192]
-    mov rbp, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov rcx, rbp
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rcx
-    movzx ebp, cl
-    mov dword ptr [r15 + 256], eax
-    mov ebp, 176
-    mov rbp, r10
-    mov ecx, ebp
-    and rbp, 1984
-    vmovdqu xmmword ptr [r15 + rbp + 1344], xmm15
-    mov r9, r10
-    mov rbp, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov ecx, ecx
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 52
-    mov r9, qword ptr [r15 + 512]
+    lea rcx, [rip + .Lc1_d15884_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15884_j_t
+.Lc1_d15884_j:
     mov rcx, qword ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 0]
     jmp 1f
 1:
+    mov ebp, edx
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ebp, cl
+    mov rbp, r10
+    mov qword ptr [r15 + 0], rcx
+    vmovdqu xmmword ptr [r15 + 64], xmm12
+    movzx r9d, byte ptr [r15 + 384]
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    mov rbp, r10
+    mov byte ptr [r15 + 768], r8b
+    vmovq xmm12, rbp
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], r8d
+    mov dword ptr [r15 + 192], ebp
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 384]
+    add rbp, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r8, r10
+    movsxd rdi, dword ptr [r15 + 256]
+    and r8, 4032
+    mov edx, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov esi, r8d
+    mov r8, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c201:
+    lea rcx, [rip + .Lc1_d15939_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15939_j_t
+.Lc1_d15939_j:
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov ebp, 242
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov r8d, eax
+    mov rbp, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 64]
+    movzx esi, byte ptr [r15 + 576]
+    mov r9, r10
+    mov dword ptr [r15 + 320], 103
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 192]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    jmp 1f
+1:
     lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 320], al
     mov rbp, r10
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1408]
-    mov rax, rax
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 72
-    movzx ebp, bpl
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb ebp, xmm15
-    mov ebp, r9d
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    movzx ebp, al
+    mov dword ptr [r15 + r9 + 7552], ebp
+    mov byte ptr [r15 + 128], bpl
     jmp 1f
 1:
-    mov eax, 10
-    mov eax, 201
-    mov ebp, 150
-    mov rax, qword ptr [r15 + 320]
-    movzx ebp, r9b
-    lea rbp, [r10 + r10*1]
-    mov qword ptr [r15 + 128], rbp
-    and rbp, 8128
-    mov rsi, qword ptr [r15 + rbp + 7488]
-    movzx r8d, byte ptr [r15 + 384]
+    mov rax, rcx
+    mov qword ptr [r15 + 256], rsi
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + rbp + 7552]
-    vmovq xmm15, rcx
-    mov dword ptr [r15 + 64], 140
-    mov ebp, r9d
-    mov ecx, r8d
-    mov ecx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
-    movzx edi, bpl
-    mov rdx, qword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 448]
+    movzx esi, byte ptr [r15 + 640]
+    mov dword ptr [r15 + 64], esi
     jmp 1f
 1:
     add r10, r11
@@ -19756,114 +19832,126 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c202:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15752_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15752_j_t
-.Lc1_d15752_j:
+    movsxd rsi, dword ptr [r15 + 512]
     jmp 1f
 1:
+    mov dword ptr [r15 + 384], esi
+    mov rbp, r10
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], r8d
-    add rcx, qword ptr [r15 + 384]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rax
+    mov dword ptr [r15 + 0], edx
+    mov ebp, ebp
+    mov byte ptr [r15 + 0], sil
+    mov qword ptr [r15 + 0], rbp
+    movsxd rbp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    jmp 1f
-1:
+    mov rsi, rbp
+    mov ebp, eax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    vmovq xmm15, rcx
-    mov ecx, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 512
+    mov rbp, r10
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 256], rcx
-    mov ecx, dword ptr [r15 + 128]
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 256]
+    movzx esi, bpl
+    mov esi, 7
+    mov byte ptr [r15 + 128], sil
+    movsxd rsi, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], 80
+    movzx edx, byte ptr [r15 + 384]
+    mov r9d, dword ptr [r15 + 704]
     jmp 1f
 1:
+    lea r8, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + 448]
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 128], dil
+    mov qword ptr [r15 + 192], rdi
+    mov rdi, rdi
+    mov edi, dword ptr [r15 + r8 + 896]
+    mov qword ptr [r15 + 320], rbp
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    jmp 1f
-1:
-    mov dword ptr [r15 + 576], 89
-    mov dword ptr [r15 + 640], ecx
-    lea rbp, [r10 + r10*1]
-    mov r8, r10
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 896]
-    and r8, 8128
-    mov r9, r10
-    mov dword ptr [r15 + r8 + 7488], 44
-    mov r8d, r9d
-    mov r8d, dword ptr [r15 + rbp + 832]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], eax
-    mov r9d, 178
-    vmovdqu ymmword ptr [r15 + 512], ymm15
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c203:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 536870912
+    setz al
+    lea rcx, [rip + .Lc1_d16045_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16045_s_t
+    .p2align 3
+.Lc1_d16045_s:
+    .p2align 3
+    jmp .Lc1_d16045_j
+    .p2align 3
+    jmp .Lc1_d16045_j
+.Lc1_d16045_j:
+    mov r8, r10
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 256]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 252
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
+    movsxd rbp, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov eax, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 165
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], 115
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 768], 200
+    mov ecx, 54
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], ecx
-    mov ecx, dword ptr [r15 + 192]
-    mov r9, rcx
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    movsxd rcx, dword ptr [r15 + 704]
-    mov r8d, eax
-    mov rbp, r10
-    mov qword ptr [r15 + 320], rbp
-    and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 320]
     mov r9, r10
-    mov byte ptr [r15 + 384], cl
+    movzx ecx, r9b
     and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    movsxd rsi, dword ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 448]
+    mov dword ptr [r15 + r9 + 7488], 120
+    mov r9d, r9d
     mov r9, r10
-    movsxd rax, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 192], 28
     jmp 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r8d
-    mov r9, qword ptr [r15 + 512]
-    mov r8d, r9d
+    movzx ecx, al
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    and r9d, dword ptr [r15 + 448]
+    mov ecx, 62
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 384]
-    mov rdi, rdi
+    mov ecx, dword ptr [r15 + 576]
+    mov rax, rcx
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 320], rcx
+    movzx ecx, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 512], rdi
     jmp 1f
 1:
     add r10, r11
@@ -19871,271 +19959,251 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c204:
-    lea rcx, [rip + .Lc1_d15845_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15845_j_t
-.Lc1_d15845_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r10 + r10*1]
-    mov qword ptr [r15 + 64], r8
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 3456], r8b
-    mov byte ptr [r15 + 128], r8b
-    mov r8d, eax
+    mov qword ptr [r15 + 320], r9
+    mov r9, qword ptr [r15 + 0]
     mov eax, ecx
-    mov rax, rax
-    mov byte ptr [r15 + 320], cl
-    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 117
     jmp 1f
 1:
-    mov dword ptr [r15 + 768], eax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], eax
+    movzx edi, al
+    vmovdqu xmmword ptr [r15 + 0], xmm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov dword ptr [r15 + 704], 186
+    mov edi, dword ptr [r15 + 448]
+    mov rbp, r10
+    mov eax, dword ptr [r15 + 320]
+    mov r8d, eax
     mov r8, r10
-    jmp 1f
-1:
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 384]
-    mov qword ptr [r15 + 576], rdi
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1408], edi
-    mov dword ptr [r15 + 64], ebp
-    mov qword ptr [r15 + rbp + 1344], rbp
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + rbp + 1344]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], dil
     jmp 1f
 1:
-    mov rbp, rax
-    mov qword ptr [r15 + 512], r8
+    movzx edx, dil
+    mov dword ptr [r15 + 256], eax
+    mov dword ptr [r15 + 64], ecx
+    mov rbp, r10
+    vmovdqu ymmword ptr [r15 + 128], ymm12
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 832]
+    mov ebp, r9d
+    mov ebp, dword ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 384]
+    mov rdi, qword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + 640]
+    jmp 1f
+1:
+    movzx edx, dl
+    mov dword ptr [r15 + 512], 225
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c205:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d15901_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15901_s_t
-    .p2align 3
-.Lc1_d15901_s:
-    .p2align 3
-    jmp .Lc1_d15901_j
-    .p2align 3
-    jmp .Lc1_d15901_j
-    .p2align 3
-    jmp .Lc1_d15901_j
-    .p2align 3
-    jmp .Lc1_d15901_j
-    .p2align 3
-    jmp .Lc1_d15901_j
-    .p2align 3
-    jmp .Lc1_d15901_j
-    .p2align 3
-    jmp .Lc1_d15901_j
-    .p2align 3
-    jmp .Lc1_d15901_j
-.Lc1_d15901_j:
-    mov rcx, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d16144_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16144_j_t
+.Lc1_d16144_j:
+    mov rbp, r10
+    vpcmpeqb xmm12, xmm12, xmm5
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], 98
+    and ebp, dword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 248
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 86
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 640], esi
-    mov dword ptr [r15 + 768], ebp
-    mov esi, ecx
-    mov rsi, qword ptr [r15 + 128]
-    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 896], 250
-    mov byte ptr [r15 + 448], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 512], rcx
-    mov dword ptr [r15 + 64], esi
-    and ecx, dword ptr [r15 + 192]
     mov esi, ebp
-    mov esi, dword ptr [r15 + rbp + 832]
-    mov byte ptr [r15 + 576], r8b
-    mov dword ptr [r15 + 320], ebp
-    mov ebp, dword ptr [r15 + 704]
-    mov r8, r10
-    mov eax, 56
-    mov byte ptr [r15 + 384], r9b
-    mov r9d, eax
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], esi
-    movzx r8d, byte ptr [r15 + 256]
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
+    mov byte ptr [r15 + 0], al
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 256]
+    vmovq xmm12, rbp
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rbp
+    mov dword ptr [r15 + 192], 80
+    mov ebp, esi
+    mov esi, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 64], 168
+    movzx edx, byte ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 448]
+    mov r9, r10
+    jmp 1f
+1:
+    and r9, 4032
+    mov rdi, qword ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r9, r9
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c206:
-    mov r8d, 28
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rax
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 512], al
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d16195_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16195_j_t
+.Lc1_d16195_j:
     mov rbp, r10
-    mov edx, dword ptr [r15 + 448]
-    movzx eax, dl
-    test ebx, 195584
+    lea r9, [r10 + r10*1]
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 384], 155
+    and r9, 8128
+    mov r8d, dword ptr [r15 + r9 + 7552]
+    mov rbp, qword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov ecx, ebp
+    movzx ebp, byte ptr [r15 + 64]
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, edx
+    jmp 1f
+1:
+    movzx edx, sil
+    mov dword ptr [r15 + 0], edi
+    mov rdx, qword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 320]
+    test ebx, 1073741824
     jz 1f
 1:
+    mov dword ptr [r15 + 192], esi
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], dl
+    mov edx, eax
+    mov dword ptr [r15 + 320], edx
+    mov rdx, rdx
+    movzx edx, byte ptr [r15 + 256]
+    mov rbp, r10
+    movzx esi, sil
     and rbp, 1984
-    and edx, dword ptr [r15 + rbp + 1344]
-    and ebp, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 384], r8d
-    mov dword ptr [r15 + 320], ecx
-    movsxd rcx, dword ptr [r15 + 256]
-    and ecx, dword ptr [r15 + 448]
-    lea r8, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], al
-    mov esi, dword ptr [r15 + 384]
-    movzx eax, sil
-    mov qword ptr [r15 + 128], rdx
-    mov qword ptr [r15 + 320], rdx
-    movsxd rsi, dword ptr [r15 + 192]
-    movzx edx, byte ptr [r15 + r8 + 7552]
-    mov byte ptr [r15 + 192], cl
-    mov r8d, edx
     jmp 1f
 1:
+    add rsi, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    vpmovmskb eax, xmm12
+    mov dword ptr [r15 + r9 + 7488], eax
+    mov eax, dword ptr [r15 + 576]
+    mov r9d, r8d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c207:
-    lea rcx, [rip + .Lc1_d16008_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16008_j_t
-.Lc1_d16008_j:
-    mov qword ptr [r15 + 128], rcx
-    mov rcx, rcx
-    mov rdi, qword ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rcx, r9
-    mov qword ptr [r15 + 128], rcx
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 448], ymm15
+    movzx r9d, sil
+    mov byte ptr [r15 + 704], r9b
+    mov ecx, r9d
     jmp 1f
 1:
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 64], xmm15
-    jmp 1f
-1:
-    movzx ecx, dil
     mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 71
+    mov r9d, r9d
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 64]
-    mov r8, qword ptr [r15 + 512]
-    movsxd rsi, dword ptr [r15 + 320]
-    mov eax, 165
-    movzx eax, byte ptr [r15 + 128]
-    mov ebp, 31
+    mov r9d, dword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
     mov rbp, r10
-    mov r9, r10
-    movzx edx, dil
+    mov r8, r10
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    vmovdqu xmm12, xmmword ptr [r15 + r8 + 3392]
+    and rbp, 448
+    movzx r8d, byte ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rbp, r10
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 191
+    jmp 1f
+1:
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 210
-    and r9, 8128
-    movzx ebp, byte ptr [r15 + r9 + 7488]
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], rbp
-    mov rbp, rbp
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    and ebp, dword ptr [r15 + 512]
+    and ebp, dword ptr [r15 + 128]
     jmp 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov edi, 25
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 232
+    .byte 0x66, 0x90
+    movzx ebp, byte ptr [r15 + 384]
     jmp 1f
 1:
     add r10, r11
@@ -20143,310 +20211,337 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c208:
-    mov dword ptr [r15 + 448], ebp
-    jmp 1f
-1:
-    mov ebp, 252
-    vpaddd xmm15, xmm15, xmm15
-    mov byte ptr [r15 + 256], sil
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d16309_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16309_s_t
+    .p2align 3
+.Lc1_d16309_s:
+    .p2align 3
+    jmp .Lc1_d16309_j
+    .p2align 3
+    jmp .Lc1_d16309_j
+.Lc1_d16309_j:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 64]
+    jmp 1f
+1:
     mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov ebp, 223
-    mov ebp, 251
+    mov dword ptr [r15 + rbp + 7488], 137
     jmp 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 128], r8d
-    mov r8d, dword ptr [r15 + 512]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3456], rbp
+    mov rbp, rax
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 192], r8
+    mov ebp, eax
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 768]
-    mov rbp, r8
+    mov rax, rbp
+    mov eax, eax
+    movzx eax, byte ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    mov rbp, r10
-    mov r9d, ebp
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 64
-    mov rbp, rsi
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 236
+    add rbp, qword ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 73
+    mov ecx, eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, cl
+    mov r8, r10
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], r8b
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    mov r8, rcx
+    mov r8d, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov r9, r10
+    mov rcx, rbp
+    mov rcx, rcx
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rax
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c209:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d16112_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16112_s_t
-    .p2align 3
-.Lc1_d16112_s:
-    .p2align 3
-    jmp .Lc1_d16112_j
-    .p2align 3
-    jmp .Lc1_d16112_j
-.Lc1_d16112_j:
-    movzx eax, byte ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d16372_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16372_j_t
+.Lc1_d16372_j:
+    mov ecx, 94
+    jmp 1f
+1:
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov edx, ecx
+    mov dword ptr [r15 + 128], edx
+    movzx edx, byte ptr [r15 + 64]
+    mov rcx, rdx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov byte ptr [r15 + 0], cl
+    movzx ecx, byte ptr [r15 + 320]
+    mov eax, edx
+    movsxd rdx, dword ptr [r15 + 256]
+    movzx r9d, r9b
+    mov r9d, r9d
+    movsxd r9, dword ptr [r15 + 512]
+    mov r8d, r9d
+    movzx r9d, byte ptr [r15 + 576]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, al
-    movzx eax, byte ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    mov esi, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 384], cl
     mov rbp, r10
-    test dword ptr [r15 + 67117723], 67109120
-    jnz 1f
+    movzx ecx, dl
+    mov ecx, edx
+    jmp 1f
 1:
+    and rbp, 4032
+    vmovdqu xmm12, xmmword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 640], bpl
+    movzx ebp, dil
+    mov rbp, rbp
+    jmp 1f
+1:
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 192]
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 832]
+    mov rbp, r10
+    mov edi, ebp
+    vpshufd xmm5, xmm13, 192
     and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
+    and edi, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, rcx
-    jmp 1f
-1:
-    mov ecx, r8d
-    mov rbp, r10
-    lea r8, [r10 + r10*1]
-    mov esi, 219
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    mov qword ptr [r15 + 576], r9
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov r9, qword ptr [r15 + r8 + 3456]
-    movsxd rbp, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movzx ebp, byte ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c210:
-    lea rcx, [rip + .Lc1_d16165_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16165_j_t
-.Lc1_d16165_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdi, dword ptr [r15 + 320]
+    mov rbp, r10
+    mov rcx, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 256], rsi
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + 320]
     and rbp, 448
-    add rcx, qword ptr [r15 + rbp + 896]
-    mov dword ptr [r15 + 128], ecx
+    add rdi, qword ptr [r15 + rbp + 832]
+    movzx ebp, cl
+    mov rbp, rsi
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 202
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 152
+    mov rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 244
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 512], esi
+    lea r8, [r10 + r10*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rsi
+    mov ecx, dword ptr [r15 + 448]
+    and r8, 1984
+    movzx esi, byte ptr [r15 + r8 + 1344]
+    mov ebp, esi
+    and esi, dword ptr [r15 + 704]
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], bpl
-    movzx r8d, byte ptr [r15 + 64]
+    mov rbp, r10
+    mov byte ptr [r15 + r8 + 1408], bpl
+    mov r8, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], 77
+    and rbp, 4032
+    mov edi, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 640], rax
-    and eax, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 64], rsi
-    and eax, dword ptr [r15 + 256]
-    mov rsi, rcx
-    mov ecx, 119
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], r8
-    mov qword ptr [r15 + rbp + 832], rsi
-    vpcmpeqb xmm15, xmm15, xmm5
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 13
-    add rsi, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 704], esi
-    movzx esi, byte ptr [r15 + 256]
-    mov ecx, esi
+    add rbp, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 64], 248
+    mov rdx, rsi
+    mov dword ptr [r15 + 128], 104
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c211:
-    lea r8, [r10 + r10*1]
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 896]
-    mov dword ptr [r15 + 320], esi
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 832], r8d
-    mov r8, rsi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r10 + r10*2]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    and esi, dword ptr [r15 + r8 + 3456]
-    movsxd rbp, dword ptr [r15 + 192]
-    movzx ecx, bpl
-    mov ebp, esi
-    movsxd rbp, dword ptr [r15 + 320]
-    mov eax, dword ptr [r15 + 384]
-    vpcmpeqb xmm15, xmm15, xmm13
-    mov qword ptr [r15 + 256], r8
-    mov dword ptr [r15 + 512], 215
-    mov byte ptr [r15 + 128], r8b
+    lea rcx, [rip + .Lc1_d16476_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16476_j_t
+.Lc1_d16476_j:
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 64], sil
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm15
+    mov dword ptr [r15 + 0], 119
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, dword ptr [r15 + 0]
+    mov rbp, rsi
+    mov ebp, 135
+    mov esi, ebp
+    movzx ebp, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r10
+    mov rsi, rbp
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm12
+    mov ebp, 26
     jmp 1f
 1:
-    mov esi, 78
-    movsxd rsi, dword ptr [r15 + r8 + 3392]
-    and rbp, 1984
-    mov edx, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + r8 + 3520], 98
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 384]
+    vpmovmskb r9d, xmm12
+    mov r9d, 162
+    mov r9, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 576], r9b
+    jmp 1f
+1:
+    mov r9d, r9d
+    movsxd r9, dword ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 768]
+    mov r8, qword ptr [r15 + 64]
+    mov rbp, r10
+    mov rdi, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 8128
+    movzx edx, byte ptr [r15 + rbp + 7488]
+    mov rbp, rdx
+    movsxd rbp, dword ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c212:
-    lea rcx, [rip + .Lc1_d16264_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16264_j_t
-.Lc1_d16264_j:
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    mov dword ptr [r15 + 64], ebp
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov edx, 209
+    mov edi, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 128], al
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, ebp
+    movsxd rbp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rbp
+    mov rbp, rdx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 182
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx ecx, bpl
-    jmp 1f
-1:
-    mov rbp, r10
-    .byte 0x0f, 0x1f, 0x00
-    and rbp, 448
-    and ecx, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 128]
-    lock or dword ptr [r15 + 192], 25
-    mov dword ptr [r15 + 320], 129
-    mov rbp, r10
-    mov byte ptr [r15 + 768], dl
-    jmp 1f
-1:
-    and rbp, 8128
+    mov r9d, 146
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edi
+    mov dword ptr [r15 + 256], 221
+    mov rdi, qword ptr [r15 + 384]
+    movzx esi, dl
     mov r8, r10
-    mov qword ptr [r15 + rbp + 7488], rdx
-    mov dword ptr [r15 + 512], ecx
-    mov qword ptr [r15 + 192], rcx
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm15
-    mov r8d, 79
+    mov r9, r10
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm5
+    movzx r8d, byte ptr [r15 + 192]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 1
+    mov r9d, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], 200
+    movsxd rsi, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], 113
+    movsxd r9, dword ptr [r15 + 64]
+    mov r9, r10
+    mov dword ptr [r15 + 448], 105
+    and r9, 1984
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm12
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], r8d
     add r10, r11
     inc rbx
     dec r13
@@ -20455,511 +20550,536 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, bpl
-    mov dword ptr [r15 + 192], 23
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 128], xmm15
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    movzx ebp, byte ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 8456192
-    jz 1f
-1:
-    movzx edx, r8b
-    movzx r8d, byte ptr [r15 + 320]
-    mov qword ptr [r15 + 256], rcx
-    mov dword ptr [r15 + 576], eax
-    mov dword ptr [r15 + 512], 60
-    mov rbp, r10
-    movzx eax, bpl
-    jmp 1f
-1:
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    movsxd rbp, dword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d16581_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16581_s_t
+    .p2align 3
+.Lc1_d16581_s:
+    .p2align 3
+    jmp .Lc1_d16581_j
+    .p2align 3
+    jmp .Lc1_d16581_j
+    .p2align 3
+    jmp .Lc1_d16581_j
+    .p2align 3
+    jmp .Lc1_d16581_j
+    .p2align 3
+    jmp .Lc1_d16581_j
+    .p2align 3
+    jmp .Lc1_d16581_j
+    .p2align 3
+    jmp .Lc1_d16581_j
+    .p2align 3
+    jmp .Lc1_d16581_j
+    .p2align 3
+    jmp .Lc1_d16581_j
+    .p2align 3
+    jmp .Lc1_d16581_j
+    .p2align 3
+    jmp .Lc1_d16581_j
+    .p2align 3
+    jmp .Lc1_d16581_j
+    .p2align 3
+    jmp .Lc1_d16581_j
+    .p2align 3
+    jmp .Lc1_d16581_j
+    .p2align 3
+    jmp .Lc1_d16581_j
+    .p2align 3
+    jmp .Lc1_d16581_j
+.Lc1_d16581_j:
+    mov r8, r10
     mov r9, r10
-    mov qword ptr [r15 + 256], r9
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], eax
     jmp 1f
 1:
-    and r9, 448
-    mov edx, dword ptr [r15 + r9 + 832]
-    mov r9d, r8d
-    movzx r9d, byte ptr [r15 + 448]
-    mov qword ptr [r15 + 640], rsi
+    and r9, 4032
+    and eax, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 64], r9
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rdi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov rbp, r10
+    movzx ecx, byte ptr [r15 + 0]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], eax
+    mov ebp, dword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 512]
+    mov rbp, rdx
+    mov ebp, ebp
+    mov ebp, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 704], r8b
+    mov r8, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 56
+    mov r8, qword ptr [r15 + 192]
+    mov r8, rcx
+    movsxd r8, dword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 768]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c214:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d16357_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16357_s_t
-    .p2align 3
-.Lc1_d16357_s:
-    .p2align 3
-    jmp .Lc1_d16357_j
-    .p2align 3
-    jmp .Lc1_d16357_j
-.Lc1_d16357_j:
-    movzx ecx, byte ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d16653_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16653_j_t
+.Lc1_d16653_j:
+    lea r8, [r10 + r10*1]
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1408]
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], ebp
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], 249
-    movzx eax, byte ptr [r15 + 448]
-    movzx r9d, byte ptr [r15 + 512]
-    and r9d, dword ptr [r15 + 64]
-    movzx esi, r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, esi
-    add r9, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 192], cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], esi
-    mov qword ptr [r15 + 256], r9
+    vmovdqu ymmword ptr [r15 + 0], ymm5
+    add rbp, qword ptr [r15 + 0]
     mov r9, r10
-    mov rsi, rax
-    and r9, 16320
-    mov qword ptr [r15 + r9 + 15680], r9
-    mov r9, r10
-    lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + 320], bpl
-    and r9, 1984
-    mov rsi, qword ptr [r15 + r9 + 1344]
-    and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
+    movzx ecx, byte ptr [r15 + 0]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    movzx r9d, byte ptr [r15 + 320]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + rbp + 7552]
-    mov dword ptr [r15 + 128], 80
+    mov edi, dword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov r8d, r8d
+    mov r8, r10
+    mov eax, 229
+    mov eax, dword ptr [r15 + 512]
+    mov edx, 118
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], 194
+    test ebx, 1073741824
+    jz 1f
+1:
+    add r8, qword ptr [r15 + 640]
+    add r8, qword ptr [r15 + 128]
+    mov r9, rcx
+    movsxd r9, dword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rbp, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], rbp
+    mov ebp, dword ptr [r15 + 192]
+    mov ecx, 134
+    mov byte ptr [r15 + 64], r8b
+    mov r8d, r8d
+    mov r8d, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 576], r9d
+    movsxd r9, dword ptr [r15 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c215:
-    movzx r9d, byte ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, r9d
-    mov r9d, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r10 + r10*1]
-    vmovq qword ptr [r15 + 128], xmm15
-    mov rcx, qword ptr [r15 + 384]
-    vpxor xmm15, xmm15, xmm11
-    and r9, 1984
-    mov ebp, dword ptr [r15 + r9 + 1408]
     mov r8, r10
-    mov dword ptr [r15 + 512], 188
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 320]
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + 384], 240
     and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    movzx r8d, byte ptr [r15 + 192]
-    movzx eax, r8b
-    movzx r8d, byte ptr [r15 + 768]
-    movzx edx, byte ptr [r15 + 64]
+    mov qword ptr [r15 + r8 + 3392], r8
+    and r9, 8128
+    imul r8, qword ptr [r15 + r9 + 7552]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 204
+    mov rbp, rcx
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 192]
-    movzx r8d, r9b
-    mov r8d, esi
-    mov rsi, qword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 384]
-    mov esi, ecx
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov ebp, r8d
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    mov rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 64]
+    movzx eax, al
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    mov eax, r8d
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 896]
+    mov edx, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 128]
+    mov r8, rsi
+    jmp 1f
+1:
+    mov esi, 16
+    mov rsi, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 256], sil
+    movsxd rsi, dword ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 512], sil
+    mov rsi, qword ptr [r15 + 320]
+    mov r9d, esi
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], bpl
+    mov esi, dword ptr [r15 + 704]
+    mov ebp, 92
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, 65
-    mov ecx, 111
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 704]
-    mov dword ptr [r15 + r9 + 1344], ecx
-    movzx ecx, byte ptr [r15 + 256]
     jmp 1f
 1:
-    mov r9d, eax
+    add rbp, qword ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c216:
-    lea rcx, [rip + .Lc1_d16456_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16456_j_t
-.Lc1_d16456_j:
-    and ecx, dword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d16760_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16760_s_t
+    .p2align 3
+.Lc1_d16760_s:
+    .p2align 3
+    jmp .Lc1_d16760_j
+    .p2align 3
+    jmp .Lc1_d16760_j
+.Lc1_d16760_j:
+    mov rbp, r10
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov eax, dword ptr [r15 + 320]
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    mov ecx, ebp
+    mov qword ptr [r15 + 256], rcx
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm5
+    mov ecx, 137
+    mov dword ptr [r15 + 128], ecx
+    mov rcx, rcx
+    mov rcx, qword ptr [r15 + rbp + 1408]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov rsi, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 190
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    .byte 0x66, 0x90
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    jmp 1f
-1:
-    mov r9, r10
-    mov dword ptr [r15 + 384], r9d
-    jmp 1f
-1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    vpor xmm15, xmm15, xmm15
-    mov byte ptr [r15 + 512], cl
-    mov byte ptr [r15 + 256], r9b
-    mov dword ptr [r15 + 256], 9
-    add r9, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 161
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 192], edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 896], ymm15
-    mov rdi, qword ptr [r15 + r8 + 832]
-    mov qword ptr [r15 + 128], r9
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 168
+    movzx ebp, byte ptr [r15 + 768]
     mov r8, r10
+    mov dword ptr [r15 + 512], 234
+    and r8, 8128
+    movsxd rdx, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 192], edi
+    mov r8, qword ptr [r15 + 192]
+    mov r9, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov edi, 166
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 384]
+    mov r8, rax
+    mov dword ptr [r15 + 64], 62
+    movzx r8d, sil
+    jmp 1f
+1:
+    mov rsi, r8
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c217:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d16510_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16510_s_t
-    .p2align 3
-.Lc1_d16510_s:
-    .p2align 3
-    jmp .Lc1_d16510_j
-    .p2align 3
-    jmp .Lc1_d16510_j
-    .p2align 3
-    jmp .Lc1_d16510_j
-    .p2align 3
-    jmp .Lc1_d16510_j
-    .p2align 3
-    jmp .Lc1_d16510_j
-    .p2align 3
-    jmp .Lc1_d16510_j
-    .p2align 3
-    jmp .Lc1_d16510_j
-    .p2align 3
-    jmp .Lc1_d16510_j
-    .p2align 3
-    jmp .Lc1_d16510_j
-    .p2align 3
-    jmp .Lc1_d16510_j
-    .p2align 3
-    jmp .Lc1_d16510_j
-    .p2align 3
-    jmp .Lc1_d16510_j
-    .p2align 3
-    jmp .Lc1_d16510_j
-    .p2align 3
-    jmp .Lc1_d16510_j
-    .p2align 3
-    jmp .Lc1_d16510_j
-    .p2align 3
-    jmp .Lc1_d16510_j
-.Lc1_d16510_j:
+    lea rcx, [rip + .Lc1_d16817_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16817_j_t
+.Lc1_d16817_j:
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 73
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    movzx ecx, sil
+    mov dword ptr [r15 + 0], 124
+    mov r8, r10
+    mov byte ptr [r15 + 0], r8b
+    movsxd rdi, dword ptr [r15 + 448]
     mov r9, r10
-    and r9, 1984
-    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rcx
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], ecx
+    movzx r9d, cl
     mov r9, r10
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 111
-    mov qword ptr [r15 + 448], r8
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], r9
-    jmp 1f
-1:
-    mov r9d, r9d
-    mov r9d, dword ptr [r15 + 384]
-    mov r8, r8
-    mov r8, rbp
-    lock xadd qword ptr [r15 + 512], r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 254
-    test dword ptr [r15 + 67117724], 64
+    movsxd rcx, dword ptr [r15 + 384]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    movzx r9d, al
+    test ebx, 1073741824
     jz 1f
 1:
+    mov dword ptr [r15 + 64], r9d
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 640]
+    mov byte ptr [r15 + 320], r9b
+    mov r9d, 11
+    movsxd rcx, dword ptr [r15 + 576]
+    movzx r9d, cl
+    mov dword ptr [r15 + 128], 114
+    mov rcx, r9
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], cl
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 576]
-    mov r9d, r9d
-    mov edx, edi
+    movsxd rcx, dword ptr [r15 + 256]
+    movsxd r9, dword ptr [r15 + 512]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9d, ebp
-    add r9, qword ptr [r15 + 448]
-    mov rbp, r9
-    mov r9, rdx
-    mov r9d, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdx, rdx
-    mov dword ptr [r15 + 448], edx
-    mov edx, dword ptr [r15 + 512]
-    mov rdi, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 192], 8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c218:
-    lea rbp, [r10 + r10*2]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], 151
+    mov dword ptr [r15 + 320], 2
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 128]
+    mov rbp, r10
+    jmp 1f
+1:
+    mov esi, 7
+    mov esi, r9d
     and rbp, 448
     mov r9, qword ptr [r15 + rbp + 832]
-    movzx edi, byte ptr [r15 + 64]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    mov rbp, rax
+    mov rax, rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 189
+    mov ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, sil
+    jmp 1f
+1:
+    movzx esi, cl
+    mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, dl
-    jmp 1f
-1:
-    mov edx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovq xmm15, rbp
-    vmovdqu xmmword ptr [r15 + 128], xmm15
-    jmp 1f
-1:
-    movzx edx, al
-    mov r8, r10
-    and edx, dword ptr [r15 + 704]
-    mov rax, qword ptr [r15 + 320]
-    vpxor xmm15, xmm15, xmm2
-    and r8, 8128
-    vmovq qword ptr [r15 + r8 + 7488], xmm5
-    mov r8d, 193
-    mov byte ptr [r15 + 320], r8b
-    mov dword ptr [r15 + 512], r8d
-    movsxd r8, dword ptr [r15 + rbp + 960]
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 384], xmm15
-    mov rcx, qword ptr [r15 + 640]
-    movsxd rsi, dword ptr [r15 + 384]
-    mov r8, r10
-    movzx eax, r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 248
-    mov r8d, dword ptr [r15 + rbp + 896]
+    movsxd rdx, dword ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 128]
+    mov rcx, rax
+    mov dword ptr [r15 + 384], ebp
+    movzx ebp, dil
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 448]
+    mov edx, dword ptr [r15 + 384]
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 192], 60
+    mov dword ptr [r15 + 704], edi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c219:
-    lea rcx, [rip + .Lc1_d16626_j]
+    lea rcx, [rip + .Lc1_d16915_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16626_j_t
-.Lc1_d16626_j:
-    movzx esi, cl
-    mov qword ptr [r15 + 576], rsi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdi
-    and r8, 448
-    add qword ptr [r15 + r8 + 832], r8
+    jmp .Lc1_d16915_j_t
+.Lc1_d16915_j:
+    mov dword ptr [r15 + 448], 62
     mov rbp, r10
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 64]
+    vpcmpeqb xmm5, xmm5, xmm12
     and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    mov rbp, r10
-    mov ecx, esi
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 114
-    mov esi, ebp
-    vmovq xmm15, rsi
-    mov ebp, 18
-    mov dword ptr [r15 + 128], 140
-    mov rbp, rax
+    mov qword ptr [r15 + rbp + 7488], rbp
     jmp 1f
 1:
-    mov qword ptr [r15 + 768], rcx
+    mov ebp, ebp
+    mov rbp, qword ptr [r15 + 320]
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 150
-    movzx ecx, bpl
-    mov ecx, 233
+    mov rcx, rax
+    mov qword ptr [r15 + 192], rdx
+    movsxd rcx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 0], 128
+    mov edx, 124
+    mov byte ptr [r15 + 0], bpl
+    mov rdx, rbp
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, 237
-    mov ebp, dword ptr [r15 + 192]
-    mov ecx, 183
-    mov qword ptr [r15 + 512], r8
-    movzx r8d, byte ptr [r15 + 448]
+    mov rbp, rdx
+    and edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 512], ecx
+    movzx ebp, cl
+    mov qword ptr [r15 + 128], r8
+    mov ebp, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r8, rbp
+    mov r8, qword ptr [r15 + 64]
+    mov r9, r10
+    mov r8, r10
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], edx
+    mov r9d, dword ptr [r15 + 448]
+    mov rdx, r9
+    and r8, 4032
+    mov edx, dword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 320]
+    mov ecx, 239
+    mov ecx, r9d
+    movsxd rcx, dword ptr [r15 + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c220:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    mov rcx, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 177
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov rax, rax
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7552], 151
+    mov r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    test dword ptr [r15 + 67117724], 16
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 43
+    mov qword ptr [r15 + 0], r9
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    mov r9, r10
+    movzx edx, byte ptr [r15 + 0]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 896], 230
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 1344]
+    mov byte ptr [r15 + 256], al
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + r8 + 832]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 448], ecx
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 128]
-    mov ecx, r8d
-    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
-    jmp 1f
-1:
-    and rbp, 1984
-    and ecx, dword ptr [r15 + rbp + 1408]
+    movzx eax, byte ptr [r15 + 320]
+    and edx, dword ptr [r15 + 384]
     mov r8, r10
+    vpshufd xmm5, xmm5, 83
+    add rdx, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 1344]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 161
-    mov r8, qword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 64], ymm15
-    mov qword ptr [r15 + 704], rdx
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov r8d, dword ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 128]
+    add r8, qword ptr [r15 + 64]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 640], ymm15
+    movzx ebp, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx ecx, bpl
+    mov dword ptr [r15 + 704], 229
+    and ebp, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], 24
     add r10, r11
     inc rbx
     dec r13
@@ -20969,338 +21089,372 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 16384
+    test dword ptr [r15 + 67117723], 4
     setz al
-    lea rcx, [rip + .Lc1_d16726_s]
+    lea rcx, [rip + .Lc1_d17019_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16726_s_t
+    jmp .Lc1_d17019_s_t
     .p2align 3
-.Lc1_d16726_s:
+.Lc1_d17019_s:
     .p2align 3
-    jmp .Lc1_d16726_j
+    jmp .Lc1_d17019_j
     .p2align 3
-    jmp .Lc1_d16726_j
-.Lc1_d16726_j:
+    jmp .Lc1_d17019_j
+.Lc1_d17019_j:
+    mov rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
     jmp 1f
 1:
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 768]
-    mov byte ptr [r15 + 64], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edx, cl
+    mov edx, 125
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 0]
+    jmp 1f
+1:
     mov rbp, r10
-    mov r8d, 146
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 11
-    mov qword ptr [r15 + 640], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 91
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r8d, ebp
+    mov ebp, 174
     jmp 1f
 1:
-    mov ebp, r8d
+    mov ebp, 5
+    mov rbp, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 128], bpl
+    mov ebp, 173
+    movsxd rbp, dword ptr [r15 + 320]
+    mov r9, r10
+    lea rbp, [r10 + r10*1]
+    and r9, 1984
+    mov edi, dword ptr [r15 + r9 + 1344]
+    and rbp, 8128
+    movzx r9d, byte ptr [r15 + rbp + 7488]
+    movsxd rsi, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 704], ebp
-    movzx r8d, byte ptr [r15 + 768]
-    jmp 1f
-1:
-    mov rbp, rcx
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    mov ecx, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 576], rax
-    mov qword ptr [r15 + 320], rcx
-    mov rbp, r10
-    mov ecx, r8d
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], eax
-    mov dword ptr [r15 + 192], r8d
-    mov rbp, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 56
-    mov byte ptr [r15 + 320], al
-    mov rax, qword ptr [r15 + 256]
-    mov r8d, 87
-    mov rdx, rcx
-    mov ecx, 15
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 128]
-    vmovq xmm15, rcx
+    mov qword ptr [r15 + rbp + 7552], rdx
+    movzx ebp, cl
+    mov dword ptr [r15 + 512], ebp
+    movsxd rbp, dword ptr [r15 + 448]
+    mov rcx, qword ptr [r15 + 768]
+    mov qword ptr [r15 + 64], rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c222:
-    lea rcx, [rip + .Lc1_d16782_j]
+    lea rcx, [rip + .Lc1_d17076_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16782_j_t
-.Lc1_d16782_j:
-    movzx ecx, dl
-    movzx edx, byte ptr [r15 + 384]
-    mov ecx, 67
-    movzx ecx, cl
-    movzx ecx, bpl
+    jmp .Lc1_d17076_j_t
+.Lc1_d17076_j:
+    add rcx, qword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 384]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 220
+    vpmovmskb eax, xmm5
+    mov qword ptr [r15 + 512], rax
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 165
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 223
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
+    mov qword ptr [r15 + 0], rbp
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 0]
+    mov edx, 151
+    and rbp, 1984
+    movzx edx, byte ptr [r15 + rbp + 1344]
+    vpor xmm5, xmm5, xmm14
+    mov byte ptr [r15 + 576], r8b
+    mov dword ptr [r15 + 640], eax
+    mov qword ptr [r15 + 128], rdx
+    mov rdx, rdx
+    mov eax, eax
+    mov byte ptr [r15 + 448], cl
+    mov dword ptr [r15 + 320], eax
+    mov eax, dword ptr [r15 + 64]
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 448
+    movsxd rdx, dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 192], rdx
+    mov rdx, rax
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 704], rcx
-    mov rcx, qword ptr [r15 + 320]
-    mov ebp, edx
-    add rdx, qword ptr [r15 + 128]
-    mov r8, r10
-    mov ebp, r8d
-    mov ebp, dword ptr [r15 + 384]
-    mov rax, rcx
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 84
+    movzx esi, byte ptr [r15 + 256]
+    mov rbp, r10
+    vpxor xmm5, xmm5, xmm14
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], r9d
-    mov r9d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], r9
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    mov r9, r10
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 640]
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], 249
-    mov qword ptr [r15 + 64], rbp
-    mov r9d, dword ptr [r15 + 512]
-    mov rbp, qword ptr [r15 + 576]
+    and rbp, 4032
+    and edx, dword ptr [r15 + rbp + 3392]
+    movzx ebp, cl
+    movzx ebp, bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c223:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    mov rdx, qword ptr [r15 + 512]
+    movzx ecx, dl
+    mov rbp, r10
+    mov qword ptr [r15 + 256], rsi
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 128]
+    and rbp, 16320
+    mov esi, dword ptr [r15 + rbp + 15680]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 254
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], 241
-    movzx eax, al
-    mov dword ptr [r15 + 320], 68
-    mov eax, 42
-    mov eax, dword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 768], ymm15
-    mov ecx, eax
+    movsxd rbp, dword ptr [r15 + 0]
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 67109888
+    mov eax, 146
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    mov edx, 142
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 704]
+    test ebx, 1073741824
     jz 1f
 1:
-    add rax, qword ptr [r15 + 448]
+    mov r9, r10
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], r8b
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rdx, rdi
     jmp 1f
 1:
     mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 384]
+    mov rdx, qword ptr [r15 + 192]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 128], ymm15
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], eax
-    mov rbp, r10
-    mov eax, ebp
-    mov eax, eax
-    mov byte ptr [r15 + 192], al
-    mov r8, r10
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
-    vpmovmskb ebp, xmm15
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
-    mov r8d, ebp
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 165
+    jmp 1f
+1:
+    mov ebp, edi
+    movzx ebp, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, 213
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c224:
-    lea rcx, [rip + .Lc1_d16882_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16882_j_t
-.Lc1_d16882_j:
-    mov ecx, dword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d17187_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d17187_s_t
+    .p2align 3
+.Lc1_d17187_s:
+    .p2align 3
+    jmp .Lc1_d17187_j
+    .p2align 3
+    jmp .Lc1_d17187_j
+    .p2align 3
+    jmp .Lc1_d17187_j
+    .p2align 3
+    jmp .Lc1_d17187_j
+    .p2align 3
+    jmp .Lc1_d17187_j
+    .p2align 3
+    jmp .Lc1_d17187_j
+    .p2align 3
+    jmp .Lc1_d17187_j
+    .p2align 3
+    jmp .Lc1_d17187_j
+.Lc1_d17187_j:
     jmp 1f
 1:
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 177
+    mov rcx, rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 448]
-    mov ebp, ecx
-    mov qword ptr [r15 + 384], rcx
-    mov rbp, rax
-    movzx ebp, byte ptr [r15 + 576]
-    add qword ptr [r15 + 640], rcx
-    mov qword ptr [r15 + 64], rcx
-    vpaddd xmm15, xmm15, xmm15
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], al
-    mov byte ptr [r15 + 192], r8b
-    mov r8d, 28
-    mov qword ptr [r15 + 448], rcx
-    mov r8, r10
-    mov qword ptr [r15 + 512], r8
-    movsxd rcx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], bpl
-    movsxd r8, dword ptr [r15 + 256]
-    movzx ebp, bpl
-    mov rbp, rbp
-    jmp 1f
-1:
     mov rbp, r10
-    mov rax, rcx
-    movzx ecx, cl
-    and rbp, 16320
-    mov ecx, dword ptr [r15 + rbp + 15680]
-    add rcx, qword ptr [r15 + 320]
-    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    movzx esi, byte ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 128], 111
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 64]
+    mov r8, r10
+    mov ecx, 161
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 576], 64
+    mov r8, qword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], rsi
+    jmp 1f
+1:
+    mov esi, 244
+    mov esi, ebp
+    mov dword ptr [r15 + 384], esi
+    mov qword ptr [r15 + 320], rsi
+    mov rsi, rbp
+    movzx esi, r9b
+    movzx esi, r8b
+    movzx esi, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 192], esi
+    mov rsi, rsi
+    movzx ebp, sil
+    mov rbp, r10
+    mov edx, r8d
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c225:
-    mov dword ptr [r15 + 64], 235
-    mov ebp, 175
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d17252_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d17252_j_t
+.Lc1_d17252_j:
+    mov rcx, qword ptr [r15 + 256]
+    mov rbp, r10
     jmp 1f
 1:
-    movzx ecx, bpl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov rcx, rax
-    mov dword ptr [r15 + 384], ecx
+    mov eax, dword ptr [r15 + 384]
+    lea r8, [r10 + r10*1]
+    and rbp, 4032
+    mov esi, dword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 64]
+    movzx edx, bpl
+    and r8, 8128
+    add rbp, qword ptr [r15 + r8 + 7552]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], ecx
-    mov rcx, qword ptr [r15 + 512]
-    mov rax, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 128]
-    mov r9d, r8d
-    jmp 1f
-1:
-    movzx r8d, bpl
-    mov rdx, qword ptr [r15 + 448]
-    mov r8d, ebp
-    movzx r8d, byte ptr [r15 + 512]
-    mov edi, ebp
-    add r8, qword ptr [r15 + 384]
-    mov rdi, qword ptr [r15 + 128]
-    mov qword ptr [r15 + rbp + 1408], r9
     mov r9, r10
+    add rbp, qword ptr [r15 + 64]
+    and r9, 1984
+    movzx edx, byte ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 512], ymm15
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 59
-    vmovdqu ymmword ptr [r15 + 448], ymm15
+    add r9, qword ptr [r15 + 640]
+    mov dword ptr [r15 + r8 + 7488], r9d
+    mov r9d, 162
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r9, r8
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 4194432
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 189
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    mov r8d, ebp
+    movzx r8d, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], r8b
+    mov r8, qword ptr [r15 + 320]
+    mov ebp, 78
+    movzx edx, bpl
+    mov rbp, qword ptr [r15 + 320]
+    mov edx, dword ptr [r15 + 128]
+    vpshufd xmm5, xmm5, 135
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c226:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d16985_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16985_s_t
-    .p2align 3
-.Lc1_d16985_s:
-    .p2align 3
-    jmp .Lc1_d16985_j
-    .p2align 3
-    jmp .Lc1_d16985_j
-.Lc1_d16985_j:
+    movzx ebp, byte ptr [r15 + 384]
+    mov r8d, 139
+    movzx r8d, byte ptr [r15 + 704]
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], rdx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, dl
     jmp 1f
 1:
     jmp 1f
@@ -21308,39 +21462,38 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 127
+    mov r9, r10
+    mov dword ptr [r15 + 0], 122
+    movzx esi, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 768]
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1344]
+    movzx r9d, byte ptr [r15 + 320]
+    movzx edi, byte ptr [r15 + 64]
+    add r9, qword ptr [r15 + 448]
+    add r9, qword ptr [r15 + 256]
+    mov r9d, 226
+    mov dword ptr [r15 + 192], 151
+    mov qword ptr [r15 + 128], r9
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
+    mov dword ptr [r15 + 128], 199
+    movzx r9d, dil
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7552], rbp
-    mov eax, eax
-    mov dword ptr [r15 + 64], eax
-    mov dword ptr [r15 + 128], eax
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    mov qword ptr [r15 + 384], rax
-    mov dword ptr [r15 + 384], 32
-    mov eax, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], ebp
+    mov r9, r10
+    mov rbp, r10
+    mov dword ptr [r15 + 512], 162
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov rcx, rdx
-    mov dword ptr [r15 + 320], ebp
-    mov byte ptr [r15 + 64], cl
-    mov byte ptr [r15 + rbp + 7488], cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], r8d
-    add rcx, qword ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 320], ebp
+    movzx ebp, byte ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
@@ -21349,1482 +21502,1510 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d17043_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17043_j_t
-.Lc1_d17043_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dl
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 256
+    setz al
+    lea rcx, [rip + .Lc1_d17351_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d17351_s_t
+    .p2align 3
+.Lc1_d17351_s:
+    .p2align 3
+    jmp .Lc1_d17351_j
+    .p2align 3
+    jmp .Lc1_d17351_j
+.Lc1_d17351_j:
     mov rbp, r10
-    mov rcx, rax
-    jmp 1f
-1:
+    mov edi, 240
+    mov rdi, rdi
+    and rbp, 8128
+    mov rdi, qword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 320], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
+    mov r9d, dword ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 576]
+    mov byte ptr [r15 + 512], bpl
+    movzx ebp, r8b
+    movzx ebp, bpl
+    mov dword ptr [r15 + 64], 55
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov eax, r9d
-    mov r9d, dword ptr [r15 + 256]
-    mov eax, 5
-    movsxd rax, dword ptr [r15 + 768]
-    mov ecx, dword ptr [r15 + 320]
-    mov rdx, rdi
-    test dword ptr [r15 + 67117723], 524296
-    jnz 1f
-1:
-    mov edi, r8d
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 64]
-    and r8, 8128
-    and edi, dword ptr [r15 + r8 + 7552]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 192], rcx
-    mov qword ptr [r15 + 384], r9
-    mov dword ptr [r15 + 320], eax
-    mov r9, qword ptr [r15 + 448]
-    mov eax, dword ptr [r15 + 384]
     mov rbp, r10
-    mov edx, dword ptr [r15 + 704]
-    mov qword ptr [r15 + r8 + 7488], rdi
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
     jmp 1f
 1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], edi
+    mov ebp, 177
+    mov dword ptr [r15 + 192], eax
+    and ebp, dword ptr [r15 + 128]
+    vmovq xmm5, r9
+    vmovdqu xmmword ptr [r15 + 448], xmm5
+    add rbp, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r9d, 134
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov eax, 48
+    mov eax, 203
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c228:
-    mov qword ptr [r15 + 512], rax
-    mov eax, 98
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 239
-    mov rax, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 704], rbp
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    lea rbp, [r10 + r10*2]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    add rax, qword ptr [r15 + rbp + 3520]
-    mov dword ptr [r15 + 384], 248
-    mov rdx, rdx
-    mov r9, qword ptr [r15 + 64]
-    mov rdx, rbp
-    mov byte ptr [r15 + 320], dl
-    movsxd rdx, dword ptr [r15 + rbp + 3392]
+    mov ebp, 93
+    mov r9d, ebp
     jmp 1f
 1:
-    movzx r8d, dl
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 320]
-    mov r8, r10
-    mov edi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 128], ecx
-    mov qword ptr [r15 + rbp + 3456], rdi
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
-    mov edi, 27
-    mov edi, ecx
-    mov byte ptr [r15 + 256], cl
-    mov rcx, qword ptr [r15 + 256]
-    mov r8d, 7
-    add rcx, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], al
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c229:
-    lea rcx, [rip + .Lc1_d17135_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17135_j_t
-.Lc1_d17135_j:
-    lea r8, [r10 + r10*2]
-    jmp 1f
-1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 142
+    mov qword ptr [r15 + 640], r9
+    mov r9, qword ptr [r15 + 384]
+    mov rsi, r9
+    mov r9d, 27
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rax, rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], 131
-    mov dword ptr [r15 + 256], eax
-    mov rax, qword ptr [r15 + 576]
-    mov dword ptr [r15 + 128], r9d
-    movzx r9d, cl
-    jmp 1f
-1:
-    mov r9, r10
-    mov byte ptr [r15 + 448], r8b
-    and r9, 1984
-    add rax, qword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 0], ebp
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 3456], 29
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    mov r9d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], edx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], r8d
-    mov rbp, r10
-    add r9, qword ptr [r15 + r8 + 3520]
-    movzx edx, cl
-    and rbp, 8128
-    mov edx, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 192], edx
-    mov byte ptr [r15 + 64], r8b
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c230:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, 128
-    mov eax, 137
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 208
-    jmp 1f
-1:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 131072
+    mov qword ptr [r15 + 128], r9
+    mov ebp, ebp
+    mov ebp, dword ptr [r15 + 192]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 192], rax
-    mov byte ptr [r15 + 128], r9b
-    mov qword ptr [r15 + 512], rax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], eax
-    mov rax, rdx
-    mov eax, dword ptr [r15 + 640]
-    movzx edx, al
-    mov eax, dword ptr [r15 + 320]
-    mov r9d, dword ptr [r15 + 448]
-    mov ebp, 106
-    and eax, dword ptr [r15 + 320]
-    movzx ebp, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx ecx, bpl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], edx
-    mov dword ptr [r15 + 192], 165
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 320]
-    mov qword ptr [r15 + 384], r9
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c231:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16
-    setz al
-    lea rcx, [rip + .Lc1_d17238_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17238_s_t
-    .p2align 3
-.Lc1_d17238_s:
-    .p2align 3
-    jmp .Lc1_d17238_j
-    .p2align 3
-    jmp .Lc1_d17238_j
-.Lc1_d17238_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm15, xmm15, xmm2
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov qword ptr [r15 + 320], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r10
-    mov qword ptr [r15 + 128], rax
-    and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 768], rcx
-    lea rbp, [r10 + r10*2]
-    vmovdqu xmm15, xmmword ptr [r15 + 512]
-    movzx ecx, byte ptr [r15 + 704]
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    movzx edx, al
-    mov qword ptr [r15 + 64], rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, rdx
-    mov dword ptr [r15 + 384], ebp
+    mov rsi, r8
     jmp 1f
 1:
     mov r8, r10
-    mov edx, dword ptr [r15 + 448]
-    and eax, dword ptr [r15 + rbp + 960]
+    movzx ebp, r9b
     and r8, 8128
-    movzx r9d, byte ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    vpmovmskb r8d, xmm15
-    movzx r8d, dil
-    mov byte ptr [r15 + rbp + 896], dil
-    movzx r8d, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 448], edx
-    mov edx, r8d
-    movzx r8d, byte ptr [r15 + 512]
-    mov edi, edi
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c232:
-    lea rcx, [rip + .Lc1_d17294_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17294_j_t
-.Lc1_d17294_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], cl
-    mov r9d, 119
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edx
-    lea r9, [r10 + r10*2]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    and r9, 1984
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r9 + 1472]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], eax
-    mov rax, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], eax
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], r9
     mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 256], 60
-    jmp 1f
-1:
-    jmp 1f
-1:
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + r8 + 7488]
     mov r8d, dword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + r9 + 1408]
-    jmp 1f
-1:
-    mov r9d, 138
-    jmp 1f
-1:
-    mov r9d, 213
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c233:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rax, rax
-    mov rax, rbp
-    mov qword ptr [r15 + 384], rax
-    mov eax, 24
-    mov byte ptr [r15 + 128], r9b
-    jmp 1f
-1:
-    movzx eax, cl
-    mov rax, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    movsxd r9, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 131
-    test dword ptr [r15 + 67117724], 67174400
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 448], edi
-    mov qword ptr [r15 + 704], r9
-    mov edi, 101
-    mov dword ptr [r15 + 320], 89
-    movzx edi, r9b
-    jmp 1f
-1:
-    mov r9, r10
-    movzx edi, dl
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    vmovdqu ymmword ptr [r15 + 512], ymm15
-    movzx r9d, byte ptr [r15 + 448]
-    mov rdi, r9
-    mov rdx, qword ptr [r15 + 640]
-    mov r9, rdx
-    movzx edx, bpl
-    mov qword ptr [r15 + 256], rax
-    mov edx, dword ptr [r15 + 128]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c234:
-    lea rcx, [rip + .Lc1_d17395_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17395_j_t
-.Lc1_d17395_j:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 247
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 448], edi
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], eax
-    and r9, 8128
-    mov eax, dword ptr [r15 + r9 + 7552]
-    movsxd rdi, dword ptr [r15 + 192]
-    movzx ebp, byte ptr [r15 + 640]
-    jmp 1f
-1:
-    mov r8d, 187
-    movzx r8d, cl
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rdx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rbp
-    mov dword ptr [r15 + 64], 151
-    mov ebp, 176
-    mov rdx, rbp
-    movzx ebp, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 192]
-    mov rdx, qword ptr [r15 + 768]
-    add rbp, qword ptr [r15 + 64]
-    mov ebp, edi
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r9 + 7488]
-    movzx ebp, bpl
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c235:
-    mov ebp, 219
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], rdx
-    jmp 1f
-1:
-    movzx edx, dl
-    mov rdx, rdx
-    mov dword ptr [r15 + 192], edi
-    mov qword ptr [r15 + 384], rdx
-    add rdi, qword ptr [r15 + 512]
-    lea rbp, [r10 + r10*1]
-    mov edx, eax
-    add rdi, qword ptr [r15 + 256]
     and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm15
-    mov dword ptr [r15 + 64], 89
-    mov qword ptr [r15 + 768], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], 178
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 320]
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    and r8, 8128
-    movzx edx, byte ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 896], eax
-    mov qword ptr [r15 + 704], rdx
-    mov dword ptr [r15 + r8 + 7552], r9d
-    movzx edx, r9b
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 64]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c236:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d17499_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17499_s_t
-    .p2align 3
-.Lc1_d17499_s:
-    .p2align 3
-    jmp .Lc1_d17499_j
-    .p2align 3
-    jmp .Lc1_d17499_j
-    .p2align 3
-    jmp .Lc1_d17499_j
-    .p2align 3
-    jmp .Lc1_d17499_j
-    .p2align 3
-    jmp .Lc1_d17499_j
-    .p2align 3
-    jmp .Lc1_d17499_j
-    .p2align 3
-    jmp .Lc1_d17499_j
-    .p2align 3
-    jmp .Lc1_d17499_j
-.Lc1_d17499_j:
-    movzx edx, byte ptr [r15 + 448]
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*2]
-    jmp 1f
-1:
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm15
-    and r9, 1984
-    mov ebp, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov rax, rbp
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r8 + 3456]
-    and rbp, 8128
-    and eax, dword ptr [r15 + rbp + 7552]
-    movzx r8d, byte ptr [r15 + 576]
-    vmovdqu ymmword ptr [r15 + 512], ymm4
-    mov ecx, 99
-    jmp 1f
-1:
-    mov ecx, 64
-    mov rcx, qword ptr [r15 + 320]
-    mov dword ptr [r15 + rbp + 7488], ecx
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov rbp, rcx
-    mov ecx, 69
-    mov dword ptr [r15 + r9 + 1408], eax
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + r9 + 1472]
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 640]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c237:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rax, rbp
-    mov dword ptr [r15 + 64], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r10
-    vmovq qword ptr [r15 + 320], xmm15
-    jmp 1f
-1:
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 8390656
-    jnz 1f
-1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3456], bpl
-    mov rcx, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 768], 109
-    mov eax, eax
-    .byte 0x0f, 0x1f, 0x00
-    mov eax, dword ptr [r15 + 192]
-    mov r8, r10
-    jmp 1f
-1:
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov dword ptr [r15 + 320], ebp
-    mov byte ptr [r15 + rbp + 3392], r8b
-    movsxd r8, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 128], r8
-    add rbp, qword ptr [r15 + 384]
-    mov r9d, 254
-    mov r8, rcx
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c238:
-    lea rcx, [rip + .Lc1_d17604_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17604_j_t
-.Lc1_d17604_j:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], r8b
-    and r8d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 576], 85
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 134
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, rdi
-    mov dword ptr [r15 + 512], 169
-    mov rdi, rcx
-    mov edi, 31
-    mov dword ptr [r15 + 448], ecx
-    jmp 1f
-1:
-    mov rbp, r10
-    mov edi, ebp
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + rbp + 832]
     jmp 1f
 1:
     jmp 1f
 1:
     movzx ebp, byte ptr [r15 + 512]
+    add r8, qword ptr [r15 + 320]
+    jmp 1f
+1:
     mov r9, r10
-    mov dword ptr [r15 + 256], r9d
-    movzx edi, r9b
-    mov dword ptr [r15 + 448], 224
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], ecx
-    and ecx, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 448], rcx
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx r9d, bpl
-    movzx r9d, dil
+    movzx eax, r9b
+    movsxd rax, dword ptr [r15 + 320]
+    and r9, 4032
+    movzx esi, byte ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 256], ebp
+    movsxd r9, dword ptr [r15 + 448]
+    mov rbp, r9
+    mov r9, qword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c239:
+.Lc1_b9_c229:
+    lea rcx, [rip + .Lc1_d17455_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d17455_j_t
+.Lc1_d17455_j:
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 384]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, ebp
+    mov rbp, rdx
+    mov dword ptr [r15 + 0], ecx
+    mov ebp, 77
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], 82
+    mov byte ptr [r15 + 0], bpl
+    movzx ebp, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 512]
+    movsxd rsi, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 192], 54
+    mov r8, r10
+    mov rax, qword ptr [r15 + 128]
+    mov edx, eax
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov qword ptr [r15 + 64], r8
+    movzx r8d, bpl
+    jmp 1f
+1:
+    mov r8d, 100
+    mov r8, rbp
+    mov byte ptr [r15 + 256], bpl
+    movzx r8d, byte ptr [r15 + 320]
+    mov rbp, r10
+    and r8d, dword ptr [r15 + 768]
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm5
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], dl
+    jmp 1f
+1:
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c230:
+    lea rcx, [rip + .Lc1_d17508_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d17508_j_t
+.Lc1_d17508_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 60
+    mov byte ptr [r15 + 0], dl
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], 135
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rcx
+    jmp 1f
+1:
+    mov ecx, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r10
+    mov ecx, 158
+    mov r8, rcx
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 576], cl
+    add rcx, qword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 320], ymm5
+    mov qword ptr [r15 + 384], rbp
+    movsxd rbp, dword ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 640]
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    vmovdqu ymmword ptr [r15 + 448], ymm5
+    mov rdx, qword ptr [r15 + 320]
+    mov edi, dword ptr [r15 + 256]
+    mov eax, dword ptr [r15 + 128]
+    mov rbp, r10
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + r9 + 896]
+    mov r9, rsi
+    and rbp, 1984
+    mov rsi, qword ptr [r15 + rbp + 1344]
+    mov ebp, r8d
+    jmp 1f
+1:
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c231:
+    vmovq xmm5, rsi
+    mov dword ptr [r15 + 384], 80
+    mov dword ptr [r15 + 64], 246
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 0]
+    mov r8d, 202
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
+    mov byte ptr [r15 + 0], sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rsi
+    mov ecx, dword ptr [r15 + 0]
+    mov r8, r10
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 0], xmm5
+    and r8, 8128
+    mov esi, dword ptr [r15 + r8 + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 256]
+    mov ecx, ecx
+    movzx ecx, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov ebp, r8d
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 448]
+    movzx r8d, byte ptr [r15 + 704]
+    movzx r9d, cl
+    mov qword ptr [r15 + 192], rsi
+    mov r9, r10
+    mov esi, 171
+    mov byte ptr [r15 + 320], cl
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm5
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c232:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 1073741824
+    test dword ptr [r15 + 67117724], 8
     setz al
-    lea rcx, [rip + .Lc1_d17659_s]
+    lea rcx, [rip + .Lc1_d17617_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17659_s_t
+    jmp .Lc1_d17617_s_t
     .p2align 3
-.Lc1_d17659_s:
+.Lc1_d17617_s:
     .p2align 3
-    jmp .Lc1_d17659_j
+    jmp .Lc1_d17617_j
     .p2align 3
-    jmp .Lc1_d17659_j
-.Lc1_d17659_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 704], bpl
-    mov rcx, rdi
-    mov qword ptr [r15 + 256], rcx
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, cl
-    mov rax, qword ptr [r15 + 640]
-    mov ebp, edi
-    jmp 1f
-1:
-    mov ebp, 24
-    mov ebp, dword ptr [r15 + 192]
-    lea r9, [r10 + r10*1]
-    add rcx, qword ptr [r15 + 128]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7552], r9
-    mov edi, 142
-    jmp 1f
-1:
-    mov rdi, r8
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rdi
-    mov qword ptr [r15 + 64], rdi
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + 320]
-    mov r8, r10
-    mov rdx, r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 1984
-    and edi, dword ptr [r15 + r8 + 1344]
-    mov r8, r10
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 7488], al
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], al
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c240:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov eax, 166
-    mov r9d, 94
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 576], 149
-    and rbp, 4032
-    add qword ptr [r15 + rbp + 3456], rbp
-    jmp 1f
-1:
-    mov eax, 54
-    mov byte ptr [r15 + 512], al
-    mov eax, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 137
-    movzx eax, al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 448], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], al
-    mov eax, ebp
-    mov dword ptr [r15 + rbp + 3392], eax
-    test dword ptr [r15 + 67117724], 18874370
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 188
-    mov eax, dword ptr [r15 + 192]
-    mov edx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx ebp, dl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], r9d
-    mov edx, 144
-    mov qword ptr [r15 + 64], rdx
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 320]
-    mov edi, dword ptr [r15 + 512]
-    mov r9d, dword ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + 768]
-    jmp 1f
-1:
-    nop
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c241:
-    lea rcx, [rip + .Lc1_d17770_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17770_j_t
-.Lc1_d17770_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], ecx
-    mov qword ptr [r15 + 640], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 256], r8d
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 896], ymm15
-    jmp 1f
-1:
-    mov r9, r10
-    vpmovmskb ecx, xmm15
-    mov dword ptr [r15 + 192], 29
-    jmp 1f
-1:
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], dl
-    mov dword ptr [r15 + 384], 105
-    mov qword ptr [r15 + 512], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, ecx
-    vmovdqu ymmword ptr [r15 + r9 + 1408], ymm15
-    mov byte ptr [r15 + r8 + 832], cl
-    movzx ecx, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 118
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c242:
-    mov r9, r10
-    mov dword ptr [r15 + 64], edx
-    mov r8, r10
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rcx
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    jmp 1f
-1:
-    mov r8d, 138
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3456], rcx
-    mov rcx, rdx
-    mov qword ptr [r15 + 384], rdx
-    movsxd rcx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov edx, 44
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 768]
-    movzx r8d, cl
-    mov qword ptr [r15 + 320], r8
-    movzx r8d, cl
-    movsxd rcx, dword ptr [r15 + 128]
-    mov r8, qword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 448], r9d
-    mov dword ptr [r15 + 448], 114
-    mov r9, qword ptr [r15 + 704]
-    mov byte ptr [r15 + 256], bpl
-    mov qword ptr [r15 + 512], r9
-    vpor xmm15, xmm15, xmm15
-    mov r9d, edx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 14
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c243:
-    lea rcx, [rip + .Lc1_d17863_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17863_j_t
-.Lc1_d17863_j:
-    lea r9, [r10 + r10*1]
-    mov ebp, dword ptr [r15 + 384]
-    and r9, 8128
-    and ebp, dword ptr [r15 + r9 + 7552]
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm15, xmm15, xmm15
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jz 1f
-1:
-    movzx ecx, bpl
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + r9 + 7488], 42
-    mov byte ptr [r15 + 512], r9b
-    mov qword ptr [r15 + 256], rbp
-    and rbp, 448
-    add qword ptr [r15 + rbp + 896], rcx
-    mov dword ptr [r15 + rbp + 832], r9d
-    mov ebp, dword ptr [r15 + 128]
-    mov rcx, rbp
-    jmp 1f
-1:
-    movzx ecx, cl
-    movzx ecx, r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 233
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], cl
-    vmovdqu ymmword ptr [r15 + 576], ymm15
-    mov qword ptr [r15 + 640], rcx
-    mov dword ptr [r15 + 320], 128
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c244:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d17919_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17919_s_t
-    .p2align 3
-.Lc1_d17919_s:
-    .p2align 3
-    jmp .Lc1_d17919_j
-    .p2align 3
-    jmp .Lc1_d17919_j
-    .p2align 3
-    jmp .Lc1_d17919_j
-    .p2align 3
-    jmp .Lc1_d17919_j
-    .p2align 3
-    jmp .Lc1_d17919_j
-    .p2align 3
-    jmp .Lc1_d17919_j
-    .p2align 3
-    jmp .Lc1_d17919_j
-    .p2align 3
-    jmp .Lc1_d17919_j
-    .p2align 3
-    jmp .Lc1_d17919_j
-    .p2align 3
-    jmp .Lc1_d17919_j
-    .p2align 3
-    jmp .Lc1_d17919_j
-    .p2align 3
-    jmp .Lc1_d17919_j
-    .p2align 3
-    jmp .Lc1_d17919_j
-    .p2align 3
-    jmp .Lc1_d17919_j
-    .p2align 3
-    jmp .Lc1_d17919_j
-    .p2align 3
-    jmp .Lc1_d17919_j
-.Lc1_d17919_j:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 130
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 95
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d17617_j
+.Lc1_d17617_j:
     mov rbp, r10
-    mov byte ptr [r15 + 320], bpl
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
-    and ebp, dword ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 384]
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 64]
-    add rbp, qword ptr [r15 + 64]
+    mov rax, rcx
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov ecx, 115
-    mov rcx, qword ptr [r15 + 448]
+    mov r9d, 37
     jmp 1f
 1:
-    vpaddd xmm15, xmm15, xmm15
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 248
     jmp 1f
 1:
-    mov r9d, 169
+    mov dword ptr [r15 + 0], r9d
     jmp 1f
 1:
-    mov rsi, r9
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], 139
+    mov dword ptr [r15 + 0], eax
+    mov eax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], 20
+    mov dword ptr [r15 + 576], 9
+    vmovdqu ymmword ptr [r15 + 256], ymm5
+    mov r9d, dword ptr [r15 + 192]
     jmp 1f
 1:
-    vpaddd xmm15, xmm15, xmm15
-    mov r9, qword ptr [r15 + 192]
+    mov esi, ebp
+    mov qword ptr [r15 + 512], rsi
+    movzx ebp, cl
+    mov rbp, r10
+    movzx esi, bpl
+    and rbp, 8128
+    mov r8, r10
+    mov rsi, qword ptr [r15 + rbp + 7488]
+    and r8, 4032
+    movzx ebp, byte ptr [r15 + r8 + 3392]
+    movzx r8d, byte ptr [r15 + 768]
+    mov edx, dword ptr [r15 + 448]
+    mov edi, 221
+    movzx edi, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 64], eax
+    mov eax, ebp
+    mov eax, 93
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c233:
+    lea rcx, [rip + .Lc1_d17672_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d17672_j_t
+.Lc1_d17672_j:
     jmp 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movzx ebp, al
+    jmp 1f
+1:
+    mov eax, 122
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    mov qword ptr [r15 + 640], rcx
+    mov rcx, rcx
+    movsxd rcx, dword ptr [r15 + 128]
+    mov eax, ecx
+    movzx eax, al
+    add rax, qword ptr [r15 + 448]
+    mov rcx, rbp
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], bpl
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1408]
+    mov esi, 108
+    mov rsi, rax
+    mov dword ptr [r15 + 384], eax
+    mov r8, r10
+    mov dword ptr [r15 + 320], ecx
+    mov r9, r10
+    jmp 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 129
+    and r9, 4032
+    and r8d, dword ptr [r15 + r9 + 3392]
+    movzx r9d, sil
+    movsxd r9, dword ptr [r15 + 256]
+    mov rsi, qword ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 384]
+    vpxor xmm5, xmm5, xmm15
+    mov edx, 169
+    mov rdx, qword ptr [r15 + 192]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c234:
+    movzx r8d, bpl
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 179
+    movzx ebp, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm5, xmm5, xmm5
+    mov byte ptr [r15 + 384], r8b
+    movsxd rdx, dword ptr [r15 + 704]
+    mov r8d, dword ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 768]
+    movsxd rcx, dword ptr [r15 + 128]
+    mov r9, r10
+    mov dword ptr [r15 + 320], eax
+    movzx eax, byte ptr [r15 + 448]
+    movzx edi, byte ptr [r15 + 256]
+    and r9, 16320
+    movzx eax, byte ptr [r15 + r9 + 15680]
+    mov r9, r10
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], r9b
+    and r9, 8128
+    movsxd rax, dword ptr [r15 + r9 + 7488]
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 896]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 192], al
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm5
+    mov dword ptr [r15 + 64], 3
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c235:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d17776_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d17776_j_t
+.Lc1_d17776_j:
+    mov byte ptr [r15 + 384], dil
+    vpaddd xmm5, xmm5, xmm5
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r9, r10
+    mov rax, rax
+    and r9, 4032
+    movsxd rax, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm5
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 1048576
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 576], rax
+    movsxd rax, dword ptr [r15 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
     mov byte ptr [r15 + 192], r9b
-    mov r9, rax
-    mov r9d, ecx
+    movzx r9d, al
     jmp 1f
 1:
-    mov qword ptr [r15 + 704], rcx
-    mov dword ptr [r15 + 256], r9d
+    mov r9d, 148
+    add rax, qword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], sil
-    mov rsi, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r9, r10
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 64]
+    and r9, 448
+    and ecx, dword ptr [r15 + r9 + 832]
+    vmovdqu ymmword ptr [r15 + 256], ymm5
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], al
     jmp 1f
 1:
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], r9d
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c236:
     jmp 1f
 1:
-    movzx r9d, cl
+    and ebp, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, dword ptr [r15 + 0]
+    vmovq qword ptr [r15 + 0], xmm5
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, eax
+    mov qword ptr [r15 + 64], r9
+    vmovdqu ymmword ptr [r15 + 512], ymm5
+    mov r9, rcx
+    mov r9, r10
+    mov ecx, 108
+    movsxd rcx, dword ptr [r15 + 256]
+    and r9, 1984
+    mov r8d, dword ptr [r15 + r9 + 1344]
+    mov r9d, 69
+    movsxd r9, dword ptr [r15 + 640]
+    movzx edi, r9b
+    movzx r9d, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 448], r9b
+    vmovdqu xmmword ptr [r15 + 384], xmm5
+    mov r9, r10
+    mov r8, r10
+    movsxd rsi, dword ptr [r15 + 192]
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm5
+    and r8, 4032
+    mov r9, qword ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 704]
+    movzx r8d, dil
+    mov rdi, qword ptr [r15 + 128]
+    mov edi, edi
+    mov eax, edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], al
+    mov byte ptr [r15 + 128], al
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c237:
+    lea rcx, [rip + .Lc1_d17878_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d17878_j_t
+.Lc1_d17878_j:
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], eax
+    mov ecx, edx
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov ecx, 41
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], 154
+    mov dword ptr [r15 + 320], 96
+    movzx esi, byte ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 768]
+    mov byte ptr [r15 + 64], bpl
+    jmp 1f
+1:
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov ebp, 169
+    movsxd r9, dword ptr [r15 + 192]
+    mov rbp, r9
+    mov rbp, rsi
+    vmovdqu xmm5, xmmword ptr [r15 + 512]
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 256]
+    mov r8, r10
+    movzx eax, byte ptr [r15 + 128]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r9d
+    mov r8, r10
+    movzx r9d, byte ptr [r15 + 384]
+    movzx edi, bpl
+    jmp 1f
+1:
+    and r8, 4032
+    mov ebp, dword ptr [r15 + r8 + 3392]
+    mov r8, r10
+    mov rdx, rsi
+    jmp 1f
+1:
+    and r8, 8128
+    mov rdx, qword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c238:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2048
+    setz al
+    lea rcx, [rip + .Lc1_d17938_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d17938_s_t
+    .p2align 3
+.Lc1_d17938_s:
+    .p2align 3
+    jmp .Lc1_d17938_j
+    .p2align 3
+    jmp .Lc1_d17938_j
+.Lc1_d17938_j:
+    lea rbp, [r10 + r10*1]
+    mov esi, edi
+    jmp 1f
+1:
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 896]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    mov rdi, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 576], rsi
+    mov rsi, rsi
+    movzx esi, r9b
+    movsxd rsi, dword ptr [r15 + 64]
+    mov r8, r10
+    mov r9d, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 192], r9
+    mov r9d, ecx
+    and r8, 8128
+    movsxd r9, dword ptr [r15 + r8 + 7488]
+    mov eax, 33
+    vpxor xmm5, xmm5, xmm8
+    test dword ptr [r15 + 67117724], 1048576
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 640]
+    movzx esi, byte ptr [r15 + 320]
+    mov r8, r10
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], r8d
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3392]
+    vmovq qword ptr [r15 + 320], xmm5
+    movzx r8d, r9b
+    movsxd r8, dword ptr [r15 + 448]
+    mov byte ptr [r15 + rbp + 832], bpl
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], r8b
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 512]
+    vpcmpeqb xmm5, xmm5, xmm0
+    mov ebp, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c239:
+    mov rbp, r10
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r10
+    and rbp, 448
+    and r9d, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    movzx esi, bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    mov byte ptr [r15 + 0], sil
+    mov rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + 0], r9b
+    mov r9, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    and rbp, 1984
+    mov rdi, qword ptr [r15 + rbp + 1408]
+    mov rdx, qword ptr [r15 + rbp + 1344]
+    mov ebp, edx
+    mov rdx, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], edx
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], r9b
+    mov dword ptr [r15 + 192], 200
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 704], ymm5
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov edx, edx
+    mov qword ptr [r15 + 256], rdx
+    mov edx, edi
+    movzx edi, byte ptr [r15 + 320]
+    mov r9d, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 512], rcx
+    movzx ecx, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], ecx
+    jmp 1f
+1:
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c240:
+    lea rcx, [rip + .Lc1_d18043_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d18043_j_t
+.Lc1_d18043_j:
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov ebp, edi
+    mov edi, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rdi, rbp
+    mov ebp, dword ptr [r15 + 0]
+    mov r8, r10
+    mov dword ptr [r15 + 0], 42
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 217
+    movsxd rdx, dword ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 192]
+    mov r8, r10
+    mov edi, edi
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 768], eax
+    movzx eax, byte ptr [r15 + 576]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 448]
+    mov edx, dword ptr [r15 + 320]
+    mov r9, rsi
+    movzx r9d, r9b
+    mov r9d, edi
+    vmovdqu xmm15, xmmword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r9, r10
+    mov esi, r9d
+    mov qword ptr [r15 + 512], rax
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c241:
+    mov r9, r10
+    mov byte ptr [r15 + 704], bpl
+    and r9, 4032
+    mov rbp, qword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov edx, 99
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rdx
+    mov edx, ecx
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    vpor xmm15, xmm15, xmm15
+    mov r8, r10
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], eax
+    and r8, 448
+    mov r9, r10
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    mov r8d, 53
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 123
+    movzx r9d, byte ptr [r15 + 448]
+    mov r8, rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 640], rdx
+    mov rdx, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 192]
+    mov byte ptr [r15 + 384], al
+    mov dword ptr [r15 + 320], eax
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 384]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c242:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d18153_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d18153_s_t
+    .p2align 3
+.Lc1_d18153_s:
+    .p2align 3
+    jmp .Lc1_d18153_j
+    .p2align 3
+    jmp .Lc1_d18153_j
+    .p2align 3
+    jmp .Lc1_d18153_j
+    .p2align 3
+    jmp .Lc1_d18153_j
+    .p2align 3
+    jmp .Lc1_d18153_j
+    .p2align 3
+    jmp .Lc1_d18153_j
+    .p2align 3
+    jmp .Lc1_d18153_j
+    .p2align 3
+    jmp .Lc1_d18153_j
+    .p2align 3
+    jmp .Lc1_d18153_j
+    .p2align 3
+    jmp .Lc1_d18153_j
+    .p2align 3
+    jmp .Lc1_d18153_j
+    .p2align 3
+    jmp .Lc1_d18153_j
+    .p2align 3
+    jmp .Lc1_d18153_j
+    .p2align 3
+    jmp .Lc1_d18153_j
+    .p2align 3
+    jmp .Lc1_d18153_j
+    .p2align 3
+    jmp .Lc1_d18153_j
+.Lc1_d18153_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    mov ecx, 182
+    vpor xmm15, xmm15, xmm15
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, r8d
+    mov rcx, qword ptr [r15 + 0]
+    mov r8, rax
+    mov r8d, r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov r8, r10
+    mov qword ptr [r15 + 448], r8
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], r8d
+    mov r8, r10
+    mov r9d, dword ptr [r15 + 512]
+    and r8, 448
+    mov edx, dword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 64]
+    vmovq xmm15, rcx
+    mov rcx, qword ptr [r15 + 320]
+    mov edi, ecx
+    movsxd rcx, dword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 128], ymm15
+    vpshufd xmm15, xmm5, 213
+    mov rbp, rcx
+    vmovdqu ymmword ptr [r15 + 256], ymm15
+    mov ecx, dword ptr [r15 + 128]
+    mov rbp, r10
+    mov esi, 124
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm5
+    mov ebp, r9d
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c243:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d18228_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d18228_j_t
+.Lc1_d18228_j:
+    mov ecx, 10
+    mov rbp, r10
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 320]
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    movzx ebp, dil
+    mov byte ptr [r15 + 0], sil
+    mov byte ptr [r15 + 0], bpl
+    mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov rsi, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 256]
+    mov rdx, qword ptr [r15 + 192]
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 6356996
+    jz 1f
+1:
+    and r8, 1984
+    movsxd rdi, dword ptr [r15 + r8 + 1344]
+    movzx r8d, dil
+    mov byte ptr [r15 + 512], bpl
+    mov qword ptr [r15 + 384], r8
+    movzx r8d, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov esi, ebp
+    mov rbp, r10
+    movsxd rax, dword ptr [r15 + 576]
+    and rbp, 16320
+    movsxd r9, dword ptr [r15 + rbp + 15680]
+    mov rbp, qword ptr [r15 + 640]
+    movzx edx, r8b
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c244:
+    mov rbp, rdx
+    lea rbp, [r10 + r10*1]
+    mov edx, edx
+    and rbp, 448
+    and edx, dword ptr [r15 + rbp + 832]
+    add rdx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm15, xmm15, xmm5
+    mov byte ptr [r15 + 192], dl
+    add rdx, qword ptr [r15 + 64]
+    vmovdqu xmmword ptr [r15 + 512], xmm15
+    movzx r8d, byte ptr [r15 + 448]
+    mov dword ptr [r15 + rbp + 896], ebp
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 128]
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 384], eax
+    add rax, qword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + rbp + 3456]
+    mov rbp, r10
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], rdx
+    jmp 1f
+1:
+    and rbp, 1984
+    movzx edx, byte ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 704], 8
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 256], xmm15
+    vpmovmskb ebp, xmm15
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rdi
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    mov rdi, rbp
+    mov ebp, 144
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c245:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rax, rsi
+    lea rcx, [rip + .Lc1_d18322_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d18322_j_t
+.Lc1_d18322_j:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 221
+    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
     jmp 1f
 1:
-    mov rax, r9
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    mov r8, r10
     lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + 384], 80
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 128], 251
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7552], r9d
+    movsxd r8, dword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 448], ecx
+    mov ecx, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 320], cl
+    movzx ecx, byte ptr [r15 + 576]
+    mov r9d, dword ptr [r15 + 768]
+    mov edx, r9d
+    vmovdqu ymmword ptr [r15 + 192], ymm15
+    mov r9, rdx
+    mov r9, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 384], r9d
+    mov dword ptr [r15 + 512], 245
+    mov r9d, 13
+    mov byte ptr [r15 + 64], r8b
     jmp 1f
 1:
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3456], r9
+    vpor xmm15, xmm15, xmm15
+    movzx r9d, r9b
+    mov r9d, ebp
+    movzx r9d, r9b
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 384]
-    mov esi, dword ptr [r15 + r9 + 3392]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    mov r9d, r9d
-    movzx r9d, byte ptr [r15 + 320]
-    movzx ecx, r9b
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 335683584
-    jz 1f
-1:
-    mov r9, r10
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 576], rcx
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    mov r9, rsi
-    mov byte ptr [r15 + 192], al
-    mov r9d, 89
-    mov r9d, 128
-    movzx r9d, byte ptr [r15 + 320]
-    mov byte ptr [r15 + 64], r9b
-    movsxd r9, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, r9d
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 768]
-    add qword ptr [r15 + 256], rsi
+    movsxd r9, dword ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c246:
-    lea rcx, [rip + .Lc1_d18047_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18047_j_t
-.Lc1_d18047_j:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
+    vpor xmm15, xmm15, xmm15
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rcx
+    mov r9d, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     movzx ecx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ecx
+    mov dword ptr [r15 + 0], 200
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov rcx, r9
+    mov ecx, 95
+    and ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 192]
-    vpcmpeqb xmm15, xmm15, xmm2
-    mov ecx, dword ptr [r15 + 256]
-    movzx esi, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 640], rsi
-    mov rsi, r9
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 512], 226
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1408], 249
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 64]
-    mov rax, rsi
-    mov byte ptr [r15 + 320], al
-    mov byte ptr [r15 + 64], al
-    mov dword ptr [r15 + 448], eax
+    mov r9d, ecx
+    movzx r9d, cl
+    mov r9d, 153
+    mov dword ptr [r15 + 0], 185
+    mov r9d, 90
+    movzx r9d, cl
+    mov r9d, r9d
+    mov r9d, 153
+    mov r9, r10
+    movzx ebp, r9b
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rcx
+    mov r9, qword ptr [r15 + 128]
+    mov ecx, 35
     mov rbp, r10
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 128]
     jmp 1f
 1:
-    and rbp, 4032
-    mov r9, r10
-    mov byte ptr [r15 + rbp + 3392], r8b
-    mov dword ptr [r15 + r8 + 1344], 158
-    mov ebp, esi
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], esi
-    jmp 1f
-1:
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 640], edx
+    mov dword ptr [r15 + 192], 48
+    mov rbp, qword ptr [r15 + 384]
+    mov edx, 125
+    mov rdx, qword ptr [r15 + 64]
+    movzx r8d, r9b
+    mov qword ptr [r15 + 320], r9
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c247:
-    lea rcx, [rip + .Lc1_d18098_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18098_j_t
-.Lc1_d18098_j:
-    and ecx, dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d18426_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d18426_s_t
+    .p2align 3
+.Lc1_d18426_s:
+    .p2align 3
+    jmp .Lc1_d18426_j
+    .p2align 3
+    jmp .Lc1_d18426_j
+.Lc1_d18426_j:
+    mov rbp, r10
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov rax, qword ptr [r15 + 448]
+    mov rbp, r9
     jmp 1f
 1:
-    mov rbp, rcx
     jmp 1f
 1:
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], 238
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 172
+    mov r9d, r9d
+    add r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov ebp, r9d
+    mov r9d, ebp
+    jmp 1f
+1:
+    movzx r9d, r9b
+    mov r9, rax
+    movzx r9d, r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, 182
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    lea r9, [r10 + r10*1]
-    mov rax, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3456], r9
-    mov rcx, qword ptr [r15 + 384]
+    movzx ebp, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov eax, 243
+    mov eax, dword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 320], 194
     mov r8, r10
-    mov byte ptr [r15 + 704], al
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 192
-    mov byte ptr [r15 + r9 + 3392], bpl
     jmp 1f
 1:
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], r8d
-    movsxd rax, dword ptr [r15 + 128]
     and r8, 448
-    mov byte ptr [r15 + r8 + 832], bpl
-    mov dword ptr [r15 + 256], ecx
-    mov dword ptr [r15 + 512], 98
+    mov rdx, qword ptr [r15 + r8 + 832]
+    mov r8, r10
+    mov edi, dword ptr [r15 + 256]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 110
     jmp 1f
 1:
-    vmovq qword ptr [r15 + 448], xmm15
-    mov byte ptr [r15 + r8 + 896], al
+    movsxd r8, dword ptr [r15 + 64]
+    movzx esi, r8b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c248:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, al
+    lea rcx, [rip + .Lc1_d18485_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d18485_j_t
+.Lc1_d18485_j:
+    mov ecx, dword ptr [r15 + 448]
+    and ecx, dword ptr [r15 + 128]
     movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r9d
-    movzx r8d, sil
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], r8d
+    movzx r8d, byte ptr [r15 + 192]
+    mov rsi, r8
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    mov rbp, r10
+    mov ecx, dword ptr [r15 + 0]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], sil
+    mov rbp, rsi
+    mov dword ptr [r15 + 768], 154
+    mov byte ptr [r15 + 384], sil
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], r8
     vpor xmm15, xmm15, xmm15
-    mov r8d, 18
-    mov r8d, eax
+    mov byte ptr [r15 + 320], bpl
+    mov rbp, r10
+    mov r8d, 123
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 36
-    mov dword ptr [r15 + 128], eax
-    mov dword ptr [r15 + 448], 15
-    and eax, dword ptr [r15 + 64]
-    mov r8d, 7
-    mov qword ptr [r15 + 192], r9
-    mov qword ptr [r15 + 512], rax
-    mov eax, 177
-    mov qword ptr [r15 + 640], r8
-    mov dword ptr [r15 + 768], eax
-    mov dword ptr [r15 + 256], 147
-    mov r8, r10
-    mov qword ptr [r15 + 64], rax
-    mov dword ptr [r15 + 192], 69
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 120
-    mov qword ptr [r15 + 320], r8
-    mov byte ptr [r15 + 128], r8b
-    mov qword ptr [r15 + 256], r8
-    and esi, dword ptr [r15 + 576]
-    nop
-    mov dword ptr [r15 + 512], 15
+    movzx r8d, dil
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm15
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], r8d
+    mov ebp, 103
+    jmp 1f
+1:
+    mov rbp, r10
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 1984
+    mov r8d, dword ptr [r15 + rbp + 1344]
+    mov ebp, 93
+    mov rbp, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 384], 62
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c249:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32
-    setz al
-    lea rcx, [rip + .Lc1_d18192_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d18192_s_t
-    .p2align 3
-.Lc1_d18192_s:
-    .p2align 3
-    jmp .Lc1_d18192_j
-    .p2align 3
-    jmp .Lc1_d18192_j
-.Lc1_d18192_j:
-    mov qword ptr [r15 + 128], r8
-    mov r8d, ecx
+    movzx ebp, al
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 229
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, bpl
+    mov ebp, 92
+    mov ebp, dword ptr [r15 + 0]
+    mov r9, r10
+    mov eax, r9d
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 512], al
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    mov r8, r10
+    add rax, qword ptr [r15 + 192]
+    mov r9, rax
+    mov r9, qword ptr [r15 + 192]
+    movsxd rsi, dword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 640]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 256]
+    mov r9, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 320], bpl
+    mov byte ptr [r15 + 384], cl
+    mov dword ptr [r15 + 64], ecx
     mov rbp, r10
-    mov byte ptr [r15 + 448], r9b
-    and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 512]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 154
-    vpmovmskb edx, xmm15
-    mov dword ptr [r15 + 256], edx
-    mov r8, qword ptr [r15 + 192]
-    mov edx, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 448], r9b
-    movsxd r9, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 64], 79
+    movzx ecx, r9b
+    mov r9, r10
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], eax
+    mov eax, eax
+    and r9, 8128
+    movzx eax, byte ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], bpl
-    vmovdqu ymmword ptr [r15 + 128], ymm15
-    jmp 1f
-1:
+    mov r9, rax
+    nop
     add r10, r11
     inc rbx
     dec r13
@@ -22833,299 +23014,259 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r10
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d18592_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d18592_s_t
+    .p2align 3
+.Lc1_d18592_s:
+    .p2align 3
+    jmp .Lc1_d18592_j
+    .p2align 3
+    jmp .Lc1_d18592_j
+.Lc1_d18592_j:
     jmp 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    mov r8d, 24
-    vpcmpeqb xmm15, xmm15, xmm11
-    mov r8d, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 768]
-    mov r9d, edx
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 64]
-    and r9, 8128
-    mov ecx, dword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 320], r8d
-    mov r8, rcx
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    mov r8, rsi
-    test dword ptr [r15 + 67117723], 262144
-    jz 1f
-1:
-    mov esi, r8d
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 192]
-    mov r8d, esi
-    mov rsi, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 180
-    mov esi, esi
-    mov esi, ecx
-    mov rsi, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 704], rsi
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 192], rax
+    mov rax, r8
     mov rbp, r10
-    mov byte ptr [r15 + r9 + 7552], dl
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 157
-    mov rbp, rbp
+    mov dword ptr [r15 + 384], ecx
+    mov r9, r10
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    mov ebp, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rcx
+    mov r9, rsi
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 229
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rbp
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    movzx r9d, byte ptr [r15 + 768]
+    movzx ebp, byte ptr [r15 + 256]
+    mov r8, r10
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    and r8, 4032
+    add rbp, qword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], cl
+    movzx r8d, bpl
+    mov dword ptr [r15 + 320], 233
+    movsxd r8, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 704]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c251:
-    lea rcx, [rip + .Lc1_d18290_j]
+    lea rcx, [rip + .Lc1_d18647_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18290_j_t
-.Lc1_d18290_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d18647_j_t
+.Lc1_d18647_j:
+    mov dword ptr [r15 + 384], 81
+    mov ecx, 236
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movzx ecx, cl
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov ecx, 229
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm15, xmm15, xmm8
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 448]
+    movzx esi, byte ptr [r15 + 320]
+    mov ebp, 134
+    movzx ebp, byte ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 64]
-    mov ebp, ebp
+    movsxd rdx, dword ptr [r15 + 320]
+    movzx r8d, byte ptr [r15 + 576]
+    mov dword ptr [r15 + 128], r9d
     jmp 1f
 1:
     jmp 1f
 1:
-    vmovq qword ptr [r15 + 512], xmm15
-    mov byte ptr [r15 + 128], bpl
-    mov eax, ebp
-    mov eax, dword ptr [r15 + 448]
-    lea rbp, [r10 + r10*2]
-    jmp 1f
-1:
-    and rbp, 1984
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, ecx
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + rbp + 1472]
-    mov r8, r10
     mov r9, r10
-    and r8, 16320
-    movzx edx, byte ptr [r15 + r8 + 15680]
-    mov qword ptr [r15 + 320], rbp
-    mov r8, rax
+    mov r8, r10
+    mov dword ptr [r15 + 256], 193
+    and r9, 4032
+    movsxd rax, dword ptr [r15 + r9 + 3392]
+    add r9, qword ptr [r15 + 448]
+    mov r9, r10
+    and r8, 8128
+    movzx edi, byte ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
     and r9, 448
-    movsxd r8, dword ptr [r15 + r9 + 832]
+    mov r8d, dword ptr [r15 + r9 + 832]
+    mov r9d, 199
+    movsxd r9, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 1408], r9b
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], r9b
-    movsxd rbp, dword ptr [r15 + 128]
-    mov r9d, edx
-    mov qword ptr [r15 + 512], r9
     mov r9d, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c252:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 536870912
-    setz al
-    lea rcx, [rip + .Lc1_d18349_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d18349_s_t
-    .p2align 3
-.Lc1_d18349_s:
-    .p2align 3
-    jmp .Lc1_d18349_j
-    .p2align 3
-    jmp .Lc1_d18349_j
-.Lc1_d18349_j:
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 448]
-    mov rcx, qword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 192]
-    mov rbp, rax
+    mov r9, r10
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm15
+    movsxd r9, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov rdx, rbp
+    mov rcx, qword ptr [r15 + 0]
+    movzx esi, cl
+    mov ecx, esi
+    mov byte ptr [r15 + 0], r8b
+    mov r8d, dword ptr [r15 + 0]
+    mov rsi, r8
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], r9
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, sil
+    mov r8d, 207
+    mov esi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r10 + r10*1]
+    movsxd rsi, dword ptr [r15 + 192]
+    movsxd rax, dword ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 384]
+    and r8, 1984
+    mov rdi, qword ptr [r15 + r8 + 1408]
+    mov rdx, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], 15
+    movsxd rdx, dword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 640], r8b
     jmp 1f
 1:
-    mov ebp, edx
+    mov dword ptr [r15 + 256], ebp
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 203
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 4194304
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 384], rbp
     mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 94
+    mov dword ptr [r15 + 64], 55
+    mov qword ptr [r15 + 704], rdi
+    mov edi, 54
     and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov rbp, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 128], esi
-    jmp 1f
-1:
-    movzx esi, bpl
-    mov esi, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 384]
-    mov r9d, dword ptr [r15 + 256]
-    add rsi, qword ptr [r15 + 320]
-    mov rax, rsi
-    mov r8, r10
-    jmp 1f
-1:
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
-    mov r8d, 153
+    movsxd rdi, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 192], 213
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c253:
+    lea rcx, [rip + .Lc1_d18745_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d18745_j_t
+.Lc1_d18745_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 704]
+    lea rbp, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    and rbp, 4032
+    mov edi, dword ptr [r15 + rbp + 3392]
+    mov r9d, 247
+    movsxd r9, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r8, r10
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], 106
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], r8
+    mov r8, qword ptr [r15 + rbp + 3456]
+    mov dword ptr [r15 + 512], r8d
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 128]
-    add rax, qword ptr [r15 + 512]
-    mov rbp, r10
+    mov ecx, 68
+    mov r9, r10
+    mov dword ptr [r15 + 256], edi
+    and r9, 8128
+    add rdi, qword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    and rbp, 1984
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], r8d
-    jmp 1f
-1:
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3456], sil
-    movzx esi, byte ptr [r15 + 384]
-    mov r8, r8
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 768], ymm15
-    vmovdqu ymmword ptr [r15 + 128], ymm15
-    mov r8, r8
-    add r8, qword ptr [r15 + r9 + 3392]
-    mov rbp, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, rbp
-    movzx ebp, al
-    mov dword ptr [r15 + 256], 250
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r9, rcx
-    mov r9, qword ptr [r15 + 448]
-    mov rcx, r8
-    .byte 0x66, 0x90
-    movzx ecx, r8b
-    add rcx, qword ptr [r15 + 64]
-    movzx r8d, r8b
-    mov r8d, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 640]
+    mov r9d, dword ptr [r15 + 192]
+    movzx edx, byte ptr [r15 + 768]
+    mov ecx, dword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c254:
-    lea rcx, [rip + .Lc1_d18459_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18459_j_t
-.Lc1_d18459_j:
-    mov ecx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, al
-    movzx eax, dl
-    mov eax, esi
-    movzx eax, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], 113
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -23133,27 +23274,45 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 320], rax
-    mov qword ptr [r15 + 384], rax
-    movzx eax, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 384], ecx
-    vmovdqu ymmword ptr [r15 + 192], ymm15
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], eax
-    movzx eax, al
-    mov eax, dword ptr [r15 + 256]
     mov rbp, r10
-    mov qword ptr [r15 + 64], rsi
-    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
     and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 832]
+    movzx edi, byte ptr [r15 + rbp + 832]
+    add rbp, qword ptr [r15 + 576]
+    movsxd rcx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], ecx
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 320], 15
+    jmp 1f
+1:
+    mov r8d, 171
+    jmp 1f
+1:
+    mov r8d, 168
+    mov dword ptr [r15 + 384], r9d
+    mov r9d, dword ptr [r15 + 512]
+    mov r8, r10
+    movzx eax, cl
+    and ecx, dword ptr [r15 + 640]
+    mov rax, qword ptr [r15 + 128]
+    and r8, 8128
+    and r9d, dword ptr [r15 + r8 + 7488]
+    mov r8, r10
+    mov edx, dword ptr [r15 + 192]
     and r8, 1984
-    mov ebp, dword ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + 384], dil
-    movsxd r8, dword ptr [r15 + 320]
-    movsxd rdi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + r8 + 1344], ebp
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -23162,56 +23321,77 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, r8d
-    jmp 1f
-1:
-    mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 83
-    lea r9, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], eax
-    and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 320]
-    test dword ptr [r15 + 67117723], 268697608
-    jz 1f
-1:
-    mov eax, eax
-    mov dword ptr [r15 + r9 + 7552], 61
-    mov dword ptr [r15 + 640], ebp
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d18845_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d18845_s_t
+    .p2align 3
+.Lc1_d18845_s:
+    .p2align 3
+    jmp .Lc1_d18845_j
+    .p2align 3
+    jmp .Lc1_d18845_j
+    .p2align 3
+    jmp .Lc1_d18845_j
+    .p2align 3
+    jmp .Lc1_d18845_j
+    .p2align 3
+    jmp .Lc1_d18845_j
+    .p2align 3
+    jmp .Lc1_d18845_j
+    .p2align 3
+    jmp .Lc1_d18845_j
+    .p2align 3
+    jmp .Lc1_d18845_j
+.Lc1_d18845_j:
+    and ecx, dword ptr [r15 + 768]
     jmp 1f
 1:
     mov eax, eax
-    movzx eax, byte ptr [r15 + 128]
-    mov r9, r10
-    movzx ebp, r8b
-    mov ebp, dword ptr [r15 + 384]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rax
-    mov r9, r8
-    mov dword ptr [r15 + 320], 252
+    mov dword ptr [r15 + 192], eax
+    mov rax, qword ptr [r15 + 64]
+    mov r8, r10
+    movzx r9d, byte ptr [r15 + 64]
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 576]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 512]
-    vpor xmm15, xmm15, xmm15
-    .byte 0x66, 0x90
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb r8d, xmm15
+    vpcmpeqb xmm15, xmm15, xmm8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov r8, r10
+    mov byte ptr [r15 + 512], r8b
+    mov byte ptr [r15 + 384], r8b
+    mov dword ptr [r15 + 704], ecx
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], esi
+    mov byte ptr [r15 + 320], r8b
+    mov dword ptr [r15 + 448], 29
+    mov r8, r10
+    jmp 1f
+1:
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm15
+    mov r8d, 133
+    mov r8d, 27
+    add r8, qword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 128], ymm15
+    mov qword ptr [r15 + 256], rdx
     add r10, r11
     inc rbx
     dec r13
@@ -23277,423 +23457,437 @@ ditto_body_init_c1:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d5098_j_t:
+.Lc1_d5165_j_t:
     jmp rcx
-.Lc1_d3293_s_t:
+.Lc1_d3356_s_t:
     jmp rcx
-.Lc1_d4865_j_t:
+.Lc1_d3420_j_t:
     jmp rcx
-.Lc1_d4918_s_t:
+.Lc1_d4990_s_t:
     jmp rcx
-.Lc1_d4990_j_t:
+.Lc1_d5056_s_t:
     jmp rcx
-.Lc1_d3818_s_t:
+.Lc1_d3914_s_t:
     jmp rcx
-.Lc1_d3876_s_t:
+.Lc1_d3979_j_t:
     jmp rcx
-.Lc1_d3928_s_t:
+.Lc1_d4028_j_t:
     jmp rcx
-.Lc1_d4030_j_t:
+.Lc1_d4118_j_t:
     jmp rcx
-.Lc1_d4121_s_t:
+.Lc1_d4209_j_t:
     jmp rcx
-.Lc1_d68_j_t:
+.Lc1_d4776_s_t:
     jmp rcx
-.Lc1_d118_j_t:
+.Lc1_d4881_j_t:
     jmp rcx
-.Lc1_d212_s_t:
+.Lc1_d74_s_t:
     jmp rcx
-.Lc1_d311_s_t:
+.Lc1_d136_j_t:
     jmp rcx
-.Lc1_d404_j_t:
+.Lc1_d232_s_t:
     jmp rcx
-.Lc1_d495_j_t:
+.Lc1_d330_j_t:
     jmp rcx
-.Lc1_d543_s_t:
+.Lc1_d428_j_t:
     jmp rcx
-.Lc1_d641_j_t:
+.Lc1_d516_s_t:
     jmp rcx
-.Lc1_d733_j_t:
+.Lc1_d570_j_t:
     jmp rcx
-.Lc1_d827_j_t:
+.Lc1_d661_j_t:
     jmp rcx
-.Lc1_d921_s_t:
+.Lc1_d767_s_t:
     jmp rcx
-.Lc1_d1020_j_t:
+.Lc1_d822_j_t:
     jmp rcx
-.Lc1_d1070_j_t:
+.Lc1_d919_j_t:
     jmp rcx
-.Lc1_d1165_j_t:
+.Lc1_d1011_s_t:
     jmp rcx
-.Lc1_d1261_s_t:
+.Lc1_d1109_j_t:
     jmp rcx
-.Lc1_d1359_j_t:
+.Lc1_d1210_j_t:
     jmp rcx
-.Lc1_d1409_j_t:
+.Lc1_d1258_j_t:
     jmp rcx
-.Lc1_d1513_s_t:
+.Lc1_d1351_s_t:
     jmp rcx
-.Lc1_d1616_j_t:
+.Lc1_d1451_s_t:
     jmp rcx
-.Lc1_d1669_s_t:
+.Lc1_d1559_j_t:
     jmp rcx
-.Lc1_d1778_j_t:
+.Lc1_d1607_j_t:
     jmp rcx
-.Lc1_d1872_s_t:
+.Lc1_d1713_s_t:
     jmp rcx
-.Lc1_d1931_j_t:
+.Lc1_d1820_j_t:
     jmp rcx
-.Lc1_d2031_j_t:
+.Lc1_d1869_j_t:
     jmp rcx
-.Lc1_d2134_s_t:
+.Lc1_d1971_s_t:
     jmp rcx
-.Lc1_d2197_j_t:
+.Lc1_d2073_j_t:
     jmp rcx
-.Lc1_d2294_j_t:
+.Lc1_d2124_j_t:
     jmp rcx
-.Lc1_d2389_s_t:
+.Lc1_d2221_s_t:
     jmp rcx
-.Lc1_d2445_j_t:
+.Lc1_d2328_j_t:
     jmp rcx
-.Lc1_d2548_j_t:
+.Lc1_d2378_j_t:
     jmp rcx
-.Lc1_d2649_s_t:
+.Lc1_d2479_s_t:
     jmp rcx
-.Lc1_d2717_j_t:
+.Lc1_d2594_j_t:
     jmp rcx
-.Lc1_d2824_s_t:
+.Lc1_d2689_s_t:
     jmp rcx
-.Lc1_d2926_j_t:
+.Lc1_d2754_j_t:
     jmp rcx
-.Lc1_d3021_j_t:
+.Lc1_d2859_j_t:
     jmp rcx
-.Lc1_d3071_s_t:
+.Lc1_d2911_s_t:
     jmp rcx
-.Lc1_d3176_s_t:
+.Lc1_d3023_j_t:
     jmp rcx
-.Lc1_d3413_j_t:
+.Lc1_d3122_s_t:
     jmp rcx
-.Lc1_d3503_j_t:
+.Lc1_d3193_j_t:
     jmp rcx
-.Lc1_d3608_j_t:
+.Lc1_d3288_s_t:
     jmp rcx
-.Lc1_d3703_s_t:
+.Lc1_b3_stubs_t:
     jmp rcx
-.Lc1_d3762_j_t:
+.Lc1_d4318_j_t:
     jmp rcx
-.Lc1_d4232_j_t:
+.Lc1_d4417_j_t:
     jmp rcx
-.Lc1_d4281_j_t:
+.Lc1_d4519_j_t:
     jmp rcx
-.Lc1_d4340_j_t:
+.Lc1_d4577_j_t:
     jmp rcx
-.Lc1_d4443_j_t:
-    jmp rcx
-.Lc1_d4496_j_t:
-    jmp rcx
-.Lc1_d4595_s_t:
-    jmp rcx
-.Lc1_d4707_j_t:
-    jmp rcx
-.Lc1_d4803_s_t:
+.Lc1_d4676_j_t:
     jmp rcx
 .Lc1_b9_stubs_t:
     jmp rcx
-.Lc1_d5501_s_t:
+.Lc1_d3487_s_t:
     jmp rcx
-.Lc1_d5621_s_t:
+.Lc1_d3602_j_t:
     jmp rcx
-.Lc1_d5734_s_t:
+.Lc1_d3696_s_t:
     jmp rcx
-.Lc1_d5845_s_t:
+.Lc1_d3754_j_t:
     jmp rcx
-.Lc1_d5918_s_t:
+.Lc1_d3846_j_t:
+    jmp rcx
+.Lc1_d5543_s_t:
+    jmp rcx
+.Lc1_d5600_s_t:
+    jmp rcx
+.Lc1_d5708_s_t:
+    jmp rcx
+.Lc1_d5769_s_t:
+    jmp rcx
+.Lc1_d5873_s_t:
+    jmp rcx
+.Lc1_d5978_s_t:
     jmp rcx
 .Lc1_d6035_s_t:
     jmp rcx
-.Lc1_d6091_j_t:
+.Lc1_d6149_j_t:
     jmp rcx
-.Lc1_d6196_s_t:
+.Lc1_d6208_s_t:
     jmp rcx
-.Lc1_d6263_s_t:
+.Lc1_d6319_j_t:
     jmp rcx
-.Lc1_d6389_s_t:
+.Lc1_d6416_j_t:
     jmp rcx
-.Lc1_d6446_j_t:
+.Lc1_d6471_j_t:
     jmp rcx
-.Lc1_d6546_j_t:
+.Lc1_d6573_s_t:
     jmp rcx
-.Lc1_d6655_s_t:
+.Lc1_d6632_s_t:
     jmp rcx
-.Lc1_d6769_s_t:
+.Lc1_d6738_j_t:
     jmp rcx
-.Lc1_d6837_s_t:
+.Lc1_d6841_j_t:
     jmp rcx
-.Lc1_d6947_j_t:
+.Lc1_d6894_j_t:
     jmp rcx
-.Lc1_d7036_j_t:
+.Lc1_d6991_j_t:
     jmp rcx
-.Lc1_d7088_j_t:
+.Lc1_d7083_j_t:
     jmp rcx
-.Lc1_d7188_s_t:
+.Lc1_d7184_j_t:
     jmp rcx
-.Lc1_d7298_s_t:
+.Lc1_d7237_s_t:
     jmp rcx
-.Lc1_d7353_j_t:
+.Lc1_d7339_j_t:
     jmp rcx
-.Lc1_d7441_j_t:
+.Lc1_d7435_s_t:
     jmp rcx
-.Lc1_d7537_j_t:
+.Lc1_d7499_j_t:
     jmp rcx
-.Lc1_d7630_j_t:
+.Lc1_d7608_s_t:
     jmp rcx
-.Lc1_d7730_s_t:
+.Lc1_d7709_j_t:
     jmp rcx
-.Lc1_d7787_j_t:
+.Lc1_d7765_s_t:
     jmp rcx
-.Lc1_d7886_j_t:
+.Lc1_d7879_j_t:
     jmp rcx
-.Lc1_d7983_s_t:
+.Lc1_d7933_s_t:
     jmp rcx
 .Lc1_d8036_j_t:
     jmp rcx
-.Lc1_d8131_j_t:
+.Lc1_d8138_s_t:
     jmp rcx
-.Lc1_d8227_j_t:
+.Lc1_d8203_j_t:
     jmp rcx
-.Lc1_d8320_j_t:
+.Lc1_d8300_j_t:
     jmp rcx
-.Lc1_d8418_s_t:
+.Lc1_d8398_j_t:
     jmp rcx
-.Lc1_d8479_j_t:
+.Lc1_d8451_j_t:
     jmp rcx
-.Lc1_d8587_s_t:
+.Lc1_d8541_j_t:
     jmp rcx
-.Lc1_d8640_j_t:
+.Lc1_d8649_s_t:
     jmp rcx
-.Lc1_d8737_j_t:
+.Lc1_d8753_s_t:
     jmp rcx
-.Lc1_d8835_s_t:
+.Lc1_d8813_j_t:
     jmp rcx
-.Lc1_d8906_s_t:
+.Lc1_d8912_j_t:
     jmp rcx
-.Lc1_d9015_j_t:
+.Lc1_d9012_s_t:
     jmp rcx
-.Lc1_d9119_j_t:
+.Lc1_d9074_j_t:
     jmp rcx
-.Lc1_d9212_j_t:
+.Lc1_d9176_j_t:
     jmp rcx
-.Lc1_d9266_s_t:
+.Lc1_d9228_s_t:
     jmp rcx
-.Lc1_d9372_s_t:
+.Lc1_d9336_j_t:
     jmp rcx
-.Lc1_d9484_j_t:
+.Lc1_d9440_s_t:
     jmp rcx
-.Lc1_d9532_j_t:
+.Lc1_d9498_j_t:
     jmp rcx
-.Lc1_d9641_j_t:
+.Lc1_d9593_j_t:
     jmp rcx
-.Lc1_d9747_s_t:
+.Lc1_d9697_s_t:
     jmp rcx
-.Lc1_d9803_j_t:
+.Lc1_d9760_j_t:
     jmp rcx
-.Lc1_d9902_j_t:
+.Lc1_d9868_j_t:
     jmp rcx
-.Lc1_d10002_s_t:
+.Lc1_d9967_s_t:
     jmp rcx
-.Lc1_d10056_j_t:
+.Lc1_d10020_j_t:
     jmp rcx
-.Lc1_d10156_s_t:
+.Lc1_d10118_j_t:
     jmp rcx
-.Lc1_d10214_j_t:
+.Lc1_d10175_j_t:
     jmp rcx
-.Lc1_d10322_j_t:
+.Lc1_d10281_s_t:
     jmp rcx
-.Lc1_d10417_j_t:
+.Lc1_d10391_j_t:
     jmp rcx
-.Lc1_d10519_s_t:
+.Lc1_d10444_j_t:
     jmp rcx
-.Lc1_d10601_s_t:
+.Lc1_d10546_s_t:
     jmp rcx
-.Lc1_d10706_j_t:
+.Lc1_d10610_j_t:
     jmp rcx
-.Lc1_d10756_j_t:
+.Lc1_d10708_s_t:
     jmp rcx
-.Lc1_d10864_j_t:
+.Lc1_d10819_j_t:
     jmp rcx
-.Lc1_d10959_s_t:
+.Lc1_d10875_j_t:
     jmp rcx
-.Lc1_d11018_j_t:
+.Lc1_d10979_j_t:
     jmp rcx
-.Lc1_d11119_s_t:
+.Lc1_d11092_s_t:
     jmp rcx
-.Lc1_d11221_j_t:
+.Lc1_d11158_s_t:
     jmp rcx
-.Lc1_d11278_j_t:
+.Lc1_d11217_j_t:
     jmp rcx
-.Lc1_d11375_j_t:
+.Lc1_d11322_j_t:
     jmp rcx
-.Lc1_d11480_s_t:
+.Lc1_d11428_j_t:
     jmp rcx
-.Lc1_d11534_j_t:
+.Lc1_d11522_s_t:
     jmp rcx
-.Lc1_d11636_j_t:
+.Lc1_d11576_j_t:
     jmp rcx
-.Lc1_d11733_s_t:
+.Lc1_d11676_j_t:
     jmp rcx
-.Lc1_d11791_j_t:
+.Lc1_d11781_s_t:
     jmp rcx
-.Lc1_d11891_s_t:
+.Lc1_d11843_j_t:
     jmp rcx
-.Lc1_d12002_j_t:
+.Lc1_d11950_s_t:
     jmp rcx
-.Lc1_d12056_j_t:
+.Lc1_d12012_j_t:
     jmp rcx
-.Lc1_d12162_s_t:
+.Lc1_d12114_s_t:
     jmp rcx
-.Lc1_d12266_j_t:
+.Lc1_d12174_j_t:
     jmp rcx
-.Lc1_d12320_j_t:
+.Lc1_d12281_j_t:
     jmp rcx
-.Lc1_d12418_s_t:
+.Lc1_d12387_s_t:
     jmp rcx
-.Lc1_d12524_j_t:
+.Lc1_d12455_j_t:
     jmp rcx
-.Lc1_d12615_j_t:
+.Lc1_d12551_j_t:
     jmp rcx
-.Lc1_d12666_s_t:
+.Lc1_d12663_s_t:
     jmp rcx
-.Lc1_d12775_s_t:
+.Lc1_d12723_j_t:
     jmp rcx
-.Lc1_d12883_j_t:
+.Lc1_d12822_s_t:
     jmp rcx
-.Lc1_d12932_j_t:
+.Lc1_d12881_j_t:
     jmp rcx
-.Lc1_d13040_j_t:
+.Lc1_d12981_j_t:
     jmp rcx
-.Lc1_d13144_s_t:
+.Lc1_d13092_s_t:
     jmp rcx
-.Lc1_d13199_j_t:
+.Lc1_d13143_j_t:
     jmp rcx
-.Lc1_d13290_j_t:
+.Lc1_d13245_j_t:
     jmp rcx
-.Lc1_d13398_s_t:
+.Lc1_d13351_s_t:
     jmp rcx
-.Lc1_d13452_s_t:
+.Lc1_d13410_j_t:
     jmp rcx
-.Lc1_d13560_j_t:
+.Lc1_d13513_j_t:
     jmp rcx
-.Lc1_d13658_j_t:
+.Lc1_d13574_s_t:
     jmp rcx
-.Lc1_d13717_j_t:
+.Lc1_d13693_j_t:
     jmp rcx
-.Lc1_d13815_s_t:
+.Lc1_d13798_s_t:
     jmp rcx
-.Lc1_d13922_j_t:
+.Lc1_d13857_j_t:
     jmp rcx
-.Lc1_d13977_s_t:
+.Lc1_d13957_s_t:
     jmp rcx
-.Lc1_d14081_j_t:
+.Lc1_d14023_j_t:
     jmp rcx
-.Lc1_d14179_j_t:
+.Lc1_d14129_s_t:
     jmp rcx
-.Lc1_d14280_s_t:
+.Lc1_d14229_j_t:
     jmp rcx
-.Lc1_d14338_j_t:
+.Lc1_d14288_j_t:
     jmp rcx
-.Lc1_d14429_j_t:
+.Lc1_d14392_j_t:
     jmp rcx
-.Lc1_d14528_s_t:
+.Lc1_d14452_s_t:
     jmp rcx
-.Lc1_d14590_j_t:
+.Lc1_d14562_j_t:
     jmp rcx
-.Lc1_d14691_s_t:
+.Lc1_d14616_j_t:
     jmp rcx
-.Lc1_d14794_j_t:
+.Lc1_d14721_s_t:
     jmp rcx
-.Lc1_d14843_j_t:
+.Lc1_d14835_j_t:
     jmp rcx
-.Lc1_d14956_s_t:
+.Lc1_d14890_j_t:
     jmp rcx
-.Lc1_d15029_j_t:
+.Lc1_d15002_s_t:
     jmp rcx
-.Lc1_d15137_s_t:
+.Lc1_d15064_j_t:
     jmp rcx
-.Lc1_d15247_j_t:
+.Lc1_d15173_s_t:
     jmp rcx
-.Lc1_d15297_j_t:
+.Lc1_d15245_j_t:
     jmp rcx
-.Lc1_d15390_s_t:
+.Lc1_d15354_s_t:
     jmp rcx
-.Lc1_d15490_j_t:
+.Lc1_d15408_j_t:
     jmp rcx
-.Lc1_d15589_j_t:
+.Lc1_d15515_s_t:
     jmp rcx
-.Lc1_d15645_s_t:
+.Lc1_d15625_j_t:
     jmp rcx
-.Lc1_d15752_j_t:
+.Lc1_d15677_j_t:
     jmp rcx
-.Lc1_d15845_j_t:
+.Lc1_d15775_s_t:
     jmp rcx
-.Lc1_d15901_s_t:
+.Lc1_d15884_j_t:
     jmp rcx
-.Lc1_d16008_j_t:
+.Lc1_d15939_j_t:
     jmp rcx
-.Lc1_d16112_s_t:
+.Lc1_d16045_s_t:
     jmp rcx
-.Lc1_d16165_j_t:
+.Lc1_d16144_j_t:
     jmp rcx
-.Lc1_d16264_j_t:
+.Lc1_d16195_j_t:
     jmp rcx
-.Lc1_d16357_s_t:
+.Lc1_d16309_s_t:
     jmp rcx
-.Lc1_d16456_j_t:
+.Lc1_d16372_j_t:
     jmp rcx
-.Lc1_d16510_s_t:
+.Lc1_d16476_j_t:
     jmp rcx
-.Lc1_d16626_j_t:
+.Lc1_d16581_s_t:
     jmp rcx
-.Lc1_d16726_s_t:
+.Lc1_d16653_j_t:
     jmp rcx
-.Lc1_d16782_j_t:
+.Lc1_d16760_s_t:
     jmp rcx
-.Lc1_d16882_j_t:
+.Lc1_d16817_j_t:
     jmp rcx
-.Lc1_d16985_s_t:
+.Lc1_d16915_j_t:
     jmp rcx
-.Lc1_d17043_j_t:
+.Lc1_d17019_s_t:
     jmp rcx
-.Lc1_d17135_j_t:
+.Lc1_d17076_j_t:
     jmp rcx
-.Lc1_d17238_s_t:
+.Lc1_d17187_s_t:
     jmp rcx
-.Lc1_d17294_j_t:
+.Lc1_d17252_j_t:
     jmp rcx
-.Lc1_d17395_j_t:
+.Lc1_d17351_s_t:
     jmp rcx
-.Lc1_d17499_s_t:
+.Lc1_d17455_j_t:
     jmp rcx
-.Lc1_d17604_j_t:
+.Lc1_d17508_j_t:
     jmp rcx
-.Lc1_d17659_s_t:
+.Lc1_d17617_s_t:
     jmp rcx
-.Lc1_d17770_j_t:
+.Lc1_d17672_j_t:
     jmp rcx
-.Lc1_d17863_j_t:
+.Lc1_d17776_j_t:
     jmp rcx
-.Lc1_d17919_s_t:
+.Lc1_d17878_j_t:
     jmp rcx
-.Lc1_d18047_j_t:
+.Lc1_d17938_s_t:
     jmp rcx
-.Lc1_d18098_j_t:
+.Lc1_d18043_j_t:
     jmp rcx
-.Lc1_d18192_s_t:
+.Lc1_d18153_s_t:
     jmp rcx
-.Lc1_d18290_j_t:
+.Lc1_d18228_j_t:
     jmp rcx
-.Lc1_d18349_s_t:
+.Lc1_d18322_j_t:
     jmp rcx
-.Lc1_d18459_j_t:
+.Lc1_d18426_s_t:
+    jmp rcx
+.Lc1_d18485_j_t:
+    jmp rcx
+.Lc1_d18592_s_t:
+    jmp rcx
+.Lc1_d18647_j_t:
+    jmp rcx
+.Lc1_d18745_j_t:
+    jmp rcx
+.Lc1_d18845_s_t:
     jmp rcx
     .text
 

@@ -37,85 +37,66 @@ ditto_body_c1:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 2048 bytes, 8 chunk(s), 4 chunk executions per call
+// block 0: 2048 bytes, 8 chunk(s), 8 chunk executions per call
     mov rbx, qword ptr [r15 + 67117736]
-    lea rcx, [rbx + 4]
+    lea rcx, [rbx + 8]
     mov qword ptr [r15 + 67117736], rcx
-    mov r13d, 4
-    mov eax, ebx
-    and eax, 7
-    lea rcx, [rip + .Lc1_b0_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_b0_stubs_t
-    .p2align 3
-.Lc1_b0_stubs:
-    .p2align 3
+    mov r13d, 8
     jmp .Lc1_b0_c0
-    .p2align 3
-    jmp .Lc1_b0_c1
-    .p2align 3
-    jmp .Lc1_b0_c2
-    .p2align 3
-    jmp .Lc1_b0_c3
-    .p2align 3
-    jmp .Lc1_b0_c4
-    .p2align 3
-    jmp .Lc1_b0_c5
-    .p2align 3
-    jmp .Lc1_b0_c6
-    .p2align 3
-    jmp .Lc1_b0_c7
     .p2align 6
 .Lc1_b0_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     movzx ecx, al
-    movsxd rcx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 512], 127
-    mov dword ptr [r15 + 768], r9d
-    test dword ptr [r15 + 67117723], 8312
-    jz 1f
-1:
-    movzx eax, cl
-    movzx r8d, byte ptr [r15 + 320]
-    mov byte ptr [r14 + 0], cl
-    mov rbp, r10
-    test ebx, 27584
+    bt rax, rsi
+    mov ebp, 53
+    test dword ptr [r15 + 67117724], 8208
     jnz 1f
 1:
-    mov rcx, rcx
-    mov rdi, qword ptr [r15 + 64]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7104], edx
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
+    mov eax, dword ptr [r15 + 704]
+    mov r8d, 29
+    mov edi, 251
+    test ebx, 6096
+    jnz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    movzx r9d, byte ptr [r15 + 0]
-    movzx ecx, sil
+    movsxd rsi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 178
+    mov rcx, rsi
+    test ebx, 15712
+    jnz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    mov ecx, 798
+    rep stosb
+    movzx esi, byte ptr [r15 + 576]
+    test dword ptr [r15 + 67117723], 4194304
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 384]
+    movzx eax, dil
+    mov rcx, rdi
     mov rbp, r10
-    test ebx, 720
-    jz 1f
+    test dword ptr [r15 + 67117723], 33556992
+    jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 512]
     and rbp, 448
-    movsxd rdx, dword ptr [r15 + rbp + 1472]
-    mov qword ptr [r15 + 576], rcx
-    mov rdi, qword ptr [r15 + 640]
-    mov esi, dword ptr [r15 + 256]
-    test ebx, 3424
-    jnz 1f
-1:
-    mov rcx, qword ptr [r14 + 64]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 192]
-    test bl, 240
+    movsxd r9, dword ptr [r15 + rbp + 960]
+    test ebx, 31696
     jz 1f
 1:
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 448]
-    vmovdqu xmm13, xmmword ptr [r15 + 704]
-    movzx r9d, sil
+    mov rbp, r8
+    mov r8d, dword ptr [r14 + 896]
+    mov r9, r10
+    mov ebp, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 524288
+    jnz 1f
+1:
+    nop
+    and r9, 960
+    movzx ecx, byte ptr [r15 + r9 + 1984]
     add r10, r11
     inc rbx
     dec r13
@@ -124,119 +105,110 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx edx, r9b
-    mov rdx, qword ptr [r15 + 192]
-    mov rdi, qword ptr [r15 + 640]
-    mov rsi, qword ptr [r14 + 64]
-    test dword ptr [r15 + 67117723], 4
+    lea rcx, [rip + .Lc1_d84_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d84_j_t
+.Lc1_d84_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test dword ptr [r15 + 67117723], 1073741824
     jnz 1f
 1:
-    vmovdqu xmm11, xmmword ptr [r15 + 256]
-    mov rax, r8
-    mov r8, qword ptr [r15 + 0]
-    mov r9d, eax
-    test dword ptr [r15 + 67117723], 1750470657
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
     movsxd rsi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 304221192
-    jz 1f
-1:
-    mov byte ptr [r15 + 64], sil
-    movzx ecx, byte ptr [r15 + 896]
-    mov r8d, r9d
-    mov esi, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 8192
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 119
+    test dword ptr [r15 + 67117724], 1191316548
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 320]
-    mov r9d, dword ptr [r15 + 832]
-    mov qword ptr [r15 + 576], rdi
-    test ebx, 3680
+    movsxd rax, dword ptr [r15 + 768]
+    movsxd r8, dword ptr [r15 + 512]
+    mov edi, dword ptr [r14 + 320]
+    mov qword ptr [r15 + 384], rdx
+    test dword ptr [r15 + 67117724], 512
     jz 1f
 1:
-    mov byte ptr [r15 + 128], r8b
-    .byte 0x0f, 0x1f, 0x00
-    movzx eax, r9b
-    vpcmpeqb xmm11, xmm11, xmm0
-    mov rbp, r10
-    mov r8, r10
-    test bl, 32
+    mov edi, dword ptr [r14 + 0]
+    mov qword ptr [r15 + 128], r8
+    mov edx, 67
+    test ebx, 7408
     jz 1f
 1:
-    and r8, 960
-    mov r9d, dword ptr [r14 + r8 + 1984]
-    movzx edi, bpl
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 960]
+    mov r9, r10
+    mov r8, qword ptr [r15 + 448]
+    movzx edi, dil
+    movsxd rcx, dword ptr [r15 + 192]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 1472], rax
+    test dword ptr [r15 + 67117723], 32768
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 192]
+    mov ebp, dword ptr [r15 + 256]
+    mov eax, 30
+    test dword ptr [r15 + 67117724], 537919488
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 640], edx
+    mov edi, 15
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    lea rcx, [rip + .Lc1_d132_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d132_j_t
-.Lc1_d132_j:
-    movzx r8d, cl
-    movsxd rax, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    vmulsd xmm0, xmm0, xmm11
-    test bl, 80
-    jz 1f
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r8, r10
+    mov rdx, rdx
+    and r8, 8128
+    movzx ebp, byte ptr [r15 + r8 + 7104]
+    mov rcx, rdx
+    test dword ptr [r15 + 67117723], 512
+    jnz 1f
 1:
-    mov esi, edi
-    mov rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    bt r8, rsi
-    test ebx, 2912
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 57
-    movzx edi, dl
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 2560
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 192]
-    movsxd rdx, dword ptr [r15 + 704]
-    movzx eax, byte ptr [r15 + 512]
-    or qword ptr [r15 + 320], 55
+    movsxd rax, dword ptr [r15 + 256]
+    mov rsi, rcx
+    mov byte ptr [r15 + 576], al
     test bl, 32
     jnz 1f
 1:
-    .byte 0x66, 0x90
-    mov esi, dword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 256]
-    mov ebp, dword ptr [r15 + 384]
-    test ebx, 3264
+    movzx r8d, byte ptr [r15 + 0]
+    mov ecx, 52
+    test ebx, 7024
     jnz 1f
 1:
-    mov rdx, rbp
-    mov rsi, rdx
-    movzx edi, dil
-    mov dword ptr [r14 + 384], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 832]
+    test dword ptr [r15 + 67117724], 16384
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], 45
+    movzx ebp, sil
+    mov ebp, ebp
     test bl, 128
-    jnz 1f
+    jz 1f
 1:
-    mov r8, qword ptr [r15 + 448]
-    movsxd rcx, dword ptr [r15 + 512]
-    movsxd rdx, dword ptr [r15 + 128]
-    mov rbp, r10
+    movsxd r8, dword ptr [r15 + 448]
+    mov esi, 15
+    test ebx, 7632
+    jz 1f
+1:
+    mov rsi, qword ptr [r14 + 704]
+    movsxd rdi, dword ptr [r14 + 0]
     mov r9, r10
-    movsxd rdi, dword ptr [r15 + 256]
+    movzx ecx, byte ptr [r15 + 64]
     test ebx, 816
-    jnz 1f
+    jz 1f
 1:
-    and r9, 8128
-    movsxd rdi, dword ptr [r15 + r9 + 7104]
+    mov rbp, r10
+    and r9, 33554368
+    mov rdx, qword ptr [r15 + r9 + 33554432]
     and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 960]
-    popcnt rsi, rdi
-    mov rax, qword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + rbp + 960]
     add r10, r11
     inc rbx
     dec r13
@@ -245,55 +217,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 544
+    setz al
+    lea rcx, [rip + .Lc1_d181_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d181_s_t
+    .p2align 3
+.Lc1_d181_s:
+    .p2align 3
+    jmp .Lc1_d181_j
+    .p2align 3
+    jmp .Lc1_d181_j
+.Lc1_d181_j:
+    mov rdi, rcx
+    mov ebp, 106
+    mov byte ptr [r15 + 512], dl
+    mov rdi, rax
+    test dword ptr [r15 + 67117724], 8192
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 0], 35
+    mov esi, esi
+    test dword ptr [r15 + 67117723], 136314912
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r10
-    movzx eax, byte ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 448]
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 960]
-    test dword ptr [r15 + 67117724], 4
-    jz 1f
-1:
-    mov dword ptr [r15 + 320], edi
-    movsxd rax, dword ptr [r15 + 0]
-    mov rdi, rbp
-    test dword ptr [r15 + 67117724], 310706626
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2816
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 14320
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 384]
-    movzx ecx, byte ptr [r14 + 0]
-    movzx r8d, byte ptr [r14 + 0]
-    test dword ptr [r15 + 67117724], 16777216
-    jz 1f
-1:
-    mov dword ptr [r14 + 0], 29
-    bt r8, rax
-    mov ecx, 102
-    test bl, 32
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 192]
-    mov byte ptr [r15 + 128], cl
-    movsxd rdx, dword ptr [r15 + 320]
     mov r9, r10
-    test bl, 80
-    jnz 1f
-1:
+    and r8, 4032
+    movzx edi, byte ptr [r15 + r8 + 3008]
     and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 1472]
-    mov esi, 223
-    mov edx, ecx
-    test dword ptr [r15 + 67117724], 1090825218
+    movzx esi, byte ptr [r15 + r9 + 1472]
+    mov rbp, r10
+    mov rdx, qword ptr [r15 + 384]
+    and rbp, 960
+    mov r9, qword ptr [r15 + rbp + 1984]
+    test dword ptr [r15 + 67117723], 1233470144
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 640]
+    cmovne r9, rdi
+    mov rax, qword ptr [r15 + 320]
+    mov byte ptr [r14 + 128], sil
+    test ebx, 2048
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    mov rdi, rbp
-    mov r9d, dword ptr [r15 + 640]
+    movsxd rdx, dword ptr [r15 + 64]
+    mov esi, r8d
+    mov r9, qword ptr [r15 + 896]
     add r10, r11
     inc rbx
     dec r13
@@ -302,65 +281,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1048592
-    setz al
-    lea rcx, [rip + .Lc1_d242_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d242_s_t
-    .p2align 3
-.Lc1_d242_s:
-    .p2align 3
-    jmp .Lc1_d242_j
-    .p2align 3
-    jmp .Lc1_d242_j
-.Lc1_d242_j:
-    mov rbp, qword ptr [r15 + 128]
-    mov ecx, ebp
-    mov qword ptr [r14 + 0], r8
-    movzx ecx, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 524288
-    jz 1f
-1:
-    movzx r9d, cl
-    mov dword ptr [r15 + 0], 40
-    movzx esi, al
-    mov r8, r10
-    test dword ptr [r15 + 67117724], 145758218
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 960], dil
-    mov rbp, r10
-    test ebx, 464
-    jnz 1f
-1:
-    mov r9, r10
-    lock or dword ptr [r15 + 768], 19
-    and r9, 8128
-    movzx edi, byte ptr [r15 + r9 + 7104]
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 1472]
-    test dword ptr [r15 + 67117723], 34603112
-    jz 1f
-1:
-    mov dword ptr [r15 + 704], esi
-    sete r9b
-    mov ecx, dword ptr [r15 + 512]
-    test dword ptr [r15 + 67117723], 1174406232
-    jnz 1f
-1:
-    movzx esi, bpl
-    mov ebp, edx
-    mov rax, qword ptr [r15 + 832]
+    mov dword ptr [r15 + 704], ebp
+    mov dword ptr [r14 + 768], 62
+    mov ecx, dword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 256]
-    crc32 ebp, dl
-    movzx r9d, dil
+    movsxd r8, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 2048
+    jz 1f
+1:
+    mov ebp, ecx
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 32
+    jz 1f
+1:
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 960]
+    bt rbp, r8
+    test ebx, 5760
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], 53
+    movzx ecx, byte ptr [r15 + 256]
+    test ebx, 608
+    jz 1f
+1:
+    mov rbp, r9
+    mov r8d, 12
+    mov r9d, dword ptr [r14 + 64]
+    test ebx, 3056
+    jnz 1f
+1:
+    mov r9, rsi
+    movzx esi, byte ptr [r15 + 448]
+    mov rdx, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 128
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 192]
+    mov r9d, 140
+    test bl, 240
+    jnz 1f
+1:
+    not qword ptr [r15 + 576]
+    bswap rdx
     add r10, r11
     inc rbx
     dec r13
@@ -369,61 +340,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov edi, eax
-    mov rdx, qword ptr [r15 + 128]
-    mov rbp, rdi
-    mov qword ptr [r15 + 192], rdi
-    test ebx, 848
+    lea rcx, [rip + .Lc1_d285_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d285_j_t
+.Lc1_d285_j:
+    mov rdi, rcx
+    mov dword ptr [r15 + 640], ecx
+    mov byte ptr [r15 + 128], sil
+    movsxd rcx, dword ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 65569
     jz 1f
 1:
-    mov rcx, rbp
-    movzx edi, sil
-    xchg rbp, r8
-    test bl, 32
+    mov r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 64752
+    jz 1f
+1:
+    mov esi, 40
+    mov edx, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov ecx, r9d
+    test dword ptr [r15 + 67117723], 16384
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 832]
-    movzx ecx, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 64], esi
-    test dword ptr [r15 + 67117724], 8388608
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    test dword ptr [r15 + 67117724], 4194304
+    movzx r9d, byte ptr [r15 + 64]
+    mov edi, dword ptr [r14 + 832]
+    mov dword ptr [r15 + 768], 159
+    test dword ptr [r15 + 67117724], 1
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], esi
-    mov qword ptr [r15 + 0], rcx
-    movsxd rsi, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 4
+    mov rbp, r10
+    mov edi, dword ptr [r15 + 512]
+    movzx eax, r9b
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 1472]
+    movzx r8d, byte ptr [r15 + 576]
+    mov rbp, r10
+    test ebx, 6784
     jz 1f
 1:
-    mov r8, r10
-    mov ecx, r8d
-    movzx edx, r8b
-    and r8, 448
-    mov qword ptr [r15 + r8 + 1472], rax
-    test dword ptr [r15 + 67117723], 306184210
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 960]
+    movsxd r9, dword ptr [r15 + 320]
+    movsxd rsi, dword ptr [r15 + 384]
+    test ebx, 20416
     jnz 1f
 1:
-    mov rbp, qword ptr [r14 + 0]
-    movzx eax, byte ptr [r15 + 576]
-    mov rdi, qword ptr [r15 + 896]
-    test dword ptr [r15 + 67117723], 67115008
-    jz 1f
-1:
-    mov byte ptr [r15 + 384], cl
-    mov rdi, qword ptr [r14 + 64]
-    mov dword ptr [r15 + 64], 173
-    test bl, 32
-    jz 1f
-1:
-    movzx esi, dil
-    mov r8d, r9d
-    mov rdx, qword ptr [r15 + 128]
+    mov edi, 165
+    movsxd rbp, dword ptr [r15 + 704]
+    mov r9, qword ptr [r15 + 192]
     add r10, r11
     inc rbx
     dec r13
@@ -432,62 +398,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d352_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d352_j_t
-.Lc1_d352_j:
-    mov dword ptr [r15 + 576], r9d
-    mov rdi, rax
-    mov r9d, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 448], dil
-    test dword ptr [r15 + 67117723], 524290
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], 56
-    mov rdx, rbp
-    add qword ptr [r15 + 0], rcx
-    test ebx, 768
+    mov r8, r10
+    bt rdx, rdx
+    mov rdi, qword ptr [r14 + 256]
+    mov rsi, qword ptr [r15 + 64]
+    and r8, 33554368
+    movzx edx, byte ptr [r15 + r8 + 33554432]
+    mov rbp, r10
+    test bl, 32
     jnz 1f
 1:
-    vpmovmskb r8d, xmm0
-    mov ebp, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3008], al
+    movzx ebp, r9b
+    mov ecx, ebp
+    test dword ptr [r15 + 67117723], 1174455384
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 512]
+    test dword ptr [r15 + 67117724], 196612
+    jnz 1f
+1:
+    cmovne r8, rsi
+    mov edi, edi
+    mov r8d, 186
+    test ebx, 7408
+    jz 1f
+1:
+    mov edi, dword ptr [r14 + 0]
+    .byte 0x0f, 0x1f, 0x00
+    mov rcx, rdi
+    mov rsi, rdx
+    test dword ptr [r15 + 67117724], 536870912
+    jz 1f
+1:
+    movzx ecx, dl
+    movzx edi, dl
+    mov byte ptr [r15 + 128], cl
+    mov rbp, r10
+    test dword ptr [r15 + 67117723], 1218654720
+    jnz 1f
+1:
+    mov eax, ebp
+    movsxd rdx, dword ptr [r15 + 320]
+    and rbp, 960
+    mov rcx, qword ptr [r15 + rbp + 1984]
     test bl, 128
-    jnz 1f
-1:
-    mov rdx, rax
-    sete al
-    mov esi, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 464
-    jnz 1f
-1:
-    mov ebp, esi
-    movsxd rbp, dword ptr [r15 + 640]
-    movsxd rcx, dword ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    movzx esi, byte ptr [r14 + 0]
-    test dword ptr [r15 + 67117723], 335554096
     jz 1f
 1:
-    and r9, 960
-    mov esi, dword ptr [r15 + r9 + 1984]
-    mov r8d, dword ptr [r15 + 512]
-    movsxd rdx, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 589824
-    jz 1f
-1:
-    mov qword ptr [r15 + r9 + 2048], rdi
-    mov rdi, rdx
-    mov eax, dword ptr [r15 + 384]
-    mov edx, edi
-    test bl, 128
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 896]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov qword ptr [r15 + 128], rax
+    mov ebp, r9d
+    mov r8, qword ptr [r15 + 192]
+    mov r9, rbp
     add r10, r11
     inc rbx
     dec r13
@@ -496,97 +459,113 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, qword ptr [r15 + 384]
-    movzx eax, dl
-    movzx r8d, byte ptr [r15 + 320]
-    mov qword ptr [r15 + 704], rdx
-    test dword ptr [r15 + 67117724], 64
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2131976
+    setz al
+    lea rcx, [rip + .Lc1_d389_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d389_s_t
+    .p2align 3
+.Lc1_d389_s:
+    .p2align 3
+    jmp .Lc1_d389_j
+    .p2align 3
+    jmp .Lc1_d389_j
+.Lc1_d389_j:
+    mov esi, eax
+    .byte 0x66, 0x90
+    mov rbp, r10
+    mov rdi, qword ptr [r15 + 256]
+    test ebx, 416
     jz 1f
 1:
-    mov edx, 171
-    mov r8d, edx
-    mov rbp, qword ptr [r15 + 0]
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7104]
+    movsxd rcx, dword ptr [r15 + 576]
+    mov byte ptr [r15 + 64], bpl
+    test dword ptr [r15 + 67117723], 8388688
+    jz 1f
+1:
+    mov r8, r10
+    movsxd rbp, dword ptr [r15 + 768]
+    mov rdx, rdx
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 960]
+    test bl, 32
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 281413248
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 384]
+    movzx ebp, byte ptr [r15 + 896]
+    movsxd rdx, dword ptr [r15 + 448]
     test bl, 32
     jz 1f
 1:
-    lock add qword ptr [r15 + 0], rcx
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx esi, cl
-    test bl, 48
+    mov r8, qword ptr [r14 + 640]
+    mov dword ptr [r15 + 320], eax
+    movzx eax, dil
+    test dword ptr [r15 + 67117723], 4718608
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, esi
-    mov r8d, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 192], dil
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 128]
-    mov r9d, dword ptr [r15 + 320]
-    test dword ptr [r15 + 67117724], 189014144
-    jnz 1f
-1:
-    sete dil
-    movsxd rbp, dword ptr [r15 + 832]
-    mov r8d, 106
-    test ebx, 12192
-    jnz 1f
-1:
-    crc32 edx, dl
-    movsxd rdx, dword ptr [r14 + 0]
-    movzx edi, byte ptr [r15 + 384]
-    test dword ptr [r15 + 67117723], 134217728
-    jnz 1f
-1:
-    movzx eax, al
-    mov edi, dword ptr [r15 + 768]
-    xchg qword ptr [r15 + 64], rbp
+    mov esi, dword ptr [r14 + 704]
+    mov edi, ecx
+    .byte 0x0f, 0x1f, 0x40, 0x00
     test bl, 32
     jz 1f
 1:
-    mov dword ptr [r15 + 640], ebp
-    movzx r8d, byte ptr [r14 + 256]
-    mov rax, qword ptr [r15 + 768]
+    mov ecx, eax
+    mov r9, qword ptr [r15 + 128]
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 125 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 100 chunk executions per call
     mov rbx, qword ptr [r15 + 67117744]
-    lea rcx, [rbx + 125]
+    lea rcx, [rbx + 100]
     mov qword ptr [r15 + 67117744], rcx
-    mov r13d, 125
+    mov r13d, 100
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    mov rbp, r10
-    and rbp, 33554368
-    movzx ecx, byte ptr [r15 + rbp + 33554432]
+    movzx eax, byte ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    shr r9d, 15
     movzx esi, byte ptr [r15 + 0]
-    movzx r8d, cl
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3008]
-    cmp rsi, r9
     jmp 1f
 1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 93
-    rep stosb
     test bl, 8
+    jz 1f
+1:
+    vpxor xmm14, xmm14, xmm12
+    shr eax, 11
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    vmovdqu ymm12, ymmword ptr [r15 + 64]
+    test ebx, 6144
     jnz 1f
 1:
-    mov r9d, dword ptr [r14 + 0]
-    and eax, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 704], rcx
-    xor dword ptr [r15 + 576], edx
-    add r10, r11
+    movsxd rbp, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 704], ecx
+    mov r9d, ebp
+    mov esi, dword ptr [r15 + 576]
+    lock add qword ptr [r15 + 192], rdx
+    xchg rdx, r9
+    test bl, 220
+    jnz 1f
+1:
+    movzx ecx, r9b
+    jmp 1f
+1:
+    or qword ptr [r15 + 448], 92
+    neg rsi
+    and ecx, dword ptr [r14 + 0]
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
@@ -602,59 +581,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d495_j]
+    lea rcx, [rip + .Lc1_d487_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d495_j_t
-.Lc1_d495_j:
-    mov ecx, eax
-    mov dword ptr [r15 + 512], r8d
-    movzx r8d, al
-    movzx eax, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 50627106
-    jnz 1f
-1:
-    nop
-    mov byte ptr [r15 + 0], dl
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 256
+    jmp .Lc1_d487_j_t
+.Lc1_d487_j:
+    lea rbp, [r10 + r10*1]
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 1024]
+    mov eax, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    test ebx, 954
     jz 1f
 1:
-    mov rbp, r10
-    mov rax, rax
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 832]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1472], 3
-    test dword ptr [r15 + 67117723], 262160
+    movsxd rsi, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 896]
+    mov r9d, ebp
+    test dword ptr [r15 + 67117724], 262288
+    jnz 1f
+1:
+    movzx edi, r9b
+    mov rcx, rcx
+    movsxd r9, dword ptr [r15 + 192]
+    mov r8, r10
+    mov qword ptr [r15 + 128], r8
+    test dword ptr [r15 + 67117724], 32
     jz 1f
 1:
-    mov r9, r10
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 448]
-    mov ebp, dword ptr [r15 + 64]
-    and r9, 960
-    mov byte ptr [r15 + r9 + 1984], bpl
-    test bl, 44
+    mov rax, qword ptr [r14 + 256]
+    and r8, 448
+    mov rdi, qword ptr [r15 + r8 + 1472]
+    mov ecx, dword ptr [r14 + rbp + 960]
+    test ebx, 512
     jnz 1f
 1:
-    jmp 1f
+    movzx edx, byte ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + 832]
+    mov eax, 199
+    mov rbp, rax
+    test ebx, 1073741824
+    jnz 1f
 1:
-    vpaddd ymm0, ymm8, ymmword ptr [r15 + 320]
+    vmulsd xmm14, xmm14, xmm12
+    mov eax, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 64], rax
     mov rbp, r10
-    movzx ecx, byte ptr [r15 + 384]
-    and rbp, 448
-    movsxd rdx, dword ptr [r15 + rbp + 960]
-    test bl, 28
-    jnz 1f
+    test ebx, 1073741824
+    jz 1f
 1:
-    vmovq xmm0, rbp
-    cmovne rax, rax
-    xchg rbp, rbp
-    test dword ptr [r15 + 67117724], 1024
-    jnz 1f
-1:
-    mov r9, rax
-    movzx eax, byte ptr [r15 + 320]
-    mov r8, r9
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3008], ebp
+    mov edi, 228
+    mov esi, 4
     add r10, r11
     inc rbx
     dec r13
@@ -709,56 +687,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d558_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d558_j_t
-.Lc1_d558_j:
-    mov dword ptr [r15 + 512], ecx
-    movzx edi, byte ptr [r14 + 0]
-    mov dword ptr [r15 + 576], edi
-    lock xadd qword ptr [r15 + 0], rdx
-    test dword ptr [r15 + 67117723], 528930
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, dword ptr [r15 + 0]
-    vpshufd xmm13, xmm0, 201
+    mov rbp, qword ptr [r15 + 832]
+    mov edx, 2
+    add qword ptr [r15 + 128], rbp
     test bl, 64
-    jnz 1f
-1:
-    movzx eax, dil
-    mov r8, qword ptr [r15 + 0]
-    mov rdi, rcx
-    mov rbp, r10
-    test ebx, 121792
-    jnz 1f
-1:
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 1472]
-    mov esi, 57
-    mov r9, r10
-    mov r8d, 146
-    test dword ptr [r15 + 67117723], 134480384
-    jnz 1f
-1:
-    mov esi, 50
-    and r9, 960
-    movzx edx, byte ptr [r15 + r9 + 1984]
-    mov r8d, dword ptr [r15 + 320]
-    test dword ptr [r15 + 67117724], 1082417152
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 64]
-    mov qword ptr [r14 + 384], rax
-    movzx edi, byte ptr [r15 + 704]
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 1397751816
     jz 1f
 1:
-    mov rax, rdi
-    mov r8d, dword ptr [r15 + 256]
-    and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7104]
+    movzx ebp, byte ptr [r15 + 64]
+    mov eax, 47
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 16384
+    jnz 1f
+1:
+    movzx ebp, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r8d
+    test ebx, 1376
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    mov r8, qword ptr [r15 + 448]
+    test ebx, 288
+    jz 1f
+1:
+    mov r8, r10
+    mov rbp, r10
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 960]
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 1472]
+    mov r9, qword ptr [r15 + 192]
+    test ebx, 640
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 128]
+    mov rdx, r8
+    nop
+    test dword ptr [r15 + 67117723], 1087380496
+    jnz 1f
+1:
+    mov dword ptr [r15 + 192], esi
+    mov esi, esi
+    add qword ptr [r14 + 384], rsi
+    test dword ptr [r15 + 67117723], 620790834
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 256], r8
+    bt rdx, rcx
     add r10, r11
     inc rbx
     dec r13
@@ -767,53 +744,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d609_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d609_j_t
-.Lc1_d609_j:
-    movzx r9d, byte ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 704]
-    mov edx, 239
-    mov r8, r10
-    test dword ptr [r15 + 67117724], 16777216
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 64
     jz 1f
 1:
+    add qword ptr [r15 + 512], r8
+    movzx ecx, al
+    bswap rdi
+    test dword ptr [r15 + 67117723], 4096
+    jnz 1f
+1:
+    mov dword ptr [r15 + 256], 51
     mov rbp, r10
+    mov edi, dword ptr [r15 + 768]
+    and rbp, 4032
+    mov r9d, dword ptr [r14 + rbp + 3008]
+    mov r8, r10
+    test ebx, 1248
+    jnz 1f
+1:
+    mov edx, 86
+    and r8, 960
+    mov rsi, qword ptr [r15 + r8 + 1984]
+    mov qword ptr [r15 + 64], rcx
+    test ebx, 256
+    jnz 1f
+1:
+    mov eax, 251
+    mov r8, r10
+    mov ecx, ecx
     and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 960]
-    mov r9, r9
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 1472]
-    test dword ptr [r15 + 67117723], 268435456
+    mov byte ptr [r15 + r8 + 1472], dil
+    test bl, 64
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 640]
-    movsxd rdi, dword ptr [r15 + 576]
-    .byte 0x0f, 0x1f, 0x00
-    test ebx, 928
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 192]
-    vpmovmskb edx, xmm13
-    movsxd rax, dword ptr [r15 + 576]
-    test dword ptr [r15 + 67117724], 2097152
+    mov dword ptr [r15 + 384], r8d
+    movzx edi, r9b
+    mov ebp, 40
+    test bl, 64
     jnz 1f
 1:
-    vmulsd xmm0, xmm0, xmm9
-    mov rbp, qword ptr [r15 + 256]
-    mov rsi, qword ptr [r14 + 448]
-    test dword ptr [r15 + 67117724], 262144
-    jnz 1f
-1:
-    xor dword ptr [r15 + 768], edi
-    bt rsi, r9
-    mov rdx, qword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 675579393
-    jz 1f
-1:
-    mov ecx, 145
-    mov r9, qword ptr [r15 + 64]
-    mov dword ptr [r14 + 640], 242
+    mov ebp, 175
+    movzx r9d, byte ptr [r15 + 320]
+    inc dword ptr [r14 + 640]
     add r10, r11
     inc rbx
     dec r13
@@ -822,62 +798,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, qword ptr [r14 + 0]
-    mov edx, dword ptr [r15 + 320]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 4194304
-    jnz 1f
+    lea rcx, [rip + .Lc1_d646_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d646_j_t
+.Lc1_d646_j:
+    movsxd rcx, dword ptr [r15 + 704]
+    movzx esi, byte ptr [r14 + 576]
+    mov rdi, rdx
+    movzx ebp, byte ptr [r15 + 896]
+    test dword ptr [r15 + 67117723], 64
+    jz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    movzx edi, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     test bl, 64
     jnz 1f
 1:
-    crc32 rax, rdx
-    mov rdx, rdx
-    movzx r8d, dil
-    test ebx, 15072
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rdx
+    mov byte ptr [r15 + 0], r9b
+    test ebx, 256
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    mov ecx, r8d
-    mov rbp, qword ptr [r15 + 384]
-    nop
-    test bl, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 448]
+    mov edx, r9d
+    test dword ptr [r15 + 67117723], 16
     jz 1f
 1:
-    mov rsi, rbp
-    lea r8, [r10 + r10*2]
-    mov ecx, dword ptr [r15 + 896]
-    mov r9d, 39
-    test dword ptr [r15 + 67117723], 177742409
-    jz 1f
-1:
+    mov r8, r10
+    mov edi, dword ptr [r14 + 0]
+    mov esi, r8d
     and r8, 448
-    mov dword ptr [r15 + r8 + 960], 129
-    movzx edx, byte ptr [r15 + 64]
-    mov rax, qword ptr [r15 + r8 + 1088]
-    test ebx, 61184
+    mov qword ptr [r15 + r8 + 960], rcx
+    test ebx, 256
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 320]
-    mov ecx, ebp
-    mov dword ptr [r15 + 64], ebp
-    vmovdqu xmm13, xmmword ptr [r14 + r8 + 1024]
+    mov r8d, r8d
+    mov qword ptr [r15 + 320], rbp
+    crc32 ecx, al
+    mov byte ptr [r15 + 64], r8b
     test bl, 64
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rsi, qword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 67665920
     jz 1f
 1:
-    movzx ebp, sil
-    movzx r8d, byte ptr [r15 + 512]
-    mov r9d, edi
-    test dword ptr [r15 + 67117724], 66642
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 128], esi
-    mov edx, edx
+    movzx ebp, byte ptr [r15 + 192]
+    mov byte ptr [r15 + 128], dil
+    .byte 0x0f, 0x1f, 0x40, 0x00
     add r10, r11
     inc rbx
     dec r13
@@ -886,57 +860,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d712_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d712_j_t
-.Lc1_d712_j:
-    mov rbp, r10
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 960]
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 0], edi
-    mov rdx, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 0], edx
+    mov dword ptr [r15 + 0], 49
+    test dword ptr [r15 + 67117724], 1024
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 64
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 448], 69
+    mov r9d, ecx
+    mov r8, r10
+    test ebx, 8032
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 512]
+    mov rdi, qword ptr [r15 + 128]
     and r8, 448
-    movzx esi, byte ptr [r14 + r8 + 1472]
-    test dword ptr [r15 + 67117723], 537395200
+    mov dword ptr [r15 + r8 + 960], 191
+    test ebx, 256
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 128]
-    vsubsd xmm13, xmm13, xmm0
-    movzx eax, byte ptr [r15 + 256]
-    mov rbp, qword ptr [r15 + 640]
-    test ebx, 3008
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], 195
-    movsxd rcx, dword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 64]
-    test ebx, 64224
+    mov dword ptr [r15 + 704], 173
+    movsxd rbp, dword ptr [r15 + 192]
+    movsxd rsi, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 4206592
     jz 1f
 1:
-    movzx r9d, r9b
-    movsxd rdx, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 256], r8d
-    movsxd rsi, dword ptr [r15 + 768]
-    test ebx, 288
-    jnz 1f
-1:
-    mov rdx, rsi
-    mov r9d, dword ptr [r15 + 128]
-    movsxd rax, dword ptr [r15 + 448]
-    test ebx, 1248
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rsi, qword ptr [r15 + r8 + 1536]
-    movzx r8d, byte ptr [r15 + 192]
-    mov rbp, rsi
-    test dword ptr [r15 + 67117723], 16777216
+    mov r8, r10
+    movsxd rcx, dword ptr [r15 + 832]
+    mov dword ptr [r15 + 384], 242
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 1472]
+    test dword ptr [r15 + 67117724], 4194304
     jz 1f
 1:
-    mov dword ptr [r15 + 128], ebp
-    nop
-    sete dil
+    movsxd rax, dword ptr [r14 + 640]
+    mov r8d, dword ptr [r15 + 320]
     add r10, r11
     inc rbx
     dec r13
@@ -945,64 +910,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r14 + 0], esi
-    mov byte ptr [r15 + 0], cl
+    lea rcx, [rip + .Lc1_d743_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d743_j_t
+.Lc1_d743_j:
+    mov dword ptr [r15 + 0], ecx
+    mov rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, edx
+    test bl, 64
+    jnz 1f
+1:
     movzx edx, cl
-    mov r8, rcx
-    test bl, 64
+    movzx r8d, byte ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 1075838976
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov esi, esi
-    mov byte ptr [r15 + 0], r8b
-    movsxd r8, dword ptr [r15 + 0]
-    test bl, 64
+    mov rcx, qword ptr [r14 + 0]
+    mov eax, 122
+    crc32 rsi, rcx
+    mov byte ptr [r15 + 768], dl
+    test ebx, 3072
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov rdx, rdi
-    movsxd rdi, dword ptr [r15 + 0]
-    mov eax, eax
-    test dword ptr [r15 + 67117724], 32
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 192]
-    xchg rdx, rdx
-    movsxd rcx, dword ptr [r15 + 256]
-    movsxd r8, dword ptr [r15 + 128]
-    test ebx, 23488
-    jz 1f
-1:
-    mov edx, esi
+    xchg rdx, rsi
+    mov ebp, 157
     movzx r9d, sil
-    mov rbp, rbp
-    test bl, 160
-    jnz 1f
-1:
-    mov ebp, 214
-    mov esi, dword ptr [r15 + 512]
-    movzx edi, r9b
-    movzx r9d, r8b
-    test ebx, 31744
+    movsxd rdi, dword ptr [r15 + 256]
+    mov r8, r10
+    test ebx, 121728
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 768]
-    movsxd r8, dword ptr [r14 + 64]
-    movzx ecx, byte ptr [r15 + 448]
-    mov byte ptr [r15 + 192], cl
-    test dword ptr [r15 + 67117724], 1048576
+    and r8, 960
+    mov rbp, r10
+    mov dword ptr [r14 + r8 + 1984], r8d
+    movsxd rsi, dword ptr [r15 + 896]
+    mov ecx, dword ptr [r15 + 192]
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7104]
+    test ebx, 288
     jz 1f
 1:
-    mov dword ptr [r15 + 704], ecx
-    movzx edx, byte ptr [r14 + 256]
-    crc32 ecx, dil
-    mov r9, rbp
-    test dword ptr [r15 + 67117723], 2097184
-    jnz 1f
+    mov r8, r10
+    mov dword ptr [r15 + 64], eax
+    mov rdi, qword ptr [r15 + 576]
+    .byte 0x66, 0x90
+    and r8, 4032
+    mov rdx, qword ptr [r15 + r8 + 3008]
+    test ebx, 60288
+    jz 1f
 1:
-    cmovne rbp, rdi
-    mov rsi, qword ptr [r15 + 832]
-    movzx eax, byte ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 384]
+    movsxd rdi, dword ptr [r15 + 128]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -1010,55 +973,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d820_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d820_j_t
-.Lc1_d820_j:
+    cmovne rbp, rax
     mov r8, r10
-    mov edx, dword ptr [r15 + 896]
-    mov byte ptr [r15 + 64], sil
+    mov esi, ecx
     and r8, 448
-    mov edi, dword ptr [r15 + r8 + 1472]
-    mov ebp, dword ptr [r14 + 384]
-    test dword ptr [r15 + 67117724], 1851648
-    jz 1f
-1:
-    movzx esi, bpl
-    movzx r9d, sil
-    movsxd rdx, dword ptr [r14 + 320]
-    vpor xmm13, xmm13, xmm0
-    test dword ptr [r15 + 67117724], 33554440
+    movzx r9d, byte ptr [r15 + r8 + 960]
+    test dword ptr [r15 + 67117723], 524288
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], edx
-    movsxd rax, dword ptr [r15 + 640]
-    mov ecx, dword ptr [r15 + 320]
-    test dword ptr [r15 + 67117723], 269959184
+    mov rcx, qword ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 2228224
     jnz 1f
 1:
-    lock or dword ptr [r15 + 192], 70
-    movzx r9d, byte ptr [r15 + 0]
-    mov r8d, edx
-    mov rbp, qword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov edx, edi
-    lock xadd qword ptr [r15 + 0], rsi
-    movzx edi, byte ptr [r15 + 256]
-    test bl, 64
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 832]
-    mov qword ptr [r15 + 704], r9
-    mov eax, dword ptr [r15 + 576]
-    movzx r8d, byte ptr [r15 + 128]
-    test bl, 64
+    nop
+    mov rax, r8
+    test ebx, 736
     jnz 1f
 1:
-    add qword ptr [r15 + 256], rcx
-    mov eax, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 384], rcx
+    bt rdi, rax
+    mov dword ptr [r14 + 320], edx
+    test dword ptr [r15 + 67117724], 128
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], eax
+    mov rsi, rdx
+    mov rbp, r10
+    mov rdx, qword ptr [r15 + 448]
+    test dword ptr [r15 + 67117723], 540190212
+    jnz 1f
+1:
+    and rbp, 33554368
+    xor dword ptr [r15 + rbp + 33554432], ebp
+    mov r9d, edi
+    test dword ptr [r15 + 67117724], 32768
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 384]
+    mov rdi, rsi
+    test dword ptr [r15 + 67117723], 33696325
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 640]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 799
+    rep movsb
+    test ebx, 1248
+    jz 1f
+1:
+    mov r8, qword ptr [r14 + 704]
+    nop
     add r10, r11
     inc rbx
     dec r13
@@ -1067,54 +1032,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    popcnt rdi, rax
-    mov r9d, 32
-    mov ecx, dword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 16
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16777216
+    setz al
+    lea rcx, [rip + .Lc1_d849_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d849_s_t
+    .p2align 3
+.Lc1_d849_s:
+    .p2align 3
+    jmp .Lc1_d849_j
+    .p2align 3
+    jmp .Lc1_d849_j
+.Lc1_d849_j:
+    mov rbp, r10
+    not qword ptr [r15 + 640]
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 960]
+    movsxd rdi, dword ptr [r15 + 64]
+    mov dword ptr [r14 + 0], 78
+    test dword ptr [r15 + 67117724], 4096
     jz 1f
 1:
-    mov esi, 167
-    mov dword ptr [r15 + 0], 136
-    mov eax, r8d
-    test bl, 64
+    movzx r9d, byte ptr [r14 + 192]
+    mov qword ptr [r15 + 0], r9
+    movzx r9d, r9b
+    test ebx, 256
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], 33
-    test ebx, 2048
-    jz 1f
-1:
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    xchg rdi, r8
     .byte 0x0f, 0x1f, 0x40, 0x00
-    or qword ptr [r15 + 448], 7
-    mov r8, r10
-    movsxd rcx, dword ptr [r15 + 192]
-    test dword ptr [r15 + 67117723], 32768
+    test bl, 96
     jnz 1f
 1:
-    and r8, 448
-    movsxd r9, dword ptr [r15 + r8 + 1472]
-    movzx eax, byte ptr [r15 + 448]
+    movzx edx, byte ptr [r15 + 832]
+    nop
+    mov dword ptr [r15 + 512], 215
+    test dword ptr [r15 + 67117724], 8704
+    jz 1f
+1:
+    mov rbp, r10
+    movsxd rax, dword ptr [r15 + 256]
+    and rbp, 448
+    btc dword ptr [r15 + rbp + 1472], 5
+    mov rbp, qword ptr [r15 + 576]
+    mov ecx, ebp
+    test ebx, 1376
+    jnz 1f
+1:
     movsxd rdi, dword ptr [r15 + 768]
-    test dword ptr [r15 + 67117724], 16
+    mov esi, 202
+    movsxd rdx, dword ptr [r15 + 320]
+    test bl, 128
     jz 1f
 1:
-    mov dword ptr [r15 + 704], 249
-    mov rbp, qword ptr [r15 + 768]
-    mov qword ptr [r15 + 384], rbp
-    test ebx, 30144
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 512]
-    mov rsi, r8
-    cmovne rdx, r8
-    test dword ptr [r15 + 67117724], 2048
-    jnz 1f
-1:
-    movzx r8d, dl
-    mov ecx, dword ptr [r15 + 512]
-    mov edx, dword ptr [r14 + 0]
+    mov rax, qword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 448]
+    movzx r9d, r8b
     add r10, r11
     inc rbx
     dec r13
@@ -1123,71 +1099,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 3
-    lea rcx, [rip + .Lc1_d918_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d918_s_t
-    .p2align 3
-.Lc1_d918_s:
-    .p2align 3
-    jmp .Lc1_d918_j
-    .p2align 3
-    jmp .Lc1_d918_j
-    .p2align 3
-    jmp .Lc1_d918_j
-    .p2align 3
-    jmp .Lc1_d918_j
-.Lc1_d918_j:
-    mov rcx, rdi
-    movsxd r9, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 48
-    jnz 1f
-1:
-    mov esi, 34
-    mov r8, r10
-    mov edx, edi
-    mov ecx, dword ptr [r15 + 0]
-    and r8, 448
-    mov r9d, dword ptr [r15 + r8 + 1472]
+    movzx esi, al
+    mov dword ptr [r15 + 384], 86
+    nop
     test bl, 64
     jnz 1f
 1:
-    mov rbp, qword ptr [r14 + 320]
-    mov edi, r9d
-    mov r9d, 139
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test bl, 64
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 128]
-    mov ecx, 88
-    movsxd r9, dword ptr [r15 + 256]
-    inc dword ptr [r15 + 384]
-    test ebx, 15808
-    jnz 1f
-1:
-    mov r8d, ebp
-    mov esi, 242
-    movzx edx, sil
-    vmulsd xmm0, xmm0, xmm13
-    test bl, 64
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 128]
-    mov r9d, dword ptr [r14 + 576]
-    mov ebp, dword ptr [r15 + 64]
-    mov r8, r10
-    movzx eax, bpl
-    test dword ptr [r15 + 67117724], 16393
+    movsxd r8, dword ptr [r15 + 704]
+    mov rbp, qword ptr [r15 + 192]
+    movzx eax, byte ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 4096
     jz 1f
 1:
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7104]
-    mov dword ptr [r15 + 192], 120
-    mov dword ptr [r15 + 256], 223
+    mov r9d, ebp
+    mov rdx, rdi
+    mov esi, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 201326592
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    mov ecx, 159
+    mov rdi, rdi
+    test ebx, 736
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 28
+    test ebx, 256
+    jnz 1f
+1:
+    mov r9, rsi
+    movzx ebp, sil
+    mov byte ptr [r15 + 0], bpl
+    test bl, 96
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 512]
+    test ebx, 57024
+    jnz 1f
+1:
+    mov r8, r10
+    movzx eax, r8b
+    and r8, 960
+    mov dword ptr [r14 + r8 + 1984], 168
+    mov rbp, r10
+    mov r9d, edx
+    test bl, 64
+    jnz 1f
+1:
+    and rbp, 4032
+    movsxd rdx, dword ptr [r15 + rbp + 3008]
+    mov qword ptr [r15 + 320], rdi
     add r10, r11
     inc rbx
     dec r13
@@ -1196,64 +1160,69 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rdx, dword ptr [r15 + 448]
-    nop
-    mov ebp, eax
-    test bl, 64
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    xchg rdi, r9
-    movzx ecx, dil
-    test dword ptr [r15 + 67117723], 33689244
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov r8d, dword ptr [r15 + 0]
-    vmovq xmm13, rsi
-    test ebx, 31168
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*2]
-    mov rcx, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 1024
-    jz 1f
-1:
-    and rbp, 448
-    mov esi, dword ptr [r14 + rbp + 960]
-    mov eax, dword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 640]
-    test ebx, 56704
-    jz 1f
-1:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2101248
+    setz al
+    lea rcx, [rip + .Lc1_d957_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d957_s_t
+    .p2align 3
+.Lc1_d957_s:
+    .p2align 3
+    jmp .Lc1_d957_j
+    .p2align 3
+    jmp .Lc1_d957_j
+.Lc1_d957_j:
+    mov edi, edi
+    mov ecx, dword ptr [r15 + 192]
+    mov rax, rdi
     mov r9d, eax
-    mov ecx, 252
-    mov dword ptr [r15 + rbp + 1088], edi
-    test dword ptr [r15 + 67117723], 152187968
+    test ebx, 288
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test bl, 160
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 320]
+    mov r9d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, r9b
+    mov rbp, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 1073745922
+    jnz 1f
+1:
     mov r8, r10
-    bswap rdx
-    test ebx, 256
+    mov dword ptr [r15 + 448], esi
+    mov rax, qword ptr [r15 + 256]
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 1472]
+    .byte 0x66, 0x90
+    test dword ptr [r15 + 67117723], 402724162
     jnz 1f
 1:
-    mov ecx, 153
-    and r8, 960
-    mov rsi, qword ptr [r15 + r8 + 1984]
-    movzx eax, byte ptr [r15 + rbp + 1024]
-    test ebx, 640
+    mov rbp, qword ptr [r14 + 0]
+    movzx edi, byte ptr [r15 + 768]
+    mov qword ptr [r14 + 640], rcx
+    mov ecx, dword ptr [r15 + 64]
+    test ebx, 448
     jz 1f
 1:
-    mov byte ptr [r14 + 0], sil
-    mov ebp, ebp
-    mov rsi, qword ptr [r15 + 512]
-    test ebx, 11744
+    movzx edx, cl
+    movzx r9d, byte ptr [r15 + 576]
+    mov dword ptr [r15 + 896], 50
+    mov rbp, r10
+    movzx r8d, al
+    test ebx, 256
     jz 1f
 1:
-    mov edx, esi
-    mov rcx, qword ptr [r15 + 384]
+    mov esi, eax
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 960]
+    movzx ecx, byte ptr [r15 + 384]
+    movzx edx, cl
     add r10, r11
     inc rbx
     dec r13
@@ -1262,61 +1231,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1034_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1034_j_t
-.Lc1_d1034_j:
-    mov r9d, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 0], esi
-    mov edi, dword ptr [r15 + 0]
-    mov esi, edx
-    movzx edx, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 270008834
-    jz 1f
-1:
-    mov ebp, 92
-    movsxd r8, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
     mov rdi, qword ptr [r15 + 0]
-    mov eax, eax
-    test ebx, 14720
+    movzx edx, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    test ebx, 11520
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov r8d, r8d
-    movzx eax, byte ptr [r15 + 704]
-    test ebx, 124672
+    cmovne r9, r8
+    mov esi, ecx
+    mov r8d, ebp
+    test ebx, 130240
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r14 + 832]
-    movzx edi, byte ptr [r15 + 768]
-    btc dword ptr [r15 + 576], 7
-    crc32 rsi, rcx
-    test dword ptr [r15 + 67117723], 8388608
+    mov rdx, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov edi, 245
+    test ebx, 12000
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 64]
-    vmovq xmm13, rsi
-    movzx eax, byte ptr [r15 + 64]
-    movzx r9d, r9b
-    mov rdx, qword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 262144
-    jz 1f
+    mov esi, dword ptr [r15 + 704]
+    mov rbp, r10
+    popcnt rcx, rbp
+    mov rax, r8
+    test dword ptr [r15 + 67117723], 2
+    jnz 1f
 1:
-    movzx esi, r8b
-    movsxd rbp, dword ptr [r15 + 128]
-    vucomisd xmm13, xmm13
-    mov edi, esi
-    movsxd rdx, dword ptr [r15 + 768]
+    and rbp, 448
+    movsxd rdx, dword ptr [r15 + rbp + 960]
+    mov r8d, dword ptr [r15 + 64]
     test bl, 64
     jnz 1f
 1:
-    movzx r8d, byte ptr [r14 + 128]
-    movsxd rdi, dword ptr [r15 + 896]
-    or qword ptr [r15 + 320], 125
-    mov qword ptr [r15 + 128], rdi
+    movzx edi, cl
+    movsxd r9, dword ptr [r15 + 128]
+    mov rbp, qword ptr [r14 + 384]
+    test dword ptr [r15 + 67117724], 537395200
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 256]
+    mov r8, r10
+    mov esi, dword ptr [r14 + 512]
+    mov ecx, 254
+    test ebx, 128480
+    jnz 1f
+1:
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 7104]
+    mov dword ptr [r15 + 832], 176
+    mov eax, r9d
+    test ebx, 928
+    jz 1f
+1:
+    xor dword ptr [r15 + 128], eax
+    movsxd r9, dword ptr [r15 + 320]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -1324,54 +1292,76 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 46
-    mov edx, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 3
+    lea rcx, [rip + .Lc1_d1069_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1069_s_t
+    .p2align 3
+.Lc1_d1069_s:
+    .p2align 3
+    jmp .Lc1_d1069_j
+    .p2align 3
+    jmp .Lc1_d1069_j
+    .p2align 3
+    jmp .Lc1_d1069_j
+    .p2align 3
+    jmp .Lc1_d1069_j
+.Lc1_d1069_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    movsxd rdx, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 1696
+    jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    mov r8, r10
-    mov dword ptr [r15 + 0], 130
-    test bl, 64
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    and r8, 448
-    mov r9d, dword ptr [r15 + r8 + 1472]
+    .byte 0x0f, 0x1f, 0x00
+    movzx ebp, dil
+    movsxd rdi, dword ptr [r15 + 64]
     test bl, 64
     jnz 1f
 1:
-    movzx ebp, r8b
-    mov r8, r10
-    mov byte ptr [r15 + 128], r9b
-    and r8, 448
-    mov dword ptr [r15 + r8 + 960], ecx
-    test dword ptr [r15 + 67117724], 16448
-    jnz 1f
-1:
-    mov dword ptr [r15 + 512], 215
-    movsxd rsi, dword ptr [r15 + 320]
+    movsxd rsi, dword ptr [r15 + 448]
+    mov eax, esi
     mov edx, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 528
-    jnz 1f
-1:
-    mov rdi, qword ptr [r14 + 64]
-    mov rcx, rdi
-    mov r9, r10
-    test ebx, 1024
+    mov rsi, r8
+    test dword ptr [r15 + 67117724], 4198400
     jz 1f
 1:
-    mov edi, eax
-    and r9, 8128
-    mov rax, qword ptr [r14 + r9 + 7104]
-    mov ebp, 128
-    test dword ptr [r15 + 67117723], 1074398785
+    .byte 0x66, 0x90
+    mov r8, r10
+    .byte 0x66, 0x90
+    and r8, 4032
+    mov qword ptr [r14 + r8 + 3008], r9
+    test ebx, 256
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + 384]
+    mov r8, r10
+    mov esi, r8d
+    mov r9, r10
+    and r8, 33554368
+    movzx ecx, byte ptr [r15 + r8 + 33554432]
+    and r9, 960
+    movsxd rdx, dword ptr [r15 + r9 + 1984]
+    test ebx, 51200
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 640]
+    movzx r9d, byte ptr [r15 + 320]
+    movzx r8d, r9b
+    mov edx, dword ptr [r15 + 128]
+    test bl, 64
+    jnz 1f
+1:
+    mov r9, rbp
+    mov rbp, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 576], al
+    test ebx, 15808
+    jnz 1f
+1:
+    mov rdx, rax
+    mov edx, 118
+    mov esi, esi
     add r10, r11
     inc rbx
     dec r13
@@ -1380,61 +1370,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1137_j]
+    lea rcx, [rip + .Lc1_d1133_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1137_j_t
-.Lc1_d1137_j:
-    mov rsi, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    lock or dword ptr [r15 + 0], 54
-    test ebx, 27392
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r9, rax
-    mov qword ptr [r15 + 0], rsi
-    mov rsi, qword ptr [r15 + 640]
-    test dword ptr [r15 + 67117724], 67371008
+    jmp .Lc1_d1133_j_t
+.Lc1_d1133_j:
+    movzx edx, byte ptr [r14 + 192]
+    mov dword ptr [r15 + 0], edx
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 480
     jnz 1f
 1:
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r14 + 384]
-    movzx eax, byte ptr [r15 + 192]
-    vpmovmskb edi, xmm13
-    movzx ebp, byte ptr [r15 + 320]
-    test dword ptr [r15 + 67117723], 32800
+    mov dword ptr [r15 + 0], 163
+    movsxd rdi, dword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 256]
-    mov esi, dword ptr [r15 + 896]
-    mov ebp, 247
-    test dword ptr [r15 + 67117723], 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 448]
-    nop
-    cmovne rcx, r8
-    test ebx, 832
-    jz 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    mov r9d, dword ptr [r15 + 128]
-    mov rax, rbp
+    mov rdx, rax
     mov r8d, edx
-    test ebx, 7296
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 256
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 896], 75
+    mov r9, r10
+    test bl, 96
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 64]
+    and r9, 448
+    add qword ptr [r15 + r9 + 1472], rcx
+    movsxd r9, dword ptr [r15 + 704]
+    test dword ptr [r15 + 67117723], 397312
+    jz 1f
+1:
+    mov qword ptr [r15 + 768], rdx
+    mov edi, r9d
+    test bl, 64
     jnz 1f
 1:
-    vucomisd xmm13, xmm3
-    movzx edi, byte ptr [r15 + 512]
-    mov esi, dword ptr [r15 + 64]
-    vmaxsd xmm13, xmm13, xmm13
-    test dword ptr [r15 + 67117724], 64
+    mov rsi, qword ptr [r15 + 128]
+    .byte 0x66, 0x90
+    mov r8, r10
+    movzx edx, r8b
+    test dword ptr [r15 + 67117723], 1041252388
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 384]
+    and r8, 448
+    movzx ebp, byte ptr [r15 + r8 + 960]
+    test dword ptr [r15 + 67117724], 268435456
     jnz 1f
 1:
-    mov byte ptr [r14 + 448], sil
-    mov edi, dword ptr [r15 + 192]
-    mov ecx, r8d
+    movzx r9d, byte ptr [r15 + 512]
+    mov dword ptr [r14 + 576], r9d
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -1442,52 +1432,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9d, esi
-    movsxd rdx, dword ptr [r15 + 384]
-    mov esi, 135
+    mov dword ptr [r15 + 0], eax
+    mov ecx, edx
     movsxd rbp, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 134242576
+    mov dword ptr [r15 + 0], 202
+    test bl, 64
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    inc dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    movzx r8d, cl
-    test dword ptr [r15 + 67117724], 16777216
+    movzx ebp, byte ptr [r14 + 0]
+    mov qword ptr [r14 + 0], rdx
+    movsxd rax, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 589824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    mov rdi, rcx
-    mov byte ptr [r15 + 64], cl
+    movsxd rdi, dword ptr [r15 + 832]
+    mov dword ptr [r15 + 384], 113
+    cmovne rdx, rdx
+    test bl, 64
+    jz 1f
+1:
+    mov r9, r10
+    btc dword ptr [r15 + 512], 7
+    and r9, 448
+    mov esi, dword ptr [r15 + r9 + 960]
+    mov edx, ecx
+    movzx eax, byte ptr [r15 + 640]
     test ebx, 256
     jnz 1f
 1:
-    mov rcx, rcx
-    movzx eax, byte ptr [r15 + 512]
-    movzx edx, byte ptr [r14 + 256]
-    test dword ptr [r15 + 67117724], 32
+    mov r9d, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 64], rbp
+    movzx ebp, byte ptr [r15 + 448]
+    test bl, 64
     jz 1f
 1:
-    mov rbp, r10
-    mov dword ptr [r15 + 704], r9d
-    and rbp, 448
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + rbp + 960]
-    mov rdi, qword ptr [r15 + 128]
-    mov r8, r10
-    test ebx, 1440
-    jnz 1f
+    movsxd rcx, dword ptr [r15 + 192]
+    mov rbp, qword ptr [r15 + 768]
+    mov r9, qword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 65536
+    jz 1f
 1:
-    mov r9, r10
-    mov qword ptr [r15 + 320], rsi
-    and r9, 448
-    mov byte ptr [r15 + r9 + 1472], dl
-    and r8, 960
-    mov dword ptr [r15 + r8 + 1984], 58
-    test ebx, 3072
-    jnz 1f
-1:
-    mov dword ptr [r15 + 704], r8d
-    movsxd rsi, dword ptr [r15 + 768]
-    movzx edi, byte ptr [r14 + 768]
+    movsxd r9, dword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov edi, 75
     add r10, r11
     inc rbx
     dec r13
@@ -1496,62 +1489,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1238_j]
+    lea rcx, [rip + .Lc1_d1235_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1238_j_t
-.Lc1_d1238_j:
-    mov dword ptr [r15 + 448], 241
-    mov byte ptr [r15 + 576], cl
-    mov rdx, rdi
-    lea rbp, [r10 + r10*1]
-    mov edi, 127
-    test ebx, 64960
-    jz 1f
-1:
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 960]
-    mov byte ptr [r15 + 512], cl
-    movzx r8d, sil
+    jmp .Lc1_d1235_j_t
+.Lc1_d1235_j:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 2048
+    movsxd rbp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 384], 63
+    test dword ptr [r15 + 67117724], 262144
     jz 1f
 1:
-    mov r9d, eax
-    movsxd rdx, dword ptr [r15 + 0]
-    mov eax, 182
-    test dword ptr [r15 + 67117724], 1056769
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 50
-    vpaddd xmm13, xmm13, xmm0
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 256
+    movzx esi, al
+    mov byte ptr [r15 + 192], r8b
+    mov rdi, rsi
+    test bl, 64
     jz 1f
 1:
-    mov esi, 171
-    mov dword ptr [r15 + 0], ecx
-    mov r9d, ebp
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 448
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 704]
-    or qword ptr [r15 + 192], 85
-    test ebx, 61248
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + rbp + 1024]
-    mov rsi, qword ptr [r14 + 128]
-    mov r9d, ecx
-    mov rbp, r9
-    test dword ptr [r15 + 67117724], 73728
+    mov r8, qword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + 704]
+    mov rax, qword ptr [r15 + 576]
+    test bl, 160
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 64]
-    mov r8, qword ptr [r14 + 384]
+    mov r9, r10
+    mov esi, r9d
+    and r9, 448
+    or qword ptr [r15 + r9 + 1472], 52
+    mov rdi, rdi
+    mov r8d, 11
+    test dword ptr [r15 + 67117724], 294044178
+    jnz 1f
+1:
+    mov rbp, r10
+    movzx ecx, byte ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 320]
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3008]
+    mov r8, r10
+    test bl, 64
+    jnz 1f
+1:
+    and r8, 960
+    mov dword ptr [r15 + r8 + 1984], r8d
+    mov ebp, r8d
+    mov edx, edx
+    test dword ptr [r15 + 67117723], 4194304
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r14 + 448]
+    mov eax, esi
+    mov ecx, esi
     add r10, r11
     inc rbx
     dec r13
@@ -1560,54 +1548,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov qword ptr [r15 + 256], rax
+    mov rcx, rsi
+    mov rcx, rdi
+    test ebx, 288
+    jnz 1f
+1:
+    mov r9d, 119
+    movzx ebp, byte ptr [r14 + 512]
+    movzx edi, byte ptr [r15 + 448]
+    test bl, 64
+    jz 1f
+1:
+    mov esi, 128
+    mov r8d, dword ptr [r14 + 64]
+    mov qword ptr [r15 + 640], rsi
+    test ebx, 1632
+    jnz 1f
+1:
+    .byte 0x66, 0x90
+    movzx esi, byte ptr [r15 + 768]
+    movzx ecx, sil
+    test dword ptr [r15 + 67117723], 20971528
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 192]
+    mov r8, rcx
+    movsxd r9, dword ptr [r15 + 320]
+    test dword ptr [r15 + 67117724], 59772676
+    jz 1f
+1:
     mov rbp, r10
-    and rbp, 448
-    movsxd rdx, dword ptr [r15 + rbp + 1472]
-    movzx r8d, byte ptr [r15 + 512]
-    movsxd rsi, dword ptr [r15 + 576]
-    test ebx, 864
-    jnz 1f
-1:
-    movzx eax, byte ptr [r14 + 64]
-    xchg qword ptr [r15 + 576], r8
-    mov edi, dword ptr [r15 + 256]
-    test bl, 64
+    mov ecx, edi
+    and rbp, 33554368
+    movzx esi, byte ptr [r15 + rbp + 33554432]
+    mov dword ptr [r15 + 128], 75
+    test dword ptr [r15 + 67117723], 268435456
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 640]
-    movsxd r9, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test bl, 64
+    movzx eax, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 1157695649
     jnz 1f
 1:
-    mov ebp, r9d
-    movsxd r9, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 832]
-    test dword ptr [r15 + 67117724], 83886208
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 128], edx
-    movzx eax, byte ptr [r15 + 768]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 1024], rax
-    test ebx, 3712
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 448]
-    mov r8, qword ptr [r15 + 320]
-    mov esi, dword ptr [r15 + 192]
-    test bl, 64
-    jnz 1f
-1:
-    mov r9, rdx
-    mov rdi, rsi
-    movsxd rcx, dword ptr [r15 + 640]
-    test ebx, 8192
-    jnz 1f
-1:
-    mov r8d, 239
-    mov qword ptr [r15 + rbp + 960], rdx
+    movsxd rdx, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 13
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 960]
     add r10, r11
     inc rbx
     dec r13
@@ -1616,70 +1605,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 67239936
-    setz al
-    lea rcx, [rip + .Lc1_d1342_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1342_s_t
-    .p2align 3
-.Lc1_d1342_s:
-    .p2align 3
-    jmp .Lc1_d1342_j
-    .p2align 3
-    jmp .Lc1_d1342_j
-.Lc1_d1342_j:
-    mov rdx, qword ptr [r15 + 576]
-    mov rcx, qword ptr [r15 + 256]
-    mov rbp, rbp
-    movsxd rdi, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117724], 128
+    mov r9d, dword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov edx, 3
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1344
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 640]
-    crc32 r8, rdi
-    mov r9d, 149
-    test dword ptr [r15 + 67117723], 512
+    mov dword ptr [r15 + 0], 77
+    movsxd rsi, dword ptr [r15 + 576]
+    mov r8, qword ptr [r14 + 512]
+    test dword ptr [r15 + 67117723], 1073741824
     jz 1f
 1:
-    mov rsi, rsi
-    mov rdx, qword ptr [r15 + 192]
-    nop
-    movzx edi, dl
-    test ebx, 6016
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 192]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 16384
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    sete al
-    movzx r9d, al
-    mov ebp, 216
-    test ebx, 1632
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 62
-    mov rsi, qword ptr [r15 + 0]
-    mov eax, 73
-    test dword ptr [r15 + 67117723], 8
-    jz 1f
-1:
-    mov edi, esi
+    mov dword ptr [r15 + 704], 82
+    mov dword ptr [r15 + 256], r8d
+    mov r8, rsi
+    mov edi, dword ptr [r15 + 320]
     mov rbp, r10
-    mov rdx, rdx
-    mov ecx, dword ptr [r15 + 0]
+    test ebx, 480
+    jz 1f
+1:
+    mov qword ptr [r15 + 192], rdi
+    mov r9, r10
     and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 960]
-    test ebx, 3328
+    mov rdx, qword ptr [r15 + rbp + 1472]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7104], rsi
+    mov r8, r10
+    test ebx, 114400
     jnz 1f
 1:
-    mov dword ptr [r14 + 384], 156
-    inc dword ptr [r15 + 256]
-    mov qword ptr [r14 + 448], r9
+    mov r9, rax
+    and r8, 448
+    mov dword ptr [r15 + r8 + 960], r8d
+    movzx eax, byte ptr [r15 + 64]
+    mov ecx, 99
+    test dword ptr [r15 + 67117723], 268435456
+    jnz 1f
+1:
+    mov rdi, qword ptr [r14 + 0]
+    movzx edx, byte ptr [r15 + 896]
+    movzx esi, byte ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
@@ -1696,57 +1663,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8d, eax
-    mov rbp, qword ptr [r15 + 64]
-    mov byte ptr [r14 + 0], r8b
-    mov edi, r9d
-    test dword ptr [r15 + 67117723], 209748547
-    jnz 1f
-1:
-    mov edx, dword ptr [r14 + 0]
-    movsxd r9, dword ptr [r14 + 0]
-    mov rsi, qword ptr [r15 + 896]
-    test bl, 24
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 128], r8d
-    movzx ecx, bpl
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 1536]
-    test bl, 16
-    jnz 1f
-1:
-    mov r8d, dword ptr [r14 + rbp + 1472]
-    movzx ebp, byte ptr [r15 + 128]
-    mov rcx, rdi
-    test dword ptr [r15 + 67117723], 4194320
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    lock or dword ptr [r15 + 0], 67
-    test ebx, 752
-    jz 1f
-1:
-    mov r9, r9
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4480
+    setz al
+    lea rcx, [rip + .Lc1_d1385_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1385_s_t
+    .p2align 3
+.Lc1_d1385_s:
+    .p2align 3
+    jmp .Lc1_d1385_j
+    .p2align 3
+    jmp .Lc1_d1385_j
+.Lc1_d1385_j:
     mov rbp, r10
-    mov rsi, qword ptr [r15 + 256]
+    movsxd rcx, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 192], 135
     and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 960]
-    test ebx, 2784
+    movzx r8d, byte ptr [r15 + rbp + 960]
+    test ebx, 1728
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 192], 172
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test bl, 24
+    movzx edx, byte ptr [r15 + 640]
+    mov ebp, eax
+    mov r9, r9
+    test ebx, 28624
     jz 1f
 1:
-    popcnt rdx, rbp
-    movsxd rbp, dword ptr [r15 + 320]
-    movzx esi, byte ptr [r15 + 512]
+    mov edi, eax
+    mov r9, r10
+    movsxd rax, dword ptr [r15 + 576]
+    movzx esi, al
+    test dword ptr [r15 + 67117723], 1230014980
+    jnz 1f
+1:
+    and r9, 960
+    mov eax, dword ptr [r15 + r9 + 1984]
+    movsxd rdx, dword ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 448]
+    mov rbp, r10
+    test dword ptr [r15 + 67117723], 4
+    jz 1f
+1:
+    mov byte ptr [r15 + 512], r8b
+    and rbp, 33554368
+    movzx edx, byte ptr [r15 + rbp + 33554432]
+    movzx edi, byte ptr [r15 + 256]
+    test ebx, 32352
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 448]
+    mov r8d, dword ptr [r15 + 256]
+    movzx esi, byte ptr [r15 + 704]
+    test ebx, 2688
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 384]
+    mov r9d, 6
     add r10, r11
     inc rbx
     dec r13
@@ -1755,56 +1729,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r8
-    movzx edx, byte ptr [r15 + 0]
-    movzx r8d, dil
-    mov edi, dword ptr [r15 + 0]
-    test bl, 16
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 786442
+    setz al
+    lea rcx, [rip + .Lc1_d1440_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1440_s_t
+    .p2align 3
+.Lc1_d1440_s:
+    .p2align 3
+    jmp .Lc1_d1440_j
+    .p2align 3
+    jmp .Lc1_d1440_j
+.Lc1_d1440_j:
+    movsxd rax, dword ptr [r15 + 576]
+    mov edx, dword ptr [r15 + 128]
+    mov dword ptr [r14 + 704], 147
+    test ebx, 400
+    jnz 1f
+1:
+    mov ecx, 28
+    movsxd rax, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117724], 547369555
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
+    mov edi, edi
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 798
+    rep movsb
+    test bl, 184
+    jz 1f
+1:
+    mov edx, 92
+    mov r12, qword ptr [r15 + r12 + 56]
     test bl, 16
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    mov edi, ebp
-    movsxd r8, dword ptr [r15 + 512]
-    movzx ebp, byte ptr [r15 + 832]
-    test dword ptr [r15 + 67117724], 134219778
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 320]
+    test dword ptr [r15 + 67117724], 2048
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + 384], 32
-    and r9, 8128
-    xchg qword ptr [r15 + r9 + 7104], rcx
-    mov esi, dword ptr [r15 + 256]
-    test bl, 72
+    mov rbp, r10
+    mov qword ptr [r15 + 896], rbp
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7104]
+    test ebx, 4096
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 512]
+    test dword ptr [r15 + 67117724], 269131914
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 448]
-    mov edx, 152
-    test bl, 16
-    jz 1f
+    mov ebp, 171
+    mov rcx, r8
+    test dword ptr [r15 + 67117723], 169362576
+    jnz 1f
 1:
-    mov esi, dword ptr [r14 + 320]
-    mov rdi, qword ptr [r15 + r9 + 7168]
-    mov dword ptr [r15 + 448], edi
-    movzx r8d, dil
-    test bl, 16
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 384]
-    movzx esi, byte ptr [r15 + 512]
-    vpaddq xmm13, xmm13, xmmword ptr [r14 + 0]
-    test bl, 16
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 512]
-    movzx r9d, byte ptr [r15 + 448]
-    mov eax, 7
+    mov edx, dword ptr [r15 + 640]
+    mov r8, rdx
     add r10, r11
     inc rbx
     dec r13
@@ -1813,66 +1799,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d1508_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1508_s_t
-    .p2align 3
-.Lc1_d1508_s:
-    .p2align 3
-    jmp .Lc1_d1508_j
-    .p2align 3
-    jmp .Lc1_d1508_j
-.Lc1_d1508_j:
-    lea rbp, [r10 + r10*2]
-    mov ecx, dword ptr [r14 + 0]
-    mov r9, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 64], rcx
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 960]
-    test dword ptr [r15 + 67117723], 1107439689
+    lea rcx, [rip + .Lc1_d1497_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1497_j_t
+.Lc1_d1497_j:
+    mov ecx, 169
+    mov eax, ecx
+    movzx r9d, byte ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 256
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r9
+    test ebx, 3928
     jz 1f
 1:
-    mov qword ptr [r15 + 256], rdx
-    mov r8, r8
-    mov edi, 163
-    mov rcx, qword ptr [r15 + 512]
-    test ebx, 512
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r14 + 512]
+    movsxd rdx, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 4
+    jnz 1f
+1:
+    nop
+    mov rdi, qword ptr [r15 + 768]
+    movzx ebp, dil
+    test dword ptr [r15 + 67117723], 80171136
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 384]
-    movzx edx, byte ptr [r15 + rbp + 1024]
+    mov byte ptr [r15 + 320], al
+    movzx r8d, byte ptr [r15 + 64]
     mov r9, r10
-    mov dword ptr [r15 + 896], ebp
-    test bl, 16
-    jnz 1f
-1:
-    and r9, 960
-    mov rdi, qword ptr [r15 + r9 + 1984]
-    mov rax, qword ptr [r15 + 0]
-    vmovdqu xmm13, xmmword ptr [r15 + 0]
-    lock add qword ptr [r15 + 0], rdi
-    test ebx, 512
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + rbp + 1088]
-    movzx r8d, byte ptr [r14 + 128]
-    test bl, 16
+    mov byte ptr [r15 + 576], sil
+    test dword ptr [r15 + 67117723], 69093416
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 448]
-    mov rsi, qword ptr [r15 + 192]
-    mov rdx, rdx
-    movzx r9d, byte ptr [r15 + 320]
-    test dword ptr [r15 + 67117724], 1275282688
+    crc32 rdx, rdi
+    and r9, 448
+    movsxd rbp, dword ptr [r15 + r9 + 960]
+    mov esi, dword ptr [r14 + 64]
+    test bl, 176
     jnz 1f
 1:
-    mov byte ptr [r15 + 128], r8b
-    movsxd r8, dword ptr [r15 + 640]
-    movzx edi, dil
+    mov eax, dword ptr [r15 + 448]
+    mov ebp, dword ptr [r14 + 832]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test dword ptr [r15 + 67117724], 256
+    jz 1f
+1:
+    mov byte ptr [r15 + 192], dl
+    mov rdi, rcx
+    movzx ecx, byte ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
@@ -1881,70 +1858,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 17104896
-    setz al
-    lea rcx, [rip + .Lc1_d1565_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1565_s_t
-    .p2align 3
-.Lc1_d1565_s:
-    .p2align 3
-    jmp .Lc1_d1565_j
-    .p2align 3
-    jmp .Lc1_d1565_j
-.Lc1_d1565_j:
-    lea rbp, [r10 + r10*1]
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 128]
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 960]
-    mov qword ptr [r15 + 384], rsi
-    test dword ptr [r15 + 67117723], 137986053
-    jz 1f
-1:
-    mov rdi, rsi
-    mov dword ptr [r15 + 320], 112
-    mov rdx, qword ptr [r15 + 0]
-    test bl, 16
+    mov edx, dword ptr [r15 + 768]
+    mov rbp, rdx
+    movzx ecx, r8b
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 128
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    mov eax, 61
-    movsxd r9, dword ptr [r15 + 0]
-    test bl, 16
+    mov byte ptr [r15 + 448], sil
+    mov ebp, 110
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 960]
+    test ebx, 32656
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    mov esi, 98
-    mov byte ptr [r15 + 0], sil
-    test bl, 112
-    jz 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movzx r9d, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 98304
+    mov esi, r8d
+    movzx r8d, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 3456
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r14 + 0]
-    movzx edx, byte ptr [r14 + 0]
-    test dword ptr [r15 + 67117724], 131072
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, eax
+    test bl, 40
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 768]
-    mov ecx, dword ptr [r15 + 704]
-    mov r8d, dword ptr [r15 + 64]
-    test ebx, 20472
-    jnz 1f
-1:
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + rbp + 1024]
-    test dword ptr [r15 + 67117724], 2084
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 848437314
     jz 1f
 1:
-    mov rbp, rbp
-    mov dword ptr [r15 + 832], r9d
+    movzx edx, al
+    mov rax, qword ptr [r15 + 640]
+    mov rbp, qword ptr [r15 + 704]
+    test bl, 216
+    jz 1f
+1:
+    mov qword ptr [r15 + 192], rax
+    mov rbp, r10
+    mov dword ptr [r15 + 128], 133
+    movzx edx, byte ptr [r15 + 384]
+    test ebx, 512
+    jz 1f
+1:
+    and rbp, 960
+    movzx eax, byte ptr [r15 + rbp + 1984]
+    movzx edi, byte ptr [r15 + 320]
     add r10, r11
     inc rbx
     dec r13
@@ -1961,57 +1921,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d1600_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1600_j_t
+.Lc1_d1600_j:
+    mov rcx, r9
+    mov dword ptr [r15 + 512], 252
+    movzx r9d, cl
+    movzx eax, r8b
+    test bl, 128
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 23
+    mov rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r10
-    vaddsd xmm13, xmm13, xmm13
+    test ebx, 10752
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    sete bpl
     and r8, 8128
-    movzx edi, byte ptr [r15 + r8 + 7104]
-    movzx edx, byte ptr [r15 + 768]
-    test bl, 128
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 64]
-    .byte 0x66, 0x90
-    mov r9, qword ptr [r15 + 576]
-    test dword ptr [r15 + 67117724], 2
+    mov rdi, qword ptr [r15 + r8 + 7104]
+    test dword ptr [r15 + 67117723], 1611927042
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 1504
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    mov rdx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    test dword ptr [r15 + 67117723], 536875008
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 1040
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 128]
+    mov ebp, edi
+    mov dword ptr [r15 + 64], 216
+    mov r8, r10
+    mov esi, dword ptr [r14 + 192]
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 1472]
     mov r9, r10
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 128]
-    movsxd rax, dword ptr [r15 + 512]
+    test dword ptr [r15 + 67117723], 646709292
+    jz 1f
+1:
+    and r9, 33554368
+    movzx ecx, byte ptr [r15 + r9 + 33554432]
+    movsxd rdi, dword ptr [r14 + 64]
+    movzx r8d, byte ptr [r15 + 128]
+    mov rsi, qword ptr [r14 + 896]
     test bl, 128
     jnz 1f
 1:
-    and r9, 448
-    mov esi, dword ptr [r15 + r9 + 960]
-    mov r9, qword ptr [r14 + 64]
-    test bl, 48
-    jz 1f
-1:
-    mov r9d, 212
-    mov rsi, qword ptr [r15 + 128]
-    mov edx, dword ptr [r14 + 448]
-    test dword ptr [r15 + 67117724], 65920
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + 896]
+    mov qword ptr [r15 + 384], rbp
+    movzx ebp, al
+    movsxd rdx, dword ptr [r15 + 256]
     add r10, r11
     inc rbx
     dec r13
@@ -2020,56 +1976,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov ebp, dword ptr [r15 + 640]
-    movzx eax, al
-    mov edx, 246
-    mov r9d, dword ptr [r15 + 256]
-    mov r8, r10
-    test dword ptr [r15 + 67117723], 25794116
+    movsxd r9, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r9d
+    test ebx, 30448
     jnz 1f
 1:
-    and r8, 960
-    mov ecx, dword ptr [r15 + r8 + 1984]
-    vpor xmm13, xmm13, xmm0
-    mov edi, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 32768
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    popcnt rax, rsi
+    test ebx, 352
     jnz 1f
 1:
-    mov r8, rbp
-    mov byte ptr [r15 + 0], al
-    bt rdx, rbp
-    nop
-    test ebx, 1920
+    mov r9d, 207
+    popcnt rdx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 7856
     jz 1f
 1:
-    movzx ecx, r8b
-    mov r9d, 151
-    movsxd rbp, dword ptr [r14 + 0]
-    vsubsd xmm13, xmm13, xmm13
-    test ebx, 6064
+    mov ecx, edx
+    mov dword ptr [r15 + 768], 161
+    not qword ptr [r15 + 576]
+    test dword ptr [r15 + 67117724], 103063632
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 128]
-    lea r8, [r10 + r10*1]
-    mov edi, 227
-    and r8, 448
-    mov byte ptr [r15 + r8 + 1536], al
-    mov eax, 162
-    test ebx, 512
+    movsxd rdx, dword ptr [r15 + 704]
+    mov ecx, dword ptr [r15 + 64]
+    sete dl
+    test dword ptr [r15 + 67117723], 256
+    jz 1f
+1:
+    mov r8d, r8d
+    mov dword ptr [r15 + 192], edi
+    mov dword ptr [r14 + 384], edi
+    test bl, 80
     jnz 1f
 1:
-    movzx edx, al
-    mov ebp, 204
-    mov rsi, r8
-    mov rcx, qword ptr [r14 + 64]
-    test dword ptr [r15 + 67117724], 33835024
+    movsxd rbp, dword ptr [r14 + 256]
+    mov r9, r10
+    mov qword ptr [r15 + 320], rsi
+    movzx eax, byte ptr [r15 + 832]
+    test bl, 128
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + r8 + 1472]
-    movsxd r9, dword ptr [r15 + 512]
-    movzx ebp, byte ptr [r15 + 192]
-    mov r8, qword ptr [r15 + 256]
+    and r9, 448
+    movsxd rdi, dword ptr [r15 + r9 + 960]
+    mov byte ptr [r15 + 128], r9b
+    movzx ebp, dl
+    test ebx, 15200
+    jz 1f
+1:
+    mov rdx, rbp
+    cmovne rax, rsi
     add r10, r11
     inc rbx
     dec r13
@@ -2078,79 +2036,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 3
-    lea rcx, [rip + .Lc1_d1730_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 128
+    setz al
+    lea rcx, [rip + .Lc1_d1700_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1730_s_t
+    jmp .Lc1_d1700_s_t
     .p2align 3
-.Lc1_d1730_s:
+.Lc1_d1700_s:
     .p2align 3
-    jmp .Lc1_d1730_j
+    jmp .Lc1_d1700_j
     .p2align 3
-    jmp .Lc1_d1730_j
-    .p2align 3
-    jmp .Lc1_d1730_j
-    .p2align 3
-    jmp .Lc1_d1730_j
-.Lc1_d1730_j:
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 320]
-    mov ecx, dword ptr [r15 + 0]
-    vucomisd xmm13, xmm13
-    xchg rax, rsi
-    test bl, 144
+    jmp .Lc1_d1700_j
+.Lc1_d1700_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x66, 0x90
+    test ebx, 32352
+    jnz 1f
+1:
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 7296
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 65
-    mov rdi, rax
-    mov edx, 219
-    test dword ptr [r15 + 67117723], 67108880
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov ebp, 236
-    lock or dword ptr [r15 + 0], 58
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
     test bl, 32
     jnz 1f
 1:
-    lock xadd qword ptr [r15 + 0], r9
-    mov rax, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 5952
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    bswap rsi
-    mov dword ptr [r15 + 0], 143
-    test ebx, 6592
-    jnz 1f
-1:
-    mov rdx, rax
-    movzx edi, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 192]
-    test bl, 128
-    jnz 1f
-1:
-    mov ecx, 43
-    movsxd rbp, dword ptr [r14 + 0]
-    movsxd r9, dword ptr [r15 + 832]
-    mov r8, rsi
-    test bl, 48
+    mov esi, 195
+    mov rdi, rsi
+    movzx ecx, byte ptr [r15 + 320]
+    movzx ebp, al
+    test bl, 32
     jz 1f
 1:
-    mov rdi, r8
-    movzx r9d, byte ptr [r14 + 64]
-    mov dword ptr [r15 + 384], esi
-    vmovdqu xmm13, xmmword ptr [r15 + 576]
-    test dword ptr [r15 + 67117723], 75497472
-    jz 1f
+    mov eax, dword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r14 + 256]
+    movsxd rcx, dword ptr [r15 + 896]
+    mov dword ptr [r15 + 640], edx
+    mov rbp, r10
+    test dword ptr [r15 + 67117723], 549609650
+    jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 320]
-    movsxd rdx, dword ptr [r15 + 704]
-    mov ebp, 157
+    and rbp, 960
+    mov qword ptr [r15 + rbp + 1984], rdx
+    mov dword ptr [r15 + 64], eax
+    movzx r8d, bpl
+    mov r9, rsi
+    test dword ptr [r15 + 67117724], 17825793
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 512]
+    movzx edi, byte ptr [r15 + 448]
+    mov edx, 236
+    mov eax, 54
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -2158,77 +2105,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 9699840
-    setz al
-    lea rcx, [rip + .Lc1_d1795_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1795_s_t
-    .p2align 3
-.Lc1_d1795_s:
-    .p2align 3
-    jmp .Lc1_d1795_j
-    .p2align 3
-    jmp .Lc1_d1795_j
-.Lc1_d1795_j:
-    movzx eax, byte ptr [r15 + 0]
-    mov r8, rcx
-    mov rcx, rdi
-    mov byte ptr [r15 + 0], al
-    test ebx, 512
-    jnz 1f
-1:
-    mov edi, 220
-    mov esi, r9d
-    mov rbp, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 4608
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 576], esi
+    test ebx, 64240
     jz 1f
 1:
-    vmovq xmm0, rcx
-    mov rdx, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 1610746880
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    .byte 0x66, 0x90
-    movzx ecx, byte ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 7360
-    jnz 1f
-1:
-    mov edi, r8d
-    movsxd r8, dword ptr [r15 + 320]
-    mov rcx, rsi
-    test ebx, 3296
-    jnz 1f
-1:
-    mov edx, esi
-    mov qword ptr [r15 + 768], rcx
-    movsxd rsi, dword ptr [r14 + 64]
-    mov qword ptr [r15 + 192], rbp
+    mov esi, ebp
     mov rbp, r10
-    test dword ptr [r15 + 67117723], 1024
+    movsxd rax, dword ptr [r15 + 384]
+    mov r8, r10
+    test bl, 128
     jnz 1f
 1:
-    popcnt rcx, rax
-    movsxd rax, dword ptr [r14 + 704]
     and rbp, 448
-    mov byte ptr [r15 + rbp + 1472], bpl
-    test bl, 48
+    movzx r9d, byte ptr [r15 + rbp + 960]
+    .byte 0x66, 0x90
+    and r8, 448
+    btc dword ptr [r15 + r8 + 1472], 16
+    test dword ptr [r15 + 67117724], 2162720
+    jz 1f
+1:
+    mov qword ptr [r14 + 640], r8
+    mov r9d, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 262144
+    jz 1f
+1:
+    mov byte ptr [r15 + 128], r9b
+    movsxd r8, dword ptr [r14 + 704]
+    test bl, 80
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 192], r9
+    movzx ebp, byte ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 12648448
+    jz 1f
+1:
+    mov rdi, rsi
+    movzx ecx, byte ptr [r15 + 320]
+    test ebx, 816
     jnz 1f
 1:
-    mov edx, 207
-    mov qword ptr [r15 + 384], rdx
-    mov ebp, edx
-    mov qword ptr [r15 + 128], rdx
-    test ebx, 15216
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 640]
-    movsxd rax, dword ptr [r15 + 768]
-    movzx r9d, byte ptr [r15 + 256]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 797
+    rep stosb
+    movsxd rsi, dword ptr [r15 + 768]
     add r10, r11
     inc rbx
     dec r13
@@ -2237,56 +2159,70 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r8, [r10 + r10*1]
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7104]
-    bswap rdi
-    mov byte ptr [r15 + 64], dil
-    lea r9, [r10 + r10*2]
-    test dword ptr [r15 + 67117723], 16
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 3
+    lea rcx, [rip + .Lc1_d1804_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1804_s_t
+    .p2align 3
+.Lc1_d1804_s:
+    .p2align 3
+    jmp .Lc1_d1804_j
+    .p2align 3
+    jmp .Lc1_d1804_j
+    .p2align 3
+    jmp .Lc1_d1804_j
+    .p2align 3
+    jmp .Lc1_d1804_j
+.Lc1_d1804_j:
+    mov eax, 230
+    mov edx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 6528
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    crc32 eax, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 589856
     jnz 1f
 1:
-    and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 1088]
-    mov dword ptr [r15 + r8 + 7168], esi
-    test ebx, 64464
+    mov byte ptr [r15 + 576], al
+    movsxd r9, dword ptr [r15 + 832]
+    mov r8, qword ptr [r15 + 448]
+    test bl, 32
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 620892690
+    mov rbp, r10
+    mov rax, r8
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 960]
+    movzx esi, byte ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 266240
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    movzx edi, dl
-    test dword ptr [r15 + 67117723], 131588
-    jz 1f
-1:
-    vmovdqu xmm13, xmmword ptr [r15 + r9 + 960]
-    lock or dword ptr [r15 + 256], 5
-    movsxd rdx, dword ptr [r15 + 384]
-    test ebx, 1024
+    lea rdi, [r15 + 67109504]
+    mov ecx, 798
+    rep stosb
+    lea rdi, [r15 + 67109504]
+    mov ecx, 798
+    rep stosb
+    mov byte ptr [r15 + 128], cl
+    test ebx, 432
     jnz 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    mov esi, dword ptr [r15 + r9 + 1024]
-    test ebx, 464
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r14 + 448]
-    movzx r9d, bpl
-    mov r8d, 244
-    test dword ptr [r15 + 67117724], 304386081
+    movzx edx, dl
+    movzx r9d, byte ptr [r14 + 192]
+    mov r8, r10
+    mov eax, dword ptr [r15 + 704]
+    test bl, 32
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 704]
-    sete al
-    test ebx, 7136
-    jz 1f
-1:
-    movzx edi, byte ptr [r14 + 896]
-    movzx edx, dil
+    mov rdx, rbp
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3008], 177
+    movzx ebp, byte ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
@@ -2295,73 +2231,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 34084864
-    setz al
-    lea rcx, [rip + .Lc1_d1910_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1910_s_t
-    .p2align 3
-.Lc1_d1910_s:
-    .p2align 3
-    jmp .Lc1_d1910_j
-    .p2align 3
-    jmp .Lc1_d1910_j
-.Lc1_d1910_j:
-    mov r8d, 77
-    mov edx, 207
-    mov dword ptr [r15 + 512], 15
-    movzx edi, r9b
+    mov rdi, qword ptr [r15 + 512]
+    mov byte ptr [r14 + 64], dil
+    movsxd r8, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 302654242
+    jz 1f
+1:
+    mov rdi, r8
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 65184
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 256]
+    mov rsi, qword ptr [r14 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov rbp, r10
+    nop
+    mov r8d, ebp
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7104], 144
+    test dword ptr [r15 + 67117724], 167805172
+    jz 1f
+1:
+    mov r9, r10
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 797
+    rep movsb
+    and r9, 33554368
+    movsxd rdx, dword ptr [r15 + r9 + 33554432]
+    test dword ptr [r15 + 67117723], 268505088
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 320]
+    movzx r9d, byte ptr [r15 + 640]
+    test ebx, 11232
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 192]
+    mov rbp, r10
+    mov rdx, rbp
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 1472]
+    test ebx, 6896
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 768]
+    mov rcx, rbp
     test bl, 128
     jnz 1f
 1:
-    lock or dword ptr [r15 + 576], 90
-    mov rbp, r10
-    mov esi, dword ptr [r15 + 192]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1472], 40
-    mov r8, r9
-    test bl, 48
-    jz 1f
-1:
-    mov r9d, r8d
-    mov rbp, qword ptr [r15 + 0]
-    mov ecx, ebp
-    test bl, 32
-    jz 1f
-1:
-    mov edx, ebp
-    mov rsi, rax
-    mov ebp, edi
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 6592
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 832]
-    movsxd r8, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117724], 33554496
-    jnz 1f
-1:
-    mov edi, r8d
-    mov r9, r10
-    vpaddq xmm13, xmm13, xmmword ptr [r14 + 0]
-    bswap r8
-    test ebx, 320
-    jz 1f
-1:
-    and r9, 448
-    mov rdx, qword ptr [r15 + r9 + 960]
-    mov rsi, r8
-    mov r9, qword ptr [r15 + 384]
-    mov ecx, dword ptr [r15 + 320]
-    test ebx, 22512
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 128]
-    popcnt rax, rcx
-    movzx ebp, r9b
+    mov esi, 222
+    movzx edi, byte ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
@@ -2370,54 +2293,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], 191
-    movzx edx, byte ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    not qword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 4
-    movsxd rsi, dword ptr [r15 + 0]
-    mov dword ptr [r14 + 0], 162
-    test ebx, 12144
-    jz 1f
-1:
-    mov edx, esi
-    mov qword ptr [r15 + 448], rsi
-    mov edi, edi
-    test dword ptr [r15 + 67117723], 1130496
-    jnz 1f
-1:
-    mov qword ptr [r15 + 448], rdi
-    btc dword ptr [r15 + 512], 13
-    mov r8, qword ptr [r15 + 512]
-    test dword ptr [r15 + 67117724], 138774536
-    jnz 1f
-1:
-    mov dword ptr [r15 + 192], r8d
-    movsxd rcx, dword ptr [r15 + 320]
-    mov r8d, edx
-    test dword ptr [r15 + 67117723], 746596357
-    jnz 1f
-1:
-    mov edx, 255
-    mov rbp, qword ptr [r15 + 896]
-    mov r9, qword ptr [r14 + 576]
-    test ebx, 2688
-    jnz 1f
-1:
+    lea rcx, [rip + .Lc1_d1916_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1916_j_t
+.Lc1_d1916_j:
+    mov rbp, r10
+    movzx eax, r8b
+    and rbp, 960
+    mov byte ptr [r14 + rbp + 1984], al
     mov r8, r10
-    movzx eax, r9b
-    and r8, 960
-    mov ebp, dword ptr [r15 + r8 + 1984]
-    movzx esi, byte ptr [r15 + 256]
-    test ebx, 65088
+    movsxd rcx, dword ptr [r15 + 896]
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 960]
+    test ebx, 46080
     jz 1f
 1:
-    mov r9, rsi
-    mov esi, dword ptr [r15 + 640]
-    mov rcx, qword ptr [r15 + 768]
+    mov eax, 186
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 8192
+    jnz 1f
+1:
+    mov r8d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 1075314688
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], 49
+    bswap rsi
+    test dword ptr [r15 + 67117724], 524352
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 704]
+    movzx edi, dil
+    mov byte ptr [r14 + 64], dil
+    test dword ptr [r15 + 67117724], 8421384
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 576], r8b
+    bt rax, r9
+    test ebx, 1024
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
@@ -2426,66 +2349,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2021_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2021_j_t
-.Lc1_d2021_j:
-    movsxd rdi, dword ptr [r15 + 512]
-    btc dword ptr [r15 + 640], 25
-    popcnt rbp, rdi
-    mov qword ptr [r15 + 192], rdi
-    test dword ptr [r15 + 67117723], 134217744
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
+    mov edx, r9d
+    test dword ptr [r15 + 67117723], 36864
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
     jz 1f
 1:
-    bt rbp, rbp
-    movzx edx, bpl
-    mov r8d, dword ptr [r15 + 256]
+    mov rsi, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 236
+    test ebx, 12128
+    jnz 1f
+1:
+    mov dword ptr [r15 + 768], 254
+    mov edi, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 832], cl
+    test bl, 128
+    jz 1f
+1:
+    .byte 0x66, 0x90
+    movzx r8d, byte ptr [r15 + 64]
+    mov rcx, qword ptr [r14 + 640]
+    mov byte ptr [r15 + 256], cl
+    test ebx, 7680
+    jz 1f
+1:
+    mov rbp, rbp
+    mov dword ptr [r15 + 320], 170
+    mov r9d, ebp
     test bl, 32
     jnz 1f
 1:
-    mov r9, rsi
-    mov dword ptr [r15 + 0], ebp
-    mov byte ptr [r15 + 0], r8b
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 688
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 0
-    mov dword ptr [r14 + 448], ecx
-    lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 524288
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 576]
-    and rbp, 448
-    mov dword ptr [r14 + rbp + 1472], eax
-    mov dword ptr [r15 + 192], ebp
-    .byte 0x0f, 0x1f, 0x00
-    test bl, 48
+    mov esi, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 192], sil
+    mov byte ptr [r14 + 0], sil
+    test bl, 32
     jz 1f
 1:
-    mov r8, r10
-    mov dword ptr [r15 + rbp + 1536], 212
-    and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 960]
-    mov qword ptr [r15 + 448], rdi
-    test dword ptr [r15 + 67117724], 262272
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 64]
-    mov rdx, r9
-    movzx ecx, r9b
+    mov rbp, r10
+    movsxd rax, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 384], bpl
+    and rbp, 4032
+    mov r8d, dword ptr [r15 + rbp + 3008]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 512 bytes, 2 chunk(s), 22 chunk executions per call
+// block 6: 512 bytes, 2 chunk(s), 24 chunk executions per call
     mov rbx, qword ptr [r15 + 67117784]
-    lea rcx, [rbx + 22]
+    lea rcx, [rbx + 24]
     mov qword ptr [r15 + 67117784], rcx
-    mov r13d, 22
+    mov r13d, 24
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
@@ -2493,75 +2415,73 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 1610748928
+    test dword ptr [r15 + 67117723], 37879940
     setz al
-    lea rcx, [rip + .Lc1_d2077_s]
+    lea rcx, [rip + .Lc1_d2019_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2077_s_t
+    jmp .Lc1_d2019_s_t
     .p2align 3
-.Lc1_d2077_s:
+.Lc1_d2019_s:
     .p2align 3
-    jmp .Lc1_d2077_j
+    jmp .Lc1_d2019_j
     .p2align 3
-    jmp .Lc1_d2077_j
-.Lc1_d2077_j:
-    mov r9, qword ptr [r14 + 128]
-    movzx esi, r9b
-    mov ecx, dword ptr [r15 + 64]
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 12
+    jmp .Lc1_d2019_j
+.Lc1_d2019_j:
+    lea r9, [r10 + r10*1]
+    mov ecx, 139
+    movsxd rdi, dword ptr [r15 + 512]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7104], rax
+    test bl, 180
     jnz 1f
 1:
-    mov ebp, 251
-    mov rdx, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 744
-    jnz 1f
-1:
-    movzx eax, sil
-    mov rsi, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 256]
-    movzx r8d, cl
-    test ebx, 5568
+    mov qword ptr [r15 + 128], rdx
+    movzx r8d, byte ptr [r15 + 448]
+    test ebx, 4068
     jz 1f
 1:
-    movzx ecx, dil
-    mov edi, dword ptr [r15 + 128]
-    mov r9d, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 538968064
-    jz 1f
-1:
-    mov byte ptr [r14 + 512], dil
-    mov edx, dword ptr [r15 + 256]
-    mov esi, edx
-    mov r8d, dword ptr [r15 + 192]
-    test ebx, 16280
+    movsxd rdx, dword ptr [r15 + 320]
+    movzx ebp, byte ptr [r15 + 384]
+    mov rax, rbp
+    lea r8, [r10 + r10*1]
+    test bl, 60
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], eax
-    mov eax, 60
-    or r8d, 1
+    and r8, 33554368
+    movsxd rbp, dword ptr [r15 + r8 + 33554496]
+    movzx edi, byte ptr [r15 + r8 + 33554432]
+    test bl, 104
+    jz 1f
+1:
+    mov rbp, rdx
+    or esi, 1
     xor edx, edx
-    div r8d
-    test ebx, 912
+    div esi
+    movzx r8d, byte ptr [r15 + 64]
+    test bl, 8
     jnz 1f
 1:
-    xchg r9, rbp
-    movsxd rcx, dword ptr [r15 + 448]
-    movzx edi, byte ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 64]
-    test ebx, 3776
+    lea rbp, [r10 + r10*2]
+    mov rdx, rcx
+    and rbp, 960
+    mov edi, dword ptr [r15 + rbp + 1984]
+    test ebx, 3828
     jnz 1f
 1:
-    xchg rdi, rax
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 64]
-    test bl, 108
-    jnz 1f
+    movzx edi, dil
+    mov qword ptr [r15 + rbp + 2048], rdi
+    mov rcx, rax
+    test dword ptr [r15 + 67117723], 67108864
+    jz 1f
 1:
-    mov byte ptr [r15 + 128], cl
-    mov esi, dword ptr [r14 + 384]
-    cmovne rbp, rdx
+    movzx edx, byte ptr [r14 + rbp + 2112]
+    .byte 0x66, 0x90
+    test bl, 168
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + r9 + 7168]
+    nop
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
@@ -2569,63 +2489,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2141_j]
+    lea rcx, [rip + .Lc1_d2081_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2141_j_t
-.Lc1_d2141_j:
-    movzx edi, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    mov r8, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 20996619
+    jmp .Lc1_d2081_j_t
+.Lc1_d2081_j:
+    cmovne r9, r9
+    mov byte ptr [r14 + 768], cl
+    mov ecx, 37
+    test bl, 32
     jnz 1f
 1:
-    mov qword ptr [r15 + 128], r8
-    cmovne rsi, rdx
-    movsxd rdx, dword ptr [r14 + 0]
-    test ebx, 7676
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 896]
-    movzx eax, dil
-    mov r9, r10
-    movsxd rcx, dword ptr [r15 + 320]
-    test dword ptr [r15 + 67117723], 1073741824
+    mov r8, r8
+    mov ebp, r8d
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + 128], ebp
+    test dword ptr [r15 + 67117723], 128
     jnz 1f
 1:
     and r9, 448
-    mov dword ptr [r15 + r9 + 960], r9d
-    mov rsi, rdi
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    movzx ebp, byte ptr [r14 + r9 + 1536]
+    mov rdi, qword ptr [r15 + 192]
+    test ebx, 7676
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 832]
+    mov eax, eax
+    test dword ptr [r15 + 67117723], 1073741824
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 640]
+    movzx ecx, cl
+    mov byte ptr [r15 + r9 + 1472], r8b
     test dword ptr [r15 + 67117723], 1024
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 384]
-    movzx r9d, r8b
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movsxd rdi, dword ptr [r15 + 512]
+    mov r9, r10
     test bl, 8
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], 235
-    mov dword ptr [r15 + 448], 66
-    vpcmpeqb xmm0, xmm0, xmm13
     mov rbp, r10
-    test ebx, 1024
+    mov r8, qword ptr [r15 + 320]
+    and r9, 4032
+    mov rax, qword ptr [r15 + r9 + 3008]
+    and rbp, 448
+    movzx esi, byte ptr [r15 + rbp + 960]
+    test dword ptr [r15 + 67117723], 8
     jnz 1f
 1:
-    mov rcx, rbp
-    mov r9, rcx
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7104]
-    test dword ptr [r15 + 67117724], 1348504585
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 192]
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 832]
-    mov rdx, rsi
-    test ebx, 736
-    jz 1f
-1:
-    mov esi, edi
-    mov edi, 138
+    movzx edx, dl
+    movsxd rcx, dword ptr [r15 + 256]
     add r10, r11
     inc rbx
     dec r13
@@ -2639,19 +2554,23 @@ ditto_body_c1:
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r8, qword ptr [r15 + 384]
-    mov ecx, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 576
-    jnz 1f
-1:
-    mov edi, r9d
-    test bl, 4
+    lea rcx, [rip + .Lc1_d2135_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2135_j_t
+.Lc1_d2135_j:
+    movzx ecx, byte ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 320]
+    mov rbp, r10
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 106
     jz 1f
 1:
-    mov r9d, 102
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 1472]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 960], 242
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
@@ -2705,61 +2624,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx ebp, cl
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 64]
-    mov edx, dword ptr [r15 + 256]
-    mov rsi, rdx
-    test dword ptr [r15 + 67117724], 200704
+    lea rcx, [rip + .Lc1_d2167_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2167_j_t
+.Lc1_d2167_j:
+    mov r8d, 63
+    movzx edi, byte ptr [r15 + 704]
+    mov dword ptr [r15 + 640], esi
+    movsxd rax, dword ptr [r15 + 832]
+    mov r9, r10
+    test ebx, 1600
+    jz 1f
+1:
+    and r9, 960
+    mov dword ptr [r15 + r9 + 1984], 55
+    mov r9d, dword ptr [r15 + 448]
+    xor dword ptr [r15 + 832], esi
+    test dword ptr [r15 + 67117724], 67109392
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 896]
-    movzx r8d, r8b
-    movzx eax, byte ptr [r15 + 0]
+    mov rsi, r9
+    mov ebp, esi
+    mov dword ptr [r15 + 128], edx
+    test ebx, 12192
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    or qword ptr [r15 + r8 + 3008], 94
+    test ebx, 3072
+    jz 1f
+1:
+    xor dword ptr [r14 + 128], r8d
+    movsxd rdi, dword ptr [r15 + 64]
+    mov ecx, edx
+    test dword ptr [r15 + 67117723], 3145728
+    jnz 1f
+1:
+    mov eax, ecx
+    mov rbp, rax
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test dword ptr [r15 + 67117724], 8193
+    jz 1f
+1:
+    .byte 0x66, 0x90
+    mov byte ptr [r15 + 384], bpl
+    add qword ptr [r15 + 896], rdx
     test bl, 64
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx r9d, dl
-    mov rdi, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 88549440
-    jnz 1f
-1:
-    mov eax, r8d
-    mov edx, dword ptr [r15 + 0]
-    movzx r8d, al
-    test ebx, 288
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 832]
-    movzx esi, byte ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + 704]
-    mov r9d, ecx
-    test ebx, 63392
-    jz 1f
-1:
-    mov r8, r10
-    movsxd rsi, dword ptr [r15 + 576]
-    mov edi, esi
-    and r8, 448
-    movzx edx, byte ptr [r15 + r8 + 960]
-    test ebx, 256
-    jnz 1f
-1:
-    mov ebp, eax
-    mov esi, dword ptr [r15 + 896]
-    movzx r9d, byte ptr [r15 + 192]
-    test dword ptr [r15 + 67117724], 942309898
-    jz 1f
-1:
-    not qword ptr [r15 + 64]
-    sete al
-    mov dword ptr [r14 + 640], eax
-    test ebx, 6784
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 320]
-    mov rdi, rcx
-    mov r9d, 198
+    mov ebp, edx
+    mov edx, ebp
+    mov rdi, qword ptr [r15 + 768]
     add r10, r11
     inc rbx
     dec r13
@@ -2768,55 +2686,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7104], rax
-    mov rcx, rcx
-    movzx edx, byte ptr [r15 + 0]
-    mov eax, esi
-    test dword ptr [r15 + 67117723], 536891392
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov r9d, 51
-    movzx r8d, byte ptr [r15 + 0]
-    xchg rsi, rsi
-    test ebx, 3072
+    lea rcx, [rip + .Lc1_d2221_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2221_j_t
+.Lc1_d2221_j:
+    mov qword ptr [r15 + 64], rcx
+    mov edi, 86
+    movzx r8d, r9b
+    test dword ptr [r15 + 67117723], 16896
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 128]
-    movsxd rsi, dword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 704], 212
-    test ebx, 59904
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 768]
-    mov r9, qword ptr [r15 + 128]
-    movsxd rbp, dword ptr [r14 + 192]
-    .byte 0x66, 0x90
-    test bl, 64
-    jz 1f
-1:
-    mov eax, 1
-    mov r8, qword ptr [r15 + 512]
-    mov rdx, qword ptr [r15 + 768]
-    mov edi, dword ptr [r14 + 128]
+    movsxd r9, dword ptr [r14 + 320]
+    mov dword ptr [r15 + 256], r9d
+    mov rcx, qword ptr [r15 + 576]
     test ebx, 288
-    jz 1f
-1:
-    .byte 0x66, 0x90
-    movsxd rcx, dword ptr [r15 + 64]
-    movzx esi, cl
-    movzx r9d, byte ptr [r14 + 832]
-    test ebx, 448
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 640]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    test dword ptr [r15 + 67117724], 1040
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov rsi, rdi
+    movzx eax, dil
+    test ebx, 6112
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
     mov rbp, r10
-    movsxd rdi, dword ptr [r15 + 128]
-    and rbp, 448
-    mov r9, qword ptr [r15 + rbp + 960]
+    mov dword ptr [r15 + 0], 12
+    test dword ptr [r15 + 67117723], 8454148
+    jz 1f
+1:
+    mov r8, r10
+    inc dword ptr [r15 + 448]
+    and rbp, 4032
+    movzx edx, byte ptr [r15 + rbp + 3008]
+    and r8, 960
+    mov dword ptr [r15 + r8 + 1984], edx
+    test bl, 128
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 768], r9d
+    movzx r9d, dil
+    test dword ptr [r15 + 67117723], 273172519
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 512]
+    movsxd rdi, dword ptr [r15 + 192]
     add r10, r11
     inc rbx
     dec r13
@@ -2825,59 +2746,72 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2330_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2330_j_t
-.Lc1_d2330_j:
-    mov byte ptr [r15 + 128], r9b
-    mov dword ptr [r15 + 576], 10
-    movsxd rdx, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 256], rcx
-    test ebx, 20480
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4097
+    setz al
+    lea rcx, [rip + .Lc1_d2273_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2273_s_t
+    .p2align 3
+.Lc1_d2273_s:
+    .p2align 3
+    jmp .Lc1_d2273_j
+    .p2align 3
+    jmp .Lc1_d2273_j
+.Lc1_d2273_j:
+    movzx ebp, cl
+    movsxd rsi, dword ptr [r15 + 256]
+    cmovne rdx, rbp
+    mov rdi, qword ptr [r15 + 256]
+    test ebx, 512
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 192]
-    mov esi, dword ptr [r15 + 256]
-    test ebx, 864
+    movzx ecx, dl
+    mov r8d, ecx
+    mov r9, rcx
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 59360
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    vcvtsi2sd xmm0, xmm0, ebp
-    test ebx, 736
+    mov esi, 218
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, sil
+    test ebx, 288
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 238
+    movzx r9d, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 67108864
+    jnz 1f
+1:
+    movzx esi, dl
+    mov dword ptr [r15 + 0], 147
+    movzx r8d, byte ptr [r15 + 0]
+    mov edi, ebp
+    test bl, 96
     jz 1f
 1:
-    movzx edi, cl
-    mov r8, qword ptr [r15 + 384]
-    mov edx, 67
-    test bl, 64
+    movzx ebp, r8b
+    movsxd r8, dword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 320]
+    mov rdx, qword ptr [r15 + 704]
+    test ebx, 5632
     jz 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r9d, dword ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 704]
-    movzx esi, byte ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 67117056
+    mov dword ptr [r15 + 384], ecx
+    mov dword ptr [r15 + 64], edx
+    inc dword ptr [r15 + 128]
+    movsxd r9, dword ptr [r14 + 576]
+    test ebx, 32608
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 320]
-    mov eax, 202
-    movsxd rbp, dword ptr [r14 + 0]
-    test ebx, 3776
-    jz 1f
-1:
-    mov r8d, 139
-    mov ecx, dword ptr [r15 + 192]
-    mov esi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 640], edi
-    test dword ptr [r15 + 67117723], 536872192
-    jz 1f
-1:
-    crc32 edi, sil
-    vpshufd xmm8, xmm2, 174
-    mov ebp, 124
+    mov qword ptr [r14 + 128], rax
+    add qword ptr [r15 + 512], r9
+    movzx edi, byte ptr [r15 + 64]
+    mov rbp, qword ptr [r14 + 896]
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2885,58 +2819,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 320], eax
-    mov dword ptr [r15 + 64], eax
-    movzx edi, byte ptr [r15 + 576]
-    mov edx, 62
-    test dword ptr [r15 + 67117723], 131072
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 192]
-    mov ecx, dword ptr [r15 + 128]
-    movsxd r9, dword ptr [r14 + 384]
-    mov rdx, rsi
-    test ebx, 256
-    jz 1f
-1:
-    mov rsi, rsi
-    movsxd rbp, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 939657379
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 148
-    mov rdx, qword ptr [r15 + 896]
-    mov rsi, qword ptr [r15 + 128]
-    test bl, 96
-    jz 1f
-1:
-    bswap rsi
-    movsxd r9, dword ptr [r15 + 640]
-    mov esi, ecx
-    mov ecx, r9d
-    lea rbp, [r10 + r10*2]
-    test ebx, 1440
-    jz 1f
-1:
-    movzx r9d, bpl
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 1088]
+    lea rcx, [rip + .Lc1_d2334_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2334_j_t
+.Lc1_d2334_j:
+    movzx esi, byte ptr [r15 + 640]
+    .byte 0x66, 0x90
+    mov rdi, rsi
     test bl, 64
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 768]
+    mov rax, rax
+    test dword ptr [r15 + 67117723], 131072
     jnz 1f
 1:
-    mov rdi, rbp
-    mov edx, dword ptr [r14 + 0]
-    vmovdqu xmm8, xmmword ptr [r15 + rbp + 1024]
-    mov esi, eax
-    test bl, 160
+    mov r8, r10
+    mov edx, r8d
+    mov r9, rdx
+    test dword ptr [r15 + 67117723], 37814272
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 512]
-    mov qword ptr [r15 + rbp + 960], r8
-    movsxd r8, dword ptr [r15 + 832]
+    and r8, 448
+    mov rdx, qword ptr [r15 + r8 + 960]
+    movzx edi, byte ptr [r15 + 192]
+    sete bpl
+    test bl, 224
+    jz 1f
+1:
+    mov dword ptr [r15 + 448], 0
+    movsxd r9, dword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 537395201
+    jnz 1f
+1:
+    mov eax, 8
+    sete sil
+    test dword ptr [r15 + 67117723], 272
+    jz 1f
+1:
+    movzx ecx, byte ptr [r14 + 320]
+    mov rbp, rbp
+    mov edi, dword ptr [r15 + 512]
+    test dword ptr [r15 + 67117723], 33587456
+    jz 1f
+1:
+    mov ebp, edx
+    movzx edx, bpl
+    movzx esi, r9b
+    test dword ptr [r15 + 67117723], 1627389952
+    jz 1f
+1:
+    mov dword ptr [r15 + 832], 98
+    mov edi, 15
     add r10, r11
     inc rbx
     dec r13
@@ -2945,54 +2881,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2434_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2434_j_t
-.Lc1_d2434_j:
-    mov r9d, 68
-    xchg rcx, rcx
-    mov eax, dword ptr [r15 + 512]
-    mov rdx, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 4490256
+    movzx r8d, byte ptr [r15 + 128]
+    mov r9d, r8d
+    mov byte ptr [r15 + 64], r9b
+    sete cl
+    test ebx, 19968
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    mov rdi, qword ptr [r14 + 64]
-    movzx ecx, byte ptr [r15 + 640]
-    test ebx, 5120
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 768]
-    mov rsi, qword ptr [r15 + 64]
-    or qword ptr [r15 + 384], 42
-    mov r9, r10
-    test bl, 96
-    jz 1f
-1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 1472], 33
-    movsxd rax, dword ptr [r15 + 320]
+    mov edi, dword ptr [r14 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 0]
     mov rbp, r10
-    movzx r9d, bpl
-    test dword ptr [r15 + 67117723], 536887296
-    jnz 1f
-1:
-    and rbp, 960
-    mov rdx, qword ptr [r15 + rbp + 1984]
-    movsxd rsi, dword ptr [r15 + 256]
-    .byte 0x0f, 0x1f, 0x00
-    test ebx, 3584
-    jnz 1f
-1:
-    mov rbp, qword ptr [r14 + 0]
-    movzx ecx, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 192], esi
-    test dword ptr [r15 + 67117724], 8388608
+    test ebx, 256
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 704], 217
-    mov qword ptr [r15 + 448], rax
+    movsxd r8, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 1472]
+    test dword ptr [r15 + 67117724], 151560484
+    jnz 1f
+1:
+    bt r9, rbp
+    mov rbp, r10
+    bt rbp, rcx
+    mov r9, r10
+    and rbp, 4032
+    mov edi, dword ptr [r15 + rbp + 3008]
+    test bl, 64
+    jnz 1f
+1:
+    and r9, 960
+    movzx esi, byte ptr [r15 + r9 + 1984]
+    mov ebp, dword ptr [r15 + 448]
+    mov rcx, qword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 4
+    jnz 1f
+1:
+    movzx edi, r8b
+    movzx eax, r9b
+    movzx r8d, byte ptr [r14 + 192]
+    test dword ptr [r15 + 67117724], 1048576
+    jz 1f
+1:
+    mov rdx, rdx
+    mov r9, qword ptr [r15 + 704]
+    mov r8, qword ptr [r15 + 256]
     add r10, r11
     inc rbx
     dec r13
@@ -3001,54 +2935,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov edi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    movzx esi, byte ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test dword ptr [r15 + 67117724], 1076890384
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2056
+    setz al
+    lea rcx, [rip + .Lc1_d2434_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2434_s_t
+    .p2align 3
+.Lc1_d2434_s:
+    .p2align 3
+    jmp .Lc1_d2434_j
+    .p2align 3
+    jmp .Lc1_d2434_j
+.Lc1_d2434_j:
+    mov eax, dword ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 384]
+    mov edx, dword ptr [r15 + 768]
+    test dword ptr [r15 + 67117724], 536871936
     jz 1f
 1:
-    add qword ptr [r15 + 192], rsi
-    mov rbp, qword ptr [r15 + 768]
-    mov esi, 253
-    test ebx, 1984
-    jnz 1f
-1:
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 256]
-    mov edi, esi
-    test ebx, 28480
+    mov rsi, qword ptr [r15 + 640]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 796
+    rep movsb
+    test dword ptr [r15 + 67117724], 274076170
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 192]
-    mov esi, dword ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 704]
-    test dword ptr [r15 + 67117724], 4
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 768]
-    movzx esi, r9b
     mov rbp, r10
-    movzx r9d, byte ptr [r15 + 64]
-    test ebx, 1824
-    jnz 1f
-1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 960], rdi
-    mov edi, dword ptr [r15 + 256]
-    mov rax, rcx
+    mov rax, qword ptr [r15 + 64]
+    mov r8, r10
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7104], r9d
     test bl, 64
+    jz 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 960], r8d
+    mov rdx, qword ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 512
     jnz 1f
 1:
-    mov rdx, qword ptr [r14 + 64]
-    mov rsi, qword ptr [r15 + 256]
-    movsxd rdi, dword ptr [r15 + 192]
-    test ebx, 5824
+    movzx r9d, r9b
+    mov ecx, dword ptr [r15 + 512]
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 268435473
     jnz 1f
 1:
-    mov ecx, 93
-    mov dword ptr [r14 + 0], 222
-    mov r8d, dword ptr [r15 + 448]
+    and rbp, 33554368
+    mov esi, dword ptr [r15 + rbp + 33554432]
+    movzx edi, dil
+    test dword ptr [r15 + 67117724], 67117056
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 128]
+    mov byte ptr [r14 + 896], dl
     add r10, r11
     inc rbx
     dec r13
@@ -3057,58 +2999,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2531_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2531_j_t
-.Lc1_d2531_j:
-    mov eax, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx ebp, cl
-    mov rdx, qword ptr [r15 + 0]
-    test bl, 160
-    jz 1f
-1:
-    movzx ecx, dl
-    movsxd r9, dword ptr [r15 + 0]
-    movzx r8d, r9b
-    mov edx, edi
-    test dword ptr [r15 + 67117723], 268435488
-    jz 1f
-1:
-    movzx r8d, dl
-    nop
-    mov edi, edi
-    mov ebp, dword ptr [r15 + 512]
-    test dword ptr [r15 + 67117723], 8388608
+    mov rdx, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 576], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 64
     jnz 1f
 1:
-    nop
-    mov dword ptr [r15 + 64], ebp
-    mov ebp, dword ptr [r15 + 192]
-    movsxd rdi, dword ptr [r15 + 128]
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 704]
-    test ebx, 4096
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 797
+    rep movsb
+    bt r8, rax
+    mov rbp, r8
+    test ebx, 736
     jz 1f
 1:
-    movsxd r8, dword ptr [r14 + 320]
-    movzx esi, byte ptr [r15 + 192]
-    mov edi, 126
-    movzx edx, byte ptr [r14 + 128]
-    test dword ptr [r15 + 67117723], 9717505
+    mov r9d, 199
+    mov dword ptr [r15 + 0], r9d
+    mov qword ptr [r15 + 0], r9
+    test ebx, 256
     jz 1f
 1:
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + 448]
-    mov ebp, 216
-    mov eax, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 384], r9b
-    test dword ptr [r15 + 67117723], 20971521
+    mov r8d, dword ptr [r15 + 448]
+    mov rax, rcx
+    test dword ptr [r15 + 67117723], 33554432
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 832]
+    mov rbp, r10
+    mov dword ptr [r15 + 192], 154
+    test ebx, 256
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 512]
-    mov rdx, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 896], 22
-    movsxd r8, dword ptr [r15 + 576]
+    mov rsi, rbp
+    mov r8, r10
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1472], 173
+    and r8, 448
+    mov dword ptr [r15 + r8 + 960], edx
+    test dword ptr [r15 + 67117724], 939657379
+    jz 1f
+1:
+    mov dword ptr [r15 + 256], 106
+    mov eax, dword ptr [r14 + 704]
+    mov ebp, dword ptr [r14 + 320]
+    test dword ptr [r15 + 67117724], 8388740
+    jz 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov edx, 252
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -3116,54 +3057,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 576], ecx
-    mov dword ptr [r15 + 0], 255
-    movsxd rsi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 411121734
+    lea rcx, [rip + .Lc1_d2537_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2537_j_t
+.Lc1_d2537_j:
+    mov r8d, edi
+    mov rsi, rdi
+    mov dword ptr [r15 + 0], r9d
+    test dword ptr [r15 + 67117724], 536870912
     jz 1f
 1:
-    nop
-    mov ecx, dword ptr [r15 + 0]
-    mov r8, rcx
-    mov rbp, r10
+    add qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    mov r9, r10
+    test dword ptr [r15 + 67117724], 16777264
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 256]
+    and r9, 960
+    inc dword ptr [r14 + r9 + 1984]
+    movzx edx, byte ptr [r15 + 320]
+    test dword ptr [r15 + 67117723], 16777216
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 64]
+    mov r9, rax
+    movzx eax, byte ptr [r15 + 576]
+    mov r8, r10
     test bl, 64
+    jnz 1f
+1:
+    mov qword ptr [r15 + 512], rsi
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3008], ecx
+    mov rbp, qword ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 268435456
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    and rbp, 448
-    movzx ecx, byte ptr [r14 + rbp + 1472]
-    mov r8d, dword ptr [r15 + 640]
-    test bl, 64
-    jz 1f
+    mov ecx, dword ptr [r15 + 704]
+    movsxd rsi, dword ptr [r15 + 128]
+    mov byte ptr [r14 + 384], cl
+    test dword ptr [r15 + 67117723], 1049096
+    jnz 1f
 1:
-    mov ebp, 97
-    mov r9, qword ptr [r15 + 832]
-    mov esi, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 268435712
-    jz 1f
-1:
-    movzx eax, sil
-    movzx ecx, dl
-    mov edx, 136
-    test dword ptr [r15 + 67117723], 134217732
-    jz 1f
-1:
-    mov qword ptr [r15 + 768], rcx
-    mov r8, qword ptr [r14 + 0]
-    mov edi, edi
-    test bl, 64
-    jz 1f
-1:
-    mov byte ptr [r15 + 64], dil
-    mov dword ptr [r15 + 320], 55
-    mov rdi, qword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 24576
-    jz 1f
-1:
-    mov rbp, r10
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 256]
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 960]
+    movzx edx, byte ptr [r15 + 768]
+    mov rcx, qword ptr [r15 + 640]
+    mov dword ptr [r15 + 448], r8d
     add r10, r11
     inc rbx
     dec r13
@@ -3172,59 +3112,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2631_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2631_j_t
-.Lc1_d2631_j:
-    lea r9, [r10 + r10*1]
-    and r9, 448
-    movzx r8d, byte ptr [r15 + r9 + 1536]
-    mov qword ptr [r15 + 64], r8
-    movzx esi, byte ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 256]
-    test dword ptr [r15 + 67117724], 128
+    mov r8d, 252
+    mov rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    test dword ptr [r15 + 67117723], 2228736
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 192]
-    mov rdi, qword ptr [r15 + 896]
-    vcvtsi2sd xmm13, xmm13, ebp
-    vmovq xmm2, rdx
-    lea rbp, [r10 + r10*1]
-    test ebx, 9728
-    jz 1f
-1:
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 960]
-    mov dword ptr [r15 + 320], 27
-    mov ecx, dword ptr [r15 + 640]
-    test dword ptr [r15 + 67117724], 1090551808
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 576]
-    mov edi, edi
-    vpcmpeqb xmm13, xmm13, xmm2
-    movzx esi, byte ptr [r15 + r9 + 1472]
-    test ebx, 12800
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    mov r8d, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 0], edi
+    inc dword ptr [r15 + 0]
+    .byte 0x66, 0x90
     mov r9, r10
-    test ebx, 1344
+    test ebx, 256
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 384]
-    mov r8d, dword ptr [r14 + 0]
-    and r9, 960
-    mov dword ptr [r15 + r9 + 1984], ecx
-    mov rsi, r9
-    test ebx, 288
+    movsxd rbp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 384], cl
+    and r9, 448
+    movsxd rcx, dword ptr [r14 + r9 + 960]
+    test ebx, 64736
     jz 1f
 1:
-    mov rdx, rcx
-    mov byte ptr [r14 + rbp + 1024], dil
-    mov rax, rdx
+    mov edx, dword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 256]
+    test bl, 64
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 192]
+    mov r8, qword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 640]
+    cmovne rax, rax
+    test bl, 224
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 512]
+    mov ebp, edx
+    .byte 0x66, 0x90
+    test dword ptr [r15 + 67117723], 536870912
+    jnz 1f
+1:
+    mov byte ptr [r15 + 320], bpl
+    movzx r8d, dl
+    movzx eax, byte ptr [r15 + 896]
+    mov r9, r10
+    test ebx, 672
+    jz 1f
+1:
+    and r9, 448
+    mov edx, dword ptr [r14 + r9 + 1472]
+    mov rdi, rcx
+    mov ebp, dword ptr [r15 + 768]
     add r10, r11
     inc rbx
     dec r13
@@ -3233,57 +3171,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, rbp
+    lea rcx, [rip + .Lc1_d2636_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2636_j_t
+.Lc1_d2636_j:
     mov r8, r10
-    movzx ecx, byte ptr [r15 + 640]
-    mov esi, 50
-    and r8, 960
-    movzx edi, byte ptr [r15 + r8 + 1984]
-    test dword ptr [r15 + 67117724], 2103296
-    jnz 1f
-1:
-    mov dword ptr [r15 + 320], 24
-    mov r8, qword ptr [r15 + 256]
-    movzx eax, byte ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 33792
+    bt r8, r8
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7104], r8
+    movzx r9d, byte ptr [r15 + 704]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 15776
     jz 1f
 1:
-    mov r9, r9
-    movzx ebp, r9b
-    movzx esi, r9b
-    movzx edx, r9b
-    test dword ptr [r15 + 67117723], 268599296
+    mov edi, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    test ebx, 96224
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 256]
-    movzx r9d, byte ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test ebx, 1824
+    mov rdx, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    test bl, 64
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    movzx edi, al
+    test ebx, 256
     jz 1f
 1:
-    mov ebp, 154
-    movzx esi, byte ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 384]
-    mov edi, eax
-    test dword ptr [r15 + 67117723], 67141648
+    mov dword ptr [r15 + 384], 100
+    movzx eax, byte ptr [r15 + 512]
+    mov rdi, qword ptr [r15 + 256]
+    mov edx, eax
+    test dword ptr [r15 + 67117723], 134217728
     jnz 1f
 1:
-    mov eax, edi
-    movsxd rcx, dword ptr [r14 + 128]
-    cmovne rdi, rcx
-    test ebx, 1024
+    mov rax, qword ptr [r15 + 576]
+    mov rcx, qword ptr [r15 + 448]
+    movzx esi, byte ptr [r14 + 64]
+    test dword ptr [r15 + 67117724], 942219408
+    jz 1f
+1:
+    mov esi, 225
+    movsxd r8, dword ptr [r14 + 192]
+    movzx ebp, byte ptr [r15 + 128]
+    test ebx, 320
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 64]
-    mov ecx, esi
-    mov byte ptr [r15 + 64], r9b
-    movsxd rbp, dword ptr [r15 + 192]
-    test dword ptr [r15 + 67117724], 32768
-    jnz 1f
-1:
-    mov r8d, 30
-    mov r9d, r9d
-    mov rsi, rsi
+    mov r9, r10
+    mov edi, dword ptr [r15 + 832]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 798
+    rep stosb
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 960]
     add r10, r11
     inc rbx
     dec r13
@@ -3292,62 +3236,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2736_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2736_j_t
-.Lc1_d2736_j:
-    movsxd rax, dword ptr [r15 + 192]
-    mov rdx, rcx
-    .byte 0x0f, 0x1f, 0x00
-    movzx r8d, dil
-    test ebx, 16224
+    mov esi, dword ptr [r15 + 64]
+    mov rcx, r8
+    mov r8, rbp
+    test dword ptr [r15 + 67117724], 1
     jz 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movsxd rbp, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 640], sil
-    test ebx, 6976
-    jnz 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov edi, edx
-    mov r8, qword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 66309
+    movzx esi, byte ptr [r15 + 320]
+    mov rbp, r10
+    mov edx, dword ptr [r14 + 256]
+    test dword ptr [r15 + 67117724], 536870913
     jz 1f
 1:
+    and rbp, 33554368
+    mov eax, dword ptr [r15 + rbp + 33554432]
+    movzx esi, byte ptr [r15 + 768]
     mov r9, r10
-    mov edx, dword ptr [r15 + 0]
-    mov r8, r10
-    mov byte ptr [r15 + 448], r8b
-    and r9, 960
-    mov dword ptr [r15 + r9 + 1984], 22
-    test dword ptr [r15 + 67117724], 6
-    jnz 1f
-1:
-    and r8, 448
-    movsxd rax, dword ptr [r14 + r8 + 960]
-    mov byte ptr [r15 + 384], dil
-    mov edi, dword ptr [r15 + 192]
-    movsxd r9, dword ptr [r15 + 320]
-    test ebx, 24544
+    test bl, 224
     jz 1f
 1:
-    movzx ebp, dil
-    mov rcx, rbp
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r14 + 0]
-    test dword ptr [r15 + 67117723], 67108864
+    mov edi, 80
+    and r9, 960
+    movzx ecx, byte ptr [r14 + r9 + 1984]
+    test ebx, 1824
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 256]
-    movsxd rdx, dword ptr [r15 + 576]
-    cmovne rbp, rsi
+    movzx r8d, byte ptr [r15 + 640]
+    mov rbp, r10
+    movsxd rsi, dword ptr [r15 + 192]
+    and rbp, 4032
+    mov r9d, dword ptr [r15 + rbp + 3008]
+    test dword ptr [r15 + 67117723], 536875008
+    jz 1f
+1:
+    mov eax, r9d
+    mov ebp, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117723], 32
+    jz 1f
+1:
+    mov edx, 58
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 15776
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], 247
+    mov esi, dword ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
@@ -3356,61 +3289,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rdx, dword ptr [r15 + 256]
-    mov ecx, dword ptr [r15 + 512]
-    mov edi, edi
-    mov r9d, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 67108864
-    jnz 1f
-1:
-    mov r8, r8
-    mov edx, esi
-    mov ecx, ebp
-    test ebx, 1632
-    jnz 1f
-1:
-    mov r9d, 43
-    movzx edx, byte ptr [r15 + 448]
-    mov rcx, qword ptr [r15 + 384]
-    test ebx, 1632
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    mov rcx, rbp
-    test ebx, 14816
-    jnz 1f
-1:
-    mov r9d, 244
-    movsxd rdx, dword ptr [r15 + 0]
-    mov esi, 189
-    mov rdi, rax
-    test dword ptr [r15 + 67117724], 2097152
-    jz 1f
-1:
+    lea rcx, [rip + .Lc1_d2738_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2738_j_t
+.Lc1_d2738_j:
+    movzx edi, dl
+    movzx edx, byte ptr [r15 + 192]
     mov ecx, dword ptr [r15 + 0]
-    add qword ptr [r15 + 704], rcx
-    mov eax, r8d
-    test dword ptr [r15 + 67117723], 2048
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    mov r8, qword ptr [r15 + 128]
-    mov byte ptr [r14 + 512], cl
-    test dword ptr [r15 + 67117724], 64
+    mov qword ptr [r15 + 0], rdx
+    test dword ptr [r15 + 67117723], 136315136
     jz 1f
 1:
-    movzx ecx, bpl
-    vpaddq xmm0, xmm0, xmmword ptr [r14 + 0]
-    mov eax, eax
+    movzx edx, byte ptr [r15 + 0]
+    mov ecx, 143
+    mov rax, qword ptr [r15 + 0]
+    movzx esi, al
+    test dword ptr [r15 + 67117723], 1048576
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    xchg r9, r9
+    movsxd rax, dword ptr [r15 + 0]
+    mov r9, r8
     mov rbp, r10
-    test dword ptr [r15 + 67117724], 276824065
+    test dword ptr [r15 + 67117723], 149504
     jnz 1f
 1:
-    movzx edi, bpl
-    mov r9d, 57
-    and rbp, 8128
-    mov edx, dword ptr [r15 + rbp + 7104]
+    movzx r8d, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 512], dil
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 1472], rbp
+    test ebx, 124672
+    jz 1f
+1:
+    movzx edi, cl
+    movsxd rbp, dword ptr [r15 + 576]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 896], 65
+    test ebx, 1696
+    jz 1f
+1:
+    mov edi, dword ptr [r14 + 128]
+    mov rsi, rsi
+    crc32 ecx, sil
+    movzx edx, byte ptr [r15 + 320]
+    mov r9, r10
+    test ebx, 3200
+    jnz 1f
+1:
+    movzx r8d, r8b
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 960]
+    mov esi, dword ptr [r15 + 704]
     add r10, r11
     inc rbx
     dec r13
@@ -3419,57 +3349,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2846_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2846_j_t
-.Lc1_d2846_j:
-    mov ecx, dword ptr [r14 + 448]
-    movsxd rsi, dword ptr [r15 + 768]
-    movzx edx, byte ptr [r15 + 832]
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 384], 73
-    test ebx, 1600
-    jnz 1f
-1:
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 1536]
-    mov rax, qword ptr [r15 + 0]
-    xchg rcx, rdi
-    test ebx, 59904
-    jnz 1f
-1:
-    movzx r9d, r9b
-    movzx ebp, dil
-    movzx edi, byte ptr [r15 + 0]
-    test bl, 64
+    mov dword ptr [r15 + 448], 105
+    mov r9d, dword ptr [r15 + 0]
+    popcnt rdx, r9
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 13280
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov edx, r8d
+    mov ebp, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 256
+    jz 1f
+1:
+    mov edx, 128
+    movzx r8d, byte ptr [r15 + 192]
+    movzx esi, byte ptr [r15 + 640]
+    test ebx, 256
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 320], cl
+    popcnt rbp, rbp
+    test dword ptr [r15 + 67117724], 32768
+    jz 1f
+1:
+    mov edx, ecx
+    movzx ecx, byte ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 384]
+    test bl, 160
+    jnz 1f
+1:
+    movzx edi, al
+    movzx eax, byte ptr [r15 + 768]
+    mov r8d, 208
+    test dword ptr [r15 + 67117724], 8388608
+    jz 1f
+1:
+    cmovne rdx, rax
+    mov r9, r10
+    movzx ecx, byte ptr [r14 + 832]
     and r9, 448
-    movsxd rsi, dword ptr [r15 + r9 + 960]
-    movsxd rdi, dword ptr [r15 + 384]
-    movzx ecx, byte ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 32
+    mov rax, qword ptr [r15 + r9 + 960]
+    test ebx, 512
     jnz 1f
 1:
-    mov esi, 176
-    movsxd rax, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 320], rdi
-    mov rbp, r10
-    test ebx, 704
-    jz 1f
-1:
-    and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 7104]
-    mov dword ptr [r15 + r8 + 1472], ebp
-    movzx r8d, byte ptr [r15 + r9 + 1024]
-    test ebx, 2048
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 320]
-    mov r9, r8
-    mov byte ptr [r15 + 64], r8b
+    mov esi, dword ptr [r15 + 128]
+    movzx r9d, bpl
+    mov byte ptr [r14 + 128], bpl
     add r10, r11
     inc rbx
     dec r13
@@ -3478,54 +3406,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 128], 234
-    mov rdx, rcx
-    mov qword ptr [r15 + 320], rdx
-    test dword ptr [r15 + 67117724], 1080297472
+    lea rcx, [rip + .Lc1_d2840_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2840_j_t
+.Lc1_d2840_j:
+    mov edi, edx
+    movsxd rdx, dword ptr [r15 + 64]
+    movzx ebp, byte ptr [r14 + 0]
+    test bl, 64
     jz 1f
 1:
-    mov dword ptr [r15 + 448], 11
-    mov dword ptr [r15 + 576], 128
-    movsxd rsi, dword ptr [r15 + 512]
-    test dword ptr [r15 + 67117723], 270464
-    jz 1f
-1:
-    vmaxsd xmm0, xmm0, xmm10
-    mov dword ptr [r15 + 0], esi
-    nop
-    test dword ptr [r15 + 67117723], 64
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    or qword ptr [r15 + 0], 72
-    test dword ptr [r15 + 67117724], 196864
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    cmovne rsi, rcx
-    mov r8d, r9d
-    test ebx, 448
-    jnz 1f
-1:
-    xchg rcx, rsi
-    movzx eax, byte ptr [r15 + 64]
-    bswap r9
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 840210456
-    jnz 1f
-1:
-    mov esi, dword ptr [r14 + 0]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1472], edi
     mov r8, r10
-    mov r9d, esi
-    test dword ptr [r15 + 67117724], 33947648
+    cmovne rsi, r8
+    mov ecx, 175
+    and r8, 960
+    movsxd rax, dword ptr [r15 + r8 + 1984]
+    test dword ptr [r15 + 67117724], 45157393
     jnz 1f
 1:
-    and r8, 448
-    mov qword ptr [r15 + r8 + 960], rdx
-    mov dword ptr [r14 + 512], r8d
+    mov r8d, 92
+    mov rsi, qword ptr [r15 + 704]
+    bt r9, r9
+    test ebx, 1152
+    jnz 1f
+1:
+    mov r9, rdi
+    mov rbp, r10
+    mov rdx, rdi
+    test dword ptr [r15 + 67117723], 1311539744
+    jnz 1f
+1:
+    and rbp, 448
+    mov r9, r10
+    movzx ecx, byte ptr [r15 + rbp + 1472]
+    mov edx, 172
+    and r9, 4032
+    mov edi, dword ptr [r15 + r9 + 3008]
+    test ebx, 896
+    jz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 798
+    rep movsb
+    mov dword ptr [r15 + 576], 31
+    .byte 0x0f, 0x1f, 0x00
+    test ebx, 1824
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 256]
+    sete r9b
+    test bl, 128
+    jnz 1f
+1:
+    mov eax, esi
+    mov edx, dword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
@@ -3534,65 +3470,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 327680
-    setz al
-    lea rcx, [rip + .Lc1_d2946_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2946_s_t
-    .p2align 3
-.Lc1_d2946_s:
-    .p2align 3
-    jmp .Lc1_d2946_j
-    .p2align 3
-    jmp .Lc1_d2946_j
-.Lc1_d2946_j:
-    movzx edi, sil
-    movsxd rsi, dword ptr [r15 + 704]
-    sete dl
-    mov rbp, qword ptr [r14 + 384]
-    test bl, 64
+    mov r8, r10
+    and r8, 33554368
+    movsxd rcx, dword ptr [r15 + r8 + 33554432]
+    mov esi, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 128], rcx
+    mov dword ptr [r15 + 192], edi
+    test dword ptr [r15 + 67117724], 1024
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 13
+    mov r8d, 138
+    test dword ptr [r15 + 67117723], 1048577
     jz 1f
 1:
-    mov dword ptr [r15 + 640], ecx
-    mov ecx, dword ptr [r15 + 832]
-    movzx eax, bpl
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 96
-    jz 1f
+    movzx r9d, bpl
+    mov dword ptr [r15 + 0], 114
+    mov rbp, r9
+    test ebx, 1696
+    jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx r8d, r9b
-    mov byte ptr [r15 + 0], dil
-    mov rdi, qword ptr [r15 + 704]
+    mov rdx, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r14 + 768]
+    xor dword ptr [r15 + 640], edx
+    movzx ebp, cl
+    test dword ptr [r15 + 67117723], 16777216
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 896]
+    mov edi, dword ptr [r14 + 448]
+    test ebx, 8096
+    jnz 1f
+1:
+    movzx r8d, sil
+    mov r9, r9
+    bt r9, rax
     mov rbp, r10
-    test dword ptr [r15 + 67117724], 17039360
+    test ebx, 1600
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 256]
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7104], 125
-    movzx esi, byte ptr [r15 + 768]
-    test ebx, 9216
-    jnz 1f
-1:
-    lock or dword ptr [r15 + 384], 25
-    mov rdi, rsi
-    mov eax, dword ptr [r15 + 192]
-    mov r8d, edx
-    test dword ptr [r15 + 67117723], 2097153
-    jnz 1f
-1:
-    mov qword ptr [r15 + 448], rcx
-    movsxd rdx, dword ptr [r15 + 768]
-    mov byte ptr [r15 + 64], dl
-    mov byte ptr [r14 + 896], cl
-    test dword ptr [r15 + 67117723], 64
-    jz 1f
-1:
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 128]
-    mov qword ptr [r15 + 320], rdx
-    mov r8d, edx
+    movzx eax, byte ptr [r15 + rbp + 7104]
+    mov dword ptr [r15 + 512], 239
     add r10, r11
     inc rbx
     dec r13
@@ -3601,59 +3523,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], 80
-    mov qword ptr [r15 + 448], rax
-    test bl, 64
-    jnz 1f
-1:
-    mov ecx, 236
-    movzx ebp, cl
-    mov edx, ebp
-    test dword ptr [r15 + 67117723], 13444
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], 168
-    movsxd r8, dword ptr [r15 + 0]
-    vpxor xmm0, xmm0, xmm13
-    test ebx, 2048
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov rax, rsi
-    test dword ptr [r15 + 67117724], 1073841488
-    jz 1f
-1:
-    .byte 0x66, 0x90
-    mov edi, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 512]
-    test ebx, 65312
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 256]
-    movsxd rsi, dword ptr [r15 + 896]
-    movzx ecx, byte ptr [r15 + 320]
-    test ebx, 22496
-    jz 1f
-1:
-    movsxd r8, dword ptr [r14 + 128]
-    mov dword ptr [r15 + 128], ecx
-    mov ebp, 154
-    test dword ptr [r15 + 67117723], 129
-    jz 1f
-1:
-    mov rdi, rdx
+    lea rcx, [rip + .Lc1_d2942_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2942_j_t
+.Lc1_d2942_j:
     mov r9, r10
-    mov byte ptr [r15 + 64], sil
-    mov eax, 55
-    test ebx, 56960
-    jnz 1f
+    and r9, 448
+    mov rcx, qword ptr [r14 + r9 + 1472]
+    mov rbp, r10
+    mov r9d, eax
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 960]
+    mov rsi, rax
+    test ebx, 59264
+    jz 1f
 1:
-    and r9, 960
-    movsxd r8, dword ptr [r15 + r9 + 1984]
-    mov rdx, qword ptr [r14 + 0]
-    movzx esi, byte ptr [r15 + 512]
+    movzx edx, byte ptr [r15 + 576]
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 736
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 33288
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 448]
+    bt rax, rbp
+    test ebx, 928
+    jz 1f
+1:
+    mov eax, ebp
+    sete dil
+    mov r8, rax
+    movsxd rbp, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 85369472
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], 122
+    mov ecx, dword ptr [r15 + 128]
+    test bl, 64
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 704]
+    mov byte ptr [r14 + 0], cl
+    mov r9, qword ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 98306
+    jz 1f
+1:
+    mov eax, esi
+    mov rcx, rax
+    movzx r8d, byte ptr [r15 + 256]
     add r10, r11
     inc rbx
     dec r13
@@ -3748,27 +3672,32 @@ ditto_body_c2:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 64 bytes, 1 chunk(s), 7 chunk executions per call
+// block 0: 64 bytes, 1 chunk(s), 6 chunk executions per call
     mov rbx, qword ptr [r15 + 9448]
-    lea rcx, [rbx + 7]
+    lea rcx, [rbx + 6]
     mov qword ptr [r15 + 9448], rcx
-    mov r13d, 7
+    mov r13d, 6
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
-    movzx ecx, cl
-    movzx ecx, byte ptr [r14 + 128]
-    movzx edi, byte ptr [r14 + 384]
-    add rbp, r8
-    mov byte ptr [r14 + 256], bpl
+    mov ecx, dword ptr [r14 + 256]
+    mov eax, r9d
+    add qword ptr [r14 + 64], rcx
+    lea rbp, [rbp + r8*2 + 26]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edi, al
-    mov r8d, edi
+    mov rdi, qword ptr [r14 + 384]
+    movsxd r9, dword ptr [r14 + 0]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    test bl, 116
+    jz 1f
+1:
+    vpaddd xmm13, xmm13, xmm1
+    shl r9, 6
     mov ecx, dword ptr [r15 + 0]
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
-    mov edx, dword ptr [r14 + 64]
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
@@ -3781,24 +3710,23 @@ ditto_body_c2:
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
-    nop
-    or qword ptr [r15 + 0], 94
-    sub rcx, rax
-    mov eax, dword ptr [r15 + 0]
-    popcnt rdi, rcx
-    mov esi, eax
     jmp 1f
 1:
+    shr edi, 12
+    movsxd rcx, dword ptr [r15 + 192]
+    mov r9d, dword ptr [r14 + 320]
+    popcnt r8, rcx
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
+    shl rax, 9
     test ebx, 24000
     jnz 1f
 1:
-    movzx r8d, byte ptr [r14 + 0]
-    and eax, dword ptr [r14 + 0]
-    mov rbp, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], r8
-    shl rcx, 22
+    mov qword ptr [r15 + 0], rax
+    mov eax, eax
+    movzx esi, byte ptr [r14 + 0]
+    and r8d, dword ptr [r14 + 0]
+    nop
+    mov rax, qword ptr [r15 + 64]
     inc rbx
     dec r13
     jnz .Lc2_b1_c0
@@ -3814,17 +3742,17 @@ ditto_body_c2:
     mov rax, qword ptr [r15 + 9432]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 9432], rax
-    mov r8d, eax
-    movzx ecx, byte ptr [r15 + 64]
-    imul edi, edx, 127
-    mov dword ptr [r14 + 0], 121
+    mov ebp, ebp
+    movzx edi, byte ptr [r15 + 0]
+    vcvtsi2sd xmm1, xmm1, edx
+    mov dword ptr [r15 + 0], 81
     test dword ptr [r15 + 9436], 512
     jnz 1f
 1:
-    xchg qword ptr [r15 + 448], rdx
-    mov rdi, qword ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 0]
-    mov eax, r8d
+    mov r9, qword ptr [r15 + 0]
+    xchg qword ptr [r15 + 128], rsi
+    mov byte ptr [r15 + 448], r9b
+    mov edx, esi
     inc rbx
     dec r13
     jnz .Lc2_b2_c0
@@ -3875,67 +3803,73 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d495_j_t:
+.Lc1_d487_j_t:
     jmp rcx
-.Lc1_d2077_s_t:
+.Lc1_d2019_s_t:
     jmp rcx
-.Lc1_d2141_j_t:
+.Lc1_d2081_j_t:
     jmp rcx
-.Lc1_d1508_s_t:
+.Lc1_d1385_s_t:
     jmp rcx
-.Lc1_d1565_s_t:
+.Lc1_d1440_s_t:
     jmp rcx
-.Lc1_d1730_s_t:
+.Lc1_d1497_j_t:
     jmp rcx
-.Lc1_d1795_s_t:
+.Lc1_d1600_j_t:
     jmp rcx
-.Lc1_d1910_s_t:
+.Lc1_d1700_s_t:
     jmp rcx
-.Lc1_d2021_j_t:
+.Lc1_d1804_s_t:
     jmp rcx
-.Lc1_b0_stubs_t:
+.Lc1_d1916_j_t:
+    jmp rcx
+.Lc1_d84_j_t:
+    jmp rcx
+.Lc1_d181_s_t:
+    jmp rcx
+.Lc1_d285_j_t:
+    jmp rcx
+.Lc1_d389_s_t:
     jmp rcx
 .Lc1_b3_stubs_t:
     jmp rcx
+.Lc1_d2135_j_t:
+    jmp rcx
 .Lc1_b8_stubs_t:
     jmp rcx
-.Lc1_d132_j_t:
+.Lc1_d646_j_t:
     jmp rcx
-.Lc1_d242_s_t:
+.Lc1_d743_j_t:
     jmp rcx
-.Lc1_d352_j_t:
+.Lc1_d849_s_t:
     jmp rcx
-.Lc1_d558_j_t:
+.Lc1_d957_s_t:
     jmp rcx
-.Lc1_d609_j_t:
+.Lc1_d1069_s_t:
     jmp rcx
-.Lc1_d712_j_t:
+.Lc1_d1133_j_t:
     jmp rcx
-.Lc1_d820_j_t:
+.Lc1_d1235_j_t:
     jmp rcx
-.Lc1_d918_s_t:
+.Lc1_d2167_j_t:
     jmp rcx
-.Lc1_d1034_j_t:
+.Lc1_d2221_j_t:
     jmp rcx
-.Lc1_d1137_j_t:
+.Lc1_d2273_s_t:
     jmp rcx
-.Lc1_d1238_j_t:
+.Lc1_d2334_j_t:
     jmp rcx
-.Lc1_d1342_s_t:
+.Lc1_d2434_s_t:
     jmp rcx
-.Lc1_d2330_j_t:
+.Lc1_d2537_j_t:
     jmp rcx
-.Lc1_d2434_j_t:
+.Lc1_d2636_j_t:
     jmp rcx
-.Lc1_d2531_j_t:
+.Lc1_d2738_j_t:
     jmp rcx
-.Lc1_d2631_j_t:
+.Lc1_d2840_j_t:
     jmp rcx
-.Lc1_d2736_j_t:
-    jmp rcx
-.Lc1_d2846_j_t:
-    jmp rcx
-.Lc1_d2946_s_t:
+.Lc1_d2942_j_t:
     jmp rcx
     .text
 
