@@ -1139,7 +1139,8 @@ impl Composer<'_> {
                 self.account((Class::Mov, Opnd::Reg), w);
                 extra_bytes += if movs { 21 } else { 13 };
             } else if opnd.touches_memory() {
-                // Pointer chasing replaces a plain 64-bit load, while the chain's class has room: the
+                // Pointer chasing replaces a plain 64-bit load, while the chain's class has room, or
+                // when the load's class drawn as any other's is the chain's (a one-line class): the
                 // chain and the header's accesses both land there, and past its share they turn the
                 // profile's reuse histogram into hits (nginx's body, 52 % of its loads chasing,
                 // realised 53 % of its accesses in the 64-byte class against 36 %, and every other
@@ -1147,8 +1148,14 @@ impl Composer<'_> {
                 // only sets how many of those loads wait on each other.
                 let chaseable = class == Class::Mov && opnd == Opnd::Load;
                 let want_chase = self.chase.pick(&mut self.rng, w, |_| true) == Some(1);
-                let room = self.data.deficit(self.chase_class, w) >= 0.0;
-                if chaseable && want_chase && room {
+                let want_chase = chaseable && want_chase;
+                let drawn = (want_chase && self.data.deficit(self.chase_class, w) < 0.0)
+                    .then(|| self.pick_data_class(&c, w));
+                let chase_now = want_chase
+                    && drawn.is_none_or(|k| {
+                        k == self.chase_class && self.plan.data_classes[k].size <= LINE
+                    });
+                if chase_now {
                     self.chase.add(1, w);
                     self.data.add(self.chase_class, w);
                     self.regular.add(1, w);
@@ -1163,7 +1170,7 @@ impl Composer<'_> {
                 if opnd == Opnd::Load || opnd == Opnd::Rmw {
                     self.chase.add(0, w);
                 }
-                let (m, window_bytes) = self.data_access(&mut c, class, w);
+                let (m, window_bytes) = self.data_access(&mut c, class, w, drawn);
                 mem = Some(m);
                 extra_bytes += window_bytes;
                 if window_bytes > 0 {
@@ -1567,9 +1574,34 @@ impl Composer<'_> {
         v
     }
 
-    /// Chooses buffer, class and window for one memory operand; returns it and the bytes of a window
-    /// it opened (0 when it joined one or used a fixed offset).
-    fn data_access(&mut self, c: &mut Chunk, class: Class, w: f64) -> (Mem, u64) {
+    /// The data class of the next access of weight `w` in chunk `c`: a static class, or one that can
+    /// still get a window there. Not recorded.
+    fn pick_data_class(&mut self, c: &Chunk, w: f64) -> usize {
+        let statics: Vec<bool> = (0..self.plan.data_classes.len())
+            .map(|k| self.is_static_class(k))
+            .collect();
+        let classes = &self.plan.data_classes;
+        let can_open = c.groups.len() < MAX_WINDOWS;
+        let has_room = |k: usize| {
+            c.groups
+                .iter()
+                .any(|g| g.class == k && g.count < MAX_GROUP.min((classes[k].size / LINE) as u32))
+        };
+        self.data
+            .pick_least_overshoot(&mut self.rng, w, |k| statics[k] || can_open || has_room(k))
+            .unwrap_or(0)
+    }
+
+    /// Chooses buffer, class (unless `drawn` by `pick_data_class`) and window for one memory
+    /// operand; returns it and the bytes of a window it opened (0 when it joined one or used a fixed
+    /// offset).
+    fn data_access(
+        &mut self,
+        c: &mut Chunk,
+        class: Class,
+        w: f64,
+        drawn: Option<usize>,
+    ) -> (Mem, u64) {
         let buf = if class == Class::Lock {
             Buf::Priv // locked operations stay on the private buffer
         } else if self.buffer.pick(&mut self.rng, w, |_| true) == Some(1) {
@@ -1581,24 +1613,13 @@ impl Composer<'_> {
         if buf == Buf::Shared {
             self.used_shared = true;
         }
-        let statics: Vec<bool> = (0..self.plan.data_classes.len())
-            .map(|k| self.is_static_class(k))
-            .collect();
-        let classes = &self.plan.data_classes;
-        let can_open = c.groups.len() < MAX_WINDOWS;
-        let has_room = |c: &Chunk, k: usize| {
-            c.groups
-                .iter()
-                .any(|g| g.class == k && g.count < MAX_GROUP.min((classes[k].size / LINE) as u32))
+        let k = match drawn {
+            Some(k) => k,
+            None => self.pick_data_class(c, w),
         };
-        let k = self
-            .data
-            .pick_least_overshoot(&mut self.rng, w, |k| {
-                statics[k] || can_open || has_room(c, k)
-            })
-            .unwrap_or(0);
         self.data.add(k, w);
-        if statics[k] {
+        let can_open = c.groups.len() < MAX_WINDOWS;
+        if self.is_static_class(k) {
             self.regular.add(0, w);
             let disp = self.next_static_line(k);
             return (Mem::Static { buf, disp }, 0);

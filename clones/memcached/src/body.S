@@ -64,7 +64,7 @@ ditto_body_c0:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 2391896], rax
     xor eax, eax
-    test dword ptr [r15 + 2391900], 17072400
+    test dword ptr [r15 + 2391899], 168821376
     setz al
     lea rcx, [rip + .Lc0_d50_s]
     lea rcx, [rcx + rax*8]
@@ -76,24 +76,21 @@ ditto_body_c0:
     .p2align 3
     jmp .Lc0_d50_j
 .Lc0_d50_j:
-    mov rbp, r10
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 7744]
+    mov dword ptr [r15 + 12864], 144
+    mov ecx, edi
     test ebx, 1073741824
     jnz 1f
 1:
-    paddq xmm12, xmmword ptr [r15 + 256]
+    mov eax, 126
     test ebx, 1073741824
     jnz 1f
 1:
+    mov qword ptr [r15 + 768], rdi
+    movsxd rcx, dword ptr [r15 + 2110400]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 165
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r10, r11
+    mov edi, dword ptr [r15 + 512]
     inc rbx
     dec r13
     jnz .Lc0_b0_c0
@@ -106,21 +103,21 @@ ditto_body_c0:
     jmp .Lc0_b1_c0
     .p2align 6
 .Lc0_b1_c0:
-    shr ecx, 27
-    movsxd rcx, dword ptr [r15 + 64]
-    cmovne rbp, rbp
+    shr ecx, 12
+    movsxd rbp, dword ptr [r15 + 64]
+    cmovne rcx, rax
     jmp 1f
 1:
-    cmp rbp, rax
-    mov edi, dword ptr [r15 + 0]
+    cmp rdi, rbp
+    mov ecx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rdi
-    add rcx, qword ptr [r14 + 0]
-    pxor xmm12, xmm15
-    movsxd rdi, dword ptr [r15 + 192]
-    movzx ebp, dil
+    mov qword ptr [r15 + 0], rbp
+    add rdi, qword ptr [r14 + 0]
+    pxor xmm2, xmm14
+    movsxd rcx, dword ptr [r15 + 192]
+    movzx ebp, cl
     mov qword ptr [r15 + 320], rbp
     inc rbx
     dec r13
@@ -142,12 +139,12 @@ ditto_body_c0:
 1:
     add qword ptr [r15 + 128], rbp
     movsxd rbp, dword ptr [r15 + 832]
-    movsxd r9, dword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 704], rbp
-    movzx ecx, r8b
+    mov qword ptr [r15 + 704], rcx
+    movzx ecx, al
     inc rbx
     dec r13
     jnz .Lc0_b2_c0
@@ -162,17 +159,16 @@ ditto_body_c0:
 .Lc0_b3_c0:
     mov rbp, r10
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 9792], 89
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov byte ptr [r15 + rbp + 7744], bpl
+    mov rbp, r10
+    mov edi, ebp
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov byte ptr [r15 + 576], bpl
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 9792], 150
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 512]
     add r10, r11
     inc rbx
     dec r13
@@ -187,15 +183,15 @@ ditto_body_c0:
     .p2align 6
 .Lc0_b4_c0:
     mov rbp, r10
-    mov rcx, qword ptr [r15 + 512]
-    and rbp, 448
-    mov dword ptr [r14 + rbp + 1088], ebp
-    mov rbp, r10
+    mov r8, r10
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1600]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1088], r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1600]
+    movsxd rcx, dword ptr [r14 + 512]
     add r10, r11
     inc rbx
     dec r13
@@ -213,37 +209,40 @@ ditto_body_c0:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 2391896], rax
     xor eax, eax
-    test dword ptr [r15 + 2391900], 67639808
+    test dword ptr [r15 + 2391900], 3408130
     setz al
-    lea rcx, [rip + .Lc0_d163_s]
+    lea rcx, [rip + .Lc0_d161_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc0_d163_s_t
+    jmp .Lc0_d161_s_t
     .p2align 3
-.Lc0_d163_s:
+.Lc0_d161_s:
     .p2align 3
-    jmp .Lc0_d163_j
+    jmp .Lc0_d161_j
     .p2align 3
-    jmp .Lc0_d163_j
-.Lc0_d163_j:
-    mov rbp, r10
-    mov dword ptr [r15 + 192], ebp
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 2112704]
+    jmp .Lc0_d161_j
+.Lc0_d161_j:
+    jmp 1f
+1:
+    lock add qword ptr [r15 + 960], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 704]
-    test ebx, 4096
+    mov rax, qword ptr [r15 + 832]
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 960]
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 1024]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ecx
-    add r10, r11
+    and eax, dword ptr [r15 + 256]
     inc rbx
     dec r13
     jnz .Lc0_b5_c0
@@ -256,50 +255,51 @@ ditto_body_c0:
     jmp .Lc0_b6_c0
     .p2align 6
 .Lc0_b6_c0:
-    lea rcx, [rip + .Lc0_d195_j]
+    lea rcx, [rip + .Lc0_d193_j]
     add rcx, qword ptr [r15 + 2391904]
-    jmp .Lc0_d195_j_t
-.Lc0_d195_j:
-    mov ecx, 33
+    jmp .Lc0_d193_j_t
+.Lc0_d193_j:
+    mov eax, 53
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], ecx
+    mov dword ptr [r15 + 448], eax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     nop
-    mov ecx, 136
+    mov eax, 110
     mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, dword ptr [r15 + 576]
-    mov eax, 221
+    mov eax, 19
     inc rbx
     dec r13
     jnz .Lc0_b6_c0
 .Lc0_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 883 chunk executions per call
+// block 7: 64 bytes, 1 chunk(s), 824 chunk executions per call
     mov rbx, qword ptr [r15 + 2391968]
-    lea rcx, [rbx + 883]
+    lea rcx, [rbx + 824]
     mov qword ptr [r15 + 2391968], rcx
-    mov r13d, 883
+    mov r13d, 824
     jmp .Lc0_b7_c0
     .p2align 6
 .Lc0_b7_c0:
-    movzx ecx, al
-    movsxd rcx, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1073741824
+    movzx ecx, cl
+    mov qword ptr [r14 + 0], rcx
+    mov qword ptr [r15 + 192], rax
+    mov rbp, r10
+    movzx ecx, bpl
+    test ebx, 4096
     jnz 1f
 1:
-    movsxd rax, dword ptr [r14 + 192]
-    mov rbp, r10
-    mov dword ptr [r15 + 64], 139
+    mov qword ptr [r15 + 64], rdi
     and rbp, 448
-    mov dword ptr [r15 + rbp + 1088], ebp
+    movzx ecx, byte ptr [r15 + rbp + 1088]
+    movsxd rdi, dword ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
@@ -315,15 +315,15 @@ ditto_body_c0:
 .Lc0_b8_c0:
     mov byte ptr [r15 + 384], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
+    mov rbp, r10
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, r8d
-    and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3648]
-    mov r8d, 249
+    mov edi, ecx
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3648]
+    mov edi, 149
     add r10, r11
     inc rbx
     dec r13
@@ -337,30 +337,33 @@ ditto_body_c0:
     jmp .Lc0_b9_c0
     .p2align 6
 .Lc0_b9_c0:
-    lea rcx, [rip + .Lc0_d258_j]
+    lea rcx, [rip + .Lc0_d257_j]
     add rcx, qword ptr [r15 + 2391904]
-    jmp .Lc0_d258_j_t
-.Lc0_d258_j:
-    movdqu xmmword ptr [r15 + 448], xmm10
+    jmp .Lc0_d257_j_t
+.Lc0_d257_j:
+    movdqu xmmword ptr [r15 + 448], xmm3
     jmp 1f
 1:
-    mov qword ptr [r14 + 320], rcx
-    movzx r8d, byte ptr [r15 + 64]
+    mov qword ptr [r14 + 320], rdi
+    movzx ecx, byte ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 640], cl
-    movzx r8d, byte ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 192]
     jmp 1f
 1:
     inc rbx
     dec r13
     jnz .Lc0_b9_c0
 .Lc0_b9_done:
-// block 10: 64 bytes, 1 chunk(s), 60 chunk executions per call
-    mov r13d, 60
+// block 10: 64 bytes, 1 chunk(s), 53 chunk executions per call
+    mov rbx, qword ptr [r15 + 2391992]
+    lea rcx, [rbx + 53]
+    mov qword ptr [r15 + 2391992], rcx
+    mov r13d, 53
     jmp .Lc0_b10_c0
     .p2align 6
 .Lc0_b10_c0:
@@ -368,53 +371,53 @@ ditto_body_c0:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 2391896], rax
     xor eax, eax
-    test dword ptr [r15 + 2391899], 786820
+    test dword ptr [r15 + 2391900], 13107584
     setz al
-    lea rcx, [rip + .Lc0_d281_s]
+    lea rcx, [rip + .Lc0_d283_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc0_d281_s_t
+    jmp .Lc0_d283_s_t
     .p2align 3
-.Lc0_d281_s:
+.Lc0_d283_s:
     .p2align 3
-    jmp .Lc0_d281_j
+    jmp .Lc0_d283_j
     .p2align 3
-    jmp .Lc0_d281_j
-.Lc0_d281_j:
+    jmp .Lc0_d283_j
+.Lc0_d283_j:
+    mov rbp, r10
     mov r8, r10
-    mov qword ptr [r15 + 896], rcx
-    and r8, 960
-    movzx ecx, byte ptr [r15 + r8 + 11840]
-    movsxd rax, dword ptr [r15 + 256]
-    mov r8d, 4
-    movzx r8d, byte ptr [r15 + 768]
-    mov ebp, ebp
-    imul r8, rcx
-    add r10, r11
-    dec r13
-    jnz .Lc0_b10_c0
-.Lc0_b10_done:
-// block 11: 64 bytes, 1 chunk(s), 795 chunk executions per call
-    mov rbx, qword ptr [r15 + 2392000]
-    lea rcx, [rbx + 795]
-    mov qword ptr [r15 + 2392000], rcx
-    mov r13d, 795
-    jmp .Lc0_b11_c0
-    .p2align 6
-.Lc0_b11_c0:
-    movsxd rax, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
-    mov edi, dword ptr [r15 + 0]
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 2110656]
+    and r8, 262080
+    mov rbp, qword ptr [r15 + r8 + 2120896]
+    movzx edi, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 128]
-    mov rdi, rbp
+    mov r8, rsi
+    mov dword ptr [r15 + 896], r8d
+    add r10, r11
+    inc rbx
+    dec r13
+    jnz .Lc0_b10_c0
+.Lc0_b10_done:
+// block 11: 64 bytes, 1 chunk(s), 979 chunk executions per call
+    mov rbx, qword ptr [r15 + 2392000]
+    lea rcx, [rbx + 979]
+    mov qword ptr [r15 + 2392000], rcx
+    mov r13d, 979
+    jmp .Lc0_b11_c0
+    .p2align 6
+.Lc0_b11_c0:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 128]
     mov rdi, qword ptr [r15 + 256]
     inc rbx
     dec r13
@@ -548,72 +551,68 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 7675232]
     jmp .Lc1_d37_j_t
 .Lc1_d37_j:
-    and ecx, dword ptr [r15 + 0]
+    mov ecx, 33
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, 64
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 53
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    neg rcx
-    lea rdi, [r15 + 7667008]
-    lea rsi, [r15 + 7671104]
-    mov ecx, 89
-    rep movsb
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 384]
+    mov rbp, r10
+    and ecx, dword ptr [r14 + 128]
+    mov rax, qword ptr [r15 + 256]
+    and rbp, 960
+    movzx edi, byte ptr [r15 + rbp + 1728]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 192]
-    mov ecx, esi
-    movzx r9d, byte ptr [r15 + 64]
-    add rsi, rdx
+    shl rcx, 4
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], edi
+    add rcx, qword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r14 + 192], ymm8
+    mov rbp, r10
+    mov rdi, rcx
+    mov ecx, 75
+    and rbp, 4032
+    and eax, dword ptr [r15 + rbp + 2752]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    sub rbp, rcx
+    mov eax, 120
+    mov eax, 120
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, 82
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edi, byte ptr [r14 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rdx, qword ptr [r15 + 640]
-    movzx edi, dl
-    sub rax, rsi
-    movzx edx, sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 512], rdi
-    mov esi, dword ptr [r15 + 832]
-    mov rdi, qword ptr [r14 + 384]
-    add rdi, rdx
-    test ebx, 368
-    jnz 1f
-1:
-    lea rdi, [rcx + r9*2 + 115]
-    mov dword ptr [r15 + 128], r8d
-    mov edi, 128
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r9, qword ptr [r15 + 320]
-    test r9d, ebp
-    movzx edi, bpl
-    mov byte ptr [r15 + 768], dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx edi, r8b
-    mov r9, rdi
+    and ebp, dword ptr [r15 + 896]
+    cmp rsi, rdi
+    movzx eax, cl
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -622,88 +621,76 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
     xor eax, eax
-    test dword ptr [r15 + 7675227], 76022400
+    test dword ptr [r15 + 7675228], 1051688
     setz al
-    lea rcx, [rip + .Lc1_d101_s]
+    lea rcx, [rip + .Lc1_d97_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d101_s_t
+    jmp .Lc1_d97_s_t
     .p2align 3
-.Lc1_d101_s:
+.Lc1_d97_s:
     .p2align 3
-    jmp .Lc1_d101_j
+    jmp .Lc1_d97_j
     .p2align 3
-    jmp .Lc1_d101_j
-.Lc1_d101_j:
-    shl rcx, 16
-    mov byte ptr [r15 + 448], cl
+    jmp .Lc1_d97_j
+.Lc1_d97_j:
+    movzx edx, byte ptr [r14 + 384]
+    movzx eax, r8b
     jmp 1f
 1:
-    add qword ptr [r15 + 896], rbp
+    shr edx, 20
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 1024]
+    mov ebp, dword ptr [r15 + 768]
+    mov qword ptr [r15 + 64], rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 960], ecx
-    mov ecx, eax
+    mov edi, 34
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 9984
+    jnz 1f
+1:
+    add rdi, rcx
+    and rcx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 7675227], 17104904
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    shr ecx, 23
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, cl
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r14 + 256]
+    movzx ecx, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ebp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], esi
+    add rdx, qword ptr [r15 + 192]
+    imul ecx, edi, 124
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r14 + 448]
+    jmp 1f
+1:
+    movzx ebp, cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 135
-    movzx eax, al
-    jmp 1f
-1:
-    test ebx, 288
-    jnz 1f
-1:
-    mov ecx, ecx
-    movzx ecx, cl
-    mov ebp, 68
-    cmp rbp, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    neg rcx
-    mov rbp, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 576], 252
-    movzx ecx, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r14 + 128]
-    movzx ebp, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 192], ymm6
-    movsxd rcx, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 64], ymm7
+    sub rbp, rsi
+    mov qword ptr [r15 + 320], rdi
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -711,87 +698,79 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d171_j]
+    lea rcx, [rip + .Lc1_d159_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d171_j_t
-.Lc1_d171_j:
-    mov rcx, r8
-    mov rcx, rbp
-    shl rcx, 15
-    add rax, qword ptr [r15 + 640]
-    test ebx, 464
+    jmp .Lc1_d159_j_t
+.Lc1_d159_j:
+    movzx ecx, byte ptr [r15 + 1088]
+    test ecx, ecx
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 256]
+    test ebx, 1073741824
     jnz 1f
 1:
-    add rax, qword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    inc ecx
+    mov ecx, 72
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov rcx, rdi
+    test bl, 160
+    jnz 1f
+1:
+    add rcx, 29
+    xor edx, ecx
+    cmp rbp, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    add qword ptr [r15 + 0], rcx
-    test eax, eax
-    add rbp, r8
-    mov dword ptr [r14 + 128], 38
-    mov r8, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 8128
-    xor dword ptr [r15 + r8 + 15040], edi
-    neg r8
-    movzx r8d, r8b
+    add rcx, qword ptr [r15 + 0]
+    and rcx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov ecx, 101
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
     jmp 1f
 1:
-    neg r8
-    movzx edi, dl
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, rdi
+    mov ecx, ecx
+    xor ecx, edx
+    mov ecx, dword ptr [r14 + 384]
+    mov eax, edx
     test bl, 96
     jnz 1f
 1:
-    mov r8d, edi
-    inc edi
-    movzx edi, dil
+    jmp 1f
+1:
+    movzx ecx, al
+    mov dword ptr [r15 + 832], 168
     test ebx, 1073741824
     jnz 1f
 1:
-    add rdi, rdi
-    and rdi, rbp
-    movsxd r8, dword ptr [r14 + 256]
-    test bl, 240
+    mov rax, rcx
+    mov dword ptr [r15 + 128], 255
+    movzx esi, al
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675228], 6162
     jnz 1f
 1:
-    mov dword ptr [r15 + 192], ebp
-    movzx edi, byte ptr [r15 + 1152]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rdi, rdi
-    movsxd rdi, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675228], 16782848
-    jnz 1f
-1:
-    mov qword ptr [r14 + 704], r8
-    mov rax, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 320], rax
-    add r10, r11
+    mov dword ptr [r15 + 512], eax
+    add rsi, qword ptr [r15 + 576]
+    movzx eax, byte ptr [r15 + 192]
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -799,79 +778,69 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d241_j]
+    lea rcx, [rip + .Lc1_d223_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d241_j_t
-.Lc1_d241_j:
+    jmp .Lc1_d223_j_t
+.Lc1_d223_j:
+    add rax, r9
+    shl rax, 10
     jmp 1f
 1:
-    mov r8, r10
-    shl rcx, 23
-    and r8, 448
-    and ecx, dword ptr [r15 + r8 + 1216]
-    mov eax, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 192]
-    movsxd r8, dword ptr [r14 + 1024]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, cl
-    mov ecx, edx
-    mov dword ptr [r15 + 384], ecx
-    mov rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ecx
-    movsxd rcx, dword ptr [r15 + 256]
-    and ecx, dword ptr [r15 + 448]
-    test ebx, 848
-    jnz 1f
-1:
-    movzx ecx, r9b
-    add r8, 81
-    xor ecx, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, cl
-    mov ecx, 79
-    movzx ecx, byte ptr [r14 + 576]
-    test dword ptr [r15 + 7675227], 1620320968
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 88
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    xor ecx, r8d
-    mov dword ptr [r15 + 64], 248
-    mov r8, qword ptr [r15 + 832]
+    movzx eax, al
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
+    mov eax, 68
+    sub r9, rax
+    mov byte ptr [r15 + 384], r9b
+    test ebx, 1073741824
+    jnz 1f
 1:
-    shl r8, 31
+    shr eax, 2
+    mov rax, qword ptr [r15 + 448]
+    mov r9, r10
+    inc eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 256], eax
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 15040]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx r9d, byte ptr [r15 + 64]
+    add rax, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, r8d
+    mov qword ptr [r15 + 192], r8
+    add r9, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    xor dword ptr [r15 + 320], r9d
+    add qword ptr [r14 + 896], r9
+    test r8d, r9d
+    test dword ptr [r15 + 7675228], 1157627968
+    jnz 1f
+1:
+    movzx r9d, r9b
+    add qword ptr [r15 + 640], rax
     jmp 1f
 1:
-    and r8, r8
-    mov r8d, ecx
+    mov r9, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    test r9d, eax
+    and r9, 448
+    add rax, qword ptr [r14 + r9 + 1216]
+    mov r9d, dword ptr [r14 + 704]
     add r10, r11
     inc rbx
     dec r13
@@ -880,152 +849,151 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d306_j]
+    lea rcx, [rip + .Lc1_d282_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d306_j_t
-.Lc1_d306_j:
-    mov rcx, rcx
-    mov ecx, 8
-    jmp 1f
+    jmp .Lc1_d282_j_t
+.Lc1_d282_j:
+    mov qword ptr [r15 + 320], rcx
+    neg rcx
+    mov dword ptr [r15 + 512], 138
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 22272
+    jz 1f
 1:
-    movzx eax, cl
-    test dword ptr [r15 + 7675228], 655874
-    jnz 1f
-1:
-    shr eax, 21
-    test eax, eax
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 64]
+    shl rcx, 28
+    mov edx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rcx, rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 234
-    mov eax, dword ptr [r15 + 768]
-    mov rcx, qword ptr [r15 + 512]
-    and eax, dword ptr [r15 + 64]
-    test ebx, 368
+    jmp 1f
+1:
+    jmp 1f
+1:
+    inc edx
+    and rdx, rdx
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, cl
-    or edx, eax
-    movsxd rsi, dword ptr [r15 + 448]
-    mov edx, ebp
+    inc edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    shl rdx, 3
+    mov edx, edx
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r14 + 384], edx
-    and rax, rdx
-    mov qword ptr [r15 + 640], rcx
-    sub rax, r9
-    test bl, 192
+    jmp 1f
+1:
+    mov rdx, rdx
+    movzx edx, dl
+    mov rdx, qword ptr [r15 + 256]
+    test ebx, 1073741824
     jnz 1f
 1:
-    and rax, rbp
-    mov dword ptr [r15 + 896], esi
-    movsxd rbp, dword ptr [r15 + 320]
-    movsxd rax, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov ecx, 75
+    add rdx, qword ptr [r14 + 128]
+    mov ecx, 106
+    test ebx, 11136
+    jz 1f
+1:
+    neg rdx
+    shl rcx, 8
+    movzx edx, byte ptr [r15 + 960]
+    movzx ecx, byte ptr [r15 + 576]
+    test dword ptr [r15 + 7675228], 201328704
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 192]
+    lea r8, [rcx + r8*2 + 11]
+    add r8, 90
+    mov r8d, edx
     test ebx, 1073741824
     jz 1f
 1:
-    shr edx, 27
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test bl, 96
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov edi, 118
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 192]
-    shl rbp, 18
-    xor dword ptr [r14 + 256], ebp
+    movzx edx, dil
+    mov edx, edi
+    mov dword ptr [r14 + 0], 249
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c5:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d367_j]
+    lea rcx, [rip + .Lc1_d342_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d367_j_t
-.Lc1_d367_j:
-    mov ecx, 241
+    jmp .Lc1_d342_j_t
+.Lc1_d342_j:
+    mov edx, 82
+    and rcx, r8
+    test ecx, ecx
+    movzx r8d, cl
+    test ebx, 23808
+    jz 1f
+1:
+    movzx ecx, r8b
+    vmovdqu ymmword ptr [r15 + 64], ymm1
+    mov rdx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r14 + 256]
+    test bl, 96
+    jnz 1f
+1:
     or ecx, ecx
-    and eax, dword ptr [r15 + 960]
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, 70
+    movzx ecx, byte ptr [r14 + 192]
+    xor ecx, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, r8
+    mov edx, ecx
+    mov byte ptr [r15 + 832], dl
+    mov r8d, edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 320], 138
+    inc dword ptr [r15 + 640]
+    mov rdx, qword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, eax
-    mov ecx, eax
-    jmp 1f
-1:
-    movzx eax, r9b
+    mov ecx, edx
+    mov edx, edi
+    movzx edx, byte ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, al
-    inc eax
-    mov eax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    test dword ptr [r15 + 7675227], 167772681
-    jz 1f
-1:
-    test eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 448]
+    add rdx, qword ptr [r15 + 768]
+    mov ecx, 148
     jmp 1f
 1:
-    test dword ptr [r15 + 7675228], 102107921
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov ecx, eax
-    neg rdi
-    mov ecx, 85
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edi, dil
-    mov byte ptr [r15 + 320], dil
+    movzx edx, cl
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r14 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xor edi, ecx
-    shl rdi, 4
-    add rcx, qword ptr [r15 + 384]
-    test ebx, 912
-    jnz 1f
-1:
-    mov dword ptr [r14 + 128], ecx
-    mov ecx, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 1088], dil
-    inc dword ptr [r14 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rcx, rcx
-    inc ecx
-    mov dword ptr [r15 + 192], edi
-    mov qword ptr [r15 + 64], rcx
-    test ebx, 848
-    jnz 1f
-1:
-    mov ecx, 50
-    and rcx, rcx
-    jmp 1f
-1:
+    or edx, edi
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -1033,74 +1001,89 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d432_j]
+    lea rcx, [rip + .Lc1_d407_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d432_j_t
-.Lc1_d432_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 54
-    mov ecx, 5
-    cmp rdi, rcx
-    test ebx, 11648
-    jz 1f
+    jmp .Lc1_d407_j_t
+.Lc1_d407_j:
+    movzx eax, cl
+    test eax, edx
+    jmp 1f
 1:
-    xor dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
+    shr edx, 2
+    mov edx, dword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 512], ymm8
-    inc dword ptr [r15 + 320]
+    neg rdx
     jmp 1f
 1:
-    test ebx, 161792
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movzx edx, dl
+    movzx ecx, dil
     test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 384], 81
+    neg rcx
+    mov qword ptr [r15 + 192], rcx
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 152
-    mov edx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675227], 67113986
+    test dword ptr [r15 + 7675228], 1116161
     jnz 1f
 1:
-    mov r9, rdx
-    shl rdx, 21
-    mov edx, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 256]
-    mov rdi, qword ptr [r14 + 0]
-    movzx ecx, byte ptr [r14 + 0]
-    shl r9, 3
-    test ebx, 1073741824
-    jnz 1f
-1:
+    add rcx, rcx
     mov rcx, qword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 832], ymm12
-    add rcx, qword ptr [r15 + 640]
-    movsxd r9, dword ptr [r15 + 256]
+    sub rcx, rdx
+    movzx edx, byte ptr [r14 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-    add r9, qword ptr [r15 + 384]
-    sub r9, rcx
+    mov ecx, ecx
+    add rcx, rdx
+    movzx ecx, cl
+    test ecx, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 1024]
+    add rdx, rdx
+    mov esi, 106
     jmp 1f
 1:
+    mov esi, 2
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 576], edx
+    jmp 1f
+1:
+    shr edx, 5
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675227], 8454216
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r14 + 1152], edx
+    neg rdx
+    shr edx, 23
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    sub rdx, rax
+    mov dword ptr [r15 + 64], edx
+    movzx edx, dl
+    test dword ptr [r15 + 7675227], 35717632
+    jnz 1f
+1:
+    mov rdx, rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    sub rdx, rcx
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -1108,759 +1091,760 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d491_j]
+    lea rcx, [rip + .Lc1_d477_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d491_j_t
-.Lc1_d491_j:
-    mov ecx, ecx
-    mov r9, qword ptr [r15 + 320]
-    cmp r9, r9
-    mov eax, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    inc r9d
+    jmp .Lc1_d477_j_t
+.Lc1_d477_j:
+    mov r12, qword ptr [r15 + r12 + 56]
     inc ecx
-    mov dword ptr [r15 + 448], 47
-    mov ecx, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 131
-    mov eax, 59
-    xor eax, r9d
-    test bl, 160
-    jnz 1f
-1:
-    mov eax, dword ptr [r14 + 256]
-    mov dword ptr [r14 + 0], 3
-    mov edi, eax
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
-    or qword ptr [r15 + 0], 43
-    jmp 1f
-1:
-    mov edi, edi
-    test dword ptr [r15 + 7675228], 186646592
-    jz 1f
-1:
-    movzx edi, dil
-    movzx edi, byte ptr [r15 + 0]
-    or qword ptr [r15 + 128], 17
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r14 + 576]
-    mov esi, dword ptr [r15 + 1024]
-    mov edi, 22
-    xor edi, eax
+    and ecx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 179
+    or ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    add rdi, rcx
-    mov qword ptr [r15 + 768], rdi
-    inc dword ptr [r15 + 896]
-    test ebx, 219136
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    test dword ptr [r15 + 7675228], 541261888
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 192]
-    mov r9, r10
-    cmp rax, r9
-    and r9, 448
-    mov byte ptr [r15 + r9 + 1216], r9b
-    add r10, r11
+    mov ecx, 106
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 640], ymm11
+    test ebx, 29952
+    jz 1f
+1:
+    mov byte ptr [r14 + 128], cl
+    mov eax, dword ptr [r15 + 64]
+    and rax, rax
+    add rax, 2
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + 896]
+    mov ecx, 240
+    movsxd rcx, dword ptr [r14 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + 320]
+    add qword ptr [r15 + 192], rax
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 512]
+    test ebx, 130752
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 384]
+    inc dword ptr [r14 + 448]
+    jmp 1f
+1:
+    inc eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 256], rax
+    mov ecx, eax
+    mov dword ptr [r15 + 64], ecx
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 16 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 13 chunk executions per call
     mov rbx, qword ptr [r15 + 7675248]
-    lea rcx, [rbx + 16]
+    lea rcx, [rbx + 13]
     mov qword ptr [r15 + 7675248], rcx
-    mov r13d, 16
+    mov r13d, 13
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    xor ecx, eax
-    lea rsi, [rdi + rdi*2 + 119]
-    neg rcx
-    movzx ecx, r9b
-    add rcx, 17
-    and ecx, dword ptr [r15 + 576]
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    movzx ecx, byte ptr [r15 + 0]
+    imul rax, qword ptr [r15 + 0]
     test ebx, 30976
     jz 1f
 1:
-    vpaddd ymm8, ymm9, ymmword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    add rcx, qword ptr [r14 + 0]
-    movzx r9d, byte ptr [r15 + 0]
     lock xadd qword ptr [r15 + 0], rcx
+    add rax, qword ptr [r14 + 0]
+    vpaddd ymm11, ymm1, ymmword ptr [r15 + 64]
+    mov esi, ecx
+    add rdx, 14
     test ebx, 1073741824
     jnz 1f
 1:
-    imul rsi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    mov rax, qword ptr [r15 + 0]
-    mov ecx, 190
+    xor ecx, eax
+    movsxd rdx, dword ptr [r15 + 192]
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    test ecx, eax
-    mov edi, ecx
-    movsxd rax, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], 195
     .byte 0x0f, 0x1f, 0x40, 0x00
+    lea rax, [rdx + rdx*2 + 16]
+    test bl, 102
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 320]
+    and eax, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 448], 68
+    jmp 1f
+1:
+    neg rcx
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 1024 bytes, 4 chunk(s), 2 chunk executions per call
+// block 2: 1024 bytes, 4 chunk(s), 4 chunk executions per call
     mov rbx, qword ptr [r15 + 7675256]
-    lea rcx, [rbx + 2]
+    lea rcx, [rbx + 4]
     mov qword ptr [r15 + 7675256], rcx
-    mov r13d, 2
-    mov eax, ebx
-    and eax, 3
-    lea rcx, [rip + .Lc1_b2_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_b2_stubs_t
-    .p2align 3
-.Lc1_b2_stubs:
-    .p2align 3
+    mov r13d, 4
     jmp .Lc1_b2_c0
-    .p2align 3
-    jmp .Lc1_b2_c1
-    .p2align 3
-    jmp .Lc1_b2_c2
-    .p2align 3
-    jmp .Lc1_b2_c3
     .p2align 6
 .Lc1_b2_c0:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d600_j]
+    lea rcx, [rip + .Lc1_d573_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d600_j_t
-.Lc1_d600_j:
-    inc dword ptr [r15 + 256]
-    movsxd rcx, dword ptr [r14 + 512]
+    jmp .Lc1_d573_j_t
+.Lc1_d573_j:
+    vmovdqu ymmword ptr [r15 + 384], ymm11
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test bl, 144
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r14 + 64], 36
+    mov dword ptr [r15 + 448], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 128], r8d
+    xor ecx, edx
+    shl rcx, 20
+    test ecx, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    sub rcx, rdx
+    add rcx, rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 960], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r14 + 704]
+    jmp 1f
+1:
+    imul esi, eax, 120
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    imul rax, rsi
+    mov ecx, 168
     movzx eax, cl
-    sub rax, r9
-    test ebx, 1073741824
-    jz 1f
+    and eax, dword ptr [r15 + 192]
+    test bl, 144
+    jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 1152]
+    mov rax, rax
+    mov eax, eax
+    mov r8, qword ptr [r15 + 256]
+    inc eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or eax, r8d
+    shr eax, 10
+    and eax, dword ptr [r15 + 320]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rax, r8
-    test ebx, 288
-    jnz 1f
-1:
-    cmp rax, rax
-    movzx ecx, byte ptr [r15 + 128]
-    test edi, ecx
-    mov eax, dword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 256]
-    mov edx, r8d
-    mov dword ptr [r15 + 320], edx
-    mov byte ptr [r15 + 768], dl
-    test ebx, 1073741824
-    jz 1f
-1:
-    and edx, dword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 256]
-    inc ecx
-    mov eax, dword ptr [r14 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 189
-    jmp 1f
-1:
-    add rdx, rcx
-    test edx, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, dil
-    jmp 1f
-1:
-    movzx edx, dl
-    mov edx, 21
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 192], sil
-    mov dword ptr [r15 + 960], edx
-    jmp 1f
-1:
-    or qword ptr [r15 + 704], 82
-    test dword ptr [r15 + 7675228], 25199616
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 832]
-    movsxd rcx, dword ptr [r15 + 192]
-    shr edx, 27
+    movsxd rax, dword ptr [r15 + 512]
+    add r8, qword ptr [r15 + 1088]
+    mov ecx, 146
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c1:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d661_j]
+    lea rcx, [rip + .Lc1_d637_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d661_j_t
-.Lc1_d661_j:
+    jmp .Lc1_d637_j_t
+.Lc1_d637_j:
+    add qword ptr [r14 + 128], rcx
+    mov rcx, rcx
+    and ecx, dword ptr [r14 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    or ecx, ecx
+    cmp rcx, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, 108
+    vmovdqu ymmword ptr [r15 + 0], ymm11
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 128], ymm8
-    cmp rdi, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 256], cl
+    mov ecx, esi
+    jmp 1f
+1:
+    mov ecx, 198
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 64]
+    add qword ptr [r15 + 64], rcx
+    xor ecx, r8d
+    mov r8d, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], 195
+    xor r8d, r9d
+    mov r8, qword ptr [r15 + 192]
+    test r9d, r8d
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 384], r8d
+    mov rcx, qword ptr [r15 + 896]
+    vmovdqu ymmword ptr [r15 + 1024], ymm11
+    add rcx, qword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
     and ecx, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 256]
-    and rax, rcx
-    mov rdi, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, eax
-    lea rax, [rdi + rbp*2 + 103]
-    jmp 1f
-1:
-    test ebx, 360
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, dil
-    test ebx, 108544
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r14 + 192], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 768], dil
-    test dword ptr [r15 + 7675227], 276933252
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 64]
-    mov r9, r10
-    jmp 1f
-1:
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 6848]
-    mov r9d, 49
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shr r9d, 27
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 896]
-    test bl, 80
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], ecx
-    neg r9
-    mov rcx, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, dword ptr [r14 + 192]
-    mov rcx, r9
-    mov rcx, rsi
-    add r10, r11
+    xor r8d, r9d
+    movzx r8d, r8b
+    inc r8d
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c2:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d725_j]
+    lea rcx, [rip + .Lc1_d699_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d725_j_t
-.Lc1_d725_j:
-    lea rcx, [rcx + rcx*2 + 77]
+    jmp .Lc1_d699_j_t
+.Lc1_d699_j:
+    and r8d, dword ptr [r14 + 192]
+    mov rcx, r8
     jmp 1f
 1:
-    mov r9, r10
-    add qword ptr [r15 + 448], r9
-    and r9, 448
-    movsxd rcx, dword ptr [r14 + r9 + 1216]
-    test dword ptr [r15 + 7675228], 3145920
-    jz 1f
-1:
-    mov r9d, 217
-    inc dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    shr r9d, 17
-    test ebx, 1073741824
+    test ebx, 49120
     jnz 1f
 1:
-    mov esi, r9d
-    add rcx, 70
-    or r9d, edi
+    mov rcx, rcx
+    mov ecx, ecx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, r9b
-    mov rsi, rsi
-    mov dword ptr [r14 + 0], 86
-    mov rsi, rsi
+    mov rcx, rcx
+    movzx ecx, r8b
+    or ecx, ecx
+    mov ecx, r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    test ebp, eax
-    add rsi, qword ptr [r15 + 1024]
-    movzx r9d, byte ptr [r15 + 192]
+    mov ecx, ecx
+    imul ecx, ecx, 24
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 128]
-    mov esi, dword ptr [r14 + 1088]
-    jmp 1f
-1:
-    test bl, 216
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 28
-    add rcx, qword ptr [r15 + 256]
-    movzx esi, al
+    mov ecx, ecx
+    neg rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 186
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rdx
-    mov rsi, rcx
-    mov rax, rsi
-    sub rdx, rax
+    movzx r8d, r8b
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    test bl, 80
+    jnz 1f
+1:
+    mov r8d, dword ptr [r14 + 384]
+    mov eax, r8d
+    inc r8d
+    mov r8, r10
+    mov r9d, dword ptr [r15 + 832]
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 64], ymm8
-    mov rdx, rdx
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1216], 234
+    mov dword ptr [r15 + 256], r8d
+    mov byte ptr [r15 + 128], r8b
+    mov r8d, edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or qword ptr [r15 + 768], 93
+    mov r8, rcx
+    movzx r8d, r8b
+    movzx edx, r8b
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov rax, r9
+    movzx eax, al
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c3:
-    lea rcx, [rip + .Lc1_d785_j]
+    lea rcx, [rip + .Lc1_d767_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d785_j_t
-.Lc1_d785_j:
-    mov ebp, 119
+    jmp .Lc1_d767_j_t
+.Lc1_d767_j:
+    mov edx, ecx
     jmp 1f
 1:
-    mov ecx, 24
-    mov rdx, rcx
+    lea rcx, [rdx + rdx*2 + 14]
+    shr ecx, 31
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, edi
-    jmp 1f
+    mov ecx, 90
+    mov dword ptr [r14 + 0], ecx
+    mov byte ptr [r15 + 0], cl
+    mov rcx, rbp
+    test bl, 80
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    sub rcx, r8
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
+    imul ecx, ecx, 103
+    mov dword ptr [r15 + 0], ecx
+    mov eax, ecx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ebp
     jmp 1f
 1:
+    mov r8, r10
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r10
-    mov byte ptr [r15 + 64], r8b
-    bt r8, r8
-    xor dword ptr [r15 + 384], r8d
-    and r8, 960
-    and edx, dword ptr [r15 + r8 + 1728]
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r14 + 192], rdx
-    mov dword ptr [r15 + 256], 7
+    test r8d, r8d
     and r8, 262080
-    inc dword ptr [r15 + r8 + 2161344]
-    mov r8, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], r9b
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 2752], r8
-    vmovdqu ymmword ptr [r14 + 704], ymm8
+    or qword ptr [r14 + r8 + 2161344], 60
+    mov dword ptr [r15 + 64], 71
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r8
-    movsxd r8, dword ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 128]
+    mov r8, rbp
+    and r8, r8
+    add r8, 124
+    movzx r8d, byte ptr [r15 + 1152]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 64], 154
+    mov r8, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r8, qword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r14 + 448]
+    mov qword ptr [r15 + 320], rcx
+    mov byte ptr [r15 + 704], cl
+    test ebx, 65376
+    jz 1f
+1:
+    add qword ptr [r15 + 960], rcx
+    mov rcx, qword ptr [r15 + 256]
+    mov esi, dword ptr [r15 + 512]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
-// block 3: 512 bytes, 2 chunk(s), 1 chunk executions per call
+// block 3: 512 bytes, 2 chunk(s), 2 chunk executions per call
     mov rbx, qword ptr [r15 + 7675264]
-    lea rcx, [rbx + 1]
+    lea rcx, [rbx + 2]
     mov qword ptr [r15 + 7675264], rcx
-    mov r13d, 1
-    mov eax, ebx
-    and eax, 1
-    lea rcx, [rip + .Lc1_b3_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_b3_stubs_t
-    .p2align 3
-.Lc1_b3_stubs:
-    .p2align 3
+    mov r13d, 2
     jmp .Lc1_b3_c0
-    .p2align 3
-    jmp .Lc1_b3_c1
     .p2align 6
 .Lc1_b3_c0:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d854_j]
+    lea rcx, [rip + .Lc1_d836_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d854_j_t
-.Lc1_d854_j:
-    movzx ecx, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 832], dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 256]
-    movzx edi, byte ptr [r14 + 256]
-    test bl, 24
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 128]
-    mov r8, r10
-    movzx ecx, byte ptr [r15 + 768]
-    test dword ptr [r15 + 7675227], 538970144
-    jnz 1f
-1:
-    and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 6848]
+    jmp .Lc1_d836_j_t
+.Lc1_d836_j:
+    movzx r8d, cl
+    movzx ecx, r8b
     mov r8, rcx
-    cmp r8, r8
+    mov ebp, esi
+    test bl, 40
+    jnz 1f
+1:
+    imul rbp, rcx
+    movzx ebp, bpl
+    add qword ptr [r15 + 832], rbp
+    movzx ebp, byte ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 896]
-    mov dword ptr [r15 + 64], esi
-    imul rsi, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 142
-    vmovdqu ymmword ptr [r14 + 192], ymm8
+    mov ebp, 22
     jmp 1f
 1:
+    and ebp, dword ptr [r15 + 1152]
+    mov dword ptr [r15 + 256], 167
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rdi, [r15 + 7667008]
-    lea rsi, [r15 + 7671104]
-    mov ecx, 91
-    rep movsb
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 960]
-    mov rbp, r10
-    test dword ptr [r15 + 7675227], 1082130576
+    mov ebp, dword ptr [r14 + 768]
+    mov rsi, r8
+    xor ebp, esi
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 139
-    and rbp, 4032
-    or qword ptr [r15 + rbp + 2752], 55
-    mov rbp, rbp
+    mov r9, r10
+    mov esi, 71
+    and r9, 1048512
+    and esi, dword ptr [r15 + r9 + 2423488]
+    imul r9, rdi
+    movsxd r9, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 704], rdi
+    mov r9d, 209
+    movzx r9d, r9b
+    add r9, 35
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shr r9d, 12
+    mov ebp, 224
+    mov r9, qword ptr [r15 + 896]
+    xor dword ptr [r14 + 1088], esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    imul r9d, r9d, 127
+    mov dword ptr [r15 + 192], 146
+    mov dword ptr [r14 + 192], 4
+    mov r9, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, rsi
+    mov r9d, 124
+    movzx r9d, r9b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d910_j]
+    lea rcx, [rip + .Lc1_d897_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d910_j_t
-.Lc1_d910_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, r9d
+    jmp .Lc1_d897_j_t
+.Lc1_d897_j:
+    lea r9, [r10 + r10*1]
+    or qword ptr [r15 + 320], 75
+    and r9, 960
+    mov ecx, dword ptr [r15 + r9 + 1728]
+    mov esi, ecx
+    inc dword ptr [r14 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-    or qword ptr [r15 + 384], 126
-    movsxd rax, dword ptr [r15 + 1024]
-    vmovdqu ymmword ptr [r15 + 896], ymm8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, al
-    mov eax, ecx
-    movzx ebp, byte ptr [r15 + 960]
+    mov ecx, edx
     jmp 1f
 1:
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and r8, 960
-    movsxd rcx, dword ptr [r15 + r8 + 1728]
-    movzx r8d, byte ptr [r14 + 768]
-    test bl, 172
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 320]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 704]
-    mov rcx, r8
-    movzx r8d, byte ptr [r14 + 704]
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675227], 50684058
-    jz 1f
-1:
-    mov r8, r8
-    mov rcx, rdx
-    movzx ebp, sil
-    test bl, 48
+    or qword ptr [r14 + 896], 22
+    mov qword ptr [r15 + 384], rcx
+    add rsi, rcx
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 832], rcx
+    movsxd rsi, dword ptr [r15 + r9 + 1792]
+    lea r9, [r10 + r10*1]
+    movzx edx, r9b
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 1280]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 704], r9d
+    mov dword ptr [r15 + 832], edx
+    mov ecx, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rdx, 11
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 1024]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 768], cl
+    mov byte ptr [r15 + 768], cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    xor edx, ecx
+    mov rcx, qword ptr [r15 + 768]
+    movzx edx, byte ptr [r15 + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 128]
     inc dword ptr [r15 + 192]
-    or ecx, r8d
-    mov ecx, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    movzx esi, cl
-    test bl, 144
-    jnz 1f
-1:
-    jmp 1f
-1:
-    cmp rsi, rsi
-    jmp 1f
-1:
+    mov edx, dword ptr [r15 + r9 + 1216]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
-// block 4: 512 bytes, 2 chunk(s), 2 chunk executions per call
+// block 4: 512 bytes, 2 chunk(s), 1 chunk executions per call
     mov rbx, qword ptr [r15 + 7675272]
-    lea rcx, [rbx + 2]
+    lea rcx, [rbx + 1]
     mov qword ptr [r15 + 7675272], rcx
-    mov r13d, 2
+    mov r13d, 1
+    mov eax, ebx
+    and eax, 1
+    lea rcx, [rip + .Lc1_b4_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_b4_stubs_t
+    .p2align 3
+.Lc1_b4_stubs:
+    .p2align 3
     jmp .Lc1_b4_c0
+    .p2align 3
+    jmp .Lc1_b4_c1
     .p2align 6
 .Lc1_b4_c0:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d980_j]
+    lea rcx, [rip + .Lc1_d963_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d980_j_t
-.Lc1_d980_j:
-    mov ecx, ecx
-    mov rbp, r10
-    movzx ecx, r8b
-    mov rcx, rcx
-    test ebx, 36864
-    jnz 1f
+    jmp .Lc1_d963_j_t
+.Lc1_d963_j:
+    movzx ecx, cl
+    jmp 1f
 1:
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 2752]
-    mov rbp, r10
-    test ebp, ebp
-    mov rax, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], 219
+    mov rcx, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 1048512
-    mov eax, dword ptr [r15 + rbp + 2423488]
-    shl rbp, 1
-    movzx ebp, byte ptr [r15 + 64]
-    test bl, 108
-    jnz 1f
-1:
-    mov rbp, r10
-    mov eax, 111
-    and rbp, 960
-    vmovdqu ymmword ptr [r15 + rbp + 1728], ymm8
-    mov dword ptr [r15 + 64], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rcx
-    mov rcx, rbp
-    movsxd rax, dword ptr [r14 + 1024]
-    test ebx, 1073741824
+    mov dword ptr [r15 + 64], ecx
+    movzx edx, cl
+    and ecx, dword ptr [r15 + 192]
+    mov eax, 64
+    test bl, 72
     jnz 1f
 1:
     jmp 1f
 1:
-    add rcx, rax
-    mov ebp, ecx
-    test dword ptr [r15 + 7675228], 33621504
+    add rcx, qword ptr [r15 + 1152]
+    mov rax, qword ptr [r14 + 384]
+    inc dword ptr [r15 + 704]
+    test ebx, 24544
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rdx
+    bt rcx, rcx
+    mov rcx, qword ptr [r15 + 64]
+    test ebx, 1073741824
     jnz 1f
 1:
-    test ecx, edx
-    mov dword ptr [r15 + 384], 13
-    movzx ecx, byte ptr [r15 + 320]
+    add rcx, rcx
+    movzx ecx, cl
+    mov dword ptr [r15 + 256], ecx
+    imul rcx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 896], r8d
+    movzx ecx, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    lea rdx, [r8 + rcx*2 + 98]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 192], rcx
-    xor edx, ecx
-    mov rdx, qword ptr [r14 + 128]
+    mov ecx, 16
+    jmp 1f
+1:
+    mov dword ptr [r14 + 512], 202
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 80
-    mov rax, rcx
+    test edx, ecx
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 320]
+    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 192]
+    and r9, 4194240
+    and ecx, dword ptr [r15 + r9 + 3472064]
+    mov r9d, 216
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1039_j]
+    lea rcx, [rip + .Lc1_d1024_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1039_j_t
-.Lc1_d1039_j:
-    mov eax, dword ptr [r15 + 384]
-    movzx ecx, byte ptr [r15 + 448]
+    jmp .Lc1_d1024_j_t
+.Lc1_d1024_j:
+    movzx r9d, byte ptr [r15 + 320]
+    mov rcx, r9
+    sub rdx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov r9, rcx
+    movzx ecx, dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 40
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, edx
+    movzx ecx, byte ptr [r15 + 128]
+    imul rcx, rcx
     movzx edx, cl
-    or qword ptr [r15 + 1088], 126
+    vmovdqu ymmword ptr [r15 + 256], ymm11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    neg rcx
+    add rcx, qword ptr [r15 + 768]
+    movsxd rdx, dword ptr [r14 + 832]
+    or qword ptr [r15 + 64], 118
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, rdx
+    jmp 1f
+1:
+    shl rdx, 17
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    and ecx, dword ptr [r15 + 192]
-    mov eax, ecx
-    movzx ecx, al
-    mov byte ptr [r15 + 128], bpl
-    test bl, 60
-    jnz 1f
-1:
-    add rax, r9
-    movzx ecx, byte ptr [r15 + 512]
-    movzx eax, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 128]
-    mov eax, ecx
-    mov dword ptr [r14 + 192], 99
-    mov eax, edi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r10
-    mov ecx, dword ptr [r15 + 64]
-    add rcx, 105
-    and rbp, 4194240
-    and ecx, dword ptr [r15 + rbp + 3472064]
-    shr ebp, 15
-    test dword ptr [r15 + 7675227], 209747968
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 128]
-    movsxd rbp, dword ptr [r15 + 320]
+    mov rcx, rdi
+    movzx ecx, cl
+    xor dword ptr [r14 + 384], ecx
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, byte ptr [r14 + 896]
-    mov ecx, dword ptr [r15 + 64]
-    mov rdx, rcx
-    inc edx
+    mov edi, 90
+    movzx edi, dil
+    mov dword ptr [r15 + 128], r9d
+    or qword ptr [r14 + 192], 13
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, qword ptr [r14 + 256]
-    vmovdqu ymmword ptr [r15 + 256], ymm1
-    cmp rdi, r9
-    add r10, r11
+    xor edi, ecx
+    mov r8d, edi
+    movzx edi, r8b
+    movzx r8d, dil
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
@@ -1873,77 +1857,81 @@ ditto_body_c1:
     jmp .Lc1_b5_c0
     .p2align 6
 .Lc1_b5_c0:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1100_j]
+    lea rcx, [rip + .Lc1_d1093_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1100_j_t
-.Lc1_d1100_j:
-    jmp 1f
-1:
-    mov rcx, rcx
-    imul rdx, rsi
-    or qword ptr [r15 + 1152], 67
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xor dword ptr [r15 + 256], ebp
-    jmp 1f
-1:
-    xor dword ptr [r15 + 64], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc dword ptr [r15 + 192]
-    mov r9d, ecx
-    mov r9d, 121
-    mov r9, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul ecx, r9d, 115
-    jmp 1f
-1:
-    mov rcx, qword ptr [r14 + 1024]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 960]
-    mov ecx, 121
-    test bl, 102
-    jnz 1f
-1:
-    mov r9, rcx
-    jmp 1f
-1:
+    jmp .Lc1_d1093_j_t
+.Lc1_d1093_j:
+    mov r8, r10
     mov r9, r10
-    imul rcx, r9
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 6848]
+    jmp 1f
+1:
+    mov rax, rdi
+    and r9, 448
+    add qword ptr [r15 + r9 + 1216], rbp
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
+1:
+    mov edi, r9d
+    movsxd rdi, dword ptr [r15 + 128]
+    mov r9d, 44
+    mov esi, 142
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
-    and r9, 448
-    mov dword ptr [r14 + r9 + 1216], 118
-    mov r9d, r9d
-    mov r9d, 56
-    test dword ptr [r15 + 7675228], 8388696
-    jnz 1f
+    jmp 1f
 1:
-    mov dword ptr [r15 + 896], edi
-    movzx r9d, r9b
-    mov dword ptr [r15 + 704], 63
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 832]
     test ebx, 1073741824
+    jz 1f
+1:
+    or qword ptr [r15 + 704], 91
+    add rdi, 99
+    mov esi, edi
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 64]
+    mov r8d, edi
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, r8b
+    mov r8, r8
+    jmp 1f
+1:
+    mov r8, r10
+    mov dword ptr [r14 + 960], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 4032
+    or qword ptr [r15 + r8 + 2752], 94
+    mov r8, rbp
+    imul r8, rax
+    imul r8d, r8d, 104
+    test ebx, 18432
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 1088], ymm8
-    movzx ecx, byte ptr [r15 + 832]
-    mov r9, qword ptr [r14 + 768]
+    mov rbp, qword ptr [r14 + 1088]
+    mov r8d, dword ptr [r14 + 1024]
+    mov eax, 78
+    vmovdqu ymmword ptr [r15 + 896], ymm8
+    test ebx, 1073741824
+    jz 1f
+1:
+    or eax, eax
+    movsxd rax, dword ptr [r15 + 192]
+    imul rax, rax
     add r10, r11
     inc rbx
     dec r13
@@ -1961,21 +1949,19 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 7675232]
     jmp .Lc1_d1162_j_t
 .Lc1_d1162_j:
-    mov r9, r10
-    mov edx, r9d
-    and r9, 448
-    mov rcx, qword ptr [r14 + r9 + 1216]
-    movzx edi, cl
-    jmp 1f
+    mov rcx, rcx
+    vmovdqu ymmword ptr [r14 + 960], ymm10
+    lea rdi, [r15 + 7667008]
+    mov ecx, 91
+    rep stosb
+    mov ecx, ecx
+    test ebx, 1073741824
+    jz 1f
 1:
-    test bl, 54
-    jnz 1f
-1:
+    mov eax, ecx
     mov edi, dword ptr [r14 + 128]
-    vmovdqu xmm8, xmmword ptr [r14 + 832]
-    inc dword ptr [r14 + 704]
-    imul r9d, r8d, 8
-    add r10, r11
+    add rdi, 65
+    vpaddq xmm10, xmm10, xmmword ptr [r14 + 256]
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
@@ -2026,74 +2012,69 @@ ditto_body_c1:
     jmp .Lc1_b7_c15
     .p2align 6
 .Lc1_b7_c0:
-    lea rcx, [rip + .Lc1_d1192_j]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d1194_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1192_j_t
-.Lc1_d1192_j:
-    mov ecx, 199
-    movzx ecx, sil
+    jmp .Lc1_d1194_j_t
+.Lc1_d1194_j:
+    mov rcx, qword ptr [r15 + 768]
+    add qword ptr [r15 + 832], rcx
+    mov byte ptr [r14 + 512], cl
+    mov qword ptr [r15 + 128], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    and ecx, dword ptr [r14 + 448]
+    mov qword ptr [r15 + 192], rax
     movsxd rax, dword ptr [r15 + 384]
-    mov r9, r10
-    movzx ecx, r9b
+    test dword ptr [r15 + 7675228], 12584004
+    jnz 1f
+1:
+    vpshufb ymm10, ymm10, ymm5
+    and rcx, rax
+    movzx eax, byte ptr [r15 + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, al
+    mov rcx, rcx
+    mov eax, 141
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 960
-    mov rcx, qword ptr [r14 + r9 + 1728]
-    mov r9d, 221
-    mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
+    mov eax, 252
+    mov ecx, eax
+    shl rcx, 15
+    movzx eax, dil
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    sub rsi, r9
-    and rsi, rsi
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shr eax, 23
-    movzx eax, al
-    mov r8d, eax
-    add rbp, 71
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 182
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    sub rbp, r8
-    mov rbp, qword ptr [r15 + 1152]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    or r8d, ebp
-    and rbp, 4032
-    mov eax, dword ptr [r14 + rbp + 2752]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 256]
-    test ebx, 1632
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 192]
-    and r8, r9
-    mov rbp, qword ptr [r15 + 512]
-    lea rax, [rdx + rdx*2 + 37]
+    or eax, eax
+    mov byte ptr [r15 + 256], al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], 24
-    shr r8d, 12
-    and edx, dword ptr [r15 + 128]
-    sub r8, rdx
+    cmp rax, rcx
+    movzx ecx, byte ptr [r14 + 320]
+    mov rax, rdi
     test ebx, 1073741824
     jz 1f
 1:
-    sub r8, rdx
-    mov edx, dword ptr [r15 + 320]
-    mov r8d, 74
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    sub rax, rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r10
+    mov byte ptr [r15 + 0], bpl
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 1216]
+    inc dword ptr [r15 + 960]
     add r10, r11
     inc rbx
     dec r13
@@ -2102,71 +2083,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1258_j]
+    lea rcx, [rip + .Lc1_d1252_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1258_j_t
-.Lc1_d1258_j:
-    inc eax
-    mov dword ptr [r15 + 384], eax
-    movzx ecx, al
+    jmp .Lc1_d1252_j_t
+.Lc1_d1252_j:
+    mov rbp, r10
+    mov qword ptr [r15 + 448], rbp
+    and rbp, 960
+    mov rax, qword ptr [r15 + rbp + 1728]
+    mov rbp, rax
+    mov ebp, dword ptr [r15 + 704]
+    test dword ptr [r15 + 7675228], 554729472
+    jnz 1f
+1:
+    and rdx, rcx
+    and edx, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test dword ptr [r15 + 7675227], 1141113856
+    mov r12, qword ptr [r15 + r12 + 56]
+    shr ebp, 7
+    test ebx, 576
     jnz 1f
 1:
-    mov qword ptr [r15 + 128], rcx
-    and ecx, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
+    movzx ebp, cl
+    mov rbp, rbp
+    movsxd rbp, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r14 + 256]
-    shr ecx, 16
-    mov qword ptr [r15 + 64], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rdi, [r15 + 7667008]
-    lea rsi, [r15 + 7671104]
-    mov ecx, 91
-    rep movsb
-    movzx r9d, byte ptr [r15 + 704]
-    sub rcx, r9
-    mov esi, dword ptr [r15 + 832]
-    test ebx, 52224
-    jnz 1f
-1:
-    mov r9, rax
-    mov r9d, 138
-    movzx ecx, byte ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 640]
+    movzx eax, bpl
+    movzx ebp, al
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdx, r8
-    movzx ecx, dl
-    mov dword ptr [r15 + 576], 253
-    test dword ptr [r15 + 7675227], 136323076
-    jnz 1f
-1:
-    mov ecx, 213
-    mov rcx, qword ptr [r14 + 192]
+    movzx ebp, byte ptr [r15 + 64]
     jmp 1f
 1:
-    neg rdx
+    lea r9, [rcx + r8*2 + 7]
+    movsxd rax, dword ptr [r14 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 640]
-    jmp 1f
+    mov rax, r9
+    neg r9
+    movsxd r9, dword ptr [r14 + 256]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675228], 1074536464
-    jz 1f
-1:
-    xor edx, ebp
-    mov ecx, edx
-    add rdx, qword ptr [r15 + 448]
+    mov r9, r10
+    mov dword ptr [r15 + 1088], 53
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 2752], r9
+    sub r9, rbp
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2174,81 +2149,73 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1317_j]
+    lea rcx, [rip + .Lc1_d1308_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1317_j_t
-.Lc1_d1317_j:
+    jmp .Lc1_d1308_j_t
+.Lc1_d1308_j:
+    mov rcx, qword ptr [r14 + 320]
+    add rcx, r9
     jmp 1f
 1:
-    shr ecx, 30
-    mov eax, dword ptr [r15 + 128]
-    mov ecx, eax
+    mov r9, rdx
     test ebx, 1073741824
     jz 1f
 1:
+    mov r9, r9
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r14 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, dl
+    mov edx, 148
+    lea rdx, [rdx + rdx*2 + 105]
+    test edx, r8d
+    test dword ptr [r15 + 7675227], 33587206
+    jnz 1f
+1:
+    bt rdx, rdx
+    jmp 1f
+1:
+    sub rdx, rcx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rdx, rax
+    cmp rdx, rdx
+    or qword ptr [r15 + 0], 12
+    mov edx, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
-    sub rax, rdx
-    shl rax, 27
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675227], 84738048
-    jz 1f
-1:
-    movzx eax, al
-    test r8d, ebp
-    add rax, rax
-    popcnt rax, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rax
+    mov byte ptr [r15 + 0], dl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    neg rax
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, al
-    jmp 1f
-1:
-    mov rax, r9
-    mov eax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 576], dl
+    mov r8d, dword ptr [r14 + 384]
+    movzx edx, byte ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 64], ymm10
     test ebx, 1073741824
     jz 1f
 1:
-    shr eax, 5
-    mov eax, eax
-    or qword ptr [r15 + 768], 25
-    mov rax, qword ptr [r14 + 960]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 256], eax
-    xor eax, ebp
-    jmp 1f
-1:
-    mov rax, rax
-    test ebx, 320
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 64]
-    xor ebp, r8d
-    mov dword ptr [r15 + 192], ebp
-    or eax, ebp
-    test ebx, 1073741824
+    mov edx, edx
+    movzx r9d, byte ptr [r15 + 896]
+    mov dword ptr [r15 + 64], r9d
+    shl r8, 29
+    test dword ptr [r15 + 7675228], 269746944
     jz 1f
 1:
-    add rbp, rdx
-    jmp 1f
-1:
-    mov dword ptr [r14 + 320], ebp
-    mov eax, 12
-    test ebx, 237568
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 640]
-    mov eax, dword ptr [r15 + 448]
-    mov edx, 101
+    movsxd r8, dword ptr [r15 + 256]
+    add rdx, qword ptr [r15 + 1024]
+    and rdx, rax
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2256,72 +2223,81 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1384_j]
+    lea rcx, [rip + .Lc1_d1369_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1384_j_t
-.Lc1_d1384_j:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    and rcx, rcx
-    add rax, 2
-    shr ecx, 16
+    jmp .Lc1_d1369_j_t
+.Lc1_d1369_j:
+    and ecx, dword ptr [r15 + 832]
+    shr ecx, 5
+    sub rcx, rax
+    mov dword ptr [r15 + 768], 15
+    test dword ptr [r15 + 7675228], 73770
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    sub r8, rax
+    movzx r9d, r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, r8b
+    jmp 1f
+1:
+    lea r8, [rax + r8*2 + 6]
     test ebx, 1073741824
     jnz 1f
 1:
-    shl rcx, 23
-    cmp rcx, r8
+    mov r8d, r8d
     jmp 1f
 1:
-    test dword ptr [r15 + 7675228], 3276868
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    or ecx, ecx
-    mov qword ptr [r15 + 0], rcx
-    test dword ptr [r15 + 7675227], 18570
-    jz 1f
-1:
-    shl r8, 31
-    mov r8d, 151
-    inc r8d
-    mov r8, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 320]
-    or ecx, ecx
-    and r8, 8128
-    or qword ptr [r15 + r8 + 6848], 67
-    or qword ptr [r15 + 192], 126
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov rcx, r8
-    mov r8d, ecx
-    test dword ptr [r15 + 7675227], 1081876
-    jz 1f
-1:
-    add r8, qword ptr [r15 + 384]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 512]
-    mov rax, qword ptr [r14 + 192]
+    lea r8, [rax + r8*2 + 2]
+    test ebx, 576
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
+    mov eax, 194
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 128], 42
-    mov r8, rax
-    mov rcx, qword ptr [r14 + 896]
+    mov rax, r9
+    movzx eax, al
+    jmp 1f
+1:
+    mov r9, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r14 + 256]
-    movsxd rcx, dword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 576]
-    add r10, r11
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor eax, r8d
+    xor dword ptr [r14 + 128], eax
+    mov eax, 4
+    mov dword ptr [r15 + 640], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 256]
+    add r9, qword ptr [r14 + 64]
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2329,79 +2305,73 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1444_j]
+    lea rcx, [rip + .Lc1_d1433_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1444_j_t
-.Lc1_d1444_j:
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 68
-    mov ecx, 19
-    movzx eax, cl
-    and rax, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r14 + 128], 9
-    mov eax, dword ptr [r15 + 704]
-    xor ecx, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, eax
+    jmp .Lc1_d1433_j_t
+.Lc1_d1433_j:
     jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 384]
-    add rcx, 84
-    test ebx, 1073741824
-    jnz 1f
 1:
     mov rcx, rcx
-    mov rax, qword ptr [r15 + 448]
-    mov rcx, rax
-    test ebx, 576
+    inc ecx
+    sub rcx, rdi
+    test ebx, 736
     jnz 1f
 1:
-    shr eax, 20
-    movzx eax, al
+    mov dword ptr [r15 + 256], 195
+    movzx ecx, cl
+    add rcx, 45
     jmp 1f
 1:
-    mov eax, 188
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 156
-    add rcx, rsi
-    mov qword ptr [r14 + 1024], rcx
-    mov eax, 210
+    movzx ecx, cl
+    movzx ecx, cl
+    mov ecx, eax
+    test dword ptr [r15 + 7675228], 114696
+    jnz 1f
+1:
+    mov ecx, 37
+    movzx ecx, byte ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 576]
+    mov r9d, dword ptr [r14 + 128]
+    test dword ptr [r15 + 7675227], 1343750144
+    jnz 1f
+1:
+    sub rax, rcx
+    mov rax, rax
+    movzx eax, byte ptr [r15 + 1152]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rax, rcx
+    vmovdqu ymmword ptr [r15 + 192], ymm10
+    test ebx, 1073741824
+    jnz 1f
 1:
-    cmp rax, rdi
-    test dword ptr [r15 + 7675227], 33702464
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 128
-    cmp rcx, rax
+    mov eax, dword ptr [r15 + 512]
+    mov rcx, r9
+    movzx ecx, r9b
     test ebx, 1073741824
     jz 1f
 1:
-    lea rax, [rax + rax*2 + 103]
-    movsxd r8, dword ptr [r15 + 1088]
-    mov dword ptr [r15 + 256], 99
+    mov rcx, rcx
+    lea rcx, [rcx + rcx*2 + 97]
+    shr ecx, 22
+    mov r9, r10
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675228], 1345323520
+    jz 1f
+1:
+    add rcx, 74
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 6848]
+    inc eax
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2409,68 +2379,70 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1508_j]
+    lea rcx, [rip + .Lc1_d1494_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1508_j_t
-.Lc1_d1508_j:
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 320
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    vpshufb ymm8, ymm8, ymm8
-    movsxd r8, dword ptr [r14 + 512]
+    jmp .Lc1_d1494_j_t
+.Lc1_d1494_j:
+    sub rcx, r9
+    mov ecx, dword ptr [r14 + 320]
+    mov r9d, 53
+    and eax, dword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r10
-    shl rcx, 18
-    and r8, 448
-    add rcx, qword ptr [r15 + r8 + 1216]
-    xor dword ptr [r15 + 256], ecx
-    lea rcx, [rcx + rcx*2 + 48]
-    test dword ptr [r15 + 7675228], 671109120
-    jnz 1f
+    mov byte ptr [r15 + 896], al
+    shr eax, 27
+    movzx edi, r9b
+    shr edx, 9
+    test dword ptr [r15 + 7675228], 50464
+    jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    and eax, dword ptr [r15 + 192]
-    mov r8, qword ptr [r15 + 832]
-    mov rbp, qword ptr [r15 + 448]
+    cmp rsi, rdi
+    mov r9d, edx
+    mov edi, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    sub r9, rdi
+    add qword ptr [r15 + 704], rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    or eax, r8d
-    movsxd rax, dword ptr [r15 + 64]
-    mov r8d, eax
-    movsxd rcx, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 384]
+    movzx edi, dl
     test ebx, 1073741824
     jnz 1f
 1:
-    and ecx, dword ptr [r14 + 384]
-    sub rax, rbp
-    movsxd rax, dword ptr [r15 + 640]
-    movsxd rbp, dword ptr [r15 + 128]
-    test dword ptr [r15 + 7675228], 301989953
+    xor r9d, edi
+    add r9, 116
+    mov r9, r10
+    mov qword ptr [r14 + 256], r9
+    and r9, 448
+    mov dword ptr [r15 + r9 + 1216], r9d
+    test ebx, 1073741824
     jnz 1f
 1:
-    add rax, 4
     jmp 1f
 1:
-    mov rax, rax
-    inc eax
-    test dword ptr [r15 + 7675228], 1074004496
+    inc dword ptr [r14 + 448]
+    mov qword ptr [r15 + 640], r9
+    test ebx, 1073741824
     jnz 1f
 1:
-    cmp rax, rax
-    xor dword ptr [r15 + 192], eax
-    jmp 1f
+    or qword ptr [r15 + 64], 70
+    mov esi, 215
+    movsxd r9, dword ptr [r15 + 192]
+    neg r9
+    test ebx, 1073741824
+    jz 1f
 1:
+    neg rdi
+    sub rdi, r9
+    mov byte ptr [r15 + 960], sil
     add r10, r11
     inc rbx
     dec r13
@@ -2479,71 +2451,67 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1566_j]
+    lea rcx, [rip + .Lc1_d1555_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1566_j_t
-.Lc1_d1566_j:
-    mov ecx, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 960], 200
-    mov byte ptr [r15 + 256], cl
-    lea rbp, [rcx + rcx*2 + 67]
+    jmp .Lc1_d1555_j_t
+.Lc1_d1555_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdx
+    lea rcx, [rcx + rcx*2 + 62]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r14 + 0], rbp
-    mov rbp, r10
-    movzx ecx, bpl
-    test ebx, 479232
+    add rdx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    or ecx, edx
+    and rcx, rax
+    test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 1048512
-    mov ecx, dword ptr [r15 + rbp + 2423488]
-    shl rcx, 9
-    mov rdi, rax
-    jmp 1f
-1:
+    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    sub rax, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, dil
-    movzx edi, byte ptr [r15 + 0]
-    lea rbp, [rdi + rax*2 + 20]
+    mov rax, rax
+    mov rax, rsi
+    movzx edx, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 320], 31
+    test dword ptr [r15 + 7675228], 16855040
+    jnz 1f
+1:
+    lea rax, [rdx + rdi*2 + 7]
+    movzx edi, byte ptr [r14 + 768]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 512]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    or qword ptr [r15 + 0], 33
-    mov edx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 128], 207
-    mov qword ptr [r15 + 320], rdx
-    test dword ptr [r15 + 7675228], 1052162
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 896]
+    add rdx, qword ptr [r14 + 384]
     mov rdi, rdx
-    test edi, edi
-    test ebx, 1073741824
+    mov dword ptr [r15 + 64], edi
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675228], 272777216
     jnz 1f
 1:
-    mov esi, edi
-    mov edx, 95
-    mov edi, 12
-    shr edi, 14
+    jmp 1f
+1:
+    movzx edi, cl
+    mov dword ptr [r15 + 256], 86
+    add rdx, qword ptr [r15 + 576]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edi, dil
-    or edi, edi
-    shr edi, 27
-    test dword ptr [r15 + 7675227], 268435656
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r14 + 576]
-    add rdi, 82
-    jmp 1f
-1:
-    add r10, r11
+    movzx edx, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 448], 22
+    mov rdi, rdx
+    mov edi, edi
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2551,85 +2519,67 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1626_j]
+    lea rcx, [rip + .Lc1_d1612_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1626_j_t
-.Lc1_d1626_j:
-    mov qword ptr [r15 + 0], rbp
-    mov r9d, ecx
+    jmp .Lc1_d1612_j_t
+.Lc1_d1612_j:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 12288
+    jnz 1f
+1:
+    add rcx, 15
+    mov r12, qword ptr [r15 + r12 + 56]
+    shr eax, 27
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp rax, rax
+    mov r8, qword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r14 + 640]
+    vmovdqu ymmword ptr [r14 + 64], ymm10
+    mov rcx, qword ptr [r15 + 384]
+    test dword ptr [r15 + 7675228], 67240002
+    jnz 1f
+1:
+    inc dword ptr [r15 + 832]
+    mov edi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 1024], edx
+    test dword ptr [r15 + 7675228], 38627400
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 256]
+    lea rdi, [r15 + 7667008]
+    mov ecx, 89
+    rep stosb
+    mov r9, r10
+    shl rdi, 6
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 1048512
+    inc dword ptr [r15 + r9 + 2423488]
     jmp 1f
 1:
-    movzx ecx, dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 160
-    mov ecx, ecx
-    neg rbp
-    test ebp, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    lea rcx, [rbp + rdi*2 + 94]
-    mov rcx, qword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 1152]
-    cmp rbp, rbp
-    add rbp, rbp
-    mov rcx, rsi
-    test dword ptr [r15 + 7675227], 1109393409
-    jnz 1f
-1:
-    inc dword ptr [r15 + 256]
-    mov ebp, 12
-    shr eax, 17
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    neg rax
-    mov ebp, edx
-    mov rax, qword ptr [r14 + 640]
-    test ebx, 1073741824
+    xor ecx, r9d
+    test dword ptr [r15 + 7675228], 537397512
     jz 1f
 1:
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 128]
-    mov rax, r8
-    movsxd rax, dword ptr [r14 + 448]
+    xor ecx, r9d
+    neg r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, r8d
-    jmp 1f
-1:
-    mov rbp, rax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    or eax, ecx
-    mov rax, rcx
-    shl rax, 5
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm8
-    mov eax, 84
-    mov rax, qword ptr [r15 + 704]
-    movsxd rcx, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or ebp, r8d
-    shr edx, 10
-    movzx ebp, r8b
+    test ecx, ecx
+    shl r9, 24
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2637,135 +2587,158 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1696_j]
+    lea rcx, [rip + .Lc1_d1669_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1696_j_t
-.Lc1_d1696_j:
-    shl rcx, 17
-    movzx edx, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 0], 116
-    mov qword ptr [r15 + 0], r9
-    mov byte ptr [r15 + 0], r9b
+    jmp .Lc1_d1669_j_t
+.Lc1_d1669_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 27
+    test dword ptr [r15 + 7675227], 12600320
+    jnz 1f
+1:
+    and rcx, rcx
+    mov ecx, dword ptr [r15 + 192]
+    mov rax, rcx
+    mov rdx, rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, r8d
-    mov dword ptr [r15 + 0], 175
-    or eax, eax
+    and rax, rax
+    mov rax, rax
+    movsxd rsi, dword ptr [r15 + 128]
     jmp 1f
 1:
-    test dword ptr [r15 + 7675228], 33588236
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, al
-    movsxd rcx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], r9
+    cmp rsi, rax
+    mov eax, 23
+    test ebx, 1073741824
+    jnz 1f
+1:
     movzx eax, cl
-    movsxd rax, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r14 + 320]
-    mov eax, ecx
-    add rcx, rax
-    movzx eax, cl
-    test dword ptr [r15 + 7675227], 71352320
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 256]
-    mov eax, ecx
-    mov r8d, 112
+    cmp rax, rax
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    shl rcx, 26
-    mov rcx, qword ptr [r15 + 448]
-    mov eax, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 832], eax
+    mov ebp, dword ptr [r14 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rcx, rax
+    mov rax, r8
+    movsxd r8, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov rcx, rcx
-    movzx ecx, byte ptr [r15 + 576]
-    test ebx, 44544
+    neg r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    sub r8, rax
+    mov rsi, qword ptr [r15 + 320]
+    mov ebp, esi
+    test dword ptr [r15 + 7675227], 853000
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 192]
-    movzx ecx, byte ptr [r14 + 128]
-    mov r8, qword ptr [r15 + 64]
-    mov dword ptr [r14 + 512], 72
+    cmp rax, rsi
+    mov dword ptr [r15 + 384], 141
+    movzx esi, bpl
+    mov esi, esi
+    test dword ptr [r15 + 7675228], 4718880
+    jnz 1f
+1:
+    mov dword ptr [r15 + 1088], 38
+    movzx esi, byte ptr [r14 + 512]
+    mov qword ptr [r14 + 256], rsi
+    movzx ebp, byte ptr [r15 + 576]
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c9:
-    lea rcx, [rip + .Lc1_d1750_j]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d1731_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1750_j_t
-.Lc1_d1750_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d1731_j_t
+.Lc1_d1731_j:
+    mov ecx, r8d
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, r8d
+    add rcx, 87
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, r8b
-    lea rax, [rcx + rcx*2 + 16]
+    xor eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r14 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or qword ptr [r15 + 896], 49
+    sub rax, rcx
+    mov eax, r9d
+    mov rax, rax
+    mov rbp, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, eax
+    mov eax, eax
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 1216]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 320]
     jmp 1f
 1:
+    mov qword ptr [r15 + 256], rbp
+    movsxd rbp, dword ptr [r15 + 960]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, rax
-    mov r9, r10
-    mov r8d, 37
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 2752], r9
-    mov r8, r10
-    movzx r9d, r8b
-    test ebx, 1073741824
+    mov dword ptr [r15 + 64], ebp
+    mov rax, qword ptr [r15 + 640]
+    mov rbp, rax
+    movzx eax, cl
+    test dword ptr [r15 + 7675227], 50348320
     jz 1f
 1:
     jmp 1f
 1:
-    and r8, 448
-    and r9d, dword ptr [r14 + r8 + 1216]
-    shr r8d, 12
-    add qword ptr [r15 + 640], r8
-    test ebx, 1073741824
+    mov rax, rax
+    mov eax, eax
+    test dword ptr [r15 + 7675228], 8585220
     jnz 1f
 1:
-    shr r8d, 14
-    vmovdqu ymmword ptr [r15 + 128], ymm8
-    mov r9d, 94
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r14 + 384], esi
-    mov dword ptr [r15 + 512], 114
+    or eax, ecx
+    movzx eax, byte ptr [r15 + 256]
+    movzx ecx, byte ptr [r14 + 128]
     jmp 1f
 1:
     test ebx, 1073741824
+    jz 1f
+1:
+    add rcx, rcx
+    mov rcx, rsi
+    neg rcx
+    add rcx, 17
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 56
-    mov r8d, dword ptr [r15 + 1024]
-    shl r8, 13
-    test ebx, 320
-    jnz 1f
+    lea rcx, [r8 + rcx*2 + 121]
+    jmp 1f
 1:
-    mov dword ptr [r15 + 256], 66
-    test ecx, r8d
-    add r8, qword ptr [r15 + 768]
+    movsxd rcx, dword ptr [r15 + 192]
     add r10, r11
     inc rbx
     dec r13
@@ -2774,67 +2747,74 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1810_j]
+    lea rcx, [rip + .Lc1_d1799_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1810_j_t
-.Lc1_d1810_j:
-    movzx eax, byte ptr [r14 + 1088]
-    mov ecx, dword ptr [r15 + 896]
-    xor r8d, r9d
+    jmp .Lc1_d1799_j_t
+.Lc1_d1799_j:
+    test ecx, ecx
     jmp 1f
 1:
-    test dword ptr [r15 + 7675227], 536874112
-    jnz 1f
+    jmp 1f
 1:
-    and r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    shl r8, 4
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    mov r8, r10
-    vmovdqu ymmword ptr [r15 + 448], ymm8
-    and r8, 960
-    mov dword ptr [r15 + r8 + 1728], 61
+    xor ecx, eax
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, qword ptr [r14 + 192]
-    lea rax, [rax + r8*2 + 81]
-    mov eax, dword ptr [r15 + 576]
-    test ebx, 2880
+    mov rdx, qword ptr [r15 + 832]
+    test edx, edx
+    mov ecx, edx
+    test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 384]
-    movzx r8d, byte ptr [r15 + 256]
-    shl rax, 7
-    add rax, qword ptr [r15 + 64]
-    test dword ptr [r15 + 7675227], 805437584
+    or qword ptr [r15 + 512], 4
+    and edx, dword ptr [r14 + 192]
+    shr edx, 27
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    movsxd r8, dword ptr [r15 + 64]
+    and rbp, 960
+    movzx edx, byte ptr [r15 + rbp + 1728]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    or r9d, eax
-    mov eax, 39
-    mov eax, 15
+    inc r8d
+    inc dword ptr [r15 + 0]
+    mov r8d, r8d
+    mov r8d, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    sub r8, rdx
+    mov r8, rdi
+    mov rbp, r10
+    mov dword ptr [r14 + 768], r9d
+    test dword ptr [r15 + 7675227], 2105354
+    jnz 1f
+1:
+    movzx r8d, bpl
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 2752]
+    add rbp, 49
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 93
-    add r9, qword ptr [r15 + 128]
     jmp 1f
 1:
-    jmp 1f
+    test r8d, ebp
+    movsxd r8, dword ptr [r15 + 384]
+    test dword ptr [r15 + 7675228], 1083179088
+    jz 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, edi
-    movsxd r9, dword ptr [r14 + 320]
-    test r9d, r9d
+    mov r8d, 215
+    mov r8, rdx
+    vmovdqu ymmword ptr [r15 + 128], ymm2
     add r10, r11
     inc rbx
     dec r13
@@ -2843,150 +2823,155 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1867_j]
+    lea rcx, [rip + .Lc1_d1861_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1867_j_t
-.Lc1_d1867_j:
-    sub rax, rsi
+    jmp .Lc1_d1861_j_t
+.Lc1_d1861_j:
     jmp 1f
 1:
-    mov ecx, 225
-    shl r9, 9
+    sub rcx, r9
+    mov rax, rcx
+    or r8d, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shl rax, 8
+    mov byte ptr [r14 + 448], al
+    sub rax, rcx
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675228], 134283284
+    jnz 1f
+1:
+    lea rax, [rax + rax*2 + 109]
+    movsxd rcx, dword ptr [r15 + 384]
+    movzx eax, cl
     test ebx, 1073741824
     jz 1f
 1:
-    add r9, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 320], r9d
-    mov rax, qword ptr [r15 + 640]
-    mov r9d, eax
-    test dword ptr [r15 + 7675228], 4981504
+    mov dword ptr [r15 + 64], ecx
+    mov rax, qword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 320]
+    mov qword ptr [r14 + 256], rcx
+    test dword ptr [r15 + 7675227], 10502688
     jz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 832], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, rcx
-    and r9, r9
-    mov r9d, 24
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor ecx, eax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add qword ptr [r15 + 64], rcx
-    mov ecx, 12
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 960]
-    test ebx, 640
-    jnz 1f
-1:
-    neg rbp
-    mov byte ptr [r15 + 64], al
-    mov esi, dword ptr [r15 + 256]
-    and r9d, dword ptr [r14 + 192]
-    test dword ptr [r15 + 7675228], 8393736
-    jnz 1f
-1:
-    mov dword ptr [r14 + 704], 147
-    jmp 1f
-1:
-    shr r9d, 19
-    inc ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xor dword ptr [r15 + 128], r8d
     mov ecx, ecx
-    mov r9d, dword ptr [r15 + 512]
+    sub rcx, rax
+    mov byte ptr [r15 + 0], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, cl
+    jmp 1f
+1:
+    and rcx, r8
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, r8b
+    movzx ecx, cl
+    jmp 1f
+1:
+    add r8, 58
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, r8
+    mov r8d, ecx
+    mov byte ptr [r15 + 704], r8b
+    test ebx, 1440
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r14 + 576]
+    movzx eax, dil
+    movsxd rax, dword ptr [r15 + 1152]
+    mov ecx, dword ptr [r15 + 192]
+    test dword ptr [r15 + 7675227], 537139200
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 128]
+    mov ecx, edi
+    neg rcx
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c12:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1927_j]
+    lea rcx, [rip + .Lc1_d1922_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1927_j_t
-.Lc1_d1927_j:
-    mov ecx, 97
-    mov dword ptr [r15 + 64], 94
-    movzx eax, byte ptr [r15 + 512]
-    mov rcx, qword ptr [r14 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r14 + 0]
-    mov rax, qword ptr [r15 + 768]
-    movsxd r9, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    cmp r9, r9
-    jmp 1f
-1:
-    sub rax, rcx
+    jmp .Lc1_d1922_j_t
+.Lc1_d1922_j:
+    inc dword ptr [r15 + 0]
+    test eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 7675227], 16844928
-    jnz 1f
+    mov ecx, ecx
+    jmp 1f
 1:
-    test eax, eax
-    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    or ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rcx
+    sub rcx, rax
     jmp 1f
 1:
-    mov ecx, eax
-    add r9, rcx
+    add rcx, 96
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 320], cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], edi
-    movzx ecx, cl
+    add rcx, qword ptr [r15 + 0]
+    or eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
-1:
-    movzx ecx, cl
-    or ecx, r8d
-    movsxd rcx, dword ptr [r14 + 384]
-    lea rax, [rcx + rbp*2 + 2]
-    test ebx, 1073741824
-    jz 1f
 1:
     movzx ecx, al
+    mov dword ptr [r15 + 320], 226
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], 89
-    mov ecx, 98
+    mov eax, 49
+    movzx eax, r8b
+    test bl, 192
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, eax
+    mov rax, qword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    add qword ptr [r15 + 576], rbp
-    mov ecx, 87
-    jmp 1f
+    vmovdqu ymmword ptr [r15 + 896], ymm3
+    movzx eax, byte ptr [r14 + 640]
+    movzx ecx, al
+    sub rax, r8
+    test ebx, 640
+    jnz 1f
+1:
+    mov r8d, 99
+    mov qword ptr [r15 + 128], r8
+    xor dword ptr [r15 + 384], edx
+    movzx r8d, r8b
+    mov dword ptr [r15 + 192], 34
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
+    mov dword ptr [r15 + 448], 249
+    movzx eax, r8b
+    vmovdqu ymmword ptr [r14 + 576], ymm13
+    test ebx, 1073741824
+    jnz 1f
+1:
+    neg r8
+    mov byte ptr [r15 + 1024], r8b
+    sub r8, rax
+    movzx eax, r8b
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2994,79 +2979,78 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1989_j]
+    lea rcx, [rip + .Lc1_d1987_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1989_j_t
-.Lc1_d1989_j:
-    neg rcx
-    mov rcx, rcx
-    movzx ecx, byte ptr [r14 + 384]
-    mov eax, edi
-    test dword ptr [r15 + 7675228], 135012352
-    jnz 1f
-1:
-    mov ecx, ecx
-    movzx ecx, cl
-    movzx eax, byte ptr [r15 + 448]
-    test dword ptr [r15 + 7675227], 536889440
-    jnz 1f
-1:
-    or ecx, ecx
-    mov rcx, qword ptr [r15 + 896]
-    neg r9
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675228], 536889856
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 192]
-    neg rdi
-    or edi, edi
-    test bl, 192
-    jnz 1f
-1:
-    jmp 1f
-1:
-    shl rdi, 15
-    mov r9d, 172
-    test dword ptr [r15 + 7675228], 541597696
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    cmp r9, rdi
-    mov edi, 230
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shr edi, 5
-    movsxd r9, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    test ebx, 480
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 640]
-    add r9, 106
-    and r9, r9
-    neg rdi
+    jmp .Lc1_d1987_j_t
+.Lc1_d1987_j:
+    and rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 45
+    add rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r10
-    mov ebp, 136
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 1216], ymm12
-    mov qword ptr [r14 + 128], r9
+    neg rcx
+    jmp 1f
+1:
+    mov rcx, r8
+    and rcx, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    xor r9d, ebp
-    add rbp, rdx
-    mov ebp, 68
-    add r10, r11
+    add rcx, qword ptr [r15 + 0]
+    sub rcx, r8
+    mov r8d, 252
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    test ebx, 576
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    cmp rcx, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rcx, [rdi + r8*2 + 49]
+    cmp rcx, rcx
+    movsxd rcx, dword ptr [r15 + 768]
+    mov r8d, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], r9d
+    jmp 1f
+1:
+    mov ecx, r8d
+    movzx r8d, byte ptr [r14 + 320]
+    test dword ptr [r15 + 7675228], 68225026
+    jz 1f
+1:
+    test eax, ecx
+    mov r8d, eax
+    mov ecx, 114
+    test dword ptr [r15 + 7675227], 536889440
+    jz 1f
+1:
+    test edx, ecx
+    mov r8d, 219
+    mov byte ptr [r15 + 128], r8b
+    and rsi, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 256]
+    movsxd r8, dword ptr [r14 + 640]
+    shl rsi, 15
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -3074,76 +3058,73 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d2054_j]
+    lea rcx, [rip + .Lc1_d2051_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d2054_j_t
-.Lc1_d2054_j:
-    lea rbp, [rcx + rcx*2 + 22]
-    movzx ebp, dl
+    jmp .Lc1_d2051_j_t
+.Lc1_d2051_j:
+    mov r8, r10
+    movzx ecx, r8b
+    and r8, 448
+    mov rcx, qword ptr [r14 + r8 + 1216]
+    movzx esi, byte ptr [r14 + 256]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 1152]
-    test ebx, 1073741824
+    test ebx, 323584
     jz 1f
 1:
-    mov rbp, rbp
-    movsxd rbp, dword ptr [r15 + 1024]
-    movzx ecx, bpl
-    mov dword ptr [r15 + 320], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, cl
-    xor ecx, ebp
-    add qword ptr [r15 + 64], rcx
-    test dword ptr [r15 + 7675228], 1207960080
-    jnz 1f
-1:
-    cmp rcx, rcx
-    mov byte ptr [r15 + 192], cl
+    movsxd rsi, dword ptr [r15 + 1088]
     jmp 1f
 1:
-    mov ecx, 64
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, cl
-    movzx eax, byte ptr [r15 + 704]
-    movzx edx, byte ptr [r14 + 512]
+    movzx r8d, sil
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rcx, [r9 + rdx*2 + 45]
-    shr edx, 27
-    add rdx, 8
-    mov dword ptr [r15 + 128], edx
+    mov esi, 246
+    mov rcx, qword ptr [r15 + 960]
+    movsxd rsi, dword ptr [r15 + 832]
+    mov r8d, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rdx, rdx
-    movsxd r9, dword ptr [r15 + 256]
-    mov edx, 120
-    neg rcx
+    mov r8d, esi
+    add r8, 17
+    shr r8d, 26
+    test ebx, 1152
+    jnz 1f
+1:
+    mov byte ptr [r15 + 448], r8b
+    mov r8, qword ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 320]
+    mov esi, dword ptr [r14 + 64]
+    test dword ptr [r15 + 7675228], 673193984
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ecx
-    mov eax, 42
-    and rdx, rax
-    test ebx, 487296
-    jz 1f
-1:
-    or r8d, eax
-    mov r8d, dword ptr [r15 + 576]
-    mov ecx, 183
-    mov ecx, 124
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [rcx + rcx*2 + 29]
+    lea r8, [rcx + r8*2 + 79]
     mov r8, r8
+    neg rbp
     jmp 1f
 1:
+    test dword ptr [r15 + 7675228], 35717184
+    jnz 1f
+1:
+    mov ecx, 56
+    add qword ptr [r15 + 256], rcx
+    add rcx, 29
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rcx, [rcx + rcx*2 + 110]
+    inc ecx
+    movzx ecx, byte ptr [r15 + 192]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -3151,80 +3132,72 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d2118_j]
+    lea rcx, [rip + .Lc1_d2111_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d2118_j_t
-.Lc1_d2118_j:
-    mov r8d, ecx
-    and r8d, dword ptr [r15 + 0]
-    mov ecx, r8d
+    jmp .Lc1_d2111_j_t
+.Lc1_d2111_j:
+    movzx ecx, byte ptr [r15 + 704]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r14 + 192], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rax, 124
+    mov eax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], 82
+    mov qword ptr [r15 + 896], rdi
+    test ebx, 1824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r14 + 256]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 576]
+    test dword ptr [r15 + 7675228], 34471938
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    movsxd rcx, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    cmp rcx, rcx
+    xor ecx, eax
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm2
-    test bl, 192
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    cmp rdi, r8
-    jmp 1f
-1:
-    mov edi, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 245
-    movzx edi, byte ptr [r15 + 832]
-    vpcmpeqb xmm2, xmm2, xmmword ptr [r14 + 0]
-    movzx r8d, sil
+    movzx eax, cl
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    neg r8
-    add r8, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 64], r8
+    add rcx, rax
+    mov eax, 171
+    mov rcx, rsi
+    inc ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    add qword ptr [r15 + 640], r8
-    movsxd r8, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 64], r8
-    test dword ptr [r15 + 7675227], 67272736
-    jnz 1f
-1:
-    add r8, r8
-    and r8d, dword ptr [r15 + 192]
-    add r8, r8
-    cmp r8, rsi
-    test ebx, 1073741824
+    mov rcx, rcx
+    movzx ecx, cl
+    shl rcx, 18
+    and rsi, r8
+    test ebx, 479232
     jz 1f
 1:
-    xor dword ptr [r14 + 384], r8d
-    mov r8, qword ptr [r14 + 256]
-    movzx edi, r8b
+    and ecx, dword ptr [r15 + 448]
+    neg rcx
+    mov rsi, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc eax
+    mov eax, eax
+    xor eax, ecx
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
@@ -3339,20 +3312,19 @@ ditto_body_c2:
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
-    mov rbp, r10
-    mov qword ptr [r15 + 384], rbp
-    mov rcx, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 32704
-    inc dword ptr [r15 + rbp + 2114368]
-    xor ecx, edi
+    mov qword ptr [r14 + 2176], rcx
+    add rax, qword ptr [r15 + 640]
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 576]
-    add r10, r11
+    and rbp, 1984
+    mov dword ptr [r14 + rbp + 2880], 233
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r14 + 128]
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
@@ -3365,384 +3337,393 @@ ditto_body_c2:
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
-    mov rax, qword ptr [r15 + 11724248]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 11724248], rax
-    lea rcx, [rip + .Lc2_d70_j]
+    lea rcx, [rip + .Lc2_d66_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d70_j_t
-.Lc2_d70_j:
-    mov byte ptr [r14 + 256], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc2_d66_j_t
+.Lc2_d66_j:
+    movq xmm15, rbp
     mov rbp, r10
-    movdqu xmm4, xmmword ptr [r15 + 0]
+    mov r8, r10
+    and rbp, 1048512
+    mov dword ptr [r15 + rbp + 2278208], 175
+    and r8, 131008
+    add rbp, qword ptr [r15 + r8 + 2147136]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    pxor xmm15, xmm14
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1048512
-    mov byte ptr [r15 + rbp + 2278208], cl
-    add qword ptr [r15 + 768], rbp
-    test ebx, 61184
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 192]
-    mov r8, r10
-    mov rcx, rbp
-    movzx ecx, bpl
+    por xmm15, xmm7
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 8388544
-    mov qword ptr [r15 + r8 + 3326784], rsi
-    movzx r8d, byte ptr [r15 + 448]
-    movdqu xmm4, xmmword ptr [r15 + 256]
+    mov eax, 68
+    paddq xmm15, xmmword ptr [r14 + 384]
+    mov dword ptr [r15 + 576], r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], 69
-    mov qword ptr [r15 + 192], r8
-    mov r8, r10
-    pcmpeqb xmm12, xmmword ptr [r15 + 384]
-    test dword ptr [r15 + 11724251], 537035916
+    mov rax, qword ptr [r15 + 320]
+    mov rbp, r10
+    mov qword ptr [r15 + 640], rbp
+    pcmpeqb xmm15, xmm11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 8388544
+    add qword ptr [r15 + rbp + 3326784], rbp
+    or r9d, 1
+    xor edx, edx
+    div r9d
+    mov byte ptr [r15 + 512], dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + 320]
+    movsxd rax, dword ptr [r14 + 768]
+    test ebx, 1073741824
     jz 1f
 1:
-    movsd xmm12, qword ptr [r15 + 128]
-    and r8, 448
-    and ebp, dword ptr [r15 + r8 + 832]
+    addsd xmm15, qword ptr [r15 + 448]
+    and eax, dword ptr [r15 + 256]
+    shr r9d, 30
     add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b1_done
 .Lc2_b1_c1:
-    mov rax, qword ptr [r15 + 11724248]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 11724248], rax
-    lea rcx, [rip + .Lc2_d119_j]
-    add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d119_j_t
-.Lc2_d119_j:
+    add rbp, qword ptr [r15 + 448]
+    and ebp, dword ptr [r15 + 576]
+    mov rdx, qword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 64]
-    mov rcx, qword ptr [r14 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 41
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov edx, 149
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, rcx
-    mov qword ptr [r15 + 128], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r10
-    mov ecx, eax
-    test ebx, 40960
-    jz 1f
+    or r9d, 1
+    xor edx, edx
+    div r9d
+    test ebx, 1073741824
+    jnz 1f
 1:
+    or qword ptr [r15 + 0], 39
     and rbp, 448
-    mov byte ptr [r14 + rbp + 832], bpl
-    addsd xmm12, qword ptr [r15 + 512]
-    test dword ptr [r15 + 11724252], 33555456
-    jnz 1f
+    addsd xmm15, qword ptr [r14 + rbp + 832]
+    jmp 1f
 1:
-    and esi, dword ptr [r15 + 192]
-    pshufd xmm12, xmm4, 79
-    movsd xmm12, qword ptr [r15 + 704]
-    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    pcmpeqb xmm12, xmmword ptr [r15 + 64]
-    pshufd xmm4, xmm4, 139
+    mov ebp, 47
+    mov dword ptr [r15 + 128], eax
+    inc dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 384]
+    mov rbp, r10
+    bswap rax
     and rbp, 4032
-    mov qword ptr [r14 + rbp + 9024], rbp
-    test ebx, 1073741824
-    jnz 1f
+    paddq xmm15, xmmword ptr [r14 + rbp + 9024]
+    test ebx, 73728
+    jz 1f
 1:
-    pcmpeqb xmm4, xmmword ptr [r15 + 640]
     mov rbp, r10
-    movzx esi, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 256]
-    and rbp, 131008
-    add rsi, qword ptr [r15 + rbp + 2147136]
-    movdqu xmm4, xmmword ptr [r15 + 1920]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, rcx
-    pcmpeqb xmm12, xmm4
+    mov eax, dword ptr [r14 + 192]
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 1344]
+    movsd xmm15, qword ptr [r15 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b1_done
 .Lc2_b1_c2:
-    lea rcx, [rip + .Lc2_d168_j]
+    lea rcx, [rip + .Lc2_d171_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d168_j_t
-.Lc2_d168_j:
-    mov dword ptr [r14 + 384], 175
+    jmp .Lc2_d171_j_t
+.Lc2_d171_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    pxor xmm12, xmm4
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, rcx
     mov byte ptr [r15 + 0], cl
-    mov rcx, rsi
-    mov ecx, 46
-    test ebx, 40960
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 448], 31
-    mov rbp, r10
-    add rcx, qword ptr [r15 + 64]
-    or qword ptr [r15 + 256], 1
-    and rbp, 448
-    or qword ptr [r14 + rbp + 1344], 20
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r14 + 320]
-    mov dword ptr [r15 + 512], 213
-    mov esi, 129
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, dl
-    addsd xmm12, qword ptr [r15 + 128]
-    movzx ebp, sil
-    mov rsi, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 576], 254
-    mov esi, 69
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc2_b1_done
-.Lc2_b1_c3:
-    lea rcx, [rip + .Lc2_d220_j]
-    add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d220_j_t
-.Lc2_d220_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mulsd xmm12, qword ptr [r15 + 0]
-    inc r8d
-    mov edx, 227
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, dl
-    mov rdx, rcx
-    paddq xmm12, xmmword ptr [r15 + 0]
-    movq xmm4, rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
-    mov edx, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    xchg qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 384], rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc dword ptr [r15 + 192]
-    mov byte ptr [r14 + 64], dl
-    and esi, dword ptr [r15 + 192]
-    lock or dword ptr [r15 + 768], 20
-    movsxd rdx, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xor dword ptr [r15 + 640], edx
-    mov r8, r10
-    xor esi, edx
-    jmp 1f
-1:
-    and r8, 448
-    mov qword ptr [r14 + r8 + 832], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    and r8d, dword ptr [r14 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r14 + 256]
-    or qword ptr [r15 + 512], 94
-    mov qword ptr [r15 + 128], rbp
-    mov ebp, ebp
-    add r10, r11
-    inc rbx
-    dec r13
-    jnz .Lc2_b1_c0
-.Lc2_b1_done:
-// block 2: 512 bytes, 2 chunk(s), 30 chunk executions per call
-    mov rbx, qword ptr [r15 + 11724280]
-    lea rcx, [rbx + 30]
-    mov qword ptr [r15 + 11724280], rcx
-    mov r13d, 30
-    jmp .Lc2_b2_c0
-    .p2align 6
-.Lc2_b2_c0:
-    mov dword ptr [r15 + 640], ebp
-    movsxd rbp, dword ptr [r15 + 576]
-    mov r8, r10
-    mov qword ptr [r15 + 256], r9
-    mov rcx, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    or r8d, 1
-    xor edx, edx
-    div r8d
-    mov dword ptr [r15 + 0], eax
-    test ebx, 51200
-    jnz 1f
-1:
-    mov eax, 222
-    movsd qword ptr [r15 + 192], xmm4
-    movzx eax, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 768]
-    mov qword ptr [r15 + 448], rdi
-    test ebx, 26624
-    jnz 1f
-1:
-    movzx eax, al
-    mov byte ptr [r15 + 704], r8b
-    mov eax, ecx
-    mov dword ptr [r14 + 320], r9d
-    mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, r9
-    por xmm4, xmm12
-    mov rbp, r10
-    and r9, 448
-    add rax, qword ptr [r15 + r9 + 2368]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 1984
-    and eax, dword ptr [r15 + rbp + 2880]
-    mov rbp, rcx
-    mov rbp, qword ptr [r14 + 512]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc2_b2_done
-.Lc2_b2_c1:
-    lea rcx, [rip + .Lc2_d336_j]
-    add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d336_j_t
-.Lc2_d336_j:
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    pcmpeqb xmm4, xmm12
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 104
-    mov r12, qword ptr [r15 + r12 + 56]
-    lock add qword ptr [r15 + 0], rcx
-    mov dword ptr [r14 + 128], 210
-    test ebx, 1073741824
-    jz 1f
-1:
-    addsd xmm4, qword ptr [r15 + 576]
     jmp 1f
 1:
     mov rcx, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 1073741824
+    jnz 1f
 1:
     mov rbp, r10
-    mov r9, r10
-    and ecx, dword ptr [r15 + 384]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 1344], dil
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 95
+    and rbp, 448
+    movsxd r9, dword ptr [r14 + rbp + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 640], bpl
+    mov byte ptr [r15 + 128], r9b
+    jmp 1f
+1:
+    pcmpeqb xmm15, xmm2
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 213
+    jmp 1f
+1:
+    mov esi, ebp
+    mov dword ptr [r15 + 320], 42
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, r9b
+    mov ebp, 68
+    mov byte ptr [r15 + 192], bpl
+    mov dword ptr [r15 + 256], 151
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], ebp
+    mov dword ptr [r15 + 384], ebp
+    mov dword ptr [r15 + 512], 240
+    or qword ptr [r15 + 704], 2
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    add r8, qword ptr [r14 + 1920]
+    and ebp, dword ptr [r14 + 64]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc2_b1_done
+.Lc2_b1_c3:
+    lea rcx, [rip + .Lc2_d226_j]
+    add rcx, qword ptr [r15 + 11724256]
+    jmp .Lc2_d226_j_t
+.Lc2_d226_j:
+    mov ecx, 21
+    mov r12, qword ptr [r15 + r12 + 56]
+    paddq xmm7, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mulsd xmm7, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsd xmm7, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 255
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r14 + 512]
+    add rcx, qword ptr [r14 + 64]
+    mov byte ptr [r15 + 768], sil
+    shr esi, 23
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 320]
+    pcmpeqb xmm7, xmm15
+    mov qword ptr [r15 + 384], rsi
+    lea rsi, [rcx + rcx*2 + 24]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    imul esi, r9d, 127
+    jmp 1f
+1:
+    xor dword ptr [r14 + 192], esi
+    lock or dword ptr [r15 + 448], 16
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
     and rbp, 448
-    pcmpeqb xmm4, xmmword ptr [r14 + rbp + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r10
-    movzx r9d, byte ptr [r15 + 512]
+    mov esi, dword ptr [r15 + rbp + 1344]
+    xchg qword ptr [r15 + 256], rbp
+    paddq xmm7, xmmword ptr [r15 + 192]
+    mov qword ptr [r15 + 576], rbp
+    add r11, 64
+    inc rbx
+    dec r13
+    jnz .Lc2_b1_c0
+.Lc2_b1_done:
+// block 2: 512 bytes, 2 chunk(s), 28 chunk executions per call
+    mov rbx, qword ptr [r15 + 11724280]
+    lea rcx, [rbx + 28]
+    mov qword ptr [r15 + 11724280], rcx
+    mov r13d, 28
+    jmp .Lc2_b2_c0
+    .p2align 6
+.Lc2_b2_c0:
+    paddq xmm7, xmmword ptr [r14 + 0]
+    add rcx, qword ptr [r14 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 4032
-    add qword ptr [r14 + rbp + 4928], r9
-    and ebp, dword ptr [r15 + 256]
-    movzx r9d, byte ptr [r14 + 320]
+    mov rcx, rdi
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    mov esi, ecx
+    mov qword ptr [r15 + 0], rsi
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 2368]
+    movsxd rbp, dword ptr [r15 + 64]
+    test ebx, 8192
+    jnz 1f
+1:
+    mov ebp, 66
+    mov qword ptr [r15 + 192], rbp
+    mov byte ptr [r14 + 576], bpl
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 192]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov rbp, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rcx
+    mov qword ptr [r15 + 640], rbp
+    mov rbp, r10
+    mov ecx, 205
+    or ecx, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 2880]
+    mov ebp, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 320], rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rbp
-    movzx r9d, byte ptr [r15 + 192]
-    mov ebp, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r14 + 768]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 256]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc2_b2_done
+.Lc2_b2_c1:
+    lea rcx, [rip + .Lc2_d334_j]
+    add rcx, qword ptr [r15 + 11724256]
+    jmp .Lc2_d334_j_t
+.Lc2_d334_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    pmovmskb ecx, xmm7
+    test ebx, 24448
+    jz 1f
+1:
+    movzx ecx, cl
+    mov rcx, rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lock xadd qword ptr [r15 + 0], rcx
+    xor dword ptr [r15 + 0], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rcx
+    jmp 1f
+1:
+    mov byte ptr [r14 + 256], bpl
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 448
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    movsd qword ptr [r15 + 128], xmm7
+    movsxd r8, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 448], esi
+    sub rdi, rsi
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r10
+    mov r8, r10
+    movsd xmm7, qword ptr [r14 + 0]
+    and rbp, 448
+    pcmpeqb xmm7, xmmword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 64], edi
+    and r8, 4032
+    add rbp, qword ptr [r14 + r8 + 4928]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], 177
+    mov ebp, 62
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -3778,455 +3759,528 @@ ditto_body_c2:
     jmp .Lc2_b3_c7
     .p2align 6
 .Lc2_b3_c0:
-    lea rbp, [r10*4]
-    mov rcx, qword ptr [r15 + 64]
+    mov eax, 52
+    mov rbp, r11
+    mov rdi, rbp
+    mov r8, r11
     and rbp, 448
-    lea r9, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    and r9, 4032
-    movdqu xmm4, xmmword ptr [r15 + r9 + 2110272]
-    movsxd rdx, dword ptr [r15 + 2048]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 1984], dl
-    lea r8, [r10 + r10*2]
-    mov qword ptr [r15 + rbp + 1472], r8
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 2880], 148
-    shl rdx, 23
-    test ebx, 227072
-    jz 1f
-1:
-    mov qword ptr [r15 + 192], rdx
-    movzx edx, byte ptr [r15 + 704]
-    mov eax, 56
-    mov rax, qword ptr [r15 + rbp + 1408]
-    test ebx, 147456
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + rbp + 1536]
-    mov dword ptr [r15 + 128], 47
-    movzx eax, dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 64
-    mov byte ptr [r15 + r9 + 2110336], r8b
-    mov qword ptr [r15 + 640], rax
-    or qword ptr [r15 + r8 + 2944], 35
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 256], 42
-    mov rdx, r9
-    pcmpeqb xmm4, xmmword ptr [r15 + r8 + 3008]
-    mov edx, 142
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc2_b3_done
-.Lc2_b3_c1:
-    mov rax, qword ptr [r15 + 11724248]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 11724248], rax
-    lea rbp, [r10 + r10*1]
-    and rbp, 1048512
-    mov dword ptr [r15 + rbp + 2278272], 39
-    add rax, 28
-    lea r8, [r10 + r10*1]
-    movdqu xmm4, xmmword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 82
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 2110336], ecx
-    mov qword ptr [r15 + rbp + 2278208], rax
-    test ebx, 512
-    jnz 1f
-1:
-    mov ebp, 193
-    mov qword ptr [r15 + 192], rbp
-    lea rbp, [r10*4]
-    shl rax, 19
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 1024]
-    mov edx, r8d
-    mov qword ptr [r15 + rbp + 896], rdx
-    test dword ptr [r15 + 11724251], 1073741825
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + rbp + 960]
-    mov eax, 175
-    mov eax, dword ptr [r15 + 1856]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + r8 + 2110272]
-    mov qword ptr [r15 + 2176], rax
-    movdqu xmm4, xmmword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 121
-    mov rdx, qword ptr [r15 + rbp + 832]
-    mov eax, dword ptr [r15 + 2240]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc2_b3_done
-.Lc2_b3_c2:
-    movzx eax, byte ptr [r15 + 256]
-    mov rdx, qword ptr [r14 + 768]
-    and rdx, rbp
-    mov dword ptr [r15 + 128], edx
-    test ebx, 49152
-    jnz 1f
-1:
-    mov edx, 217
-    lea rbp, [r10 + r10*2]
-    mov rdx, r8
-    xchg qword ptr [r15 + 128], rdx
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 2496], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 2368], bpl
-    mov rdx, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 192], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 192]
-    neg r8
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r10 + r10*2]
-    movzx edx, r8b
-    test eax, edx
-    mov byte ptr [r15 + 256], dl
+    mov rax, qword ptr [r15 + rbp + 2368]
     and r8, 448
-    paddq xmm4, xmmword ptr [r15 + r8 + 1472]
+    mov qword ptr [r15 + r8 + 832], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 2432], r8b
-    mov byte ptr [r15 + 576], r8b
-    mov rdx, rbp
-    mov edx, 113
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ebp, dword ptr [r15 + 2304]
-    mov edx, r8d
-    mov edx, edx
-    lock or dword ptr [r15 + r8 + 1344], 75
-    test ebx, 1073741824
-    jz 1f
-1:
-    movdqu xmm4, xmmword ptr [r15 + 1920]
-    mov edx, dword ptr [r15 + r8 + 1408]
-    movdqu xmm12, xmmword ptr [r15 + 64]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc2_b3_done
-.Lc2_b3_c3:
-    mov dword ptr [r14 + 576], r8d
-    mov rbp, r10
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r14 + 256], edx
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 2368], bpl
-    and r8, 448
-    mov byte ptr [r15 + r8 + 1344], al
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rcx, r8
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 704], 158
-    mov edx, 151
+    mov rbp, r11
+    movq xmm7, r8
+    mov qword ptr [r15 + 128], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, edx
-    mov rdx, rdx
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 704]
+    and rbp, 32704
+    movzx ecx, byte ptr [r15 + rbp + 2114368]
+    mov r8d, 219
+    mov r8, r8
     test ebx, 1073741824
     jnz 1f
 1:
     mov qword ptr [r15 + 64], rdx
-    movzx edx, r8b
-    movsxd rdx, dword ptr [r15 + r8 + 1408]
-    mov r8d, 91
+    cmp r8, rax
+    mov byte ptr [r15 + 128], al
+    mov r8d, 122
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r14 + 640]
-    mov byte ptr [r15 + 640], bpl
-    mov dword ptr [r15 + 1984], 77
-    or edx, r8d
-    test ebx, 260352
+    mov r8, qword ptr [r15 + 320]
+    cmp rdi, rdi
+    movzx edi, byte ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shr edi, 21
+    and edi, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], 186
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 64], rdi
+    or qword ptr [r15 + 1984], 17
+    jmp 1f
+1:
+    pmovmskb edi, xmm7
+    test ebx, 1073741824
+    jnz 1f
+1:
+    por xmm7, xmm7
+    movzx edi, byte ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc2_b3_done
+.Lc2_b3_c1:
+    lea rcx, [rip + .Lc2_d455_j]
+    add rcx, qword ptr [r15 + 11724256]
+    jmp .Lc2_d455_j_t
+.Lc2_d455_j:
+    mov ecx, dword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx ebp, cl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 640], rbp
+    and rcx, r8
+    mov ecx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 194
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 576]
+    lea r8, [r11*4]
+    jmp 1f
+1:
+    test ebx, 1073741824
     jz 1f
 1:
-    mov edx, 158
-    mov edx, dword ptr [r15 + 128]
-    cmp rdx, rdx
-    movzx r8d, byte ptr [r15 + 768]
+    mov ecx, r8d
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 1024]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 64]
+    mov qword ptr [r15 + r8 + 896], rbp
+    test ebx, 1280
+    jz 1f
+1:
+    mov qword ptr [r15 + 576], rbp
+    mov rbp, r11
+    test ecx, ebp
+    mov rcx, qword ptr [r15 + 128]
+    and rbp, 1048512
+    or qword ptr [r15 + rbp + 2278208], 39
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r10
-    mov edx, 203
-    and r8, 1048512
-    mov dword ptr [r15 + r8 + 2278208], ebp
-    mov rdx, r8
-    mov byte ptr [r15 + 768], dl
-    add r10, r11
+    mov qword ptr [r15 + 128], rdi
+    mov ebp, 144
+    movzx ebp, dil
+    movzx ebp, byte ptr [r15 + r8 + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, ebp
+    or ebp, ebp
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + r8 + 960]
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 2110272]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc2_b3_done
+.Lc2_b3_c2:
+    mov dword ptr [r15 + 128], 208
+    por xmm7, xmm7
+    and rbp, rbp
+    or ebp, ebp
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, r8b
+    jmp 1f
+1:
+    and rbp, 32704
+    mov dword ptr [r15 + rbp + 2114432], 128
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, rcx
+    mov ecx, dword ptr [r14 + 640]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, bpl
+    mov qword ptr [r14 + 384], r8
+    mov qword ptr [r15 + rbp + 2114368], r8
+    mov rcx, rdi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 101
+    and ecx, dword ptr [r15 + 576]
+    mov edi, 239
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 2048], 231
+    paddd xmm7, xmm7
+    mov ebp, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc edi
+    mov rdi, rcx
+    mov rbp, r11
+    mov edi, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 256]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 202
+    mov rbp, qword ptr [r15 + 1856]
+    mov ecx, edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    shr ecx, 27
+    movzx ecx, cl
+    mov ebp, 23
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc2_b3_done
+.Lc2_b3_c3:
+    lea rcx, [rip + .Lc2_d567_j]
+    add rcx, qword ptr [r15 + 11724256]
+    jmp .Lc2_d567_j_t
+.Lc2_d567_j:
+    mov rbp, r11
+    mov ecx, 44
+    and rbp, 4032
+    add qword ptr [r15 + rbp + 2110272], rbp
+    mov ebp, dword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11*4]
+    mov r8, r11
+    and rbp, 448
+    mov qword ptr [r14 + rbp + 832], rbp
+    add rcx, rcx
+    and r8, 448
+    mov byte ptr [r15 + r8 + 2368], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 168
+    mov byte ptr [r15 + 128], r8b
+    mov ecx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 64], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, ecx
+    movzx ecx, sil
+    mov dword ptr [r15 + rbp + 960], 130
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 148
+    movzx ecx, cl
+    mov ecx, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rcx
+    mov rcx, qword ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 640], r8b
+    test ebx, 187904
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 1920]
+    or r8d, ecx
+    movsxd rcx, dword ptr [r14 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 896], r8d
+    shr r8d, 2
+    mov dword ptr [r15 + rbp + 1024], ebp
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c4:
-    mov qword ptr [r15 + 704], r8
-    mov r8, r10
-    movsxd rdx, dword ptr [r15 + 256]
+    lea rcx, [rip + .Lc2_d622_j]
+    add rcx, qword ptr [r15 + 11724256]
+    jmp .Lc2_d622_j_t
+.Lc2_d622_j:
+    mov ecx, ebp
+    mov dword ptr [r15 + 384], r8d
+    movzx ecx, cl
+    add rcx, qword ptr [r15 + 1984]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, cl
+    jmp 1f
+1:
+    xor dword ptr [r15 + 320], r8d
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
     and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 832]
-    or qword ptr [r14 + 768], 3
+    and ecx, dword ptr [r15 + r8 + 2368]
+    mov r8d, 98
+    and rbp, 448
+    paddq xmm7, xmmword ptr [r14 + rbp + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 192]
-    movzx ebp, r8b
-    movzx r8d, bpl
-    mov r8d, 192
+    movzx r8d, byte ptr [r15 + 256]
+    add rcx, 56
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 32704
+    add rcx, qword ptr [r15 + r9 + 2114368]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 704]
-    mov rbp, r8
-    movzx ebp, byte ptr [r15 + 2176]
-    mov qword ptr [r15 + 256], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    bswap r8
-    mov dword ptr [r15 + 2112], 93
-    movzx r8d, r8b
-    and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 2944]
+    mov rcx, qword ptr [r15 + 384]
+    mov qword ptr [r15 + r9 + 2114432], r9
+    movzx r8d, byte ptr [r14 + 128]
+    mov r9d, 158
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, r8d
-    jmp 1f
-1:
-    mov byte ptr [r14 + 192], r8b
-    mov qword ptr [r15 + rbp + 2880], rdi
+    inc dword ptr [r15 + 384]
+    pshufd xmm7, xmm7, 85
+    mov ecx, dword ptr [r15 + rbp + 896]
     test ebx, 1073741824
     jnz 1f
 1:
-    shl r8, 15
-    mov ebp, r8d
-    movsxd rbp, dword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 2240]
+    add rcx, rbp
+    por xmm7, xmm7
+    mov rcx, qword ptr [r15 + 192]
+    and rbp, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], ebp
-    movzx r8d, r8b
-    mov r8d, r8d
-    mov edx, edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 219
-    mov r8d, 178
-    mov r8d, dword ptr [r15 + 320]
-    add r10, r11
+    movzx ecx, cl
+    por xmm7, xmm7
+    mov byte ptr [r14 + 320], bpl
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c5:
-    mov r8, r8
-    mov qword ptr [r14 + 256], rbp
-    movzx r8d, byte ptr [r15 + 384]
-    mov rbp, r10
-    lea r9, [r10 + r10*1]
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 2368]
+    lea rcx, [rip + .Lc2_d679_j]
+    add rcx, qword ptr [r15 + 11724256]
+    jmp .Lc2_d679_j_t
+.Lc2_d679_j:
+    mov r9d, 52
+    add rbp, qword ptr [r14 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8d, dword ptr [r15 + 576]
-    and r9, 1048512
-    mov qword ptr [r14 + r9 + 2278272], r9
-    mov ebp, 138
-    mov rbp, qword ptr [r15 + r9 + 2278208]
-    test ebx, 257280
-    jz 1f
-1:
-    movdqu xmm4, xmmword ptr [r15 + 320]
     jmp 1f
 1:
-    mov r9d, edx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r10 + r10*2]
-    add rbp, r9
-    and r9, 1984
-    mov ebp, dword ptr [r15 + r9 + 2944]
-    lock or dword ptr [r15 + 192], 70
-    mov qword ptr [r15 + 384], rbp
+    mov ebp, ebp
+    jmp 1f
+1:
+    movzx ebp, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rbp
+    lea r8, [r11 + r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 1088]
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rbp, qword ptr [r15 + 576]
+    mov ecx, ecx
+    and r9, 448
+    mov byte ptr [r15 + r9 + 2368], r9b
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, qword ptr [r14 + r9 + 2880]
-    movzx edx, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 768], 35
+    or r9d, ebp
+    mov r9, r8
+    mov r9, r11
+    mov ebp, dword ptr [r15 + r8 + 896]
     test ebx, 1073741824
     jnz 1f
 1:
-    pcmpeqb xmm4, xmmword ptr [r15 + r9 + 3008]
-    mov ebp, dword ptr [r15 + 256]
-    mov edx, 173
-    mov qword ptr [r15 + 2048], rdx
+    add rbp, qword ptr [r15 + 320]
+    and r9, 32704
+    mov dword ptr [r15 + r9 + 2114368], 101
+    and r9d, dword ptr [r15 + r8 + 960]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, edx
-    lock xadd qword ptr [r15 + 320], rdx
-    movzx ebp, dil
-    add r10, r11
+    mov dword ptr [r15 + r8 + 832], 187
+    mov qword ptr [r14 + r8 + 1024], r9
+    movq xmm7, r9
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c6:
-    lea rbp, [r10 + r10*1]
-    mov byte ptr [r14 + 64], bpl
-    mov qword ptr [r15 + 768], r9
-    mov edx, r9d
-    and rbp, 448
-    xor dword ptr [r15 + rbp + 1408], r9d
+    mov rax, qword ptr [r15 + 11724248]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 11724248], rax
+    lea rcx, [rip + .Lc2_d739_j]
+    add rcx, qword ptr [r15 + 11724256]
+    jmp .Lc2_d739_j_t
+.Lc2_d739_j:
+    jmp 1f
+1:
+    and eax, dword ptr [r14 + 2048]
+    mov dword ptr [r15 + 64], 69
+    mov rcx, qword ptr [r15 + 1856]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rdx, rdx
-    movsxd rdx, dword ptr [r15 + 1856]
-    bt rdx, rbp
-    movzx r9d, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, rax
+    pxor xmm7, xmm12
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 704]
-    movzx r9d, byte ptr [r15 + 256]
-    mov r8, r10
-    paddq xmm4, xmmword ptr [r15 + 2112]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], r8d
-    and r8, 1048512
-    mov dword ptr [r15 + r8 + 2278208], edi
-    mov r8d, dword ptr [r15 + 192]
-    and r8d, dword ptr [r15 + 2304]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    mov byte ptr [r14 + 384], bpl
+    and rbp, 1048512
+    mov rcx, qword ptr [r15 + rbp + 2278208]
+    test dword ptr [r15 + 11724251], 270532608
+    jz 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + 192], 206
+    test ebp, eax
+    mov dword ptr [r14 + 128], r8d
+    and r8, 4032
+    and eax, dword ptr [r15 + r8 + 2110272]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, ebp
+    mov r8d, r8d
+    mov rax, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 1920], 243
-    mov dword ptr [r14 + rbp + 1344], 223
-    shl r8, 6
+    mov dword ptr [r15 + 256], 56
+    mov eax, 10
+    mov eax, eax
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 80
-    mov r8, r10
-    movzx ebp, dl
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 832]
-    movzx ecx, byte ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shr r8d, 21
-    movsxd r8, dword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 640]
-    add r10, r11
+    lock add qword ptr [r15 + 320], rax
+    lock add qword ptr [r15 + rbp + 2278272], rax
+    mov byte ptr [r15 + 640], al
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c7:
+    mov dword ptr [r15 + 1920], 138
     mov r12, qword ptr [r15 + r12 + 56]
-    pcmpeqb xmm4, xmm12
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r8, r8
+    shr eax, 3
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    xchg qword ptr [r15 + r8 + 1344], rdx
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rdx, qword ptr [r15 + 1920]
-    mov qword ptr [r15 + 2048], rdx
-    mov rdx, rdx
-    lock add qword ptr [r15 + r8 + 1408], rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    pcmpeqb xmm4, xmmword ptr [r14 + 1856]
-    mov rdx, r8
-    mov r8, r10
-    movsxd rdx, dword ptr [r14 + 128]
-    and r8, 1984
-    mov r9d, dword ptr [r15 + r8 + 2880]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 1984], r8b
-    mov r8, r9
-    mov edx, 182
-    movzx r8d, dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 896], 102
     jmp 1f
 1:
-    pxor xmm4, xmm12
-    add r10, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    neg rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    pxor xmm7, xmm3
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 32704
+    mov byte ptr [r15 + rbp + 2114368], dl
+    mov rbp, r11
+    mov byte ptr [r15 + 384], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or qword ptr [r14 + 64], 64
+    lea r8, [r11 + r11*1]
+    and rbp, 4032
+    add qword ptr [r15 + rbp + 2110272], rbp
+    and r8, 1048512
+    mov dword ptr [r15 + r8 + 2278208], eax
+    test ebx, 237312
+    jz 1f
+1:
+    add rbp, qword ptr [r14 + 128]
+    mov r9d, 103
+    mov qword ptr [r14 + 576], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 128], al
+    mov dword ptr [r15 + r8 + 2278272], 124
+    paddd xmm7, xmm7
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b3_c0
@@ -4239,35 +4293,37 @@ ditto_body_c2:
     jmp .Lc2_b4_c0
     .p2align 6
 .Lc2_b4_c0:
-    imul rcx, rcx
-    .byte 0x0f, 0x1f, 0x00
+    movzx r9d, cl
+    mov dword ptr [r14 + 192], 109
+    mov ecx, dword ptr [r15 + 1856]
     jmp 1f
 1:
-    mov ecx, r8d
-    movzx ecx, byte ptr [r14 + 320]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 64], 147
-    mov r8d, dword ptr [r15 + 640]
-    mov qword ptr [r15 + 1856], rcx
-    mov dword ptr [r15 + 192], 144
+    movsd xmm7, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul rcx, qword ptr [r15 + 640]
     inc rbx
     dec r13
     jnz .Lc2_b4_c0
 .Lc2_b4_done:
-// block 5: 64 bytes, 1 chunk(s), 76 chunk executions per call
+// block 5: 64 bytes, 1 chunk(s), 80 chunk executions per call
     mov rbx, qword ptr [r15 + 11724304]
-    lea rcx, [rbx + 76]
+    lea rcx, [rbx + 80]
     mov qword ptr [r15 + 11724304], rcx
-    mov r13d, 76
+    mov r13d, 80
     jmp .Lc2_b5_c0
     .p2align 6
 .Lc2_b5_c0:
     mov ecx, 20
     shl rcx, 23
     mov r12, qword ptr [r15 + r12 + 56]
-    sub rcx, r8
+    sub rcx, r9
     jmp 1f
 1:
     or qword ptr [r15 + 0], 126
@@ -4275,159 +4331,147 @@ ditto_body_c2:
     jnz 1f
 1:
     lock or dword ptr [r15 + 0], 117
-    movdqu xmm4, xmmword ptr [r15 + 64]
+    movdqu xmm7, xmmword ptr [r15 + 64]
     mov dword ptr [r14 + 192], ecx
-    paddd xmm4, xmm4
-    and r8, rcx
+    paddd xmm7, xmm7
+    and rdx, rcx
     inc rbx
     dec r13
     jnz .Lc2_b5_c0
 .Lc2_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 31 chunk executions per call
+// block 6: 64 bytes, 1 chunk(s), 35 chunk executions per call
     mov rbx, qword ptr [r15 + 11724312]
-    lea rcx, [rbx + 31]
+    lea rcx, [rbx + 35]
     mov qword ptr [r15 + 11724312], rcx
-    mov r13d, 31
+    mov r13d, 35
     jmp .Lc2_b6_c0
     .p2align 6
 .Lc2_b6_c0:
-    mov r8d, dword ptr [r15 + 0]
-    movzx ecx, r8b
-    mov qword ptr [r15 + 0], rcx
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 1073741824
+    mov dword ptr [r15 + 256], eax
+    mov rbp, r10
+    and ecx, dword ptr [r15 + 128]
+    and rbp, 448
+    movzx edx, byte ptr [r15 + rbp + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 10240
     jnz 1f
 1:
-    mov ecx, r8d
-    imul rcx, qword ptr [r15 + 256]
-    movzx r8d, byte ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 512]
+    mov ebp, 232
+    imul ebp, ebp, 101
     jmp 1f
 1:
-    jmp 1f
-1:
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b6_c0
 .Lc2_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 38 chunk executions per call
+// block 7: 64 bytes, 1 chunk(s), 35 chunk executions per call
     mov rbx, qword ptr [r15 + 11724320]
-    lea rcx, [rbx + 38]
+    lea rcx, [rbx + 35]
     mov qword ptr [r15 + 11724320], rcx
-    mov r13d, 38
+    mov r13d, 35
     jmp .Lc2_b7_c0
     .p2align 6
 .Lc2_b7_c0:
-    mov r8, r10
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 384]
-    mulsd xmm4, qword ptr [r15 + 0]
-    mov rbp, r10
+    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 0], cl
+    mov ebp, ecx
+    mov rbp, qword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
+    mov rbp, r10
+    movsd xmm7, qword ptr [r14 + 512]
     and rbp, 448
-    mov ecx, dword ptr [r14 + rbp + 1344]
+    mov ecx, dword ptr [r15 + rbp + 832]
+    mov rbp, rdx
+    .byte 0x0f, 0x1f, 0x40, 0x00
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b7_c0
 .Lc2_b7_done:
-// block 8: 64 bytes, 1 chunk(s), 26 chunk executions per call
+// block 8: 64 bytes, 1 chunk(s), 31 chunk executions per call
     mov rbx, qword ptr [r15 + 11724328]
-    lea rcx, [rbx + 26]
+    lea rcx, [rbx + 31]
     mov qword ptr [r15 + 11724328], rcx
-    mov r13d, 26
+    mov r13d, 31
     jmp .Lc2_b8_c0
     .p2align 6
 .Lc2_b8_c0:
-    sub rcx, r8
-    mov dword ptr [r15 + 0], ecx
-    add r8, 78
+    movzx ecx, byte ptr [r15 + 64]
+    shr ecx, 17
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mulsd xmm4, qword ptr [r15 + 0]
-    movsd xmm12, qword ptr [r15 + 0]
-    mov ecx, r8d
+    mov ecx, 234
+    movzx ecx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov ecx, dword ptr [r15 + 256]
-    add rcx, qword ptr [r15 + 448]
-    mov ebp, dword ptr [r14 + 0]
-    mov r8d, esi
+    mov qword ptr [r15 + 320], rcx
+    mov qword ptr [r14 + 0], rbp
+    movsxd rcx, dword ptr [r15 + 448]
     inc rbx
     dec r13
     jnz .Lc2_b8_c0
 .Lc2_b8_done:
-// block 9: 64 bytes, 1 chunk(s), 20 chunk executions per call
+// block 9: 64 bytes, 1 chunk(s), 23 chunk executions per call
     mov rbx, qword ptr [r15 + 11724336]
-    lea rcx, [rbx + 20]
+    lea rcx, [rbx + 23]
     mov qword ptr [r15 + 11724336], rcx
-    mov r13d, 20
+    mov r13d, 23
     jmp .Lc2_b9_c0
     .p2align 6
 .Lc2_b9_c0:
-    lea rcx, [rip + .Lc2_d900_j]
+    lea rcx, [rip + .Lc2_d949_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d900_j_t
-.Lc2_d900_j:
-    inc dword ptr [r15 + 128]
-    sub rcx, rbp
-    movzx ecx, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov ebp, ebp
-    jmp 1f
-1:
-    test ebx, 18432
+    jmp .Lc2_d949_j_t
+.Lc2_d949_j:
+    mov ebp, eax
+    movq xmm7, rcx
+    and ebp, dword ptr [r15 + 0]
+    movzx eax, dil
+    and eax, dword ptr [r15 + 0]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 2112], bpl
-    pcmpeqb xmm4, xmm12
-    and ebp, dword ptr [r14 + 0]
-    neg rbp
+    movzx eax, byte ptr [r15 + 2112]
+    mov ebp, dword ptr [r15 + 256]
+    or qword ptr [r15 + 128], 117
+    movsd xmm7, qword ptr [r15 + 384]
     inc rbx
     dec r13
     jnz .Lc2_b9_c0
 .Lc2_b9_done:
-// block 10: 64 bytes, 1 chunk(s), 31 chunk executions per call
+// block 10: 64 bytes, 1 chunk(s), 33 chunk executions per call
     mov rbx, qword ptr [r15 + 11724344]
-    lea rcx, [rbx + 31]
+    lea rcx, [rbx + 33]
     mov qword ptr [r15 + 11724344], rcx
-    mov r13d, 31
+    mov r13d, 33
     jmp .Lc2_b10_c0
     .p2align 6
 .Lc2_b10_c0:
-    lea rcx, [rip + .Lc2_d925_j]
+    lea rcx, [rip + .Lc2_d972_j]
     add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d925_j_t
-.Lc2_d925_j:
+    jmp .Lc2_d972_j_t
+.Lc2_d972_j:
+    movdqu xmmword ptr [r15 + 576], xmm7
     mov dword ptr [r15 + 320], ecx
-    movdqu xmmword ptr [r15 + 576], xmm4
-    movzx ecx, byte ptr [r15 + 0]
-    ucomisd xmm4, xmm4
-    mov ebp, ecx
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r14 + 0]
+    mov ebp, 40
+    test ebx, 13312
+    jnz 1f
 1:
-    mov ecx, 140
-    movzx ebp, byte ptr [r15 + 448]
-    add rcx, qword ptr [r15 + 704]
+    movzx ecx, byte ptr [r15 + 448]
+    add rax, qword ptr [r15 + 704]
+    ucomisd xmm7, xmm7
     jmp 1f
 1:
-    add rcx, qword ptr [r14 + 0]
     inc rbx
     dec r13
     jnz .Lc2_b10_c0
@@ -4493,23 +4537,29 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc2_d925_j_t:
+.Lc2_d972_j_t:
     jmp rcx
-.Lc2_d900_j_t:
+.Lc2_d949_j_t:
     jmp rcx
-.Lc2_d336_j_t:
+.Lc2_d334_j_t:
     jmp rcx
 .Lc1_b0_stubs_t:
     jmp rcx
-.Lc1_b2_stubs_t:
+.Lc1_d573_j_t:
     jmp rcx
-.Lc1_b3_stubs_t:
+.Lc1_d637_j_t:
     jmp rcx
-.Lc1_d980_j_t:
+.Lc1_d699_j_t:
     jmp rcx
-.Lc1_d1039_j_t:
+.Lc1_d767_j_t:
     jmp rcx
-.Lc1_d1100_j_t:
+.Lc1_d836_j_t:
+    jmp rcx
+.Lc1_d897_j_t:
+    jmp rcx
+.Lc1_b4_stubs_t:
+    jmp rcx
+.Lc1_d1093_j_t:
     jmp rcx
 .Lc1_d1162_j_t:
     jmp rcx
@@ -4517,83 +4567,83 @@ ditto_body_init_c2:
     jmp rcx
 .Lc1_d37_j_t:
     jmp rcx
-.Lc1_d101_s_t:
+.Lc1_d97_s_t:
     jmp rcx
-.Lc1_d171_j_t:
+.Lc1_d159_j_t:
     jmp rcx
-.Lc1_d241_j_t:
+.Lc1_d223_j_t:
     jmp rcx
-.Lc1_d306_j_t:
+.Lc1_d282_j_t:
     jmp rcx
-.Lc1_d367_j_t:
+.Lc1_d342_j_t:
     jmp rcx
-.Lc1_d432_j_t:
+.Lc1_d407_j_t:
     jmp rcx
-.Lc1_d491_j_t:
+.Lc1_d477_j_t:
     jmp rcx
-.Lc1_d600_j_t:
+.Lc1_d963_j_t:
     jmp rcx
-.Lc1_d661_j_t:
+.Lc1_d1024_j_t:
     jmp rcx
-.Lc1_d725_j_t:
+.Lc1_d1194_j_t:
     jmp rcx
-.Lc1_d785_j_t:
+.Lc1_d1252_j_t:
     jmp rcx
-.Lc1_d854_j_t:
+.Lc1_d1308_j_t:
     jmp rcx
-.Lc1_d910_j_t:
+.Lc1_d1369_j_t:
     jmp rcx
-.Lc1_d1192_j_t:
+.Lc1_d1433_j_t:
     jmp rcx
-.Lc1_d1258_j_t:
+.Lc1_d1494_j_t:
     jmp rcx
-.Lc1_d1317_j_t:
+.Lc1_d1555_j_t:
     jmp rcx
-.Lc1_d1384_j_t:
+.Lc1_d1612_j_t:
     jmp rcx
-.Lc1_d1444_j_t:
+.Lc1_d1669_j_t:
     jmp rcx
-.Lc1_d1508_j_t:
+.Lc1_d1731_j_t:
     jmp rcx
-.Lc1_d1566_j_t:
+.Lc1_d1799_j_t:
     jmp rcx
-.Lc1_d1626_j_t:
+.Lc1_d1861_j_t:
     jmp rcx
-.Lc1_d1696_j_t:
+.Lc1_d1922_j_t:
     jmp rcx
-.Lc1_d1750_j_t:
+.Lc1_d1987_j_t:
     jmp rcx
-.Lc1_d1810_j_t:
+.Lc1_d2051_j_t:
     jmp rcx
-.Lc1_d1867_j_t:
+.Lc1_d2111_j_t:
     jmp rcx
-.Lc1_d1927_j_t:
+.Lc2_d66_j_t:
     jmp rcx
-.Lc1_d1989_j_t:
+.Lc2_d171_j_t:
     jmp rcx
-.Lc1_d2054_j_t:
+.Lc2_d226_j_t:
     jmp rcx
-.Lc1_d2118_j_t:
-    jmp rcx
-.Lc2_d70_j_t:
-    jmp rcx
-.Lc2_d119_j_t:
-    jmp rcx
-.Lc2_d168_j_t:
-    jmp rcx
-.Lc2_d220_j_t:
-    jmp rcx
-.Lc0_d195_j_t:
+.Lc0_d193_j_t:
     jmp rcx
 .Lc2_b3_stubs_t:
     jmp rcx
-.Lc0_d258_j_t:
+.Lc0_d257_j_t:
     jmp rcx
-.Lc0_d281_s_t:
+.Lc2_d455_j_t:
+    jmp rcx
+.Lc2_d567_j_t:
+    jmp rcx
+.Lc2_d622_j_t:
+    jmp rcx
+.Lc2_d679_j_t:
+    jmp rcx
+.Lc2_d739_j_t:
+    jmp rcx
+.Lc0_d283_s_t:
     jmp rcx
 .Lc0_d50_s_t:
     jmp rcx
-.Lc0_d163_s_t:
+.Lc0_d161_s_t:
     jmp rcx
     .text
 

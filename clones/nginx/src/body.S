@@ -37,55 +37,52 @@ ditto_body_c1:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 128 bytes, 1 chunk(s), 28 chunk executions per call
+// block 0: 128 bytes, 1 chunk(s), 31 chunk executions per call
     mov rbx, qword ptr [r15 + 67117736]
-    lea rcx, [rbx + 28]
+    lea rcx, [rbx + 31]
     mov qword ptr [r15 + 67117736], rcx
-    mov r13d, 28
+    mov r13d, 31
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rcx, qword ptr [r15 + 0]
+    mov rax, rax
     test ebx, 4096
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 1073741832
+    jz 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 320]
-    test ebx, 2304
-    jnz 1f
-1:
-    add qword ptr [r15 + 64], rcx
-    test ebx, 1073741824
+    mov eax, dword ptr [r15 + 320]
+    test ebx, 25600
     jz 1f
 1:
-    test ebx, 26616
-    jnz 1f
-1:
-    mov dword ptr [r15 + 576], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rcx
+    mov dword ptr [r15 + 64], 52
     test ebx, 1073741824
     jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 448]
-    test bl, 4
-    jz 1f
 1:
     inc rbx
     dec r13
@@ -99,78 +96,58 @@ ditto_body_c1:
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d74_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d74_s_t
-    .p2align 3
-.Lc1_d74_s:
-    .p2align 3
-    jmp .Lc1_d74_j
-    .p2align 3
-    jmp .Lc1_d74_j
-    .p2align 3
-    jmp .Lc1_d74_j
-    .p2align 3
-    jmp .Lc1_d74_j
-    .p2align 3
-    jmp .Lc1_d74_j
-    .p2align 3
-    jmp .Lc1_d74_j
-    .p2align 3
-    jmp .Lc1_d74_j
-    .p2align 3
-    jmp .Lc1_d74_j
-.Lc1_d74_j:
+    lea rcx, [rip + .Lc1_d69_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d69_j_t
+.Lc1_d69_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov ebp, 103
-    mov ebp, 26
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rcx, r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, esi
-    mov eax, eax
-    movsxd rax, dword ptr [r15 + 0]
+    mov ebp, edx
+    mov qword ptr [r15 + 0], rdx
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 576], rcx
+    mov byte ptr [r15 + 0], al
+    mov ecx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r10
-    movzx ecx, bpl
+    mov edx, 146
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov ebp, edx
+    mov ebp, edx
+    mov dword ptr [r15 + 64], 177
+    mov edx, 220
+    mov byte ptr [r15 + 512], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 768], ecx
+    movzx ebp, dl
+    mov r8, r10
+    mov qword ptr [r15 + 128], rbp
+    mov ecx, 167
+    movzx eax, byte ptr [r15 + 448]
+    and r8, 448
+    mov rbp, r10
+    mov qword ptr [r15 + r8 + 832], rdx
+    test ebx, 640
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 256]
     and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    mov ebp, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 256], 178
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 512]
-    mov rdi, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 192], rdi
-    mov rbp, r10
-    mov qword ptr [r15 + 768], rbp
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], 255
-    mov rbp, r10
-    mov dword ptr [r15 + 64], 239
-    mov edi, 137
-    and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3392]
-    mov ebp, 192
+    movzx edx, byte ptr [r15 + rbp + 1344]
+    vpor xmm1, xmm1, xmm8
+    mov r9, qword ptr [r15 + 384]
+    movzx ebp, byte ptr [r15 + 192]
+    mov byte ptr [r15 + 320], al
     add r10, r11
     inc rbx
     dec r13
@@ -179,173 +156,167 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d136_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d136_j_t
-.Lc1_d136_j:
-    mov rbp, r10
-    mov r8, r10
-    and rbp, 1984
-    mov rdi, qword ptr [r15 + rbp + 1344]
-    and r8, 8128
-    movzx ebp, byte ptr [r15 + r8 + 7488]
+    mov edi, dword ptr [r15 + 576]
+    mov eax, 251
+    mov r9, rdi
     mov r9, r10
-    movzx r8d, r9b
-    movsxd rsi, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 33587200
+    mov ecx, 104
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov eax, r8d
     and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 832]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    vpxor xmm14, xmm14, xmm8
-    movzx r9d, r8b
-    test dword ptr [r15 + 67117724], 128
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 128]
-    mov r9d, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 640], r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 192], edi
-    mov r9, rax
-    movsxd rdi, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], edi
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 512]
-    movsxd rsi, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 448], esi
-    movsxd rsi, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 8388737
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 320], r9b
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, sil
-    mov esi, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 384], r9
+    mov r9d, dword ptr [r15 + 512]
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 192], dil
+    mov r9, r10
+    mov byte ptr [r15 + 448], dil
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], edx
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], dil
+    test dword ptr [r15 + 67117723], 16
+    jz 1f
+1:
+    mov qword ptr [r15 + 640], r9
+    mov edx, ebp
+    movzx r9d, cl
+    movzx ecx, byte ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c2:
-    mov rsi, rdi
-    mov dword ptr [r15 + 192], esi
-    mov rbp, r10
-    mov esi, r9d
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d171_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d171_j_t
+.Lc1_d171_j:
+    mov r9, r10
+    movsxd rcx, dword ptr [r15 + 704]
+    vmovdqu ymmword ptr [r15 + 512], ymm1
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
     mov rbp, r9
-    mov rax, rbp
-    movzx ebp, al
-    mov byte ptr [r15 + 0], dil
+    mov rbp, rax
+    movzx ebp, byte ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
+    inc dword ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 192]
+    mov r9, rdx
+    mov r9d, 124
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r8, r10
-    mov byte ptr [r15 + 0], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 248
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 8
-    test ebx, 1073741824
+    vpaddd xmm1, xmm1, xmm1
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    or qword ptr [r15 + r9 + 1344], 57
+    test dword ptr [r15 + 67117723], 1
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 320]
+    mov rax, rax
+    mov byte ptr [r15 + 320], sil
+    movzx eax, byte ptr [r15 + 448]
+    mov esi, r9d
+    mov r9, r10
+    test dword ptr [r15 + 67117723], 4098
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 128]
-    mov rbp, r10
-    mov eax, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 704], rdx
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], eax
-    vmovq xmm14, rax
-    mov rdx, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 768]
-    movzx r9d, byte ptr [r15 + 320]
-    movzx edx, r9b
-    mov r9d, dword ptr [r15 + 512]
+    mov eax, r9d
+    vpor xmm1, xmm1, xmm1
+    and r9, 4032
+    mov rax, qword ptr [r15 + r9 + 3392]
+    movzx ebp, byte ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2
-    setz al
-    lea rcx, [rip + .Lc1_d232_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d232_s_t
-    .p2align 3
-.Lc1_d232_s:
-    .p2align 3
-    jmp .Lc1_d232_j
-    .p2align 3
-    jmp .Lc1_d232_j
-.Lc1_d232_j:
-    movzx ecx, cl
-    mov qword ptr [r15 + 384], rcx
+    lea rcx, [rip + .Lc1_d219_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d219_j_t
+.Lc1_d219_j:
+    mov dword ptr [r15 + 384], eax
+    mov ecx, eax
+    movzx eax, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 255
-    mov byte ptr [r15 + 0], cl
-    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov rcx, qword ptr [r15 + 0]
-    vmovq qword ptr [r15 + 0], xmm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 247
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r10
-    mov ecx, 132
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7488]
-    vpcmpeqb xmm14, xmm14, xmm7
-    mov r9d, dword ptr [r15 + 576]
+    mov ebp, r9d
+    mov dword ptr [r15 + 0], 107
     mov rbp, r10
-    movzx eax, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov qword ptr [r15 + 448], rbp
-    mov dword ptr [r15 + 320], ebp
-    mov rbp, qword ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + 64]
-    mov ecx, 78
+    mov ecx, 148
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
     mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], 102
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov r9d, r9d
+    mov qword ptr [r15 + 384], rax
+    mov r9d, dword ptr [r15 + 64]
+    mov r8d, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r10
+    mov ecx, ebp
+    mov ebp, dword ptr [r15 + 448]
+    mov ecx, r8d
     and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], al
-    mov r8, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 256], r8b
-    mov eax, dword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + r8 + 3392]
+    movzx r8d, byte ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 256], rdx
+    mov r8d, r8d
+    mov dword ptr [r15 + 768], 1
+    mov r8d, 40
+    mov r8d, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 320], sil
+    movzx ecx, cl
+    mov ecx, ebp
+    movzx ebp, bpl
     add r10, r11
     inc rbx
     dec r13
@@ -354,203 +325,213 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    movsxd r9, dword ptr [r15 + 448]
     mov rbp, r10
-    mov dword ptr [r15 + 64], ebp
-    mov dword ptr [r15 + 704], 225
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm14
-    mov rcx, qword ptr [r15 + 512]
-    test ebx, 1073741824
+    vpshufd xmm1, xmm1, 183
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], cl
+    movzx ebp, r9b
+    test ebx, 12288
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 640]
-    movsxd rcx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 256], 223
-    test dword ptr [r15 + 67117723], 524288
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edx
+    test dword ptr [r15 + 67117724], 595689750
+    jnz 1f
 1:
-    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ebp
+    mov r9d, 161
+    movzx ebp, byte ptr [r15 + 320]
     mov r8, r10
-    mov rcx, r8
-    mov rcx, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + 0], r8
+    and r8, 16320
+    mov byte ptr [r15 + r8 + 15680], r8b
+    mov r8d, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 640], rbp
+    mov byte ptr [r15 + 64], cl
     mov rbp, r10
-    movzx r9d, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 192], 178
+    test ebx, 640
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], eax
+    mov dword ptr [r15 + 256], 87
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], eax
+    mov ebp, dword ptr [r15 + 128]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    mov eax, dword ptr [r15 + 320]
-    mov rdx, rcx
-    test dword ptr [r15 + 67117723], 8
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 320], ecx
-    mov qword ptr [r15 + 128], rbp
+    movzx eax, r8b
+    mov dword ptr [r15 + 384], edx
+    movsxd r8, dword ptr [r15 + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c5:
-    lea rcx, [rip + .Lc1_d330_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d330_j_t
-.Lc1_d330_j:
-    movzx r8d, byte ptr [r15 + 192]
-    mov ecx, 79
-    mov rcx, qword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8192
+    setz al
+    lea rcx, [rip + .Lc1_d322_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d322_s_t
+    .p2align 3
+.Lc1_d322_s:
+    .p2align 3
+    jmp .Lc1_d322_j
+    .p2align 3
+    jmp .Lc1_d322_j
+.Lc1_d322_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 87
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
+    mov ecx, 250
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], edx
+    mov ecx, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 16320
-    mov byte ptr [r15 + rbp + 15680], bpl
-    movzx r8d, byte ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 704]
+    mov r8d, ebp
+    mov byte ptr [r15 + 448], bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 171
-    vmovdqu ymmword ptr [r15 + 384], ymm14
-    mov dword ptr [r15 + 64], ecx
-    mov qword ptr [r15 + 448], rcx
-    mov rcx, qword ptr [r15 + 256]
-    test ebx, 1073741824
+    movzx r8d, r8b
+    mov ebp, 158
+    mov r9, r10
+    mov rbp, r10
+    and r9, 8128
+    mov r8d, dword ptr [r15 + r9 + 7488]
+    and rbp, 1984
+    mov r9, r10
+    mov qword ptr [r15 + rbp + 1344], rax
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 22
+    test dword ptr [r15 + 67117723], 2176
     jnz 1f
 1:
-    mov rbp, r10
-    mov rcx, qword ptr [r15 + 768]
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
-    mov rbp, r10
-    movzx edx, byte ptr [r15 + 128]
-    mov r9, rax
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 51
+    mov r9, rdi
+    vmovdqu ymmword ptr [r15 + 320], ymm1
+    mov eax, dword ptr [r15 + 384]
+    mov r9, r8
+    .byte 0x66, 0x90
+    test dword ptr [r15 + 67117723], 4096
+    jz 1f
+1:
+    mov r8d, 186
+    mov r8, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 256], 224
+    mov byte ptr [r15 + 128], bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c6:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, 141
-    movzx eax, al
-    mov byte ptr [r15 + 384], dil
-    movsxd rbp, dword ptr [r15 + 512]
-    lea r8, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 524304
-    jnz 1f
-1:
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1408]
-    mov rbp, r10
-    movzx ecx, byte ptr [r15 + 576]
-    and rbp, 8128
-    movzx edx, byte ptr [r15 + rbp + 7488]
-    mov r9d, edx
+    movzx r8d, dil
+    mov dword ptr [r15 + 512], 249
+    mov byte ptr [r15 + 320], r8b
+    mov r8, r8
+    mov ebp, dword ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + r8 + 1344]
+    movzx r8d, r9b
+    mov r8, r8
+    movzx edi, byte ptr [r15 + 256]
+    mov r9, r10
     mov r8, r10
-    mov rdx, r8
-    mov edx, 200
-    and r8, 4032
-    mov edx, dword ptr [r15 + r8 + 3392]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 448]
-    mov rdx, r8
-    mov eax, dword ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 128], r8
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 173
-    mov byte ptr [r15 + 0], al
-    mov eax, 100
-    movsxd r8, dword ptr [r15 + 320]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r8
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 768]
+    mov qword ptr [r15 + 64], r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 256], dl
-    mov edx, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 128], rsi
-    mov rax, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 241
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 256
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 64], r9b
+    mov edi, dword ptr [r15 + 512]
+    movzx r9d, r8b
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], 72
+    mov r9d, dword ptr [r15 + 384]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 3
+    mov r8d, edi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c7:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d428_j]
+    lea rcx, [rip + .Lc1_d418_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d428_j_t
-.Lc1_d428_j:
-    mov qword ptr [r15 + 0], rdx
-    mov ecx, 4
+    jmp .Lc1_d418_j_t
+.Lc1_d418_j:
+    mov rbp, r10
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 320], r9
+    mov edi, dword ptr [r15 + 448]
+    mov rbp, r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
+    movzx ebp, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 116
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 69
+    mov ebp, 16
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, ecx
-    lea r8, [r10 + r10*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 192], 159
-    mov ecx, dword ptr [r15 + 704]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 42
-    movzx edx, byte ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 28
+    mov dword ptr [r15 + 384], 234
     mov rbp, r10
+    mov dword ptr [r15 + 64], edi
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], cl
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and rbp, 4032
-    vmovq qword ptr [r15 + rbp + 3392], xmm14
-    mov qword ptr [r15 + 640], rcx
-    mov ebp, 74
-    mov rbp, qword ptr [r15 + 256]
-    mov rdx, rbp
-    mov byte ptr [r15 + 448], dl
-    test dword ptr [r15 + 67117723], 1
-    jz 1f
-1:
-    mov dword ptr [r15 + 320], edx
-    mov rdx, qword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 128]
     mov rbp, r10
-    movzx ecx, byte ptr [r15 + r8 + 896]
-    mov r8, qword ptr [r15 + 384]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 65
+    mov qword ptr [r15 + 640], rdi
+    vmovdqu ymmword ptr [r15 + 512], ymm1
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 243
+    mov dword ptr [r15 + 192], 251
+    mov edi, dword ptr [r15 + 576]
     add r10, r11
     inc rbx
     dec r13
@@ -559,108 +540,98 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 256], 254
-    vpmovmskb eax, xmm14
-    vmovdqu xmmword ptr [r15 + 192], xmm14
-    mov byte ptr [r15 + 320], sil
-    movzx eax, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], al
     mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm1, xmm1, xmm1
+    mov dword ptr [r15 + 384], 42
+    test dword ptr [r15 + 67117723], 291823746
+    jnz 1f
+1:
     mov rbp, r10
+    mov eax, eax
+    vmovdqu ymmword ptr [r15 + 128], ymm1
+    mov eax, dword ptr [r15 + 704]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 36
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 128]
     mov rbp, r10
-    vmovq qword ptr [r15 + 384], xmm14
-    and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3392]
+    mov rdi, qword ptr [r15 + 384]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], eax
+    mov rbp, rdi
+    mov rbp, qword ptr [r15 + 320]
+    mov ecx, ebp
     mov rbp, r10
-    test dword ptr [r15 + 67117724], 524416
-    jz 1f
-1:
-    mov qword ptr [r15 + 512], r8
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 160
-    mov byte ptr [r15 + 64], bpl
-    mov ebp, dword ptr [r15 + 768]
     test ebx, 256
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 512]
-    movzx ebp, byte ptr [r15 + 320]
-    mov qword ptr [r15 + 448], rax
-    mov eax, 189
+    and rbp, 4032
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 256], al
+    movzx ebp, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 64], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rbp
+    mov qword ptr [r15 + 128], rcx
+    movsxd rcx, dword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 448], ymm1
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c9:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d516_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d516_s_t
-    .p2align 3
-.Lc1_d516_s:
-    .p2align 3
-    jmp .Lc1_d516_j
-    .p2align 3
-    jmp .Lc1_d516_j
-.Lc1_d516_j:
-    mov rbp, r10
-    mov byte ptr [r15 + 448], cl
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    movzx eax, byte ptr [r15 + 256]
-    mov byte ptr [r15 + 576], al
-    mov dword ptr [r15 + 0], 171
-    test dword ptr [r15 + 67117724], 32
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov rbp, rax
-    mov eax, 18
+    lea rcx, [rip + .Lc1_d506_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d506_j_t
+.Lc1_d506_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    mov edx, 187
-    mov dword ptr [r15 + 384], ecx
-    movzx eax, byte ptr [r15 + 640]
-    mov rcx, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 0], 17
+    mov rcx, rbp
+    movzx ecx, bpl
+    mov dword ptr [r15 + 0], 187
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, bpl
-    mov dword ptr [r15 + 512], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    movzx ebp, al
+    movzx ecx, byte ptr [r15 + 64]
     mov rbp, r10
-    mov ecx, 115
-    mov byte ptr [r15 + 384], cl
+    mov dword ptr [r15 + 256], eax
+    test ebx, 1073741824
+    jz 1f
+1:
     and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    test dword ptr [r15 + 67117723], 514
+    mov dword ptr [r15 + rbp + 1344], 34
+    mov rbp, qword ptr [r15 + 768]
+    mov eax, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], ecx
+    mov r8, r10
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 128]
-    mov r8, r10
-    mov rdx, qword ptr [r15 + 192]
+    mov rbp, r10
     and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + r8 + 3392], r8
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 192], 62
+    movzx ebp, byte ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
@@ -669,54 +640,47 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d570_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d570_j_t
-.Lc1_d570_j:
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 106
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 134225920
-    jz 1f
-1:
-    mov qword ptr [r15 + 64], rbp
-    vpcmpeqb xmm14, xmm14, xmm5
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov rax, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, r8
-    mov ecx, 95
-    movsxd r8, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 128], r8b
-    test dword ptr [r15 + 67117724], 1024
-    jnz 1f
-1:
-    mov dword ptr [r15 + 128], r8d
-    mov r8d, ebp
-    mov dword ptr [r15 + 256], 91
-    mov ebp, dword ptr [r15 + 512]
     mov r8, r10
+    mov rax, qword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 128]
+    mov rbp, r10
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], al
+    vpaddd xmm1, xmm1, xmm1
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
+    test dword ptr [r15 + 67117723], 4194304
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 576], ymm1
+    movzx eax, al
+    mov eax, 111
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 384], rbp
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 832]
-    mov r8d, ebp
-    mov ebp, 119
-    test ebx, 1073741824
+    mov rax, rcx
+    mov rax, qword ptr [r15 + 640]
+    movzx ecx, byte ptr [r15 + 64]
+    mov r8d, 131
+    test dword ptr [r15 + 67117724], 25165824
     jnz 1f
 1:
     mov rbp, r10
-    vmovdqu ymmword ptr [r15 + 320], ymm14
-    movzx ecx, byte ptr [r15 + 704]
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 192], rax
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov dword ptr [r15 + 448], 113
+    mov dword ptr [r15 + 320], 68
+    mov byte ptr [r15 + 64], al
+    test ebx, 120576
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 384]
+    mov ebp, eax
+    mov qword ptr [r15 + 320], rax
+    movzx eax, byte ptr [r15 + 256]
     add r10, r11
     inc rbx
     dec r13
@@ -725,105 +689,99 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 64], rax
-    mov rbp, r10
-    movzx eax, dil
-    mov eax, dword ptr [r15 + 768]
-    and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    lea rcx, [rip + .Lc1_d600_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d600_j_t
+.Lc1_d600_j:
+    movzx ecx, cl
+    mov qword ptr [r15 + 704], rsi
+    mov dword ptr [r15 + 448], ecx
+    mov dword ptr [r15 + 0], 25
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    movzx edi, al
-    test dword ptr [r15 + 67117723], 1048580
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    vmovdqu xmm14, xmmword ptr [r15 + 448]
-    movsxd rax, dword ptr [r15 + 192]
-    and rbp, 8128
-    movsxd rdi, dword ptr [r15 + rbp + 7488]
+    movzx ebp, al
+    mov eax, 234
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, al
+    mov dword ptr [r15 + 0], ecx
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 320]
+    mov eax, ebp
+    mov rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 320], bpl
     mov r8, r10
-    mov qword ptr [r15 + 256], rcx
-    movzx ecx, r8b
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117723], 570425344
     jnz 1f
 1:
-    and r8, 448
-    imul rcx, qword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 576], 13
-    mov r8, rsi
-    mov rbp, qword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 134217986
-    jz 1f
+    and r8, 8128
+    movzx ebp, byte ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 512]
+    mov r9, r10
+    mov byte ptr [r15 + 128], al
+    movzx eax, al
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    test dword ptr [r15 + 67117724], 8388608
+    jnz 1f
 1:
-    vmovq xmm14, rax
-    movzx eax, byte ptr [r15 + 128]
-    movsxd r8, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], ebp
+    mov rbp, r10
+    mov dword ptr [r15 + 256], r9d
+    mov dword ptr [r15 + 64], 181
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 26
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c12:
-    lea rcx, [rip + .Lc1_d661_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d661_j_t
-.Lc1_d661_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 175
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, 40
-    mov rcx, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, r8b
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 128]
-    mov r8d, edx
-    mov r8, r10
-    mov rcx, qword ptr [r15 + 512]
-    movsxd rdx, dword ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + 256]
-    and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 1344]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, ebp
-    movzx r8d, byte ptr [r15 + 320]
-    mov rbp, r10
-    mov rdx, qword ptr [r15 + 64]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    mov ebp, eax
+    mov dword ptr [r15 + 448], ecx
+    movzx ecx, byte ptr [r15 + 64]
     mov qword ptr [r15 + 192], rcx
+    vmovq qword ptr [r15 + 576], xmm1
+    mov dword ptr [r15 + 512], 209
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 241
     mov rbp, r10
-    mov qword ptr [r15 + 448], rbp
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov ebp, dword ptr [r15 + 320]
-    movzx ecx, bpl
-    movzx ebp, byte ptr [r15 + 640]
+    mov ecx, ebp
+    mov r8, r10
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 90
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    vmovq qword ptr [r15 + 768], xmm1
+    vmovdqu ymmword ptr [r15 + 256], ymm1
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 320]
+    mov rbp, r10
+    vmovdqu ymmword ptr [r15 + 128], ymm1
+    mov rcx, qword ptr [r15 + 384]
+    vmovdqu xmmword ptr [r15 + 384], xmm1
+    and rbp, 1984
+    mov r9, qword ptr [r15 + rbp + 1344]
     add r10, r11
     inc rbx
     dec r13
@@ -832,55 +790,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 0], rbp
-    movsxd rdi, dword ptr [r15 + 0]
-    mov ecx, 76
-    mov qword ptr [r15 + 0], rcx
-    mov rcx, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 536871040
-    jnz 1f
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d691_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d691_s_t
+    .p2align 3
+.Lc1_d691_s:
+    .p2align 3
+    jmp .Lc1_d691_j
+    .p2align 3
+    jmp .Lc1_d691_j
+.Lc1_d691_j:
+    mov ecx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], 195
+    mov rbp, r10
+    mov dword ptr [r15 + 256], 12
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    mov rbp, rcx
+    test dword ptr [r15 + 67117724], 10240
+    jz 1f
 1:
-    mov edi, r8d
-    mov dword ptr [r15 + 0], r8d
-    mov r8d, 110
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 256], rax
+    mov ebp, dword ptr [r15 + 384]
+    mov rcx, rcx
+    movzx ecx, cl
+    xor dword ptr [r15 + 512], r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 128], cl
+    mov rcx, rax
+    mov dword ptr [r15 + 192], eax
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 320], bpl
+    mov r9d, dword ptr [r15 + 128]
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rax
+    mov dword ptr [r15 + 640], ecx
     mov rbp, r10
-    mov r8, r10
+    mov r8, qword ptr [r15 + 448]
     and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 832]
-    mov edx, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, rdx
-    mov dword ptr [r15 + 384], 145
-    movzx r8d, r8b
-    mov dword ptr [r15 + 64], ecx
-    mov r8d, edi
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 704]
-    mov rdx, qword ptr [r15 + 320]
-    movzx edi, byte ptr [r15 + 192]
-    movzx ebp, byte ptr [r15 + 768]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, al
-    movzx eax, byte ptr [r15 + 384]
-    mov byte ptr [r15 + 448], al
-    mov eax, ecx
+    mov r9, qword ptr [r15 + rbp + 3392]
     add r10, r11
     inc rbx
     dec r13
@@ -889,62 +851,44 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 33554432
-    setz al
-    lea rcx, [rip + .Lc1_d767_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d767_s_t
-    .p2align 3
-.Lc1_d767_s:
-    .p2align 3
-    jmp .Lc1_d767_j
-    .p2align 3
-    jmp .Lc1_d767_j
-.Lc1_d767_j:
-    mov rbp, r10
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 0]
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    test ebx, 1073741824
+    mov r9, r10
+    and r9, 448
+    inc dword ptr [r15 + r9 + 832]
+    mov r9, r10
+    movzx eax, byte ptr [r15 + 192]
+    mov byte ptr [r15 + 448], cl
+    test dword ptr [r15 + 67117724], 131104
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 320]
-    mov ebp, eax
-    mov rax, r8
-    movsxd rax, dword ptr [r15 + 448]
-    mov r8d, eax
-    mov r8, r10
-    test dword ptr [r15 + 67117723], 16777216
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], 109
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 16385
     jnz 1f
 1:
-    mov eax, r8d
-    mov qword ptr [r15 + 128], rax
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 234
-    mov r8, r10
-    mov eax, edx
-    mov rax, qword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 8388608
+    and r9, 1984
+    movzx eax, byte ptr [r15 + r9 + 1344]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 768]
+    test dword ptr [r15 + 67117723], 2048
     jz 1f
 1:
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 832]
-    mov r8, rdx
-    mov rdx, qword ptr [r15 + 384]
-    mov eax, dword ptr [r15 + 576]
-    mov ebp, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 98
+    mov qword ptr [r15 + 256], r9
+    mov eax, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 33554432
+    jz 1f
+1:
+    mov r9, rbp
+    mov dword ptr [r15 + 512], ebp
+    movzx r9d, byte ptr [r15 + 704]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 256], bpl
-    .byte 0x66, 0x90
-    movzx ebp, byte ptr [r15 + 512]
-    mov rdx, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 192], 53
+    movzx r9d, byte ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 320]
     add r10, r11
     inc rbx
     dec r13
@@ -953,55 +897,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d822_j]
+    lea rcx, [rip + .Lc1_d783_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d822_j_t
-.Lc1_d822_j:
-    mov dword ptr [r15 + 384], r8d
+    jmp .Lc1_d783_j_t
+.Lc1_d783_j:
+    movzx ecx, r9b
     mov rbp, r10
-    mov ecx, dword ptr [r15 + 512]
-    mov r8d, edx
-    and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3392]
-    test dword ptr [r15 + 67117724], 9216
-    jnz 1f
-1:
-    mov r8d, 63
-    mov r8d, dword ptr [r15 + 128]
-    mov rax, r8
-    mov dword ptr [r15 + 64], 139
-    mov r8, r10
+    mov r9d, r9d
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    mov ebp, eax
+    mov eax, dword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rdx
-    mov dword ptr [r15 + 192], edx
-    and r8, 16320
-    movsxd rdx, dword ptr [r15 + r8 + 15680]
-    mov r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, al
-    mov eax, 186
-    mov rbp, qword ptr [r15 + 448]
-    mov r8, r10
-    movzx eax, r8b
-    test dword ptr [r15 + 67117724], 262144
-    jz 1f
+    movzx ebp, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 320], rbp
+    mov dword ptr [r15 + 576], r9d
+    mov dword ptr [r15 + 384], r9d
+    test dword ptr [r15 + 67117724], 524288
+    jnz 1f
 1:
+    mov qword ptr [r15 + 64], rbp
+    movzx ebp, byte ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 192]
+    mov rax, r9
+    movzx r9d, byte ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 80
+    mov r8, r10
+    mov r9, r10
     and r8, 8128
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + r8 + 7488]
-    mov r8d, 121
-    mov r8d, edx
-    mov dword ptr [r15 + 320], 201
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 640]
-    movzx ebp, byte ptr [r15 + 704]
-    mov qword ptr [r15 + 0], rdi
-    mov dword ptr [r15 + 0], edx
+    mov byte ptr [r15 + r8 + 7488], cl
+    vmovdqu ymmword ptr [r15 + 512], ymm1
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], bpl
     add r10, r11
     inc rbx
     dec r13
@@ -1010,50 +950,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov edx, ebp
-    mov dword ptr [r15 + 128], edi
-    mov qword ptr [r15 + 256], rdx
-    mov edx, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d831_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d831_s_t
+    .p2align 3
+.Lc1_d831_s:
+    .p2align 3
+    jmp .Lc1_d831_j
+    .p2align 3
+    jmp .Lc1_d831_j
+.Lc1_d831_j:
+    mov qword ptr [r15 + 192], r9
+    mov r9d, dword ptr [r15 + 320]
+    mov ecx, dword ptr [r15 + 512]
+    mov rbp, r10
+    mov eax, dword ptr [r15 + 640]
+    and rbp, 448
+    movzx r8d, byte ptr [r15 + rbp + 832]
+    mov rbp, rcx
+    test dword ptr [r15 + 67117724], 36
+    jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 384]
-    lea rbp, [r10 + r10*1]
-    mov rax, qword ptr [r15 + 512]
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1408], ymm14
+    mov dword ptr [r15 + 128], r8d
+    mov byte ptr [r15 + 384], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edi
+    mov rbp, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, ebp
+    mov rcx, r8
+    mov r8, rax
+    mov rax, r8
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r8, r10
-    mov dword ptr [r15 + 0], edx
-    mov edx, r8d
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    test dword ptr [r15 + 67117724], 131072
-    jnz 1f
-1:
-    mov edx, 159
-    mov rdx, rdi
-    mov rdx, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], 27
-    test dword ptr [r15 + 67117723], 1050112
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 320], rdx
-    movzx edx, r8b
+    mov r9, r10
     mov r8, r10
-    mov eax, dword ptr [r15 + rbp + 1344]
-    test ebx, 640
+    mov eax, 96
+    mov ebp, 162
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 218
+    and r8, 8128
+    movzx r9d, byte ptr [r15 + r8 + 7488]
+    mov rcx, qword ptr [r15 + 256]
+    test ebx, 256
     jz 1f
 1:
-    and r8, 448
-    movzx edx, byte ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 768]
-    mov ebp, 156
+    mov r8d, 58
+    movzx r9d, r8b
+    mov r8d, 212
+    mov dword ptr [r15 + 64], ebp
+    mov byte ptr [r15 + 448], bpl
     add r10, r11
     inc rbx
     dec r13
@@ -1062,50 +1015,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d919_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d919_j_t
-.Lc1_d919_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov qword ptr [r15 + 0], rbp
+    vmovq xmm1, rax
+    mov eax, r8d
+    mov dword ptr [r15 + 128], ecx
+    mov byte ptr [r15 + 192], bpl
+    test dword ptr [r15 + 67117724], 1064960
+    jz 1f
+1:
+    mov byte ptr [r15 + 384], r8b
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], 65
-    mov dword ptr [r15 + 256], 204
-    movzx ebp, al
-    mov eax, 255
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 320], ebp
+    mov rcx, rax
+    mov rax, qword ptr [r15 + 320]
     test ebx, 256
-    jz 1f
-1:
-    mov edi, ecx
-    mov byte ptr [r15 + 576], dil
-    mov dword ptr [r15 + 512], 160
-    mov byte ptr [r15 + 320], al
-    movzx eax, byte ptr [r15 + 448]
-    mov r9, r10
-    test dword ptr [r15 + 67117723], 1048704
     jnz 1f
 1:
-    and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7488]
-    mov r9, r10
-    vpmovmskb eax, xmm14
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
-    mov byte ptr [r15 + 384], al
-    mov eax, dword ptr [r15 + 640]
+    mov ebp, 185
+    lea rbp, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + 448]
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 64], rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 768]
+    vmovdqu ymmword ptr [r15 + rbp + 3456], ymm1
+    movzx ebp, r9b
+    mov ebp, r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 128], r9
-    mov byte ptr [r15 + 192], r9b
-    mov byte ptr [r15 + 320], al
+    movsxd rbp, dword ptr [r15 + 704]
+    mov rdi, rbp
+    vpcmpeqb xmm1, xmm1, xmm15
+    mov edi, 218
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 512]
+    mov edi, 38
+    and r8, 448
+    movzx ebp, byte ptr [r15 + r8 + 832]
     add r10, r11
     inc rbx
     dec r13
@@ -1114,161 +1072,161 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 0]
-    mov r9d, edi
-    mov qword ptr [r15 + 0], rax
-    mov edi, r9d
-    movsxd rax, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 147456
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 704], cl
-    mov qword ptr [r15 + 256], rcx
-    mov qword ptr [r15 + 64], rax
-    movzx eax, byte ptr [r15 + 512]
-    mov r9, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 128]
-    mov eax, 31
-    and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3392]
+    lea rcx, [rip + .Lc1_d937_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d937_j_t
+.Lc1_d937_j:
+    mov rbp, r10
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 159
     mov byte ptr [r15 + 192], cl
-    mov r9, qword ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 65536
-    jz 1f
-1:
-    mov byte ptr [r15 + 384], r9b
-    mov r9, r9
-    mov r9d, dword ptr [r15 + 128]
-    movzx eax, r9b
-    mov r9d, ecx
+    movzx esi, dl
+    mov rbp, rax
+    mov dword ptr [r15 + 64], ecx
     test ebx, 1073741824
     jnz 1f
 1:
+    mov ebp, dword ptr [r15 + 320]
+    mov rcx, rbp
+    mov rbp, qword ptr [r15 + 256]
     mov r8, r10
-    movsxd rcx, dword ptr [r15 + 384]
-    mov r9, r10
+    mov byte ptr [r15 + 448], r8b
+    mov dword ptr [r15 + 128], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
     and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    mov byte ptr [r15 + 448], al
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], edx
+    movzx ebp, byte ptr [r15 + r8 + 7488]
+    mov r8d, ecx
+    mov r9, r10
+    movzx ecx, cl
+    mov ecx, 255
+    and r9, 448
+    mov rdx, qword ptr [r15 + r9 + 832]
+    test dword ptr [r15 + 67117723], 131072
+    jz 1f
+1:
+    movzx r9d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 80
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 640
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], r8d
+    mov r8, qword ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 128], ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c19:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16384
-    setz al
-    lea rcx, [rip + .Lc1_d1011_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1011_s_t
-    .p2align 3
-.Lc1_d1011_s:
-    .p2align 3
-    jmp .Lc1_d1011_j
-    .p2align 3
-    jmp .Lc1_d1011_j
-.Lc1_d1011_j:
-    mov eax, dword ptr [r15 + 448]
-    movzx ecx, cl
-    vpmovmskb edx, xmm14
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov rcx, rdx
+    mov r8, r10
+    mov qword ptr [r15 + 192], rdi
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, rcx
-    movsxd rdx, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    movzx ecx, al
-    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 142
+    movzx r8d, r8b
+    movzx r8d, r8b
+    mov r8d, 122
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    mov r9d, dword ptr [r15 + 128]
+    mov edi, edi
+    mov rdi, qword ptr [r15 + 256]
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 1344]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 128], dl
+    mov r8d, 195
+    mov edi, dword ptr [r15 + 384]
+    mov r8, r10
+    vmovq xmm1, rbp
+    and r8, 8128
+    movsxd rbp, dword ptr [r15 + r8 + 7488]
+    mov r8d, 90
+    movzx r8d, byte ptr [r15 + 64]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm14
-    mov qword ptr [r15 + 192], rsi
-    mov r9, r10
-    mov edx, 86
-    mov edx, dword ptr [r15 + 256]
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    mov r9, r10
-    test dword ptr [r15 + 67117724], 134217728
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 512]
-    and r9, 4032
-    mov edx, dword ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 320]
-    mov eax, 119
-    movzx eax, byte ptr [r15 + 768]
+    mov r8d, dword ptr [r15 + 320]
+    mov ebp, r8d
+    mov dword ptr [r15 + 640], r9d
+    mov dword ptr [r15 + 448], 192
+    or qword ptr [r15 + 384], 26
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c20:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r9, r10
-    mov dword ptr [r15 + 64], 22
-    movsxd rax, dword ptr [r15 + 384]
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
-    mov byte ptr [r15 + 64], al
+    lea rcx, [rip + .Lc1_d1029_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1029_j_t
+.Lc1_d1029_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, bpl
+    mov qword ptr [r15 + 0], rax
+    mov esi, esi
+    mov rsi, rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm1, xmm1, xmm1
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    movzx esi, dil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    mov edx, 253
+    mov edx, 127
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, rcx
+    mov dword ptr [r15 + 64], 209
+    movzx edx, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 512], rsi
     mov r9, r10
-    mov ecx, 65
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 832]
-    lea r9, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 4
+    mov rsi, qword ptr [r15 + 448]
     and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm14
-    mov dword ptr [r15 + 320], 84
-    test dword ptr [r15 + 67117723], 16810112
-    jz 1f
-1:
-    mov dword ptr [r15 + 192], 80
-    mov edx, dword ptr [r15 + 576]
-    mov ecx, dword ptr [r15 + r9 + 7552]
-    mov r9, qword ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 167772160
-    jz 1f
-1:
-    mov dword ptr [r15 + 640], eax
-    vmovq qword ptr [r15 + 0], xmm14
-    mov rax, rsi
+    movzx edi, byte ptr [r15 + r9 + 7488]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 128], r9d
-    mov byte ptr [r15 + 320], al
+    mov r9, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], ecx
+    mov rcx, qword ptr [r15 + 704]
+    mov rsi, qword ptr [r15 + 768]
+    movzx edi, sil
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r10
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], r9
+    mov dword ptr [r15 + 256], r8d
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], esi
+    mov r8d, r8d
     add r10, r11
     inc rbx
     dec r13
@@ -1277,110 +1235,121 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1109_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1109_j_t
-.Lc1_d1109_j:
-    mov r9, r10
-    movsxd rcx, dword ptr [r15 + 512]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    mov r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 19
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
+    vpxor xmm1, xmm1, xmm11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r8
+    mov r8d, 53
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 191
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 704], ecx
-    test ebx, 1073741824
+    mov r8d, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 512], ymm1
+    movzx eax, byte ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 320], ymm1
+    mov rbp, r10
+    mov dword ptr [r15 + 576], ebp
+    movzx esi, bpl
+    test dword ptr [r15 + 67117724], 755320840
     jz 1f
 1:
-    mov dword ptr [r15 + 320], 197
-    movsxd rcx, dword ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 448], ymm14
-    mov eax, dword ptr [r15 + 256]
-    movzx r9d, al
-    test ebx, 1073741824
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 832]
+    movzx ebp, al
+    movzx ebp, bpl
+    mov rbp, rbp
+    mov ebp, edi
+    test dword ptr [r15 + 67117724], 20
     jnz 1f
 1:
-    mov rax, rcx
-    mov eax, eax
-    mov rax, qword ptr [r15 + 64]
-    mov ecx, 119
-    mov r9, rcx
-    mov rcx, rax
-    test dword ptr [r15 + 67117724], 1073741832
+    mov rbp, r10
+    movzx eax, byte ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 128]
+    and rbp, 4032
+    mov esi, dword ptr [r15 + rbp + 3392]
+    mov ebp, esi
+    vpmovmskb esi, xmm1
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 192], 169
-    mov r9, r10
-    mov ecx, r9d
-    mov edi, ecx
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rax
-    mov r9d, dword ptr [r15 + 384]
+    movsxd rsi, dword ptr [r15 + 192]
+    movzx ebp, r8b
+    add qword ptr [r15 + 256], r8
+    movzx r8d, bpl
+    movsxd rbp, dword ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c22:
-    mov r9d, dword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32768
+    setz al
+    lea rcx, [rip + .Lc1_d1131_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1131_s_t
+    .p2align 3
+.Lc1_d1131_s:
+    .p2align 3
+    jmp .Lc1_d1131_j
+    .p2align 3
+    jmp .Lc1_d1131_j
+.Lc1_d1131_j:
     mov rbp, r10
-    mov rax, rbp
+    mov qword ptr [r15 + 384], rbp
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], edi
-    mov rdi, qword ptr [r15 + 768]
-    mov ebp, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 256]
-    mov ebp, 57
-    mov qword ptr [r15 + 384], rax
-    mov rbp, qword ptr [r15 + 0]
-    mov eax, 212
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 116
+    mov dword ptr [r15 + 0], ebp
     test ebx, 1073741824
     jnz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
+    imul rax, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 384], r9
+    mov dword ptr [r15 + 256], edi
+    mov rax, rax
+    mov eax, eax
+    movzx eax, byte ptr [r15 + 128]
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 704], 118
+    mov eax, eax
+    mov byte ptr [r15 + 192], bpl
+    mov rax, qword ptr [r15 + 640]
+    mov ebp, eax
+    test ebx, 512
     jnz 1f
 1:
     mov rbp, r10
-    mov rcx, qword ptr [r15 + 576]
+    mov qword ptr [r15 + 64], rbp
     and rbp, 8128
-    movzx r9d, byte ptr [r15 + rbp + 7488]
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
     mov ebp, ecx
-    mov ebp, ebp
-    movsxd rbp, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 192]
-    mov r9, rbp
-    mov dword ptr [r15 + 512], r9d
-    mov r9d, 72
-    mov r9, r9
+    mov rbp, qword ptr [r15 + 448]
+    mov r8, r10
+    mov rax, qword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r10
-    movzx ebp, byte ptr [r15 + 448]
-    mov rsi, rcx
-    mov qword ptr [r15 + 320], rsi
-    and r9, 448
-    movsxd rsi, dword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 128], edx
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov r8d, ecx
+    mov r8d, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 512], rax
     add r10, r11
     inc rbx
     dec r13
@@ -1389,51 +1358,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1210_j]
+    lea rcx, [rip + .Lc1_d1192_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1210_j_t
-.Lc1_d1210_j:
-    lea r9, [r10 + r10*1]
-    movzx edx, byte ptr [r15 + 320]
-    mov rbp, r10
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3456], 131
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], esi
-    mov esi, dword ptr [r15 + 0]
-    mov eax, 157
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov ebp, 250
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d1192_j_t
+.Lc1_d1192_j:
     mov r8, r10
-    mov eax, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 1073741952
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 3392], edx
     and r8, 1984
-    vmovq qword ptr [r15 + r8 + 1344], xmm14
-    mov r8d, dword ptr [r15 + 128]
-    mov r9d, dword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 256]
+    lea rbp, [r10 + r10*1]
+    movzx eax, al
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 896]
     test ebx, 1073741824
     jz 1f
 1:
-    nop
-    vpaddd xmm14, xmm14, xmm14
-    movsxd r8, dword ptr [r15 + 320]
-    mov ebp, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 512], al
+    mov dword ptr [r15 + 768], r8d
+    mov r8d, dword ptr [r15 + 320]
+    mov eax, 247
+    movzx eax, byte ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, bpl
-    movzx eax, byte ptr [r15 + 640]
-    mov dword ptr [r15 + 256], 190
-    vmovdqu ymmword ptr [r15 + 384], ymm14
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 384], 120
+    mov ebp, ecx
+    test ebx, 256
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], r8d
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], r8d
+    test dword ptr [r15 + 67117724], 69636
+    jz 1f
+1:
+    mov rbp, r10
+    movzx r8d, byte ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 128], rcx
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    test ebx, 384
+    jnz 1f
+1:
+    mov rbp, rcx
+    mov ebp, dword ptr [r15 + 512]
+    movzx ecx, al
     add r10, r11
     inc rbx
     dec r13
@@ -1442,50 +1413,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1258_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1258_j_t
-.Lc1_d1258_j:
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 768], 2
-    movsxd rax, dword ptr [r15 + 512]
-    movsxd rdx, dword ptr [r15 + 704]
-    movzx ebp, byte ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 33562624
-    jnz 1f
+    movsxd rcx, dword ptr [r15 + 576]
+    mov eax, ecx
+    mov rdi, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 192], 90
+    test ebx, 256
+    jz 1f
 1:
-    mov r8, r10
-    mov ebp, ecx
-    movzx ecx, byte ptr [r15 + 384]
-    and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7488]
+    mov eax, edi
+    lea r8, [r10 + r10*1]
+    mov qword ptr [r15 + 320], rcx
+    and r8, 4032
+    mov edi, dword ptr [r15 + r8 + 3456]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 1073741832
+    jz 1f
+1:
+    mov rdi, rdi
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 448], 10
+    mov ebp, dword ptr [r15 + 256]
     mov r9, r10
-    movzx edx, al
-    test dword ptr [r15 + 67117724], 134217728
-    jnz 1f
-1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 182
-    vmovdqu ymmword ptr [r15 + 320], ymm14
-    mov r9, rdx
-    mov dword ptr [r15 + 64], eax
-    movzx r9d, byte ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 192]
-    mov rbp, r10
-    mov dword ptr [r15 + 448], edx
-    and rbp, 1984
-    movzx edx, byte ptr [r15 + rbp + 1344]
-    movsxd rbp, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 603980800
+    and r9, 8128
+    movzx edi, byte ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 320], edi
+    mov edi, edi
+    mov r9d, 130
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rbp
+    movzx ebp, byte ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + r8 + 3392]
+    mov edi, ecx
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rdi, r9
-    mov ecx, 75
-    mov r9, qword ptr [r15 + 256]
-    movzx ebp, r8b
+    movsxd rbp, dword ptr [r15 + 384]
+    mov r9, r10
+    mov rdi, r8
+    vpxor xmm1, xmm1, xmm9
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], al
     add r10, r11
     inc rbx
     dec r13
@@ -1494,113 +1466,101 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rax
-    mov r9, r10
-    mov byte ptr [r15 + 0], sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 16320
-    movsxd rax, dword ptr [r15 + r9 + 15680]
-    mov r9d, ebp
-    mov r9d, r9d
-    test dword ptr [r15 + 67117724], 1024
+    lea rcx, [rip + .Lc1_d1288_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1288_j_t
+.Lc1_d1288_j:
+    mov r8d, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 128], dil
+    movsxd rdi, dword ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + 640]
+    mov eax, 119
+    test dword ptr [r15 + 67117723], 512
     jz 1f
 1:
-    mov rbp, r10
-    mov dword ptr [r15 + 320], ebp
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 53
-    movzx ebp, byte ptr [r15 + 384]
-    movzx r9d, byte ptr [r15 + 448]
-    test dword ptr [r15 + 67117723], 1048580
-    jnz 1f
-1:
-    mov ebp, ecx
-    movsxd rbp, dword ptr [r15 + 512]
-    movzx r9d, al
-    mov dword ptr [r15 + 128], 98
+    mov rcx, r9
+    mov r9d, 21
+    mov r9, r10
+    mov rcx, qword ptr [r15 + 512]
+    and r9, 16320
+    movsxd rax, dword ptr [r15 + r9 + 15680]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 192], ebp
-    mov ebp, 137
-    mov dword ptr [r15 + 576], ebp
-    movsxd rbp, dword ptr [r15 + 256]
-    test ebx, 384
+    mov dword ptr [r15 + 0], eax
+    mov eax, 135
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 4227072
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 64]
-    mov rbp, r10
-    mov r9, r9
-    and rbp, 448
-    mov r9, qword ptr [r15 + rbp + 832]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    mov r9, r10
+    mov rax, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 192], eax
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rbp
+    vmovdqu ymmword ptr [r15 + 64], ymm1
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 704]
+    mov qword ptr [r15 + 320], rsi
+    movzx eax, r9b
+    mov r9d, r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c26:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d1351_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1351_s_t
-    .p2align 3
-.Lc1_d1351_s:
-    .p2align 3
-    jmp .Lc1_d1351_j
-    .p2align 3
-    jmp .Lc1_d1351_j
-.Lc1_d1351_j:
-    movsxd rcx, dword ptr [r15 + 448]
-    mov eax, dword ptr [r15 + 640]
-    movzx r9d, r9b
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], ecx
-    test dword ptr [r15 + 67117724], 2097152
-    jnz 1f
-1:
-    mov qword ptr [r15 + 320], r8
-    mov byte ptr [r15 + 64], r9b
-    mov r9d, r9d
-    mov qword ptr [r15 + 128], rcx
-    mov ecx, 141
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 192], rbp
-    movzx r8d, byte ptr [r15 + 128]
     mov r9, r10
-    mov rbp, r10
-    mov dword ptr [r15 + 256], ecx
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    and r9, 4032
-    movsxd rbp, dword ptr [r15 + r9 + 3392]
-    test dword ptr [r15 + 67117723], 65600
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 704]
-    vmovdqu ymmword ptr [r15 + 512], ymm14
-    mov ebp, ecx
-    mov rbp, r10
-    mov r9d, ebp
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
+    movsxd rax, dword ptr [r15 + 256]
+    and r9, 448
+    movsxd rbp, dword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 384], ymm3
+    mov dword ptr [r15 + 512], 188
+    mov dword ptr [r15 + 320], 46
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, cl
-    mov dword ptr [r15 + 320], 28
-    movzx ecx, dil
-    mov qword ptr [r15 + 384], rdi
+    mov dword ptr [r15 + 192], ebp
+    mov rbp, rax
+    mov dword ptr [r15 + 64], ebp
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r9d
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 448], xmm1
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7488]
+    mov rbp, rax
+    mov rbp, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    mov rbp, rcx
+    movsxd rbp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], r9d
+    mov qword ptr [r15 + 768], r9
     add r10, r11
     inc rbx
     dec r13
@@ -1609,50 +1569,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 448], al
-    mov rax, rax
-    movzx eax, r8b
-    lea rbp, [r10 + r10*1]
-    mov eax, ebp
-    test dword ptr [r15 + 67117723], 2
-    jz 1f
-1:
-    mov r8, r10
-    movzx eax, cl
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 896], bpl
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 1073741824
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d1381_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1381_s_t
+    .p2align 3
+.Lc1_d1381_s:
+    .p2align 3
+    jmp .Lc1_d1381_j
+    .p2align 3
+    jmp .Lc1_d1381_j
+    .p2align 3
+    jmp .Lc1_d1381_j
+    .p2align 3
+    jmp .Lc1_d1381_j
+    .p2align 3
+    jmp .Lc1_d1381_j
+    .p2align 3
+    jmp .Lc1_d1381_j
+    .p2align 3
+    jmp .Lc1_d1381_j
+    .p2align 3
+    jmp .Lc1_d1381_j
+.Lc1_d1381_j:
+    movsxd rcx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 192], 81
+    movzx eax, bpl
+    movsxd rbp, dword ptr [r15 + 576]
+    mov rax, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 32
     jnz 1f
 1:
+    mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov byte ptr [r15 + 64], al
+    mov eax, 213
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 384], 38
-    mov eax, 75
-    mov rax, rax
-    mov r8, r10
-    mov edx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 0], 26
+    mov qword ptr [r15 + 320], r9
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], eax
+    mov rbp, rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 320]
+    mov r9, r10
+    mov rbp, r10
+    mov eax, dword ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 512]
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm1
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 192]
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 512], 202
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 208
-    mov dword ptr [r15 + 768], ebp
-    movzx edi, byte ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 640]
+    mov r9, qword ptr [r15 + 128]
+    mov rsi, r9
+    mov r9d, dword ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
@@ -1661,76 +1642,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d1451_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1451_s_t
-    .p2align 3
-.Lc1_d1451_s:
-    .p2align 3
-    jmp .Lc1_d1451_j
-    .p2align 3
-    jmp .Lc1_d1451_j
-    .p2align 3
-    jmp .Lc1_d1451_j
-    .p2align 3
-    jmp .Lc1_d1451_j
-    .p2align 3
-    jmp .Lc1_d1451_j
-    .p2align 3
-    jmp .Lc1_d1451_j
-    .p2align 3
-    jmp .Lc1_d1451_j
-    .p2align 3
-    jmp .Lc1_d1451_j
-.Lc1_d1451_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1073741824
+    mov eax, 140
+    movzx ebp, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 448], rbp
+    mov dword ptr [r15 + 256], 11
+    mov r8d, dword ptr [r15 + 704]
+    test dword ptr [r15 + 67117723], 16777472
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
+    mov ebp, 18
+    movzx ebp, bpl
+    mov ebp, 233
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 128]
-    vpor xmm14, xmm14, xmm14
-    mov byte ptr [r15 + 320], cl
-    movsxd rcx, dword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 512]
-    mov rax, rdi
-    movsxd rax, dword ptr [r15 + 448]
-    mov rdi, r8
-    mov rdi, qword ptr [r15 + 384]
+    mov rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    mov rbp, r9
+    mov dword ptr [r15 + 0], 144
+    test dword ptr [r15 + 67117723], 1048582
+    jz 1f
+1:
+    mov rbp, r10
+    mov r9d, dword ptr [r15 + 128]
+    mov r8, r9
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 832]
+    mov ebp, 169
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 576], edi
-    mov edi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 192], 126
-    mov r8, r10
-    mov ecx, 186
-    mov ecx, 217
-    lea rbp, [r10 + r10*1]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
+    mov ebp, eax
+    mov byte ptr [r15 + 384], r8b
+    mov eax, dword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 320], r8
     test ebx, 1073741824
     jnz 1f
 1:
     mov r8, r10
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3456]
-    mov edx, 211
+    mov eax, r9d
+    mov r9, qword ptr [r15 + 128]
+    mov eax, 168
     and r8, 1984
-    movsxd rsi, dword ptr [r15 + r8 + 1344]
-    vpmovmskb edx, xmm14
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm14
+    movsxd rax, dword ptr [r15 + r8 + 1344]
     add r10, r11
     inc rbx
     dec r13
@@ -1739,165 +1696,182 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
-    movzx r8d, r8b
-    mov r8d, dword ptr [r15 + 320]
-    mov ebp, 47
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 33554432
+    setz al
+    lea rcx, [rip + .Lc1_d1487_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1487_s_t
+    .p2align 3
+.Lc1_d1487_s:
+    .p2align 3
+    jmp .Lc1_d1487_j
+    .p2align 3
+    jmp .Lc1_d1487_j
+.Lc1_d1487_j:
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov ecx, eax
     test ebx, 1073741824
     jnz 1f
-1:
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 640]
-    mov rbp, rcx
-    vmovq xmm15, rbp
-    mov dword ptr [r15 + 256], 23
-    test ebx, 1073741824
-    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 89
-    movsxd rbp, dword ptr [r15 + 384]
-    mov r8, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 16
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, r8b
-    mov r9, r10
-    mov dword ptr [r15 + 512], 210
-    mov dword ptr [r15 + 704], 121
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 233
-    test dword ptr [r15 + 67117723], 269500416
-    jz 1f
+    mov ecx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 192], rax
+    mov eax, dword ptr [r15 + 768]
+    mov qword ptr [r15 + 384], rbp
+    movzx ebp, byte ptr [r15 + 320]
+    mov r9, r8
+    test ebx, 640
+    jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 64], 232
-    vpxor xmm14, xmm14, xmm15
-    movzx ebp, r9b
+    mov qword ptr [r15 + 448], rbp
+    mov dword ptr [r15 + 256], r9d
+    mov rbp, r10
+    movzx r8d, bpl
+    mov r8, r10
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 175
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    movsxd rcx, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 128]
-    mov r9d, ebp
-    mov rbp, r9
-    mov dword ptr [r15 + 192], ebp
+    jmp 1f
+1:
+    movzx ebp, cl
+    mov rbp, r10
+    vpaddd xmm1, xmm1, xmm1
+    and rbp, 4032
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c30:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1559_j]
+    lea rcx, [rip + .Lc1_d1543_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1559_j_t
-.Lc1_d1559_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 47
-    mov dword ptr [r15 + 0], 17
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d1543_j_t
+.Lc1_d1543_j:
     mov rbp, r10
-    movzx ecx, byte ptr [r15 + 320]
-    mov eax, ebp
-    mov r9, r10
+    mov r8, r10
+    .byte 0x66, 0x90
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    and r8, 1984
+    mov rbp, r10
+    mov dword ptr [r15 + r8 + 1344], 2
     and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], al
-    mov rbp, qword ptr [r15 + 448]
+    mov qword ptr [r15 + rbp + 3392], rbp
+    test ebx, 512
+    jnz 1f
+1:
+    mov ebp, 185
+    mov qword ptr [r15 + 320], rdi
+    mov dword ptr [r15 + 576], ebp
+    mov edi, 47
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 8128
-    mov eax, dword ptr [r15 + r9 + 7488]
-    movzx r9d, al
-    mov dword ptr [r15 + 128], r9d
-    movsxd rbp, dword ptr [r15 + 512]
-    mov r9d, ebp
+    mov rdi, rdi
+    vmovdqu ymmword ptr [r15 + 448], ymm1
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], bpl
+    test ebx, 391040
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 39
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 192]
-    mov r9d, 52
-    mov qword ptr [r15 + 768], rax
-    mov r9, r10
-    movsxd rax, dword ptr [r15 + 448]
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
-    test dword ptr [r15 + 67117723], 1091839746
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 169
+    mov dword ptr [r15 + 0], 23
+    mov dword ptr [r15 + 640], 250
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, bpl
+    mov rsi, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], ecx
+    mov ebp, 41
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx r9d, bpl
-    mov ebp, ebp
-    movsxd r9, dword ptr [r15 + 384]
-    mov ebp, 254
-    vmovdqu ymmword ptr [r15 + 256], ymm14
+    movsxd rbp, dword ptr [r15 + 64]
+    and ebp, dword ptr [r15 + 384]
+    movzx ecx, cl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c31:
-    lea rcx, [rip + .Lc1_d1607_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1607_j_t
-.Lc1_d1607_j:
-    mov ecx, ebp
-    mov ecx, 69
-    movzx ecx, byte ptr [r15 + 128]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 0], 241
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ebp
-    mov ecx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    mov ebp, 191
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, qword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov dword ptr [r15 + 0], 18
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r10
-    mov ecx, 123
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], r9b
-    mov r9, r10
-    mov dword ptr [r15 + 320], ecx
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 178
-    mov r9d, 64
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 512]
-    mov ecx, dword ptr [r15 + 64]
-    mov esi, ecx
-    mov ecx, 63
-    mov ebp, 197
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], r9d
-    mov r9d, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 192], r9d
-    mov qword ptr [r15 + 448], rsi
-    mov r9, rsi
-    mov r9, r10
-    test ebx, 1073741824
+    test ebx, 4096
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 576]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    mov r9, r9
-    mov r9d, 184
-    mov rbp, qword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 448]
+    and rbp, 448
+    mov r8, r10
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 512], 242
+    and r8, 8128
+    movsxd rbp, dword ptr [r15 + r8 + 7488]
+    test dword ptr [r15 + 67117724], 524288
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], ecx
+    test ebx, 2304
+    jnz 1f
+1:
+    mov ecx, r8d
+    mov qword ptr [r15 + 704], rax
+    mov ecx, ebp
+    mov eax, dword ptr [r15 + 256]
+    mov ecx, eax
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 105
+    mov r8, qword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 128], ymm1
+    mov qword ptr [r15 + 64], rax
     add r10, r11
     inc rbx
     dec r13
@@ -1906,122 +1880,107 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r10
-    mov eax, dword ptr [r15 + 128]
-    mov esi, dword ptr [r15 + 320]
-    movsxd rbp, dword ptr [r15 + 448]
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 256], 200
-    test dword ptr [r15 + 67117724], 1073872896
-    jz 1f
-1:
+    lea rcx, [rip + .Lc1_d1643_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1643_j_t
+.Lc1_d1643_j:
+    mov rcx, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    mov r9d, dword ptr [r15 + 0]
-    mov ecx, r9d
-    test dword ptr [r15 + 67117723], 1073741824
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 640], sil
-    mov esi, eax
-    movsxd rsi, dword ptr [r15 + 704]
-    test dword ptr [r15 + 67117723], 536870912
+    mov ecx, 190
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 262208
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], esi
-    mov r9, r10
-    mov ecx, esi
-    and r9, 448
-    movsxd rsi, dword ptr [r15 + r9 + 832]
-    .byte 0x0f, 0x1f, 0x00
-    movzx r9d, sil
-    test ebx, 256
-    jz 1f
+    mov ecx, ebp
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm1
+    jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 128]
-    mov rbp, rax
-    movzx eax, bpl
-    mov rax, qword ptr [r15 + 384]
+    movzx ebp, byte ptr [r15 + 768]
     test ebx, 1073741824
     jz 1f
 1:
+    vpxor xmm1, xmm1, xmm10
+    movsxd rbp, dword ptr [r15 + 320]
+    mov eax, 77
+    movzx eax, r8b
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 256], 208
     mov rbp, r10
-    mov rax, qword ptr [r15 + 192]
-    mov r9, rax
-    and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 512]
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpor xmm1, xmm1, xmm1
+    xor dword ptr [r15 + 448], ebp
+    movsxd rbp, dword ptr [r15 + 512]
+    mov r8d, eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 128], al
+    movzx esi, bpl
+    mov rbp, rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c33:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1
-    setz al
-    lea rcx, [rip + .Lc1_d1713_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1713_s_t
-    .p2align 3
-.Lc1_d1713_s:
-    .p2align 3
-    jmp .Lc1_d1713_j
-    .p2align 3
-    jmp .Lc1_d1713_j
-.Lc1_d1713_j:
-    mov rbp, r10
-    mov dword ptr [r15 + 320], 133
-    mov dword ptr [r15 + 128], ecx
-    movsxd rcx, dword ptr [r15 + 512]
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 768]
-    movzx r9d, cl
+    mov byte ptr [r15 + 64], bpl
+    movzx ebp, byte ptr [r15 + 576]
+    mov eax, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov ebp, 107
-    mov rdi, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm1
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov dword ptr [r15 + 0], 95
     jmp 1f
 1:
-    mov rbp, r10
-    mov dword ptr [r15 + 0], 23
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov ebp, edi
+    test ebx, 384
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 198
+    movsxd rbp, dword ptr [r15 + 64]
     mov r8, r10
+    mov r9, r10
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 832]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    mov qword ptr [r15 + 192], rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r9d
-    mov r9, qword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 192]
-    mov rdi, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 256], rax
-    mov rax, rdi
+    mov r9, qword ptr [r15 + 384]
+    movzx r8d, bpl
+    mov r8, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 320], rbp
+    mov ebp, 54
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + 384], ebp
-    vpshufd xmm14, xmm15, 56
-    mov qword ptr [r15 + 448], rax
-    mov eax, dword ptr [r15 + 64]
-    mov rdi, r8
+    mov rbp, r10
+    movzx r9d, bpl
+    and r9d, dword ptr [r15 + 640]
+    movzx r8d, byte ptr [r15 + 320]
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
@@ -2030,54 +1989,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 64], dil
-    mov rbp, r10
-    mov rdi, rdi
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 832]
-    mov eax, eax
-    test dword ptr [r15 + 67117723], 20
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 576], 73
-    vmovq qword ptr [r15 + 448], xmm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 384]
-    mov rdi, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov rdi, qword ptr [r15 + 640]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ecx
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edi, al
-    mov qword ptr [r15 + 384], r9
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 320], ebp
+    lea rcx, [rip + .Lc1_d1739_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1739_j_t
+.Lc1_d1739_j:
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 256]
+    and ecx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 8
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 201
+    mov r9d, 163
+    mov ecx, eax
+    mov dword ptr [r15 + 384], eax
+    movsxd rcx, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    vpshufd xmm1, xmm1, 69
+    mov r8d, dword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, bpl
-    mov ebp, dword ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 256], 209
+    mov rax, rbp
+    movzx eax, al
+    mov r8, r10
+    mov eax, dword ptr [r15 + 704]
+    and r8, 8128
+    movsxd rbp, dword ptr [r15 + r8 + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    mov r8, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 512], rcx
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    mov ebp, ecx
     add r10, r11
     inc rbx
     dec r13
@@ -2086,171 +2053,177 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1820_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1820_j_t
-.Lc1_d1820_j:
-    mov dword ptr [r15 + 0], 132
-    movsxd rbp, dword ptr [r15 + 0]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d1793_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1793_s_t
+    .p2align 3
+.Lc1_d1793_s:
+    .p2align 3
+    jmp .Lc1_d1793_j
+    .p2align 3
+    jmp .Lc1_d1793_j
+.Lc1_d1793_j:
+    mov ecx, 102
+    mov dword ptr [r15 + 0], 177
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, 111
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    movzx ecx, bpl
-    mov edi, 87
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov byte ptr [r15 + 0], bpl
-    movzx ebp, cl
+    mov rbp, r10
+    mov dword ptr [r15 + 0], 72
+    mov dword ptr [r15 + 320], 246
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    lea rbp, [r10 + r10*1]
-    mov r8, r10
-    mov dword ptr [r15 + 128], 141
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1408]
-    and r8, 16320
-    movzx eax, byte ptr [r15 + r8 + 15680]
-    movzx r8d, byte ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 704], 85
-    test ebx, 1073741824
-    jz 1f
+    movzx ebp, byte ptr [r15 + 512]
+    mov ecx, 84
+    mov rcx, rcx
+    movzx r8d, byte ptr [r15 + 384]
+    add rax, qword ptr [r15 + 768]
+    mov ecx, dword ptr [r15 + 64]
+    test ebx, 768
+    jnz 1f
 1:
-    movzx ebp, al
-    movzx eax, byte ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 320], 58
-    mov r8, rdi
-    test dword ptr [r15 + 67117724], 65536
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 256]
-    mov rdi, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 448], dil
+    movsxd rax, dword ptr [r15 + 256]
+    mov r9, r10
     mov rbp, r10
-    mov rsi, qword ptr [r15 + 64]
-    and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 7488]
+    mov rcx, qword ptr [r15 + 192]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 150
+    movsxd r9, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 57
+    movzx r9d, r9b
+    movzx ebp, byte ptr [r15 + 128]
+    vmovdqu xmm1, xmmword ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c36:
-    lea rcx, [rip + .Lc1_d1869_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1869_j_t
-.Lc1_d1869_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov qword ptr [r15 + 256], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 64]
-    mov qword ptr [r15 + 192], rcx
-    vmovdqu ymmword ptr [r15 + 320], ymm14
-    test ebx, 1152
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], ecx
-    mov rcx, qword ptr [r15 + 768]
-    mov qword ptr [r15 + 448], r8
-    mov r8d, ebp
-    mov r8, r10
-    mov rbp, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, r8
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    mov r8d, ecx
-    lea r8, [r10 + r10*1]
-    mov ebp, ebp
+    mov rax, rsi
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 4032
-    add rbp, qword ptr [r15 + r8 + 3392]
-    mov ecx, dword ptr [r15 + r8 + 3456]
+    mov qword ptr [r15 + 0], rax
+    mov rax, qword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 128], ymm1
+    mov ebp, 112
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 576]
+    mov r9d, 230
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    mov rax, qword ptr [r15 + 384]
+    and rbp, 16320
+    movzx r9d, byte ptr [r15 + rbp + 15680]
+    mov ebp, dword ptr [r15 + 320]
+    mov ecx, ecx
     mov r8, r10
-    mov eax, 9
-    movzx eax, dil
+    test ebx, 1073741824
+    jnz 1f
+1:
     and r8, 8128
-    movzx edi, byte ptr [r15 + r8 + 7488]
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    movzx r8d, sil
+    mov byte ptr [r15 + 448], r8b
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], 0
+    .byte 0x0f, 0x1f, 0x00
+    mov r8, qword ptr [r15 + 64]
+    movzx ecx, r8b
+    mov r8, r10
+    test dword ptr [r15 + 67117723], 67112960
     jz 1f
 1:
+    mov ecx, dword ptr [r15 + 256]
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 128], r8b
-    mov dword ptr [r15 + 576], 108
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c37:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    vmovdqu ymmword ptr [r15 + 0], ymm14
+    lea rcx, [rip + .Lc1_d1897_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1897_j_t
+.Lc1_d1897_j:
+    mov r8d, 187
+    mov qword ptr [r15 + 192], r8
+    lea r8, [r10 + r10*1]
+    movzx ecx, dil
+    and r8, 448
+    mov dword ptr [r15 + r8 + 896], 246
+    mov dword ptr [r15 + 704], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov rax, rbp
-    mov ebp, r8d
-    mov eax, 242
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 43
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 512]
+    mov rcx, rcx
+    vmovdqu ymmword ptr [r15 + 128], ymm1
     mov rbp, r10
-    mov eax, dword ptr [r15 + 448]
-    and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 16777472
-    jz 1f
+    jmp 1f
 1:
-    movzx ebp, cl
-    and edi, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 384], rdi
-    mov qword ptr [r15 + 320], r8
-    mov edi, 7
-    mov edi, dword ptr [r15 + 256]
+    and rbp, 1984
+    mov r9, r10
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    and r9, 8128
+    mov ebp, dword ptr [r15 + r9 + 7488]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
+    mov r9, r8
+    mov r9, qword ptr [r15 + 448]
+    mov ebp, 81
+    mov byte ptr [r15 + 640], bpl
+    mov esi, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    vpcmpeqb xmm14, xmm14, xmm15
-    mov rdi, qword ptr [r15 + 192]
-    movzx r8d, dil
-    movzx edi, byte ptr [r15 + 640]
-    test dword ptr [r15 + 67117723], 8192
-    jz 1f
-1:
-    mov edi, r8d
-    mov r8, r10
-    jmp 1f
-1:
-    mov rbp, r10
-    mov byte ptr [r15 + 64], bpl
-    and r8, 1984
-    movzx edi, byte ptr [r15 + r8 + 1344]
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 320]
+    add rcx, qword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 512]
+    vmovdqu xmm1, xmmword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
@@ -2259,62 +2232,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8
-    setz al
-    lea rcx, [rip + .Lc1_d1971_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1971_s_t
-    .p2align 3
-.Lc1_d1971_s:
-    .p2align 3
-    jmp .Lc1_d1971_j
-    .p2align 3
-    jmp .Lc1_d1971_j
-.Lc1_d1971_j:
-    mov ecx, eax
-    mov rbp, r10
-    mov ecx, eax
-    mov edi, 188
-    mov ecx, 166
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    test ebx, 1073741824
+    mov esi, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 384], 39
+    mov rax, rcx
+    movzx ecx, al
+    movsxd r8, dword ptr [r15 + 64]
+    test ebx, 256
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 0], 151
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 320]
-    mov rcx, rax
-    mov r9, r10
-    test dword ptr [r15 + 67117723], 524288
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 384]
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], edi
-    movzx edi, byte ptr [r15 + 256]
-    mov rax, qword ptr [r15 + 768]
-    test dword ptr [r15 + 67117724], 1073754112
-    jz 1f
-1:
-    mov byte ptr [r15 + 192], cl
-    mov dword ptr [r15 + 704], 204
-    mov rcx, rbp
-    mov ecx, 19
-    mov rbp, r10
-    mov rcx, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, ecx
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 64], r8b
+    jmp 1f
+1:
+    mov r8, r10
+    mov dword ptr [r15 + 256], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rcx
+    jmp 1f
+1:
+    mov r8, rax
+    movzx r8d, byte ptr [r15 + 128]
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 8388608
+    jz 1f
+1:
+    mov r8d, eax
+    jmp 1f
+1:
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
+    add qword ptr [r15 + 320], r8
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpshufd xmm1, xmm1, 121
+    jmp 1f
+1:
+    mov rbp, r10
+    movzx r8d, bpl
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ecx
     add r10, r11
     inc rbx
     dec r13
@@ -2323,55 +2294,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx ecx, cl
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 67108864
+    setz al
+    lea rcx, [rip + .Lc1_d1998_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1998_s_t
+    .p2align 3
+.Lc1_d1998_s:
+    .p2align 3
+    jmp .Lc1_d1998_j
+    .p2align 3
+    jmp .Lc1_d1998_j
+.Lc1_d1998_j:
+    mov byte ptr [r15 + 0], al
+    mov eax, 219
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 640], esi
+    test dword ptr [r15 + 67117723], 16785440
+    jz 1f
+1:
+    mov rax, rsi
     mov rbp, r10
-    mov ecx, 91
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    mov rbp, r10
-    mov dword ptr [r15 + 448], 87
-    test dword ptr [r15 + 67117724], 268443648
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 92
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 35
-    movzx eax, bpl
-    movzx eax, bpl
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 512], edi
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], r8b
-    mov rbp, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 384], rbp
+    mov dword ptr [r15 + 64], 50
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    add rax, qword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 192], esi
-    movzx esi, byte ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 448]
+    mov rcx, r8
+    mov ebp, dword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, al
-    movzx esi, byte ptr [r15 + 64]
-    mov eax, 161
+    movsxd rbp, dword ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 576]
+    mov ecx, dword ptr [r15 + 320]
+    mov r9, r10
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 256]
+    test dword ptr [r15 + 67117724], 67158016
+    jz 1f
+1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r8d
+    mov r9, r10
+    mov r8d, ecx
+    jmp 1f
+1:
+    and r9, 4032
+    vmovdqu xmm1, xmmword ptr [r15 + r9 + 3392]
     add r10, r11
     inc rbx
     dec r13
@@ -2380,57 +2358,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2073_j]
+    lea rcx, [rip + .Lc1_d2051_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2073_j_t
-.Lc1_d2073_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d2051_j_t
+.Lc1_d2051_j:
+    mov r8, r10
+    movsxd rcx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 10
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 704], 198
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 195
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1152
+    test ebx, 10240
     jnz 1f
 1:
+    mov dword ptr [r15 + 256], 38
+    mov dword ptr [r15 + 192], 93
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 320]
+    mov byte ptr [r15 + 0], al
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 94
-    movzx edi, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 192], eax
-    movzx ecx, dil
-    movsxd rcx, dword ptr [r15 + 384]
+    mov eax, 63
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 202
+    test dword ptr [r15 + 67117724], 33554436
+    jnz 1f
+1:
+    vpshufd xmm1, xmm1, 66
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 512]
+    movsxd r8, dword ptr [r15 + 384]
     mov rbp, r10
-    test dword ptr [r15 + 67117723], 134348816
-    jz 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rdi, rsi
-    mov edi, dword ptr [r15 + 640]
+    mov r8, r10
+    mov dword ptr [r15 + 64], r8d
     and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 832]
-    vpaddd xmm14, xmm14, xmm14
-    mov ebp, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r9
-    mov rbp, qword ptr [r15 + 448]
-    mov r9, r10
-    mov esi, ecx
-    movzx esi, byte ptr [r15 + 64]
-    mov ecx, r9d
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7488]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rbp
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 512], ebp
+    mov byte ptr [r15 + rbp + 832], al
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7488]
+    mov r8d, 234
     add r10, r11
     inc rbx
     dec r13
@@ -2439,52 +2413,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2124_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2124_j_t
-.Lc1_d2124_j:
-    mov rbp, r10
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    mov r9, r10
-    mov byte ptr [r15 + 64], r9b
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 192]
-    mov rbp, r9
-    movzx r9d, byte ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 768]
+    mov r8, qword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 576]
+    mov byte ptr [r15 + 0], cl
     mov rcx, rcx
-    mov r8, r10
-    movzx ecx, r8b
-    test dword ptr [r15 + 67117724], 1050632
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 704]
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 384]
-    mov ebp, 65
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117723], 8194
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 128]
-    mov rax, r8
-    mov rax, rax
-    mov r8d, dword ptr [r15 + 768]
-    vmovdqu xmmword ptr [r15 + 512], xmm14
-    test dword ptr [r15 + 67117723], 1088
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 256], 193
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov rbp, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 192]
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 128]
+    mov rax, rbp
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 384]
+    mov r8d, 86
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], al
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 384]
+    mov r8, r10
+    mov dword ptr [r15 + 448], 173
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 3
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, r8b
+    or qword ptr [r15 + 320], 119
+    mov dword ptr [r15 + 448], r8d
+    movsxd r8, dword ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
@@ -2493,57 +2470,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r10
-    mov rbp, r10
-    and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 448]
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 512], r9
-    mov byte ptr [r15 + 320], al
-    test dword ptr [r15 + 67117724], 1073741824
-    jnz 1f
+    lea rcx, [rip + .Lc1_d2147_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2147_j_t
+.Lc1_d2147_j:
+    movzx ecx, byte ptr [r15 + 64]
+    jmp 1f
 1:
-    mov rax, r9
-    mov eax, ecx
-    mov ecx, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 0], rcx
-    test dword ptr [r15 + 67117724], 544
+    mov eax, dword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 512], ymm1
+    mov r8d, r8d
+    test dword ptr [r15 + 67117724], 73728
     jnz 1f
 1:
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    movsxd rbp, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 64
+    jz 1f
+1:
+    mov ecx, 209
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov r8d, 174
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 256]
+    and ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r8, r10
-    movzx ecx, al
-    mov ecx, eax
+    mov rbp, r8
+    movsxd rbp, dword ptr [r15 + 128]
     and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + r8 + 7488], 92
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], eax
+    mov byte ptr [r15 + 320], r8b
+    mov r8d, 128
+    movzx r8d, byte ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 640]
     jmp 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    mov r8, r10
+    mov rcx, rcx
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    and rbp, 1984
+    movzx r8d, byte ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 2097152
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov eax, 138
-    movzx eax, byte ptr [r15 + 576]
-    vpmovmskb ecx, xmm14
     add r10, r11
     inc rbx
     dec r13
@@ -2552,66 +2538,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2
-    setz al
-    lea rcx, [rip + .Lc1_d2221_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2221_s_t
-    .p2align 3
-.Lc1_d2221_s:
-    .p2align 3
-    jmp .Lc1_d2221_j
-    .p2align 3
-    jmp .Lc1_d2221_j
-.Lc1_d2221_j:
-    mov rcx, qword ptr [r15 + 640]
+    mov rbp, r10
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
     movzx ebp, byte ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rcx, r8
+    mov qword ptr [r15 + 704], r8
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov dword ptr [r15 + 0], 169
-    mov ecx, ecx
-    mov ecx, ecx
-    test ebx, 8192
+    test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 128]
+    vmovq xmm1, rbp
     mov rbp, r10
-    lea r8, [r10 + r10*1]
-    mov r9, r10
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 384], ecx
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
-    and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 896]
-    movsxd rbp, dword ptr [r15 + r8 + 832]
-    test ebx, 1073741824
+    mov eax, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117723], 67108864
+    jz 1f
+1:
+    mov r8, r8
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3392]
+    mov rbp, rdi
+    mov ebp, dword ptr [r15 + 512]
+    test ebx, 16256
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 192], edi
+    mov dword ptr [r15 + 64], 27
+    movzx edi, al
+    test dword ptr [r15 + 67117724], 4096
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], 183
-    mov r8, qword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 512]
-    mov rbp, qword ptr [r15 + 256]
-    movzx ecx, byte ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 448], bpl
-    add rbp, qword ptr [r15 + 704]
-    mov r9, qword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 192]
     jmp 1f
 1:
+    .byte 0x0f, 0x1f, 0x00
+    mov rdi, qword ptr [r15 + 448]
+    movzx eax, cl
+    test dword ptr [r15 + 67117723], 8421632
+    jz 1f
+1:
+    mov rbp, r10
+    mov ecx, ebp
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 233
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], edi
     add r10, r11
     inc rbx
     dec r13
@@ -2620,186 +2595,175 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    mov r8, qword ptr [r15 + 128]
-    vmovq xmm14, r8
-    mov dword ptr [r15 + 128], 43
-    test dword ptr [r15 + 67117723], 2
-    jz 1f
-1:
-    mov dword ptr [r15 + 384], ecx
-    mov ecx, 184
-    mov byte ptr [r15 + 448], cl
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32
+    setz al
+    lea rcx, [rip + .Lc1_d2250_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2250_s_t
+    .p2align 3
+.Lc1_d2250_s:
+    .p2align 3
+    jmp .Lc1_d2250_j
+    .p2align 3
+    jmp .Lc1_d2250_j
+.Lc1_d2250_j:
+    mov byte ptr [r15 + 768], bpl
+    movzx ebp, byte ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r10
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov ecx, 45
-    and r8, 8128
-    and ecx, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 0], 238
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    mov rax, r8
-    mov r8, r10
-    vmovq qword ptr [r15 + 0], xmm14
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 768], 180
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    mov qword ptr [r15 + 192], rax
-    mov r8, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, r9
-    .byte 0x0f, 0x1f, 0x00
     mov eax, ebp
-    movzx eax, r9b
+    movzx eax, byte ptr [r15 + 576]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 128]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    mov qword ptr [r15 + 512], rax
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 512]
-    mov rax, qword ptr [r15 + 256]
-    movzx ecx, byte ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], 241
+    mov ecx, dword ptr [r15 + 320]
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 16640
+    jz 1f
+1:
+    mov r8, rcx
+    mov r9, r10
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    movzx ebp, byte ptr [r15 + 384]
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c45:
-    lea rcx, [rip + .Lc1_d2328_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2328_j_t
-.Lc1_d2328_j:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 0]
+    mov r8, r10
+    movzx ebp, byte ptr [r15 + 192]
+    and r8, 4032
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    mov r8, r9
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov eax, eax
-    movzx ecx, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 64], r8
-    test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     mov r8, r10
-    mov edi, dword ptr [r15 + 192]
-    vmovq xmm14, rax
-    movzx eax, dil
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], 14
     and r8, 448
-    mov byte ptr [r15 + r8 + 832], cl
-    mov dword ptr [r15 + 384], 105
-    test ebx, 2688
+    movzx r9d, byte ptr [r15 + r8 + 832]
+    mov r8, r9
+    mov r9, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 320], r9
+    vmovq qword ptr [r15 + 384], xmm1
+    mov rsi, qword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 448]
+    test ebx, 256
     jz 1f
 1:
-    mov r8d, 243
-    jmp 1f
-1:
-    mov rbp, r10
-    mov dword ptr [r15 + 448], 119
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm14
-    mov rbp, qword ptr [r15 + 256]
-    mov r8, qword ptr [r15 + 512]
-    mov r9, r10
+    movzx r9d, al
+    movzx r9d, byte ptr [r15 + 512]
+    vpaddd xmm1, xmm1, xmm1
+    mov dword ptr [r15 + 448], 211
+    mov r8d, dword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 384]
-    and r9, 1984
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + r9 + 1344]
-    mov r9d, dword ptr [r15 + 320]
-    mov r8d, dword ptr [r15 + 576]
-    movsxd rdi, dword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c46:
-    lea rcx, [rip + .Lc1_d2378_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d2352_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2378_j_t
-.Lc1_d2378_j:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], r9
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov rcx, rcx
+    jmp .Lc1_d2352_j_t
+.Lc1_d2352_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 222
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
+    movzx eax, al
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 64], 6
-    movsxd r9, dword ptr [r15 + 704]
-    mov eax, dword ptr [r15 + 128]
-    vpcmpeqb xmm14, xmm14, xmm5
     mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], eax
-    movsxd r8, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 448]
-    test ebx, 1073741824
+    mov dword ptr [r15 + 0], 249
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    movzx r8d, byte ptr [r15 + 384]
+    test dword ptr [r15 + 67117723], 65536
     jz 1f
 1:
-    mov r8, r10
-    mov eax, edi
-    and r8, 16320
-    mov eax, dword ptr [r15 + r8 + 15680]
-    mov r8, qword ptr [r15 + 256]
-    mov qword ptr [r15 + 512], r8
-    mov rdi, rax
+    movzx r8d, al
+    mov byte ptr [r15 + 768], cl
+    movsxd r8, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 128], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov rbp, r10
+    mov r8, r10
+    movzx eax, byte ptr [r15 + 320]
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 512]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    movzx r8d, byte ptr [r15 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rdi
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm14
-    movzx r8d, byte ptr [r15 + 320]
-    mov r9d, 198
-    mov dword ptr [r15 + 320], edi
+    jmp 1f
+1:
+    movzx r8d, dil
+    mov byte ptr [r15 + 192], cl
+    mov r8, qword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
@@ -2808,147 +2772,115 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, qword ptr [r15 + 256]
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 4032
-    vmovq qword ptr [r15 + rbp + 3392], xmm14
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 150994944
+    lea rcx, [rip + .Lc1_d2400_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2400_j_t
+.Lc1_d2400_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], ecx
+    mov r9, r10
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 146
-    mov rbp, rbp
-    movsxd rbp, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 128]
+    and r9, 8128
+    movzx eax, byte ptr [r15 + r9 + 7488]
+    mov r9, rax
+    mov byte ptr [r15 + 448], r9b
+    mov r9, r10
+    test dword ptr [r15 + 67117723], 2129920
+    jz 1f
+1:
     mov r8, r10
+    movzx edi, cl
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    and r9, 16320
+    and r8d, dword ptr [r15 + r9 + 15680]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov r9, r10
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 32
-    and r9, 1984
-    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm14
-    test dword ptr [r15 + 67117724], 10486784
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 512], ymm14
-    mov rax, qword ptr [r15 + 384]
-    movzx r9d, byte ptr [r15 + 768]
-    test dword ptr [r15 + 67117723], 64
-    jnz 1f
-1:
     jmp 1f
 1:
-    movzx r9d, bpl
-    movzx ebp, byte ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 264192
-    jnz 1f
+    movzx r8d, bpl
+    jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 320], xmm14
-    mov r9d, dword ptr [r15 + 448]
-    mov rbp, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], 62
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, r8b
+    mov dword ptr [r15 + 320], 199
+    mov r8d, dword ptr [r15 + 576]
+    mov r9d, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 74
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 320]
+    add qword ptr [r15 + 64], r8
+    jmp 1f
+1:
+    mov r8d, edi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c48:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d2479_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2479_s_t
-    .p2align 3
-.Lc1_d2479_s:
-    .p2align 3
-    jmp .Lc1_d2479_j
-    .p2align 3
-    jmp .Lc1_d2479_j
-    .p2align 3
-    jmp .Lc1_d2479_j
-    .p2align 3
-    jmp .Lc1_d2479_j
-    .p2align 3
-    jmp .Lc1_d2479_j
-    .p2align 3
-    jmp .Lc1_d2479_j
-    .p2align 3
-    jmp .Lc1_d2479_j
-    .p2align 3
-    jmp .Lc1_d2479_j
-    .p2align 3
-    jmp .Lc1_d2479_j
-    .p2align 3
-    jmp .Lc1_d2479_j
-    .p2align 3
-    jmp .Lc1_d2479_j
-    .p2align 3
-    jmp .Lc1_d2479_j
-    .p2align 3
-    jmp .Lc1_d2479_j
-    .p2align 3
-    jmp .Lc1_d2479_j
-    .p2align 3
-    jmp .Lc1_d2479_j
-    .p2align 3
-    jmp .Lc1_d2479_j
-.Lc1_d2479_j:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 448]
-    mov ebp, r9d
-    mov ebp, dword ptr [r15 + 128]
-    lea r9, [r10 + r10*1]
-    mov r8d, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 397314
-    jz 1f
-1:
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7552]
-    mov rbp, r10
-    mov ecx, dword ptr [r15 + 192]
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 384], 116
-    movzx ebp, byte ptr [r15 + r9 + 7488]
+    movzx r8d, r9b
+    movsxd r8, dword ptr [r15 + 448]
+    mov r9d, 181
+    mov r9d, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, al
-    mov rbp, r9
-    movzx ebp, bpl
-    mov r9d, 235
-    movzx ebp, cl
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 131
     jmp 1f
 1:
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 64], cl
-    mov eax, 207
-    mov ecx, 76
-    movzx ecx, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], sil
+    mov r8, qword ptr [r15 + 128]
     mov rbp, r10
-    jmp 1f
-1:
+    movsxd r9, dword ptr [r15 + 64]
+    and r8d, dword ptr [r15 + 512]
     and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], r8b
-    mov dword ptr [r15 + 576], 130
-    movzx r8d, byte ptr [r15 + 320]
-    mov rbp, rax
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 320], dil
+    test ebx, 384
+    jnz 1f
+1:
+    mov edi, 250
+    mov dword ptr [r15 + 64], 227
+    mov dword ptr [r15 + 640], ecx
+    mov byte ptr [r15 + 384], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r10
+    mov r8d, 230
+    mov qword ptr [r15 + 448], rdi
+    and rbp, 8128
+    vmovdqu xmmword ptr [r15 + rbp + 7488], xmm1
+    mov dword ptr [r15 + 192], ebp
     add r10, r11
     inc rbx
     dec r13
@@ -2957,50 +2889,88 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    movzx eax, r8b
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d2498_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2498_s_t
+    .p2align 3
+.Lc1_d2498_s:
+    .p2align 3
+    jmp .Lc1_d2498_j
+    .p2align 3
+    jmp .Lc1_d2498_j
+    .p2align 3
+    jmp .Lc1_d2498_j
+    .p2align 3
+    jmp .Lc1_d2498_j
+    .p2align 3
+    jmp .Lc1_d2498_j
+    .p2align 3
+    jmp .Lc1_d2498_j
+    .p2align 3
+    jmp .Lc1_d2498_j
+    .p2align 3
+    jmp .Lc1_d2498_j
+    .p2align 3
+    jmp .Lc1_d2498_j
+    .p2align 3
+    jmp .Lc1_d2498_j
+    .p2align 3
+    jmp .Lc1_d2498_j
+    .p2align 3
+    jmp .Lc1_d2498_j
+    .p2align 3
+    jmp .Lc1_d2498_j
+    .p2align 3
+    jmp .Lc1_d2498_j
+    .p2align 3
+    jmp .Lc1_d2498_j
+    .p2align 3
+    jmp .Lc1_d2498_j
+.Lc1_d2498_j:
+    lea rbp, [r10 + r10*1]
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 0
-    mov r8, qword ptr [r15 + 64]
-    mov rbp, r9
-    test dword ptr [r15 + 67117723], 4224
-    jz 1f
-1:
-    mov rbp, r10
-    mov r8d, 84
-    mov byte ptr [r15 + 192], al
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    test ebx, 1073741824
+    movsxd rcx, dword ptr [r15 + rbp + 1408]
+    mov r8, r10
+    mov byte ptr [r15 + 512], al
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 832]
+    mov r8d, edi
+    mov rdi, qword ptr [r15 + 384]
+    test ebx, 522624
     jnz 1f
 1:
+    movzx ecx, byte ptr [r15 + 704]
+    mov eax, 153
+    mov dword ptr [r15 + 0], 119
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov byte ptr [r15 + 768], r9b
+    movzx eax, byte ptr [r15 + 128]
+    jmp 1f
 1:
-    mov eax, eax
-    mov rbp, r10
-    mov esi, r8d
-    mov dword ptr [r15 + 512], 117
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117724], 128
     jnz 1f
 1:
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 384], r8
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 12
-    rep movsb
-    test dword ptr [r15 + 67117724], 256
+    movsxd rax, dword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm1
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r8, r10
+    mov byte ptr [r15 + 320], r8b
+    test dword ptr [r15 + 67117723], 2622464
     jz 1f
 1:
-    mov byte ptr [r15 + 128], al
-    movsxd rax, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 640], 156
+    mov dword ptr [r15 + 192], 128
+    and r8, 4032
+    movzx ebp, byte ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + 384], rbp
+    mov rbp, rbp
     add r10, r11
     inc rbx
     dec r13
@@ -3009,58 +2979,67 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2594_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2594_j_t
-.Lc1_d2594_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov rax, rcx
-    mov ecx, 132
-    movzx esi, cl
-    test dword ptr [r15 + 67117723], 524288
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    mov rdi, rax
-    mov eax, 251
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 320]
-    vpxor xmm14, xmm14, xmm13
-    and edi, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 64], edi
     mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
+    movsxd rax, dword ptr [r15 + 192]
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rax
+    jmp 1f
 1:
-    and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
-    mov byte ptr [r15 + 384], r9b
-    mov r9d, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 512], al
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 256]
-    mov rbp, qword ptr [r15 + 768]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 192], 24
-    mov r9, r10
-    mov edx, dword ptr [r15 + 384]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], al
+    movzx r8d, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 128]
+    mov ebp, ebp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm1
+    mov rbp, r10
+    jmp 1f
+1:
+    test ebx, 1152
+    jnz 1f
+1:
+    mov r8, r10
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], ebp
+    mov rbp, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 576], 179
+    vmovq qword ptr [r15 + 320], xmm1
+    movsxd r8, dword ptr [r15 + 448]
+    mov ebp, edi
+    test dword ptr [r15 + 67117724], 1073741824
+    jnz 1f
+1:
+    mov rbp, rax
+    mov rbp, rsi
+    mov qword ptr [r15 + 64], rax
+    movsxd rbp, dword ptr [r15 + 512]
     add r10, r11
     inc rbx
     dec r13
@@ -3069,50 +3048,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 121
-    mov eax, dword ptr [r15 + 512]
-    and rbp, 1984
-    movzx r9d, byte ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 256], 155
+    lea rcx, [rip + .Lc1_d2617_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2617_j_t
+.Lc1_d2617_j:
+    mov byte ptr [r15 + 640], cl
+    mov dword ptr [r15 + 320], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, dl
+    jmp 1f
+1:
     mov rbp, r10
-    movzx edx, r9b
-    mov edx, edx
-    mov rdx, qword ptr [r15 + 384]
-    and rbp, 448
-    mov r9, r10
-    mov dword ptr [r15 + rbp + 832], r9d
-    test dword ptr [r15 + 67117723], 268288
+    mov ecx, 30
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], cl
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    test ebx, 1073741824
     jz 1f
 1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], ebp
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov ebp, ebp
-    movzx ebp, byte ptr [r15 + 0]
+    mov ebp, eax
+    mov rbp, qword ptr [r15 + 128]
+    movzx ecx, r8b
+    mov r8, r10
+    mov ecx, 225
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], ebp
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 64
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r8, rbp
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 192], ymm1
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 192], 79
-    movzx r9d, dl
+    movzx ebp, byte ptr [r15 + 448]
+    mov r8, r10
+    movsxd rcx, dword ptr [r15 + 256]
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 142606336
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 448], edx
-    mov dword ptr [r15 + 64], 216
-    jmp 1f
-1:
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 512]
     add r10, r11
     inc rbx
     dec r13
@@ -3122,144 +3112,131 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 131072
+    test dword ptr [r15 + 67117723], 256
     setz al
-    lea rcx, [rip + .Lc1_d2689_s]
+    lea rcx, [rip + .Lc1_d2669_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2689_s_t
+    jmp .Lc1_d2669_s_t
     .p2align 3
-.Lc1_d2689_s:
+.Lc1_d2669_s:
     .p2align 3
-    jmp .Lc1_d2689_j
+    jmp .Lc1_d2669_j
     .p2align 3
-    jmp .Lc1_d2689_j
-.Lc1_d2689_j:
-    mov rbp, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rcx
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], esi
+    jmp .Lc1_d2669_j
+.Lc1_d2669_j:
+    mov r8, r10
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
+    jmp 1f
+1:
+    mov r8d, 66
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rax
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 0]
-    mov ecx, r9d
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], eax
-    movzx eax, cl
-    movsxd rax, dword ptr [r15 + 704]
-    mov byte ptr [r15 + 384], al
-    test ebx, 768
-    jz 1f
+    movzx r8d, r8b
+    jmp 1f
 1:
-    mov rbp, r10
-    mov ecx, dword ptr [r15 + 128]
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    mov rbp, r10
-    mov eax, 88
-    mov byte ptr [r15 + 64], al
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    test ebx, 2304
+    and r8d, dword ptr [r15 + 320]
+    test dword ptr [r15 + 67117724], 131200
     jnz 1f
 1:
-    mov rdx, rax
-    nop
-    mov dword ptr [r15 + 320], r9d
-    movsxd r9, dword ptr [r15 + 512]
-    movzx eax, r9b
-    movzx r9d, byte ptr [r15 + 128]
-    test ebx, 1073741824
+    mov r8, r10
+    mov dword ptr [r15 + 384], 255
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], cl
+    vmovdqu ymmword ptr [r15 + 256], ymm1
+    test dword ptr [r15 + 67117723], 1152
     jz 1f
 1:
-    jmp 1f
+    mov dword ptr [r15 + 128], 177
+    mov r8, r10
+    movzx ecx, byte ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 512]
+    and r8, 4032
+    mov rbp, qword ptr [r15 + r8 + 3392]
+    test ebx, 256
+    jz 1f
 1:
-    movzx r9d, cl
-    movzx r9d, byte ptr [r15 + 640]
-    movzx ecx, dil
-    jmp 1f
-1:
+    mov qword ptr [r15 + 64], rcx
+    mov qword ptr [r15 + 704], rbp
+    mov ebp, dword ptr [r15 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c53:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2754_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2754_j_t
-.Lc1_d2754_j:
-    movzx ecx, bpl
-    movzx ecx, byte ptr [r15 + 768]
-    mov dword ptr [r15 + 192], ecx
-    mov rcx, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 4
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
     jmp 1f
 1:
+    mov ebp, dword ptr [r15 + 576]
+    mov r8d, ebp
+    mov ebp, 233
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovq qword ptr [r15 + 320], xmm1
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r10
-    mov rcx, qword ptr [r15 + 128]
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    mov byte ptr [r15 + 512], cl
-    test ebx, 256
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r10
-    mov rcx, rax
-    mov eax, dword ptr [r15 + 384]
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
+    mov ebp, 61
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 143
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 384], r8b
     jmp 1f
 1:
-    mov r9, r10
+    vmovdqu xmmword ptr [r15 + 256], xmm1
+    movzx r8d, r8b
+    mov r8d, dword ptr [r15 + 768]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 512], rbp
+    mov ebp, r8d
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 128]
+    mov r8, r10
+    mov ecx, 232
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov r8, r10
+    mov rcx, qword ptr [r15 + 448]
     mov rax, qword ptr [r15 + 320]
-    movzx ecx, byte ptr [r15 + 448]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], bpl
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rax
-    mov r8d, dword ptr [r15 + 256]
-    movsxd r9, dword ptr [r15 + 384]
+    mov rax, r8
+    mov ebp, edi
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r8, rcx
     add r10, r11
     inc rbx
     dec r13
@@ -3268,64 +3245,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r10
-    mov rax, qword ptr [r15 + 192]
-    mov rcx, rax
-    mov dword ptr [r15 + 576], 104
-    and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 33554560
-    jnz 1f
-1:
-    mov r9, r10
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 128]
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul rax, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 448], rcx
-    mov r9, rax
-    movsxd rax, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 192
-    jnz 1f
-1:
-    movzx ecx, r8b
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 512]
-    movzx eax, al
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rcx, rax
-    mov r9, r10
-    movzx eax, byte ptr [r15 + 256]
-    and r9, 8128
-    movzx r8d, byte ptr [r15 + r9 + 7488]
+    lea rcx, [rip + .Lc1_d2776_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2776_j_t
+.Lc1_d2776_j:
+    mov byte ptr [r15 + 256], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    .byte 0x0f, 0x1f, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov rdi, r8
+    mov byte ptr [r15 + 384], dil
+    movzx edi, byte ptr [r15 + 640]
     jmp 1f
 1:
-    mov r9d, 214
-    jmp 1f
+    mov r8d, 234
+    mov r8, r10
+    and edi, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 167773185
+    jz 1f
 1:
-    jmp 1f
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm1
+    mov r9, r10
+    vmovdqu ymmword ptr [r15 + 512], ymm1
+    inc dword ptr [r15 + 64]
+    and r9, 1984
+    imul r8, qword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 384]
+    test dword ptr [r15 + 67117723], 1140868096
+    jz 1f
 1:
+    mov rbp, r10
+    mov qword ptr [r15 + 448], rbp
+    mov rcx, qword ptr [r15 + 64]
+    movzx r9d, dil
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
+    mov ebp, r8d
+    movsxd rbp, dword ptr [r15 + 320]
     add r10, r11
     inc rbx
     dec r13
@@ -3334,61 +3297,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2859_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2859_j_t
-.Lc1_d2859_j:
-    and eax, dword ptr [r15 + 64]
-    mov rcx, r9
-    jmp 1f
-1:
+    movzx edi, al
+    vpor xmm1, xmm1, xmm1
+    mov eax, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    test dword ptr [r15 + 67117723], 131072
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov r8, r10
-    mov r9d, 191
-    mov qword ptr [r15 + 0], r9
-    mov qword ptr [r15 + 512], rcx
-    and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3392]
+    mov rax, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r9, r10
-    mov dword ptr [r15 + 640], 172
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 320], 136
-    mov r9d, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r8
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 704]
     mov rbp, r10
+    mov dword ptr [r15 + 0], edi
+    jmp 1f
+1:
+    and rbp, 8128
+    mov rdi, qword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 704], dil
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 256], 30
-    mov r8d, 216
-    and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 1344]
+    mov rbp, r10
+    mov edi, ebp
+    mov rdi, r8
+    and rbp, 4032
+    mov edi, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 384], 190
+    movzx ebp, dil
+    test dword ptr [r15 + 67117723], 32
+    jz 1f
+1:
+    mov edi, eax
+    mov r8, r10
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], dl
+    and r8, 1984
+    mov edi, dword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 448]
+    movzx edi, al
+    mov dword ptr [r15 + 256], 88
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 229
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpcmpeqb xmm1, xmm1, xmm6
+    jmp 1f
+1:
+    vpmovmskb eax, xmm1
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -3397,70 +3357,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32
-    setz al
-    lea rcx, [rip + .Lc1_d2911_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2911_s_t
-    .p2align 3
-.Lc1_d2911_s:
-    .p2align 3
-    jmp .Lc1_d2911_j
-    .p2align 3
-    jmp .Lc1_d2911_j
-.Lc1_d2911_j:
-    mov rbp, r10
-    mov rcx, r8
-    vmovq xmm14, r9
-    mov qword ptr [r15 + 512], rbp
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], 223
-    mov rbp, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 84
-    mov ecx, 251
-    test ebx, 1073741824
-    jz 1f
-1:
+    lea rcx, [rip + .Lc1_d2873_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2873_j_t
+.Lc1_d2873_j:
     mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 192]
-    movzx ebp, dl
-    and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 832]
-    movzx r8d, cl
-    test ebx, 2304
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 320]
+    mov rbp, r10
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 576]
+    and rbp, 1984
+    movzx edi, byte ptr [r15 + rbp + 1344]
+    test ebx, 640
     jnz 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], r8
-    mov byte ptr [r15 + 320], dl
-    mov edx, dword ptr [r15 + 768]
-    movsxd r8, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 0], r9b
+    mov ebp, 104
+    mov dword ptr [r15 + 0], ebp
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdx, rbp
-    vmovdqu xmmword ptr [r15 + 448], xmm14
-    mov rdx, r8
-    mov r8, r10
-    mov edx, dword ptr [r15 + 128]
-    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x66, 0x90
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    mov r8d, 205
-    mov dword ptr [r15 + 384], edx
-    vpmovmskb r8d, xmm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 128], r8b
+    mov byte ptr [r15 + 768], cl
+    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], ecx
+    and r9, 448
+    vmovdqu xmmword ptr [r15 + r9 + 832], xmm1
+    jmp 1f
+1:
+    movzx r9d, r9b
+    mov dword ptr [r15 + 64], 111
+    test dword ptr [r15 + 67117724], 1024
+    jnz 1f
+1:
+    mov r9d, r9d
+    movzx r9d, byte ptr [r15 + 192]
+    mov r8, qword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
@@ -3469,63 +3420,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d2927_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2927_s_t
+    .p2align 3
+.Lc1_d2927_s:
+    .p2align 3
+    jmp .Lc1_d2927_j
+    .p2align 3
+    jmp .Lc1_d2927_j
+.Lc1_d2927_j:
     mov r8, r10
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rbp
-    mov r8, rbp
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], r9b
+    and r8, 16320
+    mov byte ptr [r15 + r8 + 15680], r8b
+    mov dword ptr [r15 + 128], r9d
+    mov r9, qword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
+    mov r8d, 249
+    mov r8d, r8d
+    mov r8, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, eax
-    mov eax, 220
+    movzx r8d, r9b
+    mov dword ptr [r15 + 256], 125
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 512]
-    movsxd r8, dword ptr [r15 + 64]
-    mov rbp, r10
-    movzx ecx, byte ptr [r15 + 448]
-    movzx edx, byte ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 196608
-    jz 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 128], bpl
-    mov rbp, rdx
-    mov dword ptr [r15 + 576], 81
-    movzx ebp, byte ptr [r15 + 384]
+    mov r8d, 214
+    mov qword ptr [r15 + 512], r9
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 192], rdx
-    mov rbp, r10
-    mov byte ptr [r15 + 320], dl
-    jmp 1f
+    mov r8, r10
+    mov r9, r9
+    and r8, 8128
+    movzx r9d, byte ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 320], r9d
+    movzx r9d, byte ptr [r15 + 640]
+    test dword ptr [r15 + 67117724], 8192
+    jz 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm14
-    jmp 1f
-1:
-    mov ebp, 182
+    mov r9d, 1
+    mov r9d, 107
+    mov dword ptr [r15 + 192], 111
+    movzx r9d, byte ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
@@ -3534,52 +3486,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3023_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3023_j_t
-.Lc1_d3023_j:
-    mov ecx, 226
-    mov dword ptr [r15 + 384], ecx
-    mov qword ptr [r15 + 64], rbp
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 67125248
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    mov rax, rax
-    movzx ebp, byte ptr [r15 + 128]
-    test ebx, 31232
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 448]
-    movzx ebp, cl
-    mov byte ptr [r15 + 256], cl
-    vmovq qword ptr [r15 + 192], xmm14
-    vmovdqu xmmword ptr [r15 + 640], xmm14
-    test dword ptr [r15 + 67117724], 262144
-    jz 1f
-1:
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 320]
-    mov rbp, r10
-    mov ecx, dword ptr [r15 + 128]
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    mov rbp, r10
+    movsxd rax, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], 157
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 270337
-    jz 1f
-1:
-    mov dword ptr [r15 + 512], 1
-    and rbp, 448
+    mov r9, qword ptr [r15 + 384]
     mov r8, r10
-    mov byte ptr [r15 + rbp + 832], cl
-    and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3392]
+    test dword ptr [r15 + 67117723], 21496480
+    jz 1f
+1:
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 64], ymm1
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
+    test ebx, 512
+    jz 1f
+1:
+    mov r8, r10
+    mov r9, qword ptr [r15 + 256]
+    and r8, 4032
+    mov rbp, r10
+    mov dword ptr [r15 + r8 + 3392], ecx
+    mov r8, rbp
+    test dword ptr [r15 + 67117724], 33554688
+    jnz 1f
+1:
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 64], 143
+    mov ebp, 94
+    mov ebp, dword ptr [r15 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 55
+    mov byte ptr [r15 + 192], al
+    mov rbp, qword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 4098
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 222
+    mov eax, ecx
     add r10, r11
     inc rbx
     dec r13
@@ -3588,59 +3546,79 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 512]
-    mov r8d, 106
-    mov ebp, 201
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 256], ymm14
-    mov eax, 154
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 4
-    mov dword ptr [r15 + 448], 66
-    mov rbp, r10
-    mov eax, ecx
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 704], 29
-    test dword ptr [r15 + 67117724], 4144
-    jz 1f
-1:
-    mov rbp, r10
-    movzx eax, r8b
-    and rbp, 448
-    mov r8, r10
-    movzx eax, byte ptr [r15 + rbp + 832]
-    mov rbp, rax
-    mov byte ptr [r15 + 64], bpl
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 320]
-    mov r8, rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d3029_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3029_s_t
+    .p2align 3
+.Lc1_d3029_s:
+    .p2align 3
+    jmp .Lc1_d3029_j
+    .p2align 3
+    jmp .Lc1_d3029_j
+    .p2align 3
+    jmp .Lc1_d3029_j
+    .p2align 3
+    jmp .Lc1_d3029_j
+    .p2align 3
+    jmp .Lc1_d3029_j
+    .p2align 3
+    jmp .Lc1_d3029_j
+    .p2align 3
+    jmp .Lc1_d3029_j
+    .p2align 3
+    jmp .Lc1_d3029_j
+.Lc1_d3029_j:
+    and ecx, dword ptr [r15 + 512]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8d, eax
-    test ebx, 256
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 384]
-    mov r8, qword ptr [r15 + 768]
+    movzx eax, byte ptr [r15 + 768]
     mov ebp, dword ptr [r15 + 128]
-    mov rcx, qword ptr [r15 + 384]
+    test dword ptr [r15 + 67117723], 268505088
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 576]
+    movsxd r8, dword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r10
+    mov ebp, 202
+    and r9, 1984
+    movsxd rbp, dword ptr [r15 + r9 + 1344]
+    movzx r9d, byte ptr [r15 + 384]
+    mov r8, r10
+    mov qword ptr [r15 + 384], rax
+    movsxd rax, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 143
+    jmp 1f
+1:
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm1
+    mov ebp, dword ptr [r15 + 64]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -3649,93 +3627,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d3122_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3122_s_t
-    .p2align 3
-.Lc1_d3122_s:
-    .p2align 3
-    jmp .Lc1_d3122_j
-    .p2align 3
-    jmp .Lc1_d3122_j
-    .p2align 3
-    jmp .Lc1_d3122_j
-    .p2align 3
-    jmp .Lc1_d3122_j
-    .p2align 3
-    jmp .Lc1_d3122_j
-    .p2align 3
-    jmp .Lc1_d3122_j
-    .p2align 3
-    jmp .Lc1_d3122_j
-    .p2align 3
-    jmp .Lc1_d3122_j
-.Lc1_d3122_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    movzx ecx, al
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 128]
-    movzx ecx, al
+    movzx eax, al
     mov rbp, r10
+    mov eax, dword ptr [r15 + 448]
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 64]
+    mov r8d, ebp
     test ebx, 1073741824
     jz 1f
 1:
-    and eax, dword ptr [r15 + 320]
+    mov rbp, r10
+    jmp 1f
+1:
     and rbp, 8128
     mov r9, qword ptr [r15 + rbp + 7488]
-    mov ebp, 78
-    mov r8, rbp
-    mov dword ptr [r15 + 576], r8d
-    movsxd rbp, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 2359296
+    jnz 1f
+1:
+    movzx ebp, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 128], r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rax
-    mov byte ptr [r15 + 192], cl
-    mov rbp, r10
+    mov dword ptr [r15 + 320], 58
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], r9
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 202
-    jmp 1f
-1:
-    test ebx, 3200
+    .byte 0x0f, 0x1f, 0x00
+    movzx r9d, al
+    mov qword ptr [r15 + 640], rax
+    test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 384], r8b
-    mov qword ptr [r15 + 64], rbp
-    mov dword ptr [r15 + 256], 38
+    mov qword ptr [r15 + 128], r9
+    mov dword ptr [r15 + 192], 128
+    movzx r9d, byte ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 256]
+    mov rdi, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
     jmp 1f
 1:
+    movzx eax, al
+    and r9, 1984
+    movzx ebp, byte ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    mov rbp, rdx
     add r10, r11
     inc rbx
     dec r13
@@ -3744,111 +3689,118 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3193_j]
+    lea rcx, [rip + .Lc1_d3140_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3193_j_t
-.Lc1_d3193_j:
+    jmp .Lc1_d3140_j_t
+.Lc1_d3140_j:
+    vpshufd xmm6, xmm1, 239
+    vmovq qword ptr [r15 + 64], xmm6
     mov rbp, r10
-    movzx ecx, byte ptr [r15 + 320]
-    movsxd rax, dword ptr [r15 + 512]
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm14
+    movzx ecx, al
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 145
     movzx ebp, byte ptr [r15 + 704]
-    mov r8, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov eax, ebp
+    movzx eax, al
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 320]
-    mov rbp, qword ptr [r15 + 384]
-    and r8, 448
-    add rbp, qword ptr [r15 + r8 + 832]
-    test dword ptr [r15 + 67117723], 65536
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
+    mov eax, ecx
+    jmp 1f
+1:
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 1064968
     jz 1f
 1:
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 4096
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 320], bpl
+    test ebx, 256
+    jnz 1f
+1:
+    mov dword ptr [r15 + 192], 205
+    mov rbp, qword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 512], dil
+    test ebx, 127744
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 640]
-    mov qword ptr [r15 + 256], r8
-    mov r8, r8
-    movsxd r8, dword ptr [r15 + 192]
-    test dword ptr [r15 + 67117723], 16777216
-    jz 1f
+    jmp 1f
 1:
-    mov dword ptr [r15 + 64], ebp
-    movzx r8d, al
-    and ecx, dword ptr [r15 + 128]
-    mov r8, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 448]
+    mov ebp, edi
+    movzx ebp, dil
+    mov edi, dword ptr [r15 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c62:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r8, r10
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    movzx r8d, byte ptr [r15 + 256]
+    lea rcx, [rip + .Lc1_d3190_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3190_j_t
+.Lc1_d3190_j:
+    mov ecx, r9d
     mov rbp, r10
+    movzx r9d, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 512], r9
     mov r9, r10
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm6
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
     jmp 1f
 1:
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], cl
-    test dword ptr [r15 + 67117723], 268435456
+    test ebx, 768
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], r9
-    movzx r9d, byte ptr [r15 + 448]
-    mov rbp, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r9d, edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], ebp
-    mov dword ptr [r15 + 384], ebp
-    mov dword ptr [r15 + 768], 155
+    mov dword ptr [r15 + 0], 152
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 0]
+    movzx edi, bpl
+    movzx ebp, dil
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 320], 40
-    mov qword ptr [r15 + 384], rbp
-    mov byte ptr [r15 + 64], r9b
-    mov r9d, r9d
-    test dword ptr [r15 + 67117723], 41984000
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    mov ebp, 234
+    mov byte ptr [r15 + 256], dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], 20
+    jmp 1f
+1:
+    mov byte ptr [r15 + 576], r9b
+    movzx r9d, byte ptr [r15 + 768]
+    mov rdi, rax
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r9, rax
-    mov r9d, ebp
-    movzx r9d, cl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, r9b
-    mov dword ptr [r15 + 512], 100
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and r9d, dword ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 192]
+    movzx ecx, cl
+    mov rcx, qword ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
@@ -3857,76 +3809,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 64
-    setz al
-    lea rcx, [rip + .Lc1_d3288_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3288_s_t
-    .p2align 3
-.Lc1_d3288_s:
-    .p2align 3
-    jmp .Lc1_d3288_j
-    .p2align 3
-    jmp .Lc1_d3288_j
-.Lc1_d3288_j:
-    vmovq xmm14, rcx
-    mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 239
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov rbp, qword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], eax
+    mov r9d, dword ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 235
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 64]
-    mov eax, 11
-    mov rax, qword ptr [r15 + 192]
-    mov ebp, 148
-    mov r9, rcx
+    mov dword ptr [r15 + 192], 145
+    vmovdqu ymmword ptr [r15 + 640], ymm6
+    mov ebp, edi
+    mov ebp, edi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 128]
+    and ebp, dword ptr [r15 + 0]
+    mov rdi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r10
-    jmp 1f
-1:
-    mov eax, 5
-    test ebx, 1152
+    test dword ptr [r15 + 67117723], 134283264
     jnz 1f
 1:
     and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    mov r9, qword ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + 512]
-    movzx ebp, dl
-    mov byte ptr [r15 + 448], cl
-    mov rbp, qword ptr [r15 + 576]
-    mov r8, r10
-    movzx edx, cl
-    test ebx, 1073741824
+    mov byte ptr [r15 + r9 + 832], r9b
+    mov r9, r9
+    movzx r9d, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 512
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 320]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 8
-    .byte 0x66, 0x90
+    and rbp, 8128
+    vmovdqu xmm6, xmmword ptr [r15 + rbp + 7488]
+    mov ebp, ebp
+    mov edi, 219
+    mov ebp, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], edi
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8d, eax
+    movzx edi, byte ptr [r15 + 384]
+    mov ebp, r9d
     add r10, r11
     inc rbx
     dec r13
@@ -3944,79 +3877,83 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 128
+    test dword ptr [r15 + 67117723], 256
     setz al
-    lea rcx, [rip + .Lc1_d3356_s]
+    lea rcx, [rip + .Lc1_d3298_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3356_s_t
+    jmp .Lc1_d3298_s_t
     .p2align 3
-.Lc1_d3356_s:
+.Lc1_d3298_s:
     .p2align 3
-    jmp .Lc1_d3356_j
+    jmp .Lc1_d3298_j
     .p2align 3
-    jmp .Lc1_d3356_j
-.Lc1_d3356_j:
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + 192], 34
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 896]
-    test dword ptr [r15 + 67117724], 512
+    jmp .Lc1_d3298_j
+.Lc1_d3298_j:
+    lea rbp, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    mov rcx, rcx
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 64]
+    movzx ecx, bpl
     test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 512]
+    movzx eax, dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm6
+    mov ecx, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 640], ymm6
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 128]
+    mov eax, eax
+    mov r9, r10
+    test bl, 12
     jnz 1f
 1:
     mov rax, rcx
+    and r9, 448
+    movzx edi, byte ptr [r15 + r9 + 832]
+    test bl, 36
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 448]
+    test ebx, 3824
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 320], 161
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + r9 + 832]
-    test dword ptr [r15 + 67117724], 1610612736
-    jnz 1f
-1:
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    test dword ptr [r15 + 67117723], 41943040
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    vmovdqu ymmword ptr [r15 + 256], ymm14
-    and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
+    mov r9d, dword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r9
+    mov r9d, 156
+    mov rcx, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 128], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 207
+    mov dword ptr [r15 + rbp + 7552], 124
     add r10, r11
     inc rbx
     dec r13
@@ -4025,68 +3962,67 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3420_j]
+    lea rcx, [rip + .Lc1_d3366_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3420_j_t
-.Lc1_d3420_j:
-    mov rbp, r10
+    jmp .Lc1_d3366_j_t
+.Lc1_d3366_j:
+    movzx ecx, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 512], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    movzx ecx, byte ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    test ebx, 1073741824
+    jz 1f
+1:
     .byte 0x0f, 0x1f, 0x00
-    and rbp, 448
-    vmovdqu xmmword ptr [r15 + rbp + 832], xmm14
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lock or dword ptr [r15 + 128], 29
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
+    mov r9d, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    lock or dword ptr [r15 + 0], 3
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 512], ymm14
-    test ebx, 1073741824
+    movsxd rcx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 256], eax
+    test dword ptr [r15 + 67117723], 128
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 448], 119
+    mov dword ptr [r15 + 704], 242
     mov rbp, r10
-    vmovdqu xmm14, xmmword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
+    and rbp, 1984
+    xor dword ptr [r15 + rbp + 1344], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], ecx
-    mov byte ptr [r15 + 384], bpl
+    mov ebp, dword ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, cl
+    mov rbp, rbp
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, ecx
-    mov dword ptr [r15 + 256], 57
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 1073874944
-    jz 1f
-1:
-    mov byte ptr [r15 + 320], bpl
+    movzx r9d, byte ptr [r15 + 320]
     add r10, r11
     inc rbx
     dec r13
@@ -4125,150 +4061,138 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d3487_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d3432_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3487_s_t
+    jmp .Lc1_d3432_s_t
     .p2align 3
-.Lc1_d3487_s:
+.Lc1_d3432_s:
     .p2align 3
-    jmp .Lc1_d3487_j
+    jmp .Lc1_d3432_j
     .p2align 3
-    jmp .Lc1_d3487_j
-    .p2align 3
-    jmp .Lc1_d3487_j
-    .p2align 3
-    jmp .Lc1_d3487_j
-    .p2align 3
-    jmp .Lc1_d3487_j
-    .p2align 3
-    jmp .Lc1_d3487_j
-    .p2align 3
-    jmp .Lc1_d3487_j
-    .p2align 3
-    jmp .Lc1_d3487_j
-    .p2align 3
-    jmp .Lc1_d3487_j
-    .p2align 3
-    jmp .Lc1_d3487_j
-    .p2align 3
-    jmp .Lc1_d3487_j
-    .p2align 3
-    jmp .Lc1_d3487_j
-    .p2align 3
-    jmp .Lc1_d3487_j
-    .p2align 3
-    jmp .Lc1_d3487_j
-    .p2align 3
-    jmp .Lc1_d3487_j
-    .p2align 3
-    jmp .Lc1_d3487_j
-.Lc1_d3487_j:
-    mov rbp, r10
-    mov r9, r10
-    mov ecx, 50
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
-    and rbp, 16320
-    movsxd r9, dword ptr [r15 + rbp + 15680]
-    mov rbp, r9
+    jmp .Lc1_d3432_j
+.Lc1_d3432_j:
+    mov ecx, 95
+    movzx ecx, byte ptr [r15 + 384]
+    movzx eax, bpl
+    mov rax, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, 119
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 2097152
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rbp
+    test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 25
-    add rcx, qword ptr [r15 + 448]
-    mov r8, r10
-    mov qword ptr [r15 + 256], r8
-    add rcx, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 704], rbp
-    and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 3392]
-    test dword ptr [r15 + 67117723], 131584
-    jnz 1f
-1:
-    mov r8d, 100
-    movsxd rcx, dword ptr [r15 + 320]
-    add rcx, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 512], rcx
-    mov ecx, 3
-    vpshufd xmm14, xmm14, 6
-    test dword ptr [r15 + 67117723], 1310720
-    jnz 1f
-1:
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 128], 3
-    vmovdqu ymmword ptr [r15 + 768], ymm14
-    movzx r9d, r8b
-    movzx r8d, r9b
+    mov byte ptr [r15 + 0], al
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 64], ymm6
+    movsxd rbp, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], eax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    movsxd rbp, dword ptr [r15 + 128]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], cl
+    mov byte ptr [r15 + 768], al
+    mov r9, r9
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 128]
+    mov eax, ecx
+    mov r8, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 124
+    mov ecx, dword ptr [r15 + 256]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r9b
+    mov r8, r10
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], r8b
+    jmp 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rax
+    mov r8d, dword ptr [r15 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r10
-    jmp 1f
-1:
-    mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d3495_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3495_j_t
+.Lc1_d3495_j:
     mov r8, r10
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm14
-    mov ebp, 87
     and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r9
-    movzx r8d, bpl
-    movzx ebp, byte ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 512], 234
+    vmovdqu xmmword ptr [r15 + 128], xmm6
+    mov r8, r10
+    mov dword ptr [r15 + 640], r8d
+    movzx eax, dil
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 64], 225
-    mov rbp, r10
-    movzx r8d, byte ptr [r15 + 384]
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm9
-    mov ebp, dword ptr [r15 + 512]
-    mov r9d, dword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 128]
-    mov rax, r8
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + 576], ymm6
+    movzx edi, cl
+    xor dword ptr [r15 + 320], ecx
+    mov r8, r10
+    mov ecx, dword ptr [r15 + 384]
+    and r8, 1984
+    movsxd rdi, dword ptr [r15 + r8 + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r8d, dword ptr [r15 + 192]
     jmp 1f
+1:
+    movzx edi, bpl
+    mov ebp, edi
+    mov rdi, qword ptr [r15 + 64]
+    mov rcx, rdi
+    test dword ptr [r15 + 67117723], 285510241
+    jz 1f
 1:
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 576]
-    mov ebp, ecx
-    mov dword ptr [r15 + 320], r9d
-    mov r9d, dword ptr [r15 + 256]
-    mov rcx, rbp
-    mov dword ptr [r15 + 192], 208
+    jmp 1f
+1:
+    movzx edi, al
+    movzx eax, r8b
+    mov eax, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rcx
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 0], 72
+    mov rcx, qword ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
@@ -4277,55 +4201,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3602_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3602_j_t
-.Lc1_d3602_j:
-    movzx ecx, byte ptr [r15 + 128]
-    add rcx, qword ptr [r15 + 512]
-    mov r9, r10
-    jmp 1f
-1:
-    mov rax, rcx
-    jmp 1f
-1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 75
-    test dword ptr [r15 + 67117723], 2097216
+    mov dword ptr [r15 + 448], 88
+    mov dword ptr [r15 + 384], r9d
+    mov eax, ecx
+    mov byte ptr [r15 + 320], al
+    mov r8, rdi
+    mov byte ptr [r15 + 192], cl
+    mov r8, r10
+    mov eax, 188
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 17039488
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 704], ymm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r9d
+    and rbp, 16320
+    movsxd r8, dword ptr [r15 + rbp + 15680]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 384], xmm14
-    mov r9, r10
-    test dword ptr [r15 + 67117723], 160
+    movzx ebp, byte ptr [r15 + 128]
+    mov eax, eax
+    mov dword ptr [r15 + 704], 229
+    xor dword ptr [r15 + 512], ecx
+    test bl, 64
     jz 1f
 1:
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    mov qword ptr [r15 + 192], rax
-    movzx r9d, byte ptr [r15 + 256]
-    movzx eax, al
+    mov byte ptr [r15 + 320], bpl
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 64]
+    mov ebp, 92
+    mov byte ptr [r15 + 256], bpl
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 448], ymm14
-    mov r9, r10
-    mov rax, qword ptr [r15 + 320]
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 640]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm6, rbp
+    mov rbp, r10
+    movzx r9d, bpl
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7488]
     add r10, r11
     inc rbx
     dec r13
@@ -4334,55 +4254,96 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, qword ptr [r15 + 768]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d3593_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3593_s_t
+    .p2align 3
+.Lc1_d3593_s:
+    .p2align 3
+    jmp .Lc1_d3593_j
+    .p2align 3
+    jmp .Lc1_d3593_j
+    .p2align 3
+    jmp .Lc1_d3593_j
+    .p2align 3
+    jmp .Lc1_d3593_j
+    .p2align 3
+    jmp .Lc1_d3593_j
+    .p2align 3
+    jmp .Lc1_d3593_j
+    .p2align 3
+    jmp .Lc1_d3593_j
+    .p2align 3
+    jmp .Lc1_d3593_j
+    .p2align 3
+    jmp .Lc1_d3593_j
+    .p2align 3
+    jmp .Lc1_d3593_j
+    .p2align 3
+    jmp .Lc1_d3593_j
+    .p2align 3
+    jmp .Lc1_d3593_j
+    .p2align 3
+    jmp .Lc1_d3593_j
+    .p2align 3
+    jmp .Lc1_d3593_j
+    .p2align 3
+    jmp .Lc1_d3593_j
+    .p2align 3
+    jmp .Lc1_d3593_j
+.Lc1_d3593_j:
+    mov rcx, r9
+    mov byte ptr [r15 + 320], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 110
+    mov ecx, 8
+    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 108
+    mov ecx, 119
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 768], r9b
+    mov r9d, ebp
+    test dword ptr [r15 + 67117724], 268435968
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 128]
+    vpxor xmm6, xmm6, xmm12
+    mov rbp, rax
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 448], ymm6
+    mov rbp, r10
+    mov rcx, qword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
     mov rbp, r10
     jmp 1f
 1:
     and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    mov rbp, rax
-    mov rax, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 128], dl
+    mov byte ptr [r15 + rbp + 7488], r9b
+    mov rbp, r10
     jmp 1f
 1:
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 192]
-    and r8, 4032
-    and edx, dword ptr [r15 + r8 + 3392]
+    mov r9d, r9d
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 384], xmm14
-    mov dword ptr [r15 + 448], 28
-    jmp 1f
-1:
-    mov r8, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 512]
-    movzx edx, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 536870912
-    jnz 1f
-1:
-    movzx r8d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 256]
-    mov r8, r10
-    movzx ebp, byte ptr [r15 + 384]
-    and r8, 1984
-    movsxd rdx, dword ptr [r15 + r8 + 1344]
     add r10, r11
     inc rbx
     dec r13
@@ -4391,69 +4352,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d3696_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3696_s_t
-    .p2align 3
-.Lc1_d3696_s:
-    .p2align 3
-    jmp .Lc1_d3696_j
-    .p2align 3
-    jmp .Lc1_d3696_j
-.Lc1_d3696_j:
+    lea rcx, [rip + .Lc1_d3664_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3664_j_t
+.Lc1_d3664_j:
+    mov byte ptr [r15 + 320], bpl
+    movzx ebp, byte ptr [r15 + 384]
+    nop
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
     mov rcx, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 64], rax
-    mov byte ptr [r15 + 384], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 46
-    mov rbp, r10
-    mov dword ptr [r15 + 320], ebp
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    mov edx, ecx
-    mov ebp, dword ptr [r15 + 128]
-    mov r8, r10
-    test dword ptr [r15 + 67117723], 16384
-    jnz 1f
-1:
-    mov rbp, r10
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    mov r8d, dword ptr [r15 + 128]
-    vpshufd xmm14, xmm14, 9
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 448]
-    movsxd rdx, dword ptr [r15 + 512]
-    movzx r9d, dl
-    vmovq xmm14, r9
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 192]
-    mov edx, r9d
-    movzx r8d, byte ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 320], r9b
-    nop
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 64]
+    mov rax, r8
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r9
+    mov byte ptr [r15 + 448], r9b
+    vmovdqu xmmword ptr [r15 + 576], xmm6
+    mov rbp, r10
+    mov dword ptr [r15 + 128], eax
+    mov rax, qword ptr [r15 + 256]
+    test dword ptr [r15 + 67117724], 134821963
+    jnz 1f
+1:
+    and rbp, 1984
+    or qword ptr [r15 + rbp + 1344], 111
+    mov rbp, rbp
+    mov rbp, r10
+    movsxd rax, dword ptr [r15 + 192]
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
+    or qword ptr [r15 + 512], 117
     add r10, r11
     inc rbx
     dec r13
@@ -4462,55 +4416,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3754_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3754_j_t
-.Lc1_d3754_j:
-    mov r8, r10
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r9d
-    movzx edx, cl
-    mov r8d, eax
-    mov r9, rcx
-    movsxd r9, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 448]
-    test dword ptr [r15 + 67117723], 65536
+    mov qword ptr [r15 + 128], rbp
+    mov eax, 59
+    mov byte ptr [r15 + 192], al
+    mov eax, dword ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + 448]
+    mov rbp, r9
+    add r9, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 536870912
     jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovq xmm14, r9
-    mov r9d, 51
-    mov byte ptr [r15 + 320], bpl
+    vmovdqu ymmword ptr [r15 + 384], ymm6
     mov r9, r10
-    vmovq qword ptr [r15 + 704], xmm14
-    test dword ptr [r15 + 67117724], 67584
+    lea rbp, [r10 + r10*1]
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 704]
+    and rbp, 448
+    mov r8, r10
+    add r9, qword ptr [r15 + rbp + 832]
+    vmovq qword ptr [r15 + 384], xmm6
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm6
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 192], ebp
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 237
-    movzx r9d, bpl
-    mov r9, r10
-    mov rbp, rbp
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r8
-    movzx r9d, byte ptr [r15 + 128]
-    movzx edx, byte ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 67633152
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 80
+    nop
+    mov dword ptr [r15 + 512], r8d
+    mov r8d, dword ptr [r15 + rbp + 896]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 512], 52
-    mov r9, r9
-    mov byte ptr [r15 + 640], r9b
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 640]
+    mov r9d, r9d
     add r10, r11
     inc rbx
     dec r13
@@ -4519,127 +4474,112 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 47
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d3764_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3764_j_t
+.Lc1_d3764_j:
     jmp 1f
 1:
+    mov dword ptr [r15 + 320], 9
+    vmovdqu ymmword ptr [r15 + 576], ymm6
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 143
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov rcx, rcx
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 448]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test dword ptr [r15 + 67117724], 1024
+    test dword ptr [r15 + 67117724], 20500
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 256], 57
-    movsxd rdx, dword ptr [r15 + 384]
-    movzx r8d, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 192], r8d
+    mov qword ptr [r15 + 64], rcx
+    mov rbp, r10
+    movzx ecx, cl
+    mov dword ptr [r15 + 192], eax
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm6
+    mov rbp, r10
+    nop
+    mov r8, r10
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    and r8, 8128
+    movzx ebp, byte ptr [r15 + r8 + 7488]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r10
-    mov r9, r10
-    jmp 1f
-1:
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    mov r9d, ebp
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], dl
-    mov r8, qword ptr [r15 + 512]
-    mov r9, r10
-    test bl, 32
-    jz 1f
-1:
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 384]
-    and r9, 8128
-    mov rdx, qword ptr [r15 + r9 + 7488]
-    mov r9d, ecx
-    mov dword ptr [r15 + 320], 68
+    mov byte ptr [r15 + 768], cl
+    mov r9d, 203
+    mov dword ptr [r15 + 320], ecx
+    mov ecx, dword ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 128], rbp
+    mov byte ptr [r15 + 448], al
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c7:
-    lea rcx, [rip + .Lc1_d3846_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3846_j_t
-.Lc1_d3846_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 136
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 222
     jmp 1f
 1:
-    movzx ecx, r9b
+    vpor xmm6, xmm6, xmm6
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 524289
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 832]
+    mov rbp, r10
+    mov rax, qword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov r8d, dword ptr [r15 + 0]
-    mov ecx, 120
-    mov rcx, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], r8b
-    movsxd r8, dword ptr [r15 + 128]
-    mov r9d, dword ptr [r15 + 512]
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov rbp, r8
+    movsxd rbp, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 128], rbp
+    movsxd rbp, dword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 640], ymm6
+    mov byte ptr [r15 + 256], bpl
     mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, r8d
+    movzx eax, byte ptr [r15 + 384]
     and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], sil
-    mov byte ptr [r15 + 256], al
-    mov ebp, 243
-    mov rbp, r10
-    movzx eax, bpl
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm14
-    mov rbp, rbp
+    mov byte ptr [r15 + rbp + 1344], cl
+    movzx ebp, bpl
+    mov dword ptr [r15 + 192], r9d
     jmp 1f
 1:
-    mov r8, r10
-    mov dword ptr [r15 + 384], 207
-    jmp 1f
-1:
-    test bl, 80
-    jnz 1f
-1:
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    movzx r8d, al
-    jmp 1f
-1:
-    movzx eax, r9b
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], al
-    mov byte ptr [r15 + 640], cl
-    movsxd rcx, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 512]
     add r10, r11
     inc rbx
     dec r13
@@ -4658,131 +4598,132 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d3914_s]
+    lea rcx, [rip + .Lc1_d3865_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3914_s_t
+    jmp .Lc1_d3865_s_t
     .p2align 3
-.Lc1_d3914_s:
+.Lc1_d3865_s:
     .p2align 3
-    jmp .Lc1_d3914_j
+    jmp .Lc1_d3865_j
     .p2align 3
-    jmp .Lc1_d3914_j
+    jmp .Lc1_d3865_j
     .p2align 3
-    jmp .Lc1_d3914_j
+    jmp .Lc1_d3865_j
     .p2align 3
-    jmp .Lc1_d3914_j
+    jmp .Lc1_d3865_j
     .p2align 3
-    jmp .Lc1_d3914_j
+    jmp .Lc1_d3865_j
     .p2align 3
-    jmp .Lc1_d3914_j
+    jmp .Lc1_d3865_j
     .p2align 3
-    jmp .Lc1_d3914_j
+    jmp .Lc1_d3865_j
     .p2align 3
-    jmp .Lc1_d3914_j
-.Lc1_d3914_j:
-    movsxd rcx, dword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    jmp .Lc1_d3865_j
+.Lc1_d3865_j:
+    mov dword ptr [r15 + 384], 227
+    movsxd rcx, dword ptr [r15 + 448]
+    mov eax, 171
+    mov rax, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 256], 65
+    mov rbp, r10
+    test ebx, 512
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7488]
-    mov rbp, r10
-    mov rcx, r8
     and rbp, 448
     mov ecx, dword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 640], rcx
-    mov ecx, r8d
+    mov ebp, ecx
+    mov dword ptr [r15 + 320], eax
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 640], 195
+    movsxd r9, dword ptr [r15 + 448]
+    lea r8, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 163
-    mov rbp, r10
-    mov rax, qword ptr [r15 + 448]
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 128], 2
-    mov ebp, dword ptr [r15 + 576]
-    movsxd rdi, dword ptr [r15 + 64]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7552], 218
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1408]
+    mov qword ptr [r15 + 512], r9
+    mov r9d, dword ptr [r15 + 128]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 6
+    rep stosb
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov ecx, eax
-    mov eax, ecx
-    movzx eax, byte ptr [r15 + 320]
-    mov ecx, 40
-    mov rcx, qword ptr [r15 + 256]
-    mov esi, 109
+    mov ecx, r8d
+    mov ecx, 175
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov rax, qword ptr [r15 + 128]
+    mov qword ptr [r15 + rbp + 7488], r8
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rcx, qword ptr [r15 + r8 + 7552]
-    mov r8, rbp
-    mov qword ptr [r15 + 192], rdi
-    mov r8d, dword ptr [r15 + 320]
-    mov edi, edi
-    mov byte ptr [r15 + 384], bpl
+    mov ebp, 184
+    vpaddd xmm6, xmm6, xmm6
+    movzx ebp, r9b
+    mov rbp, qword ptr [r15 + 64]
+    movzx r9d, bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3979_j]
+    lea rcx, [rip + .Lc1_d3924_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3979_j_t
-.Lc1_d3979_j:
-    mov r8, r10
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    mov r8d, 44
-    movsxd r8, dword ptr [r15 + 704]
-    movzx eax, r8b
-    test dword ptr [r15 + 67117724], 129
+    jmp .Lc1_d3924_j_t
+.Lc1_d3924_j:
+    movsxd rcx, dword ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 384]
+    mov ebp, edi
+    movzx ebp, byte ptr [r15 + 512]
+    mov rdi, rdi
+    lea r8, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 4032
+    or qword ptr [r15 + r8 + 3392], 27
+    mov edi, 239
+    mov byte ptr [r15 + 256], dil
+    movzx ecx, bpl
+    mov rcx, rcx
+    mov rbp, r10
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 384], r8d
-    mov dword ptr [r15 + 512], r8d
-    mov r8d, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 16400
+    and rbp, 1984
+    lea r9, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov ebp, 152
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], edi
+    mov dword ptr [r15 + r9 + 7552], 10
+    mov r9d, dword ptr [r15 + 320]
+    test ebx, 10112
     jz 1f
 1:
-    mov qword ptr [r15 + 256], rdi
-    mov edi, 73
+    mov dword ptr [r15 + 192], edi
+    movsxd rdi, dword ptr [r15 + 448]
+    mov rcx, rdi
+    mov qword ptr [r15 + 384], r9
+    movzx r9d, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 209
+    movzx r9d, bpl
+    mov r9, qword ptr [r15 + 320]
+    mov rdx, rdi
+    movzx ebp, byte ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, dil
+    mov ebp, edi
+    mov byte ptr [r15 + r8 + 3456], r8b
     mov rbp, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 192], dil
-    mov rbp, r10
-    movzx eax, byte ptr [r15 + 64]
-    movzx edi, al
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 448], dil
-    mov edi, 83
-    mov rsi, qword ptr [r15 + 320]
-    movzx edi, sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r10
-    mov qword ptr [r15 + 384], rax
-    mov dword ptr [r15 + 128], 201
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 832]
     add r10, r11
     inc rbx
     dec r13
@@ -4791,99 +4732,106 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4028_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4028_j_t
-.Lc1_d4028_j:
-    mov dword ptr [r15 + 320], 220
-    mov ecx, dword ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 64]
-    mov esi, 124
-    mov rbp, r10
-    test dword ptr [r15 + 67117723], 142606336
+    mov edx, 255
+    movzx eax, byte ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 320], dil
+    mov r9, r10
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r10
-    and rbp, 16320
-    movzx eax, byte ptr [r15 + rbp + 15680]
-    mov ecx, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 256], rdi
-    and r8, 8128
-    mov rbp, r10
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm5
+    lea rbp, [r10 + r10*1]
+    movsxd rax, dword ptr [r15 + 128]
+    and r9, 8128
+    mov edi, dword ptr [r15 + r9 + 7488]
+    mov r9d, 171
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1408]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 384], rdx
+    mov dword ptr [r15 + 512], eax
+    mov dword ptr [r15 + 128], 138
+    movzx eax, r9b
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    mov dword ptr [r15 + 0], 146
-    mov ebp, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 128], ebp
-    test dword ptr [r15 + 67117723], 4096
-    jz 1f
+    mov eax, ebp
+    mov eax, dword ptr [r15 + 448]
+    mov r9, r10
+    mov rdi, rbp
+    mov byte ptr [r15 + 448], dil
+    test dword ptr [r15 + 67117723], 524288
+    jnz 1f
 1:
-    movzx ebp, r9b
-    mov ebp, 97
-    mov rbp, qword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 192]
-    test dword ptr [r15 + 67117723], 16384
-    jz 1f
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    mov dword ptr [r15 + 64], ebp
+    movsxd r9, dword ptr [r15 + 256]
+    mov dword ptr [r15 + rbp + 1344], r9d
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rbp, r8
-    mov r8, qword ptr [r15 + 512]
-    movsxd rbp, dword ptr [r15 + 768]
-    mov esi, dword ptr [r15 + 448]
+    movzx r9d, r8b
+    mov r9d, 76
+    vpshufd xmm6, xmm6, 194
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 640]
-    mov rbp, r10
-    mov r9d, ebp
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 128], al
-    test dword ptr [r15 + 67117724], 8392704
-    jnz 1f
-1:
-    mov byte ptr [r15 + 320], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm14, xmm14, xmm7
-    mov qword ptr [r15 + 0], rax
-    test dword ptr [r15 + 67117723], 16777344
+    lea rcx, [rip + .Lc1_d4023_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4023_j_t
+.Lc1_d4023_j:
+    lea r9, [r10*4]
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3584]
+    mov rdi, qword ptr [r15 + 64]
+    mov rax, rdi
+    mov rdi, r8
+    movsxd rdi, dword ptr [r15 + 448]
+    mov r8, rdi
+    lea rbp, [r10 + r10*1]
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, al
-    mov eax, 234
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    movzx r8d, byte ptr [r15 + rbp + 896]
+    mov edi, dword ptr [r15 + rbp + 832]
+    vmovdqu ymmword ptr [r15 + 384], ymm6
+    mov rbp, qword ptr [r15 + 768]
+    mov edx, dword ptr [r15 + 64]
+    mov rcx, rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, eax
-    mov qword ptr [r15 + 448], r9
-    movsxd r9, dword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 64], ymm14
+    mov dword ptr [r15 + 128], edx
+    mov rbp, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], ebp
+    mov ebp, dword ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + 320]
+    mov rcx, rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov rbp, r10
-    mov r8, r10
+    mov rdx, r9
+    and rbp, 8128
+    mov edx, dword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + r9 + 3392]
+    mov rcx, rbp
+    movzx ebp, al
+    mov ebp, 9
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 144
-    movsxd r8, dword ptr [r15 + 192]
-    mov ebp, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 320], dl
-    mov qword ptr [r15 + 512], r8
-    mov r9d, dword ptr [r15 + 384]
+    mov ebp, 176
+    movsxd rbp, dword ptr [r15 + r9 + 3520]
+    mov edx, dword ptr [r15 + r9 + 3456]
+    movsxd rcx, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 704], r8
     add r10, r11
     inc rbx
     dec r13
@@ -4892,165 +4840,169 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4118_j]
+    lea rcx, [rip + .Lc1_d4077_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4118_j_t
-.Lc1_d4118_j:
-    mov dword ptr [r15 + 384], ecx
-    movzx ecx, r9b
-    mov ecx, ecx
-    movzx ecx, bpl
-    movzx ecx, sil
-    mov qword ptr [r15 + 128], rcx
+    jmp .Lc1_d4077_j_t
+.Lc1_d4077_j:
+    lea rbp, [r10 + r10*1]
+    movzx ecx, byte ptr [r15 + 448]
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 896]
+    movsxd rax, dword ptr [r15 + 576]
+    vmovdqu ymmword ptr [r15 + 128], ymm6
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 256]
-    movzx eax, r9b
-    test dword ptr [r15 + 67117724], 67108864
+    mov rax, rax
+    mov dword ptr [r15 + 192], eax
+    movzx eax, al
+    mov rax, r8
+    mov r9, r10
+    test dword ptr [r15 + 67117723], 128
     jz 1f
+1:
+    mov eax, dword ptr [r15 + rbp + 832]
+    and r9, 16320
+    mov qword ptr [r15 + r9 + 15680], r9
+    mov ebp, 176
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 384], al
+    mov dword ptr [r15 + 448], r9d
+    mov qword ptr [r15 + 512], rax
+    test ebx, 1073741824
+    jnz 1f
 1:
     mov r9, r10
-    mov dword ptr [r15 + 320], 99
-    movzx ecx, byte ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 512]
+    mov eax, 133
+    mov eax, 239
+    vmovdqu xmmword ptr [r15 + 384], xmm6
     and r9, 1984
-    movsxd r8, dword ptr [r15 + r9 + 1344]
-    mov r9, r8
-    mov r8, r10
-    mov dword ptr [r15 + 448], 63
-    test dword ptr [r15 + 67117724], 16
-    jz 1f
+    movsxd rax, dword ptr [r15 + r9 + 1344]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
-    mov r8, r10
-    mov dword ptr [r15 + 704], ecx
-    mov rcx, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 384], 249
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 4
+    mov qword ptr [r15 + 256], rax
+    movsxd rax, dword ptr [r15 + 64]
+    movzx r9d, r9b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c5:
-    mov r8, r10
-    mov ecx, eax
-    movzx ecx, r9b
-    mov r9, r10
-    mov rbp, r10
+    mov eax, eax
+    movsxd rax, dword ptr [r15 + 128]
+    mov r9d, 73
+    mov r8d, 211
+    mov dword ptr [r15 + 704], 100
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], r8d
+    lea r8, [r10 + r10*1]
+    mov eax, dword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 64]
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 160
+    mov qword ptr [r15 + r8 + 7488], r8
+    mov ebp, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 640]
+    movzx r9d, al
+    mov eax, 88
+    mov dword ptr [r15 + r8 + 7552], 236
+    mov byte ptr [r15 + 320], r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 192], r8
+    movzx r8d, byte ptr [r15 + 448]
+    vmovq qword ptr [r15 + 64], xmm6
+    imul r8, qword ptr [r15 + 256]
+    mov eax, 217
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
     and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3392]
-    and r9, 448
-    vmovdqu xmm14, xmmword ptr [r15 + r9 + 832]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 320], dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, eax
-    mov edi, dword ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 256]
-    mov eax, r8d
-    mov r8d, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rdx
-    sete al
-    mov rax, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], edi
-    mov dword ptr [r15 + 768], 167
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 576], dil
-    mov edi, eax
-    mov edi, 231
+    mov r8, r10
+    mov rax, qword ptr [r15 + rbp + 3392]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    mov r8d, 188
+    vmovq qword ptr [r15 + 384], xmm6
+    mov dword ptr [r15 + 512], r8d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c6:
-    lea rcx, [rip + .Lc1_d4209_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4209_j_t
-.Lc1_d4209_j:
-    mov qword ptr [r15 + 0], rcx
-    movzx esi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm14, xmm14, xmm2
-    mov qword ptr [r15 + 384], rcx
-    movzx ecx, cl
-    mov qword ptr [r15 + 640], rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r10
-    mov dword ptr [r15 + 320], esi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d4169_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4169_s_t
+    .p2align 3
+.Lc1_d4169_s:
+    .p2align 3
+    jmp .Lc1_d4169_j
+    .p2align 3
+    jmp .Lc1_d4169_j
+    .p2align 3
+    jmp .Lc1_d4169_j
+    .p2align 3
+    jmp .Lc1_d4169_j
+    .p2align 3
+    jmp .Lc1_d4169_j
+    .p2align 3
+    jmp .Lc1_d4169_j
+    .p2align 3
+    jmp .Lc1_d4169_j
+    .p2align 3
+    jmp .Lc1_d4169_j
+.Lc1_d4169_j:
+    mov rcx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 576], 18
+    mov rax, qword ptr [r15 + 384]
+    lea rbp, [r10 + r10*1]
+    vpaddd xmm6, xmm6, xmm6
+    lea r8, [r10 + r10*1]
     and rbp, 8128
-    mov rsi, qword ptr [r15 + rbp + 7488]
-    movzx ebp, al
-    mov rbp, qword ptr [r15 + 192]
-    mov eax, edi
-    mov eax, eax
+    mov r9, qword ptr [r15 + rbp + 7552]
+    and r8, 1984
+    movzx edx, byte ptr [r15 + r8 + 1408]
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 256], 52
-    mov eax, ecx
-    mov dword ptr [r15 + 512], eax
-    mov rax, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 448], rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov esi, edx
-    movzx esi, cl
-    mov esi, esi
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov rbp, rax
-    mov r8, r10
-    mov rbp, rsi
-    test bl, 32
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 64]
-    and r8, 448
-    imul rsi, qword ptr [r15 + r8 + 832]
-    mov eax, ebp
-    mov r8d, 187
-    mov r8, rcx
+    movzx eax, byte ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 512], rdx
+    movzx r8d, byte ptr [r15 + 256]
+    movzx edx, byte ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 192]
+    mov edx, r9d
+    mov qword ptr [r15 + rbp + 7488], rdx
+    mov edx, dword ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 16384
+    jz 1f
+1:
+    mov dword ptr [r15 + 768], 249
+    mov rbp, r10
+    mov byte ptr [r15 + 320], al
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 448]
+    bt r9, rbp
     add r10, r11
     inc rbx
     dec r13
@@ -5059,47 +5011,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8d, dword ptr [r15 + 448]
-    movsxd rax, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 512], al
-    movzx eax, al
-    mov rbp, r10
-    movsxd rax, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 2080
+    mov eax, 234
+    mov eax, eax
+    mov eax, dword ptr [r15 + 64]
+    mov rbp, r8
+    test dword ptr [r15 + 67117724], 524288
     jnz 1f
 1:
-    mov r8, r10
-    mov byte ptr [r15 + 64], sil
+    mov rbp, r10
+    mov byte ptr [r15 + 512], bpl
+    mov byte ptr [r15 + 320], dl
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], edx
+    test dword ptr [r15 + 67117723], 67633152
+    jz 1f
+1:
+    mov qword ptr [r15 + 128], rax
+    mov rbp, r10
+    mov qword ptr [r15 + 384], rax
+    mov eax, 99
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    movsxd rax, dword ptr [r15 + 192]
     and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 0], 185
-    test dword ptr [r15 + 67117724], 16810240
+    mov r9d, dword ptr [r15 + rbp + 1344]
+    vmovdqu ymmword ptr [r15 + 384], ymm6
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 704], ymm14
-    movzx esi, byte ptr [r15 + 128]
-    mov rbp, r10
+    xor dword ptr [r15 + 704], r9d
+    mov dword ptr [r15 + 64], eax
+    mov rax, qword ptr [r15 + 256]
+    movzx ecx, byte ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 142
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    mov edi, eax
-    movsxd rbp, dword ptr [r15 + 192]
-    movsxd rax, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, edx
-    mov edx, ebp
-    mov ecx, dword ptr [r15 + 320]
-    mov ebp, 23
+    mov dword ptr [r15 + 640], 206
+    mov qword ptr [r15 + 448], rbp
+    mov rax, rbp
     add r10, r11
     inc rbx
     dec r13
@@ -5116,112 +5069,139 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4318_j]
+    lea rcx, [rip + .Lc1_d4272_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4318_j_t
-.Lc1_d4318_j:
-    mov ecx, ecx
-    mov rcx, qword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 384]
-    movzx edx, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 320], rdx
+    jmp .Lc1_d4272_j_t
+.Lc1_d4272_j:
     jmp 1f
 1:
-    mov qword ptr [r15 + 192], rcx
-    movzx edx, byte ptr [r15 + 128]
-    test bl, 32
-    jz 1f
-1:
-    and ecx, dword ptr [r15 + 448]
-    mov edx, dword ptr [r15 + 320]
-    mov rax, qword ptr [r15 + 256]
     mov rbp, r10
-    mov r8, r10
-    mov esi, ecx
-    test bl, 160
-    jnz 1f
+    movzx ecx, r9b
+    jmp 1f
 1:
     and rbp, 8128
     mov qword ptr [r15 + rbp + 7488], rbp
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], dl
-    mov rdx, rsi
-    mov rsi, rdx
-    lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 545379080
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 1342177280
     jz 1f
 1:
-    mov esi, 100
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1408], cl
-    mov esi, dword ptr [r15 + 768]
-    mov dword ptr [r15 + r8 + 1344], 65
-    test dword ptr [r15 + 67117724], 33685504
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm6, xmm6, xmm6
+    mov qword ptr [r15 + 0], rax
+    mov rax, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 30
+    movzx eax, byte ptr [r15 + 704]
+    movzx ebp, al
+    jmp 1f
+1:
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 704], 50
-    mov rcx, qword ptr [r15 + 640]
+    mov rax, rax
+    lea rbp, [r10 + r10*1]
+    mov eax, ecx
+    jmp 1f
+1:
+    mov rax, rcx
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1408], rbp
+    mov rax, qword ptr [r15 + 320]
+    mov byte ptr [r15 + rbp + 1344], al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 197
+    mov byte ptr [r15 + 128], al
+    vpor xmm6, xmm6, xmm6
+    jmp 1f
+1:
+    mov qword ptr [r15 + 768], rbp
+    mov dword ptr [r15 + 192], 40
+    movsxd rbp, dword ptr [r15 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    mov dword ptr [r15 + 0], 13
-    add rcx, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d4331_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4331_s_t
+    .p2align 3
+.Lc1_d4331_s:
+    .p2align 3
+    jmp .Lc1_d4331_j
+    .p2align 3
+    jmp .Lc1_d4331_j
+.Lc1_d4331_j:
+    or qword ptr [r15 + 256], 31
+    mov ecx, 77
+    movzx ecx, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov rsi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 162
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov edx, 36
+    mov qword ptr [r15 + 448], rax
     test ebx, 1073741824
     jz 1f
 1:
+    mov dword ptr [r15 + 384], 120
+    movzx eax, al
+    mov rbp, r10
+    movsxd rax, dword ptr [r15 + 384]
+    mov ecx, 231
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 63
+    vmovdqu ymmword ptr [r15 + 576], ymm6
+    mov dword ptr [r15 + 512], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 64]
+    mov r9, r10
+    mov rax, qword ptr [r15 + 192]
     mov r8, r10
-    mov rbp, r10
-    and r8, 8128
-    mov edx, dword ptr [r15 + r8 + 7488]
-    mov r8d, 1
-    movzx r8d, byte ptr [r15 + 448]
-    and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3392]
-    mov rbp, r10
-    add rsi, qword ptr [r15 + 256]
-    mov ecx, edx
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], r8d
-    mov ebp, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, dil
-    mov dword ptr [r15 + 128], 60
-    mov r8d, dword ptr [r15 + 64]
-    mov ebp, edi
-    popcnt rbp, rbp
-    mov ebp, ecx
-    mov dword ptr [r15 + 320], 183
-    mov rbp, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 576]
-    mov rcx, rbp
     jmp 1f
 1:
-    vmovq qword ptr [r15 + 64], xmm14
-    movsxd rbp, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r8d, 5
-    mov dword ptr [r15 + 384], edx
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    and r8, 1984
+    mov r9d, dword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 320], bpl
     add r10, r11
     inc rbx
     dec r13
@@ -5230,187 +5210,181 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4417_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4417_j_t
-.Lc1_d4417_j:
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, ecx
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 45
-    mov ebp, eax
-    movsxd rax, dword ptr [r15 + 384]
-    jmp 1f
+    mov ebp, r9d
+    mov byte ptr [r15 + 192], bpl
+    mov rbp, r10
+    mov dword ptr [r15 + 320], 242
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
+    mov ecx, dword ptr [r15 + 704]
+    test dword ptr [r15 + 67117723], 1
+    jnz 1f
 1:
+    movzx ebp, bpl
+    mov ebp, dword ptr [r15 + 448]
     mov r8, r10
-    test dword ptr [r15 + 67117724], 1073741824
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 640]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], sil
-    mov r8d, 122
-    movzx ebp, byte ptr [r15 + 384]
-    mov r8, r10
-    movzx esi, cl
-    and r8, 448
-    mov esi, dword ptr [r15 + r8 + 832]
-    mov r8d, 168
-    movzx ecx, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rcx
-    mov ecx, 90
-    movzx ecx, cl
-    mov qword ptr [r15 + 320], r8
-    vpxor xmm14, xmm14, xmm8
-    movzx ecx, byte ptr [r15 + 256]
-    movzx r8d, byte ptr [r15 + 128]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 320], r8b
+    movzx eax, r8b
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 448]
-    mov rcx, rbp
-    mov rcx, rcx
-    mov rbp, r10
+    mov dword ptr [r15 + 640], ecx
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 192]
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    mov ebp, esi
+    mov r8, r10
+    movzx ecx, bpl
+    and r8, 4032
+    mov ecx, dword ptr [r15 + r8 + 3392]
+    mov rbp, rcx
+    test dword ptr [r15 + 67117724], 1048576
+    jz 1f
+1:
+    movzx ecx, al
+    movsxd rcx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], 181
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rbp
+    test dword ptr [r15 + 67117723], 268435456
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 512]
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d4429_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4429_j_t
+.Lc1_d4429_j:
+    mov rbp, r10
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
+    mov r8d, ebp
     jmp 1f
 1:
-    mov eax, edx
-    mov rax, qword ptr [r15 + 512]
-    mov r8, r10
+    mov qword ptr [r15 + 64], r8
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 154
-    mov dword ptr [r15 + 384], 179
-    mov r8d, dword ptr [r15 + 320]
-    movzx edx, sil
-    mov edx, dword ptr [r15 + 128]
     jmp 1f
 1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, 104
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    mov dword ptr [r15 + 448], 244
+    jmp 1f
+1:
+    mov r8d, r8d
+    test ebx, 288
+    jz 1f
+1:
     mov r8, r10
-    jmp 1f
-1:
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rax
-    mov r8d, 8
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 1032
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 256], dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 64]
-    mov r8, r10
-    mov dword ptr [r15 + 448], 134
+    mov dword ptr [r15 + 128], 241
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 50
-    mov r8d, 22
-    movsxd r8, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 192], ecx
+    mov ecx, 242
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 320]
+    mov r9, r10
+    jmp 1f
+1:
+    movzx r8d, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 16320
+    mov byte ptr [r15 + r9 + 15680], r9b
+    mov r9, qword ptr [r15 + 256]
+    mov ecx, r9d
+    mov r9d, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov rbp, r8
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 768]
+    movzx eax, byte ptr [r15 + 512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c4:
-    lea rcx, [rip + .Lc1_d4519_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4519_j_t
-.Lc1_d4519_j:
-    mov rcx, qword ptr [r15 + 0]
-    mov eax, 129
+    movzx r9d, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    movzx eax, r8b
-    mov dword ptr [r15 + 0], r9d
+    mov r9d, 62
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov r8, rax
-    movzx eax, byte ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 576]
-    mov rbp, r10
-    mov edx, 162
-    and rbp, 448
-    movsxd rdx, dword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov r9d, r8d
+    mov r9, qword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 576]
+    mov dword ptr [r15 + 384], 86
     jmp 1f
 1:
-    mov esi, ecx
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 256], ebp
-    mov ebp, 236
-    movzx ebp, bpl
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 320]
-    mov ebp, dword ptr [r15 + 768]
+    mov r8d, 121
+    mov qword ptr [r15 + 448], r8
+    mov r8d, r8d
+    mov r8, r9
+    mov r9, r8
+    mov r8d, r9d
+    mov qword ptr [r15 + 512], r8
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], dl
-    vmovdqu ymmword ptr [r15 + 512], ymm14
-    mov rdx, rsi
+    mov r8, r10
+    mov rcx, r9
     test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 320], 166
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 168
+    mov r8, qword ptr [r15 + 128]
+    mov r9, r10
+    mov qword ptr [r15 + 64], r9
     jmp 1f
 1:
-    mov rdx, rsi
+    and r9, 448
     mov rbp, r10
-    mov dword ptr [r15 + 448], 211
-    mov edx, edx
-    mov edx, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + r9 + 832]
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], r8d
-    mov rbp, r10
-    movzx r8d, bpl
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
+    mov r9, qword ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 256], r9b
     add r10, r11
     inc rbx
     dec r13
@@ -5419,61 +5393,67 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4577_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4577_j_t
-.Lc1_d4577_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32768
+    setz al
+    lea rcx, [rip + .Lc1_d4538_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4538_s_t
+    .p2align 3
+.Lc1_d4538_s:
+    .p2align 3
+    jmp .Lc1_d4538_j
+    .p2align 3
+    jmp .Lc1_d4538_j
+.Lc1_d4538_j:
+    mov ecx, 213
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 256], xmm6
+    mov ebp, ecx
+    movzx ecx, cl
+    test dword ptr [r15 + 67117724], 268435456
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 320]
+    mov ebp, 60
+    movsxd rbp, dword ptr [r15 + 448]
+    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 545521672
+    jz 1f
+1:
+    movzx eax, cl
     mov rbp, r10
+    jmp 1f
+1:
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 137
-    mov r8d, 51
-    mov byte ptr [r15 + 128], al
-    mov ebp, dword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 56
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov rax, qword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov ecx, 131
+    movzx r8d, al
+    mov rax, qword ptr [r15 + 640]
+    test dword ptr [r15 + 67117723], 50331656
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 128], ymm14
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 384], ebp
-    mov ebp, ebp
-    mov ebp, 85
-    test dword ptr [r15 + 67117724], 67
-    jz 1f
-1:
-    mov rbp, r10
-    mov dword ptr [r15 + 320], eax
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rcx
-    mov ecx, dword ptr [r15 + 448]
-    mov rbp, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 640]
-    mov ebp, dword ptr [r15 + 320]
-    mov rax, rax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], edx
+    mov r8, r10
+    mov rax, r8
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
+    movzx r8d, cl
+    mov r8, r10
+    and ecx, dword ptr [r15 + 512]
+    mov ebp, 121
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
@@ -5482,53 +5462,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d4595_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4595_j_t
+.Lc1_d4595_j:
+    mov ecx, 59
     mov rbp, r10
-    mov eax, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 384], rax
-    movzx eax, dl
-    and rbp, 448
-    movzx edx, byte ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 78
+    mov dword ptr [r15 + 64], r8d
+    mov dword ptr [r15 + 256], 119
+    mov qword ptr [r15 + 512], rax
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], al
+    test ebx, 464
+    jz 1f
+1:
+    mov dword ptr [r15 + 448], ebp
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 16
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    movzx edx, cl
-    mov edx, 40
-    movsxd rdx, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 768]
-    mov r8, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r10
-    mov dword ptr [r15 + 192], 254
-    mov rcx, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm14
-    mov byte ptr [r15 + 704], r8b
-    mov r8, r10
-    mov qword ptr [r15 + 256], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + 384], rcx
+    mov rbp, r10
     jmp 1f
 1:
-    mov r8d, 232
+    mov rcx, rbp
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 320], rax
+    test dword ptr [r15 + 67117723], 268435456
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 192]
+    mov rbp, r10
+    movzx ecx, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 128], cl
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 768], eax
+    test dword ptr [r15 + 67117724], 10240
+    jz 1f
+1:
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 512]
-    mov rdx, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 704], r8
+    movzx ecx, cl
     jmp 1f
 1:
     add r10, r11
@@ -5539,61 +5521,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4676_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4676_j_t
-.Lc1_d4676_j:
-    mov ecx, 46
-    mov rbp, r10
-    mov r8, r10
-    mov rcx, qword ptr [r15 + 512]
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    movzx edx, bpl
-    and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rax
-    vmovq qword ptr [r15 + 0], xmm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov rbp, r10
+    mov r9, r10
+    and r9, 1984
+    mov eax, dword ptr [r15 + r9 + 1344]
     mov r8, rcx
-    mov r8, qword ptr [r15 + 0]
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    test dword ptr [r15 + 67117724], 2228224
+    mov r9, qword ptr [r15 + 320]
+    mov r8d, ecx
+    mov dword ptr [r15 + 576], ecx
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 80
     jnz 1f
 1:
-    mov ebp, 125
-    movzx ebp, byte ptr [r15 + 192]
-    mov ecx, 23
-    nop
-    movzx ecx, byte ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 320]
-    mov eax, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 64], bpl
-    test dword ptr [r15 + 67117723], 67109378
+    movzx ecx, al
+    mov eax, 117
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    jmp 1f
+1:
+    cmovne rax, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3392]
+    test dword ptr [r15 + 67117723], 33554432
     jz 1f
 1:
-    mov rbp, rcx
+    movzx r8d, cl
+    mov byte ptr [r15 + 448], al
     jmp 1f
 1:
-    movzx ecx, bpl
+    mov eax, 63
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 448]
-    mov rbp, qword ptr [r15 + 256]
-    movzx eax, byte ptr [r15 + 576]
+    movzx eax, byte ptr [r15 + 384]
+    mov r8, rax
+    test dword ptr [r15 + 67117724], 8912896
+    jnz 1f
+1:
+    mov r9, r8
+    mov qword ptr [r15 + 192], rcx
+    mov r9, r10
+    mov qword ptr [r15 + 128], r9
+    movsxd r8, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], 2
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
@@ -5610,46 +5583,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], eax
-    mov rbp, r10
-    mov eax, dword ptr [r15 + 0]
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov esi, dword ptr [r15 + 192]
-    lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + 448], r8b
-    movzx r8d, byte ptr [r15 + 704]
-    test dword ptr [r15 + 67117724], 16
-    jz 1f
+    lea rcx, [rip + .Lc1_d4696_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4696_j_t
+.Lc1_d4696_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 512]
+    mov r8, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 536870912
+    jnz 1f
 1:
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7552]
-    movsxd rax, dword ptr [r15 + 128]
-    mov rcx, rsi
-    mov qword ptr [r15 + 320], rcx
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 384]
     movsxd rcx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 256], 195
+    mov byte ptr [r15 + 448], cl
+    mov rcx, rax
+    mov ecx, dword ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    vmovq xmm14, rbp
-    mov ecx, 90
-    movzx ecx, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 64], 163
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    mov rbp, rdx
-    test dword ptr [r15 + 67117724], 327812
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 640]
-    mov rbp, r10
-    mov byte ptr [r15 + 512], dil
+    mov rax, qword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 320]
+    mov r8, r10
+    mov r9, r10
+    and r8, 448
+    mov rbp, qword ptr [r15 + r8 + 832]
+    and r9, 1984
+    mov r8, qword ptr [r15 + r9 + 1344]
+    movsxd r9, dword ptr [r15 + 704]
+    mov r8, r10
     jmp 1f
 1:
-    and rbp, 4032
-    vmovdqu xmmword ptr [r15 + rbp + 3392], xmm14
-    jmp 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov r9d, ecx
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 640], 6
+    mov rcx, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 128], rcx
+    mov byte ptr [r15 + 256], bpl
     add r10, r11
     inc rbx
     dec r13
@@ -5658,124 +5636,105 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 512
-    setz al
-    lea rcx, [rip + .Lc1_d4776_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4776_s_t
-    .p2align 3
-.Lc1_d4776_s:
-    .p2align 3
-    jmp .Lc1_d4776_j
-    .p2align 3
-    jmp .Lc1_d4776_j
-.Lc1_d4776_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    mov eax, ebp
-    movzx eax, al
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], 112
-    mov byte ptr [r15 + 384], al
-    mov rcx, rsi
-    movsxd rax, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov dword ptr [r15 + 512], edx
-    mov edx, 25
-    mov byte ptr [r15 + 448], al
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm14
     movzx ebp, al
-    movzx ecx, byte ptr [r15 + 128]
-    vmovq xmm14, rax
-    mov byte ptr [r15 + 320], al
+    mov dword ptr [r15 + 0], 36
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 128]
+    mov r8, r8
+    mov r8, qword ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 256], al
+    mov qword ptr [r15 + 192], rax
+    mov r9, r10
+    test dword ptr [r15 + 67117723], 268566560
+    jz 1f
+1:
+    mov r8, rcx
+    mov r8, r10
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], al
+    mov eax, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r8, r10
+    mov r9d, dword ptr [r15 + 768]
+    movzx ecx, r9b
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r10
-    mov qword ptr [r15 + 384], rax
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], ebp
+    movzx r8d, r8b
+    mov dword ptr [r15 + 320], 212
+    movsxd r8, dword ptr [r15 + 448]
     jmp 1f
 1:
-    jmp 1f
-1:
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    mov rbp, r10
-    vmovdqu ymmword ptr [r15 + 768], ymm14
-    mov ecx, ebp
-    and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 384], 18
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    mov eax, 27
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    movsxd rbp, dword ptr [r15 + 128]
-    movsxd rax, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 576], rax
+    lea rcx, [rip + .Lc1_d4785_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4785_j_t
+.Lc1_d4785_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 8
+    mov eax, 150
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 3
+    mov ebp, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 640], 159
+    movzx r8d, byte ptr [r15 + 192]
+    mov r9, qword ptr [r15 + 64]
+    lea r9, [r10 + r10*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, al
+    and r9, 448
     mov r8, r10
-    mov dword ptr [r15 + 320], 193
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 640]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], edi
-    test dword ptr [r15 + 67117723], 4197504
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 192], ymm14
-    mov rax, qword ptr [r15 + 256]
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 524304
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 256]
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    mov rbp, rax
-    mov dword ptr [r15 + 512], ebp
-    mov byte ptr [r15 + 128], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm14
-    jmp 1f
-1:
-    mov ecx, ebp
-    mov qword ptr [r15 + 448], rcx
+    movzx eax, byte ptr [r15 + r9 + 832]
+    movzx ecx, bpl
+    mov qword ptr [r15 + 384], rbp
+    and r8, 4032
+    mov ebp, dword ptr [r15 + r8 + 3392]
+    mov r8, r10
+    mov ecx, 96
+    mov dword ptr [r15 + 448], ecx
+    vmovdqu ymmword ptr [r15 + 576], ymm6
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + r9 + 896]
     add r10, r11
     inc rbx
     dec r13
@@ -5784,60 +5743,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4881_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4881_j_t
-.Lc1_d4881_j:
-    mov ecx, 16
-    mov byte ptr [r15 + 448], bpl
-    mov rcx, rdx
+    mov qword ptr [r15 + 128], rax
+    mov dword ptr [r15 + 0], 34
+    vpshufd xmm6, xmm12, 7
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, 176
-    movzx ebp, bpl
-    movzx ebp, byte ptr [r15 + 192]
-    mov ecx, 209
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    mov rbp, r10
-    movzx ecx, cl
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm14, xmm14, xmm2
-    mov rbp, r10
+    mov eax, 127
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], dl
-    movzx ebp, byte ptr [r15 + 320]
-    mov ecx, 56
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 190
+    mov rax, r8
+    mov byte ptr [r15 + 512], al
+    mov qword ptr [r15 + 192], rbp
+    test dword ptr [r15 + 67117723], 262145
+    jnz 1f
+1:
+    mov eax, r8d
+    jmp 1f
+1:
     mov r8, r10
-    mov ecx, r8d
-    mov rcx, qword ptr [r15 + 384]
-    movsxd rdx, dword ptr [r15 + 64]
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + 128], rbp
-    test dword ptr [r15 + 67117724], 33554432
-    jz 1f
+    movzx ebp, byte ptr [r15 + 64]
+    jmp 1f
 1:
-    mov r8, rdx
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 384], al
+    movzx eax, byte ptr [r15 + 320]
+    movzx r8d, al
     jmp 1f
 1:
     jmp 1f
 1:
-    mov edx, 120
-    mov edx, edx
-    mov esi, 59
+    mov dword ptr [r15 + 320], ecx
+    movsxd rcx, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r10
     jmp 1f
 1:
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov r8, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 448]
+    mov rcx, rcx
     add r10, r11
     inc rbx
     dec r13
@@ -5854,58 +5818,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
-    mov rax, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 704], 32
-    test dword ptr [r15 + 67117723], 1048576
+    mov byte ptr [r15 + 576], cl
+    movzx r8d, byte ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 704]
+    test bl, 40
+    jnz 1f
+1:
+    vmovq qword ptr [r15 + 64], xmm6
+    movzx eax, byte ptr [r15 + 448]
+    test dword ptr [r15 + 67117723], 772210820
     jz 1f
 1:
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    mov ecx, 100
+    mov dword ptr [r15 + 320], ecx
+    movzx eax, r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 384]
+    movzx ecx, al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 163
-    vmovq xmm14, rcx
-    test dword ptr [r15 + 67117724], 256
-    jz 1f
-1:
-    mov rcx, rcx
-    mov rcx, rbp
+    movzx eax, r8b
+    movsxd r9, dword ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 64]
-    mov qword ptr [r15 + rbp + 1408], rcx
-    test ebx, 30576
-    jz 1f
-1:
-    mov rbp, rbp
-    mov rbp, r10
-    mov ecx, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 384], r9
+    mov r9, qword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 16320
-    movzx ecx, byte ptr [r15 + rbp + 15680]
-    mov dword ptr [r15 + 448], 125
-    mov rbp, r10
-    test ebx, 1073741824
+    movsxd r9, dword ptr [r15 + 768]
+    mov r8, r10
+    vmovdqu ymmword ptr [r15 + 640], ymm6
+    test dword ptr [r15 + 67117723], 131072
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 256]
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    test ebx, 1073741824
-    jnz 1f
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], eax
+    mov dword ptr [r15 + 384], 227
+    test bl, 16
+    jz 1f
 1:
-    mov byte ptr [r15 + 384], cl
-    mov rcx, rax
-    test ebx, 1073741824
-    jnz 1f
+    mov rax, r8
+    vpcmpeqb xmm6, xmm6, xmm4
+    test dword ptr [r15 + 67117724], 1222750209
+    jz 1f
 1:
-    mov rcx, rcx
+    vmovdqu xmmword ptr [r15 + 448], xmm6
+    mov r8, qword ptr [r15 + 512]
     add r10, r11
     inc rbx
     dec r13
@@ -5916,88 +5878,99 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d4990_s]
+    lea rcx, [rip + .Lc1_d4941_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4990_s_t
+    jmp .Lc1_d4941_s_t
     .p2align 3
-.Lc1_d4990_s:
+.Lc1_d4941_s:
     .p2align 3
-    jmp .Lc1_d4990_j
+    jmp .Lc1_d4941_j
     .p2align 3
-    jmp .Lc1_d4990_j
+    jmp .Lc1_d4941_j
     .p2align 3
-    jmp .Lc1_d4990_j
+    jmp .Lc1_d4941_j
     .p2align 3
-    jmp .Lc1_d4990_j
+    jmp .Lc1_d4941_j
     .p2align 3
-    jmp .Lc1_d4990_j
+    jmp .Lc1_d4941_j
     .p2align 3
-    jmp .Lc1_d4990_j
+    jmp .Lc1_d4941_j
     .p2align 3
-    jmp .Lc1_d4990_j
+    jmp .Lc1_d4941_j
     .p2align 3
-    jmp .Lc1_d4990_j
+    jmp .Lc1_d4941_j
     .p2align 3
-    jmp .Lc1_d4990_j
+    jmp .Lc1_d4941_j
     .p2align 3
-    jmp .Lc1_d4990_j
+    jmp .Lc1_d4941_j
     .p2align 3
-    jmp .Lc1_d4990_j
+    jmp .Lc1_d4941_j
     .p2align 3
-    jmp .Lc1_d4990_j
+    jmp .Lc1_d4941_j
     .p2align 3
-    jmp .Lc1_d4990_j
+    jmp .Lc1_d4941_j
     .p2align 3
-    jmp .Lc1_d4990_j
+    jmp .Lc1_d4941_j
     .p2align 3
-    jmp .Lc1_d4990_j
+    jmp .Lc1_d4941_j
     .p2align 3
-    jmp .Lc1_d4990_j
-.Lc1_d4990_j:
-    mov qword ptr [r15 + 320], rcx
+    jmp .Lc1_d4941_j
+.Lc1_d4941_j:
     lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 512], ebp
-    mov dword ptr [r15 + 128], ecx
-    test dword ptr [r15 + 67117724], 4194304
-    jz 1f
+    mov ecx, eax
+    and r8, 448
+    mov dword ptr [r15 + r8 + 896], eax
+    movzx eax, byte ptr [r15 + 256]
+    test ebx, 31720
+    jnz 1f
 1:
-    and r8, 8128
-    mov rbp, r10
-    movzx ecx, byte ptr [r15 + r8 + 7552]
-    mov rax, qword ptr [r15 + 768]
+    movsxd rax, dword ptr [r15 + 64]
+    vpaddd xmm6, xmm6, xmm6
+    mov ecx, ecx
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 192]
+    mov ecx, r8d
+    mov rcx, qword ptr [r15 + 128]
+    mov eax, 60
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 256], 119
-    test dword ptr [r15 + 67117724], 1
+    movzx ecx, byte ptr [r15 + 512]
+    mov eax, r8d
+    mov qword ptr [r15 + 512], r8
+    test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, r8d
-    movzx ebp, byte ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 2097152
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 576]
-    mov dword ptr [r15 + 320], 207
+    movzx ecx, byte ptr [r15 + 640]
+    mov byte ptr [r15 + 320], cl
+    movzx ecx, byte ptr [r15 + 768]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    movzx r8d, byte ptr [r15 + 64]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], al
+    mov dword ptr [r15 + 384], ecx
+    mov r9, r10
+    mov ecx, ecx
+    movzx eax, byte ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    movsxd r9, dword ptr [r15 + r8 + 832]
+    movzx r8d, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 448], rax
+    mov r8d, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 384], r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, r8d
-    movsxd rax, dword ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 576]
     add r10, r11
     inc rbx
     dec r13
@@ -6007,67 +5980,70 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 1
+    test dword ptr [r15 + 67117723], 524288
     setz al
-    lea rcx, [rip + .Lc1_d5056_s]
+    lea rcx, [rip + .Lc1_d5017_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5056_s_t
+    jmp .Lc1_d5017_s_t
     .p2align 3
-.Lc1_d5056_s:
+.Lc1_d5017_s:
     .p2align 3
-    jmp .Lc1_d5056_j
+    jmp .Lc1_d5017_j
     .p2align 3
-    jmp .Lc1_d5056_j
-.Lc1_d5056_j:
-    mov ecx, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 640]
-    test dword ptr [r15 + 67117723], 528
+    jmp .Lc1_d5017_j
+.Lc1_d5017_j:
+    mov ecx, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 512], rcx
+    test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 384], rax
-    mov rax, qword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, bpl
-    movzx eax, cl
-    test dword ptr [r15 + 67117724], 134217730
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov eax, dword ptr [r15 + 64]
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    test dword ptr [r15 + 67117723], 16402
-    jz 1f
-1:
-    mov dword ptr [r15 + 704], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov eax, 104
     mov r8, r10
-    mov eax, dword ptr [r15 + rbp + 3456]
-    movzx ebp, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    and r9, 1984
+    mov ebp, dword ptr [r15 + r9 + 1344]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 1984
-    movzx ebp, byte ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 704], rcx
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, r8d
+    movzx ecx, byte ptr [r15 + 256]
+    test dword ptr [r15 + 67117724], 2
     jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 537001984
+    jnz 1f
 1:
     movzx r8d, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 448], ecx
-    test dword ptr [r15 + 67117724], 2048
+    mov ecx, r9d
+    test bl, 72
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 128], ebp
+    lea r8, [r10 + r10*1]
+    mov byte ptr [r15 + 192], al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 320], r8
+    movsxd rax, dword ptr [r15 + 64]
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3456]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + r8 + 3392]
+    test dword ptr [r15 + 67117723], 4194304
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 320]
     add r10, r11
     inc rbx
     dec r13
@@ -6076,56 +6052,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, rax
-    mov dword ptr [r15 + 512], 11
+    mov r8, r10
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], edi
+    movsxd r8, dword ptr [r15 + 384]
+    movzx eax, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 256], 19
-    mov qword ptr [r15 + 192], rax
-    test bl, 72
+    vpor xmm6, xmm6, xmm6
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 448], ecx
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 320], 8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 576]
+    vmovdqu ymmword ptr [r15 + 64], ymm0
     mov rbp, r10
-    mov eax, 30
+    test dword ptr [r15 + 67117723], 320
+    jnz 1f
+1:
+    and rbp, 16320
+    mov r8d, dword ptr [r15 + rbp + 15680]
+    mov dword ptr [r15 + 256], 144
     test dword ptr [r15 + 67117723], 131076
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 768]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 79
+    movzx ebp, r8b
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 448], 101
-    mov ebp, dword ptr [r15 + 128]
+    movsxd r8, dword ptr [r15 + 768]
+    mov eax, 145
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    vpor xmm14, xmm14, xmm14
-    mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpcmpeqb xmm14, xmm14, xmm10
     and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov rax, qword ptr [r15 + 384]
-    mov ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
+    mov r8d, dword ptr [r15 + rbp + 7488]
     add r10, r11
     inc rbx
     dec r13
@@ -6142,74 +6117,73 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d5165_j]
+    lea rcx, [rip + .Lc1_d5127_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5165_j_t
-.Lc1_d5165_j:
-    mov ecx, ebp
+    jmp .Lc1_d5127_j_t
+.Lc1_d5127_j:
+    mov dword ptr [r15 + 448], ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 110
+    mov ecx, 134
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, r8b
+    test dword ptr [r15 + 67117724], 1025
+    jnz 1f
+1:
+    mov ecx, ecx
+    test dword ptr [r15 + 67117723], 524288
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    test ebx, 1006
+    test ebx, 1073741824
     jz 1f
 1:
+    mov ecx, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov rbp, r10
-    mov byte ptr [r15 + 0], cl
-    test dword ptr [r15 + 67117724], 1073872896
+    mov rax, qword ptr [r15 + 192]
+    test bl, 4
     jz 1f
 1:
     and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + rbp + 3392]
     test ebx, 1073741824
     jz 1f
 1:
-    add rbp, qword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 576], ebp
     mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 128], ymm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 27
-    test ebx, 304
+    test ebx, 5624
     jz 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, r8b
-    test ebx, 1073741824
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 832]
+    mov r9, r10
+    test dword ptr [r15 + 67117724], 67109888
     jnz 1f
 1:
-    mov r8d, 14
-    test dword ptr [r15 + 67117724], 2097154
+    test dword ptr [r15 + 67117723], 256
     jz 1f
 1:
-    mov r8, r10
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rbp
-    test ebx, 3568
     jnz 1f
 1:
     add r10, r11
@@ -6746,161 +6720,229 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 67108864
+    setz al
+    lea rcx, [rip + .Lc1_d5197_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5197_s_t
+    .p2align 3
+.Lc1_d5197_s:
+    .p2align 3
+    jmp .Lc1_d5197_j
+    .p2align 3
+    jmp .Lc1_d5197_j
+.Lc1_d5197_j:
+    lea r9, [r10*8]
+    mov rbp, r10
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3584]
+    movzx eax, cl
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554432], 239
+    mov ebp, 72
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + r9 + 3392]
+    movsxd rcx, dword ptr [r15 + 384]
+    mov r8d, r9d
+    mov r8, qword ptr [r15 + r9 + 3648]
+    mov rdx, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 256]
+    mov rdi, r9
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 384], ymm14
-    mov ecx, ecx
-    mov ecx, 148
-    lea r8, [r10*4]
-    mov ecx, 124
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 384]
-    and r8, 8128
-    movzx esi, byte ptr [r15 + r8 + 7488]
-    vmovdqu ymmword ptr [r15 + 384], ymm14
+    mov r8, r10
+    movzx edi, r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 16320
+    movzx ebp, byte ptr [r15 + r8 + 15680]
+    mov qword ptr [r15 + 192], rsi
+    mov qword ptr [r15 + r9 + 3456], rsi
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 384]
-    lea r9, [r10 + r10*1]
-    mov rdi, qword ptr [r15 + 320]
-    and r9, 16320
-    mov qword ptr [r15 + r9 + 15680], rax
-    test dword ptr [r15 + 67117723], 32768
-    jnz 1f
-1:
+    mov r8, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 384], ymm6
+    movzx esi, byte ptr [r15 + r9 + 3712]
+    mov dword ptr [r15 + 384], 43
+    mov rcx, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 256], eax
+    mov eax, ecx
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + r8 + 7616]
-    movzx ecx, r8b
+    mov ecx, dword ptr [r15 + r9 + 3520]
+    movsxd r9, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 320], ymm6
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + r8 + 7552]
-    mov rbp, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 320], 54
-    mov edi, dword ptr [r15 + r9 + 15744]
-    mov r9d, r9d
-    mov r9, r9
-    mov r9, r10
-    movzx esi, al
-    mov eax, dword ptr [r15 + 256]
-    and r9, 33554368
-    mov qword ptr [r15 + r9 + 33554432], r9
-    vmovdqu ymmword ptr [r15 + r8 + 7680], ymm14
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], edx
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 192]
-    mov r9d, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 256], esi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], ecx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d5254_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5254_s_t
+    .p2align 3
+.Lc1_d5254_s:
+    .p2align 3
+    jmp .Lc1_d5254_j
+    .p2align 3
+    jmp .Lc1_d5254_j
+.Lc1_d5254_j:
     lea rbp, [r10 + r10*1]
-    lea r8, [r10*8]
-    and rbp, 16320
-    movsxd rcx, dword ptr [r15 + rbp + 15680]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rsi
+    jmp 1f
+1:
+    mov esi, 59
+    mov dword ptr [r15 + 192], 162
+    lea r9, [r10 + r10*1]
+    lea r8, [r10 + r10*2]
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 832]
+    mov ecx, ecx
     and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r9b
-    mov r9d, eax
-    mov r9, r10
+    mov rcx, qword ptr [r15 + r8 + 7552]
+    mov byte ptr [r15 + 768], cl
+    mov eax, 59
+    mov ecx, dword ptr [r15 + rbp + 3456]
+    mov qword ptr [r15 + 320], rcx
+    mov ebp, dword ptr [r15 + 128]
     jmp 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 197
+    add rcx, qword ptr [r15 + 704]
+    movsxd rax, dword ptr [r15 + 384]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + r8 + 7808]
-    mov dword ptr [r15 + r8 + 7744], 169
-    mov qword ptr [r15 + 384], rdi
-    mov dword ptr [r15 + 384], r9d
+    movzx edi, byte ptr [r15 + 576]
+    mov rdx, qword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 256], rcx
+    mov ecx, dword ptr [r15 + r9 + 896]
     jmp 1f
 1:
+    mov dword ptr [r15 + 128], ebp
+    mov qword ptr [r15 + 192], rax
+    movsxd rbp, dword ptr [r15 + r8 + 7616]
+    mov rax, qword ptr [r15 + 192]
     jmp 1f
 1:
+    mov r9d, edi
+    movzx edi, byte ptr [r15 + r8 + 7488]
+    movzx r8d, r8b
+    mov byte ptr [r15 + 256], sil
+    vmovq qword ptr [r15 + 320], xmm6
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + r8 + 7552]
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + r8 + 7616]
-    mov dword ptr [r15 + 320], 247
-    mov dword ptr [r15 + 64], 198
-    movsxd rdx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + rbp + 15744]
-    mov rbp, qword ptr [r15 + r8 + 7680]
-    jmp 1f
-1:
-    mov r8, r9
-    mov r8d, r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c2:
-    and edi, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 512
+    setz al
+    lea rcx, [rip + .Lc1_d5309_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5309_s_t
+    .p2align 3
+.Lc1_d5309_s:
+    .p2align 3
+    jmp .Lc1_d5309_j
+    .p2align 3
+    jmp .Lc1_d5309_j
+.Lc1_d5309_j:
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 512], xmm6
+    mov qword ptr [r15 + 320], rax
+    mov dword ptr [r15 + 128], 119
+    mov eax, 13
+    jmp 1f
+1:
+    mov rbp, r10
+    mov byte ptr [r15 + 320], sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    jmp 1f
+1:
+    movzx ebp, r9b
+    mov dword ptr [r15 + 448], 33
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 64], xmm6
+    movzx r9d, bpl
+    jmp 1f
+1:
     lea r9, [r10 + r10*1]
-    mov r8, r9
-    movzx ebp, byte ptr [r15 + 192]
-    mov byte ptr [r15 + 512], bpl
+    jmp 1f
+1:
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3456], ymm6
+    mov ebp, 169
+    movzx ebp, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 3392], al
+    mov r9, r10
+    jmp 1f
+1:
+    mov eax, ecx
     and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], sil
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], esi
-    mov rsi, rbp
-    mov dword ptr [r15 + 512], 192
-    movsxd rsi, dword ptr [r15 + 128]
-    lea rbp, [r10 + r10*1]
-    mov r8d, 242
-    mov byte ptr [r15 + 704], r8b
-    mov qword ptr [r15 + r9 + 7552], r8
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1408], r9b
-    mov r8, r10
-    mov r9d, dword ptr [r15 + rbp + 1344]
-    mov ebp, esi
-    mov qword ptr [r15 + 320], rsi
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], sil
-    mov r8, r8
-    mov esi, 171
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], esi
-    mov dword ptr [r15 + 256], 42
+    mov rax, qword ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 256]
+    mov r8d, ebp
+    mov dword ptr [r15 + 320], 237
+    movzx r8d, byte ptr [r15 + 384]
+    mov rdi, qword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c3:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32
+    setz al
+    lea rcx, [rip + .Lc1_d5366_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5366_s_t
+    .p2align 3
+.Lc1_d5366_s:
+    .p2align 3
+    jmp .Lc1_d5366_j
+    .p2align 3
+    jmp .Lc1_d5366_j
+.Lc1_d5366_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
@@ -6908,202 +6950,262 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, r10
-    mov byte ptr [r15 + 64], bpl
-    and rbp, 4032
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 704]
+    mov rbp, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], ebp
+    add rbp, qword ptr [r15 + 768]
+    test ebx, 1024
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 128]
+    mov ecx, ecx
+    jmp 1f
+1:
     mov r8, r10
-    mov dword ptr [r15 + rbp + 3392], 115
-    and r8, 16320
-    movsxd rbp, dword ptr [r15 + r8 + 15680]
-    movsxd r8, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 256], esi
-    vmovdqu ymmword ptr [r15 + 128], ymm14
+    mov rcx, qword ptr [r15 + 448]
     jmp 1f
 1:
+    jmp 1f
+1:
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rbp
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], rbp
+    jmp 1f
+1:
+    mov r8, r10
+    mov byte ptr [r15 + 384], dl
+    mov ebp, dword ptr [r15 + 64]
     mov r9, r10
-    movzx esi, sil
-    movzx esi, byte ptr [r15 + 768]
-    and r9, 1984
-    movsxd rdi, dword ptr [r15 + r9 + 1344]
-    mov byte ptr [r15 + 320], r8b
-    mov dword ptr [r15 + 512], ebp
-    mov rbp, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], r8b
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], rax
-    vpxor xmm14, xmm14, xmm2
-    mov dword ptr [r15 + 192], 111
-    jmp 1f
-1:
-    mov r8d, 124
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], 138
+    movzx r8d, byte ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 64]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 133
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c4:
-    mov byte ptr [r15 + 192], bpl
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d5423_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5423_s_t
+    .p2align 3
+.Lc1_d5423_s:
+    .p2align 3
+    jmp .Lc1_d5423_j
+    .p2align 3
+    jmp .Lc1_d5423_j
+.Lc1_d5423_j:
+    mov rcx, qword ptr [r15 + 512]
+    movzx eax, cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 128], ymm6
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 448], ymm6
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r9, r10
+    jmp 1f
+1:
+    mov rcx, r9
+    mov dword ptr [r15 + 192], 78
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 111
+    movzx r9d, byte ptr [r15 + 576]
     mov rbp, r10
-    mov r9, r10
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], dil
-    jmp 1f
-1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r8d
-    mov r9, r10
-    movzx r8d, r9b
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 189
-    mov dword ptr [r15 + 256], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 49
-    mov r9d, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 128], 23
-    mov r8, qword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 576], ymm14
-    mov dword ptr [r15 + 448], 132
-    jmp 1f
-1:
-    vmovdqu xmm14, xmmword ptr [r15 + 320]
+    mov rcx, rbp
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
     mov rbp, r9
-    mov r9d, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 320], r9
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 128]
+    mov r9, rax
+    mov dword ptr [r15 + 64], 40
+    mov r9, rcx
+    mov r9, qword ptr [r15 + 384]
+    movzx r8d, r9b
+    mov r9d, 6
+    mov qword ptr [r15 + 256], rdi
+    mov r9d, dword ptr [r15 + 384]
+    mov r9, r10
+    mov edi, 177
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c5:
-    mov r9, r8
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2
+    setz al
+    lea rcx, [rip + .Lc1_d5481_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5481_s_t
+    .p2align 3
+.Lc1_d5481_s:
+    .p2align 3
+    jmp .Lc1_d5481_j
+    .p2align 3
+    jmp .Lc1_d5481_j
+.Lc1_d5481_j:
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, 231
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 213
-    movzx r8d, r8b
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
     mov r8, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], al
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 128], r8d
+    mov rcx, rax
+    jmp 1f
+1:
     and r8, 8128
-    mov r9d, dword ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + r8 + 7488], r8b
+    mov ecx, dword ptr [r15 + 640]
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, esi
+    vmovdqu ymmword ptr [r15 + 448], ymm6
+    mov ecx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 704], r8d
+    mov rbp, r10
     jmp 1f
 1:
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
+    vmovdqu ymmword ptr [r15 + 64], ymm6
     jmp 1f
 1:
-    mov r8d, edi
+    mov ebp, r9d
+    mov qword ptr [r15 + 320], rcx
+    mov r9d, 109
+    movsxd r9, dword ptr [r15 + r8 + 7552]
+    movsxd rcx, dword ptr [r15 + 384]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 704]
-    mov r8, r10
-    mov ebp, r8d
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 320], r9d
-    mov r8, r9
-    vmovdqu ymmword ptr [r15 + 192], ymm14
-    mov dword ptr [r15 + 256], 192
-    mov r8, r9
-    mov r9, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 768]
-    vmovq qword ptr [r15 + 448], xmm14
-    movzx eax, byte ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 512]
-    mov rdx, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], 154
+    vmovdqu xmm6, xmmword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c6:
-    movzx r9d, byte ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    movsxd r8, dword ptr [r15 + rbp + 1344]
-    mov rsi, qword ptr [r15 + 576]
-    movsxd rdi, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], esi
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rbp
-    mov dword ptr [r15 + 384], ecx
-    mov qword ptr [r15 + 384], rbp
-    mov dword ptr [r15 + 192], ebp
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 64
+    setz al
+    lea rcx, [rip + .Lc1_d5539_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5539_s_t
+    .p2align 3
+.Lc1_d5539_s:
+    .p2align 3
+    jmp .Lc1_d5539_j
+    .p2align 3
+    jmp .Lc1_d5539_j
+.Lc1_d5539_j:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 173
-    mov dword ptr [r15 + 320], 53
-    mov r8, r10
-    movzx ecx, r8b
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    movsxd r8, dword ptr [r15 + rbp + 1408]
+    mov dword ptr [r15 + 256], 26
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], r8d
+    movsxd rcx, dword ptr [r15 + 384]
     mov rbp, r10
-    mov r8, rbp
-    mov r8d, 139
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 512]
+    mov eax, 167
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 320], rsi
+    mov rsi, rax
+    mov dword ptr [r15 + 128], r8d
+    mov r8, r10
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 768]
+    and r8, 4032
+    mov rsi, qword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov r8, rdx
+    mov byte ptr [r15 + 448], r8b
+    mov r8, rsi
+    mov byte ptr [r15 + 192], cl
+    mov byte ptr [r15 + 128], bpl
+    mov ebp, dword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 106
+    mov dword ptr [r15 + 64], esi
+    mov byte ptr [r15 + 512], cl
     add r10, r11
     inc rbx
     dec r13
@@ -7113,64 +7215,69 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 4096
+    test dword ptr [r15 + 67117724], 268435456
     setz al
-    lea rcx, [rip + .Lc1_d5543_s]
+    lea rcx, [rip + .Lc1_d5595_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5543_s_t
+    jmp .Lc1_d5595_s_t
     .p2align 3
-.Lc1_d5543_s:
+.Lc1_d5595_s:
     .p2align 3
-    jmp .Lc1_d5543_j
+    jmp .Lc1_d5595_j
     .p2align 3
-    jmp .Lc1_d5543_j
-.Lc1_d5543_j:
-    mov ecx, 89
-    movzx ecx, byte ptr [r15 + 192]
-    mov rax, qword ptr [r15 + 704]
-    movsxd rdx, dword ptr [r15 + 384]
-    movzx ebp, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d5595_j
+.Lc1_d5595_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 130
-    movzx ecx, cl
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 256]
-    mov byte ptr [r15 + 320], bpl
+    mov rcx, rcx
     jmp 1f
 1:
-    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], rbp
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov ebp, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 0], sil
     jmp 1f
 1:
-    mov r8, r10
-    mov byte ptr [r15 + 640], r8b
-    mov byte ptr [r15 + 64], cl
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rcx
-    mov r8, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 128], 248
-    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
+    mov dword ptr [r15 + 704], ecx
+    and r9, 8128
+    movsxd rdi, dword ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + 64], rcx
+    mov dword ptr [r15 + 448], 30
+    mov dword ptr [r15 + 256], edi
+    mov rdi, qword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 384]
+    mov esi, 113
+    movsxd rsi, dword ptr [r15 + 640]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 448]
-    mov edi, ebp
-    vpxor xmm14, xmm14, xmm10
+    jmp 1f
+1:
+    mov r9, r10
+    movsxd rcx, dword ptr [r15 + 448]
+    mov rbp, rax
+    jmp 1f
+1:
+    and r9, 4032
+    and eax, dword ptr [r15 + r9 + 3392]
+    vpxor xmm6, xmm6, xmm1
+    mov dword ptr [r15 + 64], 106
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 576]
+    vmovdqu ymmword ptr [r15 + 192], ymm6
+    mov byte ptr [r15 + 384], bpl
+    movzx r8d, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 128], dil
+    mov rdi, r8
     add r10, r11
     inc rbx
     dec r13
@@ -7180,206 +7287,190 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 4
+    test dword ptr [r15 + 67117724], 4194304
     setz al
-    lea rcx, [rip + .Lc1_d5600_s]
+    lea rcx, [rip + .Lc1_d5653_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5600_s_t
+    jmp .Lc1_d5653_s_t
     .p2align 3
-.Lc1_d5600_s:
+.Lc1_d5653_s:
     .p2align 3
-    jmp .Lc1_d5600_j
+    jmp .Lc1_d5653_j
     .p2align 3
-    jmp .Lc1_d5600_j
-.Lc1_d5600_j:
-    mov qword ptr [r15 + 256], rcx
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 320], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
+    jmp .Lc1_d5653_j
+.Lc1_d5653_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 24
+    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], eax
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    movzx ebp, byte ptr [r15 + r8 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 384]
+    xor dword ptr [r15 + 320], esi
+    movzx eax, al
+    mov byte ptr [r15 + 768], r9b
+    movsxd rax, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 128], ymm6
+    movzx r9d, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rbp, r10
+    vmovdqu ymmword ptr [r15 + 256], ymm6
+    mov esi, dword ptr [r15 + 64]
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 512]
-    test dword ptr [r15 + 67117723], 2195712
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 384], r8d
+    mov dword ptr [r15 + 256], ecx
+    mov ebp, dword ptr [r15 + 512]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 64], bpl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 215
     mov rbp, r10
     jmp 1f
 1:
-    mov r9, r10
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 192]
+    mov rbp, r10
+    jmp 1f
+1:
     and rbp, 8128
-    add r8, qword ptr [r15 + rbp + 7488]
-    and r9, 4032
-    mov ebp, dword ptr [r15 + r9 + 3392]
-    mov qword ptr [r15 + 768], rax
-    mov byte ptr [r15 + 192], dil
-    movsxd r9, dword ptr [r15 + 448]
-    movzx edi, byte ptr [r15 + 384]
-    mov eax, edx
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    add rbp, qword ptr [r15 + 448]
+    mov rdx, r8
+    movzx r8d, byte ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c9:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d5707_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5707_s_t
+    .p2align 3
+.Lc1_d5707_s:
+    .p2align 3
+    jmp .Lc1_d5707_j
+    .p2align 3
+    jmp .Lc1_d5707_j
+.Lc1_d5707_j:
+    mov ecx, 228
+    mov ecx, dword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 512], ymm6
+    jmp 1f
+1:
+    mov r9, r10
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 448
+    movsxd r8, dword ptr [r15 + r9 + 832]
+    inc dword ptr [r15 + 640]
+    and esi, dword ptr [r15 + 0]
+    mov r9, rsi
+    mov dword ptr [r15 + 0], 106
+    and esi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, 214
-    movzx eax, dl
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov rdi, rax
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov eax, 148
-    vpaddd xmm14, xmm14, xmm14
-    mov rbp, r10
-    mov qword ptr [r15 + 448], rdi
-    movzx edi, byte ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 192]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    movzx ebp, r9b
-    mov rbp, qword ptr [r15 + 640]
-    mov byte ptr [r15 + 128], bpl
-    mov byte ptr [r15 + 512], al
-    mov rbp, r10
-    mov eax, dword ptr [r15 + 576]
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 832]
+    movzx r9d, byte ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov dword ptr [r15 + 320], r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, rsi
+    mov r9d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], r9d
+    movsxd r9, dword ptr [r15 + 512]
     jmp 1f
 1:
+    mov r8, r10
+    mov rsi, r8
+    mov ecx, 65
+    mov esi, dword ptr [r15 + 448]
+    and r8, 8128
+    and r9d, dword ptr [r15 + r8 + 7488]
+    mov r8d, eax
+    mov rax, qword ptr [r15 + 576]
+    mov r8, r10
+    mov rcx, rsi
+    and r8, 1984
+    mov esi, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    mov ebp, 177
-    mov rbp, r10
-    mov r8, qword ptr [r15 + 384]
+    mov r8, rax
     jmp 1f
 1:
-    and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov rcx, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 320]
-    mov ebp, esi
-    movzx esi, byte ptr [r15 + 256]
-    movsxd rsi, dword ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 384], r9
+    vpmovmskb r9d, xmm6
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c10:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16
-    setz al
-    lea rcx, [rip + .Lc1_d5708_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5708_s_t
-    .p2align 3
-.Lc1_d5708_s:
-    .p2align 3
-    jmp .Lc1_d5708_j
-    .p2align 3
-    jmp .Lc1_d5708_j
-.Lc1_d5708_j:
-    mov rcx, rsi
-    and esi, dword ptr [r15 + 320]
+    mov r8, r10
+    mov byte ptr [r15 + 768], al
+    movsxd rax, dword ptr [r15 + 384]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], edx
+    mov dword ptr [r15 + 0], 51
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov eax, 75
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov byte ptr [r15 + 128], r8b
+    mov dword ptr [r15 + 448], r8d
+    mov eax, r9d
+    movsxd rax, dword ptr [r15 + 512]
+    mov r8, qword ptr [r15 + 704]
+    mov r9, r10
+    movzx edi, byte ptr [r15 + 64]
+    and r9, 448
+    mov edx, dword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 384], edi
+    mov qword ptr [r15 + 448], rax
+    movzx edi, byte ptr [r15 + 192]
+    mov rax, rbp
     mov rbp, r10
-    mov eax, eax
-    jmp 1f
-1:
-    mov rax, rax
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], edx
-    movsxd rbp, dword ptr [r15 + 704]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rcx
-    jmp 1f
-1:
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov edx, 174
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 768], rcx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], cl
-    jmp 1f
-1:
-    mov rbp, r10
-    mov qword ptr [r15 + 512], r8
+    mov eax, dword ptr [r15 + 128]
+    mov rcx, rax
     and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    mov ebp, 233
-    mov ebp, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 256], 27
-    vpaddd xmm14, xmm14, xmm14
+    mov qword ptr [r15 + rbp + 3392], rsi
+    movzx ebp, sil
     jmp 1f
 1:
-    movzx ecx, cl
-    movzx ecx, byte ptr [r15 + 384]
-    mov r9, rbp
-    mov r9d, dword ptr [r15 + 192]
-    movsxd rdx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov ebp, ebp
     add r10, r11
     inc rbx
     dec r13
@@ -7389,244 +7480,241 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 4194304
+    test dword ptr [r15 + 67117724], 32
     setz al
-    lea rcx, [rip + .Lc1_d5769_s]
+    lea rcx, [rip + .Lc1_d5815_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5769_s_t
+    jmp .Lc1_d5815_s_t
     .p2align 3
-.Lc1_d5769_s:
+.Lc1_d5815_s:
     .p2align 3
-    jmp .Lc1_d5769_j
+    jmp .Lc1_d5815_j
     .p2align 3
-    jmp .Lc1_d5769_j
-.Lc1_d5769_j:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], edx
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 192]
+    jmp .Lc1_d5815_j
+.Lc1_d5815_j:
+    movsxd rcx, dword ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 576]
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], edx
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     movzx ecx, al
-    movzx ecx, byte ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov edx, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 448], ymm14
-    mov ebp, dword ptr [r15 + 128]
-    mov r8, r9
-    vmovdqu ymmword ptr [r15 + 320], ymm14
-    mov r8, r10
-    movzx esi, al
-    mov edi, 4
-    and r8, 8128
-    mov rbp, r10
-    mov byte ptr [r15 + r8 + 7488], bpl
-    and r8d, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 512], ymm14
+    mov rcx, rax
+    mov dword ptr [r15 + 0], eax
+    mov rax, rdx
+    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 0], rdx
+    mov eax, 182
+    lea rbp, [r10 + r10*1]
+    and eax, dword ptr [r15 + 64]
+    movzx edx, dl
+    movzx edx, dil
     and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
+    mov r8, r10
+    and edi, dword ptr [r15 + rbp + 1408]
+    and r8, 4032
+    movsxd rdx, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 192], 130
+    mov r8d, dword ptr [r15 + 512]
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 256], rdi
-    movzx edi, sil
-    mov edi, 45
-    mov rbp, r10
-    movsxd rdi, dword ptr [r15 + 384]
-    mov edi, dword ptr [r15 + 576]
-    mov edi, 182
-    and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 640], 224
-    mov ebp, 162
-    mov ebp, eax
+    movzx ecx, al
+    mov eax, ecx
+    mov eax, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 384], 36
+    mov r9d, dword ptr [r15 + 128]
+    mov r9, r10
+    jmp 1f
+1:
+    and r9, 448
+    mov rsi, qword ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 320]
+    mov rbp, rdi
+    mov ebp, r8d
+    and r8d, dword ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx r8d, dil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c12:
-    mov rbp, rdi
-    mov byte ptr [r15 + 192], dil
-    lea rbp, [r10 + r10*1]
-    mov qword ptr [r15 + 64], rdi
-    and rbp, 4032
-    mov edi, dword ptr [r15 + rbp + 3456]
-    mov dword ptr [r15 + 0], edi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16
+    setz al
+    lea rcx, [rip + .Lc1_d5876_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5876_s_t
+    .p2align 3
+.Lc1_d5876_s:
+    .p2align 3
+    jmp .Lc1_d5876_j
+    .p2align 3
+    jmp .Lc1_d5876_j
+.Lc1_d5876_j:
+    lea r8, [r10 + r10*1]
+    and r8, 8128
+    vmovdqu xmmword ptr [r15 + r8 + 7552], xmm6
+    add rax, qword ptr [r15 + 320]
+    mov ecx, edx
+    mov dword ptr [r15 + 512], 136
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 384]
     jmp 1f
 1:
+    movzx edx, byte ptr [r15 + 128]
+    mov rdi, rsi
+    movzx edi, byte ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r8, r10
-    movzx r9d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 252
-    mov qword ptr [r15 + 256], r9
-    and r8, 1984
-    movzx r9d, byte ptr [r15 + r8 + 1344]
     mov r8d, dword ptr [r15 + 448]
-    mov edx, 218
-    movsxd rdx, dword ptr [r15 + 64]
-    movzx ecx, cl
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    mov r8, qword ptr [r15 + 384]
-    mov ecx, r8d
-    mov dword ptr [r15 + 512], 68
-    mov r8d, ecx
+    test dword ptr [r15 + 67117723], 5120
+    jnz 1f
+1:
+    movzx r8d, r9b
+    mov r8d, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov rbp, r10
+    mov r9d, r8d
     mov r9, r10
-    mov dword ptr [r15 + 448], 56
-    mov rcx, rdx
-    and r9, 16320
-    vmovdqu xmmword ptr [r15 + r9 + 15680], xmm14
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 384]
-    movzx edx, byte ptr [r15 + 704]
-    mov dword ptr [r15 + 128], r8d
-    mov r8d, edx
-    movzx edx, bpl
-    mov edx, eax
+    mov rdx, qword ptr [r15 + 256]
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 384]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], cl
+    mov r9, rdx
+    add rcx, qword ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 40
+    mov eax, dword ptr [r15 + 704]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c13:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 33554432
-    setz al
-    lea rcx, [rip + .Lc1_d5873_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5873_s_t
-    .p2align 3
-.Lc1_d5873_s:
-    .p2align 3
-    jmp .Lc1_d5873_j
-    .p2align 3
-    jmp .Lc1_d5873_j
-.Lc1_d5873_j:
-    lea rbp, [r10 + r10*1]
+    mov r9, r10
+    movzx ecx, r9b
+    and r9, 4032
+    xor dword ptr [r15 + r9 + 3392], r9d
     jmp 1f
 1:
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 896]
-    mov eax, ecx
-    mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], r8d
+    mov r9, qword ptr [r15 + 192]
+    mov r8, rax
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 46
-    movzx r8d, r8b
-    mov rdx, rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov edx, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 768]
-    and r8d, dword ptr [r15 + 64]
-    lea r9, [r10 + r10*1]
-    mov byte ptr [r15 + 256], r9b
-    mov byte ptr [r15 + rbp + 832], r9b
-    and r9, 8128
-    vmovdqu xmm14, xmmword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 7552], r9d
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 448]
-    mov ecx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov rdi, r8
+    mov r8, rdx
     movzx r8d, byte ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 384], ymm14
-    mov r8, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    and r9d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    and rbp, 16320
+    mov qword ptr [r15 + rbp + 15680], rbp
+    movsxd rbp, dword ptr [r15 + 64]
+    lea r8, [r10 + r10*1]
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 64]
+    and r8, 1984
+    or qword ptr [r15 + r8 + 1344], 67
+    mov eax, esi
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 768]
+    mov esi, dword ptr [r15 + r8 + 1408]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, eax
+    mov r8d, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 256], bpl
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 576]
+    mov qword ptr [r15 + 448], rax
+    mov eax, dword ptr [r15 + 384]
+    vpaddd xmm6, xmm6, xmm6
+    movsxd rdx, dword ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c14:
-    mov r9, rcx
-    mov ecx, edi
-    mov rdi, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 0], rdi
-    add rdi, qword ptr [r15 + 0]
-    movzx r8d, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
-    mov ecx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 640]
-    mov dword ptr [r15 + 64], r9d
-    mov dword ptr [r15 + 320], r8d
+    lea rcx, [rip + .Lc1_d5970_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5970_j_t
+.Lc1_d5970_j:
+    mov qword ptr [r15 + 512], r8
+    mov rcx, rbp
+    mov ebp, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 192], rax
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 640], 78
     jmp 1f
 1:
-    mov r8, r10
-    mov rbp, r10
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rax, r9
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 143
-    mov r8d, dword ptr [r15 + 512]
-    mov rbp, r10
-    mov edx, dword ptr [r15 + 192]
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 448], ymm10
-    mov dword ptr [r15 + 128], 30
-    mov esi, r9d
-    mov byte ptr [r15 + 576], r9b
-    movzx r9d, byte ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rdx
     jmp 1f
 1:
-    mov esi, 20
-    movzx esi, byte ptr [r15 + 192]
-    mov r9, qword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 68
+    mov r9, r10
+    mov eax, 80
+    and r9, 8128
+    movsxd rax, dword ptr [r15 + r9 + 7488]
+    movzx r9d, al
+    vpaddd xmm6, xmm6, xmm6
+    jmp 1f
+1:
+    movzx eax, r8b
+    mov rax, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 320], rax
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], r9b
+    mov r9, r10
+    movzx edx, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rax
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 896], r9d
+    mov byte ptr [r15 + 384], dl
+    mov qword ptr [r15 + 384], rax
     add r10, r11
     inc rbx
     dec r13
@@ -7635,66 +7723,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d5978_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5978_s_t
-    .p2align 3
-.Lc1_d5978_s:
-    .p2align 3
-    jmp .Lc1_d5978_j
-    .p2align 3
-    jmp .Lc1_d5978_j
-.Lc1_d5978_j:
-    mov byte ptr [r15 + 384], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 768]
+    vmovdqu ymmword ptr [r15 + 128], ymm6
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov dword ptr [r15 + 0], eax
-    movsxd rax, dword ptr [r15 + 0]
-    mov r9d, esi
-    movsxd rsi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 320], 196
-    mov r8d, 17
-    movsxd r8, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 704], rcx
-    mov dword ptr [r15 + 768], edx
-    mov dword ptr [r15 + 448], 89
     jmp 1f
 1:
-    mov rdi, rcx
+    mov eax, 163
     jmp 1f
 1:
-    mov rcx, rsi
-    mov rbp, r10
-    jmp 1f
-1:
-    mov rcx, rbp
-    mov r8, r10
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], r9d
-    vmovdqu xmmword ptr [r15 + 192], xmm14
-    and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 3392]
+    xor dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 128]
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 209
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 131074
+    jnz 1f
 1:
+    mov edx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 704], rax
     mov r9, r10
-    mov dword ptr [r15 + 256], r9d
-    mov ecx, dword ptr [r15 + 512]
-    movsxd rdi, dword ptr [r15 + 64]
+    mov rbp, r10
+    mov eax, 109
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
     and r9, 1984
-    movzx edx, byte ptr [r15 + r9 + 1344]
-    mov r9d, 153
+    movsxd rbp, dword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 448]
+    mov r8d, edx
+    movzx edx, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rsi, rbp
+    mov rbp, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 512], rcx
+    mov dword ptr [r15 + 256], 122
+    mov dword ptr [r15 + 320], 186
     add r10, r11
     inc rbx
     dec r13
@@ -7703,208 +7781,182 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d6035_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 67108864
+    setz al
+    lea rcx, [rip + .Lc1_d6071_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6035_s_t
+    jmp .Lc1_d6071_s_t
     .p2align 3
-.Lc1_d6035_s:
+.Lc1_d6071_s:
     .p2align 3
-    jmp .Lc1_d6035_j
+    jmp .Lc1_d6071_j
     .p2align 3
-    jmp .Lc1_d6035_j
-    .p2align 3
-    jmp .Lc1_d6035_j
-    .p2align 3
-    jmp .Lc1_d6035_j
-    .p2align 3
-    jmp .Lc1_d6035_j
-    .p2align 3
-    jmp .Lc1_d6035_j
-    .p2align 3
-    jmp .Lc1_d6035_j
-    .p2align 3
-    jmp .Lc1_d6035_j
-.Lc1_d6035_j:
+    jmp .Lc1_d6071_j
+.Lc1_d6071_j:
+    movzx ecx, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 31
+    vmovdqu ymmword ptr [r15 + 448], ymm6
+    mov dword ptr [r15 + 256], 0
+    movzx eax, al
+    mov eax, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov ecx, 55
-    mov rcx, rcx
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 640]
-    movzx eax, byte ptr [r15 + 64]
-    mov r9, rax
-    mov r9d, edx
-    mov rbp, r10
-    movsxd r9, dword ptr [r15 + 384]
-    mov r8, r10
-    mov qword ptr [r15 + 256], rdx
-    and r8, 4032
-    movsxd rdx, dword ptr [r15 + r8 + 3392]
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
-    mov rbp, r10
-    mov esi, dword ptr [r15 + 128]
-    mov edi, esi
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 832]
-    mov rbp, rsi
-    mov dword ptr [r15 + 320], 30
-    mov esi, ebp
-    mov esi, edx
-    mov rdi, r8
-    mov rsi, r8
-    movsxd r8, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov esi, ecx
-    mov dword ptr [r15 + 320], esi
-    mov esi, dword ptr [r15 + 576]
-    mov qword ptr [r15 + 512], rax
-    movzx eax, byte ptr [r15 + 192]
-    mov qword ptr [r15 + 384], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    movzx ecx, al
     jmp 1f
 1:
+    mov ecx, 211
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov eax, dword ptr [r15 + 576]
+    mov rbp, r10
+    movzx esi, sil
+    mov esi, r8d
+    mov r8, rcx
+    mov r8, r10
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 512], rcx
+    and r8, 4032
+    movzx ebp, byte ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 320], cl
     jmp 1f
 1:
-    movzx eax, dil
-    mov rax, qword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 512], al
+    mov rax, qword ptr [r15 + 128]
+    movzx r9d, dil
     jmp 1f
 1:
+    movsxd rdi, dword ptr [r15 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c17:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d6127_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6127_s_t
+    .p2align 3
+.Lc1_d6127_s:
+    .p2align 3
+    jmp .Lc1_d6127_j
+    .p2align 3
+    jmp .Lc1_d6127_j
+.Lc1_d6127_j:
+    mov ecx, dword ptr [r15 + 384]
+    mov rbp, r10
+    mov eax, dword ptr [r15 + 384]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], esi
+    jmp 1f
+1:
+    mov rbp, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    mov esi, r9d
-    mov qword ptr [r15 + 0], rsi
-    mov esi, edx
+    mov qword ptr [r15 + 0], r8
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r8d, 69
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx esi, sil
-    mov dword ptr [r15 + 0], 168
-    mov dword ptr [r15 + 128], 208
-    mov esi, 124
-    mov rsi, rax
-    mov esi, dword ptr [r15 + 320]
-    mov r8d, 184
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 192]
+    lea rbp, [r10 + r10*1]
+    mov rdi, rbp
+    movzx edi, byte ptr [r15 + 640]
+    and rbp, 1984
     mov r8, r10
-    mov r9d, eax
-    jmp 1f
-1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rsi
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], al
-    mov r8, r10
-    movsxd rsi, dword ptr [r15 + 448]
-    movzx eax, sil
-    movzx esi, byte ptr [r15 + 256]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], edi
-    movsxd rdi, dword ptr [r15 + 64]
-    mov r8, r9
-    mov r9, r9
-    mov r9d, r9d
-    mov r8, r10
-    mov byte ptr [r15 + 192], r8b
+    movsxd rax, dword ptr [r15 + rbp + 1408]
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 55
+    mov eax, dword ptr [r15 + r8 + 7488]
+    mov r8d, ecx
+    mov qword ptr [r15 + 512], r8
+    movzx r8d, byte ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 320]
+    mov ecx, 25
+    movzx ecx, cl
+    movsxd rcx, dword ptr [r15 + 320]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 704]
-    jmp 1f
-1:
-    movzx r9d, sil
-    mov r9d, edi
-    movzx r9d, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 512], 227
-    vpmovmskb ebp, xmm14
-    jmp 1f
-1:
-    jmp 1f
-1:
+    add rcx, qword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + 704]
+    mov r8d, esi
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    mov ebp, edx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c18:
-    lea rcx, [rip + .Lc1_d6149_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6149_j_t
-.Lc1_d6149_j:
-    movzx ecx, byte ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov edi, r8d
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], r9d
+    mov dword ptr [r15 + 0], r8d
+    vmovdqu ymmword ptr [r15 + 0], ymm6
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 214
+    mov r8d, 80
+    mov r8d, r8d
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdx
-    mov edx, edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    mov dword ptr [r15 + 320], 172
-    mov rdi, rcx
-    movzx edi, dil
-    mov rdi, qword ptr [r15 + 320]
-    jmp 1f
-1:
     mov r8, r8
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    mov r8, r10
+    lea r9, [r10 + r10*1]
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov r8d, ecx
+    and r9, 448
+    mov r8, qword ptr [r15 + r9 + 832]
+    mov rsi, qword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 768], 169
+    mov dword ptr [r15 + 192], edx
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], r8
-    mov r8, r10
-    movsxd rdi, dword ptr [r15 + 128]
-    movzx edx, byte ptr [r15 + 512]
-    mov r9, r10
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], esi
-    mov rsi, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 512], r8
+    mov r8d, dword ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 576]
+    mov rcx, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 320], r9
+    movsxd rsi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], 126
+    mov byte ptr [r15 + 448], r9b
+    mov dword ptr [r15 + 256], r9d
+    mov ebp, dword ptr [r15 + 768]
     jmp 1f
 1:
     jmp 1f
 1:
+    movzx eax, byte ptr [r15 + r9 + 896]
     jmp 1f
 1:
-    mov r9d, 16
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 146
-    mov r9, r10
-    jmp 1f
-1:
-    movzx r8d, bpl
-    vmovq qword ptr [r15 + 256], xmm14
-    and r9, 8128
-    mov r8d, dword ptr [r15 + r9 + 7488]
     add r10, r11
     inc rbx
     dec r13
@@ -7914,1213 +7966,1250 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 4
+    test dword ptr [r15 + 67117723], 2097152
     setz al
-    lea rcx, [rip + .Lc1_d6208_s]
+    lea rcx, [rip + .Lc1_d6229_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6208_s_t
+    jmp .Lc1_d6229_s_t
     .p2align 3
-.Lc1_d6208_s:
+.Lc1_d6229_s:
     .p2align 3
-    jmp .Lc1_d6208_j
+    jmp .Lc1_d6229_j
     .p2align 3
-    jmp .Lc1_d6208_j
-.Lc1_d6208_j:
+    jmp .Lc1_d6229_j
+.Lc1_d6229_j:
+    mov dword ptr [r15 + 0], ecx
+    mov rax, r8
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 207
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    add r8, qword ptr [r15 + 0]
-    mov ecx, 185
-    mov ecx, 199
+    mov dword ptr [r15 + 0], 254
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm6
+    mov dword ptr [r15 + 0], 20
+    lea rbp, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7552]
+    mov eax, dword ptr [r15 + 320]
+    or qword ptr [r15 + 128], 89
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, ecx
-    mov rcx, rcx
+    mov r8, qword ptr [r15 + 384]
+    mov r9, r10
+    mov rdx, qword ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + 256]
+    and r9, 448
+    movzx edi, byte ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 448]
     jmp 1f
 1:
-    mov ebp, 228
-    mov qword ptr [r15 + 0], rbp
+    mov r9, rbp
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 384]
-    mov edx, r8d
-    mov r8, r10
-    mov eax, eax
-    and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
-    mov r8d, 14
+    vpxor xmm6, xmm6, xmm13
+    mov byte ptr [r15 + rbp + 7488], dl
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], bpl
-    mov dword ptr [r15 + 64], eax
+    mov r9, r10
+    mov edx, esi
     jmp 1f
 1:
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], al
+    movzx r9d, byte ptr [r15 + 64]
+    mov eax, 12
+    mov eax, 140
+    mov dword ptr [r15 + 64], 150
     jmp 1f
 1:
-    movzx eax, r8b
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 192], edi
-    mov qword ptr [r15 + 256], rdx
-    and r8, 448
-    movzx edx, byte ptr [r15 + r8 + 896]
-    mov qword ptr [r15 + r8 + 832], rcx
-    mov r8d, edx
-    mov eax, 128
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], ebp
-    mov qword ptr [r15 + 320], rbp
-    mov rbp, r8
-    mov ebp, dword ptr [r15 + 640]
-    mov r8, r10
-    jmp 1f
-1:
-    movzx eax, r8b
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 576], cl
+    mov qword ptr [r15 + 640], rdx
+    mov eax, 189
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c20:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movsxd rax, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    mov ecx, 223
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
+    mov rdx, rax
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
+    mov eax, dword ptr [r15 + 64]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    mov r9d, 141
+    mov qword ptr [r15 + 320], rsi
+    mov esi, 147
+    movsxd rsi, dword ptr [r15 + 704]
+    mov r9d, dword ptr [r15 + 512]
+    mov edx, 146
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
+    mov edx, 66
+    movzx r8d, byte ptr [r15 + 256]
+    mov edx, dword ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 128]
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    jmp 1f
+1:
+    mov ebp, edi
+    mov qword ptr [r15 + 192], r9
+    jmp 1f
+1:
     lea rbp, [r10 + r10*1]
-    movzx edx, byte ptr [r15 + 0]
-    and rbp, 8128
-    mov r9, r10
-    mov dword ptr [r15 + rbp + 7488], 228
-    and r9, 1984
-    mov edi, dword ptr [r15 + r9 + 1344]
-    mov r9, r10
-    mov byte ptr [r15 + 512], r8b
-    and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3392]
-    test dword ptr [r15 + 67117723], 4358144
-    jz 1f
-1:
-    mov qword ptr [r15 + 128], rdx
-    mov rdx, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 256], ecx
-    movzx ecx, byte ptr [r15 + 384]
-    mov byte ptr [r15 + 704], dil
-    mov edi, dword ptr [r15 + 320]
-    mov r9d, r8d
-    mov qword ptr [r15 + rbp + 7552], r9
-    mov r9d, r9d
-    mov r9d, dword ptr [r15 + 192]
-    mov r8d, 16
+    movsxd r9, dword ptr [r15 + 192]
+    and rbp, 4032
+    movsxd rdi, dword ptr [r15 + rbp + 3456]
+    mov dword ptr [r15 + rbp + 3392], edi
+    mov ebp, dword ptr [r15 + 320]
+    mov edi, ecx
+    movsxd rdi, dword ptr [r15 + 768]
+    mov rdi, rdi
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], r8
-    mov r8d, 57
-    mov ebp, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c21:
-    lea rcx, [rip + .Lc1_d6319_j]
+    lea rcx, [rip + .Lc1_d6332_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6319_j_t
-.Lc1_d6319_j:
-    mov dword ptr [r15 + 0], 168
+    jmp .Lc1_d6332_j_t
+.Lc1_d6332_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
-    mov ecx, 151
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 167
-    movzx ecx, byte ptr [r15 + 0]
-    mov r8d, ecx
-    mov dword ptr [r15 + 0], esi
-    movsxd rcx, dword ptr [r15 + 64]
-    mov rsi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, edi
+    mov ecx, 238
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 107
+    mov qword ptr [r15 + 0], rdx
+    mov ecx, r9d
+    mov r9, rdi
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, r10
-    mov dword ptr [r15 + 320], r9d
-    mov dword ptr [r15 + 256], 9
-    and rbp, 4032
-    mov rsi, qword ptr [r15 + rbp + 3392]
-    movzx ebp, sil
-    mov dword ptr [r15 + 320], r8d
-    mov r8d, ebp
-    mov rbp, r8
-    movzx r8d, byte ptr [r15 + 576]
-    mov rbp, r10
-    mov rdi, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 192], 40
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 145
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 128]
+    mov r9d, 37
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, r9d
+    mov dword ptr [r15 + 0], ecx
+    mov qword ptr [r15 + 256], r9
     mov r9, r10
-    mov rdx, qword ptr [r15 + 192]
-    mov eax, edx
-    mov rdx, qword ptr [r15 + 384]
-    and r9, 1984
-    movzx edx, byte ptr [r15 + r9 + 1344]
-    vpaddd xmm14, xmm14, xmm14
-    mov r9, rdx
-    mov r9d, dword ptr [r15 + 768]
-    add r9, qword ptr [r15 + 448]
-    mov edx, 221
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], 85
+    mov r9d, r9d
+    movzx ecx, r9b
+    mov r9, rcx
+    mov r9d, 225
+    mov dword ptr [r15 + 512], ebp
+    movzx r9d, byte ptr [r15 + 576]
+    mov ecx, 143
+    mov ecx, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 64], dil
+    movzx edi, dil
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 320]
+    mov rbp, r10
+    movzx edx, byte ptr [r15 + 448]
+    mov r8d, dword ptr [r15 + 128]
+    movzx eax, r8b
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov ebp, 171
+    mov dword ptr [r15 + 384], 22
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c22:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d6391_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6391_s_t
+    .p2align 3
+.Lc1_d6391_s:
+    .p2align 3
+    jmp .Lc1_d6391_j
+    .p2align 3
+    jmp .Lc1_d6391_j
+.Lc1_d6391_j:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rdx, rax
-    mov eax, 58
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    mov dword ptr [r15 + 0], 124
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    jmp 1f
+1:
+    movzx ecx, al
     jmp 1f
 1:
     mov rbp, r10
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rbp, 16320
-    mov edx, dword ptr [r15 + rbp + 15680]
-    mov byte ptr [r15 + 512], al
-    movzx edi, byte ptr [r15 + 384]
-    mov rax, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 704], sil
-    mov rsi, r9
-    mov esi, edi
-    mov rbp, r10
-    mov rsi, qword ptr [r15 + 64]
-    mov r8d, 239
-    mov r8d, dword ptr [r15 + 320]
+    vpmovmskb ecx, xmm6
+    mov ecx, eax
     and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    movzx ebp, byte ptr [r15 + 192]
-    mov ecx, dword ptr [r15 + 640]
-    mov qword ptr [r15 + 448], rdi
-    mov rdi, r9
-    mov r9, r10
-    movsxd rcx, dword ptr [r15 + 384]
-    and r9, 448
-    mov edi, dword ptr [r15 + r9 + 832]
-    vmovdqu ymmword ptr [r15 + 256], ymm14
-    mov r9d, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 384], rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], ecx
+    mov qword ptr [r15 + 256], rbp
+    mov rcx, rcx
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 512]
+    mov rbp, rbp
+    mov byte ptr [r15 + 640], bpl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rax
+    mov rbp, r10
+    mov byte ptr [r15 + 448], cl
+    mov eax, 181
+    and rbp, 448
+    movzx edx, byte ptr [r15 + rbp + 832]
+    mov ebp, 18
+    mov ecx, 175
+    mov rcx, rdi
+    mov qword ptr [r15 + 192], rcx
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    movzx edi, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 384]
+    or qword ptr [r15 + 64], 59
+    jmp 1f
+1:
+    mov rdi, rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c23:
-    lea rcx, [rip + .Lc1_d6416_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6416_j_t
-.Lc1_d6416_j:
-    mov ecx, ecx
-    movzx r8d, r9b
-    movzx ecx, r9b
-    mov r9, rdx
-    mov ecx, 205
-    mov rcx, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 0], 223
-    mov r9d, ecx
-    movzx ecx, byte ptr [r15 + 0]
-    mov edx, 87
-    mov byte ptr [r15 + 0], al
-    mov edx, esi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 128]
-    mov esi, 208
-    mov eax, ecx
-    mov qword ptr [r15 + 768], rax
-    mov eax, eax
-    movzx ecx, byte ptr [r15 + 320]
-    mov eax, ecx
-    mov dword ptr [r15 + 64], esi
-    mov esi, edx
-    jmp 1f
-1:
-    mov rsi, rsi
-    mov r8, r10
-    jmp 1f
-1:
-    and r8, 4032
-    mov esi, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], al
-    mov r8, r10
-    mov dword ptr [r15 + 384], 161
-    and r8, 1984
     mov rbp, r10
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 256], r8b
-    mov ebp, 48
+    and rbp, 448
+    add rax, qword ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 320], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, dil
+    vpmovmskb ebp, xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov edi, 102
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, rax
+    mov rax, rax
+    mov eax, 120
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 704], al
+    mov eax, edi
+    mov rbp, r10
+    inc dword ptr [r15 + 128]
+    and rbp, 1984
+    add rdi, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 256], 95
+    movsxd rbp, dword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 192]
+    movsxd rcx, dword ptr [r15 + 384]
+    mov edx, dword ptr [r15 + 64]
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, rdi
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rbp
+    mov ebp, dword ptr [r15 + 448]
+    mov rdi, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + r8 + 3456]
+    mov r8, qword ptr [r15 + 768]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c24:
-    lea rcx, [rip + .Lc1_d6471_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6471_j_t
-.Lc1_d6471_j:
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d6503_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6503_s_t
+    .p2align 3
+.Lc1_d6503_s:
+    .p2align 3
+    jmp .Lc1_d6503_j
+    .p2align 3
+    jmp .Lc1_d6503_j
+.Lc1_d6503_j:
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    vmovq qword ptr [r15 + 320], xmm14
-    movsxd rcx, dword ptr [r15 + 128]
-    mov r9, r10
-    movsxd rax, dword ptr [r15 + 384]
-    mov edi, eax
-    and r9, 4032
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + r9 + 3392], esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 256]
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 896]
-    mov rsi, qword ptr [r15 + r8 + 832]
-    mov qword ptr [r15 + 448], rbp
-    mov dword ptr [r15 + 576], esi
-    mov rsi, qword ptr [r15 + 192]
-    mov r8d, 195
-    mov dword ptr [r15 + 640], 55
-    mov byte ptr [r15 + 384], r8b
-    mov edi, dword ptr [r15 + 128]
+    and eax, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r8d, r9d
-    mov r8, qword ptr [r15 + 64]
-    vpmovmskb ebp, xmm14
+    mov qword ptr [r15 + 0], rax
+    mov eax, ecx
     mov rbp, r10
-    jmp 1f
-1:
+    mov ecx, ecx
     and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 512], edi
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 320]
     jmp 1f
 1:
+    movzx eax, byte ptr [r15 + 576]
+    movzx r8d, byte ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 192], ymm6
+    mov edi, 93
+    jmp 1f
+1:
+    mov r9, r10
+    mov dword ptr [r15 + 512], ecx
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    jmp 1f
+1:
+    movzx ecx, dl
+    mov dword ptr [r15 + 64], esi
+    mov rcx, qword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 320]
+    movzx edx, byte ptr [r15 + 384]
+    mov r9, r10
+    mov edi, 14
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r8
+    mov r9, r9
+    mov r9d, 249
+    mov dword ptr [r15 + 256], 251
+    jmp 1f
+1:
+    mov r9, rdx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c25:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 256
+    setz al
+    lea rcx, [rip + .Lc1_d6561_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6561_s_t
+    .p2align 3
+.Lc1_d6561_s:
+    .p2align 3
+    jmp .Lc1_d6561_j
+    .p2align 3
+    jmp .Lc1_d6561_j
+.Lc1_d6561_j:
+    movsxd rcx, dword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
+    mov eax, r9d
+    mov eax, 205
+    mov dword ptr [r15 + 0], ebp
+    mov rax, rsi
     jmp 1f
 1:
-    mov rcx, r8
+    mov dword ptr [r15 + 0], 220
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], 221
-    mov byte ptr [r15 + 0], cl
-    movzx ecx, byte ptr [r15 + 64]
-    mov r8, rcx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], r8
-    mov r8d, dword ptr [r15 + 384]
-    mov rbp, r10
-    lea r9, [r10 + r10*1]
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7552], r9d
-    jmp 1f
-1:
-    mov qword ptr [r15 + 704], rbp
-    mov ebp, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r10
-    movzx esi, byte ptr [r15 + 256]
-    mov rax, rdx
-    mov dword ptr [r15 + 320], eax
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 64], al
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 202
     mov rax, rcx
-    mov dword ptr [r15 + 448], r9d
+    mov eax, 23
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, cl
+    mov qword ptr [r15 + 192], rbp
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + r9 + 7488]
-    mov r9d, dword ptr [r15 + 192]
-    vpor xmm14, xmm14, xmm14
-    mov dword ptr [r15 + 512], 67
+    mov ebp, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 320], al
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], r8
+    mov r8, r10
+    mov dword ptr [r15 + 128], esi
+    mov r9, r10
+    mov eax, dword ptr [r15 + 128]
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], rsi
+    mov r8, r9
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 384], 235
+    jmp 1f
+1:
+    mov r9, r10
+    mov rsi, rax
+    movsxd rsi, dword ptr [r15 + 704]
+    mov edi, ebp
+    and r9, 1984
+    add rbp, qword ptr [r15 + r9 + 1344]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c26:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4
-    setz al
-    lea rcx, [rip + .Lc1_d6573_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6573_s_t
-    .p2align 3
-.Lc1_d6573_s:
-    .p2align 3
-    jmp .Lc1_d6573_j
-    .p2align 3
-    jmp .Lc1_d6573_j
-.Lc1_d6573_j:
-    mov rcx, rax
-    movzx edx, r8b
+    movzx r9d, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx ebp, dil
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
+    mov ebp, edi
+    mov ebp, r9d
+    and ebp, dword ptr [r15 + 0]
+    mov edi, edi
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 223
-    movsxd r8, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
     mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 256]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], bpl
+    mov r9, r10
+    mov dword ptr [r15 + 768], ebp
+    and r9, 448
+    add rbp, qword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 192], ymm14
-    and r9, 4032
-    movsxd rdx, dword ptr [r15 + r9 + 3392]
-    mov r9d, r8d
-    movsxd r9, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 384], sil
+    jmp 1f
+1:
+    test ebx, 92160
+    jz 1f
+1:
+    mov qword ptr [r15 + 192], rdi
+    mov dword ptr [r15 + 512], eax
+    jmp 1f
+1:
+    mov rdi, r9
+    mov qword ptr [r15 + 128], rbp
+    mov edi, 10
+    mov qword ptr [r15 + 320], rcx
+    jmp 1f
+1:
+    mov edi, 12
+    mov edi, ebp
+    mov edi, r9d
+    movzx edi, dil
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 1
+    mov rdi, rcx
     jmp 1f
 1:
     mov rbp, r10
-    movsxd rsi, dword ptr [r15 + 576]
-    mov edi, eax
     jmp 1f
 1:
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
-    mov rbp, rcx
-    mov byte ptr [r15 + 256], dl
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 93
-    movzx ebp, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 64]
-    mov rbp, rax
-    movzx eax, bpl
-    movzx ebp, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 768], 121
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + 320], ymm6
+    mov edi, 210
+    and rbp, 4032
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c27:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d6632_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6632_s_t
-    .p2align 3
-.Lc1_d6632_s:
-    .p2align 3
-    jmp .Lc1_d6632_j
-    .p2align 3
-    jmp .Lc1_d6632_j
-.Lc1_d6632_j:
+    lea rcx, [rip + .Lc1_d6670_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6670_j_t
+.Lc1_d6670_j:
     mov rbp, r10
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], bpl
     and rbp, 1984
     mov rcx, qword ptr [r15 + rbp + 1344]
-    vmovdqu ymmword ptr [r15 + 384], ymm14
-    mov byte ptr [r15 + 384], al
-    mov qword ptr [r15 + 128], rbp
-    mov dword ptr [r15 + 448], 92
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    add qword ptr [r15 + 0], rdi
     jmp 1f
 1:
-    movzx eax, al
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], bpl
+    mov ebp, 236
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    movsxd rax, dword ptr [r15 + 0]
+    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov dword ptr [r15 + 640], 209
+    movzx ebp, cl
+    mov dword ptr [r15 + 128], 194
+    mov byte ptr [r15 + 64], cl
+    mov ecx, ecx
+    movzx ecx, byte ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 320]
+    mov r9, r10
+    mov dword ptr [r15 + 512], 153
+    mov rdi, rcx
+    mov ecx, 25
+    and r9, 8128
+    add rcx, qword ptr [r15 + r9 + 7488]
+    mov r9, r10
     jmp 1f
 1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 140
+    movzx r9d, dl
+    mov r9d, r8d
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 512]
-    movzx r9d, byte ptr [r15 + 256]
-    mov byte ptr [r15 + 192], r9b
-    mov r9d, dword ptr [r15 + 64]
-    mov rbp, r10
-    mov ecx, dword ptr [r15 + 640]
-    and rbp, 8128
-    movsxd rdx, dword ptr [r15 + rbp + 7488]
-    mov rbp, rax
-    movsxd rbp, dword ptr [r15 + 128]
-    mov r8, r10
-    movzx edi, r8b
-    mov rdi, r9
-    mov r9, qword ptr [r15 + 320]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], cl
+    mov qword ptr [r15 + 576], r9
+    mov r9d, 189
+    movzx r9d, byte ptr [r15 + 192]
+    mov edx, edx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c28:
-    mov rbp, r10
     jmp 1f
 1:
-    jmp 1f
-1:
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 832]
-    mov ebp, r9d
-    jmp 1f
-1:
-    mov r9d, ebp
-    mov r9, qword ptr [r15 + 320]
-    mov ebp, r9d
+    mov edx, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
+    mov dword ptr [r15 + 0], 197
+    mov dword ptr [r15 + 0], 52
+    mov eax, r9d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], bpl
+    mov rbp, rdi
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
+    movzx ebp, bpl
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 704]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 704], 49
-    mov dword ptr [r15 + 512], ecx
-    mov ecx, 121
+    mov r9, r10
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 128]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rax
+    mov qword ptr [r15 + 64], rbp
+    mov r9d, dword ptr [r15 + 512]
+    mov rbp, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov eax, 106
+    mov qword ptr [r15 + 192], r8
+    mov dword ptr [r15 + 448], 33
     mov r8, r10
-    movzx ecx, byte ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 128]
-    and r8, 8128
-    movzx edx, byte ptr [r15 + r8 + 7488]
-    mov r8, rdx
-    movsxd rdx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 320]
+    mov eax, ecx
+    mov eax, edi
+    mov rdi, qword ptr [r15 + 384]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 75
     mov r8, r10
-    mov dword ptr [r15 + 64], r8d
+    mov rcx, qword ptr [r15 + 384]
+    mov edx, 240
     and r8, 4032
-    mov rsi, qword ptr [r15 + r8 + 3392]
-    mov r8d, 80
-    mov r8, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 768], 51
-    movzx r8d, r8b
-    mov qword ptr [r15 + 64], rdx
-    jmp 1f
-1:
-    movzx edx, r8b
-    mov r8d, edi
+    mov dword ptr [r15 + r8 + 3392], 238
+    mov r8d, dword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c29:
-    lea rcx, [rip + .Lc1_d6738_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6738_j_t
-.Lc1_d6738_j:
-    mov r8, r10
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rdx
-    movzx r8d, r9b
-    mov qword ptr [r15 + 192], rsi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 64
+    setz al
+    lea rcx, [rip + .Lc1_d6770_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6770_s_t
+    .p2align 3
+.Lc1_d6770_s:
+    .p2align 3
+    jmp .Lc1_d6770_j
+    .p2align 3
+    jmp .Lc1_d6770_j
+.Lc1_d6770_j:
+    mov rcx, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], r8d
+    mov byte ptr [r15 + 448], dl
     jmp 1f
 1:
-    mov r8, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 4032
-    mov edx, dword ptr [r15 + r8 + 3392]
+    movsxd rdx, dword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 255
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8d, 188
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r8
-    mov r8d, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx ecx, r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 320]
-    jmp 1f
+    movzx r8d, al
+    mov r8, qword ptr [r15 + 576]
+    movzx eax, dl
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r9d, 251
-    mov r9, qword ptr [r15 + 512]
-    mov edi, r9d
-    mov dword ptr [r15 + 64], 14
-    mov r9d, dword ptr [r15 + 576]
+    mov rdx, qword ptr [r15 + 512]
+    movzx ecx, cl
+    mov qword ptr [r15 + 768], r8
+    mov rcx, qword ptr [r15 + 256]
+    mov r8d, 113
+    mov qword ptr [r15 + 192], rax
+    mov eax, 135
+    mov byte ptr [r15 + 64], dl
+    mov rdx, rcx
+    mov r8, r10
+    mov rdx, r8
     mov rbp, r10
-    mov dword ptr [r15 + 384], 157
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 128], bpl
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 448]
-    mov ebp, 168
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    and r8, 8128
+    mov rbp, r10
+    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    mov r8, rcx
     jmp 1f
 1:
-    movzx ebp, r9b
-    jmp 1f
-1:
-    mov rbp, rbp
+    and rbp, 1984
+    mov r8d, dword ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 384], al
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c30:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, 71
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov edi, eax
-    movzx edi, dil
-    movzx edi, byte ptr [r15 + 0]
-    lock or dword ptr [r15 + 0], 64
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edi
-    mov rdi, qword ptr [r15 + 384]
-    mov ecx, edi
-    test dword ptr [r15 + 67117723], 64
-    jnz 1f
-1:
-    mov edi, 93
-    mov rdi, qword ptr [r15 + 640]
-    movzx eax, byte ptr [r15 + 512]
-    mov rcx, rax
-    mov byte ptr [r15 + 64], bpl
-    mov byte ptr [r15 + 448], bpl
-    jmp 1f
-1:
-    movzx eax, cl
-    vmovdqu xmm14, xmmword ptr [r15 + 192]
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d6826_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6826_j_t
+.Lc1_d6826_j:
     mov rbp, r10
-    movzx ecx, byte ptr [r15 + 320]
-    mov r8, r10
+    mov qword ptr [r15 + 64], rdx
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, bpl
+    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 256], 98
     jmp 1f
 1:
-    and r8, 1984
-    mov r9, qword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 384]
+    movzx edi, sil
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 128]
+    mov rsi, r8
+    mov dword ptr [r15 + 192], 53
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], edx
+    jmp 1f
+1:
     mov r8, r10
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 91
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    mov r8d, dword ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 256]
+    mov r9, r10
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], dl
+    mov r9d, 85
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], 142
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c31:
-    lea rcx, [rip + .Lc1_d6841_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6841_j_t
-.Lc1_d6841_j:
-    movsxd rcx, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 384], r8
+    mov dword ptr [r15 + 0], r9d
+    movzx r9d, r9b
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, 111
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rsi
+    mov dword ptr [r15 + 0], 59
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    mov esi, 193
-    movzx edx, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    movsxd rdx, dword ptr [r15 + 0]
-    mov esi, edx
-    mov edx, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r9d, eax
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 704], ymm14
-    movsxd rsi, dword ptr [r15 + 384]
-    mov rbp, r8
-    mov r8d, r8d
-    mov r8d, 86
-    mov dword ptr [r15 + 768], r8d
-    mov r8d, 129
-    movsxd r8, dword ptr [r15 + 384]
+    mov r9d, 23
+    movzx r9d, byte ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 320]
+    movzx edx, dil
+    mov rbp, r10
+    mov dword ptr [r15 + 64], r9d
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 768]
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 832]
+    mov rbp, r10
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], eax
+    and rbp, 8128
+    vmovdqu xmmword ptr [r15 + rbp + 7488], xmm0
+    mov dword ptr [r15 + 128], edx
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 704], edx
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], dil
+    jmp 1f
+1:
+    mov edi, ebp
+    jmp 1f
+1:
+    movzx edi, dil
+    mov edi, dword ptr [r15 + 256]
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 128]
-    mov eax, r9d
-    mov byte ptr [r15 + 192], cl
-    vpmovmskb r9d, xmm14
-    mov byte ptr [r15 + 64], dl
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 256]
-    mov r9, r10
-    movsxd rdx, dword ptr [r15 + 128]
-    mov rcx, rcx
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm14
-    mov r9, r10
-    mov r8, r10
-    mov dword ptr [r15 + 320], eax
-    and r9, 16320
-    mov eax, dword ptr [r15 + r9 + 15680]
-    movzx r9d, dl
-    and r8, 8128
-    mov r9d, dword ptr [r15 + r8 + 7488]
-    movzx ecx, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + rbp + 1408]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c32:
-    lea rcx, [rip + .Lc1_d6894_j]
+    lea rcx, [rip + .Lc1_d6923_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6894_j_t
-.Lc1_d6894_j:
-    mov byte ptr [r15 + 0], sil
-    movzx ecx, cl
+    jmp .Lc1_d6923_j_t
+.Lc1_d6923_j:
+    mov ecx, edi
+    mov dword ptr [r15 + 384], 52
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 245
-    mov rcx, r9
+    movzx edi, byte ptr [r15 + 128]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdx
-    add rdi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov byte ptr [r15 + 0], r9b
-    mov rax, qword ptr [r15 + 64]
-    mov r9d, eax
-    movzx eax, byte ptr [r15 + 256]
-    mov qword ptr [r15 + 192], rcx
-    mov qword ptr [r15 + 128], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov ecx, r9d
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 16320
+    mov qword ptr [r15 + rbp + 15680], rbp
+    mov ebp, edi
     mov r8, r10
-    lea rbp, [r10 + r10*1]
-    movzx esi, byte ptr [r15 + 320]
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
-    and rbp, 1984
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 576], 16
+    mov dword ptr [r15 + 320], 190
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 128
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 576]
+    mov rbp, r10
+    mov rdi, rbp
+    movzx edi, cl
+    mov rdi, rcx
+    and rbp, 4032
+    mov rdi, qword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 64], edi
+    mov edi, 207
+    movsxd rdi, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov r8d, 37
+    mov ebp, 222
+    mov rbp, qword ptr [r15 + 448]
+    mov ecx, 18
     jmp 1f
 1:
-    mov r8, r10
-    mov ecx, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 512], rsi
-    mov esi, 226
-    and r8, 448
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 448], eax
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 1408], 236
     jmp 1f
 1:
-    vpmovmskb ebp, xmm14
-    mov ebp, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rbp
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c33:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
+    mov rbp, r10
+    mov rdi, qword ptr [r15 + 384]
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rcx
-    mov dword ptr [r15 + 0], 138
-    mov dword ptr [r15 + 0], 175
+    mov ebp, dword ptr [r15 + 512]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 512]
-    lea rbp, [r10 + r10*1]
-    mov r8, qword ptr [r15 + 384]
-    mov esi, 190
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7552]
-    movzx esi, dl
-    mov rdx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 640]
-    mov edi, 216
+    mov r8d, 41
+    movzx r8d, r8b
     jmp 1f
 1:
-    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpmovmskb edi, xmm14
-    mov rdi, rdi
-    and r9, 448
-    mov rdi, qword ptr [r15 + r9 + 832]
-    and r9d, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 192], 90
-    mov r9, r10
-    movzx edi, sil
-    mov rdi, qword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + rbp + 7488]
-    and r9, 4032
-    mov ebp, dword ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 448]
-    movsxd rsi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 384], 23
-    mov byte ptr [r15 + 320], dil
-    mov edi, edx
-    mov edi, eax
+    jmp 1f
+1:
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 448], bpl
+    movzx r8d, byte ptr [r15 + 192]
+    mov ebp, ecx
+    mov ebp, dword ptr [r15 + 640]
+    movzx r9d, byte ptr [r15 + 320]
+    mov rbp, r10
+    jmp 1f
+1:
+    mov rax, rcx
+    movsxd rax, dword ptr [r15 + 320]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 28
+    mov rbp, rdx
+    mov rbp, r10
+    mov dword ptr [r15 + 128], 106
+    mov edx, dword ptr [r15 + 256]
+    movzx esi, dil
+    and rbp, 4032
+    and edx, dword ptr [r15 + rbp + 3392]
+    mov ebp, r8d
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 64]
+    mov edi, r8d
+    mov r8d, 172
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c34:
-    lea rcx, [rip + .Lc1_d6991_j]
+    lea rcx, [rip + .Lc1_d7023_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6991_j_t
-.Lc1_d6991_j:
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r9d, 54
-    vpaddd xmm14, xmm14, xmm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d7023_j_t
+.Lc1_d7023_j:
     mov r9, r10
-    mov rbp, r10
-    mov rax, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 320]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], cl
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm13, xmm13, xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    movzx ecx, r9b
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov r9d, 127
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 110
+    jmp 1f
+1:
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 320], rcx
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm13
+    mov rcx, qword ptr [r15 + 256]
+    mov r9, r10
+    mov byte ptr [r15 + 704], dl
+    mov edx, edi
+    jmp 1f
+1:
     and r9, 4032
-    lock add qword ptr [r15 + r9 + 3392], r9
-    movzx r9d, byte ptr [r15 + 512]
+    and edx, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 320]
-    mov qword ptr [r15 + 128], r8
-    add rbp, qword ptr [r15 + 448]
-    mov r8, qword ptr [r15 + 768]
-    movzx ecx, byte ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 64]
+    mov edi, r9d
+    mov r9d, ecx
+    mov r9d, dword ptr [r15 + 128]
+    mov rsi, rcx
+    lock or dword ptr [r15 + 768], 6
     jmp 1f
 1:
-    mov rbp, r10
-    mov dword ptr [r15 + 256], 47
-    mov dword ptr [r15 + 192], 192
-    and rbp, 1984
-    movzx edx, byte ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], 188
+    movzx ecx, r9b
+    movzx ecx, byte ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 512]
     jmp 1f
 1:
-    movzx eax, dil
-    mov rax, qword ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c35:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 150
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov eax, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 6
-    mov edx, dword ptr [r15 + 384]
-    movzx eax, r8b
-    movsxd r8, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d7079_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7079_s_t
+    .p2align 3
+.Lc1_d7079_s:
+    .p2align 3
+    jmp .Lc1_d7079_j
+    .p2align 3
+    jmp .Lc1_d7079_j
+.Lc1_d7079_j:
+    mov ecx, 211
+    vmovdqu ymmword ptr [r15 + 0], ymm13
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], ecx
-    mov qword ptr [r15 + 576], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 241
+    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 256]
-    mov eax, eax
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 128], eax
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 448]
+    mov r9d, ecx
+    mov rcx, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], 169
+    movsxd r9, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 17152
     jz 1f
 1:
-    mov eax, esi
+    mov rcx, rdx
+    movsxd rcx, dword ptr [r15 + 512]
+    vmovq xmm13, rsi
+    movzx r9d, al
+    mov rax, rax
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], ecx
-    mov r8, r10
+    mov r9, r10
     jmp 1f
 1:
-    and r8, 4032
-    movzx esi, byte ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov r8, r10
-    movzx eax, r8b
+    mov esi, dword ptr [r15 + 576]
+    movsxd rax, dword ptr [r15 + 128]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], ecx
+    mov byte ptr [r15 + 320], bpl
     mov rbp, r10
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 129
-    and rbp, 1984
-    movsxd r8, dword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 128], r8
-    mov r8d, dword ptr [r15 + 512]
-    mov rbp, rsi
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 448]
+    mov r9d, ebp
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 192]
-    movzx eax, dil
-    mov rdi, qword ptr [r15 + 640]
+    mov r9, r10
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    mov r9d, r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c36:
-    lea rcx, [rip + .Lc1_d7083_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7083_j_t
-.Lc1_d7083_j:
-    movsxd rcx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], 7
-    mov edi, 125
-    mov rdi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 234
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r8d, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    movsxd rbp, dword ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 704]
-    movzx edx, byte ptr [r15 + 64]
-    mov r9, qword ptr [r15 + 448]
-    movsxd r9, dword ptr [r15 + 256]
-    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 53
+    vpshufd xmm13, xmm13, 92
+    vmovdqu ymmword ptr [r15 + 256], ymm13
+    mov r9d, 229
     jmp 1f
 1:
-    and r9, 8128
-    movzx ebp, byte ptr [r15 + r9 + 7488]
-    mov qword ptr [r15 + 384], rbp
-    mov qword ptr [r15 + 448], r8
-    mov ebp, dword ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 512]
-    mov r8d, r9d
-    mov r9, rsi
-    mov r9, r10
-    mov r8, qword ptr [r15 + 320]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], edx
-    movzx r9d, byte ptr [r15 + 192]
-    mov r9, r10
-    mov edx, esi
-    and r9, 1984
-    movzx edx, byte ptr [r15 + r9 + 1344]
+    mov r8, r10
+    movzx r9d, sil
+    and r8, 4032
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r10
+    movzx esi, byte ptr [r15 + 640]
+    and r8, 1984
+    movzx edx, byte ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], r8b
+    and r8d, dword ptr [r15 + 128]
+    and r8d, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 320], r9
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 704], ymm13
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c37:
-    mov r9, qword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d7177_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7177_j_t
+.Lc1_d7177_j:
+    mov rcx, rdx
     jmp 1f
 1:
+    mov ecx, 178
+    mov edx, ecx
+    mov ecx, edx
+    mov byte ptr [r15 + 384], cl
+    mov rcx, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edx, 22
-    jmp 1f
-1:
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
+    movzx edx, cl
+    mov ecx, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
+    mov rcx, rcx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 18
-    mov qword ptr [r15 + 0], rbp
-    and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 3392]
+    mov ecx, dword ptr [r15 + 384]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rbp, r10
-    mov esi, 146
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    mov ebp, 149
-    mov ebp, 120
-    mov qword ptr [r15 + 192], r9
-    mov r9d, 66
-    movsxd r9, dword ptr [r15 + 512]
-    mov ebp, edx
-    mov ebp, dword ptr [r15 + 320]
-    movsxd rsi, dword ptr [r15 + 128]
-    mov r8, rdi
-    movzx r8d, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 576], r8d
-    mov r8d, 123
-    jmp 1f
-1:
-    movzx r8d, r9b
-    mov dword ptr [r15 + 256], 13
-    mov rax, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], eax
     mov r9, r10
-    jmp 1f
-1:
-    and r9, 1984
-    mov eax, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, eax
-    movzx r9d, r8b
+    mov dword ptr [r15 + 768], 203
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm13
+    mov dword ptr [r15 + 320], 161
+    mov byte ptr [r15 + 192], dl
+    mov r9d, dword ptr [r15 + 64]
+    mov r8, r10
+    mov edx, ecx
+    and r8, 1984
+    mov rbp, r10
+    movsxd rdx, dword ptr [r15 + r8 + 1344]
+    mov r8d, 197
+    movzx r8d, cl
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 512], rdi
+    movsxd rbp, dword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c38:
-    lea rcx, [rip + .Lc1_d7184_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7184_j_t
-.Lc1_d7184_j:
-    mov ecx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 448], rbp
+    mov ebp, r9d
+    movzx r9d, r8b
+    mov r9, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdi, dword ptr [r15 + 0]
+    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx eax, r9b
-    mov qword ptr [r15 + 0], r9
-    mov byte ptr [r15 + 0], r9b
-    mov rbp, r10
+    mov rbp, rdi
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], dil
-    lea rbp, [r10 + r10*1]
-    mov edi, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    movzx eax, byte ptr [r15 + 640]
-    mov r8d, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 384], rdx
-    jmp 1f
-1:
-    movzx edx, cl
-    mov edx, dword ptr [r15 + 512]
-    mov rsi, qword ptr [r15 + 128]
-    mov edx, ecx
-    mov edx, dword ptr [r15 + 320]
     mov r8, r10
-    mov dword ptr [r15 + 704], 166
-    and r8, 8128
-    movzx edx, byte ptr [r15 + r8 + 7488]
-    mov r8d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm13, xmm13, xmm13
+    mov rbp, r10
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 43
+    mov r8, r10
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 139
+    mov qword ptr [r15 + 576], r9
+    mov r8d, eax
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + 448]
-    mov dword ptr [r15 + rbp + 896], esi
-    mov esi, r9d
-    mov esi, 227
-    mov esi, r9d
-    movsxd r9, dword ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + 256]
-    mov rbp, rdx
+    jmp 1f
+1:
+    movzx r8d, r8b
+    movzx eax, r8b
+    mov dword ptr [r15 + 64], 238
+    mov qword ptr [r15 + 384], rbp
+    movsxd r8, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 161
+    mov rbp, rsi
+    movzx ebp, cl
+    mov dword ptr [r15 + 192], ecx
+    mov dword ptr [r15 + 128], 99
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -9129,230 +9218,225 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16777216
-    setz al
-    lea rcx, [rip + .Lc1_d7237_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7237_s_t
-    .p2align 3
-.Lc1_d7237_s:
-    .p2align 3
-    jmp .Lc1_d7237_j
-    .p2align 3
-    jmp .Lc1_d7237_j
-.Lc1_d7237_j:
-    movzx ecx, byte ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    movzx ecx, cl
-    mov rcx, rcx
-    movzx ecx, dil
-    mov ecx, 174
-    movzx ecx, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 768], al
-    movsxd rax, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 25165824
-    jz 1f
-1:
-    mov eax, 181
+    lea rcx, [rip + .Lc1_d7275_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7275_j_t
+.Lc1_d7275_j:
+    mov rcx, rbp
     jmp 1f
 1:
     mov rbp, r10
-    mov dword ptr [r15 + 384], ebp
-    mov eax, edi
+    mov dword ptr [r15 + 384], 24
+    movsxd rcx, dword ptr [r15 + 256]
     and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 64], al
-    mov eax, dword ptr [r15 + 192]
-    movzx edx, r8b
-    movzx ebp, byte ptr [r15 + 512]
+    mov eax, dword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 512], r8
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, r10
-    mov rdx, qword ptr [r15 + 128]
-    and r8, 1984
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 8
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 704], ebp
+    mov rbp, rbp
+    movsxd rsi, dword ptr [r15 + 192]
+    vpcmpeqb xmm13, xmm13, xmm14
+    mov ebp, 53
+    vpshufd xmm13, xmm13, 181
+    mov qword ptr [r15 + 448], rsi
+    mov dword ptr [r15 + 640], 189
+    mov dword ptr [r15 + 320], 123
     mov r9, r10
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm14
-    and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 448], eax
     jmp 1f
 1:
-    mov r9d, eax
+    mov rbp, r10
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    mov r9d, dword ptr [r15 + 64]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c40:
-    mov rbp, r10
-    movsxd r9, dword ptr [r15 + 320]
-    and rbp, 4032
-    add r8, qword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 192]
+    mov r9d, r9d
+    mov r9, r9
+    mov dword ptr [r15 + 512], esi
+    mov r9, qword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], al
-    mov ebp, 2
-    mov eax, 22
-    mov eax, dword ptr [r15 + 320]
-    mov ebp, eax
-    movsxd rax, dword ptr [r15 + 64]
-    mov edx, esi
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
+    mov esi, ebp
+    mov dword ptr [r15 + 0], ebp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov rbp, r10
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rdx
-    movzx ebp, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 256], edx
-    vpor xmm14, xmm14, xmm14
-    mov rdx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 90
+    mov rbp, qword ptr [r15 + 320]
+    mov rsi, rcx
+    mov esi, r9d
+    mov dword ptr [r15 + 384], 76
+    mov r9, r10
+    mov ecx, dword ptr [r15 + 64]
     mov r8, r10
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rax
+    movsxd r9, dword ptr [r15 + 128]
+    and r8, 4032
+    mov r9, r10
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 256], 43
+    and r9, 1984
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + r9 + 1344]
+    mov r9, r9
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 128]
-    and r8, 1984
-    mov rdi, qword ptr [r15 + r8 + 1344]
-    vmovq qword ptr [r15 + 448], xmm14
-    mov r8d, 85
-    movzx r8d, r8b
-    mov r8d, dword ptr [r15 + 384]
-    movsxd r8, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 576], r9d
-    movzx r9d, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movzx r9d, byte ptr [r15 + 768]
+    mov edi, ebp
+    inc dword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c41:
-    lea rcx, [rip + .Lc1_d7339_j]
+    lea rcx, [rip + .Lc1_d7366_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7339_j_t
-.Lc1_d7339_j:
+    jmp .Lc1_d7366_j_t
+.Lc1_d7366_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 133
     mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, 140
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm14, xmm14, 190
+    mov rcx, r8
+    movzx ecx, bpl
     jmp 1f
 1:
+    mov qword ptr [r15 + 448], rbp
+    mov rcx, rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 99
+    mov rbp, r10
+    mov ecx, esi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov ebp, ebp
+    vmovdqu ymmword ptr [r15 + 128], ymm13
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 384]
     mov r8, r10
-    mov dword ptr [r15 + 0], r8d
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 512]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 156
-    mov dword ptr [r15 + 320], eax
-    movzx eax, r9b
-    mov dword ptr [r15 + 448], eax
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rax, qword ptr [r15 + 192]
+    movzx esi, byte ptr [r15 + 384]
+    movzx eax, sil
+    mov r9, r10
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 256]
-    mov rbp, r10
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    movzx r9d, byte ptr [r15 + 576]
+    add rdi, qword ptr [r15 + 320]
     jmp 1f
 1:
-    jmp 1f
-1:
-    and rbp, 16320
-    mov edx, dword ptr [r15 + rbp + 15680]
-    mov dword ptr [r15 + 384], 65
-    mov rbp, r10
-    movzx edi, byte ptr [r15 + 512]
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    mov ebp, r9d
-    movsxd r9, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 704], r9
-    mov r9, r9
-    mov r9, qword ptr [r15 + 64]
-    jmp 1f
-1:
+    mov r8d, dword ptr [r15 + 64]
+    vpshufd xmm13, xmm13, 237
+    mov edx, 163
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c42:
+    lea rcx, [rip + .Lc1_d7421_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7421_j_t
+.Lc1_d7421_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov ecx, 96
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 320]
+    movzx r8d, dil
+    mov r8, r10
+    movzx edi, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 704], r9
     mov r9, r10
-    mov dword ptr [r15 + 448], 119
-    and r9, 1984
-    movsxd rbp, dword ptr [r15 + r9 + 1344]
-    lea r9, [r10 + r10*1]
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], sil
-    mov rsi, rbp
+    movzx r8d, byte ptr [r15 + 512]
     and r9, 448
-    mov esi, dword ptr [r15 + r9 + 832]
-    mov eax, 47
-    mov eax, eax
-    mov dword ptr [r15 + 128], 82
+    mov rsi, qword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 320]
+    mov edx, dword ptr [r15 + 512]
+    mov eax, ecx
+    movzx ecx, al
+    movzx eax, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 64]
-    mov r8, qword ptr [r15 + 576]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 231
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdi
-    movzx edi, byte ptr [r15 + r9 + 896]
-    movzx r9d, dl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], rax
-    mov r9, r8
-    movzx r9d, al
-    mov r9, r10
-    movsxd rax, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 768], 144
-    and r9, 4032
-    mov rcx, qword ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 256]
+    movzx ecx, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 448], cl
+    movzx ecx, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 640], cl
+    mov ecx, dword ptr [r15 + 64]
+    mov r8, r10
+    mov ecx, dword ptr [r15 + 192]
+    mov rax, rdi
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], r8d
+    mov r8d, r9d
+    mov r8d, 1
     add r10, r11
     inc rbx
     dec r13
@@ -9361,216 +9445,165 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d7435_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7435_s_t
-    .p2align 3
-.Lc1_d7435_s:
-    .p2align 3
-    jmp .Lc1_d7435_j
-    .p2align 3
-    jmp .Lc1_d7435_j
-    .p2align 3
-    jmp .Lc1_d7435_j
-    .p2align 3
-    jmp .Lc1_d7435_j
-    .p2align 3
-    jmp .Lc1_d7435_j
-    .p2align 3
-    jmp .Lc1_d7435_j
-    .p2align 3
-    jmp .Lc1_d7435_j
-    .p2align 3
-    jmp .Lc1_d7435_j
-.Lc1_d7435_j:
-    mov dword ptr [r15 + 512], edi
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r15 + 128], rdi
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7552], rax
-    jmp 1f
-1:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 320]
+    movzx r8d, al
+    movzx eax, cl
     mov rax, rcx
-    mov eax, eax
+    movsxd rax, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
     mov byte ptr [r15 + 0], cl
-    mov ecx, 45
-    movzx ecx, r9b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
+    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    add r8, qword ptr [r15 + 384]
+    test dword ptr [r15 + 67117723], 8388864
+    jnz 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 640]
-    mov r8, r10
-    mov rdi, qword ptr [r15 + 320]
-    mov rbp, r10
+    lea r8, [r10 + r10*1]
+    mov eax, edx
+    mov rax, qword ptr [r15 + 128]
     and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rdx
-    mov byte ptr [r15 + 448], cl
-    mov ecx, 250
+    movzx edx, byte ptr [r15 + r8 + 1344]
+    add rax, qword ptr [r15 + 256]
+    movsxd rcx, dword ptr [r15 + 576]
+    mov r9d, dword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 64]
+    mov byte ptr [r15 + r8 + 1408], dil
+    mov edi, 235
+    mov r8, r10
+    mov edi, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov rbp, r10
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 128]
+    jmp 1f
+1:
     and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + r9 + 7488]
-    mov r9d, dword ptr [r15 + 256]
-    mov rdx, r9
-    movsxd r9, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 64], ymm14
-    mov r8, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 64], edi
-    movzx edi, r8b
+    mov r8d, dword ptr [r15 + rbp + 3392]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c44:
-    lea rcx, [rip + .Lc1_d7499_j]
+    lea rcx, [rip + .Lc1_d7515_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7499_j_t
-.Lc1_d7499_j:
-    jmp 1f
-1:
-    vpshufd xmm14, xmm14, 245
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r8d, esi
-    mov byte ptr [r15 + 0], dil
-    mov rdi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    vpaddd xmm14, xmm14, xmm14
+    jmp .Lc1_d7515_j_t
+.Lc1_d7515_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, rdx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r10 + r10*1]
+    mov ecx, 45
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7552]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx r8d, dil
+    mov dword ptr [r15 + 448], ebp
+    mov qword ptr [r15 + 512], r8
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], ebp
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 384]
+    jmp 1f
+1:
     mov r8, r10
-    movzx edx, cl
+    mov edi, ecx
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    movsxd r8, dword ptr [r15 + 384]
-    movsxd rdx, dword ptr [r15 + 768]
+    mov rdi, qword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 640]
+    vmovdqu ymmword ptr [r15 + 384], ymm13
+    mov edx, dword ptr [r15 + 192]
     jmp 1f
 1:
-    movzx esi, dil
-    mov byte ptr [r15 + 320], dil
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 704]
-    movzx edi, byte ptr [r15 + 512]
-    mov rsi, qword ptr [r15 + 64]
-    mov r9, rcx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], r9
-    jmp 1f
-1:
-    movzx ecx, dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r10
-    jmp 1f
-1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], edi
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 448], dl
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 192]
+    mov eax, eax
     mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rax
-    mov ebp, r9d
-    mov dword ptr [r15 + 256], 50
-    mov ebp, 74
-    jmp 1f
-1:
+    mov eax, 138
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    mov ebp, r8d
+    mov rbp, qword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c45:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    vpor xmm14, xmm14, xmm14
-    mov byte ptr [r15 + 256], bpl
-    mov dword ptr [r15 + 0], 233
-    mov byte ptr [r15 + 0], bpl
-    mov eax, eax
-    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 118
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov ebp, r8d
+    movzx ebp, cl
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rdi, rdi
-    add rdi, qword ptr [r15 + 192]
-    test dword ptr [r15 + 67117724], 4097
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, al
-    movzx ecx, sil
-    mov dword ptr [r15 + 128], ebp
-    jmp 1f
-1:
-    mov rbp, rcx
-    movsxd rbp, dword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 576]
-    mov r9, r10
-    movsxd rsi, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    and r9, 448
-    movzx edi, byte ptr [r15 + r9 + 832]
-    movzx r9d, byte ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 128]
-    mov edx, 228
-    movsxd rdx, dword ptr [r15 + 448]
-    mov r8, qword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], eax
+    mov byte ptr [r15 + 448], cl
+    and rbp, 4032
+    add rax, qword ptr [r15 + rbp + 3392]
+    and eax, dword ptr [r15 + 704]
     mov rbp, qword ptr [r15 + 512]
+    and eax, dword ptr [r15 + 64]
+    mov ecx, ecx
+    mov r8d, dword ptr [r15 + 320]
+    mov r9, r10
+    add rdi, qword ptr [r15 + 192]
+    mov ecx, eax
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    movzx r9d, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], r9d
+    mov r9d, dword ptr [r15 + 768]
+    mov rax, qword ptr [r15 + 384]
+    mov r9, r10
+    mov edx, r9d
+    jmp 1f
+1:
+    and r9, 1984
+    mov rdx, qword ptr [r15 + r9 + 1344]
+    mov r9d, ebp
     add r10, r11
     inc rbx
     dec r13
@@ -9580,186 +9613,202 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 64
+    test dword ptr [r15 + 67117724], 1024
     setz al
-    lea rcx, [rip + .Lc1_d7608_s]
+    lea rcx, [rip + .Lc1_d7615_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7608_s_t
+    jmp .Lc1_d7615_s_t
     .p2align 3
-.Lc1_d7608_s:
+.Lc1_d7615_s:
     .p2align 3
-    jmp .Lc1_d7608_j
+    jmp .Lc1_d7615_j
     .p2align 3
-    jmp .Lc1_d7608_j
-.Lc1_d7608_j:
+    jmp .Lc1_d7615_j
+.Lc1_d7615_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    movzx ecx, byte ptr [r15 + 0]
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    movzx eax, cl
-    mov ecx, 104
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], esi
-    jmp 1f
-1:
+    mov rcx, rax
+    mov qword ptr [r15 + 0], rcx
     mov ecx, ecx
-    movzx ecx, byte ptr [r15 + 64]
-    mov esi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    .byte 0x66, 0x90
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 177
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov ecx, r9d
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 128], esi
-    mov rsi, rax
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 192]
     mov rbp, r10
-    mov qword ptr [r15 + 448], rbp
+    mov r9, rax
+    mov r9d, r9d
+    movzx r9d, byte ptr [r15 + 320]
+    mov r8, r10
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    mov r8, rcx
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 384]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ecx
-    mov ebp, ecx
-    mov rbp, r10
-    mov dword ptr [r15 + 192], 172
-    movzx ecx, bpl
-    mov rcx, qword ptr [r15 + 384]
-    and rbp, 4032
-    mov r9d, dword ptr [r15 + rbp + 3392]
+    add rcx, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], 15
-    mov qword ptr [r15 + 64], rdx
-    mov byte ptr [r15 + 512], r9b
-    vpmovmskb r9d, xmm14
-    mov r9, r10
-    mov ebp, 216
-    and r9, 1984
-    movzx ebp, byte ptr [r15 + r9 + 1344]
+    movzx r8d, r9b
+    inc dword ptr [r15 + 576]
+    mov rdx, qword ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 64], dil
+    vpcmpeqb xmm13, xmm13, xmm4
+    jmp 1f
+1:
+    mov edi, ebp
+    mov edi, dword ptr [r15 + 256]
+    mov r8, r10
+    mov esi, dword ptr [r15 + 384]
+    mov edi, 132
+    jmp 1f
+1:
+    and r8, 8128
+    movzx edi, byte ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c47:
-    movzx edx, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], edx
-    mov qword ptr [r15 + 0], rbp
-    movzx edx, bpl
-    mov edx, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r8, r10
-    mov rcx, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 512], ecx
-    lea rbp, [r10 + r10*1]
+    and r8, 8128
+    movzx r9d, byte ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + 384], cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], ebp
+    jmp 1f
+1:
+    mov r8d, 188
+    mov dword ptr [r15 + 512], eax
+    mov r8d, dword ptr [r15 + 448]
+    mov eax, 54
+    mov eax, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 704], r9
+    mov r9d, ebp
+    test dword ptr [r15 + 67117724], 1
+    jz 1f
+1:
+    movzx r9d, r8b
+    movzx r9d, byte ptr [r15 + 640]
+    mov r8, r10
+    jmp 1f
+1:
     and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 128], ecx
+    mov rbp, r10
+    mov qword ptr [r15 + r8 + 1344], rbp
     jmp 1f
 1:
+    mov dword ptr [r15 + 320], 88
     and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], ecx
-    mov dword ptr [r15 + 320], 15
-    mov dword ptr [r15 + 384], 36
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 896], r8
-    mov ebp, dword ptr [r15 + 128]
-    movsxd r8, dword ptr [r15 + 256]
-    mov rcx, qword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 320]
-    mov r9, r10
-    mov rsi, r9
-    mov qword ptr [r15 + 576], rdx
-    and r9, 4032
-    mov rdx, qword ptr [r15 + r9 + 3392]
-    movzx r9d, bpl
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + rbp + 832]
+    mov rbp, r9
+    mov rbp, qword ptr [r15 + 128]
+    mov rsi, rbp
+    mov r8, rsi
+    and esi, dword ptr [r15 + 320]
+    mov rbp, rsi
+    mov rax, r9
+    mov dword ptr [r15 + 64], r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c48:
-    lea rcx, [rip + .Lc1_d7709_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7709_j_t
-.Lc1_d7709_j:
-    mov dword ptr [r15 + 128], 58
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d7723_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7723_s_t
+    .p2align 3
+.Lc1_d7723_s:
+    .p2align 3
+    jmp .Lc1_d7723_j
+    .p2align 3
+    jmp .Lc1_d7723_j
+.Lc1_d7723_j:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm13
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 0]
+    movzx ecx, sil
+    mov qword ptr [r15 + 0], rax
+    add rax, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], esi
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], ecx
     mov rbp, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 1984
-    movsxd rsi, dword ptr [r15 + rbp + 1344]
-    mov ebp, 104
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 384]
-    mov r8, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r10
-    jmp 1f
-1:
+    mov byte ptr [r15 + 320], al
     and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov rbp, qword ptr [r15 + 256]
-    movzx edi, bpl
+    mov rax, qword ptr [r15 + rbp + 3392]
+    movzx ecx, al
+    mov rbp, r10
     jmp 1f
 1:
+    movzx eax, bpl
     jmp 1f
 1:
-    mov ebp, 128
-    movsxd rbp, dword ptr [r15 + 64]
-    mov eax, 129
-    lea r8, [r10 + r10*1]
-    mov eax, edx
-    and r8, 8128
-    mov rdx, qword ptr [r15 + r8 + 7552]
-    mov dword ptr [r15 + 448], 50
-    movsxd rax, dword ptr [r15 + 512]
-    movzx eax, cl
-    mov ecx, dword ptr [r15 + r8 + 7488]
-    vmovdqu ymmword ptr [r15 + 320], ymm14
-    mov dword ptr [r15 + 640], ebp
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 159
+    mov dword ptr [r15 + 128], 175
     jmp 1f
 1:
-    mov ebp, r8d
+    and ebp, dword ptr [r15 + 768]
+    movzx eax, al
+    movzx eax, byte ptr [r15 + 192]
+    movzx esi, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 448], esi
+    jmp 1f
+1:
+    vpshufd xmm13, xmm13, 68
+    mov dword ptr [r15 + 64], 39
+    jmp 1f
+1:
+    mov r8, r10
+    mov rsi, rbp
+    add rsi, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 64]
+    mov r9, rax
     add r10, r11
     inc rbx
     dec r13
@@ -9768,448 +9817,425 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2
-    setz al
-    lea rcx, [rip + .Lc1_d7765_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7765_s_t
-    .p2align 3
-.Lc1_d7765_s:
-    .p2align 3
-    jmp .Lc1_d7765_j
-    .p2align 3
-    jmp .Lc1_d7765_j
-.Lc1_d7765_j:
-    mov rax, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], 97
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edx
+    lea rcx, [rip + .Lc1_d7785_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7785_j_t
+.Lc1_d7785_j:
     jmp 1f
 1:
-    mov eax, eax
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, ecx
-    movsxd rcx, dword ptr [r15 + 0]
-    mov ebp, edx
+    mov rcx, rdi
     mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
-    mov r8, r10
+    movzx ecx, r9b
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 320], al
+    mov rbp, r10
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 256]
+    mov r9d, r9d
     and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 832]
-    and r8, 4032
-    mov rbp, qword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 64]
-    mov r9, r10
-    mov edi, dword ptr [r15 + 256]
-    mov rcx, rdx
-    and r9, 1984
-    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm14
-    test ebx, 1073741824
+    mov dword ptr [r15 + rbp + 832], esi
+    mov dword ptr [r15 + 0], 11
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    mov r9d, dword ptr [r15 + 64]
+    mov ebp, 20
+    mov esi, 114
+    test dword ptr [r15 + 67117724], 4
     jz 1f
 1:
-    jmp 1f
-1:
-    movzx r9d, bpl
-    mov r9d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx ebp, bpl
-    mov ebp, dword ptr [r15 + 320]
-    mov r8d, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 512]
-    mov rsi, rax
+    movsxd rsi, dword ptr [r15 + 384]
+    mov r9, rsi
+    movzx esi, byte ptr [r15 + 192]
+    add rsi, qword ptr [r15 + 384]
+    movzx ebp, cl
+    mov ecx, dword ptr [r15 + 576]
+    mov rbp, rcx
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx eax, r9b
+    mov rbp, r10
+    movzx eax, bpl
+    mov eax, dword ptr [r15 + 128]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rax, rdi
-    mov byte ptr [r15 + 448], dil
-    mov edi, dword ptr [r15 + 704]
+    and rbp, 4032
+    add rcx, qword ptr [r15 + rbp + 3392]
+    and ecx, dword ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 448]
+    movzx r8d, bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c50:
+    vmovdqu ymmword ptr [r15 + 384], ymm13
+    mov ecx, eax
     mov rbp, r10
+    movzx ecx, bpl
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 81
-    mov ebp, dword ptr [r15 + 384]
-    movzx edi, byte ptr [r15 + 320]
-    mov r8, r10
-    mov qword ptr [r15 + 512], r8
-    jmp 1f
-1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 193
-    movsxd r8, dword ptr [r15 + 576]
-    mov eax, r8d
-    mov r8, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 0], r8
-    mov r8, r8
-    movzx r8d, r8b
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9, rax
-    mov rax, r9
-    mov eax, eax
-    jmp 1f
-1:
-    movzx eax, al
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 384]
+    movzx eax, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 98
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], 2
+    mov dword ptr [r15 + 448], eax
+    movsxd rax, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 128], dl
+    mov edx, r9d
     mov r9, r10
-    mov eax, 45
-    mov qword ptr [r15 + 64], rdx
-    mov qword ptr [r15 + 768], rsi
-    and r9, 16320
-    vmovdqu ymmword ptr [r15 + r9 + 15680], ymm14
-    add r9, qword ptr [r15 + 448]
-    mov byte ptr [r15 + 128], r9b
-    movzx r9d, bpl
-    mov r9, qword ptr [r15 + 256]
-    mov eax, dword ptr [r15 + 192]
+    mov rdx, r8
+    and r9, 448
+    movzx edx, byte ptr [r15 + r9 + 832]
+    movzx r9d, r8b
+    jmp 1f
+1:
+    mov r9d, 48
+    mov r9d, 182
+    jmp 1f
+1:
+    mov r9d, r9d
+    mov r9d, dword ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 640]
+    mov r8, r10
+    movzx esi, byte ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 704]
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm13
+    movzx r8d, byte ptr [r15 + 128]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c51:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7879_j]
+    lea rcx, [rip + .Lc1_d7877_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7879_j_t
-.Lc1_d7879_j:
-    mov r9, r10
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    movsxd r9, dword ptr [r15 + 640]
-    and r9d, dword ptr [r15 + 320]
+    jmp .Lc1_d7877_j_t
+.Lc1_d7877_j:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 320], ymm13
+    jmp 1f
+1:
+    xor dword ptr [r15 + 0], edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    vmovdqu ymmword ptr [r15 + 0], ymm13
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 41
+    jmp 1f
+1:
+    mov ecx, 36
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], ecx
+    mov ecx, dword ptr [r15 + 448]
+    mov r8, r10
+    mov rdi, qword ptr [r15 + 256]
+    and r8, 8128
+    and ebp, dword ptr [r15 + r8 + 7488]
+    and ebp, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 320]
+    add rbp, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 576], cl
+    mov r8, r10
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    lea rbp, [r10 + r10*1]
-    vmovdqu xmm14, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    and rbp, 1984
-    and ecx, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 128], eax
-    mov rax, rcx
-    movzx eax, byte ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 1090
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 704]
-    mov byte ptr [r15 + 448], al
-    mov rcx, rbp
-    movzx ecx, bpl
-    jmp 1f
-1:
+    mov ecx, dword ptr [r15 + 768]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 121
+    movzx r8d, byte ptr [r15 + 64]
     mov r9, r10
-    vpaddd xmm14, xmm14, xmm14
-    and r9, 8128
-    movzx eax, byte ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 64], rbp
-    mov dword ptr [r15 + 192], ebp
-    mov byte ptr [r15 + rbp + 1408], bpl
-    mov ebp, 197
+    mov edx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], ecx
     jmp 1f
 1:
-    mov ebp, 188
-    mov rbp, rcx
-    mov byte ptr [r15 + 512], cl
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    mov r9d, ecx
     jmp 1f
 1:
+    mov r9d, r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c52:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d7933_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7933_s_t
-    .p2align 3
-.Lc1_d7933_s:
-    .p2align 3
-    jmp .Lc1_d7933_j
-    .p2align 3
-    jmp .Lc1_d7933_j
-.Lc1_d7933_j:
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 320]
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    mov eax, ebp
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 896]
-    mov rax, qword ptr [r15 + 512]
-    mov r9d, eax
+    mov esi, r9d
+    vpcmpeqb xmm13, xmm13, xmm9
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 832]
+    movzx r9d, sil
+    mov qword ptr [r15 + 0], rcx
+    nop
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    mov rdx, r9
+    mov dword ptr [r15 + 0], 80
+    vmovdqu ymmword ptr [r15 + 0], ymm13
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
+    mov r9, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 53
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], ecx
+    movzx ecx, byte ptr [r15 + 448]
+    mov r9, r10
     jmp 1f
 1:
+    and r9, 1984
+    mov rdx, qword ptr [r15 + r9 + 1344]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 640]
+    movzx r9d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 384], eax
+    mov eax, ecx
+    mov rax, rbp
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 192], rax
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 256]
     mov rbp, r10
     jmp 1f
 1:
+    and rbp, 16320
+    movsxd rdx, dword ptr [r15 + rbp + 15680]
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 231
-    and rbp, 4032
-    mov esi, dword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 192]
-    mov r8d, eax
-    movsxd rax, dword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 448], ymm14
-    mov edi, eax
-    movsxd rax, dword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 512]
-    movzx eax, sil
-    mov dword ptr [r15 + 320], 104
-    mov eax, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 768], 58
-    mov eax, eax
-    mov rbp, r10
+    mov ebp, dword ptr [r15 + 384]
+    vmovq xmm13, rbp
+    movzx ebp, bpl
+    mov qword ptr [r15 + 512], r9
+    mov dword ptr [r15 + 128], ebp
     jmp 1f
 1:
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 64], rdi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c53:
-    mov dword ptr [r15 + 448], 111
-    mov dword ptr [r15 + 640], eax
-    mov byte ptr [r15 + 0], dil
-    mov eax, 112
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    mov rdi, rax
-    movsxd rax, dword ptr [r15 + 576]
-    mov rbp, qword ptr [r15 + 64]
-    mov rcx, rbp
-    jmp 1f
-1:
-    mov rbp, rsi
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d7979_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7979_j_t
+.Lc1_d7979_j:
     mov rbp, r10
+    movzx ecx, al
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov r9, rdi
+    movsxd rbp, dword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 110
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    jmp 1f
+1:
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], al
+    movsxd rax, dword ptr [r15 + 320]
+    movzx r9d, byte ptr [r15 + 256]
+    mov r8d, r9d
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 512]
+    lea r8, [r10 + r10*1]
+    movzx edx, sil
+    and r8, 448
+    mov edx, dword ptr [r15 + r8 + 896]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, eax
+    mov rsi, rbp
+    lea rbp, [r10 + r10*1]
+    mov qword ptr [r15 + 448], r9
+    mov edi, ecx
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], eax
+    add rdi, qword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], rbp
-    movzx ebp, byte ptr [r15 + 320]
-    mov rax, qword ptr [r15 + 128]
-    mov r9, r10
-    mov r8, r10
-    movsxd rdx, dword ptr [r15 + 512]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rdi
-    mov byte ptr [r15 + 128], cl
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], r8b
-    vmovdqu ymmword ptr [r15 + 192], ymm14
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm13
+    and edi, dword ptr [r15 + 704]
+    mov r8d, 82
+    movzx r8d, byte ptr [r15 + 384]
+    movzx r9d, byte ptr [r15 + 192]
+    mov ecx, ecx
+    mov ecx, dword ptr [r15 + rbp + 7552]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c54:
-    lea rcx, [rip + .Lc1_d8036_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8036_j_t
-.Lc1_d8036_j:
-    mov r8, rcx
-    vpshufd xmm11, xmm14, 222
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d8035_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8035_s_t
+    .p2align 3
+.Lc1_d8035_s:
+    .p2align 3
+    jmp .Lc1_d8035_j
+    .p2align 3
+    jmp .Lc1_d8035_j
+.Lc1_d8035_j:
+    mov rcx, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 0], 239
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 192], xmm11
-    mov ecx, dword ptr [r15 + 320]
-    movzx edi, bpl
-    mov rbp, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 0], 187
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 67
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 80
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 448]
-    mov rbp, r10
-    jmp 1f
-1:
+    mov rax, rax
+    mov rax, rax
+    movzx eax, cl
+    movzx eax, byte ptr [r15 + 256]
+    mov rdx, r8
+    mov r8d, 212
+    mov r8, qword ptr [r15 + 64]
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + 320], al
     and rbp, 1984
-    mov r9, r10
-    add r8, qword ptr [r15 + rbp + 1344]
-    mov rbp, r10
-    and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3392]
-    mov byte ptr [r15 + 256], cl
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
+    movzx edx, byte ptr [r15 + rbp + 1344]
+    mov eax, dword ptr [r15 + rbp + 1408]
+    mov ebp, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 448], bpl
+    mov ebp, 128
+    mov rbp, r8
+    mov r8, r10
+    mov dword ptr [r15 + 576], 88
+    and r8, 4032
+    mov rsi, qword ptr [r15 + r8 + 3392]
+    movzx r8d, sil
+    mov dword ptr [r15 + 512], 7
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 128]
-    mov r9d, dword ptr [r15 + 704]
-    mov rcx, qword ptr [r15 + 320]
-    movzx edi, r8b
-    mov rdi, r8
-    movzx r8d, byte ptr [r15 + 384]
-    mov eax, ebp
-    mov dword ptr [r15 + 64], edx
-    mov rbp, rax
+    vmovdqu ymmword ptr [r15 + 768], ymm13
+    mov r8d, edx
+    movsxd r8, dword ptr [r15 + 128]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 384]
+    movzx r9d, bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c55:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
-    mov qword ptr [r15 + 576], rdi
-    mov byte ptr [r15 + 128], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 129
+    mov qword ptr [r15 + 0], rcx
+    mov qword ptr [r15 + 0], rdi
+    mov qword ptr [r15 + 640], rdi
+    vpaddd xmm13, xmm13, xmm13
+    mov byte ptr [r15 + 320], r9b
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov eax, 96
-    mov rax, rax
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov eax, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 768], 40
-    movzx eax, byte ptr [r15 + 384]
+    mov r9, r10
+    mov ecx, 75
+    jmp 1f
+1:
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 128]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rdi
+    mov r9d, dword ptr [r15 + 64]
+    jmp 1f
+1:
     mov r8, r10
-    mov byte ptr [r15 + 256], bpl
+    mov dword ptr [r15 + 64], edi
+    jmp 1f
+1:
     and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rdi
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 512]
+    mov r9d, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], ecx
     mov rbp, r10
-    mov edi, dword ptr [r15 + r8 + 7488]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
+    mov rcx, qword ptr [r15 + 384]
+    and rbp, 4032
+    mov r9d, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], eax
-    mov qword ptr [r15 + 320], rdi
-    movzx edi, byte ptr [r15 + 512]
-    mov ebp, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 64], al
-    mov eax, 2
-    mov rax, qword ptr [r15 + 192]
+    mov ebp, 193
     jmp 1f
 1:
+    mov ebp, 223
+    movzx ebp, byte ptr [r15 + 384]
     jmp 1f
 1:
+    movzx edi, byte ptr [r15 + 704]
+    movzx esi, byte ptr [r15 + 448]
+    mov edx, 145
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r10
-    movzx r9d, dil
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 832]
     jmp 1f
 1:
     add r10, r11
@@ -10217,542 +10243,570 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c56:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d8138_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8138_s_t
-    .p2align 3
-.Lc1_d8138_s:
-    .p2align 3
-    jmp .Lc1_d8138_j
-    .p2align 3
-    jmp .Lc1_d8138_j
-.Lc1_d8138_j:
-    movzx ecx, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d8140_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8140_j_t
+.Lc1_d8140_j:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov qword ptr [r15 + 0], rax
-    mov eax, 235
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 0], xmm11
-    mov byte ptr [r15 + 0], cl
-    mov rcx, rcx
-    movzx ecx, bpl
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movzx ebp, r8b
+    movzx ebp, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdx
-    mov rbp, r10
-    and edx, dword ptr [r15 + 640]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 128]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rcx
-    mov rbp, rax
-    mov rbp, qword ptr [r15 + 384]
-    mov r8, r10
-    jmp 1f
-1:
+    mov rbp, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rdi, qword ptr [r15 + 512]
     jmp 1f
 1:
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    movzx esi, cl
-    mov ecx, edx
-    movzx ecx, bpl
-    mov ebp, edx
-    movsxd rbp, dword ptr [r15 + 448]
-    movzx r8d, byte ptr [r15 + 320]
-    mov rbp, r10
-    mov eax, edi
-    movsxd rax, dword ptr [r15 + 256]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 130
+    mov ebp, dword ptr [r15 + 768]
+    mov r8d, 241
+    movzx r8d, byte ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    vpaddd xmm13, xmm13, xmm13
+    jmp 1f
+1:
+    mov r9, rdx
+    mov r9, r10
+    movzx esi, byte ptr [r15 + 448]
+    mov r8, r10
+    mov qword ptr [r15 + 192], rdi
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], bpl
+    and r9, 8128
+    mov r8, qword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov dword ptr [r15 + 64], 119
+    mov edi, r8d
+    mov rdi, r9
+    mov byte ptr [r15 + 256], dil
+    movzx edi, sil
+    mov r9, r10
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 64], ymm11
+    jmp 1f
+1:
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r8b
+    mov dword ptr [r15 + 384], 66
+    mov r9d, dword ptr [r15 + 320]
+    mov r8d, r8d
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c57:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8203_j]
+    lea rcx, [rip + .Lc1_d8195_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8203_j_t
-.Lc1_d8203_j:
-    mov rbp, r10
-    mov dword ptr [r15 + 448], ebp
-    mov dword ptr [r15 + 704], 255
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm11
-    jmp 1f
-1:
-    mov ebp, 186
-    jmp 1f
-1:
-    mov ebp, 37
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 236
-    mov ebp, 79
-    vpmovmskb ecx, xmm11
+    jmp .Lc1_d8195_j_t
+.Lc1_d8195_j:
+    mov qword ptr [r15 + 448], rsi
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, ecx
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 142
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 320], r8
+    movsxd r8, dword ptr [r15 + 256]
+    mov r9, r10
+    mov ecx, ecx
     mov rbp, r10
-    mov ecx, dword ptr [r15 + 320]
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 2097152
-    jnz 1f
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r8
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    jmp 1f
 1:
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 256], 3
-    lea rbp, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + 512]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov dword ptr [r15 + 192], 133
+    mov rbp, qword ptr [r15 + 384]
+    mov r8, r10
+    mov r9d, dword ptr [r15 + 128]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rcx
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 168
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 576]
     mov edi, r9d
-    mov edi, ecx
-    mov rcx, rcx
-    mov rcx, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + rbp + 1408]
-    movsxd rbp, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 64], rdx
-    mov edx, esi
-    mov rdx, rdi
+    mov qword ptr [r15 + 192], rdi
+    movzx edi, byte ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c58:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    mov rbp, r10
-    movzx esi, byte ptr [r15 + 192]
-    movzx edi, sil
-    mov esi, dword ptr [r15 + 448]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov rbp, rdx
-    mov r9, r10
-    vpmovmskb ebp, xmm14
-    and r9, 4032
-    mov edx, dword ptr [r15 + r9 + 3392]
-    mov byte ptr [r15 + 384], dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov edx, 5
-    mov byte ptr [r15 + 0], dl
+    mov rax, rcx
+    mov dword ptr [r15 + 512], 86
+    movsxd rcx, dword ptr [r15 + 640]
+    movsxd rax, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 384], edi
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 69
-    jmp 1f
-1:
-    mov edx, 21
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 320]
-    movzx ecx, byte ptr [r15 + 128]
-    vpor xmm11, xmm11, xmm11
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    add qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r10
-    movzx eax, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 320], eax
+    mov dword ptr [r15 + 0], 183
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 192], eax
+    test dword ptr [r15 + 67117724], 16777216
+    jnz 1f
+1:
+    mov r8, rax
+    movsxd r8, dword ptr [r15 + 448]
+    mov rax, r8
+    mov eax, eax
+    movzx eax, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 128], cl
     jmp 1f
 1:
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
+    mov rbp, r10
     jmp 1f
 1:
-    mov r8, rdi
-    mov r8, qword ptr [r15 + 256]
-    movzx edi, r8b
-    mov dword ptr [r15 + 576], r9d
-    mov dword ptr [r15 + 128], 62
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 768]
+    movsxd rcx, dword ptr [r15 + 512]
+    and rbp, 1984
+    vmovq qword ptr [r15 + rbp + 1344], xmm13
+    mov byte ptr [r15 + 704], sil
+    mov rsi, qword ptr [r15 + 64]
+    mov rbp, r10
+    mov rdi, rcx
+    mov ecx, dword ptr [r15 + 320]
+    and rbp, 448
+    mov r9, qword ptr [r15 + rbp + 832]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c59:
-    lea rcx, [rip + .Lc1_d8300_j]
+    lea rcx, [rip + .Lc1_d8293_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8300_j_t
-.Lc1_d8300_j:
-    mov dword ptr [r15 + 640], edi
-    movzx ecx, sil
-    movzx ecx, al
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov rbp, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    movzx eax, cl
-    mov esi, dword ptr [r15 + 0]
+    jmp .Lc1_d8293_j_t
+.Lc1_d8293_j:
+    mov ecx, dword ptr [r15 + 128]
+    mov ebp, 237
+    mov byte ptr [r15 + 0], dil
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    vmovq xmm13, r9
+    mov r9d, edi
+    jmp 1f
+1:
+    mov edi, r9d
+    jmp 1f
+1:
+    mov r9d, 244
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ecx
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm13
     mov r9, r10
-    vpor xmm11, xmm11, xmm11
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    movzx r9d, r8b
-    mov qword ptr [r15 + 320], r9
-    mov dword ptr [r15 + 384], r9d
-    movzx r9d, r8b
-    mov r9d, dword ptr [r15 + 384]
-    mov r8d, r8d
+    or qword ptr [r15 + 256], 62
+    and r9, 448
+    mov edi, dword ptr [r15 + r9 + 832]
+    vpcmpeqb xmm13, xmm13, xmm4
+    mov dword ptr [r15 + 64], 10
+    mov r9d, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov r8, r8
-    movsxd r8, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], eax
-    vpor xmm11, xmm11, xmm11
+    movzx ebp, byte ptr [r15 + 512]
+    mov esi, 180
+    mov qword ptr [r15 + 576], rcx
+    mov esi, ecx
+    mov ecx, esi
     jmp 1f
 1:
-    mov rax, r8
-    mov r8, rax
-    jmp 1f
-1:
+    movzx esi, byte ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 320], r8d
     mov r8, r10
-    mov edi, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 512], dil
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 832]
-    vmovdqu xmmword ptr [r15 + 256], xmm11
-    mov r8, r10
+    mov ecx, dword ptr [r15 + 448]
     jmp 1f
 1:
     and r8, 8128
-    movsxd rdx, dword ptr [r15 + r8 + 7488]
-    mov qword ptr [r15 + 64], rdx
-    mov edx, dword ptr [r15 + 448]
+    mov qword ptr [r15 + r8 + 7488], r9
+    mov r8, r10
+    mov qword ptr [r15 + 768], r8
+    and ecx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 105
+    mov r8d, esi
+    mov r8d, eax
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c60:
+    mov esi, dword ptr [r15 + 64]
+    vpmovmskb r8d, xmm13
+    mov r8d, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], edx
-    mov rdx, r8
+    mov ebp, 74
+    movzx r8d, dl
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r8, r10
+    mov r8, qword ptr [r15 + 512]
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 5
-    mov edx, 185
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    movsxd r8, dword ptr [r15 + 128]
-    movsxd rdx, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 512], rdi
+    mov rsi, qword ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 384]
+    mov rax, rbp
+    movsxd rbp, dword ptr [r15 + 128]
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r15 + 448], rsi
+    and r9, 4032
+    movzx esi, byte ptr [r15 + r9 + 3392]
+    movsxd rax, dword ptr [r15 + r9 + 3456]
+    mov r9, qword ptr [r15 + 640]
+    mov edx, r9d
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 256]
+    mov rdi, rdi
+    add qword ptr [r15 + 320], rcx
+    jmp 1f
+1:
+    movzx ecx, al
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r9, r10
-    mov qword ptr [r15 + 768], r9
-    and r9, 448
+    mov byte ptr [r15 + 384], bpl
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    movzx r9d, cl
     mov rbp, r10
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm11
-    and rbp, 16320
-    mov r9, qword ptr [r15 + rbp + 15680]
-    mov rbp, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + 192]
-    mov rsi, qword ptr [r15 + 704]
-    add rsi, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 49
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov byte ptr [r15 + 256], r8b
+    mov rcx, r8
+    mov rcx, rdx
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c61:
-    lea rcx, [rip + .Lc1_d8398_j]
+    lea rcx, [rip + .Lc1_d8399_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8398_j_t
-.Lc1_d8398_j:
-    lea rbp, [r10 + r10*1]
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1408]
-    jmp 1f
-1:
+    jmp .Lc1_d8399_j_t
+.Lc1_d8399_j:
+    mov rbp, r10
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 128], r9b
+    mov ebp, 52
+    mov r9d, 173
+    mov dword ptr [r15 + 0], 19
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r10
-    movzx esi, r9b
-    jmp 1f
-1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 235
-    mov r9d, ecx
-    mov qword ptr [r15 + rbp + 1344], r9
-    mov r9d, 67
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 191
-    movsxd r9, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], r9b
+    movzx ebp, dil
+    mov rbp, r9
+    and r9, 448
+    inc dword ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 512]
+    lea rbp, [r10 + r10*1]
+    movzx edi, byte ptr [r15 + 192]
+    mov edx, 97
+    and rbp, 1984
+    and r9d, dword ptr [r15 + rbp + 1344]
     test ebx, 1073741824
     jz 1f
 1:
+    vpcmpeqb xmm13, xmm13, xmm10
+    jmp 1f
+1:
+    mov r9, rdx
+    mov edx, dword ptr [r15 + 384]
+    inc dword ptr [r15 + 128]
+    mov r9d, edi
     mov r9d, dword ptr [r15 + 256]
-    movzx ebp, r9b
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 512], esi
-    mov esi, 236
-    vmovq xmm11, rsi
-    mov qword ptr [r15 + 320], r9
-    mov dword ptr [r15 + 448], esi
-    mov r9, r10
-    movsxd rsi, dword ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 576]
-    vpcmpeqb xmm11, xmm11, xmm7
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 221
-    mov r9d, 30
     jmp 1f
 1:
-    mov r9d, ecx
-    mov ecx, 106
+    mov dword ptr [r15 + rbp + 1408], r9d
+    mov r9, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 64], 231
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, r9d
+    movsxd r9, dword ptr [r15 + 448]
+    mov rdi, qword ptr [r15 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c62:
-    lea rcx, [rip + .Lc1_d8451_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8451_j_t
-.Lc1_d8451_j:
-    mov dword ptr [r15 + 128], 69
-    mov dword ptr [r15 + 0], 156
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], ecx
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d8453_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8453_s_t
+    .p2align 3
+.Lc1_d8453_s:
+    .p2align 3
+    jmp .Lc1_d8453_j
+    .p2align 3
+    jmp .Lc1_d8453_j
+    .p2align 3
+    jmp .Lc1_d8453_j
+    .p2align 3
+    jmp .Lc1_d8453_j
+    .p2align 3
+    jmp .Lc1_d8453_j
+    .p2align 3
+    jmp .Lc1_d8453_j
+    .p2align 3
+    jmp .Lc1_d8453_j
+    .p2align 3
+    jmp .Lc1_d8453_j
+.Lc1_d8453_j:
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 512], ymm11
-    lea r9, [r10 + r10*1]
-    mov rbp, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], ebp
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], al
-    movzx ebp, r9b
-    and eax, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    mov dword ptr [r15 + 320], edx
+    vmovdqu ymmword ptr [r15 + 576], ymm13
+    vmovdqu ymmword ptr [r15 + 448], ymm13
+    vmovdqu ymmword ptr [r15 + 768], ymm13
+    movzx ecx, cl
+    movzx ecx, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 512]
+    mov edx, ecx
+    mov ebp, 21
+    vmovdqu xmm13, xmmword ptr [r15 + 64]
+    mov ecx, 111
+    movzx ecx, cl
+    mov rcx, qword ptr [r15 + 128]
+    jmp 1f
+1:
     mov rbp, r10
-    mov byte ptr [r15 + 384], bpl
-    mov rsi, rbp
+    jmp 1f
+1:
+    mov r9, rdx
+    mov r9, r10
     and rbp, 4032
-    mov esi, dword ptr [r15 + rbp + 3392]
+    mov r8, qword ptr [r15 + rbp + 3392]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    mov r9d, edx
     mov rbp, r10
-    mov rdx, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 448], cl
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    movzx ebp, cl
+    movsxd r9, dword ptr [r15 + 384]
+    mov eax, r9d
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], ecx
     jmp 1f
 1:
-    movzx ecx, r9b
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 640]
-    mov byte ptr [r15 + 192], cl
-    mov qword ptr [r15 + r9 + 896], rax
-    mov r9d, dword ptr [r15 + 256]
-    movzx ecx, byte ptr [r15 + 384]
+    mov ecx, 225
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c63:
-    add r9, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 0], 3
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx eax, cl
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 55
-    movzx edx, byte ptr [r15 + 64]
-    lea rbp, [r10 + r10*1]
-    movzx esi, bpl
-    and rbp, 1984
-    movsxd rsi, dword ptr [r15 + rbp + 1344]
-    mov r8d, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 192]
-    mov rcx, r9
-    movzx r9d, byte ptr [r15 + 512]
-    mov dword ptr [r15 + rbp + 1408], 34
     mov rbp, r10
-    mov dword ptr [r15 + 256], 108
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 320]
-    mov rbp, r10
+    mov edx, 137
+    movzx edx, r9b
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ecx
     jmp 1f
 1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], r8b
-    mov rbp, qword ptr [r15 + 384]
-    add r8, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 448], bpl
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 448]
+    movsxd rbp, dword ptr [r15 + 256]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 320]
-    vpcmpeqb xmm11, xmm11, xmm1
-    movzx r8d, byte ptr [r15 + 768]
+    mov r8, r10
+    movzx ecx, dil
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx r8d, al
+    mov dword ptr [r15 + 192], 150
+    and r8d, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 640], r8
+    movzx ecx, byte ptr [r15 + 192]
+    mov r8, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], 186
+    movzx eax, r8b
+    movsxd r8, dword ptr [r15 + 128]
+    mov r9, r10
+    movzx edi, byte ptr [r15 + 512]
+    mov rsi, rdx
+    jmp 1f
+1:
+    and r9, 1984
+    mov edx, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    mov r9d, 246
+    mov r9d, dword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c64:
-    lea rcx, [rip + .Lc1_d8541_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8541_j_t
-.Lc1_d8541_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d8564_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8564_s_t
+    .p2align 3
+.Lc1_d8564_s:
+    .p2align 3
+    jmp .Lc1_d8564_j
+    .p2align 3
+    jmp .Lc1_d8564_j
+.Lc1_d8564_j:
+    vmovdqu ymmword ptr [r15 + 512], ymm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm13, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov rax, rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 132
+    mov eax, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r8, r10
+    mov dword ptr [r15 + 384], esi
+    mov byte ptr [r15 + 64], dil
+    mov r9d, dword ptr [r15 + 384]
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    mov r8, r10
+    mov esi, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    mov r8d, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 320], rdx
+    movsxd rdx, dword ptr [r15 + 320]
     mov rbp, r10
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 704], edi
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], eax
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 512]
-    movsxd r8, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 256], 43
-    movsxd r9, dword ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 0]
-    mov esi, edx
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 448], ymm11
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], eax
-    mov r8d, 45
-    jmp 1f
-1:
-    mov r8, r10
-    mov rax, r8
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    mov byte ptr [r15 + 384], al
-    mov rdx, rsi
-    movzx eax, bpl
-    mov eax, r9d
-    mov dword ptr [r15 + 320], edi
-    mov dword ptr [r15 + 64], 214
-    mov rdi, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rcx
-    mov ecx, 128
-    mov ecx, dword ptr [r15 + 640]
-    jmp 1f
-1:
+    mov rbp, rbp
     add r10, r11
     inc rbx
     dec r13
@@ -10761,66 +10815,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov eax, 5
+    mov eax, dword ptr [r15 + 320]
+    mov ebp, 21
+    mov ebp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], ebp
+    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], eax
+    movzx ebp, bpl
     jmp 1f
 1:
-    movzx eax, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov rcx, qword ptr [r15 + 0]
-    movzx eax, cl
     mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 16777220
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov rcx, rcx
+    mov byte ptr [r15 + 512], al
+    mov ebp, 99
+    and eax, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 576], rbp
+    movzx ebp, byte ptr [r15 + 256]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], esi
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], al
+    movzx r9d, byte ptr [r15 + 64]
     mov r8, r10
-    movzx eax, byte ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 34611202
-    jz 1f
+    movzx esi, byte ptr [r15 + 384]
+    jmp 1f
 1:
-    mov rbp, r10
     and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
-    mov rdx, qword ptr [r15 + 448]
-    and rbp, 448
-    add r8, qword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 704], r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 30
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 88
-    mov dword ptr [r15 + 768], edx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and edx, dword ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + 256]
-    mov r9d, 4
-    movsxd r9, dword ptr [r15 + 512]
-    jmp 1f
-1:
+    mov rbp, r10
+    mov qword ptr [r15 + r8 + 3392], r9
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    mov rbp, r10
+    add r8, qword ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + 128]
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm13
     add r10, r11
     inc rbx
     dec r13
@@ -10830,374 +10871,341 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 32
+    test dword ptr [r15 + 67117723], 2097152
     setz al
-    lea rcx, [rip + .Lc1_d8649_s]
+    lea rcx, [rip + .Lc1_d8664_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8649_s_t
+    jmp .Lc1_d8664_s_t
     .p2align 3
-.Lc1_d8649_s:
+.Lc1_d8664_s:
     .p2align 3
-    jmp .Lc1_d8649_j
+    jmp .Lc1_d8664_j
     .p2align 3
-    jmp .Lc1_d8649_j
-.Lc1_d8649_j:
-    movsxd r9, dword ptr [r15 + 256]
+    jmp .Lc1_d8664_j
+.Lc1_d8664_j:
+    mov qword ptr [r15 + 64], rbp
+    mov ebp, dword ptr [r15 + 704]
+    mov ecx, 234
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
+    mov ecx, 157
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    mov rdi, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    movzx ecx, byte ptr [r15 + 448]
-    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    and ecx, dword ptr [r15 + 256]
+    mov eax, edi
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 640], ebp
+    and r8, 448
+    inc dword ptr [r15 + r8 + 832]
     mov rbp, r10
-    mov rax, qword ptr [r15 + 512]
-    add rax, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], ebp
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    vmovdqu ymmword ptr [r15 + 128], ymm13
+    mov rbp, r10
+    movzx r9d, byte ptr [r15 + 512]
     jmp 1f
 1:
     and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    movsxd rbp, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 384], 115
-    mov r8, r10
-    vmovdqu ymmword ptr [r15 + 320], ymm11
-    mov dword ptr [r15 + 320], 122
-    movzx edx, r8b
-    and r8, 8128
-    mov rbp, r10
-    movzx edx, byte ptr [r15 + r8 + 7488]
-    mov r8d, 135
-    movzx r8d, byte ptr [r15 + 64]
-    and rbp, 1984
-    mov esi, dword ptr [r15 + rbp + 1344]
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 576], 135
-    vpxor xmm11, xmm11, xmm8
-    mov rbp, rsi
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 192], 172
+    mov ebp, 162
+    mov byte ptr [r15 + 320], r8b
+    mov ebp, ebp
+    movzx ebp, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], dil
+    movzx edi, byte ptr [r15 + r8 + 896]
+    movzx r8d, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov esi, 168
+    mov rsi, rbp
+    mov ebp, esi
+    mov ebp, ecx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c67:
-    vmovdqu ymmword ptr [r15 + 64], ymm11
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], sil
-    mov esi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 32
+    lea rcx, [rip + .Lc1_d8720_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8720_j_t
+.Lc1_d8720_j:
     lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 0], 0
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 832]
-    mov r8, r10
-    vmovq xmm7, rdi
-    and r8, 1984
-    mov edi, dword ptr [r15 + r8 + 1344]
+    xor dword ptr [r15 + 192], ebp
+    mov dword ptr [r15 + 576], ebp
+    movzx ecx, byte ptr [r15 + 192]
+    and rbp, 1984
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 320], 9
+    vpxor xmm13, xmm13, xmm5
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    movzx ecx, bpl
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + rbp + 1408]
+    mov byte ptr [r15 + 384], r8b
+    test ebx, 2560
+    jz 1f
+1:
+    mov rcx, r8
+    mov r8d, dword ptr [r15 + 320]
+    movzx ecx, r8b
+    mov r8, qword ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 128]
     mov r9, r10
-    mov r8, qword ptr [r15 + 192]
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
-    mov r9d, ecx
+    mov r8, r10
+    jmp 1f
+1:
+    and r9, 4032
+    mov rsi, qword ptr [r15 + r9 + 3392]
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
     jmp 1f
 1:
+    movsxd r8, dword ptr [r15 + 448]
+    movzx edi, r8b
+    mov byte ptr [r15 + 768], dil
+    mov qword ptr [r15 + 256], rdi
+    vpcmpeqb xmm13, xmm13, xmm8
     jmp 1f
 1:
-    mov r9d, r9d
-    mov r9, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 320], r9d
-    mov r9d, edi
-    mov r9d, edi
-    mov r9d, 141
-    movzx r9d, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 128], rcx
-    mov qword ptr [r15 + 384], r9
-    jmp 1f
-1:
-    mov r9d, eax
-    jmp 1f
-1:
-    movzx r9d, r9b
-    movzx r9d, byte ptr [r15 + rbp + 896]
-    movzx ebp, byte ptr [r15 + 640]
-    movsxd rcx, dword ptr [r15 + 448]
-    mov eax, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx eax, al
-    jmp 1f
-1:
-    mov rax, r8
-    vpxor xmm11, xmm11, xmm7
+    movsxd rdi, dword ptr [r15 + 512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c68:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2048
-    setz al
-    lea rcx, [rip + .Lc1_d8753_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8753_s_t
-    .p2align 3
-.Lc1_d8753_s:
-    .p2align 3
-    jmp .Lc1_d8753_j
-    .p2align 3
-    jmp .Lc1_d8753_j
-.Lc1_d8753_j:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rdi
     jmp 1f
 1:
-    mov rdx, rbp
-    movzx eax, byte ptr [r15 + 0]
-    movzx ebp, r9b
+    mov edi, 152
+    mov dword ptr [r15 + 0], 167
+    mov rdi, r8
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    lea rbp, [r10 + r10*1]
-    vmovdqu ymmword ptr [r15 + 0], ymm11
+    movzx edi, dil
+    mov edi, 74
+    movzx edi, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx eax, al
+    movzx eax, r8b
+    mov r8d, dword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 640]
+    movzx ebp, dil
+    movzx edi, dil
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 320]
+    mov r9, r10
+    mov rbp, r10
+    mov qword ptr [r15 + 256], rcx
+    movzx ecx, al
     and rbp, 4032
-    mov byte ptr [r15 + rbp + 3456], dl
-    mov edx, 238
-    mov rdx, rcx
-    mov rdx, qword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + rbp + 3392]
+    and r9, 448
+    mov rbp, qword ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 64]
+    mov rdx, rdi
+    movzx edi, byte ptr [r15 + 512]
+    movsxd rdi, dword ptr [r15 + 192]
+    add r9, qword ptr [r15 + 448]
     jmp 1f
 1:
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + 128]
-    mov r9d, eax
-    mov dword ptr [r15 + 192], ebp
-    mov r9, rbp
-    mov r9d, 100
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 256], ymm11
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r8, r10
-    mov edi, 242
-    mov dword ptr [r15 + 768], 119
-    mov rdi, qword ptr [r15 + rbp + 3392]
-    and r8, 8128
-    and edi, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], esi
-    mov r8, r10
-    mov qword ptr [r15 + 320], r8
-    mov rbp, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 384], r9b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c69:
-    lea rcx, [rip + .Lc1_d8813_j]
+    lea rcx, [rip + .Lc1_d8819_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8813_j_t
-.Lc1_d8813_j:
-    mov rbp, r10
+    jmp .Lc1_d8819_j_t
+.Lc1_d8819_j:
+    mov dword ptr [r15 + 384], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 83
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov edx, 10
+    mov rcx, rdx
+    movzx edx, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    movzx edx, byte ptr [r15 + 320]
     and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov qword ptr [r15 + 0], rbp
-    movzx ebp, byte ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx edi, sil
-    mov rdi, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    movzx eax, bpl
-    mov rbp, rax
-    mov ebp, 135
-    mov dword ptr [r15 + 576], 138
-    mov dword ptr [r15 + 512], 8
-    movsxd rbp, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 384], ecx
-    mov rbp, qword ptr [r15 + 320]
-    movsxd rcx, dword ptr [r15 + 192]
-    mov eax, ecx
-    movzx ecx, dil
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 256]
-    movzx ecx, dil
-    jmp 1f
-1:
-    mov rdi, rsi
-    jmp 1f
-1:
-    movzx edi, bpl
-    mov edi, ebp
+    mov dword ptr [r15 + rbp + 1344], 2
+    movzx ebp, cl
+    mov qword ptr [r15 + 768], rcx
     mov rbp, r10
-    mov r8, r10
-    mov rsi, qword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 448]
-    and rbp, 16320
-    mov rdx, qword ptr [r15 + rbp + 15680]
-    and r8, 448
-    mov rbp, qword ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 640]
+    mov ecx, ecx
+    mov r9, r10
+    and rbp, 448
+    add rcx, qword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 128]
+    and r9, 8128
+    movsxd rsi, dword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 512], 215
+    mov r9, rdx
+    mov r9d, dword ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 448], r8d
+    mov byte ptr [r15 + 704], cl
+    mov r8d, dword ptr [r15 + 256]
+    mov ecx, 232
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    mov eax, ecx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c70:
-    lea r9, [r10 + r10*1]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 35
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
+    mov rcx, rax
+    mov rcx, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    mov r8, r10
-    mov qword ptr [r15 + 0], r8
+    movzx eax, dil
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    and eax, dword ptr [r15 + rbp + 3392]
+    mov esi, 242
+    mov ebp, 207
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm13
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], dil
+    mov qword ptr [r15 + 64], rsi
+    mov rbp, r10
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], sil
+    movzx esi, byte ptr [r15 + 384]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], eax
+    vmovdqu ymmword ptr [r15 + 320], ymm13
     jmp 1f
 1:
     mov rbp, r10
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r9d
-    mov r8, r8
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
-    movzx edi, al
-    movzx eax, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 512], edx
-    mov rbp, rdx
-    movzx edx, byte ptr [r15 + 256]
-    vmovq qword ptr [r15 + 384], xmm11
-    mov dword ptr [r15 + 768], 225
-    mov rbp, qword ptr [r15 + 128]
     jmp 1f
 1:
+    mov rcx, rcx
+    mov dword ptr [r15 + 448], 13
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 256], 243
     jmp 1f
 1:
-    mov r8d, 135
-    mov dword ptr [r15 + 320], 138
-    mov dword ptr [r15 + r9 + 7552], 218
-    mov qword ptr [r15 + 192], rax
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov rax, r9
-    mov dword ptr [r15 + 64], eax
-    movsxd rax, dword ptr [r15 + 384]
-    jmp 1f
-1:
+    mov ebp, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], esi
+    mov rsi, qword ptr [r15 + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c71:
-    lea rcx, [rip + .Lc1_d8912_j]
+    lea rcx, [rip + .Lc1_d8910_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8912_j_t
-.Lc1_d8912_j:
+    jmp .Lc1_d8910_j_t
+.Lc1_d8910_j:
+    mov rcx, qword ptr [r15 + 640]
     mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov dword ptr [r15 + 0], 249
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    mov rcx, rcx
     jmp 1f
 1:
+    movzx ebp, cl
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm13, xmm13, xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    lea rbp, [r10 + r10*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 118
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 13
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 448], rsi
-    mov rcx, qword ptr [r15 + 256]
-    mov rbp, r10
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov dword ptr [r15 + 64], 138
+    mov rsi, qword ptr [r15 + 320]
     mov r8, r10
+    mov byte ptr [r15 + 128], cl
     jmp 1f
 1:
-    movzx eax, r8b
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rdi
+    movzx r9d, bpl
+    and r8, 16320
+    movzx ecx, byte ptr [r15 + r8 + 15680]
+    and r8d, dword ptr [r15 + 384]
     mov r9, r10
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], cl
+    mov byte ptr [r15 + 192], dil
+    and r9, 4032
+    mov edi, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    and r9, 448
-    mov r8, qword ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 384], 3
-    vpaddd xmm11, xmm11, xmm11
-    movzx ecx, bpl
-    mov qword ptr [r15 + 576], rcx
-    movzx ecx, bpl
-    mov rax, rbp
-    mov ecx, dword ptr [r15 + 512]
+    movzx edx, dil
+    movzx r9d, byte ptr [r15 + 256]
+    vpcmpeqb xmm13, xmm13, xmm10
+    movsxd rdi, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 448], rdi
+    mov rdi, qword ptr [r15 + 704]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 320]
-    mov byte ptr [r15 + 128], r8b
-    jmp 1f
-1:
+    movsxd rax, dword ptr [r15 + rbp + 896]
     add r10, r11
     inc rbx
     dec r13
@@ -11206,54 +11214,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    mov ebp, 117
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    and r9, 1984
+    mov rdi, qword ptr [r15 + r9 + 1408]
+    mov eax, esi
+    and eax, dword ptr [r15 + 768]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 512], 213
-    movzx esi, byte ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    and edx, dword ptr [r15 + 512]
+    mov rbp, r10
+    jmp 1f
+1:
+    mov esi, edi
+    mov edi, r9d
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 235
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 320]
+    mov rdi, r9
+    test dword ptr [r15 + 67117724], 8192
+    jz 1f
+1:
+    mov rbp, rdi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 127
+    mov rdi, qword ptr [r15 + 192]
+    mov ebp, esi
+    mov rsi, qword ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    mov r9d, eax
+    jmp 1f
+1:
+    movzx r9d, dl
     mov r9, r10
     jmp 1f
 1:
-    and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3392]
+    movzx edx, byte ptr [r15 + 64]
+    vmovq xmm13, rdx
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 81
     jmp 1f
 1:
-    mov r9, rcx
-    mov r9d, dword ptr [r15 + 704]
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 256
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 192], esi
-    mov qword ptr [r15 + 128], rcx
-    movzx ecx, byte ptr [r15 + 64]
-    mov rbp, r10
-    movzx esi, dl
-    jmp 1f
-1:
-    and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 256], r8d
-    vpaddd xmm11, xmm11, xmm11
-    movzx ebp, byte ptr [r15 + 640]
-    mov r8, r10
-    jmp 1f
-1:
-    mov rdx, rcx
-    mov ecx, edx
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    add rcx, qword ptr [r15 + 320]
-    vpxor xmm11, xmm11, xmm7
     add r10, r11
     inc rbx
     dec r13
@@ -11263,596 +11276,523 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 4096
+    test dword ptr [r15 + 67117724], 64
     setz al
-    lea rcx, [rip + .Lc1_d9012_s]
+    lea rcx, [rip + .Lc1_d9010_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9012_s_t
+    jmp .Lc1_d9010_s_t
     .p2align 3
-.Lc1_d9012_s:
+.Lc1_d9010_s:
     .p2align 3
-    jmp .Lc1_d9012_j
+    jmp .Lc1_d9010_j
     .p2align 3
-    jmp .Lc1_d9012_j
-.Lc1_d9012_j:
-    movzx ecx, byte ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 512]
+    jmp .Lc1_d9010_j
+.Lc1_d9010_j:
     mov rbp, r10
-    jmp 1f
-1:
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 218
-    mov rbp, rsi
-    mov ebp, 9
-    jmp 1f
-1:
-    mov ebp, 54
-    .byte 0x66, 0x90
-    mov rbp, rbp
-    mov qword ptr [r15 + 0], rbp
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 64]
+    and eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rax
     jmp 1f
 1:
-    movzx ebp, sil
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    jmp 1f
-1:
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 320]
+    mov esi, ecx
+    and ecx, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 192], ebp
+    mov ebp, 112
+    mov rbp, r9
+    mov dword ptr [r15 + 448], ebp
+    mov r9d, dword ptr [r15 + 128]
     mov ebp, ecx
+    vmovq qword ptr [r15 + 512], xmm13
+    mov dword ptr [r15 + 512], ebp
+    mov dword ptr [r15 + 128], esi
+    mov rbp, qword ptr [r15 + 576]
+    mov esi, ecx
+    mov rsi, r8
+    jmp 1f
+1:
+    mov r8, r10
+    mov rsi, rcx
+    movsxd rsi, dword ptr [r15 + 256]
+    and r8, 448
+    and ecx, dword ptr [r15 + r8 + 832]
+    mov r8d, edi
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 448]
-    mov rsi, rbp
-    mov rbp, rcx
-    mov ebp, dword ptr [r15 + 320]
+    mov r8, r10
+    mov dword ptr [r15 + 384], 51
     jmp 1f
 1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 320]
-    mov edx, r8d
-    vpmovmskb edx, xmm11
-    mov r9, r10
-    movzx edx, byte ptr [r15 + 192]
-    mov edi, 135
-    jmp 1f
-1:
-    and r9, 1984
-    movsxd rdi, dword ptr [r15 + r9 + 1344]
-    mov r9d, 221
-    mov r9, r10
-    mov rbp, rbp
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r8d
-    add r9, qword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 448]
-    movsxd r9, dword ptr [r15 + 384]
-    and r8d, dword ptr [r15 + 768]
+    and r8, 4032
+    and ecx, dword ptr [r15 + r8 + 3392]
+    mov edi, dword ptr [r15 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c74:
-    lea rcx, [rip + .Lc1_d9074_j]
+    lea rcx, [rip + .Lc1_d9067_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9074_j_t
-.Lc1_d9074_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    movzx edi, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 576], bpl
-    mov rbp, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 512], 247
-    movsxd r9, dword ptr [r15 + 320]
-    movzx esi, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 448], esi
-    mov edx, esi
-    jmp 1f
-1:
+    jmp .Lc1_d9067_j_t
+.Lc1_d9067_j:
     mov r8, r10
+    mov rcx, r8
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], sil
+    movsxd r8, dword ptr [r15 + 384]
+    and r8d, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    add rsi, qword ptr [r15 + 384]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    movzx r8d, byte ptr [r15 + 384]
-    mov rdx, r8
-    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + 192]
+    mov rcx, r8
+    mov r8d, r8d
+    mov dword ptr [r15 + 384], edi
     jmp 1f
 1:
-    and r8, 448
-    mov r9, r10
-    movsxd rax, dword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 256]
-    and r9, 1984
-    movsxd rsi, dword ptr [r15 + r9 + 1344]
+    mov r8, rdx
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 704], rbp
+    mov byte ptr [r15 + 512], dil
+    movsxd rdi, dword ptr [r15 + 320]
+    mov r8d, 185
+    mov r8d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 448], ecx
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 320]
+    mov rcx, rcx
+    mov qword ptr [r15 + 64], rdi
+    mov rbp, r10
+    movzx ecx, byte ptr [r15 + 128]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
     jmp 1f
 1:
-    mov r9d, r9d
+    mov rbp, r10
+    mov rdi, qword ptr [r15 + 640]
+    mov rdx, qword ptr [r15 + 128]
+    and rbp, 8128
+    mov esi, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
+    mov rbp, qword ptr [r15 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c75:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rbp, r10
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 164
     jmp 1f
 1:
-    mov r9, r8
-    add r8, qword ptr [r15 + 0]
+    mov ebp, 189
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rbp
+    jmp 1f
+1:
+    movzx ebp, sil
+    mov rbp, qword ptr [r15 + 128]
+    mov r8, r10
+    vmovq xmm13, rax
+    jmp 1f
+1:
+    movzx eax, r8b
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    movzx edx, r8b
-    movzx r8d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm11, xmm11, xmm7
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], al
-    mov r9d, esi
-    movzx r9d, byte ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 320]
-    test ebx, 12800
+    test dword ptr [r15 + 67117724], 525440
     jz 1f
 1:
-    mov r9, r10
-    mov byte ptr [r15 + 128], bpl
-    mov ebp, dword ptr [r15 + 512]
-    and r9, 4032
-    movzx esi, byte ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r8, r10
-    jmp 1f
-1:
-    vmovq xmm11, r8
-    mov dword ptr [r15 + 640], ebp
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 832]
-    mov r8, rbp
-    mov qword ptr [r15 + 384], r8
-    mov byte ptr [r15 + 704], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 73
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 192]
     mov rbp, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov esi, dword ptr [r15 + 256]
+    mov edx, 119
+    movzx edx, byte ptr [r15 + 768]
     and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + rbp + 7488], 164
     mov ebp, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 256], ebp
-    mov ebp, dword ptr [r15 + 256]
+    mov edi, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 512]
+    mov rcx, rdx
+    mov rcx, r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c76:
-    lea rcx, [rip + .Lc1_d9176_j]
+    lea rcx, [rip + .Lc1_d9162_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9176_j_t
-.Lc1_d9176_j:
-    vpcmpeqb xmm11, xmm11, xmm7
+    jmp .Lc1_d9162_j_t
+.Lc1_d9162_j:
+    movzx ecx, cl
+    mov rcx, rcx
+    mov rcx, qword ptr [r15 + 512]
     jmp 1f
 1:
+    mov edx, dword ptr [r15 + 576]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], 155
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm13, xmm13, xmm10
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 448
+    and ecx, dword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 384]
     jmp 1f
 1:
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 640], rcx
+    mov rcx, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rdx
+    movsxd rdx, dword ptr [r15 + 192]
+    mov r8, r10
+    mov byte ptr [r15 + 320], sil
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 138
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r9, r10
-    mov eax, dword ptr [r15 + 576]
-    mov qword ptr [r15 + 128], rax
-    movzx eax, al
+    mov dword ptr [r15 + 64], 166
     and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], dil
-    mov edi, dword ptr [r15 + 512]
-    mov r9, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 512], rbp
-    mov dword ptr [r15 + 768], 196
-    mov ebp, 174
-    mov rax, qword ptr [r15 + 448]
-    mov byte ptr [r15 + 64], al
-    mov qword ptr [r15 + 128], rax
-    movsxd rdx, dword ptr [r15 + 384]
-    mov eax, edx
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 192]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1408], 49
-    mov r9, r10
-    mov qword ptr [r15 + rbp + 1344], r9
-    mov ebp, dword ptr [r15 + 320]
-    vpmovmskb ebp, xmm11
-    and r9, 8128
-    mov ebp, dword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + r9 + 3392], r9b
+    mov r9, qword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 384]
+    movzx esi, byte ptr [r15 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c77:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4096
-    setz al
-    lea rcx, [rip + .Lc1_d9228_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9228_s_t
-    .p2align 3
-.Lc1_d9228_s:
-    .p2align 3
-    jmp .Lc1_d9228_j
-    .p2align 3
-    jmp .Lc1_d9228_j
-.Lc1_d9228_j:
-    mov ecx, 235
-    mov dword ptr [r15 + 384], 182
+    mov r9d, edi
+    movzx r9d, byte ptr [r15 + 768]
+    mov edi, r8d
+    mov dword ptr [r15 + 64], esi
+    mov rbp, r10
+    mov byte ptr [r15 + 384], bpl
+    movzx edi, byte ptr [r15 + 704]
+    vpxor xmm13, xmm13, xmm6
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 140
+    mov r8d, dword ptr [r15 + 128]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 192]
+    mov esi, r9d
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 256]
+    movzx edx, dil
+    jmp 1f
+1:
+    mov edi, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r9d, al
-    jmp 1f
-1:
-    mov r8, r10
-    mov rax, qword ptr [r15 + 192]
-    movzx edi, bpl
-    movsxd rbp, dword ptr [r15 + 64]
-    and r8, 4032
-    movzx edx, byte ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    movzx r8d, r9b
-    mov r8d, 221
-    mov dword ptr [r15 + 640], 175
-    mov dword ptr [r15 + 448], ecx
-    mov r8d, 187
-    mov r8, r10
-    lea rbp, [r10 + r10*1]
-    and ecx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 128], 171
-    and r8, 8128
-    mov rsi, qword ptr [r15 + r8 + 7488]
-    and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 896], r8d
-    mov r8d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 241
+    mov byte ptr [r15 + 0], r9b
     jmp 1f
 1:
     jmp 1f
 1:
-    vmovq qword ptr [r15 + 256], xmm11
-    movzx r8d, al
-    movzx r8d, bpl
-    mov byte ptr [r15 + 320], r8b
+    mov r9d, dword ptr [r15 + 512]
+    mov r9, r10
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 320]
+    mov edx, 122
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 832]
+    mov eax, dword ptr [r15 + 320]
+    vpxor xmm15, xmm15, xmm13
+    mov r9, r10
+    vpaddd xmm15, xmm15, xmm13
+    mov rdx, rdi
+    mov dword ptr [r15 + 448], edx
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], cl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c78:
+    lea rcx, [rip + .Lc1_d9257_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9257_j_t
+.Lc1_d9257_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm15, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], r9d
+    mov rax, rdx
+    mov ecx, 220
+    mov ecx, dword ptr [r15 + 192]
+    mov r9d, 254
+    mov qword ptr [r15 + 320], rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 576]
+    movsxd r8, dword ptr [r15 + 384]
+    mov rbp, r10
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, r8b
+    and rbp, 8128
     mov r8, r10
-    jmp 1f
-1:
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], dl
-    mov r8d, 170
-    mov dword ptr [r15 + 0], 142
-    mov r8d, 113
-    mov r8d, r9d
-    mov qword ptr [r15 + 0], r8
-    mov r9d, dword ptr [r15 + 0]
-    movzx r8d, cl
-    mov dword ptr [r15 + 0], 205
-    movzx r8d, r8b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov r8d, 56
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 256]
-    movzx edx, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    vpor xmm11, xmm11, xmm11
-    movzx eax, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 384], rsi
-    mov esi, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rdx, rax
-    mov edx, dword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 256]
-    mov r9, r10
-    movsxd rcx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], 97
-    mov qword ptr [r15 + 704], rsi
-    and r9, 8128
-    movsxd rsi, dword ptr [r15 + r9 + 7488]
-    movzx r9d, byte ptr [r15 + 384]
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    and r8, 448
+    mov rbp, r10
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm13
+    mov dword ptr [r15 + 512], edx
+    movzx r8d, byte ptr [r15 + 256]
+    and rbp, 4032
+    mov edx, dword ptr [r15 + rbp + 3392]
     mov rbp, r9
+    mov ebp, dword ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9d, 200
-    mov r9, qword ptr [r15 + 64]
+    mov esi, r8d
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 64]
+    mov r8d, 58
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c79:
-    lea rcx, [rip + .Lc1_d9336_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9336_j_t
-.Lc1_d9336_j:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 129
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 189
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 95
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edi
-    mov ecx, esi
-    mov dword ptr [r15 + 0], 226
-    mov byte ptr [r15 + 0], dil
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov dword ptr [r15 + 0], ebp
-    mov rdi, qword ptr [r15 + 64]
-    and rbp, 16320
-    vmovdqu xmmword ptr [r15 + rbp + 15680], xmm11
+    movzx r8d, r8b
+    mov r9, r10
+    mov dword ptr [r15 + 0], 143
     jmp 1f
 1:
+    mov r8d, dword ptr [r15 + 512]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], al
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 512]
-    mov rsi, qword ptr [r15 + 448]
-    mov r8, r10
-    mov byte ptr [r15 + 192], cl
-    mov byte ptr [r15 + 576], dil
+    and r9d, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 640], r8
+    movzx r9d, sil
+    mov byte ptr [r15 + 256], r9b
     jmp 1f
 1:
     mov r9, r10
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 832]
-    movzx r8d, dl
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], r8d
     and r9, 4032
-    mov rdx, qword ptr [r15 + r9 + 3392]
-    mov rax, rdx
+    mov r8d, dword ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 384]
     jmp 1f
 1:
+    mov rsi, rdi
+    mov rbp, r10
     jmp 1f
 1:
-    mov edx, eax
-    mov dword ptr [r15 + 256], edx
-    mov dword ptr [r15 + 320], edx
-    movzx edx, cl
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], dl
-    mov byte ptr [r15 + 320], dl
-    mov qword ptr [r15 + 128], rcx
+    and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    mov rbp, r8
+    movsxd rbp, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], r9d
+    mov qword ptr [r15 + 192], rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c80:
-    mov rdx, qword ptr [r15 + 512]
-    mov eax, r9d
-    mov rbp, r10
-    mov qword ptr [r15 + 64], rbp
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 253
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov ebp, 44
-    mov qword ptr [r15 + 320], rbp
-    jmp 1f
-1:
-    mov ebp, eax
+    lea rcx, [rip + .Lc1_d9358_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9358_j_t
+.Lc1_d9358_j:
+    movzx ecx, byte ptr [r15 + 768]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 128], 106
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 832]
     mov r8, r10
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 448], 186
-    movzx r8d, byte ptr [r15 + 384]
-    movzx r9d, byte ptr [r15 + 192]
-    vmovdqu xmmword ptr [r15 + 384], xmm11
-    lea r9, [r10 + r10*1]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r9d
+    mov r8, r10
+    movzx r9d, byte ptr [r15 + 64]
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3392]
+    movzx edx, byte ptr [r15 + rbp + 896]
+    movzx r8d, byte ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 704]
+    add rbp, qword ptr [r15 + 320]
+    mov edi, ebp
+    mov rdi, rdx
+    jmp 1f
+1:
+    mov edx, ecx
+    mov rcx, qword ptr [r15 + 320]
+    mov rdx, qword ptr [r15 + 192]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 704], 231
-    and r9, 1984
-    movzx r8d, byte ptr [r15 + r9 + 1344]
-    mov qword ptr [r15 + 640], rdx
-    mov rdx, qword ptr [r15 + r9 + 1408]
+    add rcx, qword ptr [r15 + 384]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 256], ecx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c81:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d9440_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9440_s_t
-    .p2align 3
-.Lc1_d9440_s:
-    .p2align 3
-    jmp .Lc1_d9440_j
-    .p2align 3
-    jmp .Lc1_d9440_j
-    .p2align 3
-    jmp .Lc1_d9440_j
-    .p2align 3
-    jmp .Lc1_d9440_j
-    .p2align 3
-    jmp .Lc1_d9440_j
-    .p2align 3
-    jmp .Lc1_d9440_j
-    .p2align 3
-    jmp .Lc1_d9440_j
-    .p2align 3
-    jmp .Lc1_d9440_j
-.Lc1_d9440_j:
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 58
+    mov dword ptr [r15 + 0], 106
+    mov dword ptr [r15 + 0], 64
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
+    mov rdi, rcx
+    add qword ptr [r15 + 0], rdi
+    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, r9b
+    mov rdi, rbp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, byte ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 512]
+    mov rbp, r10
+    movzx edx, byte ptr [r15 + 640]
+    lea r8, [r10 + r10*1]
+    movzx esi, byte ptr [r15 + 448]
+    and rbp, 1984
+    add rsi, qword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7488]
+    movzx ebp, byte ptr [r15 + r8 + 7552]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 197
+    mov r8, r8
+    mov qword ptr [r15 + 384], r9
+    mov byte ptr [r15 + 128], r9b
+    movzx r8d, byte ptr [r15 + 576]
     mov r9, r10
-    lea rbp, [r10 + r10*1]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 103
-    movzx r9d, byte ptr [r15 + 768]
-    and rbp, 4032
-    add r9, qword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 197
-    mov qword ptr [r15 + 448], r9
-    mov qword ptr [r15 + 64], rdi
-    mov esi, ebp
-    mov r9d, 121
-    mov dword ptr [r15 + 192], r9d
-    mov byte ptr [r15 + 128], al
-    mov r9d, ebp
-    mov r9d, dword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 320]
-    mov r8, r10
-    mov edi, 71
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + rbp + 3456]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 185
-    mov qword ptr [r15 + 256], rdi
+    mov r8, qword ptr [r15 + 384]
+    and r9, 16320
+    movzx r8d, byte ptr [r15 + r9 + 15680]
+    and edi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 320], edi
+    vmovdqu ymmword ptr [r15 + 128], ymm15
     jmp 1f
 1:
     add r10, r11
@@ -11860,176 +11800,210 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c82:
-    lea rcx, [rip + .Lc1_d9498_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9498_j_t
-.Lc1_d9498_j:
-    vpcmpeqb xmm11, xmm11, xmm3
-    mov ecx, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d9455_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9455_s_t
+    .p2align 3
+.Lc1_d9455_s:
+    .p2align 3
+    jmp .Lc1_d9455_j
+    .p2align 3
+    jmp .Lc1_d9455_j
+.Lc1_d9455_j:
+    and esi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 192], edx
+    mov ecx, 86
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 225
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 23
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 0], 83
     jmp 1f
 1:
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov r9, r10
-    movzx ebp, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 320], ecx
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 184
-    mov dword ptr [r15 + 128], 83
-    vpmovmskb r9d, xmm11
-    mov r9d, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + r8 + 1408]
-    vmovdqu ymmword ptr [r15 + 512], ymm11
-    mov r8d, dword ptr [r15 + 320]
-    mov ecx, dword ptr [r15 + 64]
-    mov rbp, rbp
-    mov rbp, rbp
-    mov rbp, qword ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 33
+    mov ecx, esi
+    mov rsi, rdx
+    add qword ptr [r15 + 448], rdx
     jmp 1f
 1:
     mov rbp, r10
-    movzx edi, r9b
-    mov dword ptr [r15 + 384], 236
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 111
-    mov ebp, dword ptr [r15 + 256]
-    movsxd r9, dword ptr [r15 + 192]
-    movsxd rsi, dword ptr [r15 + 128]
+    movzx esi, dil
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    and edi, dword ptr [r15 + 256]
+    lea r8, [r10 + r10*1]
+    mov rbp, qword ptr [r15 + 384]
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 3456], esi
+    movzx r8d, cl
+    mov byte ptr [r15 + 512], dl
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 704]
+    mov edx, 58
+    mov r9, r10
+    mov rdx, qword ptr [r15 + 320]
+    mov rax, rsi
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], esi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c83:
-    mov ebp, ebp
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], 232
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 128
+    setz al
+    lea rcx, [rip + .Lc1_d9512_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9512_s_t
+    .p2align 3
+.Lc1_d9512_s:
+    .p2align 3
+    jmp .Lc1_d9512_j
+    .p2align 3
+    jmp .Lc1_d9512_j
+.Lc1_d9512_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 97
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 0], ecx
+    mov ecx, 114
+    mov ecx, r9d
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 64]
+    movzx r9d, al
+    add rcx, qword ptr [r15 + 192]
+    mov r9d, ecx
+    movsxd rcx, dword ptr [r15 + 512]
+    mov eax, eax
+    mov qword ptr [r15 + 384], rdx
+    movzx edx, byte ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    mov r9d, 74
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], 237
-    movzx r9d, sil
+    mov byte ptr [r15 + 320], bpl
+    movzx ebp, r9b
+    movzx r9d, dil
     mov r9, r10
     jmp 1f
 1:
-    and r9, 4032
-    mov esi, dword ptr [r15 + r9 + 3392]
+    vpshufd xmm15, xmm13, 126
+    and r9, 1984
+    mov ebp, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    mov dword ptr [r15 + 704], 234
-    movsxd r9, dword ptr [r15 + 64]
+    mov r9d, 177
     jmp 1f
 1:
-    mov qword ptr [r15 + 192], rax
-    movzx edi, dl
-    movzx edi, dil
-    movzx edi, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 128], r8b
+    inc dword ptr [r15 + 768]
+    mov r9, r10
     jmp 1f
 1:
-    mov edx, edi
-    movsxd rdi, dword ptr [r15 + 448]
-    mov rax, rsi
-    movzx eax, sil
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 202
+    movzx r9d, bpl
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 576]
     mov r8, r10
-    movzx eax, r8b
-    mov eax, 61
+    movzx ecx, byte ptr [r15 + 448]
     and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 384]
-    mov ecx, 80
-    movzx ecx, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 256], rdx
+    movsxd rax, dword ptr [r15 + r8 + 7488]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c84:
-    lea rcx, [rip + .Lc1_d9593_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9593_j_t
-.Lc1_d9593_j:
-    movzx ecx, bpl
-    mov r8, r10
-    jmp 1f
-1:
-    and r8, 448
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + r8 + 832]
-    movzx ebp, r8b
-    mov rbp, rax
-    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r9, rax
+    mov rax, r9
+    jmp 1f
+1:
+    mov r9d, 14
+    mov dword ptr [r15 + 0], edx
+    mov r9, r10
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 196
-    mov r8d, 137
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, r10
-    mov r8d, 170
-    mov r8d, eax
-    mov r8, r10
-    mov dword ptr [r15 + 0], ecx
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], cl
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r9d
-    movzx r8d, r8b
+    and r9, 4032
+    mov r8d, dword ptr [r15 + r9 + 3392]
+    mov rdx, rax
+    mov r9, r10
+    mov edx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 640], ecx
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    and r9d, dword ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 192]
-    vmovdqu xmm3, xmmword ptr [r15 + 64]
-    mov qword ptr [r15 + 576], rbp
     jmp 1f
 1:
-    mov rdx, r8
-    mov qword ptr [r15 + 512], rdx
-    mov qword ptr [r15 + 384], rdx
-    mov rdx, qword ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 320], 146
-    mov rbp, qword ptr [r15 + 768]
+    and eax, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 128], r8
+    mov r8d, dword ptr [r15 + 512]
+    movsxd rdi, dword ptr [r15 + 448]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 448]
-    mov eax, edx
-    mov edx, eax
+    movzx ebp, cl
+    mov qword ptr [r15 + 128], rbp
+    mov rbp, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 192], ymm13
+    mov r9, r10
+    add rbp, qword ptr [r15 + 256]
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    mov r9, rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -12038,704 +12012,693 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d9624_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9624_j_t
+.Lc1_d9624_j:
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 0], 27
-    movzx ecx, al
-    mov rax, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    mov rdx, rdx
-    mov qword ptr [r15 + 0], rcx
-    movsxd rcx, dword ptr [r15 + 0]
-    mov edx, 130
-    mov rbp, r10
-    movsxd rdx, dword ptr [r15 + 64]
+    mov rcx, rax
+    movzx eax, sil
+    mov dword ptr [r15 + 704], 79
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 512]
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
+    and eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r10
-    movsxd rsi, dword ptr [r15 + 320]
-    test dword ptr [r15 + 67117724], 524866
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 384], r9d
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], al
+    mov dword ptr [r15 + 448], ecx
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 67174464
     jz 1f
 1:
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm3
-    mov dword ptr [r15 + 448], 157
-    vpaddd xmm3, xmm3, xmm3
-    mov dword ptr [r15 + 640], 21
-    mov rbp, qword ptr [r15 + 256]
-    mov rdx, qword ptr [r15 + 320]
     jmp 1f
 1:
-    movzx r8d, sil
-    movzx esi, sil
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 64]
+    mov eax, ebp
+    mov rax, qword ptr [r15 + 512]
+    mov ebp, 236
+    mov rbp, r10
     jmp 1f
 1:
-    mov r8, r10
-    movzx eax, byte ptr [r15 + 64]
-    mov rcx, rax
     jmp 1f
 1:
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7488]
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    and rbp, 8128
+    movzx r9d, byte ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 256], cl
+    mov rbp, rax
+    mov rbp, r10
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 192]
+    mov rdx, rax
+    and rbp, 4032
+    or qword ptr [r15 + rbp + 3392], 115
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c86:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4096
-    setz al
-    lea rcx, [rip + .Lc1_d9697_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9697_s_t
-    .p2align 3
-.Lc1_d9697_s:
-    .p2align 3
-    jmp .Lc1_d9697_j
-    .p2align 3
-    jmp .Lc1_d9697_j
-.Lc1_d9697_j:
-    mov rbp, r10
-    vmovdqu ymmword ptr [r15 + 320], ymm3
+    lea rcx, [rip + .Lc1_d9673_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9673_j_t
+.Lc1_d9673_j:
+    mov r9, r10
+    and r9, 448
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 576]
     jmp 1f
 1:
-    mov eax, 152
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
+    movzx esi, byte ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 256]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ebp, 114
-    add rcx, qword ptr [r15 + 0]
-    mov ebp, ecx
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    mov ebp, eax
-    movzx ebp, bpl
-    mov qword ptr [r15 + 0], rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    movzx ebp, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    vpaddd xmm15, xmm15, xmm15
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 0], 169
+    mov byte ptr [r15 + 0], sil
+    jmp 1f
+1:
+    mov esi, 216
+    mov qword ptr [r15 + 768], rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], ecx
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 384]
+    and ecx, dword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 320]
+    mov rax, r9
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], r9b
+    mov r9d, dword ptr [r15 + 64]
+    mov rbp, r10
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 122
+    mov rbp, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rax, rcx
     mov r8, r10
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], r8b
-    mov rax, r8
+    movzx ecx, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 64], rcx
+    mov rdx, rsi
     and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    lea r8, [r10 + r10*1]
-    movsxd rdi, dword ptr [r15 + 256]
-    movzx esi, bpl
-    mov byte ptr [r15 + 448], sil
-    and r8, 4032
-    mov rbp, qword ptr [r15 + r8 + 3456]
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + r8 + 3392]
-    mov r8d, dword ptr [r15 + 128]
-    movzx edx, al
-    vmovdqu ymmword ptr [r15 + 384], ymm3
-    mov rdx, qword ptr [r15 + 704]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 218
-    mov r9d, dword ptr [r15 + 192]
-    movsxd r9, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 768], rbp
-    .byte 0x66, 0x90
+    mov ecx, dword ptr [r15 + r8 + 7488]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c87:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d9760_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9760_j_t
-.Lc1_d9760_j:
-    mov r9, r10
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    mov byte ptr [r15 + 64], r9b
-    movsxd r9, dword ptr [r15 + 384]
-    mov rdx, rax
-    mov eax, edx
-    movsxd rdx, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 128], bpl
+    mov qword ptr [r15 + 704], rdi
+    and ebp, dword ptr [r15 + 256]
+    mov r8, r10
+    mov qword ptr [r15 + 640], r8
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], edi
-    mov rax, rcx
-    mov dword ptr [r15 + 576], 159
-    mov eax, 216
-    mov eax, 113
-    mov rax, rax
+    movzx esi, sil
+    and r8, 4032
+    movsxd rsi, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 0], 241
     jmp 1f
 1:
+    mov r8d, 236
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, esi
-    mov rbp, r10
-    movzx eax, r9b
-    jmp 1f
-1:
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 832]
-    mov rbp, rsi
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 4456449
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    movzx eax, byte ptr [r15 + 0]
-    mov ebp, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 127
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
+    movzx r8d, bpl
+    mov dword ptr [r15 + 0], 76
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rsi
+    mov r8, r10
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 192], 184
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    mov r8, rsi
+    mov byte ptr [r15 + 320], r8b
+    movzx r8d, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rax
-    mov rbp, r10
-    mov rax, qword ptr [r15 + 320]
-    mov esi, dword ptr [r15 + 256]
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 384]
+    mov esi, 35
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, rcx
+    mov r9, r10
+    mov rax, qword ptr [r15 + 384]
+    vpcmpeqb xmm15, xmm15, xmm6
+    and r9, 1984
+    mov rdx, qword ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + 448], rdi
+    movzx r9d, sil
+    mov r9, r9
+    mov edi, dword ptr [r15 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c88:
-    and ebp, dword ptr [r15 + 0]
-    movzx eax, cl
-    mov rax, rsi
-    jmp 1f
-1:
-    mov esi, r9d
-    mov qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    vpshufd xmm3, xmm3, 125
-    jmp 1f
-1:
-    mov rsi, rdx
-    mov edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    mov edx, 160
+    lea rcx, [rip + .Lc1_d9774_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9774_j_t
+.Lc1_d9774_j:
+    mov rcx, rax
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 320], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 64]
-    mov rsi, rdx
-    mov r9, r10
-    movzx edx, byte ptr [r15 + 448]
-    mov qword ptr [r15 + 320], rbp
-    and r9, 448
-    movzx ebp, byte ptr [r15 + r9 + 832]
-    movzx r9d, bpl
-    mov r9d, dword ptr [r15 + 192]
-    add rbp, qword ptr [r15 + 128]
-    movsxd rax, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 640], 208
+    mov edi, 49
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, 24
+    mov dword ptr [r15 + 0], 67
+    mov edi, 220
+    mov dword ptr [r15 + 448], 123
+    mov edi, 211
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 768]
+    test ebx, 1024
+    jnz 1f
+1:
+    mov edi, 253
+    mov rdi, r9
+    mov dword ptr [r15 + 128], 142
+    mov qword ptr [r15 + 384], rcx
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r8, r10
-    mov ecx, edx
+    mov edi, 69
     and r8, 8128
-    movsxd rdx, dword ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 512]
+    mov dword ptr [r15 + r8 + 7488], r9d
+    mov r8d, 250
+    mov r8, qword ptr [r15 + 320]
+    mov r9, r10
+    mov edi, dword ptr [r15 + 64]
+    and r9, 4032
+    mov rsi, qword ptr [r15 + r9 + 3392]
+    mov r9, r10
+    mov qword ptr [r15 + 192], r8
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 384]
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 512]
-    movzx edi, al
-    mov r8, r10
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 64], ymm3
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    movzx r8d, dl
-    mov qword ptr [r15 + 256], r8
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    mov r9, rdi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c89:
-    lea rcx, [rip + .Lc1_d9868_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9868_j_t
-.Lc1_d9868_j:
-    mov qword ptr [r15 + 768], rdi
-    mov byte ptr [r15 + 448], cl
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpxor xmm15, xmm15, xmm6
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 0]
-    movzx edx, dil
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    movzx edx, byte ptr [r15 + 0]
-    mov edi, edx
-    mov rbp, r10
-    mov dword ptr [r15 + 0], 236
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 112
-    mov dword ptr [r15 + 384], 172
-    mov ebp, 225
-    mov ebp, ecx
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 124
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 206
+    mov dword ptr [r15 + 576], r9d
+    mov rbp, qword ptr [r15 + 448]
+    mov esi, 156
     mov r8, r10
     jmp 1f
 1:
-    mov r9, r10
-    movsxd rdi, dword ptr [r15 + 64]
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
-    and r8, 16320
-    movzx r9d, byte ptr [r15 + r8 + 15680]
-    mov byte ptr [r15 + 384], bpl
-    mov r8, qword ptr [r15 + 320]
-    mov ebp, dword ptr [r15 + 256]
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 128], r9d
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 26
+    movzx r9d, byte ptr [r15 + 256]
+    add r9, qword ptr [r15 + 64]
+    movzx r8d, bpl
+    movzx ebp, sil
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 320]
+    mov rbp, r9
+    mov ebp, ebp
+    and ebp, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r9, r10
+    mov ecx, 124
+    mov ecx, edi
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    mov r9, r10
+    mov rdi, r8
+    movzx r8d, r8b
+    mov dword ptr [r15 + 384], 161
+    and r9, 4032
+    mov r8d, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], r8d
+    mov r8d, dword ptr [r15 + 512]
+    mov r9d, edi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c90:
-    mov dword ptr [r15 + 448], 124
-    mov rbp, rax
-    vmovdqu ymmword ptr [r15 + 256], ymm3
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16
+    setz al
+    lea rcx, [rip + .Lc1_d9883_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9883_s_t
+    .p2align 3
+.Lc1_d9883_s:
+    .p2align 3
+    jmp .Lc1_d9883_j
+    .p2align 3
+    jmp .Lc1_d9883_j
+.Lc1_d9883_j:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 83
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 7
+    jmp 1f
+1:
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    movzx ecx, cl
+    mov dword ptr [r15 + 448], ecx
+    movsxd rcx, dword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 192]
+    mov esi, 44
+    movsxd rsi, dword ptr [r15 + 128]
+    jmp 1f
+1:
     mov rbp, r10
+    mov dword ptr [r15 + 384], ecx
+    mov qword ptr [r15 + 384], rbp
+    and rbp, 448
+    mov r8, r10
+    mov qword ptr [r15 + rbp + 832], rcx
+    mov rbp, qword ptr [r15 + 256]
+    mov r9, r10
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    and r9, 8128
+    mov edx, dword ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 640], dl
     jmp 1f
 1:
-    mov eax, ebp
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
+    movsxd rdx, dword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov rbp, r8
+    mov qword ptr [r15 + 704], r8
+    mov r8, r8
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 576]
-    mov r8d, dword ptr [r15 + 640]
-    mov r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 121
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r9b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r10 + r10*1]
-    mov byte ptr [r15 + 384], r9b
-    mov dword ptr [r15 + 320], 143
-    and r9, 4032
-    mov ebp, dword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, edi
-    mov qword ptr [r15 + 128], rcx
-    mov rbp, r10
-    mov dword ptr [r15 + 512], 45
-    mov rcx, qword ptr [r15 + r9 + 3456]
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm3
-    mov byte ptr [r15 + 64], bpl
-    movzx ebp, byte ptr [r15 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c91:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d9967_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9967_s_t
-    .p2align 3
-.Lc1_d9967_s:
-    .p2align 3
-    jmp .Lc1_d9967_j
-    .p2align 3
-    jmp .Lc1_d9967_j
-.Lc1_d9967_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 704], rax
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 43
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, r9d
-    mov dword ptr [r15 + 0], 122
-    vmovdqu xmmword ptr [r15 + 0], xmm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + rbp + 896], 130
-    jmp 1f
-1:
-    mov ebp, 12
-    mov rbp, rbp
-    movzx ebp, byte ptr [r15 + 320]
-    mov r9d, ebp
-    mov r9, r10
-    jmp 1f
-1:
-    and r9, 8128
+    lea rcx, [rip + .Lc1_d9939_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9939_j_t
+.Lc1_d9939_j:
     mov r8, r10
-    mov rdi, qword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
     and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    movzx edx, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 448], 102
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 99
-    mov r8, qword ptr [r15 + 512]
-    movzx r9d, r8b
-    mov dword ptr [r15 + 64], 93
-    mov dword ptr [r15 + 256], edi
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    movzx r8d, dil
+    mov qword ptr [r15 + 320], rsi
+    mov r8, r10
+    mov dword ptr [r15 + 64], r8d
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    movzx r8d, byte ptr [r15 + 768]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3392]
+    and r8d, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], r8d
+    mov dword ptr [r15 + 320], 111
+    movsxd r8, dword ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 64]
+    and r8d, dword ptr [r15 + 192]
+    mov r9d, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov ecx, ecx
+    movzx eax, cl
+    mov ecx, dword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 256], ymm15
+    movsxd rax, dword ptr [r15 + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c92:
-    lea rcx, [rip + .Lc1_d10020_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10020_j_t
-.Lc1_d10020_j:
-    mov r8, r10
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    mov byte ptr [r15 + 64], r9b
-    jmp 1f
-1:
-    movzx r8d, r9b
-    mov r8d, 200
-    mov r8d, r8d
-    mov r8d, dword ptr [r15 + 128]
-    mov r9, rcx
-    mov r9, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 448], 25
-    movzx edx, r9b
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 512], ymm3
+    mov rcx, rbp
+    mov dword ptr [r15 + 0], 246
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 208
-    mov r9, rdi
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
+    mov ecx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 320], r9
-    movzx r9d, r9b
-    movsxd r9, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 384], r9d
-    jmp 1f
-1:
-    mov r8, r10
-    mov dword ptr [r15 + 576], 159
-    and r8, 1984
-    movsxd r9, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], rdx
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r10
-    vmovdqu ymmword ptr [r15 + 64], ymm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb ecx, xmm15
+    and rbp, 8128
+    mov r8, r10
+    mov ecx, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov r8d, 162
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
+    mov ebp, 156
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rax
+    mov r8, r9
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 256], r9
+    movsxd r8, dword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 384]
+    mov ebp, ecx
+    mov ecx, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 256], 2
+    add qword ptr [r15 + 64], r8
+    mov r8, rbp
+    mov r8d, 53
+    mov r8d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rax
+    movzx eax, byte ptr [r15 + 384]
+    movzx r9d, byte ptr [r15 + 448]
+    mov r9, r10
+    mov dword ptr [r15 + 192], 229
+    and r9, 16320
+    movzx edx, byte ptr [r15 + r9 + 15680]
+    mov dword ptr [r15 + 320], ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c93:
-    mov byte ptr [r15 + 256], r9b
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d10036_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10036_s_t
+    .p2align 3
+.Lc1_d10036_s:
+    .p2align 3
+    jmp .Lc1_d10036_j
+    .p2align 3
+    jmp .Lc1_d10036_j
+    .p2align 3
+    jmp .Lc1_d10036_j
+    .p2align 3
+    jmp .Lc1_d10036_j
+    .p2align 3
+    jmp .Lc1_d10036_j
+    .p2align 3
+    jmp .Lc1_d10036_j
+    .p2align 3
+    jmp .Lc1_d10036_j
+    .p2align 3
+    jmp .Lc1_d10036_j
+.Lc1_d10036_j:
+    mov dword ptr [r15 + 0], 217
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    vpshufd xmm11, xmm3, 124
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 152
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    movzx ebp, r9b
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, 178
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r8b
-    movzx r9d, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 320], r8
-    mov r8, qword ptr [r15 + 640]
+    mov dword ptr [r15 + 0], 5
+    mov ecx, eax
+    mov eax, 39
+    movzx eax, al
     jmp 1f
 1:
-    vpor xmm11, xmm11, xmm11
+    mov eax, eax
+    mov eax, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 448], 201
+    mov rcx, rax
+    mov rbp, r10
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], 10
-    mov ecx, r8d
-    mov r8, qword ptr [r15 + 320]
-    mov r8, r10
-    mov edi, r9d
-    mov qword ptr [r15 + 192], r9
-    and r8, 4032
-    mov r9d, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 448], 84
-    mov byte ptr [r15 + 64], bpl
-    mov r8, r10
+    mov eax, 157
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
     jmp 1f
 1:
-    and r8, 448
-    mov rbp, qword ptr [r15 + r8 + 832]
-    movzx r8d, dil
-    mov qword ptr [r15 + 128], r8
+    vpmovmskb eax, xmm15
+    mov ebp, ecx
+    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
     jmp 1f
 1:
+    and rbp, 448
+    lea r8, [r10 + r10*1]
+    mov rax, qword ptr [r15 + rbp + 832]
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm15
+    mov dword ptr [r15 + r8 + 1408], r8d
+    mov edx, ecx
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 128]
+    vpcmpeqb xmm15, xmm15, xmm9
+    movsxd r9, dword ptr [r15 + 320]
+    mov esi, dword ptr [r15 + rbp + 896]
+    vmovdqu ymmword ptr [r15 + 704], ymm15
     jmp 1f
 1:
+    movzx ebp, byte ptr [r15 + 512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c94:
-    lea rcx, [rip + .Lc1_d10118_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10118_j_t
-.Lc1_d10118_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 512], eax
+    mov dword ptr [r15 + 768], 233
+    mov qword ptr [r15 + 320], r9
+    movzx r9d, al
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov eax, r9d
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ecx, cl
-    vpmovmskb ecx, xmm11
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 128]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], r9d
-    mov ebp, edi
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 62
-    movzx ebp, cl
+    movzx esi, byte ptr [r15 + 448]
     jmp 1f
 1:
-    mov edi, 16
-    mov dword ptr [r15 + 0], 227
-    jmp 1f
-1:
-    mov rdi, rdi
-    mov rdi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov qword ptr [r15 + 0], rdi
-    mov rdi, qword ptr [r15 + 704]
-    movsxd rbp, dword ptr [r15 + 448]
-    test ebx, 1073741824
+    lea r9, [r10 + r10*1]
+    mov rax, qword ptr [r15 + 384]
+    test dword ptr [r15 + 67117723], 264192
     jz 1f
 1:
-    mov qword ptr [r15 + 320], rdi
-    movsxd rdi, dword ptr [r15 + 384]
-    mov ebp, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 112
-    mov byte ptr [r15 + 512], dil
-    jmp 1f
-1:
-    mov r8, r10
-    jmp 1f
-1:
-    movzx edi, bpl
+    and r9, 4032
+    movsxd rax, dword ptr [r15 + r9 + 3456]
     mov rbp, r10
-    and r8, 4032
-    mov rdi, qword ptr [r15 + r8 + 3392]
-    mov r8d, edi
-    movzx edi, byte ptr [r15 + 256]
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    mov edx, 138
-    movzx ebp, dl
-    movzx edx, r8b
-    mov edx, edx
-    mov edx, dword ptr [r15 + 192]
+    movzx esi, sil
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov byte ptr [r15 + 256], al
+    mov rsi, rax
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm15
+    movsxd rsi, dword ptr [r15 + 320]
+    add rax, qword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + r9 + 3392]
+    mov r9, rsi
+    mov r9, r10
+    mov rcx, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 576], rdx
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], sil
+    vpmovmskb r9d, xmm12
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c95:
-    lea rcx, [rip + .Lc1_d10175_j]
+    lea rcx, [rip + .Lc1_d10142_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10175_j_t
-.Lc1_d10175_j:
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 192]
+    jmp .Lc1_d10142_j_t
+.Lc1_d10142_j:
+    mov rbp, r10
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 161
-    movzx ecx, cl
-    movzx ecx, byte ptr [r15 + 0]
-    movzx eax, sil
-    jmp 1f
-1:
+    movzx ebp, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 143
+    movzx ebp, cl
+    movzx ebp, cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 384]
-    mov eax, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 7
-    movsxd r8, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edi, r8b
+    mov dword ptr [r15 + 512], ecx
+    movzx ebp, byte ptr [r15 + 64]
     mov r8, r10
-    mov esi, dword ptr [r15 + 512]
-    mov r9, r10
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    and r9, 8128
-    movzx r8d, byte ptr [r15 + r9 + 7488]
-    movzx r9d, cl
+    mov dword ptr [r15 + 448], ecx
+    mov rcx, r8
+    and r8, 8128
+    and ecx, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    mov r9, r10
-    movzx r8d, r9b
-    mov r8, qword ptr [r15 + 448]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    mov r9, r9
-    vmovdqu xmm11, xmmword ptr [r15 + 384]
-    vmovq qword ptr [r15 + 576], xmm11
-    mov r9d, esi
-    mov r9d, dword ptr [r15 + 128]
+    mov r8d, 24
+    movsxd r8, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 320], ebp
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], r9d
+    mov byte ptr [r15 + 64], bpl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], rbp
+    mov rbp, r8
+    mov qword ptr [r15 + 128], rcx
+    vmovdqu xmmword ptr [r15 + 384], xmm15
+    jmp 1f
+1:
+    movzx r8d, dl
+    movzx r8d, cl
+    mov r8d, 30
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rbp
+    and ebp, dword ptr [r15 + 640]
+    and ebp, dword ptr [r15 + 256]
     jmp 1f
 1:
     add r10, r11
@@ -12743,57 +12706,57 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c96:
+    lea rcx, [rip + .Lc1_d10195_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10195_j_t
+.Lc1_d10195_j:
+    mov rcx, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    mov r9d, 234
-    mov dword ptr [r15 + 64], 245
-    mov dword ptr [r15 + 512], 182
-    mov r9, r8
-    movzx r9d, r8b
-    mov r9, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 128], 9
-    mov r8, r10
-    mov dword ptr [r15 + 448], r9d
-    and r8, 1984
-    mov r9, qword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    movzx r8d, r9b
-    jmp 1f
-1:
-    mov r9, rax
-    mov r9, r10
-    movsxd rax, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 320], r8d
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r8d
-    mov r9, r9
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], r9d
-    mov dword ptr [r15 + 64], r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r10
-    mov r8d, dword ptr [r15 + 384]
-    mov ecx, dword ptr [r15 + 256]
-    and r9, 8128
-    movsxd rsi, dword ptr [r15 + r9 + 7488]
     mov rdx, rax
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, r8d
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 768], 172
+    movzx edx, byte ptr [r15 + 128]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    movsxd rbp, dword ptr [r15 + 704]
+    mov r8, r10
+    movzx eax, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 184
+    movzx r8d, cl
+    movzx r8d, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 192]
+    mov r9, r10
+    mov rsi, r9
+    mov esi, dword ptr [r15 + 256]
+    and r9, 4032
+    mov edi, dword ptr [r15 + r9 + 3392]
+    mov r9d, eax
+    movzx r9d, byte ptr [r15 + 384]
+    xor dword ptr [r15 + 128], r9d
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -12802,76 +12765,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 262144
-    setz al
-    lea rcx, [rip + .Lc1_d10281_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10281_s_t
-    .p2align 3
-.Lc1_d10281_s:
-    .p2align 3
-    jmp .Lc1_d10281_j
-    .p2align 3
-    jmp .Lc1_d10281_j
-.Lc1_d10281_j:
-    movzx ecx, byte ptr [r15 + 448]
-    mov rax, rdx
+    mov r9, r10
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm15
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 704]
-    mov edx, eax
-    mov rax, qword ptr [r15 + 192]
-    mov r8, r10
-    mov r9d, r9d
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rcx
-    movzx r8d, byte ptr [r15 + 0]
-    movzx r9d, sil
-    mov r9d, r9d
-    mov qword ptr [r15 + 0], rsi
-    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
+    mov edi, edi
+    mov r9, r10
+    movsxd rdi, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 192], rax
+    jmp 1f
+1:
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rax
+    movzx eax, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 64], rax
+    jmp 1f
+1:
     mov dword ptr [r15 + 0], 160
-    movzx edx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    mov esi, 195
-    movzx r8d, byte ptr [r15 + 128]
-    test ebx, 1073741824
+    mov ebp, 20
+    mov rax, rbp
+    jmp 1f
+1:
+    vpaddd xmm15, xmm15, xmm15
+    jmp 1f
+1:
+    movzx ebp, dil
+    mov dword ptr [r15 + 0], 96
+    test dword ptr [r15 + 67117723], 335675392
     jz 1f
 1:
-    mov r8, r10
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 512]
-    mov r9, r10
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    mov r8d, 198
-    and r9, 448
-    movsxd r8, dword ptr [r15 + r9 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
     jmp 1f
 1:
-    movzx edi, sil
-    mov r9d, 109
-    mov r9d, esi
-    mov dword ptr [r15 + 320], r9d
-    mov byte ptr [r15 + 768], sil
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 384]
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov dword ptr [r15 + 0], 233
+    movsxd rdi, dword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 576]
+    and rbp, 1984
+    mov r9, qword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
+    mov qword ptr [r15 + 448], rdi
+    mov dword ptr [r15 + 256], eax
     jmp 1f
 1:
+    mov rax, rdi
+    mov eax, edi
+    mov byte ptr [r15 + 384], al
+    mov qword ptr [r15 + 128], rax
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r9
-    movzx r9d, sil
-    mov qword ptr [r15 + 64], rdi
     jmp 1f
 1:
     add r10, r11
@@ -12879,524 +12828,504 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c98:
+    lea rcx, [rip + .Lc1_d10296_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10296_j_t
+.Lc1_d10296_j:
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov r9, qword ptr [r15 + 0]
+    movzx esi, al
+    mov dword ptr [r15 + 0], 91
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], 52
-    mov ebp, r9d
-    mov ebp, ebp
-    mov qword ptr [r15 + 0], rdx
-    mov ebp, 213
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, 91
-    movzx ebp, byte ptr [r15 + 256]
-    mov rdx, rbp
-    movsxd rdx, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, r10
-    mov dword ptr [r15 + 192], r9d
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm11
-    vpshufd xmm11, xmm11, 134
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 128]
+    mov rax, rsi
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 384]
-    vpxor xmm11, xmm11, xmm3
-    jmp 1f
-1:
+    lea rbp, [r10 + r10*1]
+    movsxd rsi, dword ptr [r15 + 704]
+    mov qword ptr [r15 + 64], rsi
+    mov esi, dword ptr [r15 + 64]
+    and rbp, 448
     mov r9, r10
-    movsxd rdi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], 27
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    movzx r9d, byte ptr [r15 + 512]
-    mov rsi, r9
-    mov byte ptr [r15 + 576], sil
-    mov r9d, dword ptr [r15 + 128]
-    mov r8, r10
+    mov dword ptr [r15 + rbp + 832], 27
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 163
     jmp 1f
 1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rdi
-    mov qword ptr [r15 + 448], r8
-    mov dword ptr [r15 + 384], 86
+    mov r9d, r9d
+    mov r9d, r9d
+    mov r9, qword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 512]
+    add r9, qword ptr [r15 + 384]
+    movzx edi, r9b
+    movzx r9d, dil
+    mov qword ptr [r15 + 640], rbp
+    mov dword ptr [r15 + 384], 23
+    mov dword ptr [r15 + rbp + 896], 106
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 320], ymm11
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 320]
+    mov rbp, r10
+    mov r8d, dword ptr [r15 + 192]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], r9b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c99:
-    lea rcx, [rip + .Lc1_d10391_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10391_j_t
-.Lc1_d10391_j:
-    movzx ecx, byte ptr [r15 + 448]
-    mov r9d, ecx
-    mov dword ptr [r15 + 640], r9d
-    mov ecx, edi
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r9b
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 26
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    mov rdi, r8
-    mov rdi, rcx
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 320], ebp
+    mov dword ptr [r15 + 192], 31
+    vmovq qword ptr [r15 + 128], xmm15
     jmp 1f
 1:
+    vmovdqu xmm15, xmmword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 192]
+    mov rbp, rbp
     jmp 1f
 1:
-    movzx esi, r9b
-    mov r9, r10
-    movsxd rdx, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov ebp, 37
-    and r9, 16320
-    vmovdqu ymmword ptr [r15 + r9 + 15680], ymm11
-    movzx r9d, r8b
-    mov r9, qword ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 64]
     mov rbp, r10
+    mov byte ptr [r15 + 384], r8b
+    mov r8, r10
+    and rbp, 4032
+    mov r9d, dword ptr [r15 + rbp + 3392]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], bpl
+    movzx r8d, sil
+    movsxd r8, dword ptr [r15 + 768]
+    mov ebp, 236
+    mov ebp, dword ptr [r15 + 64]
+    add rsi, qword ptr [r15 + 448]
+    vpmovmskb edi, xmm15
+    mov qword ptr [r15 + 256], r9
+    mov r9d, r9d
+    movzx r9d, r8b
+    vpshufd xmm15, xmm15, 101
     jmp 1f
 1:
-    and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 320]
-    movzx ebp, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 64], 111
-    mov dword ptr [r15 + 384], edx
-    movzx edx, bpl
+    mov r9, r10
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 1984
+    movsxd rdi, dword ptr [r15 + r9 + 1344]
+    mov r9d, edi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c100:
-    lea rcx, [rip + .Lc1_d10444_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10444_j_t
-.Lc1_d10444_j:
-    mov rcx, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 448], edi
-    movsxd rdi, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16384
+    setz al
+    lea rcx, [rip + .Lc1_d10398_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10398_s_t
+    .p2align 3
+.Lc1_d10398_s:
+    .p2align 3
+    jmp .Lc1_d10398_j
+    .p2align 3
+    jmp .Lc1_d10398_j
+.Lc1_d10398_j:
+    vmovdqu ymmword ptr [r15 + 64], ymm15
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
-    mov edi, 183
-    jmp 1f
-1:
-    mov edi, edi
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
+    mov ecx, edi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 86
-    mov r8d, 225
-    mov qword ptr [r15 + 0], rbp
-    movsxd rbp, dword ptr [r15 + 768]
-    test ebx, 1073741824
+    movzx ecx, r9b
+    mov ecx, edi
+    mov ecx, r9d
+    movzx ecx, al
+    movzx eax, al
+    jmp 1f
+1:
+    mov eax, 33
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 268959776
     jz 1f
 1:
-    mov edi, edi
-    movsxd rdi, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 0], rax
+    mov eax, dword ptr [r15 + 256]
+    mov ecx, ecx
     mov rbp, r10
-    mov r8, rdx
+    mov ecx, esi
+    movsxd rsi, dword ptr [r15 + 320]
     and rbp, 4032
-    mov rdx, qword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 512], 36
-    mov rbp, qword ptr [r15 + 448]
-    mov r8, r10
-    mov rcx, qword ptr [r15 + 128]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    vmovdqu ymmword ptr [r15 + 320], ymm15
     jmp 1f
 1:
-    movzx r8d, dil
+    mov rbp, rax
+    mov rbp, r10
+    and esi, dword ptr [r15 + 448]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 384]
-    mov r9, r10
-    mov esi, 21
-    mov dword ptr [r15 + 64], esi
-    and r9, 8128
-    mov esi, dword ptr [r15 + r9 + 7488]
+    movzx edi, dil
+    and rbp, 448
+    movsxd rdi, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 384], eax
+    movzx ebp, dil
+    mov rax, rbp
+    mov dword ptr [r15 + 576], 106
+    mov qword ptr [r15 + 512], rdx
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 192]
-    mov rax, rdi
-    movsxd rdi, dword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 192]
+    mov rbp, qword ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c101:
-    mov rdi, qword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8192
+    setz al
+    lea rcx, [rip + .Lc1_d10463_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10463_s_t
+    .p2align 3
+.Lc1_d10463_s:
+    .p2align 3
+    jmp .Lc1_d10463_j
+    .p2align 3
+    jmp .Lc1_d10463_j
+.Lc1_d10463_j:
+    mov rbp, r10
+    mov ecx, dword ptr [r15 + 640]
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov r8, qword ptr [r15 + 128]
+    mov rbp, r10
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 16320
+    movsxd rdi, dword ptr [r15 + rbp + 15680]
+    mov edx, ecx
+    movzx ecx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movzx r9d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 136
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 256], al
     jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, 231
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 0], 45
-    mov rsi, qword ptr [r15 + 384]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1408], bpl
+    mov eax, 33
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 512]
-    mov r8d, r9d
-    mov dword ptr [r15 + 128], 42
-    mov r8, r10
-    movsxd rdx, dword ptr [r15 + 576]
-    mov qword ptr [r15 + 640], rsi
+    mov qword ptr [r15 + 448], rcx
+    mov ecx, 138
+    mov byte ptr [r15 + 320], cl
+    mov rcx, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r9, r10
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 159
-    and r9, 4032
-    mov r8d, dword ptr [r15 + r9 + 3392]
-    vmovdqu ymmword ptr [r15 + 320], ymm11
-    mov rcx, qword ptr [r15 + 256]
+    mov rcx, rax
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 384], ecx
+    mov rcx, rcx
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + 64]
-    mov esi, r9d
+    and ecx, dword ptr [r15 + 192]
+    vmovq qword ptr [r15 + 128], xmm15
+    movzx r9d, bpl
+    movsxd r9, dword ptr [r15 + 512]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 448]
-    mov byte ptr [r15 + rbp + 1344], r8b
-    movzx r8d, byte ptr [r15 + 128]
+    and r9d, dword ptr [r15 + 704]
+    mov rbp, qword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c102:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16777216
-    setz al
-    lea rcx, [rip + .Lc1_d10546_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10546_s_t
-    .p2align 3
-.Lc1_d10546_s:
-    .p2align 3
-    jmp .Lc1_d10546_j
-    .p2align 3
-    jmp .Lc1_d10546_j
-.Lc1_d10546_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rax
-    movsxd rcx, dword ptr [r15 + 384]
-    mov eax, 232
-    mov r8d, dword ptr [r15 + 0]
-    movzx edi, dl
-    movzx edx, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 512]
+    vmovdqu xmm15, xmmword ptr [r15 + 384]
+    mov ebp, 255
+    mov ebp, r9d
+    lea rbp, [r10 + r10*1]
+    movzx ecx, r8b
+    mov rcx, qword ptr [r15 + 768]
+    mov qword ptr [r15 + 384], rdx
+    and rbp, 4032
+    mov edx, dword ptr [r15 + rbp + 3392]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 1
+    mov dword ptr [r15 + 0], 68
     jmp 1f
 1:
-    mov edi, ecx
-    mov edi, r8d
+    mov r8d, dword ptr [r15 + 128]
     jmp 1f
 1:
+    mov eax, 26
+    mov dword ptr [r15 + 256], 85
+    mov dword ptr [r15 + 64], ebp
     jmp 1f
 1:
-    mov r8d, edi
-    mov r8, r10
-    mov qword ptr [r15 + 0], rbp
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 159
-    mov r8d, 54
-    jmp 1f
+    test ebx, 1073741824
+    jz 1f
 1:
-    vmovq xmm11, r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 320]
+    lea r9, [r10 + r10*1]
+    movzx edx, byte ptr [r15 + rbp + 3456]
+    mov ebp, 120
+    mov dword ptr [r15 + 64], ebp
+    and r9, 448
+    mov byte ptr [r15 + r9 + 896], r8b
+    mov ebp, dword ptr [r15 + r9 + 832]
+    mov rax, rsi
     mov r9, r10
     jmp 1f
 1:
-    mov rbp, r10
+    mov dword ptr [r15 + 448], edx
+    and r9, 1984
+    movzx edx, byte ptr [r15 + r9 + 1344]
+    mov esi, eax
+    movzx eax, al
+    mov rax, rax
+    mov rax, qword ptr [r15 + 320]
+    movsxd rsi, dword ptr [r15 + 192]
+    movzx r9d, r9b
     jmp 1f
 1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], r9b
-    and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 832]
-    vpmovmskb r9d, xmm11
-    movsxd r9, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 704]
-    movzx eax, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], dil
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 192]
-    mov rsi, rdi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], al
+    mov ecx, edx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c103:
-    lea rcx, [rip + .Lc1_d10610_j]
+    lea rcx, [rip + .Lc1_d10569_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10610_j_t
-.Lc1_d10610_j:
-    movzx ecx, byte ptr [r15 + 448]
-    mov rdi, qword ptr [r15 + 128]
-    vpaddd xmm11, xmm11, xmm11
+    jmp .Lc1_d10569_j_t
+.Lc1_d10569_j:
     jmp 1f
 1:
-    movzx eax, cl
-    mov byte ptr [r15 + 512], r9b
-    movzx ecx, byte ptr [r15 + 576]
-    mov dword ptr [r15 + 384], ebp
+    mov rdx, qword ptr [r15 + 576]
+    mov r9, r10
+    mov rcx, qword ptr [r15 + 448]
+    movzx esi, sil
+    mov esi, dword ptr [r15 + 640]
+    and r9, 1984
+    mov r8, qword ptr [r15 + r9 + 1344]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 4
-    mov r9, qword ptr [r15 + 0]
+    mov r9d, ecx
+    mov qword ptr [r15 + 0], r9
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, 62
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 192], rcx
-    mov rbp, r10
-    mov ecx, dword ptr [r15 + 448]
-    and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 7488]
+    mov r9d, 221
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 256]
+    mov r9d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb r9d, xmm15
     jmp 1f
 1:
-    mov edx, 16
-    mov r8, r10
-    mov dword ptr [r15 + 384], 216
-    mov rax, qword ptr [r15 + 320]
-    mov edx, esi
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    vmovdqu ymmword ptr [r15 + 768], ymm11
-    mov dword ptr [r15 + 64], r8d
-    mov r8, r10
-    mov rsi, rbp
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 832]
-    mov qword ptr [r15 + 64], rcx
+    mov r9d, 134
+    lea r9, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7552], ecx
+    mov qword ptr [r15 + 512], r9
+    mov ecx, dword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 192]
+    mov rbp, rbp
+    movzx ebp, r8b
+    movzx r8d, bpl
+    mov byte ptr [r15 + 256], sil
+    mov qword ptr [r15 + 320], rcx
+    movzx r8d, cl
+    mov dword ptr [r15 + 64], 210
+    mov qword ptr [r15 + r9 + 7488], r9
+    mov dword ptr [r15 + 128], 77
+    movzx r8d, byte ptr [r15 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c104:
-    vmovdqu ymmword ptr [r15 + 640], ymm11
-    mov r8, rcx
-    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 128], ecx
+    movsxd rcx, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 448], rbp
+    movsxd rbp, dword ptr [r15 + 384]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 223
-    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
     jmp 1f
 1:
-    mov esi, 75
-    movzx esi, byte ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    mov rdx, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 211
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], 254
+    mov qword ptr [r15 + 0], rdx
+    mov rdx, rdx
     jmp 1f
 1:
-    mov rcx, rbp
-    mov qword ptr [r15 + 320], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rbp
+    mov qword ptr [r15 + 384], rdi
     mov rbp, r10
-    mov dword ptr [r15 + 64], r8d
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 128], rsi
-    and esi, dword ptr [r15 + 192]
-    vpcmpeqb xmm11, xmm11, xmm7
-    movzx ebp, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 384], 228
-    vmovq qword ptr [r15 + 320], xmm11
+    movzx ecx, byte ptr [r15 + 704]
+    movsxd r9, dword ptr [r15 + 768]
+    movzx r8d, byte ptr [r15 + 128]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    movsxd rbp, dword ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], r8
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], dil
     mov r8, r10
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], cl
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    mov r8, qword ptr [r15 + 448]
-    mov r9, r10
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 512], xmm11
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
+    mov edi, edx
+    movzx edi, dil
+    mov rbp, r10
+    and r8, 1984
+    mov rdi, qword ptr [r15 + r8 + 1344]
+    and r8d, dword ptr [r15 + 256]
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c105:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d10708_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10708_s_t
-    .p2align 3
-.Lc1_d10708_s:
-    .p2align 3
-    jmp .Lc1_d10708_j
-    .p2align 3
-    jmp .Lc1_d10708_j
-    .p2align 3
-    jmp .Lc1_d10708_j
-    .p2align 3
-    jmp .Lc1_d10708_j
-    .p2align 3
-    jmp .Lc1_d10708_j
-    .p2align 3
-    jmp .Lc1_d10708_j
-    .p2align 3
-    jmp .Lc1_d10708_j
-    .p2align 3
-    jmp .Lc1_d10708_j
-.Lc1_d10708_j:
-    mov dword ptr [r15 + 448], 79
-    movsxd rcx, dword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, dil
-    mov r8, r10
-    movzx edi, r9b
-    mov dword ptr [r15 + 0], 27
-    mov r9, r10
-    and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 1344]
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 832]
+    lea rcx, [rip + .Lc1_d10664_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10664_j_t
+.Lc1_d10664_j:
+    mov rcx, qword ptr [r15 + 320]
+    vpmovmskb edi, xmm15
+    mov byte ptr [r15 + 128], sil
     mov rbp, r10
-    movzx r9d, bpl
-    mov r9d, 225
-    mov r9, rdx
+    mov esi, 191
+    jmp 1f
+1:
+    movzx esi, dil
     and rbp, 4032
-    mov r9, qword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 256]
-    movzx esi, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 128], cl
+    mov edi, dword ptr [r15 + rbp + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 192]
-    mov ecx, dword ptr [r15 + 768]
-    movzx ecx, cl
+    mov r8d, r9d
     jmp 1f
 1:
-    mov rcx, r9
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], r9b
-    movzx r9d, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    movzx ecx, sil
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], 83
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    movzx r9d, byte ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 576]
     jmp 1f
 1:
+    mov rbp, r10
+    vmovdqu xmmword ptr [r15 + 256], xmm15
+    mov dword ptr [r15 + 448], 122
+    and rbp, 8128
+    mov rsi, qword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 192]
+    movzx edx, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 320], ecx
+    jmp 1f
+1:
+    mov ecx, 226
+    mov rcx, qword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
@@ -13405,199 +13334,189 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, 28
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 320]
-    mov rbp, r10
-    mov ecx, 192
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 576], rdx
-    mov edx, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 0], dl
+    lea rcx, [rip + .Lc1_d10718_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10718_j_t
+.Lc1_d10718_j:
+    mov rcx, qword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    mov r9d, eax
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    mov rdx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 179
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov qword ptr [r15 + 320], rcx
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7488]
+    mov rbp, r10
+    mov dword ptr [r15 + 64], edi
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
     jmp 1f
 1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 16384
+    mov ebp, ecx
+    movsxd rbp, dword ptr [r15 + 640]
+    mov rcx, rbp
+    mov rcx, rsi
+    test dword ptr [r15 + 67117724], 258
     jnz 1f
 1:
+    movzx ebp, sil
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 37
-    lea rbp, [r10 + r10*1]
-    mov r9d, ecx
-    mov byte ptr [r15 + 64], r9b
+    mov rbp, rsi
+    movzx esi, sil
+    mov esi, ecx
+    vpcmpeqb xmm15, xmm15, xmm13
     jmp 1f
 1:
-    and rbp, 8128
-    mov r9, r10
-    mov qword ptr [r15 + rbp + 7488], r9
-    and r9, 1984
-    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm11
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movzx r9d, byte ptr [r15 + 384]
-    movzx ecx, byte ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 192]
+    mov qword ptr [r15 + 448], rcx
+    mov dword ptr [r15 + 384], esi
+    movsxd rcx, dword ptr [r15 + 128]
+    mov rbp, r10
+    mov esi, 91
     jmp 1f
 1:
-    mov qword ptr [r15 + 192], rbp
-    movzx edx, byte ptr [r15 + 384]
-    movsxd rsi, dword ptr [r15 + rbp + 7552]
-    vpor xmm11, xmm11, xmm11
-    mov rbp, rbp
-    movsxd rbp, dword ptr [r15 + 448]
+    mov rsi, qword ptr [r15 + 512]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c107:
-    lea rcx, [rip + .Lc1_d10819_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10819_j_t
-.Lc1_d10819_j:
-    movzx ecx, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, r8d
-    mov r9, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    movzx edx, bpl
-    lea rbp, [r10 + r10*1]
-    mov rax, qword ptr [r15 + 0]
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3456]
-    mov edi, dword ptr [r15 + 704]
-    mov edi, dword ptr [r15 + 320]
-    movzx esi, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 3392], 1
-    movsxd rbp, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 256], ebp
-    mov qword ptr [r15 + 64], rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 149
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov edi, 21
+    mov rdi, rsi
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r10
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov rdi, qword ptr [r15 + 320]
+    mov esi, 96
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rcx
+    mov rbp, r10
+    mov esi, dword ptr [r15 + 512]
+    mov ecx, 203
+    movsxd rcx, dword ptr [r15 + 128]
     and rbp, 1984
     mov byte ptr [r15 + rbp + 1344], dil
-    mov rbp, r10
+    lea rbp, [r10 + r10*1]
+    mov rdi, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 103
+    movzx eax, byte ptr [r15 + 384]
     and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 832]
-    mov rbp, r9
+    mov edx, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 256], edx
+    mov rdx, rdx
+    mov edx, esi
+    mov edx, r9d
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], ebp
-    mov dword ptr [r15 + 640], ebp
-    movzx ebp, dil
-    mov edi, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    mov byte ptr [r15 + 704], dl
+    mov rdx, qword ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r9d, esi
-    jmp 1f
-1:
+    mov dword ptr [r15 + 768], 189
+    mov dword ptr [r15 + rbp + 896], ecx
+    mov byte ptr [r15 + 64], al
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c108:
-    lea rcx, [rip + .Lc1_d10875_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10875_j_t
-.Lc1_d10875_j:
-    mov ecx, edx
-    mov ecx, 106
-    movsxd rcx, dword ptr [r15 + 320]
-    movsxd rdx, dword ptr [r15 + 64]
-    mov r9, rdx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d10816_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10816_s_t
+    .p2align 3
+.Lc1_d10816_s:
+    .p2align 3
+    jmp .Lc1_d10816_j
+    .p2align 3
+    jmp .Lc1_d10816_j
+.Lc1_d10816_j:
+    movzx ecx, byte ptr [r15 + 384]
+    mov eax, 254
     jmp 1f
 1:
-    mov rdx, rdi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edi, dl
-    movzx edx, byte ptr [r15 + 768]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 256]
-    mov rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov r8, rax
+    mov r8, r10
+    movzx eax, r9b
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r9
+    vpmovmskb r8d, xmm15
+    mov r8d, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 448], rcx
+    or qword ptr [r15 + 0], 92
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov eax, eax
-    mov qword ptr [r15 + 0], rdi
-    mov rdi, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 512], 123
-    vpshufd xmm11, xmm11, 160
-    mov dword ptr [r15 + 384], 229
-    mov edi, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    movzx ecx, bpl
+    mov byte ptr [r15 + 0], dil
+    mov ebp, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 320]
+    mov ecx, 231
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    mov edi, ecx
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 256]
+    mov esi, dword ptr [r15 + 192]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov qword ptr [r15 + 320], rcx
+    mov dword ptr [r15 + 640], ebp
+    movsxd rbp, dword ptr [r15 + 64]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, edi
-    mov edi, eax
+    mov r9, r10
+    mov ecx, edi
     mov rbp, r10
-    mov r8, r10
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    and r8, 8128
-    mov rbp, r10
-    movsxd rdi, dword ptr [r15 + r8 + 7488]
-    vmovq qword ptr [r15 + 384], xmm11
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], sil
-    mov dword ptr [r15 + 448], r8d
-    movsxd rbp, dword ptr [r15 + 192]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], sil
+    add r9, qword ptr [r15 + 576]
     jmp 1f
 1:
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
     add r10, r11
@@ -13605,190 +13524,176 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c109:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    mov rbp, r9
+    and r9d, dword ptr [r15 + 704]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], bpl
-    movsxd rbp, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
     mov qword ptr [r15 + 0], rbp
+    movzx ebp, r9b
+    mov dword ptr [r15 + 0], 254
+    mov r9d, 119
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r8
+    mov r8, r10
     jmp 1f
 1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 4
-    jnz 1f
+    mov rcx, r8
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], eax
+    test ebx, 108544
+    jz 1f
 1:
     mov rbp, r10
+    mov dword ptr [r15 + 448], 13
+    and rbp, 448
+    movzx r8d, byte ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov eax, eax
-    and rbp, 16320
-    mov byte ptr [r15 + rbp + 15680], dil
-    movzx ebp, byte ptr [r15 + 576]
-    mov dword ptr [r15 + 320], 119
-    vmovdqu xmm11, xmmword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 640], ymm11
-    movzx eax, byte ptr [r15 + 192]
-    mov r8, r10
-    mov dword ptr [r15 + 256], 88
+    mov ebp, 92
+    movzx ebp, cl
+    movsxd rcx, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 128], r9
+    mov dword ptr [r15 + 512], 20
+    mov r9d, dword ptr [r15 + 64]
+    mov eax, r9d
+    mov r9, qword ptr [r15 + 192]
+    mov rbp, r10
+    mov esi, edx
     jmp 1f
 1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    mov r8, r10
-    mov rdi, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], 147
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov r8d, r8d
+    mov rsi, rsi
+    and rbp, 1984
+    movzx esi, byte ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], 114
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c110:
-    lea rcx, [rip + .Lc1_d10979_j]
+    lea rcx, [rip + .Lc1_d10923_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10979_j_t
-.Lc1_d10979_j:
-    movsxd rcx, dword ptr [r15 + 320]
-    movzx r8d, cl
-    mov ecx, r8d
-    mov byte ptr [r15 + 512], cl
+    jmp .Lc1_d10923_j_t
+.Lc1_d10923_j:
+    mov rbp, r10
+    mov rdx, rax
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    mov rbp, r10
     jmp 1f
 1:
-    mov eax, 67
-    mov rcx, rdi
-    mov ecx, ecx
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 256]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rdi
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 34
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r8d, r8d
-    mov r8, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ecx
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    mov dword ptr [r15 + 0], 96
+    mov dword ptr [r15 + 768], ecx
+    mov esi, 187
     jmp 1f
 1:
-    movzx r8d, al
-    mov dword ptr [r15 + 256], 230
-    mov r8d, eax
+    mov rdx, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    and edx, dword ptr [r15 + 576]
+    mov ecx, 177
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, dl
+    mov ecx, dword ptr [r15 + 384]
+    mov rsi, qword ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + 128]
+    mov r8d, ebp
+    movzx ebp, r8b
     mov r8, r10
-    mov qword ptr [r15 + 384], r8
-    mov edi, eax
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 704]
-    movzx ebp, cl
-    vpor xmm11, xmm11, xmm11
-    mov rbp, r10
-    mov dword ptr [r15 + 320], 106
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 72
+    mov byte ptr [r15 + 64], dl
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r10
-    mov r9d, dword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 448]
-    movzx edx, byte ptr [r15 + 128]
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm11
-    jmp 1f
-1:
-    mov ebp, r9d
+    and r8, 4032
+    mov rdx, qword ptr [r15 + r8 + 3392]
+    mov r8d, dword ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c111:
+    lea rcx, [rip + .Lc1_d10974_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10974_j_t
+.Lc1_d10974_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpmovmskb ecx, xmm15
+    mov qword ptr [r15 + 0], rcx
+    movzx edi, al
+    mov qword ptr [r15 + 0], rdi
+    vmovq xmm15, r8
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    or qword ptr [r15 + 0], 33
+    jmp 1f
+1:
     lea rbp, [r10 + r10*1]
-    mov r9, rdx
-    and rbp, 8128
-    and edx, dword ptr [r15 + rbp + 7552]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rsi
-    mov rsi, qword ptr [r15 + 0]
-    mov r9, r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 58
     mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    and rbp, 1984
+    and eax, dword ptr [r15 + rbp + 1408]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    mov qword ptr [r15 + 384], rdx
-    and r8, 1984
-    mov rdx, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 448], 88
+    mov r9, r10
+    mov r8d, 12
+    mov r8d, dword ptr [r15 + 384]
+    and r9, 16320
+    movzx edx, byte ptr [r15 + r9 + 15680]
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 3
+    movzx r9d, dl
+    mov qword ptr [r15 + 128], rsi
+    mov edx, 87
+    movzx edx, byte ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 256], ecx
     jmp 1f
 1:
-    mov r8, r10
-    mov r9, r9
-    mov rdi, qword ptr [r15 + 320]
-    and r8, 448
-    mov r9d, dword ptr [r15 + r8 + 832]
-    movzx r8d, r9b
-    mov r8, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    mov ecx, esi
+    movsxd rcx, dword ptr [r15 + 192]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 576]
-    movzx eax, cl
-    mov rcx, rdi
-    mov ecx, ecx
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], r8b
-    movsxd r8, dword ptr [r15 + 64]
-    mov ebp, 215
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 768]
-    mov rbp, qword ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 448]
+    add qword ptr [r15 + 640], r8
+    mov r8, qword ptr [r15 + 320]
+    and r8d, dword ptr [r15 + 320]
+    movzx ebp, cl
+    movzx ecx, bpl
+    movzx ecx, r9b
+    mov rcx, qword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
@@ -13797,86 +13702,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4
-    setz al
-    lea rcx, [rip + .Lc1_d11092_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11092_s_t
-    .p2align 3
-.Lc1_d11092_s:
-    .p2align 3
-    jmp .Lc1_d11092_j
-    .p2align 3
-    jmp .Lc1_d11092_j
-.Lc1_d11092_j:
-    mov rcx, rcx
-    mov rcx, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 192], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    xor dword ptr [r15 + 0], eax
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov eax, ecx
+    movzx eax, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 896]
+    mov r8, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov ecx, r8d
+    mov r8, rdi
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 2097154
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 512]
+    mov ecx, dword ptr [r15 + rbp + 832]
+    mov ebp, eax
+    add rbp, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 128], rdx
+    jmp 1f
+1:
+    mov eax, 154
+    movsxd rax, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 704], rcx
+    movzx ecx, byte ptr [r15 + 384]
     mov r9, r10
-    jmp 1f
-1:
-    mov edi, 12
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], eax
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    mov eax, 71
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 640]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r9, r10
-    mov qword ptr [r15 + 384], rax
-    jmp 1f
-1:
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    mov r9d, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov rcx, r9
-    jmp 1f
-1:
-    movzx r9d, al
-    movzx eax, byte ptr [r15 + 448]
     mov rbp, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov edx, ebp
+    and r9, 8128
+    mov rdx, qword ptr [r15 + r9 + 7488]
     and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov ebp, 95
+    mov byte ptr [r15 + rbp + 3392], cl
     jmp 1f
 1:
+    mov ebp, dword ptr [r15 + 256]
+    mov ecx, ebp
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 320]
-    movzx edi, al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, rcx
+    mov qword ptr [r15 + 64], rax
     add r10, r11
     inc rbx
     dec r13
@@ -13886,181 +13764,128 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 1073741824
+    test dword ptr [r15 + 67117724], 2048
     setz al
-    lea rcx, [rip + .Lc1_d11158_s]
+    lea rcx, [rip + .Lc1_d11081_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11158_s_t
+    jmp .Lc1_d11081_s_t
     .p2align 3
-.Lc1_d11158_s:
+.Lc1_d11081_s:
     .p2align 3
-    jmp .Lc1_d11158_j
+    jmp .Lc1_d11081_j
     .p2align 3
-    jmp .Lc1_d11158_j
-.Lc1_d11158_j:
+    jmp .Lc1_d11081_j
+.Lc1_d11081_j:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    mov r8d, 71
-    movzx r8d, byte ptr [r15 + 0]
-    mov edx, 243
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r10
-    mov esi, dword ptr [r15 + 320]
+    movzx ecx, cl
     mov rcx, rsi
+    mov ecx, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 768], 160
+    mov rcx, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], al
+    mov r8, r10
+    mov rax, r8
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 512]
     and r8, 4032
-    mov rsi, qword ptr [r15 + r8 + 3392]
+    movsxd rsi, dword ptr [r15 + r8 + 3392]
     mov r8, r10
-    vmovdqu ymmword ptr [r15 + 128], ymm11
-    mov esi, dword ptr [r15 + 64]
-    movzx edx, dl
+    mov edx, dword ptr [r15 + 320]
+    movzx r9d, cl
     and r8, 8128
-    mov esi, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 384], cl
-    mov byte ptr [r15 + 448], al
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], r8
-    mov r8d, esi
-    mov rsi, qword ptr [r15 + 192]
-    jmp 1f
-1:
+    mov byte ptr [r15 + r8 + 7488], al
+    and ecx, dword ptr [r15 + 256]
     jmp 1f
 1:
     mov r8, r10
-    movzx eax, byte ptr [r15 + 704]
-    mov qword ptr [r15 + 256], rax
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rax
     and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    mov r8d, ecx
-    vpor xmm11, xmm11, xmm11
+    mov qword ptr [r15 + r8 + 1344], r8
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 384]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c114:
-    lea rcx, [rip + .Lc1_d11217_j]
+    lea rcx, [rip + .Lc1_d11139_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11217_j_t
-.Lc1_d11217_j:
-    mov ecx, eax
+    jmp .Lc1_d11139_j_t
+.Lc1_d11139_j:
+    mov r8, r10
+    mov rcx, rbp
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 49
+    mov qword ptr [r15 + 0], rax
+    mov r8d, eax
+    mov r8, rsi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rcx
+    mov r9, r10
+    mov rcx, rcx
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    mov r9d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 448], r8d
     mov rcx, rax
-    movzx eax, cl
-    movsxd rcx, dword ptr [r15 + 448]
-    mov eax, 101
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    mov r8, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rax
-    mov ecx, ecx
-    mov dword ptr [r15 + 0], eax
-    vmovdqu ymmword ptr [r15 + 384], ymm11
+    mov rcx, r8
+    vpaddd xmm15, xmm15, xmm15
+    mov byte ptr [r15 + 320], r8b
+    mov rcx, r8
+    mov rcx, qword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 512], 18
-    mov dword ptr [r15 + 192], ecx
-    mov r8, r10
-    movzx ecx, byte ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 576], ymm11
-    and r8, 448
-    add rax, qword ptr [r15 + r8 + 832]
-    movsxd rdi, dword ptr [r15 + 256]
-    mov r8, qword ptr [r15 + 320]
-    mov rdx, qword ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 384]
     jmp 1f
 1:
     mov rbp, r10
-    and r8d, dword ptr [r15 + 768]
-    mov r9, r10
+    mov qword ptr [r15 + 704], rbp
+    mov ecx, r9d
+    mov byte ptr [r15 + 192], r9b
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], cl
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], dl
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c115:
-    mov r9, r10
-    jmp 1f
-1:
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    vpxor xmm11, xmm11, xmm2
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 88
-    mov edx, 12
-    mov dword ptr [r15 + 0], 68
-    mov qword ptr [r15 + 0], r9
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
-    mov byte ptr [r15 + 384], cl
-    movzx r9d, al
-    mov r9, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rax, rcx
-    mov rcx, rax
-    movzx eax, byte ptr [r15 + 640]
-    mov dword ptr [r15 + 320], edx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], rcx
-    movsxd rcx, dword ptr [r15 + 512]
+    movzx edx, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 256], edx
     mov edx, ecx
     jmp 1f
 1:
@@ -14068,257 +13893,343 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 192]
     jmp 1f
 1:
-    mov ebp, 177
+    mov rdx, qword ptr [r15 + 512]
+    movzx ecx, al
+    movsxd rcx, dword ptr [r15 + 640]
+    mov eax, ecx
+    mov eax, 159
+    jmp 1f
+1:
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c115:
+    mov dword ptr [r15 + 128], 28
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 768]
+    movsxd rax, dword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 192], ymm15
+    mov dword ptr [r15 + 448], 119
+    mov edx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rbp, r10
-    mov r8d, r9d
-    mov byte ptr [r15 + 64], r9b
-    mov r9d, dword ptr [r15 + 448]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
     jmp 1f
 1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    mov byte ptr [r15 + 384], al
+    mov r8, r10
+    mov rbp, r10
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 704]
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 832]
+    and rbp, 1984
+    mov r8d, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 21
+    mov dword ptr [r15 + 512], eax
+    movzx ebp, bpl
+    mov rbp, rax
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c116:
-    lea rcx, [rip + .Lc1_d11322_j]
+    lea rcx, [rip + .Lc1_d11239_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11322_j_t
-.Lc1_d11322_j:
+    jmp .Lc1_d11239_j_t
+.Lc1_d11239_j:
+    jmp 1f
+1:
+    mov ecx, 221
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 768], r9b
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, dword ptr [r15 + 0]
+    movzx ecx, bpl
+    mov ebp, ebp
+    mov rbp, rdi
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    movzx ecx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    mov dword ptr [r15 + 0], 66
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
+    mov ebp, ecx
+    mov ebp, ecx
+    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 100
-    jmp 1f
-1:
-    mov r9d, 135
-    mov r9d, r9d
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 384], edx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 320]
-    mov rax, rdx
-    mov r8, r10
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 448]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 206
-    mov r8, r10
+    mov ebp, 226
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 576]
+    movsxd rcx, dword ptr [r15 + 320]
+    movzx r8d, byte ptr [r15 + 192]
     jmp 1f
 1:
     mov r9, r10
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 222
+    mov dword ptr [r15 + 448], 150
     and r9, 448
-    mov r8, qword ptr [r15 + r9 + 832]
+    mov eax, dword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 256]
+    mov rdx, r9
+    mov r9, r10
+    movzx esi, r8b
+    and r9, 8128
+    movsxd r8, dword ptr [r15 + r9 + 7488]
+    mov r9, rcx
+    movsxd r9, dword ptr [r15 + 384]
+    mov rdi, rdi
+    mov dword ptr [r15 + 512], 159
+    mov dword ptr [r15 + 64], 126
+    mov edi, 22
+    mov rdi, rdi
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 320]
+    vpor xmm15, xmm15, xmm15
+    mov r9, r10
+    movsxd rdi, dword ptr [r15 + 128]
+    and r9, 4032
+    mov rdi, qword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r9, rdi
-    mov edi, edx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rdi
-    mov edi, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 192], r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c117:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r10
-    mov r8, r10
+    xor dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     and r9, 4032
-    mov edi, dword ptr [r15 + r9 + 3392]
-    and r8, 8128
-    movsxd r9, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + r9 + 3392], rdi
+    mov byte ptr [r15 + 448], r8b
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    vpxor xmm11, xmm11, xmm5
-    mov ecx, r9d
+    mov r9d, 37
+    mov r9, rdi
+    movzx edi, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 640], sil
+    mov r9, r10
+    mov dword ptr [r15 + 256], 4
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r8
+    mov r8d, dword ptr [r15 + 704]
     jmp 1f
 1:
-    movzx r9d, bpl
-    movzx ebp, r9b
-    mov rbp, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 576], rdx
+    movsxd r9, dword ptr [r15 + 64]
     jmp 1f
 1:
+    mov esi, 73
+    mov byte ptr [r15 + 320], dil
+    mov rbp, r10
+    mov byte ptr [r15 + 512], dil
     jmp 1f
 1:
-    mov r8, r10
-    mov edx, dword ptr [r15 + 640]
-    mov byte ptr [r15 + 320], dl
+    mov rsi, qword ptr [r15 + 320]
+    and rbp, 1984
+    mov edi, dword ptr [r15 + rbp + 1344]
+    mov rbp, r9
     jmp 1f
 1:
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    add r8, qword ptr [r15 + 384]
-    mov rdx, rsi
+    mov qword ptr [r15 + 128], r9
+    mov r9d, 139
     jmp 1f
 1:
-    mov rdx, r9
-    mov r9, qword ptr [r15 + 512]
-    mov esi, r9d
-    mov byte ptr [r15 + 64], sil
-    movzx r9d, byte ptr [r15 + 384]
-    movzx esi, r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + 384], dil
+    mov edi, esi
+    movsxd rdi, dword ptr [r15 + 192]
+    mov r9, rdi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c118:
-    lea rcx, [rip + .Lc1_d11428_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11428_j_t
-.Lc1_d11428_j:
-    mov dword ptr [r15 + 0], 231
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d11345_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11345_s_t
+    .p2align 3
+.Lc1_d11345_s:
+    .p2align 3
+    jmp .Lc1_d11345_j
+    .p2align 3
+    jmp .Lc1_d11345_j
+    .p2align 3
+    jmp .Lc1_d11345_j
+    .p2align 3
+    jmp .Lc1_d11345_j
+    .p2align 3
+    jmp .Lc1_d11345_j
+    .p2align 3
+    jmp .Lc1_d11345_j
+    .p2align 3
+    jmp .Lc1_d11345_j
+    .p2align 3
+    jmp .Lc1_d11345_j
+.Lc1_d11345_j:
+    mov r9, r10
     jmp 1f
 1:
-    mov r8, r10
-    mov dword ptr [r15 + 0], r8d
-    mov esi, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 384]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    mov r8, qword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 448]
-    mov rbp, rcx
-    mov dword ptr [r15 + 704], ebp
-    lea rbp, [r10 + r10*1]
-    mov qword ptr [r15 + 256], rax
-    movzx eax, bpl
-    jmp 1f
-1:
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov dword ptr [r15 + rbp + 896], edx
+    mov rcx, qword ptr [r15 + 128]
+    and r9, 448
     mov rbp, r10
-    mov byte ptr [r15 + 320], bpl
+    mov rax, qword ptr [r15 + r9 + 832]
     and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov rbp, r8
-    movzx r8d, byte ptr [r15 + 192]
-    movzx ecx, al
-    mov rcx, rcx
-    mov qword ptr [r15 + 64], rcx
-    movzx ecx, byte ptr [r15 + 448]
-    movzx eax, byte ptr [r15 + 512]
-    movzx edx, byte ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 320]
+    mov dword ptr [r15 + rbp + 3392], ebp
+    movzx ebp, dil
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, cl
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 20
+    mov dword ptr [r15 + 0], 66
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 768], bpl
+    mov rbp, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, 250
+    mov r9, r10
+    jmp 1f
+1:
+    and r9, 1984
+    movsxd rdx, dword ptr [r15 + r9 + 1344]
+    mov byte ptr [r15 + 320], dl
+    mov qword ptr [r15 + 192], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 64], rcx
+    mov rcx, r9
+    mov r9d, 61
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c119:
-    mov dword ptr [r15 + 64], 128
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    and rbp, 8128
-    movsxd rdx, dword ptr [r15 + rbp + 7488]
-    mov rbp, r10
+    lea rcx, [rip + .Lc1_d11413_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11413_j_t
+.Lc1_d11413_j:
     mov ecx, ecx
-    mov dword ptr [r15 + 128], ecx
-    and rbp, 16320
-    mov byte ptr [r15 + rbp + 15680], al
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 128], 70
-    mov ecx, dword ptr [r15 + 320]
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    vmovdqu ymmword ptr [r15 + 576], ymm11
+    mov rcx, rdx
+    mov r9, r10
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
+    mov r9d, 27
+    movzx r9d, byte ptr [r15 + 192]
+    mov byte ptr [r15 + 0], dl
+    mov edx, r9d
+    movzx edx, al
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 192], ymm11
-    mov dword ptr [r15 + 448], 103
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, r9b
+    vpor xmm15, xmm15, xmm15
+    mov edx, 12
+    mov dword ptr [r15 + 384], r9d
+    and r9d, dword ptr [r15 + 640]
+    mov edx, dword ptr [r15 + 256]
+    mov rbp, r10
+    mov eax, dword ptr [r15 + 64]
+    movzx esi, cl
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 128], r9d
+    movsxd r9, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r8, rbp
-    and ecx, dword ptr [r15 + 512]
-    mov r8d, ecx
-    mov ecx, dword ptr [r15 + 384]
-    mov rdi, rcx
-    movzx ecx, byte ptr [r15 + rbp + 1408]
-    mov ebp, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 768], 166
+    mov r8d, 185
+    mov r8d, 58
+    jmp 1f
+1:
+    mov r8d, 195
+    jmp 1f
+1:
+    mov r8d, r8d
+    mov r8d, r8d
+    jmp 1f
+1:
+    mov r8, r10
+    mov edi, 101
+    and r8, 8128
+    mov rdi, qword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 576], 10
     add r10, r11
     inc rbx
     dec r13
@@ -14327,183 +14238,176 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d11522_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11522_s_t
-    .p2align 3
-.Lc1_d11522_s:
-    .p2align 3
-    jmp .Lc1_d11522_j
-    .p2align 3
-    jmp .Lc1_d11522_j
-.Lc1_d11522_j:
-    vmovq qword ptr [r15 + 64], xmm11
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    movzx eax, byte ptr [r15 + 256]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], dil
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], al
+    movzx eax, bpl
+    jmp 1f
+1:
     mov dword ptr [r15 + 0], r8d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r10 + r10*1]
     mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 541130752
+    jz 1f
+1:
+    vmovq qword ptr [r15 + 0], xmm15
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm11
-    mov r8, r10
-    mov dword ptr [r15 + 320], eax
+    mov dword ptr [r15 + 0], eax
+    vmovdqu xmmword ptr [r15 + 192], xmm15
+    mov dword ptr [r15 + 384], eax
+    movsxd rax, dword ptr [r15 + 448]
+    mov ebp, 235
+    mov byte ptr [r15 + 512], r9b
+    mov ebp, 160
+    mov rbp, r10
+    mov r9d, ebp
+    movzx edi, byte ptr [r15 + 704]
     mov r9, r10
+    mov r8, r10
+    and r9, 1984
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm15
+    and rbp, 4032
+    mov r9, qword ptr [r15 + rbp + 3392]
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm11
-    mov dword ptr [r15 + 192], ebp
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 640]
-    mov r8, r9
-    mov r9d, r8d
-    mov dword ptr [r15 + 384], 94
-    movsxd rdx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r9, rax
-    mov rax, r9
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 448]
-    mov r9d, dword ptr [r15 + 384]
-    mov qword ptr [r15 + rbp + 3456], r9
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], ebp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], eax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c121:
-    lea rcx, [rip + .Lc1_d11576_j]
+    lea rcx, [rip + .Lc1_d11510_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11576_j_t
-.Lc1_d11576_j:
-    mov r9, r10
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
-    add r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx edx, sil
-    jmp 1f
-1:
-    mov esi, edx
-    mov rdi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, eax
-    movzx esi, cl
-    movzx ecx, byte ptr [r15 + 128]
-    movsxd rdx, dword ptr [r15 + 64]
+    jmp .Lc1_d11510_j_t
+.Lc1_d11510_j:
     mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], r9d
     and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 114
-    mov dword ptr [r15 + 768], ebp
+    mov byte ptr [r15 + rbp + 832], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 768]
+    mov ebp, dword ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 448]
+    mov r8d, 96
+    movzx r8d, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], r8d
+    mov qword ptr [r15 + 256], r8
+    jmp 1f
+1:
+    mov r8, r10
+    mov rdx, r8
+    mov rax, rbp
+    jmp 1f
+1:
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rdi
+    mov r8, r8
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, r8d
+    mov r8, rdx
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 576]
     mov rbp, r10
-    vpor xmm11, xmm11, xmm11
-    movsxd rcx, dword ptr [r15 + 128]
-    and rbp, 8128
-    movzx r9d, byte ptr [r15 + rbp + 7488]
-    movzx ebp, byte ptr [r15 + 256]
-    movzx edx, byte ptr [r15 + 320]
-    mov rax, qword ptr [r15 + 192]
-    mov rsi, rsi
-    mov qword ptr [r15 + 704], rsi
-    movzx esi, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 512], esi
-    mov qword ptr [r15 + 320], rsi
-    mov dword ptr [r15 + 512], esi
-    mov rsi, rbp
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 448]
+    mov rdx, qword ptr [r15 + 320]
+    mov rdi, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    and rbp, 16320
+    movsxd rsi, dword ptr [r15 + rbp + 15680]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], eax
+    mov dword ptr [r15 + 192], esi
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c122:
-    mov rbp, r10
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 78
-    movsxd rsi, dword ptr [r15 + 256]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], cl
-    movzx ecx, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 0], rcx
-    mov rcx, r9
-    mov dword ptr [r15 + 0], 1
-    movzx ecx, cl
-    movzx ecx, byte ptr [r15 + 0]
-    movzx ebp, cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, sil
-    mov ecx, esi
-    jmp 1f
-1:
-    movzx ecx, cl
-    movzx ecx, sil
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r9, r10
+    mov rbp, r10
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov dword ptr [r15 + 0], 132
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    and r9, 4032
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    mov r9, rax
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], 107
+    mov dword ptr [r15 + 512], 32
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 640]
+    mov ebp, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 128], rdi
+    mov dword ptr [r15 + 320], 245
     mov r8, r10
-    mov dword ptr [r15 + r9 + 3392], 115
-    and r8, 448
-    mov r9d, dword ptr [r15 + r8 + 832]
-    vpor xmm11, xmm11, xmm11
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 512]
-    mov rax, r8
+    mov edi, 121
+    add rdi, qword ptr [r15 + 192]
+    and r8, 1984
+    movzx esi, byte ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 448]
-    movsxd rdx, dword ptr [r15 + 64]
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 384]
-    movsxd rdi, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rax
+    mov r8, qword ptr [r15 + 256]
     jmp 1f
 1:
     add r10, r11
@@ -14511,59 +14415,63 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c123:
-    lea rcx, [rip + .Lc1_d11676_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11676_j_t
-.Lc1_d11676_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d11612_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11612_s_t
+    .p2align 3
+.Lc1_d11612_s:
+    .p2align 3
+    jmp .Lc1_d11612_j
+    .p2align 3
+    jmp .Lc1_d11612_j
+.Lc1_d11612_j:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 241
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], ecx
     mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 0], 184
-    movsxd rax, dword ptr [r15 + 0]
-    mov ecx, eax
-    mov eax, edi
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 256], 203
-    mov qword ptr [r15 + 192], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 94
+    movzx eax, byte ptr [r15 + 704]
     jmp 1f
 1:
-    add rax, qword ptr [r15 + 640]
-    mov ebp, eax
+    mov qword ptr [r15 + 768], r9
+    add rax, qword ptr [r15 + 320]
+    movzx r9d, dil
+    lea r8, [r10 + r10*1]
+    mov rdi, r8
+    and r8, 4032
+    mov rdi, qword ptr [r15 + r8 + 3392]
+    movzx r9d, al
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], 129
+    mov rcx, qword ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + 256]
+    mov ebp, 47
+    mov qword ptr [r15 + 384], rsi
+    mov rsi, rdi
     mov rbp, r10
-    mov byte ptr [r15 + 128], dl
-    movzx edx, byte ptr [r15 + 704]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], cl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rdx
-    jmp 1f
-1:
-    mov edx, ecx
-    mov dword ptr [r15 + 320], edx
-    mov rbp, r10
-    mov dword ptr [r15 + 448], ebp
-    mov edx, dword ptr [r15 + 320]
-    mov r8, r10
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 64]
+    mov byte ptr [r15 + r8 + 3456], cl
+    mov esi, r8d
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 181
+    movzx esi, byte ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 192]
+    mov r8, qword ptr [r15 + 64]
+    mov r8, r10
+    mov rcx, qword ptr [r15 + 320]
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 218
-    and r8d, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
     add r10, r11
@@ -14571,911 +14479,772 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c124:
-    mov r9d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d11667_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11667_j_t
+.Lc1_d11667_j:
     jmp 1f
 1:
+    mov rcx, qword ptr [r15 + 512]
+    mov rax, rcx
+    mov dword ptr [r15 + 256], ebp
+    mov ecx, edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov esi, dword ptr [r15 + 64]
-    mov rcx, rbp
-    mov byte ptr [r15 + 128], dil
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 768], rbp
-    movsxd rbp, dword ptr [r15 + 576]
-    movsxd r8, dword ptr [r15 + 64]
-    movzx edi, r9b
-    test ebx, 5120
+    mov r9, r10
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 512], sil
+    and r9, 8128
+    mov rbp, r10
+    movzx esi, byte ptr [r15 + r9 + 7488]
+    and rbp, 1984
+    and r9d, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 448]
+    mov edi, eax
+    test dword ptr [r15 + 67117723], 1073742112
     jz 1f
 1:
-    mov r8, r10
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rsi
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, dil
-    mov rdi, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], edi
-    mov edi, esi
-    mov byte ptr [r15 + 384], dil
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], edi
-    mov rdi, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    movzx r8d, cl
-    mov r8, r10
     mov rbp, r10
+    mov dword ptr [r15 + 192], ebp
+    add rcx, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 320], rcx
+    and rbp, 448
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + rbp + 832]
+    mov byte ptr [r15 + 384], sil
+    mov rbp, rax
     jmp 1f
 1:
-    and r8, 1984
-    mov esi, dword ptr [r15 + r8 + 1344]
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lock or dword ptr [r15 + 384], 49
+    jmp 1f
+1:
+    mov esi, 110
+    movzx esi, sil
+    mov rsi, rsi
+    mov dword ptr [r15 + 128], ecx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c125:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 256
-    setz al
-    lea rcx, [rip + .Lc1_d11781_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11781_s_t
-    .p2align 3
-.Lc1_d11781_s:
-    .p2align 3
-    jmp .Lc1_d11781_j
-    .p2align 3
-    jmp .Lc1_d11781_j
-.Lc1_d11781_j:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx esi, dl
+    and edx, dword ptr [r15 + 0]
+    mov ecx, 105
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 114
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 192], rdx
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov ecx, 219
-    mov byte ptr [r15 + 0], sil
-    mov dword ptr [r15 + 0], 101
-    movsxd rsi, dword ptr [r15 + 128]
-    vpxor xmm11, xmm11, xmm8
-    mov dword ptr [r15 + 192], eax
-    mov eax, dword ptr [r15 + 640]
-    lea rbp, [r10 + r10*1]
-    mov r9, r10
-    jmp 1f
-1:
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + 512], rsi
+    mov rbp, r10
+    movsxd rdx, dword ptr [r15 + 640]
     and rbp, 4032
-    mov r9, qword ptr [r15 + rbp + 3392]
-    movzx r8d, sil
-    mov r8, r8
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rsi
-    mov r8d, 23
-    mov r8d, eax
-    mov r8, r8
-    jmp 1f
-1:
-    movzx r8d, al
-    movsxd r8, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], r8d
-    jmp 1f
-1:
-    mov r8d, ecx
+    mov dword ptr [r15 + rbp + 3392], ebp
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
+    mov ebp, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + rbp + 3456]
-    mov byte ptr [r15 + 384], r8b
+    mov r9, r10
+    mov ecx, dword ptr [r15 + 256]
     jmp 1f
 1:
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 704]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rdx
     mov r8, r10
-    mov dword ptr [r15 + 320], ecx
-    mov rcx, r8
-    mov ecx, ebp
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r9b
-    movsxd r8, dword ptr [r15 + 128]
+    mov edx, 13
+    and r8, 8128
+    mov rdx, qword ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + 384]
+    mov eax, 195
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 64]
+    and r8d, dword ptr [r15 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c126:
-    lea rcx, [rip + .Lc1_d11843_j]
+    lea rcx, [rip + .Lc1_d11765_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11843_j_t
-.Lc1_d11843_j:
+    jmp .Lc1_d11765_j_t
+.Lc1_d11765_j:
     lea r8, [r10 + r10*1]
-    jmp 1f
-1:
     and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + 0], bpl
-    mov rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 110
+    mov byte ptr [r15 + r8 + 1408], al
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 320], ebp
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 49
-    mov eax, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 704], ecx
-    mov dword ptr [r15 + 192], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 384]
-    and esi, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 64], rdi
+    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 21
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm15
+    movzx ecx, byte ptr [r15 + 448]
+    mov eax, 247
+    add rcx, qword ptr [r15 + 768]
     mov rbp, r10
-    mov rcx, qword ptr [r15 + 512]
+    movzx eax, dil
+    mov rax, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 384], edi
     and rbp, 448
-    mov byte ptr [r15 + rbp + 832], dil
-    movzx ebp, byte ptr [r15 + 320]
+    mov qword ptr [r15 + rbp + 832], rdi
+    mov rbp, rcx
+    mov ecx, dword ptr [r15 + 128]
+    mov r9, r10
+    movzx edi, byte ptr [r15 + 512]
+    and r9, 4032
+    movsxd rdx, dword ptr [r15 + r9 + 3392]
+    mov r9d, eax
+    mov r9d, dword ptr [r15 + 192]
+    movzx esi, al
+    mov eax, esi
+    mov eax, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + r8 + 1408]
-    movzx r8d, byte ptr [r15 + 320]
-    movsxd rdx, dword ptr [r15 + 256]
-    movsxd rsi, dword ptr [r15 + 448]
-    mov r8d, 114
+    mov r8d, r8d
     jmp 1f
 1:
-    mov r8, r10
     jmp 1f
 1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], eax
-    mov dword ptr [r15 + 768], 235
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
-    mov eax, 122
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 128]
-    movzx eax, al
-    jmp 1f
-1:
+    mov dword ptr [r15 + 128], 145
+    mov r8d, 30
+    mov dword ptr [r15 + 256], ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c127:
-    movsxd rax, dword ptr [r15 + 0]
-    mov r8d, eax
-    mov eax, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, esi
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], eax
-    mov qword ptr [r15 + 0], rcx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx eax, r8b
+    movzx eax, byte ptr [r15 + 256]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], edi
     jmp 1f
 1:
     mov rax, rax
-    mov rax, qword ptr [r15 + 0]
-    jmp 1f
+    test dword ptr [r15 + 67117723], 33554436
+    jnz 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    movzx eax, al
-    mov rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 384], 197
-    jmp 1f
-1:
+    mov rax, r8
+    mov r8, r10
+    mov dword ptr [r15 + 384], r8d
     mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 512], ymm11
-    movsxd rax, dword ptr [r15 + 192]
-    and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 448]
-    mov ecx, ebp
-    movzx ebp, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 320], rdx
-    movzx edi, byte ptr [r15 + 128]
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 576], al
-    movsxd rax, dword ptr [r15 + 64]
-    movzx edx, byte ptr [r15 + 256]
-    vpor xmm11, xmm11, xmm11
-    mov esi, 94
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9, r10
-    movzx esi, byte ptr [r15 + 256]
+    movzx ebp, bpl
     mov rbp, r10
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], 160
+    mov r8, qword ptr [r15 + 448]
+    mov rdi, qword ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 576]
+    and rbp, 8128
+    lock or dword ptr [r15 + rbp + 7488], 46
+    movzx ebp, sil
+    mov rbp, qword ptr [r15 + 320]
+    mov esi, dword ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c128:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d11950_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11950_s_t
-    .p2align 3
-.Lc1_d11950_s:
-    .p2align 3
-    jmp .Lc1_d11950_j
-    .p2align 3
-    jmp .Lc1_d11950_j
-    .p2align 3
-    jmp .Lc1_d11950_j
-    .p2align 3
-    jmp .Lc1_d11950_j
-    .p2align 3
-    jmp .Lc1_d11950_j
-    .p2align 3
-    jmp .Lc1_d11950_j
-    .p2align 3
-    jmp .Lc1_d11950_j
-    .p2align 3
-    jmp .Lc1_d11950_j
-.Lc1_d11950_j:
-    mov ecx, ebp
-    jmp 1f
-1:
-    mov r8, r10
-    mov ecx, 232
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rax
-    movzx r8d, r8b
-    mov dword ptr [r15 + 128], eax
-    mov qword ptr [r15 + 640], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d11861_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11861_j_t
+.Lc1_d11861_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 101
+    vpaddd xmm15, xmm15, xmm15
+    mov dword ptr [r15 + 0], 34
+    and ecx, dword ptr [r15 + 0]
+    movzx esi, cl
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov dword ptr [r15 + 0], 73
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov ecx, 68
+    mov rbp, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov rsi, qword ptr [r15 + 0]
-    mov ecx, 233
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
-    add rax, qword ptr [r15 + 320]
-    mov r8, r10
-    jmp 1f
-1:
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    mov r8, r10
-    mov rbp, r8
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rsi
-    mov qword ptr [r15 + 192], r8
-    mov dword ptr [r15 + 704], 150
-    mov dword ptr [r15 + 320], r8d
-    mov r8, rax
-    mov rsi, qword ptr [r15 + 512]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], dil
     mov dword ptr [r15 + 64], ecx
+    mov ebp, ebp
+    movzx ebp, byte ptr [r15 + 192]
+    movzx ecx, bpl
+    mov ecx, esi
+    movsxd rsi, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 512], r8
+    add rsi, qword ptr [r15 + 704]
+    mov r8, r10
+    mov dword ptr [r15 + 64], edx
+    movzx edx, cl
+    and r8, 8128
+    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    mov r8, rcx
+    movzx r8d, r8b
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], r8d
-    jmp 1f
-1:
-    mov r8, rbp
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    mov r8, r10
+    mov edi, dword ptr [r15 + 640]
+    mov eax, r9d
+    movzx eax, byte ptr [r15 + 128]
+    and r8, 1984
+    movsxd r9, dword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 192]
+    or qword ptr [r15 + 384], 78
+    mov dword ptr [r15 + 256], edx
+    mov edx, dword ptr [r15 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c129:
-    lea rcx, [rip + .Lc1_d12012_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12012_j_t
-.Lc1_d12012_j:
-    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 184
-    mov dword ptr [r15 + 192], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
     jmp 1f
 1:
+    movzx edx, dl
+    mov dword ptr [r15 + 128], 201
+    vmovq xmm1, rdx
+    mov r8, r10
+    mov dword ptr [r15 + 64], 231
+    movzx eax, dl
+    and r8, 4032
+    movsxd rdx, dword ptr [r15 + r8 + 3392]
+    movzx r8d, byte ptr [r15 + 576]
     jmp 1f
 1:
-    mov ecx, 235
-    mov rcx, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 512], r8
-    movzx r8d, byte ptr [r15 + 256]
+    mov eax, eax
+    jmp 1f
+1:
+    mov rax, rcx
+    add rdx, qword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 384], ymm1
+    jmp 1f
+1:
     mov rbp, r10
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 384]
-    movzx esi, al
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    mov ebp, 47
-    mov ebp, 30
-    mov ebp, 172
-    mov rbp, r10
-    mov dword ptr [r15 + 768], 135
-    mov edi, ebp
-    and rbp, 8128
-    and edi, dword ptr [r15 + rbp + 7488]
-    mov rbp, r10
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], sil
+    mov rcx, r8
+    add qword ptr [r15 + 320], r8
+    mov r8, r10
     and rbp, 1984
-    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    add rcx, qword ptr [r15 + rbp + 1344]
+    and r8, 8128
+    movzx edi, byte ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + 768], dl
+    movzx r8d, al
+    movzx r8d, byte ptr [r15 + 512]
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 124
-    mov byte ptr [r15 + 320], bpl
-    mov ebp, dword ptr [r15 + 384]
-    mov rdx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], 169
+    mov ebp, 245
+    mov byte ptr [r15 + 256], sil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c130:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d11958_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11958_s_t
+    .p2align 3
+.Lc1_d11958_s:
+    .p2align 3
+    jmp .Lc1_d11958_j
+    .p2align 3
+    jmp .Lc1_d11958_j
+.Lc1_d11958_j:
+    .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rsi
-    jmp 1f
-1:
-    mov rsi, rbp
-    mov ebp, 72
-    mov ebp, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 61
-    movzx ebp, dl
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    jmp 1f
-1:
+    add rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    mov edx, 101
-    movsxd rdx, dword ptr [r15 + 448]
-    mov rsi, qword ptr [r15 + 576]
-    mov dword ptr [r15 + 128], esi
-    mov r8, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], 137
-    movzx esi, cl
-    mov rbp, r10
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], dl
-    mov byte ptr [r15 + 256], r8b
-    and rbp, 1984
-    movsxd r8, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], 31
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 448], bpl
+    mov rbp, qword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 384]
+    vpshufd xmm15, xmm15, 28
+    mov dword ptr [r15 + 320], 5
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 384]
-    mov edx, r9d
+    movzx eax, cl
+    mov byte ptr [r15 + 640], cl
+    mov rcx, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 192], sil
+    movzx esi, byte ptr [r15 + 448]
+    mov r9d, ebp
+    mov edi, ebp
+    mov rdi, qword ptr [r15 + 512]
     mov r9, r10
+    mov rax, rax
+    mov rax, rbp
+    mov rbp, r10
+    mov edx, dword ptr [r15 + 256]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 37
+    mov r9, r10
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r9, 4032
-    mov edx, dword ptr [r15 + r9 + 3392]
-    movsxd r9, dword ptr [r15 + 192]
-    movsxd rsi, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], esi
-    mov esi, 251
-    mov dword ptr [r15 + 320], 224
-    mov esi, 28
+    and r9, 16320
+    mov ebp, dword ptr [r15 + r9 + 15680]
+    mov r9d, ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c131:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d12114_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12114_s_t
-    .p2align 3
-.Lc1_d12114_s:
-    .p2align 3
-    jmp .Lc1_d12114_j
-    .p2align 3
-    jmp .Lc1_d12114_j
-.Lc1_d12114_j:
-    mov dword ptr [r15 + 256], esi
-    mov rsi, qword ptr [r15 + 704]
-    movsxd rcx, dword ptr [r15 + 64]
-    mov rax, rcx
-    mov ecx, 247
+    lea rcx, [rip + .Lc1_d12011_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12011_j_t
+.Lc1_d12011_j:
+    mov rcx, rcx
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    jmp 1f
-1:
-    vmovq xmm11, rax
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rcx
-    movzx esi, byte ptr [r15 + 0]
-    mov ecx, 72
-    mov ebp, 98
-    mov ecx, 143
-    movzx ecx, al
-    jmp 1f
-1:
-    mov ecx, 36
-    and eax, dword ptr [r15 + 512]
-    movzx edi, sil
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 448]
-    mov rbp, r10
-    mov r8, r10
-    mov rcx, qword ptr [r15 + 384]
-    and r8, 448
-    and esi, dword ptr [r15 + r8 + 832]
-    vmovdqu ymmword ptr [r15 + 320], ymm11
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm11
-    mov rbp, rbp
-    mov ebp, 244
-    mov rbp, r10
-    jmp 1f
-1:
-    movzx r8d, bpl
+    lea rbp, [r10 + r10*1]
+    mov ecx, 200
+    movzx ecx, cl
+    movzx ecx, dl
     and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], sil
-    mov ebp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + rbp + 7488], r9d
+    mov ecx, 187
+    add rcx, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r10 + r10*1]
+    movzx esi, bpl
+    mov r9, r10
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 1344]
+    and r9, 448
+    and esi, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, rbp
+    mov qword ptr [r15 + rbp + 7552], rsi
+    mov esi, esi
+    jmp 1f
+1:
+    mov esi, 60
+    mov rdi, qword ptr [r15 + 704]
+    movzx esi, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 35
+    mov dword ptr [r15 + 768], 81
+    mov r9, r8
+    mov r9d, esi
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], dil
+    mov dword ptr [r15 + r8 + 1408], r9d
+    movzx r8d, byte ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c132:
-    lea rcx, [rip + .Lc1_d12174_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12174_j_t
-.Lc1_d12174_j:
-    movzx edi, bpl
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov ecx, r8d
-    mov dword ptr [r15 + 0], 203
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rdi
-    movzx ebp, sil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 247
-    mov rbp, rbp
-    movsxd rbp, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 128]
-    vmovq qword ptr [r15 + 448], xmm11
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 192]
-    mov r8, r10
-    mov edi, 62
-    mov rsi, rdx
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 128
     mov r8, r10
     jmp 1f
 1:
-    mov qword ptr [r15 + 256], rbp
-    and r8, 1984
-    movzx ebp, byte ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 64]
-    movzx esi, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 768]
-    jmp 1f
-1:
-    movzx edx, r9b
-    jmp 1f
-1:
-    movzx edx, dl
-    movzx edx, byte ptr [r15 + 384]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c133:
-    mov edx, dword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov rdi, rdi
-    jmp 1f
-1:
-    add rdi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    mov edx, 85
-    mov edx, esi
-    mov rbp, r10
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 320]
-    and rbp, 1984
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
-    mov ebp, 200
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], ebp
-    jmp 1f
-1:
-    mov rbp, r10
-    mov r8, r9
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
-    mov ebp, r8d
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rdi
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 8128
-    movzx edi, byte ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 256]
-    mov r9d, dword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 128], r8
-    movsxd r8, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 640]
-    movsxd r8, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 192]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c134:
-    lea rcx, [rip + .Lc1_d12281_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12281_j_t
-.Lc1_d12281_j:
-    mov dword ptr [r15 + 0], 144
-    and eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    mov rbp, rbp
-    mov ebp, 123
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ebp
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 4
-    mov r8, r10
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 192], cl
     and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm11
-    lea r8, [r10 + r10*1]
+    movzx esi, byte ptr [r15 + r8 + 832]
+    movzx r8d, r9b
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 64]
-    and r8, 4032
-    mov r9d, dword ptr [r15 + r8 + 3392]
-    mov edi, r9d
-    movzx edi, byte ptr [r15 + 384]
-    mov rdx, qword ptr [r15 + r8 + 3456]
+    mov dword ptr [r15 + 384], 78
     jmp 1f
 1:
-    mov r8, rax
+    mov rbp, r10
+    mov dword ptr [r15 + 128], r8d
+    movsxd r9, dword ptr [r15 + 192]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], edi
     jmp 1f
 1:
-    mov r8, r10
-    mov byte ptr [r15 + 64], r8b
-    mov dword ptr [r15 + 320], ecx
-    mov qword ptr [r15 + 128], rcx
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov rcx, rax
-    mov dword ptr [r15 + 256], ecx
-    movzx ecx, byte ptr [r15 + 512]
-    mov byte ptr [r15 + 320], sil
-    mov qword ptr [r15 + 704], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov rbp, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    mov byte ptr [r15 + 0], bpl
+    mov ebp, ebp
+    lea rbp, [r10 + r10*1]
+    movzx r8d, r9b
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3456]
+    nop
+    mov byte ptr [r15 + 320], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, rbp
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    mov r9d, r8d
+    mov r9, rax
+    mov dword ptr [r15 + 576], ebp
+    mov r9, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 512], r9d
+    mov rdx, qword ptr [r15 + rbp + 3392]
+    movsxd rcx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], ecx
     movsxd rcx, dword ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c135:
-    mov rcx, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 512], ecx
-    mov qword ptr [r15 + 576], rcx
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, dword ptr [r15 + 0]
+.Lc1_b9_c133:
+    lea rcx, [rip + .Lc1_d12118_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12118_j_t
+.Lc1_d12118_j:
+    mov r9, r10
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    mov edx, 216
+    movzx r9d, byte ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r8d
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, ecx
-    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 512], r9b
+    vpor xmm15, xmm15, xmm15
+    mov r9d, dword ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 192]
+    mov r8, qword ptr [r15 + 448]
+    mov rcx, qword ptr [r15 + 384]
+    and ecx, dword ptr [r15 + 320]
     mov rbp, r10
-    mov byte ptr [r15 + 128], cl
-    mov ecx, ecx
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov dword ptr [r15 + 320], 212
+    movsxd rdx, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov ebp, r8d
-    test ebx, 1073741824
+    lock add qword ptr [r15 + 704], r8
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 194
+    mov dword ptr [r15 + 128], 230
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 128]
+    vpxor xmm1, xmm1, xmm15
+    movzx r8d, bpl
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 640]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c134:
+    movzx ebp, dl
+    mov rbp, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 256], r8
+    movzx ebp, byte ptr [r15 + 512]
+    test ebx, 1024
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov r8d, dword ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 384], edx
-    and rbp, 8128
-    mov rdx, qword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 768], rax
+    mov byte ptr [r15 + 128], dl
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 768]
-    movzx esi, byte ptr [r15 + 256]
-    mov eax, esi
-    jmp 1f
-1:
-    mov esi, eax
-    vpaddd xmm11, xmm11, xmm11
-    mov byte ptr [r15 + 448], r8b
-    jmp 1f
-1:
+    movzx edx, byte ptr [r15 + 64]
+    mov rbp, r10
     mov r8, r10
     jmp 1f
 1:
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7488]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], edx
+    mov rbp, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], edx
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 64]
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 832]
-    movzx r8d, byte ptr [r15 + rbp + 7552]
+    mov dword ptr [r15 + 192], ebp
+    movsxd rbp, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, eax
+    mov r8, r10
+    movzx ecx, byte ptr [r15 + 448]
+    and r8, 1984
+    xor dword ptr [r15 + r8 + 1344], eax
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c135:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 512
+    setz al
+    lea rcx, [rip + .Lc1_d12216_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12216_s_t
+    .p2align 3
+.Lc1_d12216_s:
+    .p2align 3
+    jmp .Lc1_d12216_j
+    .p2align 3
+    jmp .Lc1_d12216_j
+.Lc1_d12216_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 76
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 113
+    mov ebp, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov rbp, r10
+    movzx eax, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 576], r8
+    mov dword ptr [r15 + 512], ecx
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], eax
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 320]
+    add rax, qword ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 320]
+    mov rbp, rbp
+    mov rbp, r10
+    jmp 1f
+1:
+    mov edx, edx
+    jmp 1f
+1:
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rcx
+    mov qword ptr [r15 + 448], rax
+    movzx ecx, byte ptr [r15 + 128]
+    mov rbp, r10
+    mov edx, 20
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], 102
+    and rbp, 4032
+    mov rdx, qword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 128]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c136:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d12387_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12387_s_t
-    .p2align 3
-.Lc1_d12387_s:
-    .p2align 3
-    jmp .Lc1_d12387_j
-    .p2align 3
-    jmp .Lc1_d12387_j
-    .p2align 3
-    jmp .Lc1_d12387_j
-    .p2align 3
-    jmp .Lc1_d12387_j
-    .p2align 3
-    jmp .Lc1_d12387_j
-    .p2align 3
-    jmp .Lc1_d12387_j
-    .p2align 3
-    jmp .Lc1_d12387_j
-    .p2align 3
-    jmp .Lc1_d12387_j
-    .p2align 3
-    jmp .Lc1_d12387_j
-    .p2align 3
-    jmp .Lc1_d12387_j
-    .p2align 3
-    jmp .Lc1_d12387_j
-    .p2align 3
-    jmp .Lc1_d12387_j
-    .p2align 3
-    jmp .Lc1_d12387_j
-    .p2align 3
-    jmp .Lc1_d12387_j
-    .p2align 3
-    jmp .Lc1_d12387_j
-    .p2align 3
-    jmp .Lc1_d12387_j
-.Lc1_d12387_j:
-    vpaddd xmm11, xmm11, xmm11
-    vmovdqu ymmword ptr [r15 + 384], ymm2
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 512], rbp
-    mov byte ptr [r15 + 128], bpl
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 704], rbp
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d12271_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12271_j_t
+.Lc1_d12271_j:
     mov rbp, r10
-    mov edi, ebp
-    and rbp, 4032
-    mov edi, dword ptr [r15 + rbp + 3392]
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 768]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    lea rbp, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7552], ebp
+    mov r8, r10
+    mov edx, 115
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 192]
-    movsxd rsi, dword ptr [r15 + 320]
-    mov edx, 1
+    and r8, 1984
+    mov rdx, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 64], 246
+    mov r8, qword ptr [r15 + 704]
+    mov rax, rbp
+    movzx eax, byte ptr [r15 + 384]
+    mov r9d, 232
+    mov r9, rbp
     jmp 1f
 1:
-    mov r9, r10
-    mov rbp, r10
-    mov edx, dword ptr [r15 + 512]
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 832]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 200
-    movzx ebp, dil
-    mov rbp, qword ptr [r15 + 448]
-    movzx r9d, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 256], 177
-    and r9d, dword ptr [r15 + 640]
-    movzx r9d, sil
-    vpcmpeqb xmm11, xmm11, xmm14
+    mov rsi, rcx
+    mov rcx, qword ptr [r15 + 512]
+    mov rdi, qword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 320], rbp
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 448], rbp
+    mov byte ptr [r15 + 512], r9b
+    mov r9d, 188
+    mov rbp, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 256], r8
+    jmp 1f
+1:
+    movzx r9d, dil
     jmp 1f
 1:
     add r10, r11
@@ -15483,428 +15252,412 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c137:
-    lea rcx, [rip + .Lc1_d12455_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12455_j_t
-.Lc1_d12455_j:
-    mov dword ptr [r15 + 0], eax
-    movzx eax, cl
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 0], 27
+    mov eax, 241
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    movsxd rax, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    mov rbp, r10
-    mov r9, rax
-    movsxd rax, dword ptr [r15 + 0]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov dword ptr [r15 + 448], 147
-    mov rbp, qword ptr [r15 + 512]
-    mov esi, ecx
-    mov ecx, dword ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], r9
-    mov qword ptr [r15 + 256], rdi
-    mov rdi, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 128], eax
-    mov dword ptr [r15 + 320], edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 64]
-    add rdi, qword ptr [r15 + 192]
-    movzx eax, byte ptr [r15 + 576]
-    movzx edx, byte ptr [r15 + 64]
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 448], esi
-    and r8, 8128
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    mov rax, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r10
-    mov dword ptr [r15 + r8 + 7488], 54
-    mov rsi, qword ptr [r15 + r8 + 7552]
+    movsxd rax, dword ptr [r15 + 448]
+    and r9, 448
+    movzx edx, byte ptr [r15 + r9 + 832]
+    mov r9d, 28
+    mov r9d, 184
+    mov r8d, eax
     jmp 1f
 1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], ebp
+    mov eax, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 536870976
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 384], 103
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3392]
+    movzx ebp, byte ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 128]
+    mov rdx, r8
+    vmovq qword ptr [r15 + 512], xmm15
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 256]
+    mov rdi, rdx
+    nop
+    mov rbp, r10
+    jmp 1f
+1:
+    and edx, dword ptr [r15 + r8 + 3456]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 171
+    movzx ebp, byte ptr [r15 + 576]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c138:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d12372_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12372_s_t
+    .p2align 3
+.Lc1_d12372_s:
+    .p2align 3
+    jmp .Lc1_d12372_j
+    .p2align 3
+    jmp .Lc1_d12372_j
+.Lc1_d12372_j:
+    and ecx, dword ptr [r15 + 0]
+    mov eax, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + 0], 126
+    movzx eax, dl
+    mov byte ptr [r15 + 0], cl
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 448]
+    mov eax, edx
+    mov rax, rbp
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov rbp, rcx
+    mov rbp, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rsi
-    mov dword ptr [r15 + 320], 201
-    mov dword ptr [r15 + 320], edi
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + 640], 113
-    and r9, 448
+    jmp 1f
+1:
     mov r8, r10
-    mov dword ptr [r15 + r9 + 832], 92
-    and r8, 4032
-    mov edi, dword ptr [r15 + r8 + 3392]
-    mov r8, rdx
-    mov r8d, eax
-    mov rax, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rax
+    mov rdx, rcx
+    mov ecx, dword ptr [r15 + 512]
+    and r8, 8128
+    movsxd rsi, dword ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + 640], sil
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov rsi, r9
+    movzx esi, byte ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + 128]
+    mov r9d, 133
+    movzx r9d, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 384], rdx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 704], rcx
+    mov rcx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 256], 142
     mov r8, r10
-    mov byte ptr [r15 + r9 + 896], r9b
-    jmp 1f
-1:
-    and r8, 16320
-    mov r9, qword ptr [r15 + r8 + 15680]
-    mov byte ptr [r15 + 448], bpl
-    movzx r8d, byte ptr [r15 + 384]
-    vmovq xmm14, rdx
-    movzx edx, r8b
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 167
-    mov eax, ebp
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rax, r8
-    mov rax, rax
+    mov rdx, rsi
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 225
+    mov dword ptr [r15 + 320], 146
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c139:
-    lea rcx, [rip + .Lc1_d12551_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12551_j_t
-.Lc1_d12551_j:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 448]
-    mov r8d, 6
-    mov r8, rdx
-    jmp 1f
-1:
-    mov edx, 128
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 128]
-    movzx ebp, cl
-    mov ecx, eax
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    jmp 1f
-1:
-    movzx eax, r8b
-    mov rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edi
-    movzx r8d, sil
-    mov edi, dword ptr [r15 + 0]
     mov r8, r10
-    mov rcx, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov edx, 235
+    mov rdx, rcx
+    movzx ecx, byte ptr [r15 + 512]
+    and r8, 448
+    mov rdx, qword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 448], esi
+    mov byte ptr [r15 + 0], sil
+    mov rsi, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    movzx edi, byte ptr [r15 + r8 + 1344]
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 704]
-    mov qword ptr [r15 + 64], rdi
-    mov edi, ecx
-    mov dword ptr [r15 + 512], edi
-    mov edi, ecx
-    movzx edi, byte ptr [r15 + 192]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 162
+    mov edx, 200
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, cl
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 192]
     mov r8, r10
-    mov r9, r8
-    movzx r9d, byte ptr [r15 + 384]
-    mov rbp, r10
+    mov rcx, qword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 192]
+    mov edi, dword ptr [r15 + 448]
     and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    mov ebp, r8d
-    movzx r8d, bpl
-    movzx ebp, r8b
-    .byte 0x66, 0x90
-    movsxd r8, dword ptr [r15 + 256]
-    mov esi, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 228
-    jmp 1f
-1:
+    movsxd r9, dword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 384]
+    mov rax, rcx
+    movzx ecx, byte ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], 31
+    mov r8, r10
+    mov dword ptr [r15 + 256], r8d
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    mov r8d, r8d
+    mov r8d, 82
+    mov r8, rsi
+    mov esi, dword ptr [r15 + 384]
+    add rsi, qword ptr [r15 + 768]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c140:
-    mov r8d, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 0], esi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d12475_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12475_j_t
+.Lc1_d12475_j:
+    mov r8, r10
+    mov ecx, 155
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    and esi, dword ptr [r15 + 0]
+    mov r8d, 106
+    mov r8d, 121
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rbp
+    add r8, qword ptr [r15 + 0]
+    add qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 512], r8b
-    movzx r8d, r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
+    mov rdi, r8
+    mov edi, dword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 268435456
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], ecx
+    movzx ecx, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 512], rcx
+    jmp 1f
+1:
     mov r8, r10
     jmp 1f
 1:
-    mov rsi, r8
-    and r8, 1984
-    add rsi, qword ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 384]
-    movzx ebp, bpl
-    mov byte ptr [r15 + 64], dil
-    movsxd rbp, dword ptr [r15 + 64]
+    mov ecx, r8d
+    and r8, 16320
+    add rcx, qword ptr [r15 + r8 + 15680]
+    add r8, qword ptr [r15 + 256]
+    mov rsi, rdi
+    mov rdi, rdi
+    jmp 1f
+1:
     mov r9, r10
-    mov rdi, qword ptr [r15 + 768]
-    mov ecx, 92
-    and esi, dword ptr [r15 + 384]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    mov dword ptr [r15 + 256], r8d
-    movzx r9d, r9b
+    mov byte ptr [r15 + 128], dl
+    mov edi, dword ptr [r15 + 384]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    mov qword ptr [r15 + 576], r9
     jmp 1f
 1:
-    mov r9, r9
-    mov dword ptr [r15 + 448], edi
-    movzx r9d, dl
-    mov r9, r10
-    mov dword ptr [r15 + 128], 105
-    and r9, 8128
-    movsxd rdi, dword ptr [r15 + r9 + 7488]
-    mov r9d, edi
-    mov r9d, 94
+    movzx r9d, byte ptr [r15 + 448]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], r9b
-    mov qword ptr [r15 + 192], rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c141:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d12663_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12663_s_t
-    .p2align 3
-.Lc1_d12663_s:
-    .p2align 3
-    jmp .Lc1_d12663_j
-    .p2align 3
-    jmp .Lc1_d12663_j
-.Lc1_d12663_j:
-    mov r9, r10
-    mov rcx, r9
+    lea rcx, [rip + .Lc1_d12529_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12529_j_t
+.Lc1_d12529_j:
     jmp 1f
 1:
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 448]
+    movzx r9d, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 704], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpaddd xmm1, xmm1, xmm1
+    and r9d, dword ptr [r15 + 0]
+    mov edi, 240
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 176
-    mov r8, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 320]
-    add rax, qword ptr [r15 + 448]
-    mov rsi, rax
-    movsxd rax, dword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 640], ymm14
-    mov rbp, r10
-    mov rdx, rcx
-    mov ecx, dword ptr [r15 + 256]
+    and r9d, dword ptr [r15 + 0]
     mov r8, r10
-    and rbp, 1984
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 1344]
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 832]
-    movzx r8d, bpl
+    mov rdi, rcx
+    mov ecx, ecx
+    and r8, 1984
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + r8 + 1344], r9b
+    mov r9, r10
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 7488]
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    movzx r8d, r8b
-    mov r8d, 245
-    mov r8, qword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], edx
+    movzx r9d, bpl
+    mov rdx, qword ptr [r15 + 320]
     jmp 1f
 1:
-    mov rdx, r8
-    movzx edx, cl
+    add rax, qword ptr [r15 + 128]
+    mov r9d, 38
+    movsxd r9, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], edx
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 64]
+    mov edx, edi
+    movsxd rdi, dword ptr [r15 + 192]
+    mov edi, dword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + rbp + 7552]
+    movzx ebp, byte ptr [r15 + 384]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c142:
-    lea rcx, [rip + .Lc1_d12723_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12723_j_t
-.Lc1_d12723_j:
-    mov dword ptr [r15 + 384], 118
-    movzx ecx, byte ptr [r15 + 0]
-    mov edx, 238
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, esi
+    movsxd rcx, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 768], rcx
+    mov rcx, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov eax, edi
+    mov rdi, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 0], bpl
+    add rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 61
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov edx, 189
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], 145
-    mov rdx, rdx
-    mov edx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], ecx
-    test ebx, 5120
-    jz 1f
-1:
-    mov rbp, r10
-    movzx edx, byte ptr [r15 + 192]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 213
-    mov dword ptr [r15 + 512], ecx
-    movzx ebp, byte ptr [r15 + 256]
-    movzx ecx, dil
-    mov ecx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rcx
-    mov r8, r10
-    mov dword ptr [r15 + 128], esi
-    jmp 1f
-1:
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    movsxd rsi, dword ptr [r15 + 704]
-    mov r8, r10
-    movzx edi, r8b
-    movsxd rdi, dword ptr [r15 + 768]
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
+    lea rbp, [r10 + r10*1]
+    vmovdqu ymmword ptr [r15 + 320], ymm1
+    movzx r8d, byte ptr [r15 + 64]
+    mov r9, r10
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3456]
+    and eax, dword ptr [r15 + 384]
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 64], 176
+    mov r9, r10
+    mov edx, r9d
+    mov edx, r8d
+    mov r8, qword ptr [r15 + 576]
+    and r9, 1984
+    mov r8, qword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 320], 95
+    mov r9d, ecx
+    movzx r9d, byte ptr [r15 + rbp + 3392]
+    vpaddd xmm1, xmm1, xmm1
+    mov ebp, dword ptr [r15 + 128]
+    mov eax, 248
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c143:
-    mov dword ptr [r15 + 0], ecx
-    mov rcx, qword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    movzx r8d, cl
-    mov rcx, rbp
-    mov rcx, rcx
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdi, dword ptr [r15 + 128]
-    mov rcx, rdi
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + 320], bpl
-    mov qword ptr [r15 + 384], rbp
-    mov edi, r8d
-    and rbp, 448
-    mov r8, r10
-    mov dword ptr [r15 + rbp + 896], 55
-    mov esi, dword ptr [r15 + 640]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    mov r8, qword ptr [r15 + 320]
-    mov rdx, qword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 64]
-    mov r9, qword ptr [r15 + 256]
-    add r9, qword ptr [r15 + 192]
-    mov r8d, r9d
-    mov r9, rsi
-    movzx r9d, byte ptr [r15 + 384]
-    mov r9, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 576], rdx
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d12625_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12625_j_t
+.Lc1_d12625_j:
     mov rbp, r10
     jmp 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 215
+    movzx ecx, bpl
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 157
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    movzx edi, dil
+    mov rbp, qword ptr [r15 + 384]
+    add rdi, qword ptr [r15 + 512]
+    and edi, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 320], ymm1
+    mov rcx, qword ptr [r15 + 640]
+    mov r8, r10
+    mov r9, qword ptr [r15 + 128]
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 192]
+    mov eax, eax
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], bpl
+    mov dword ptr [r15 + 192], r8d
+    mov r8, r10
+    mov ebp, 52
+    jmp 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r9d
+    mov byte ptr [r15 + 448], dl
+    mov qword ptr [r15 + 256], rsi
+    jmp 1f
+1:
     jmp 1f
 1:
     add r10, r11
@@ -15912,789 +15665,752 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c144:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4096
-    setz al
-    lea rcx, [rip + .Lc1_d12822_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12822_s_t
-    .p2align 3
-.Lc1_d12822_s:
-    .p2align 3
-    jmp .Lc1_d12822_j
-    .p2align 3
-    jmp .Lc1_d12822_j
-.Lc1_d12822_j:
-    mov dword ptr [r15 + 512], ecx
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
     mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, rdx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    mov rsi, rbp
+    mov dword ptr [r15 + 128], 201
+    mov r8d, dword ptr [r15 + 704]
+    movzx esi, byte ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 512]
     jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
-    movzx ecx, r9b
-    movzx ecx, r9b
-    jmp 1f
-1:
-    mov r9d, 227
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movsxd r8, dword ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 384]
+    mov rsi, rcx
     mov r9, r10
-    movzx ecx, dl
-    and edx, dword ptr [r15 + 448]
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
-    mov r9d, dword ptr [r15 + 192]
     jmp 1f
 1:
-    vmovq xmm14, r9
-    jmp 1f
-1:
-    mov r9, r10
-    mov dword ptr [r15 + 128], 47
-    movsxd r8, dword ptr [r15 + 704]
-    mov eax, dword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 64]
     and r9, 4032
-    mov ebp, dword ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 64]
-    mov r9, r10
-    mov rdi, qword ptr [r15 + 384]
-    and r9, 1984
-    movzx esi, byte ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + r9 + 3392], edx
+    mov dword ptr [r15 + 768], ebp
+    mov dword ptr [r15 + 320], 68
+    movzx r9d, byte ptr [r15 + 512]
+    mov rbp, r10
+    mov edx, dword ptr [r15 + 320]
+    mov esi, edx
     jmp 1f
 1:
+    and rbp, 8128
+    add rdx, qword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 448], edi
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], al
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c145:
-    lea rcx, [rip + .Lc1_d12881_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12881_j_t
-.Lc1_d12881_j:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], r9
-    mov r9d, 74
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    mov r9d, 228
-    mov r9d, 100
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, ecx
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 384], 194
-    movzx eax, byte ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 448], 121
-    mov rax, rdi
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 512]
-    movzx ecx, dl
-    mov r9, r10
-    mov qword ptr [r15 + 256], r9
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 512]
-    and r9, 448
-    movzx edx, byte ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 768]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rax
-    mov eax, dword ptr [r15 + 576]
-    mov ebp, dword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 536870912
+    setz al
+    lea rcx, [rip + .Lc1_d12721_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12721_s_t
+    .p2align 3
+.Lc1_d12721_s:
+    .p2align 3
+    jmp .Lc1_d12721_j
+    .p2align 3
+    jmp .Lc1_d12721_j
+.Lc1_d12721_j:
     mov r8, r10
-    movzx edi, r8b
-    movzx edi, byte ptr [r15 + 64]
+    jmp 1f
+1:
     and r8, 8128
-    mov rsi, qword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 62
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 384], al
+    jmp 1f
+1:
+    vpshufd xmm15, xmm1, 203
+    movzx eax, byte ptr [r15 + 320]
+    mov rbp, r10
+    mov ecx, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 576], cl
+    movzx ecx, r8b
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov rbp, rdi
+    movzx ebp, al
+    mov rbp, rbp
+    mov dword ptr [r15 + 128], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r10
+    mov eax, 28
+    jmp 1f
+1:
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 256], 189
+    mov rdi, rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c146:
-    mov rbp, r10
-    vmovdqu ymmword ptr [r15 + 448], ymm14
-    and rbp, 4032
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, bpl
-    jmp 1f
-1:
-    movzx ebp, sil
-    mov ebp, 247
-    mov dword ptr [r15 + 0], 43
-    mov dword ptr [r15 + 0], edi
-    movzx edi, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rdi
+    mov ebp, 101
+    movzx ebp, byte ptr [r15 + 192]
+    mov edi, ecx
+    mov dword ptr [r15 + 0], 0
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov esi, ebp
+    vpaddd xmm1, xmm1, xmm1
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 128], sil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov ecx, edi
+    and edi, dword ptr [r15 + 128]
+    mov ecx, edi
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, r10
-    movsxd rsi, dword ptr [r15 + 256]
-    and esi, dword ptr [r15 + 320]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    movsxd rbp, dword ptr [r15 + 320]
+    mov edi, edi
+    mov r8, r10
+    mov rdi, r8
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r9b
     jmp 1f
 1:
-    mov qword ptr [r15 + 640], rdi
-    mov qword ptr [r15 + 64], rbp
+    movzx r9d, r8b
+    mov dword ptr [r15 + 64], 24
+    mov r9, qword ptr [r15 + 320]
+    movzx r8d, r9b
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 512]
-    movzx edi, bpl
+    mov r9, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov rbp, r10
+    mov rdi, qword ptr [r15 + 640]
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 92
-    movzx eax, bpl
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 384], 147
-    vpshufd xmm4, xmm14, 143
+    mov r9, r10
+    vpshufd xmm1, xmm1, 245
+    movzx eax, byte ptr [r15 + 384]
+    and r9, 448
+    mov edx, dword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 704]
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 256], dil
+    mov r9, r10
+    mov dword ptr [r15 + 64], r8d
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 250
+    mov r9d, ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c147:
-    lea rcx, [rip + .Lc1_d12981_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12981_j_t
-.Lc1_d12981_j:
-    movzx ecx, bpl
-    jmp 1f
-1:
-    movzx ecx, bpl
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov r8, r10
-    mov r9, r10
-    mov eax, dword ptr [r15 + 0]
-    and r9, 1984
-    mov edx, dword ptr [r15 + r9 + 1344]
-    mov r9d, edx
-    and r8, 16320
-    mov qword ptr [r15 + r8 + 15680], r8
-    jmp 1f
-1:
-    mov r8d, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, r8b
-    movzx r8d, bpl
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d12831_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12831_s_t
+    .p2align 3
+.Lc1_d12831_s:
+    .p2align 3
+    jmp .Lc1_d12831_j
+    .p2align 3
+    jmp .Lc1_d12831_j
+    .p2align 3
+    jmp .Lc1_d12831_j
+    .p2align 3
+    jmp .Lc1_d12831_j
+    .p2align 3
+    jmp .Lc1_d12831_j
+    .p2align 3
+    jmp .Lc1_d12831_j
+    .p2align 3
+    jmp .Lc1_d12831_j
+    .p2align 3
+    jmp .Lc1_d12831_j
+.Lc1_d12831_j:
     mov rbp, r10
+    mov edx, 216
+    mov rcx, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    movzx ebp, r8b
+    mov dword ptr [r15 + 128], eax
+    movzx ebp, byte ptr [r15 + 384]
+    movzx eax, dl
+    mov edx, dword ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 768]
     jmp 1f
 1:
     jmp 1f
 1:
-    add rax, qword ptr [r15 + 256]
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    mov ebp, r9d
-    vmovdqu ymmword ptr [r15 + 768], ymm4
-    mov qword ptr [r15 + 64], rax
+    mov qword ptr [r15 + 0], rdx
     jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 384]
-    mov rbp, qword ptr [r15 + 704]
-    movsxd r9, dword ptr [r15 + 512]
-    mov rdx, r9
-    mov dword ptr [r15 + 320], ecx
-    mov qword ptr [r15 + 448], rdx
-    mov r9, qword ptr [r15 + 384]
-    mov rdx, qword ptr [r15 + 128]
-    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 8388608
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov rdx, rax
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rax
+    mov edx, 172
+    movsxd rax, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], eax
+    mov byte ptr [r15 + 512], bpl
+    mov r8, r10
+    movsxd rbp, dword ptr [r15 + 320]
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c148:
+    lea rcx, [rip + .Lc1_d12890_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12890_j_t
+.Lc1_d12890_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 64
-    movzx r9d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, ebp
+    vmovdqu ymmword ptr [r15 + 320], ymm1
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 448], cl
+    add rcx, qword ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rbp, r10
     jmp 1f
 1:
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 320], 71
-    mov dword ptr [r15 + 576], edx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 256], r9d
-    jmp 1f
-1:
-    vpshufd xmm4, xmm4, 217
     and rbp, 4032
-    and r9d, dword ptr [r15 + rbp + 3392]
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 192], rsi
+    mov r9, r10
+    mov rsi, qword ptr [r15 + 640]
     jmp 1f
 1:
+    mov rbp, r10
+    and r9, 8128
+    mov rdi, qword ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 128]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 153
+    and r9d, dword ptr [r15 + 256]
+    mov rbp, rdi
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 512]
-    mov esi, 122
-    mov esi, 189
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], 112
-    vpcmpeqb xmm4, xmm4, xmm14
-    mov r8, rsi
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rbp
-    mov r8, r10
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 3456], r8
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    mov r8, qword ptr [r15 + 192]
+    mov ebp, 118
+    mov ebp, dword ptr [r15 + 512]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov ebp, edx
+    movzx edx, byte ptr [r15 + 384]
+    mov rdx, qword ptr [r15 + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c149:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16384
-    setz al
-    lea rcx, [rip + .Lc1_d13092_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13092_s_t
-    .p2align 3
-.Lc1_d13092_s:
-    .p2align 3
-    jmp .Lc1_d13092_j
-    .p2align 3
-    jmp .Lc1_d13092_j
-.Lc1_d13092_j:
-    mov ecx, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 128], eax
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 201
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
-    mov r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 384], xmm4
+    movzx r8d, bpl
+    mov byte ptr [r15 + 0], r8b
+    mov r8d, ebp
+    mov dword ptr [r15 + 512], 14
+    add r8, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 704]
-    mov r9d, 99
+    mov rdx, rdx
+    movsxd rdx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], esi
+    mov dword ptr [r15 + 128], edx
+    mov byte ptr [r15 + 384], dl
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 72
-    mov byte ptr [r15 + 320], al
     jmp 1f
 1:
-    add rax, qword ptr [r15 + 448]
-    mov byte ptr [r15 + 64], r8b
-    mov r8d, dword ptr [r15 + 320]
-    lea r9, [r10 + r10*1]
-    mov byte ptr [r15 + 640], r9b
+    mov edx, 93
+    mov r9, r10
+    mov edx, dword ptr [r15 + 448]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 30
     jmp 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1408], 39
+    mov r9d, dword ptr [r15 + rbp + 896]
+    mov rbp, rcx
+    movsxd rbp, dword ptr [r15 + 192]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov rbp, r10
-    movsxd rsi, dword ptr [r15 + r9 + 1344]
-    mov r9, r10
-    and eax, dword ptr [r15 + 512]
-    and rbp, 8128
-    movzx edi, byte ptr [r15 + rbp + 7488]
-    vpcmpeqb xmm4, xmm4, xmm14
-    and r9, 448
-    movsxd rbp, dword ptr [r15 + r9 + 832]
+    mov ecx, r9d
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 704]
+    jmp 1f
+1:
+    mov edi, edx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c150:
-    lea rcx, [rip + .Lc1_d13143_j]
+    lea rcx, [rip + .Lc1_d12987_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13143_j_t
-.Lc1_d13143_j:
-    mov rbp, r10
+    jmp .Lc1_d12987_j_t
+.Lc1_d12987_j:
+    lea rbp, [r10 + r10*1]
+    and rbp, 1984
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + rbp + 1344]
     mov r9, r10
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    and r9, 4032
-    and ebp, dword ptr [r15 + r9 + 3392]
+    mov edi, dword ptr [r15 + 512]
+    mov ecx, 131
+    and r9, 16320
+    mov byte ptr [r15 + r9 + 15680], dl
+    movzx r9d, bpl
+    mov r9d, 234
+    mov qword ptr [r15 + 0], r9
+    mov r9d, ebp
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 255
+    mov r9d, 194
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov byte ptr [r15 + 0], cl
+    mov r9, qword ptr [r15 + 320]
+    mov qword ptr [r15 + rbp + 1408], rcx
+    mov dword ptr [r15 + 448], ecx
+    movzx ebp, r9b
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 384]
-    movsxd r8, dword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + 576]
+    mov rdx, qword ptr [r15 + 768]
+    mov r8d, 228
+    add rax, qword ptr [r15 + 64]
     mov r8, r10
-    vpmovmskb esi, xmm4
-    vmovdqu xmmword ptr [r15 + 320], xmm4
-    mov rsi, r9
+    mov dword ptr [r15 + 128], 228
     and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm4
-    mov byte ptr [r15 + 128], r8b
-    mov r8d, dword ptr [r15 + 768]
-    mov r9, r8
-    movsxd r8, dword ptr [r15 + 448]
-    mov rdi, qword ptr [r15 + 384]
+    mov qword ptr [r15 + r8 + 7488], r9
+    mov r8d, edi
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 512]
-    movzx r8d, byte ptr [r15 + 64]
-    movzx r8d, al
-    mov rax, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 256], 201
+    mov r8, rdx
     jmp 1f
 1:
-    mov ecx, 146
+    mov edx, 35
+    mov dword ptr [r15 + 384], 70
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx ecx, dl
-    jmp 1f
-1:
-    mov rdx, rsi
-    movzx edx, dl
+    mov qword ptr [r15 + 64], r8
+    mov edx, eax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c151:
-    movzx esi, cl
-    mov rdi, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 128], cl
-    mov esi, ecx
-    vmovq xmm4, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov byte ptr [r15 + 64], al
+    mov eax, 154
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 58
+    movzx eax, dl
+    mov dword ptr [r15 + 320], eax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 512], cl
-    mov ecx, dword ptr [r15 + 448]
-    add rcx, qword ptr [r15 + 320]
-    mov rax, rdi
     jmp 1f
 1:
-    mov rdi, rax
-    test ebx, 1073741824
+    mov rax, rax
+    mov rax, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 2163200
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 640], r8b
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], 131
+    mov byte ptr [r15 + 448], al
+    mov rbp, r10
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 128]
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm1
     mov r8, r10
-    mov byte ptr [r15 + 320], r8b
+    movzx ebp, cl
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
     jmp 1f
 1:
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    movzx ecx, byte ptr [r15 + 128]
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], edi
-    mov rdi, rax
-    mov byte ptr [r15 + 576], dil
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 384]
-    mov r8, r10
     mov r9, r10
-    vpmovmskb eax, xmm4
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rbp
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], ecx
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 256]
-    mov ecx, r8d
+    mov r8d, dword ptr [r15 + 384]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    movsxd r9, dword ptr [r15 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c152:
-    lea rcx, [rip + .Lc1_d13245_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13245_j_t
-.Lc1_d13245_j:
-    mov ecx, edi
-    mov rcx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    mov r9d, 106
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, dil
-    movzx edi, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], r8d
-    movzx r8d, sil
-    mov dword ptr [r15 + 192], 145
-    mov r8d, dword ptr [r15 + 704]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8388608
+    setz al
+    lea rcx, [rip + .Lc1_d13086_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13086_s_t
+    .p2align 3
+.Lc1_d13086_s:
+    .p2align 3
+    jmp .Lc1_d13086_j
+    .p2align 3
+    jmp .Lc1_d13086_j
+.Lc1_d13086_j:
     mov r9, r10
-    and r8d, dword ptr [r15 + 64]
-    mov esi, esi
     jmp 1f
 1:
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], dil
-    add r9, qword ptr [r15 + 448]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 186
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 209
+    movsxd rcx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 59
     mov rbp, r10
-    movsxd rdi, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 128]
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    mov ebp, eax
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], r9d
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov rbp, rbp
     mov rbp, r10
-    movzx edx, byte ptr [r15 + 512]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov dword ptr [r15 + 256], r9d
-    mov dword ptr [r15 + 320], 241
-    mov qword ptr [r15 + 64], r9
+    mov r9, rbp
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 320], 85
+    mov qword ptr [r15 + 128], r8
+    movzx r8d, byte ptr [r15 + 192]
+    movzx ebp, dl
     jmp 1f
 1:
+    mov rbp, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 512]
+    mov eax, r8d
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 704]
+    vmovdqu ymmword ptr [r15 + 256], ymm1
+    mov edi, dword ptr [r15 + 384]
+    movsxd rsi, dword ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c153:
-    mov rbp, r10
-    and rbp, 1984
-    mov r9d, dword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov r8, rdi
+    lea rcx, [rip + .Lc1_d13141_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13141_j_t
+.Lc1_d13141_j:
+    mov byte ptr [r15 + 384], r8b
+    add rcx, qword ptr [r15 + 512]
     jmp 1f
 1:
+    jmp 1f
+1:
+    movzx r8d, r8b
+    mov r8, rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edi, esi
-    movsxd rdi, dword ptr [r15 + 0]
+    mov r9, r10
     jmp 1f
 1:
-    movzx esi, bpl
-    mov esi, 196
-    mov dword ptr [r15 + 0], 140
-    and ebp, dword ptr [r15 + 0]
-    mov r8, r10
-    movsxd rsi, dword ptr [r15 + 448]
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    mov qword ptr [r15 + 192], rdi
-    mov dword ptr [r15 + 320], eax
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], eax
+    mov byte ptr [r15 + 64], dl
+    mov r9d, r9d
+    and r9d, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 448], r8b
+    test ebx, 1024
+    jz 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 576]
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], al
-    mov dword ptr [r15 + 512], 171
-    .byte 0x66, 0x90
+    mov byte ptr [r15 + 384], r8b
+    movsxd r8, dword ptr [r15 + 256]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 768]
-    mov r8, rbp
+    movzx r9d, dl
+    vmovdqu xmm1, xmmword ptr [r15 + 768]
+    mov dword ptr [r15 + 128], 201
+    mov r9, r10
+    vpshufd xmm15, xmm15, 119
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rbp
-    mov r8, qword ptr [r15 + 64]
-    mov rbp, r8
+    jmp 1f
+1:
     mov rbp, r10
-    mov edi, ebp
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], sil
-    mov qword ptr [r15 + 256], rax
+    and r9, 1984
+    movsxd rdx, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    and rbp, 4032
+    add r9, qword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 576]
+    mov eax, dword ptr [r15 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ebp, 27
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c154:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 65536
-    setz al
-    lea rcx, [rip + .Lc1_d13351_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13351_s_t
-    .p2align 3
-.Lc1_d13351_s:
-    .p2align 3
-    jmp .Lc1_d13351_j
-    .p2align 3
-    jmp .Lc1_d13351_j
-.Lc1_d13351_j:
+    mov rbp, qword ptr [r15 + 320]
+    mov r9d, ebp
+    mov dword ptr [r15 + 64], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
+    mov ebp, 244
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    mov rbp, qword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    movsxd rcx, dword ptr [r15 + 0]
-    vpor xmm4, xmm4, xmm4
-    mov rax, qword ptr [r15 + 0]
-    mov rbp, rax
-    movsxd rax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    mov edx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    mov edi, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 448], rsi
-    mov edi, dword ptr [r15 + 192]
+    mov r9d, dword ptr [r15 + 640]
+    movzx edx, dl
+    mov rdx, rbp
+    movzx edx, byte ptr [r15 + 384]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov eax, 189
+    mov rax, qword ptr [r15 + 704]
     mov r8, r10
-    mov dword ptr [r15 + 128], 123
-    mov edx, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 8128
-    mov esi, dword ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 320]
-    movzx edx, byte ptr [r15 + 256]
-    mov rbp, r10
-    mov dword ptr [r15 + 512], 254
-    movzx r9d, dil
-    and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], ebp
-    mov byte ptr [r15 + 640], dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], dil
-    movsxd rdi, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r10
-    movzx ecx, r9b
-    and rbp, 448
-    mov r9, qword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 128], ebp
+    vpmovmskb ebp, xmm1
+    mov ecx, dword ptr [r15 + 320]
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 832]
+    movzx r8d, dl
+    mov r8, r10
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 448]
+    and r8, 1984
+    mov rdi, qword ptr [r15 + r8 + 1344]
+    or qword ptr [r15 + 256], 15
+    mov qword ptr [r15 + 512], rcx
+    mov rcx, qword ptr [r15 + 192]
+    mov r8, rax
+    mov r8, qword ptr [r15 + 64]
+    mov esi, r8d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c155:
-    lea rcx, [rip + .Lc1_d13410_j]
+    lea rcx, [rip + .Lc1_d13241_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13410_j_t
-.Lc1_d13410_j:
-    mov ecx, 144
-    mov ecx, 44
-    movsxd rcx, dword ptr [r15 + 64]
+    jmp .Lc1_d13241_j_t
+.Lc1_d13241_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov qword ptr [r15 + 320], r9
-    and rbp, 1984
-    movzx r9d, byte ptr [r15 + rbp + 1344]
-    movzx edi, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov edx, 86
-    mov edx, dword ptr [r15 + rbp + 1408]
-    vpcmpeqb xmm4, xmm4, xmm14
-    mov ebp, dword ptr [r15 + 384]
-    mov r8d, 227
-    mov r8d, esi
-    mov r8d, r9d
-    mov r9d, edi
-    mov dword ptr [r15 + 704], 213
-    jmp 1f
-1:
-    mov r9, r10
-    mov byte ptr [r15 + 768], al
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    mov r9d, dword ptr [r15 + 192]
-    movzx eax, r9b
-    mov dword ptr [r15 + 256], edi
-    movzx r9d, dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 128]
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov rdi, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
     mov rbp, r10
     jmp 1f
 1:
-    movzx edi, al
-    mov eax, 113
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + rbp + 7488]
+    mov rbp, r10
+    movsxd r8, dword ptr [r15 + 256]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], sil
+    mov esi, 208
+    mov qword ptr [r15 + 384], rcx
+    mov rdi, r8
+    mov dword ptr [r15 + 64], 147
+    mov dword ptr [r15 + 128], 132
+    vmovdqu ymmword ptr [r15 + 448], ymm1
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], cl
+    movzx ebp, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 320], r9
+    mov r9d, esi
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 192]
+    mov rsi, qword ptr [r15 + 768]
+    mov ecx, 194
+    mov rcx, qword ptr [r15 + 384]
     jmp 1f
 1:
     add r10, r11
@@ -16702,81 +16418,73 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c156:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 110
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    jmp 1f
-1:
-    movzx ebp, al
-    add rax, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 448]
+    mov rcx, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 194
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], dil
-    movzx edi, al
-    movzx edi, al
-    mov rdi, rdi
+    mov rcx, r9
+    mov dword ptr [r15 + 0], 206
     jmp 1f
 1:
-    mov edi, 115
-    mov edi, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 256], sil
+    mov byte ptr [r15 + 512], sil
     mov r8, r10
-    mov esi, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 320]
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov r8, r10
+    and r9d, dword ptr [r15 + 192]
     and r8, 4032
-    movzx edx, byte ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 512], edx
-    mov qword ptr [r15 + 448], rdx
-    mov qword ptr [r15 + 192], rdi
-    lea r8, [r10 + r10*1]
-    mov edx, edi
-    movsxd rdx, dword ptr [r15 + 576]
-    movsxd rdi, dword ptr [r15 + 64]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    movzx r9d, byte ptr [r15 + 384]
-    mov rbp, r10
-    movzx ecx, byte ptr [r15 + r8 + 7552]
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 832]
-    mov rbp, r8
-    mov dword ptr [r15 + 320], edx
+    mov byte ptr [r15 + r8 + 3392], cl
+    jmp 1f
+1:
+    inc dword ptr [r15 + 320]
+    mov r8, r10
+    movzx ecx, sil
+    add rsi, qword ptr [r15 + 384]
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 256], r9d
+    add r8, qword ptr [r15 + 448]
+    and r8d, dword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 64]
+    movzx ebp, r9b
+    movzx r9d, byte ptr [r15 + 576]
+    jmp 1f
+1:
+    mov edx, 69
+    movsxd rdx, dword ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c157:
-    lea rcx, [rip + .Lc1_d13513_j]
+    lea rcx, [rip + .Lc1_d13336_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13513_j_t
-.Lc1_d13513_j:
-    mov qword ptr [r15 + 448], rcx
-    movzx ecx, r9b
+    jmp .Lc1_d13336_j_t
+.Lc1_d13336_j:
+    mov ecx, 121
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movzx ecx, dil
+    movzx ecx, dl
+    movzx edx, dl
     jmp 1f
 1:
-    movzx ecx, bpl
-    jmp 1f
-1:
-    movzx ebp, cl
-    add rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
+    vpmovmskb edx, xmm1
     jmp 1f
 1:
     mov dword ptr [r15 + 0], ebp
@@ -16784,49 +16492,53 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 200
-    mov r9d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 84
-    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 224
+    mov dword ptr [r15 + 0], 175
+    mov qword ptr [r15 + 0], rdx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 128]
-    mov r9d, r9d
-    movsxd r9, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 256], 164
+    and r9, 4032
+    movsxd rdx, dword ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + 384]
     jmp 1f
 1:
-    mov r8, r10
+    movsxd rcx, dword ptr [r15 + 64]
+    movzx ebp, r9b
     jmp 1f
 1:
-    mov esi, 44
-    and r8, 16320
-    movzx esi, byte ptr [r15 + r8 + 15680]
-    mov r8, rdi
-    mov r8, rdi
-    mov byte ptr [r15 + 640], cl
-    mov r8d, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 384], 102
-    mov ecx, edi
-    mov edi, 198
     jmp 1f
 1:
-    mov r8, r10
-    mov edi, r8d
-    mov edi, dword ptr [r15 + 512]
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
+    mov rbp, r10
+    mov dword ptr [r15 + 256], ebp
+    and rbp, 8128
+    movsxd rdi, dword ptr [r15 + rbp + 7488]
+    mov rbp, r10
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 704], ymm14
+    mov r8d, dword ptr [r15 + 512]
+    and rbp, 1984
+    vmovdqu xmmword ptr [r15 + rbp + 1344], xmm15
+    mov dword ptr [r15 + 192], r9d
+    mov rbp, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 640], ymm1
+    vmovdqu xmmword ptr [r15 + 704], xmm1
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
@@ -16835,699 +16547,615 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d13574_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d13395_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13574_s_t
+    jmp .Lc1_d13395_s_t
     .p2align 3
-.Lc1_d13574_s:
+.Lc1_d13395_s:
     .p2align 3
-    jmp .Lc1_d13574_j
+    jmp .Lc1_d13395_j
     .p2align 3
-    jmp .Lc1_d13574_j
-    .p2align 3
-    jmp .Lc1_d13574_j
-    .p2align 3
-    jmp .Lc1_d13574_j
-    .p2align 3
-    jmp .Lc1_d13574_j
-    .p2align 3
-    jmp .Lc1_d13574_j
-    .p2align 3
-    jmp .Lc1_d13574_j
-    .p2align 3
-    jmp .Lc1_d13574_j
-    .p2align 3
-    jmp .Lc1_d13574_j
-    .p2align 3
-    jmp .Lc1_d13574_j
-    .p2align 3
-    jmp .Lc1_d13574_j
-    .p2align 3
-    jmp .Lc1_d13574_j
-    .p2align 3
-    jmp .Lc1_d13574_j
-    .p2align 3
-    jmp .Lc1_d13574_j
-    .p2align 3
-    jmp .Lc1_d13574_j
-    .p2align 3
-    jmp .Lc1_d13574_j
-.Lc1_d13574_j:
+    jmp .Lc1_d13395_j
+.Lc1_d13395_j:
     jmp 1f
 1:
+    mov ecx, esi
+    vpcmpeqb xmm15, xmm15, xmm1
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 226
+    jmp 1f
+1:
+    movzx esi, al
+    mov esi, 250
+    mov dword ptr [r15 + 0], esi
+    mov rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm15, rsi
+    movzx esi, dil
+    mov dword ptr [r15 + 0], esi
+    movzx esi, cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 146
+    or qword ptr [r15 + 0], 6
+    mov rsi, rsi
+    mov byte ptr [r15 + 0], sil
     jmp 1f
 1:
-    mov ecx, eax
-    mov eax, r8d
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    movzx edi, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov r8, r10
-    mov rcx, r8
+    mov rsi, qword ptr [r15 + 384]
+    mov ecx, esi
+    mov dword ptr [r15 + 128], 47
     mov rbp, r10
-    mov edx, dword ptr [r15 + 0]
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], eax
+    movzx esi, byte ptr [r15 + 320]
+    mov r9d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    and rbp, 448
+    mov r8, r10
+    mov dword ptr [r15 + rbp + 832], 51
+    jmp 1f
+1:
+    mov rbp, r10
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    and rbp, 8128
+    add r8, qword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], al
-    movzx eax, byte ptr [r15 + 768]
-    movzx r8d, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rbp, rbp
-    movzx ebp, cl
-    mov rbp, qword ptr [r15 + 448]
-    movzx edi, byte ptr [r15 + 384]
-    mov esi, edi
-    vmovq xmm14, rsi
-    mov esi, 7
-    vmovdqu ymmword ptr [r15 + 128], ymm14
-    mov esi, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 512], 92
-    mov r9, r10
-    mov rdi, rax
-    movsxd rdi, dword ptr [r15 + 128]
-    movsxd rdi, dword ptr [r15 + 192]
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 832]
+    mov rbp, qword ptr [r15 + 64]
+    movzx eax, bpl
+    mov qword ptr [r15 + 768], r8
+    movzx r8d, r8b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c159:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx eax, sil
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
-    vpxor xmm4, xmm4, xmm14
-    movsxd rax, dword ptr [r15 + 0]
-    and r9, 8128
-    mov edi, dword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], esi
-    mov dword ptr [r15 + 128], 87
-    vpmovmskb esi, xmm4
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 7552], rsi
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov dword ptr [r15 + 0], ebp
     mov r9, r10
-    mov dword ptr [r15 + 192], 253
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm4
-    vpor xmm4, xmm4, xmm4
-    mov r9d, 101
-    movzx r9d, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 576]
-    mov rbp, r10
-    mov rdi, rbp
-    movsxd rdi, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r10 + r10*1]
+    mov r8d, edx
+    and r9, 1984
+    movsxd r8, dword ptr [r15 + r9 + 1344]
+    movzx r9d, al
     and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov ebp, dword ptr [r15 + 512]
-    mov rax, rax
-    mov dword ptr [r15 + 384], 123
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 320], 183
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    movzx r9d, byte ptr [r15 + 384]
+    mov edx, dword ptr [r15 + 128]
+    mov ecx, 252
+    movzx ecx, byte ptr [r15 + 640]
+    mov qword ptr [r15 + 320], rax
+    mov rax, r8
+    movzx eax, al
+    mov eax, eax
+    movzx eax, al
+    mov dword ptr [r15 + 576], 63
+    movzx eax, cl
+    mov qword ptr [r15 + 64], rdi
+    movzx eax, byte ptr [r15 + 384]
+    mov edi, dword ptr [r15 + rbp + 3456]
+    mov byte ptr [r15 + 448], dil
+    mov edi, edx
+    movzx edi, byte ptr [r15 + 448]
+    mov rbp, r10
+    mov esi, 113
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    movzx ebp, byte ptr [r15 + 512]
+    mov rsi, rax
+    mov dword ptr [r15 + 192], esi
+    mov dword ptr [r15 + 256], eax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c160:
-    lea rcx, [rip + .Lc1_d13693_j]
+    lea rcx, [rip + .Lc1_d13498_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13693_j_t
-.Lc1_d13693_j:
-    lea rbp, [r10 + r10*1]
-    and rbp, 1984
-    and ecx, dword ptr [r15 + rbp + 1408]
+    jmp .Lc1_d13498_j_t
+.Lc1_d13498_j:
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], r8b
-    mov dword ptr [r15 + rbp + 1344], 171
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], rbp
-    mov ebp, 12
+    mov ecx, 206
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 0], xmm4
-    movzx ebp, byte ptr [r15 + 0]
-    mov eax, ebp
+    movzx ebp, bpl
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm15
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
+    mov rbp, rbp
+    mov rbp, rdi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     movzx ebp, cl
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ebp, bpl
-    and ebp, dword ptr [r15 + 448]
-    mov rcx, rbp
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], ebp
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov rbp, r10
-    and ecx, dword ptr [r15 + 704]
-    and rbp, 448
-    mov r9, qword ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 384], rax
-    mov rax, rcx
-    movzx ecx, byte ptr [r15 + 128]
+    and ebp, dword ptr [r15 + 704]
     mov r8, r10
-    mov dword ptr [r15 + 320], 251
-    movzx esi, byte ptr [r15 + 64]
-    and r8, 4032
-    mov rdi, qword ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + 128], r8
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 832]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], r8d
-    movzx r8d, byte ptr [r15 + 640]
+    mov r8, r10
+    movsxd rdi, dword ptr [r15 + 384]
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm15
+    mov qword ptr [r15 + 448], rbp
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 512]
+    mov ebp, 157
+    mov dword ptr [r15 + 64], 163
+    mov ebp, dword ptr [r15 + 320]
+    mov r9, r10
+    movsxd rax, dword ptr [r15 + 256]
+    and r9, 16320
+    mov qword ptr [r15 + r9 + 15680], r9
+    movzx r9d, dl
+    movzx r9d, byte ptr [r15 + 192]
+    mov edx, edx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c161:
+    movzx eax, dl
+    vmovq qword ptr [r15 + 576], xmm15
+    mov byte ptr [r15 + 768], sil
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 2
+    mov qword ptr [r15 + 256], rdi
+    jmp 1f
+1:
+    mov edx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r8, rdi
-    mov byte ptr [r15 + 0], dil
+    mov dword ptr [r15 + 0], 14
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    mov r9, r9
     mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rcx
-    add r9, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 256], r8b
+    mov rbp, r10
+    mov eax, ebp
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 104
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    vpmovmskb ebp, xmm15
+    movzx ebp, dl
     jmp 1f
 1:
     jmp 1f
 1:
     mov r8, r10
-    mov rbp, r10
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    mov ebp, 106
+    mov edx, dword ptr [r15 + 512]
+    movzx ebp, al
+    mov rbp, qword ptr [r15 + 128]
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 192]
     jmp 1f
 1:
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 576]
-    and ebp, dword ptr [r15 + 768]
-    mov qword ptr [r15 + 64], rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], r9d
-    mov ebp, 77
-    vpmovmskb ebp, xmm4
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 448]
-    mov rsi, rax
-    movzx eax, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 128], eax
+    mov edi, dword ptr [r15 + 320]
     mov r9, r10
-    and eax, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], 206
     and r9, 1984
-    mov rdi, qword ptr [r15 + r9 + 1344]
+    mov rsi, qword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c162:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 256
-    setz al
-    lea rcx, [rip + .Lc1_d13798_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13798_s_t
-    .p2align 3
-.Lc1_d13798_s:
-    .p2align 3
-    jmp .Lc1_d13798_j
-    .p2align 3
-    jmp .Lc1_d13798_j
-.Lc1_d13798_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d13596_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13596_j_t
+.Lc1_d13596_j:
     mov rbp, r10
-    mov ecx, eax
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 134
-    movsxd rbp, dword ptr [r15 + 640]
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    mov ebp, esi
+    mov rbp, r9
+    mov byte ptr [r15 + 512], dl
+    mov dword ptr [r15 + 192], 54
+    mov ebp, 102
+    mov ebp, dword ptr [r15 + 384]
     jmp 1f
 1:
+    mov r9, rdi
+    jmp 1f
+1:
+    mov r9d, 238
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 75
+    mov r9d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov byte ptr [r15 + 0], cl
-    movsxd rcx, dword ptr [r15 + 0]
-    mov ebp, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 512], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 192]
-    movzx ebp, cl
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], eax
-    mov rax, r9
-    mov byte ptr [r15 + 128], cl
-    movzx eax, byte ptr [r15 + 448]
-    mov r9, r10
-    movsxd rcx, dword ptr [r15 + 384]
-    and r9, 4032
-    mov edx, dword ptr [r15 + r9 + 3392]
     movzx r9d, bpl
-    movzx edi, byte ptr [r15 + 320]
-    mov ebp, 251
-    mov rbp, qword ptr [r15 + 256]
+    mov rbp, rbp
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, r10
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 832]
+    and r8, 1984
+    movzx ebp, byte ptr [r15 + r8 + 1344]
+    mov eax, r9d
+    movzx r8d, r9b
+    mov r8d, 192
+    mov byte ptr [r15 + 640], r8b
+    movsxd r8, dword ptr [r15 + 320]
+    mov r9d, dword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], sil
+    jmp 1f
+1:
+    mov esi, esi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c163:
-    lea rcx, [rip + .Lc1_d13857_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13857_j_t
-.Lc1_d13857_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d13653_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13653_s_t
+    .p2align 3
+.Lc1_d13653_s:
+    .p2align 3
+    jmp .Lc1_d13653_j
+    .p2align 3
+    jmp .Lc1_d13653_j
+.Lc1_d13653_j:
+    mov rbp, r10
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 256]
-    movzx ebp, byte ptr [r15 + 0]
-    mov r9d, 93
-    mov byte ptr [r15 + 0], dil
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    movsxd rdi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 64], 46
-    mov r8, r10
-    mov byte ptr [r15 + 384], r8b
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    mov eax, dword ptr [r15 + 64]
+    movzx esi, al
+    mov byte ptr [r15 + 64], bpl
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 35
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    mov dword ptr [r15 + 512], 160
-    mov dword ptr [r15 + 128], 8
-    mov r8, rbp
-    test ebx, 1073741824
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 537001984
     jz 1f
 1:
-    mov dword ptr [r15 + 320], r9d
+    mov rax, rbp
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + 448]
-    vpmovmskb ebp, xmm4
     jmp 1f
 1:
-    vpmovmskb ebp, xmm14
-    mov qword ptr [r15 + 448], rdi
-    mov rbp, r10
-    mov rdi, qword ptr [r15 + 768]
-    and rbp, 448
-    add rdi, qword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 704], ecx
-    vmovq xmm14, rdi
-    jmp 1f
-1:
-    mov rbp, r10
-    vmovdqu xmm14, xmmword ptr [r15 + 384]
-    jmp 1f
-1:
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 128]
+    mov r8, r10
+    movzx esi, byte ptr [r15 + 512]
+    mov r9, r10
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], al
+    mov r8d, dword ptr [r15 + 384]
+    and r9, 1984
+    movzx eax, byte ptr [r15 + r9 + 1344]
+    movsxd r9, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], 217
+    mov rcx, rsi
+    mov esi, 163
+    vmovdqu ymmword ptr [r15 + 192], ymm15
+    mov qword ptr [r15 + 704], rdi
+    mov rsi, r8
+    mov edi, esi
+    movzx esi, dil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c164:
-    mov rbp, r10
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], r8
-    mov ebp, r9d
-    mov dword ptr [r15 + 128], 87
-    movsxd rbp, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 64], r9b
+    mov r8d, dword ptr [r15 + 320]
+    movsxd rsi, dword ptr [r15 + 128]
+    mov r9d, 159
     jmp 1f
 1:
-    mov r9d, 243
-    mov dword ptr [r15 + 0], r8d
-    mov qword ptr [r15 + 0], r9
-    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 162
-    mov r8, qword ptr [r15 + 0]
-    mov eax, r8d
-    mov r8d, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
     jmp 1f
 1:
-    lea r9, [r10 + r10*1]
-    and r8d, dword ptr [r15 + 320]
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1408]
+    mov edi, 13
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
+    movzx edi, r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rsi
+    mov esi, dword ptr [r15 + 576]
+    vpcmpeqb xmm15, xmm15, xmm1
+    mov r9d, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    movzx r8d, cl
     mov r8, r10
-    movsxd rdi, dword ptr [r15 + 384]
+    movzx ecx, dl
+    and esi, dword ptr [r15 + 448]
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 448]
-    and r8, 4032
-    movzx esi, byte ptr [r15 + r8 + 3392]
-    mov r8d, dword ptr [r15 + 576]
-    movzx r8d, byte ptr [r15 + 320]
+    mov rdx, rdx
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 512]
-    vpxor xmm14, xmm14, xmm4
+    mov rbp, r10
+    mov edx, eax
+    and rbp, 4032
+    movsxd rdx, dword ptr [r15 + rbp + 3392]
+    add rbp, qword ptr [r15 + 320]
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 246
-    mov r8, r8
-    vpxor xmm14, xmm14, xmm4
-    mov r8d, r8d
-    mov r8d, dword ptr [r15 + r9 + 1344]
-    mov r9, rdi
+    mov eax, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 512], r8
     jmp 1f
 1:
+    movzx r8d, byte ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 256]
     jmp 1f
 1:
+    and r8d, dword ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c165:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d13957_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13957_s_t
-    .p2align 3
-.Lc1_d13957_s:
-    .p2align 3
-    jmp .Lc1_d13957_j
-    .p2align 3
-    jmp .Lc1_d13957_j
-    .p2align 3
-    jmp .Lc1_d13957_j
-    .p2align 3
-    jmp .Lc1_d13957_j
-    .p2align 3
-    jmp .Lc1_d13957_j
-    .p2align 3
-    jmp .Lc1_d13957_j
-    .p2align 3
-    jmp .Lc1_d13957_j
-    .p2align 3
-    jmp .Lc1_d13957_j
-.Lc1_d13957_j:
-    mov ecx, r9d
-    mov rcx, rsi
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d13759_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13759_j_t
+.Lc1_d13759_j:
+    mov byte ptr [r15 + 192], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov rax, qword ptr [r15 + 0]
-    mov r8, r10
-    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    and r8, 1984
-    movsxd r9, dword ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    movzx ebp, cl
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, al
     mov rbp, r10
-    movsxd rsi, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], 68
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], bpl
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov r8, r10
+    mov rax, qword ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 640]
+    mov rdx, rdi
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm2
+    mov r8, r10
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 512], esi
-    mov byte ptr [r15 + 320], sil
-    movzx esi, byte ptr [r15 + 384]
-    mov rdi, qword ptr [r15 + 256]
-    mov edx, edi
+    and r8, 4032
+    movsxd rdi, dword ptr [r15 + r8 + 3392]
+    mov r8d, 63
+    mov r8d, eax
+    vmovq xmm15, r8
+    mov r8, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 256], 84
+    mov eax, edx
+    mov rax, rax
     jmp 1f
 1:
-    lea rbp, [r10 + r10*1]
-    movsxd rdi, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 320], r8d
+    movzx r8d, bpl
+    mov r8d, 242
+    movzx edx, dil
+    mov r8d, edx
     jmp 1f
 1:
-    and rbp, 8128
-    mov rdi, qword ptr [r15 + rbp + 7552]
-    mov edi, dword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 384], sil
-    movzx ebp, byte ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 64], eax
+    add rdx, qword ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov eax, 253
+    mov eax, dword ptr [r15 + 384]
+    movzx edi, r9b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c166:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14023_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14023_j_t
-.Lc1_d14023_j:
-    mov ecx, dword ptr [r15 + 128]
+    mov r8, r10
+    mov byte ptr [r15 + 512], dl
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 247
+    mov r8, r8
+    mov dword ptr [r15 + 384], 40
     jmp 1f
 1:
+    mov r8d, r9d
     jmp 1f
 1:
-    mov qword ptr [r15 + 192], rcx
-    mov dword ptr [r15 + 320], ecx
+    mov r8, r10
+    mov edi, dword ptr [r15 + 128]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    mov byte ptr [r15 + 320], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edi
+    mov edi, 164
+    mov rdi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r10
-    mov ecx, eax
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    mov eax, ecx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 576], rdi
-    movzx ecx, byte ptr [r15 + 512]
-    mov byte ptr [r15 + 64], bpl
-    lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 16384
+    and eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov byte ptr [r15 + 0], r8b
+    mov qword ptr [r15 + 0], rax
+    test ebx, 1564160
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 768]
-    mov byte ptr [r15 + 256], cl
+    mov rdx, rax
+    mov edx, edi
+    jmp 1f
+1:
+    mov byte ptr [r15 + 704], dl
+    mov edx, 92
+    movsxd rdi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 256], r9d
+    mov edx, 251
+    movsxd rdx, dword ptr [r15 + 64]
+    mov eax, edx
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], dil
     mov r8, r10
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3456]
     jmp 1f
 1:
-    and r8, 16320
-    movzx eax, byte ptr [r15 + r8 + 15680]
-    mov r8, qword ptr [r15 + 512]
-    mov edi, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 0], rdi
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    mov qword ptr [r15 + 0], rdi
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    movzx ebp, dil
-    mov dword ptr [r15 + 448], ecx
-    mov dword ptr [r15 + 384], 224
+    mov rdi, r8
+    and r8, 8128
+    mov edi, dword ptr [r15 + r8 + 7488]
+    movzx r8d, dil
+    mov rdx, qword ptr [r15 + 192]
+    mov edi, 195
+    movzx edi, al
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c167:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov edi, 7
+    lea rcx, [rip + .Lc1_d13865_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13865_j_t
+.Lc1_d13865_j:
+    mov dword ptr [r15 + 512], 236
+    mov dword ptr [r15 + 256], 48
+    mov ecx, dword ptr [r15 + 128]
+    mov edi, 240
+    mov dword ptr [r15 + 0], 254
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 54
-    and ebp, dword ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x00
-    lea r8, [r10 + r10*1]
-    vmovdqu ymmword ptr [r15 + 192], ymm14
-    movzx ecx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    movzx edi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, 111
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 89
+    mov r9, rcx
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    or qword ptr [r15 + 576], 98
+    mov qword ptr [r15 + 384], rdx
+    mov r9, r10
+    mov edx, dword ptr [r15 + 448]
+    and r9, 1984
+    vmovdqu xmmword ptr [r15 + r9 + 1344], xmm15
+    mov r9d, 191
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 231
+    mov r9, r10
+    mov eax, 171
+    mov r8, r10
+    and r9, 4032
+    mov rax, qword ptr [r15 + r9 + 3392]
     and r8, 448
-    mov byte ptr [r15 + r8 + 896], r8b
+    mov r9, qword ptr [r15 + r8 + 832]
+    mov edi, edx
+    movzx r8d, dl
+    mov r8d, dword ptr [r15 + 768]
+    mov edx, r8d
+    mov byte ptr [r15 + 64], al
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], ebp
-    mov rbp, rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], cl
-    jmp 1f
-1:
-    mov rbp, r10
-    mov rcx, rbp
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 640], 111
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 107
-    mov r8d, 23
-    movzx r8d, cl
-    mov rbp, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 221
-    and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 320], 108
-    mov ebp, 138
     add r10, r11
     inc rbx
     dec r13
@@ -17537,720 +17165,674 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 32768
+    test dword ptr [r15 + 67117724], 8192
     setz al
-    lea rcx, [rip + .Lc1_d14129_s]
+    lea rcx, [rip + .Lc1_d13916_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14129_s_t
+    jmp .Lc1_d13916_s_t
     .p2align 3
-.Lc1_d14129_s:
+.Lc1_d13916_s:
     .p2align 3
-    jmp .Lc1_d14129_j
+    jmp .Lc1_d13916_j
     .p2align 3
-    jmp .Lc1_d14129_j
-.Lc1_d14129_j:
-    mov dword ptr [r15 + 384], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d13916_j
+.Lc1_d13916_j:
+    mov qword ptr [r15 + 0], rcx
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 193
+    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 768], rax
-    mov dword ptr [r15 + 448], 73
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, ecx
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 320], 3
+    movzx ecx, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 64], 214
+    and ecx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rax, rcx
-    mov rbp, r10
-    mov eax, dword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 384]
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm14
-    mov rbp, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 1984
-    mov r9, qword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 704]
+    add rcx, qword ptr [r15 + 512]
     mov r8, r10
-    movsxd rdi, dword ptr [r15 + 512]
-    and r8, 8128
-    mov rdx, qword ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 512]
-    mov esi, dword ptr [r15 + 320]
-    mov r8, rsi
-    movzx esi, r9b
+    mov byte ptr [r15 + 64], r8b
+    movsxd rax, dword ptr [r15 + 640]
     jmp 1f
 1:
-    mov esi, 227
-    mov esi, dword ptr [r15 + 192]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], esi
+    mov byte ptr [r15 + 320], cl
+    mov r8, r10
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], al
+    movzx eax, cl
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 832]
+    mov r8d, edi
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    mov byte ptr [r15 + 448], cl
+    jmp 1f
+1:
+    mov r8, r10
+    mov dword ptr [r15 + 384], ecx
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c169:
+    movzx ecx, cl
+    movsxd rcx, dword ptr [r15 + 768]
+    movzx edi, byte ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    lea r9, [r10 + r10*1]
+    movsxd rax, dword ptr [r15 + 384]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], dil
+    mov edi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm2
+    mov dword ptr [r15 + 384], 108
     mov rbp, r10
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], r8d
-    mov r8d, ebp
-    mov r8d, ecx
-    movzx ebp, al
-    mov byte ptr [r15 + 64], bpl
-    movzx r8d, byte ptr [r15 + 512]
-    mov ebp, r8d
-    mov qword ptr [r15 + 256], rsi
-    mov esi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm14, xmm14, xmm14
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm15
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], 170
-    movsxd rbp, dword ptr [r15 + 384]
-    mov r8, r10
+    movzx ebp, cl
+    mov byte ptr [r15 + 704], dil
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 64]
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    mov r8d, 24
-    mov dword ptr [r15 + 576], r8d
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 320]
-    mov r9, r10
-    mov byte ptr [r15 + 128], r9b
-    movsxd rax, dword ptr [r15 + 192]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    mov dword ptr [r15 + 320], r9d
+    mov qword ptr [r15 + r9 + 1408], rdi
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 88
-    mov qword ptr [r15 + 256], rsi
+    jmp 1f
+1:
+    mov rbp, r10
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 512]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 217
+    mov ebp, 134
+    mov rbp, qword ptr [r15 + 320]
+    movzx r9d, byte ptr [r15 + 192]
+    movzx ecx, dil
+    movzx ecx, byte ptr [r15 + 256]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c170:
-    lea rcx, [rip + .Lc1_d14229_j]
+    lea rcx, [rip + .Lc1_d14019_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14229_j_t
-.Lc1_d14229_j:
-    mov ecx, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    mov rax, rbp
+    jmp .Lc1_d14019_j_t
+.Lc1_d14019_j:
+    and ecx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 320]
+    mov edi, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 192], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    movzx eax, al
-    jmp 1f
-1:
-    mov eax, 205
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 128], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov edi, ecx
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8, r10
-    jmp 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], eax
-    vmovdqu ymmword ptr [r15 + 512], ymm14
-    mov r8d, dword ptr [r15 + 64]
-    mov eax, r8d
-    mov r8, r10
-    mov esi, 61
-    and r8, 8128
-    movsxd rdi, dword ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 384]
-    mov rsi, qword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, byte ptr [r15 + 576]
+    mov rbp, rdx
+    mov rbp, qword ptr [r15 + 128]
+    mov edx, 222
+    mov dword ptr [r15 + 448], edx
+    movsxd rdx, dword ptr [r15 + 64]
+    mov r9, r10
+    mov r8, rcx
+    mov qword ptr [r15 + 320], r8
+    and r9, 448
+    movsxd r8, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
     jmp 1f
 1:
+    movsxd r9, dword ptr [r15 + 512]
+    movzx ecx, bpl
+    mov rbp, r10
+    mov r9, r10
+    mov byte ptr [r15 + 128], dl
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], ebp
+    and r9, 8128
+    movzx ebp, byte ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov rdx, rsi
-    mov esi, dword ptr [r15 + 192]
-    mov r8, r10
-    movzx edx, al
-    movsxd rax, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 256], eax
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
-    movzx r8d, dil
-    mov r8, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], esi
-    mov rsi, r8
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c171:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14288_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14288_j_t
-.Lc1_d14288_j:
-    mov r8, r10
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 21
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    movzx esi, sil
+    mov rsi, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 60
+    jmp 1f
+1:
+    mov esi, 223
+    jmp 1f
+1:
+    mov rdx, rax
+    jmp 1f
+1:
+    vpxor xmm15, xmm15, xmm9
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov rcx, rdx
-    mov ecx, dword ptr [r15 + 0]
-    mov edx, 198
-    movsxd rdx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], edx
-    movzx ebp, dl
+    mov edx, dword ptr [r15 + 704]
+    mov byte ptr [r15 + 512], dl
+    movzx edx, byte ptr [r15 + 64]
+    add rbp, qword ptr [r15 + 640]
     mov r9, r10
-    jmp 1f
-1:
-    movzx ebp, r8b
+    mov rsi, qword ptr [r15 + 448]
     and r9, 448
-    movsxd r8, dword ptr [r15 + r9 + 832]
-    mov r9, rsi
-    test dword ptr [r15 + 67117724], 150994944
-    jz 1f
-1:
-    movzx ebp, cl
-    movzx ecx, dl
-    mov edx, 73
-    mov byte ptr [r15 + 128], dl
-    jmp 1f
-1:
-    mov rbp, r10
+    mov byte ptr [r15 + r9 + 832], dl
     jmp 1f
 1:
     jmp 1f
 1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov qword ptr [r15 + 512], rbp
-    movzx ebp, bpl
-    mov ebp, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 448], 9
-    movzx ecx, byte ptr [r15 + 384]
-    movzx edx, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    vpxor xmm14, xmm14, xmm12
-    jmp 1f
-1:
+    mov byte ptr [r15 + 256], dil
+    movzx r9d, r9b
+    movzx r9d, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 192], r9b
+    mov r8, r10
+    mov r9, r10
+    movzx edx, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 320], rbp
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], bpl
+    and r9, 4032
+    mov r8d, dword ptr [r15 + r9 + 3392]
+    mov r9, rdx
     movzx r9d, bpl
-    jmp 1f
-1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c172:
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 512], dl
-    movsxd rdx, dword ptr [r15 + 384]
-    movsxd r9, dword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, ecx
-    mov ecx, ecx
-    mov ecx, 145
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d14118_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14118_s_t
+    .p2align 3
+.Lc1_d14118_s:
+    .p2align 3
+    jmp .Lc1_d14118_j
+    .p2align 3
+    jmp .Lc1_d14118_j
+    .p2align 3
+    jmp .Lc1_d14118_j
+    .p2align 3
+    jmp .Lc1_d14118_j
+    .p2align 3
+    jmp .Lc1_d14118_j
+    .p2align 3
+    jmp .Lc1_d14118_j
+    .p2align 3
+    jmp .Lc1_d14118_j
+    .p2align 3
+    jmp .Lc1_d14118_j
+.Lc1_d14118_j:
+    movzx ecx, byte ptr [r15 + 128]
+    add qword ptr [r15 + 768], r9
     mov r8, r10
-    jmp 1f
-1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    movzx r8d, r8b
-    mov dword ptr [r15 + 192], 45
-    jmp 1f
-1:
-    mov qword ptr [r15 + 576], rcx
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 448]
-    movzx esi, r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 256], esi
-    vmovdqu ymmword ptr [r15 + 64], ymm14
-    mov r8, r10
-    and esi, dword ptr [r15 + 640]
+    mov r9d, ebp
+    mov r9, r10
     and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
-    mov r8, r10
-    mov edi, r8d
+    mov dword ptr [r15 + r8 + 3392], eax
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 232
+    mov dword ptr [r15 + 256], 188
     jmp 1f
 1:
-    and r8, 1984
-    mov edi, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 384], r9d
+    mov r9d, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 143
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 251
+    and eax, dword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 384]
+    mov edi, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 384], 102
+    mov esi, 165
+    movzx esi, byte ptr [r15 + 512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c173:
-    lea rcx, [rip + .Lc1_d14392_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14392_j_t
-.Lc1_d14392_j:
+    movzx r8d, dil
+    mov r8d, r8d
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 128], 21
+    mov byte ptr [r15 + 256], cl
+    mov dword ptr [r15 + 64], 80
+    and r8, 448
+    mov dword ptr [r15 + r8 + 896], 83
     jmp 1f
 1:
-    mov rcx, rcx
-    mov ecx, 229
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rcx, rdi
-    mov qword ptr [r15 + 448], rcx
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 704]
-    mov dword ptr [r15 + 0], 11
-    mov dword ptr [r15 + 0], r8d
-    mov rax, qword ptr [r15 + 0]
+    movzx edi, r8b
+    add rdi, qword ptr [r15 + 320]
+    mov rax, rax
+    mov rax, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 576], eax
+    mov qword ptr [r15 + 0], rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, 1
-    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb edx, xmm14
-    mov ecx, edx
-    mov qword ptr [r15 + 256], rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 128]
+    mov rsi, r8
+    mov r8d, edi
+    movzx r8d, dil
     mov r8, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + 448], 17
     mov rbp, r10
+    jmp 1f
+1:
     and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movsxd rdi, dword ptr [r15 + r8 + 3392]
     and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rcx
-    mov rbp, r10
+    mov byte ptr [r15 + rbp + 7488], sil
     jmp 1f
 1:
-    mov r8, rdx
-    jmp 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 73
-    mov edx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 47
-    mov byte ptr [r15 + 384], bpl
-    mov qword ptr [r15 + 128], rbp
-    jmp 1f
-1:
-    vpor xmm14, xmm14, xmm14
-    mov rbp, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 320], r8b
-    mov r8, r8
-    mov byte ptr [r15 + 192], r8b
+    movsxd rbp, dword ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 640]
+    mov byte ptr [r15 + 384], sil
+    mov dword ptr [r15 + 512], esi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c174:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16384
-    setz al
-    lea rcx, [rip + .Lc1_d14452_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14452_s_t
-    .p2align 3
-.Lc1_d14452_s:
-    .p2align 3
-    jmp .Lc1_d14452_j
-    .p2align 3
-    jmp .Lc1_d14452_j
-.Lc1_d14452_j:
-    mov ecx, 247
+    lea rcx, [rip + .Lc1_d14216_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14216_j_t
+.Lc1_d14216_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    add rcx, qword ptr [r15 + 0]
-    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, r8b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 192], sil
+    movzx ecx, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    inc dword ptr [r15 + 256]
+    mov dword ptr [r15 + 384], 221
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + 320], r8b
+    mov r8, r10
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm15
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 128]
+    mov rsi, r8
+    movsxd r8, dword ptr [r15 + 448]
     mov rax, r8
-    mov dword ptr [r15 + 0], 33
-    mov dword ptr [r15 + 0], 155
-    mov r8d, ecx
-    mov byte ptr [r15 + 256], r8b
-    mov r8d, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rbp, r10
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 128]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov ebp, ebp
-    lea r9, [r10 + r10*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 320]
-    mov r8d, edx
-    and r9, 1984
-    mov r8d, dword ptr [r15 + r9 + 1344]
-    mov eax, dword ptr [r15 + 192]
-    movzx edx, byte ptr [r15 + r9 + 1408]
-    mov r9d, 233
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], ebp
-    movzx ebp, byte ptr [r15 + 384]
-    movzx r9d, byte ptr [r15 + 64]
-    add r9, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 768], 200
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov edx, ebp
+    mov r8, rdx
     mov r9, r10
+    mov rdx, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 704], rbp
+    and r9, 8128
+    mov r8d, dword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 64], 130
+    mov r9, rdx
+    mov dword ptr [r15 + rbp + 1408], 94
     jmp 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], ebp
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c175:
-    mov r9d, dword ptr [r15 + 576]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32
+    setz al
+    lea rcx, [rip + .Lc1_d14270_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14270_s_t
+    .p2align 3
+.Lc1_d14270_s:
+    .p2align 3
+    jmp .Lc1_d14270_j
+    .p2align 3
+    jmp .Lc1_d14270_j
+.Lc1_d14270_j:
+    and ecx, dword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rdx, rcx
+    mov rcx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 159
-    jmp 1f
-1:
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov rbp, rbp
-    vpmovmskb ebp, xmm14
-    mov rbp, rbp
-    mov dword ptr [r15 + 0], ebp
-    mov edx, dword ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 107
+    mov dword ptr [r15 + 0], 206
+    .byte 0x0f, 0x1f, 0x00
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r10 + r10*1]
-    mov rax, rbp
-    mov rbp, qword ptr [r15 + 0]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3456], r9
     jmp 1f
 1:
-    mov r9d, 190
-    mov r9d, dword ptr [r15 + 448]
-    movsxd rcx, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 640], rdx
-    mov dword ptr [r15 + 320], 203
-    mov r9, r10
-    mov edx, r9d
-    mov edx, 98
+    nop
     jmp 1f
 1:
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rax
-    mov qword ptr [r15 + r8 + 3392], rcx
-    mov r9, qword ptr [r15 + 384]
-    mov rcx, r8
-    movzx ecx, byte ptr [r15 + 192]
+    movzx edx, byte ptr [r15 + 256]
+    mov rbp, r10
+    movsxd rsi, dword ptr [r15 + 576]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
     jmp 1f
 1:
+    mov rbp, r9
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    movzx r9d, dl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], r9
+    mov r9, r8
+    mov r9d, r9d
+    jmp 1f
+1:
+    mov r9, r9
+    mov dword ptr [r15 + 384], 248
+    mov r9d, dword ptr [r15 + 384]
     mov r8, r10
+    mov byte ptr [r15 + 192], bpl
+    and r8, 448
+    add qword ptr [r15 + r8 + 832], rdi
+    mov r8d, 214
+    vpcmpeqb xmm15, xmm15, xmm11
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], r8
-    movsxd rdx, dword ptr [r15 + 128]
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    mov qword ptr [r15 + 256], rax
-    mov eax, ecx
+    mov r8d, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], 16
+    mov rbp, qword ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c176:
-    lea rcx, [rip + .Lc1_d14562_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14562_j_t
-.Lc1_d14562_j:
-    mov r8, r10
-    add rcx, qword ptr [r15 + 320]
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov byte ptr [r15 + 512], bpl
+    nop
+    mov qword ptr [r15 + 320], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov r8d, eax
-    movsxd rax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 79
-    add rax, qword ptr [r15 + 0]
-    mov r9, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 16320
-    mov byte ptr [r15 + r9 + 15680], bpl
-    movzx r9d, dil
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 64]
-    mov esi, 173
-    vmovdqu xmmword ptr [r15 + 512], xmm14
-    mov qword ptr [r15 + 448], rsi
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 384]
-    movzx ebp, al
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 128]
-    mov rdi, r9
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 187
-    jmp 1f
+    mov ebp, eax
+    test dword ptr [r15 + 67117723], 8192
+    jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r9d, 107
-    mov r9, r10
-    jmp 1f
-1:
-    mov edx, 60
-    and r9, 448
-    mov rdx, qword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
+    mov edi, r8d
+    mov rdi, qword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 640]
     mov dword ptr [r15 + 256], eax
+    mov qword ptr [r15 + 64], rbp
+    mov rbp, r10
+    movzx eax, bpl
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], edi
+    mov rbp, qword ptr [r15 + 384]
+    movsxd rdi, dword ptr [r15 + 128]
+    mov r8, r10
+    vmovdqu ymmword ptr [r15 + 192], ymm15
+    mov rax, qword ptr [r15 + 448]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 704]
-    mov eax, edi
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 70
+    mov r8, r10
+    mov r9d, 231
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], dil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c177:
-    lea rcx, [rip + .Lc1_d14616_j]
+    lea rcx, [rip + .Lc1_d14375_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14616_j_t
-.Lc1_d14616_j:
-    movsxd rdx, dword ptr [r15 + 256]
+    jmp .Lc1_d14375_j_t
+.Lc1_d14375_j:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 576], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 126
-    movzx edx, dl
-    mov rdx, rcx
-    movzx edx, dl
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    mov edx, 97
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 448], dl
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm14
-    mov edi, dword ptr [r15 + 768]
-    mov edx, edx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rdi
-    mov dword ptr [r15 + 320], edx
-    mov rbp, r10
-    mov r9, r10
-    jmp 1f
-1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    and r9, 4032
-    mov ebp, dword ptr [r15 + r9 + 3392]
+    movzx ecx, byte ptr [r15 + 512]
     mov r8, r10
-    mov dword ptr [r15 + 64], edi
-    movzx edi, dil
-    and edi, dword ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 704]
+    movzx ebp, byte ptr [r15 + 256]
+    and r8, 4032
+    mov r9, qword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 192]
+    movzx r8d, r9b
+    mov dword ptr [r15 + 384], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 768], al
+    mov r8, r10
+    movsxd rax, dword ptr [r15 + 320]
+    mov r9d, ebp
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 188
-    movsxd r8, dword ptr [r15 + 192]
+    movzx r9d, byte ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 128]
+    mov rsi, rax
+    mov r8, r10
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], al
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 64], r8b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c178:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 166
-    mov esi, 18
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 196
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    jmp 1f
-1:
-    mov rbp, r10
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rbp
-    movzx ecx, sil
-    and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 320]
-    mov edi, dword ptr [r15 + 256]
-    mov ecx, r8d
-    jmp 1f
-1:
+    mov byte ptr [r15 + 192], sil
     mov r8, r10
-    movzx ecx, byte ptr [r15 + 128]
+    and esi, dword ptr [r15 + 576]
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 640]
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    mov r8d, eax
-    vmovdqu ymmword ptr [r15 + 64], ymm14
-    movsxd rax, dword ptr [r15 + 192]
+    mov eax, 12
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
+    mov ecx, dword ptr [r15 + 448]
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 384]
+    mov ebp, 233
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, rbp
+    mov rbp, rdx
+    and ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r10
-    mov eax, ecx
-    mov ecx, 17
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    mov r9d, 218
-    mov qword ptr [r15 + 448], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 52
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    movsxd r9, dword ptr [r15 + 256]
+    movzx edx, byte ptr [r15 + 128]
+    add r9, qword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 384]
+    mov r9d, 134
+    mov r9, rbp
+    movzx ebp, byte ptr [r15 + 320]
+    mov r9, r10
+    mov byte ptr [r15 + 320], al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 8128
+    mov eax, dword ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], edx
+    mov rdx, rcx
+    jmp 1f
+1:
     jmp 1f
 1:
     add r10, r11
@@ -18261,347 +17843,386 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d14721_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d14475_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14721_s_t
+    jmp .Lc1_d14475_s_t
     .p2align 3
-.Lc1_d14721_s:
+.Lc1_d14475_s:
     .p2align 3
-    jmp .Lc1_d14721_j
+    jmp .Lc1_d14475_j
     .p2align 3
-    jmp .Lc1_d14721_j
-.Lc1_d14721_j:
-    mov r8, r10
-    mov dword ptr [r15 + 704], 24
-    vpxor xmm12, xmm12, xmm14
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 19
-    mov r8, qword ptr [r15 + 128]
+    jmp .Lc1_d14475_j
+    .p2align 3
+    jmp .Lc1_d14475_j
+    .p2align 3
+    jmp .Lc1_d14475_j
+    .p2align 3
+    jmp .Lc1_d14475_j
+    .p2align 3
+    jmp .Lc1_d14475_j
+    .p2align 3
+    jmp .Lc1_d14475_j
+    .p2align 3
+    jmp .Lc1_d14475_j
+    .p2align 3
+    jmp .Lc1_d14475_j
+    .p2align 3
+    jmp .Lc1_d14475_j
+    .p2align 3
+    jmp .Lc1_d14475_j
+    .p2align 3
+    jmp .Lc1_d14475_j
+    .p2align 3
+    jmp .Lc1_d14475_j
+    .p2align 3
+    jmp .Lc1_d14475_j
+    .p2align 3
+    jmp .Lc1_d14475_j
+    .p2align 3
+    jmp .Lc1_d14475_j
+.Lc1_d14475_j:
+    mov ecx, dword ptr [r15 + 64]
+    mov r9, rdx
+    mov edx, 119
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 167
+    movzx edx, dl
+    mov rdx, rdx
+    movsxd rdx, dword ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpxor xmm15, xmm15, xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 146
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 54
+    mov dword ptr [r15 + 0], 142
+    add qword ptr [r15 + 0], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 101
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, 150
+    vpshufd xmm15, xmm15, 231
     mov r9, r10
-    mov ebp, ecx
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
+    movzx eax, sil
+    movzx eax, byte ptr [r15 + 640]
+    mov esi, ecx
+    and r9, 8128
+    movsxd rsi, dword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 320]
-    mov ebp, 8
-    mov rsi, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 448], r8d
+    mov r9d, 1
+    jmp 1f
+1:
+    mov r9, rcx
+    mov r9, r10
+    mov r8, r10
+    mov dword ptr [r15 + 128], eax
+    movzx eax, r8b
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm15
+    and r8, 4032
+    mov r9d, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
     mov r8, rsi
-    and esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rsi
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb ebp, xmm12
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r10
-    movzx edi, bpl
-    mov byte ptr [r15 + 0], sil
-    mov dword ptr [r15 + 0], eax
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 35
-    movzx ebp, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx esi, dl
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 256]
-    mov esi, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], edi
-    jmp 1f
-1:
-    mov edi, 217
+    mov dword ptr [r15 + 320], ecx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c180:
-    mov rbp, r10
-    mov r8, r10
-    and rbp, 1984
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + rbp + 1344]
+    lea rcx, [rip + .Lc1_d14549_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14549_j_t
+.Lc1_d14549_j:
+    lea r8, [r10 + r10*1]
+    mov rcx, r8
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 448]
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm12
-    mov r8, r10
-    mov edi, 88
+    mov rsi, qword ptr [r15 + 512]
     jmp 1f
 1:
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 832]
+    mov r9d, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
+    movzx eax, r9b
+    mov r9, r10
     jmp 1f
 1:
-    mov r8, r8
-    mov qword ptr [r15 + 0], rbp
-    and ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    and r9, 16320
+    add rax, qword ptr [r15 + r9 + 15680]
+    mov r9d, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov ecx, edx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, sil
-    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    add rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 512], r9b
+    and rbp, 4032
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], r8d
-    movzx r8d, byte ptr [r15 + 448]
+    movsxd rdx, dword ptr [r15 + 768]
+    mov edi, dword ptr [r15 + 64]
+    mov edx, edi
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    mov dword ptr [r15 + 448], r9d
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 384]
+    mov rdi, qword ptr [r15 + 384]
+    mov r9d, dword ptr [r15 + r8 + 1408]
+    add r8, qword ptr [r15 + 192]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], r8d
-    vpmovmskb r8d, xmm12
-    vpaddd xmm12, xmm12, xmm12
-    mov r8d, 2
-    mov r8, r8
-    vpxor xmm12, xmm12, xmm14
-    movzx r8d, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 576]
-    mov esi, dword ptr [r15 + 512]
-    mov edi, esi
-    movsxd rsi, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    movzx edx, r9b
-    mov edx, dword ptr [r15 + 384]
-    mov r9d, edx
-    mov dword ptr [r15 + 768], r9d
-    mov r9d, dword ptr [r15 + 384]
-    movzx edx, r8b
-    jmp 1f
-1:
+    mov ebp, dword ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c181:
-    lea rcx, [rip + .Lc1_d14835_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14835_j_t
-.Lc1_d14835_j:
-    movzx ecx, cl
-    mov ecx, ecx
-    mov dword ptr [r15 + 128], r9d
-    mov ecx, r9d
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 25
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    movzx edx, sil
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
+    mov rbp, r10
+    and rbp, 8128
+    movsxd r9, dword ptr [r15 + rbp + 7488]
+    mov rbp, r9
+    mov dword ptr [r15 + 576], 72
+    movsxd r9, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 320]
-    mov rbp, qword ptr [r15 + 640]
-    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    vpmovmskb r9d, xmm15
+    mov dword ptr [r15 + 0], ebp
+    movzx ebp, byte ptr [r15 + 384]
     mov r9, r10
+    mov r8d, eax
     jmp 1f
 1:
-    and r9, 8128
-    movzx esi, byte ptr [r15 + r9 + 7488]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 9
     jmp 1f
 1:
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + 128], 44
+    mov rax, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov r9, rdi
-    mov r9d, 177
-    movzx r9d, r9b
-    mov dword ptr [r15 + 512], 41
-    mov qword ptr [r15 + 384], r8
-    movzx r9d, byte ptr [r15 + 320]
-    mov r8, r10
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 64]
-    and r8, 1984
-    movzx esi, byte ptr [r15 + r8 + 1344]
-    mov r8, r10
-    mov r9d, dword ptr [r15 + 64]
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
+    and r9, 448
+    add rax, qword ptr [r15 + r9 + 896]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 74
+    mov qword ptr [r15 + r9 + 832], r8
+    mov dword ptr [r15 + 640], 43
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], r8d
+    mov edx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r8
+    mov r9, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 320], r9b
+    mov r9d, 183
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c182:
-    lea rcx, [rip + .Lc1_d14890_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14890_j_t
-.Lc1_d14890_j:
-    mov r8, r10
-    movzx ecx, r9b
-    mov rcx, rcx
-    and r8, 1984
-    mov r9, qword ptr [r15 + r8 + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r9b
-    mov r8, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d14654_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14654_s_t
+    .p2align 3
+.Lc1_d14654_s:
+    .p2align 3
+    jmp .Lc1_d14654_j
+    .p2align 3
+    jmp .Lc1_d14654_j
+.Lc1_d14654_j:
+    mov rcx, r9
+    movzx ecx, cl
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdx, rcx
-    mov ecx, dword ptr [r15 + 0]
-    mov ebp, 239
-    mov qword ptr [r15 + 0], rax
+    mov rbp, r10
+    movzx ecx, bpl
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, sil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 170
+    add rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 64], ymm12
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 192]
-    jmp 1f
-1:
+    mov rcx, qword ptr [r15 + 704]
     mov rbp, r10
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 384]
     and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 512]
-    mov rsi, qword ptr [r15 + 128]
-    mov edx, ecx
-    mov qword ptr [r15 + 704], rdx
-    mov edi, 40
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], edi
-    jmp 1f
-1:
+    mov dword ptr [r15 + rbp + 7488], 210
     mov rbp, r10
+    mov dword ptr [r15 + 448], 101
     jmp 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], edx
-    mov edi, dword ptr [r15 + 384]
-    mov edx, r9d
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 176
+    mov ebp, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 192], 163
+    movzx edx, bpl
+    mov r9, qword ptr [r15 + 128]
+    mov rdx, r9
+    mov dword ptr [r15 + 512], edx
+    mov rdx, rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 320], bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c183:
-    mov byte ptr [r15 + 128], r9b
-    mov dword ptr [r15 + 256], 112
+    lea rcx, [rip + .Lc1_d14714_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14714_j_t
+.Lc1_d14714_j:
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx ebp, bpl
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r8, r10
-    movsxd rcx, dword ptr [r15 + 512]
-    movsxd rsi, dword ptr [r15 + 384]
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
+    mov ecx, dword ptr [r15 + 128]
+    movzx edx, cl
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx r8d, al
-    mov eax, ebp
-    jmp 1f
-1:
+    and ecx, dword ptr [r15 + 768]
     jmp 1f
 1:
     mov rbp, r10
-    mov eax, 197
-    mov eax, esi
-    mov esi, dword ptr [r15 + 64]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], cl
-    mov ecx, dword ptr [r15 + 128]
-    mov ebp, ecx
-    movzx ecx, byte ptr [r15 + 192]
-    add rcx, qword ptr [r15 + 448]
-    movzx ecx, cl
-    movsxd r9, dword ptr [r15 + 576]
-    lea r9, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + 256]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 204
-    mov rcx, qword ptr [r15 + 448]
-    mov qword ptr [r15 + r9 + 3456], rdi
-    vmovdqu xmmword ptr [r15 + 320], xmm12
     jmp 1f
 1:
+    movzx edx, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1344]
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov rsi, rcx
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 832]
+    mov rbp, rsi
+    mov ebp, dword ptr [r15 + 512]
+    mov ecx, 211
+    mov ecx, 49
+    mov qword ptr [r15 + 64], rcx
+    movzx ecx, dil
+    jmp 1f
+1:
+    inc dword ptr [r15 + 192]
+    mov dword ptr [r15 + 256], 23
+    jmp 1f
+1:
+    mov ecx, esi
+    jmp 1f
+1:
+    mov r8, r10
+    jmp 1f
+1:
+    mov esi, r8d
+    jmp 1f
+1:
+    and r8, 8128
+    mov esi, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov r8d, edx
+    mov r8d, ecx
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 320]
     add r10, r11
     inc rbx
     dec r13
@@ -18610,639 +18231,566 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32768
-    setz al
-    lea rcx, [rip + .Lc1_d15002_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15002_s_t
-    .p2align 3
-.Lc1_d15002_s:
-    .p2align 3
-    jmp .Lc1_d15002_j
-    .p2align 3
-    jmp .Lc1_d15002_j
-.Lc1_d15002_j:
-    mov dword ptr [r15 + 0], 249
-    mov rcx, rax
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx eax, al
-    movzx r9d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    add rax, qword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 44
-    movsxd rax, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 320]
-    mov rbp, rdx
-    mov ebp, 78
-    mov byte ptr [r15 + 640], bpl
-    movzx ebp, r9b
+    mov dword ptr [r15 + 0], edi
+    mov edi, eax
+    mov rax, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r9, rax
+    movzx eax, cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 134
     mov rbp, r10
-    mov r8, r10
+    vpmovmskb eax, xmm15
     jmp 1f
 1:
+    and rbp, 8128
+    vmovdqu xmmword ptr [r15 + rbp + 7488], xmm15
     jmp 1f
 1:
+    movzx ebp, byte ptr [r15 + 448]
+    add rbp, qword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 541065216
+    jnz 1f
+1:
+    mov rbp, rbp
+    mov rbp, r10
+    jmp 1f
+1:
+    mov qword ptr [r15 + 576], rbp
     and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 832]
-    and r8, 1984
-    add rbp, qword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 64]
-    movzx edi, r8b
-    mov byte ptr [r15 + 128], dil
+    mov dword ptr [r15 + rbp + 832], 211
+    mov rbp, r10
+    mov rax, rax
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
+    and eax, dword ptr [r15 + 256]
+    mov esi, 195
     jmp 1f
 1:
-    mov edi, 2
-    vpxor xmm12, xmm12, xmm5
+    movzx ebp, byte ptr [r15 + 320]
     jmp 1f
 1:
-    mov rdi, rdi
-    mov edi, esi
-    mov byte ptr [r15 + 192], dil
-    movzx edi, sil
-    mov dword ptr [r15 + 704], 145
-    movsxd rdi, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], rbp
-    mov rbp, rdi
-    mov rdi, qword ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 512]
-    movzx r8d, sil
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx ecx, r9b
+    mov qword ptr [r15 + 512], rax
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c185:
-    lea rcx, [rip + .Lc1_d15064_j]
+    lea rcx, [rip + .Lc1_d14821_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15064_j_t
-.Lc1_d15064_j:
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov ecx, 203
-    mov ecx, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r8d
+    jmp .Lc1_d14821_j_t
+.Lc1_d14821_j:
     mov rbp, r10
-    movzx edi, byte ptr [r15 + 128]
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    mov rbp, r10
-    movzx edx, byte ptr [r15 + 256]
-    mov r9, r9
-    add rdx, qword ptr [r15 + 768]
-    and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 192], 120
-    mov ebp, 31
+    mov ecx, 206
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 35
+    mov qword ptr [r15 + 0], rsi
     movzx ebp, bpl
-    mov qword ptr [r15 + 384], r9
-    mov dword ptr [r15 + 448], 109
-    jmp 1f
-1:
-    mov rbp, r10
-    mov dword ptr [r15 + 64], r8d
-    movsxd r8, dword ptr [r15 + 576]
-    and rbp, 1984
-    and r8d, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    mov ebp, r9d
-    add r8, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    vpxor xmm12, xmm12, xmm0
-    mov rbp, rdx
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 384]
-    movzx edx, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov ebp, 67
+    mov ecx, ebp
+    mov qword ptr [r15 + 0], rcx
+    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    mov ecx, dword ptr [r15 + 384]
+    mov r9, r10
+    and ebp, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 192], esi
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], cl
+    mov dword ptr [r15 + 320], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov rsi, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rbp
+    mov rcx, rcx
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], r9
+    mov r8, r10
+    mov rcx, rcx
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm15
+    mov r9d, 4
+    mov r8d, 38
+    mov dword ptr [r15 + 128], 118
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 640]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c186:
+    lea rcx, [rip + .Lc1_d14879_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14879_j_t
+.Lc1_d14879_j:
     jmp 1f
 1:
-    mov qword ptr [r15 + 256], r8
-    mov dword ptr [r15 + 0], 197
-    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 64], 47
+    mov ecx, ecx
+    mov ecx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], 223
+    mov qword ptr [r15 + 320], rcx
+    mov edx, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
+    add rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 46
+    and r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    jmp 1f
+    mov ecx, r9d
+    mov r9d, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
-    mov r8, rbp
-    mov dword ptr [r15 + 0], eax
-    mov r8, r10
-    mov eax, ebp
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov r8, r10
-    movzx eax, byte ptr [r15 + 128]
-    movzx edx, byte ptr [r15 + 192]
-    and r8, 16320
-    mov r9, qword ptr [r15 + r8 + 15680]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 320]
-    movzx ecx, r8b
-    movsxd r8, dword ptr [r15 + 320]
+    mov r9, r10
+    movzx ecx, byte ptr [r15 + 384]
+    mov r8d, 179
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 73
+    mov r9, rdx
+    movzx r9d, r9b
+    mov r9, r10
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 128]
-    mov edi, eax
+    mov edx, ecx
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    mov r8, r9
+    movzx r9d, byte ptr [r15 + 256]
+    mov esi, dword ptr [r15 + 448]
+    mov rbp, rdi
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r8, r10
-    mov eax, dword ptr [r15 + 640]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    add r8, qword ptr [r15 + 512]
-    movsxd r8, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 448]
-    movzx r8d, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 512], 90
-    jmp 1f
-1:
+    mov byte ptr [r15 + 768], bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c187:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d15173_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15173_s_t
-    .p2align 3
-.Lc1_d15173_s:
-    .p2align 3
-    jmp .Lc1_d15173_j
-    .p2align 3
-    jmp .Lc1_d15173_j
-    .p2align 3
-    jmp .Lc1_d15173_j
-    .p2align 3
-    jmp .Lc1_d15173_j
-    .p2align 3
-    jmp .Lc1_d15173_j
-    .p2align 3
-    jmp .Lc1_d15173_j
-    .p2align 3
-    jmp .Lc1_d15173_j
-    .p2align 3
-    jmp .Lc1_d15173_j
-    .p2align 3
-    jmp .Lc1_d15173_j
-    .p2align 3
-    jmp .Lc1_d15173_j
-    .p2align 3
-    jmp .Lc1_d15173_j
-    .p2align 3
-    jmp .Lc1_d15173_j
-    .p2align 3
-    jmp .Lc1_d15173_j
-    .p2align 3
-    jmp .Lc1_d15173_j
-    .p2align 3
-    jmp .Lc1_d15173_j
-    .p2align 3
-    jmp .Lc1_d15173_j
-.Lc1_d15173_j:
+    mov ebp, dword ptr [r15 + 256]
+    mov r9d, ebp
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 512]
+    add rbp, qword ptr [r15 + 448]
+    mov r8, rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], esi
+    mov rbp, qword ptr [r15 + 320]
+    mov rbp, r10
+    mov esi, 65
+    mov eax, dword ptr [r15 + 192]
+    jmp 1f
+1:
     mov r8, r10
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 194
-    mov r8d, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 704]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 107
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 224
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 196
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, ebp
-    movzx eax, dl
-    mov edx, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    mov rax, qword ptr [r15 + 384]
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    mov rbp, rcx
-    mov rcx, rbp
-    mov ecx, eax
-    mov eax, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 3456], 252
-    mov edi, ecx
-    mov qword ptr [r15 + 384], rdx
-    movzx edx, r8b
-    lea r8, [r10 + r10*1]
-    mov rdx, r8
+    and rbp, 4032
+    vmovdqu xmm15, xmmword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 64]
     and r8, 8128
-    mov edx, dword ptr [r15 + r8 + 7488]
-    mov byte ptr [r15 + 768], dl
-    mov qword ptr [r15 + 320], rsi
-    mov byte ptr [r15 + r8 + 7552], bpl
+    mov dword ptr [r15 + r8 + 7488], 80
+    mov r8, rsi
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    movzx esi, sil
+    movsxd rsi, dword ptr [r15 + 128]
+    mov r8, r10
+    jmp 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 200
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c188:
-    lea rcx, [rip + .Lc1_d15245_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15245_j_t
-.Lc1_d15245_j:
-    mov r8, r10
-    movzx ecx, dl
-    jmp 1f
-1:
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d14982_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14982_s_t
+    .p2align 3
+.Lc1_d14982_s:
+    .p2align 3
+    jmp .Lc1_d14982_j
+    .p2align 3
+    jmp .Lc1_d14982_j
+.Lc1_d14982_j:
+    mov dword ptr [r15 + 384], r8d
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov rbp, qword ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov eax, edi
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    mov rdi, qword ptr [r15 + r9 + 1408]
+    mov byte ptr [r15 + 0], al
+    mov eax, 28
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx eax, cl
-    mov qword ptr [r15 + 256], rsi
-    mov byte ptr [r15 + 384], bpl
-    vmovdqu ymmword ptr [r15 + 192], ymm12
+    mov eax, ecx
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 218
+    mov dword ptr [r15 + 704], 134
     jmp 1f
 1:
     mov rbp, r10
-    mov dword ptr [r15 + 64], 98
-    vmovdqu ymmword ptr [r15 + 512], ymm12
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 448]
-    vpaddd xmm12, xmm12, xmm12
-    mov rsi, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 576]
-    mov qword ptr [r15 + 64], rcx
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + r9 + 1344]
+    lea r8, [r10 + r10*1]
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 128]
+    and r8, 1984
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r8 + 1408]
+    mov qword ptr [r15 + 448], r8
+    mov ecx, ebp
+    mov ecx, 107
+    vpxor xmm15, xmm15, xmm10
+    mov ecx, eax
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9d, 80
-    mov r9, qword ptr [r15 + 320]
-    mov r9, rsi
-    mov r9d, 255
+    mov r9, r10
+    mov eax, 119
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 255
+    mov dword ptr [r15 + 512], ebp
+    mov r9d, 61
+    mov r9, rax
+    mov qword ptr [r15 + 320], rcx
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm15
+    mov ecx, dword ptr [r15 + 64]
+    vpshufd xmm15, xmm15, 139
+    and ecx, dword ptr [r15 + 192]
+    mov r9d, dword ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c189:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    inc dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 129
+    mov rcx, r9
+    mov ecx, r9d
+    mov r9d, 163
+    mov r9d, dword ptr [r15 + 192]
+    mov ecx, eax
+    jmp 1f
+1:
+    mov ecx, 79
+    movzx ecx, byte ptr [r15 + 320]
+    movzx eax, r9b
+    mov r9d, r9d
+    test ebx, 4608
+    jz 1f
+1:
+    mov r9, r9
+    movzx r9d, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rbp, r10
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], al
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov rbp, qword ptr [r15 + 768]
+    movsxd rax, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 64], 188
+    vpmovmskb ecx, xmm15
+    mov r8, r10
+    add rbp, qword ptr [r15 + 448]
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov esi, 40
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r9, r10
-    movzx eax, r9b
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
-    mov qword ptr [r15 + 448], rdx
-    mov byte ptr [r15 + 640], bpl
-    mov dword ptr [r15 + 0], 202
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
+    mov rsi, r9
+    movsxd rsi, dword ptr [r15 + 128]
+    and r9, 4032
+    mov edx, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 242
-    test dword ptr [r15 + 67117724], 6357008
-    jz 1f
-1:
-    mov ebp, ebp
-    mov byte ptr [r15 + 128], bpl
-    movsxd rbp, dword ptr [r15 + 704]
-    mov r9, rbp
-    mov rbp, rax
-    mov rbp, r10
-    movzx eax, al
-    and eax, dword ptr [r15 + 192]
-    mov edx, dword ptr [r15 + 384]
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 320]
-    mov edi, esi
-    movzx esi, r9b
-    mov byte ptr [r15 + 512], sil
-    mov byte ptr [r15 + 256], sil
-    mov rsi, rsi
-    mov esi, esi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c190:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16
-    setz al
-    lea rcx, [rip + .Lc1_d15354_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15354_s_t
-    .p2align 3
-.Lc1_d15354_s:
-    .p2align 3
-    jmp .Lc1_d15354_j
-    .p2align 3
-    jmp .Lc1_d15354_j
-.Lc1_d15354_j:
+    lea rcx, [rip + .Lc1_d15092_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15092_j_t
+.Lc1_d15092_j:
     mov rbp, r10
-    vmovdqu ymmword ptr [r15 + 64], ymm12
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 26
+    mov qword ptr [r15 + 448], rbp
+    mov rbp, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov eax, r8d
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], cl
-    mov dword ptr [r15 + 512], r9d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dl
+    mov rdx, r8
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 384]
+    mov edx, 41
+    movzx edx, dl
     mov r8, r10
-    jmp 1f
-1:
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    mov byte ptr [r15 + 384], cl
-    movsxd rcx, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 448], cl
-    mov qword ptr [r15 + 192], rax
-    mov byte ptr [r15 + 320], cl
-    movzx ecx, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 64]
-    mov r8, r10
-    movsxd rsi, dword ptr [r15 + 768]
+    mov byte ptr [r15 + 128], r8b
+    mov qword ptr [r15 + 640], r8
     jmp 1f
 1:
     and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov dword ptr [r15 + 128], 88
-    mov r8d, 66
-    mov r8d, 18
+    and edx, dword ptr [r15 + r8 + 1344]
+    mov eax, dword ptr [r15 + 256]
+    movzx r8d, sil
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 192
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 180
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx esi, sil
+    mov r8, r10
+    mov esi, r8d
+    xor dword ptr [r15 + 0], eax
+    movzx eax, sil
+    and r8, 16320
+    mov eax, dword ptr [r15 + r8 + 15680]
+    movzx ecx, byte ptr [r15 + 384]
+    mov r8d, ecx
+    mov dword ptr [r15 + 512], esi
+    mov esi, dword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 576]
+    mov r9d, dword ptr [r15 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c191:
-    lea rcx, [rip + .Lc1_d15408_j]
+    lea rcx, [rip + .Lc1_d15144_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15408_j_t
-.Lc1_d15408_j:
-    movzx ecx, dl
+    jmp .Lc1_d15144_j_t
+.Lc1_d15144_j:
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    mov r8, rcx
-    jmp 1f
-1:
-    mov ecx, r8d
+    mov dword ptr [r15 + 448], r9d
+    movzx r9d, dil
+    mov r9d, 179
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    mov r8, r10
+    movzx r8d, r9b
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 448]
-    movzx r9d, byte ptr [r15 + 320]
-    mov rbp, r9
-    and r9d, dword ptr [r15 + 576]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ebp, sil
-    mov esi, ebp
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 252
-    mov rbp, qword ptr [r15 + 192]
-    mov rbp, r10
-    mov rsi, r8
-    mov dword ptr [r15 + 384], 55
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], r9
-    movsxd rbp, dword ptr [r15 + 640]
-    movzx edi, sil
+    mov qword ptr [r15 + 0], r8
     mov r9, r10
-    movsxd rsi, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 256]
     and r9, 4032
-    movsxd r8, dword ptr [r15 + r9 + 3392]
+    mov r8, qword ptr [r15 + r9 + 3392]
+    mov r9, r10
+    movzx esi, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 64], esi
+    mov rsi, qword ptr [r15 + 384]
+    and r9, 448
+    mov rdx, qword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 448]
-    movsxd r9, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 192], cl
+    mov qword ptr [r15 + 128], r8
+    mov r9, r10
+    movzx eax, cl
+    mov dword ptr [r15 + 512], 33
+    mov rcx, qword ptr [r15 + 704]
+    and r9, 1984
+    mov rax, qword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 320]
+    add r9, qword ptr [r15 + 128]
     jmp 1f
 1:
-    movzx edi, dil
-    mov dword ptr [r15 + 256], 194
+    mov edi, esi
+    mov edi, esi
     jmp 1f
 1:
-    mov r8d, ebp
-    mov dword ptr [r15 + 128], r8d
+    mov esi, 164
+    mov rsi, rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c192:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov qword ptr [r15 + 384], rax
+    mov eax, 171
     jmp 1f
 1:
-    vpaddd xmm12, xmm12, xmm12
-    mov r8d, 221
+    mov byte ptr [r15 + 320], sil
     jmp 1f
 1:
-    add r8, qword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rsi
+    mov esi, 201
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    movzx esi, r9b
+    mov esi, ecx
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 537182208
+    jz 1f
+1:
     mov r9, r10
+    vmovdqu ymmword ptr [r15 + 0], ymm15
     jmp 1f
 1:
     and r9, 448
-    mov qword ptr [r15 + r9 + 832], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 12
-    movzx r9d, byte ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
+    add rsi, qword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 192], 246
+    mov r9d, dword ptr [r15 + 256]
     mov r8, r10
-    mov edi, 74
+    mov rcx, qword ptr [r15 + 64]
+    vpor xmm15, xmm15, xmm15
+    and r8, 4032
+    add rsi, qword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 448]
+    mov rax, r8
+    movsxd r8, dword ptr [r15 + 768]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], dil
-    and r8, 8128
-    mov rdi, qword ptr [r15 + r8 + 7488]
-    movzx eax, dil
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rdi, rbp
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 448]
-    movsxd r8, dword ptr [r15 + 384]
-    and edi, dword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 384], ymm12
-    mov ebp, 95
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 110
-    jmp 1f
-1:
-    nop
-    mov byte ptr [r15 + 704], al
     mov rbp, r10
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 128]
-    and rbp, 1984
-    movzx r9d, byte ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 128]
+    or qword ptr [r15 + 576], 100
+    movsxd rdx, dword ptr [r15 + 128]
+    and rbp, 8128
+    mov rdi, qword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 512]
     add r10, r11
     inc rbx
     dec r13
@@ -19251,307 +18799,307 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d15515_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 536870912
+    setz al
+    lea rcx, [rip + .Lc1_d15246_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15515_s_t
+    jmp .Lc1_d15246_s_t
     .p2align 3
-.Lc1_d15515_s:
+.Lc1_d15246_s:
     .p2align 3
-    jmp .Lc1_d15515_j
+    jmp .Lc1_d15246_j
     .p2align 3
-    jmp .Lc1_d15515_j
-    .p2align 3
-    jmp .Lc1_d15515_j
-    .p2align 3
-    jmp .Lc1_d15515_j
-    .p2align 3
-    jmp .Lc1_d15515_j
-    .p2align 3
-    jmp .Lc1_d15515_j
-    .p2align 3
-    jmp .Lc1_d15515_j
-    .p2align 3
-    jmp .Lc1_d15515_j
-.Lc1_d15515_j:
+    jmp .Lc1_d15246_j
+.Lc1_d15246_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 204
+    mov byte ptr [r15 + 0], cl
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov ecx, 171
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 256], ymm15
+    mov qword ptr [r15 + 704], rcx
+    mov ecx, 5
+    mov byte ptr [r15 + 320], dl
+    movsxd rcx, dword ptr [r15 + 192]
+    movzx edx, byte ptr [r15 + 64]
+    mov eax, edx
+    jmp 1f
+1:
     lea rbp, [r10 + r10*1]
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3456]
-    mov esi, dword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
     jmp 1f
 1:
-    vmovdqu xmm12, xmmword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx edi, r8b
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov r8d, 71
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    add rcx, qword ptr [r15 + 0]
-    mov r8d, 44
-    movzx r8d, byte ptr [r15 + 320]
-    mov rdx, r8
     mov r8, r10
-    movzx ecx, bpl
-    mov ecx, dword ptr [r15 + 256]
-    mov ecx, 10
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 384], edi
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    mov r9, r10
+    and r8, 8128
+    mov edx, dword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 448]
+    and r9, 4032
+    mov esi, dword ptr [r15 + r9 + 3392]
+    mov r9, qword ptr [r15 + 384]
+    mov edi, dword ptr [r15 + 128]
+    movzx r9d, dl
+    movzx r9d, byte ptr [r15 + 640]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 768]
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm12
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovq xmm12, rdi
-    mov byte ptr [r15 + 512], cl
-    mov rdi, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rsi
-    jmp 1f
-1:
-    mov rsi, r8
-    lock add qword ptr [r15 + 128], r8
-    mov r8, r10
-    mov ecx, dword ptr [r15 + 320]
-    movzx esi, byte ptr [r15 + 192]
-    movsxd rbp, dword ptr [r15 + 576]
-    and r8, 448
-    mov rbp, qword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 448]
+    xor dword ptr [r15 + 512], ecx
+    mov byte ptr [r15 + 384], bpl
+    movzx ecx, byte ptr [r15 + rbp + 1408]
+    add qword ptr [r15 + 320], rax
+    mov rax, r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c194:
+    movsxd r9, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 448], 150
     jmp 1f
 1:
-    mov rbp, r10
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 512]
-    mov r8, rdx
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], esi
-    mov rbp, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 64]
-    mov r8, r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 168
-    mov r8, qword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdi
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], edx
+    mov qword ptr [r15 + 128], rdi
+    mov edi, r9d
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + 320], bpl
+    and rbp, 448
     mov r9, r10
-    mov rdx, qword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 320], ymm12
-    and r9, 448
-    movsxd rdi, dword ptr [r15 + r9 + 832]
-    mov r9, r8
-    mov r9, r8
-    movsxd r9, dword ptr [r15 + 640]
+    movsxd rax, dword ptr [r15 + rbp + 896]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r8d
+    mov r9, r10
+    movzx r8d, byte ptr [r15 + 256]
     jmp 1f
 1:
-    mov ecx, r8d
-    vmovdqu xmmword ptr [r15 + 384], xmm12
-    lea r8, [r10 + r10*1]
-    mov rax, qword ptr [r15 + 192]
-    vmovq qword ptr [r15 + 256], xmm12
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7552], esi
-    mov qword ptr [r15 + 704], rdi
-    mov rdi, rdx
-    movzx edi, dil
-    mov dword ptr [r15 + 384], ebp
-    movsxd rdi, dword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 256]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 114
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rcx
+    jmp 1f
+1:
+    mov ecx, 237
+    mov ecx, 31
+    movzx ecx, cl
+    mov byte ptr [r15 + 0], r9b
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 768]
+    mov byte ptr [r15 + 128], bpl
+    mov rsi, rbp
+    mov ebp, edi
+    movsxd rsi, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov ebp, esi
+    movzx esi, byte ptr [r15 + 448]
+    movzx esi, sil
+    mov rsi, qword ptr [r15 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c195:
-    lea rcx, [rip + .Lc1_d15625_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d15353_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15625_j_t
-.Lc1_d15625_j:
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov ecx, dword ptr [r15 + 0]
+    jmp .Lc1_d15353_j_t
+.Lc1_d15353_j:
+    movsxd rcx, dword ptr [r15 + 320]
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, eax
+    mov eax, 101
     mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], r9d
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 0]
+    mov eax, 126
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov byte ptr [r15 + 0], cl
-    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rsi
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 10240
+    jnz 1f
+1:
+    and r8, 1984
+    mov rbp, r10
+    add rax, qword ptr [r15 + r8 + 1344]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 45
+    movzx edx, byte ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 64]
     jmp 1f
 1:
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 0]
-    movzx ecx, cl
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    mov r9d, r9d
-    movsxd rcx, dword ptr [r15 + 256]
-    mov r9d, dword ptr [r15 + 320]
     movzx r8d, byte ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 192]
-    movsxd rsi, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 768], rcx
-    mov ecx, 43
     jmp 1f
 1:
-    mov rbp, r10
-    mov byte ptr [r15 + 320], bpl
-    mov dword ptr [r15 + 64], ebp
-    movzx ecx, bpl
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov rbp, r9
-    mov dword ptr [r15 + 384], ebp
+    mov ecx, 215
+    movzx esi, byte ptr [r15 + 576]
+    movzx ecx, byte ptr [r15 + 448]
     jmp 1f
 1:
-    movzx ebp, dil
-    vmovdqu ymmword ptr [r15 + 512], ymm12
-    mov rbp, r10
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 128]
-    mov r9d, dword ptr [r15 + 448]
-    and rbp, 16320
-    mov rdx, qword ptr [r15 + rbp + 15680]
+    mov qword ptr [r15 + 128], r9
+    add rbp, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 192], dl
+    movzx edx, r9b
+    mov edx, dword ptr [r15 + 256]
+    mov r9, qword ptr [r15 + 640]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c196:
-    lea rcx, [rip + .Lc1_d15677_j]
+    lea rcx, [rip + .Lc1_d15403_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15677_j_t
-.Lc1_d15677_j:
-    lea rbp, [r10 + r10*1]
+    jmp .Lc1_d15403_j_t
+.Lc1_d15403_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 64]
+    mov ecx, 20
+    movsxd rdi, dword ptr [r15 + 128]
+    mov rbp, r10
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 256]
+    mov edx, 243
     and rbp, 448
-    mov dword ptr [r15 + rbp + 896], edx
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    movzx edx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 832], 144
+    mov byte ptr [r15 + 704], bpl
+    movzx edx, r9b
+    and r9d, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 448], bpl
+    mov rbp, rax
+    mov rbp, qword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 192]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
+    mov edx, 213
+    mov rdx, rsi
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 81
-    mov r9, r10
+    mov byte ptr [r15 + 512], cl
+    and ecx, dword ptr [r15 + 384]
     mov r8, r10
-    mov rdi, r8
-    and r9, 8128
-    movsxd rdi, dword ptr [r15 + r9 + 7488]
+    movzx edx, r8b
+    and r8, 1984
+    movsxd rdx, dword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov r8, r10
+    mov byte ptr [r15 + 320], r9b
+    jmp 1f
+1:
+    mov r9, rdx
     and r8, 4032
     movsxd r9, dword ptr [r15 + r8 + 3392]
+    mov r8, rcx
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 256]
-    movsxd rax, dword ptr [r15 + 640]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 576], edi
-    movzx eax, dil
-    movzx edi, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 320], rdx
-    vpcmpeqb xmm12, xmm12, xmm11
-    mov edx, dword ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 64]
-    mov r9, qword ptr [r15 + 384]
-    mov r8d, 197
-    mov byte ptr [r15 + 384], al
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], r9b
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 448]
-    mov rax, r9
-    mov r9, rdx
-    mov r9d, 61
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c197:
-    mov byte ptr [r15 + 320], r9b
-    lea r9, [r10 + r10*1]
+    mov r8d, 71
+    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    and r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    jmp 1f
+1:
+    movzx edx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 512]
+    vpshufd xmm15, xmm15, 200
+    movzx r8d, r8b
+    jmp 1f
+1:
+    mov r8d, r8d
+    movzx esi, r9b
     mov r8, r10
-    and edx, dword ptr [r15 + 704]
-    and r9, 1984
-    and edx, dword ptr [r15 + r9 + 1344]
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
     jmp 1f
 1:
+    mov r9d, dword ptr [r15 + 768]
+    lea rbp, [r10 + r10*1]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 188
+    movzx r8d, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 192], r9b
+    and rbp, 8128
+    movzx r9d, byte ptr [r15 + rbp + 7488]
+    mov rax, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 320], r8d
+    movzx r8d, al
+    vmovdqu ymmword ptr [r15 + 128], ymm15
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + 256]
-    mov rdi, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 448], r8d
+    movzx r8d, byte ptr [r15 + 576]
+    mov rax, rax
+    mov rax, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov byte ptr [r15 + 448], dil
-    mov edi, dword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov rdx, rdi
-    mov dword ptr [r15 + 0], edx
-    mov edx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 171
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + rbp + 7552]
+    and r8, 448
+    movzx ebp, byte ptr [r15 + r8 + 832]
     mov byte ptr [r15 + 128], dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 29
-    mov qword ptr [r15 + 384], rdx
-    mov dword ptr [r15 + 320], edi
-    mov rbp, r10
-    mov edx, edx
-    vpcmpeqb xmm12, xmm12, xmm6
-    and rbp, 4032
-    mov edx, dword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + r9 + 1408]
-    mov qword ptr [r15 + 128], rax
     add r10, r11
     inc rbx
     dec r13
@@ -19561,75 +19109,75 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 65536
+    test dword ptr [r15 + 67117724], 1048576
     setz al
-    lea rcx, [rip + .Lc1_d15775_s]
+    lea rcx, [rip + .Lc1_d15505_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15775_s_t
+    jmp .Lc1_d15505_s_t
     .p2align 3
-.Lc1_d15775_s:
+.Lc1_d15505_s:
     .p2align 3
-    jmp .Lc1_d15775_j
+    jmp .Lc1_d15505_j
     .p2align 3
-    jmp .Lc1_d15775_j
-.Lc1_d15775_j:
+    jmp .Lc1_d15505_j
+.Lc1_d15505_j:
+    movzx ecx, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov qword ptr [r15 + 192], rbp
+    movzx eax, dl
+    mov rax, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx edx, al
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, 101
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, dil
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    vmovdqu xmm15, xmmword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 640]
+    mov rbp, r10
+    movzx ecx, bpl
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov rbp, rdx
+    vmovdqu xmmword ptr [r15 + 384], xmm15
     mov ebp, dword ptr [r15 + 512]
-    vpxor xmm12, xmm12, xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov eax, ecx
-    mov rax, qword ptr [r15 + 0]
-    mov rcx, rax
-    mov byte ptr [r15 + 0], bpl
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm12
-    mov qword ptr [r15 + 576], rdx
-    mov rdx, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov eax, ecx
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 320]
-    vmovdqu xmm12, xmmword ptr [r15 + 128]
-    mov qword ptr [r15 + 64], rcx
-    mov ecx, 221
     mov r8, r10
+    movzx edx, byte ptr [r15 + 384]
+    mov rdi, qword ptr [r15 + 128]
+    mov r9, r10
     jmp 1f
 1:
+    and r8, 1984
+    mov esi, dword ptr [r15 + r8 + 1344]
+    and r9, 448
+    movzx r8d, byte ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 256], dl
     jmp 1f
 1:
-    mov r8, r10
-    mov rdi, r8
-    and r8, 8128
-    mov rdi, qword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov r8, r10
-    mov esi, 249
-    and r8, 4032
-    mov esi, dword ptr [r15 + r8 + 3392]
-    movzx r8d, cl
-    mov r8d, 59
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r8, rdi
-    mov r8d, dword ptr [r15 + 256]
     jmp 1f
 1:
     add r10, r11
@@ -19637,194 +19185,180 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c199:
+    movzx edx, dl
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], esi
+    mov dword ptr [r15 + 704], 10
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r8d, esi
-    movzx esi, byte ptr [r15 + 0]
+    mov r8d, r8d
+    mov dword ptr [r15 + 0], r8d
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, sil
-    mov esi, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 704], dl
+    mov r8d, 163
+    and r8d, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], esi
-    movzx esi, dil
-    mov esi, r8d
-    mov byte ptr [r15 + 192], sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r10
-    add rsi, qword ptr [r15 + 64]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], dil
-    mov r8d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 320], 45
-    movzx edi, byte ptr [r15 + 128]
     mov rbp, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 640]
-    and rbp, 1984
-    movzx edx, byte ptr [r15 + rbp + 1344]
-    mov ebp, 106
-    mov dword ptr [r15 + 384], r8d
-    mov rbp, qword ptr [r15 + 320]
-    vpaddd xmm12, xmm12, xmm12
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], ebp
-    mov rbp, r10
-    jmp 1f
-1:
+    mov edx, 195
+    mov qword ptr [r15 + 320], r9
+    mov r9, r10
     and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 256], r8
+    movzx edx, byte ptr [r15 + rbp + 7488]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 30
+    mov r9d, r9d
+    movsxd rbp, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    movzx r9d, r8b
+    mov dword ptr [r15 + 192], r8d
+    mov r9, qword ptr [r15 + 768]
+    movsxd r8, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], edx
+    mov rdx, qword ptr [r15 + 448]
+    movzx edi, dl
+    mov r8, r10
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], r8d
+    and r8, 16320
+    mov qword ptr [r15 + r8 + 15680], r8
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], cl
+    movsxd r8, dword ptr [r15 + 192]
+    and r8d, dword ptr [r15 + 320]
+    mov ecx, r9d
+    mov ecx, 195
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c200:
-    lea rcx, [rip + .Lc1_d15884_j]
+    lea rcx, [rip + .Lc1_d15612_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15884_j_t
-.Lc1_d15884_j:
-    mov rcx, qword ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov ebp, edx
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ebp, cl
-    mov rbp, r10
-    mov qword ptr [r15 + 0], rcx
-    vmovdqu xmmword ptr [r15 + 64], xmm12
-    movzx r9d, byte ptr [r15 + 384]
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov rbp, r10
-    mov byte ptr [r15 + 768], r8b
-    vmovq xmm12, rbp
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], r8d
-    mov dword ptr [r15 + 192], ebp
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 384]
-    add rbp, qword ptr [r15 + 128]
+    jmp .Lc1_d15612_j_t
+.Lc1_d15612_j:
+    mov ecx, 227
     jmp 1f
 1:
     mov r8, r10
-    movsxd rdi, dword ptr [r15 + 256]
+    movsxd rcx, dword ptr [r15 + 128]
     and r8, 4032
-    mov edx, dword ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + r8 + 3392], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov esi, r8d
-    mov r8, qword ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 384]
+    and r8d, dword ptr [r15 + 64]
+    vpmovmskb ebp, xmm15
+    mov dword ptr [r15 + 512], ebp
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 576], 23
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    add rbp, qword ptr [r15 + 448]
+    mov rbp, r10
+    mov rdi, rbp
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 384], xmm15
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 256], rcx
+    mov rbp, qword ptr [r15 + 128]
+    mov ecx, ebp
+    movzx ecx, cl
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c201:
-    lea rcx, [rip + .Lc1_d15939_j]
+    lea rcx, [rip + .Lc1_d15661_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15939_j_t
-.Lc1_d15939_j:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov ebp, 242
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    mov r8d, eax
-    mov rbp, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    movzx esi, byte ptr [r15 + 576]
-    mov r9, r10
-    mov dword ptr [r15 + 320], 103
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 192]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 320], al
+    jmp .Lc1_d15661_j_t
+.Lc1_d15661_j:
     mov rbp, r10
-    jmp 1f
-1:
     and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    movzx ebp, al
-    mov dword ptr [r15 + r9 + 7552], ebp
-    mov byte ptr [r15 + 128], bpl
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    xor dword ptr [r15 + 0], edi
     jmp 1f
 1:
-    mov rax, rcx
-    mov qword ptr [r15 + 256], rsi
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 448]
-    movzx esi, byte ptr [r15 + 640]
-    mov dword ptr [r15 + 64], esi
+    mov ebp, ecx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 11
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 224
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 196
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov ebp, 117
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7552], cl
+    add rcx, qword ptr [r15 + 512]
+    mov dword ptr [r15 + r8 + 7488], 203
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 704]
+    mov ebp, 5
+    movzx ebp, bpl
+    mov rbp, rbp
+    vpaddd xmm15, xmm15, xmm15
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov edi, dword ptr [r15 + 64]
+    mov r9, r10
+    mov qword ptr [r15 + 640], rax
+    jmp 1f
+1:
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 832]
     jmp 1f
 1:
     add r10, r11
@@ -19832,56 +19366,54 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c202:
-    movsxd rsi, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], esi
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rax
-    mov dword ptr [r15 + 0], edx
-    mov ebp, ebp
-    mov byte ptr [r15 + 0], sil
-    mov qword ptr [r15 + 0], rbp
-    movsxd rbp, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rbp
-    mov ebp, eax
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 256]
-    movzx esi, bpl
-    mov esi, 7
-    mov byte ptr [r15 + 128], sil
-    movsxd rsi, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 64], 80
-    movzx edx, byte ptr [r15 + 384]
-    mov r9d, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 0], rdx
+    mov ecx, 232
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
     and r8, 448
-    mov edi, dword ptr [r15 + r8 + 832]
-    mov byte ptr [r15 + 128], dil
-    mov qword ptr [r15 + 192], rdi
-    mov rdi, rdi
-    mov edi, dword ptr [r15 + r8 + 896]
-    mov qword ptr [r15 + 320], rbp
+    mov dword ptr [r15 + r8 + 832], 161
+    movzx r8d, byte ptr [r15 + 128]
     jmp 1f
 1:
+    mov rcx, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 256], dil
+    jmp 1f
+1:
+    mov edi, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 192]
+    movzx edx, dil
+    mov rdi, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r10
+    jmp 1f
+1:
+    and r8, 1984
+    movsxd rsi, dword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 320], r9b
+    mov r8d, edx
+    mov dword ptr [r15 + 768], 98
+    lea r8, [r10 + r10*1]
+    mov qword ptr [r15 + 64], r8
+    and r8, 4032
+    mov r9, qword ptr [r15 + r8 + 3392]
+    mov r9, qword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + r8 + 3456]
     add r10, r11
     inc rbx
     dec r13
@@ -19890,322 +19422,345 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 536870912
-    setz al
-    lea rcx, [rip + .Lc1_d16045_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d15762_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16045_s_t
+    jmp .Lc1_d15762_s_t
     .p2align 3
-.Lc1_d16045_s:
+.Lc1_d15762_s:
     .p2align 3
-    jmp .Lc1_d16045_j
+    jmp .Lc1_d15762_j
     .p2align 3
-    jmp .Lc1_d16045_j
-.Lc1_d16045_j:
-    mov r8, r10
+    jmp .Lc1_d15762_j
+    .p2align 3
+    jmp .Lc1_d15762_j
+    .p2align 3
+    jmp .Lc1_d15762_j
+    .p2align 3
+    jmp .Lc1_d15762_j
+    .p2align 3
+    jmp .Lc1_d15762_j
+    .p2align 3
+    jmp .Lc1_d15762_j
+    .p2align 3
+    jmp .Lc1_d15762_j
+    .p2align 3
+    jmp .Lc1_d15762_j
+    .p2align 3
+    jmp .Lc1_d15762_j
+    .p2align 3
+    jmp .Lc1_d15762_j
+    .p2align 3
+    jmp .Lc1_d15762_j
+    .p2align 3
+    jmp .Lc1_d15762_j
+    .p2align 3
+    jmp .Lc1_d15762_j
+    .p2align 3
+    jmp .Lc1_d15762_j
+    .p2align 3
+    jmp .Lc1_d15762_j
+.Lc1_d15762_j:
+    movsxd rcx, dword ptr [r15 + 320]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 256]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 252
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov eax, esi
+    jmp 1f
+1:
+    mov r9, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r8
+    jmp 1f
+1:
+    movzx r9d, dl
+    mov edx, esi
+    mov rsi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], 115
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 768], 200
-    mov ecx, 54
     jmp 1f
 1:
     mov r9, r10
-    movzx ecx, r9b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov r9, r10
+    mov rdx, qword ptr [r15 + 256]
     and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 120
-    mov r9d, r9d
+    and esi, dword ptr [r15 + r9 + 7488]
     mov r9, r10
-    mov dword ptr [r15 + 192], 28
-    jmp 1f
-1:
-    movzx ecx, al
+    mov rdi, r8
     and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    and r9d, dword ptr [r15 + 448]
-    mov ecx, 62
+    movzx r8d, byte ptr [r15 + r9 + 1344]
+    mov r9, rsi
+    movzx r9d, byte ptr [r15 + 192]
+    movzx ebp, r9b
+    mov r9, qword ptr [r15 + 576]
+    movsxd r9, dword ptr [r15 + 384]
+    movzx ebp, dl
+    mov rdx, qword ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 640]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 576]
-    mov rax, rcx
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 320], rcx
-    movzx ecx, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 512], rdi
-    jmp 1f
-1:
+    mov eax, 21
+    mov eax, dword ptr [r15 + 512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c204:
-    mov qword ptr [r15 + 320], r9
-    mov r9, qword ptr [r15 + 0]
-    mov eax, ecx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 320], eax
+    movzx eax, byte ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 117
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    mov rbp, r10
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov r9d, 35
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
     jmp 1f
 1:
-    movzx edi, al
-    vmovdqu xmmword ptr [r15 + 0], xmm12
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov dword ptr [r15 + 704], 186
-    mov edi, dword ptr [r15 + 448]
     mov rbp, r10
-    mov eax, dword ptr [r15 + 320]
-    mov r8d, eax
-    mov r8, r10
+    jmp 1f
+1:
     and rbp, 1984
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + rbp + 1344]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], dil
+    mov r9d, dword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 256]
+    mov edx, eax
+    mov eax, 246
+    movzx esi, byte ptr [r15 + 128]
+    mov r8, r10
+    mov rcx, qword ptr [r15 + 384]
+    test dword ptr [r15 + 67117723], 4096
+    jz 1f
+1:
+    mov rax, rcx
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    mov r8, qword ptr [r15 + 704]
     jmp 1f
 1:
-    movzx edx, dil
-    mov dword ptr [r15 + 256], eax
-    mov dword ptr [r15 + 64], ecx
-    mov rbp, r10
-    vmovdqu ymmword ptr [r15 + 128], ymm12
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 832]
-    mov ebp, r9d
-    mov ebp, dword ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + 64]
+    mov ecx, edx
+    movzx ecx, cl
+    mov byte ptr [r15 + 512], r9b
+    mov ecx, 41
+    mov qword ptr [r15 + 64], rcx
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 384]
-    mov rdi, qword ptr [r15 + 192]
-    mov rcx, qword ptr [r15 + 640]
-    jmp 1f
-1:
-    movzx edx, dl
-    mov dword ptr [r15 + 512], 225
+    mov byte ptr [r15 + 128], al
+    movzx ecx, r8b
+    mov byte ptr [r15 + 448], cl
+    movzx r8d, cl
+    mov byte ptr [r15 + 384], r8b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c205:
-    lea rcx, [rip + .Lc1_d16144_j]
+    lea rcx, [rip + .Lc1_d15882_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16144_j_t
-.Lc1_d16144_j:
+    jmp .Lc1_d15882_j_t
+.Lc1_d15882_j:
+    mov r8, r10
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 49
+    mov r8, r10
+    mov dword ptr [r15 + 768], 17
+    and r8, 448
+    xor dword ptr [r15 + r8 + 832], r8d
+    mov dword ptr [r15 + 320], ecx
+    and r8d, dword ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ecx
+    mov dword ptr [r15 + 0], 237
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov ecx, edi
+    movzx ecx, cl
+    mov ecx, 150
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov ebp, 120
+    mov byte ptr [r15 + 384], r8b
     mov rbp, r10
-    vpcmpeqb xmm12, xmm12, xmm5
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], 98
-    and ebp, dword ptr [r15 + 512]
-    mov rcx, qword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 128]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    vpcmpeqb xmm15, xmm15, xmm12
+    mov ebp, 252
     jmp 1f
 1:
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 86
+    mov rdx, qword ptr [r15 + 320]
+    mov ebp, 166
+    mov rax, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov esi, ebp
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
-    mov byte ptr [r15 + 0], al
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 256]
-    vmovq xmm12, rbp
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rbp
-    mov dword ptr [r15 + 192], 80
-    mov ebp, esi
-    mov esi, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 64], 168
-    movzx edx, byte ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 448]
-    mov r9, r10
-    jmp 1f
-1:
-    and r9, 4032
-    mov rdi, qword ptr [r15 + r9 + 3392]
-    movsxd r9, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r9, r9
+    movzx ebp, byte ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c206:
-    lea rcx, [rip + .Lc1_d16195_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16195_j_t
-.Lc1_d16195_j:
-    mov rbp, r10
-    lea r9, [r10 + r10*1]
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 384], 155
-    and r9, 8128
-    mov r8d, dword ptr [r15 + r9 + 7552]
-    mov rbp, qword ptr [r15 + 640]
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d15933_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15933_s_t
+    .p2align 3
+.Lc1_d15933_s:
+    .p2align 3
+    jmp .Lc1_d15933_j
+    .p2align 3
+    jmp .Lc1_d15933_j
+.Lc1_d15933_j:
     mov ecx, ebp
-    movzx ebp, byte ptr [r15 + 64]
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, edx
     jmp 1f
 1:
-    movzx edx, sil
-    mov dword ptr [r15 + 0], edi
-    mov rdx, qword ptr [r15 + 448]
-    mov esi, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 192], esi
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], dl
-    mov edx, eax
-    mov dword ptr [r15 + 320], edx
-    mov rdx, rdx
-    movzx edx, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rbp, r10
-    movzx esi, sil
+    mov esi, 125
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 1984
-    mov rsi, qword ptr [r15 + rbp + 1344]
-    movsxd rbp, dword ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov rbp, rsi
+    movzx esi, byte ptr [r15 + 448]
+    movzx ebp, al
+    mov rbp, r10
+    mov byte ptr [r15 + 64], cl
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    mov rbp, r10
+    movzx eax, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 64], 239
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 256]
     jmp 1f
 1:
+    movzx r9d, byte ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + 640]
+    mov byte ptr [r15 + 192], dl
     jmp 1f
 1:
+    mov edx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    add rsi, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    vpmovmskb eax, xmm12
-    mov dword ptr [r15 + r9 + 7488], eax
-    mov eax, dword ptr [r15 + 576]
-    mov r9d, r8d
+    mov edi, dword ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c207:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, sil
-    mov byte ptr [r15 + 704], r9b
-    mov ecx, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 71
-    mov r9d, r9d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov rbp, r10
+    mov r9, r10
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    and r9, 448
+    mov rbp, qword ptr [r15 + r9 + 832]
+    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 0], xmm15
+    movzx r9d, byte ptr [r15 + 192]
+    mov edi, 111
+    mov dword ptr [r15 + 128], 193
+    mov ebp, dword ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 704]
+    mov qword ptr [r15 + 384], rdi
+    movzx edi, bpl
+    test dword ptr [r15 + 67117724], 1078067712
+    jz 1f
+1:
+    mov edi, r9d
+    jmp 1f
+1:
+    mov r9d, edi
+    mov r9, qword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 768]
+    mov rbp, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 448], rdx
+    jmp 1f
+1:
+    mov rdx, rax
+    jmp 1f
+1:
+    mov rdx, rdx
+    mov edx, 232
+    jmp 1f
+1:
     mov r8, r10
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    vmovdqu xmm12, xmmword ptr [r15 + r8 + 3392]
-    and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 64]
+    mov rdx, rdi
+    mov qword ptr [r15 + 320], rbp
     jmp 1f
 1:
-    mov rbp, r10
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 191
-    jmp 1f
-1:
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    mov edi, 25
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 232
-    .byte 0x66, 0x90
-    movzx ebp, byte ptr [r15 + 384]
-    jmp 1f
-1:
+    and r8, 1984
+    and ebp, dword ptr [r15 + r8 + 1344]
     add r10, r11
     inc rbx
     dec r13
@@ -20214,283 +19769,261 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d16309_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d16042_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16309_s_t
+    jmp .Lc1_d16042_s_t
     .p2align 3
-.Lc1_d16309_s:
+.Lc1_d16042_s:
     .p2align 3
-    jmp .Lc1_d16309_j
+    jmp .Lc1_d16042_j
     .p2align 3
-    jmp .Lc1_d16309_j
-.Lc1_d16309_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 64]
-    jmp 1f
-1:
+    jmp .Lc1_d16042_j
+    .p2align 3
+    jmp .Lc1_d16042_j
+    .p2align 3
+    jmp .Lc1_d16042_j
+    .p2align 3
+    jmp .Lc1_d16042_j
+    .p2align 3
+    jmp .Lc1_d16042_j
+    .p2align 3
+    jmp .Lc1_d16042_j
+    .p2align 3
+    jmp .Lc1_d16042_j
+.Lc1_d16042_j:
     mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 137
-    jmp 1f
-1:
-    mov rbp, rax
-    jmp 1f
-1:
-    mov ebp, eax
-    jmp 1f
-1:
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 448], rdx
+    add rax, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 576], edx
+    mov edx, 233
+    mov dword ptr [r15 + 320], ebp
+    mov ebp, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    add rcx, qword ptr [r15 + 0]
+    mov edx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rax, rbp
+    jmp 1f
+1:
     mov eax, eax
-    movzx eax, byte ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
+    add rax, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 384], eax
+    mov edx, eax
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 236
-    add rbp, qword ptr [r15 + 320]
-    movsxd rax, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov ecx, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, cl
     mov r8, r10
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], r8b
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    mov r8, rcx
-    mov r8d, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 64], ecx
+    mov dword ptr [r15 + 448], 74
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], al
+    mov r8, r10
+    mov dword ptr [r15 + 128], edx
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    mov r9, r10
-    mov rcx, rbp
-    mov rcx, rcx
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rax
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], 160
+    movzx edx, bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c209:
-    lea rcx, [rip + .Lc1_d16372_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16372_j_t
-.Lc1_d16372_j:
-    mov ecx, 94
     jmp 1f
 1:
-    movzx ecx, cl
     jmp 1f
 1:
-    mov edx, ecx
-    mov dword ptr [r15 + 128], edx
-    movzx edx, byte ptr [r15 + 64]
-    mov rcx, rdx
+    movzx edx, dl
     jmp 1f
 1:
+    vpxor xmm15, xmm15, xmm8
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], 21
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov byte ptr [r15 + 0], cl
-    movzx ecx, byte ptr [r15 + 320]
+    add r8, qword ptr [r15 + 0]
+    mov ebp, eax
+    jmp 1f
+1:
     mov eax, edx
-    movsxd rdx, dword ptr [r15 + 256]
-    movzx r9d, r9b
-    mov r9d, r9d
-    movsxd r9, dword ptr [r15 + 512]
-    mov r8d, r9d
-    movzx r9d, byte ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], dl
+    movzx edx, byte ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 640]
+    movzx edi, cl
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], cl
+    mov rcx, qword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 320]
+    mov r9, r10
+    movzx esi, byte ptr [r15 + 128]
+    and r9, 4032
+    mov rcx, qword ptr [r15 + r9 + 3392]
+    mov r9, qword ptr [r15 + 320]
+    vpxor xmm15, xmm15, xmm14
+    mov r9d, edx
+    mov r9, r10
+    mov rdx, qword ptr [r15 + 512]
+    mov edx, dword ptr [r15 + 704]
     mov rbp, r10
-    movzx ecx, dl
-    mov ecx, edx
-    jmp 1f
-1:
-    and rbp, 4032
-    vmovdqu xmm12, xmmword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 640], bpl
-    movzx ebp, dil
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 192]
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 832]
-    mov rbp, r10
-    mov edi, ebp
-    vpshufd xmm5, xmm13, 192
+    and r9, 448
+    mov rdx, qword ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 64], rdi
     and rbp, 8128
-    and edi, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + rbp + 7488], ecx
+    add qword ptr [r15 + 192], rsi
+    mov dword ptr [r15 + 256], 119
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c210:
-    movsxd rdi, dword ptr [r15 + 320]
+    lea rcx, [rip + .Lc1_d16148_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16148_j_t
+.Lc1_d16148_j:
     mov rbp, r10
-    mov rcx, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 256], rsi
-    jmp 1f
-1:
-    and rbp, 448
-    add rdi, qword ptr [r15 + rbp + 832]
-    movzx ebp, cl
-    mov rbp, rsi
-    jmp 1f
-1:
+    mov ecx, 38
+    mov rcx, qword ptr [r15 + 256]
+    and rbp, 16320
+    movsxd rsi, dword ptr [r15 + rbp + 15680]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 202
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movzx ebp, sil
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 152
-    mov rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 244
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 512], esi
+    add rbp, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov dword ptr [r15 + 0], eax
     lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ebp
+    movsxd rbp, dword ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, rsi
-    mov ecx, dword ptr [r15 + 448]
-    and r8, 1984
-    movzx esi, byte ptr [r15 + r8 + 1344]
-    mov ebp, esi
-    and esi, dword ptr [r15 + 704]
+    movzx ebp, byte ptr [r15 + 320]
     jmp 1f
 1:
+    mov ecx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 576], esi
+    mov r9, r10
+    movsxd rsi, dword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + r8 + 1408]
+    and r9, 448
+    movsxd r8, dword ptr [r15 + r9 + 832]
+    mov edx, 201
     jmp 1f
 1:
+    mov r9d, ecx
+    movzx r9d, byte ptr [r15 + 384]
+    mov edx, r9d
+    mov r9, qword ptr [r15 + 768]
     jmp 1f
 1:
-    mov rbp, r10
-    mov byte ptr [r15 + r8 + 1408], bpl
-    mov r8, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], 77
-    and rbp, 4032
-    mov edi, dword ptr [r15 + rbp + 3392]
+    and r9d, dword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 64]
+    movzx r9d, bpl
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 64], 248
-    mov rdx, rsi
-    mov dword ptr [r15 + 128], 104
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c211:
-    lea rcx, [rip + .Lc1_d16476_j]
+    lea rcx, [rip + .Lc1_d16201_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16476_j_t
-.Lc1_d16476_j:
+    jmp .Lc1_d16201_j_t
+.Lc1_d16201_j:
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7552]
+    movsxd rbp, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 512]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], dil
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 119
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 191
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov edi, 140
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, rcx
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, dword ptr [r15 + 0]
-    mov rbp, rsi
-    mov ebp, 135
-    mov esi, ebp
-    movzx ebp, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov rsi, rbp
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm12
-    mov ebp, 26
+    mov byte ptr [r15 + 0], r8b
+    mov byte ptr [r15 + 0], dl
+    mov qword ptr [r15 + 384], rdi
+    lea r8, [r10 + r10*1]
     jmp 1f
 1:
     jmp 1f
 1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3456], 245
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 448]
+    movzx edi, r8b
+    mov qword ptr [r15 + 448], rbp
+    movzx edi, byte ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 320]
+    add rcx, qword ptr [r15 + 128]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 384]
-    vpmovmskb r9d, xmm12
-    mov r9d, 162
-    mov r9, qword ptr [r15 + 192]
-    mov byte ptr [r15 + 576], r9b
+    mov dword ptr [r15 + 256], 20
+    movzx edx, r9b
+    mov r9, r10
+    movzx eax, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov r9d, r9d
-    movsxd r9, dword ptr [r15 + 256]
-    mov rax, qword ptr [r15 + 768]
-    mov r8, qword ptr [r15 + 64]
-    mov rbp, r10
-    mov rdi, qword ptr [r15 + 320]
+    and r9, 448
+    add rcx, qword ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 192]
     jmp 1f
 1:
-    jmp 1f
-1:
-    and rbp, 8128
-    movzx edx, byte ptr [r15 + rbp + 7488]
-    mov rbp, rdx
-    movsxd rbp, dword ptr [r15 + 128]
-    movzx edx, byte ptr [r15 + 512]
     add r10, r11
     inc rbx
     dec r13
@@ -20498,50 +20031,60 @@ ditto_body_c1:
 .Lc1_b9_c212:
     jmp 1f
 1:
-    mov edx, 209
-    mov edi, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 128], al
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, ebp
-    movsxd rbp, dword ptr [r15 + 0]
+    mov rdi, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rbp
-    mov rbp, rdx
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 184
     jmp 1f
 1:
-    mov r9d, 146
-    mov ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edi
-    mov dword ptr [r15 + 256], 221
-    mov rdi, qword ptr [r15 + 384]
-    movzx esi, dl
+    mov qword ptr [r15 + 0], rdi
     mov r8, r10
+    movsxd rdi, dword ptr [r15 + 192]
+    mov ecx, 134
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], eax
+    mov r8, qword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 21
+    jmp 1f
+1:
     mov r9, r10
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm5
-    movzx r8d, byte ptr [r15 + 192]
+    movsxd rcx, dword ptr [r15 + 64]
+    and r9, 448
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 448]
+    mov ebp, 98
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 704]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 256]
+    mov r9, r10
+    movzx esi, dl
     and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 1
-    mov r9d, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 384], 200
-    movsxd rsi, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 64], 113
-    movsxd r9, dword ptr [r15 + 64]
-    mov r9, r10
-    mov dword ptr [r15 + 448], 105
-    and r9, 1984
-    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm12
+    and edx, dword ptr [r15 + r9 + 7488]
+    or qword ptr [r15 + 64], 12
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], r8d
+    and edx, dword ptr [r15 + 384]
+    movzx r9d, sil
     add r10, r11
     inc rbx
     dec r13
@@ -20550,828 +20093,748 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d16581_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 256
+    setz al
+    lea rcx, [rip + .Lc1_d16304_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16581_s_t
+    jmp .Lc1_d16304_s_t
     .p2align 3
-.Lc1_d16581_s:
+.Lc1_d16304_s:
     .p2align 3
-    jmp .Lc1_d16581_j
+    jmp .Lc1_d16304_j
     .p2align 3
-    jmp .Lc1_d16581_j
-    .p2align 3
-    jmp .Lc1_d16581_j
-    .p2align 3
-    jmp .Lc1_d16581_j
-    .p2align 3
-    jmp .Lc1_d16581_j
-    .p2align 3
-    jmp .Lc1_d16581_j
-    .p2align 3
-    jmp .Lc1_d16581_j
-    .p2align 3
-    jmp .Lc1_d16581_j
-    .p2align 3
-    jmp .Lc1_d16581_j
-    .p2align 3
-    jmp .Lc1_d16581_j
-    .p2align 3
-    jmp .Lc1_d16581_j
-    .p2align 3
-    jmp .Lc1_d16581_j
-    .p2align 3
-    jmp .Lc1_d16581_j
-    .p2align 3
-    jmp .Lc1_d16581_j
-    .p2align 3
-    jmp .Lc1_d16581_j
-    .p2align 3
-    jmp .Lc1_d16581_j
-.Lc1_d16581_j:
-    mov r8, r10
-    mov r9, r10
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], eax
+    jmp .Lc1_d16304_j
+.Lc1_d16304_j:
+    xor dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], 93
+    mov ecx, ecx
     jmp 1f
 1:
-    and r9, 4032
-    and eax, dword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 64], r9
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rdi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov rbp, r10
-    movzx ecx, byte ptr [r15 + 0]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], eax
-    mov ebp, dword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 256]
-    mov rbp, qword ptr [r15 + 512]
-    mov rbp, rdx
-    mov ebp, ebp
-    mov ebp, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 704], r8b
-    mov r8, rcx
+    mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
+    mov eax, ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 56
-    mov r8, qword ptr [r15 + 192]
-    mov r8, rcx
-    movsxd r8, dword ptr [r15 + 320]
-    mov r8, qword ptr [r15 + 384]
-    mov r8d, dword ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 207
+    mov qword ptr [r15 + 64], rcx
+    mov rcx, qword ptr [r15 + 256]
+    mov eax, eax
+    movsxd rdx, dword ptr [r15 + 320]
+    and eax, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r9, r10
+    mov r8, r10
+    mov dword ptr [r15 + 576], ebp
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 88
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 249
+    jmp 1f
+1:
+    movzx r8d, cl
+    mov r8, r10
+    mov r9d, dword ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + 128]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    xchg qword ptr [r15 + 384], r8
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 448]
+    movzx edi, byte ptr [r15 + 512]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c214:
-    lea rcx, [rip + .Lc1_d16653_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16653_j_t
-.Lc1_d16653_j:
-    lea r8, [r10 + r10*1]
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1408]
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], ebp
-    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    vmovdqu ymmword ptr [r15 + 704], ymm15
+    mov dword ptr [r15 + 448], 122
+    mov dword ptr [r15 + 128], 212
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    add rbp, qword ptr [r15 + 0]
-    mov r9, r10
-    movzx ecx, byte ptr [r15 + 0]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    movzx r9d, byte ptr [r15 + 320]
+    mov rcx, qword ptr [r15 + 640]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    mov r8d, r8d
-    mov r8, r10
-    mov eax, 229
-    mov eax, dword ptr [r15 + 512]
-    mov edx, 118
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], 194
-    test ebx, 1073741824
+    mov dword ptr [r15 + 128], 188
+    mov rbp, r10
+    and eax, dword ptr [r15 + 256]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 162
+    movzx ebp, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r8d, edx
+    test dword ptr [r15 + 67117723], 5251088
     jz 1f
 1:
-    add r8, qword ptr [r15 + 640]
-    add r8, qword ptr [r15 + 128]
-    mov r9, rcx
-    movsxd r9, dword ptr [r15 + 320]
-    movsxd rcx, dword ptr [r15 + 512]
+    mov ebp, 25
+    mov edx, 142
+    mov rdx, qword ptr [r15 + 192]
+    mov eax, edx
+    movsxd rdx, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], 114
+    mov rbp, r10
+    mov r8d, ebp
+    mov r8, r10
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 238
     jmp 1f
 1:
-    mov rbp, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], rbp
-    mov ebp, dword ptr [r15 + 192]
-    mov ecx, 134
-    mov byte ptr [r15 + 64], r8b
-    mov r8d, r8d
-    mov r8d, dword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 576], r9d
-    movsxd r9, dword ptr [r15 + 256]
+    add r8, qword ptr [r15 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c215:
-    mov r8, r10
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + 384], 240
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    and r9, 8128
-    imul r8, qword ptr [r15 + r9 + 7552]
+    lea rcx, [rip + .Lc1_d16401_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16401_j_t
+.Lc1_d16401_j:
+    movzx ecx, byte ptr [r15 + 384]
+    mov ebp, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 204
-    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], 206
+    vmovdqu ymmword ptr [r15 + 0], ymm15
     jmp 1f
 1:
-    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    mov rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
+    and rbp, 1984
+    movzx r8d, byte ptr [r15 + rbp + 1344]
+    mov rbp, r10
+    mov edx, 130
+    mov edx, dword ptr [r15 + 320]
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 64]
-    movzx eax, al
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    mov eax, r8d
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 896]
-    mov edx, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 128]
-    mov r8, rsi
-    jmp 1f
-1:
-    mov esi, 16
-    mov rsi, qword ptr [r15 + 192]
-    mov byte ptr [r15 + 256], sil
-    movsxd rsi, dword ptr [r15 + r9 + 7488]
-    mov byte ptr [r15 + 512], sil
-    mov rsi, qword ptr [r15 + 320]
-    mov r9d, esi
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], bpl
-    mov esi, dword ptr [r15 + 704]
-    mov ebp, 92
+    mov qword ptr [r15 + 64], rax
+    mov rax, qword ptr [r15 + 192]
+    mov rbp, r10
+    mov r9, qword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 512], rdi
+    mov edi, 91
     jmp 1f
 1:
     jmp 1f
 1:
+    mov esi, 69
     jmp 1f
 1:
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 448]
+    movsxd rbp, dword ptr [r15 + 320]
+    mov edi, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 768], 137
+    mov esi, eax
+    movzx esi, r9b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c216:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d16760_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16760_s_t
-    .p2align 3
-.Lc1_d16760_s:
-    .p2align 3
-    jmp .Lc1_d16760_j
-    .p2align 3
-    jmp .Lc1_d16760_j
-.Lc1_d16760_j:
-    mov rbp, r10
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov eax, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 64], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, esi
+    mov dword ptr [r15 + 0], 151
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], 40
     lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    mov ecx, ebp
-    mov qword ptr [r15 + 256], rcx
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm5
-    mov ecx, 137
-    mov dword ptr [r15 + 128], ecx
-    mov rcx, rcx
-    mov rcx, qword ptr [r15 + rbp + 1408]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov rsi, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 168
-    movzx ebp, byte ptr [r15 + 768]
-    mov r8, r10
-    mov dword ptr [r15 + 512], 234
-    and r8, 8128
-    movsxd rdx, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 192]
-    mov r9, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov edi, 166
+    movzx esi, byte ptr [r15 + 192]
+    and rbp, 4032
+    mov edi, dword ptr [r15 + rbp + 3392]
+    movsxd rax, dword ptr [r15 + 256]
+    mov r9d, eax
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 384]
-    mov r8, rax
-    mov dword ptr [r15 + 64], 62
-    movzx r8d, sil
+    mov rax, qword ptr [r15 + rbp + 3456]
+    mov ebp, 247
+    mov rbp, r10
     jmp 1f
 1:
-    mov rsi, r8
+    mov r8, qword ptr [r15 + 384]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], edi
+    mov byte ptr [r15 + 576], dil
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov edi, edi
+    movsxd rdi, dword ptr [r15 + 640]
+    mov qword ptr [r15 + 64], r8
+    mov dword ptr [r15 + 128], r9d
+    movsxd r9, dword ptr [r15 + 512]
+    mov rbp, r10
+    mov r8, rbp
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rax
+    mov ebp, dword ptr [r15 + 448]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c217:
-    lea rcx, [rip + .Lc1_d16817_j]
+    lea rcx, [rip + .Lc1_d16494_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16817_j_t
-.Lc1_d16817_j:
-    movzx ecx, cl
+    jmp .Lc1_d16494_j_t
+.Lc1_d16494_j:
+    movzx ecx, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 73
-    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    movzx ecx, sil
-    mov dword ptr [r15 + 0], 124
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 196
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 107
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov rcx, qword ptr [r15 + 128]
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    vmovq qword ptr [r15 + 512], xmm15
+    movsxd rbp, dword ptr [r15 + 320]
+    mov rdx, qword ptr [r15 + 64]
     mov r8, r10
-    mov byte ptr [r15 + 0], r8b
-    movsxd rdi, dword ptr [r15 + 448]
-    mov r9, r10
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rcx
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], cl
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], ecx
-    movzx r9d, cl
-    mov r9, r10
-    movsxd rcx, dword ptr [r15 + 384]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    movzx r9d, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], r9d
+    mov eax, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], 187
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], ecx
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 640]
-    mov byte ptr [r15 + 320], r9b
-    mov r9d, 11
-    movsxd rcx, dword ptr [r15 + 576]
-    movzx r9d, cl
-    mov dword ptr [r15 + 128], 114
-    mov rcx, r9
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], cl
+    mov r8, rdx
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 256]
-    movsxd r9, dword ptr [r15 + 512]
+    add rdx, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 704], edi
+    mov r8, rax
+    mov byte ptr [r15 + 128], r8b
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 8
+    mov r8, r10
+    mov eax, edx
+    mov edx, 105
+    jmp 1f
+1:
+    and r8, 8128
+    mov edx, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c218:
+    lea rcx, [rip + .Lc1_d16547_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16547_j_t
+.Lc1_d16547_j:
+    mov ecx, edi
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 64]
+    mov ecx, 239
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    movzx r8d, cl
+    movzx ecx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 768], 151
-    mov dword ptr [r15 + 320], 2
+    movzx r8d, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 576], edi
+    mov dword ptr [r15 + 512], ecx
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 256]
+    or qword ptr [r15 + 384], 116
+    mov rcx, r8
+    test ebx, 4608
+    jnz 1f
+1:
+    add r8, qword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx edi, cl
+    mov qword ptr [r15 + 320], rbp
+    mov ebp, dword ptr [r15 + 64]
+    mov rcx, rbp
+    movzx ebp, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 128], rbp
     mov rbp, r10
+    mov r9, r10
+    vpxor xmm15, xmm15, xmm14
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    and r9, 1984
+    mov ebp, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    mov esi, 7
-    mov esi, r9d
-    and rbp, 448
-    mov r9, qword ptr [r15 + rbp + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    mov rbp, rax
-    mov rax, rbp
+    movzx r9d, dil
+    mov r9d, 232
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 189
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, sil
-    jmp 1f
-1:
-    movzx esi, cl
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 512]
-    movzx ecx, byte ptr [r15 + 128]
-    mov rcx, rax
-    mov dword ptr [r15 + 384], ebp
-    movzx ebp, dil
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 448]
-    mov edx, dword ptr [r15 + 384]
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 192], 60
-    mov dword ptr [r15 + 704], edi
+    mov qword ptr [r15 + 768], rcx
+    mov r9, rdx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c219:
-    lea rcx, [rip + .Lc1_d16915_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16915_j_t
-.Lc1_d16915_j:
-    mov dword ptr [r15 + 448], 62
-    mov rbp, r10
-    vpcmpeqb xmm5, xmm5, xmm12
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov rbp, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rcx, rax
-    mov qword ptr [r15 + 192], rdx
-    movsxd rcx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 0], 128
-    mov edx, 124
-    mov byte ptr [r15 + 0], bpl
-    mov rdx, rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, rdx
-    and edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 512], ecx
-    movzx ebp, cl
-    mov qword ptr [r15 + 128], r8
-    mov ebp, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r8, rbp
-    mov r8, qword ptr [r15 + 64]
-    mov r9, r10
-    mov r8, r10
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], edx
     mov r9d, dword ptr [r15 + 448]
-    mov rdx, r9
-    and r8, 4032
-    mov edx, dword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 320]
-    mov ecx, 239
-    mov ecx, r9d
-    movsxd rcx, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    vmovdqu xmmword ptr [r15 + 0], xmm15
+    mov ebp, ecx
+    vmovq qword ptr [r15 + 0], xmm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rbp
+    mov r8, r10
+    mov ebp, r9d
+    jmp 1f
+1:
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 64]
+    mov r8, r10
+    movzx ecx, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 128], rax
+    and r8, 448
+    and ecx, dword ptr [r15 + r8 + 832]
+    and r8d, dword ptr [r15 + 384]
+    mov r8, r10
+    movzx eax, byte ptr [r15 + 64]
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], 200
+    mov dword ptr [r15 + 640], 28
+    mov r8d, 123
+    mov r8d, r8d
+    movzx r8d, r8b
+    mov r8d, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], cl
+    mov ecx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], cl
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 384]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c220:
-    mov rcx, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d16653_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16653_s_t
+    .p2align 3
+.Lc1_d16653_s:
+    .p2align 3
+    jmp .Lc1_d16653_j
+    .p2align 3
+    jmp .Lc1_d16653_j
+.Lc1_d16653_j:
+    jmp 1f
+1:
+    mov ecx, 139
+    mov r9d, 249
+    mov ecx, eax
     jmp 1f
 1:
     jmp 1f
 1:
+    vmovq qword ptr [r15 + 320], xmm15
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
+    movsxd r9, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    movzx eax, r9b
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], eax
+    mov eax, 202
+    jmp 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 43
-    mov qword ptr [r15 + 0], r9
-    lea r8, [r10 + r10*1]
+    mov rax, rax
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 154
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 0], ymm15
     mov r9, r10
-    movzx edx, byte ptr [r15 + 0]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 896], 230
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    mov byte ptr [r15 + 256], al
+    movzx eax, dl
+    and r9, 448
+    add rax, qword ptr [r15 + r9 + 832]
     jmp 1f
-1:
-    mov rax, qword ptr [r15 + r8 + 832]
-    test ebx, 1073741824
-    jz 1f
 1:
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 320]
-    and edx, dword ptr [r15 + 384]
-    mov r8, r10
-    vpshufd xmm5, xmm5, 83
-    add rdx, qword ptr [r15 + 192]
+    mov edx, 149
+    mov r9, qword ptr [r15 + 512]
+    lea r8, [r10 + r10*1]
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    movsxd rdx, dword ptr [r15 + 192]
+    lea rbp, [r10 + r10*1]
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov r8d, dword ptr [r15 + 512]
-    mov r9d, dword ptr [r15 + 128]
-    add r8, qword ptr [r15 + 64]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3456], 193
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + r8 + 7552], ymm15
     jmp 1f
 1:
-    movzx ecx, bpl
-    mov dword ptr [r15 + 704], 229
-    and ebp, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], 24
+    movsxd r8, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 128], rdx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c221:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4
-    setz al
-    lea rcx, [rip + .Lc1_d17019_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17019_s_t
-    .p2align 3
-.Lc1_d17019_s:
-    .p2align 3
-    jmp .Lc1_d17019_j
-    .p2align 3
-    jmp .Lc1_d17019_j
-.Lc1_d17019_j:
-    mov rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edx, cl
-    mov edx, 125
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d16713_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16713_j_t
+.Lc1_d16713_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 0]
+    mov ecx, edx
+    and edx, dword ptr [r15 + 0]
     jmp 1f
 1:
+    mov r8, r10
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], 66
+    vmovdqu ymmword ptr [r15 + 128], ymm15
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 192]
     mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov ebp, 91
-    movsxd rbp, dword ptr [r15 + 64]
-    mov r8d, ebp
-    mov ebp, 174
-    jmp 1f
-1:
-    mov ebp, 5
-    mov rbp, qword ptr [r15 + 256]
-    mov byte ptr [r15 + 128], bpl
-    mov ebp, 173
-    movsxd rbp, dword ptr [r15 + 320]
-    mov r9, r10
-    lea rbp, [r10 + r10*1]
-    and r9, 1984
-    mov edi, dword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 128], 230
     and rbp, 8128
-    movzx r9d, byte ptr [r15 + rbp + 7488]
-    movsxd rsi, dword ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + rbp + 7488], 4
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 7552], rdx
-    movzx ebp, cl
-    mov dword ptr [r15 + 512], ebp
-    movsxd rbp, dword ptr [r15 + 448]
-    mov rcx, qword ptr [r15 + 768]
-    mov qword ptr [r15 + 64], rax
+    mov ebp, 238
+    movsxd rbp, dword ptr [r15 + 512]
+    mov r9, rcx
+    movzx ecx, byte ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 448]
+    test ebx, 1536
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 320], 75
+    jmp 1f
+1:
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1408], r9
+    movzx r9d, byte ptr [r15 + rbp + 1344]
+    mov rbp, rcx
+    mov rbp, rcx
+    mov byte ptr [r15 + 384], al
+    jmp 1f
+1:
+    mov rax, rax
+    mov ecx, dword ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 768]
+    mov r8d, 179
+    jmp 1f
+1:
+    mov r8d, r9d
+    jmp 1f
+1:
+    mov r9, rbp
+    movsxd r9, dword ptr [r15 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c222:
-    lea rcx, [rip + .Lc1_d17076_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17076_j_t
-.Lc1_d17076_j:
-    add rcx, qword ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 128], r8
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], sil
+    movzx edi, r8b
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 220
-    vpmovmskb eax, xmm5
-    mov qword ptr [r15 + 512], rax
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 165
+    mov r8, r10
+    mov dword ptr [r15 + 320], esi
+    mov r9, r8
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov rsi, qword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 0]
-    mov edx, 151
-    and rbp, 1984
-    movzx edx, byte ptr [r15 + rbp + 1344]
-    vpor xmm5, xmm5, xmm14
-    mov byte ptr [r15 + 576], r8b
-    mov dword ptr [r15 + 640], eax
-    mov qword ptr [r15 + 128], rdx
-    mov rdx, rdx
-    mov eax, eax
-    mov byte ptr [r15 + 448], cl
-    mov dword ptr [r15 + 320], eax
-    mov eax, dword ptr [r15 + 64]
-    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 448
-    movsxd rdx, dword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 192], rdx
-    mov rdx, rax
+    movzx esi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 256]
-    mov rbp, r10
-    vpxor xmm5, xmm5, xmm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 4032
-    and edx, dword ptr [r15 + rbp + 3392]
-    movzx ebp, cl
-    movzx ebp, bpl
+    mov edi, esi
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    mov dword ptr [r15 + 384], 241
+    mov ecx, esi
+    mov esi, dword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 640], ymm15
+    mov dword ptr [r15 + 448], esi
+    mov esi, 61
+    jmp 1f
+1:
+    mov r9, r10
+    mov esi, r9d
+    mov esi, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], edi
+    jmp 1f
+1:
+    mov r9, r10
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 448]
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c223:
-    mov rdx, qword ptr [r15 + 512]
-    movzx ecx, dl
-    mov rbp, r10
-    mov qword ptr [r15 + 256], rsi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d16819_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16819_j_t
+.Lc1_d16819_j:
+    mov rcx, rcx
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 128]
-    and rbp, 16320
-    mov esi, dword ptr [r15 + rbp + 15680]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, rcx
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov eax, 146
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    mov edx, 142
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 704]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r10
     jmp 1f
 1:
-    jmp 1f
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], edx
+    test dword ptr [r15 + 67117723], 16384
+    jz 1f
 1:
-    mov byte ptr [r15 + 384], r8b
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rdx, rdi
-    jmp 1f
-1:
+    mov dword ptr [r15 + 192], r9d
+    vpcmpeqb xmm15, xmm15, xmm6
+    add r9, qword ptr [r15 + 320]
+    mov eax, r9d
+    mov qword ptr [r15 + 256], rcx
+    mov r9d, 201
+    mov r9d, r9d
+    mov r9, qword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 384]
+    vpaddd xmm15, xmm15, xmm15
+    mov dword ptr [r15 + 768], eax
     mov rbp, r10
-    mov edi, dword ptr [r15 + 384]
-    mov rdx, qword ptr [r15 + 192]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
+    jmp 1f
+1:
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    mov rbp, rcx
+    mov qword ptr [r15 + 704], r9
+    mov ebp, dword ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 165
-    jmp 1f
-1:
-    mov ebp, edi
-    movzx ebp, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, 213
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c224:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d17187_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17187_s_t
-    .p2align 3
-.Lc1_d17187_s:
-    .p2align 3
-    jmp .Lc1_d17187_j
-    .p2align 3
-    jmp .Lc1_d17187_j
-    .p2align 3
-    jmp .Lc1_d17187_j
-    .p2align 3
-    jmp .Lc1_d17187_j
-    .p2align 3
-    jmp .Lc1_d17187_j
-    .p2align 3
-    jmp .Lc1_d17187_j
-    .p2align 3
-    jmp .Lc1_d17187_j
-    .p2align 3
-    jmp .Lc1_d17187_j
-.Lc1_d17187_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 177
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 128], 111
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm15
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 64]
-    mov r8, r10
-    mov ecx, 161
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 576], 64
-    mov r8, qword ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 768]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rsi
-    jmp 1f
-1:
-    mov esi, 244
-    mov esi, ebp
-    mov dword ptr [r15 + 384], esi
-    mov qword ptr [r15 + 320], rsi
-    mov rsi, rbp
-    movzx esi, r9b
-    movzx esi, r8b
-    movzx esi, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 192], esi
-    mov rsi, rsi
-    movzx ebp, sil
     mov rbp, r10
-    mov edx, r8d
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], bpl
+    mov dword ptr [r15 + 448], 207
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, edx
+    mov rbp, rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
+    movzx ebp, byte ptr [r15 + 384]
+    mov eax, r9d
+    mov r9, r10
+    mov eax, 12
+    movsxd rax, dword ptr [r15 + 192]
+    mov rcx, rbp
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], bpl
+    mov r9d, edx
+    mov r9d, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 448], r9b
+    jmp 1f
+1:
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 576]
+    mov rbp, qword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 64]
+    movzx edx, cl
+    mov qword ptr [r15 + 320], rdx
     add r10, r11
     inc rbx
     dec r13
@@ -21380,81 +20843,89 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d17252_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17252_j_t
-.Lc1_d17252_j:
-    mov rcx, qword ptr [r15 + 256]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 256
+    setz al
+    lea rcx, [rip + .Lc1_d16921_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16921_s_t
+    .p2align 3
+.Lc1_d16921_s:
+    .p2align 3
+    jmp .Lc1_d16921_j
+    .p2align 3
+    jmp .Lc1_d16921_j
+.Lc1_d16921_j:
     mov rbp, r10
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 384]
-    lea r8, [r10 + r10*1]
     and rbp, 4032
-    mov esi, dword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 64]
-    movzx edx, bpl
-    and r8, 8128
-    add rbp, qword ptr [r15 + r8 + 7552]
+    mov qword ptr [r15 + rbp + 3392], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, rcx
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9, r10
-    add rbp, qword ptr [r15 + 64]
-    and r9, 1984
-    movzx edx, byte ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    add r9, qword ptr [r15 + 640]
-    mov dword ptr [r15 + r8 + 7488], r9d
-    mov r9d, 162
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    mov r9, r8
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 4194432
-    jz 1f
-1:
+    mov rcx, rax
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov byte ptr [r15 + 0], cl
+    mov rcx, rcx
+    movzx ecx, cl
+    mov qword ptr [r15 + 128], rsi
+    vmovdqu ymmword ptr [r15 + 704], ymm15
+    mov r9, r10
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    mov dword ptr [r15 + 256], 244
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 1344]
+    mov r9, r10
+    mov rcx, r9
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], eax
     jmp 1f
 1:
+    mov r9, qword ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 384]
+    mov edx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], ecx
+    mov dword ptr [r15 + 384], 92
     jmp 1f
 1:
-    mov r8d, 189
-    mov qword ptr [r15 + 0], rdi
+    mov ecx, dword ptr [r15 + 64]
+    add rcx, qword ptr [r15 + 640]
     jmp 1f
 1:
-    mov r8d, ebp
-    movzx r8d, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], r8b
-    mov r8, qword ptr [r15 + 320]
-    mov ebp, 78
-    movzx edx, bpl
-    mov rbp, qword ptr [r15 + 320]
-    mov edx, dword ptr [r15 + 128]
-    vpshufd xmm5, xmm5, 135
+    mov r8d, r9d
+    mov r9, r8
+    nop
+    mov r8d, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c226:
-    movzx ebp, byte ptr [r15 + 384]
-    mov r8d, 139
-    movzx r8d, byte ptr [r15 + 704]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d16982_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16982_j_t
+.Lc1_d16982_j:
+    mov r8, r10
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx r9d, dl
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm15
     jmp 1f
 1:
     jmp 1f
@@ -21462,624 +20933,637 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 127
-    mov r9, r10
-    mov dword ptr [r15 + 0], 122
-    movzx esi, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 768]
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
-    movzx r9d, byte ptr [r15 + 320]
-    movzx edi, byte ptr [r15 + 64]
-    add r9, qword ptr [r15 + 448]
-    add r9, qword ptr [r15 + 256]
-    mov r9d, 226
-    mov dword ptr [r15 + 192], 151
-    mov qword ptr [r15 + 128], r9
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 199
-    movzx r9d, dil
+    mov r8, r10
     jmp 1f
 1:
-    mov r9, r10
-    mov rbp, r10
-    mov dword ptr [r15 + 512], 162
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 384]
+    mov rsi, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 8192
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 192], esi
+    mov rsi, rcx
+    movsxd rsi, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], r8b
+    mov r8, r10
+    movsxd rcx, dword ptr [r15 + 512]
+    and r8, 1984
+    mov r9d, dword ptr [r15 + r8 + 1344]
+    mov r8d, eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, r9b
+    movzx r8d, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 448], sil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c227:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 256
-    setz al
-    lea rcx, [rip + .Lc1_d17351_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17351_s_t
-    .p2align 3
-.Lc1_d17351_s:
-    .p2align 3
-    jmp .Lc1_d17351_j
-    .p2align 3
-    jmp .Lc1_d17351_j
-.Lc1_d17351_j:
+    mov r9, rcx
+    mov ecx, 224
+    mov byte ptr [r15 + 512], cl
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    movzx ecx, dil
+    jmp 1f
+1:
+    mov rcx, r8
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
+    mov qword ptr [r15 + 128], r8
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rcx
+    mov r9d, 75
+    movsxd r9, dword ptr [r15 + 320]
+    mov edi, ecx
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 256], ymm15
+    mov rdi, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], dil
+    mov r8, r10
+    mov edi, edi
+    and r8, 8128
+    movzx edi, byte ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 384]
+    mov rsi, rcx
     mov rbp, r10
-    mov edi, 240
-    mov rdi, rdi
-    and rbp, 8128
-    mov rdi, qword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 320], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov r9d, dword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 576]
-    mov byte ptr [r15 + 512], bpl
-    movzx ebp, r8b
-    movzx ebp, bpl
-    mov dword ptr [r15 + 64], 55
+    mov qword ptr [r15 + 576], rbp
+    mov qword ptr [r15 + 640], rdi
+    mov edi, dword ptr [r15 + 448]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], r9d
     jmp 1f
 1:
-    mov rbp, r10
     jmp 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], edi
-    mov ebp, 177
-    mov dword ptr [r15 + 192], eax
-    and ebp, dword ptr [r15 + 128]
-    vmovq xmm5, r9
-    vmovdqu xmmword ptr [r15 + 448], xmm5
-    add rbp, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r9d, 134
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov eax, 48
-    mov eax, 203
+    mov byte ptr [r15 + 384], dil
+    movzx edi, r9b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c228:
-    mov qword ptr [r15 + 704], rbp
-    jmp 1f
-1:
-    mov ebp, 93
-    mov r9d, ebp
-    jmp 1f
-1:
-    mov qword ptr [r15 + 640], r9
-    mov r9, qword ptr [r15 + 384]
-    mov rsi, r9
-    mov r9d, 27
-    mov qword ptr [r15 + 0], rbp
+    lea rcx, [rip + .Lc1_d17080_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d17080_j_t
+.Lc1_d17080_j:
+    mov rcx, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 0], 43
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
+    mov rdi, rcx
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rsi
+    mov rcx, rbp
+    movsxd rcx, dword ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 384]
+    movsxd rsi, dword ptr [r15 + 704]
+    lea r8, [r10 + r10*1]
+    movsxd rdi, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 64], rdi
+    and r8, 1984
+    movzx edi, byte ptr [r15 + r8 + 1408]
+    mov dword ptr [r15 + 512], edi
+    and edi, dword ptr [r15 + r8 + 1344]
+    movzx r8d, dil
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], r9
-    mov ebp, ebp
-    mov ebp, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, r8
+    mov r8, r8
     jmp 1f
 1:
     mov r8, r10
-    movzx ebp, r9b
-    and r8, 8128
-    mov rbp, r10
-    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 64]
-    and rbp, 448
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 512]
-    add r8, qword ptr [r15 + 320]
-    jmp 1f
-1:
     mov r9, r10
+    mov rax, rcx
+    mov ecx, dword ptr [r15 + 128]
+    and r8, 8128
+    and ecx, dword ptr [r15 + r8 + 7488]
+    and r9, 448
+    imul r8, qword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    movzx eax, r9b
-    movsxd rax, dword ptr [r15 + 320]
-    and r9, 4032
-    movzx esi, byte ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 256], ebp
-    movsxd r9, dword ptr [r15 + 448]
-    mov rbp, r9
-    mov r9, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], edi
+    mov byte ptr [r15 + 128], dil
+    mov r9, rsi
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c229:
-    lea rcx, [rip + .Lc1_d17455_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17455_j_t
-.Lc1_d17455_j:
+    inc dword ptr [r15 + 192]
+    mov r9, r9
+    mov r9, qword ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 107
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3392]
+    mov r9d, 236
+    mov rdi, rax
+    mov r9, rdi
+    mov edi, 92
+    mov edi, 159
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, 143
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r10
+    movzx edi, byte ptr [r15 + 576]
+    and r9, 16320
+    mov qword ptr [r15 + r9 + 15680], r8
+    mov r9, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 512], dil
+    mov edi, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    movzx esi, r8b
+    add rdi, qword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 448]
+    jmp 1f
+1:
     mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 384]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], r9d
+    mov eax, ebp
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov rbp, rdx
-    mov dword ptr [r15 + 0], ecx
-    mov ebp, 77
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], 82
-    mov byte ptr [r15 + 0], bpl
-    movzx ebp, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 448]
-    mov r9, qword ptr [r15 + 512]
-    movsxd rsi, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 192], 54
-    mov r8, r10
-    mov rax, qword ptr [r15 + 128]
-    mov edx, eax
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    mov qword ptr [r15 + 64], r8
-    movzx r8d, bpl
-    jmp 1f
-1:
-    mov r8d, 100
-    mov r8, rbp
-    mov byte ptr [r15 + 256], bpl
-    movzx r8d, byte ptr [r15 + 320]
-    mov rbp, r10
-    and r8d, dword ptr [r15 + 768]
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm5
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], dl
-    jmp 1f
-1:
+    mov ebp, dword ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c230:
-    lea rcx, [rip + .Lc1_d17508_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17508_j_t
-.Lc1_d17508_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2048
+    setz al
+    lea rcx, [rip + .Lc1_d17183_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d17183_s_t
+    .p2align 3
+.Lc1_d17183_s:
+    .p2align 3
+    jmp .Lc1_d17183_j
+    .p2align 3
+    jmp .Lc1_d17183_j
+.Lc1_d17183_j:
+    lea rbp, [r10 + r10*1]
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7552]
+    mov dword ptr [r15 + 128], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 60
-    mov byte ptr [r15 + 0], dl
+    mov byte ptr [r15 + 0], sil
     mov qword ptr [r15 + 0], rcx
-    mov ecx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
+    mov ecx, eax
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 209
+    movzx ecx, bpl
     mov rcx, rcx
-    mov dword ptr [r15 + 0], 135
-    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    mov dword ptr [r15 + 192], 54
+    and r8, 1984
+    add rcx, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 384], 232
+    movzx r8d, cl
+    mov r9, r10
+    mov r8, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 256], r8
+    mov qword ptr [r15 + 448], rbp
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    vmovdqu ymmword ptr [r15 + 320], ymm15
     jmp 1f
 1:
+    movzx r9d, r9b
+    movsxd r9, dword ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    add r9, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rcx
-    jmp 1f
-1:
-    mov ecx, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r10
-    mov ecx, 158
-    mov r8, rcx
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 576], cl
-    add rcx, qword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 320], ymm5
-    mov qword ptr [r15 + 384], rbp
-    movsxd rbp, dword ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + 640]
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    vmovdqu ymmword ptr [r15 + 448], ymm5
-    mov rdx, qword ptr [r15 + 320]
-    mov edi, dword ptr [r15 + 256]
-    mov eax, dword ptr [r15 + 128]
-    mov rbp, r10
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + r9 + 896]
-    mov r9, rsi
-    and rbp, 1984
-    mov rsi, qword ptr [r15 + rbp + 1344]
-    mov ebp, r8d
-    jmp 1f
-1:
+    mov byte ptr [r15 + 512], cl
+    mov ecx, dword ptr [r15 + 640]
+    movzx ebp, r8b
+    add r8, qword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c231:
-    vmovq xmm5, rsi
-    mov dword ptr [r15 + 384], 80
-    mov dword ptr [r15 + 64], 246
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    mov r8d, 202
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    mov byte ptr [r15 + 0], sil
+    lea rcx, [rip + .Lc1_d17237_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d17237_j_t
+.Lc1_d17237_j:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rcx, rsi
-    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, r8b
+    jmp 1f
+1:
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm5
-    and r8, 8128
-    mov esi, dword ptr [r15 + r8 + 7488]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 256]
-    mov ecx, ecx
-    movzx ecx, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    mov ebp, r8d
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 320]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
     movzx r8d, byte ptr [r15 + 704]
-    movzx r9d, cl
-    mov qword ptr [r15 + 192], rsi
-    mov r9, r10
-    mov esi, 171
-    mov byte ptr [r15 + 320], cl
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
+    mov ebp, dword ptr [r15 + 448]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm5
+    jmp 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r15 + 384], r8
+    mov r8, rcx
+    mov r8, rcx
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 896]
+    mov esi, 29
+    mov byte ptr [r15 + 768], bpl
+    mov ebp, 13
+    movzx ebp, byte ptr [r15 + 64]
+    mov rsi, rcx
+    movzx ecx, byte ptr [r15 + 256]
+    mov edi, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 512]
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 1984
+    mov rdx, qword ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 192]
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], r8
+    mov r9, rsi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c232:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8
-    setz al
-    lea rcx, [rip + .Lc1_d17617_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17617_s_t
-    .p2align 3
-.Lc1_d17617_s:
-    .p2align 3
-    jmp .Lc1_d17617_j
-    .p2align 3
-    jmp .Lc1_d17617_j
-.Lc1_d17617_j:
-    mov rbp, r10
-    mov rcx, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov rax, rcx
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9d, 37
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 248
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], 139
-    mov dword ptr [r15 + 0], eax
-    mov eax, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], 20
-    mov dword ptr [r15 + 576], 9
-    vmovdqu ymmword ptr [r15 + 256], ymm5
-    mov r9d, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov esi, ebp
-    mov qword ptr [r15 + 512], rsi
-    movzx ebp, cl
+    mov dword ptr [r15 + 0], ecx
+    and ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 159
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 512]
+    mov r9d, 38
+    mov dword ptr [r15 + 576], 23
+    mov r9d, 230
+    movzx r9d, byte ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 256], al
+    vpxor xmm15, xmm15, xmm6
+    mov eax, dword ptr [r15 + 192]
+    mov r9, r10
+    add r8, qword ptr [r15 + 64]
+    mov rdi, r8
+    and r9, 1984
+    movsxd r8, dword ptr [r15 + r9 + 1344]
+    movsxd r9, dword ptr [r15 + 320]
+    movzx ebp, r9b
     mov rbp, r10
-    movzx esi, bpl
-    and rbp, 8128
     mov r8, r10
-    mov rsi, qword ptr [r15 + rbp + 7488]
+    mov esi, 26
     and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 3392]
-    movzx r8d, byte ptr [r15 + 768]
-    mov edx, dword ptr [r15 + 448]
-    mov edi, 221
-    movzx edi, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 64], eax
-    mov eax, ebp
-    mov eax, 93
+    mov qword ptr [r15 + r8 + 3392], rdx
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 320], 197
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, edi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c233:
-    lea rcx, [rip + .Lc1_d17672_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17672_j_t
-.Lc1_d17672_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movzx ebp, al
-    jmp 1f
-1:
-    mov eax, 122
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    mov qword ptr [r15 + 640], rcx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d17339_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d17339_s_t
+    .p2align 3
+.Lc1_d17339_s:
+    .p2align 3
+    jmp .Lc1_d17339_j
+    .p2align 3
+    jmp .Lc1_d17339_j
+    .p2align 3
+    jmp .Lc1_d17339_j
+    .p2align 3
+    jmp .Lc1_d17339_j
+    .p2align 3
+    jmp .Lc1_d17339_j
+    .p2align 3
+    jmp .Lc1_d17339_j
+    .p2align 3
+    jmp .Lc1_d17339_j
+    .p2align 3
+    jmp .Lc1_d17339_j
+    .p2align 3
+    jmp .Lc1_d17339_j
+    .p2align 3
+    jmp .Lc1_d17339_j
+    .p2align 3
+    jmp .Lc1_d17339_j
+    .p2align 3
+    jmp .Lc1_d17339_j
+    .p2align 3
+    jmp .Lc1_d17339_j
+    .p2align 3
+    jmp .Lc1_d17339_j
+    .p2align 3
+    jmp .Lc1_d17339_j
+    .p2align 3
+    jmp .Lc1_d17339_j
+.Lc1_d17339_j:
     mov rcx, rcx
-    movsxd rcx, dword ptr [r15 + 128]
-    mov eax, ecx
-    movzx eax, al
-    add rax, qword ptr [r15 + 448]
-    mov rcx, rbp
-    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], bpl
+    mov ecx, edx
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 197
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    vmovdqu xmm15, xmmword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], eax
+    jmp 1f
+1:
+    mov rbp, r10
+    mov dword ptr [r15 + 448], ecx
     and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1408]
-    mov esi, 108
-    mov rsi, rax
-    mov dword ptr [r15 + 384], eax
-    mov r8, r10
-    mov dword ptr [r15 + 320], ecx
-    mov r9, r10
+    mov qword ptr [r15 + rbp + 1344], rax
+    mov rbp, r10
+    mov eax, dword ptr [r15 + 704]
+    and rbp, 8128
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 64], rbp
+    movsxd rbp, dword ptr [r15 + 640]
+    mov qword ptr [r15 + 192], r9
+    movsxd rsi, dword ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 384]
     jmp 1f
 1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 129
-    and r9, 4032
-    and r8d, dword ptr [r15 + r9 + 3392]
-    movzx r9d, sil
-    movsxd r9, dword ptr [r15 + 256]
-    mov rsi, qword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 384]
-    vpxor xmm5, xmm5, xmm15
-    mov edx, 169
-    mov rdx, qword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 320], rdi
+    mov edi, dword ptr [r15 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c234:
-    movzx r8d, bpl
-    mov r8d, r8d
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, 240
+    mov byte ptr [r15 + 128], al
+    vmovdqu ymmword ptr [r15 + 0], ymm15
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r8d, dword ptr [r15 + 0]
+    mov rbp, r9
     jmp 1f
 1:
+    mov rbp, rax
+    mov eax, ebp
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov eax, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 179
-    movzx ebp, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov rax, rax
+    movzx eax, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm5, xmm5, xmm5
-    mov byte ptr [r15 + 384], r8b
-    movsxd rdx, dword ptr [r15 + 704]
-    mov r8d, dword ptr [r15 + 64]
-    mov r9, qword ptr [r15 + 768]
-    movsxd rcx, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 0], rbp
+    test dword ptr [r15 + 67117724], 33554432
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 512], ebp
+    movzx ebp, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r8, r10
+    mov r9d, dword ptr [r15 + 192]
+    mov rsi, r9
     mov r9, r10
-    mov dword ptr [r15 + 320], eax
-    movzx eax, byte ptr [r15 + 448]
-    movzx edi, byte ptr [r15 + 256]
-    and r9, 16320
-    movzx eax, byte ptr [r15 + r9 + 15680]
-    mov r9, r10
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], r9b
-    and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7488]
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
     and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 896]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 192], al
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm5
-    mov dword ptr [r15 + 64], 3
+    mov rcx, qword ptr [r15 + r9 + 832]
+    mov r9, r10
+    mov r8d, 9
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3392]
+    mov qword ptr [r15 + 64], rdx
+    movzx r9d, byte ptr [r15 + 256]
+    mov rdx, r9
+    movzx r9d, byte ptr [r15 + 768]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c235:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d17776_j]
+    lea rcx, [rip + .Lc1_d17462_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17776_j_t
-.Lc1_d17776_j:
-    mov byte ptr [r15 + 384], dil
-    vpaddd xmm5, xmm5, xmm5
+    jmp .Lc1_d17462_j_t
+.Lc1_d17462_j:
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r9, r10
-    mov rax, rax
-    and r9, 4032
-    movsxd rax, dword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 64], ecx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 1048576
-    jnz 1f
-1:
+    and ecx, dword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 576], rax
-    movsxd rax, dword ptr [r15 + 320]
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], r8d
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm15
+    mov r8, r10
+    mov rdx, r8
+    and r8, 1984
+    mov edx, dword ptr [r15 + r8 + 1344]
+    mov r8d, 7
+    movzx r8d, cl
+    movsxd r8, dword ptr [r15 + 576]
     jmp 1f
 1:
+    movzx ebp, r8b
+    mov r8d, dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 640]
+    mov r9, qword ptr [r15 + 384]
+    movzx esi, dl
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], r9b
-    movzx r9d, al
+    movsxd rdx, dword ptr [r15 + 192]
+    mov rdi, rdx
+    mov dword ptr [r15 + 128], 60
     jmp 1f
 1:
-    mov r9d, 148
-    add rax, qword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 256]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r10
     mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 64]
-    and r9, 448
-    and ecx, dword ptr [r15 + r9 + 832]
-    vmovdqu ymmword ptr [r15 + 256], ymm5
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], al
+    jmp 1f
+1:
+    and rbp, 448
+    movsxd rdx, dword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rbp
     jmp 1f
 1:
     add r10, r11
@@ -22087,392 +21571,419 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c236:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16384
+    setz al
+    lea rcx, [rip + .Lc1_d17517_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d17517_s_t
+    .p2align 3
+.Lc1_d17517_s:
+    .p2align 3
+    jmp .Lc1_d17517_j
+    .p2align 3
+    jmp .Lc1_d17517_j
+.Lc1_d17517_j:
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, dword ptr [r15 + 0]
-    vmovq qword ptr [r15 + 0], xmm5
+    mov rbp, r10
     jmp 1f
 1:
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 320]
+    mov eax, 189
+    mov rax, qword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 384]
+    movzx edx, al
+    mov dword ptr [r15 + 0], 60
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ecx, eax
-    mov qword ptr [r15 + 64], r9
-    vmovdqu ymmword ptr [r15 + 512], ymm5
-    mov r9, rcx
-    mov r9, r10
-    mov ecx, 108
-    movsxd rcx, dword ptr [r15 + 256]
-    and r9, 1984
-    mov r8d, dword ptr [r15 + r9 + 1344]
-    mov r9d, 69
-    movsxd r9, dword ptr [r15 + 640]
-    movzx edi, r9b
-    movzx r9d, byte ptr [r15 + 320]
-    mov byte ptr [r15 + 448], r9b
-    vmovdqu xmmword ptr [r15 + 384], xmm5
-    mov r9, r10
+    mov rax, rbp
+    movzx eax, byte ptr [r15 + 64]
     mov r8, r10
-    movsxd rsi, dword ptr [r15 + 192]
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm5
-    and r8, 4032
-    mov r9, qword ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 704]
-    movzx r8d, dil
-    mov rdi, qword ptr [r15 + 128]
-    mov edi, edi
-    mov eax, edi
     jmp 1f
 1:
+    mov rsi, r8
+    movzx r9d, dl
+    and r8, 1984
+    add rdx, qword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    mov byte ptr [r15 + 448], al
-    mov byte ptr [r15 + 128], al
+    mov r8d, 52
+    mov r8d, 43
+    movzx r8d, r8b
+    movzx r8d, byte ptr [r15 + 128]
+    mov r9d, edi
+    movsxd rdi, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov rsi, rbp
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], edx
+    mov edx, 151
+    movzx edx, dl
+    mov rbp, r10
+    movsxd rdx, dword ptr [r15 + 192]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 110
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c237:
-    lea rcx, [rip + .Lc1_d17878_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17878_j_t
-.Lc1_d17878_j:
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], eax
-    mov ecx, edx
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov ecx, 41
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, esi
+    add qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r9
+    jmp 1f
+1:
+    mov r9, rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
+    mov r9, r10
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], 154
-    mov dword ptr [r15 + 320], 96
-    movzx esi, byte ptr [r15 + 448]
-    movzx ebp, byte ptr [r15 + 768]
-    mov byte ptr [r15 + 64], bpl
-    jmp 1f
-1:
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov ebp, 169
-    movsxd r9, dword ptr [r15 + 192]
-    mov rbp, r9
-    mov rbp, rsi
-    vmovdqu xmm5, xmmword ptr [r15 + 512]
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 256]
+    and r9, 8128
     mov r8, r10
-    movzx eax, byte ptr [r15 + 128]
+    and ebp, dword ptr [r15 + r9 + 7488]
+    movzx eax, byte ptr [r15 + 256]
+    mov r9d, 30
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r9d
-    mov r8, r10
-    movzx r9d, byte ptr [r15 + 384]
-    movzx edi, bpl
+    mov qword ptr [r15 + r8 + 1344], rdx
+    mov edx, dword ptr [r15 + 320]
     jmp 1f
 1:
-    and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3392]
-    mov r8, r10
-    mov rdx, rsi
+    mov r8, rdx
     jmp 1f
 1:
-    and r8, 8128
-    mov rdx, qword ptr [r15 + r8 + 7488]
+    mov edx, 5
     jmp 1f
 1:
+    test ebx, 1024
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], edx
+    mov rbp, r10
+    mov edx, dword ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 384]
+    and rbp, 448
+    add rdi, qword ptr [r15 + rbp + 832]
+    add rdi, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 64], rax
+    movzx ebp, byte ptr [r15 + 320]
+    mov rax, rax
+    add rdi, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, r8d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], eax
+    mov eax, 197
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov ecx, eax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c238:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2048
-    setz al
-    lea rcx, [rip + .Lc1_d17938_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17938_s_t
-    .p2align 3
-.Lc1_d17938_s:
-    .p2align 3
-    jmp .Lc1_d17938_j
-    .p2align 3
-    jmp .Lc1_d17938_j
-.Lc1_d17938_j:
-    lea rbp, [r10 + r10*1]
-    mov esi, edi
+    lea rcx, [rip + .Lc1_d17632_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d17632_j_t
+.Lc1_d17632_j:
     jmp 1f
 1:
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 896]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    mov rdi, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 576], rsi
-    mov rsi, rsi
-    movzx esi, r9b
-    movsxd rsi, dword ptr [r15 + 64]
-    mov r8, r10
-    mov r9d, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 192], r9
-    mov r9d, ecx
-    and r8, 8128
-    movsxd r9, dword ptr [r15 + r8 + 7488]
-    mov eax, 33
-    vpxor xmm5, xmm5, xmm8
-    test dword ptr [r15 + 67117724], 1048576
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 640]
-    movzx esi, byte ptr [r15 + 320]
-    mov r8, r10
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], r8d
+    mov r8, r10
+    mov qword ptr [r15 + 384], rax
+    add rax, qword ptr [r15 + 320]
+    mov rcx, qword ptr [r15 + 256]
     and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    vmovq qword ptr [r15 + 320], xmm5
-    movzx r8d, r9b
-    movsxd r8, dword ptr [r15 + 448]
-    mov byte ptr [r15 + rbp + 832], bpl
+    movzx edi, byte ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + 0], rdi
+    movzx edi, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 64]
+    mov rdx, rcx
+    mov rdx, qword ptr [r15 + 512]
+    mov rbp, r10
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 512]
-    vpcmpeqb xmm5, xmm5, xmm0
-    mov ebp, r8d
+    mov r9, qword ptr [r15 + 128]
+    vmovdqu xmm15, xmmword ptr [r15 + 448]
+    and rbp, 448
+    movzx esi, byte ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 128]
+    mov ebp, 199
+    mov rbp, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 640]
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], r9b
     jmp 1f
 1:
     jmp 1f
 1:
+    mov qword ptr [r15 + 448], r9
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c239:
-    mov rbp, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r10
-    and rbp, 448
-    and r9d, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    movzx esi, bpl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov byte ptr [r15 + 0], sil
-    mov rsi, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d17685_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d17685_s_t
+    .p2align 3
+.Lc1_d17685_s:
+    .p2align 3
+    jmp .Lc1_d17685_j
+    .p2align 3
+    jmp .Lc1_d17685_j
+    .p2align 3
+    jmp .Lc1_d17685_j
+    .p2align 3
+    jmp .Lc1_d17685_j
+    .p2align 3
+    jmp .Lc1_d17685_j
+    .p2align 3
+    jmp .Lc1_d17685_j
+    .p2align 3
+    jmp .Lc1_d17685_j
+    .p2align 3
+    jmp .Lc1_d17685_j
+.Lc1_d17685_j:
+    mov rcx, rcx
+    mov ecx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, 1
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    movsxd rcx, dword ptr [r15 + 512]
+    movzx eax, cl
+    mov byte ptr [r15 + 64], al
+    jmp 1f
+1:
     lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + 0], r9b
-    mov r9, qword ptr [r15 + 128]
     jmp 1f
 1:
     and rbp, 1984
-    mov rdi, qword ptr [r15 + rbp + 1408]
-    mov rdx, qword ptr [r15 + rbp + 1344]
-    mov ebp, edx
-    mov rdx, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 256], edx
+    mov byte ptr [r15 + rbp + 1408], r8b
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], r9b
-    mov dword ptr [r15 + 192], 200
+    mov r8, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    mov r8d, dword ptr [r15 + 448]
+    mov rcx, rax
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 704], ymm5
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov edx, edx
-    mov qword ptr [r15 + 256], rdx
-    mov edx, edi
-    movzx edi, byte ptr [r15 + 320]
-    mov r9d, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 512], rcx
-    movzx ecx, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 192], rbp
+    movzx eax, byte ptr [r15 + 704]
+    mov ecx, r8d
+    movzx r8d, bpl
+    mov byte ptr [r15 + 320], bpl
+    mov qword ptr [r15 + 256], rbp
+    mov byte ptr [r15 + 768], al
+    movzx eax, byte ptr [r15 + 384]
+    mov r8, r10
+    mov r9, rdx
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], ecx
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm15
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], ecx
     jmp 1f
 1:
+    mov dword ptr [r15 + 128], r8d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c240:
-    lea rcx, [rip + .Lc1_d18043_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18043_j_t
-.Lc1_d18043_j:
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov ebp, edi
-    mov edi, edx
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rdi, rbp
-    mov ebp, dword ptr [r15 + 0]
-    mov r8, r10
-    mov dword ptr [r15 + 0], 42
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 217
-    movsxd rdx, dword ptr [r15 + 512]
-    mov r8d, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 192]
-    mov r8, r10
-    mov edi, edi
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r9d, dword ptr [r15 + 64]
     mov r8d, dword ptr [r15 + 256]
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + 64], cl
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 896], ymm15
+    lea r8, [r10 + r10*1]
+    mov ecx, 218
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 768], eax
-    movzx eax, byte ptr [r15 + 576]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 320]
-    mov rbp, qword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 384]
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 384]
     mov edx, dword ptr [r15 + 320]
-    mov r9, rsi
-    movzx r9d, r9b
-    mov r9d, edi
-    vmovdqu xmm15, xmmword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r9, r10
-    mov esi, r9d
-    mov qword ptr [r15 + 512], rax
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 448]
+    mov esi, 58
+    mov esi, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 832], r8d
+    movsxd rbp, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 512]
+    mov ebp, ebp
+    mov qword ptr [r15 + 640], rbp
+    mov rbp, r10
+    mov rcx, qword ptr [r15 + r8 + 7552]
+    mov r8, rdi
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c241:
+    lea rcx, [rip + .Lc1_d17796_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d17796_j_t
+.Lc1_d17796_j:
+    add rcx, qword ptr [r15 + 320]
+    add rcx, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov ebp, 142
+    mov ebp, 36
+    mov rbp, r8
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, al
+    mov esi, 51
+    mov dword ptr [r15 + 0], 212
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 75
+    jmp 1f
+1:
+    vmovq xmm15, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov ebp, esi
+    movzx ebp, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 192], al
+    jmp 1f
+1:
+    mov ebp, ebp
+    movsxd rbp, dword ptr [r15 + 512]
+    mov esi, dword ptr [r15 + 448]
+    and ebp, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 384]
     mov r9, r10
-    mov byte ptr [r15 + 704], bpl
-    and r9, 4032
-    mov rbp, qword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov edx, 99
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rdx
-    mov edx, ecx
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    vpor xmm15, xmm15, xmm15
-    mov r8, r10
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], eax
-    and r8, 448
-    mov r9, r10
-    movsxd rdx, dword ptr [r15 + r8 + 832]
-    mov r8d, 53
+    mov byte ptr [r15 + 320], r9b
+    mov rbp, r10
     and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 123
-    movzx r9d, byte ptr [r15 + 448]
-    mov r8, rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 640], rdx
-    mov rdx, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 192]
-    mov byte ptr [r15 + 384], al
-    mov dword ptr [r15 + 320], eax
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 384]
+    mov byte ptr [r15 + r9 + 1344], r9b
+    mov dword ptr [r15 + 512], r9d
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 162
+    mov rbp, qword ptr [r15 + 256]
     add r10, r11
     inc rbx
     dec r13
@@ -22481,790 +21992,318 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d18153_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d18153_s_t
-    .p2align 3
-.Lc1_d18153_s:
-    .p2align 3
-    jmp .Lc1_d18153_j
-    .p2align 3
-    jmp .Lc1_d18153_j
-    .p2align 3
-    jmp .Lc1_d18153_j
-    .p2align 3
-    jmp .Lc1_d18153_j
-    .p2align 3
-    jmp .Lc1_d18153_j
-    .p2align 3
-    jmp .Lc1_d18153_j
-    .p2align 3
-    jmp .Lc1_d18153_j
-    .p2align 3
-    jmp .Lc1_d18153_j
-    .p2align 3
-    jmp .Lc1_d18153_j
-    .p2align 3
-    jmp .Lc1_d18153_j
-    .p2align 3
-    jmp .Lc1_d18153_j
-    .p2align 3
-    jmp .Lc1_d18153_j
-    .p2align 3
-    jmp .Lc1_d18153_j
-    .p2align 3
-    jmp .Lc1_d18153_j
-    .p2align 3
-    jmp .Lc1_d18153_j
-    .p2align 3
-    jmp .Lc1_d18153_j
-.Lc1_d18153_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    mov ecx, 182
-    vpor xmm15, xmm15, xmm15
-    mov qword ptr [r15 + 0], rcx
+    movzx edi, r8b
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, r8d
-    mov rcx, qword ptr [r15 + 0]
-    mov r8, rax
-    mov r8d, r8d
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 768]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov r8, r10
-    mov qword ptr [r15 + 448], r8
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 768]
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], r8d
-    mov r8, r10
-    mov r9d, dword ptr [r15 + 512]
-    and r8, 448
-    mov edx, dword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 64]
-    vmovq xmm15, rcx
-    mov rcx, qword ptr [r15 + 320]
-    mov edi, ecx
-    movsxd rcx, dword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 128], ymm15
-    vpshufd xmm15, xmm5, 213
-    mov rbp, rcx
-    vmovdqu ymmword ptr [r15 + 256], ymm15
-    mov ecx, dword ptr [r15 + 128]
     mov rbp, r10
-    mov esi, 124
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, eax
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], al
     jmp 1f
 1:
+    test dword ptr [r15 + 67117723], 8388608
+    jz 1f
+1:
+    mov rbp, r10
     jmp 1f
 1:
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm5
-    mov ebp, r9d
+    mov byte ptr [r15 + 384], bpl
+    mov edi, 133
+    and rbp, 448
+    movsxd rdi, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 64], 20
+    mov byte ptr [r15 + 128], dil
+    mov rdi, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rbp, r10
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    jmp 1f
+1:
+    mov rax, r8
+    mov edx, 242
+    movzx ebp, dil
+    mov byte ptr [r15 + 320], cl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c243:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d18228_j]
+    lea rcx, [rip + .Lc1_d17896_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18228_j_t
-.Lc1_d18228_j:
-    mov ecx, 10
-    mov rbp, r10
+    jmp .Lc1_d17896_j_t
+.Lc1_d17896_j:
+    mov ecx, esi
+    movzx esi, dl
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 320]
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    movzx ebp, dil
-    mov byte ptr [r15 + 0], sil
-    mov byte ptr [r15 + 0], bpl
-    mov ebp, eax
+    mov rsi, qword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 576], rsi
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 384], xmm15
+    jmp 1f
+1:
+    mov rsi, r9
+    mov r9d, dword ptr [r15 + 256]
+    mov rsi, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    mov rsi, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 256]
-    mov rdx, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 0], sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 128], r9
+    movzx r9d, r9b
+    mov r9, r10
+    movsxd rsi, dword ptr [r15 + 192]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], edi
+    mov r8d, 123
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], esi
+    mov r9d, 161
+    mov r9, r10
+    movzx r8d, r9b
+    movzx esi, dl
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    movsxd r9, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 448], edi
     mov r8, r10
-    test dword ptr [r15 + 67117724], 6356996
-    jz 1f
-1:
-    and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 1344]
-    movzx r8d, dil
-    mov byte ptr [r15 + 512], bpl
-    mov qword ptr [r15 + 384], r8
-    movzx r8d, byte ptr [r15 + 448]
+    mov edi, dword ptr [r15 + 64]
+    mov esi, esi
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r9d
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov esi, ebp
-    mov rbp, r10
-    movsxd rax, dword ptr [r15 + 576]
-    and rbp, 16320
-    movsxd r9, dword ptr [r15 + rbp + 15680]
-    mov rbp, qword ptr [r15 + 640]
-    movzx edx, r8b
+    mov r8, qword ptr [r15 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c244:
-    mov rbp, rdx
-    lea rbp, [r10 + r10*1]
-    mov edx, edx
-    and rbp, 448
-    and edx, dword ptr [r15 + rbp + 832]
-    add rdx, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d17952_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d17952_s_t
+    .p2align 3
+.Lc1_d17952_s:
+    .p2align 3
+    jmp .Lc1_d17952_j
+    .p2align 3
+    jmp .Lc1_d17952_j
+.Lc1_d17952_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm15, xmm15, xmm5
-    mov byte ptr [r15 + 192], dl
-    add rdx, qword ptr [r15 + 64]
-    vmovdqu xmmword ptr [r15 + 512], xmm15
-    movzx r8d, byte ptr [r15 + 448]
-    mov dword ptr [r15 + rbp + 896], ebp
-    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 128]
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 384], eax
-    add rax, qword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + rbp + 3456]
+    mov rcx, rcx
+    mov rcx, rax
+    mov byte ptr [r15 + 0], cl
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
+    and r8, 4032
+    vmovq qword ptr [r15 + r8 + 3392], xmm15
+    movsxd rax, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 64]
+    lea r9, [r10 + r10*1]
+    vmovdqu ymmword ptr [r15 + 256], ymm15
+    mov ecx, 50
+    and r9, 1984
+    and r8d, dword ptr [r15 + r9 + 1408]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], r8
+    movzx r8d, r8b
+    movsxd r8, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rbp, r10
+    mov dword ptr [r15 + r9 + 1344], r8d
+    and rbp, 448
+    movzx r8d, byte ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 192]
+    mov r9, rdi
+    vpshufd xmm15, xmm15, 162
+    vmovdqu ymmword ptr [r15 + 704], ymm15
+    movzx edi, dl
+    movzx edx, dil
+    mov rdi, qword ptr [r15 + 384]
+    and edx, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], rdx
-    jmp 1f
-1:
-    and rbp, 1984
-    movzx edx, byte ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 704], 8
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 256], xmm15
-    vpmovmskb ebp, xmm15
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rdi
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    mov rdi, rbp
-    mov ebp, 144
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 448]
+    movzx r9d, bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c245:
-    lea rcx, [rip + .Lc1_d18322_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18322_j_t
-.Lc1_d18322_j:
-    mov qword ptr [r15 + 0], rcx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 221
-    mov r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r8, r10
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    movsxd rax, dword ptr [r15 + 64]
     lea r9, [r10 + r10*1]
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 128], 251
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
+    mov ebp, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 256]
+    mov r8, r10
     and r9, 8128
-    mov dword ptr [r15 + r9 + 7552], r9d
-    movsxd r8, dword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 448], ecx
-    mov ecx, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 320], cl
-    movzx ecx, byte ptr [r15 + 576]
-    mov r9d, dword ptr [r15 + 768]
-    mov edx, r9d
-    vmovdqu ymmword ptr [r15 + 192], ymm15
-    mov r9, rdx
-    mov r9, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 384], r9d
-    mov dword ptr [r15 + 512], 245
-    mov r9d, 13
-    mov byte ptr [r15 + 64], r8b
+    mov rdi, qword ptr [r15 + r9 + 7552]
+    movzx ecx, cl
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    vpaddd xmm12, xmm12, xmm15
     jmp 1f
 1:
-    vpor xmm15, xmm15, xmm15
-    movzx r9d, r9b
-    mov r9d, ebp
-    movzx r9d, r9b
+    movzx r8d, byte ptr [r15 + 768]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 4
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, dl
+    movzx r8d, byte ptr [r15 + 576]
+    mov qword ptr [r15 + 512], r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 320]
+    mov edi, 168
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], r8
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 384]
+    mov byte ptr [r15 + 512], sil
+    mov r8d, dword ptr [r15 + r9 + 7488]
+    movzx r9d, cl
+    mov esi, 95
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c246:
-    mov r9, r10
-    vpor xmm15, xmm15, xmm15
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rcx
-    mov r9d, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, r9b
+    lea rcx, [rip + .Lc1_d18056_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d18056_j_t
+.Lc1_d18056_j:
+    mov rcx, qword ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    mov dword ptr [r15 + 0], 200
-    .byte 0x66, 0x90
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], cl
-    mov rcx, r9
-    mov ecx, 95
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    movzx r9d, cl
-    mov r9d, 153
-    mov dword ptr [r15 + 0], 185
-    mov r9d, 90
-    movzx r9d, cl
-    mov r9d, r9d
-    mov r9d, 153
-    mov r9, r10
-    movzx ebp, r9b
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rcx
+    mov dword ptr [r15 + 0], 233
+    movzx ecx, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov byte ptr [r15 + 320], r8b
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, 246
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 384]
+    mov r8d, 116
+    mov r8d, ecx
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 640]
+    mov r8, qword ptr [r15 + 384]
+    add rcx, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 448], rdi
+    movzx edi, byte ptr [r15 + 128]
     mov r9, qword ptr [r15 + 128]
-    mov ecx, 35
     mov rbp, r10
+    mov r9, r10
+    mov esi, 160
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], ecx
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    mov r9, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 320], rdi
     jmp 1f
 1:
-    jmp 1f
-1:
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 640], edx
-    mov dword ptr [r15 + 192], 48
-    mov rbp, qword ptr [r15 + 384]
-    mov edx, 125
-    mov rdx, qword ptr [r15 + 64]
-    movzx r8d, r9b
-    mov qword ptr [r15 + 320], r9
+    mov qword ptr [r15 + 192], rcx
+    mov ecx, r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c247:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d18426_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d18426_s_t
-    .p2align 3
-.Lc1_d18426_s:
-    .p2align 3
-    jmp .Lc1_d18426_j
-    .p2align 3
-    jmp .Lc1_d18426_j
-.Lc1_d18426_j:
-    mov rbp, r10
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    mov rax, qword ptr [r15 + 448]
-    mov rbp, r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 238
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 172
-    mov r9d, r9d
-    add r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov ebp, r9d
-    mov r9d, ebp
-    jmp 1f
-1:
-    movzx r9d, r9b
-    mov r9, rax
-    movzx r9d, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 182
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov eax, 243
-    mov eax, dword ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 320], 194
-    mov r8, r10
-    jmp 1f
-1:
-    and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 832]
-    mov r8, r10
-    mov edi, dword ptr [r15 + 256]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 110
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
-    movzx esi, r8b
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c248:
-    lea rcx, [rip + .Lc1_d18485_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18485_j_t
-.Lc1_d18485_j:
-    mov ecx, dword ptr [r15 + 448]
-    and ecx, dword ptr [r15 + 128]
-    movzx r8d, cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], r8d
-    movzx r8d, byte ptr [r15 + 192]
-    mov rsi, r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov rbp, r10
-    mov ecx, dword ptr [r15 + 0]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], sil
-    mov rbp, rsi
-    mov dword ptr [r15 + 768], 154
-    mov byte ptr [r15 + 384], sil
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], r8
-    vpor xmm15, xmm15, xmm15
-    mov byte ptr [r15 + 320], bpl
-    mov rbp, r10
-    mov r8d, 123
-    jmp 1f
-1:
-    movzx r8d, dil
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm15
-    jmp 1f
-1:
-    mov dword ptr [r15 + 576], r8d
-    mov ebp, 103
-    jmp 1f
-1:
-    mov rbp, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 1344]
-    mov ebp, 93
-    mov rbp, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 384], 62
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c249:
-    movzx ebp, al
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 229
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
-    mov ebp, 92
-    mov ebp, dword ptr [r15 + 0]
-    mov r9, r10
-    mov eax, r9d
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], al
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 192]
-    mov r9, rax
-    mov r9, qword ptr [r15 + 192]
-    movsxd rsi, dword ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 640]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 256]
-    mov r9, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 320], bpl
-    mov byte ptr [r15 + 384], cl
-    mov dword ptr [r15 + 64], ecx
-    mov rbp, r10
-    movzx ecx, r9b
-    mov r9, r10
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], eax
-    mov eax, eax
-    and r9, 8128
-    movzx eax, byte ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    mov r9, rax
-    nop
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c250:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d18592_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d18592_s_t
-    .p2align 3
-.Lc1_d18592_s:
-    .p2align 3
-    jmp .Lc1_d18592_j
-    .p2align 3
-    jmp .Lc1_d18592_j
-.Lc1_d18592_j:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rax
-    mov rax, r8
-    mov rbp, r10
-    mov dword ptr [r15 + 384], ecx
-    mov r9, r10
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    mov ebp, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rcx
-    mov r9, rsi
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 229
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rbp
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    movzx r9d, byte ptr [r15 + 768]
-    movzx ebp, byte ptr [r15 + 256]
-    mov r8, r10
-    vmovdqu ymmword ptr [r15 + 512], ymm15
-    and r8, 4032
-    add rbp, qword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], cl
-    movzx r8d, bpl
-    mov dword ptr [r15 + 320], 233
-    movsxd r8, dword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 384]
-    mov esi, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c251:
-    lea rcx, [rip + .Lc1_d18647_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18647_j_t
-.Lc1_d18647_j:
-    mov dword ptr [r15 + 384], 81
-    mov ecx, 236
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, cl
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov ecx, 229
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm15, xmm15, xmm8
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 448]
-    movzx esi, byte ptr [r15 + 320]
-    mov ebp, 134
-    movzx ebp, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 320]
-    movzx r8d, byte ptr [r15 + 576]
-    mov dword ptr [r15 + 128], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r10
-    mov r8, r10
-    mov dword ptr [r15 + 256], 193
-    and r9, 4032
-    movsxd rax, dword ptr [r15 + r9 + 3392]
-    add r9, qword ptr [r15 + 448]
-    mov r9, r10
-    and r8, 8128
-    movzx edi, byte ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 832]
-    mov r9d, 199
-    movsxd r9, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r9d, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c252:
-    mov r9, r10
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm15
-    movsxd r9, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx esi, cl
-    mov ecx, esi
-    mov byte ptr [r15 + 0], r8b
-    mov r8d, dword ptr [r15 + 0]
-    mov rsi, r8
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, sil
-    mov r8d, 207
-    mov esi, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + 192]
-    movsxd rax, dword ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 384]
-    and r8, 1984
-    mov rdi, qword ptr [r15 + r8 + 1408]
-    mov rdx, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 512], 15
-    movsxd rdx, dword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 640], r8b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], ebp
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 384], rbp
-    mov rbp, r10
-    mov dword ptr [r15 + 64], 55
-    mov qword ptr [r15 + 704], rdi
-    mov edi, 54
-    and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 192], 213
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c253:
-    lea rcx, [rip + .Lc1_d18745_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18745_j_t
-.Lc1_d18745_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    and rbp, 4032
-    mov edi, dword ptr [r15 + rbp + 3392]
-    mov r9d, 247
-    movsxd r9, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r8, r10
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], 106
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], r8
-    mov r8, qword ptr [r15 + rbp + 3456]
-    mov dword ptr [r15 + 512], r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov ecx, 68
-    mov r9, r10
-    mov dword ptr [r15 + 256], edi
-    and r9, 8128
-    add rdi, qword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 192]
-    movzx edx, byte ptr [r15 + 768]
-    mov ecx, dword ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + 320]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c254:
-    mov dword ptr [r15 + 448], 113
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], r9
     jmp 1f
@@ -23272,47 +22311,496 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 832]
-    add rbp, qword ptr [r15 + 576]
     movsxd rcx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], ecx
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 512]
+    mov edx, ecx
+    movzx edx, sil
+    mov rdx, rcx
+    mov dword ptr [r15 + 192], edx
+    mov byte ptr [r15 + 320], r9b
+    mov r9, r10
+    movzx edx, r9b
+    add rdx, qword ptr [r15 + 512]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], ecx
+    mov byte ptr [r15 + 128], cl
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 768], al
+    jmp 1f
+1:
+    mov rax, r9
+    mov r9, r10
+    mov rcx, rdx
+    and ecx, dword ptr [r15 + 256]
+    mov rbp, r10
+    and r9, 448
+    mov edx, dword ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 64]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 163
+    mov ebp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 704], 84
+    mov dword ptr [r15 + 384], eax
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c248:
+    lea rcx, [rip + .Lc1_d18151_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d18151_j_t
+.Lc1_d18151_j:
+    mov rcx, qword ptr [r15 + 192]
+    mov ebp, dword ptr [r15 + 64]
+    movzx eax, al
+    mov qword ptr [r15 + 0], rax
+    mov eax, 220
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 320], 15
-    jmp 1f
-1:
-    mov r8d, 171
-    jmp 1f
-1:
-    mov r8d, 168
-    mov dword ptr [r15 + 384], r9d
-    mov r9d, dword ptr [r15 + 512]
-    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     movzx eax, cl
-    and ecx, dword ptr [r15 + 640]
-    mov rax, qword ptr [r15 + 128]
-    and r8, 8128
-    and r9d, dword ptr [r15 + r8 + 7488]
-    mov r8, r10
-    mov edx, dword ptr [r15 + 192]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 256]
+    movzx r9d, al
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 128]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r9, r10
+    mov rdx, r9
+    jmp 1f
+1:
+    mov r8, r10
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], r9d
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3392]
+    mov r8d, eax
+    add qword ptr [r15 + 128], rax
+    mov r8, r10
+    mov eax, 105
+    and r8, 1984
+    movzx edx, byte ptr [r15 + r8 + 1344]
+    mov r8d, r9d
+    mov qword ptr [r15 + 576], r9
+    mov r8, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], r9b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], r8d
+    movsxd r8, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 640], ymm12
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c249:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d18204_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d18204_s_t
+    .p2align 3
+.Lc1_d18204_s:
+    .p2align 3
+    jmp .Lc1_d18204_j
+    .p2align 3
+    jmp .Lc1_d18204_j
+.Lc1_d18204_j:
+    mov dword ptr [r15 + 384], 119
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    movzx eax, al
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 896], 173
+    mov rax, qword ptr [r15 + 704]
+    mov r9, r10
+    mov qword ptr [r15 + 64], r9
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    movzx r9d, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 1
+    jz 1f
+1:
+    mov dword ptr [r15 + 512], 201
+    mov rcx, qword ptr [r15 + 384]
+    movzx r9d, byte ptr [r15 + 448]
+    add rax, qword ptr [r15 + 128]
+    mov rbp, r10
+    mov edx, 41
+    mov dword ptr [r15 + r8 + 832], edx
+    jmp 1f
+1:
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], edx
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c250:
+    lea rbp, [r10 + r10*1]
+    and rbp, 1984
+    mov r8, r10
+    mov byte ptr [r15 + rbp + 1408], sil
+    and r8, 4032
+    movsxd rdx, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], edx
+    mov rdx, r9
+    mov dword ptr [r15 + 384], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ebp
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, rbp
+    mov dword ptr [r15 + 0], 19
+    mov r8d, edx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 768]
+    mov esi, ebp
+    mov qword ptr [r15 + 512], rbp
+    movzx esi, r8b
+    mov esi, dword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], edi
+    mov rdi, qword ptr [r15 + 256]
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    mov qword ptr [r15 + 448], rdx
+    movsxd rdx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 320]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c251:
+    lea rcx, [rip + .Lc1_d18305_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d18305_j_t
+.Lc1_d18305_j:
+    mov ecx, 180
+    movzx ecx, byte ptr [r15 + 576]
+    mov rbp, r10
+    mov dword ptr [r15 + 192], eax
+    mov eax, 178
+    and rbp, 8128
+    add rax, qword ptr [r15 + rbp + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov eax, ebp
+    mov byte ptr [r15 + 64], cl
+    movsxd rcx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 90
+    jmp 1f
+1:
+    mov qword ptr [r15 + 640], rdx
+    mov rbp, r10
+    mov rdx, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ecx
+    mov ebp, dword ptr [r15 + 256]
+    mov r8, r10
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    mov edx, 218
+    and r8, 4032
+    mov edx, dword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 512]
+    mov esi, ebp
+    mov byte ptr [r15 + 384], sil
+    jmp 1f
+1:
+    mov rbp, rdi
+    mov byte ptr [r15 + 320], cl
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c252:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov qword ptr [r15 + 384], rdi
+    mov dword ptr [r15 + 128], 85
+    mov rax, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 704], al
+    jmp 1f
+1:
+    mov eax, esi
+    test dword ptr [r15 + 67117723], 262144
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rax, rax
+    mov eax, ebp
+    mov rbp, r10
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    vmovdqu ymmword ptr [r15 + 64], ymm12
+    mov rbp, r10
+    and esi, dword ptr [r15 + 256]
+    and rbp, 8128
+    mov rdi, qword ptr [r15 + rbp + 7488]
+    mov r8, r10
+    mov qword ptr [r15 + 320], r8
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rdx
+    jmp 1f
+1:
+    mov r8d, 177
+    mov r8d, r8d
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 448]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c253:
+    lea rcx, [rip + .Lc1_d18404_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d18404_j_t
+.Lc1_d18404_j:
+    mov rbp, r10
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 576]
+    mov edx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], ebp
+    mov byte ptr [r15 + 448], r8b
+    movzx r8d, byte ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov edi, edx
+    movzx edx, byte ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 135
+    jmp 1f
+1:
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 192]
+    mov r9, r10
+    mov rcx, qword ptr [r15 + 64]
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    mov r9d, ecx
+    mov r9, r10
+    mov rcx, rcx
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c254:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8
+    setz al
+    lea rcx, [rip + .Lc1_d18461_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d18461_s_t
+    .p2align 3
+.Lc1_d18461_s:
+    .p2align 3
+    jmp .Lc1_d18461_j
+    .p2align 3
+    jmp .Lc1_d18461_j
+.Lc1_d18461_j:
+    mov rax, rax
+    add rax, qword ptr [r15 + 384]
+    add rax, qword ptr [r15 + 640]
+    movzx ecx, al
+    mov rax, r9
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 384]
+    and r9, 448
+    and eax, dword ptr [r15 + r9 + 896]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 177
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r10
+    mov byte ptr [r15 + 128], sil
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    movzx ebp, r9b
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 192]
+    mov edx, ecx
+    mov rcx, rdx
+    mov edx, dword ptr [r15 + r9 + 832]
+    movzx r9d, dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 512], bpl
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rbp, r10
+    vmovdqu ymmword ptr [r15 + 320], ymm12
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], r8b
     add r10, r11
     inc rbx
     dec r13
@@ -23321,77 +22809,46 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d18845_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d18845_s_t
-    .p2align 3
-.Lc1_d18845_s:
-    .p2align 3
-    jmp .Lc1_d18845_j
-    .p2align 3
-    jmp .Lc1_d18845_j
-    .p2align 3
-    jmp .Lc1_d18845_j
-    .p2align 3
-    jmp .Lc1_d18845_j
-    .p2align 3
-    jmp .Lc1_d18845_j
-    .p2align 3
-    jmp .Lc1_d18845_j
-    .p2align 3
-    jmp .Lc1_d18845_j
-    .p2align 3
-    jmp .Lc1_d18845_j
-.Lc1_d18845_j:
-    and ecx, dword ptr [r15 + 768]
+    mov r9, r10
+    mov edi, ebp
+    mov ebp, edi
+    movzx edi, byte ptr [r15 + 768]
+    and r9, 4032
+    movzx ebp, byte ptr [r15 + r9 + 3392]
+    mov r9, qword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 512], r9d
+    test dword ptr [r15 + 67117724], 537038848
+    jz 1f
+1:
     jmp 1f
 1:
-    mov eax, eax
-    mov dword ptr [r15 + 192], eax
-    mov rax, qword ptr [r15 + 64]
+    movzx ebp, bpl
+    mov dword ptr [r15 + 384], ebp
+    mov rbp, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 704]
+    mov eax, dword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 128]
+    mov edx, edi
     mov r8, r10
-    movzx r9d, byte ptr [r15 + 64]
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb r8d, xmm15
-    vpcmpeqb xmm15, xmm15, xmm8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r8, r10
-    mov byte ptr [r15 + 512], r8b
-    mov byte ptr [r15 + 384], r8b
-    mov dword ptr [r15 + 704], ecx
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], esi
-    mov byte ptr [r15 + 320], r8b
-    mov dword ptr [r15 + 448], 29
-    mov r8, r10
-    jmp 1f
-1:
+    mov rbp, r10
     and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm15
-    mov r8d, 133
-    mov r8d, 27
-    add r8, qword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 128], ymm15
-    mov qword ptr [r15 + 256], rdx
+    mov dword ptr [r15 + r8 + 1344], r8d
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 448], 194
+    mov ebp, eax
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -23457,437 +22914,441 @@ ditto_body_init_c1:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d5165_j_t:
+.Lc1_d5127_j_t:
     jmp rcx
-.Lc1_d3356_s_t:
+.Lc1_d3298_s_t:
     jmp rcx
-.Lc1_d3420_j_t:
+.Lc1_d3366_j_t:
     jmp rcx
-.Lc1_d4990_s_t:
+.Lc1_d4941_s_t:
     jmp rcx
-.Lc1_d5056_s_t:
+.Lc1_d5017_s_t:
     jmp rcx
-.Lc1_d3914_s_t:
+.Lc1_d3865_s_t:
     jmp rcx
-.Lc1_d3979_j_t:
+.Lc1_d3924_j_t:
     jmp rcx
-.Lc1_d4028_j_t:
+.Lc1_d4023_j_t:
     jmp rcx
-.Lc1_d4118_j_t:
+.Lc1_d4077_j_t:
     jmp rcx
-.Lc1_d4209_j_t:
+.Lc1_d4169_s_t:
     jmp rcx
-.Lc1_d4776_s_t:
+.Lc1_d4696_j_t:
     jmp rcx
-.Lc1_d4881_j_t:
+.Lc1_d4785_j_t:
     jmp rcx
-.Lc1_d74_s_t:
+.Lc1_d69_j_t:
     jmp rcx
-.Lc1_d136_j_t:
+.Lc1_d171_j_t:
     jmp rcx
-.Lc1_d232_s_t:
+.Lc1_d219_j_t:
     jmp rcx
-.Lc1_d330_j_t:
+.Lc1_d322_s_t:
     jmp rcx
-.Lc1_d428_j_t:
+.Lc1_d418_j_t:
     jmp rcx
-.Lc1_d516_s_t:
+.Lc1_d506_j_t:
     jmp rcx
-.Lc1_d570_j_t:
+.Lc1_d600_j_t:
     jmp rcx
-.Lc1_d661_j_t:
+.Lc1_d691_s_t:
     jmp rcx
-.Lc1_d767_s_t:
+.Lc1_d783_j_t:
     jmp rcx
-.Lc1_d822_j_t:
+.Lc1_d831_s_t:
     jmp rcx
-.Lc1_d919_j_t:
+.Lc1_d937_j_t:
     jmp rcx
-.Lc1_d1011_s_t:
+.Lc1_d1029_j_t:
     jmp rcx
-.Lc1_d1109_j_t:
+.Lc1_d1131_s_t:
     jmp rcx
-.Lc1_d1210_j_t:
+.Lc1_d1192_j_t:
     jmp rcx
-.Lc1_d1258_j_t:
+.Lc1_d1288_j_t:
     jmp rcx
-.Lc1_d1351_s_t:
+.Lc1_d1381_s_t:
     jmp rcx
-.Lc1_d1451_s_t:
+.Lc1_d1487_s_t:
     jmp rcx
-.Lc1_d1559_j_t:
+.Lc1_d1543_j_t:
     jmp rcx
-.Lc1_d1607_j_t:
+.Lc1_d1643_j_t:
     jmp rcx
-.Lc1_d1713_s_t:
+.Lc1_d1739_j_t:
     jmp rcx
-.Lc1_d1820_j_t:
+.Lc1_d1793_s_t:
     jmp rcx
-.Lc1_d1869_j_t:
+.Lc1_d1897_j_t:
     jmp rcx
-.Lc1_d1971_s_t:
+.Lc1_d1998_s_t:
     jmp rcx
-.Lc1_d2073_j_t:
+.Lc1_d2051_j_t:
     jmp rcx
-.Lc1_d2124_j_t:
+.Lc1_d2147_j_t:
     jmp rcx
-.Lc1_d2221_s_t:
+.Lc1_d2250_s_t:
     jmp rcx
-.Lc1_d2328_j_t:
+.Lc1_d2352_j_t:
     jmp rcx
-.Lc1_d2378_j_t:
+.Lc1_d2400_j_t:
     jmp rcx
-.Lc1_d2479_s_t:
+.Lc1_d2498_s_t:
     jmp rcx
-.Lc1_d2594_j_t:
+.Lc1_d2617_j_t:
     jmp rcx
-.Lc1_d2689_s_t:
+.Lc1_d2669_s_t:
     jmp rcx
-.Lc1_d2754_j_t:
+.Lc1_d2776_j_t:
     jmp rcx
-.Lc1_d2859_j_t:
+.Lc1_d2873_j_t:
     jmp rcx
-.Lc1_d2911_s_t:
+.Lc1_d2927_s_t:
     jmp rcx
-.Lc1_d3023_j_t:
+.Lc1_d3029_s_t:
     jmp rcx
-.Lc1_d3122_s_t:
+.Lc1_d3140_j_t:
     jmp rcx
-.Lc1_d3193_j_t:
-    jmp rcx
-.Lc1_d3288_s_t:
+.Lc1_d3190_j_t:
     jmp rcx
 .Lc1_b3_stubs_t:
     jmp rcx
-.Lc1_d4318_j_t:
+.Lc1_d4272_j_t:
     jmp rcx
-.Lc1_d4417_j_t:
+.Lc1_d4331_s_t:
     jmp rcx
-.Lc1_d4519_j_t:
+.Lc1_d4429_j_t:
     jmp rcx
-.Lc1_d4577_j_t:
+.Lc1_d4538_s_t:
     jmp rcx
-.Lc1_d4676_j_t:
+.Lc1_d4595_j_t:
     jmp rcx
 .Lc1_b9_stubs_t:
     jmp rcx
-.Lc1_d3487_s_t:
+.Lc1_d3432_s_t:
     jmp rcx
-.Lc1_d3602_j_t:
+.Lc1_d3495_j_t:
     jmp rcx
-.Lc1_d3696_s_t:
+.Lc1_d3593_s_t:
     jmp rcx
-.Lc1_d3754_j_t:
+.Lc1_d3664_j_t:
     jmp rcx
-.Lc1_d3846_j_t:
+.Lc1_d3764_j_t:
     jmp rcx
-.Lc1_d5543_s_t:
+.Lc1_d5197_s_t:
     jmp rcx
-.Lc1_d5600_s_t:
+.Lc1_d5254_s_t:
     jmp rcx
-.Lc1_d5708_s_t:
+.Lc1_d5309_s_t:
     jmp rcx
-.Lc1_d5769_s_t:
+.Lc1_d5366_s_t:
     jmp rcx
-.Lc1_d5873_s_t:
+.Lc1_d5423_s_t:
     jmp rcx
-.Lc1_d5978_s_t:
+.Lc1_d5481_s_t:
     jmp rcx
-.Lc1_d6035_s_t:
+.Lc1_d5539_s_t:
     jmp rcx
-.Lc1_d6149_j_t:
+.Lc1_d5595_s_t:
     jmp rcx
-.Lc1_d6208_s_t:
+.Lc1_d5653_s_t:
     jmp rcx
-.Lc1_d6319_j_t:
+.Lc1_d5707_s_t:
     jmp rcx
-.Lc1_d6416_j_t:
+.Lc1_d5815_s_t:
     jmp rcx
-.Lc1_d6471_j_t:
+.Lc1_d5876_s_t:
     jmp rcx
-.Lc1_d6573_s_t:
+.Lc1_d5970_j_t:
     jmp rcx
-.Lc1_d6632_s_t:
+.Lc1_d6071_s_t:
     jmp rcx
-.Lc1_d6738_j_t:
+.Lc1_d6127_s_t:
     jmp rcx
-.Lc1_d6841_j_t:
+.Lc1_d6229_s_t:
     jmp rcx
-.Lc1_d6894_j_t:
+.Lc1_d6332_j_t:
     jmp rcx
-.Lc1_d6991_j_t:
+.Lc1_d6391_s_t:
     jmp rcx
-.Lc1_d7083_j_t:
+.Lc1_d6503_s_t:
     jmp rcx
-.Lc1_d7184_j_t:
+.Lc1_d6561_s_t:
     jmp rcx
-.Lc1_d7237_s_t:
+.Lc1_d6670_j_t:
     jmp rcx
-.Lc1_d7339_j_t:
+.Lc1_d6770_s_t:
     jmp rcx
-.Lc1_d7435_s_t:
+.Lc1_d6826_j_t:
     jmp rcx
-.Lc1_d7499_j_t:
+.Lc1_d6923_j_t:
     jmp rcx
-.Lc1_d7608_s_t:
+.Lc1_d7023_j_t:
     jmp rcx
-.Lc1_d7709_j_t:
+.Lc1_d7079_s_t:
     jmp rcx
-.Lc1_d7765_s_t:
+.Lc1_d7177_j_t:
     jmp rcx
-.Lc1_d7879_j_t:
+.Lc1_d7275_j_t:
     jmp rcx
-.Lc1_d7933_s_t:
+.Lc1_d7366_j_t:
     jmp rcx
-.Lc1_d8036_j_t:
+.Lc1_d7421_j_t:
     jmp rcx
-.Lc1_d8138_s_t:
+.Lc1_d7515_j_t:
     jmp rcx
-.Lc1_d8203_j_t:
+.Lc1_d7615_s_t:
     jmp rcx
-.Lc1_d8300_j_t:
+.Lc1_d7723_s_t:
     jmp rcx
-.Lc1_d8398_j_t:
+.Lc1_d7785_j_t:
     jmp rcx
-.Lc1_d8451_j_t:
+.Lc1_d7877_j_t:
     jmp rcx
-.Lc1_d8541_j_t:
+.Lc1_d7979_j_t:
     jmp rcx
-.Lc1_d8649_s_t:
+.Lc1_d8035_s_t:
     jmp rcx
-.Lc1_d8753_s_t:
+.Lc1_d8140_j_t:
     jmp rcx
-.Lc1_d8813_j_t:
+.Lc1_d8195_j_t:
     jmp rcx
-.Lc1_d8912_j_t:
+.Lc1_d8293_j_t:
     jmp rcx
-.Lc1_d9012_s_t:
+.Lc1_d8399_j_t:
     jmp rcx
-.Lc1_d9074_j_t:
+.Lc1_d8453_s_t:
     jmp rcx
-.Lc1_d9176_j_t:
+.Lc1_d8564_s_t:
     jmp rcx
-.Lc1_d9228_s_t:
+.Lc1_d8664_s_t:
     jmp rcx
-.Lc1_d9336_j_t:
+.Lc1_d8720_j_t:
     jmp rcx
-.Lc1_d9440_s_t:
+.Lc1_d8819_j_t:
     jmp rcx
-.Lc1_d9498_j_t:
+.Lc1_d8910_j_t:
     jmp rcx
-.Lc1_d9593_j_t:
+.Lc1_d9010_s_t:
     jmp rcx
-.Lc1_d9697_s_t:
+.Lc1_d9067_j_t:
     jmp rcx
-.Lc1_d9760_j_t:
+.Lc1_d9162_j_t:
     jmp rcx
-.Lc1_d9868_j_t:
+.Lc1_d9257_j_t:
     jmp rcx
-.Lc1_d9967_s_t:
+.Lc1_d9358_j_t:
     jmp rcx
-.Lc1_d10020_j_t:
+.Lc1_d9455_s_t:
     jmp rcx
-.Lc1_d10118_j_t:
+.Lc1_d9512_s_t:
     jmp rcx
-.Lc1_d10175_j_t:
+.Lc1_d9624_j_t:
     jmp rcx
-.Lc1_d10281_s_t:
+.Lc1_d9673_j_t:
     jmp rcx
-.Lc1_d10391_j_t:
+.Lc1_d9774_j_t:
     jmp rcx
-.Lc1_d10444_j_t:
+.Lc1_d9883_s_t:
     jmp rcx
-.Lc1_d10546_s_t:
+.Lc1_d9939_j_t:
     jmp rcx
-.Lc1_d10610_j_t:
+.Lc1_d10036_s_t:
     jmp rcx
-.Lc1_d10708_s_t:
+.Lc1_d10142_j_t:
     jmp rcx
-.Lc1_d10819_j_t:
+.Lc1_d10195_j_t:
     jmp rcx
-.Lc1_d10875_j_t:
+.Lc1_d10296_j_t:
     jmp rcx
-.Lc1_d10979_j_t:
+.Lc1_d10398_s_t:
     jmp rcx
-.Lc1_d11092_s_t:
+.Lc1_d10463_s_t:
     jmp rcx
-.Lc1_d11158_s_t:
+.Lc1_d10569_j_t:
     jmp rcx
-.Lc1_d11217_j_t:
+.Lc1_d10664_j_t:
     jmp rcx
-.Lc1_d11322_j_t:
+.Lc1_d10718_j_t:
     jmp rcx
-.Lc1_d11428_j_t:
+.Lc1_d10816_s_t:
     jmp rcx
-.Lc1_d11522_s_t:
+.Lc1_d10923_j_t:
     jmp rcx
-.Lc1_d11576_j_t:
+.Lc1_d10974_j_t:
     jmp rcx
-.Lc1_d11676_j_t:
+.Lc1_d11081_s_t:
     jmp rcx
-.Lc1_d11781_s_t:
+.Lc1_d11139_j_t:
     jmp rcx
-.Lc1_d11843_j_t:
+.Lc1_d11239_j_t:
     jmp rcx
-.Lc1_d11950_s_t:
+.Lc1_d11345_s_t:
     jmp rcx
-.Lc1_d12012_j_t:
+.Lc1_d11413_j_t:
     jmp rcx
-.Lc1_d12114_s_t:
+.Lc1_d11510_j_t:
     jmp rcx
-.Lc1_d12174_j_t:
+.Lc1_d11612_s_t:
     jmp rcx
-.Lc1_d12281_j_t:
+.Lc1_d11667_j_t:
     jmp rcx
-.Lc1_d12387_s_t:
+.Lc1_d11765_j_t:
     jmp rcx
-.Lc1_d12455_j_t:
+.Lc1_d11861_j_t:
     jmp rcx
-.Lc1_d12551_j_t:
+.Lc1_d11958_s_t:
     jmp rcx
-.Lc1_d12663_s_t:
+.Lc1_d12011_j_t:
     jmp rcx
-.Lc1_d12723_j_t:
+.Lc1_d12118_j_t:
     jmp rcx
-.Lc1_d12822_s_t:
+.Lc1_d12216_s_t:
     jmp rcx
-.Lc1_d12881_j_t:
+.Lc1_d12271_j_t:
     jmp rcx
-.Lc1_d12981_j_t:
+.Lc1_d12372_s_t:
     jmp rcx
-.Lc1_d13092_s_t:
+.Lc1_d12475_j_t:
     jmp rcx
-.Lc1_d13143_j_t:
+.Lc1_d12529_j_t:
     jmp rcx
-.Lc1_d13245_j_t:
+.Lc1_d12625_j_t:
     jmp rcx
-.Lc1_d13351_s_t:
+.Lc1_d12721_s_t:
     jmp rcx
-.Lc1_d13410_j_t:
+.Lc1_d12831_s_t:
     jmp rcx
-.Lc1_d13513_j_t:
+.Lc1_d12890_j_t:
     jmp rcx
-.Lc1_d13574_s_t:
+.Lc1_d12987_j_t:
     jmp rcx
-.Lc1_d13693_j_t:
+.Lc1_d13086_s_t:
     jmp rcx
-.Lc1_d13798_s_t:
+.Lc1_d13141_j_t:
     jmp rcx
-.Lc1_d13857_j_t:
+.Lc1_d13241_j_t:
     jmp rcx
-.Lc1_d13957_s_t:
+.Lc1_d13336_j_t:
     jmp rcx
-.Lc1_d14023_j_t:
+.Lc1_d13395_s_t:
     jmp rcx
-.Lc1_d14129_s_t:
+.Lc1_d13498_j_t:
     jmp rcx
-.Lc1_d14229_j_t:
+.Lc1_d13596_j_t:
     jmp rcx
-.Lc1_d14288_j_t:
+.Lc1_d13653_s_t:
     jmp rcx
-.Lc1_d14392_j_t:
+.Lc1_d13759_j_t:
     jmp rcx
-.Lc1_d14452_s_t:
+.Lc1_d13865_j_t:
     jmp rcx
-.Lc1_d14562_j_t:
+.Lc1_d13916_s_t:
     jmp rcx
-.Lc1_d14616_j_t:
+.Lc1_d14019_j_t:
     jmp rcx
-.Lc1_d14721_s_t:
+.Lc1_d14118_s_t:
     jmp rcx
-.Lc1_d14835_j_t:
+.Lc1_d14216_j_t:
     jmp rcx
-.Lc1_d14890_j_t:
+.Lc1_d14270_s_t:
     jmp rcx
-.Lc1_d15002_s_t:
+.Lc1_d14375_j_t:
     jmp rcx
-.Lc1_d15064_j_t:
+.Lc1_d14475_s_t:
     jmp rcx
-.Lc1_d15173_s_t:
+.Lc1_d14549_j_t:
     jmp rcx
-.Lc1_d15245_j_t:
+.Lc1_d14654_s_t:
     jmp rcx
-.Lc1_d15354_s_t:
+.Lc1_d14714_j_t:
     jmp rcx
-.Lc1_d15408_j_t:
+.Lc1_d14821_j_t:
     jmp rcx
-.Lc1_d15515_s_t:
+.Lc1_d14879_j_t:
     jmp rcx
-.Lc1_d15625_j_t:
+.Lc1_d14982_s_t:
     jmp rcx
-.Lc1_d15677_j_t:
+.Lc1_d15092_j_t:
     jmp rcx
-.Lc1_d15775_s_t:
+.Lc1_d15144_j_t:
     jmp rcx
-.Lc1_d15884_j_t:
+.Lc1_d15246_s_t:
     jmp rcx
-.Lc1_d15939_j_t:
+.Lc1_d15353_j_t:
     jmp rcx
-.Lc1_d16045_s_t:
+.Lc1_d15403_j_t:
     jmp rcx
-.Lc1_d16144_j_t:
+.Lc1_d15505_s_t:
     jmp rcx
-.Lc1_d16195_j_t:
+.Lc1_d15612_j_t:
     jmp rcx
-.Lc1_d16309_s_t:
+.Lc1_d15661_j_t:
     jmp rcx
-.Lc1_d16372_j_t:
+.Lc1_d15762_s_t:
     jmp rcx
-.Lc1_d16476_j_t:
+.Lc1_d15882_j_t:
     jmp rcx
-.Lc1_d16581_s_t:
+.Lc1_d15933_s_t:
     jmp rcx
-.Lc1_d16653_j_t:
+.Lc1_d16042_s_t:
     jmp rcx
-.Lc1_d16760_s_t:
+.Lc1_d16148_j_t:
     jmp rcx
-.Lc1_d16817_j_t:
+.Lc1_d16201_j_t:
     jmp rcx
-.Lc1_d16915_j_t:
+.Lc1_d16304_s_t:
     jmp rcx
-.Lc1_d17019_s_t:
+.Lc1_d16401_j_t:
     jmp rcx
-.Lc1_d17076_j_t:
+.Lc1_d16494_j_t:
     jmp rcx
-.Lc1_d17187_s_t:
+.Lc1_d16547_j_t:
     jmp rcx
-.Lc1_d17252_j_t:
+.Lc1_d16653_s_t:
     jmp rcx
-.Lc1_d17351_s_t:
+.Lc1_d16713_j_t:
     jmp rcx
-.Lc1_d17455_j_t:
+.Lc1_d16819_j_t:
     jmp rcx
-.Lc1_d17508_j_t:
+.Lc1_d16921_s_t:
     jmp rcx
-.Lc1_d17617_s_t:
+.Lc1_d16982_j_t:
     jmp rcx
-.Lc1_d17672_j_t:
+.Lc1_d17080_j_t:
     jmp rcx
-.Lc1_d17776_j_t:
+.Lc1_d17183_s_t:
     jmp rcx
-.Lc1_d17878_j_t:
+.Lc1_d17237_j_t:
     jmp rcx
-.Lc1_d17938_s_t:
+.Lc1_d17339_s_t:
     jmp rcx
-.Lc1_d18043_j_t:
+.Lc1_d17462_j_t:
     jmp rcx
-.Lc1_d18153_s_t:
+.Lc1_d17517_s_t:
     jmp rcx
-.Lc1_d18228_j_t:
+.Lc1_d17632_j_t:
     jmp rcx
-.Lc1_d18322_j_t:
+.Lc1_d17685_s_t:
     jmp rcx
-.Lc1_d18426_s_t:
+.Lc1_d17796_j_t:
     jmp rcx
-.Lc1_d18485_j_t:
+.Lc1_d17896_j_t:
     jmp rcx
-.Lc1_d18592_s_t:
+.Lc1_d17952_s_t:
     jmp rcx
-.Lc1_d18647_j_t:
+.Lc1_d18056_j_t:
     jmp rcx
-.Lc1_d18745_j_t:
+.Lc1_d18151_j_t:
     jmp rcx
-.Lc1_d18845_s_t:
+.Lc1_d18204_s_t:
+    jmp rcx
+.Lc1_d18305_j_t:
+    jmp rcx
+.Lc1_d18404_j_t:
+    jmp rcx
+.Lc1_d18461_s_t:
     jmp rcx
     .text
 

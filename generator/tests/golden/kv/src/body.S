@@ -48,55 +48,70 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx ecx, al
-    bt rax, rsi
-    mov ebp, 53
-    test dword ptr [r15 + 67117724], 8208
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 704]
-    mov r8d, 29
-    mov edi, 251
-    test ebx, 6096
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], 178
-    mov rcx, rsi
-    test ebx, 15712
-    jnz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 798
-    rep stosb
-    movzx esi, byte ptr [r15 + 576]
-    test dword ptr [r15 + 67117723], 4194304
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 384]
-    movzx eax, dil
-    mov rcx, rdi
-    mov rbp, r10
-    test dword ptr [r15 + 67117723], 33556992
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 512]
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 960]
-    test ebx, 31696
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 33619968
+    setz al
+    lea rcx, [rip + .Lc1_d35_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d35_s_t
+    .p2align 3
+.Lc1_d35_s:
+    .p2align 3
+    jmp .Lc1_d35_j
+    .p2align 3
+    jmp .Lc1_d35_j
+.Lc1_d35_j:
+    popcnt rcx, rcx
+    mov rax, r8
+    mov dword ptr [r15 + 640], ebp
+    mov byte ptr [r15 + 256], cl
+    test dword ptr [r15 + 67117723], 2
     jz 1f
 1:
-    mov rbp, r8
-    mov r8d, dword ptr [r14 + 896]
-    mov r9, r10
-    mov ebp, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 524288
+    mov r8d, r9d
+    mov dword ptr [r15 + 0], 28
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 368
     jnz 1f
 1:
-    nop
-    and r9, 960
-    movzx ecx, byte ptr [r15 + r9 + 1984]
+    mov esi, 18
+    mov edi, edx
+    movsxd r9, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 320]
+    movzx edx, byte ptr [r14 + 384]
+    test ebx, 13568
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 192]
+    mov ecx, ecx
+    mov r8, r10
+    or qword ptr [r15 + 128], 25
+    mov ecx, edx
+    test dword ptr [r15 + 67117723], 2097152
+    jnz 1f
+1:
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 960]
+    mov eax, dword ptr [r14 + 0]
+    movzx edx, r9b
+    test dword ptr [r15 + 67117724], 16384
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 768]
+    movzx ecx, bpl
+    mov r9d, dword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 576]
+    test dword ptr [r15 + 67117724], 4
+    jnz 1f
+1:
+    mov r8d, 190
+    mov rsi, rax
+    mov edi, dword ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
@@ -105,54 +120,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d84_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d84_j_t
-.Lc1_d84_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, al
+    mov rbp, r10
+    mov dword ptr [r15 + 192], ecx
+    and rbp, 33554368
+    movsxd rax, dword ptr [r15 + rbp + 33554432]
+    test ebx, 16032
+    jz 1f
+1:
+    mov r8, r10
+    mov edx, dword ptr [r15 + 128]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7104], ebp
+    test bl, 240
+    jz 1f
+1:
     movsxd r9, dword ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test dword ptr [r15 + 67117723], 1073741824
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 119
-    test dword ptr [r15 + 67117724], 1191316548
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 768]
-    movsxd r8, dword ptr [r15 + 512]
-    mov edi, dword ptr [r14 + 320]
-    mov qword ptr [r15 + 384], rdx
-    test dword ptr [r15 + 67117724], 512
+    mov rdx, rbp
+    test dword ptr [r15 + 67117723], 2
     jz 1f
 1:
-    mov edi, dword ptr [r14 + 0]
-    mov qword ptr [r15 + 128], r8
-    mov edx, 67
-    test ebx, 7408
-    jz 1f
-1:
-    mov r9, r10
-    mov r8, qword ptr [r15 + 448]
-    movzx edi, dil
-    movsxd rcx, dword ptr [r15 + 192]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 1472], rax
-    test dword ptr [r15 + 67117723], 32768
+    mov ebp, dword ptr [r15 + 0]
+    mov ecx, edx
+    mov qword ptr [r15 + 576], rdx
+    test bl, 32
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 192]
-    mov ebp, dword ptr [r15 + 256]
-    mov eax, 30
-    test dword ptr [r15 + 67117724], 537919488
+    movzx r8d, byte ptr [r15 + 448]
+    movzx esi, byte ptr [r15 + 64]
+    test ebx, 608
+    jnz 1f
+1:
+    movzx esi, dil
+    mov rbp, r10
+    movzx eax, al
+    test ebx, 1024
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 640], edx
-    mov edi, 15
+    and rbp, 448
+    mov rsi, qword ptr [r14 + rbp + 960]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 1129
+    rep stosb
+    mov eax, r9d
+    test dword ptr [r15 + 67117723], 327680
+    jnz 1f
+1:
+    bt rcx, rsi
+    mov rdx, qword ptr [r15 + 704]
+    test bl, 32
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 384]
+    movzx ebp, r9b
     add r10, r11
     inc rbx
     dec r13
@@ -161,54 +181,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r10
-    mov rdx, rdx
-    and r8, 8128
-    movzx ebp, byte ptr [r15 + r8 + 7104]
-    mov rcx, rdx
-    test dword ptr [r15 + 67117723], 512
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 256]
-    mov rsi, rcx
-    mov byte ptr [r15 + 576], al
+    lea rcx, [rip + .Lc1_d147_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d147_j_t
+.Lc1_d147_j:
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1127
+    rep movsb
+    mov edx, 252
+    mov rbp, r10
+    movsxd rdi, dword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov ecx, 52
-    test ebx, 7024
+    mov r9, r10
+    mov eax, dword ptr [r15 + 256]
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3008]
+    and r9, 960
+    movsxd rbp, dword ptr [r15 + r9 + 1984]
+    test bl, 192
+    jz 1f
+1:
+    mov r8, r10
+    movzx edi, byte ptr [r15 + 896]
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 1472]
+    mov dword ptr [r15 + 640], 117
+    test ebx, 27584
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 320]
-    movzx esi, byte ptr [r15 + 832]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 1129
+    rep stosb
+    mov dword ptr [r15 + 128], esi
+    mov rax, rsi
     test dword ptr [r15 + 67117724], 16384
     jz 1f
 1:
-    mov dword ptr [r15 + 128], 45
-    movzx ebp, sil
-    mov ebp, ebp
-    test bl, 128
+    mov edx, dword ptr [r14 + 320]
+    movzx esi, sil
+    movzx edi, cl
+    test dword ptr [r15 + 67117724], 8
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 448]
-    mov esi, 15
-    test ebx, 7632
-    jz 1f
+    mov byte ptr [r15 + 64], dil
+    movzx esi, al
+    mov eax, dword ptr [r15 + 768]
+    test dword ptr [r15 + 67117724], 4194304
+    jnz 1f
 1:
-    mov rsi, qword ptr [r14 + 704]
-    movsxd rdi, dword ptr [r14 + 0]
-    mov r9, r10
-    movzx ecx, byte ptr [r15 + 64]
-    test ebx, 816
-    jz 1f
-1:
-    mov rbp, r10
-    and r9, 33554368
-    mov rdx, qword ptr [r15 + r9 + 33554432]
-    and rbp, 448
-    mov r9, qword ptr [r15 + rbp + 960]
+    mov esi, 3
+    mov rdi, r9
     add r10, r11
     inc rbx
     dec r13
@@ -217,62 +242,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 544
-    setz al
-    lea rcx, [rip + .Lc1_d181_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d181_s_t
-    .p2align 3
-.Lc1_d181_s:
-    .p2align 3
-    jmp .Lc1_d181_j
-    .p2align 3
-    jmp .Lc1_d181_j
-.Lc1_d181_j:
-    mov rdi, rcx
-    mov ebp, 106
+    mov ebp, dword ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 320]
+    mov rcx, qword ptr [r15 + 704]
+    test dword ptr [r15 + 67117723], 281018729
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 448]
+    mov eax, ecx
+    mov esi, 28
+    test dword ptr [r15 + 67117723], 2101252
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 832]
+    mov ecx, 192
+    mov dword ptr [r15 + 576], 148
+    test dword ptr [r15 + 67117723], 1233208000
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 8192
+    jnz 1f
+1:
+    mov rbp, r8
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 2944
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    cmovne rdx, rbp
+    movsxd rdi, dword ptr [r15 + 384]
+    test ebx, 31936
+    jz 1f
+1:
     mov byte ptr [r15 + 512], dl
-    mov rdi, rax
-    test dword ptr [r15 + 67117724], 8192
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 0], 35
-    mov esi, esi
-    test dword ptr [r15 + 67117723], 136314912
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2816
-    jnz 1f
-1:
+    mov byte ptr [r15 + 256], al
     mov r9, r10
-    and r8, 4032
-    movzx edi, byte ptr [r15 + r8 + 3008]
-    and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 1472]
-    mov rbp, r10
-    mov rdx, qword ptr [r15 + 384]
-    and rbp, 960
-    mov r9, qword ptr [r15 + rbp + 1984]
-    test dword ptr [r15 + 67117723], 1233470144
+    mov edx, 30
+    test dword ptr [r15 + 67117724], 16384
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 640]
-    cmovne r9, rdi
-    mov rax, qword ptr [r15 + 320]
-    mov byte ptr [r14 + 128], sil
-    test ebx, 2048
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 64]
-    mov esi, r8d
-    mov r9, qword ptr [r15 + 896]
+    and r9, 448
+    mov rax, qword ptr [r14 + r9 + 960]
+    movzx ecx, byte ptr [r15 + 192]
+    mov r9, qword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
@@ -281,57 +298,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 704], ebp
-    mov dword ptr [r14 + 768], 62
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 32
+    lea rcx, [rip + .Lc1_d249_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d249_j_t
+.Lc1_d249_j:
+    cmovne rcx, rsi
+    movzx esi, byte ptr [r15 + 640]
+    mov edi, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test bl, 48
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 2048
-    jz 1f
+    movsxd rbp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 148
+    mov qword ptr [r15 + 192], rbp
+    bt rdx, r9
+    test dword ptr [r15 + 67117724], 33554432
+    jnz 1f
 1:
-    mov ebp, ecx
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 32
-    jz 1f
-1:
+    movsxd rdi, dword ptr [r15 + 320]
+    movzx r9d, byte ptr [r15 + 128]
+    bswap r8
     mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 960]
-    bt rbp, r8
-    test ebx, 5760
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], 53
-    movzx ecx, byte ptr [r15 + 256]
-    test ebx, 608
+    mov rdx, qword ptr [r15 + 448]
+    test ebx, 14288
     jz 1f
 1:
-    mov rbp, r9
-    mov r8d, 12
-    mov r9d, dword ptr [r14 + 64]
-    test ebx, 3056
+    movzx ecx, dl
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 960]
+    movzx edx, byte ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 2048
+    jz 1f
+1:
+    btc dword ptr [r15 + 256], 22
+    movsxd rsi, dword ptr [r15 + 768]
+    mov eax, 238
+    mov edi, 80
+    test bl, 32
     jnz 1f
 1:
-    mov r9, rsi
-    movzx esi, byte ptr [r15 + 448]
-    mov rdx, qword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 128
-    jnz 1f
+    mov qword ptr [r15 + 64], r9
+    mov r8, r9
+    mov rdi, qword ptr [r14 + 512]
+    mov dword ptr [r14 + 0], 67
+    test dword ptr [r15 + 67117724], 33554432
+    jz 1f
 1:
-    mov eax, dword ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + 192]
-    mov r9d, 140
-    test bl, 240
-    jnz 1f
-1:
-    not qword ptr [r15 + 576]
-    bswap rdx
+    movzx ecx, byte ptr [r15 + 896]
+    popcnt r9, rsi
+    mov rsi, rdi
     add r10, r11
     inc rbx
     dec r13
@@ -340,56 +356,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d285_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d285_j_t
-.Lc1_d285_j:
-    mov rdi, rcx
-    mov dword ptr [r15 + 640], ecx
-    mov byte ptr [r15 + 128], sil
-    movsxd rcx, dword ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 65569
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 64752
-    jz 1f
-1:
-    mov esi, 40
-    mov edx, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov ecx, r9d
-    test dword ptr [r15 + 67117723], 16384
+    mov eax, dword ptr [r14 + 704]
+    mov rdx, rbp
+    mov byte ptr [r15 + 576], al
+    test bl, 32
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 64]
-    mov edi, dword ptr [r14 + 832]
-    mov dword ptr [r15 + 768], 159
-    test dword ptr [r15 + 67117724], 1
-    jnz 1f
-1:
+    mov r8, rdx
     mov rbp, r10
-    mov edi, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], edi
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3008]
+    test ebx, 6000
+    jz 1f
+1:
+    mov ecx, 75
+    mov r8, qword ptr [r15 + 192]
+    mov rbp, r10
+    test ebx, 1024
+    jz 1f
+1:
+    and rbp, 960
+    movsxd r9, dword ptr [r15 + rbp + 1984]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 268451841
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rcx, rbp
+    mov r8, r10
+    mov ebp, 92
+    test ebx, 13568
+    jz 1f
+1:
     movzx eax, r9b
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 1472]
-    movzx r8d, byte ptr [r15 + 576]
-    mov rbp, r10
-    test ebx, 6784
+    and r8, 448
+    movzx edx, byte ptr [r15 + r8 + 1472]
+    test bl, 48
     jz 1f
 1:
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 960]
-    movsxd r9, dword ptr [r15 + 320]
-    movsxd rsi, dword ptr [r15 + 384]
-    test ebx, 20416
+    mov rcx, rsi
+    mov dword ptr [r14 + 128], 22
+    mov dword ptr [r15 + 512], 189
+    test dword ptr [r15 + 67117724], 1179904
     jnz 1f
 1:
-    mov edi, 165
-    movsxd rbp, dword ptr [r15 + 704]
-    mov r9, qword ptr [r15 + 192]
+    movzx eax, dl
+    mov rdx, qword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
@@ -398,59 +412,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r10
-    bt rdx, rdx
-    mov rdi, qword ptr [r14 + 256]
-    mov rsi, qword ptr [r15 + 64]
-    and r8, 33554368
-    movzx edx, byte ptr [r15 + r8 + 33554432]
+    lea rcx, [rip + .Lc1_d348_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d348_j_t
+.Lc1_d348_j:
+    mov byte ptr [r15 + 0], r9b
+    mov edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 108
+    mov r8, qword ptr [r15 + 0]
     mov rbp, r10
-    test bl, 32
-    jnz 1f
-1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3008], al
-    movzx ebp, r9b
-    mov ecx, ebp
-    test dword ptr [r15 + 67117723], 1174455384
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 512]
-    test dword ptr [r15 + 67117724], 196612
-    jnz 1f
-1:
-    cmovne r8, rsi
-    mov edi, edi
-    mov r8d, 186
-    test ebx, 7408
+    test ebx, 6096
     jz 1f
 1:
-    mov edi, dword ptr [r14 + 0]
-    .byte 0x0f, 0x1f, 0x00
-    mov rcx, rdi
-    mov rsi, rdx
-    test dword ptr [r15 + 67117724], 536870912
-    jz 1f
-1:
-    movzx ecx, dl
-    movzx edi, dl
-    mov byte ptr [r15 + 128], cl
-    mov rbp, r10
-    test dword ptr [r15 + 67117723], 1218654720
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    and rbp, 8128
+    mov esi, dword ptr [r15 + rbp + 7104]
+    test dword ptr [r15 + 67117723], 2097152
     jnz 1f
 1:
-    mov eax, ebp
-    movsxd rdx, dword ptr [r15 + 320]
-    and rbp, 960
-    mov rcx, qword ptr [r15 + rbp + 1984]
+    movzx esi, sil
+    mov r9, r10
+    movsxd rax, dword ptr [r14 + 832]
+    mov qword ptr [r15 + 320], r9
+    and r9, 33554368
+    mov rbp, r10
+    xor dword ptr [r15 + r9 + 33554432], edx
     test bl, 128
+    jnz 1f
+1:
+    .byte 0x66, 0x90
+    and rbp, 448
+    mov rdi, qword ptr [r15 + rbp + 960]
+    mov r8d, 173
+    test bl, 144
     jz 1f
 1:
-    mov ebp, r9d
-    mov r8, qword ptr [r15 + 192]
-    mov r9, rbp
+    mov edx, 9
+    mov ebp, ecx
+    mov rsi, qword ptr [r15 + 640]
+    mov edi, ecx
+    test ebx, 6784
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 192]
+    mov r9d, dword ptr [r15 + 256]
+    movzx ebp, byte ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 42554898
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 768]
     add r10, r11
     inc rbx
     dec r13
@@ -459,180 +472,166 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2131976
-    setz al
-    lea rcx, [rip + .Lc1_d389_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d389_s_t
-    .p2align 3
-.Lc1_d389_s:
-    .p2align 3
-    jmp .Lc1_d389_j
-    .p2align 3
-    jmp .Lc1_d389_j
-.Lc1_d389_j:
-    mov esi, eax
-    .byte 0x66, 0x90
-    mov rbp, r10
-    mov rdi, qword ptr [r15 + 256]
-    test ebx, 416
-    jz 1f
-1:
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7104]
-    movsxd rcx, dword ptr [r15 + 576]
-    mov byte ptr [r15 + 64], bpl
-    test dword ptr [r15 + 67117723], 8388688
-    jz 1f
-1:
     mov r8, r10
-    movsxd rbp, dword ptr [r15 + 768]
-    mov rdx, rdx
     and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 960]
-    test bl, 32
+    movzx edx, byte ptr [r15 + r8 + 1472]
+    mov dword ptr [r15 + 704], 217
+    mov r8, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 672
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 281413248
+    mov qword ptr [r15 + 0], rsi
+    movzx edi, byte ptr [r15 + 320]
+    mov rsi, qword ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 4
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 384]
-    movzx ebp, byte ptr [r15 + 896]
-    movsxd rdx, dword ptr [r15 + 448]
-    test bl, 32
+    add qword ptr [r15 + 128], r9
+    mov rbp, qword ptr [r15 + 64]
+    movzx esi, byte ptr [r15 + 256]
+    test ebx, 416
+    jnz 1f
+1:
+    mov r8, qword ptr [r14 + 0]
+    mov r9d, r8d
+    mov edx, dword ptr [r14 + 0]
+    test ebx, 624
     jz 1f
 1:
-    mov r8, qword ptr [r14 + 640]
-    mov dword ptr [r15 + 320], eax
-    movzx eax, dil
-    test dword ptr [r15 + 67117723], 4718608
+    movsxd rax, dword ptr [r15 + 576]
+    movzx ecx, byte ptr [r15 + 896]
+    xchg rdi, rdi
+    test ebx, 58368
     jz 1f
 1:
-    mov esi, dword ptr [r14 + 704]
-    mov edi, ecx
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test bl, 32
+    movzx edi, sil
+    movzx ebp, dl
+    mov rcx, qword ptr [r15 + 64]
+    test bl, 128
     jz 1f
 1:
-    mov ecx, eax
-    mov r9, qword ptr [r15 + 128]
+    mov edx, ecx
+    mov esi, 36
+    mov r8, r10
+    movsxd rcx, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 603979776
+    jnz 1f
+1:
+    mov r9, r8
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 960]
+    mov rdx, qword ptr [r15 + 512]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 100 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 102 chunk executions per call
     mov rbx, qword ptr [r15 + 67117744]
-    lea rcx, [rbx + 100]
+    lea rcx, [rbx + 102]
     mov qword ptr [r15 + 67117744], rcx
-    mov r13d, 100
+    mov r13d, 102
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    movzx eax, byte ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    shr r9d, 15
-    movzx esi, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    shr r8d, 17
+    movzx r9d, byte ptr [r15 + 0]
     jmp 1f
 1:
     test bl, 8
     jz 1f
 1:
-    vpxor xmm14, xmm14, xmm12
-    shr eax, 11
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
+    vpxor xmm10, xmm10, xmm4
+    shr r8d, 6
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
     movzx ecx, byte ptr [r15 + 0]
-    vmovdqu ymm12, ymmword ptr [r15 + 64]
+    vmovdqu ymm4, ymmword ptr [r15 + 64]
     test ebx, 6144
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 704], ecx
-    mov r9d, ebp
+    movsxd rax, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 704], r8d
+    mov edi, ebp
     mov esi, dword ptr [r15 + 576]
-    lock add qword ptr [r15 + 192], rdx
-    xchg rdx, r9
+    lock add qword ptr [r15 + 192], rsi
+    xchg rax, rdi
     test bl, 220
     jnz 1f
 1:
-    movzx ecx, r9b
+    movzx r8d, dil
     jmp 1f
 1:
-    or qword ptr [r15 + 448], 92
-    neg rsi
-    and ecx, dword ptr [r14 + 0]
+    or qword ptr [r15 + 448], 127
+    neg rdi
+    and r9d, dword ptr [r14 + 0]
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 256 bytes, 1 chunk(s), 33 chunk executions per call
+// block 2: 256 bytes, 1 chunk(s), 35 chunk executions per call
     mov rbx, qword ptr [r15 + 67117752]
-    lea rcx, [rbx + 33]
+    lea rcx, [rbx + 35]
     mov qword ptr [r15 + 67117752], rcx
-    mov r13d, 33
+    mov r13d, 35
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d487_j]
+    lea rcx, [rip + .Lc1_d492_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d487_j_t
-.Lc1_d487_j:
-    lea rbp, [r10 + r10*1]
-    and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 1024]
-    mov eax, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
+    jmp .Lc1_d492_j_t
+.Lc1_d492_j:
+    mov ebp, 21
+    mov r8, r10
+    mov byte ptr [r15 + 384], al
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1472], r8d
+    mov rbp, r10
     test ebx, 954
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 896]
-    mov r9d, ebp
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3008]
+    movzx esi, byte ptr [r15 + 896]
+    mov edx, dword ptr [r15 + 128]
     test dword ptr [r15 + 67117724], 262288
     jnz 1f
 1:
-    movzx edi, r9b
-    mov rcx, rcx
-    movsxd r9, dword ptr [r15 + 192]
-    mov r8, r10
-    mov qword ptr [r15 + 128], r8
+    mov ecx, edx
+    mov r8d, 103
+    movzx edi, r8b
     test dword ptr [r15 + 67117724], 32
     jz 1f
 1:
-    mov rax, qword ptr [r14 + 256]
-    and r8, 448
-    mov rdi, qword ptr [r15 + r8 + 1472]
-    mov ecx, dword ptr [r14 + rbp + 960]
-    test ebx, 512
-    jnz 1f
+    mov qword ptr [r15 + 64], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 263296
+    jz 1f
 1:
-    movzx edx, byte ptr [r15 + 384]
-    mov r8d, dword ptr [r15 + 832]
-    mov eax, 199
-    mov rbp, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmulsd xmm14, xmm14, xmm12
-    mov eax, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 64], rax
-    mov rbp, r10
+    mov qword ptr [r15 + 128], rdi
+    mov r9d, dword ptr [r14 + 256]
+    .byte 0x0f, 0x1f, 0x40, 0x00
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3008], ebp
-    mov edi, 228
-    mov esi, 4
+    mov edx, dword ptr [r14 + 192]
+    mov esi, dword ptr [r15 + 832]
+    mov rbp, r10
+    mov edi, ebp
+    test dword ptr [r15 + 67117724], 21307732
+    jnz 1f
+1:
+    vsubsd xmm10, xmm10, xmm10
+    and rbp, 960
+    mov r8d, dword ptr [r15 + rbp + 1984]
+    mov rcx, r8
     add r10, r11
     inc rbx
     dec r13
@@ -687,55 +686,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, qword ptr [r15 + 832]
-    mov edx, 2
-    add qword ptr [r15 + 128], rbp
-    test bl, 64
+    lea rcx, [rip + .Lc1_d552_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d552_j_t
+.Lc1_d552_j:
+    mov r9d, 4
+    mov rbp, r10
+    mov ecx, 195
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3008]
+    mov edi, 39
+    test ebx, 480
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 64]
-    mov eax, 47
+    movzx ebp, byte ptr [r15 + 704]
+    mov qword ptr [r15 + 384], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 16384
-    jnz 1f
-1:
-    movzx ebp, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r8d
-    test ebx, 1376
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov r8, qword ptr [r15 + 448]
     test ebx, 288
     jz 1f
 1:
-    mov r8, r10
-    mov rbp, r10
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 960]
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 1472]
-    mov r9, qword ptr [r15 + 192]
-    test ebx, 640
+    mov qword ptr [r15 + 0], rdi
+    mov rcx, qword ptr [r15 + 640]
+    mov edi, ecx
+    mov r8d, r9d
+    test dword ptr [r15 + 67117723], 8407040
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 128]
-    mov rdx, r8
-    nop
-    test dword ptr [r15 + 67117723], 1087380496
+    movzx r9d, r8b
+    movzx esi, r8b
+    mov r8, qword ptr [r15 + 448]
+    mov rbp, r10
+    test dword ptr [r15 + 67117723], 644
     jnz 1f
 1:
-    mov dword ptr [r15 + 192], esi
-    mov esi, esi
-    add qword ptr [r14 + 384], rsi
-    test dword ptr [r15 + 67117723], 620790834
+    mov edi, 32
+    mov qword ptr [r15 + 128], rdi
+    and rbp, 960
+    movsxd rdi, dword ptr [r15 + rbp + 1984]
+    test ebx, 11744
+    jz 1f
+1:
+    mov ecx, ebp
+    movsxd rax, dword ptr [r14 + 0]
+    mov rsi, qword ptr [r14 + 0]
+    mov r9d, 60
+    test ebx, 640
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 256], r8
-    bt rdx, rcx
+    movzx edx, byte ptr [r15 + 768]
+    mov qword ptr [r15 + 256], rdx
+    mov dword ptr [r15 + 512], ebp
+    test ebx, 256
+    jnz 1f
+1:
+    mov esi, 146
+    mov r8d, esi
+    mov eax, r8d
     add r10, r11
     inc rbx
     dec r13
@@ -744,52 +750,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    movzx ebp, byte ptr [r14 + 128]
+    movzx edx, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edx
+    test dword ptr [r15 + 67117723], 536870936
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    add qword ptr [r15 + 512], r8
-    movzx ecx, al
-    bswap rdi
-    test dword ptr [r15 + 67117723], 4096
+    mov r8d, ecx
+    mov edi, dword ptr [r15 + 0]
+    mov ecx, edi
+    mov qword ptr [r15 + 0], rbp
+    test dword ptr [r15 + 67117723], 64
     jnz 1f
 1:
-    mov dword ptr [r15 + 256], 51
-    mov rbp, r10
-    mov edi, dword ptr [r15 + 768]
-    and rbp, 4032
-    mov r9d, dword ptr [r14 + rbp + 3008]
+    movzx eax, byte ptr [r15 + 0]
+    mov ebp, 108
+    mov rdi, rax
+    test ebx, 480
+    jnz 1f
+1:
+    mov dword ptr [r15 + 640], edi
+    movsxd rsi, dword ptr [r15 + 320]
+    mov rdx, qword ptr [r15 + 256]
+    movsxd rdi, dword ptr [r15 + 384]
+    test bl, 96
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], r8d
+    mov qword ptr [r14 + 64], rdi
+    mov edi, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 32
+    jnz 1f
+1:
     mov r8, r10
-    test ebx, 1248
-    jnz 1f
-1:
-    mov edx, 86
-    and r8, 960
-    mov rsi, qword ptr [r15 + r8 + 1984]
-    mov qword ptr [r15 + 64], rcx
-    test ebx, 256
-    jnz 1f
-1:
-    mov eax, 251
-    mov r8, r10
-    mov ecx, ecx
+    add qword ptr [r15 + 576], rbp
     and r8, 448
-    mov byte ptr [r15 + r8 + 1472], dil
-    test bl, 64
-    jnz 1f
+    mov r9, qword ptr [r15 + r8 + 960]
+    mov dword ptr [r15 + 192], r8d
+    mov ebp, r9d
+    test ebx, 256
+    jz 1f
 1:
-    mov dword ptr [r15 + 384], r8d
-    movzx edi, r9b
-    mov ebp, 40
-    test bl, 64
-    jnz 1f
-1:
-    mov ebp, 175
-    movzx r9d, byte ptr [r15 + 320]
-    inc dword ptr [r14 + 640]
+    mov dword ptr [r15 + 832], 128
+    mov byte ptr [r15 + 768], bpl
+    movzx ebp, bpl
     add r10, r11
     inc rbx
     dec r13
@@ -798,60 +809,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d646_j]
+    lea rcx, [rip + .Lc1_d659_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d646_j_t
-.Lc1_d646_j:
-    movsxd rcx, dword ptr [r15 + 704]
-    movzx esi, byte ptr [r14 + 576]
-    mov rdi, rdx
-    movzx ebp, byte ptr [r15 + 896]
-    test dword ptr [r15 + 67117723], 64
+    jmp .Lc1_d659_j_t
+.Lc1_d659_j:
+    mov r9d, dword ptr [r14 + 576]
+    sete cl
+    mov edi, 173
+    movzx esi, dl
+    test dword ptr [r15 + 67117723], 32
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov ebp, 98
+    test ebx, 4096
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 64], rbp
+    mov rax, r8
     test bl, 64
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rdx
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 256
+    mov edx, 95
+    mov rbp, qword ptr [r15 + 512]
+    mov r9, r10
+    movzx r8d, bpl
+    and r9, 960
+    mov byte ptr [r15 + r9 + 1984], r9b
+    mov rbp, r10
+    test ebx, 25600
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 448]
-    mov edx, r9d
-    test dword ptr [r15 + 67117723], 16
-    jz 1f
+    movzx r8d, byte ptr [r15 + 128]
+    mov ecx, eax
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 1472]
+    test bl, 64
+    jnz 1f
 1:
+    mov ebp, 137
+    movzx esi, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 704], r9b
+    mov r9d, r9d
     mov r8, r10
-    mov edi, dword ptr [r14 + 0]
-    mov esi, r8d
-    and r8, 448
-    mov qword ptr [r15 + r8 + 960], rcx
-    test ebx, 256
+    test dword ptr [r15 + 67117723], 110301220
     jnz 1f
 1:
-    mov r8d, r8d
-    mov qword ptr [r15 + 320], rbp
-    crc32 ecx, al
-    mov byte ptr [r15 + 64], r8b
-    test bl, 64
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rsi, qword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 67665920
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 192]
-    mov byte ptr [r15 + 128], dil
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 192], 72
+    mov rdi, qword ptr [r15 + 256]
+    and r8, 4032
+    mov r9d, dword ptr [r15 + r8 + 3008]
     add r10, r11
     inc rbx
     dec r13
@@ -860,48 +870,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov esi, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 0], edx
-    mov dword ptr [r15 + 0], 49
-    test dword ptr [r15 + 67117724], 1024
+    movzx edx, byte ptr [r15 + 192]
+    mov r8d, 93
+    mov rbp, qword ptr [r15 + 640]
+    test dword ptr [r15 + 67117724], 1048576
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 64
+    mov eax, dword ptr [r15 + 128]
+    mov rsi, qword ptr [r14 + 448]
+    mov rcx, rax
+    mov r9, r10
+    test ebx, 640
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 448], 69
-    mov r9d, ecx
-    mov r8, r10
-    test ebx, 8032
+    mov dword ptr [r14 + 768], 180
+    and r9, 33554368
+    mov eax, dword ptr [r15 + r9 + 33554432]
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 288
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 512]
-    mov rdi, qword ptr [r15 + 128]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 960], 191
-    test ebx, 256
+    movzx r9d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 187
+    test ebx, 14816
     jz 1f
 1:
-    mov dword ptr [r15 + 704], 173
-    movsxd rbp, dword ptr [r15 + 192]
-    movsxd rsi, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 4206592
+    mov rbp, r9
+    .byte 0x0f, 0x1f, 0x00
+    movsxd r9, dword ptr [r15 + 0]
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 1048576
     jz 1f
+1:
+    mov edi, dword ptr [r15 + 320]
+    mov r9d, ecx
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7104], ebp
+    test dword ptr [r15 + 67117724], 16777216
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 896]
+    mov ecx, ebp
+    mov byte ptr [r15 + 384], r9b
+    test ebx, 12128
+    jnz 1f
 1:
     mov r8, r10
-    movsxd rcx, dword ptr [r15 + 832]
-    mov dword ptr [r15 + 384], 242
+    movzx r9d, r8b
     and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 1472]
-    test dword ptr [r15 + 67117724], 4194304
-    jz 1f
-1:
-    movsxd rax, dword ptr [r14 + 640]
-    mov r8d, dword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + r8 + 960]
     add r10, r11
     inc rbx
     dec r13
@@ -910,61 +927,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d743_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d743_j_t
-.Lc1_d743_j:
-    mov dword ptr [r15 + 0], ecx
-    mov rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edx
-    test bl, 64
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 167837824
+    setz al
+    lea rcx, [rip + .Lc1_d762_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d762_s_t
+    .p2align 3
+.Lc1_d762_s:
+    .p2align 3
+    jmp .Lc1_d762_j
+    .p2align 3
+    jmp .Lc1_d762_j
+.Lc1_d762_j:
+    movzx esi, byte ptr [r15 + 576]
+    mov ecx, 87
+    mov qword ptr [r15 + 0], rsi
+    mov rax, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 134217728
     jnz 1f
 1:
-    movzx edx, cl
-    movzx r8d, byte ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, esi
+    mov qword ptr [r15 + 0], r9
     test dword ptr [r15 + 67117723], 1075838976
     jz 1f
 1:
-    mov rcx, qword ptr [r14 + 0]
-    mov eax, 122
-    crc32 rsi, rcx
-    mov byte ptr [r15 + 768], dl
-    test ebx, 3072
-    jz 1f
-1:
-    xchg rdx, rsi
-    mov ebp, 157
-    movzx r9d, sil
-    movsxd rdi, dword ptr [r15 + 256]
-    mov r8, r10
-    test ebx, 121728
-    jz 1f
-1:
-    and r8, 960
-    mov rbp, r10
-    mov dword ptr [r14 + r8 + 1984], r8d
-    movsxd rsi, dword ptr [r15 + 896]
-    mov ecx, dword ptr [r15 + 192]
-    and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7104]
-    test ebx, 288
-    jz 1f
-1:
-    mov r8, r10
-    mov dword ptr [r15 + 64], eax
-    mov rdi, qword ptr [r15 + 576]
+    xchg rcx, r9
+    xchg r9, rsi
     .byte 0x66, 0x90
-    and r8, 4032
-    mov rdx, qword ptr [r15 + r8 + 3008]
-    test ebx, 60288
+    test dword ptr [r15 + 67117724], 1025
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 384]
-    movsxd rdi, dword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 512]
+    xor dword ptr [r15 + 128], edi
+    movsxd r9, dword ptr [r14 + 448]
+    test bl, 64
+    jnz 1f
+1:
+    mov edi, r9d
+    popcnt rsi, rdi
+    mov edx, dword ptr [r15 + 256]
+    mov esi, 119
+    test ebx, 1344
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 64]
+    test ebx, 16160
+    jz 1f
+1:
+    mov r8, qword ptr [r14 + 384]
+    mov r9, r10
+    mov dword ptr [r15 + 704], ecx
+    and r9, 448
+    movzx edx, byte ptr [r15 + r9 + 1472]
+    test dword ptr [r15 + 67117723], 67108864
+    jnz 1f
+1:
+    bt rsi, rdx
+    mov dword ptr [r15 + 320], 253
+    mov r8d, 24
     add r10, r11
     inc rbx
     dec r13
@@ -973,57 +997,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    cmovne rbp, rax
-    mov r8, r10
-    mov esi, ecx
-    and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 960]
-    test dword ptr [r15 + 67117723], 524288
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 192]
-    test dword ptr [r15 + 67117723], 2228224
-    jnz 1f
-1:
-    nop
-    mov rax, r8
-    test ebx, 736
-    jnz 1f
-1:
-    bt rdi, rax
-    mov dword ptr [r14 + 320], edx
-    test dword ptr [r15 + 67117724], 128
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], eax
-    mov rsi, rdx
-    mov rbp, r10
-    mov rdx, qword ptr [r15 + 448]
-    test dword ptr [r15 + 67117723], 540190212
-    jnz 1f
-1:
-    and rbp, 33554368
-    xor dword ptr [r15 + rbp + 33554432], ebp
-    mov r9d, edi
-    test dword ptr [r15 + 67117724], 32768
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 384]
-    mov rdi, rsi
-    test dword ptr [r15 + 67117723], 33696325
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 640]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 799
-    rep movsb
-    test ebx, 1248
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r8, rbp
+    movsxd r8, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 64
     jz 1f
 1:
-    mov r8, qword ptr [r14 + 704]
-    nop
+    mov esi, eax
+    mov edx, 14
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 1088
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 768]
+    movsxd rdi, dword ptr [r15 + 128]
+    mov r8d, dword ptr [r14 + 832]
+    mov r9, r10
+    test ebx, 1696
+    jz 1f
+1:
+    and r9, 448
+    movzx r8d, byte ptr [r15 + r9 + 960]
+    mov rbp, qword ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 640]
+    test dword ptr [r15 + 67117724], 301989888
+    jz 1f
+1:
+    mov r8, r10
+    mov r9, rdx
+    mov esi, 28
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3008]
+    test ebx, 22016
+    jnz 1f
+1:
+    mov edx, 166
+    mov qword ptr [r15 + 512], rdx
+    xor dword ptr [r15 + 256], edx
+    test bl, 64
+    jz 1f
+1:
+    mov rbp, r10
+    cmovne r8, rdi
+    and rbp, 960
+    mov edi, dword ptr [r15 + rbp + 1984]
+    mov rdx, rdi
+    test ebx, 31456
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 64], rax
     add r10, r11
     inc rbx
     dec r13
@@ -1033,64 +1056,66 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 16777216
+    test dword ptr [r15 + 67117724], 1048704
     setz al
-    lea rcx, [rip + .Lc1_d849_s]
+    lea rcx, [rip + .Lc1_d870_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d849_s_t
+    jmp .Lc1_d870_s_t
     .p2align 3
-.Lc1_d849_s:
+.Lc1_d870_s:
     .p2align 3
-    jmp .Lc1_d849_j
+    jmp .Lc1_d870_j
     .p2align 3
-    jmp .Lc1_d849_j
-.Lc1_d849_j:
-    mov rbp, r10
-    not qword ptr [r15 + 640]
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 960]
-    movsxd rdi, dword ptr [r15 + 64]
-    mov dword ptr [r14 + 0], 78
-    test dword ptr [r15 + 67117724], 4096
-    jz 1f
-1:
-    movzx r9d, byte ptr [r14 + 192]
-    mov qword ptr [r15 + 0], r9
-    movzx r9d, r9b
-    test ebx, 256
+    jmp .Lc1_d870_j
+.Lc1_d870_j:
+    mov r9, r10
+    and r9, 448
+    mov byte ptr [r15 + r9 + 960], dl
+    bt r9, r9
+    movzx esi, r9b
+    mov dword ptr [r15 + 0], 58
+    test dword ptr [r15 + 67117724], 2048
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
+    mov rdx, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    xchg rdi, r8
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test bl, 96
+    mov esi, 249
+    test dword ptr [r15 + 67117723], 564143472
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 832]
-    nop
-    mov dword ptr [r15 + 512], 215
-    test dword ptr [r15 + 67117724], 8704
-    jz 1f
-1:
-    mov rbp, r10
-    movsxd rax, dword ptr [r15 + 256]
-    and rbp, 448
-    btc dword ptr [r15 + rbp + 1472], 5
-    mov rbp, qword ptr [r15 + 576]
-    mov ecx, ebp
-    test ebx, 1376
+    movzx ecx, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 256], rcx
+    movzx edi, cl
+    test bl, 64
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 768]
-    mov esi, 202
-    movsxd rdx, dword ptr [r15 + 320]
-    test bl, 128
+    mov rbp, rdi
+    movsxd r8, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 64], ebp
+    test dword ptr [r15 + 67117723], 32784
+    jnz 1f
+1:
+    sete r8b
+    movsxd rdi, dword ptr [r14 + 0]
+    movsxd rax, dword ptr [r14 + 0]
+    test ebx, 26592
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 448]
-    movzx r9d, r8b
+    add qword ptr [r15 + 128], rax
+    movsxd rbp, dword ptr [r15 + 448]
+    mov eax, 177
+    test dword ptr [r15 + 67117723], 1048576
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 320]
+    movzx r9d, byte ptr [r15 + 576]
+    movzx esi, byte ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 896]
+    mov rax, rsi
+    mov edi, ecx
     add r10, r11
     inc rbx
     dec r13
@@ -1099,59 +1124,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx esi, al
-    mov dword ptr [r15 + 384], 86
-    nop
-    test bl, 64
+    movzx edx, byte ptr [r15 + 0]
+    movzx ebp, cl
+    mov r8d, 8
+    test dword ptr [r15 + 67117723], 536870912
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 704]
-    mov rbp, qword ptr [r15 + 192]
-    movzx eax, byte ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 4096
+    mov rcx, qword ptr [r15 + 0]
+    movzx r9d, cl
+    mov edi, dword ptr [r15 + 0]
+    test bl, 160
     jz 1f
 1:
-    mov r9d, ebp
-    mov rdx, rdi
-    mov esi, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 201326592
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    mov ecx, 159
-    mov rdi, rdi
-    test ebx, 736
+    lea rdi, [r15 + 67109504]
+    mov ecx, 1129
+    rep stosb
+    mov qword ptr [r15 + 0], rcx
+    mov rsi, rdi
+    test dword ptr [r15 + 67117724], 16777218
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 28
-    test ebx, 256
+    mov byte ptr [r15 + 0], sil
+    mov ebp, esi
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 1696
     jnz 1f
 1:
-    mov r9, rsi
-    movzx ebp, sil
-    mov byte ptr [r15 + 0], bpl
-    test bl, 96
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 512]
-    test ebx, 57024
-    jnz 1f
-1:
+    mov rsi, r8
+    mov dword ptr [r15 + 0], esi
+    movzx r9d, byte ptr [r15 + 128]
     mov r8, r10
-    movzx eax, r8b
-    and r8, 960
-    mov dword ptr [r14 + r8 + 1984], 168
-    mov rbp, r10
-    mov r9d, edx
     test bl, 64
     jnz 1f
 1:
-    and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 3008]
-    mov qword ptr [r15 + 320], rdi
+    and r8, 448
+    mov rdi, qword ptr [r15 + r8 + 1472]
+    movzx edx, dil
+    mov r9, qword ptr [r14 + 512]
+    test ebx, 288
+    jz 1f
+1:
+    mov qword ptr [r15 + 64], rdx
+    movsxd rbp, dword ptr [r14 + 192]
+    mov dword ptr [r15 + 128], esi
+    test ebx, 40832
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 256]
+    movzx edx, byte ptr [r15 + 768]
+    movsxd r9, dword ptr [r15 + 640]
+    test ebx, 864
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 320]
+    mov rsi, qword ptr [r15 + 448]
+    mov edx, ebp
     add r10, r11
     inc rbx
     dec r13
@@ -1160,69 +1187,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2101248
-    setz al
-    lea rcx, [rip + .Lc1_d957_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d957_s_t
-    .p2align 3
-.Lc1_d957_s:
-    .p2align 3
-    jmp .Lc1_d957_j
-    .p2align 3
-    jmp .Lc1_d957_j
-.Lc1_d957_j:
-    mov edi, edi
-    mov ecx, dword ptr [r15 + 192]
-    mov rax, rdi
-    mov r9d, eax
-    test ebx, 288
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test bl, 160
-    jnz 1f
-1:
-    mov r9d, r8d
+    lea rcx, [rip + .Lc1_d981_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d981_j_t
+.Lc1_d981_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r9b
-    mov rbp, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 1073745922
-    jnz 1f
+    mov byte ptr [r15 + 0], cl
+    mov qword ptr [r15 + 0], rax
+    movsxd r8, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
 1:
-    mov r8, r10
-    mov dword ptr [r15 + 448], esi
-    mov rax, qword ptr [r15 + 256]
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 1472]
+    mov rax, r8
     .byte 0x66, 0x90
-    test dword ptr [r15 + 67117723], 402724162
+    mov esi, dword ptr [r15 + 832]
+    test dword ptr [r15 + 67117724], 131072
+    jz 1f
+1:
+    mov rbp, r10
+    mov r9d, 182
+    movsxd r8, dword ptr [r15 + 64]
+    mov r9, r10
+    and rbp, 33554368
+    movsxd rcx, dword ptr [r15 + rbp + 33554432]
+    and r9, 448
+    mov rdx, qword ptr [r14 + r9 + 960]
+    test bl, 64
+    jz 1f
+1:
+    mov rdi, rdx
+    movzx esi, byte ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 512]
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 524288
     jnz 1f
 1:
-    mov rbp, qword ptr [r14 + 0]
-    movzx edi, byte ptr [r15 + 768]
-    mov qword ptr [r14 + 640], rcx
-    mov ecx, dword ptr [r15 + 64]
-    test ebx, 448
-    jz 1f
+    and rbp, 8128
+    mov edx, dword ptr [r15 + rbp + 7104]
+    movsxd rbp, dword ptr [r15 + 576]
+    movsxd rax, dword ptr [r15 + 384]
+    .byte 0x66, 0x90
+    test bl, 64
+    jnz 1f
 1:
-    movzx edx, cl
-    movzx r9d, byte ptr [r15 + 576]
-    mov dword ptr [r15 + 896], 50
-    mov rbp, r10
-    movzx r8d, al
-    test ebx, 256
-    jz 1f
+    mov r9d, 65
+    mov r8d, r9d
+    mov r9, r8
+    test bl, 64
+    jnz 1f
 1:
-    mov esi, eax
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 960]
-    movzx ecx, byte ptr [r15 + 384]
-    movzx edx, cl
+    mov rbp, qword ptr [r15 + 320]
+    movzx edi, byte ptr [r15 + 704]
+    mov dword ptr [r15 + 256], ebp
     add r10, r11
     inc rbx
     dec r13
@@ -1231,59 +1247,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rdi, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 11520
-    jz 1f
-1:
-    cmovne r9, r8
-    mov esi, ecx
-    mov r8d, ebp
-    test ebx, 130240
+    movzx r9d, byte ptr [r15 + 768]
+    mov esi, 34
+    .byte 0x66, 0x90
+    test ebx, 16384
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov edi, 245
-    test ebx, 12000
+    mov qword ptr [r15 + 640], rsi
+    movsxd rcx, dword ptr [r14 + 384]
+    test bl, 64
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 704]
     mov rbp, r10
-    popcnt rcx, rbp
-    mov rax, r8
-    test dword ptr [r15 + 67117723], 2
+    mov r8, r10
+    and rbp, 448
+    movsxd rdi, dword ptr [r15 + rbp + 1472]
+    and r8, 960
+    mov ebp, dword ptr [r15 + r8 + 1984]
+    or eax, 1
+    xor edx, edx
+    div eax
+    test ebx, 8160
     jnz 1f
 1:
-    and rbp, 448
-    movsxd rdx, dword ptr [r15 + rbp + 960]
-    mov r8d, dword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 448]
+    movzx ecx, sil
+    test ebx, 736
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 256]
+    mov rdi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 16785408
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 244
+    mov r8, r10
+    movzx ecx, byte ptr [r15 + 896]
+    test dword ptr [r15 + 67117723], 536870912
+    jnz 1f
+1:
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3008], rdi
+    mov edi, 219
+    mov dword ptr [r15 + 64], 147
     test bl, 64
     jnz 1f
 1:
-    movzx edi, cl
-    movsxd r9, dword ptr [r15 + 128]
-    mov rbp, qword ptr [r14 + 384]
-    test dword ptr [r15 + 67117724], 537395200
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 256]
-    mov r8, r10
-    mov esi, dword ptr [r14 + 512]
-    mov ecx, 254
-    test ebx, 128480
-    jnz 1f
-1:
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7104]
-    mov dword ptr [r15 + 832], 176
-    mov eax, r9d
-    test ebx, 928
-    jz 1f
-1:
-    xor dword ptr [r15 + 128], eax
-    movsxd r9, dword ptr [r15 + 320]
+    mov rdx, rdi
+    movzx ecx, byte ptr [r14 + 192]
     add r10, r11
     inc rbx
     dec r13
@@ -1292,76 +1304,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 3
-    lea rcx, [rip + .Lc1_d1069_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1069_s_t
-    .p2align 3
-.Lc1_d1069_s:
-    .p2align 3
-    jmp .Lc1_d1069_j
-    .p2align 3
-    jmp .Lc1_d1069_j
-    .p2align 3
-    jmp .Lc1_d1069_j
-    .p2align 3
-    jmp .Lc1_d1069_j
-.Lc1_d1069_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    movsxd rdx, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 1696
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    movzx ebp, dil
-    movsxd rdi, dword ptr [r15 + 64]
-    test bl, 64
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 448]
-    mov eax, esi
-    mov edx, dword ptr [r15 + 256]
-    mov rsi, r8
-    test dword ptr [r15 + 67117724], 4198400
+    lea rcx, [rip + .Lc1_d1083_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1083_j_t
+.Lc1_d1083_j:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov rsi, rdx
+    mov edx, 164
+    or esi, 1
+    xor edx, edx
+    div esi
+    test bl, 128
     jz 1f
 1:
-    .byte 0x66, 0x90
-    mov r8, r10
-    .byte 0x66, 0x90
-    and r8, 4032
-    mov qword ptr [r14 + r8 + 3008], r9
-    test ebx, 256
+    mov edx, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 79
+    test ebx, 384
     jnz 1f
 1:
-    mov r8, r10
-    mov esi, r8d
-    mov r9, r10
-    and r8, 33554368
-    movzx ecx, byte ptr [r15 + r8 + 33554432]
-    and r9, 960
-    movsxd rdx, dword ptr [r15 + r9 + 1984]
-    test ebx, 51200
+    movsxd r9, dword ptr [r15 + 0]
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 0]
+    mov rbp, r10
+    test ebx, 14176
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 960]
+    movsxd rbp, dword ptr [r15 + 192]
+    test ebx, 56192
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 640]
-    movzx r9d, byte ptr [r15 + 320]
-    movzx r8d, r9b
-    mov edx, dword ptr [r15 + 128]
-    test bl, 64
+    mov eax, dword ptr [r14 + 0]
+    mov dword ptr [r15 + 256], eax
+    mov esi, 252
+    test dword ptr [r15 + 67117724], 133120
+    jz 1f
+1:
+    mov eax, esi
+    mov edx, dword ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 576]
+    test dword ptr [r15 + 67117724], 64
+    jz 1f
+1:
+    mov ebp, 127
+    mov dword ptr [r14 + 128], edi
+    or ecx, 1
+    xor edx, edx
+    div ecx
+    test ebx, 736
     jnz 1f
 1:
-    mov r9, rbp
-    mov rbp, qword ptr [r15 + 192]
-    mov byte ptr [r15 + 576], al
-    test ebx, 15808
-    jnz 1f
-1:
-    mov rdx, rax
-    mov edx, 118
-    mov esi, esi
+    movzx edi, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 320], cl
+    movzx r8d, byte ptr [r15 + 704]
     add r10, r11
     inc rbx
     dec r13
@@ -1370,60 +1370,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1133_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1133_j_t
-.Lc1_d1133_j:
-    movzx edx, byte ptr [r14 + 192]
-    mov dword ptr [r15 + 0], edx
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 480
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 163
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 64
+    mov rbp, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 1073741824
     jz 1f
 1:
-    mov rdx, rax
-    mov r8d, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 896], 75
+    mov ecx, 175
     mov r9, r10
-    test bl, 96
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 64]
-    and r9, 448
-    add qword ptr [r15 + r9 + 1472], rcx
-    movsxd r9, dword ptr [r15 + 704]
-    test dword ptr [r15 + 67117723], 397312
-    jz 1f
-1:
-    mov qword ptr [r15 + 768], rdx
-    mov edi, r9d
+    mov esi, dword ptr [r15 + 0]
+    mov r8d, esi
     test bl, 64
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 128]
-    .byte 0x66, 0x90
-    mov r8, r10
-    movzx edx, r8b
-    test dword ptr [r15 + 67117723], 1041252388
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 384]
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 960]
-    test dword ptr [r15 + 67117724], 268435456
+    and r9, 448
+    mov rdi, qword ptr [r15 + r9 + 960]
+    mov eax, dword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 768]
+    test ebx, 12192
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 512]
-    mov dword ptr [r14 + 576], r9d
+    mov r9d, 72
+    movsxd rsi, dword ptr [r14 + 448]
+    movzx edx, sil
+    test dword ptr [r15 + 67117724], 131072
+    jnz 1f
+1:
+    movzx r8d, dl
+    mov ebp, r8d
+    test ebx, 1216
+    jnz 1f
+1:
+    mov ecx, ebp
+    movzx edi, bpl
+    movzx r9d, byte ptr [r15 + 384]
+    test bl, 224
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 640]
+    movzx ebp, byte ptr [r15 + 832]
+    mov esi, dword ptr [r15 + 320]
+    test ebx, 1632
+    jz 1f
+1:
+    mov edx, 50
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1129
+    rep movsb
+    xchg rax, rbp
+    test ebx, 1376
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 128], 210
     add r10, r11
     inc rbx
     dec r13
@@ -1432,55 +1432,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], eax
+    lea rcx, [rip + .Lc1_d1194_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1194_j_t
+.Lc1_d1194_j:
+    mov esi, 221
+    btc dword ptr [r15 + 128], 31
+    mov rbp, r10
+    mov rdi, qword ptr [r15 + 576]
+    test ebx, 2048
+    jz 1f
+1:
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3008]
+    mov r8, r10
+    mov dword ptr [r15 + 256], r8d
+    and r8, 960
+    mov eax, dword ptr [r15 + r8 + 1984]
+    test ebx, 3840
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], rax
     mov ecx, edx
-    movsxd rbp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 202
     test bl, 64
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    movzx ebp, byte ptr [r14 + 0]
-    mov qword ptr [r14 + 0], rdx
-    movsxd rax, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 589824
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 832]
-    mov dword ptr [r15 + 384], 113
-    cmovne rdx, rdx
-    test bl, 64
-    jz 1f
-1:
-    mov r9, r10
-    btc dword ptr [r15 + 512], 7
-    and r9, 448
-    mov esi, dword ptr [r15 + r9 + 960]
-    mov edx, ecx
-    movzx eax, byte ptr [r15 + 640]
-    test ebx, 256
+    mov r9d, dword ptr [r15 + 0]
+    mov rsi, rax
+    movzx edx, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 2048
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 64], rbp
-    movzx ebp, byte ptr [r15 + 448]
-    test bl, 64
-    jz 1f
+    mov r8d, 152
+    mov eax, 255
+    movzx ebp, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 1375731712
+    jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 192]
-    mov rbp, qword ptr [r15 + 768]
-    mov r9, qword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 65536
-    jz 1f
+    mov r9d, dword ptr [r14 + 192]
+    mov byte ptr [r15 + 64], r9b
+    movzx edx, byte ptr [r15 + 448]
+    mov rbp, r10
+    test dword ptr [r15 + 67117723], 524288
+    jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 320]
-    movsxd rcx, dword ptr [r15 + 64]
-    mov edi, 75
+    and rbp, 448
+    movzx r9d, byte ptr [r14 + rbp + 1472]
+    mov qword ptr [r15 + 704], r9
+    mov dword ptr [r15 + 384], r9d
     add r10, r11
     inc rbx
     dec r13
@@ -1489,57 +1489,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1235_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1235_j_t
-.Lc1_d1235_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 384], 63
-    test dword ptr [r15 + 67117724], 262144
+    mov rdi, rax
+    mov rcx, qword ptr [r15 + 640]
+    mov byte ptr [r15 + 0], dil
+    test ebx, 928
     jz 1f
 1:
-    movzx esi, al
-    mov byte ptr [r15 + 192], r8b
-    mov rdi, rsi
-    test bl, 64
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + 704]
-    mov rax, qword ptr [r15 + 576]
-    test bl, 160
-    jz 1f
-1:
-    mov r9, r10
-    mov esi, r9d
-    and r9, 448
-    or qword ptr [r15 + r9 + 1472], 52
-    mov rdi, rdi
-    mov r8d, 11
-    test dword ptr [r15 + 67117724], 294044178
-    jnz 1f
-1:
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
     mov rbp, r10
-    movzx ecx, byte ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 320]
-    and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3008]
-    mov r8, r10
     test bl, 64
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 384], ebp
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 960], 194
+    test bl, 64
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 256], rsi
+    test dword ptr [r15 + 67117724], 268435456
     jnz 1f
 1:
-    and r8, 960
-    mov dword ptr [r15 + r8 + 1984], r8d
-    mov ebp, r8d
-    mov edx, edx
-    test dword ptr [r15 + 67117723], 4194304
-    jnz 1f
+    xchg r9, rbp
+    mov r8, r10
+    mov qword ptr [r14 + 768], r8
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7104]
+    test ebx, 256
+    jz 1f
 1:
-    movzx r8d, byte ptr [r14 + 448]
-    mov eax, esi
-    mov ecx, esi
+    movsxd rdi, dword ptr [r15 + 512]
+    mov rdx, qword ptr [r14 + 128]
+    movzx esi, byte ptr [r15 + 896]
+    test dword ptr [r15 + 67117723], 1090519040
+    jz 1f
+1:
+    movzx esi, dl
+    mov rdx, rsi
+    mov rbp, r10
+    mov ecx, r8d
+    test ebx, 256
+    jz 1f
+1:
+    and rbp, 33554368
+    movsxd r9, dword ptr [r15 + rbp + 33554432]
+    movzx r8d, r8b
     add r10, r11
     inc rbx
     dec r13
@@ -1548,55 +1546,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 256], rax
-    mov rcx, rsi
-    mov rcx, rdi
-    test ebx, 288
-    jnz 1f
-1:
-    mov r9d, 119
-    movzx ebp, byte ptr [r14 + 512]
-    movzx edi, byte ptr [r15 + 448]
-    test bl, 64
-    jz 1f
-1:
-    mov esi, 128
-    mov r8d, dword ptr [r14 + 64]
-    mov qword ptr [r15 + 640], rsi
-    test ebx, 1632
-    jnz 1f
-1:
-    .byte 0x66, 0x90
-    movzx esi, byte ptr [r15 + 768]
-    movzx ecx, sil
-    test dword ptr [r15 + 67117723], 20971528
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 192]
-    mov r8, rcx
-    movsxd r9, dword ptr [r15 + 320]
-    test dword ptr [r15 + 67117724], 59772676
-    jz 1f
-1:
+    lea rcx, [rip + .Lc1_d1293_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1293_j_t
+.Lc1_d1293_j:
     mov rbp, r10
-    mov ecx, edi
-    and rbp, 33554368
-    movzx esi, byte ptr [r15 + rbp + 33554432]
-    mov dword ptr [r15 + 128], 75
-    test dword ptr [r15 + 67117723], 268435456
+    mov dword ptr [r14 + 256], 47
+    movzx esi, byte ptr [r15 + 64]
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 960]
+    mov rcx, qword ptr [r15 + 576]
+    test dword ptr [r15 + 67117723], 320
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov r8, r10
-    test dword ptr [r15 + 67117724], 1157695649
+    movzx r8d, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 640], ecx
+    mov eax, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 536870916
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    nop
+    mov ebp, esi
+    test dword ptr [r15 + 67117724], 268435456
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 13
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 960]
+    mov rdi, rbp
+    xor dword ptr [r15 + 0], edi
+    movzx r9d, r9b
+    mov edx, dword ptr [r15 + 448]
+    test ebx, 15200
+    jnz 1f
+1:
+    mov dword ptr [r15 + 768], eax
+    mov eax, dword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 704]
+    test bl, 160
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 320]
+    mov qword ptr [r14 + 0], rcx
+    movzx edx, cl
+    mov rbp, r10
+    mov edi, r9d
+    test ebx, 2432
+    jz 1f
+1:
+    mov byte ptr [r15 + 512], dil
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 1472]
+    mov qword ptr [r15 + 832], rsi
     add r10, r11
     inc rbx
     dec r13
@@ -1605,48 +1605,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9d, dword ptr [r15 + 128]
+    mov r8, r10
+    and r8, 960
+    movzx r9d, byte ptr [r15 + r8 + 1984]
+    mov rdx, qword ptr [r15 + 576]
     movsxd rcx, dword ptr [r15 + 0]
-    mov edx, 3
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1344
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 77
-    movsxd rsi, dword ptr [r15 + 576]
-    mov r8, qword ptr [r14 + 512]
+    movsxd rdi, dword ptr [r15 + 0]
     test dword ptr [r15 + 67117723], 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 704], 82
-    mov dword ptr [r15 + 256], r8d
-    mov r8, rsi
-    mov edi, dword ptr [r15 + 320]
-    mov rbp, r10
+    mov rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
     test ebx, 480
     jz 1f
 1:
-    mov qword ptr [r15 + 192], rdi
-    mov r9, r10
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 1472]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7104], rsi
-    mov r8, r10
-    test ebx, 114400
+    mov dword ptr [r15 + 0], 198
+    mov byte ptr [r15 + 0], cl
+    movzx r8d, al
+    test ebx, 97728
+    jz 1f
+1:
+    mov eax, 247
+    mov r9, qword ptr [r14 + 256]
+    sete r9b
+    test ebx, 11776
+    jz 1f
+1:
+    mov ecx, r9d
+    mov rbp, qword ptr [r15 + 384]
+    mov r9, r8
+    mov edx, 120
+    test bl, 64
+    jz 1f
+1:
+    mov dword ptr [r15 + 704], edi
+    mov r8d, r8d
+    movzx edi, byte ptr [r15 + 64]
+    test ebx, 16160
     jnz 1f
 1:
-    mov r9, rax
-    and r8, 448
-    mov dword ptr [r15 + r8 + 960], r8d
-    movzx eax, byte ptr [r15 + 64]
-    mov ecx, 99
-    test dword ptr [r15 + 67117723], 268435456
+    movzx esi, byte ptr [r15 + 192]
+    mov rbp, r10
+    movsxd r8, dword ptr [r15 + 320]
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3008]
+    test ebx, 1856
     jnz 1f
 1:
-    mov rdi, qword ptr [r14 + 0]
-    movzx edx, byte ptr [r15 + 896]
-    movzx esi, byte ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 448]
+    mov r9d, 147
     add r10, r11
     inc rbx
     dec r13
@@ -1663,64 +1672,78 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4480
-    setz al
-    lea rcx, [rip + .Lc1_d1385_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 3
+    lea rcx, [rip + .Lc1_d1401_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1385_s_t
+    jmp .Lc1_d1401_s_t
     .p2align 3
-.Lc1_d1385_s:
+.Lc1_d1401_s:
     .p2align 3
-    jmp .Lc1_d1385_j
+    jmp .Lc1_d1401_j
     .p2align 3
-    jmp .Lc1_d1385_j
-.Lc1_d1385_j:
+    jmp .Lc1_d1401_j
+    .p2align 3
+    jmp .Lc1_d1401_j
+    .p2align 3
+    jmp .Lc1_d1401_j
+.Lc1_d1401_j:
+    bswap rdx
+    or esi, 1
+    xor edx, edx
+    div esi
     mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 192], 135
-    and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 960]
-    test ebx, 1728
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 640]
-    mov ebp, eax
-    mov r9, r9
-    test ebx, 28624
-    jz 1f
-1:
-    mov edi, eax
-    mov r9, r10
-    movsxd rax, dword ptr [r15 + 576]
-    movzx esi, al
-    test dword ptr [r15 + 67117723], 1230014980
+    mov ecx, ecx
+    cmovne r8, rcx
+    test ebx, 7896
     jnz 1f
 1:
-    and r9, 960
-    mov eax, dword ptr [r15 + r9 + 1984]
-    movsxd rdx, dword ptr [r15 + 64]
-    mov r8, qword ptr [r15 + 448]
-    mov rbp, r10
-    test dword ptr [r15 + 67117723], 4
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7104]
+    movzx edi, byte ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 512]
+    test ebx, 2816
     jz 1f
 1:
-    mov byte ptr [r15 + 512], r8b
-    and rbp, 33554368
-    movzx edx, byte ptr [r15 + rbp + 33554432]
-    movzx edi, byte ptr [r15 + 256]
-    test ebx, 32352
+    movzx r9d, dil
+    lea r8, [r10 + r10*1]
+    mov edx, r8d
+    and r8, 960
+    mov rdi, qword ptr [r15 + r8 + 1984]
+    mov rdx, qword ptr [r15 + 64]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 448]
-    mov r8d, dword ptr [r15 + 256]
-    movzx esi, byte ptr [r15 + 704]
-    test ebx, 2688
+    mov rbp, qword ptr [r15 + 704]
+    mov rsi, qword ptr [r15 + 192]
+    mov ecx, esi
+    test bl, 208
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + r8 + 2048]
+    mov eax, 4
+    mov r8, rdi
+    test ebx, 408
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 384]
-    mov r9d, 6
+    mov rsi, qword ptr [r15 + 256]
+    mov r9d, 110
+    mov ebp, 36
+    mov qword ptr [r15 + 640], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 384]
+    mov r8, r10
+    mov r9d, 112
+    movzx edx, byte ptr [r15 + 576]
+    test ebx, 1024
+    jnz 1f
+1:
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 960]
+    movsxd rax, dword ptr [r15 + 896]
+    mov r9, qword ptr [r15 + 768]
     add r10, r11
     inc rbx
     dec r13
@@ -1730,67 +1753,72 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 786442
+    test dword ptr [r15 + 67117723], 18878464
     setz al
-    lea rcx, [rip + .Lc1_d1440_s]
+    lea rcx, [rip + .Lc1_d1467_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1440_s_t
+    jmp .Lc1_d1467_s_t
     .p2align 3
-.Lc1_d1440_s:
+.Lc1_d1467_s:
     .p2align 3
-    jmp .Lc1_d1440_j
+    jmp .Lc1_d1467_j
     .p2align 3
-    jmp .Lc1_d1440_j
-.Lc1_d1440_j:
-    movsxd rax, dword ptr [r15 + 576]
-    mov edx, dword ptr [r15 + 128]
-    mov dword ptr [r14 + 704], 147
-    test ebx, 400
-    jnz 1f
-1:
-    mov ecx, 28
-    movsxd rax, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117724], 547369555
-    jz 1f
-1:
-    mov edi, edi
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 798
-    rep movsb
-    test bl, 184
-    jz 1f
-1:
-    mov edx, 92
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 16
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + 320]
-    test dword ptr [r15 + 67117724], 2048
-    jz 1f
-1:
+    jmp .Lc1_d1467_j
+.Lc1_d1467_j:
     mov rbp, r10
-    mov qword ptr [r15 + 896], rbp
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7104]
-    test ebx, 4096
+    .byte 0x0f, 0x1f, 0x00
+    and rbp, 33554368
+    mov edi, dword ptr [r15 + rbp + 33554432]
+    movsxd rdx, dword ptr [r15 + 128]
+    test bl, 64
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 384]
+    mov rsi, rbp
+    test ebx, 344
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 512]
-    test dword ptr [r15 + 67117724], 269131914
+    movzx r9d, byte ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 192]
+    test ebx, 456
+    jz 1f
+1:
+    btc dword ptr [r15 + 320], 6
+    movzx r8d, sil
+    movzx esi, r8b
+    test ebx, 32616
     jnz 1f
 1:
-    mov ebp, 171
-    mov rcx, r8
-    test dword ptr [r15 + 67117723], 169362576
+    movsxd rsi, dword ptr [r15 + 448]
+    movzx r8d, bpl
+    test dword ptr [r15 + 67117724], 2097152
+    jz 1f
+1:
+    mov r8, r10
+    movzx ecx, byte ptr [r15 + 256]
+    mov eax, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 448
+    movzx ebp, byte ptr [r14 + r8 + 960]
+    mov esi, ebp
+    movzx edi, byte ptr [r15 + 576]
+    test dword ptr [r15 + 67117724], 3104902
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 640]
-    mov r8, rdx
+    movzx ebp, byte ptr [r15 + 512]
+    mov rdx, rbp
+    test ebx, 304
+    jz 1f
+1:
+    mov qword ptr [r15 + 704], rdx
+    movzx r9d, dl
+    test ebx, 512
+    jz 1f
+1:
+    mov r9d, r9d
+    mov edx, r9d
     add r10, r11
     inc rbx
     dec r13
@@ -1799,57 +1827,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1497_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1497_j_t
-.Lc1_d1497_j:
-    mov ecx, 169
-    mov eax, ecx
-    movzx r9d, byte ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 256
+    mov rdi, rax
+    mov ebp, dword ptr [r14 + 448]
+    mov r8, qword ptr [r15 + 320]
+    test dword ptr [r15 + 67117724], 1024
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r9
-    test ebx, 3928
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r14 + 512]
-    movsxd rdx, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 4
+    movzx esi, byte ptr [r15 + 256]
+    mov rcx, rdx
+    test dword ptr [r15 + 67117724], 1073741841
     jnz 1f
 1:
-    nop
-    mov rdi, qword ptr [r15 + 768]
-    movzx ebp, dil
-    test dword ptr [r15 + 67117723], 80171136
-    jz 1f
-1:
-    mov byte ptr [r15 + 320], al
-    movzx r8d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 640], 65
+    movzx edi, r9b
     mov r9, r10
-    mov byte ptr [r15 + 576], sil
-    test dword ptr [r15 + 67117723], 69093416
-    jz 1f
-1:
-    crc32 rdx, rdi
-    and r9, 448
-    movsxd rbp, dword ptr [r15 + r9 + 960]
-    mov esi, dword ptr [r14 + 64]
-    test bl, 176
+    mov rdx, qword ptr [r15 + 192]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 448]
-    mov ebp, dword ptr [r14 + 832]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test dword ptr [r15 + 67117724], 256
+    mov dword ptr [r15 + 576], 12
+    and r9, 960
+    mov edx, dword ptr [r15 + r9 + 1984]
+    test dword ptr [r15 + 67117723], 1078985620
     jz 1f
 1:
-    mov byte ptr [r15 + 192], dl
-    mov rdi, rcx
-    movzx ecx, byte ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 832], eax
+    movzx ecx, al
+    test bl, 64
+    jz 1f
+1:
+    movzx r9d, r9b
+    movsxd rsi, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 4194304
+    jnz 1f
+1:
+    mov qword ptr [r15 + 64], rbp
+    mov esi, 135
+    mov edi, 210
+    test dword ptr [r15 + 67117724], 1024
+    jz 1f
+1:
+    mov rbp, r10
+    mov r8d, edi
+    and rbp, 448
+    mov dword ptr [r14 + rbp + 960], 121
     add r10, r11
     inc rbx
     dec r13
@@ -1858,54 +1880,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov edx, dword ptr [r15 + 768]
-    mov rbp, rdx
-    movzx ecx, r8b
-    mov r8, r10
-    test dword ptr [r15 + 67117724], 128
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d1573_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1573_s_t
+    .p2align 3
+.Lc1_d1573_s:
+    .p2align 3
+    jmp .Lc1_d1573_j
+    .p2align 3
+    jmp .Lc1_d1573_j
+.Lc1_d1573_j:
+    mov ebp, r8d
+    mov rdx, qword ptr [r15 + 256]
+    mov rdi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 288
     jnz 1f
 1:
-    mov byte ptr [r15 + 448], sil
-    mov ebp, 110
-    and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 960]
-    test ebx, 32656
-    jz 1f
-1:
-    mov esi, r8d
-    movzx r8d, dil
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 3456
+    movzx r9d, dl
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 524288
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, eax
-    test bl, 40
+    movzx r8d, r9b
+    movzx ebp, byte ptr [r15 + 512]
+    mov dword ptr [r14 + 896], r8d
+    test dword ptr [r15 + 67117724], 16384
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 848437314
+    mov dword ptr [r15 + 64], ebp
+    mov dword ptr [r14 + 704], r8d
+    mov qword ptr [r15 + 640], r9
+    mov edx, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 16
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 768]
+    movsxd rbp, dword ptr [r15 + 320]
+    sete r9b
+    test ebx, 7168
+    jnz 1f
+1:
+    mov r8d, 96
+    mov r9, rdx
+    mov qword ptr [r15 + 64], rbp
+    movzx ecx, r9b
+    test bl, 64
     jz 1f
 1:
-    movzx edx, al
-    mov rax, qword ptr [r15 + 640]
-    mov rbp, qword ptr [r15 + 704]
-    test bl, 216
-    jz 1f
-1:
-    mov qword ptr [r15 + 192], rax
-    mov rbp, r10
-    mov dword ptr [r15 + 128], 133
-    movzx edx, byte ptr [r15 + 384]
-    test ebx, 512
-    jz 1f
-1:
-    and rbp, 960
-    movzx eax, byte ptr [r15 + rbp + 1984]
-    movzx edi, byte ptr [r15 + 320]
-    add r10, r11
+    mov byte ptr [r15 + 448], cl
+    mov rsi, rcx
+    mov byte ptr [r15 + 384], dl
+    movzx edx, sil
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
@@ -1921,53 +1955,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1600_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1600_j_t
-.Lc1_d1600_j:
-    mov rcx, r9
-    mov dword ptr [r15 + 512], 252
-    movzx r9d, cl
-    movzx eax, r8b
-    test bl, 128
+    xchg rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 23
-    mov rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    test ebx, 10752
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    sete bpl
-    and r8, 8128
-    mov rdi, qword ptr [r15 + r8 + 7104]
-    test dword ptr [r15 + 67117723], 1611927042
+    mov dword ptr [r15 + 0], 12
+    mov rbp, r8
+    test dword ptr [r15 + 67117723], 100676178
     jz 1f
 1:
-    mov ebp, edi
-    mov dword ptr [r15 + 64], 216
-    mov r8, r10
-    mov esi, dword ptr [r14 + 192]
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 1472]
     mov r9, r10
-    test dword ptr [r15 + 67117723], 646709292
-    jz 1f
-1:
+    mov rcx, qword ptr [r15 + 0]
     and r9, 33554368
-    movzx ecx, byte ptr [r15 + r9 + 33554432]
-    movsxd rdi, dword ptr [r14 + 64]
-    movzx r8d, byte ptr [r15 + 128]
-    mov rsi, qword ptr [r14 + 896]
-    test bl, 128
+    mov qword ptr [r14 + r9 + 33554432], rsi
+    mov rdi, qword ptr [r15 + 704]
+    test ebx, 912
     jnz 1f
 1:
-    mov qword ptr [r15 + 384], rbp
-    movzx ebp, al
-    movsxd rdx, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 512], dil
+    or edi, 1
+    xor edx, edx
+    div edi
+    test ebx, 4064
+    jz 1f
+1:
+    mov rsi, rax
+    movsxd r8, dword ptr [r14 + 256]
+    mov dword ptr [r15 + 128], esi
+    mov rbp, r10
+    test ebx, 848
+    jnz 1f
+1:
+    mov ecx, r9d
+    lea r8, [r10 + r10*1]
+    and rbp, 8128
+    movsxd r9, dword ptr [r15 + rbp + 7104]
+    test bl, 32
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 384]
+    and r8, 448
+    movzx edx, byte ptr [r15 + r8 + 1024]
+    mov edi, 228
+    test ebx, 12208
+    jz 1f
+1:
+    mov ecx, 66
+    mov rbp, qword ptr [r15 + r8 + 960]
+    test ebx, 320
+    jz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    mov ecx, 1129
+    rep stosb
+    movsxd rax, dword ptr [r15 + 192]
     add r10, r11
     inc rbx
     dec r13
@@ -1976,58 +2019,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd r9, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d1689_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1689_j_t
+.Lc1_d1689_j:
+    popcnt rsi, rcx
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    test bl, 32
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
     mov ebp, r9d
-    test ebx, 30448
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 4096
     jnz 1f
 1:
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    popcnt rax, rsi
-    test ebx, 352
-    jnz 1f
-1:
-    mov r9d, 207
-    popcnt rdx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 7856
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 1472]
+    mov rsi, qword ptr [r15 + 192]
+    movsxd rcx, dword ptr [r15 + 320]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, edx
-    mov dword ptr [r15 + 768], 161
-    not qword ptr [r15 + 576]
-    test dword ptr [r15 + 67117724], 103063632
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 704]
-    mov ecx, dword ptr [r15 + 64]
-    sete dl
-    test dword ptr [r15 + 67117723], 256
-    jz 1f
-1:
-    mov r8d, r8d
-    mov dword ptr [r15 + 192], edi
-    mov dword ptr [r14 + 384], edi
-    test bl, 80
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r14 + 256]
+    mov rbp, qword ptr [r15 + 832]
+    mov dword ptr [r15 + 256], ebp
     mov r9, r10
-    mov qword ptr [r15 + 320], rsi
-    movzx eax, byte ptr [r15 + 832]
+    test dword ptr [r15 + 67117723], 512
+    jz 1f
+1:
+    mov edi, 211
+    mov qword ptr [r15 + 768], r9
+    and r9, 960
+    movzx r8d, byte ptr [r15 + r9 + 1984]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, byte ptr [r14 + 128]
+    movsxd r9, dword ptr [r15 + 64]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1127
+    rep movsb
+    test bl, 128
+    jz 1f
+1:
+    mov rsi, rcx
+    mov rcx, rdx
+    not qword ptr [r15 + 448]
     test bl, 128
     jnz 1f
 1:
-    and r9, 448
-    movsxd rdi, dword ptr [r15 + r9 + 960]
-    mov byte ptr [r15 + 128], r9b
-    movzx ebp, dl
-    test ebx, 15200
-    jz 1f
-1:
-    mov rdx, rbp
-    cmovne rax, rsi
+    mov edx, dword ptr [r15 + 576]
+    movzx ecx, dl
     add r10, r11
     inc rbx
     dec r13
@@ -2036,67 +2081,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 128
-    setz al
-    lea rcx, [rip + .Lc1_d1700_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1700_s_t
-    .p2align 3
-.Lc1_d1700_s:
-    .p2align 3
-    jmp .Lc1_d1700_j
-    .p2align 3
-    jmp .Lc1_d1700_j
-.Lc1_d1700_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
-    test ebx, 32352
+    mov r8, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 912
     jnz 1f
 1:
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 7296
+    mov rbp, r9
+    mov esi, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    test bl, 32
     jz 1f
 1:
+    mov qword ptr [r15 + 0], rdx
+    mov r9d, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 448]
+    mov rdx, qword ptr [r14 + 64]
+    test bl, 32
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + 704]
+    movzx eax, byte ptr [r15 + 640]
+    test ebx, 320
+    jz 1f
+1:
+    sete bpl
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r8, r10
+    mov edx, ecx
+    test dword ptr [r15 + 67117724], 33554432
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 192]
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 960]
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 32
+    mov ecx, 212
+    test dword ptr [r15 + 67117723], 34111488
     jnz 1f
 1:
-    mov esi, 195
-    mov rdi, rsi
-    movzx ecx, byte ptr [r15 + 320]
-    movzx ebp, al
-    test bl, 32
+    movsxd rsi, dword ptr [r15 + 256]
+    mov rdx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], 216
+    test ebx, 352
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 128]
-    movsxd rsi, dword ptr [r14 + 256]
-    movsxd rcx, dword ptr [r15 + 896]
-    mov dword ptr [r15 + 640], edx
-    mov rbp, r10
-    test dword ptr [r15 + 67117723], 549609650
-    jnz 1f
-1:
-    and rbp, 960
-    mov qword ptr [r15 + rbp + 1984], rdx
-    mov dword ptr [r15 + 64], eax
-    movzx r8d, bpl
-    mov r9, rsi
-    test dword ptr [r15 + 67117724], 17825793
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 512]
-    movzx edi, byte ptr [r15 + 448]
-    mov edx, 236
-    mov eax, 54
+    mov r8d, dword ptr [r14 + 576]
+    movzx edx, r8b
+    movsxd rdi, dword ptr [r15 + 512]
     add r10, r11
     inc rbx
     dec r13
@@ -2105,52 +2139,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 576], esi
-    test ebx, 64240
+    lea rcx, [rip + .Lc1_d1793_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1793_j_t
+.Lc1_d1793_j:
+    movzx esi, cl
+    mov ebp, 3
+    mov byte ptr [r15 + 768], bpl
+    mov r9d, eax
+    test dword ptr [r15 + 67117724], 4096
     jz 1f
 1:
-    mov esi, ebp
-    mov rbp, r10
-    movsxd rax, dword ptr [r15 + 384]
-    mov r8, r10
-    test bl, 128
+    mov eax, 23
+    .byte 0x66, 0x90
+    mov ecx, dword ptr [r14 + 320]
+    movzx r8d, byte ptr [r15 + 256]
+    test dword ptr [r15 + 67117724], 4360
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r9, r10
+    movzx eax, byte ptr [r14 + 384]
+    mov qword ptr [r15 + 640], rdx
+    test bl, 32
     jnz 1f
 1:
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 960]
-    .byte 0x66, 0x90
-    and r8, 448
-    btc dword ptr [r15 + r8 + 1472], 16
-    test dword ptr [r15 + 67117724], 2162720
+    and r9, 448
+    mov edx, dword ptr [r15 + r9 + 1472]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 32
     jz 1f
 1:
-    mov qword ptr [r14 + 640], r8
-    mov r9d, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 0], rsi
+    bswap rsi
+    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 896], 146
     test dword ptr [r15 + 67117723], 262144
     jz 1f
 1:
-    mov byte ptr [r15 + 128], r9b
-    movsxd r8, dword ptr [r14 + 704]
-    test bl, 80
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 192], r9
-    movzx ebp, byte ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 12648448
-    jz 1f
-1:
-    mov rdi, rsi
-    movzx ecx, byte ptr [r15 + 320]
-    test ebx, 816
+    bswap rdi
+    mov rbp, r10
+    movsxd r9, dword ptr [r15 + 512]
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 960]
+    mov r8d, 190
+    test bl, 128
     jnz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 797
-    rep stosb
-    movsxd rsi, dword ptr [r15 + 768]
+    mov rbp, r10
+    mov edx, 217
+    mov ecx, esi
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3008], r9d
     add r10, r11
     inc rbx
     dec r13
@@ -2159,70 +2201,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 3
-    lea rcx, [rip + .Lc1_d1804_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1804_s_t
-    .p2align 3
-.Lc1_d1804_s:
-    .p2align 3
-    jmp .Lc1_d1804_j
-    .p2align 3
-    jmp .Lc1_d1804_j
-    .p2align 3
-    jmp .Lc1_d1804_j
-    .p2align 3
-    jmp .Lc1_d1804_j
-.Lc1_d1804_j:
-    mov eax, 230
-    mov edx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 6528
+    mov dword ptr [r14 + 0], 139
+    mov dword ptr [r15 + 0], 225
+    .byte 0x66, 0x90
+    test bl, 128
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    crc32 eax, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 589856
+    movzx esi, byte ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 368
+    jz 1f
+1:
+    mov r9, rax
+    movsxd rax, dword ptr [r15 + 0]
+    mov ecx, 236
+    test bl, 128
     jnz 1f
 1:
-    mov byte ptr [r15 + 576], al
-    movsxd r9, dword ptr [r15 + 832]
-    mov r8, qword ptr [r15 + 448]
-    test bl, 32
-    jz 1f
+    mov eax, 203
+    mov edi, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 192]
+    test ebx, 12192
+    jnz 1f
 1:
+    movzx r8d, byte ptr [r15 + 832]
+    mov ecx, ebp
+    sete bpl
+    test bl, 32
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 576]
+    mov ebp, dword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 64]
+    test ebx, 672
+    jnz 1f
+1:
+    mov edx, 48
+    movzx r8d, byte ptr [r15 + 448]
     mov rbp, r10
-    mov rax, r8
-    and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 960]
-    movzx esi, byte ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 266240
+    movzx edi, byte ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 65536
     jz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 798
-    rep stosb
-    lea rdi, [r15 + 67109504]
-    mov ecx, 798
-    rep stosb
-    mov byte ptr [r15 + 128], cl
-    test ebx, 432
+    and rbp, 960
+    mov rcx, qword ptr [r15 + rbp + 1984]
+    mov r9d, dword ptr [r15 + 256]
+    mov ebp, 65
+    test dword ptr [r15 + 67117724], 524288
     jnz 1f
 1:
-    movzx edx, dl
-    movzx r9d, byte ptr [r14 + 192]
-    mov r8, r10
-    mov eax, dword ptr [r15 + 704]
-    test bl, 32
-    jz 1f
-1:
-    mov rdx, rbp
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3008], 177
-    movzx ebp, byte ptr [r15 + 384]
+    mov rbp, rbp
+    mov dword ptr [r15 + 704], 219
+    mov r8d, ebp
     add r10, r11
     inc rbx
     dec r13
@@ -2231,60 +2262,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rdi, qword ptr [r15 + 512]
-    mov byte ptr [r14 + 64], dil
-    movsxd r8, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 302654242
-    jz 1f
-1:
-    mov rdi, r8
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 616562688
+    setz al
+    lea rcx, [rip + .Lc1_d1900_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1900_s_t
+    .p2align 3
+.Lc1_d1900_s:
+    .p2align 3
+    jmp .Lc1_d1900_j
+    .p2align 3
+    jmp .Lc1_d1900_j
+.Lc1_d1900_j:
+    mov r12, qword ptr [r15 + r12 + 56]
     movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 65184
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 256]
-    mov rsi, qword ptr [r14 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    mov rbp, r10
-    nop
-    mov r8d, ebp
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7104], 144
-    test dword ptr [r15 + 67117724], 167805172
-    jz 1f
-1:
-    mov r9, r10
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 797
-    rep movsb
-    and r9, 33554368
-    movsxd rdx, dword ptr [r15 + r9 + 33554432]
-    test dword ptr [r15 + 67117723], 268505088
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 320]
-    movzx r9d, byte ptr [r15 + 640]
-    test ebx, 11232
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 192]
-    mov rbp, r10
-    mov rdx, rbp
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 1472]
-    test ebx, 6896
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 768]
-    mov rcx, rbp
+    mov rcx, rsi
     test bl, 128
+    jz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    mov ecx, 1129
+    rep stosb
+    mov rax, rcx
+    movzx r8d, byte ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 302654210
+    jz 1f
+1:
+    mov byte ptr [r14 + 640], r9b
+    mov r9, r10
+    movsxd rbp, dword ptr [r15 + 512]
+    test ebx, 416
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 256]
+    and r9, 8128
+    movzx r8d, byte ptr [r15 + r9 + 7104]
+    mov rbp, r10
+    movsxd r9, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 262144
     jnz 1f
 1:
-    mov esi, 222
-    movzx edi, byte ptr [r15 + 128]
+    and rbp, 33554368
+    or qword ptr [r14 + rbp + 33554432], 44
+    mov eax, edi
+    test dword ptr [r15 + 67117724], 1048576
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 768]
+    movzx esi, byte ptr [r15 + 192]
+    mov r9, r10
+    test dword ptr [r15 + 67117724], 1
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 448]
+    and r9, 448
+    mov rdx, qword ptr [r15 + r9 + 1472]
     add r10, r11
     inc rbx
     dec r13
@@ -2293,54 +2327,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1916_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1916_j_t
-.Lc1_d1916_j:
     mov rbp, r10
-    movzx eax, r8b
-    and rbp, 960
-    mov byte ptr [r14 + rbp + 1984], al
-    mov r8, r10
-    movsxd rcx, dword ptr [r15 + 896]
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 960]
-    test ebx, 46080
-    jz 1f
-1:
-    mov eax, 186
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 8192
+    mov dword ptr [r15 + 384], ebp
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3008], bpl
+    mov r8d, ebp
+    mov rbp, rsi
+    lea r9, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 4
     jnz 1f
 1:
-    mov r8d, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 1075314688
+    and r9, 448
+    mov rdx, qword ptr [r15 + r9 + 960]
+    bt rax, rcx
+    movsxd rsi, dword ptr [r15 + 576]
+    test ebx, 55280
+    jz 1f
+1:
+    mov byte ptr [r14 + 0], sil
+    movzx ecx, byte ptr [r15 + 320]
+    mov edi, edi
+    test bl, 32
+    jz 1f
+1:
+    mov qword ptr [r15 + 704], rdi
+    mov dword ptr [r15 + 64], eax
+    mov ebp, r8d
+    test ebx, 29184
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 192], 49
-    bswap rsi
-    test dword ptr [r15 + 67117724], 524352
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 704]
-    movzx edi, dil
-    mov byte ptr [r14 + 64], dil
-    test dword ptr [r15 + 67117724], 8421384
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 256]
-    mov byte ptr [r15 + 576], r8b
-    bt rax, r9
-    test ebx, 1024
+    mov dword ptr [r15 + 0], ebp
+    mov r8, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 2582536
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 448]
-    movsxd rax, dword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 384]
+    mov rdx, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 192]
+    popcnt rdi, rdx
+    test ebx, 912
+    jz 1f
+1:
+    mov byte ptr [r15 + 128], dil
+    mov edx, ecx
+    mov dword ptr [r14 + 896], 205
+    test bl, 32
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + 512]
+    movsxd rdi, dword ptr [r15 + r9 + 1024]
     add r10, r11
     inc rbx
     dec r13
@@ -2349,55 +2385,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    mov edx, r9d
-    test dword ptr [r15 + 67117723], 36864
+    lea rcx, [rip + .Lc1_d2004_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2004_j_t
+.Lc1_d2004_j:
+    movzx ecx, sil
+    mov rbp, r9
+    mov r9, r10
+    mov rsi, r9
+    and r9, 448
+    mov byte ptr [r15 + r9 + 1472], dil
+    test dword ptr [r15 + 67117723], 33554432
     jnz 1f
 1:
+    movzx edi, byte ptr [r15 + 832]
+    mov ebp, dword ptr [r15 + 128]
+    movzx r8d, byte ptr [r14 + 128]
+    test bl, 48
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 192]
+    mov edx, dword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
     test bl, 128
-    jz 1f
-1:
-    mov rsi, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 236
-    test ebx, 12128
     jnz 1f
 1:
-    mov dword ptr [r15 + 768], 254
-    mov edi, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 832], cl
-    test bl, 128
+    movzx eax, byte ptr [r15 + 0]
+    mov ecx, eax
+    mov rsi, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 16777216
     jz 1f
 1:
-    .byte 0x66, 0x90
-    movzx r8d, byte ptr [r15 + 64]
-    mov rcx, qword ptr [r14 + 640]
-    mov byte ptr [r15 + 256], cl
-    test ebx, 7680
-    jz 1f
-1:
-    mov rbp, rbp
-    mov dword ptr [r15 + 320], 170
-    mov r9d, ebp
-    test bl, 32
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 192], sil
-    mov byte ptr [r14 + 0], sil
-    test bl, 32
-    jz 1f
-1:
+    movzx eax, byte ptr [r15 + 0]
     mov rbp, r10
-    movsxd rax, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 384], bpl
-    and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3008]
+    mov rdi, rdi
+    mov qword ptr [r14 + 768], rdx
+    and rbp, 960
+    movzx edx, byte ptr [r15 + rbp + 1984]
+    test ebx, 15984
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], ebp
+    mov r8, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], r8d
+    test dword ptr [r15 + 67117724], 352464944
+    jz 1f
+1:
+    mov ebp, 35
+    mov r9d, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 64], 198
     add r10, r11
     inc rbx
     dec r13
@@ -2415,72 +2452,63 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 37879940
+    test dword ptr [r15 + 67117724], 134225931
     setz al
-    lea rcx, [rip + .Lc1_d2019_s]
+    lea rcx, [rip + .Lc1_d2060_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2019_s_t
+    jmp .Lc1_d2060_s_t
     .p2align 3
-.Lc1_d2019_s:
+.Lc1_d2060_s:
     .p2align 3
-    jmp .Lc1_d2019_j
+    jmp .Lc1_d2060_j
     .p2align 3
-    jmp .Lc1_d2019_j
-.Lc1_d2019_j:
-    lea r9, [r10 + r10*1]
-    mov ecx, 139
-    movsxd rdi, dword ptr [r15 + 512]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7104], rax
-    test bl, 180
-    jnz 1f
-1:
-    mov qword ptr [r15 + 128], rdx
-    movzx r8d, byte ptr [r15 + 448]
-    test ebx, 4068
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 320]
-    movzx ebp, byte ptr [r15 + 384]
+    jmp .Lc1_d2060_j
+.Lc1_d2060_j:
+    lea rbp, [r10*8]
     mov rax, rbp
-    lea r8, [r10 + r10*1]
-    test bl, 60
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 1216]
+    movsxd rdx, dword ptr [r15 + 512]
+    test ebx, 2048
     jnz 1f
 1:
-    and r8, 33554368
-    movsxd rbp, dword ptr [r15 + r8 + 33554496]
-    movzx edi, byte ptr [r15 + r8 + 33554432]
-    test bl, 104
-    jz 1f
-1:
-    mov rbp, rdx
-    or esi, 1
-    xor edx, edx
-    div esi
-    movzx r8d, byte ptr [r15 + 64]
-    test bl, 8
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*2]
-    mov rdx, rcx
-    and rbp, 960
-    mov edi, dword ptr [r15 + rbp + 1984]
-    test ebx, 3828
-    jnz 1f
-1:
+    mov r8d, edx
+    movzx edx, byte ptr [r15 + rbp + 1280]
     movzx edi, dil
-    mov qword ptr [r15 + rbp + 2048], rdi
-    mov rcx, rax
-    test dword ptr [r15 + 67117723], 67108864
+    test ebx, 1024
     jz 1f
 1:
-    movzx edx, byte ptr [r14 + rbp + 2112]
-    .byte 0x66, 0x90
-    test bl, 168
+    movsxd rcx, dword ptr [r15 + rbp + 1024]
+    movzx r9d, byte ptr [r15 + 320]
+    lea r8, [r10 + r10*1]
+    movzx edi, al
+    test dword ptr [r15 + 67117724], 512
     jz 1f
 1:
-    mov esi, dword ptr [r15 + r9 + 7168]
-    nop
+    mov esi, 127
+    and r8, 8128
+    movzx edi, byte ptr [r15 + r8 + 7104]
+    mov eax, dword ptr [r15 + 64]
+    lea r9, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 153367041
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + rbp + 960]
+    and r9, 33554368
+    movzx eax, byte ptr [r15 + r9 + 33554432]
+    movzx ecx, byte ptr [r15 + r8 + 7168]
+    test bl, 204
+    jz 1f
+1:
+    mov esi, 49
+    movzx edi, byte ptr [r14 + rbp + 1088]
+    mov r8, qword ptr [r15 + rbp + 1152]
+    test bl, 32
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 256]
+    movzx ebp, byte ptr [r15 + r9 + 33554496]
+    mov r9, qword ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
@@ -2489,58 +2517,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2081_j]
+    lea rcx, [rip + .Lc1_d2115_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2081_j_t
-.Lc1_d2081_j:
-    cmovne r9, r9
-    mov byte ptr [r14 + 768], cl
-    mov ecx, 37
-    test bl, 32
+    jmp .Lc1_d2115_j_t
+.Lc1_d2115_j:
+    mov rcx, qword ptr [r15 + 192]
+    movzx edx, byte ptr [r15 + 128]
+    mov r8d, ecx
+    test ebx, 864
     jnz 1f
 1:
-    mov r8, r8
-    mov ebp, r8d
+    mov rsi, r8
+    crc32 r8, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 5872
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov rdi, r8
+    test bl, 8
+    jz 1f
+1:
+    nop
+    mov rbp, r10
+    movzx r9d, byte ptr [r15 + 0]
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3008]
+    test ebx, 15088
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 768]
+    mov rbp, qword ptr [r14 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 128]
+    mov edi, 16
+    mov dword ptr [r15 + 512], edi
+    test dword ptr [r15 + 67117723], 131072
+    jnz 1f
+1:
     lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + 128], ebp
-    test dword ptr [r15 + 67117723], 128
-    jnz 1f
-1:
+    mov esi, dword ptr [r15 + 832]
     and r9, 448
-    movzx ebp, byte ptr [r14 + r9 + 1536]
-    mov rdi, qword ptr [r15 + 192]
-    test ebx, 7676
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 832]
-    mov eax, eax
-    test dword ptr [r15 + 67117723], 1073741824
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 640]
-    movzx ecx, cl
-    mov byte ptr [r15 + r9 + 1472], r8b
-    test dword ptr [r15 + 67117723], 1024
-    jnz 1f
+    mov dword ptr [r15 + r9 + 1472], esi
+    test bl, 32
+    jz 1f
 1:
     .byte 0x0f, 0x1f, 0x40, 0x00
-    movsxd rdi, dword ptr [r15 + 512]
-    mov r9, r10
-    test bl, 8
-    jnz 1f
+    movsxd rdi, dword ptr [r14 + r9 + 1536]
+    movsxd rdx, dword ptr [r15 + 640]
+    test dword ptr [r15 + 67117724], 809807897
+    jz 1f
 1:
-    mov rbp, r10
-    mov r8, qword ptr [r15 + 320]
-    and r9, 4032
-    mov rax, qword ptr [r15 + r9 + 3008]
-    and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 960]
-    test dword ptr [r15 + 67117723], 8
-    jnz 1f
-1:
-    movzx edx, dl
-    movsxd rcx, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 64], dl
+    mov edx, dword ptr [r15 + 320]
     add r10, r11
     inc rbx
     dec r13
@@ -2554,32 +2585,28 @@ ditto_body_c1:
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    lea rcx, [rip + .Lc1_d2135_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2135_j_t
-.Lc1_d2135_j:
-    movzx ecx, byte ptr [r15 + 128]
-    movsxd rsi, dword ptr [r15 + 320]
-    mov rbp, r10
-    mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 106
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx ebp, byte ptr [r15 + 704]
+    mov edx, 82
+    test bl, 4
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 512]
+    test dword ptr [r15 + 67117724], 168565569
     jz 1f
 1:
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 1472]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 960], 242
-    add r10, r11
+    mov r8, rax
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
-// block 8: 4096 bytes, 16 chunk(s), 4 chunk executions per call
+// block 8: 4096 bytes, 16 chunk(s), 2 chunk executions per call
     mov rbx, qword ptr [r15 + 67117800]
-    lea rcx, [rbx + 4]
+    lea rcx, [rbx + 2]
     mov qword ptr [r15 + 67117800], rcx
-    mov r13d, 4
+    mov r13d, 2
     mov eax, ebx
     and eax, 15
     lea rcx, [rip + .Lc1_b8_stubs]
@@ -2624,60 +2651,69 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2167_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2167_j_t
-.Lc1_d2167_j:
-    mov r8d, 63
-    movzx edi, byte ptr [r15 + 704]
-    mov dword ptr [r15 + 640], esi
-    movsxd rax, dword ptr [r15 + 832]
-    mov r9, r10
-    test ebx, 1600
-    jz 1f
-1:
-    and r9, 960
-    mov dword ptr [r15 + r9 + 1984], 55
-    mov r9d, dword ptr [r15 + 448]
-    xor dword ptr [r15 + 832], esi
-    test dword ptr [r15 + 67117724], 67109392
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 12
+    setz al
+    lea rcx, [rip + .Lc1_d2198_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2198_s_t
+    .p2align 3
+.Lc1_d2198_s:
+    .p2align 3
+    jmp .Lc1_d2198_j
+    .p2align 3
+    jmp .Lc1_d2198_j
+.Lc1_d2198_j:
+    or qword ptr [r15 + 0], 59
+    mov r8d, 108
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 1248
     jnz 1f
 1:
-    mov rsi, r9
-    mov ebp, esi
-    mov dword ptr [r15 + 128], edx
-    test ebx, 12192
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    or qword ptr [r15 + r8 + 3008], 94
-    test ebx, 3072
-    jz 1f
-1:
-    xor dword ptr [r14 + 128], r8d
-    movsxd rdi, dword ptr [r15 + 64]
-    mov ecx, edx
-    test dword ptr [r15 + 67117723], 3145728
-    jnz 1f
-1:
-    mov eax, ecx
-    mov rbp, rax
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test dword ptr [r15 + 67117724], 8193
-    jz 1f
-1:
-    .byte 0x66, 0x90
-    mov byte ptr [r15 + 384], bpl
-    add qword ptr [r15 + 896], rdx
+    xchg rcx, rcx
+    mov edx, 90
     test bl, 64
     jnz 1f
 1:
-    mov ebp, edx
-    mov edx, ebp
-    mov rdi, qword ptr [r15 + 768]
+    mov rsi, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    test ebx, 256
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 896]
+    mov r9, r10
+    mov rcx, r9
+    test ebx, 1344
+    jnz 1f
+1:
+    movzx esi, byte ptr [r14 + 832]
+    and r9, 33554368
+    mov rcx, qword ptr [r15 + r9 + 33554432]
+    mov eax, dword ptr [r15 + 64]
+    test ebx, 31616
+    jnz 1f
+1:
+    mov rbp, rax
+    mov r8, r10
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1129
+    rep movsb
+    test dword ptr [r15 + 67117724], 32768
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 1472]
+    and r9, 448
+    mov edi, dword ptr [r15 + r9 + 960]
+    add qword ptr [r15 + 128], rdx
+    test dword ptr [r15 + 67117723], 4
+    jnz 1f
+1:
+    mov dword ptr [r14 + r9 + 1024], 198
+    movzx r9d, byte ptr [r15 + 384]
     add r10, r11
     inc rbx
     dec r13
@@ -2686,58 +2722,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2221_j]
+    lea rcx, [rip + .Lc1_d2257_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2221_j_t
-.Lc1_d2221_j:
-    mov qword ptr [r15 + 64], rcx
-    mov edi, 86
-    movzx r8d, r9b
-    test dword ptr [r15 + 67117723], 16896
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r14 + 320]
-    mov dword ptr [r15 + 256], r9d
-    mov rcx, qword ptr [r15 + 576]
-    test ebx, 288
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 640]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    test dword ptr [r15 + 67117724], 1040
+    jmp .Lc1_d2257_j_t
+.Lc1_d2257_j:
+    inc dword ptr [r15 + 896]
+    mov dword ptr [r15 + 0], 211
+    movsxd rdx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 67108864
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    mov rsi, rdi
-    movzx eax, dil
-    test ebx, 6112
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov rbp, r10
-    mov dword ptr [r15 + 0], 12
-    test dword ptr [r15 + 67117723], 8454148
-    jz 1f
-1:
+    movzx ebp, byte ptr [r15 + 256]
     mov r8, r10
-    inc dword ptr [r15 + 448]
-    and rbp, 4032
-    movzx edx, byte ptr [r15 + rbp + 3008]
-    and r8, 960
-    mov dword ptr [r15 + r8 + 1984], edx
+    movzx eax, sil
+    test dword ptr [r15 + 67117724], 8192
+    jnz 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 960], esi
+    mov rbp, qword ptr [r15 + 192]
+    mov rdi, rbp
     test bl, 128
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 768], r9d
-    movzx r9d, dil
-    test dword ptr [r15 + 67117723], 273172519
+    mov esi, dword ptr [r15 + 512]
+    movzx edx, cl
+    test ebx, 256
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 512]
-    movsxd rdi, dword ptr [r15 + 192]
+    mov r8, qword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + 128]
+    movzx r9d, r8b
+    test dword ptr [r15 + 67117723], 8454148
+    jz 1f
+1:
+    mov r8d, 12
+    mov qword ptr [r15 + 64], rdx
+    test bl, 128
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 768]
+    mov edi, 54
+    mov r8, r10
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r9, r10
+    test ebx, 65120
+    jz 1f
+1:
+    and r8, 448
+    mov dword ptr [r14 + r8 + 1472], 183
+    and r9, 8128
+    mov eax, dword ptr [r15 + r9 + 7104]
     add r10, r11
     inc rbx
     dec r13
@@ -2746,72 +2781,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4097
-    setz al
-    lea rcx, [rip + .Lc1_d2273_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2273_s_t
-    .p2align 3
-.Lc1_d2273_s:
-    .p2align 3
-    jmp .Lc1_d2273_j
-    .p2align 3
-    jmp .Lc1_d2273_j
-.Lc1_d2273_j:
-    movzx ebp, cl
-    movsxd rsi, dword ptr [r15 + 256]
-    cmovne rdx, rbp
-    mov rdi, qword ptr [r15 + 256]
-    test ebx, 512
+    mov r9d, 212
+    movsxd r8, dword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 320]
+    add qword ptr [r15 + 0], rdx
+    test ebx, 3840
     jz 1f
 1:
-    movzx ecx, dl
-    mov r8d, ecx
-    mov r9, rcx
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 59360
-    jnz 1f
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx ebp, dl
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1127
+    rep movsb
+    test bl, 64
+    jz 1f
 1:
-    mov esi, 218
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, sil
+    cmovne r8, rdi
+    mov eax, eax
+    sete dil
+    movsxd rdx, dword ptr [r15 + 0]
     test ebx, 288
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 238
-    movzx r9d, byte ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 67108864
+    add qword ptr [r15 + 0], r9
+    mov rbp, qword ptr [r15 + 0]
+    not qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 268723345
     jnz 1f
 1:
-    movzx esi, dl
-    mov dword ptr [r15 + 0], 147
-    movzx r8d, byte ptr [r15 + 0]
-    mov edi, ebp
-    test bl, 96
+    mov ecx, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 576]
+    mov r9, qword ptr [r14 + 448]
+    test dword ptr [r15 + 67117723], 400
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], 126
+    movzx edi, byte ptr [r15 + 704]
+    test bl, 64
     jz 1f
 1:
-    movzx ebp, r8b
-    movsxd r8, dword ptr [r15 + 192]
-    mov ecx, dword ptr [r15 + 320]
-    mov rdx, qword ptr [r15 + 704]
-    test ebx, 5632
+    mov ebp, edi
+    mov dword ptr [r15 + 256], ebp
+    mov byte ptr [r15 + 384], dl
+    test ebx, 65216
     jz 1f
 1:
-    mov dword ptr [r15 + 384], ecx
-    mov dword ptr [r15 + 64], edx
-    inc dword ptr [r15 + 128]
-    movsxd r9, dword ptr [r14 + 576]
-    test ebx, 32608
-    jz 1f
-1:
-    mov qword ptr [r14 + 128], rax
-    add qword ptr [r15 + 512], r9
-    movzx edi, byte ptr [r15 + 64]
-    mov rbp, qword ptr [r14 + 896]
+    movsxd rdx, dword ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 640]
+    mov dword ptr [r14 + 0], 59
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2819,60 +2839,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2334_j]
+    lea rcx, [rip + .Lc1_d2358_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2334_j_t
-.Lc1_d2334_j:
-    movzx esi, byte ptr [r15 + 640]
-    .byte 0x66, 0x90
-    mov rdi, rsi
-    test bl, 64
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 768]
-    mov rax, rax
+    jmp .Lc1_d2358_j_t
+.Lc1_d2358_j:
+    mov ebp, 252
+    mov r9, rsi
+    movzx r8d, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
     test dword ptr [r15 + 67117723], 131072
     jnz 1f
 1:
-    mov r8, r10
-    mov edx, r8d
-    mov r9, rdx
-    test dword ptr [r15 + 67117723], 37814272
+    mov edx, edx
+    mov esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 53
+    test ebx, 130656
     jz 1f
 1:
-    and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 960]
-    movzx edi, byte ptr [r15 + 192]
-    sete bpl
-    test bl, 224
+    cmovne rdx, rax
+    movzx r8d, byte ptr [r15 + 64]
+    mov eax, ecx
+    test dword ptr [r15 + 67117723], 2097152
     jz 1f
 1:
-    mov dword ptr [r15 + 448], 0
-    movsxd r9, dword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 537395201
+    mov ebp, r8d
+    mov rcx, qword ptr [r15 + 448]
+    movsxd rdx, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 192], rcx
+    test dword ptr [r15 + 67117723], 262144
+    jz 1f
+1:
+    mov r9, r10
+    mov dword ptr [r15 + 768], 79
+    movzx r8d, byte ptr [r15 + 384]
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 960]
+    mov r9, r10
+    test ebx, 2048
     jnz 1f
 1:
-    mov eax, 8
-    sete sil
-    test dword ptr [r15 + 67117723], 272
+    mov dword ptr [r15 + 832], r9d
+    and r9, 448
+    inc dword ptr [r14 + r9 + 1472]
+    mov edi, 145
+    movsxd r9, dword ptr [r14 + 256]
+    test ebx, 64640
     jz 1f
 1:
-    movzx ecx, byte ptr [r14 + 320]
-    mov rbp, rbp
-    mov edi, dword ptr [r15 + 512]
-    test dword ptr [r15 + 67117723], 33587456
-    jz 1f
-1:
-    mov ebp, edx
-    movzx edx, bpl
-    movzx esi, r9b
-    test dword ptr [r15 + 67117723], 1627389952
-    jz 1f
-1:
-    mov dword ptr [r15 + 832], 98
-    mov edi, 15
+    movzx edx, r8b
+    mov dword ptr [r15 + 640], eax
+    mov r8d, 153
     add r10, r11
     inc rbx
     dec r13
@@ -2881,52 +2898,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx r8d, byte ptr [r15 + 128]
-    mov r9d, r8d
-    mov byte ptr [r15 + 64], r9b
-    sete cl
-    test ebx, 19968
+    .byte 0x0f, 0x1f, 0x00
+    movzx ebp, byte ptr [r15 + 0]
+    mov rcx, rsi
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 608
     jnz 1f
 1:
-    mov edi, dword ptr [r14 + 576]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 0]
-    mov rbp, r10
-    test ebx, 256
+    mov dword ptr [r15 + 0], 66
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 4096
+    jnz 1f
+1:
+    mov esi, esi
+    .byte 0x0f, 0x1f, 0x00
+    movzx ebp, cl
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 24
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 1472]
-    test dword ptr [r15 + 67117724], 151560484
+    mov rcx, qword ptr [r15 + 896]
+    and r8, 8128
+    mov r9, r10
+    movzx edi, byte ptr [r15 + r8 + 7104]
+    and r9, 33554368
+    movzx esi, byte ptr [r15 + r9 + 33554432]
+    test bl, 128
     jnz 1f
 1:
-    bt r9, rbp
-    mov rbp, r10
-    bt rbp, rcx
-    mov r9, r10
-    and rbp, 4032
-    mov edi, dword ptr [r15 + rbp + 3008]
+    mov edx, 143
+    mov r8d, dword ptr [r15 + 704]
+    mov ecx, dword ptr [r15 + 256]
     test bl, 64
     jnz 1f
 1:
-    and r9, 960
-    movzx esi, byte ptr [r15 + r9 + 1984]
-    mov ebp, dword ptr [r15 + 448]
-    mov rcx, qword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 4
+    mov dword ptr [r15 + 128], 61
+    movzx r9d, al
+    mov r8d, 8
+    test ebx, 16032
     jnz 1f
 1:
-    movzx edi, r8b
-    movzx eax, r9b
-    movzx r8d, byte ptr [r14 + 192]
-    test dword ptr [r15 + 67117724], 1048576
+    mov rax, qword ptr [r14 + 512]
+    movzx ebp, byte ptr [r15 + 384]
+    mov edi, 130
+    mov r8, r10
+    test ebx, 63392
     jz 1f
 1:
-    mov rdx, rdx
-    mov r9, qword ptr [r15 + 704]
-    mov r8, qword ptr [r15 + 256]
+    and r8, 448
+    movsxd rsi, dword ptr [r14 + r8 + 960]
+    movsxd r9, dword ptr [r15 + 320]
+    movzx edx, dl
     add r10, r11
     inc rbx
     dec r13
@@ -2936,61 +2959,65 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 2056
+    test dword ptr [r15 + 67117724], 16777800
     setz al
-    lea rcx, [rip + .Lc1_d2434_s]
+    lea rcx, [rip + .Lc1_d2462_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2434_s_t
+    jmp .Lc1_d2462_s_t
     .p2align 3
-.Lc1_d2434_s:
+.Lc1_d2462_s:
     .p2align 3
-    jmp .Lc1_d2434_j
+    jmp .Lc1_d2462_j
     .p2align 3
-    jmp .Lc1_d2434_j
-.Lc1_d2434_j:
-    mov eax, dword ptr [r15 + 320]
-    movzx ecx, byte ptr [r15 + 384]
-    mov edx, dword ptr [r15 + 768]
-    test dword ptr [r15 + 67117724], 536871936
-    jz 1f
+    jmp .Lc1_d2462_j
+.Lc1_d2462_j:
+    mov dword ptr [r15 + 0], edx
+    movzx edx, byte ptr [r15 + 0]
+    mov ecx, edx
+    test ebx, 1152
+    jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 640]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 796
-    rep movsb
-    test dword ptr [r15 + 67117724], 274076170
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
     mov rbp, r10
-    mov rax, qword ptr [r15 + 64]
-    mov r8, r10
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7104], r9d
-    test bl, 64
-    jz 1f
+    test ebx, 62432
+    jnz 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 960], r8d
-    mov rdx, qword ptr [r15 + 256]
     mov rax, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 512
-    jnz 1f
-1:
-    movzx r9d, r9b
-    mov ecx, dword ptr [r15 + 512]
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 268435473
-    jnz 1f
-1:
-    and rbp, 33554368
-    mov esi, dword ptr [r15 + rbp + 33554432]
-    movzx edi, dil
-    test dword ptr [r15 + 67117724], 67117056
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1472], 221
+    mov rbp, qword ptr [r15 + 256]
+    test ebx, 384
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 128]
-    mov byte ptr [r14 + 896], dl
+    movzx edi, byte ptr [r15 + 320]
+    mov r8, r10
+    mov r9, r10
+    mov rax, qword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 201334784
+    jnz 1f
+1:
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3008], r9
+    and r8, 960
+    mov rsi, qword ptr [r14 + r8 + 1984]
+    mov rdi, qword ptr [r15 + 576]
+    test bl, 64
+    jnz 1f
+1:
+    mov edi, eax
+    movzx ecx, bpl
+    test dword ptr [r15 + 67117724], 16384
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], ebp
+    movsxd rdx, dword ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 4194304
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 768]
+    movzx esi, byte ptr [r15 + 192]
     add r10, r11
     inc rbx
     dec r13
@@ -2999,56 +3026,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rdx, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 576], dl
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 704]
+    .byte 0x0f, 0x1f, 0x00
+    movzx edi, dil
+    movzx ecx, byte ptr [r15 + 384]
+    test ebx, 1344
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 194
+    movsxd rdx, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 797
-    rep movsb
-    bt r8, rax
-    mov rbp, r8
-    test ebx, 736
-    jz 1f
-1:
-    mov r9d, 199
-    mov dword ptr [r15 + 0], r9d
-    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r14 + 0]
+    mov r9d, r8d
     test ebx, 256
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 448]
-    mov rax, rcx
-    test dword ptr [r15 + 67117723], 33554432
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 128]
-    mov r9d, dword ptr [r15 + 832]
+    mov r8d, 212
+    mov esi, dword ptr [r14 + 0]
+    mov rdi, qword ptr [r15 + 576]
+    test bl, 128
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 192]
+    bt rcx, rax
+    mov edx, dword ptr [r15 + 320]
+    test dword ptr [r15 + 67117724], 402653184
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 256]
     mov rbp, r10
-    mov dword ptr [r15 + 192], 154
-    test ebx, 256
+    movzx r8d, bpl
+    movzx eax, byte ptr [r15 + 640]
+    and rbp, 448
+    movsxd rdi, dword ptr [r15 + rbp + 960]
+    test dword ptr [r15 + 67117723], 2097152
     jz 1f
 1:
     mov rsi, rbp
-    mov r8, r10
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1472], 173
-    and r8, 448
-    mov dword ptr [r15 + r8 + 960], edx
-    test dword ptr [r15 + 67117724], 939657379
+    movsxd rcx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 448], sil
+    test ebx, 288
     jz 1f
 1:
-    mov dword ptr [r15 + 256], 106
-    mov eax, dword ptr [r14 + 704]
-    mov ebp, dword ptr [r14 + 320]
-    test dword ptr [r15 + 67117724], 8388740
-    jz 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov edx, 252
+    mov rdx, qword ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 832]
     add r10, r11
     inc rbx
     dec r13
@@ -3057,53 +3084,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2537_j]
+    lea rcx, [rip + .Lc1_d2568_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2537_j_t
-.Lc1_d2537_j:
-    mov r8d, edi
-    mov rsi, rdi
-    mov dword ptr [r15 + 0], r9d
-    test dword ptr [r15 + 67117724], 536870912
+    jmp .Lc1_d2568_j_t
+.Lc1_d2568_j:
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx eax, cl
+    mov dword ptr [r15 + 0], r8d
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
-    add qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov r9, r10
-    test dword ptr [r15 + 67117724], 16777264
+    .byte 0x0f, 0x1f, 0x00
+    movzx r9d, bpl
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 2048
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 256]
-    and r9, 960
-    inc dword ptr [r14 + r9 + 1984]
-    movzx edx, byte ptr [r15 + 320]
-    test dword ptr [r15 + 67117723], 16777216
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
-    mov r9, rax
-    movzx eax, byte ptr [r15 + 576]
-    mov r8, r10
-    test bl, 64
-    jnz 1f
-1:
-    mov qword ptr [r15 + 512], rsi
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3008], ecx
-    mov rbp, qword ptr [r15 + 192]
-    test dword ptr [r15 + 67117724], 268435456
+    mov r8d, 100
+    mov rdx, rax
+    mov ecx, dword ptr [r15 + 0]
+    mov edi, 7
+    test dword ptr [r15 + 67117724], 1
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 704]
-    movsxd rsi, dword ptr [r15 + 128]
-    mov byte ptr [r14 + 384], cl
-    test dword ptr [r15 + 67117723], 1049096
+    mov eax, 11
+    mov dword ptr [r15 + 640], r9d
+    mov ebp, 205
+    test ebx, 57024
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 192]
+    movsxd rdi, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 768], edi
+    mov r9d, edi
+    test dword ptr [r15 + 67117723], 1
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 768]
-    mov rcx, qword ptr [r15 + 640]
-    mov dword ptr [r15 + 448], r8d
+    mov rdx, qword ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 320]
+    xchg r8, rdi
+    test dword ptr [r15 + 67117723], 1073745985
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 896]
+    mov rdx, qword ptr [r15 + 256]
+    mov rbp, r10
+    mov r8d, dword ptr [r14 + 0]
+    test dword ptr [r15 + 67117723], 69632
+    jz 1f
+1:
+    and rbp, 448
+    add qword ptr [r14 + rbp + 960], rsi
+    mov esi, 27
+    mov r9d, dword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
@@ -3112,57 +3147,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8d, 252
-    mov rdi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    test dword ptr [r15 + 67117723], 2228736
+    mov rbp, r10
+    mov qword ptr [r15 + 64], rbp
+    mov edi, 139
+    and rbp, 960
+    movzx edi, byte ptr [r15 + rbp + 1984]
+    test dword ptr [r15 + 67117723], 268443776
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    inc dword ptr [r15 + 0]
-    .byte 0x66, 0x90
-    mov r9, r10
-    test ebx, 256
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 384], cl
-    and r9, 448
-    movsxd rcx, dword ptr [r14 + r9 + 960]
-    test ebx, 64736
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 448], al
+    movzx eax, byte ptr [r15 + 256]
     test bl, 64
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 192]
-    mov r8, qword ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 640]
-    cmovne rax, rax
-    test bl, 224
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 512]
-    mov ebp, edx
-    .byte 0x66, 0x90
-    test dword ptr [r15 + 67117723], 536870912
+    mov byte ptr [r15 + 384], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 3584
     jnz 1f
 1:
-    mov byte ptr [r15 + 320], bpl
-    movzx r8d, dl
-    movzx eax, byte ptr [r15 + 896]
-    mov r9, r10
-    test ebx, 672
+    movzx edx, byte ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 1073741840
+    jnz 1f
+1:
+    mov ecx, dword ptr [r14 + 704]
+    mov rsi, rcx
+    movsxd rax, dword ptr [r15 + 512]
+    mov r8, r10
+    test ebx, 928
     jz 1f
 1:
-    and r9, 448
-    mov edx, dword ptr [r14 + r9 + 1472]
-    mov rdi, rcx
-    mov ebp, dword ptr [r15 + 768]
+    mov r9d, dword ptr [r14 + 0]
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3008]
+    test bl, 64
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 576]
+    mov r8d, 163
+    mov dword ptr [r15 + 64], edx
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 8404992
+    jz 1f
+1:
+    bt rdx, rbp
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 1472], r9
     add r10, r11
     inc rbx
     dec r13
@@ -3171,63 +3202,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2636_j]
+    lea rcx, [rip + .Lc1_d2670_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2636_j_t
-.Lc1_d2636_j:
+    jmp .Lc1_d2670_j_t
+.Lc1_d2670_j:
     mov r8, r10
-    bt r8, r8
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7104], r8
-    movzx r9d, byte ptr [r15 + 704]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 15776
-    jz 1f
+    mov rdi, r8
+    .byte 0x66, 0x90
+    and r8, 448
+    mov edx, dword ptr [r15 + r8 + 960]
+    movzx esi, r8b
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 67125248
+    jnz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    test ebx, 96224
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554432], r9d
+    mov eax, 147
+    mov edi, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
     test bl, 64
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    movzx edi, al
-    test ebx, 256
     jz 1f
 1:
-    mov dword ptr [r15 + 384], 100
-    movzx eax, byte ptr [r15 + 512]
-    mov rdi, qword ptr [r15 + 256]
-    mov edx, eax
-    test dword ptr [r15 + 67117723], 134217728
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 576]
-    mov rcx, qword ptr [r15 + 448]
-    movzx esi, byte ptr [r14 + 64]
-    test dword ptr [r15 + 67117724], 942219408
+    mov dword ptr [r15 + 0], edi
+    mov r9d, 45
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 12800
     jz 1f
 1:
-    mov esi, 225
-    movsxd r8, dword ptr [r14 + 192]
-    movzx ebp, byte ptr [r15 + 128]
-    test ebx, 320
+    movzx edx, dl
+    mov r8, qword ptr [r15 + 640]
+    movzx edi, dil
+    test ebx, 98112
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r14 + 448]
+    movzx edx, byte ptr [r15 + 768]
+    mov eax, esi
+    mov byte ptr [r15 + 192], dl
+    mov rbp, r10
+    test ebx, 416
     jnz 1f
 1:
-    mov r9, r10
-    mov edi, dword ptr [r15 + 832]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 798
-    rep stosb
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 960]
+    movsxd r9, dword ptr [r15 + 320]
+    mov rcx, qword ptr [r15 + 832]
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 7104]
+    mov edx, ebp
+    test dword ptr [r15 + 67117724], 4194816
+    jnz 1f
+1:
+    mov rbp, rdx
+    mov r8d, ebp
+    inc dword ptr [r14 + 384]
     add r10, r11
     inc rbx
     dec r13
@@ -3236,51 +3264,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov esi, dword ptr [r15 + 64]
-    mov rcx, r8
-    mov r8, rbp
-    test dword ptr [r15 + 67117724], 1
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + 320]
-    mov rbp, r10
-    mov edx, dword ptr [r14 + 256]
-    test dword ptr [r15 + 67117724], 536870913
-    jz 1f
-1:
-    and rbp, 33554368
-    mov eax, dword ptr [r15 + rbp + 33554432]
-    movzx esi, byte ptr [r15 + 768]
     mov r9, r10
-    test bl, 224
-    jz 1f
-1:
-    mov edi, 80
-    and r9, 960
-    movzx ecx, byte ptr [r14 + r9 + 1984]
-    test ebx, 1824
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 640]
-    mov rbp, r10
-    movsxd rsi, dword ptr [r15 + 192]
-    and rbp, 4032
-    mov r9d, dword ptr [r15 + rbp + 3008]
-    test dword ptr [r15 + 67117723], 536875008
-    jz 1f
-1:
-    mov eax, r9d
-    mov ebp, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117723], 32
-    jz 1f
-1:
-    mov edx, 58
+    and r9, 448
+    movzx edx, byte ptr [r15 + r9 + 960]
+    bswap r8
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 15776
+    test dword ptr [r15 + 67117723], 32832
     jnz 1f
 1:
-    mov dword ptr [r15 + 448], 247
-    mov esi, dword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 0]
+    bswap rbp
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 114496
+    jz 1f
+1:
+    mov qword ptr [r15 + 192], rsi
+    movsxd r8, dword ptr [r15 + 64]
+    mov r9, r10
+    test dword ptr [r15 + 67117724], 942219408
+    jz 1f
+1:
+    and r9, 448
+    mov ecx, dword ptr [r14 + r9 + 1472]
+    mov qword ptr [r15 + 128], rsi
+    movzx esi, byte ptr [r15 + 256]
+    test bl, 160
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 896], 214
+    test dword ptr [r15 + 67117724], 512
+    jz 1f
+1:
+    mov dword ptr [r15 + 320], 144
+    mov r9, qword ptr [r15 + 576]
+    test dword ptr [r15 + 67117724], 16777216
+    jz 1f
+1:
+    nop
+    mov r8, r8
+    mov ebp, dword ptr [r15 + 704]
+    test dword ptr [r15 + 67117723], 570425360
+    jnz 1f
+1:
+    mov rcx, rbp
+    movzx edi, cl
     add r10, r11
     inc rbx
     dec r13
@@ -3289,58 +3318,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2738_j]
+    lea rcx, [rip + .Lc1_d2771_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2738_j_t
-.Lc1_d2738_j:
-    movzx edi, dl
-    movzx edx, byte ptr [r15 + 192]
+    jmp .Lc1_d2771_j_t
+.Lc1_d2771_j:
+    mov edx, ebp
+    mov rax, rdx
+    mov r9, r9
+    movsxd rbp, dword ptr [r14 + 128]
+    test dword ptr [r15 + 67117724], 16
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 43
     mov ecx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    test dword ptr [r15 + 67117723], 136315136
+    mov r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    test dword ptr [r15 + 67117723], 134217728
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    mov ecx, 143
-    mov rax, qword ptr [r15 + 0]
-    movzx esi, al
-    test dword ptr [r15 + 67117723], 1048576
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    xchg r9, r9
-    movsxd rax, dword ptr [r15 + 0]
-    mov r9, r8
-    mov rbp, r10
-    test dword ptr [r15 + 67117723], 149504
+    mov qword ptr [r15 + 0], r8
+    mov edx, ecx
+    mov esi, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 64]
+    test ebx, 38912
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 512], dil
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 1472], rbp
-    test ebx, 124672
+    mov r8, r10
+    mov rcx, qword ptr [r15 + 384]
+    and r8, 960
+    movzx edi, byte ptr [r15 + r8 + 1984]
+    mov ebp, dword ptr [r15 + 448]
+    test ebx, 130176
     jz 1f
 1:
-    movzx edi, cl
-    movsxd rbp, dword ptr [r15 + 576]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov dword ptr [r15 + 896], 65
-    test ebx, 1696
-    jz 1f
-1:
-    mov edi, dword ptr [r14 + 128]
-    mov rsi, rsi
-    crc32 ecx, sil
-    movzx edx, byte ptr [r15 + 320]
-    mov r9, r10
-    test ebx, 3200
-    jnz 1f
-1:
-    movzx r8d, r8b
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 960]
+    mov qword ptr [r15 + 192], rbp
+    mov qword ptr [r15 + 256], rax
+    mov r9d, r9d
     mov esi, dword ptr [r15 + 704]
+    test bl, 64
+    jz 1f
+1:
+    mov rbp, r10
+    movzx eax, byte ptr [r15 + 576]
+    mov r9d, edx
+    and rbp, 4032
+    mov edi, dword ptr [r15 + rbp + 3008]
+    movzx edx, byte ptr [r15 + 512]
+    test ebx, 256
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 640]
+    movzx ebp, byte ptr [r15 + 320]
+    mov r8, qword ptr [r14 + 768]
     add r10, r11
     inc rbx
     dec r13
@@ -3349,55 +3378,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 448], 105
-    mov r9d, dword ptr [r15 + 0]
-    popcnt rdx, r9
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 13280
+    mov rbp, qword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 320]
+    mov r9, qword ptr [r15 + 640]
+    test bl, 64
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 128]
+    movzx eax, r9b
+    mov ecx, dword ptr [r14 + 832]
+    test dword ptr [r15 + 67117723], 32768
+    jnz 1f
+1:
+    mov r8, r10
+    movzx edx, byte ptr [r15 + 128]
+    mov esi, 144
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 1472]
+    test dword ptr [r15 + 67117723], 64
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    movzx ebp, bpl
+    test ebx, 130656
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
+    mov r9, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 65536
     jz 1f
 1:
-    mov edx, 128
-    movzx r8d, byte ptr [r15 + 192]
-    movzx esi, byte ptr [r15 + 640]
-    test ebx, 256
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 320], cl
-    popcnt rbp, rbp
-    test dword ptr [r15 + 67117724], 32768
-    jz 1f
-1:
-    mov edx, ecx
-    movzx ecx, byte ptr [r15 + 256]
-    mov rbp, qword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 384]
-    test bl, 160
+    movzx r8d, r8b
+    mov byte ptr [r15 + 64], cl
+    mov ecx, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117724], 65536
     jnz 1f
 1:
-    movzx edi, al
-    movzx eax, byte ptr [r15 + 768]
-    mov r8d, 208
-    test dword ptr [r15 + 67117724], 8388608
-    jz 1f
-1:
-    cmovne rdx, rax
+    movsxd rdi, dword ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 384]
+    xchg r8, rbp
     mov r9, r10
-    movzx ecx, byte ptr [r14 + 832]
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 960]
-    test ebx, 512
+    test ebx, 31712
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 128]
-    movzx r9d, bpl
-    mov byte ptr [r14 + 128], bpl
+    and r9, 448
+    mov esi, dword ptr [r15 + r9 + 960]
+    mov edi, dword ptr [r14 + 768]
     add r10, r11
     inc rbx
     dec r13
@@ -3406,62 +3433,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2840_j]
+    lea rcx, [rip + .Lc1_d2871_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2840_j_t
-.Lc1_d2840_j:
-    mov edi, edx
-    movsxd rdx, dword ptr [r15 + 64]
-    movzx ebp, byte ptr [r14 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov r8, r10
-    cmovne rsi, r8
-    mov ecx, 175
-    and r8, 960
-    movsxd rax, dword ptr [r15 + r8 + 1984]
-    test dword ptr [r15 + 67117724], 45157393
+    jmp .Lc1_d2871_j_t
+.Lc1_d2871_j:
+    movzx r8d, cl
+    movzx eax, byte ptr [r15 + 896]
+    mov qword ptr [r15 + 0], r8
+    .byte 0x66, 0x90
+    test dword ptr [r15 + 67117723], 1073741824
     jnz 1f
 1:
-    mov r8d, 92
-    mov rsi, qword ptr [r15 + 704]
-    bt r9, r9
+    cmovne rdx, rdx
+    mov edi, 60
+    movzx esi, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 126208
+    jz 1f
+1:
+    mov ecx, 79
+    mov esi, ecx
+    movsxd r9, dword ptr [r15 + 0]
+    mov rbp, r10
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 704]
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 7104]
+    mov r8, r10
+    mov rdx, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 34078720
+    jnz 1f
+1:
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 960]
+    mov rbp, rax
+    mov rax, qword ptr [r14 + 0]
+    mov r8, rbp
     test ebx, 1152
     jnz 1f
 1:
-    mov r9, rdi
-    mov rbp, r10
-    mov rdx, rdi
-    test dword ptr [r15 + 67117723], 1311539744
-    jnz 1f
+    mov esi, eax
+    mov rdi, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 512], edi
+    mov rax, qword ptr [r15 + 576]
+    test dword ptr [r15 + 67117724], 1048576
+    jz 1f
 1:
-    and rbp, 448
     mov r9, r10
-    movzx ecx, byte ptr [r15 + rbp + 1472]
-    mov edx, 172
-    and r9, 4032
-    mov edi, dword ptr [r15 + r9 + 3008]
-    test ebx, 896
-    jz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 798
-    rep movsb
-    mov dword ptr [r15 + 576], 31
-    .byte 0x0f, 0x1f, 0x00
-    test ebx, 1824
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + 256]
-    sete r9b
-    test bl, 128
-    jnz 1f
-1:
-    mov eax, esi
-    mov edx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 384], r9
+    and r9, 33554368
+    mov rsi, qword ptr [r14 + r9 + 33554432]
+    mov dword ptr [r15 + 128], 142
     add r10, r11
     inc rbx
     dec r13
@@ -3470,51 +3495,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r10
-    and r8, 33554368
-    movsxd rcx, dword ptr [r15 + r8 + 33554432]
-    mov esi, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 128], rcx
-    mov dword ptr [r15 + 192], edi
-    test dword ptr [r15 + 67117724], 1024
+    movzx esi, al
+    bt rbp, r9
+    mov dword ptr [r15 + 128], r8d
+    test dword ptr [r15 + 67117723], 536871952
     jnz 1f
 1:
+    mov rbp, qword ptr [r15 + 512]
+    movzx r8d, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 13
-    mov r8d, 138
-    test dword ptr [r15 + 67117723], 1048577
+    test ebx, 60288
     jz 1f
 1:
-    movzx r9d, bpl
-    mov dword ptr [r15 + 0], 114
-    mov rbp, r9
-    test ebx, 1696
+    bt rcx, rdx
+    mov r9, r10
+    mov rcx, qword ptr [r15 + 0]
+    and r9, 960
+    inc dword ptr [r15 + r9 + 1984]
+    test ebx, 1824
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r14 + 768]
-    xor dword ptr [r15 + 640], edx
-    movzx ebp, cl
-    test dword ptr [r15 + 67117723], 16777216
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 896]
-    mov edi, dword ptr [r14 + 448]
-    test ebx, 8096
-    jnz 1f
-1:
-    movzx r8d, sil
-    mov r9, r9
-    bt r9, rax
+    mov edx, dword ptr [r15 + 256]
+    mov esi, 109
     mov rbp, r10
-    test ebx, 1600
+    mov dword ptr [r14 + 64], ebp
+    test dword ptr [r15 + 67117724], 1
+    jnz 1f
+1:
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3008]
+    .byte 0x66, 0x90
+    inc dword ptr [r15 + 640]
+    test ebx, 288
+    jnz 1f
+1:
+    nop
+    mov byte ptr [r15 + 768], dl
+    cmovne rax, rbp
+    test ebx, 7168
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 256]
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7104]
-    mov dword ptr [r15 + 512], 239
+    mov rdi, rax
+    mov ebp, dword ptr [r15 + 448]
+    sete dl
+    test ebx, 5120
+    jz 1f
+1:
+    mov rsi, r8
+    mov r8, rdx
+    movzx r9d, byte ptr [r15 + 192]
+    test ebx, 32544
+    jz 1f
+1:
+    movzx edx, cl
+    movsxd rbp, dword ptr [r15 + 320]
+    mov esi, edx
     add r10, r11
     inc rbx
     dec r13
@@ -3523,61 +3558,67 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2942_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2942_j_t
-.Lc1_d2942_j:
-    mov r9, r10
-    and r9, 448
-    mov rcx, qword ptr [r14 + r9 + 1472]
-    mov rbp, r10
-    mov r9d, eax
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 960]
-    mov rsi, rax
-    test ebx, 59264
-    jz 1f
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 8200
+    setz al
+    lea rcx, [rip + .Lc1_d2980_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2980_s_t
+    .p2align 3
+.Lc1_d2980_s:
+    .p2align 3
+    jmp .Lc1_d2980_j
+    .p2align 3
+    jmp .Lc1_d2980_j
+.Lc1_d2980_j:
+    movzx eax, byte ptr [r14 + 832]
+    bt rax, r9
+    mov esi, dword ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 320]
+    test dword ptr [r15 + 67117723], 64
+    jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 576]
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 736
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
     mov edi, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 33288
+    mov r9, r9
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 5888
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 448]
-    bt rax, rbp
-    test ebx, 928
-    jz 1f
+    mov rdx, qword ptr [r15 + 384]
+    mov eax, eax
+    mov rbp, r10
+    mov rcx, rbp
+    sete al
+    test dword ptr [r15 + 67117724], 8192
+    jnz 1f
 1:
-    mov eax, ebp
-    sete dil
-    mov r8, rax
-    movsxd rbp, dword ptr [r15 + 384]
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 960]
+    mov rax, rsi
+    movsxd rdi, dword ptr [r15 + 704]
+    test dword ptr [r15 + 67117723], 65536
+    jnz 1f
+1:
+    mov r8, r10
+    mov r9, qword ptr [r14 + 448]
+    mov rsi, qword ptr [r15 + 64]
+    and r8, 448
+    movzx ebp, byte ptr [r15 + r8 + 1472]
+    mov rax, qword ptr [r15 + 256]
     test dword ptr [r15 + 67117724], 85369472
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 320], 122
-    mov ecx, dword ptr [r15 + 128]
-    test bl, 64
-    jz 1f
+    mov esi, dword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 576]
+    mov ebp, ecx
+    xchg rdi, rdi
+    test ebx, 8192
+    jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 704]
-    mov byte ptr [r14 + 0], cl
-    mov r9, qword ptr [r15 + 192]
-    test dword ptr [r15 + 67117724], 98306
-    jz 1f
-1:
-    mov eax, esi
-    mov rcx, rax
-    movzx r8d, byte ptr [r15 + 256]
+    mov ecx, 48
+    popcnt rdx, rcx
+    mov r8d, r8d
     add r10, r11
     inc rbx
     dec r13
@@ -3803,73 +3844,71 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d487_j_t:
+.Lc1_d492_j_t:
     jmp rcx
-.Lc1_d2019_s_t:
+.Lc1_d2060_s_t:
     jmp rcx
-.Lc1_d2081_j_t:
+.Lc1_d2115_j_t:
     jmp rcx
-.Lc1_d1385_s_t:
+.Lc1_d1401_s_t:
     jmp rcx
-.Lc1_d1440_s_t:
+.Lc1_d1467_s_t:
     jmp rcx
-.Lc1_d1497_j_t:
+.Lc1_d1573_s_t:
     jmp rcx
-.Lc1_d1600_j_t:
+.Lc1_d1689_j_t:
     jmp rcx
-.Lc1_d1700_s_t:
+.Lc1_d1793_j_t:
     jmp rcx
-.Lc1_d1804_s_t:
+.Lc1_d1900_s_t:
     jmp rcx
-.Lc1_d1916_j_t:
+.Lc1_d2004_j_t:
     jmp rcx
-.Lc1_d84_j_t:
+.Lc1_d35_s_t:
     jmp rcx
-.Lc1_d181_s_t:
+.Lc1_d147_j_t:
     jmp rcx
-.Lc1_d285_j_t:
+.Lc1_d249_j_t:
     jmp rcx
-.Lc1_d389_s_t:
+.Lc1_d348_j_t:
     jmp rcx
 .Lc1_b3_stubs_t:
     jmp rcx
-.Lc1_d2135_j_t:
-    jmp rcx
 .Lc1_b8_stubs_t:
     jmp rcx
-.Lc1_d646_j_t:
+.Lc1_d552_j_t:
     jmp rcx
-.Lc1_d743_j_t:
+.Lc1_d659_j_t:
     jmp rcx
-.Lc1_d849_s_t:
+.Lc1_d762_s_t:
     jmp rcx
-.Lc1_d957_s_t:
+.Lc1_d870_s_t:
     jmp rcx
-.Lc1_d1069_s_t:
+.Lc1_d981_j_t:
     jmp rcx
-.Lc1_d1133_j_t:
+.Lc1_d1083_j_t:
     jmp rcx
-.Lc1_d1235_j_t:
+.Lc1_d1194_j_t:
     jmp rcx
-.Lc1_d2167_j_t:
+.Lc1_d1293_j_t:
     jmp rcx
-.Lc1_d2221_j_t:
+.Lc1_d2198_s_t:
     jmp rcx
-.Lc1_d2273_s_t:
+.Lc1_d2257_j_t:
     jmp rcx
-.Lc1_d2334_j_t:
+.Lc1_d2358_j_t:
     jmp rcx
-.Lc1_d2434_s_t:
+.Lc1_d2462_s_t:
     jmp rcx
-.Lc1_d2537_j_t:
+.Lc1_d2568_j_t:
     jmp rcx
-.Lc1_d2636_j_t:
+.Lc1_d2670_j_t:
     jmp rcx
-.Lc1_d2738_j_t:
+.Lc1_d2771_j_t:
     jmp rcx
-.Lc1_d2840_j_t:
+.Lc1_d2871_j_t:
     jmp rcx
-.Lc1_d2942_j_t:
+.Lc1_d2980_s_t:
     jmp rcx
     .text
 
