@@ -217,6 +217,14 @@ const DATA_KNOBS: &[Knob] = &[
     Knob::RegularFraction,
 ];
 
+/// The branch share: a data-dependent branch tests the header's pseudo-random word, an access of
+/// the 64-byte class that takes a pointer chase's place there, so the data classes keep their
+/// shares (the generator's test `every_request_body_realises_its_data_classes_shares`). While that
+/// class overflowed, the share did move the L1d (Pix optimized: 0.037 at share 1, 0.029 at 2, same
+/// data size), and the data groups waited for it: nginx's share moved more than ×1.25 every
+/// iteration, so its data size never formed a bracket and crossed the L1d's cliff back and forth.
+const BRANCH_SHARE: &[Knob] = &[Knob::DataDependent];
+
 const HELD_MLP: &str = "changes memory-level parallelism and prefetching, which neither cachegrind nor a generic perf event isolates";
 const HELD_RATES: &str = "the profile's rates are realised as recorded; what they cannot say is how much of the outcomes a history predictor learns, which the data-dependent share sets";
 
@@ -262,7 +270,7 @@ pub const GROUPS: &[Group] = &[
         ],
         cliff: true,
         coupled_to: &[],
-        unaffected_by: &[],
+        unaffected_by: BRANCH_SHARE,
     },
     Group {
         name: "second-level data",
@@ -278,7 +286,7 @@ pub const GROUPS: &[Group] = &[
         held: &[],
         cliff: true,
         coupled_to: &[Knob::DataWorkingSet, Knob::InstructionWorkingSet],
-        unaffected_by: &[],
+        unaffected_by: BRANCH_SHARE,
     },
     Group {
         name: "last-level data",
@@ -291,7 +299,7 @@ pub const GROUPS: &[Group] = &[
         held: &[],
         cliff: true,
         coupled_to: &[Knob::DataWorkingSet, Knob::DataMid],
-        unaffected_by: &[],
+        unaffected_by: BRANCH_SHARE,
     },
     Group {
         name: "branches",
@@ -1812,10 +1820,12 @@ mod tests {
     #[test]
     fn measurements_taken_with_other_knobs_elsewhere_neither_bracket_nor_reverse_a_step() {
         // Pix optimized's tuning (L1d against 0.0363): 0.0200 at data size ×1, 0.0370 at ×1.812,
-        // both with the data-dependent branch share at 1; then 0.0290 at ×1.812 with the share at 2.
-        let mk = |n: usize, dws: f64, dd: f64, l1d: f64| {
+        // then 0.0290 at ×1.812 once another knob had moved. (It was the branch share, while the
+        // 64-byte class overflowed; the rule is the same for any knob the L1d sees: here the code
+        // size, ×1 in the first two and ×2 now.)
+        let mk = |n: usize, dws: f64, iws: f64, l1d: f64| {
             let mut it = iteration_with(n, (Knob::DataWorkingSet, dws), ("l1d_miss_rate", l1d));
-            it.knobs.branches.data_dependent_scale = dd;
+            it.knobs.instruction_working_set.size_scale = iws;
             it
         };
         let h = [
@@ -1845,7 +1855,7 @@ mod tests {
             .find(|a| a.knob == "data_working_set.size_scale")
             .expect("adjusted");
         assert!(a.reason.contains("assumed elasticity"), "{}", a.reason);
-        // Measured with the share where it is now, a bracket still interpolates.
+        // Measured with the code size where it is now, a bracket still interpolates.
         let h2 = [
             mk(1, 1.0, 2.0, 0.0200),
             mk(2, 2.5, 2.0, 0.0400),
@@ -1860,6 +1870,41 @@ mod tests {
         let ds = k.data_working_set.size_scale;
         assert!(ds > 1.812 && ds < 2.5, "{ds}");
         assert!(adj.iter().any(|a| a.reason.contains("interpolated")));
+    }
+
+    #[test]
+    fn branch_share_steps_leave_the_data_working_sets_measurements_comparable() {
+        // nginx's tuning (L1d against 0.00459): 0.00337 at data size ×1 with the branch share at 1,
+        // 0.0113 at ×1.361 with it at 0.379, 0.00092 at ×0.552 with it at 0.231. The share's steps
+        // cut the data size off from every earlier measurement, and it went ×4 to 2.207 (0.0231,
+        // five times over).
+        let mk = |n: usize, ds: f64, dd: f64, l1d: f64| {
+            let mut it = iteration_with(n, (Knob::DataWorkingSet, ds), ("l1d_miss_rate", l1d));
+            it.knobs.branches.data_dependent_scale = dd;
+            it
+        };
+        let h = [
+            mk(1, 1.0, 1.0, 0.00337),
+            mk(2, 1.361, 0.379, 0.0113),
+            mk(3, 0.552, 0.231, 0.00092),
+        ];
+        let original = CounterFigures {
+            l1d_miss_rate: Some(0.00459),
+            ..CounterFigures::default()
+        };
+        let (k, adj) = adjust(
+            &h,
+            &original,
+            &["l1d_miss_rate".to_string()],
+            &Tolerances::uniform(0.05),
+        );
+        let ds = k.data_working_set.size_scale;
+        assert!(ds > 1.0 && ds < 1.361, "{ds}");
+        let a = adj
+            .iter()
+            .find(|a| a.knob == "data_working_set.size_scale")
+            .expect("adjusted");
+        assert!(a.reason.contains("interpolated"), "{}", a.reason);
     }
 
     #[test]
