@@ -1008,9 +1008,8 @@ impl Composer<'_> {
         }
     }
 
-    /// Whether class `k` is addressed at fixed offsets (`STATIC_REGION_LINES`).
     fn is_static_class(&self, k: usize) -> bool {
-        self.plan.data_classes[k].size <= STATIC_REGION_LINES * LINE
+        is_static(&self.plan.data_classes[k])
     }
 
     /// The fixed offset of the next access to static class `k`: its region's lines in turn, so that
@@ -1577,9 +1576,6 @@ impl Composer<'_> {
     /// The data class of the next access of weight `w` in chunk `c`: a static class, or one that can
     /// still get a window there. Not recorded.
     fn pick_data_class(&mut self, c: &Chunk, w: f64) -> usize {
-        let statics: Vec<bool> = (0..self.plan.data_classes.len())
-            .map(|k| self.is_static_class(k))
-            .collect();
         let classes = &self.plan.data_classes;
         let can_open = c.groups.len() < MAX_WINDOWS;
         let has_room = |k: usize| {
@@ -1588,7 +1584,9 @@ impl Composer<'_> {
                 .any(|g| g.class == k && g.count < MAX_GROUP.min((classes[k].size / LINE) as u32))
         };
         self.data
-            .pick_least_overshoot(&mut self.rng, w, |k| statics[k] || can_open || has_room(k))
+            .pick_least_overshoot(&mut self.rng, w, |k| {
+                is_static(&classes[k]) || can_open || has_room(k)
+            })
             .unwrap_or(0)
     }
 
@@ -1618,12 +1616,12 @@ impl Composer<'_> {
             None => self.pick_data_class(c, w),
         };
         self.data.add(k, w);
-        let can_open = c.groups.len() < MAX_WINDOWS;
         if self.is_static_class(k) {
             self.regular.add(0, w);
             let disp = self.next_static_line(k);
             return (Mem::Static { buf, disp }, 0);
         }
+        let can_open = c.groups.len() < MAX_WINDOWS;
         let classes = &self.plan.data_classes;
         let cap = MAX_GROUP.min((classes[k].size / LINE) as u32);
         let open_ok = |irregular: bool, c: &Chunk| {
@@ -1716,6 +1714,11 @@ const RNG_STEP_BYTES: u64 = 21;
 /// `test ebx, imm32` and `test dword ptr [r15 + d32], imm32` (the jcc adds 2 to each).
 const COUNTER_TEST_BYTES: u64 = 6;
 const RANDOM_TEST_BYTES: u64 = 11;
+
+/// Whether a data class is addressed at fixed offsets (`STATIC_REGION_LINES`).
+fn is_static(class: &DataClass) -> bool {
+    class.size <= STATIC_REGION_LINES * LINE
+}
 
 /// The line a one-node chase chain shares with its class, when it can: the chase class is a one-line
 /// class (a separate line would add a line the profile does not have) and the first region of the
