@@ -85,3 +85,40 @@ fn every_body_keeps_its_accesses_past_the_l2_near_their_share() {
         }
     }
 }
+
+/// The strided share is realised among the accesses it steers: the one-line class's fixed offsets
+/// and the windows (where the one-line class leaves room for it). Counted with the 2–4-line regions' fixed offsets too, it was used up before any
+/// window opened (Pix baseline's request body: 75 % strided against 47 %), every window of a larger
+/// class walked irregularly, and the clone's L1d missed on 0.07 % of accesses against 1.80 %.
+#[test]
+fn every_request_body_realises_its_strided_share() {
+    for (name, cluster) in [
+        ("memcached", "c1"),
+        ("nginx", "c1"),
+        ("pix-baseline", "c1"),
+        ("pix-optimized", "c1"),
+    ] {
+        let clone = common::render(&common::example_path(name), name, 1, &Knobs::default());
+        let symbol = format!("ditto_body_{cluster}");
+        let st = &clone
+            .bodies
+            .iter()
+            .find(|b| b.body_symbol == symbol)
+            .unwrap_or_else(|| panic!("{name} has no body {symbol}"))
+            .stats;
+        let (target, realised) = st.regular_fraction;
+        // Where the one-line class alone holds more than the strided share (memcached's workers:
+        // 43 % of accesses against 32 % strided), the share cannot be met; what matters there is
+        // that the windows went irregular, which the L1d tuning covers.
+        let one_line = st.data_classes.first().map_or(0.0, |c| c.2);
+        if one_line >= target {
+            continue;
+        }
+        assert!(
+            (realised - target).abs() <= 0.05,
+            "{name}: strided {:.1} % against {:.1} %",
+            100.0 * realised,
+            100.0 * target
+        );
+    }
+}

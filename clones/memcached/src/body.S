@@ -157,10 +157,10 @@ ditto_body_c0:
     jmp .Lc0_b3_c0
     .p2align 6
 .Lc0_b3_c0:
-    mov rbp, r10
+    mov rbp, r11
     and rbp, 1984
     mov byte ptr [r15 + rbp + 7744], bpl
-    mov rbp, r10
+    mov rbp, r11
     mov edi, ebp
     test ebx, 1073741824
     jnz 1f
@@ -169,7 +169,7 @@ ditto_body_c0:
     mov dword ptr [r15 + rbp + 9792], 150
     jmp 1f
 1:
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc0_b3_c0
@@ -291,7 +291,7 @@ ditto_body_c0:
     movzx ecx, cl
     mov qword ptr [r14 + 0], rcx
     mov qword ptr [r15 + 192], rax
-    mov rbp, r10
+    mov rbp, r11
     movzx ecx, bpl
     test ebx, 4096
     jnz 1f
@@ -300,7 +300,7 @@ ditto_body_c0:
     and rbp, 448
     movzx ecx, byte ptr [r15 + rbp + 1088]
     movsxd rdi, dword ptr [r15 + 384]
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc0_b7_c0
@@ -383,8 +383,8 @@ ditto_body_c0:
     .p2align 3
     jmp .Lc0_d283_j
 .Lc0_d283_j:
-    mov rbp, r10
-    mov r8, r10
+    mov rbp, r11
+    mov r8, r11
     and rbp, 1984
     mov rcx, qword ptr [r15 + rbp + 2110656]
     and r8, 262080
@@ -395,7 +395,7 @@ ditto_body_c0:
 1:
     mov r8, rsi
     mov dword ptr [r15 + 896], r8d
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc0_b10_c0
@@ -3342,8 +3342,8 @@ ditto_body_c2:
     jmp .Lc2_d66_j_t
 .Lc2_d66_j:
     movq xmm15, rbp
-    mov rbp, r10
-    mov r8, r10
+    mov rbp, r11
+    mov r8, r11
     and rbp, 1048512
     mov dword ptr [r15 + rbp + 2278208], 175
     and r8, 131008
@@ -3371,7 +3371,7 @@ ditto_body_c2:
     jnz 1f
 1:
     mov rax, qword ptr [r15 + 320]
-    mov rbp, r10
+    mov rbp, r11
     mov qword ptr [r15 + 640], rbp
     pcmpeqb xmm15, xmm11
     test ebx, 1073741824
@@ -3395,7 +3395,7 @@ ditto_body_c2:
     addsd xmm15, qword ptr [r15 + 448]
     and eax, dword ptr [r15 + 256]
     shr r9d, 30
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b1_done
@@ -3423,7 +3423,7 @@ ditto_body_c2:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
+    mov rbp, r11
     or r9d, 1
     xor edx, edx
     div r9d
@@ -3445,19 +3445,19 @@ ditto_body_c2:
     jz 1f
 1:
     mov eax, dword ptr [r15 + 384]
-    mov rbp, r10
+    mov rbp, r11
     bswap rax
     and rbp, 4032
     paddq xmm15, xmmword ptr [r14 + rbp + 9024]
     test ebx, 73728
     jz 1f
 1:
-    mov rbp, r10
+    mov rbp, r11
     mov eax, dword ptr [r14 + 192]
     and rbp, 448
     movzx r9d, byte ptr [r15 + rbp + 1344]
     movsd xmm15, qword ptr [r15 + 256]
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b1_done
@@ -3481,7 +3481,7 @@ ditto_body_c2:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
+    mov rbp, r11
     and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r9d, 95
@@ -3524,7 +3524,7 @@ ditto_body_c2:
 1:
     add r8, qword ptr [r14 + 1920]
     and ebp, dword ptr [r14 + 64]
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b1_done
@@ -3610,7 +3610,7 @@ ditto_body_c2:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
+    mov rbp, r11
     mov esi, ecx
     mov qword ptr [r15 + 0], rsi
     and rbp, 448
@@ -3622,7 +3622,7 @@ ditto_body_c2:
     mov ebp, 66
     mov qword ptr [r15 + 192], rbp
     mov byte ptr [r14 + 576], bpl
-    mov rbp, r10
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
@@ -3635,7 +3635,7 @@ ditto_body_c2:
 1:
     mov rbp, rcx
     mov qword ptr [r15 + 640], rbp
-    mov rbp, r10
+    mov rbp, r11
     mov ecx, 205
     or ecx, esi
     test ebx, 1073741824
@@ -3652,7 +3652,7 @@ ditto_body_c2:
     jmp 1f
 1:
     mov ebp, dword ptr [r15 + 256]
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b2_done
@@ -3688,7 +3688,7 @@ ditto_body_c2:
     jmp 1f
 1:
     mov byte ptr [r14 + 256], bpl
-    mov r8, r10
+    mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
@@ -3709,8 +3709,8 @@ ditto_body_c2:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r10
-    mov r8, r10
+    mov rbp, r11
+    mov r8, r11
     movsd xmm7, qword ptr [r14 + 0]
     and rbp, 448
     pcmpeqb xmm7, xmmword ptr [r15 + rbp + 832]
@@ -3724,7 +3724,7 @@ ditto_body_c2:
     mov ebp, 62
     jmp 1f
 1:
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b2_c0
@@ -4348,7 +4348,7 @@ ditto_body_c2:
     .p2align 6
 .Lc2_b6_c0:
     mov dword ptr [r15 + 256], eax
-    mov rbp, r10
+    mov rbp, r11
     and ecx, dword ptr [r15 + 128]
     and rbp, 448
     movzx edx, byte ptr [r15 + rbp + 1344]
@@ -4360,7 +4360,7 @@ ditto_body_c2:
     imul ebp, ebp, 101
     jmp 1f
 1:
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b6_c0
@@ -4380,13 +4380,13 @@ ditto_body_c2:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
+    mov rbp, r11
     movsd xmm7, qword ptr [r14 + 512]
     and rbp, 448
     mov ecx, dword ptr [r15 + rbp + 832]
     mov rbp, rdx
     .byte 0x0f, 0x1f, 0x40, 0x00
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b7_c0

@@ -37,11 +37,11 @@ ditto_body_c1:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 128 bytes, 1 chunk(s), 31 chunk executions per call
+// block 0: 128 bytes, 1 chunk(s), 30 chunk executions per call
     mov rbx, qword ptr [r15 + 67117736]
-    lea rcx, [rbx + 31]
+    lea rcx, [rbx + 30]
     mov qword ptr [r15 + 67117736], rcx
-    mov r13d, 31
+    mov r13d, 30
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
@@ -96,112 +96,130 @@ ditto_body_c1:
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    lea rcx, [rip + .Lc1_d69_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d69_j_t
-.Lc1_d69_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, edx
-    mov qword ptr [r15 + 0], rdx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d72_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d72_s_t
+    .p2align 3
+.Lc1_d72_s:
+    .p2align 3
+    jmp .Lc1_d72_j
+    .p2align 3
+    jmp .Lc1_d72_j
+    .p2align 3
+    jmp .Lc1_d72_j
+    .p2align 3
+    jmp .Lc1_d72_j
+    .p2align 3
+    jmp .Lc1_d72_j
+    .p2align 3
+    jmp .Lc1_d72_j
+    .p2align 3
+    jmp .Lc1_d72_j
+    .p2align 3
+    jmp .Lc1_d72_j
+.Lc1_d72_j:
+    mov dword ptr [r15 + 128], ecx
+    mov edi, dword ptr [r15 + 448]
+    mov ebp, 219
+    mov eax, 127
+    mov ecx, r9d
+    movsxd rax, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117724], 128
+    jz 1f
+1:
+    vpcmpeqb xmm1, xmm1, xmm2
+    movsxd r9, dword ptr [r15 + 384]
+    mov ebp, edi
+    mov dword ptr [r15 + 576], 128
+    mov rbp, r11
+    mov edi, esi
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov ecx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov edx, 146
-    mov byte ptr [r15 + 0], bpl
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rdx
+    mov edx, 46
+    or qword ptr [r15 + 64], 29
+    movsxd rsi, dword ptr [r15 + 320]
+    mov edx, r9d
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov ebp, edx
-    mov ebp, edx
-    mov dword ptr [r15 + 64], 177
-    mov edx, 220
-    mov byte ptr [r15 + 512], bpl
-    test ebx, 1073741824
+    and rbp, 4032
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    mov eax, edi
+    movzx ebp, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    test dword ptr [r15 + 67117724], 2
     jz 1f
 1:
-    mov dword ptr [r15 + 768], ecx
-    movzx ebp, dl
-    mov r8, r10
-    mov qword ptr [r15 + 128], rbp
-    mov ecx, 167
-    movzx eax, byte ptr [r15 + 448]
-    and r8, 448
-    mov rbp, r10
-    mov qword ptr [r15 + r8 + 832], rdx
-    test ebx, 640
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 0], r8b
     and rbp, 1984
-    movzx edx, byte ptr [r15 + rbp + 1344]
-    vpor xmm1, xmm1, xmm8
-    mov r9, qword ptr [r15 + 384]
-    movzx ebp, byte ptr [r15 + 192]
-    mov byte ptr [r15 + 320], al
-    add r10, r11
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm1
+    mov r8, rax
+    mov ebp, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 128], r8b
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov edi, dword ptr [r15 + 576]
-    mov eax, 251
-    mov r9, rdi
-    mov r9, r10
-    mov ecx, 104
-    test ebx, 1073741824
+    mov dword ptr [r15 + 704], ecx
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 256
     jnz 1f
 1:
-    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov dword ptr [r15 + 0], eax
+    test ebx, 256
+    jz 1f
+1:
+    movzx eax, r8b
     and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 320], r9b
+    mov byte ptr [r15 + r9 + 832], r8b
+    mov byte ptr [r15 + 384], r8b
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 12
+    rep movsb
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 128]
-    movsxd rdi, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 384], r9
-    mov r9d, dword ptr [r15 + 512]
-    mov rbp, r10
+    mov dword ptr [r15 + 192], eax
+    mov rax, qword ptr [r15 + 128]
+    mov rbp, r11
+    mov r9, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 448], al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 192], dil
-    mov r9, r10
-    mov byte ptr [r15 + 448], dil
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], edx
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], dil
-    test dword ptr [r15 + 67117723], 16
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    mov r8, r11
+    mov byte ptr [r15 + 512], dil
+    movzx r9d, byte ptr [r15 + 64]
+    and r8, 4032
+    movsxd rdi, dword ptr [r15 + r8 + 3392]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 640], r9
-    mov edx, ebp
-    movzx r9d, cl
-    movzx ecx, byte ptr [r15 + 128]
-    add r10, r11
+    mov r8d, 185
+    mov qword ptr [r15 + 640], r8
+    movzx r8d, byte ptr [r15 + 320]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -209,115 +227,118 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d171_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d171_j_t
-.Lc1_d171_j:
-    mov r9, r10
-    movsxd rcx, dword ptr [r15 + 704]
-    vmovdqu ymmword ptr [r15 + 512], ymm1
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
-    mov rbp, r9
-    mov rbp, rax
-    movzx ebp, byte ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 512
+    setz al
+    lea rcx, [rip + .Lc1_d179_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d179_s_t
+    .p2align 3
+.Lc1_d179_s:
+    .p2align 3
+    jmp .Lc1_d179_j
+    .p2align 3
+    jmp .Lc1_d179_j
+.Lc1_d179_j:
+    movzx ecx, bpl
+    mov byte ptr [r15 + 320], dil
+    mov ecx, r9d
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], 241
+    test dword ptr [r15 + 67117724], 268443648
+    jnz 1f
 1:
-    inc dword ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + 192]
-    mov r9, rdx
-    mov r9d, 124
+    mov ecx, eax
+    movzx ecx, cl
+    mov dword ptr [r15 + 0], 33
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 248
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm1, xmm1, xmm1
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    or qword ptr [r15 + r9 + 1344], 57
-    test dword ptr [r15 + 67117723], 1
+    mov ebp, 206
+    mov dword ptr [r15 + 192], 69
+    movzx ebp, cl
+    movsxd rax, dword ptr [r15 + 448]
+    mov ecx, ecx
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 320]
-    mov rax, rax
-    mov byte ptr [r15 + 320], sil
-    movzx eax, byte ptr [r15 + 448]
-    mov esi, r9d
-    mov r9, r10
-    test dword ptr [r15 + 67117723], 4098
-    jnz 1f
+    vmovdqu ymmword ptr [r15 + 128], ymm1
+    mov qword ptr [r15 + 384], rsi
+    mov rsi, qword ptr [r15 + 64]
+    mov ebp, 9
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov eax, r9d
-    vpor xmm1, xmm1, xmm1
-    and r9, 4032
-    mov rax, qword ptr [r15 + r9 + 3392]
-    movzx ebp, byte ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 256]
-    add r10, r11
+    movsxd rsi, dword ptr [r15 + 768]
+    movzx ecx, byte ptr [r15 + 512]
+    and rbp, 8128
+    mov r8, r11
+    mov dword ptr [r15 + rbp + 7488], ebp
+    mov qword ptr [r15 + 320], r8
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 832]
+    test dword ptr [r15 + 67117723], 524416
+    jz 1f
+1:
+    movzx r8d, r9b
+    mov r8d, r8d
+    mov byte ptr [r15 + 256], dl
+    movzx edx, r9b
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c3:
-    lea rcx, [rip + .Lc1_d219_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d236_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d219_j_t
-.Lc1_d219_j:
-    mov dword ptr [r15 + 384], eax
-    mov ecx, eax
-    movzx eax, r8b
+    jmp .Lc1_d236_j_t
+.Lc1_d236_j:
+    mov dword ptr [r15 + 128], 244
+    vmovdqu ymmword ptr [r15 + 512], ymm6
+    mov rcx, qword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov eax, ecx
+    test dword ptr [r15 + 67117723], 128
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
-    mov dword ptr [r15 + 0], 107
-    mov rbp, r10
-    mov ecx, 148
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    mov r8, r10
+    movzx ecx, al
+    mov qword ptr [r15 + 0], rdi
+    mov rcx, qword ptr [r15 + 320]
+    mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov r9d, r9d
-    mov qword ptr [r15 + 384], rax
-    mov r9d, dword ptr [r15 + 64]
-    mov r8d, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r10
-    mov ecx, ebp
-    mov ebp, dword ptr [r15 + 448]
-    mov ecx, r8d
+    mov r9, r11
     and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3392]
-    movzx r8d, byte ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    and r9, 8128
+    movzx r8d, byte ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 576], r9b
+    movzx edi, r9b
+    mov rsi, qword ptr [r15 + 64]
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 256], rdx
-    mov r8d, r8d
-    mov dword ptr [r15 + 768], 1
-    mov r8d, 40
-    mov r8d, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
+    mov rdi, rsi
+    mov rsi, qword ptr [r15 + 384]
+    and r9, 1984
+    movsxd rdi, dword ptr [r15 + r9 + 1344]
+    movzx ecx, byte ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 2097152
+    jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 512]
-    mov byte ptr [r15 + 320], sil
-    movzx ecx, cl
-    mov ecx, ebp
-    movzx ebp, bpl
-    add r10, r11
+    mov byte ptr [r15 + 384], r8b
+    mov dword ptr [r15 + 64], 58
+    mov r8d, edi
+    mov r8d, 30
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -325,51 +346,45 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd r9, dword ptr [r15 + 448]
-    mov rbp, r10
-    vpshufd xmm1, xmm1, 183
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], cl
-    movzx ebp, r9b
-    test ebx, 12288
+    mov r8, r11
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 256
+    jnz 1f
+1:
+    inc dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 320]
+    movzx edi, byte ptr [r15 + 704]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edx
-    test dword ptr [r15 + 67117724], 595689750
+    mov eax, dword ptr [r15 + 192]
+    mov r8, r11
+    movzx edi, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 640], 225
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r9d
+    mov rbp, r11
+    test dword ptr [r15 + 67117724], 536870914
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
-    mov r9d, 161
-    movzx ebp, byte ptr [r15 + 320]
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
+    movzx ebp, dil
+    mov dword ptr [r15 + 256], 223
+    movzx edi, byte ptr [r15 + 320]
+    test dword ptr [r15 + 67117724], 4096
+    jz 1f
 1:
-    and r8, 16320
-    mov byte ptr [r15 + r8 + 15680], r8b
-    mov r8d, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 640], rbp
-    mov byte ptr [r15 + 64], cl
-    mov rbp, r10
-    test ebx, 640
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], eax
-    mov dword ptr [r15 + 256], 87
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], eax
-    mov ebp, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, r8b
-    mov dword ptr [r15 + 384], edx
-    movsxd r8, dword ptr [r15 + 576]
-    add r10, r11
+    mov dword ptr [r15 + 384], eax
+    mov r8d, 208
+    mov rax, qword ptr [r15 + 512]
+    mov r9, qword ptr [r15 + 64]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -377,311 +392,320 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8192
-    setz al
-    lea rcx, [rip + .Lc1_d322_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d322_s_t
-    .p2align 3
-.Lc1_d322_s:
-    .p2align 3
-    jmp .Lc1_d322_j
-    .p2align 3
-    jmp .Lc1_d322_j
-.Lc1_d322_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 250
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 704]
-    mov r8d, ebp
-    mov byte ptr [r15 + 448], bpl
+    lea rcx, [rip + .Lc1_d324_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d324_j_t
+.Lc1_d324_j:
+    mov r8, r11
+    and r8, 16320
+    vmovdqu ymmword ptr [r15 + r8 + 15680], ymm1
+    mov r8, rbp
+    mov r9, r9
+    mov dword ptr [r15 + 64], eax
+    movsxd r9, dword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, r8b
-    mov ebp, 158
-    mov r9, r10
+    mov esi, 80
+    mov qword ptr [r15 + 128], rdi
+    mov rsi, qword ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + 384]
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 18432
+    jnz 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 185
+    mov dword ptr [r15 + 768], 67
     mov rbp, r10
-    and r9, 8128
-    mov r8d, dword ptr [r15 + r9 + 7488]
-    and rbp, 1984
-    mov r9, r10
-    mov qword ptr [r15 + rbp + 1344], rax
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 22
-    test dword ptr [r15 + 67117723], 2176
-    jnz 1f
-1:
-    mov r9, rdi
-    vmovdqu ymmword ptr [r15 + 320], ymm1
-    mov eax, dword ptr [r15 + 384]
-    mov r9, r8
-    .byte 0x66, 0x90
-    test dword ptr [r15 + 67117723], 4096
+    movzx r8d, sil
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r9d
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 186
-    mov r8, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 256], 224
-    mov byte ptr [r15 + 128], bpl
+    mov dword ptr [r15 + 512], 75
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 0]
+    mov esi, 115
+    test dword ptr [r15 + 67117724], 278528
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 448]
+    mov rax, r8
+    movsxd r8, dword ptr [r15 + 256]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c6:
-    movzx r8d, dil
-    mov dword ptr [r15 + 512], 249
-    mov byte ptr [r15 + 320], r8b
-    mov r8, r8
-    mov ebp, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, r9b
-    mov r8, r8
-    movzx edi, byte ptr [r15 + 256]
-    mov r9, r10
-    mov r8, r10
-    mov qword ptr [r15 + 128], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r8
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 768]
-    mov qword ptr [r15 + 64], r9
+    vmovdqu ymmword ptr [r15 + 320], ymm12
+    movsxd r9, dword ptr [r15 + 128]
+    mov r8d, 19
+    mov r8, rbp
+    lea r8, [r10 + r10*1]
+    mov rbp, rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 241
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 64], r9b
-    mov edi, dword ptr [r15 + 512]
-    movzx r9d, r8b
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 448], 72
-    mov r9d, dword ptr [r15 + 384]
+    mov rbp, r11
+    mov esi, dword ptr [r15 + 384]
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 3
-    mov r8d, edi
+    mov dword ptr [r15 + r8 + 1408], 51
+    and rbp, 8128
+    movsxd r9, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 256], 140
+    mov ebp, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 192], rdx
+    mov ebp, eax
+    mov r9, r10
+    vmovdqu ymmword ptr [r15 + 448], ymm1
+    and r9, 4032
+    add qword ptr [r15 + r9 + 3392], r8
+    mov dword ptr [r15 + 512], 65
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + r8 + 1344]
+    mov esi, esi
+    mov r8, qword ptr [r15 + 576]
+    mov edi, dword ptr [r15 + 64]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c7:
-    lea rcx, [rip + .Lc1_d418_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d418_j_t
-.Lc1_d418_j:
-    mov rbp, r10
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 320], r9
-    mov edi, dword ptr [r15 + 448]
-    mov rbp, r8
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 8
+    setz al
+    lea rcx, [rip + .Lc1_d416_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d416_s_t
+    .p2align 3
+.Lc1_d416_s:
+    .p2align 3
+    jmp .Lc1_d416_j
+    .p2align 3
+    jmp .Lc1_d416_j
+.Lc1_d416_j:
+    vmovq qword ptr [r15 + 704], xmm5
+    mov qword ptr [r15 + 640], rbp
+    movzx ebp, byte ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 524288
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
+    vmovdqu xmmword ptr [r15 + 0], xmm0
+    mov rbp, qword ptr [r15 + 448]
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 116
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 69
-    mov ebp, 16
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], eax
+    mov r8, r9
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 512]
+    mov ebp, dword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 28
-    mov dword ptr [r15 + 384], 234
-    mov rbp, r10
-    mov dword ptr [r15 + 64], edi
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], cl
-    test ebx, 1073741824
-    jnz 1f
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 173
+    mov r9d, r8d
+    mov dword ptr [r15 + 64], eax
+    mov dword ptr [r15 + 192], 241
+    test dword ptr [r15 + 67117724], 134217728
+    jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov rbp, r10
-    mov qword ptr [r15 + 640], rdi
-    vmovdqu ymmword ptr [r15 + 512], ymm1
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 243
-    mov dword ptr [r15 + 192], 251
-    mov edi, dword ptr [r15 + 576]
-    add r10, r11
+    mov r9d, dword ptr [r15 + 128]
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 384]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 140
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c8:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 0], rax
+    mov r8d, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 102
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], 72
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm1, xmm1, xmm1
-    mov dword ptr [r15 + 384], 42
-    test dword ptr [r15 + 67117723], 291823746
-    jnz 1f
-1:
-    mov rbp, r10
-    mov eax, eax
-    vmovdqu ymmword ptr [r15 + 128], ymm1
-    mov eax, dword ptr [r15 + 704]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 36
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r10
-    mov rdi, qword ptr [r15 + 384]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], eax
-    mov rbp, rdi
-    mov rbp, qword ptr [r15 + 320]
-    mov ecx, ebp
-    mov rbp, r10
+    mov r9, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 64]
+    movzx r9d, r9b
+    movzx eax, byte ptr [r15 + 768]
+    mov qword ptr [r15 + 384], rbp
     test ebx, 256
     jz 1f
 1:
-    and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 256], al
-    movzx ebp, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 64], ecx
+    mov r9d, 95
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 192], ymm5
+    and r8, 4032
+    mov r9d, dword ptr [r15 + r8 + 3392]
+    mov r8d, 219
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rbp
-    mov qword ptr [r15 + 128], rcx
-    movsxd rcx, dword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 448], ymm1
-    add r10, r11
+    mov r8, r11
+    mov qword ptr [r15 + 256], rax
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rax
+    mov r8d, eax
+    vmovdqu ymmword ptr [r15 + 512], ymm1
+    test ebx, 327552
+    jnz 1f
+1:
+    mov rbp, r11
+    movsxd r8, dword ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 64]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], r9b
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c9:
-    lea rcx, [rip + .Lc1_d506_j]
+    lea rcx, [rip + .Lc1_d507_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d506_j_t
-.Lc1_d506_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 17
-    mov rcx, rbp
+    jmp .Lc1_d507_j_t
+.Lc1_d507_j:
+    mov rbp, r11
+    mov byte ptr [r15 + 640], r9b
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], edx
+    mov eax, 85
+    movzx ebp, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 256], cl
     movzx ecx, bpl
-    mov dword ptr [r15 + 0], 187
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    test ebx, 23808
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    movzx ebp, al
-    movzx ecx, byte ptr [r15 + 64]
-    mov rbp, r10
-    mov dword ptr [r15 + 256], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 34
-    mov rbp, qword ptr [r15 + 768]
-    mov eax, dword ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 512], ecx
-    mov r8, r10
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 192], 62
-    movzx ebp, byte ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 448]
-    add r10, r11
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 576]
+    mov r8, r11
+    mov eax, ebp
+    and rbp, 1984
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 320], 77
+    test ebx, 384
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 448]
+    movzx edx, bpl
+    mov dword ptr [r15 + 512], 59
+    mov ebp, ebp
+    mov dword ptr [r15 + 128], 48
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c10:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r8, r10
-    mov rax, qword ptr [r15 + 512]
-    mov rcx, qword ptr [r15 + 128]
-    mov rbp, r10
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], al
-    vpaddd xmm1, xmm1, xmm1
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
-    test dword ptr [r15 + 67117723], 4194304
+    vmovdqu xmmword ptr [r15 + 320], xmm1
+    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 0], bpl
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 576], ymm1
-    movzx eax, al
-    mov eax, 111
+    mov rbp, rdx
+    mov edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 196
+    mov rdx, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb ecx, xmm1
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 128], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rcx
-    mov rax, qword ptr [r15 + 640]
-    movzx ecx, byte ptr [r15 + 64]
-    mov r8d, 131
-    test dword ptr [r15 + 67117724], 25165824
+    movsxd rsi, dword ptr [r15 + 256]
+    mov rbp, r11
+    xor dword ptr [r15 + 512], edx
+    movsxd rdx, dword ptr [r15 + 64]
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 384], sil
+    mov rbp, r11
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    mov qword ptr [r15 + 192], rax
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov dword ptr [r15 + 448], 113
-    mov dword ptr [r15 + 320], 68
-    mov byte ptr [r15 + 64], al
-    test ebx, 120576
-    jz 1f
+    and rbp, 8128
+    movsxd rdx, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 192], edx
+    mov qword ptr [r15 + 384], rdx
+    mov byte ptr [r15 + 64], cl
+    mov ebp, edx
+    test ebx, 1152
+    jnz 1f
 1:
-    mov eax, dword ptr [r15 + 384]
-    mov ebp, eax
-    mov qword ptr [r15 + 320], rax
-    movzx eax, byte ptr [r15 + 256]
-    add r10, r11
+    mov ebp, ebp
+    movsxd rdx, dword ptr [r15 + 704]
+    mov rbp, r11
+    movzx r8d, cl
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    mov esi, 2
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -689,100 +713,104 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d600_j]
+    lea rcx, [rip + .Lc1_d609_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d600_j_t
-.Lc1_d600_j:
-    movzx ecx, cl
-    mov qword ptr [r15 + 704], rsi
+    jmp .Lc1_d609_j_t
+.Lc1_d609_j:
+    mov rcx, rdx
+    movsxd rcx, dword ptr [r15 + 128]
+    mov eax, 96
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 192]
+    mov rdx, rcx
     mov dword ptr [r15 + 448], ecx
-    mov dword ptr [r15 + 0], 25
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm0
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, al
-    mov eax, 234
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, al
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, ebp
-    mov rbp, rax
+    movzx ebp, bpl
+    mov dword ptr [r15 + 64], r9d
+    .byte 0x66, 0x90
+    movsxd rbp, dword ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 320], bpl
-    mov r8, r10
-    test dword ptr [r15 + 67117723], 570425344
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 8128
-    movzx ebp, byte ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 512]
-    mov r9, r10
-    mov byte ptr [r15 + 128], al
-    movzx eax, al
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
-    test dword ptr [r15 + 67117724], 8388608
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov ebp, 39
+    mov qword ptr [r15 + 0], rdx
+    and r9, 1984
+    mov ebp, dword ptr [r15 + r9 + 1344]
+    mov r9, r11
+    mov dword ptr [r15 + 320], edi
+    test dword ptr [r15 + 67117723], 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 384], ebp
-    mov rbp, r10
-    mov dword ptr [r15 + 256], r9d
-    mov dword ptr [r15 + 64], 181
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 26
-    add r10, r11
+    mov qword ptr [r15 + 768], rcx
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    movzx r8d, byte ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 384]
+    mov ecx, 99
+    mov byte ptr [r15 + 256], cl
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c12:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r8, r11
+    mov rax, rbp
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rax
+    mov r8, qword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 640], ymm14
+    mov r8d, 37
+    movsxd r8, dword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 320]
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 175
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 40
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 448], ecx
-    movzx ecx, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 192], rcx
-    vmovq qword ptr [r15 + 576], xmm1
-    mov dword ptr [r15 + 512], 209
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov ecx, ebp
-    mov r8, r10
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 90
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    vmovq qword ptr [r15 + 768], xmm1
-    vmovdqu ymmword ptr [r15 + 256], ymm1
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 320]
-    mov rbp, r10
-    vmovdqu ymmword ptr [r15 + 128], ymm1
-    mov rcx, qword ptr [r15 + 384]
-    vmovdqu xmmword ptr [r15 + 384], xmm1
+    mov byte ptr [r15 + 576], r9b
+    mov r9d, 126
     and rbp, 1984
-    mov r9, qword ptr [r15 + rbp + 1344]
-    add r10, r11
+    movzx r9d, byte ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 2304
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 192]
+    mov r9d, ecx
+    vpxor xmm14, xmm14, xmm2
+    vpcmpeqb xmm2, xmm2, xmm14
+    test dword ptr [r15 + 67117724], 524288
+    jz 1f
+1:
+    mov byte ptr [r15 + 256], r8b
+    mov r8d, dword ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + 512]
+    mov rbp, r11
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 128]
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3392]
+    mov rbp, rax
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -790,60 +818,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4096
-    setz al
-    lea rcx, [rip + .Lc1_d691_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d691_s_t
-    .p2align 3
-.Lc1_d691_s:
-    .p2align 3
-    jmp .Lc1_d691_j
-    .p2align 3
-    jmp .Lc1_d691_j
-.Lc1_d691_j:
-    mov ecx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], 195
-    mov rbp, r10
-    mov dword ptr [r15 + 256], 12
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    mov rbp, rcx
-    test dword ptr [r15 + 67117724], 10240
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 384]
-    mov rcx, rcx
-    movzx ecx, cl
-    xor dword ptr [r15 + 512], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, rax
-    mov dword ptr [r15 + 192], eax
-    mov byte ptr [r15 + 0], cl
+    lea rcx, [rip + .Lc1_d704_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d704_j_t
+.Lc1_d704_j:
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 128]
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 320], bpl
-    mov r9d, dword ptr [r15 + 128]
-    mov r8, r10
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117724], 536870916
     jnz 1f
 1:
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rax
-    mov dword ptr [r15 + 640], ecx
-    mov rbp, r10
-    mov r8, qword ptr [r15 + 448]
-    and rbp, 4032
-    mov r9, qword ptr [r15 + rbp + 3392]
-    add r10, r11
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 384], 74
+    mov ebp, dword ptr [r15 + 192]
+    vpmovmskb ecx, xmm2
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, ecx
+    mov rcx, qword ptr [r15 + 64]
+    movzx edx, r9b
+    mov rbp, r11
+    mov r9, qword ptr [r15 + 448]
+    test dword ptr [r15 + 67117723], 8224
+    jnz 1f
+1:
+    mov edx, 6
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov rbp, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], 92
+    test dword ptr [r15 + 67117723], 8388672
+    jnz 1f
+1:
+    mov ebp, 91
+    movsxd rbp, dword ptr [r15 + 704]
+    movzx ecx, cl
+    mov ecx, dword ptr [r15 + 512]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -851,98 +869,103 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r10
-    and r9, 448
-    inc dword ptr [r15 + r9 + 832]
-    mov r9, r10
-    movzx eax, byte ptr [r15 + 192]
-    mov byte ptr [r15 + 448], cl
-    test dword ptr [r15 + 67117724], 131104
-    jz 1f
-1:
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], 109
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 16385
+    mov rbp, r11
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 128], r9b
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 1984
-    movzx eax, byte ptr [r15 + r9 + 1344]
-    movsxd rbp, dword ptr [r15 + 384]
-    mov r9, qword ptr [r15 + 768]
-    test dword ptr [r15 + 67117723], 2048
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov dword ptr [r15 + 128], 98
-    mov qword ptr [r15 + 256], r9
-    mov eax, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 33554432
-    jz 1f
-1:
-    mov r9, rbp
-    mov dword ptr [r15 + 512], ebp
-    movzx r9d, byte ptr [r15 + 704]
+    mov rbp, r11
+    mov rdi, rcx
+    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 256]
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 320]
-    add r10, r11
+    movsxd rdx, dword ptr [r15 + 576]
+    movzx ebp, byte ptr [r15 + 768]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 91
+    mov byte ptr [r15 + 192], dil
+    test dword ptr [r15 + 67117724], 288
+    jz 1f
+1:
+    mov r8d, ebp
+    movsxd rbp, dword ptr [r15 + 384]
+    movsxd rdi, dword ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 320]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c15:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d783_j]
+    lea rcx, [rip + .Lc1_d790_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d783_j_t
-.Lc1_d783_j:
-    movzx ecx, r9b
-    mov rbp, r10
-    mov r9d, r9d
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    mov ebp, eax
-    mov eax, dword ptr [r15 + 448]
+    jmp .Lc1_d790_j_t
+.Lc1_d790_j:
+    mov ecx, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul rbp, qword ptr [r15 + 0]
+    vpcmpeqb xmm2, xmm2, xmm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 16320
+    mov ecx, dword ptr [r15 + rbp + 15680]
+    mov rbp, qword ptr [r15 + 192]
+    mov r8, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], edi
+    mov ebp, ecx
+    mov dword ptr [r15 + 512], edi
+    mov byte ptr [r15 + 64], bpl
+    mov r8d, ebp
+    movzx ebp, byte ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 320], rbp
-    mov dword ptr [r15 + 576], r9d
-    mov dword ptr [r15 + 384], r9d
-    test dword ptr [r15 + 67117724], 524288
-    jnz 1f
-1:
-    mov qword ptr [r15 + 64], rbp
-    movzx ebp, byte ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 192]
-    mov rax, r9
-    movzx r9d, byte ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 256]
+    mov edx, r8d
+    mov qword ptr [r15 + 448], rsi
+    movzx r8d, dil
+    movsxd r8, dword ptr [r15 + 128]
+    movzx edi, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 80
-    mov r8, r10
-    mov r9, r10
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], cl
-    vmovdqu ymmword ptr [r15 + 512], ymm1
+    mov dword ptr [r15 + 320], edi
+    mov r9, r11
+    mov rbp, r11
     and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], bpl
-    add r10, r11
+    mov qword ptr [r15 + r9 + 3392], rax
+    mov r9d, dword ptr [r15 + 640]
+    movzx edi, byte ptr [r15 + 320]
+    and rbp, 448
+    xor dword ptr [r15 + rbp + 832], ebp
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -951,63 +974,62 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 268435456
+    test dword ptr [r15 + 67117723], 512
     setz al
-    lea rcx, [rip + .Lc1_d831_s]
+    lea rcx, [rip + .Lc1_d844_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d831_s_t
+    jmp .Lc1_d844_s_t
     .p2align 3
-.Lc1_d831_s:
+.Lc1_d844_s:
     .p2align 3
-    jmp .Lc1_d831_j
+    jmp .Lc1_d844_j
     .p2align 3
-    jmp .Lc1_d831_j
-.Lc1_d831_j:
-    mov qword ptr [r15 + 192], r9
-    mov r9d, dword ptr [r15 + 320]
-    mov ecx, dword ptr [r15 + 512]
-    mov rbp, r10
-    mov eax, dword ptr [r15 + 640]
-    and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 832]
-    mov rbp, rcx
-    test dword ptr [r15 + 67117724], 36
+    jmp .Lc1_d844_j
+.Lc1_d844_j:
+    mov byte ptr [r15 + 704], bpl
+    mov dword ptr [r15 + 512], 52
+    bswap rcx
+    mov dword ptr [r15 + 256], edx
+    test dword ptr [r15 + 67117724], 512
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], r8d
-    mov byte ptr [r15 + 384], r9b
+    movzx ecx, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 128], ecx
+    mov dword ptr [r15 + 0], 147
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edi
-    mov rbp, rcx
-    test ebx, 1073741824
+    test ebx, 384
     jnz 1f
 1:
-    mov r8d, ebp
-    mov rcx, r8
-    mov r8, rax
-    mov rax, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r10
-    mov r8, r10
-    mov eax, 96
-    mov ebp, 162
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 218
-    and r8, 8128
-    movzx r9d, byte ptr [r15 + r8 + 7488]
-    mov rcx, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 384], edx
+    mov rbp, r11
+    mov edx, ecx
     test ebx, 256
     jz 1f
 1:
-    mov r8d, 58
-    movzx r9d, r8b
-    mov r8d, 212
-    mov dword ptr [r15 + 64], ebp
-    mov byte ptr [r15 + 448], bpl
-    add r10, r11
+    movsxd rdx, dword ptr [r15 + 320]
+    and rbp, 1984
+    xor dword ptr [r15 + rbp + 1344], eax
+    movsxd rax, dword ptr [r15 + 128]
+    mov rbp, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 64]
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    vmovdqu ymmword ptr [r15 + 768], ymm2
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    test dword ptr [r15 + 67117724], 536875008
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 192]
+    mov ecx, eax
+    movzx ecx, al
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1015,219 +1037,220 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vmovq xmm1, rax
-    mov eax, r8d
-    mov dword ptr [r15 + 128], ecx
-    mov byte ptr [r15 + 192], bpl
-    test dword ptr [r15 + 67117724], 1064960
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r8d, 87
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 448]
+    mov rax, rbp
     mov byte ptr [r15 + 384], r8b
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r8, r11
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, ecx
+    and r8, 4032
+    movzx ebp, byte ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 192], al
+    movzx edi, byte ptr [r15 + 256]
+    mov r9, r11
+    test ebx, 48768
     jz 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 320], ebp
-    mov rcx, rax
-    mov rax, qword ptr [r15 + 320]
-    test ebx, 256
-    jnz 1f
-1:
-    mov ebp, 185
-    lea rbp, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + 448]
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 64], rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 768]
-    vmovdqu ymmword ptr [r15 + rbp + 3456], ymm1
-    movzx ebp, r9b
-    mov ebp, r9d
-    test ebx, 1073741824
+    mov dword ptr [r15 + 384], r9d
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rdi
+    mov byte ptr [r15 + 320], r8b
+    mov dword ptr [r15 + 576], ebp
+    test dword ptr [r15 + 67117723], 4096
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 704]
-    mov rdi, rbp
-    vpcmpeqb xmm1, xmm1, xmm15
-    mov edi, 218
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 512]
-    mov edi, 38
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 832]
-    add r10, r11
+    mov qword ptr [r15 + 128], rcx
+    mov dword ptr [r15 + 512], r9d
+    mov byte ptr [r15 + 64], r9b
+    movzx ecx, dil
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c18:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d937_j]
+    lea rcx, [rip + .Lc1_d943_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d937_j_t
-.Lc1_d937_j:
-    mov rbp, r10
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 159
-    mov byte ptr [r15 + 192], cl
-    movzx esi, dl
-    mov rbp, rax
-    mov dword ptr [r15 + 64], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 320]
-    mov rcx, rbp
-    mov rbp, qword ptr [r15 + 256]
-    mov r8, r10
-    mov byte ptr [r15 + 448], r8b
-    mov dword ptr [r15 + 128], ebp
+    jmp .Lc1_d943_j_t
+.Lc1_d943_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 13
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 8128
-    movzx ebp, byte ptr [r15 + r8 + 7488]
-    mov r8d, ecx
-    mov r9, r10
-    movzx ecx, cl
-    mov ecx, 255
-    and r9, 448
-    mov rdx, qword ptr [r15 + r9 + 832]
-    test dword ptr [r15 + 67117723], 131072
-    jz 1f
-1:
-    movzx r9d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 80
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 640
+    movzx ecx, r9b
+    mov qword ptr [r15 + 320], rcx
+    mov r9, rbp
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 512]
+    mov r8, r11
+    and r9, 8128
+    movzx edi, byte ptr [r15 + r9 + 7488]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 384], r8d
-    mov r8, qword ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 128], ebp
-    add r10, r11
+    and r8, 4032
+    mov rdi, qword ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 64], dil
+    mov edi, dword ptr [r15 + 704]
+    mov qword ptr [r15 + 640], rcx
+    mov dword ptr [r15 + 256], 249
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 384]
+    mov edi, ecx
+    mov rcx, qword ptr [r15 + 448]
+    mov edx, 73
+    mov edx, 156
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 192], edx
+    movsxd rdi, dword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + rbp + 896]
+    mov ecx, r8d
+    mov dword ptr [r15 + 128], eax
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c19:
-    mov r8, r10
-    mov qword ptr [r15 + 192], rdi
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 142
-    movzx r8d, r8b
-    movzx r8d, r8b
-    mov r8d, 122
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    mov r9d, dword ptr [r15 + 128]
-    mov edi, edi
-    mov rdi, qword ptr [r15 + 256]
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1344]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r8, r11
+    mov rbp, r11
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7488]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov rbp, rbp
+    mov byte ptr [r15 + 128], cl
+    mov rcx, qword ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 195
-    mov edi, dword ptr [r15 + 384]
-    mov r8, r10
-    vmovq xmm1, rbp
-    and r8, 8128
-    movsxd rbp, dword ptr [r15 + r8 + 7488]
-    mov r8d, 90
-    movzx r8d, byte ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 512]
+    mov rbp, qword ptr [r15 + 256]
+    mov edi, ebp
+    movzx ebp, r9b
+    lea rbp, [r11 + r11*1]
+    test dword ptr [r15 + 67117724], 8388609
+    jz 1f
+1:
+    mov qword ptr [r15 + 320], r8
+    and rbp, 1984
+    mov r8d, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + rbp + 1408], 202
+    mov rbp, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    vmovdqu xmmword ptr [r15 + 384], xmm2
+    movzx edi, dil
     mov ebp, r8d
-    mov dword ptr [r15 + 640], r9d
-    mov dword ptr [r15 + 448], 192
-    or qword ptr [r15 + 384], 26
-    add r10, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or qword ptr [r15 + 448], 73
+    mov r8d, eax
+    mov r8d, 146
+    mov r8, rax
+    test ebx, 256
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 768]
+    mov eax, 75
+    mov eax, dword ptr [r15 + 64]
+    mov edi, eax
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c20:
-    lea rcx, [rip + .Lc1_d1029_j]
+    lea rcx, [rip + .Lc1_d1040_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1029_j_t
-.Lc1_d1029_j:
+    jmp .Lc1_d1040_j_t
+.Lc1_d1040_j:
+    movzx ecx, byte ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    mov qword ptr [r15 + 0], rax
-    mov esi, esi
-    mov rsi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rax, rdi
+    test ebx, 384
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm14
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
     test ebx, 1073741824
     jz 1f
 1:
+    mov r8d, 160
     mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm1, xmm1, xmm1
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    movzx esi, dil
+    mov dword ptr [r15 + 512], eax
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 832]
+    mov r9d, r9d
+    movzx r9d, dl
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov edx, 253
-    mov edx, 127
+    mov byte ptr [r15 + 64], r9b
+    movsxd r9, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 128], r9
+    mov dword ptr [r15 + 448], r8d
+    mov r9, r11
+    mov qword ptr [r15 + 128], rax
+    mov dword ptr [r15 + 192], 170
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], 209
-    movzx edx, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 512], rsi
-    mov r9, r10
-    mov rsi, qword ptr [r15 + 448]
-    and r9, 8128
-    movzx edi, byte ptr [r15 + r9 + 7488]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], ecx
-    mov rcx, qword ptr [r15 + 704]
-    mov rsi, qword ptr [r15 + 768]
-    movzx edi, sil
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r10
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], r9
-    mov dword ptr [r15 + 256], r8d
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], esi
-    mov r8d, r8d
-    add r10, r11
+    vpxor xmm14, xmm14, xmm2
+    movzx eax, r9b
+    movzx r9d, r8b
+    movsxd r9, dword ptr [r15 + 576]
+    mov rax, qword ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 256]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1235,51 +1258,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], 19
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2
+    setz al
+    lea rcx, [rip + .Lc1_d1097_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1097_s_t
+    .p2align 3
+.Lc1_d1097_s:
+    .p2align 3
+    jmp .Lc1_d1097_j
+    .p2align 3
+    jmp .Lc1_d1097_j
+.Lc1_d1097_j:
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm1, xmm1, xmm11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
-    mov r8d, 53
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov rcx, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 512], ymm1
-    movzx eax, byte ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 320], ymm1
-    mov rbp, r10
-    mov dword ptr [r15 + 576], ebp
-    movzx esi, bpl
-    test dword ptr [r15 + 67117724], 755320840
+    movzx r8d, byte ptr [r15 + 320]
+    mov ecx, 197
+    mov dword ptr [r15 + 256], 164
+    movsxd rcx, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 2048
     jz 1f
 1:
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 832]
-    movzx ebp, al
-    movzx ebp, bpl
-    mov rbp, rbp
-    mov ebp, edi
-    test dword ptr [r15 + 67117724], 20
-    jnz 1f
-1:
-    mov rbp, r10
-    movzx eax, byte ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 384]
-    movsxd r8, dword ptr [r15 + 128]
-    and rbp, 4032
-    mov esi, dword ptr [r15 + rbp + 3392]
-    mov ebp, esi
-    vpmovmskb esi, xmm1
+    movsxd rcx, dword ptr [r15 + 128]
+    mov r8, rax
+    mov rax, qword ptr [r15 + 640]
+    mov byte ptr [r15 + 192], al
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 192]
-    movzx ebp, r8b
-    add qword ptr [r15 + 256], r8
-    movzx r8d, bpl
-    movsxd rbp, dword ptr [r15 + 448]
-    add r10, r11
+    mov r8, r11
+    mov eax, r8d
+    mov r9, r11
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
+    and r9, 8128
+    mov r8, qword ptr [r15 + r9 + 7488]
+    mov r9, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add qword ptr [r15 + 64], r8
+    movsxd r8, dword ptr [r15 + 448]
+    movzx edx, cl
+    mov r9d, 218
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpmovmskb r9d, xmm14
+    vmovdqu ymmword ptr [r15 + 704], ymm14
+    movsxd rdx, dword ptr [r15 + 512]
+    mov rcx, rcx
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1287,70 +1324,44 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32768
-    setz al
-    lea rcx, [rip + .Lc1_d1131_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1131_s_t
-    .p2align 3
-.Lc1_d1131_s:
-    .p2align 3
-    jmp .Lc1_d1131_j
-    .p2align 3
-    jmp .Lc1_d1131_j
-.Lc1_d1131_j:
-    mov rbp, r10
-    mov qword ptr [r15 + 384], rbp
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 116
-    mov dword ptr [r15 + 0], ebp
+    mov eax, dword ptr [r15 + 384]
+    mov ecx, 59
+    movsxd rcx, dword ptr [r15 + 128]
+    mov r9d, 250
+    mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], al
+    mov eax, 191
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 448], 244
     mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 2097152
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    imul rax, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 192], 163
+    mov dword ptr [r15 + 256], 211
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], edi
-    mov rax, rax
-    mov eax, eax
-    movzx eax, byte ptr [r15 + 128]
+    mov r8, r11
+    mov eax, dword ptr [r15 + 320]
+    mov r9, r11
+    mov dword ptr [r15 + 512], 147
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 60
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 704], 118
-    mov eax, eax
-    mov byte ptr [r15 + 192], bpl
-    mov rax, qword ptr [r15 + 640]
-    mov ebp, eax
-    test ebx, 512
-    jnz 1f
-1:
-    mov rbp, r10
-    mov qword ptr [r15 + 64], rbp
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    mov ebp, ecx
-    mov rbp, qword ptr [r15 + 448]
-    mov r8, r10
-    mov rax, qword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov r8d, ecx
-    mov r8d, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 512], rax
-    add r10, r11
+    mov qword ptr [r15 + 64], rax
+    mov r9d, dword ptr [r15 + 320]
+    mov eax, 210
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1358,54 +1369,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1192_j]
+    lea rcx, [rip + .Lc1_d1193_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1192_j_t
-.Lc1_d1192_j:
-    mov r8, r10
+    jmp .Lc1_d1193_j_t
+.Lc1_d1193_j:
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 1024
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 256]
-    lea rbp, [r10 + r10*1]
-    movzx eax, al
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 896]
+    mov dword ptr [r15 + r8 + 1344], 4
+    movzx r8d, cl
+    mov dword ptr [r15 + 448], 169
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 768], r8d
-    mov r8d, dword ptr [r15 + 320]
-    mov eax, 247
-    movzx eax, byte ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 192]
+    movzx ecx, cl
+    mov rcx, qword ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 512]
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 384], 120
-    mov ebp, ecx
-    test ebx, 256
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], r8d
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], r8d
-    test dword ptr [r15 + 67117724], 69636
-    jz 1f
-1:
-    mov rbp, r10
-    movzx r8d, byte ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 128], rcx
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    test ebx, 384
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], bpl
+    mov dword ptr [r15 + 64], 34
+    nop
+    movsxd r9, dword ptr [r15 + 576]
+    mov r8, r11
+    mov ecx, edx
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rcx
-    mov ebp, dword ptr [r15 + 512]
-    movzx ecx, al
-    add r10, r11
+    and r8, 448
+    movzx ebp, byte ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 320]
+    mov edx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], edx
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1413,52 +1422,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rcx, dword ptr [r15 + 576]
-    mov eax, ecx
-    mov rdi, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 192], 90
-    test ebx, 256
-    jz 1f
-1:
-    mov eax, edi
-    lea r8, [r10 + r10*1]
-    mov qword ptr [r15 + 320], rcx
-    and r8, 4032
-    mov edi, dword ptr [r15 + r8 + 3456]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 1073741832
-    jz 1f
-1:
-    mov rdi, rdi
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 448], 10
-    mov ebp, dword ptr [r15 + 256]
-    mov r9, r10
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 512]
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm14
+    movzx ebp, r8b
+    mov r8d, dword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 8128
-    movzx edi, byte ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 320], edi
-    mov edi, edi
-    mov r9d, 130
+    mov byte ptr [r15 + 640], al
+    movzx r8d, r9b
+    mov rax, rax
+    mov eax, 222
+    test dword ptr [r15 + 67117724], 1073741856
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 704]
+    mov qword ptr [r15 + 64], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 256], rax
+    mov r8, r11
+    test ebx, 1408
+    jz 1f
+1:
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], al
+    mov dword ptr [r15 + 320], 39
+    mov r8, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], 207
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rbp
-    movzx ebp, byte ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + r8 + 3392]
-    mov edi, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 384]
-    mov r9, r10
-    mov rdi, r8
-    vpxor xmm1, xmm1, xmm9
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], al
-    add r10, r11
+    mov r8, rdx
+    mov r8d, dword ptr [r15 + 384]
+    movsxd rdx, dword ptr [r15 + 192]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1466,102 +1472,97 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1288_j]
+    lea rcx, [rip + .Lc1_d1285_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1288_j_t
-.Lc1_d1288_j:
-    mov r8d, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 128], dil
-    movsxd rdi, dword ptr [r15 + 448]
-    mov ecx, dword ptr [r15 + 640]
-    mov eax, 119
-    test dword ptr [r15 + 67117723], 512
+    jmp .Lc1_d1285_j_t
+.Lc1_d1285_j:
+    mov r8, r11
+    mov rbp, r11
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    mov r8, r11
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    and r8, 1984
+    mov r9d, dword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 768]
+    mov ebp, 236
+    mov dword ptr [r15 + 512], 249
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, r9
-    mov r9d, 21
-    mov r9, r10
-    mov rcx, qword ptr [r15 + 512]
-    and r9, 16320
-    movsxd rax, dword ptr [r15 + r9 + 15680]
+    mov rbp, rax
+    movsxd rax, dword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 2
+    jz 1f
+1:
+    mov rax, rcx
+    movzx eax, byte ptr [r15 + 128]
+    mov ecx, 96
+    mov qword ptr [r15 + 64], rdx
+    mov rcx, qword ptr [r15 + 384]
+    mov rbp, rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    mov eax, 135
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 4227072
-    jnz 1f
-1:
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    mov r9, r10
-    mov rax, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 192], eax
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rbp
-    vmovdqu ymmword ptr [r15 + 64], ymm1
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 704]
-    mov qword ptr [r15 + 320], rsi
-    movzx eax, r9b
-    mov r9d, r9d
-    add r10, r11
+    mov ecx, r8d
+    mov r8d, dword ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 128], ymm14
+    mov rbp, rcx
+    mov ecx, dword ptr [r15 + 320]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c26:
-    mov r9, r10
-    movsxd rax, dword ptr [r15 + 256]
-    and r9, 448
-    movsxd rbp, dword ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 384], ymm3
-    mov dword ptr [r15 + 512], 188
-    mov dword ptr [r15 + 320], 46
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, rbp
+    mov rbp, qword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 128], edx
+    mov r8, r11
+    mov edx, ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 192], ebp
-    mov rbp, rax
-    mov dword ptr [r15 + 64], ebp
-    mov rbp, rbp
+    and r8, 16320
+    mov qword ptr [r15 + r8 + 15680], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 640]
+    test ebx, 18432
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov edi, dword ptr [r15 + 64]
+    vpxor xmm14, xmm14, xmm6
+    mov rdx, qword ptr [r15 + 320]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rbp
+    mov r8, r11
+    test dword ptr [r15 + 67117723], 1073741952
+    jnz 1f
+1:
     mov rbp, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 448], xmm1
-    and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
-    mov rbp, rax
-    mov rbp, r10
-    test ebx, 1073741824
+    mov dword ptr [r15 + 512], 107
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], dil
+    mov r8d, dword ptr [r15 + 576]
+    test dword ptr [r15 + 67117724], 512
     jz 1f
 1:
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    mov rbp, rcx
-    movsxd rbp, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], r9d
-    mov qword ptr [r15 + 768], r9
-    add r10, r11
+    mov r8d, edi
+    movsxd r8, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 384], 177
+    mov dword ptr [r15 + 448], 123
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1571,70 +1572,74 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d1381_s]
+    lea rcx, [rip + .Lc1_d1374_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1381_s_t
+    jmp .Lc1_d1374_s_t
     .p2align 3
-.Lc1_d1381_s:
+.Lc1_d1374_s:
     .p2align 3
-    jmp .Lc1_d1381_j
+    jmp .Lc1_d1374_j
     .p2align 3
-    jmp .Lc1_d1381_j
+    jmp .Lc1_d1374_j
     .p2align 3
-    jmp .Lc1_d1381_j
+    jmp .Lc1_d1374_j
     .p2align 3
-    jmp .Lc1_d1381_j
+    jmp .Lc1_d1374_j
     .p2align 3
-    jmp .Lc1_d1381_j
+    jmp .Lc1_d1374_j
     .p2align 3
-    jmp .Lc1_d1381_j
+    jmp .Lc1_d1374_j
     .p2align 3
-    jmp .Lc1_d1381_j
+    jmp .Lc1_d1374_j
     .p2align 3
-    jmp .Lc1_d1381_j
-.Lc1_d1381_j:
-    movsxd rcx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 192], 81
-    movzx eax, bpl
-    movsxd rbp, dword ptr [r15 + 576]
-    mov rax, qword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 32
-    jnz 1f
-1:
-    mov rbp, rbp
+    jmp .Lc1_d1374_j
+.Lc1_d1374_j:
+    mov rbp, r11
+    and rbp, 448
+    or qword ptr [r15 + rbp + 832], 82
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 213
-    mov byte ptr [r15 + 0], al
+    mov rbp, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 26
-    mov qword ptr [r15 + 320], r9
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], eax
-    mov rbp, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 320]
-    mov r9, r10
-    mov rbp, r10
-    mov eax, dword ptr [r15 + 384]
-    movzx ecx, byte ptr [r15 + 512]
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm1
-    and rbp, 1984
-    movzx r9d, byte ptr [r15 + rbp + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 640]
-    mov r9, qword ptr [r15 + 128]
-    mov rsi, r9
-    mov r9d, dword ptr [r15 + 448]
-    add r10, r11
+    vmovq qword ptr [r15 + 0], xmm14
+    movzx edi, al
+    movzx edi, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 320], rdi
+    mov byte ptr [r15 + 128], cl
+    mov ebp, 47
+    test ebx, 256
+    jnz 1f
+1:
+    mov qword ptr [r15 + 256], rbp
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 704]
+    mov r8, r11
+    mov dword ptr [r15 + 192], 158
+    and r8, 8128
+    movzx edi, byte ptr [r15 + r8 + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 167
+    mov r8, r8
+    mov r8, r11
+    mov dword ptr [r15 + 384], eax
+    mov eax, dword ptr [r15 + 448]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 227
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1642,53 +1647,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, 140
-    movzx ebp, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 448], rbp
-    mov dword ptr [r15 + 256], 11
-    mov r8d, dword ptr [r15 + 704]
-    test dword ptr [r15 + 67117723], 16777472
+    movzx eax, r8b
+    mov eax, 173
+    movzx eax, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 768], r8d
+    test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, 18
-    movzx ebp, bpl
-    mov ebp, 233
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    mov rbp, r9
-    mov dword ptr [r15 + 0], 144
-    test dword ptr [r15 + 67117723], 1048582
-    jz 1f
-1:
-    mov rbp, r10
-    mov r9d, dword ptr [r15 + 128]
-    mov r8, r9
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 832]
-    mov ebp, 169
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, eax
-    mov byte ptr [r15 + 384], r8b
-    mov eax, dword ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 320], r8
+    mov eax, r8d
+    mov r8, r11
+    mov dword ptr [r15 + 128], 10
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r10
-    mov eax, r9d
-    mov r9, qword ptr [r15 + 128]
-    mov eax, 168
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    add r10, r11
+    mov r8d, dword ptr [r15 + 384]
+    vmovdqu xmmword ptr [r15 + 320], xmm14
+    mov eax, 207
+    mov dword ptr [r15 + 256], 175
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 448]
+    mov eax, 213
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    test dword ptr [r15 + 67117723], 256
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 64]
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 1984
+    mov rbp, qword ptr [r15 + r9 + 1344]
+    mov r9, r8
+    mov r9, r9
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1697,131 +1704,120 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 33554432
+    test dword ptr [r15 + 67117723], 32
     setz al
-    lea rcx, [rip + .Lc1_d1487_s]
+    lea rcx, [rip + .Lc1_d1484_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1487_s_t
+    jmp .Lc1_d1484_s_t
     .p2align 3
-.Lc1_d1487_s:
+.Lc1_d1484_s:
     .p2align 3
-    jmp .Lc1_d1487_j
+    jmp .Lc1_d1484_j
     .p2align 3
-    jmp .Lc1_d1487_j
-.Lc1_d1487_j:
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov ecx, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 16
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 384]
+    jmp .Lc1_d1484_j
+.Lc1_d1484_j:
+    mov rcx, r8
+    mov qword ptr [r15 + 128], rcx
+    movsxd rcx, dword ptr [r15 + 640]
+    mov r8d, dword ptr [r15 + 576]
+    lea rbp, [r11 + r11*1]
+    movzx eax, al
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 192], rax
-    mov eax, dword ptr [r15 + 768]
-    mov qword ptr [r15 + 384], rbp
-    movzx ebp, byte ptr [r15 + 320]
-    mov r9, r8
-    test ebx, 640
+    and rbp, 448
+    and eax, dword ptr [r15 + rbp + 896]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    test dword ptr [r15 + 67117724], 8519680
     jnz 1f
 1:
-    mov qword ptr [r15 + 448], rbp
-    mov dword ptr [r15 + 256], r9d
-    mov rbp, r10
-    movzx r8d, bpl
-    mov r8, r10
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 175
-    and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7488]
-    movsxd rcx, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov eax, dword ptr [r15 + 320]
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + rbp + 832]
+    movzx ebp, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    mov r8, r11
+    movzx ebp, al
+    mov rbp, qword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 512]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rcx
+    test dword ptr [r15 + 67117724], 2113536
+    jz 1f
 1:
-    movzx ebp, cl
-    mov rbp, r10
-    vpaddd xmm1, xmm1, xmm1
-    and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    add r10, r11
+    mov dword ptr [r15 + 256], 215
+    mov r8, qword ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 192]
+    mov ecx, ebp
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c30:
-    lea rcx, [rip + .Lc1_d1543_j]
+    lea rcx, [rip + .Lc1_d1533_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1543_j_t
-.Lc1_d1543_j:
-    mov rbp, r10
-    mov r8, r10
-    .byte 0x66, 0x90
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    and r8, 1984
-    mov rbp, r10
-    mov dword ptr [r15 + r8 + 1344], 2
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    test ebx, 512
-    jnz 1f
-1:
-    mov ebp, 185
-    mov qword ptr [r15 + 320], rdi
-    mov dword ptr [r15 + 576], ebp
-    mov edi, 47
-    test ebx, 1073741824
+    jmp .Lc1_d1533_j_t
+.Lc1_d1533_j:
+    mov rbp, r11
+    mov ecx, ebp
+    and rbp, 1984
+    mov r8, r11
+    mov qword ptr [r15 + rbp + 1344], r8
+    mov rbp, r9
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], edi
+    mov r8d, dword ptr [r15 + 192]
+    test ebx, 256
     jz 1f
-1:
-    mov rdi, rdi
-    vmovdqu ymmword ptr [r15 + 448], ymm1
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], bpl
-    test ebx, 391040
-    jnz 1f
 1:
     jmp 1f
 1:
-    mov ebp, 39
-    movzx ebp, bpl
+    vmovdqu ymmword ptr [r15 + 448], ymm14
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 169
-    mov dword ptr [r15 + 0], 23
-    mov dword ptr [r15 + 640], 250
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, bpl
-    mov rsi, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 128], ecx
-    mov ebp, 41
+    mov r8d, r8d
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 64]
-    and ebp, dword ptr [r15 + 384]
-    movzx ecx, cl
-    add r10, r11
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov qword ptr [r15 + 384], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 512], ymm14
+    mov r9d, 134
+    mov qword ptr [r15 + 320], r8
+    mov r9d, 152
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 704], 128
+    mov r8, qword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 128], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rax
+    mov r8, r11
+    movzx eax, r9b
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    vpshufd xmm14, xmm14, 45
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1829,159 +1825,168 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 768], 100
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 0], 86
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 18
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    test ebx, 4096
+    test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 448]
-    and rbp, 448
-    mov r8, r10
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 512], 242
-    and r8, 8128
-    movsxd rbp, dword ptr [r15 + r8 + 7488]
-    test dword ptr [r15 + 67117724], 524288
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], ecx
-    test ebx, 2304
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 512]
+    mov r9, rax
+    mov rax, r9
+    mov r9, r11
+    mov rbp, r11
+    test ebx, 256
     jnz 1f
 1:
-    mov ecx, r8d
-    mov qword ptr [r15 + 704], rax
-    mov ecx, ebp
-    mov eax, dword ptr [r15 + 256]
-    mov ecx, eax
-    mov rbp, r10
+    vpor xmm14, xmm14, xmm15
+    and rbp, 448
+    movzx edx, byte ptr [r15 + rbp + 832]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], eax
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 2576
+    jz 1f
+1:
+    mov byte ptr [r15 + 384], al
+    and r9, 1984
+    mov rbp, qword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 448], edx
+    vpmovmskb r9d, xmm14
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 105
-    mov r8, qword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 128], ymm1
-    mov qword ptr [r15 + 64], rax
-    add r10, r11
+    jmp 1f
+1:
+    mov r9d, 191
+    mov r9d, eax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 64]
+    mov edx, 102
+    mov rdx, r8
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c32:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1643_j]
+    lea rcx, [rip + .Lc1_d1634_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1643_j_t
-.Lc1_d1643_j:
-    mov rcx, rbp
+    jmp .Lc1_d1634_j_t
+.Lc1_d1634_j:
+    mov dword ptr [r15 + 0], 23
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 190
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 262208
-    jnz 1f
-1:
-    mov ecx, ebp
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm1
+    .byte 0x66, 0x90
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    vpxor xmm1, xmm1, xmm10
-    movsxd rbp, dword ptr [r15 + 320]
-    mov eax, 77
-    movzx eax, r8b
-    mov r8, r10
+    movzx ebp, cl
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 256], 208
-    mov rbp, r10
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpor xmm1, xmm1, xmm1
-    xor dword ptr [r15 + 448], ebp
-    movsxd rbp, dword ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 256]
     mov r8d, eax
+    mov r9, r11
+    movzx eax, al
+    mov eax, eax
+    and r9, 4032
+    movsxd rax, dword ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], 15
+    movzx r9d, byte ptr [r15 + 576]
+    mov eax, r8d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 186
+    movzx r8d, byte ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 128], al
-    movzx esi, bpl
-    mov rbp, rax
-    add r10, r11
+    mov r8, r11
+    mov r9, r11
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 122
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    mov r9, rax
+    movsxd r9, dword ptr [r15 + 448]
+    mov eax, 164
+    vmovdqu ymmword ptr [r15 + 64], ymm14
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c33:
-    mov byte ptr [r15 + 64], bpl
-    movzx ebp, byte ptr [r15 + 576]
-    mov eax, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 0], rsi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov qword ptr [r15 + 128], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    movzx edx, al
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], edx
+    test dword ptr [r15 + 67117723], 1064960
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 512]
+    movzx eax, byte ptr [r15 + 640]
+    mov r8, r11
+    vpxor xmm14, xmm14, xmm9
+    and r8, 1984
+    mov r9d, dword ptr [r15 + r8 + 1344]
+    test ebx, 499584
+    jz 1f
+1:
+    mov r8d, ecx
+    mov qword ptr [r15 + 704], rdx
+    movsxd r8, dword ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 95
+    mov dword ptr [r15 + 256], 254
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 384
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 198
-    movsxd rbp, dword ptr [r15 + 64]
-    mov r8, r10
-    mov r9, r10
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    mov qword ptr [r15 + 192], rsi
+    vpcmpeqb xmm14, xmm14, xmm12
+    vmovdqu ymmword ptr [r15 + 320], ymm14
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 384]
-    movzx r8d, bpl
-    mov r8, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 320], rbp
-    mov ebp, 54
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    movzx r9d, bpl
-    and r9d, dword ptr [r15 + 640]
-    movzx r8d, byte ptr [r15 + 320]
-    and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 448]
-    add r10, r11
+    mov edx, 73
+    mov r8, r11
+    mov edx, dword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 384]
+    and r8, 8128
+    movzx r9d, byte ptr [r15 + r8 + 7488]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1989,130 +1994,105 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1739_j]
+    lea rcx, [rip + .Lc1_d1734_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1739_j_t
-.Lc1_d1739_j:
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov eax, ecx
+    jmp .Lc1_d1734_j_t
+.Lc1_d1734_j:
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 64]
+    and r8, 4032
+    mov r9d, dword ptr [r15 + r8 + 3392]
+    mov r8d, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 0], 135
+    mov rax, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 8
+    test dword ptr [r15 + 67117724], 1179648
     jz 1f
 1:
-    jmp 1f
-1:
-    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 201
-    mov r9d, 163
-    mov ecx, eax
-    mov dword ptr [r15 + 384], eax
-    movsxd rcx, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    vpshufd xmm1, xmm1, 69
-    mov r8d, dword ptr [r15 + 320]
+    mov rcx, qword ptr [r15 + 320]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    movsxd r9, dword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 256], 209
-    mov rax, rbp
-    movzx eax, al
-    mov r8, r10
-    mov eax, dword ptr [r15 + 704]
-    and r8, 8128
-    movsxd rbp, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 512], eax
+    mov dword ptr [r15 + 384], 107
+    mov ecx, r9d
+    mov r9, r11
+    mov qword ptr [r15 + 768], r9
+    mov ecx, 197
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1344]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov rbp, r10
-    mov r8, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 512], rcx
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    mov ebp, ecx
-    add r10, r11
+    movzx r9d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov ecx, 189
+    movzx ecx, byte ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 448]
+    movzx r8d, r9b
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c35:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d1793_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1793_s_t
-    .p2align 3
-.Lc1_d1793_s:
-    .p2align 3
-    jmp .Lc1_d1793_j
-    .p2align 3
-    jmp .Lc1_d1793_j
-.Lc1_d1793_j:
-    mov ecx, 102
-    mov dword ptr [r15 + 0], 177
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, 111
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    and r8, 4032
+    mov r9, qword ptr [r15 + r8 + 3392]
+    mov r8d, 184
+    mov r8, qword ptr [r15 + 256]
+    and r8d, dword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov dword ptr [r15 + 0], 72
-    mov dword ptr [r15 + 320], 246
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 512]
-    mov ecx, 84
-    mov rcx, rcx
-    movzx r8d, byte ptr [r15 + 384]
-    add rax, qword ptr [r15 + 768]
-    mov ecx, dword ptr [r15 + 64]
-    test ebx, 768
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 256]
-    mov r9, r10
-    mov rbp, r10
-    mov rcx, qword ptr [r15 + 192]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 150
-    movsxd r9, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
-    mov r9d, 57
-    movzx r9d, r9b
-    movzx ebp, byte ptr [r15 + 128]
-    vmovdqu xmm1, xmmword ptr [r15 + 128]
-    add r10, r11
+    vpshufd xmm14, xmm14, 6
+    movsxd r8, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 0], 94
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 576], ymm14
+    jmp 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 186
+    mov r9, qword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, r8d
+    mov r9, r11
+    vmovq qword ptr [r15 + 384], xmm14
+    mov dword ptr [r15 + 64], ecx
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], 159
+    mov rcx, r8
+    mov dword ptr [r15 + 128], ecx
+    movsxd rcx, dword ptr [r15 + 640]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -2120,173 +2100,174 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 8192
+    setz al
+    lea rcx, [rip + .Lc1_d1827_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1827_s_t
+    .p2align 3
+.Lc1_d1827_s:
+    .p2align 3
+    jmp .Lc1_d1827_j
+    .p2align 3
+    jmp .Lc1_d1827_j
+.Lc1_d1827_j:
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 448]
+    and r9, 8128
+    mov r8, qword ptr [r15 + r9 + 7488]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rsi
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    mov rax, qword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 128], ymm1
-    mov ebp, 112
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 320]
-    mov ebp, dword ptr [r15 + 576]
-    mov r9d, 230
+    mov dword ptr [r15 + 0], r9d
+    mov eax, 224
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    mov rax, qword ptr [r15 + 384]
+    add r9, qword ptr [r15 + 704]
     and rbp, 16320
-    movzx r9d, byte ptr [r15 + rbp + 15680]
-    mov ebp, dword ptr [r15 + 320]
-    mov ecx, ecx
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    movzx r8d, sil
-    mov byte ptr [r15 + 448], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 512], 0
-    .byte 0x0f, 0x1f, 0x00
-    mov r8, qword ptr [r15 + 64]
-    movzx ecx, r8b
-    mov r8, r10
-    test dword ptr [r15 + 67117723], 67112960
+    mov ecx, dword ptr [r15 + rbp + 15680]
+    mov rbp, r11
+    nop
+    mov qword ptr [r15 + 384], r8
+    and rbp, 1984
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    test dword ptr [r15 + 67117723], 12352
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 256]
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 320], r9d
+    mov byte ptr [r15 + 384], r8b
     jmp 1f
 1:
-    add r10, r11
+    mov qword ptr [r15 + 128], r8
+    jmp 1f
+1:
+    test ebx, 1280
+    jnz 1f
+1:
+    mov r8d, 115
+    movzx r8d, byte ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 256]
+    mov ecx, ebp
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c37:
-    lea rcx, [rip + .Lc1_d1897_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1897_j_t
-.Lc1_d1897_j:
-    mov r8d, 187
-    mov qword ptr [r15 + 192], r8
-    lea r8, [r10 + r10*1]
-    movzx ecx, dil
-    and r8, 448
-    mov dword ptr [r15 + r8 + 896], 246
-    mov dword ptr [r15 + 704], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rbp, r11
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    mov dword ptr [r15 + 256], ebp
+    mov qword ptr [r15 + 320], r8
+    mov byte ptr [r15 + 448], bpl
+    mov rbp, r11
+    test dword ptr [r15 + 67117723], 4202496
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 43
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    mov dword ptr [r15 + 128], ebp
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rcx
-    vmovdqu ymmword ptr [r15 + 128], ymm1
-    mov rbp, r10
     jmp 1f
 1:
-    and rbp, 1984
-    mov r9, r10
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    and r9, 8128
-    mov ebp, dword ptr [r15 + r9 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r8
-    mov r9, qword ptr [r15 + 448]
-    mov ebp, 81
-    mov byte ptr [r15 + 640], bpl
-    mov esi, dword ptr [r15 + 256]
+    mov rbp, rbp
+    mov dword ptr [r15 + 576], 139
+    mov r8d, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 768], ymm14
+    test dword ptr [r15 + 67117724], 1073741824
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 64]
+    movzx r8d, al
+    mov dword ptr [r15 + 128], r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 320]
-    add rcx, qword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 512]
-    vmovdqu xmm1, xmmword ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 384]
-    add r10, r11
+    mov qword ptr [r15 + 512], rbp
+    mov r9, r11
+    mov qword ptr [r15 + 192], r9
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rbp
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c38:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov esi, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 384], 39
-    mov rax, rcx
-    movzx ecx, al
-    movsxd r8, dword ptr [r15 + 64]
-    test ebx, 256
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 64], r8b
-    jmp 1f
-1:
-    mov r8, r10
-    mov dword ptr [r15 + 256], r8d
+    lea rcx, [rip + .Lc1_d1922_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1922_j_t
+.Lc1_d1922_j:
+    mov r9, r11
+    and r9, 4032
+    movsxd rcx, dword ptr [r15 + r9 + 3392]
+    mov byte ptr [r15 + 192], bpl
+    mov r9d, ecx
+    mov byte ptr [r15 + 320], r8b
+    movzx ecx, r8b
+    mov rcx, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rcx
+    mov dword ptr [r15 + 256], r9d
     jmp 1f
 1:
-    mov r8, rax
-    movzx r8d, byte ptr [r15 + 128]
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 8388608
-    jz 1f
-1:
-    mov r8d, eax
-    jmp 1f
-1:
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
-    add qword ptr [r15 + 320], r8
-    jmp 1f
-1:
+    movzx r9d, byte ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    mov byte ptr [r15 + 0], cl
     test ebx, 1073741824
     jnz 1f
 1:
-    vpshufd xmm1, xmm1, 121
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, ecx
+    movzx r9d, cl
+    movzx ecx, byte ptr [r15 + 320]
+    mov r9d, r8d
+    mov dword ptr [r15 + 448], 56
+    mov rbp, r11
+    mov r8, qword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 640]
+    mov r9, r11
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov rbp, rcx
+    and r9, 1984
+    and ecx, dword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 64], ecx
     jmp 1f
 1:
-    mov rbp, r10
-    movzx r8d, bpl
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ecx
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -2295,62 +2276,69 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 67108864
+    test dword ptr [r15 + 67117724], 512
     setz al
-    lea rcx, [rip + .Lc1_d1998_s]
+    lea rcx, [rip + .Lc1_d1977_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1998_s_t
+    jmp .Lc1_d1977_s_t
     .p2align 3
-.Lc1_d1998_s:
+.Lc1_d1977_s:
     .p2align 3
-    jmp .Lc1_d1998_j
+    jmp .Lc1_d1977_j
     .p2align 3
-    jmp .Lc1_d1998_j
-.Lc1_d1998_j:
-    mov byte ptr [r15 + 0], al
-    mov eax, 219
+    jmp .Lc1_d1977_j
+.Lc1_d1977_j:
+    movzx ecx, byte ptr [r15 + 384]
+    mov eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 640], esi
-    test dword ptr [r15 + 67117723], 16785440
-    jz 1f
-1:
-    mov rax, rsi
-    mov rbp, r10
-    mov qword ptr [r15 + 384], rbp
-    mov dword ptr [r15 + 64], 50
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    add rax, qword ptr [r15 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 128]
-    movsxd rsi, dword ptr [r15 + 448]
-    mov rcx, r8
-    mov ebp, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 0], rax
+    mov r9d, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 448]
-    movzx eax, byte ptr [r15 + 576]
-    mov ecx, dword ptr [r15 + 320]
-    mov r9, r10
+    mov r9, r11
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 256]
-    test dword ptr [r15 + 67117724], 67158016
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], al
+    movzx r9d, r9b
+    test ebx, 1073741824
     jz 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r8d
-    mov r9, r10
-    mov r8d, ecx
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + 320], rax
+    movsxd rax, dword ptr [r15 + 704]
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    movzx ebp, byte ptr [r15 + 448]
+    test dword ptr [r15 + 67117723], 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    and r9, 4032
-    vmovdqu xmm1, xmmword ptr [r15 + r9 + 3392]
-    add r10, r11
+    movzx eax, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    mov ebp, 190
+    test dword ptr [r15 + 67117723], 536870912
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], 215
+    mov rax, r9
+    mov rax, qword ptr [r15 + r9 + 896]
+    mov qword ptr [r15 + 512], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 64]
+    mov rbp, r11
+    jmp 1f
+1:
+    mov r9d, 195
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ecx
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -2358,111 +2346,123 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2051_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2051_j_t
-.Lc1_d2051_j:
-    mov r8, r10
-    movsxd rcx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], 10
+    movzx eax, byte ptr [r15 + 256]
+    mov r8, r11
+    mov ebp, dword ptr [r15 + 320]
     and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 704], 198
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov qword ptr [r15 + 384], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 276824064
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 46
+    mov r9, rbp
+    mov r8, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 53248
+    jz 1f
+1:
     jmp 1f
 1:
-    test ebx, 10240
-    jnz 1f
-1:
-    mov dword ptr [r15 + 256], 38
-    mov dword ptr [r15 + 192], 93
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 320]
-    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 64]
+    mov r8, r11
+    mov rax, qword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 63
-    jmp 1f
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    mov qword ptr [r15 + 384], r8
+    mov r8d, 194
+    mov byte ptr [r15 + 448], r8b
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 202
-    test dword ptr [r15 + 67117724], 33554436
-    jnz 1f
-1:
-    vpshufd xmm1, xmm1, 66
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 512]
-    movsxd r8, dword ptr [r15 + 384]
-    mov rbp, r10
+    and r8d, dword ptr [r15 + 576]
+    mov r9d, dword ptr [r15 + 768]
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r10
-    mov dword ptr [r15 + 64], r8d
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], al
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
-    mov r8d, 234
-    add r10, r11
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 87
+    vmovdqu ymmword ptr [r15 + 512], ymm14
+    movzx ebp, byte ptr [r15 + 128]
+    mov eax, ebp
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c41:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 768]
-    mov r8, qword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 576]
-    mov byte ptr [r15 + 0], cl
-    mov rcx, rcx
-    test dword ptr [r15 + 67117723], 8194
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
+    lea rcx, [rip + .Lc1_d2079_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2079_j_t
+.Lc1_d2079_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 192]
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 128]
-    mov rax, rbp
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 384]
-    mov r8d, 86
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], al
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 384]
-    mov r8, r10
-    mov dword ptr [r15 + 448], 173
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, r8b
-    or qword ptr [r15 + 320], 119
-    mov dword ptr [r15 + 448], r8d
-    movsxd r8, dword ptr [r15 + 128]
-    add r10, r11
+    jmp 1f
+1:
+    mov rbp, r11
+    mov qword ptr [r15 + 384], rax
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    mov rbp, rax
+    add rax, qword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], ecx
+    mov r8, r11
+    mov dword ptr [r15 + 512], ecx
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r9b
+    mov r8d, r8d
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    vmovq qword ptr [r15 + 128], xmm14
+    mov qword ptr [r15 + 320], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 640]
+    mov byte ptr [r15 + 256], cl
+    jmp 1f
+1:
+    mov rcx, rbp
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -2470,67 +2470,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2147_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2147_j_t
-.Lc1_d2147_j:
-    movzx ecx, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 0], 36
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 512], ymm1
-    mov r8d, r8d
-    test dword ptr [r15 + 67117724], 73728
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 512]
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 64], ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
+    mov rcx, rcx
+    mov ecx, 50
+    test ebx, 1073741824
+    jz 1f
 1:
+    mov rbp, r11
+    mov dword ptr [r15 + 704], 38
+    mov ecx, 44
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    vmovdqu ymmword ptr [r15 + 320], ymm14
+    mov rbp, rax
+    mov r9, r11
+    test dword ptr [r15 + 67117723], 536870916
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 384]
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 128], 44
+    mov byte ptr [r15 + 448], cl
     test dword ptr [r15 + 67117723], 64
     jz 1f
 1:
-    mov ecx, 209
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov r8d, 174
-    test ebx, 1073741824
-    jz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r8, r10
-    mov rbp, r8
-    movsxd rbp, dword ptr [r15 + 128]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 92
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 320], r8b
-    mov r8d, 128
-    movzx r8d, byte ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov r8, r10
-    mov rcx, rcx
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    add r10, r11
+    mov rbp, r11
+    mov ecx, 102
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    mov rcx, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 256], cl
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -2538,56 +2520,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 320]
-    mov rcx, r8
-    mov qword ptr [r15 + 704], r8
+    lea rcx, [rip + .Lc1_d2180_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2180_j_t
+.Lc1_d2180_j:
+    mov r9, r11
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 50
+    vmovq xmm14, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    mov r9d, 130
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    test dword ptr [r15 + 67117724], 20971520
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 64]
+    mov rcx, r9
+    and rbp, 8128
+    movzx r9d, byte ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 576], r9
+    mov r8, r11
+    mov r9d, 6
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 128]
-    vmovq xmm1, rbp
-    mov rbp, r10
-    mov eax, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117723], 67108864
-    jz 1f
-1:
-    mov r8, r8
-    and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
-    mov rbp, rdi
-    mov ebp, dword ptr [r15 + 512]
-    test ebx, 16256
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 192], edi
-    mov dword ptr [r15 + 64], 27
-    movzx edi, al
-    test dword ptr [r15 + 67117724], 4096
+    mov r9d, dword ptr [r15 + 256]
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 768]
+    mov ecx, dword ptr [r15 + 128]
+    mov eax, 199
+    test ebx, 1073741824
     jnz 1f
 1:
+    movzx r8d, byte ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], 50
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    mov rdi, qword ptr [r15 + 448]
-    movzx eax, cl
-    test dword ptr [r15 + 67117723], 8421632
-    jz 1f
-1:
-    mov rbp, r10
-    mov ecx, ebp
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 233
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], edi
-    add r10, r11
+    mov byte ptr [r15 + 384], r9b
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -2596,120 +2582,135 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 32
+    test dword ptr [r15 + 67117723], 16384
     setz al
-    lea rcx, [rip + .Lc1_d2250_s]
+    lea rcx, [rip + .Lc1_d2231_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2250_s_t
+    jmp .Lc1_d2231_s_t
     .p2align 3
-.Lc1_d2250_s:
+.Lc1_d2231_s:
     .p2align 3
-    jmp .Lc1_d2250_j
+    jmp .Lc1_d2231_j
     .p2align 3
-    jmp .Lc1_d2250_j
-.Lc1_d2250_j:
-    mov byte ptr [r15 + 768], bpl
-    movzx ebp, byte ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    jmp 1f
-1:
-    test ebx, 1073741824
+    jmp .Lc1_d2231_j
+.Lc1_d2231_j:
+    mov ecx, ecx
+    mov ecx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], ecx
+    mov ecx, eax
+    mov rcx, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 128
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 238
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    mov dword ptr [r15 + 192], eax
+    mov rbp, r11
+    mov r8d, dword ptr [r15 + 512]
+    mov ecx, 33
+    test dword ptr [r15 + 67117724], 17039360
+    jz 1f
+1:
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    vmovdqu xmm14, xmmword ptr [r15 + 640]
     mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov ecx, dword ptr [r15 + 128]
+    and ebp, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 65536
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 92
+    mov ebp, 184
     jmp 1f
 1:
-    mov eax, ebp
-    movzx eax, byte ptr [r15 + 576]
-    movsxd rcx, dword ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 384]
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
     mov qword ptr [r15 + 512], rax
+    movzx eax, byte ptr [r15 + 256]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 320], 241
-    mov ecx, dword ptr [r15 + 320]
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 16640
+    test dword ptr [r15 + 67117723], 1074528426
     jz 1f
 1:
-    mov r8, rcx
-    mov r9, r10
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    movzx ebp, byte ptr [r15 + 384]
-    and r9, 8128
-    mov ecx, dword ptr [r15 + r9 + 7488]
-    movsxd r9, dword ptr [r15 + 256]
-    add r10, r11
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c45:
-    mov r8, r10
-    movzx ebp, byte ptr [r15 + 192]
-    and r8, 4032
-    movzx r9d, byte ptr [r15 + r8 + 3392]
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov r8, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rbp, r11
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
+    vpmovmskb ebp, xmm14
+    movzx ebp, byte ptr [r15 + 512]
+    movzx ecx, cl
+    mov rcx, qword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 335544448
     jz 1f
 1:
-    mov r8, r10
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7488]
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], 14
-    and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 832]
-    mov r8, r9
+    mov qword ptr [r15 + 448], r9
     mov r9, rcx
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], ebp
+    test dword ptr [r15 + 67117724], 1048576
+    jz 1f
+1:
+    mov ebp, 180
+    movsxd rbp, dword ptr [r15 + 320]
+    mov r9d, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 768], ebp
+    mov ebp, 233
+    movzx ebp, bpl
+    movzx ebp, byte ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 320], r9
-    vmovq qword ptr [r15 + 384], xmm1
-    mov rsi, qword ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 448]
-    test ebx, 256
-    jz 1f
-1:
-    movzx r9d, al
-    movzx r9d, byte ptr [r15 + 512]
-    vpaddd xmm1, xmm1, xmm1
-    mov dword ptr [r15 + 448], 211
-    mov r8d, dword ptr [r15 + 256]
+    mov ebp, eax
+    movzx ebp, r8b
+    mov dword ptr [r15 + 192], ebp
+    mov ebp, r8d
     test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], r9b
+    mov qword ptr [r15 + 0], rbp
+    test dword ptr [r15 + 67117723], 16777346
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 640]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r10, r11
+    movzx ebp, al
+    movsxd rbp, dword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 64]
+    movzx r9d, al
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -2717,171 +2718,183 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2352_j]
+    lea rcx, [rip + .Lc1_d2342_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2352_j_t
-.Lc1_d2352_j:
+    jmp .Lc1_d2342_j_t
+.Lc1_d2342_j:
+    movsxd rcx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov eax, ebp
+    movzx eax, bpl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 222
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, al
     jmp 1f
 1:
-    mov r8, r10
-    mov dword ptr [r15 + 0], 249
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 128]
+    movzx r9d, bpl
+    movzx ebp, r8b
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 512], 133
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 192]
+    mov r8, r11
+    mov rax, qword ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 262144
+    jz 1f
+1:
+    mov ebp, 108
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r9d
+    mov r8, r11
+    mov byte ptr [r15 + 64], r8b
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
+    mov r9d, dword ptr [r15 + r8 + 1344]
     movzx r8d, byte ptr [r15 + 384]
-    test dword ptr [r15 + 67117723], 65536
-    jz 1f
-1:
-    movzx r8d, al
-    mov byte ptr [r15 + 768], cl
-    movsxd r8, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 128], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov r8, r10
-    movzx eax, byte ptr [r15 + 320]
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 512]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    movzx r8d, byte ptr [r15 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, dil
-    mov byte ptr [r15 + 192], cl
-    mov r8, qword ptr [r15 + 64]
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c47:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2400_j]
+    lea rcx, [rip + .Lc1_d2396_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2400_j_t
-.Lc1_d2400_j:
+    jmp .Lc1_d2396_j_t
+.Lc1_d2396_j:
+    lea rbp, [r11 + r11*1]
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 256], r9b
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 832]
+    and r8, 16320
+    mov qword ptr [r15 + r8 + 15680], rax
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], ecx
-    mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 128]
-    and r9, 8128
-    movzx eax, byte ptr [r15 + r9 + 7488]
-    mov r9, rax
-    mov byte ptr [r15 + 448], r9b
-    mov r9, r10
-    test dword ptr [r15 + 67117723], 2129920
-    jz 1f
+    jmp 1f
 1:
-    mov r8, r10
+    mov eax, dword ptr [r15 + 256]
+    mov r8, rdi
+    mov byte ptr [r15 + 192], r8b
+    mov qword ptr [r15 + 128], rbp
+    test ebx, 1152
+    jnz 1f
+1:
     movzx edi, cl
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    and r9, 16320
-    and r8d, dword ptr [r15 + r9 + 15680]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, bpl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 62
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, r8b
-    mov dword ptr [r15 + 320], 199
-    mov r8d, dword ptr [r15 + 576]
-    mov r9d, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 74
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 320]
-    add qword ptr [r15 + 64], r8
-    jmp 1f
-1:
+    movzx edi, byte ptr [r15 + 640]
     mov r8d, edi
-    add r10, r11
+    mov rdi, qword ptr [r15 + rbp + 896]
+    mov ebp, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc dword ptr [r15 + 64]
+    mov rbp, r11
+    mov dword ptr [r15 + 512], 12
+    mov edi, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 384], 163
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 219
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c48:
-    movzx r8d, r9b
-    movsxd r8, dword ptr [r15 + 448]
-    mov r9d, 181
-    mov r9d, dword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 131
+    movzx ebp, r8b
+    mov qword ptr [r15 + 128], rbp
     jmp 1f
 1:
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], sil
-    mov r8, qword ptr [r15 + 128]
-    mov rbp, r10
-    movsxd r9, dword ptr [r15 + 64]
-    and r8d, dword ptr [r15 + 512]
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 320], dil
+    mov qword ptr [r15 + 768], rbp
+    mov rbp, r11
     test ebx, 384
     jnz 1f
 1:
-    mov edi, 250
-    mov dword ptr [r15 + 64], 227
-    mov dword ptr [r15 + 640], ecx
-    mov byte ptr [r15 + 384], r8b
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], eax
+    mov eax, 249
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov eax, edi
+    movzx eax, dil
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
+    vmovdqu xmm14, xmmword ptr [r15 + 0]
+    mov edi, 230
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov rbp, r10
-    mov r8d, 230
-    mov qword ptr [r15 + 448], rdi
-    and rbp, 8128
-    vmovdqu xmmword ptr [r15 + rbp + 7488], xmm1
-    mov dword ptr [r15 + 192], ebp
-    add r10, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 320], bpl
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 1344]
+    vpor xmm14, xmm14, xmm14
+    mov ebp, 212
+    test ebx, 256
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 128]
+    mov edi, edi
+    mov rdi, rax
+    mov r8, r11
+    mov byte ptr [r15 + 704], al
+    mov dword ptr [r15 + 448], 195
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 8128
+    movzx edi, byte ptr [r15 + r8 + 7488]
+    mov rax, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 64], rbp
+    movzx r8d, al
+    mov rax, qword ptr [r15 + 192]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -2891,87 +2904,93 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d2498_s]
+    lea rcx, [rip + .Lc1_d2497_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2498_s_t
+    jmp .Lc1_d2497_s_t
     .p2align 3
-.Lc1_d2498_s:
+.Lc1_d2497_s:
     .p2align 3
-    jmp .Lc1_d2498_j
+    jmp .Lc1_d2497_j
     .p2align 3
-    jmp .Lc1_d2498_j
+    jmp .Lc1_d2497_j
     .p2align 3
-    jmp .Lc1_d2498_j
+    jmp .Lc1_d2497_j
     .p2align 3
-    jmp .Lc1_d2498_j
+    jmp .Lc1_d2497_j
     .p2align 3
-    jmp .Lc1_d2498_j
+    jmp .Lc1_d2497_j
     .p2align 3
-    jmp .Lc1_d2498_j
+    jmp .Lc1_d2497_j
     .p2align 3
-    jmp .Lc1_d2498_j
+    jmp .Lc1_d2497_j
     .p2align 3
-    jmp .Lc1_d2498_j
+    jmp .Lc1_d2497_j
     .p2align 3
-    jmp .Lc1_d2498_j
+    jmp .Lc1_d2497_j
     .p2align 3
-    jmp .Lc1_d2498_j
+    jmp .Lc1_d2497_j
     .p2align 3
-    jmp .Lc1_d2498_j
+    jmp .Lc1_d2497_j
     .p2align 3
-    jmp .Lc1_d2498_j
+    jmp .Lc1_d2497_j
     .p2align 3
-    jmp .Lc1_d2498_j
+    jmp .Lc1_d2497_j
     .p2align 3
-    jmp .Lc1_d2498_j
+    jmp .Lc1_d2497_j
     .p2align 3
-    jmp .Lc1_d2498_j
+    jmp .Lc1_d2497_j
     .p2align 3
-    jmp .Lc1_d2498_j
-.Lc1_d2498_j:
-    lea rbp, [r10 + r10*1]
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1408]
-    mov r8, r10
-    mov byte ptr [r15 + 512], al
+    jmp .Lc1_d2497_j
+.Lc1_d2497_j:
+    mov r8, r11
+    mov ecx, r8d
     and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 832]
-    mov r8d, edi
-    mov rdi, qword ptr [r15 + 384]
-    test ebx, 522624
+    mov ecx, dword ptr [r15 + r8 + 832]
+    vmovdqu ymmword ptr [r15 + 576], ymm14
+    mov r8, r11
+    mov rbp, rax
+    and r8, 1984
+    mov ebp, dword ptr [r15 + r8 + 1344]
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 704]
-    mov eax, 153
-    mov dword ptr [r15 + 0], 119
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 512]
+    mov ebp, ecx
+    mov ecx, 34
+    mov ecx, eax
+    test dword ptr [r15 + 67117724], 384
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 192]
+    movzx eax, byte ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
+    mov eax, 188
+    mov eax, eax
+    mov rax, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 33024
+    jnz 1f
+1:
+    mov r9d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 768], r9b
-    movzx eax, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 128
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm1
-    movsxd rbp, dword ptr [r15 + 64]
-    mov r8, r10
-    mov byte ptr [r15 + 320], r8b
-    test dword ptr [r15 + 67117723], 2622464
+    test ebx, 256
     jz 1f
 1:
-    mov dword ptr [r15 + 192], 128
-    and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 3392]
-    mov qword ptr [r15 + 384], rbp
-    mov rbp, rbp
-    add r10, r11
+    mov r9, r11
+    and ebp, dword ptr [r15 + 384]
+    and r9, 4032
+    movzx eax, byte ptr [r15 + r9 + 3392]
+    movzx r8d, al
+    mov dword ptr [r15 + 320], 36
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -2979,31 +2998,46 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    movsxd rax, dword ptr [r15 + 192]
+    mov rbp, r11
+    movzx eax, bpl
+    movzx eax, dil
     and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rax
-    jmp 1f
-1:
+    mov dword ptr [r15 + rbp + 7488], 184
+    mov rbp, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], 242
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov dword ptr [r15 + 640], 168
+    mov r9, qword ptr [r15 + 320]
+    movzx ebp, byte ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 210
+    mov ebp, dword ptr [r15 + 512]
     jmp 1f
 1:
-    movzx r8d, al
+    mov r9, rbp
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 128]
-    mov ebp, ebp
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    movzx ebp, bpl
+    mov r8, r11
+    movzx r9d, al
+    test dword ptr [r15 + 67117723], 9445392
+    jz 1f
 1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ecx
+    movzx r8d, r9b
+    mov r8d, dword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 320], ymm14
     test ebx, 1073741824
     jnz 1f
 1:
@@ -3011,36 +3045,9 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm1
-    mov rbp, r10
-    jmp 1f
-1:
-    test ebx, 1152
-    jnz 1f
-1:
-    mov r8, r10
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], ebp
-    mov rbp, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 576], 179
-    vmovq qword ptr [r15 + 320], xmm1
-    movsxd r8, dword ptr [r15 + 448]
-    mov ebp, edi
-    test dword ptr [r15 + 67117724], 1073741824
-    jnz 1f
-1:
-    mov rbp, rax
-    mov rbp, rsi
-    mov qword ptr [r15 + 64], rax
-    movsxd rbp, dword ptr [r15 + 512]
-    add r10, r11
+    mov qword ptr [r15 + 384], r9
+    mov qword ptr [r15 + 128], rbp
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -3048,196 +3055,192 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2617_j]
+    lea rcx, [rip + .Lc1_d2614_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2617_j_t
-.Lc1_d2617_j:
-    mov byte ptr [r15 + 640], cl
-    mov dword ptr [r15 + 320], ecx
+    jmp .Lc1_d2614_j_t
+.Lc1_d2614_j:
+    mov rbp, r11
+    mov dword ptr [r15 + 64], ebp
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r10
-    mov ecx, 30
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], cl
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, eax
-    mov rbp, qword ptr [r15 + 128]
-    movzx ecx, r8b
-    mov r8, r10
-    mov ecx, 225
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], ebp
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 256
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 704]
+    vmovdqu ymmword ptr [r15 + 512], ymm14
+    jmp 1f
+1:
+    test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov r8, rbp
+    mov r9d, 62
+    mov r9, rbp
+    mov byte ptr [r15 + 256], bpl
+    movsxd r9, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 128], bpl
+    test dword ptr [r15 + 67117723], 262912
+    jz 1f
+1:
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 192], ymm1
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 448]
-    mov r8, r10
-    movsxd rcx, dword ptr [r15 + 256]
+    mov r9, r11
+    movzx ebp, byte ptr [r15 + 320]
     jmp 1f
 1:
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
-    movzx r8d, byte ptr [r15 + 512]
-    add r10, r11
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 192]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c52:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 256
-    setz al
-    lea rcx, [rip + .Lc1_d2669_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2669_s_t
-    .p2align 3
-.Lc1_d2669_s:
-    .p2align 3
-    jmp .Lc1_d2669_j
-    .p2align 3
-    jmp .Lc1_d2669_j
-.Lc1_d2669_j:
-    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    add rax, qword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
+    mov byte ptr [r15 + 256], r9b
+    mov qword ptr [r15 + 320], r8
+    vmovdqu xmmword ptr [r15 + 768], xmm14
     and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 66
+    movzx eax, byte ptr [r15 + r8 + 1344]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rax
+    movzx r9d, r9b
     jmp 1f
 1:
+    vpxor xmm14, xmm14, xmm7
+    mov dword ptr [r15 + 448], ecx
+    movzx ecx, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 320]
-    test dword ptr [r15 + 67117724], 131200
-    jnz 1f
-1:
-    mov r8, r10
-    mov dword ptr [r15 + 384], 255
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], cl
-    vmovdqu ymmword ptr [r15 + 256], ymm1
-    test dword ptr [r15 + 67117723], 1152
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], 177
-    mov r8, r10
-    movzx ecx, byte ptr [r15 + 448]
-    mov eax, dword ptr [r15 + 512]
-    and r8, 4032
-    mov rbp, qword ptr [r15 + r8 + 3392]
-    test ebx, 256
-    jz 1f
-1:
-    mov qword ptr [r15 + 64], rcx
-    mov qword ptr [r15 + 704], rbp
-    mov ebp, dword ptr [r15 + 192]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c53:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 576]
-    mov r8d, ebp
-    mov ebp, 233
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovq qword ptr [r15 + 320], xmm1
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, 61
+    vmovq qword ptr [r15 + 192], xmm14
+    movzx ecx, cl
+    movsxd rcx, dword ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 143
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 384], r8b
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 256], xmm1
-    movzx r8d, r8b
-    mov r8d, dword ptr [r15 + 768]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 512], rbp
-    mov ebp, r8d
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 128]
-    mov r8, r10
-    mov ecx, 232
+    movsxd rcx, dword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 64]
+    movzx eax, al
+    mov eax, 109
+    mov byte ptr [r15 + 576], r8b
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
     and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 832]
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + r8 + 832]
+    mov rbp, r11
+    movzx r8d, bpl
     jmp 1f
 1:
-    mov r8, r10
-    mov rcx, qword ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 320]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], bpl
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3392]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c53:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d2714_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2714_s_t
+    .p2align 3
+.Lc1_d2714_s:
+    .p2align 3
+    jmp .Lc1_d2714_j
+    .p2align 3
+    jmp .Lc1_d2714_j
+.Lc1_d2714_j:
+    jmp 1f
+1:
+    mov ecx, 176
+    and ecx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 0], 230
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 190
+    test dword ptr [r15 + 67117724], 2101248
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 87
+    mov rcx, qword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 2
+    jz 1f
+1:
+    mov r8, r11
+    mov rbp, r11
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r9d
+    movzx r8d, byte ptr [r15 + 320]
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov rbp, r9
+    movzx ebp, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, r8
-    mov ebp, edi
-    movsxd rbp, dword ptr [r15 + 64]
-    mov r8, rcx
-    add r10, r11
+    movsxd r8, dword ptr [r15 + 192]
+    movzx r9d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 256]
+    mov r9d, r8d
+    movzx r9d, byte ptr [r15 + 640]
+    mov r8d, eax
+    mov r8, qword ptr [r15 + 64]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -3245,51 +3248,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2776_j]
+    lea rcx, [rip + .Lc1_d2771_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2776_j_t
-.Lc1_d2776_j:
-    mov byte ptr [r15 + 256], bpl
+    jmp .Lc1_d2771_j_t
+.Lc1_d2771_j:
+    mov rcx, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 704], 51
+    jmp 1f
+1:
+    movzx eax, al
+    test dword ptr [r15 + 67117723], 524288
+    jz 1f
+1:
+    vmovdqu xmm14, xmmword ptr [r15 + 0]
+    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    .byte 0x0f, 0x1f, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdi, r8
-    mov byte ptr [r15 + 384], dil
-    movzx edi, byte ptr [r15 + 640]
+    mov eax, 244
+    mov dword ptr [r15 + 0], ecx
+    mov rbp, r11
+    inc dword ptr [r15 + 0]
+    mov r8, r11
+    test ebx, 640
+    jnz 1f
+1:
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    and r8, 448
+    xor dword ptr [r15 + r8 + 832], r9d
+    mov r8, r11
+    mov byte ptr [r15 + 448], r8b
+    and r8, 1984
+    movzx ebp, byte ptr [r15 + r8 + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 128], bpl
+    mov qword ptr [r15 + 64], r9
+    mov dword ptr [r15 + 320], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 192]
+    mov rax, rax
+    mov rax, rax
+    mov ecx, 107
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 384], rcx
+    movsxd r8, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r8d, 234
-    mov r8, r10
-    and edi, dword ptr [r15 + 192]
-    test dword ptr [r15 + 67117724], 167773185
-    jz 1f
-1:
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm1
-    mov r9, r10
-    vmovdqu ymmword ptr [r15 + 512], ymm1
-    inc dword ptr [r15 + 64]
-    and r9, 1984
-    imul r8, qword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 384]
-    test dword ptr [r15 + 67117723], 1140868096
-    jz 1f
-1:
-    mov rbp, r10
-    mov qword ptr [r15 + 448], rbp
-    mov rcx, qword ptr [r15 + 64]
-    movzx r9d, dil
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    mov ebp, r8d
-    movsxd rbp, dword ptr [r15 + 320]
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -3297,59 +3312,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx edi, al
-    vpor xmm1, xmm1, xmm1
-    mov eax, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r9
+    vmovdqu ymmword ptr [r15 + 64], ymm14
+    jmp 1f
+1:
+    mov r8, r11
+    mov rax, qword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 512]
+    and r8, 4032
+    movzx ebp, byte ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 384], r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    mov dword ptr [r15 + 0], edi
+    mov r9, r9
+    mov r9, qword ptr [r15 + 448]
+    vpor xmm14, xmm14, xmm14
+    jmp 1f
+1:
+    mov rbp, r11
+    movsxd r8, dword ptr [r15 + 320]
+    test dword ptr [r15 + 67117723], 4194848
+    jz 1f
+1:
+    movzx r9d, dil
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm14
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 320]
+    test ebx, 388992
+    jnz 1f
+1:
+    mov ebp, 67
+    mov ebp, ebp
+    mov edi, dword ptr [r15 + 256]
+    mov rbp, r11
     jmp 1f
 1:
     and rbp, 8128
-    mov rdi, qword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 704], dil
+    and edi, dword ptr [r15 + rbp + 7488]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r10
-    mov edi, ebp
-    mov rdi, r8
-    and rbp, 4032
-    mov edi, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 384], 190
-    movzx ebp, dil
-    test dword ptr [r15 + 67117723], 32
-    jz 1f
-1:
-    mov edi, eax
-    mov r8, r10
-    jmp 1f
-1:
-    and r8, 1984
-    mov edi, dword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 448]
-    movzx edi, al
-    mov dword ptr [r15 + 256], 88
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], 229
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpcmpeqb xmm1, xmm1, xmm6
-    jmp 1f
-1:
-    vpmovmskb eax, xmm1
-    jmp 1f
-1:
-    add r10, r11
+    mov dword ptr [r15 + 192], 125
+    mov rdi, rdi
+    mov dword ptr [r15 + 576], 137
+    vpcmpeqb xmm14, xmm14, xmm13
+    mov rdi, r9
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -3357,62 +3368,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2873_j]
+    lea rcx, [rip + .Lc1_d2872_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2873_j_t
-.Lc1_d2873_j:
-    mov r8, r10
+    jmp .Lc1_d2872_j_t
+.Lc1_d2872_j:
+    mov rbp, r11
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov rbp, r9
+    mov dword ptr [r15 + 0], 208
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 320]
-    mov rbp, r10
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 576]
-    and rbp, 1984
-    movzx edi, byte ptr [r15 + rbp + 1344]
-    test ebx, 640
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov ebp, 104
-    mov dword ptr [r15 + 0], ebp
+    mov byte ptr [r15 + 0], bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 128], r8b
-    mov byte ptr [r15 + 768], cl
-    mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 512], ecx
-    and r9, 448
-    vmovdqu xmmword ptr [r15 + r9 + 832], xmm1
     jmp 1f
 1:
-    movzx r9d, r9b
-    mov dword ptr [r15 + 64], 111
-    test dword ptr [r15 + 67117724], 1024
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, r9d
-    movzx r9d, byte ptr [r15 + 192]
-    mov r8, qword ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 448]
-    add r10, r11
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117724], 540672
+    jnz 1f
+1:
+    mov ebp, ecx
+    mov rcx, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], ecx
+    mov ecx, 32
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, rcx
+    mov ecx, eax
+    movzx ecx, cl
+    mov dword ptr [r15 + 192], 73
+    mov r9, r11
+    mov eax, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 640]
+    movzx ecx, byte ptr [r15 + 320]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -3421,64 +3433,70 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 1048576
+    test dword ptr [r15 + 67117723], 1048576
     setz al
-    lea rcx, [rip + .Lc1_d2927_s]
+    lea rcx, [rip + .Lc1_d2926_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2927_s_t
+    jmp .Lc1_d2926_s_t
     .p2align 3
-.Lc1_d2927_s:
+.Lc1_d2926_s:
     .p2align 3
-    jmp .Lc1_d2927_j
+    jmp .Lc1_d2926_j
     .p2align 3
-    jmp .Lc1_d2927_j
-.Lc1_d2927_j:
-    mov r8, r10
+    jmp .Lc1_d2926_j
+.Lc1_d2926_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
     jmp 1f
 1:
-    mov byte ptr [r15 + 448], r9b
-    and r8, 16320
-    mov byte ptr [r15 + r8 + 15680], r8b
-    mov dword ptr [r15 + 128], r9d
-    mov r9, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 64]
-    mov r8d, 249
-    mov r8d, r8d
-    mov r8, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
+    mov eax, ecx
+    test ebx, 1152
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, r9b
-    mov dword ptr [r15 + 256], 125
-    jmp 1f
+    movsxd rcx, dword ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 768]
+    mov edi, dword ptr [r15 + 704]
+    mov r8, r11
+    mov r9d, dword ptr [r15 + 384]
+    test ebx, 512
+    jnz 1f
 1:
-    mov r8d, 214
-    mov qword ptr [r15 + 512], r9
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov qword ptr [r15 + 512], r8
+    mov qword ptr [r15 + 128], r8
+    mov r8d, dword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
+    mov dword ptr [r15 + 256], r9d
+    movzx r8d, byte ptr [r15 + 192]
     jmp 1f
 1:
-    mov r8, r10
-    mov r9, r9
-    and r8, 8128
-    movzx r9d, byte ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 320], r9d
-    movzx r9d, byte ptr [r15 + 640]
-    test dword ptr [r15 + 67117724], 8192
+    mov r9d, dword ptr [r15 + 448]
+    mov edi, r9d
+    mov r9, r11
+    test dword ptr [r15 + 67117723], 2
     jz 1f
 1:
-    mov r9d, 1
-    mov r9d, 107
-    mov dword ptr [r15 + 192], 111
-    movzx r9d, byte ptr [r15 + 384]
-    add r10, r11
+    and r9, 4032
+    mov r8, r11
+    mov byte ptr [r15 + r9 + 3392], r8b
+    mov rdi, r8
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], al
+    mov byte ptr [r15 + 320], r9b
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -3486,58 +3504,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rax, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], 157
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 384]
-    mov r8, r10
-    test dword ptr [r15 + 67117723], 21496480
-    jz 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 64], ymm1
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    test ebx, 512
-    jz 1f
+    mov dword ptr [r15 + 128], 195
+    mov rax, qword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 192], dil
+    test dword ptr [r15 + 67117724], 4194312
+    jnz 1f
 1:
     mov r8, r10
-    mov r9, qword ptr [r15 + 256]
+    mov edi, dword ptr [r15 + 256]
+    mov eax, edi
+    mov rdi, qword ptr [r15 + 320]
     and r8, 4032
-    mov rbp, r10
-    mov dword ptr [r15 + r8 + 3392], ecx
-    mov r8, rbp
-    test dword ptr [r15 + 67117724], 33554688
-    jnz 1f
-1:
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 64], 143
-    mov ebp, 94
-    mov ebp, dword ptr [r15 + 704]
+    movsxd r9, dword ptr [r15 + r8 + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 55
-    mov byte ptr [r15 + 192], al
-    mov rbp, qword ptr [r15 + 512]
+    and r8d, dword ptr [r15 + 512]
+    mov rdi, qword ptr [r15 + 320]
+    mov r9, r11
+    mov eax, dword ptr [r15 + 576]
+    test dword ptr [r15 + 67117723], 4096
+    jz 1f
+1:
+    and r9, 16320
+    mov qword ptr [r15 + r9 + 15680], rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 1056774
+    jz 1f
+1:
+    movzx r9d, r9b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 205
+    mov r9, r11
+    mov rdi, qword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
+    mov rcx, rdi
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], edi
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 4098
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 222
-    mov eax, ecx
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -3548,77 +3562,87 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d3029_s]
+    lea rcx, [rip + .Lc1_d3031_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3029_s_t
+    jmp .Lc1_d3031_s_t
     .p2align 3
-.Lc1_d3029_s:
+.Lc1_d3031_s:
     .p2align 3
-    jmp .Lc1_d3029_j
+    jmp .Lc1_d3031_j
     .p2align 3
-    jmp .Lc1_d3029_j
+    jmp .Lc1_d3031_j
     .p2align 3
-    jmp .Lc1_d3029_j
+    jmp .Lc1_d3031_j
     .p2align 3
-    jmp .Lc1_d3029_j
+    jmp .Lc1_d3031_j
     .p2align 3
-    jmp .Lc1_d3029_j
+    jmp .Lc1_d3031_j
     .p2align 3
-    jmp .Lc1_d3029_j
+    jmp .Lc1_d3031_j
     .p2align 3
-    jmp .Lc1_d3029_j
+    jmp .Lc1_d3031_j
     .p2align 3
-    jmp .Lc1_d3029_j
-.Lc1_d3029_j:
-    and ecx, dword ptr [r15 + 512]
+    jmp .Lc1_d3031_j
+.Lc1_d3031_j:
+    xor dword ptr [r15 + 0], eax
     jmp 1f
 1:
+    mov rax, rcx
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 768]
-    mov ebp, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 268505088
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 576]
-    movsxd r8, dword ptr [r15 + 448]
-    mov eax, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 0], bpl
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 42
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 105
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r10
-    mov ebp, 202
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, edi
+    mov dword ptr [r15 + 320], 52
+    mov edi, 69
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 256]
+    movzx ecx, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 128], al
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + 384], 114
+    movzx eax, byte ptr [r15 + 640]
     and r9, 1984
-    movsxd rbp, dword ptr [r15 + r9 + 1344]
-    movzx r9d, byte ptr [r15 + 384]
-    mov r8, r10
-    mov qword ptr [r15 + 384], rax
-    movsxd rax, dword ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + r9 + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + r9 + 1408]
+    mov r8, r10
+    mov r9, r11
     and r8, 448
-    mov dword ptr [r15 + r8 + 832], 143
-    jmp 1f
-1:
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm1
-    mov ebp, dword ptr [r15 + 64]
-    jmp 1f
-1:
+    mov dword ptr [r15 + r8 + 832], 21
+    movsxd rcx, dword ptr [r15 + 448]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], ebp
+    mov dword ptr [r15 + 512], 222
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -3627,181 +3651,181 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, al
-    mov rbp, r10
+    mov r8, r11
+    mov qword ptr [r15 + 768], rcx
+    mov byte ptr [r15 + 320], r8b
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 128]
+    mov ecx, eax
+    mov rax, rcx
+    test ebx, 1152
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 384]
     mov eax, dword ptr [r15 + 448]
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 64]
-    mov r8d, ebp
+    movsxd r8, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 2099200
+    jnz 1f
+1:
+    mov r9d, eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 51
+    test dword ptr [r15 + 67117723], 32768
+    jz 1f
+1:
+    movzx eax, r8b
+    mov eax, 64
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
+    mov rax, qword ptr [r15 + 704]
+    mov rcx, r9
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
+    and r8, 8128
+    movzx r9d, byte ptr [r15 + r8 + 7488]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 2359296
-    jnz 1f
-1:
-    movzx ebp, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 128], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 320], 58
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    movzx r9d, al
-    mov qword ptr [r15 + 640], rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 128], r9
-    mov dword ptr [r15 + 192], 128
-    movzx r9d, byte ptr [r15 + 384]
-    mov rax, qword ptr [r15 + 256]
-    mov rdi, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r10
-    jmp 1f
-1:
-    movzx eax, al
-    and r9, 1984
-    movzx ebp, byte ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
+    mov r8, r10
+    mov r9d, 253
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 256]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c61:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3140_j]
+    lea rcx, [rip + .Lc1_d3147_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3140_j_t
-.Lc1_d3140_j:
-    vpshufd xmm6, xmm1, 239
-    vmovq qword ptr [r15 + 64], xmm6
-    mov rbp, r10
-    movzx ecx, al
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 145
-    movzx ebp, byte ptr [r15 + 704]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov eax, ebp
-    movzx eax, al
-    mov rax, rax
+    jmp .Lc1_d3147_j_t
+.Lc1_d3147_j:
+    mov rcx, qword ptr [r15 + 576]
+    mov byte ptr [r15 + 384], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 75
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r8d, eax
+    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    mov eax, ecx
-    jmp 1f
-1:
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 1064968
-    jz 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 320], bpl
-    test ebx, 256
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 98
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 192], 205
-    mov rbp, qword ptr [r15 + 256]
-    movsxd rax, dword ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 512], dil
-    test ebx, 127744
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 384]
+    mov r8, r11
+    mov r9, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], ecx
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], cl
+    test ebx, 1073741824
     jz 1f
 1:
+    mov r8, r11
     jmp 1f
 1:
-    mov ebp, edi
-    movzx ebp, dil
-    mov edi, dword ptr [r15 + 320]
-    add r10, r11
+    and r8, 1984
+    mov r9, r11
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov r8d, eax
+    and r9, 8128
+    mov r8d, dword ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 128], 70
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 256], 145
+    mov byte ptr [r15 + 192], cl
+    jmp 1f
+1:
+    movzx ecx, r8b
+    mov ecx, r8d
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c62:
-    lea rcx, [rip + .Lc1_d3190_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d3200_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3190_j_t
-.Lc1_d3190_j:
-    mov ecx, r9d
-    mov rbp, r10
-    movzx r9d, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 512], r9
-    mov r9, r10
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm6
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
+    jmp .Lc1_d3200_j_t
+.Lc1_d3200_j:
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 192]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], al
+    mov eax, eax
     jmp 1f
 1:
-    test ebx, 768
-    jnz 1f
-1:
-    mov r9d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 152
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 0]
-    movzx edi, bpl
-    movzx ebp, dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    mov ebp, 234
-    mov byte ptr [r15 + 256], dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 320], 20
-    jmp 1f
-1:
-    mov byte ptr [r15 + 576], r9b
-    movzx r9d, byte ptr [r15 + 768]
-    mov rdi, rax
+    mov rax, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    and r9d, dword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov qword ptr [r15 + 0], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 128]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 67
+    mov r8, r11
+    test dword ptr [r15 + 67117724], 294912
+    jnz 1f
+1:
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov r8d, 130
+    vmovdqu ymmword ptr [r15 + 384], ymm14
+    mov qword ptr [r15 + 512], rax
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 536936450
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov eax, 46
+    mov eax, dword ptr [r15 + 64]
+    mov r8d, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 320], rcx
     mov edi, dword ptr [r15 + 448]
-    movzx ebp, byte ptr [r15 + 192]
-    movzx ecx, cl
-    mov rcx, qword ptr [r15 + 384]
-    add r10, r11
+    movzx ecx, byte ptr [r15 + 640]
+    mov r8d, 62
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -3809,58 +3833,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov rbp, qword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 320], rax
+    mov qword ptr [r15 + 256], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
+    mov eax, dword ptr [r15 + 384]
+    mov rcx, rax
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm14
+    mov eax, dword ptr [r15 + 704]
+    mov r8d, 49
+    test dword ptr [r15 + 67117724], 536903744
+    jz 1f
+1:
+    movzx eax, cl
+    mov eax, 203
+    mov ecx, 60
+    mov ecx, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 64], 20
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 192], 145
-    vmovdqu ymmword ptr [r15 + 640], ymm6
-    mov ebp, edi
-    mov ebp, edi
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 448]
+    vpaddd xmm13, xmm13, xmm14
+    mov byte ptr [r15 + 320], r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    and ebp, dword ptr [r15 + 0]
-    mov rdi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    test dword ptr [r15 + 67117723], 134283264
-    jnz 1f
-1:
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    mov r9, r9
-    movzx r9d, byte ptr [r15 + 448]
     jmp 1f
 1:
+    mov qword ptr [r15 + 128], rax
+    mov r8d, eax
+    mov r8d, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 512
+    test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 8128
-    vmovdqu xmm6, xmmword ptr [r15 + rbp + 7488]
-    mov ebp, ebp
-    mov edi, 219
-    mov ebp, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], edi
+    mov r8d, 39
+    mov byte ptr [r15 + 512], r8b
+    movzx r8d, r8b
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 384]
-    mov ebp, r9d
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
@@ -3879,81 +3905,81 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 256
     setz al
-    lea rcx, [rip + .Lc1_d3298_s]
+    lea rcx, [rip + .Lc1_d3308_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3298_s_t
+    jmp .Lc1_d3308_s_t
     .p2align 3
-.Lc1_d3298_s:
+.Lc1_d3308_s:
     .p2align 3
-    jmp .Lc1_d3298_j
+    jmp .Lc1_d3308_j
     .p2align 3
-    jmp .Lc1_d3298_j
-.Lc1_d3298_j:
-    lea rbp, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + 448]
+    jmp .Lc1_d3308_j
+.Lc1_d3308_j:
+    lea r8, [r10 + r10*1]
+    mov ebp, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    mov rcx, rcx
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    mov rax, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, bpl
+    movzx eax, bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 512]
-    movzx eax, dil
+    mov rbp, qword ptr [r15 + 512]
+    movzx ecx, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rbp
+    mov rbp, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 64], ymm6
-    mov ecx, ecx
+    vmovdqu ymmword ptr [r15 + 64], ymm13
+    mov r9d, edi
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 640], ymm6
+    vmovdqu ymmword ptr [r15 + 640], ymm13
     test ebx, 1073741824
     jnz 1f
 1:
     movsxd rcx, dword ptr [r15 + 128]
-    mov eax, eax
-    mov r9, r10
+    mov ebp, ecx
+    mov rbp, r10
     test bl, 12
     jnz 1f
 1:
-    mov rax, rcx
-    and r9, 448
-    movzx edi, byte ptr [r15 + r9 + 832]
+    mov rdi, r9
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 832]
     test bl, 36
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 448]
+    movsxd rbp, dword ptr [r15 + 448]
     test ebx, 3824
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 320], 161
+    movsxd rbp, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 320], 203
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, 156
-    mov rcx, rax
+    mov ebp, 52
+    mov rbp, rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 7552], 124
+    mov dword ptr [r15 + r8 + 7552], 166
     add r10, r11
     inc rbx
     dec r13
@@ -3962,67 +3988,67 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3366_j]
+    lea rcx, [rip + .Lc1_d3376_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3366_j_t
-.Lc1_d3366_j:
-    movzx ecx, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 512], eax
+    jmp .Lc1_d3376_j_t
+.Lc1_d3376_j:
+    mov ecx, dword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 768]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r10
-    movzx ecx, byte ptr [r15 + 192]
+    mov ecx, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
+    vpaddd xmm13, xmm13, xmm13
     test ebx, 1073741824
     jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 16777216
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, cl
+    test dword ptr [r15 + 67117724], 268438879
+    jnz 1f
 1:
     .byte 0x0f, 0x1f, 0x00
+    movsxd rcx, dword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    lock or dword ptr [r15 + 128], 29
+    lock or dword ptr [r15 + 64], 51
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 256], eax
-    test dword ptr [r15 + 67117723], 128
+    vmovq qword ptr [r15 + 576], xmm13
+    test dword ptr [r15 + 67117724], 696295466
     jz 1f
 1:
-    mov dword ptr [r15 + 704], 242
+    mov byte ptr [r15 + 192], al
     mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 1984
-    xor dword ptr [r15 + rbp + 1344], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 192]
-    test ebx, 1073741824
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm13
+    mov rbp, r10
+    mov r8, r10
+    test dword ptr [r15 + 67117723], 1024
     jz 1f
 1:
-    mov rbp, rbp
-    mov rbp, r10
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
     and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + rbp + 7488]
     add r10, r11
     inc rbx
     dec r13
@@ -4062,76 +4088,66 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 65536
+    test dword ptr [r15 + 67117723], 33554432
     setz al
-    lea rcx, [rip + .Lc1_d3432_s]
+    lea rcx, [rip + .Lc1_d3442_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3432_s_t
+    jmp .Lc1_d3442_s_t
     .p2align 3
-.Lc1_d3432_s:
+.Lc1_d3442_s:
     .p2align 3
-    jmp .Lc1_d3432_j
+    jmp .Lc1_d3442_j
     .p2align 3
-    jmp .Lc1_d3432_j
-.Lc1_d3432_j:
-    mov ecx, 95
-    movzx ecx, byte ptr [r15 + 384]
-    movzx eax, bpl
-    mov rax, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d3442_j
+.Lc1_d3442_j:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
-    test ebx, 1073741824
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 320]
+    mov ecx, dword ptr [r15 + 256]
+    mov rbp, r10
+    movsxd r8, dword ptr [r15 + 384]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov rdi, rax
+    test dword ptr [r15 + 67117723], 2105349
     jz 1f
 1:
+    mov byte ptr [r15 + 384], dil
+    mov edi, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov byte ptr [r15 + 0], cl
+    mov ebp, dword ptr [r15 + 640]
+    mov qword ptr [r15 + 512], rbp
+    movzx eax, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 576], r8b
+    test dword ptr [r15 + 67117723], 1024
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 128]
+    xor dword ptr [r15 + 0], edi
+    movzx edi, cl
+    vmovq xmm13, r8
+    movzx r8d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 64], ymm6
-    movsxd rbp, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], eax
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r10
-    movsxd rbp, dword ptr [r15 + 128]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], cl
-    mov byte ptr [r15 + 768], al
-    mov r9, r9
+    mov r8, r11
+    movzx edi, byte ptr [r15 + 64]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov eax, ecx
-    mov r8, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 124
-    mov ecx, dword ptr [r15 + 256]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r9b
-    mov r8, r10
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], r8b
-    jmp 1f
-1:
+    mov rcx, rax
     and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rax
-    mov r8d, dword ptr [r15 + 320]
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -4140,59 +4156,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3495_j]
+    lea rcx, [rip + .Lc1_d3498_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3495_j_t
-.Lc1_d3495_j:
-    mov r8, r10
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 512], 234
-    vmovdqu xmmword ptr [r15 + 128], xmm6
-    mov r8, r10
-    mov dword ptr [r15 + 640], r8d
-    movzx eax, dil
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
+    jmp .Lc1_d3498_j_t
+.Lc1_d3498_j:
+    mov rbp, r11
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], r8b
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx ecx, al
+    movsxd rcx, dword ptr [r15 + 704]
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 576], ymm6
-    movzx edi, cl
-    xor dword ptr [r15 + 320], ecx
-    mov r8, r10
-    mov ecx, dword ptr [r15 + 384]
-    and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    movzx edi, bpl
-    mov ebp, edi
-    mov rdi, qword ptr [r15 + 64]
-    mov rcx, rdi
-    test dword ptr [r15 + 67117723], 285510241
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edi, al
-    movzx eax, r8b
     mov eax, ebp
+    movzx r8d, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx eax, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rcx
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 64], eax
+    mov ecx, eax
+    test dword ptr [r15 + 67117724], 1048640
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 512]
+    mov r8, qword ptr [r15 + 320]
+    mov r9, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 256], r9b
+    movzx ebp, byte ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 0], 72
-    mov rcx, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 192], r8
+    mov rbp, r10
+    mov r9d, 9
+    mov r9d, 156
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm13
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -4201,52 +4217,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 448], 88
-    mov dword ptr [r15 + 384], r9d
-    mov eax, ecx
-    mov byte ptr [r15 + 320], al
-    mov r8, rdi
-    mov byte ptr [r15 + 192], cl
-    mov r8, r10
-    mov eax, 188
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 17039488
-    jz 1f
-1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r9d
-    and rbp, 16320
-    movsxd r8, dword ptr [r15 + rbp + 15680]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 128]
-    mov eax, eax
-    mov dword ptr [r15 + 704], 229
-    xor dword ptr [r15 + 512], ecx
-    test bl, 64
-    jz 1f
-1:
-    mov byte ptr [r15 + 320], bpl
-    jmp 1f
-1:
-    mov ebp, 92
-    mov byte ptr [r15 + 256], bpl
-    movsxd rbp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 192], ebp
+    movzx eax, r9b
+    movsxd rax, dword ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm6, rbp
-    mov rbp, r10
-    movzx r9d, bpl
+    mov r9d, r9d
+    jmp 1f
+1:
+    mov r9d, eax
+    mov r9d, 108
+    test bl, 32
+    jz 1f
+1:
+    vpaddd xmm13, xmm13, xmm13
+    and r9d, dword ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 448]
+    mov r8, r11
+    vmovq qword ptr [r15 + 64], xmm13
+    movzx ecx, byte ptr [r15 + 320]
+    mov rbp, r11
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], 20
+    test dword ptr [r15 + 67117724], 8388608
+    jz 1f
+1:
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 832]
+    mov byte ptr [r15 + 384], r9b
+    mov rbp, r11
+    movsxd r9, dword ptr [r15 + 128]
     and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
-    add r10, r11
+    and eax, dword ptr [r15 + rbp + 7488]
+    movzx ebp, cl
+    mov dword ptr [r15 + 768], ebp
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -4256,159 +4272,151 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d3593_s]
+    lea rcx, [rip + .Lc1_d3596_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3593_s_t
+    jmp .Lc1_d3596_s_t
     .p2align 3
-.Lc1_d3593_s:
+.Lc1_d3596_s:
     .p2align 3
-    jmp .Lc1_d3593_j
+    jmp .Lc1_d3596_j
     .p2align 3
-    jmp .Lc1_d3593_j
+    jmp .Lc1_d3596_j
     .p2align 3
-    jmp .Lc1_d3593_j
+    jmp .Lc1_d3596_j
     .p2align 3
-    jmp .Lc1_d3593_j
+    jmp .Lc1_d3596_j
     .p2align 3
-    jmp .Lc1_d3593_j
+    jmp .Lc1_d3596_j
     .p2align 3
-    jmp .Lc1_d3593_j
+    jmp .Lc1_d3596_j
     .p2align 3
-    jmp .Lc1_d3593_j
+    jmp .Lc1_d3596_j
     .p2align 3
-    jmp .Lc1_d3593_j
+    jmp .Lc1_d3596_j
     .p2align 3
-    jmp .Lc1_d3593_j
+    jmp .Lc1_d3596_j
     .p2align 3
-    jmp .Lc1_d3593_j
+    jmp .Lc1_d3596_j
     .p2align 3
-    jmp .Lc1_d3593_j
+    jmp .Lc1_d3596_j
     .p2align 3
-    jmp .Lc1_d3593_j
+    jmp .Lc1_d3596_j
     .p2align 3
-    jmp .Lc1_d3593_j
+    jmp .Lc1_d3596_j
     .p2align 3
-    jmp .Lc1_d3593_j
+    jmp .Lc1_d3596_j
     .p2align 3
-    jmp .Lc1_d3593_j
+    jmp .Lc1_d3596_j
     .p2align 3
-    jmp .Lc1_d3593_j
-.Lc1_d3593_j:
-    mov rcx, r9
-    mov byte ptr [r15 + 320], r9b
+    jmp .Lc1_d3596_j
+.Lc1_d3596_j:
+    mov byte ptr [r15 + 384], cl
+    movzx ecx, byte ptr [r15 + 576]
+    movzx eax, byte ptr [r15 + 256]
+    mov r8d, 151
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 110
-    mov ecx, 8
-    movzx ecx, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117723], 264
     jnz 1f
 1:
-    mov ecx, 108
-    mov ecx, 119
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 256]
-    mov rax, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 768], r9b
-    mov r9d, ebp
-    test dword ptr [r15 + 67117724], 268435968
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 128]
-    vpxor xmm6, xmm6, xmm12
-    mov rbp, rax
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 448], ymm6
+    vmovdqu xmmword ptr [r15 + 0], xmm13
+    mov edi, ecx
+    mov dword ptr [r15 + 128], r8d
+    mov r8, r10
+    movzx ecx, cl
     mov rbp, r10
-    mov rcx, qword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
-    mov rbp, r10
-    jmp 1f
-1:
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rdx
     and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], r9b
-    mov rbp, r10
-    jmp 1f
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 640], esi
+    mov ebp, 243
+    mov dword ptr [r15 + 64], ecx
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov r9d, r9d
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
+    mov ecx, 180
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov ecx, 88
+    mov dword ptr [r15 + 512], ecx
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 320]
+    and rbp, 1984
+    mov rdi, qword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 64], 31
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c4:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3664_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3664_j_t
-.Lc1_d3664_j:
-    mov byte ptr [r15 + 320], bpl
-    movzx ebp, byte ptr [r15 + 384]
-    nop
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov rcx, rdi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm13
+    mov rbp, rcx
+    mov ebp, 175
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    mov rdi, rdi
+    and edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm13, xmm13, xmm9
+    movsxd rbp, dword ptr [r15 + 64]
+    lea r8, [r11 + r11*1]
+    test ebx, 304
+    jz 1f
+1:
+    and r8, 448
+    mov byte ptr [r15 + r8 + 896], r8b
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + 192]
+    mov rbp, qword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 384], rbp
+    mov qword ptr [r15 + 512], r8
+    mov dword ptr [r15 + 384], r8d
+    mov dword ptr [r15 + 320], ebp
+    mov edi, edi
+    movsxd rdi, dword ptr [r15 + 704]
+    movzx ebp, byte ptr [r15 + r8 + 832]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov rdi, qword ptr [r15 + 128]
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 64]
-    mov rax, r8
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r9
-    mov byte ptr [r15 + 448], r9b
-    vmovdqu xmmword ptr [r15 + 576], xmm6
-    mov rbp, r10
-    mov dword ptr [r15 + 128], eax
-    mov rax, qword ptr [r15 + 256]
-    test dword ptr [r15 + 67117724], 134821963
-    jnz 1f
-1:
+    and r8, 4032
+    mov rbp, r11
+    inc dword ptr [r15 + r8 + 3392]
     and rbp, 1984
-    or qword ptr [r15 + rbp + 1344], 111
-    mov rbp, rbp
-    mov rbp, r10
-    movsxd rax, dword ptr [r15 + 192]
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    or qword ptr [r15 + 512], 117
-    add r10, r11
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm13
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -4416,117 +4424,131 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 128], rbp
-    mov eax, 59
-    mov byte ptr [r15 + 192], al
-    mov eax, dword ptr [r15 + 256]
-    movzx r9d, byte ptr [r15 + 448]
-    mov rbp, r9
-    add r9, qword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 536870912
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm6
-    mov r9, r10
-    lea rbp, [r10 + r10*1]
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
+    lea rcx, [rip + .Lc1_d3714_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3714_j_t
+.Lc1_d3714_j:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 704]
-    and rbp, 448
-    mov r8, r10
-    add r9, qword ptr [r15 + rbp + 832]
-    vmovq qword ptr [r15 + 384], xmm6
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm6
-    test ebx, 1073741824
+    mov rcx, rbp
+    jmp 1f
+1:
+    movzx ecx, al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 136314880
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 320]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rcx, rdi
+    mov ecx, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 320], r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    nop
-    mov dword ptr [r15 + 512], r8d
-    mov r8d, dword ptr [r15 + rbp + 896]
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 448]
+    mov r8, r11
+    mov dword ptr [r15 + 576], 10
+    mov qword ptr [r15 + 192], rax
+    and r8, 8128
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 128], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r11
     jmp 1f
 1:
+    mov ebp, ecx
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    mov r8, rcx
+    mov qword ptr [r15 + 768], r8
+    mov eax, dword ptr [r15 + 64]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 640]
-    mov r9d, r9d
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c6:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3764_j]
+    lea rcx, [rip + .Lc1_d3762_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3764_j_t
-.Lc1_d3764_j:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 9
-    vmovdqu ymmword ptr [r15 + 576], ymm6
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 143
+    jmp .Lc1_d3762_j_t
+.Lc1_d3762_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rcx
+    mov byte ptr [r15 + 320], cl
+    mov dword ptr [r15 + 256], 58
+    and ecx, dword ptr [r15 + 448]
+    movzx edi, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 64], eax
+    mov eax, edi
+    movzx eax, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rcx
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
+    add rdi, qword ptr [r15 + 128]
+    mov rbp, r11
+    mov eax, ebp
+    movzx eax, cl
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ecx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 20500
-    jz 1f
-1:
-    mov qword ptr [r15 + 64], rcx
-    mov rbp, r10
-    movzx ecx, cl
-    mov dword ptr [r15 + 192], eax
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm6
-    mov rbp, r10
+    mov rax, rcx
     nop
-    mov r8, r10
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    and r8, 8128
-    movzx ebp, byte ptr [r15 + r8 + 7488]
-    test ebx, 1073741824
-    jz 1f
+    test bl, 160
+    jnz 1f
 1:
-    mov byte ptr [r15 + 768], cl
-    mov r9d, 203
-    mov dword ptr [r15 + 320], ecx
-    mov ecx, dword ptr [r15 + 384]
-    mov r8d, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 128], rbp
-    mov byte ptr [r15 + 448], al
-    add r10, r11
+    movzx eax, al
+    mov rax, rbp
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 512]
+    mov edi, eax
+    movsxd rax, dword ptr [r15 + 384]
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edi, bpl
+    mov edi, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -4534,53 +4556,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov rax, rdi
+    movzx eax, byte ptr [r15 + 704]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 0], edi
     jmp 1f
 1:
     jmp 1f
 1:
-    vpor xmm6, xmm6, xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 524289
+    test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 832]
-    mov rbp, r10
-    mov rax, qword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdi
+    mov edi, 85
+    test dword ptr [r15 + 67117724], 16842752
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 192], ymm13
+    mov rbp, r11
+    mov ecx, ebp
+    movzx r9d, byte ptr [r15 + 384]
+    and rbp, 4032
+    vmovq qword ptr [r15 + rbp + 3392], xmm13
+    mov dword ptr [r15 + 128], 210
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    mov rbp, r8
-    movsxd rbp, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 128], rbp
-    movsxd rbp, dword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 640], ymm6
-    mov byte ptr [r15 + 256], bpl
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 384]
+    mov rbp, r11
+    mov rdi, qword ptr [r15 + 512]
+    mov r8, r11
     and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], cl
-    movzx ebp, bpl
-    mov dword ptr [r15 + 192], r9d
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 512]
-    add r10, r11
+    mov dword ptr [r15 + rbp + 1344], ecx
+    mov ebp, dword ptr [r15 + 768]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    mov r8d, dword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 256]
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
@@ -4593,467 +4614,454 @@ ditto_body_c1:
     jmp .Lc1_b4_c0
     .p2align 6
 .Lc1_b4_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d3865_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3865_s_t
-    .p2align 3
-.Lc1_d3865_s:
-    .p2align 3
-    jmp .Lc1_d3865_j
-    .p2align 3
-    jmp .Lc1_d3865_j
-    .p2align 3
-    jmp .Lc1_d3865_j
-    .p2align 3
-    jmp .Lc1_d3865_j
-    .p2align 3
-    jmp .Lc1_d3865_j
-    .p2align 3
-    jmp .Lc1_d3865_j
-    .p2align 3
-    jmp .Lc1_d3865_j
-    .p2align 3
-    jmp .Lc1_d3865_j
-.Lc1_d3865_j:
-    mov dword ptr [r15 + 384], 227
-    movsxd rcx, dword ptr [r15 + 448]
-    mov eax, 171
-    mov rax, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 256], 65
-    mov rbp, r10
-    test ebx, 512
+    lea rcx, [rip + .Lc1_d3870_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3870_j_t
+.Lc1_d3870_j:
+    movzx ecx, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 256], rax
+    lea rbp, [r10 + r10*1]
+    movsxd rax, dword ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 128]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ecx
+    mov r9, r10
+    mov rcx, rdi
+    test ebx, 48624
     jz 1f
 1:
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov ebp, ecx
-    mov dword ptr [r15 + 320], eax
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 640], 195
-    movsxd r9, dword ptr [r15 + 448]
-    lea r8, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + 448]
+    and r9, 1984
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 1344], 99
+    mov r9, qword ptr [r15 + 448]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rcx
+    movzx ecx, r8b
+    mov ecx, eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 64]
+    mov rcx, rax
+    mov ecx, r9d
+    mov rcx, r9
+    mov qword ptr [r15 + 64], r9
+    movsxd rcx, dword ptr [r15 + rbp + 7552]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 192]
+    movsxd rcx, dword ptr [r15 + r8 + 7552]
+    mov dword ptr [r15 + 192], 175
+    mov r8, rax
+    mov r8d, ebp
+    movsxd r8, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7552], 218
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1408]
-    mov qword ptr [r15 + 512], r9
-    mov r9d, dword ptr [r15 + 128]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 6
-    rep stosb
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, r8d
-    mov ecx, 175
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov rax, qword ptr [r15 + 128]
-    mov qword ptr [r15 + rbp + 7488], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 184
-    vpaddd xmm6, xmm6, xmm6
-    movzx ebp, r9b
-    mov rbp, qword ptr [r15 + 64]
-    movzx r9d, bpl
+    mov r8d, dword ptr [r15 + 704]
+    mov eax, 10
+    mov dword ptr [r15 + 512], eax
+    mov rax, rax
+    vpor xmm13, xmm13, xmm13
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    lea rcx, [rip + .Lc1_d3924_j]
+    lea rcx, [rip + .Lc1_d3922_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3924_j_t
-.Lc1_d3924_j:
-    movsxd rcx, dword ptr [r15 + 384]
-    movsxd r9, dword ptr [r15 + 384]
-    mov ebp, edi
-    movzx ebp, byte ptr [r15 + 512]
-    mov rdi, rdi
-    lea r8, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 4032
-    or qword ptr [r15 + r8 + 3392], 27
-    mov edi, 239
-    mov byte ptr [r15 + 256], dil
-    movzx ecx, bpl
-    mov rcx, rcx
-    mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 1984
-    lea r9, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov ebp, 152
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], edi
-    mov dword ptr [r15 + r9 + 7552], 10
-    mov r9d, dword ptr [r15 + 320]
-    test ebx, 10112
-    jz 1f
-1:
-    mov dword ptr [r15 + 192], edi
-    movsxd rdi, dword ptr [r15 + 448]
-    mov rcx, rdi
+    jmp .Lc1_d3922_j_t
+.Lc1_d3922_j:
+    movsxd rcx, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 512], al
+    mov rax, qword ptr [r15 + 768]
     mov qword ptr [r15 + 384], r9
-    movzx r9d, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 209
-    movzx r9d, bpl
-    mov r9, qword ptr [r15 + 320]
-    mov rdx, rdi
-    movzx ebp, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 64], r8
+    mov r8, r10
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, dil
-    mov ebp, edi
-    mov byte ptr [r15 + r8 + 3456], r8b
-    mov rbp, rbp
+    mov r9d, dword ptr [r15 + 256]
+    movzx eax, r9b
+    and r8, 4032
+    lea rbp, [r11 + r11*2]
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1472]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or qword ptr [r15 + rbp + 1408], 54
+    movzx ecx, cl
+    movzx r8d, byte ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + 576]
+    mov r9, r10
+    test bl, 144
+    jnz 1f
+1:
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    mov r9d, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 192], r9
+    mov byte ptr [r15 + 320], r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 640], 50
+    mov byte ptr [r15 + 512], r8b
+    movzx r8d, byte ptr [r15 + rbp + 1344]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 320], cl
+    mov r8, rcx
+    mov r8, rcx
+    mov r8, rcx
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov edx, 255
-    movzx eax, byte ptr [r15 + 192]
-    movzx ebp, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 320], dil
-    mov r9, r10
+    lea r8, [r11 + r11*1]
+    mov rdx, qword ptr [r15 + 192]
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + 448], rbp
+    and rbp, 8128
+    movsxd r9, dword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 128], r8
+    movzx eax, byte ptr [r15 + r8 + 3456]
+    test bl, 32
+    jz 1f
+1:
+    mov r8d, ebp
+    movsxd r8, dword ptr [r15 + 192]
+    mov edx, dword ptr [r15 + 320]
+    movzx eax, dil
+    mov dword ptr [r15 + 704], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + 128]
-    and r9, 8128
-    mov edi, dword ptr [r15 + r9 + 7488]
-    mov r9d, 171
-    and rbp, 1984
-    movzx r9d, byte ptr [r15 + rbp + 1408]
+    mov dword ptr [r15 + 448], ebp
+    mov rcx, qword ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 256]
+    lea r9, [r10*4]
+    mov eax, 239
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 1024]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 384], rdx
-    mov dword ptr [r15 + 512], eax
-    mov dword ptr [r15 + 128], 138
-    movzx eax, r9b
+    mov rcx, qword ptr [r15 + r9 + 896]
+    mov qword ptr [r15 + 512], rcx
+    movzx ecx, cl
+    mov ecx, dword ptr [r15 + r9 + 960]
+    mov dword ptr [r15 + 64], r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, ebp
-    mov eax, dword ptr [r15 + 448]
-    mov r9, r10
-    mov rdi, rbp
-    mov byte ptr [r15 + 448], dil
-    test dword ptr [r15 + 67117723], 524288
-    jnz 1f
-1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    mov dword ptr [r15 + 64], ebp
-    movsxd r9, dword ptr [r15 + 256]
-    mov dword ptr [r15 + rbp + 1344], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, r8b
-    mov r9d, 76
-    vpshufd xmm6, xmm6, 194
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    movzx r8d, byte ptr [r15 + rbp + 7552]
+    mov r9d, dword ptr [r15 + 384]
+    movzx ebp, r9b
+    mov qword ptr [r15 + 64], rax
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    lea rcx, [rip + .Lc1_d4023_j]
+    lea rcx, [rip + .Lc1_d4017_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4023_j_t
-.Lc1_d4023_j:
-    lea r9, [r10*4]
-    and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3584]
-    mov rdi, qword ptr [r15 + 64]
-    mov rax, rdi
-    mov rdi, r8
-    movsxd rdi, dword ptr [r15 + 448]
-    mov r8, rdi
-    lea rbp, [r10 + r10*1]
+    jmp .Lc1_d4017_j_t
+.Lc1_d4017_j:
+    mov rcx, qword ptr [r15 + 768]
+    movsxd rbp, dword ptr [r15 + 128]
+    lea r8, [r11 + r11*1]
+    mov eax, dword ptr [r15 + 576]
+    and r8, 1984
+    mov r9, qword ptr [r15 + r8 + 1408]
+    mov rdi, qword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
+    mov qword ptr [r15 + 384], rdi
+    movzx edi, dil
+    movzx edi, byte ptr [r15 + 192]
+    movzx ecx, dil
+    mov edi, 18
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 640]
+    mov rbp, r11
+    mov rdi, rax
     and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 896]
-    mov edi, dword ptr [r15 + rbp + 832]
-    vmovdqu ymmword ptr [r15 + 384], ymm6
-    mov rbp, qword ptr [r15 + 768]
-    mov edx, dword ptr [r15 + 64]
-    mov rcx, rdx
+    mov dword ptr [r15 + rbp + 832], 138
+    movsxd rdi, dword ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], edx
-    mov rbp, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], ebp
-    mov ebp, dword ptr [r15 + 512]
-    movsxd rdx, dword ptr [r15 + 320]
-    mov rcx, rdx
+    mov ebp, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 512]
+    mov r9, r11
+    mov rax, qword ptr [r15 + 320]
+    and r9, 16320
+    mov byte ptr [r15 + r9 + 15680], r9b
+    mov dword ptr [r15 + 384], 4
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    mov rdx, r9
-    and rbp, 8128
-    mov edx, dword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + r9 + 3392]
-    mov rcx, rbp
-    movzx ebp, al
-    mov ebp, 9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 176
-    movsxd rbp, dword ptr [r15 + r9 + 3520]
-    mov edx, dword ptr [r15 + r9 + 3456]
-    movsxd rcx, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 704], r8
-    add r10, r11
+    mov r9d, dword ptr [r15 + 704]
+    imul rbp, qword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    mov r8d, 229
+    mov r8d, 60
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c4:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4077_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4077_j_t
-.Lc1_d4077_j:
-    lea rbp, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + 448]
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 896]
-    movsxd rax, dword ptr [r15 + 576]
-    vmovdqu ymmword ptr [r15 + 128], ymm6
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rax
-    mov dword ptr [r15 + 192], eax
-    movzx eax, al
-    mov rax, r8
-    mov r9, r10
-    test dword ptr [r15 + 67117723], 128
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + rbp + 832]
-    and r9, 16320
-    mov qword ptr [r15 + r9 + 15680], r9
-    mov ebp, 176
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 384], al
-    mov dword ptr [r15 + 448], r9d
-    mov qword ptr [r15 + 512], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r10
-    mov eax, 133
-    mov eax, 239
-    vmovdqu xmmword ptr [r15 + 384], xmm6
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 256], rax
-    movsxd rax, dword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 384]
     movzx r9d, r9b
+    mov r9, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 320], r9
+    mov dword ptr [r15 + 768], 239
+    vpaddd xmm13, xmm13, xmm13
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], r9d
+    movzx r9d, byte ptr [r15 + 384]
+    mov r8d, 35
+    mov r8d, 201
+    movsxd r8, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r8, r10
+    mov qword ptr [r15 + 0], r8
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3392]
+    mov r8, rdi
+    movsxd r8, dword ptr [r15 + 448]
+    mov edi, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 192], r9d
+    and r8, 8128
+    mov r9d, dword ptr [r15 + r8 + 7488]
+    movzx edi, r9b
+    movzx r9d, dil
+    movsxd r9, dword ptr [r15 + 256]
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + r8 + 7552]
+    and rbp, 1984
+    mov rdi, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 320], 124
+    mov rbp, rdi
+    mov dword ptr [r15 + 320], ebp
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c5:
-    mov eax, eax
-    movsxd rax, dword ptr [r15 + 128]
-    mov r9d, 73
-    mov r8d, 211
-    mov dword ptr [r15 + 704], 100
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 512], r8d
-    lea r8, [r10 + r10*1]
-    mov eax, dword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 64]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    mov ebp, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 640]
-    movzx r9d, al
-    mov eax, 88
-    mov dword ptr [r15 + r8 + 7552], 236
-    mov byte ptr [r15 + 320], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 192], r8
-    movzx r8d, byte ptr [r15 + 448]
-    vmovq qword ptr [r15 + 64], xmm6
-    imul r8, qword ptr [r15 + 256]
-    mov eax, 217
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 4032
-    mov r8, r10
-    mov rax, qword ptr [r15 + rbp + 3392]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    mov r8d, 188
-    vmovq qword ptr [r15 + 384], xmm6
-    mov dword ptr [r15 + 512], r8d
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b4_done
-.Lc1_b4_c6:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d4169_s]
+    lea rcx, [rip + .Lc1_d4113_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4169_s_t
+    jmp .Lc1_d4113_s_t
     .p2align 3
-.Lc1_d4169_s:
+.Lc1_d4113_s:
     .p2align 3
-    jmp .Lc1_d4169_j
+    jmp .Lc1_d4113_j
     .p2align 3
-    jmp .Lc1_d4169_j
+    jmp .Lc1_d4113_j
     .p2align 3
-    jmp .Lc1_d4169_j
+    jmp .Lc1_d4113_j
     .p2align 3
-    jmp .Lc1_d4169_j
+    jmp .Lc1_d4113_j
     .p2align 3
-    jmp .Lc1_d4169_j
+    jmp .Lc1_d4113_j
     .p2align 3
-    jmp .Lc1_d4169_j
+    jmp .Lc1_d4113_j
     .p2align 3
-    jmp .Lc1_d4169_j
+    jmp .Lc1_d4113_j
     .p2align 3
-    jmp .Lc1_d4169_j
-.Lc1_d4169_j:
-    mov rcx, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 576], 18
-    mov rax, qword ptr [r15 + 384]
-    lea rbp, [r10 + r10*1]
-    vpaddd xmm6, xmm6, xmm6
-    lea r8, [r10 + r10*1]
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7552]
-    and r8, 1984
-    movzx edx, byte ptr [r15 + r8 + 1408]
+    jmp .Lc1_d4113_j
+.Lc1_d4113_j:
+    mov qword ptr [r15 + 384], rcx
+    mov r8d, 133
+    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 0], r9
+    vmovdqu ymmword ptr [r15 + 0], ymm13
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 384]
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + 512], rdx
-    movzx r8d, byte ptr [r15 + 256]
-    movzx edx, byte ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 192]
-    mov edx, r9d
-    mov qword ptr [r15 + rbp + 7488], rdx
-    mov edx, dword ptr [r15 + 320]
-    mov rbp, qword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 16384
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], ecx
+    movzx ecx, r8b
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r8, r10
+    test ebx, 2560
+    jnz 1f
 1:
-    mov dword ptr [r15 + 768], 249
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    mov qword ptr [r15 + 512], r8
+    mov qword ptr [r15 + 256], r8
+    mov dword ptr [r15 + 192], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 448], r8b
     mov rbp, r10
-    mov byte ptr [r15 + 320], al
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 448]
-    bt r9, rbp
+    mov r9, r11
+    movzx r8d, byte ptr [r15 + 576]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], ecx
+    mov r9d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 167
+    vmovdqu xmmword ptr [r15 + 320], xmm13
+    mov r9d, 254
+    mov qword ptr [r15 + 128], r9
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
-.Lc1_b4_c7:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, 234
-    mov eax, eax
-    mov eax, dword ptr [r15 + 64]
-    mov rbp, r8
-    test dword ptr [r15 + 67117724], 524288
-    jnz 1f
-1:
-    mov rbp, r10
-    mov byte ptr [r15 + 512], bpl
-    mov byte ptr [r15 + 320], dl
+.Lc1_b4_c6:
+    lea rcx, [rip + .Lc1_d4175_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4175_j_t
+.Lc1_d4175_j:
+    mov rbp, r11
+    movzx ecx, r9b
+    movzx ecx, r9b
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], edx
-    test dword ptr [r15 + 67117723], 67633152
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    mov ebp, 123
+    mov r9d, 217
+    test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 128], rax
-    mov rbp, r10
-    mov qword ptr [r15 + 384], rax
-    mov eax, 99
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    mov qword ptr [r15 + 512], rbp
+    mov dword ptr [r15 + 640], 227
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], ecx
+    movzx ebp, byte ptr [r15 + 192]
+    mov byte ptr [r15 + 64], r9b
+    mov rcx, qword ptr [r15 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 320], rcx
+    mov dword ptr [r15 + 384], ecx
+    mov rbp, r11
+    movzx eax, bpl
+    movzx r9d, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
     and rbp, 448
-    mov dword ptr [r15 + rbp + 832], r9d
-    test ebx, 1073741824
-    jnz 1f
+    mov r9d, dword ptr [r15 + rbp + 832]
+    movzx ebp, r9b
+    mov rbp, rcx
+    mov dword ptr [r15 + 384], 73
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b4_done
+.Lc1_b4_c7:
+    mov ebp, 150
+    movzx ebp, bpl
+    mov dword ptr [r15 + 128], 238
+    mov rbp, qword ptr [r15 + 320]
+    movzx r9d, bpl
+    mov rcx, qword ptr [r15 + 768]
+    mov r9, r11
+    test ebx, 53232
+    jz 1f
 1:
-    mov rbp, r10
-    movsxd rax, dword ptr [r15 + 192]
-    and rbp, 1984
-    mov r9d, dword ptr [r15 + rbp + 1344]
-    vmovdqu ymmword ptr [r15 + 384], ymm6
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    xor dword ptr [r15 + 704], r9d
-    mov dword ptr [r15 + 64], eax
-    mov rax, qword ptr [r15 + 256]
-    movzx ecx, byte ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 210
+    mov r9d, 90
+    mov dword ptr [r15 + 448], 114
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 640], 206
-    mov qword ptr [r15 + 448], rbp
-    mov rax, rbp
-    add r10, r11
+    mov r9d, 78
+    mov r9, r9
+    mov r9d, dword ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 192], cl
+    mov r8, r11
+    test bl, 80
+    jz 1f
+1:
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 7488]
+    mov r8d, 37
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 64], bpl
+    and r8, 448
+    movzx ebp, byte ptr [r15 + r8 + 832]
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
@@ -5069,74 +5077,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4272_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4272_j_t
-.Lc1_d4272_j:
-    jmp 1f
-1:
-    mov rbp, r10
-    movzx ecx, r9b
-    jmp 1f
-1:
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 1342177280
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 512]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32
+    setz al
+    lea rcx, [rip + .Lc1_d4277_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4277_s_t
+    .p2align 3
+.Lc1_d4277_s:
+    .p2align 3
+    jmp .Lc1_d4277_j
+    .p2align 3
+    jmp .Lc1_d4277_j
+.Lc1_d4277_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm6, xmm6, xmm6
-    mov qword ptr [r15 + 0], rax
-    mov rax, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 30
-    movzx eax, byte ptr [r15 + 704]
-    movzx ebp, al
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 576], 101
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rax
-    lea rbp, [r10 + r10*1]
-    mov eax, ecx
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov rax, rcx
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1408], rbp
-    mov rax, qword ptr [r15 + 320]
-    mov byte ptr [r15 + rbp + 1344], al
+    jmp 1f
+1:
+    mov r8, r11
+    mov rax, r8
+    mov byte ptr [r15 + 512], cl
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + 448], bpl
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov eax, 197
-    mov byte ptr [r15 + 128], al
-    vpor xmm6, xmm6, xmm6
+    movsxd rcx, dword ptr [r15 + 256]
+    movzx r8d, cl
     jmp 1f
 1:
-    mov qword ptr [r15 + 768], rbp
-    mov dword ptr [r15 + 192], 40
-    movsxd rbp, dword ptr [r15 + 256]
-    add r10, r11
+    movzx r8d, byte ptr [r15 + rbp + 3456]
+    movsxd rbp, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r9, r11
+    movzx eax, dil
+    test dword ptr [r15 + 67117723], 128
+    jnz 1f
+1:
+    movzx ebp, r9b
+    and r9, 1984
+    mov ebp, dword ptr [r15 + r9 + 1344]
+    mov r9d, 197
+    mov r9d, r9d
+    movzx r9d, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 384], rcx
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -5144,248 +5144,255 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d4331_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4331_s_t
-    .p2align 3
-.Lc1_d4331_s:
-    .p2align 3
-    jmp .Lc1_d4331_j
-    .p2align 3
-    jmp .Lc1_d4331_j
-.Lc1_d4331_j:
-    or qword ptr [r15 + 256], 31
-    mov ecx, 77
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
+    lea rcx, [rip + .Lc1_d4332_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4332_j_t
+.Lc1_d4332_j:
+    jmp 1f
+1:
+    mov rcx, rax
+    mov qword ptr [r15 + 0], r9
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], 61
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm6
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 162
+    movsxd rax, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], rax
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    movsxd rbp, dword ptr [r15 + 448]
+    mov r9, r11
     test ebx, 1073741824
+    jnz 1f
+1:
+    xor dword ptr [r15 + 128], r9d
+    and r9, 448
+    mov rdi, qword ptr [r15 + r9 + 832]
+    movzx r9d, r8b
+    movsxd r9, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 320]
+    test ebx, 12192
     jz 1f
 1:
-    mov dword ptr [r15 + 384], 120
-    movzx eax, al
-    mov rbp, r10
-    movsxd rax, dword ptr [r15 + 384]
-    mov ecx, 231
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 63
-    vmovdqu ymmword ptr [r15 + 576], ymm6
-    mov dword ptr [r15 + 512], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 64]
-    mov r9, r10
-    mov rax, qword ptr [r15 + 192]
-    mov r8, r10
+    movzx r9d, dil
+    mov r9d, r9d
     jmp 1f
 1:
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    and r8, 1984
-    mov r9d, dword ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 320], bpl
-    add r10, r11
+    mov dword ptr [r15 + 384], r8d
+    movsxd r9, dword ptr [r15 + 64]
+    mov rbp, r11
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 134234112
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 512], ymm13
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 256]
+    movzx edi, bpl
+    mov ebp, dword ptr [r15 + 640]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov ebp, r9d
-    mov byte ptr [r15 + 192], bpl
-    mov rbp, r10
-    mov dword ptr [r15 + 320], 242
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
-    mov ecx, dword ptr [r15 + 704]
-    test dword ptr [r15 + 67117723], 1
-    jnz 1f
+    mov dword ptr [r15 + 512], r9d
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
 1:
-    movzx ebp, bpl
-    mov ebp, dword ptr [r15 + 448]
-    mov r8, r10
-    mov byte ptr [r15 + 320], r8b
-    movzx eax, r8b
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    xchg rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 32
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 320], r9d
+    mov byte ptr [r15 + 128], cl
+    mov r9, rbp
+    mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 640], ecx
-    jmp 1f
-1:
+    mov ebp, r9d
+    mov rbp, qword ptr [r15 + 128]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], eax
     mov r8, r10
-    movzx ecx, bpl
+    movsxd r9, dword ptr [r15 + 256]
     and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3392]
-    mov rbp, rcx
-    test dword ptr [r15 + 67117724], 1048576
+    mov dword ptr [r15 + r8 + 3392], 128
+    mov dword ptr [r15 + 384], edi
+    mov dword ptr [r15 + 384], 202
+    movzx r8d, r8b
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, al
-    movsxd rcx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 128], 181
+    movzx r8d, byte ptr [r15 + 704]
+    mov qword ptr [r15 + 192], r9
+    mov r9, qword ptr [r15 + 768]
+    mov byte ptr [r15 + 448], bpl
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rbp
-    test dword ptr [r15 + 67117723], 268435456
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 512]
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 128]
+    vpshufd xmm13, xmm13, 228
+    movzx ebp, bpl
+    movzx ebp, bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c3:
-    lea rcx, [rip + .Lc1_d4429_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d4432_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4429_j_t
-.Lc1_d4429_j:
-    mov rbp, r10
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
+    jmp .Lc1_d4432_j_t
+.Lc1_d4432_j:
     jmp 1f
 1:
-    mov r8d, ebp
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], r8
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    vmovq qword ptr [r15 + 192], xmm13
     jmp 1f
 1:
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    mov dword ptr [r15 + 448], 244
-    jmp 1f
-1:
-    mov r8d, r8d
-    test ebx, 288
-    jz 1f
-1:
-    mov r8, r10
-    mov dword ptr [r15 + 128], 241
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 192], ecx
-    mov ecx, 242
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 320]
-    mov r9, r10
-    jmp 1f
-1:
-    movzx r8d, cl
+    mov ecx, dword ptr [r15 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 16320
-    mov byte ptr [r15 + r9 + 15680], r9b
-    mov r9, qword ptr [r15 + 256]
-    mov ecx, r9d
-    mov r9d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 384], 238
     jmp 1f
 1:
-    mov rbp, r8
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 768]
-    movzx eax, byte ptr [r15 + 512]
-    add r10, r11
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov rax, rax
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 832]
+    mov r8, r11
+    test dword ptr [r15 + 67117724], 8421376
+    jz 1f
+1:
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rcx
+    mov r8, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 512], r8b
+    mov r8, rbp
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 320]
+    vpor xmm13, xmm13, xmm13
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 156
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
+    jmp 1f
+1:
+    mov r8, r8
+    .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    mov qword ptr [r15 + 64], rax
+    jmp 1f
+1:
+    and r9, 1984
+    mov rax, qword ptr [r15 + r9 + 1344]
+    mov r9, rax
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c4:
-    movzx r9d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 62
-    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx ecx, al
+    movsxd rax, dword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r9, qword ptr [r15 + 320]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r9d, r8d
-    mov r9, qword ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + 576]
-    mov dword ptr [r15 + 384], 86
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
+    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 121
-    mov qword ptr [r15 + 448], r8
-    mov r8d, r8d
-    mov r8, r9
-    mov r9, r8
-    mov r8d, r9d
-    mov qword ptr [r15 + 512], r8
+    mov rbp, rax
+    movzx r8d, byte ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov eax, 203
+    mov qword ptr [r15 + 320], rax
     jmp 1f
 1:
-    mov r8, r10
-    mov rcx, r9
+    vpshufd xmm13, xmm13, 143
+    mov eax, 36
+    mov eax, eax
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + 320], 166
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 168
-    mov r8, qword ptr [r15 + 128]
-    mov r9, r10
-    mov qword ptr [r15 + 64], r9
+    mov rax, rbp
+    mov eax, eax
+    mov rbp, r11
     jmp 1f
 1:
-    and r9, 448
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + r9 + 832]
-    and rbp, 1984
-    mov r9, qword ptr [r15 + rbp + 1344]
-    mov byte ptr [r15 + 256], r9b
-    add r10, r11
+    and rbp, 8128
+    and eax, dword ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 640]
+    mov r8, r11
+    mov r9, r11
+    and r8, 16320
+    movsxd rcx, dword ptr [r15 + r8 + 15680]
+    jmp 1f
+1:
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 166
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -5394,67 +5401,62 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 32768
+    test dword ptr [r15 + 67117723], 131072
     setz al
-    lea rcx, [rip + .Lc1_d4538_s]
+    lea rcx, [rip + .Lc1_d4542_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4538_s_t
+    jmp .Lc1_d4542_s_t
     .p2align 3
-.Lc1_d4538_s:
+.Lc1_d4542_s:
     .p2align 3
-    jmp .Lc1_d4538_j
+    jmp .Lc1_d4542_j
     .p2align 3
-    jmp .Lc1_d4538_j
-.Lc1_d4538_j:
-    mov ecx, 213
+    jmp .Lc1_d4542_j
+.Lc1_d4542_j:
+    mov ecx, ecx
+    mov dword ptr [r15 + 704], 3
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    jmp 1f
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r8, r11
+    test dword ptr [r15 + 67117724], 537925632
+    jz 1f
 1:
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 256], xmm6
-    mov ebp, ecx
-    movzx ecx, cl
-    test dword ptr [r15 + 67117724], 268435456
+    mov qword ptr [r15 + 512], r8
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    and r8, 448
+    mov rbp, qword ptr [r15 + r8 + 832]
+    mov r8, r11
+    mov ecx, 234
+    and r8, 1984
+    and ebp, dword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 320]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 320]
-    mov ebp, 60
-    movsxd rbp, dword ptr [r15 + 448]
-    mov eax, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 545521672
-    jz 1f
-1:
-    movzx eax, cl
-    mov rbp, r10
+    movzx ebp, byte ptr [r15 + 256]
+    add rbp, qword ptr [r15 + 128]
     jmp 1f
 1:
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov ecx, 131
-    movzx r8d, al
-    mov rax, qword ptr [r15 + 640]
-    test dword ptr [r15 + 67117723], 50331656
+    add rbp, qword ptr [r15 + 448]
+    movzx r8d, byte ptr [r15 + 192]
+    mov ecx, r8d
+    test dword ptr [r15 + 67117723], 2
     jz 1f
 1:
-    mov r8, r10
-    mov rax, r8
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
-    movzx r8d, cl
-    mov r8, r10
-    and ecx, dword ptr [r15 + 512]
-    mov ebp, 121
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 384]
-    add r10, r11
+    movzx r8d, r8b
+    mov dword ptr [r15 + 768], 43
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 64]
+    mov rcx, r8
+    mov dword ptr [r15 + 384], ecx
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -5466,53 +5468,47 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 67117728]
     jmp .Lc1_d4595_j_t
 .Lc1_d4595_j:
-    mov ecx, 59
-    mov rbp, r10
-    mov dword ptr [r15 + 64], r8d
-    mov dword ptr [r15 + 256], 119
-    mov qword ptr [r15 + 512], rax
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], al
-    test ebx, 464
-    jz 1f
-1:
-    mov dword ptr [r15 + 448], ebp
+    mov ecx, dword ptr [r15 + 320]
+    mov eax, ebp
+    movsxd rax, dword ptr [r15 + 64]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    test dword ptr [r15 + 67117724], 167772160
+    jnz 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 384], rcx
-    mov rbp, r10
-    jmp 1f
-1:
-    mov rcx, rbp
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 320], rax
-    test dword ptr [r15 + 67117723], 268435456
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 192]
-    mov rbp, r10
-    movzx ecx, byte ptr [r15 + 384]
-    mov byte ptr [r15 + 128], cl
+    mov dword ptr [r15 + 0], r8d
+    mov rbp, r11
+    imul rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    movsxd r8, dword ptr [r15 + 576]
     and rbp, 448
     movsxd rcx, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 768], eax
-    test dword ptr [r15 + 67117724], 10240
-    jz 1f
+    mov byte ptr [r15 + 384], cl
+    test ebx, 1073741824
+    jnz 1f
 1:
-    jmp 1f
+    mov ecx, 162
+    movsxd rcx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 192], rcx
+    mov ecx, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 512], bpl
+    mov dword ptr [r15 + 384], ecx
+    mov rbp, r11
+    test dword ptr [r15 + 67117724], 2048
+    jnz 1f
 1:
-    mov qword ptr [r15 + 704], r8
-    movzx ecx, cl
-    jmp 1f
-1:
+    mov rcx, qword ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 448]
+    and rbp, 8128
+    mov r9, r10
+    mov dword ptr [r15 + rbp + 7488], eax
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    mov r9, qword ptr [r15 + 256]
+    mov ebp, 63
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -5521,52 +5517,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r10
-    and r9, 1984
-    mov eax, dword ptr [r15 + r9 + 1344]
-    mov r8, rcx
-    mov r9, qword ptr [r15 + 320]
-    mov r8d, ecx
-    mov dword ptr [r15 + 576], ecx
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 80
-    jnz 1f
-1:
-    movzx ecx, al
-    mov eax, 117
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
+    mov rbp, r10
     jmp 1f
 1:
-    cmovne rax, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
-    test dword ptr [r15 + 67117723], 33554432
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 14
+    mov ebp, dword ptr [r15 + 320]
+    movzx eax, bpl
+    movsxd rax, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 320]
+    mov r9, qword ptr [r15 + 704]
+    test dword ptr [r15 + 67117723], 155345632
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 128]
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    mov rax, rcx
+    mov byte ptr [r15 + 384], al
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3456], ymm13
+    mov rax, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 524288
     jz 1f
 1:
-    movzx r8d, cl
-    mov byte ptr [r15 + 448], al
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 512], r9d
     jmp 1f
 1:
-    mov eax, 63
+    mov dword ptr [r15 + 192], ecx
+    mov ecx, eax
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 384]
-    mov r8, rax
-    test dword ptr [r15 + 67117724], 8912896
-    jnz 1f
+    jmp 1f
 1:
-    mov r9, r8
-    mov qword ptr [r15 + 192], rcx
-    mov r9, r10
-    mov qword ptr [r15 + 128], r9
-    movsxd r8, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 64], 2
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7488]
-    movzx r9d, byte ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + r9 + 3392]
+    mov r9, rax
+    mov r9d, 117
+    movzx r9d, byte ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
@@ -5587,48 +5590,52 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 67117728]
     jmp .Lc1_d4696_j_t
 .Lc1_d4696_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 512]
-    mov r8, qword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 536870912
-    jnz 1f
+    mov r9, r11
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    jmp 1f
 1:
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 448], cl
-    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], ecx
+    test dword ptr [r15 + 67117723], 8913922
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], r9d
     mov ecx, dword ptr [r15 + 192]
+    movzx r9d, byte ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 768]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 320], 218
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], r9
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 320]
-    mov r8, r10
-    mov r9, r10
-    and r8, 448
-    mov rbp, qword ptr [r15 + r8 + 832]
-    and r9, 1984
-    mov r8, qword ptr [r15 + r9 + 1344]
-    movsxd r9, dword ptr [r15 + 704]
-    mov r8, r10
-    jmp 1f
-1:
+    movzx r9d, byte ptr [r15 + rbp + 7552]
+    mov r8, r11
+    movzx ebp, byte ptr [r15 + 384]
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 384]
+    mov rcx, rcx
+    movsxd rcx, dword ptr [r15 + 256]
+    movsxd rdi, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, ecx
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 640], 6
-    mov rcx, qword ptr [r15 + 256]
-    mov qword ptr [r15 + 128], rcx
-    mov byte ptr [r15 + 256], bpl
-    add r10, r11
+    mov rcx, qword ptr [r15 + 64]
+    mov r8d, ebp
+    mov r8d, r8d
+    mov dword ptr [r15 + 448], eax
+    mov r8, r8
+    jmp 1f
+1:
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b6_done
@@ -5636,105 +5643,113 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov r8, r11
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov r8d, r8d
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    mov dword ptr [r15 + 0], 36
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    vmovq qword ptr [r15 + 0], xmm13
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 128]
-    mov r8, r8
-    mov r8, qword ptr [r15 + 384]
-    movsxd rbp, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 256], al
-    mov qword ptr [r15 + 192], rax
-    mov r9, r10
-    test dword ptr [r15 + 67117723], 268566560
-    jz 1f
-1:
-    mov r8, rcx
-    mov r8, r10
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], al
-    mov eax, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r8, r10
-    mov r9d, dword ptr [r15 + 768]
-    movzx ecx, r9b
+    mov dword ptr [r15 + 0], 148
+    vmovdqu xmmword ptr [r15 + 0], xmm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], 204
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], ebp
-    movzx r8d, r8b
-    mov dword ptr [r15 + 320], 212
-    movsxd r8, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 18
+    mov rax, qword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 64], ymm13
+    mov qword ptr [r15 + 320], rax
+    mov eax, dword ptr [r15 + 384]
+    mov r8, r10
+    mov r9, rax
+    test dword ptr [r15 + 67117724], 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 576], r8d
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    mov r8, r10
+    movzx r9d, byte ptr [r15 + 128]
+    and r8, 4032
+    mov ebp, dword ptr [r15 + r8 + 3392]
+    or qword ptr [r15 + 256], 120
+    mov dword ptr [r15 + 640], eax
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c2:
-    lea rcx, [rip + .Lc1_d4785_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d4791_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4785_j_t
-.Lc1_d4785_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 8
-    mov eax, 150
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], 3
-    mov ebp, dword ptr [r15 + 512]
+    jmp .Lc1_d4791_j_t
+.Lc1_d4791_j:
+    mov rbp, r10
+    vpxor xmm13, xmm13, xmm8
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    mov ebp, 229
+    mov dword ptr [r15 + 448], r9d
+    mov rbp, qword ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 640], 159
-    movzx r8d, byte ptr [r15 + 192]
-    mov r9, qword ptr [r15 + 64]
-    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, al
-    and r9, 448
-    mov r8, r10
-    movzx eax, byte ptr [r15 + r9 + 832]
-    movzx ecx, bpl
-    mov qword ptr [r15 + 384], rbp
-    and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3392]
-    mov r8, r10
-    mov ecx, 96
-    mov dword ptr [r15 + 448], ecx
-    vmovdqu ymmword ptr [r15 + 576], ymm6
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + r9 + 896]
+    add rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 70
+    vpmovmskb ecx, xmm13
+    vmovq xmm13, rdi
+    vpmovmskb ecx, xmm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 4096
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 320]
+    mov rbp, rax
+    movzx ebp, byte ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 704]
+    movsxd r8, dword ptr [r15 + 320]
+    vpmovmskb r9d, xmm13
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 384]
+    mov r8, r9
+    add r8, qword ptr [r15 + 64]
+    mov r9, r10
+    movzx eax, r9b
+    and r9, 4032
+    movsxd rax, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 189
+    mov r9, rcx
     add r10, r11
     inc rbx
     dec r13
@@ -5743,65 +5758,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 128], rax
-    mov dword ptr [r15 + 0], 34
-    vpshufd xmm6, xmm12, 7
+    movsxd rax, dword ptr [r15 + 768]
+    mov r8d, 135
+    movzx r8d, r8b
+    mov dword ptr [r15 + 0], 132
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov byte ptr [r15 + 256], r9b
+    test dword ptr [r15 + 67117723], 16384
+    jz 1f
+1:
     jmp 1f
 1:
-    mov eax, 127
-    test ebx, 1073741824
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, al
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 181
+    mov dword ptr [r15 + 192], 199
+    test dword ptr [r15 + 67117723], 67109376
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 190
-    mov rax, r8
-    mov byte ptr [r15 + 512], al
-    mov qword ptr [r15 + 192], rbp
-    test dword ptr [r15 + 67117723], 262145
-    jnz 1f
-1:
-    mov eax, r8d
-    jmp 1f
-1:
+    movzx eax, byte ptr [r15 + 512]
     mov r8, r10
-    movzx ebp, byte ptr [r15 + 64]
-    jmp 1f
-1:
+    movzx r9d, r9b
+    movzx ecx, byte ptr [r15 + 384]
+    mov r9d, 112
     and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
+    mov r9d, dword ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + 128]
+    mov ebp, 166
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 384], al
-    movzx eax, byte ptr [r15 + 320]
-    movzx r8d, al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], ecx
-    movsxd rcx, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rbp, r10
     mov r8, r10
+    vmovdqu ymmword ptr [r15 + 64], ymm13
+    mov r9, r8
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 17
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 1344]
+    mov ebp, 61
     jmp 1f
 1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov r8, qword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 448]
-    mov rcx, rcx
     add r10, r11
     inc rbx
     dec r13
@@ -5815,59 +5819,64 @@ ditto_body_c1:
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 576], cl
-    movzx r8d, byte ptr [r15 + 256]
-    movzx eax, byte ptr [r15 + 704]
-    test bl, 40
-    jnz 1f
-1:
-    vmovq qword ptr [r15 + 64], xmm6
-    movzx eax, byte ptr [r15 + 448]
-    test dword ptr [r15 + 67117723], 772210820
-    jz 1f
-1:
-    mov dword ptr [r15 + 320], ecx
-    movzx eax, r9b
+    mov dword ptr [r15 + 384], 6
+    movsxd rcx, dword ptr [r15 + 640]
+    movzx ebp, byte ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 384]
-    movzx ecx, al
+    mov dword ptr [r15 + 448], ebp
+    mov rbp, r10
+    mov ecx, dword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, r8b
-    movsxd r9, dword ptr [r15 + 320]
+    mov ecx, ecx
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 384], r9
-    mov r9, qword ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 768]
-    mov r8, r10
-    vmovdqu ymmword ptr [r15 + 640], ymm6
-    test dword ptr [r15 + 67117723], 131072
+    movzx eax, dil
+    mov eax, 193
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rax
+    mov dword ptr [r15 + 128], 36
+    mov rax, qword ptr [r15 + 704]
+    test ebx, 1073741824
     jz 1f
 1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], eax
-    mov dword ptr [r15 + 384], 227
-    test bl, 16
+    mov rax, rdi
+    movzx eax, al
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rax, r8
-    vpcmpeqb xmm6, xmm6, xmm4
-    test dword ptr [r15 + 67117724], 1222750209
-    jz 1f
+    vmovq xmm13, rcx
+    mov dword ptr [r15 + 320], 190
+    test ebx, 1073741824
+    jnz 1f
 1:
-    vmovdqu xmmword ptr [r15 + 448], xmm6
-    mov r8, qword ptr [r15 + 512]
+    mov rcx, r8
+    mov dword ptr [r15 + 256], 62
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], ecx
+    mov rcx, rbp
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 4032
+    mov r9, qword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 448]
     add r10, r11
     inc rbx
     dec r13
@@ -5878,99 +5887,92 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d4941_s]
+    lea rcx, [rip + .Lc1_d4947_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4941_s_t
+    jmp .Lc1_d4947_s_t
     .p2align 3
-.Lc1_d4941_s:
+.Lc1_d4947_s:
     .p2align 3
-    jmp .Lc1_d4941_j
+    jmp .Lc1_d4947_j
     .p2align 3
-    jmp .Lc1_d4941_j
+    jmp .Lc1_d4947_j
     .p2align 3
-    jmp .Lc1_d4941_j
+    jmp .Lc1_d4947_j
     .p2align 3
-    jmp .Lc1_d4941_j
+    jmp .Lc1_d4947_j
     .p2align 3
-    jmp .Lc1_d4941_j
+    jmp .Lc1_d4947_j
     .p2align 3
-    jmp .Lc1_d4941_j
+    jmp .Lc1_d4947_j
     .p2align 3
-    jmp .Lc1_d4941_j
+    jmp .Lc1_d4947_j
     .p2align 3
-    jmp .Lc1_d4941_j
+    jmp .Lc1_d4947_j
     .p2align 3
-    jmp .Lc1_d4941_j
+    jmp .Lc1_d4947_j
     .p2align 3
-    jmp .Lc1_d4941_j
+    jmp .Lc1_d4947_j
     .p2align 3
-    jmp .Lc1_d4941_j
+    jmp .Lc1_d4947_j
     .p2align 3
-    jmp .Lc1_d4941_j
+    jmp .Lc1_d4947_j
     .p2align 3
-    jmp .Lc1_d4941_j
+    jmp .Lc1_d4947_j
     .p2align 3
-    jmp .Lc1_d4941_j
+    jmp .Lc1_d4947_j
     .p2align 3
-    jmp .Lc1_d4941_j
+    jmp .Lc1_d4947_j
     .p2align 3
-    jmp .Lc1_d4941_j
-.Lc1_d4941_j:
-    lea r8, [r10 + r10*1]
-    mov ecx, eax
-    and r8, 448
-    mov dword ptr [r15 + r8 + 896], eax
-    movzx eax, byte ptr [r15 + 256]
-    test ebx, 31720
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    vpaddd xmm6, xmm6, xmm6
-    mov ecx, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, r8d
-    mov rcx, qword ptr [r15 + 128]
-    mov eax, 60
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 512]
-    mov eax, r8d
-    mov qword ptr [r15 + 512], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 640]
-    mov byte ptr [r15 + 320], cl
-    movzx ecx, byte ptr [r15 + 768]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], ecx
+    jmp .Lc1_d4947_j
+.Lc1_d4947_j:
+    mov rbp, r10
     mov r9, r10
-    mov ecx, ecx
-    movzx eax, byte ptr [r15 + 320]
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], 130
+    and rbp, 1984
+    add qword ptr [r15 + rbp + 1344], rbp
+    mov qword ptr [r15 + 512], rax
+    test dword ptr [r15 + 67117723], 4
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 768]
+    mov r9, r10
+    mov qword ptr [r15 + 384], rcx
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    movsxd r9, dword ptr [r15 + r8 + 832]
-    movzx r8d, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 448], rax
-    mov r8d, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 384], r8d
+    mov qword ptr [r15 + 192], r9
+    mov byte ptr [r15 + 256], bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 128]
-    mov r9d, dword ptr [r15 + 576]
+    mov byte ptr [r15 + 384], r9b
+    movzx ebp, byte ptr [r15 + 128]
+    mov r9d, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 320], ymm13
+    movzx r9d, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 320], r9b
+    mov ebp, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 192], ebp
+    mov ebp, dword ptr [r15 + 256]
+    mov r9d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 64]
+    mov ebp, ebp
     add r10, r11
     inc rbx
     dec r13
@@ -5980,7 +5982,7 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 524288
+    test dword ptr [r15 + 67117723], 8388608
     setz al
     lea rcx, [rip + .Lc1_d5017_s]
     lea rcx, [rcx + rax*8]
@@ -5992,115 +5994,121 @@ ditto_body_c1:
     .p2align 3
     jmp .Lc1_d5017_j
 .Lc1_d5017_j:
-    mov ecx, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 512], rcx
+    mov rbp, r11
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], r9b
+    mov rbp, qword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 104
-    mov r8, r10
+    mov rbp, rbp
+    mov r9, qword ptr [r15 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, edi
+    movzx r9d, byte ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
+    movsxd rbp, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 384], r9d
+    test dword ptr [r15 + 67117724], 262148
+    jnz 1f
+1:
+    mov rbp, rbp
+    mov dword ptr [r15 + 640], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 192]
     mov r9, r10
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    and r9, 1984
-    mov ebp, dword ptr [r15 + r9 + 1344]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 704], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, r8d
-    movzx ecx, byte ptr [r15 + 256]
-    test dword ptr [r15 + 67117724], 2
+    movsxd rbp, dword ptr [r15 + 576]
+    and r9, 8128
+    movzx r8d, byte ptr [r15 + r9 + 7488]
+    test bl, 16
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 537001984
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 128]
-    mov ecx, r9d
-    test bl, 72
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov byte ptr [r15 + 192], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
+    mov r8, r11
+    mov dword ptr [r15 + 448], 1
     and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3456]
-    test ebx, 1073741824
-    jz 1f
+    mov dword ptr [r15 + r8 + 3392], 255
+    test dword ptr [r15 + 67117724], 557056
+    jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    test dword ptr [r15 + 67117723], 4194304
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 320]
+    mov r8, rcx
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r8, r10
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 384]
-    movzx eax, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpor xmm6, xmm6, xmm6
+    mov r8, r11
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    movzx r9d, cl
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 448], ecx
+    mov ecx, r8d
+    mov rcx, qword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 320], 8
+    mov dword ptr [r15 + 192], 139
+    mov ecx, 206
+    test bl, 40
+    jnz 1f
+1:
+    movzx r8d, bpl
+    movzx ebp, byte ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 576]
-    vmovdqu ymmword ptr [r15 + 64], ymm0
-    mov rbp, r10
-    test dword ptr [r15 + 67117723], 320
-    jnz 1f
-1:
-    and rbp, 16320
-    mov r8d, dword ptr [r15 + rbp + 15680]
-    mov dword ptr [r15 + 256], 144
-    test dword ptr [r15 + 67117723], 131076
-    jnz 1f
-1:
-    movzx ebp, r8b
+    movzx ebp, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 384], r9
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 768]
-    mov eax, 145
-    mov rbp, r10
+    mov rbp, rbp
+    mov dword ptr [r15 + 256], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
+    mov rbp, r10
+    mov r9d, r9d
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovq xmm13, r8
+    mov dword ptr [r15 + 64], 175
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 320]
+    mov r9d, r8d
+    test bl, 24
+    jnz 1f
+1:
+    mov rbp, r10
+    mov r9d, r9d
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 512], 30
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -6117,15 +6125,15 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d5127_j]
+    lea rcx, [rip + .Lc1_d5133_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5127_j_t
-.Lc1_d5127_j:
+    jmp .Lc1_d5133_j_t
+.Lc1_d5133_j:
     mov dword ptr [r15 + 448], ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 134
+    mov ecx, 130
     test ebx, 1073741824
     jz 1f
 1:
@@ -6147,45 +6155,46 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
+    mov rbp, r11
     mov rax, qword ptr [r15 + 192]
     test bl, 4
     jz 1f
 1:
     and rbp, 4032
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + rbp + 3392]
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + rbp + 3392]
     test ebx, 1073741824
     jz 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 576], ebp
-    mov r8, r10
+    mov dword ptr [r15 + 576], ecx
+    mov rbp, r10
     test ebx, 5624
     jz 1f
 1:
-    and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 832]
-    mov r9, r10
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    mov rbp, r10
     test dword ptr [r15 + 67117724], 67109888
     jnz 1f
 1:
     test dword ptr [r15 + 67117723], 256
     jz 1f
 1:
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], r9b
     test ebx, 1073741824
     jnz 1f
 1:
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -6721,69 +6730,62 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 67108864
+    test dword ptr [r15 + 67117723], 16777216
     setz al
-    lea rcx, [rip + .Lc1_d5197_s]
+    lea rcx, [rip + .Lc1_d5204_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5197_s_t
+    jmp .Lc1_d5204_s_t
     .p2align 3
-.Lc1_d5197_s:
+.Lc1_d5204_s:
     .p2align 3
-    jmp .Lc1_d5197_j
+    jmp .Lc1_d5204_j
     .p2align 3
-    jmp .Lc1_d5197_j
-.Lc1_d5197_j:
-    lea r9, [r10*8]
-    mov rbp, r10
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3584]
-    movzx eax, cl
-    and rbp, 33554368
-    mov dword ptr [r15 + rbp + 33554432], 239
-    mov ebp, 72
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + r9 + 3392]
-    movsxd rcx, dword ptr [r15 + 384]
-    mov r8d, r9d
-    mov r8, qword ptr [r15 + r9 + 3648]
-    mov rdx, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 256]
-    mov rdi, r9
-    jmp 1f
-1:
+    jmp .Lc1_d5204_j
+.Lc1_d5204_j:
+    lea rbp, [r11*4]
+    lea r8, [r11*8]
+    mov byte ptr [r15 + 512], r8b
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 896], ymm13
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3584], 134
+    mov r9, r11
+    mov eax, dword ptr [r15 + r8 + 1216]
+    mov edi, dword ptr [r15 + 128]
+    and r9, 33554368
+    mov ecx, dword ptr [r15 + r9 + 33554432]
+    movsxd r9, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 64], ymm13
+    mov rsi, qword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 128]
+    mov r9, rdx
+    movsxd rdx, dword ptr [r15 + rbp + 3520]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, r10
-    movzx edi, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 16320
-    movzx ebp, byte ptr [r15 + r8 + 15680]
-    mov qword ptr [r15 + 192], rsi
-    mov qword ptr [r15 + r9 + 3456], rsi
+    nop
+    mov rdx, qword ptr [r15 + 448]
+    mov qword ptr [r15 + rbp + 3456], rcx
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 384], ymm6
-    movzx esi, byte ptr [r15 + r9 + 3712]
-    mov dword ptr [r15 + 384], 43
-    mov rcx, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 256], eax
-    mov eax, ecx
+    movsxd rcx, dword ptr [r15 + r8 + 1088]
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + r8 + 960]
+    mov ebp, 148
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + r9 + 3520]
-    movsxd r9, dword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 320], ymm6
+    movzx ebp, byte ptr [r15 + r8 + 1024]
+    mov byte ptr [r15 + 128], al
+    mov dword ptr [r15 + r8 + 1152], 120
     jmp 1f
 1:
-    add r10, r11
+    mov dword ptr [r15 + r8 + 1280], 120
+    mov dword ptr [r15 + 448], 243
+    mov rax, qword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -6792,64 +6794,65 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 65536
+    test dword ptr [r15 + 67117723], 1048576
     setz al
-    lea rcx, [rip + .Lc1_d5254_s]
+    lea rcx, [rip + .Lc1_d5257_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5254_s_t
+    jmp .Lc1_d5257_s_t
     .p2align 3
-.Lc1_d5254_s:
+.Lc1_d5257_s:
     .p2align 3
-    jmp .Lc1_d5254_j
+    jmp .Lc1_d5257_j
     .p2align 3
-    jmp .Lc1_d5254_j
-.Lc1_d5254_j:
-    lea rbp, [r10 + r10*1]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rsi
+    jmp .Lc1_d5257_j
+.Lc1_d5257_j:
+    lea r8, [r11 + r11*4]
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 1088]
     jmp 1f
 1:
-    mov esi, 59
-    mov dword ptr [r15 + 192], 162
-    lea r9, [r10 + r10*1]
-    lea r8, [r10 + r10*2]
-    and r9, 448
-    movsxd rsi, dword ptr [r15 + r9 + 832]
-    mov ecx, ecx
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7552]
-    mov byte ptr [r15 + 768], cl
-    mov eax, 59
-    mov ecx, dword ptr [r15 + rbp + 3456]
-    mov qword ptr [r15 + 320], rcx
-    mov ebp, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 704]
-    movsxd rax, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*2]
+    movsxd rax, dword ptr [r15 + r8 + 832]
+    movzx edx, byte ptr [r15 + 128]
+    lea r9, [r11 + r11*1]
+    and rbp, 1984
+    movzx edi, byte ptr [r15 + rbp + 1472]
+    mov rsi, qword ptr [r15 + r8 + 896]
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 576]
-    mov rdx, qword ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 256], rcx
-    mov ecx, dword ptr [r15 + r9 + 896]
+    and r9, 4032
+    mov rax, qword ptr [r15 + r9 + 3392]
+    movsxd rax, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], ebp
-    mov qword ptr [r15 + 192], rax
-    movsxd rbp, dword ptr [r15 + r8 + 7616]
-    mov rax, qword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rdx
+    movzx edx, bpl
+    mov dword ptr [r15 + 64], 120
+    movzx edx, byte ptr [r15 + r8 + 960]
+    mov rcx, qword ptr [r15 + r8 + 1024]
+    movzx eax, byte ptr [r15 + 448]
+    mov r8d, 15
     jmp 1f
 1:
-    mov r9d, edi
-    movzx edi, byte ptr [r15 + r8 + 7488]
-    movzx r8d, r8b
-    mov byte ptr [r15 + 256], sil
-    vmovq qword ptr [r15 + 320], xmm6
+    mov qword ptr [r15 + 512], r8
+    vmovdqu ymmword ptr [r15 + 64], ymm13
+    mov r8d, eax
+    mov byte ptr [r15 + rbp + 1408], r9b
+    mov eax, dword ptr [r15 + r9 + 3456]
+    mov dword ptr [r15 + 512], 254
     jmp 1f
 1:
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -6858,70 +6861,76 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 512
+    test dword ptr [r15 + 67117723], 134217728
     setz al
-    lea rcx, [rip + .Lc1_d5309_s]
+    lea rcx, [rip + .Lc1_d5312_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5309_s_t
+    jmp .Lc1_d5312_s_t
     .p2align 3
-.Lc1_d5309_s:
+.Lc1_d5312_s:
     .p2align 3
-    jmp .Lc1_d5309_j
+    jmp .Lc1_d5312_j
     .p2align 3
-    jmp .Lc1_d5309_j
-.Lc1_d5309_j:
+    jmp .Lc1_d5312_j
+.Lc1_d5312_j:
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 640]
+    lea r8, [r11*4]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], eax
+    mov rcx, qword ptr [r15 + 448]
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm13
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 128], ymm13
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 512], xmm6
-    mov qword ptr [r15 + 320], rax
-    mov dword ptr [r15 + 128], 119
-    mov eax, 13
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, r10
-    mov byte ptr [r15 + 320], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, r8d
+    mov byte ptr [r15 + r8 + 1536], r8b
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
     jmp 1f
 1:
-    movzx ebp, r9b
-    mov dword ptr [r15 + 448], 33
+    mov rax, qword ptr [r15 + 448]
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    vmovq qword ptr [r15 + 64], xmm6
-    movzx r9d, bpl
+    add rax, qword ptr [r15 + 128]
+    and eax, dword ptr [r15 + 256]
+    mov rbp, r11
+    and r9, 448
+    mov rdx, qword ptr [r15 + r9 + 896]
+    and rbp, 16320
+    mov rdi, qword ptr [r15 + rbp + 15680]
     jmp 1f
 1:
-    lea r9, [r10 + r10*1]
     jmp 1f
 1:
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3456], ymm6
-    mov ebp, 169
-    movzx ebp, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 3392], al
-    mov r9, r10
-    jmp 1f
-1:
-    mov eax, ecx
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 256]
-    mov r8d, ebp
-    mov dword ptr [r15 + 320], 237
-    movzx r8d, byte ptr [r15 + 384]
-    mov rdi, qword ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 384]
-    add r10, r11
+    mov byte ptr [r15 + 192], al
+    mov dword ptr [r15 + r8 + 1408], edi
+    vmovdqu ymmword ptr [r15 + r8 + 1472], ymm13
+    mov eax, dword ptr [r15 + r9 + 832]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -6930,71 +6939,70 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 32
+    test dword ptr [r15 + 67117723], 8
     setz al
-    lea rcx, [rip + .Lc1_d5366_s]
+    lea rcx, [rip + .Lc1_d5371_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5366_s_t
+    jmp .Lc1_d5371_s_t
     .p2align 3
-.Lc1_d5366_s:
+.Lc1_d5371_s:
     .p2align 3
-    jmp .Lc1_d5366_j
+    jmp .Lc1_d5371_j
     .p2align 3
-    jmp .Lc1_d5366_j
-.Lc1_d5366_j:
+    jmp .Lc1_d5371_j
+.Lc1_d5371_j:
+    mov byte ptr [r15 + 192], al
+    mov eax, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 0], 209
+    mov ecx, 206
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dil
+    movzx ecx, al
+    mov ecx, 174
+    mov rcx, rcx
     jmp 1f
 1:
     jmp 1f
 1:
+    mov rbp, r11
+    jmp 1f
+1:
+    mov ecx, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 704]
-    mov rbp, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], ebp
-    add rbp, qword ptr [r15 + 768]
-    test ebx, 1024
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], al
+    mov ebp, 173
+    test dword ptr [r15 + 67117723], 264200
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 256], ecx
+    mov r9, r11
+    mov ebp, dword ptr [r15 + 320]
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], cl
     mov ecx, ecx
+    movzx ecx, byte ptr [r15 + 320]
+    movzx r9d, cl
+    mov dword ptr [r15 + 512], eax
     jmp 1f
 1:
-    mov r8, r10
-    mov rcx, qword ptr [r15 + 448]
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rbp
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rbp
-    jmp 1f
-1:
-    mov r8, r10
-    mov byte ptr [r15 + 384], dl
-    mov ebp, dword ptr [r15 + 64]
-    mov r9, r10
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], 138
-    movzx r8d, byte ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 64]
+    mov r9, r11
+    mov dword ptr [r15 + 448], 51
     and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 133
-    add r10, r11
+    mov rax, qword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -7003,69 +7011,70 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 134217728
+    test dword ptr [r15 + 67117723], 33554432
     setz al
-    lea rcx, [rip + .Lc1_d5423_s]
+    lea rcx, [rip + .Lc1_d5428_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5423_s_t
+    jmp .Lc1_d5428_s_t
     .p2align 3
-.Lc1_d5423_s:
+.Lc1_d5428_s:
     .p2align 3
-    jmp .Lc1_d5423_j
+    jmp .Lc1_d5428_j
     .p2align 3
-    jmp .Lc1_d5423_j
-.Lc1_d5423_j:
-    mov rcx, qword ptr [r15 + 512]
-    movzx eax, cl
+    jmp .Lc1_d5428_j
+.Lc1_d5428_j:
+    mov ecx, eax
+    movsxd rcx, dword ptr [r15 + 64]
     jmp 1f
 1:
+    mov eax, r9d
+    mov eax, 204
+    mov eax, 235
+    movzx eax, byte ptr [r15 + 320]
+    mov edx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r9d, ecx
+    .byte 0x66, 0x90
+    mov r9d, 12
+    mov r9d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r9d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
+    movzx ecx, al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 128], ymm6
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 448], ymm6
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r10
-    jmp 1f
-1:
-    mov rcx, r9
-    mov dword ptr [r15 + 192], 78
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 111
-    movzx r9d, byte ptr [r15 + 576]
-    mov rbp, r10
+    mov ecx, dword ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 384]
+    mov r8d, 131
+    mov r8, r8
+    mov r8d, dword ptr [r15 + 128]
+    mov r8, r11
+    mov esi, 39
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], cl
     mov rcx, rbp
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    mov rbp, r9
-    mov qword ptr [r15 + 320], r9
+    mov r8, r11
+    add rbp, qword ptr [r15 + 192]
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    mov r8d, ecx
+    mov dword ptr [r15 + 256], 245
+    movzx r8d, sil
+    mov r8, r11
+    mov esi, 168
+    and r8, 4032
+    mov esi, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 128]
-    mov r9, rax
-    mov dword ptr [r15 + 64], 40
-    mov r9, rcx
-    mov r9, qword ptr [r15 + 384]
-    movzx r8d, r9b
-    mov r9d, 6
-    mov qword ptr [r15 + 256], rdi
-    mov r9d, dword ptr [r15 + 384]
-    mov r9, r10
-    mov edi, 177
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rbp
-    add r10, r11
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 512], ymm13
+    jmp 1f
+1:
+    mov r8, r8
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -7074,69 +7083,71 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 2
+    test dword ptr [r15 + 67117724], 1
     setz al
-    lea rcx, [rip + .Lc1_d5481_s]
+    lea rcx, [rip + .Lc1_d5490_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5481_s_t
+    jmp .Lc1_d5490_s_t
     .p2align 3
-.Lc1_d5481_s:
+.Lc1_d5490_s:
     .p2align 3
-    jmp .Lc1_d5481_j
+    jmp .Lc1_d5490_j
     .p2align 3
-    jmp .Lc1_d5481_j
-.Lc1_d5481_j:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d5490_j
+.Lc1_d5490_j:
     jmp 1f
 1:
+    mov ecx, 14
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], al
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 128], r8d
-    mov rcx, rax
+    mov r8, r11
+    mov dword ptr [r15 + 320], r8d
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    mov r8, rax
+    movzx eax, al
     jmp 1f
 1:
+    mov dword ptr [r15 + 128], esi
+    jmp 1f
+1:
+    movzx eax, cl
+    mov r8, r11
+    mov rax, r8
     and r8, 8128
     mov byte ptr [r15 + r8 + 7488], r8b
-    mov ecx, dword ptr [r15 + 640]
-    jmp 1f
-1:
+    movzx r8d, byte ptr [r15 + 576]
+    mov rax, qword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 143
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, esi
-    vmovdqu ymmword ptr [r15 + 448], ymm6
-    mov ecx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 704], r8d
-    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 192]
+    mov rbp, r8
+    mov r8, qword ptr [r15 + 64]
     jmp 1f
 1:
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
-    vmovdqu ymmword ptr [r15 + 64], ymm6
+    mov r9, qword ptr [r15 + 256]
     jmp 1f
 1:
-    mov ebp, r9d
-    mov qword ptr [r15 + 320], rcx
-    mov r9d, 109
-    movsxd r9, dword ptr [r15 + r8 + 7552]
-    movsxd rcx, dword ptr [r15 + 384]
+    mov r9, r11
+    add r8, qword ptr [r15 + 512]
+    and r9, 4032
+    movzx edx, byte ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], 154
-    vmovdqu xmm6, xmmword ptr [r15 + 320]
-    mov ebp, dword ptr [r15 + 192]
-    add r10, r11
+    mov dword ptr [r15 + 384], 149
+    movzx r9d, cl
+    jmp 1f
+1:
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -7145,68 +7156,71 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 64
+    test dword ptr [r15 + 67117723], 256
     setz al
-    lea rcx, [rip + .Lc1_d5539_s]
+    lea rcx, [rip + .Lc1_d5549_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5539_s_t
+    jmp .Lc1_d5549_s_t
     .p2align 3
-.Lc1_d5539_s:
+.Lc1_d5549_s:
     .p2align 3
-    jmp .Lc1_d5539_j
+    jmp .Lc1_d5549_j
     .p2align 3
-    jmp .Lc1_d5539_j
-.Lc1_d5539_j:
+    jmp .Lc1_d5549_j
+.Lc1_d5549_j:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 26
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 384]
-    mov rbp, r10
-    mov eax, 167
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rax, rax
     jmp 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdx, rdx
+    mov r9d, eax
+    mov dword ptr [r15 + 0], 147
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 320], rsi
-    mov rsi, rax
-    mov dword ptr [r15 + 128], r8d
-    mov r8, r10
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 768]
-    and r8, 4032
-    mov rsi, qword ptr [r15 + r8 + 3392]
+    movzx r9d, al
+    mov r9, r11
+    movzx eax, al
+    mov rax, rax
+    mov byte ptr [r15 + 0], dl
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], dl
+    mov r9, r11
+    mov rdx, rdx
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 36
+    mov dword ptr [r15 + 64], 243
     jmp 1f
 1:
-    mov r8, rdx
-    mov byte ptr [r15 + 448], r8b
-    mov r8, rsi
-    mov byte ptr [r15 + 192], cl
-    mov byte ptr [r15 + 128], bpl
-    mov ebp, dword ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 384]
+    vpxor xmm13, xmm13, xmm6
+    mov dword ptr [r15 + 448], edx
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], r8
+    mov rdx, rax
+    mov byte ptr [r15 + 256], dl
+    mov dword ptr [r15 + 512], 1
+    mov rax, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 704], r9b
+    movzx r9d, byte ptr [r15 + 384]
+    mov rbp, r11
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 106
-    mov dword ptr [r15 + 64], esi
-    mov byte ptr [r15 + 512], cl
-    add r10, r11
+    movzx edx, al
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 128], r9
+    movsxd r9, dword ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 640]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -7215,135 +7229,125 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 268435456
+    test dword ptr [r15 + 67117723], 65536
     setz al
-    lea rcx, [rip + .Lc1_d5595_s]
+    lea rcx, [rip + .Lc1_d5609_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5595_s_t
+    jmp .Lc1_d5609_s_t
     .p2align 3
-.Lc1_d5595_s:
+.Lc1_d5609_s:
     .p2align 3
-    jmp .Lc1_d5595_j
+    jmp .Lc1_d5609_j
     .p2align 3
-    jmp .Lc1_d5595_j
-.Lc1_d5595_j:
+    jmp .Lc1_d5609_j
+.Lc1_d5609_j:
+    movzx ecx, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 128], ymm13
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    mov dword ptr [r15 + 704], ecx
-    and r9, 8128
-    movsxd rdi, dword ptr [r15 + r9 + 7488]
-    mov qword ptr [r15 + 64], rcx
-    mov dword ptr [r15 + 448], 30
-    mov dword ptr [r15 + 256], edi
-    mov rdi, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 384]
-    mov esi, 113
-    movsxd rsi, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 0], 248
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9, r10
-    movsxd rcx, dword ptr [r15 + 448]
-    mov rbp, rax
-    jmp 1f
-1:
-    and r9, 4032
-    and eax, dword ptr [r15 + r9 + 3392]
-    vpxor xmm6, xmm6, xmm1
-    mov dword ptr [r15 + 64], 106
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 576]
-    vmovdqu ymmword ptr [r15 + 192], ymm6
-    mov byte ptr [r15 + 384], bpl
-    movzx r8d, byte ptr [r15 + 512]
-    mov byte ptr [r15 + 128], dil
-    mov rdi, r8
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c8:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d5653_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5653_s_t
-    .p2align 3
-.Lc1_d5653_s:
-    .p2align 3
-    jmp .Lc1_d5653_j
-    .p2align 3
-    jmp .Lc1_d5653_j
-.Lc1_d5653_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 24
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 384]
-    xor dword ptr [r15 + 320], esi
-    movzx eax, al
-    mov byte ptr [r15 + 768], r9b
-    movsxd rax, dword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 128], ymm6
-    movzx r9d, byte ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov rbp, r10
-    vmovdqu ymmword ptr [r15 + 256], ymm6
-    mov esi, dword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 448]
+    movsxd rbp, dword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 384]
+    test ebx, 6656
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm13
     and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + rbp + 3392], rcx
+    movsxd rcx, dword ptr [r15 + 576]
+    mov r9, r11
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], ecx
-    mov ebp, dword ptr [r15 + 512]
+    and r9, 448
+    mov rdx, qword ptr [r15 + r9 + 832]
+    mov r9, r11
+    mov r8d, dword ptr [r15 + 320]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rcx
     jmp 1f
 1:
-    mov rbp, r10
     jmp 1f
 1:
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 192]
-    mov rbp, r10
+    mov qword ptr [r15 + 320], rcx
+    vpxor xmm13, xmm13, xmm2
+    mov r9, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 512], ebp
+    add rcx, qword ptr [r15 + rbp + 3456]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c8:
     jmp 1f
 1:
-    and rbp, 8128
-    movzx edi, byte ptr [r15 + rbp + 7488]
-    add rbp, qword ptr [r15 + 448]
-    mov rdx, r8
-    movzx r8d, byte ptr [r15 + 128]
-    add r10, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 115
+    jmp 1f
+1:
+    mov r9d, 209
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    lea r9, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + 384]
+    and r9, 1984
+    mov ebp, dword ptr [r15 + r9 + 1408]
+    mov eax, r8d
+    movsxd rax, dword ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 64]
+    mov edx, ecx
+    movsxd rcx, dword ptr [r15 + 640]
+    movzx esi, byte ptr [r15 + 256]
+    mov edi, 40
+    mov dword ptr [r15 + 512], r8d
+    mov r8, qword ptr [r15 + 128]
+    mov edi, 102
+    mov rdi, rax
+    mov rax, qword ptr [r15 + 192]
+    mov rax, rax
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 448]
+    vpmovmskb eax, xmm13
+    movzx eax, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + r9 + 1344]
+    vpcmpeqb xmm13, xmm13, xmm15
+    jmp 1f
+1:
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 384]
+    mov r9, r11
+    mov r8, r11
+    vpmovmskb eax, xmm9
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r8d
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -7352,197 +7356,198 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 2097152
+    test dword ptr [r15 + 67117724], 2
     setz al
-    lea rcx, [rip + .Lc1_d5707_s]
+    lea rcx, [rip + .Lc1_d5714_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5707_s_t
+    jmp .Lc1_d5714_s_t
     .p2align 3
-.Lc1_d5707_s:
+.Lc1_d5714_s:
     .p2align 3
-    jmp .Lc1_d5707_j
+    jmp .Lc1_d5714_j
     .p2align 3
-    jmp .Lc1_d5707_j
-.Lc1_d5707_j:
-    mov ecx, 228
-    mov ecx, dword ptr [r15 + 192]
-    mov rax, qword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 512], ymm6
+    jmp .Lc1_d5714_j
+.Lc1_d5714_j:
+    mov qword ptr [r15 + 192], rcx
     jmp 1f
 1:
-    mov r9, r10
+    mov dword ptr [r15 + 704], 121
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov ecx, 239
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r9
+    mov ecx, eax
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 256]
+    movzx eax, cl
+    mov eax, dword ptr [r15 + 128]
+    mov r9, r9
+    mov r9, rcx
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 16320
+    movsxd r8, dword ptr [r15 + r9 + 15680]
+    mov r9d, 228
+    mov qword ptr [r15 + 384], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 320]
     jmp 1f
 1:
     and r9, 448
-    movsxd r8, dword ptr [r15 + r9 + 832]
-    inc dword ptr [r15 + 640]
-    and esi, dword ptr [r15 + 0]
-    mov r9, rsi
-    mov dword ptr [r15 + 0], 106
-    and esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 64]
+    mov byte ptr [r15 + r9 + 832], al
+    mov r9, r11
+    mov edi, 208
+    or qword ptr [r15 + 64], 26
+    and r9, 4032
+    movzx eax, byte ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + 512]
+    movzx edi, r9b
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, rsi
-    mov r9d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], r9d
-    movsxd r9, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r8, r10
-    mov rsi, r8
-    mov ecx, 65
-    mov esi, dword ptr [r15 + 448]
-    and r8, 8128
-    and r9d, dword ptr [r15 + r8 + 7488]
-    mov r8d, eax
-    mov rax, qword ptr [r15 + 576]
-    mov r8, r10
-    mov rcx, rsi
-    and r8, 1984
-    mov esi, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    mov r8, rax
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 384], r9
-    vpmovmskb r9d, xmm6
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c10:
-    mov r8, r10
-    mov byte ptr [r15 + 768], al
-    movsxd rax, dword ptr [r15 + 384]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], edx
-    mov dword ptr [r15 + 0], 51
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov eax, 75
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov byte ptr [r15 + 128], r8b
-    mov dword ptr [r15 + 448], r8d
-    mov eax, r9d
-    movsxd rax, dword ptr [r15 + 512]
-    mov r8, qword ptr [r15 + 704]
-    mov r9, r10
-    movzx edi, byte ptr [r15 + 64]
-    and r9, 448
-    mov edx, dword ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 320]
-    movzx esi, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 384], edi
-    mov qword ptr [r15 + 448], rax
-    movzx edi, byte ptr [r15 + 192]
-    mov rax, rbp
-    mov rbp, r10
-    mov eax, dword ptr [r15 + 128]
-    mov rcx, rax
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rsi
-    movzx ebp, sil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, ebp
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c11:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 32
+    test dword ptr [r15 + 67117724], 16384
     setz al
-    lea rcx, [rip + .Lc1_d5815_s]
+    lea rcx, [rip + .Lc1_d5775_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5815_s_t
+    jmp .Lc1_d5775_s_t
     .p2align 3
-.Lc1_d5815_s:
+.Lc1_d5775_s:
     .p2align 3
-    jmp .Lc1_d5815_j
+    jmp .Lc1_d5775_j
     .p2align 3
-    jmp .Lc1_d5815_j
-.Lc1_d5815_j:
-    movsxd rcx, dword ptr [r15 + 64]
-    movzx edx, byte ptr [r15 + 576]
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], edx
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov dword ptr [r15 + 0], eax
-    mov rax, rdx
-    mov qword ptr [r15 + 0], rax
-    mov qword ptr [r15 + 0], rdx
-    mov eax, 182
-    lea rbp, [r10 + r10*1]
-    and eax, dword ptr [r15 + 64]
-    movzx edx, dl
-    movzx edx, dil
+    jmp .Lc1_d5775_j
+.Lc1_d5775_j:
+    mov rbp, r11
+    jmp 1f
+1:
     and rbp, 1984
-    mov r8, r10
-    and edi, dword ptr [r15 + rbp + 1408]
-    and r8, 4032
-    movsxd rdx, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 192], 130
-    mov r8d, dword ptr [r15 + 512]
+    or qword ptr [r15 + rbp + 1344], 56
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 384]
     jmp 1f
 1:
-    movzx ecx, al
     mov eax, ecx
-    mov eax, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 384], 36
-    mov r9d, dword ptr [r15 + 128]
-    mov r9, r10
+    and rbp, 4032
+    add rcx, qword ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 576]
+    movsxd rax, dword ptr [r15 + 512]
+    mov r9, qword ptr [r15 + 448]
+    mov r8d, dword ptr [r15 + 320]
+    mov edi, ecx
+    movsxd rcx, dword ptr [r15 + 64]
+    mov edx, dword ptr [r15 + 256]
+    movzx esi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + 0], al
+    test dword ptr [r15 + 67117724], 16512
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 320]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7552], rdi
+    mov byte ptr [r15 + 64], bpl
+    movzx ebp, r8b
+    mov rbp, r8
     jmp 1f
 1:
-    and r9, 448
-    mov rsi, qword ptr [r15 + r9 + 832]
-    movzx r9d, byte ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + r9 + 7488], rdx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], esi
+    movzx esi, bpl
+    mov dword ptr [r15 + 128], 99
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rsi
+    jmp 1f
+1:
+    mov esi, 234
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c11:
+    mov rbp, r11
+    movzx esi, sil
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov ebp, 222
+    mov ebp, ebp
+    mov ebp, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm13, xmm13, xmm12
+    mov r9, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], ebp
+    mov qword ptr [r15 + 384], rbp
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    mov esi, dword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 256]
+    mov edi, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 640], r9
+    movzx r9d, r9b
+    mov r9d, esi
+    mov r9d, 112
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 320]
-    mov rbp, rdi
-    mov ebp, r8d
-    and r8d, dword ptr [r15 + 448]
-    movzx ebp, byte ptr [r15 + 320]
+    mov r9, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], r9d
     jmp 1f
 1:
-    movzx r8d, dil
-    add r10, r11
+    jmp 1f
+1:
+    mov r9, r11
+    movzx eax, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    movzx r9d, byte ptr [r15 + 192]
+    mov r8, rax
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -7551,171 +7556,185 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 16
+    test dword ptr [r15 + 67117724], 1
     setz al
-    lea rcx, [rip + .Lc1_d5876_s]
+    lea rcx, [rip + .Lc1_d5879_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5876_s_t
+    jmp .Lc1_d5879_s_t
     .p2align 3
-.Lc1_d5876_s:
+.Lc1_d5879_s:
     .p2align 3
-    jmp .Lc1_d5876_j
+    jmp .Lc1_d5879_j
     .p2align 3
-    jmp .Lc1_d5876_j
-.Lc1_d5876_j:
-    lea r8, [r10 + r10*1]
+    jmp .Lc1_d5879_j
+.Lc1_d5879_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov ecx, 50
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    jmp 1f
+1:
+    movzx ecx, r8b
+    mov rcx, rax
+    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rax
+    mov r8d, 236
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, al
+    test ebx, 1536
+    jz 1f
+1:
+    mov byte ptr [r15 + 64], cl
+    jmp 1f
+1:
+    inc dword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 704]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 256]
+    or qword ptr [r15 + 512], 85
+    mov r8, r11
+    mov r9, qword ptr [r15 + 768]
+    mov esi, r9d
+    jmp 1f
+1:
     and r8, 8128
-    vmovdqu xmmword ptr [r15 + r8 + 7552], xmm6
-    add rax, qword ptr [r15 + 320]
-    mov ecx, edx
-    mov dword ptr [r15 + 512], 136
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + r8 + 7488], r8d
+    movsxd r8, dword ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 448]
+    mov rbp, r11
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 128]
-    mov rdi, rsi
-    movzx edi, byte ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 5120
-    jnz 1f
-1:
-    movzx r8d, r9b
-    mov r8d, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov rbp, r10
-    mov r9d, r8d
-    mov r9, r10
-    mov rdx, qword ptr [r15 + 256]
     and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 384]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], cl
-    mov r9, rdx
-    add rcx, qword ptr [r15 + 192]
-    movsxd r9, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], 40
-    mov eax, dword ptr [r15 + 704]
-    add r10, r11
+    mov dword ptr [r15 + rbp + 832], 212
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c13:
-    mov r9, r10
-    movzx ecx, r9b
-    and r9, 4032
-    xor dword ptr [r15 + r9 + 3392], r9d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], r8d
-    mov r9, qword ptr [r15 + 192]
-    mov r8, rax
-    jmp 1f
-1:
-    mov r8, rdx
-    movzx r8d, byte ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 256
+    setz al
+    lea rcx, [rip + .Lc1_d5942_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5942_s_t
+    .p2align 3
+.Lc1_d5942_s:
+    .p2align 3
+    jmp .Lc1_d5942_j
+    .p2align 3
+    jmp .Lc1_d5942_j
+.Lc1_d5942_j:
+    mov qword ptr [r15 + 0], rdi
+    mov dword ptr [r15 + 0], 208
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    and r9d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    and rbp, 16320
-    mov qword ptr [r15 + rbp + 15680], rbp
-    movsxd rbp, dword ptr [r15 + 64]
-    lea r8, [r10 + r10*1]
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 64]
-    and r8, 1984
-    or qword ptr [r15 + r8 + 1344], 67
-    mov eax, esi
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 768]
-    mov esi, dword ptr [r15 + r8 + 1408]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, eax
-    mov r8d, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 256], bpl
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 576]
-    mov qword ptr [r15 + 448], rax
-    mov eax, dword ptr [r15 + 384]
-    vpaddd xmm6, xmm6, xmm6
-    movsxd rdx, dword ptr [r15 + 128]
-    add r10, r11
+    movsxd rax, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 576], ecx
+    mov rbp, r11
+    mov r8, r11
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], al
+    movzx ebp, al
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 832]
+    mov rcx, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 512], r8b
+    mov r8, r11
+    movzx eax, r8b
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 90
+    mov dword ptr [r15 + 128], 196
+    mov r8d, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 64], ymm13
+    movsxd rax, dword ptr [r15 + 256]
+    mov edi, ebp
+    add rdi, qword ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 320]
+    and edi, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 320], edi
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov edi, dword ptr [r15 + 128]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c14:
-    lea rcx, [rip + .Lc1_d5970_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5970_j_t
-.Lc1_d5970_j:
-    mov qword ptr [r15 + 512], r8
-    mov rcx, rbp
-    mov ebp, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 192], rax
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 640], 78
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, r8
+    mov byte ptr [r15 + 0], dil
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rdi, rdi
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + 704], bpl
+    movsxd rdi, dword ptr [r15 + 448]
+    mov r8, r11
+    mov rax, rax
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
     and r8, 448
-    mov qword ptr [r15 + r8 + 832], rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + r8 + 832]
+    or qword ptr [r15 + 128], 43
+    mov dword ptr [r15 + 384], 77
+    vmovdqu ymmword ptr [r15 + 64], ymm13
+    mov byte ptr [r15 + 320], bpl
+    mov qword ptr [r15 + 192], rdi
+    mov dword ptr [r15 + 448], edi
     jmp 1f
 1:
-    mov rax, r9
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 68
-    mov r9, r10
-    mov eax, 80
-    and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7488]
-    movzx r9d, al
-    vpaddd xmm6, xmm6, xmm6
-    jmp 1f
-1:
-    movzx eax, r8b
-    mov rax, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 320], rax
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], r9b
-    mov r9, r10
-    movzx edx, byte ptr [r15 + 128]
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + 128], ymm13
+    movzx edi, byte ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 384]
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + rbp + 1408], ymm13
+    mov dword ptr [r15 + 256], r9d
+    mov dword ptr [r15 + 512], r9d
     and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rax
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 896], r9d
-    mov byte ptr [r15 + 384], dl
-    mov qword ptr [r15 + 384], rax
-    add r10, r11
+    mov dword ptr [r15 + r9 + 3392], 36
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -7723,456 +7742,430 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 768]
-    vmovdqu ymmword ptr [r15 + 128], ymm6
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32768
+    setz al
+    lea rcx, [rip + .Lc1_d6036_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6036_s_t
+    .p2align 3
+.Lc1_d6036_s:
+    .p2align 3
+    jmp .Lc1_d6036_j
+    .p2align 3
+    jmp .Lc1_d6036_j
+.Lc1_d6036_j:
+    mov rcx, qword ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
+    nop
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 158
+    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 115
+    mov r9, r11
+    mov eax, 226
+    mov qword ptr [r15 + 0], rcx
+    and r9, 4032
+    movzx eax, byte ptr [r15 + r9 + 3392]
+    mov r9d, 123
+    mov r9d, ecx
+    movzx r9d, al
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rax
+    mov dword ptr [r15 + 768], 232
+    movzx ebp, byte ptr [r15 + 576]
     jmp 1f
 1:
-    mov eax, 163
+    mov eax, ebp
+    movzx eax, cl
     jmp 1f
 1:
-    xor dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 2
+    mov eax, dword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 320], ymm13
+    mov qword ptr [r15 + 128], r9
     jmp 1f
 1:
+    mov r9d, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 209
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 131074
-    jnz 1f
-1:
-    mov edx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 704], rax
-    mov r9, r10
-    mov rbp, r10
-    mov eax, 109
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    and r9, 1984
-    movsxd rbp, dword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 448]
-    mov r8d, edx
-    movzx edx, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rsi, rbp
-    mov rbp, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 512], rcx
-    mov dword ptr [r15 + 256], 122
-    mov dword ptr [r15 + 320], 186
-    add r10, r11
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + 384]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], ebp
+    mov r8, rbp
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c16:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 67108864
-    setz al
-    lea rcx, [rip + .Lc1_d6071_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6071_s_t
-    .p2align 3
-.Lc1_d6071_s:
-    .p2align 3
-    jmp .Lc1_d6071_j
-    .p2align 3
-    jmp .Lc1_d6071_j
-.Lc1_d6071_j:
-    movzx ecx, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 128], 31
-    vmovdqu ymmword ptr [r15 + 448], ymm6
-    mov dword ptr [r15 + 256], 0
-    movzx eax, al
-    mov eax, esi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r9
+    mov r8d, 166
+    mov r8d, edi
+    mov r8d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + 256]
+    and rbp, 1984
+    mov r9, qword ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 448], r8b
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    movzx ecx, al
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 512], rdi
+    mov ebp, dword ptr [r15 + 192]
+    mov rdi, qword ptr [r15 + 128]
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 640]
     jmp 1f
 1:
-    mov ecx, 211
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    mov eax, dword ptr [r15 + 576]
-    mov rbp, r10
-    movzx esi, sil
-    mov esi, r8d
-    mov r8, rcx
-    mov r8, r10
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 512], rcx
-    and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 3392]
-    mov byte ptr [r15 + 320], cl
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 384]
-    mov ecx, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 512], al
-    mov rax, qword ptr [r15 + 128]
-    movzx r9d, dil
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 192]
-    add r10, r11
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 76
+    mov edx, 163
+    movzx esi, byte ptr [r15 + 320]
+    vmovdqu xmm13, xmmword ptr [r15 + 64]
+    mov r8, rax
+    mov eax, dword ptr [r15 + 384]
+    mov rdx, rax
+    mov byte ptr [r15 + 384], dl
+    mov edx, dword ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 64]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c17:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d6127_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6127_s_t
-    .p2align 3
-.Lc1_d6127_s:
-    .p2align 3
-    jmp .Lc1_d6127_j
-    .p2align 3
-    jmp .Lc1_d6127_j
-.Lc1_d6127_j:
-    mov ecx, dword ptr [r15 + 384]
-    mov rbp, r10
-    mov eax, dword ptr [r15 + 384]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], esi
+    lea rcx, [rip + .Lc1_d6139_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6139_j_t
+.Lc1_d6139_j:
+    mov rcx, rcx
     jmp 1f
 1:
-    mov rbp, rcx
+    mov ecx, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov dword ptr [r15 + 768], 77
     jmp 1f
 1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r8d, 69
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 192]
-    lea rbp, [r10 + r10*1]
-    mov rdi, rbp
-    movzx edi, byte ptr [r15 + 640]
-    and rbp, 1984
-    mov r8, r10
-    movsxd rax, dword ptr [r15 + rbp + 1408]
     and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7488]
-    mov r8d, ecx
-    mov qword ptr [r15 + 512], r8
-    movzx r8d, byte ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 320]
-    mov ecx, 25
-    movzx ecx, cl
-    movsxd rcx, dword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 128], 62
+    movzx r8d, byte ptr [r15 + 256]
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 448]
-    movsxd rcx, dword ptr [r15 + 704]
-    mov r8d, esi
-    movsxd r8, dword ptr [r15 + rbp + 1344]
-    mov ebp, edx
-    add r10, r11
+    mov rbp, r11
+    mov rdx, qword ptr [r15 + 192]
+    and rbp, 448
+    mov rdi, qword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 704]
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 74
+    and ebp, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], eax
+    movzx r9d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 320], 137
+    movsxd rax, dword ptr [r15 + 384]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c18:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 128], r9d
-    mov dword ptr [r15 + 0], r8d
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 80
-    mov r8d, r8d
+    mov eax, ebp
+    mov ebp, dword ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 576]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r8, r10
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    movzx r9d, byte ptr [r15 + r8 + 3392]
-    mov r8, r10
-    lea r9, [r10 + r10*1]
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    mov r8d, ecx
-    and r9, 448
-    mov r8, qword ptr [r15 + r9 + 832]
-    mov rsi, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 192], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rax
+    mov eax, 166
+    mov eax, r9d
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], r8
-    mov r8d, dword ptr [r15 + 128]
-    movsxd rdx, dword ptr [r15 + 576]
-    mov rcx, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 320], r9
-    movsxd rsi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], 126
-    mov byte ptr [r15 + 448], r9b
-    mov dword ptr [r15 + 256], r9d
-    mov ebp, dword ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + r9 + 896]
+    mov qword ptr [r15 + 128], r8
+    mov r8, r11
     jmp 1f
 1:
-    add r10, r11
+    and r8, 16320
+    add rax, qword ptr [r15 + r8 + 15680]
+    mov r8d, dword ptr [r15 + 512]
+    mov edx, dword ptr [r15 + 256]
+    mov r8, r11
+    mov rbp, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], eax
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 192], r8d
+    vmovdqu ymmword ptr [r15 + 384], ymm13
+    mov r8d, dword ptr [r15 + 448]
+    mov rbp, rdx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], edx
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c19:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d6229_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6229_s_t
-    .p2align 3
-.Lc1_d6229_s:
-    .p2align 3
-    jmp .Lc1_d6229_j
-    .p2align 3
-    jmp .Lc1_d6229_j
+    lea rcx, [rip + .Lc1_d6229_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6229_j_t
 .Lc1_d6229_j:
-    mov dword ptr [r15 + 0], ecx
-    mov rax, r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 207
+    mov dword ptr [r15 + 0], 126
+    mov ecx, 213
+    mov rcx, r8
+    mov rcx, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 254
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm6
-    mov dword ptr [r15 + 0], 20
-    lea rbp, [r10 + r10*1]
+    vmovdqu ymmword ptr [r15 + 0], ymm13
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7552]
-    mov eax, dword ptr [r15 + 320]
-    or qword ptr [r15 + 128], 89
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    or qword ptr [r15 + rbp + 1408], 104
+    mov qword ptr [r15 + 512], rdi
+    mov edi, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 384], ymm13
+    mov r8, r11
+    mov dword ptr [r15 + 640], ecx
+    mov dword ptr [r15 + 64], ebp
+    movzx ecx, byte ptr [r15 + 448]
+    and r8, 4032
+    mov edx, dword ptr [r15 + r8 + 3392]
+    mov r8d, edx
+    mov r8d, 213
     jmp 1f
 1:
+    mov r8, qword ptr [r15 + 128]
+    mov esi, 184
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 384]
-    mov r9, r10
-    mov rdx, qword ptr [r15 + 512]
-    movzx esi, byte ptr [r15 + 256]
-    and r9, 448
-    movzx edi, byte ptr [r15 + r9 + 832]
-    movzx r9d, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 704], rsi
+    mov qword ptr [r15 + 256], rcx
+    lea r9, [r11 + r11*1]
+    vpxor xmm13, xmm13, xmm10
+    mov rsi, r9
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    mov dword ptr [r15 + r9 + 7552], 83
     jmp 1f
 1:
-    mov r9, rbp
-    jmp 1f
-1:
-    vpxor xmm6, xmm6, xmm13
-    mov byte ptr [r15 + rbp + 7488], dl
-    jmp 1f
-1:
-    mov r9, r10
-    mov edx, esi
-    jmp 1f
-1:
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], al
-    movzx r9d, byte ptr [r15 + 64]
-    mov eax, 12
-    mov eax, 140
-    mov dword ptr [r15 + 64], 150
-    jmp 1f
-1:
-    mov qword ptr [r15 + 640], rdx
-    mov eax, 189
-    add r10, r11
+    movzx r9d, byte ptr [r15 + rbp + 1344]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c20:
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d6280_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6280_s_t
+    .p2align 3
+.Lc1_d6280_s:
+    .p2align 3
+    jmp .Lc1_d6280_j
+    .p2align 3
+    jmp .Lc1_d6280_j
+.Lc1_d6280_j:
+    mov r9, r11
+    and r9, 4032
+    movsxd rcx, dword ptr [r15 + r9 + 3392]
+    movzx r9d, al
+    nop
+    movzx r9d, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 0], 226
+    mov eax, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rax
-    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    mov eax, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
+    movsxd rcx, dword ptr [r15 + 256]
     and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    mov r9d, 141
-    mov qword ptr [r15 + 320], rsi
-    mov esi, 147
-    movsxd rsi, dword ptr [r15 + 704]
-    mov r9d, dword ptr [r15 + 512]
-    mov edx, 146
+    mov rdi, qword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    mov edx, 66
-    movzx r8d, byte ptr [r15 + 256]
-    mov edx, dword ptr [r15 + 448]
-    movzx ebp, byte ptr [r15 + 384]
-    mov rcx, qword ptr [r15 + 128]
-    mov rbp, r10
+    mov rsi, rdx
     jmp 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
+    mov rdx, rsi
+    mov dword ptr [r15 + 192], 92
+    mov qword ptr [r15 + 384], rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, rax
+    mov rdi, qword ptr [r15 + 64]
+    mov esi, ebp
+    mov ebp, esi
+    mov rbp, rcx
+    mov esi, dword ptr [r15 + 768]
+    movsxd rbp, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov ebp, edi
-    mov qword ptr [r15 + 192], r9
     jmp 1f
 1:
-    lea rbp, [r10 + r10*1]
-    movsxd r9, dword ptr [r15 + 192]
-    and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3456]
-    mov dword ptr [r15 + rbp + 3392], edi
-    mov ebp, dword ptr [r15 + 320]
-    mov edi, ecx
-    movsxd rdi, dword ptr [r15 + 768]
-    mov rdi, rdi
+    movsxd rcx, dword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 512]
+    mov r8, r11
+    mov dword ptr [r15 + 448], r8d
+    and r8, 8128
+    movzx edx, byte ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    add r10, r11
+    jmp 1f
+1:
+    mov r8d, 170
+    movzx r8d, byte ptr [r15 + 320]
+    mov qword ptr [r15 + r9 + 896], rax
+    mov eax, 82
+    movzx eax, r9b
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c21:
-    lea rcx, [rip + .Lc1_d6332_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6332_j_t
-.Lc1_d6332_j:
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 512]
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm13
+    mov r8d, edx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    inc dword ptr [r15 + 0]
+    mov rax, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edi
-    mov ecx, 238
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 107
-    mov qword ptr [r15 + 0], rdx
-    mov ecx, r9d
-    mov r9, rdi
+    mov dword ptr [r15 + 384], 95
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 37
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r9d
-    mov dword ptr [r15 + 0], ecx
-    mov qword ptr [r15 + 256], r9
-    mov r9, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], 85
-    mov r9d, r9d
-    movzx ecx, r9b
-    mov r9, rcx
-    mov r9d, 225
-    mov dword ptr [r15 + 512], ebp
-    movzx r9d, byte ptr [r15 + 576]
-    mov ecx, 143
-    mov ecx, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 64], dil
-    movzx edi, dil
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 320]
-    mov rbp, r10
-    movzx edx, byte ptr [r15 + 448]
-    mov r8d, dword ptr [r15 + 128]
     movzx eax, r8b
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 128], rax
+    mov byte ptr [r15 + 64], al
+    mov rax, qword ptr [r15 + 576]
+    mov byte ptr [r15 + 448], al
     jmp 1f
 1:
-    mov ebp, 171
-    mov dword ptr [r15 + 384], 22
     jmp 1f
 1:
-    add r10, r11
+    mov rax, rax
+    movsxd rax, dword ptr [r15 + 512]
+    mov r8d, r8d
+    mov dword ptr [r15 + 640], 130
+    mov r8, qword ptr [r15 + 128]
+    mov esi, edi
+    mov esi, 239
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + 192]
+    mov esi, dword ptr [r15 + 384]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov ebp, eax
+    mov ebp, 38
+    mov ecx, esi
+    movzx ebp, sil
+    mov dword ptr [r15 + 256], ebp
+    mov dword ptr [r15 + 320], r8d
+    mov ebp, esi
+    vpmovmskb esi, xmm13
+    movzx esi, dil
+    mov rdi, rdi
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c22:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d6391_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6391_s_t
-    .p2align 3
-.Lc1_d6391_s:
-    .p2align 3
-    jmp .Lc1_d6391_j
-    .p2align 3
-    jmp .Lc1_d6391_j
-.Lc1_d6391_j:
+    lea rcx, [rip + .Lc1_d6390_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6390_j_t
+.Lc1_d6390_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rsi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -8184,182 +8177,158 @@ ditto_body_c1:
     mov rcx, rcx
     jmp 1f
 1:
-    movzx ecx, al
-    jmp 1f
-1:
-    mov rbp, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb ecx, xmm6
-    mov ecx, eax
+    mov rbp, r11
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 384], rdx
+    mov qword ptr [r15 + rbp + 7488], rdi
+    vpmovmskb ebp, xmm13
+    mov ebp, ebp
+    mov ebp, 70
+    vmovdqu ymmword ptr [r15 + 256], ymm13
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rcx
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 704]
+    mov rbp, r11
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], ecx
-    mov qword ptr [r15 + 256], rbp
-    mov rcx, rcx
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 512]
-    mov rbp, rbp
-    mov byte ptr [r15 + 640], bpl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rax
-    mov rbp, r10
-    mov byte ptr [r15 + 448], cl
-    mov eax, 181
     and rbp, 448
-    movzx edx, byte ptr [r15 + rbp + 832]
-    mov ebp, 18
-    mov ecx, 175
-    mov rcx, rdi
-    mov qword ptr [r15 + 192], rcx
-    mov rbp, r10
+    movzx r8d, byte ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 448], rcx
+    movsxd rbp, dword ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 384]
     jmp 1f
 1:
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    movzx edi, al
+    mov qword ptr [r15 + 512], rcx
+    mov r9, r11
+    mov ecx, 34
+    mov dword ptr [r15 + 128], 237
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    movsxd r9, dword ptr [r15 + 64]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 384]
-    or qword ptr [r15 + 64], 59
-    jmp 1f
-1:
-    mov rdi, rax
-    add r10, r11
+    mov rdi, rbp
+    mov qword ptr [r15 + 320], r8
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c23:
-    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm13
+    movzx r9d, cl
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov r9d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdi
+    mov dword ptr [r15 + 0], 156
+    vmovdqu xmmword ptr [r15 + 0], xmm13
+    mov rdi, rdx
+    mov edi, 165
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 320]
+    mov r9, r11
+    mov rbp, r11
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 64]
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    and r9, 1984
+    mov rbp, qword ptr [r15 + r9 + 1344]
+    mov r9d, 182
+    movsxd r9, dword ptr [r15 + 576]
+    mov r8d, 42
+    movsxd r8, dword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], dil
+    movzx edi, byte ptr [r15 + 768]
+    inc dword ptr [r15 + 512]
+    mov esi, r9d
+    mov r9d, dword ptr [r15 + 128]
+    add r9, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx r9d, sil
+    mov r9, r8
     and rbp, 448
-    add rax, qword ptr [r15 + rbp + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, dil
-    vpmovmskb ebp, xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov edi, 102
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, rax
-    mov rax, rax
-    mov eax, 120
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 704], al
-    mov eax, edi
-    mov rbp, r10
-    inc dword ptr [r15 + 128]
-    and rbp, 1984
-    add rdi, qword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 256], 95
-    movsxd rbp, dword ptr [r15 + 512]
-    mov rax, qword ptr [r15 + 192]
-    movsxd rcx, dword ptr [r15 + 384]
-    mov edx, dword ptr [r15 + 64]
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, rdi
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rbp
-    mov ebp, dword ptr [r15 + 448]
-    mov rdi, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + r8 + 3456]
-    mov r8, qword ptr [r15 + 768]
-    add r10, r11
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov r8d, 20
+    mov r8d, edi
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c24:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d6503_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6503_s_t
-    .p2align 3
-.Lc1_d6503_s:
-    .p2align 3
-    jmp .Lc1_d6503_j
-    .p2align 3
-    jmp .Lc1_d6503_j
-.Lc1_d6503_j:
-    mov dword ptr [r15 + 0], ecx
+    lea rcx, [rip + .Lc1_d6491_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6491_j_t
+.Lc1_d6491_j:
+    movzx ecx, byte ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
+    mov byte ptr [r15 + 0], sil
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    mov eax, ecx
-    mov rbp, r10
-    mov ecx, ecx
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov dword ptr [r15 + 0], 199
+    mov esi, 103
+    lea rbp, [r11 + r11*1]
+    movzx esi, byte ptr [r15 + 448]
+    movzx edi, byte ptr [r15 + 256]
+    movsxd r9, dword ptr [r15 + 192]
+    and rbp, 8128
+    movsxd rdx, dword ptr [r15 + rbp + 7552]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 576]
-    movzx r8d, byte ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 192], ymm6
-    mov edi, 93
+    mov rax, qword ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    movzx ebp, r8b
+    mov ebp, dword ptr [r15 + 640]
+    mov ebp, 153
+    mov ebp, 233
+    mov ebp, ebp
+    mov dword ptr [r15 + 384], edx
+    mov rbp, r11
+    imul rdx, qword ptr [r15 + 512]
+    mov r8, r11
+    and rbp, 4032
+    mov rdx, qword ptr [r15 + rbp + 3392]
+    and r8, 1984
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    mov r9, r10
-    mov dword ptr [r15 + 512], ecx
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
+    movzx r8d, byte ptr [r15 + 320]
     jmp 1f
 1:
-    movzx ecx, dl
-    mov dword ptr [r15 + 64], esi
-    mov rcx, qword ptr [r15 + 128]
-    mov r9d, dword ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 320]
-    movzx edx, byte ptr [r15 + 384]
-    mov r9, r10
-    mov edi, 14
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r8
-    mov r9, r9
-    mov r9d, 249
-    mov dword ptr [r15 + 256], 251
-    jmp 1f
-1:
-    mov r9, rdx
-    add r10, r11
+    mov qword ptr [r15 + 320], rdx
+    movzx edx, r8b
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -8368,617 +8337,615 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 256
+    test dword ptr [r15 + 67117724], 16
     setz al
-    lea rcx, [rip + .Lc1_d6561_s]
+    lea rcx, [rip + .Lc1_d6543_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6561_s_t
+    jmp .Lc1_d6543_s_t
     .p2align 3
-.Lc1_d6561_s:
+.Lc1_d6543_s:
     .p2align 3
-    jmp .Lc1_d6561_j
+    jmp .Lc1_d6543_j
     .p2align 3
-    jmp .Lc1_d6561_j
-.Lc1_d6561_j:
-    movsxd rcx, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    mov eax, 205
-    mov dword ptr [r15 + 0], ebp
-    mov rax, rsi
+    jmp .Lc1_d6543_j
+.Lc1_d6543_j:
+    mov rax, rdx
+    movsxd rax, dword ptr [r15 + 320]
+    movzx ecx, bpl
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 220
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 202
-    mov rax, rcx
-    mov eax, 23
-    mov qword ptr [r15 + 0], rcx
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
     movzx ecx, cl
-    mov qword ptr [r15 + 192], rbp
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 320], al
+    mov ecx, edx
+    mov rdx, rcx
     jmp 1f
 1:
-    mov qword ptr [r15 + 256], r8
-    mov r8, r10
-    mov dword ptr [r15 + 128], esi
-    mov r9, r10
-    mov eax, dword ptr [r15 + 128]
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 128
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], rsi
-    mov r8, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 536871168
+    jz 1f
+1:
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 384], 235
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 448]
+    mov rcx, qword ptr [r15 + 704]
+    mov eax, 114
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 384], 121
+    mov r8, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 384], r8d
+    mov r8, r11
+    mov edi, dword ptr [r15 + 256]
+    and r8, 1984
+    mov r9, qword ptr [r15 + r8 + 1344]
+    mov r8, rbp
+    movzx r8d, byte ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 192], 242
     jmp 1f
 1:
-    mov r9, r10
-    mov rsi, rax
-    movsxd rsi, dword ptr [r15 + 704]
-    mov edi, ebp
-    and r9, 1984
-    add rbp, qword ptr [r15 + r9 + 1344]
-    add r10, r11
+    mov r8d, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c26:
-    movzx r9d, byte ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 192], rsi
+    mov rsi, r8
+    mov rsi, qword ptr [r15 + 320]
+    mov rbp, r11
     jmp 1f
 1:
-    movzx ebp, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, edi
-    mov ebp, r9d
-    and ebp, dword ptr [r15 + 0]
-    mov edi, edi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 256]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], bpl
-    mov r9, r10
-    mov dword ptr [r15 + 768], ebp
-    and r9, 448
-    add rbp, qword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], sil
-    jmp 1f
-1:
-    test ebx, 92160
-    jz 1f
-1:
-    mov qword ptr [r15 + 192], rdi
-    mov dword ptr [r15 + 512], eax
-    jmp 1f
-1:
-    mov rdi, r9
-    mov qword ptr [r15 + 128], rbp
-    mov edi, 10
-    mov qword ptr [r15 + 320], rcx
-    jmp 1f
-1:
-    mov edi, 12
-    mov edi, ebp
-    mov edi, r9d
-    movzx edi, dil
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 1
-    mov rdi, rcx
-    jmp 1f
-1:
-    mov rbp, r10
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 320], ymm6
-    mov edi, 210
+    mov r9, r11
     and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
-    add r10, r11
+    mov eax, dword ptr [r15 + rbp + 3392]
+    and r9, 448
+    movzx ebp, byte ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], sil
+    mov byte ptr [r15 + 320], cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, esi
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, bpl
+    mov esi, esi
+    mov rsi, rdi
+    mov rsi, rbp
+    mov esi, 55
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r9d, 12
+    mov r9, r11
+    mov ebp, dword ptr [r15 + 384]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 67
+    mov byte ptr [r15 + 64], dil
+    jmp 1f
+1:
+    mov rdi, rsi
+    mov edi, edi
+    mov byte ptr [r15 + 384], r9b
+    movsxd rdi, dword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 576], ymm13
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c27:
-    lea rcx, [rip + .Lc1_d6670_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6670_j_t
-.Lc1_d6670_j:
-    mov rbp, r10
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], bpl
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    add qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov ebp, 236
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 640], 209
-    movzx ebp, cl
-    mov dword ptr [r15 + 128], 194
-    mov byte ptr [r15 + 64], cl
-    mov ecx, ecx
-    movzx ecx, byte ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + 320]
-    mov r9, r10
-    mov dword ptr [r15 + 512], 153
-    mov rdi, rcx
-    mov ecx, 25
-    and r9, 8128
-    add rcx, qword ptr [r15 + r9 + 7488]
-    mov r9, r10
-    jmp 1f
-1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 140
-    movzx r9d, dl
-    mov r9d, r8d
-    jmp 1f
-1:
-    mov qword ptr [r15 + 576], r9
-    mov r9d, 189
-    movzx r9d, byte ptr [r15 + 192]
-    mov edx, edx
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c28:
-    jmp 1f
-1:
-    mov edx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 197
-    mov dword ptr [r15 + 0], 52
-    mov eax, r9d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov rbp, rdi
-    jmp 1f
-1:
-    movzx ebp, bpl
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 320]
-    movsxd rax, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov r9, r10
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 128]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rax
-    mov qword ptr [r15 + 64], rbp
-    mov r9d, dword ptr [r15 + 512]
-    mov rbp, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov eax, 106
-    mov qword ptr [r15 + 192], r8
-    mov dword ptr [r15 + 448], 33
-    mov r8, r10
-    mov eax, ecx
-    mov eax, edi
-    mov rdi, qword ptr [r15 + 384]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 75
-    mov r8, r10
-    mov rcx, qword ptr [r15 + 384]
-    mov edx, 240
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 238
-    mov r8d, dword ptr [r15 + 64]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c29:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 64
+    test dword ptr [r15 + 67117723], 67108864
     setz al
-    lea rcx, [rip + .Lc1_d6770_s]
+    lea rcx, [rip + .Lc1_d6653_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6770_s_t
+    jmp .Lc1_d6653_s_t
     .p2align 3
-.Lc1_d6770_s:
+.Lc1_d6653_s:
     .p2align 3
-    jmp .Lc1_d6770_j
+    jmp .Lc1_d6653_j
     .p2align 3
-    jmp .Lc1_d6770_j
-.Lc1_d6770_j:
-    mov rcx, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], r8d
-    mov byte ptr [r15 + 448], dl
+    jmp .Lc1_d6653_j
+.Lc1_d6653_j:
+    mov byte ptr [r15 + 256], dil
+    mov dword ptr [r15 + 64], ecx
+    mov dword ptr [r15 + 0], 124
+    mov qword ptr [r15 + 0], rcx
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], rax
+    mov eax, 144
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 320]
+    .byte 0x66, 0x90
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 255
+    mov eax, eax
+    mov eax, 56
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 236
+    mov rbp, r11
+    mov byte ptr [r15 + 448], cl
+    mov dword ptr [r15 + 384], ebp
+    mov eax, 111
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rcx
+    mov ebp, dword ptr [r15 + 640]
+    mov eax, ecx
+    movsxd rax, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], bpl
+    and r9, 448
+    mov ebp, dword ptr [r15 + r9 + 832]
+    mov byte ptr [r15 + 512], bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], eax
+    movsxd rbp, dword ptr [r15 + 704]
+    movzx eax, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r9, r11
+    mov ecx, edi
+    and r9, 8128
+    add qword ptr [r15 + r9 + 7488], r9
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c28:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov eax, 199
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
-    mov r8, qword ptr [r15 + 576]
-    movzx eax, dl
+    mov dword ptr [r15 + 0], 49
+    mov dword ptr [r15 + 448], eax
+    mov r9, r11
+    mov eax, dword ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + 256]
+    mov ecx, 219
+    and r9, 16320
+    mov rcx, qword ptr [r15 + r9 + 15680]
+    mov dword ptr [r15 + 320], esi
+    vpshufd xmm13, xmm13, 141
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 512]
-    movzx ecx, cl
-    mov qword ptr [r15 + 768], r8
-    mov rcx, qword ptr [r15 + 256]
-    mov r8d, 113
-    mov qword ptr [r15 + 192], rax
-    mov eax, 135
-    mov byte ptr [r15 + 64], dl
-    mov rdx, rcx
-    mov r8, r10
-    mov rdx, r8
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    and r8, 8128
-    mov rbp, r10
-    movsxd rdx, dword ptr [r15 + r8 + 7488]
-    mov r8, rcx
-    jmp 1f
-1:
+    mov rbp, r11
+    and r9d, dword ptr [r15 + 128]
+    lea r8, [r11 + r11*1]
+    vpcmpeqb xmm13, xmm13, xmm2
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3456]
     and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 1344]
-    mov byte ptr [r15 + 384], al
-    add r10, r11
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov ebp, 27
+    mov qword ptr [r15 + 128], rbp
+    mov qword ptr [r15 + 320], rdi
+    or qword ptr [r15 + 64], 28
+    movzx ebp, byte ptr [r15 + 384]
+    mov edi, r9d
+    movzx edi, cl
+    movsxd rdi, dword ptr [r15 + r8 + 3392]
+    movzx r8d, byte ptr [r15 + 768]
+    mov esi, r8d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], ebp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c29:
+    lea rcx, [rip + .Lc1_d6752_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6752_j_t
+.Lc1_d6752_j:
+    movsxd rcx, dword ptr [r15 + 384]
+    movzx r8d, al
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx eax, sil
+    jmp 1f
+1:
+    movzx esi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 115
+    mov qword ptr [r15 + 0], rcx
+    movzx edi, byte ptr [r15 + 192]
+    mov byte ptr [r15 + 640], r9b
+    movsxd rcx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rsi, rcx
+    mov dword ptr [r15 + 128], edi
+    mov ecx, edi
+    imul rcx, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 576]
+    mov edi, edi
+    mov r8, r11
+    lea rbp, [r11 + r11*1]
+    movzx edi, sil
+    mov rdi, rdi
+    and r8, 1984
+    movzx edi, byte ptr [r15 + r8 + 1344]
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7552]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 64]
+    and r8, 448
+    movzx edx, byte ptr [r15 + r8 + 832]
+    mov edx, dword ptr [r15 + r8 + 896]
+    jmp 1f
+1:
+    movzx r8d, dil
+    mov dword ptr [r15 + rbp + 7488], 176
+    mov qword ptr [r15 + 256], rdi
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c30:
-    lea rcx, [rip + .Lc1_d6826_j]
+    lea rcx, [rip + .Lc1_d6803_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6826_j_t
-.Lc1_d6826_j:
-    mov rbp, r10
-    mov qword ptr [r15 + 64], rdx
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 320]
+    jmp .Lc1_d6803_j_t
+.Lc1_d6803_j:
+    mov rcx, qword ptr [r15 + 512]
+    mov r8d, esi
+    jmp 1f
+1:
+    mov esi, 26
+    mov rsi, rsi
+    movsxd rsi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], ecx
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, bpl
-    and ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 256], 98
+    mov r8d, ecx
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + 384]
-    movzx edi, sil
+    mov r8, r11
+    mov qword ptr [r15 + 64], r9
+    mov qword ptr [r15 + 384], r8
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 44
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 128]
-    mov rsi, r8
-    mov dword ptr [r15 + 192], 53
+    mov r8, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], edx
+    mov ecx, 171
+    movsxd rcx, dword ptr [r15 + 704]
+    and r8, 4032
+    mov r9d, dword ptr [r15 + r8 + 3392]
+    mov r8d, 182
+    movsxd r8, dword ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 448]
+    movzx edi, cl
+    mov qword ptr [r15 + 192], rcx
+    mov rcx, rcx
+    mov byte ptr [r15 + 128], r9b
+    mov ecx, 164
+    mov rcx, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r8, r10
-    mov r9, r10
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], dl
-    mov r9d, 85
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], 142
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c31:
-    movsxd r9, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 384], r8
-    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 128]
+    mov r9d, r9d
     movzx r9d, r9b
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, 111
+    mov r9d, 63
+    movzx r9d, bpl
+    mov r9d, dword ptr [r15 + 64]
+    add r9, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 256], 50
+    mov ebp, edi
+    mov byte ptr [r15 + 512], bpl
+    test ebx, 9728
+    jz 1f
+1:
+    mov rbp, r11
+    mov r9, rbp
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 59
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r9d, eax
-    jmp 1f
-1:
-    mov r9d, 23
-    movzx r9d, byte ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 320]
-    movzx edx, dil
-    mov rbp, r10
-    mov dword ptr [r15 + 64], r9d
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 768]
-    and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 832]
-    mov rbp, r10
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], eax
     and rbp, 8128
-    vmovdqu xmmword ptr [r15 + rbp + 7488], xmm0
-    mov dword ptr [r15 + 128], edx
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 704], edx
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], dil
+    mov r9d, dword ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 768]
+    mov rcx, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov edi, ebp
-    jmp 1f
-1:
-    movzx edi, dil
-    mov edi, dword ptr [r15 + 256]
-    jmp 1f
-1:
+    movzx edi, byte ptr [r15 + 576]
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 320], ymm13
+    mov byte ptr [r15 + 320], sil
+    mov rsi, rdi
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3392]
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + rbp + 1408]
-    add r10, r11
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 192]
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    movzx r8d, dil
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c32:
-    lea rcx, [rip + .Lc1_d6923_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6923_j_t
-.Lc1_d6923_j:
-    mov ecx, edi
-    mov dword ptr [r15 + 384], 52
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 128]
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 67108864
+    setz al
+    lea rcx, [rip + .Lc1_d6905_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6905_s_t
+    .p2align 3
+.Lc1_d6905_s:
+    .p2align 3
+    jmp .Lc1_d6905_j
+    .p2align 3
+    jmp .Lc1_d6905_j
+.Lc1_d6905_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov ecx, r9d
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 16320
-    mov qword ptr [r15 + rbp + 15680], rbp
-    mov ebp, edi
-    mov r8, r10
-    mov dword ptr [r15 + 320], 190
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 128
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 576]
-    mov rbp, r10
-    mov rdi, rbp
-    movzx edi, cl
-    mov rdi, rcx
-    and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 64], edi
-    mov edi, 207
-    movsxd rdi, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 0], rcx
+    mov rcx, rcx
+    mov ecx, dword ptr [r15 + 320]
+    mov eax, 26
+    mov rax, qword ptr [r15 + 640]
+    mov edi, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov ebp, 222
-    mov rbp, qword ptr [r15 + 448]
-    mov ecx, 18
+    movzx esi, cl
     jmp 1f
 1:
     jmp 1f
 1:
+    vpmovmskb ecx, xmm13
+    movsxd rcx, dword ptr [r15 + 192]
+    movsxd r8, dword ptr [r15 + 384]
+    mov rbp, r11
     jmp 1f
 1:
+    and rbp, 448
+    mov r9, r11
+    mov byte ptr [r15 + rbp + 832], dil
+    mov qword ptr [r15 + 512], rdi
+    and r9, 8128
+    mov rbp, qword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rbp
-    jmp 1f
-1:
-    add r10, r11
+    mov r9d, 248
+    mov byte ptr [r15 + 128], sil
+    movsxd rsi, dword ptr [r15 + 448]
+    and esi, dword ptr [r15 + 128]
+    mov r9, r11
+    mov qword ptr [r15 + 64], r8
+    vmovdqu ymmword ptr [r15 + 384], ymm13
+    mov r8, r9
+    and r9, 1984
+    add rbp, qword ptr [r15 + r9 + 1344]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c33:
-    mov rbp, r10
-    mov rdi, qword ptr [r15 + 384]
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 512]
-    jmp 1f
-1:
+    mov rbp, r11
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 64]
+    mov r8d, 6
+    movzx r8d, byte ptr [r15 + 704]
+    mov rsi, rcx
+    mov dword ptr [r15 + 128], 151
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 41
-    movzx r8d, r8b
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 448], bpl
-    movzx r8d, byte ptr [r15 + 192]
-    mov ebp, ecx
-    mov ebp, dword ptr [r15 + 640]
-    movzx r9d, byte ptr [r15 + 320]
-    mov rbp, r10
-    jmp 1f
-1:
-    mov rax, rcx
-    movsxd rax, dword ptr [r15 + 320]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 28
-    mov rbp, rdx
-    mov rbp, r10
-    mov dword ptr [r15 + 128], 106
-    mov edx, dword ptr [r15 + 256]
-    movzx esi, dil
+    lea rbp, [r11 + r11*1]
+    mov esi, 110
     and rbp, 4032
-    and edx, dword ptr [r15 + rbp + 3392]
-    mov ebp, r8d
+    mov esi, dword ptr [r15 + rbp + 3456]
+    .byte 0x66, 0x90
+    movzx ecx, byte ptr [r15 + 320]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 64]
-    mov edi, r8d
-    mov r8d, 172
-    add r10, r11
+    mov r8, r11
+    mov rdi, rbp
+    jmp 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rsi
+    mov rsi, qword ptr [r15 + 512]
+    and r8d, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 448], cl
+    jmp 1f
+1:
+    movzx ecx, bpl
+    mov qword ptr [r15 + 192], rcx
+    vmovq qword ptr [r15 + rbp + 3392], xmm13
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, dil
+    mov dword ptr [r15 + 768], r8d
+    movzx r8d, bpl
+    mov dword ptr [r15 + 384], 24
+    mov ebp, esi
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c34:
-    lea rcx, [rip + .Lc1_d7023_j]
+    lea rcx, [rip + .Lc1_d7006_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7023_j_t
-.Lc1_d7023_j:
-    mov r9, r10
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
+    jmp .Lc1_d7006_j_t
+.Lc1_d7006_j:
+    mov rbp, r11
+    movzx esi, byte ptr [r15 + 320]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov dword ptr [r15 + 512], 212
+    movsxd rbp, dword ptr [r15 + 320]
+    add rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm13, xmm13, xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
+    vmovdqu ymmword ptr [r15 + 0], ymm13
     movzx ecx, r9b
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    mov r9d, 127
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 110
     jmp 1f
 1:
-    mov r9, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 320], rcx
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm13
-    mov rcx, qword ptr [r15 + 256]
-    mov r9, r10
-    mov byte ptr [r15 + 704], dl
-    mov edx, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 4032
-    and edx, dword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 0], 25
+    mov byte ptr [r15 + 448], bpl
+    mov ebp, 83
+    movzx ebp, byte ptr [r15 + 64]
+    mov ecx, ecx
+    movsxd rcx, dword ptr [r15 + 576]
+    mov edx, 85
+    lea r8, [r11 + r11*1]
+    vpxor xmm13, xmm13, xmm1
+    mov qword ptr [r15 + 384], rsi
+    jmp 1f
+1:
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r9, qword ptr [r15 + 64]
-    mov edi, r9d
-    mov r9d, ecx
-    mov r9d, dword ptr [r15 + 128]
-    mov rsi, rcx
-    lock or dword ptr [r15 + 768], 6
+    mov rdi, rdx
     jmp 1f
 1:
+    mov edx, edi
+    mov qword ptr [r15 + 256], r8
+    mov qword ptr [r15 + 128], r8
+    mov r9, r11
+    mov qword ptr [r15 + r8 + 896], r9
+    mov qword ptr [r15 + 192], r9
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 188
-    movzx ecx, r9b
-    movzx ecx, byte ptr [r15 + 384]
-    movsxd r8, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 192]
-    add r10, r11
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], sil
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -8987,751 +8954,755 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 65536
+    test dword ptr [r15 + 67117723], 2048
     setz al
-    lea rcx, [rip + .Lc1_d7079_s]
+    lea rcx, [rip + .Lc1_d7062_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7079_s_t
+    jmp .Lc1_d7062_s_t
     .p2align 3
-.Lc1_d7079_s:
+.Lc1_d7062_s:
     .p2align 3
-    jmp .Lc1_d7079_j
+    jmp .Lc1_d7062_j
     .p2align 3
-    jmp .Lc1_d7079_j
-.Lc1_d7079_j:
-    mov ecx, 211
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 241
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 128], eax
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 448]
-    mov r9d, ecx
-    mov rcx, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], 169
-    movsxd r9, dword ptr [r15 + 192]
-    test dword ptr [r15 + 67117723], 17152
-    jz 1f
-1:
-    mov rcx, rdx
-    movsxd rcx, dword ptr [r15 + 512]
-    vmovq xmm13, rsi
-    movzx r9d, al
-    mov rax, rax
-    jmp 1f
-1:
-    mov r9, r10
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 576]
-    movsxd rax, dword ptr [r15 + 128]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], ecx
-    mov byte ptr [r15 + 320], bpl
-    mov rbp, r10
-    mov r9d, ebp
-    jmp 1f
-1:
-    mov r9, r10
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov r9d, r9d
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c36:
-    mov rbp, r10
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    movsxd rbp, dword ptr [r15 + 320]
-    movsxd r9, dword ptr [r15 + 512]
+    jmp .Lc1_d7062_j
+.Lc1_d7062_j:
+    mov rcx, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 640], eax
+    mov rax, qword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 53
-    vpshufd xmm13, xmm13, 92
-    vmovdqu ymmword ptr [r15 + 256], ymm13
-    mov r9d, 229
-    jmp 1f
-1:
-    mov r8, r10
-    movzx r9d, sil
-    and r8, 4032
-    movzx r9d, byte ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r10
-    movzx esi, byte ptr [r15 + 640]
-    and r8, 1984
-    movzx edx, byte ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], r8b
-    and r8d, dword ptr [r15 + 128]
-    and r8d, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 320], r9
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 704], ymm13
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 384]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c37:
-    lea rcx, [rip + .Lc1_d7177_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7177_j_t
-.Lc1_d7177_j:
-    mov rcx, rdx
-    jmp 1f
-1:
-    mov ecx, 178
-    mov edx, ecx
-    mov ecx, edx
-    mov byte ptr [r15 + 384], cl
-    mov rcx, qword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edx, cl
-    mov ecx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r9, r10
-    mov dword ptr [r15 + 768], 203
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm13
-    mov dword ptr [r15 + 320], 161
-    mov byte ptr [r15 + 192], dl
-    mov r9d, dword ptr [r15 + 64]
-    mov r8, r10
-    mov edx, ecx
-    and r8, 1984
-    mov rbp, r10
-    movsxd rdx, dword ptr [r15 + r8 + 1344]
-    mov r8d, 197
-    movzx r8d, cl
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 512], rdi
-    movsxd rbp, dword ptr [r15 + 448]
-    movsxd rdi, dword ptr [r15 + 64]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c38:
-    mov qword ptr [r15 + 448], rbp
-    mov ebp, r9d
-    movzx r9d, r8b
-    mov r9, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, rdi
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm13, xmm13, xmm13
-    mov rbp, r10
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 43
-    mov r8, r10
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 139
-    mov qword ptr [r15 + 576], r9
-    mov r8d, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, r8b
-    movzx eax, r8b
-    mov dword ptr [r15 + 64], 238
-    mov qword ptr [r15 + 384], rbp
-    movsxd r8, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 161
-    mov rbp, rsi
-    movzx ebp, cl
-    mov dword ptr [r15 + 192], ecx
-    mov dword ptr [r15 + 128], 99
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c39:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7275_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7275_j_t
-.Lc1_d7275_j:
-    mov rcx, rbp
-    jmp 1f
-1:
-    mov rbp, r10
-    mov dword ptr [r15 + 384], 24
-    movsxd rcx, dword ptr [r15 + 256]
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 512], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 8
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 704], ebp
-    mov rbp, rbp
-    movsxd rsi, dword ptr [r15 + 192]
-    vpcmpeqb xmm13, xmm13, xmm14
-    mov ebp, 53
-    vpshufd xmm13, xmm13, 181
-    mov qword ptr [r15 + 448], rsi
-    mov dword ptr [r15 + 640], 189
-    mov dword ptr [r15 + 320], 123
-    mov r9, r10
-    jmp 1f
-1:
-    mov rbp, r10
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    mov r9d, dword ptr [r15 + 64]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c40:
-    movzx ebp, byte ptr [r15 + 192]
-    mov r9d, r9d
-    mov r9, r9
-    mov dword ptr [r15 + 512], esi
-    mov r9, qword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov esi, ebp
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 90
-    mov rbp, qword ptr [r15 + 320]
-    mov rsi, rcx
-    mov esi, r9d
-    mov dword ptr [r15 + 384], 76
-    mov r9, r10
-    mov ecx, dword ptr [r15 + 64]
-    mov r8, r10
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rax
-    movsxd r9, dword ptr [r15 + 128]
-    and r8, 4032
-    mov r9, r10
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 256], 43
-    and r9, 1984
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + r9 + 1344]
-    mov r9, r9
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 768]
-    mov edi, ebp
-    inc dword ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 320]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c41:
-    lea rcx, [rip + .Lc1_d7366_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7366_j_t
-.Lc1_d7366_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 133
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 140
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    jmp 1f
-1:
-    mov rcx, r8
-    movzx ecx, bpl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rbp
-    mov rcx, rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 99
-    mov rbp, r10
-    mov ecx, esi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov ebp, ebp
-    vmovdqu ymmword ptr [r15 + 128], ymm13
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 192]
-    mov ecx, dword ptr [r15 + 384]
-    mov r8, r10
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 384]
-    movzx eax, sil
-    mov r9, r10
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    movzx r9d, byte ptr [r15 + 576]
-    add rdi, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 64]
-    vpshufd xmm13, xmm13, 237
-    mov edx, 163
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c42:
-    lea rcx, [rip + .Lc1_d7421_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7421_j_t
-.Lc1_d7421_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov ecx, 96
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 320]
-    movzx r8d, dil
-    mov r8, r10
-    movzx edi, byte ptr [r15 + 256]
-    mov qword ptr [r15 + 704], r9
-    mov r9, r10
-    and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 512]
-    and r9, 448
-    mov rsi, qword ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 512]
-    mov eax, ecx
-    movzx ecx, al
-    movzx eax, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 384]
-    mov byte ptr [r15 + 448], cl
-    movzx ecx, byte ptr [r15 + 320]
-    mov byte ptr [r15 + 640], cl
-    mov ecx, dword ptr [r15 + 64]
-    mov r8, r10
-    mov ecx, dword ptr [r15 + 192]
-    mov rax, rdi
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], r8d
-    mov r8d, r9d
-    mov r8d, 1
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c43:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movsxd rax, dword ptr [r15 + 320]
-    movzx r8d, al
-    movzx eax, cl
-    mov rax, rcx
-    movsxd rax, dword ptr [r15 + 768]
+    mov rdx, rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
+    vmovdqu xmmword ptr [r15 + 0], xmm13
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, edx
+    mov edx, eax
+    mov edx, 82
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 384]
+    and rbp, 1984
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
+    and ebp, dword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + 320]
+    mov r8, r11
+    mov edi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 225
+    and r8, 4032
+    mov r9d, dword ptr [r15 + r8 + 3392]
+    mov r8d, dword ptr [r15 + 704]
+    mov qword ptr [r15 + 512], rax
+    mov eax, r8d
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], cl
+    mov dword ptr [r15 + 128], 185
+    mov qword ptr [r15 + 512], r9
+    movzx r9d, r8b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c36:
+    jmp 1f
+1:
+    mov r8d, 4
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, r8d
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], r8
-    add r8, qword ptr [r15 + 384]
-    test dword ptr [r15 + 67117723], 8388864
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov eax, edx
-    mov rax, qword ptr [r15 + 128]
-    and r8, 1984
-    movzx edx, byte ptr [r15 + r8 + 1344]
-    add rax, qword ptr [r15 + 256]
-    movsxd rcx, dword ptr [r15 + 576]
-    mov r9d, dword ptr [r15 + 512]
-    mov edi, dword ptr [r15 + 64]
-    mov byte ptr [r15 + r8 + 1408], dil
-    mov edi, 235
-    mov r8, r10
-    mov edi, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov rbp, r10
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3392]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c44:
-    lea rcx, [rip + .Lc1_d7515_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7515_j_t
-.Lc1_d7515_j:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r10 + r10*1]
-    mov ecx, 45
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7552]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 320]
     jmp 1f
 1:
+    vpshufd xmm13, xmm13, 52
+    add qword ptr [r15 + 512], r8
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 768]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
+    and r8, 8128
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    movsxd rdi, dword ptr [r15 + 448]
     movzx r8d, dil
-    mov dword ptr [r15 + 448], ebp
-    mov qword ptr [r15 + 512], r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], ebp
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r8, r10
-    mov edi, ecx
-    and r8, 1984
-    mov rdi, qword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 640]
-    vmovdqu ymmword ptr [r15 + 384], ymm13
-    mov edx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 192]
-    mov eax, eax
-    mov rbp, r10
-    mov eax, 138
+    mov r8d, dword ptr [r15 + 192]
+    mov rbp, r11
+    mov r8, r11
     and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    mov ebp, r8d
-    mov rbp, qword ptr [r15 + 128]
-    movsxd rbp, dword ptr [r15 + 256]
-    add r10, r11
+    mov qword ptr [r15 + rbp + 3392], rdx
+    mov rdx, rcx
+    mov edx, dword ptr [r15 + 128]
+    and r8, 448
+    movzx ebp, byte ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 320], bpl
+    mov ebp, r9d
+    mov r9, qword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 256], ymm13
+    and r9d, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, r9d
+    jmp 1f
+1:
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c45:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 118
-    jmp 1f
-1:
+.Lc1_b9_c37:
+    lea rcx, [rip + .Lc1_d7167_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7167_j_t
+.Lc1_d7167_j:
+    mov ecx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov ebp, r8d
-    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, edx
+    mov rbp, r11
+    mov ecx, r8d
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 192], 70
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
+    mov rdx, qword ptr [r15 + 256]
+    lock or dword ptr [r15 + 384], 87
+    and rbp, 1984
+    mov r8, qword ptr [r15 + rbp + 1344]
+    mov eax, dword ptr [r15 + 128]
+    mov r9d, 199
+    mov dword ptr [r15 + 320], 28
+    mov r9, r11
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], eax
-    mov byte ptr [r15 + 448], cl
-    and rbp, 4032
-    add rax, qword ptr [r15 + rbp + 3392]
-    and eax, dword ptr [r15 + 704]
-    mov rbp, qword ptr [r15 + 512]
-    and eax, dword ptr [r15 + 64]
-    mov ecx, ecx
-    mov r8d, dword ptr [r15 + 320]
-    mov r9, r10
-    add rdi, qword ptr [r15 + 192]
-    mov ecx, eax
+    mov edi, 81
     and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    movzx r9d, byte ptr [r15 + 256]
+    mov dword ptr [r15 + r9 + 832], 89
+    vmovdqu ymmword ptr [r15 + 640], ymm13
+    movsxd r9, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 64], r9
+    mov r9d, edi
+    movzx r9d, r8b
+    mov r8d, edx
+    mov r8d, edi
+    add r9, qword ptr [r15 + rbp + 1408]
+    mov r8, qword ptr [r15 + 448]
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], r9d
-    mov r9d, dword ptr [r15 + 768]
-    mov rax, qword ptr [r15 + 384]
-    mov r9, r10
-    mov edx, r9d
+    movzx edi, byte ptr [r15 + 512]
     jmp 1f
 1:
-    and r9, 1984
-    mov rdx, qword ptr [r15 + r9 + 1344]
-    mov r9d, ebp
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c46:
+.Lc1_b9_c38:
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 384]
+    movzx edx, bpl
+    mov ebp, 57
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 163
+    mov r9, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3456], 43
+    mov edi, dword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov eax, ebp
+    mov ebp, dword ptr [r15 + r9 + 3392]
+    mov r8, r11
+    nop
+    mov eax, r9d
+    mov dword ptr [r15 + 512], 162
+    and r8, 16320
+    movsxd r9, dword ptr [r15 + r8 + 15680]
+    mov dword ptr [r15 + 320], 156
+    movzx r8d, byte ptr [r15 + 192]
+    mov edx, 208
+    mov rdx, rbp
+    movzx edx, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + 704], 178
+    mov rcx, qword ptr [r15 + 384]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c39:
+    lea rcx, [rip + .Lc1_d7259_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7259_j_t
+.Lc1_d7259_j:
+    mov ecx, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm13, xmm13, xmm10
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm13, xmm13, 236
+    mov r8, rcx
+    mov ecx, 247
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 320], edx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edx, r8b
+    mov qword ptr [r15 + 128], rdx
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 576]
+    mov dword ptr [r15 + 448], 163
+    mov r8, r11
+    movsxd r9, dword ptr [r15 + 256]
+    movsxd rbp, dword ptr [r15 + 64]
+    and r8, 8128
+    mov edi, dword ptr [r15 + r8 + 7488]
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 768], 213
+    and r8, 1984
+    add rax, qword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + 128]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 832]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c40:
+    movzx r8d, byte ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 384]
+    mov edx, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    vpshufd xmm13, xmm13, 208
+    jmp 1f
+1:
+    mov rdx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 640], 0
+    mov r8, r11
+    mov dword ptr [r15 + 448], 127
+    movzx esi, sil
+    mov rsi, qword ptr [r15 + 512]
+    and r8, 8128
+    mov rbp, r11
+    mov dword ptr [r15 + r8 + 7488], 167
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov ebp, 203
+    mov ebp, dword ptr [r15 + 320]
+    movzx r8d, byte ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 192]
+    mov edi, r8d
+    mov byte ptr [r15 + 384], dil
+    mov edi, edi
+    mov r8, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 64]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 140
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c41:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 1024
+    test dword ptr [r15 + 67117724], 1073741824
     setz al
-    lea rcx, [rip + .Lc1_d7615_s]
+    lea rcx, [rip + .Lc1_d7356_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7615_s_t
+    jmp .Lc1_d7356_s_t
     .p2align 3
-.Lc1_d7615_s:
+.Lc1_d7356_s:
     .p2align 3
-    jmp .Lc1_d7615_j
+    jmp .Lc1_d7356_j
     .p2align 3
-    jmp .Lc1_d7615_j
-.Lc1_d7615_j:
+    jmp .Lc1_d7356_j
+.Lc1_d7356_j:
+    mov ecx, 53
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov rcx, rax
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    .byte 0x66, 0x90
+    mov eax, ecx
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 199
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], ecx
+    mov rcx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 182
+    mov rbp, r11
+    mov eax, ebp
+    and rbp, 448
+    mov r8, r11
+    mov dword ptr [r15 + rbp + 832], 46
+    mov eax, 39
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 3
+    mov r8d, 83
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov dword ptr [r15 + 704], 36
+    mov r8d, r8d
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], r8
+    mov byte ptr [r15 + 448], al
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c42:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d7418_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7418_j_t
+.Lc1_d7418_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
+    movzx ebp, al
+    jmp 1f
+1:
+    mov eax, 70
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rcx
+    movsxd r9, dword ptr [r15 + 192]
+    mov rbp, r11
+    jmp 1f
+1:
+    mov byte ptr [r15 + 576], cl
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    mov ebp, 117
+    add rbp, qword ptr [r15 + 768]
+    test dword ptr [r15 + 67117723], 8
+    jnz 1f
+1:
+    mov rbp, r11
+    mov qword ptr [r15 + 448], rbp
+    mov eax, r9d
+    mov r9d, dword ptr [r15 + 128]
+    and rbp, 8128
+    and ecx, dword ptr [r15 + rbp + 7488]
+    mov ebp, r9d
+    mov r9, qword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 64], r8
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 1984
+    movzx edi, byte ptr [r15 + r8 + 1344]
+    movsxd rsi, dword ptr [r15 + 256]
+    mov qword ptr [r15 + r8 + 1408], rax
+    mov r8d, 181
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c43:
+    movzx eax, r8b
+    movsxd r8, dword ptr [r15 + 128]
+    add r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 227
+    jmp 1f
+1:
+    mov rbp, r11
+    .byte 0x66, 0x90
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 832]
+    and eax, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], r8d
+    mov r8d, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx ebp, r8b
+    mov dword ptr [r15 + 192], ebp
+    jmp 1f
+1:
+    vpshufd xmm13, xmm13, 79
+    movsxd rbp, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 256], al
+    movzx eax, byte ptr [r15 + 704]
+    mov r8, r8
+    mov r8d, 125
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 8128
+    movsxd r8, dword ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 384], bpl
+    mov rbp, qword ptr [r15 + 448]
+    mov ecx, 250
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 512]
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 640]
+    mov esi, dword ptr [r15 + 128]
+    and rbp, 4032
+    mov edi, dword ptr [r15 + rbp + 3392]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c44:
+    lea rcx, [rip + .Lc1_d7507_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7507_j_t
+.Lc1_d7507_j:
+    mov rbp, r11
+    movzx ecx, sil
+    movsxd rcx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, dil
+    mov qword ptr [r15 + 64], rdi
+    mov edi, ecx
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 512], edi
+    movsxd rdi, dword ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], ecx
+    mov ecx, 117
+    mov r8, r11
+    add rcx, qword ptr [r15 + 64]
+    and r8, 1984
+    mov r9, r11
+    mov rax, qword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    and r9, 448
+    movsxd r8, dword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 320], edi
+    jmp 1f
+1:
+    movzx edi, r8b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c45:
+    mov r8d, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 64], 156
+    movsxd rdx, dword ptr [r15 + 128]
+    mov edi, 49
+    mov dword ptr [r15 + 0], 198
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    movzx edi, r9b
+    mov rbp, r11
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm13
+    and rbp, 1984
+    movzx edi, byte ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], edx
+    mov edx, dword ptr [r15 + 640]
+    mov r9, r11
+    mov dword ptr [r15 + 320], edi
+    and r9, 8128
+    mov edi, dword ptr [r15 + r9 + 7488]
+    vmovdqu ymmword ptr [r15 + 192], ymm13
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 384]
+    jmp 1f
+1:
     mov ecx, r9d
     jmp 1f
 1:
+    mov dword ptr [r15 + 256], 239
+    mov r9d, edx
+    mov dword ptr [r15 + 512], edi
+    movsxd r9, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx edi, r9b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c46:
+    lea rcx, [rip + .Lc1_d7603_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7603_j_t
+.Lc1_d7603_j:
+    movzx eax, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 192]
-    mov rbp, r10
-    mov r9, rax
-    mov r9d, r9d
-    movzx r9d, byte ptr [r15 + 320]
-    mov r8, r10
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 128]
     jmp 1f
 1:
-    movzx r8d, r9b
-    inc dword ptr [r15 + 576]
-    mov rdx, qword ptr [r15 + 448]
-    mov r8, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 64], dil
-    vpcmpeqb xmm13, xmm13, xmm4
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edi, ebp
-    mov edi, dword ptr [r15 + 256]
-    mov r8, r10
-    mov esi, dword ptr [r15 + 384]
-    mov edi, 132
     jmp 1f
 1:
-    and r8, 8128
-    movzx edi, byte ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 384]
-    movsxd r8, dword ptr [r15 + 128]
-    add r10, r11
+    mov dword ptr [r15 + 0], 236
+    movzx edi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 49
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 107
+    mov rdi, qword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], 71
+    mov r9, r11
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 448
+    mov rdi, qword ptr [r15 + r9 + 832]
+    mov r9d, 18
+    and rbp, 8128
+    movsxd r9, dword ptr [r15 + rbp + 7488]
+    mov ebp, ecx
+    movsxd rbp, dword ptr [r15 + 512]
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 64]
+    mov rax, rdi
+    and r8, 1984
+    mov rdi, qword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 128]
+    movzx edx, r9b
+    jmp 1f
+1:
+    mov r9, rdx
+    mov r9d, 245
+    movsxd r9, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 256], rdx
+    mov edx, r9d
+    mov dword ptr [r15 + 704], esi
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c47:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r8, r10
-    and r8, 8128
-    movzx r9d, byte ptr [r15 + r8 + 7488]
-    mov byte ptr [r15 + 384], cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], ebp
-    jmp 1f
-1:
-    mov r8d, 188
-    mov dword ptr [r15 + 512], eax
-    mov r8d, dword ptr [r15 + 448]
-    mov eax, 54
-    mov eax, dword ptr [r15 + 448]
+    and edx, dword ptr [r15 + 0]
+    mov r9, r8
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 704], r9
-    mov r9d, ebp
-    test dword ptr [r15 + 67117724], 1
-    jz 1f
-1:
-    movzx r9d, r8b
-    movzx r9d, byte ptr [r15 + 640]
-    mov r8, r10
+    mov byte ptr [r15 + 0], dl
+    mov dword ptr [r15 + 0], eax
+    mov edx, 32
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 576], sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r9, r11
+    mov rdx, r9
+    and r9, 8128
+    mov rdx, qword ptr [r15 + r9 + 7488]
+    lea r9, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + 384]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    mov rbp, qword ptr [r15 + 256]
+    add rax, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r8d, 67
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 448]
+    mov edi, edx
+    mov rdx, rcx
+    mov rdx, qword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], r8d
+    mov r8, r11
+    mov esi, ebp
+    mov ebp, dword ptr [r15 + 512]
+    movsxd rbp, dword ptr [r15 + r9 + 3456]
     and r8, 1984
-    mov rbp, r10
-    mov qword ptr [r15 + r8 + 1344], rbp
+    mov r9, qword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 192], dil
+    movzx r8d, byte ptr [r15 + 768]
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 88
-    and rbp, 448
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + rbp + 832]
-    mov rbp, r9
-    mov rbp, qword ptr [r15 + 128]
-    mov rsi, rbp
-    mov r8, rsi
-    and esi, dword ptr [r15 + 320]
-    mov rbp, rsi
-    mov rax, r9
-    mov dword ptr [r15 + 64], r9d
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -9740,76 +9711,65 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 65536
+    test dword ptr [r15 + 67117723], 1048576
     setz al
-    lea rcx, [rip + .Lc1_d7723_s]
+    lea rcx, [rip + .Lc1_d7706_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7723_s_t
+    jmp .Lc1_d7706_s_t
     .p2align 3
-.Lc1_d7723_s:
+.Lc1_d7706_s:
     .p2align 3
-    jmp .Lc1_d7723_j
+    jmp .Lc1_d7706_j
     .p2align 3
-    jmp .Lc1_d7723_j
-.Lc1_d7723_j:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    jmp 1f
-1:
-    movzx ecx, sil
-    mov qword ptr [r15 + 0], rax
-    add rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], ecx
-    mov rbp, r10
-    mov byte ptr [r15 + 320], al
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    movzx ecx, al
-    mov rbp, r10
-    jmp 1f
-1:
-    movzx eax, bpl
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 159
-    mov dword ptr [r15 + 128], 175
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 768]
+    jmp .Lc1_d7706_j
+.Lc1_d7706_j:
+    lea rbp, [r11 + r11*1]
+    and ecx, dword ptr [r15 + 192]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov eax, ebp
+    mov eax, 224
     movzx eax, al
-    movzx eax, byte ptr [r15 + 192]
-    movzx esi, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 448], esi
+    mov edi, 101
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpshufd xmm13, xmm13, 68
-    mov dword ptr [r15 + 64], 39
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 0]
+    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov rax, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r8, r10
-    mov rsi, rbp
-    add rsi, qword ptr [r15 + 384]
+    mov edi, 90
+    mov r8, r11
+    mov byte ptr [r15 + 640], bpl
+    mov dword ptr [r15 + 512], 136
     jmp 1f
 1:
     and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 64]
-    mov r9, rax
-    add r10, r11
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov r8, qword ptr [r15 + rbp + 896]
+    jmp 1f
+1:
+    mov ebp, 96
+    mov rbp, r11
+    mov dword ptr [r15 + 384], 120
+    and rbp, 16320
+    movsxd rdi, dword ptr [r15 + rbp + 15680]
+    mov rbp, qword ptr [r15 + 256]
+    mov edx, dword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], 131
+    mov esi, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 128]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -9817,794 +9777,806 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7785_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7785_j_t
-.Lc1_d7785_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2048
+    setz al
+    lea rcx, [rip + .Lc1_d7763_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7763_s_t
+    .p2align 3
+.Lc1_d7763_s:
+    .p2align 3
+    jmp .Lc1_d7763_j
+    .p2align 3
+    jmp .Lc1_d7763_j
+.Lc1_d7763_j:
     jmp 1f
 1:
-    mov rcx, rdi
-    mov rbp, r10
-    movzx ecx, r9b
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    mov byte ptr [r15 + 320], al
-    mov rbp, r10
+    mov rcx, rax
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 256]
-    mov r9d, r9d
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], esi
-    mov dword ptr [r15 + 0], 11
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 256]
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov r9d, dword ptr [r15 + 64]
-    mov ebp, 20
-    mov esi, 114
-    test dword ptr [r15 + 67117724], 4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rsi
+    vmovq xmm13, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 122
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 320]
+    mov ecx, ecx
+    movzx ecx, byte ptr [r15 + 448]
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 384]
-    mov r9, rsi
-    movzx esi, byte ptr [r15 + 192]
-    add rsi, qword ptr [r15 + 384]
-    movzx ebp, cl
-    mov ecx, dword ptr [r15 + 576]
-    mov rbp, rcx
+    vmovdqu ymmword ptr [r15 + 64], ymm13
+    mov ecx, ecx
+    mov rcx, qword ptr [r15 + 320]
     jmp 1f
 1:
+    add rcx, qword ptr [r15 + 768]
+    mov rbp, r11
+    mov rsi, r9
+    mov qword ptr [r15 + 384], rax
     jmp 1f
 1:
-    mov rbp, r10
-    movzx eax, bpl
-    mov eax, dword ptr [r15 + 128]
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    mov r8, r11
     jmp 1f
 1:
-    and rbp, 4032
-    add rcx, qword ptr [r15 + rbp + 3392]
-    and ecx, dword ptr [r15 + 512]
-    movzx ebp, byte ptr [r15 + 448]
-    movzx r8d, bpl
-    add r10, r11
+    mov ebp, dword ptr [r15 + 128]
+    and r8, 4032
+    mov rsi, qword ptr [r15 + r8 + 3392]
+    movzx r8d, sil
+    mov r8, r11
+    mov r9d, dword ptr [r15 + 192]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 126
+    mov dword ptr [r15 + 704], 11
+    jmp 1f
+1:
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c50:
-    vmovdqu ymmword ptr [r15 + 384], ymm13
-    mov ecx, eax
-    mov rbp, r10
-    movzx ecx, bpl
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    movzx ebp, byte ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
+    movsxd r8, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 98
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], 2
-    mov dword ptr [r15 + 448], eax
-    movsxd rax, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 128], dl
-    mov edx, r9d
-    mov r9, r10
-    mov rdx, r8
-    and r9, 448
-    movzx edx, byte ptr [r15 + r9 + 832]
-    movzx r9d, r8b
+    mov rdi, r9
     jmp 1f
 1:
-    mov r9d, 48
-    mov r9d, 182
+    mov qword ptr [r15 + 0], rdi
+    mov edi, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, r9d
-    mov r9d, dword ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 640]
-    mov r8, r10
-    movzx esi, byte ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 704]
+    mov rdi, r8
+    mov r8, qword ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 192]
+    mov rsi, qword ptr [r15 + 576]
+    mov byte ptr [r15 + 512], dil
+    mov rbp, r11
+    mov edi, edi
+    vmovdqu ymmword ptr [r15 + 64], ymm13
+    mov rdi, rdi
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 30
+    mov byte ptr [r15 + 320], r8b
+    mov qword ptr [r15 + 256], rsi
+    movzx r8d, r8b
+    mov r8, r11
+    movzx edi, r9b
+    mov edi, ebp
+    jmp 1f
+1:
     and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm13
-    movzx r8d, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    add r10, r11
+    mov ebp, dword ptr [r15 + r8 + 3392]
+    movzx r8d, bpl
+    vmovdqu xmm13, xmmword ptr [r15 + 64]
+    mov r8, r11
+    mov dword ptr [r15 + 448], r8d
+    mov rdi, r8
+    and r8, 8128
+    and ebp, dword ptr [r15 + r8 + 7488]
+    and ebp, dword ptr [r15 + 512]
+    mov r8, r8
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c51:
-    lea rcx, [rip + .Lc1_d7877_j]
+    lea rcx, [rip + .Lc1_d7864_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7877_j_t
-.Lc1_d7877_j:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 320], ymm13
-    jmp 1f
-1:
-    xor dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 41
-    jmp 1f
-1:
-    mov ecx, 36
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], ecx
-    mov ecx, dword ptr [r15 + 448]
-    mov r8, r10
-    mov rdi, qword ptr [r15 + 256]
+    jmp .Lc1_d7864_j_t
+.Lc1_d7864_j:
+    mov rbp, r11
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 64]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], edi
     and r8, 8128
-    and ebp, dword ptr [r15 + r8 + 7488]
-    and ebp, dword ptr [r15 + 512]
+    mov dword ptr [r15 + r8 + 7488], 232
+    mov dword ptr [r15 + 0], edi
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 31
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 320]
-    add rbp, qword ptr [r15 + 192]
-    mov byte ptr [r15 + 576], cl
-    mov r8, r10
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 256]
     jmp 1f
 1:
+    mov dword ptr [r15 + 704], ebp
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 768]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 121
-    movzx r8d, byte ptr [r15 + 64]
-    mov r9, r10
-    mov edx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 384], ecx
+    mov byte ptr [r15 + 640], cl
+    mov rbp, r11
+    mov dword ptr [r15 + 448], ebp
+    and r8d, dword ptr [r15 + 320]
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    mov r9d, ecx
+    movzx ebp, cl
+    vmovdqu ymmword ptr [r15 + 512], ymm13
+    mov dword ptr [r15 + 320], 217
+    mov rcx, rbp
     jmp 1f
 1:
-    mov r9d, r9d
-    add r10, r11
+    movzx ecx, byte ptr [r15 + 128]
+    mov rdi, rcx
+    mov rcx, qword ptr [r15 + 384]
+    mov r9d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rsi, r9
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c52:
-    jmp 1f
-1:
-    mov esi, r9d
-    vpcmpeqb xmm13, xmm13, xmm9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, sil
-    mov qword ptr [r15 + 0], rcx
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov rdx, r9
-    mov dword ptr [r15 + 0], 80
-    vmovdqu ymmword ptr [r15 + 0], ymm13
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
+    mov qword ptr [r15 + 0], rsi
+    mov esi, esi
+    movzx esi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], ecx
-    movzx ecx, byte ptr [r15 + 448]
-    mov r9, r10
+    mov r8d, dword ptr [r15 + r9 + 3392]
+    mov qword ptr [r15 + 192], rsi
+    mov dword ptr [r15 + 128], 22
     jmp 1f
 1:
-    and r9, 1984
-    mov rdx, qword ptr [r15 + r9 + 1344]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 640]
-    movzx r9d, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 384], eax
-    mov eax, ecx
-    mov rax, rbp
+    movzx esi, byte ptr [r15 + 768]
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 512]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 64
+    mov rbp, rbp
+    mov dword ptr [r15 + r9 + 3456], esi
+    mov rbp, r11
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 192], rax
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 256]
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 16320
-    movsxd rdx, dword ptr [r15 + rbp + 15680]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 384]
-    vmovq xmm13, rbp
-    movzx ebp, bpl
-    mov qword ptr [r15 + 512], r9
-    mov dword ptr [r15 + 128], ebp
-    jmp 1f
-1:
-    add r10, r11
+    movzx r9d, bpl
+    mov r9d, 159
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1344]
+    mov ebp, 81
+    vmovdqu ymmword ptr [r15 + 128], ymm13
+    mov eax, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], 155
+    mov esi, dword ptr [r15 + 256]
+    movzx ebp, byte ptr [r15 + 320]
+    mov rdi, qword ptr [r15 + 384]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c53:
-    lea rcx, [rip + .Lc1_d7979_j]
+    lea rcx, [rip + .Lc1_d7953_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7979_j_t
-.Lc1_d7979_j:
-    mov rbp, r10
-    movzx ecx, al
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 320]
+    jmp .Lc1_d7953_j_t
+.Lc1_d7953_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 110
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm13
+    lea rbp, [r11 + r11*1]
+    mov r9, r11
+    mov dword ptr [r15 + 448], 178
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 320], 106
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 896]
     jmp 1f
 1:
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
+    mov r8, r11
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], al
-    movsxd rax, dword ptr [r15 + 320]
-    movzx r9d, byte ptr [r15 + 256]
-    mov r8d, r9d
+    mov rsi, qword ptr [r15 + 64]
+    and r8, 8128
+    add r9, qword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 192], 144
+    movsxd r8, dword ptr [r15 + 128]
+    vmovdqu xmmword ptr [r15 + 384], xmm13
+    mov dword ptr [r15 + 384], 202
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 512]
-    lea r8, [r10 + r10*1]
-    movzx edx, sil
-    and r8, 448
-    mov edx, dword ptr [r15 + r8 + 896]
+    mov dword ptr [r15 + rbp + 832], ecx
+    imul rcx, qword ptr [r15 + 256]
+    movsxd rbp, dword ptr [r15 + 640]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov esi, eax
-    mov rsi, rbp
-    lea rbp, [r10 + r10*1]
-    mov qword ptr [r15 + 448], r9
-    mov edi, ecx
-    and rbp, 8128
-    add rdi, qword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm13
-    and edi, dword ptr [r15 + 704]
-    mov r8d, 82
-    movzx r8d, byte ptr [r15 + 384]
-    movzx r9d, byte ptr [r15 + 192]
-    mov ecx, ecx
-    mov ecx, dword ptr [r15 + rbp + 7552]
-    add r10, r11
+    mov byte ptr [r15 + 512], dil
+    mov edi, dword ptr [r15 + 576]
+    mov rax, rdi
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c54:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d8035_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8035_s_t
-    .p2align 3
-.Lc1_d8035_s:
-    .p2align 3
-    jmp .Lc1_d8035_j
-    .p2align 3
-    jmp .Lc1_d8035_j
-.Lc1_d8035_j:
-    mov rcx, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 0], 239
+    movzx edi, byte ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 187
+    jmp 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov eax, 178
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 64]
+    mov ebp, ebp
+    mov ebp, edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rbp, qword ptr [r15 + 704]
+    mov edi, eax
+    movzx edi, al
+    mov dword ptr [r15 + 256], eax
+    mov r8, r11
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov rax, rax
-    movzx eax, cl
-    movzx eax, byte ptr [r15 + 256]
-    mov rdx, r8
-    mov r8d, 212
-    mov r8, qword ptr [r15 + 64]
-    lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + 320], al
-    and rbp, 1984
-    movzx edx, byte ptr [r15 + rbp + 1344]
-    mov eax, dword ptr [r15 + rbp + 1408]
-    mov ebp, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 448], bpl
-    mov ebp, 128
-    mov rbp, r8
-    mov r8, r10
-    mov dword ptr [r15 + 576], 88
+    mov r9, r11
     and r8, 4032
-    mov rsi, qword ptr [r15 + r8 + 3392]
-    movzx r8d, sil
-    mov dword ptr [r15 + 512], 7
+    mov edi, dword ptr [r15 + r8 + 3392]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], bpl
+    mov r9d, dword ptr [r15 + 320]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 768], ymm13
-    mov r8d, edx
-    movsxd r8, dword ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 128]
+    vmovdqu xmmword ptr [r15 + 384], xmm13
+    mov r8d, 201
+    mov r8d, 160
+    mov eax, dword ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 512]
+    movzx ecx, dil
+    mov edi, ebp
+    movzx edi, byte ptr [r15 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 384]
-    movzx r9d, bpl
-    add r10, r11
+    mov esi, dword ptr [r15 + 192]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c55:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32
+    setz al
+    lea rcx, [rip + .Lc1_d8052_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8052_s_t
+    .p2align 3
+.Lc1_d8052_s:
+    .p2align 3
+    jmp .Lc1_d8052_j
+    .p2align 3
+    jmp .Lc1_d8052_j
+.Lc1_d8052_j:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov byte ptr [r15 + 0], cl
+    mov rcx, rax
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 129
-    mov qword ptr [r15 + 0], rcx
-    mov qword ptr [r15 + 0], rdi
-    mov qword ptr [r15 + 640], rdi
-    vpaddd xmm13, xmm13, xmm13
-    mov byte ptr [r15 + 320], r9b
+    mov esi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9, r10
-    mov ecx, 75
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    mov ecx, esi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 128]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rdi
-    mov r9d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r8, r10
-    mov dword ptr [r15 + 64], edi
-    jmp 1f
-1:
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rdi
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 512]
-    mov r9d, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], ecx
-    mov rbp, r10
-    mov rcx, qword ptr [r15 + 384]
+    mov rbp, r11
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 192]
+    mov rsi, qword ptr [r15 + 256]
     and rbp, 4032
-    mov r9d, dword ptr [r15 + rbp + 3392]
+    mov rdi, qword ptr [r15 + rbp + 3392]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    mov r8, r9
+    mov r8d, 175
+    movzx r8d, byte ptr [r15 + 576]
+    movzx ebp, r8b
+    mov rbp, r11
+    mov r9d, 67
     jmp 1f
 1:
+    mov dword ptr [r15 + 320], ecx
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov rcx, qword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov ebp, 193
+    mov r9, qword ptr [r15 + 64]
+    mov rax, r9
+    mov r9d, r8d
+    movsxd r9, dword ptr [r15 + 768]
     jmp 1f
 1:
-    mov ebp, 223
-    movzx ebp, byte ptr [r15 + 384]
+    movzx edx, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 512], cl
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 704]
-    movzx esi, byte ptr [r15 + 448]
-    mov edx, 145
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r10, r11
+    mov ecx, ebp
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c56:
-    lea rcx, [rip + .Lc1_d8140_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8140_j_t
-.Lc1_d8140_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d8114_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8114_s_t
+    .p2align 3
+.Lc1_d8114_s:
+    .p2align 3
+    jmp .Lc1_d8114_j
+    .p2align 3
+    jmp .Lc1_d8114_j
+    .p2align 3
+    jmp .Lc1_d8114_j
+    .p2align 3
+    jmp .Lc1_d8114_j
+    .p2align 3
+    jmp .Lc1_d8114_j
+    .p2align 3
+    jmp .Lc1_d8114_j
+    .p2align 3
+    jmp .Lc1_d8114_j
+    .p2align 3
+    jmp .Lc1_d8114_j
+.Lc1_d8114_j:
+    mov qword ptr [r15 + 512], rax
+    mov rax, r9
+    movsxd r9, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 0], r9b
+    and r9d, dword ptr [r15 + 0]
+    mov rax, rcx
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rsi
+    movzx esi, r9b
+    mov byte ptr [r15 + 0], cl
+    vpor xmm13, xmm13, xmm13
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov qword ptr [r15 + 0], r9
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 256], esi
+    movzx esi, sil
+    mov dword ptr [r15 + 384], eax
+    mov rsi, qword ptr [r15 + 64]
+    mov r9, r11
+    test ebx, 1073741824
+    jz 1f
 1:
-    movzx ebp, r8b
-    movzx ebp, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 768]
-    mov r8d, 241
-    movzx r8d, byte ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    vpaddd xmm13, xmm13, xmm13
-    jmp 1f
-1:
-    mov r9, rdx
-    mov r9, r10
-    movzx esi, byte ptr [r15 + 448]
-    mov r8, r10
-    mov qword ptr [r15 + 192], rdi
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], bpl
-    and r9, 8128
-    mov r8, qword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 119
-    mov edi, r8d
-    mov rdi, r9
-    mov byte ptr [r15 + 256], dil
-    movzx edi, sil
-    mov r9, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and esi, dword ptr [r15 + 640]
     and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r8b
-    mov dword ptr [r15 + 384], 66
-    mov r9d, dword ptr [r15 + 320]
-    mov r8d, r8d
+    movzx eax, byte ptr [r15 + r9 + 1344]
+    mov rbp, r11
     jmp 1f
 1:
-    add r10, r11
+    mov byte ptr [r15 + 192], sil
+    movzx esi, sil
+    and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 448]
+    mov r9d, 237
+    movzx r9d, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov ecx, 66
+    mov r8, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 320]
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 832]
+    vmovdqu ymmword ptr [r15 + 448], ymm13
+    mov r8d, 200
+    mov qword ptr [r15 + 128], r8
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c57:
-    lea rcx, [rip + .Lc1_d8195_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8195_j_t
-.Lc1_d8195_j:
-    mov qword ptr [r15 + 448], rsi
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 768]
     jmp 1f
 1:
+    movzx r9d, r8b
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, ecx
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 142
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r9d, r9b
+    vmovq qword ptr [r15 + 0], xmm13
+    mov dword ptr [r15 + 0], 175
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 320], r8
-    movsxd r8, dword ptr [r15 + 256]
-    mov r9, r10
-    mov ecx, ecx
-    mov rbp, r10
+    vmovdqu ymmword ptr [r15 + 512], ymm13
+    mov rbp, r11
     jmp 1f
 1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r8
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
+    and rbp, 1984
+    add qword ptr [r15 + rbp + 1344], rbp
+    mov ebp, ebp
+    mov r9, r9
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 384]
-    mov r8, r10
-    mov r9d, dword ptr [r15 + 128]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rcx
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 512]
+    mov r9, r11
+    mov rbp, qword ptr [r15 + 256]
+    and r9, 16320
+    mov byte ptr [r15 + r9 + 15680], r8b
+    mov r9d, dword ptr [r15 + 192]
+    movsxd r8, dword ptr [r15 + 320]
     jmp 1f
 1:
+    mov rax, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 128], al
     jmp 1f
 1:
-    mov r8d, 168
+    mov r8, r11
+    vpaddd xmm13, xmm13, xmm13
+    mov dword ptr [r15 + 64], r8d
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 104
+    movzx r8d, byte ptr [r15 + 64]
+    movzx eax, r8b
+    movsxd r8, dword ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 704]
+    mov ecx, dword ptr [r15 + 448]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 128]
-    mov rcx, qword ptr [r15 + 576]
-    mov edi, r9d
-    mov qword ptr [r15 + 192], rdi
-    movzx edi, byte ptr [r15 + 64]
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c58:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d8223_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8223_j_t
+.Lc1_d8223_j:
+    mov qword ptr [r15 + 384], rcx
     jmp 1f
 1:
-    mov rax, rcx
-    mov dword ptr [r15 + 512], 86
-    movsxd rcx, dword ptr [r15 + 640]
-    movsxd rax, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 384], edi
+    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    add qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    mov dword ptr [r15 + 0], 183
-    and r8, 4032
-    movzx esi, byte ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 192], eax
-    test dword ptr [r15 + 67117724], 16777216
-    jnz 1f
-1:
-    mov r8, rax
-    movsxd r8, dword ptr [r15 + 448]
-    mov rax, r8
-    mov eax, eax
-    movzx eax, byte ptr [r15 + 384]
-    mov byte ptr [r15 + 128], cl
     jmp 1f
 1:
-    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 512]
-    and rbp, 1984
-    vmovq qword ptr [r15 + rbp + 1344], xmm13
-    mov byte ptr [r15 + 704], sil
-    mov rsi, qword ptr [r15 + 64]
-    mov rbp, r10
-    mov rdi, rcx
-    mov ecx, dword ptr [r15 + 320]
-    and rbp, 448
-    mov r9, qword ptr [r15 + rbp + 832]
-    add r10, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 384]
+    movzx esi, bpl
+    mov dword ptr [r15 + 640], ecx
+    movsxd rcx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 512], rsi
+    lea r8, [r11 + r11*1]
+    movzx esi, byte ptr [r15 + 448]
+    mov ebp, esi
+    movsxd rsi, dword ptr [r15 + 256]
+    mov r9, r11
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov eax, ecx
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3392]
+    mov r9d, 122
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 128], 168
+    and r9, 8128
+    movzx edi, byte ptr [r15 + r9 + 7552]
+    mov dword ptr [r15 + 192], 82
+    mov edx, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 128], rax
+    mov qword ptr [r15 + r9 + 7488], r8
+    mov r9d, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + r8 + 896]
+    jmp 1f
+1:
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c59:
-    lea rcx, [rip + .Lc1_d8293_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8293_j_t
-.Lc1_d8293_j:
-    mov ecx, dword ptr [r15 + 128]
-    mov ebp, 237
-    mov byte ptr [r15 + 0], dil
+    movsxd rax, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    vmovq xmm13, r9
-    mov r9d, edi
-    jmp 1f
-1:
-    mov edi, r9d
-    jmp 1f
-1:
-    mov r9d, 244
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov r9, r10
-    or qword ptr [r15 + 256], 62
-    and r9, 448
-    mov edi, dword ptr [r15 + r9 + 832]
-    vpcmpeqb xmm13, xmm13, xmm4
-    mov dword ptr [r15 + 64], 10
-    mov r9d, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 512]
-    mov esi, 180
-    mov qword ptr [r15 + 576], rcx
-    mov esi, ecx
-    mov ecx, esi
+    .byte 0x0f, 0x1f, 0x00
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 192]
-    mov rax, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 320], r8d
-    mov r8, r10
-    mov ecx, dword ptr [r15 + 448]
+    mov eax, eax
     jmp 1f
 1:
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r9
-    mov r8, r10
-    mov qword ptr [r15 + 768], r8
-    and ecx, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 216
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 320]
+    and r9, 1984
+    add qword ptr [r15 + r9 + 1408], r9
+    mov r8, r9
+    mov r8d, 136
+    movzx r8d, al
+    mov byte ptr [r15 + 320], r8b
+    mov r8d, r8d
+    vmovdqu ymmword ptr [r15 + 512], ymm13
+    add r8, qword ptr [r15 + 384]
     jmp 1f
 1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 105
-    mov r8d, esi
-    mov r8d, eax
-    jmp 1f
-1:
-    add r10, r11
+    mov byte ptr [r15 + 448], r9b
+    mov dword ptr [r15 + r9 + 1344], edx
+    mov r9, r8
+    mov r9d, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 704], edi
+    mov rbp, r11
+    mov r9, r11
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 50
+    mov r9d, 110
+    movzx ebp, byte ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 256]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c60:
-    mov esi, dword ptr [r15 + 64]
-    vpmovmskb r8d, xmm13
-    mov r8d, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov ebp, 74
-    movzx r8d, dl
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 192]
-    movzx ecx, byte ptr [r15 + 384]
-    mov rax, rbp
-    movsxd rbp, dword ptr [r15 + 128]
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r15 + 448], rsi
-    and r9, 4032
-    movzx esi, byte ptr [r15 + r9 + 3392]
-    movsxd rax, dword ptr [r15 + r9 + 3456]
-    mov r9, qword ptr [r15 + 640]
-    mov edx, r9d
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 256]
-    mov rdi, rdi
-    add qword ptr [r15 + 320], rcx
-    jmp 1f
-1:
-    movzx ecx, al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r10
-    mov byte ptr [r15 + 384], bpl
-    and r9, 8128
-    mov ecx, dword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    movzx r9d, cl
-    mov rbp, r10
-    mov rcx, r8
-    mov rcx, rdx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 128
+    setz al
+    lea rcx, [rip + .Lc1_d8321_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8321_s_t
+    .p2align 3
+.Lc1_d8321_s:
+    .p2align 3
+    jmp .Lc1_d8321_j
+    .p2align 3
+    jmp .Lc1_d8321_j
+.Lc1_d8321_j:
+    mov rbp, r11
     and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    add r10, r11
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, 72
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm13, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 128]
+    mov ebp, ebp
+    mov qword ptr [r15 + 512], rdi
+    vpxor xmm13, xmm13, xmm10
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 384], cl
+    mov ecx, eax
+    movzx ebp, byte ptr [r15 + 768]
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 320], rax
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 181
+    and r8d, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 576]
+    mov r9, r11
+    mov edi, r9d
+    and r9, 4032
+    mov rdi, qword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov r9, rcx
+    mov r9d, 146
+    mov r9d, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 192], r9d
+    mov byte ptr [r15 + 64], cl
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c61:
-    lea rcx, [rip + .Lc1_d8399_j]
+    lea rcx, [rip + .Lc1_d8375_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8399_j_t
-.Lc1_d8399_j:
-    mov rbp, r10
+    jmp .Lc1_d8375_j_t
+.Lc1_d8375_j:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov rdi, rcx
+    jmp 1f
+1:
+    mov rdi, rdi
+    mov rcx, r9
+    jmp 1f
+1:
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], r9
     and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 128], r9b
-    mov ebp, 52
-    mov r9d, 173
-    mov dword ptr [r15 + 0], 19
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    mov byte ptr [r15 + 0], r9b
-    movzx ebp, dil
-    mov rbp, r9
-    and r9, 448
-    inc dword ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 512]
-    lea rbp, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + 192]
-    mov edx, 97
+    mov r9, qword ptr [r15 + rbp + 7488]
+    mov rbp, r11
+    mov eax, edi
+    movzx eax, byte ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 448]
     and rbp, 1984
-    and r9d, dword ptr [r15 + rbp + 1344]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpcmpeqb xmm13, xmm13, xmm10
-    jmp 1f
-1:
-    mov r9, rdx
-    mov edx, dword ptr [r15 + 384]
-    inc dword ptr [r15 + 128]
-    mov r9d, edi
-    mov r9d, dword ptr [r15 + 256]
+    and edi, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 1408], r9d
-    mov r9, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 64], 231
+    movsxd rbp, dword ptr [r15 + 384]
+    movzx edx, bpl
+    movzx ebp, dl
+    mov edx, eax
+    mov rax, rax
+    jmp 1f
+1:
+    movzx eax, al
+    mov eax, 132
+    mov rax, rax
+    mov eax, edx
+    jmp 1f
+1:
+    movzx eax, al
+    movzx eax, dl
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ebp, r9d
-    movsxd r9, dword ptr [r15 + 448]
-    mov rdi, qword ptr [r15 + 320]
-    add r10, r11
+    mov byte ptr [r15 + 512], al
+    jmp 1f
+1:
+    mov r8, r11
+    mov rax, r9
+    mov rax, qword ptr [r15 + 192]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rbp
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -10612,790 +10584,723 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d8453_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8453_s_t
-    .p2align 3
-.Lc1_d8453_s:
-    .p2align 3
-    jmp .Lc1_d8453_j
-    .p2align 3
-    jmp .Lc1_d8453_j
-    .p2align 3
-    jmp .Lc1_d8453_j
-    .p2align 3
-    jmp .Lc1_d8453_j
-    .p2align 3
-    jmp .Lc1_d8453_j
-    .p2align 3
-    jmp .Lc1_d8453_j
-    .p2align 3
-    jmp .Lc1_d8453_j
-    .p2align 3
-    jmp .Lc1_d8453_j
-.Lc1_d8453_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov dword ptr [r15 + 320], edx
-    vmovdqu ymmword ptr [r15 + 576], ymm13
-    vmovdqu ymmword ptr [r15 + 448], ymm13
-    vmovdqu ymmword ptr [r15 + 768], ymm13
-    movzx ecx, cl
-    movzx ecx, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 512]
-    mov edx, ecx
-    mov ebp, 21
-    vmovdqu xmm13, xmmword ptr [r15 + 64]
-    mov ecx, 111
-    movzx ecx, cl
-    mov rcx, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rbp, r10
-    jmp 1f
-1:
-    mov r9, rdx
-    mov r9, r10
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    mov r9d, edx
-    mov rbp, r10
-    movsxd r9, dword ptr [r15 + 384]
-    mov eax, r9d
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], ecx
-    jmp 1f
-1:
-    mov ecx, 225
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c63:
-    mov rbp, r10
-    mov edx, 137
-    movzx edx, r9b
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ecx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], bpl
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r8, r10
-    movzx ecx, dil
+    mov r8, r11
     and r8, 448
-    mov byte ptr [r15 + r8 + 832], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    movzx r8d, al
-    mov dword ptr [r15 + 192], 150
-    and r8d, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 640], r8
-    movzx ecx, byte ptr [r15 + 192]
-    mov r8, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], 186
-    movzx eax, r8b
-    movsxd r8, dword ptr [r15 + 128]
-    mov r9, r10
-    movzx edi, byte ptr [r15 + 512]
-    mov rsi, rdx
-    jmp 1f
-1:
-    and r9, 1984
-    mov edx, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    mov r9d, 246
-    mov r9d, dword ptr [r15 + 64]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c64:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d8564_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8564_s_t
-    .p2align 3
-.Lc1_d8564_s:
-    .p2align 3
-    jmp .Lc1_d8564_j
-    .p2align 3
-    jmp .Lc1_d8564_j
-.Lc1_d8564_j:
-    vmovdqu ymmword ptr [r15 + 512], ymm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm13, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov rax, rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 132
-    mov eax, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 192]
-    mov rax, qword ptr [r15 + 128]
-    movzx edx, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r8, r10
-    mov dword ptr [r15 + 384], esi
-    mov byte ptr [r15 + 64], dil
-    mov r9d, dword ptr [r15 + 384]
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    mov r8, r10
-    mov esi, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    mov r8d, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 320], rdx
-    movsxd rdx, dword ptr [r15 + 320]
-    mov rbp, r10
-    mov dword ptr [r15 + 704], edi
+    or qword ptr [r15 + r8 + 832], 66
+    mov dword ptr [r15 + 256], 5
+    movzx r8d, byte ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 128], ymm13
+    mov eax, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 64], edx
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 704]
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], eax
+    mov r9, qword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov rbp, rbp
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c65:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, 5
-    mov eax, dword ptr [r15 + 320]
-    mov ebp, 21
-    mov ebp, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], ebp
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    movzx ebp, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, bpl
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 16777220
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 102
+    test dword ptr [r15 + 67117724], 16777216
     jnz 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], al
-    mov ebp, 99
-    and eax, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 576], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
+    mov rbp, r11
+    mov r8d, dword ptr [r15 + 512]
+    movzx r9d, r9b
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    mov byte ptr [r15 + 384], r9b
+    mov r9d, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 320], r8d
+    mov r8, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rbp, rdx
+    mov byte ptr [r15 + 448], bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c63:
+    lea rcx, [rip + .Lc1_d8480_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8480_j_t
+.Lc1_d8480_j:
+    mov rcx, rbp
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    movzx ecx, cl
+    and ecx, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    jmp 1f
+1:
+    mov ebp, ecx
+    mov dword ptr [r15 + 0], 23
+    mov ecx, 52
+    mov dword ptr [r15 + 0], 150
+    mov byte ptr [r15 + 128], bpl
+    mov ebp, r8d
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r8d, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm13
+    movzx ebp, bpl
+    mov r9, r11
     movzx ebp, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 64]
-    mov r8, r10
-    movzx esi, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    and r8, 4032
-    mov rbp, r10
-    mov qword ptr [r15 + r8 + 3392], r9
+    vmovdqu ymmword ptr [r15 + 64], ymm13
+    and r9, 1984
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    movzx r9d, dil
     and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    mov rbp, r10
-    add r8, qword ptr [r15 + 192]
-    movsxd r9, dword ptr [r15 + 128]
+    mov qword ptr [r15 + rbp + 7488], rbp
+    movzx ebp, byte ptr [r15 + 512]
+    mov r9, qword ptr [r15 + 448]
+    xor dword ptr [r15 + 192], ecx
+    mov qword ptr [r15 + 768], rcx
+    mov dword ptr [r15 + 384], 179
+    add rcx, qword ptr [r15 + 384]
+    mov edi, 8
+    movzx edi, bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 244
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c64:
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 384]
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm13
+    movzx edi, dil
+    mov r8d, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 119
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    jmp 1f
+1:
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rdx
+    mov rbp, r11
+    mov r9d, dword ptr [r15 + 704]
     and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm13
-    add r10, r11
+    imul rdx, qword ptr [r15 + rbp + 1344]
+    movzx edi, cl
+    mov ebp, 162
+    movsxd rbp, dword ptr [r15 + 448]
+    vpshufd xmm13, xmm13, 159
+    jmp 1f
+1:
+    mov ecx, edi
+    movzx edi, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 256]
+    movsxd rsi, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 640], 134
+    and edi, dword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c65:
+    lea rcx, [rip + .Lc1_d8573_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8573_j_t
+.Lc1_d8573_j:
+    add rcx, qword ptr [r15 + 64]
+    movzx edi, cl
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rdi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ecx
+    mov edi, edi
+    mov edi, 74
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 114
+    movzx esi, bpl
+    mov rbp, r11
+    mov edi, 186
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ecx
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 320]
+    movzx ecx, bpl
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 512]
+    movzx edi, byte ptr [r15 + 768]
+    mov edx, 71
+    mov edx, dword ptr [r15 + 320]
+    movzx r9d, sil
+    mov byte ptr [r15 + 256], r8b
+    mov r9, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], ecx
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm13
+    movzx r9d, dil
+    mov r9, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], r9d
+    vmovdqu xmmword ptr [r15 + 128], xmm13
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c66:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d8664_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8664_s_t
-    .p2align 3
-.Lc1_d8664_s:
-    .p2align 3
-    jmp .Lc1_d8664_j
-    .p2align 3
-    jmp .Lc1_d8664_j
-.Lc1_d8664_j:
-    mov qword ptr [r15 + 64], rbp
-    mov ebp, dword ptr [r15 + 704]
-    mov ecx, 234
+    lea rcx, [rip + .Lc1_d8622_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8622_j_t
+.Lc1_d8622_j:
+    movzx r9d, byte ptr [r15 + 384]
+    mov ecx, 66
+    movsxd rcx, dword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
-    mov ecx, 157
+    mov byte ptr [r15 + 0], cl
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov qword ptr [r15 + 0], rdx
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    and ecx, dword ptr [r15 + 256]
-    mov eax, edi
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 640], ebp
-    and r8, 448
-    inc dword ptr [r15 + r8 + 832]
-    mov rbp, r10
-    mov dword ptr [r15 + 64], ebp
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    vmovdqu ymmword ptr [r15 + 128], ymm13
-    mov rbp, r10
-    movzx r9d, byte ptr [r15 + 512]
-    jmp 1f
-1:
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], 136
+    mov ecx, dword ptr [r15 + 384]
+    mov edx, dword ptr [r15 + 192]
+    mov rbp, r11
+    add rcx, qword ptr [r15 + 640]
+    add rcx, qword ptr [r15 + 512]
+    movzx edi, r9b
     and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm13
     jmp 1f
 1:
+    mov rbp, qword ptr [r15 + 320]
+    mov r9, rbp
     jmp 1f
 1:
+    movzx r8d, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 64], r8
+    mov r8, r11
+    mov ebp, 243
+    mov ebp, dword ptr [r15 + 256]
+    and r8, 8128
+    mov rbp, r11
+    mov byte ptr [r15 + r8 + 7488], cl
+    mov byte ptr [r15 + 576], sil
+    mov r8d, 228
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
     jmp 1f
 1:
-    mov ebp, 162
-    mov byte ptr [r15 + 320], r8b
-    mov ebp, ebp
-    movzx ebp, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], dil
-    movzx edi, byte ptr [r15 + r8 + 896]
-    movzx r8d, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov esi, 168
-    mov rsi, rbp
-    mov ebp, esi
-    mov ebp, ecx
-    add r10, r11
+    mov ebp, dword ptr [r15 + 128]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c67:
-    lea rcx, [rip + .Lc1_d8720_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8720_j_t
-.Lc1_d8720_j:
-    lea rbp, [r10 + r10*1]
-    xor dword ptr [r15 + 192], ebp
-    mov dword ptr [r15 + 576], ebp
-    movzx ecx, byte ptr [r15 + 192]
-    and rbp, 1984
-    movsxd rsi, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 320], 9
-    vpxor xmm13, xmm13, xmm5
+    mov byte ptr [r15 + 128], bpl
+    mov ebp, 139
+    mov rbp, rbp
+    movzx ebp, byte ptr [r15 + 704]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov qword ptr [r15 + 0], r8
+    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + rbp + 1408]
-    mov byte ptr [r15 + 384], r8b
+    mov qword ptr [r15 + 320], rbp
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov byte ptr [r15 + 448], bpl
+    mov qword ptr [r15 + 384], r8
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 192]
     test ebx, 2560
     jz 1f
 1:
-    mov rcx, r8
-    mov r8d, dword ptr [r15 + 320]
-    movzx ecx, r8b
-    mov r8, qword ptr [r15 + 64]
-    movzx ebp, byte ptr [r15 + 128]
-    mov r9, r10
-    mov r8, r10
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 64], r8d
+    mov dword ptr [r15 + 448], ecx
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], r8
     jmp 1f
 1:
-    and r9, 4032
-    mov rsi, qword ptr [r15 + r9 + 3392]
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7488]
+    vmovdqu ymmword ptr [r15 + r8 + 1408], ymm13
+    mov ebp, 234
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 256]
+    and rbp, 16320
+    mov r8d, dword ptr [r15 + rbp + 15680]
+    mov ebp, 222
+    mov ebp, dword ptr [r15 + 512]
+    mov r9, rcx
+    mov ecx, 19
+    mov byte ptr [r15 + 320], r8b
     jmp 1f
 1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 448]
-    movzx edi, r8b
-    mov byte ptr [r15 + 768], dil
-    mov qword ptr [r15 + 256], rdi
-    vpcmpeqb xmm13, xmm13, xmm8
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 512]
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c68:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdi
-    jmp 1f
-1:
-    mov edi, 152
-    mov dword ptr [r15 + 0], 167
-    mov rdi, r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    mov edi, 74
-    movzx edi, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx eax, al
-    movzx eax, r8b
-    mov r8d, dword ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 640]
-    movzx ebp, dil
-    movzx edi, dil
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 320]
-    mov r9, r10
-    mov rbp, r10
-    mov qword ptr [r15 + 256], rcx
-    movzx ecx, al
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    and r9, 448
-    mov rbp, qword ptr [r15 + r9 + 832]
-    movzx r9d, byte ptr [r15 + 64]
-    mov rdx, rdi
-    movzx edi, byte ptr [r15 + 512]
-    movsxd rdi, dword ptr [r15 + 192]
-    add r9, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], r9b
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c69:
-    lea rcx, [rip + .Lc1_d8819_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8819_j_t
-.Lc1_d8819_j:
-    mov dword ptr [r15 + 384], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 83
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edx, 10
-    mov rcx, rdx
-    movzx edx, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    movzx edx, byte ptr [r15 + 320]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 2
-    movzx ebp, cl
-    mov qword ptr [r15 + 768], rcx
-    mov rbp, r10
-    mov ecx, ecx
-    mov r9, r10
-    and rbp, 448
-    add rcx, qword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 128]
-    and r9, 8128
-    movsxd rsi, dword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 512], 215
-    mov r9, rdx
-    mov r9d, dword ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 448], r8d
-    mov byte ptr [r15 + 704], cl
-    mov r8d, dword ptr [r15 + 256]
-    mov ecx, 232
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 64]
-    mov eax, ecx
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c70:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
-    mov rcx, rax
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dil
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    and eax, dword ptr [r15 + rbp + 3392]
-    mov esi, 242
-    mov ebp, 207
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm13
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], dil
-    mov qword ptr [r15 + 64], rsi
-    mov rbp, r10
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], sil
-    movzx esi, byte ptr [r15 + 384]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], eax
-    vmovdqu ymmword ptr [r15 + 320], ymm13
-    jmp 1f
-1:
-    mov rbp, r10
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov dword ptr [r15 + 448], 13
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 256], 243
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 512], esi
-    mov rsi, qword ptr [r15 + 576]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c71:
-    lea rcx, [rip + .Lc1_d8910_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8910_j_t
-.Lc1_d8910_j:
-    mov rcx, qword ptr [r15 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov dword ptr [r15 + 0], 249
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ebp, cl
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm13, xmm13, xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov dword ptr [r15 + 64], 138
-    mov rsi, qword ptr [r15 + 320]
-    mov r8, r10
-    mov byte ptr [r15 + 128], cl
-    jmp 1f
-1:
-    movzx r9d, bpl
-    and r8, 16320
-    movzx ecx, byte ptr [r15 + r8 + 15680]
-    and r8d, dword ptr [r15 + 384]
-    mov r9, r10
-    mov byte ptr [r15 + 192], dil
-    and r9, 4032
-    mov edi, dword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    movzx edx, dil
-    movzx r9d, byte ptr [r15 + 256]
-    vpcmpeqb xmm13, xmm13, xmm10
-    movsxd rdi, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 448], rdi
-    mov rdi, qword ptr [r15 + 704]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + rbp + 896]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c72:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea r9, [r10 + r10*1]
-    and r9, 1984
-    mov rdi, qword ptr [r15 + r9 + 1408]
-    mov eax, esi
-    and eax, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and edx, dword ptr [r15 + 512]
-    mov rbp, r10
-    jmp 1f
-1:
-    mov esi, edi
-    mov edi, r9d
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 235
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 320]
-    mov rdi, r9
-    test dword ptr [r15 + 67117724], 8192
-    jz 1f
-1:
-    mov rbp, rdi
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 127
-    mov rdi, qword ptr [r15 + 192]
-    mov ebp, esi
-    mov rsi, qword ptr [r15 + 448]
-    movzx eax, byte ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    mov r9d, eax
-    jmp 1f
-1:
-    movzx r9d, dl
-    mov r9, r10
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 64]
-    vmovq xmm13, rdx
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 81
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c73:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 64
+    test dword ptr [r15 + 67117724], 4
     setz al
-    lea rcx, [rip + .Lc1_d9010_s]
+    lea rcx, [rip + .Lc1_d8716_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9010_s_t
+    jmp .Lc1_d8716_s_t
     .p2align 3
-.Lc1_d9010_s:
+.Lc1_d8716_s:
     .p2align 3
-    jmp .Lc1_d9010_j
+    jmp .Lc1_d8716_j
     .p2align 3
-    jmp .Lc1_d9010_j
-.Lc1_d9010_j:
-    mov rbp, r10
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 64]
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rax
+    jmp .Lc1_d8716_j
+.Lc1_d8716_j:
+    lea rbp, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + 256]
     jmp 1f
 1:
-    movzx eax, al
+    lea r8, [r11 + r11*1]
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    and r8, 8128
+    mov r9d, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 64], 214
+    vmovdqu ymmword ptr [r15 + 0], ymm13
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 320]
-    mov esi, ecx
-    and ecx, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 192], ebp
-    mov ebp, 112
-    mov rbp, r9
-    mov dword ptr [r15 + 448], ebp
-    mov r9d, dword ptr [r15 + 128]
-    mov ebp, ecx
-    vmovq qword ptr [r15 + 512], xmm13
-    mov dword ptr [r15 + 512], ebp
-    mov dword ptr [r15 + 128], esi
-    mov rbp, qword ptr [r15 + 576]
-    mov esi, ecx
-    mov rsi, r8
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 768]
+    mov edx, ebp
     jmp 1f
 1:
-    mov r8, r10
-    mov rsi, rcx
-    movsxd rsi, dword ptr [r15 + 256]
-    and r8, 448
-    and ecx, dword ptr [r15 + r8 + 832]
+    mov r9, r11
+    mov dword ptr [r15 + 384], ecx
+    mov rcx, qword ptr [r15 + r8 + 7552]
+    and r9, 4032
+    inc dword ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + rbp + 896]
+    mov dword ptr [r15 + 384], ebp
+    mov dword ptr [r15 + 192], 149
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 320], ymm13
+    movzx ebp, byte ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 576]
+    movsxd rdx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], r9d
+    movzx r9d, dl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c69:
+    mov byte ptr [r15 + 512], r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, 82
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, bpl
+    mov rbp, r11
+    movzx r9d, byte ptr [r15 + 320]
+    and rbp, 1984
+    mov rdx, qword ptr [r15 + rbp + 1344]
+    add rbp, qword ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 256]
+    movzx ecx, byte ptr [r15 + 640]
+    vpcmpeqb xmm13, xmm13, xmm1
+    movzx eax, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r9, r11
+    mov rdi, qword ptr [r15 + 192]
+    and r9, 4032
+    movzx ebp, byte ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 320]
+    mov r9, r9
+    jmp 1f
+1:
+    movzx r9d, r9b
+    movzx r9d, bpl
+    movsxd r9, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, dil
+    movzx r9d, sil
+    mov esi, esi
+    movzx esi, bpl
+    movzx esi, dil
+    mov esi, dword ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c70:
+    lea rcx, [rip + .Lc1_d8816_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8816_j_t
+.Lc1_d8816_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], 203
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], ecx
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 1984
+    add rcx, qword ptr [r15 + r9 + 1344]
+    mov r9d, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 384], rsi
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx ebp, r9b
+    mov dword ptr [r15 + 64], ecx
+    mov rcx, r9
+    mov ecx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r9d, 84
+    mov r9d, dword ptr [r15 + 256]
+    mov edi, 102
+    movzx r8d, byte ptr [r15 + 320]
+    mov edi, r8d
+    mov r8, rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], eax
+    jmp 1f
+1:
+    mov r8, r11
+    mov eax, r8d
+    mov eax, dword ptr [r15 + 128]
+    mov r9, r11
+    jmp 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 127
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], dil
+    movzx r9d, dil
+    movsxd r9, dword ptr [r15 + 704]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c71:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 233
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
     mov r8d, edi
     jmp 1f
 1:
+    and r9, 4032
+    mov r8, qword ptr [r15 + r9 + 3392]
+    mov r9d, 147
+    and r9d, dword ptr [r15 + 64]
+    movzx eax, r9b
+    movsxd r9, dword ptr [r15 + 448]
+    mov rbp, r11
+    and r9d, dword ptr [r15 + 512]
+    mov rdi, r9
+    test dword ptr [r15 + 67117724], 524288
+    jnz 1f
+1:
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
+    mov rbp, r11
+    mov dword ptr [r15 + 256], ebp
+    vmovdqu ymmword ptr [r15 + 384], ymm13
+    and rbp, 448
+    vmovdqu xmmword ptr [r15 + rbp + 832], xmm13
+    mov dword ptr [r15 + 128], 180
+    movzx ebp, byte ptr [r15 + 576]
+    mov rdi, rbp
+    mov ebp, r9d
     jmp 1f
 1:
-    mov r8, r10
-    mov dword ptr [r15 + 384], 51
     jmp 1f
 1:
+    mov rbp, r9
+    vpmovmskb ebp, xmm13
+    movzx eax, bpl
+    mov byte ptr [r15 + 320], r9b
+    movzx ebp, byte ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c72:
+    lea rcx, [rip + .Lc1_d8913_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8913_j_t
+.Lc1_d8913_j:
+    mov dword ptr [r15 + 384], 234
+    lea rbp, [r11 + r11*1]
+    vpcmpeqb xmm13, xmm13, xmm6
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], al
+    mov qword ptr [r15 + 192], r9
+    mov qword ptr [r15 + 128], rcx
+    movzx ecx, cl
+    mov ecx, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 128]
+    movzx r9d, dil
+    mov r8, r11
+    movzx r9d, bpl
+    mov qword ptr [r15 + 640], rdi
     and r8, 4032
-    and ecx, dword ptr [r15 + r8 + 3392]
-    mov edi, dword ptr [r15 + 320]
-    add r10, r11
+    mov dword ptr [r15 + r8 + 3392], 232
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 320]
+    mov dword ptr [r15 + rbp + 1408], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 704]
+    movzx r9d, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r9, r11
+    mov edi, dword ptr [r15 + 384]
+    and r9, 8128
+    mov rsi, qword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 111
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c73:
+    lea rcx, [rip + .Lc1_d8961_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8961_j_t
+.Lc1_d8961_j:
+    mov rcx, rsi
+    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 150
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    mov ecx, 185
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov rcx, rcx
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov ecx, dword ptr [r15 + 256]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r8b
+    mov r8, rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, r8d
+    vpxor xmm13, xmm13, xmm3
+    add r8, qword ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 64], 159
+    mov edi, ecx
+    mov edi, r9d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], edi
+    mov edi, 146
+    mov rdi, rdi
+    mov r9, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 448
+    movzx edi, byte ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 768]
+    movzx edx, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    mov esi, edx
+    mov rdx, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 512], 198
+    movsxd rbp, dword ptr [r15 + 320]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c74:
-    lea rcx, [rip + .Lc1_d9067_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9067_j_t
-.Lc1_d9067_j:
-    mov r8, r10
-    mov rcx, r8
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], sil
-    movsxd r8, dword ptr [r15 + 384]
-    and r8d, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 192]
-    mov rcx, r8
-    mov r8d, r8d
-    mov dword ptr [r15 + 384], edi
-    jmp 1f
-1:
-    mov r8, rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 704], rbp
-    mov byte ptr [r15 + 512], dil
-    movsxd rdi, dword ptr [r15 + 320]
-    mov r8d, 185
-    mov r8d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 448], ecx
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov qword ptr [r15 + 64], rdi
-    mov rbp, r10
-    movzx ecx, byte ptr [r15 + 128]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    jmp 1f
-1:
-    mov rbp, r10
-    mov rdi, qword ptr [r15 + 640]
-    mov rdx, qword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 384]
+    mov edx, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 64], sil
+    mov rbp, r11
+    add rsi, qword ptr [r15 + 576]
+    vmovdqu ymmword ptr [r15 + 448], ymm13
     and rbp, 8128
-    mov esi, dword ptr [r15 + rbp + 7488]
+    mov rdi, qword ptr [r15 + rbp + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 256]
-    add r10, r11
+    mov ebp, 145
+    jmp 1f
+1:
+    vmovq xmm13, rbp
+    vmovdqu xmmword ptr [r15 + 0], xmm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    and ebp, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    movzx ebp, dil
+    mov ebp, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov rdi, qword ptr [r15 + 512]
+    mov rsi, r9
+    jmp 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    and ebp, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 256], esi
+    vmovdqu ymmword ptr [r15 + 128], ymm13
+    mov rsi, qword ptr [r15 + 64]
+    mov r8, r11
+    mov r9d, 134
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], r9d
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 20
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -11403,925 +11308,928 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d9067_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9067_s_t
+    .p2align 3
+.Lc1_d9067_s:
+    .p2align 3
+    jmp .Lc1_d9067_j
+    .p2align 3
+    jmp .Lc1_d9067_j
+.Lc1_d9067_j:
+    movzx eax, cl
+    mov rax, qword ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdx, dword ptr [r15 + 704]
+    mov r8d, dword ptr [r15 + 448]
+    mov r9, r8
+    movzx r8d, r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r8, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    and rbp, 4032
+    and r9d, dword ptr [r15 + rbp + 3392]
+    mov rbp, r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], rdx
+    movzx ebp, byte ptr [r15 + 128]
+    mov rbp, r11
+    mov dword ptr [r15 + 192], 120
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 164
-    jmp 1f
-1:
-    mov ebp, 189
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rbp
-    jmp 1f
-1:
-    movzx ebp, sil
-    mov rbp, qword ptr [r15 + 128]
-    mov r8, r10
-    vmovq xmm13, rax
-    jmp 1f
-1:
-    movzx eax, r8b
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 525440
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 73
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 192]
-    mov rbp, r10
-    mov esi, dword ptr [r15 + 256]
-    mov edx, 119
-    movzx edx, byte ptr [r15 + 768]
+    mov dword ptr [r15 + rbp + 1344], 221
+    mov rbp, r11
+    mov qword ptr [r15 + 64], r8
+    movzx r8d, byte ptr [r15 + 320]
+    movzx edx, r8b
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 164
-    mov ebp, dword ptr [r15 + 448]
-    mov edi, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 512]
-    mov rcx, rdx
-    mov rcx, r8
-    add r10, r11
+    movsxd r8, dword ptr [r15 + rbp + 7488]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c76:
-    lea rcx, [rip + .Lc1_d9162_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9162_j_t
-.Lc1_d9162_j:
-    movzx ecx, cl
-    mov rcx, rcx
-    mov rcx, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 320], 143
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 576]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], 155
+    mov ebp, r8d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm13, xmm13, xmm10
-    mov rbp, r10
+    mov qword ptr [r15 + 64], rbp
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
+    mov r8, r11
     and rbp, 448
-    and ecx, dword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 384]
+    mov qword ptr [r15 + rbp + 896], rdx
+    mov edx, edx
+    and r8, 4032
+    movzx edx, byte ptr [r15 + r8 + 3392]
+    movzx r8d, byte ptr [r15 + 512]
+    movzx ecx, bpl
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 448]
+    mov r9d, dword ptr [r15 + 384]
+    vmovq xmm13, rbp
+    jmp 1f
+1:
+    movzx edi, cl
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 16320
+    mov eax, dword ptr [r15 + rbp + 15680]
+    mov dword ptr [r15 + 768], 35
+    movzx ebp, r8b
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 256]
+    mov rsi, rcx
+    mov rcx, rdx
+    movzx ecx, byte ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 640], rcx
-    mov rcx, qword ptr [r15 + 256]
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], rdx
-    movsxd rdx, dword ptr [r15 + 192]
-    mov r8, r10
-    mov byte ptr [r15 + 320], sil
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 138
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r10
-    mov dword ptr [r15 + 64], 166
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    mov r9, qword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 384]
-    movzx esi, byte ptr [r15 + 320]
-    add r10, r11
+    movzx edx, al
+    mov eax, 74
+    mov eax, 48
+    movzx eax, sil
+    movzx esi, cl
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c77:
-    mov r9d, edi
-    movzx r9d, byte ptr [r15 + 768]
-    mov edi, r8d
-    mov dword ptr [r15 + 64], esi
-    mov rbp, r10
-    mov byte ptr [r15 + 384], bpl
-    movzx edi, byte ptr [r15 + 704]
-    vpxor xmm13, xmm13, xmm6
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 64
+    setz al
+    lea rcx, [rip + .Lc1_d9172_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9172_s_t
+    .p2align 3
+.Lc1_d9172_s:
+    .p2align 3
+    jmp .Lc1_d9172_j
+    .p2align 3
+    jmp .Lc1_d9172_j
+.Lc1_d9172_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], r8b
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov rbp, r11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 140
-    mov r8d, dword ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 192]
-    mov esi, r9d
+    mov dword ptr [r15 + 640], 227
+    mov r9, rax
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 256]
-    movzx edx, dil
+    mov rbp, qword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 117
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 576], ymm13
+    movzx ecx, cl
+    and r9, 4032
+    movsxd rcx, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    mov edi, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 241
-    mov byte ptr [r15 + 0], r9b
+    mov byte ptr [r15 + 448], bpl
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 512]
-    mov r9, r10
+    mov r9d, r9d
+    mov r9, r9
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 320]
-    mov edx, 122
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 832]
-    mov eax, dword ptr [r15 + 320]
-    vpxor xmm15, xmm15, xmm13
-    mov r9, r10
-    vpaddd xmm15, xmm15, xmm13
-    mov rdx, rdi
-    mov dword ptr [r15 + 448], edx
+    mov byte ptr [r15 + 384], r9b
+    mov r9, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], ecx
+    mov ecx, r9d
     and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], cl
-    add r10, r11
+    mov dword ptr [r15 + r9 + 7488], 168
+    movzx r9d, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 320], rax
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c78:
-    lea rcx, [rip + .Lc1_d9257_j]
+    lea rcx, [rip + .Lc1_d9227_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9257_j_t
-.Lc1_d9257_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm15, xmmword ptr [r15 + 0]
+    jmp .Lc1_d9227_j_t
+.Lc1_d9227_j:
+    mov rcx, r9
+    mov r9, r11
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 320], 11
+    mov rbp, r11
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    mov byte ptr [r15 + 384], cl
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    jmp 1f
+    mov ebp, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 135
+    vmovq qword ptr [r15 + 0], xmm13
+    mov ebp, ebp
+    mov ebp, esi
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
 1:
+    mov rbp, qword ptr [r15 + 192]
+    mov r9, rbp
+    movzx ebp, byte ptr [r15 + 64]
+    mov r8, r11
+    mov rsi, qword ptr [r15 + 448]
+    vpxor xmm13, xmm13, xmm1
     mov ecx, ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], r9d
-    mov rax, rdx
-    mov ecx, 220
-    mov ecx, dword ptr [r15 + 192]
-    mov r9d, 254
-    mov qword ptr [r15 + 320], rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 576]
-    movsxd r8, dword ptr [r15 + 384]
-    mov rbp, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, r8b
-    and rbp, 8128
-    mov r8, r10
-    movzx edi, byte ptr [r15 + rbp + 7488]
     and r8, 448
-    mov rbp, r10
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm13
-    mov dword ptr [r15 + 512], edx
-    movzx r8d, byte ptr [r15 + 256]
-    and rbp, 4032
-    mov edx, dword ptr [r15 + rbp + 3392]
-    mov rbp, r9
-    mov ebp, dword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + 704], rsi
+    mov r8, qword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 512]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov esi, r8d
-    jmp 1f
-1:
-    mov r8d, 58
-    add r10, r11
+    movzx eax, sil
+    vpaddd xmm13, xmm13, xmm13
+    imul rsi, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 256], bpl
+    mov rbp, qword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 512]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c79:
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 129
+    mov ebp, 63
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 189
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, 165
+    mov rbp, rsi
+    mov rbp, rsi
+    mov ebp, 174
+    vmovdqu ymmword ptr [r15 + 192], ymm13
+    add rsi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], 220
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r8
+    mov eax, 200
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r9, r10
-    mov dword ptr [r15 + 0], 143
+    mov ebp, 26
+    mov rbp, rdi
+    and ebp, dword ptr [r15 + 576]
+    mov rdi, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 512]
+    mov r9, r11
+    jmp 1f
+1:
+    mov rax, r8
+    jmp 1f
+1:
     and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], al
+    mov dword ptr [r15 + r9 + 1344], esi
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 640], r8
-    movzx r9d, sil
-    mov byte ptr [r15 + 256], r9b
+    mov qword ptr [r15 + 448], rax
     jmp 1f
 1:
-    mov r9, r10
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 64], r8d
-    and r9, 4032
-    mov r8d, dword ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 384]
+    vmovdqu xmmword ptr [r15 + 384], xmm13
+    mov r8, r11
+    mov r9, rbp
+    or qword ptr [r15 + 256], 115
+    mov r9, r11
+    mov rax, r9
+    and r8, 4032
+    add rax, qword ptr [r15 + r8 + 3392]
+    and r9, 8128
+    and r8d, dword ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 128], r8b
+    mov r9d, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov rsi, rdi
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7488]
-    mov rbp, r8
-    movsxd rbp, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], r9d
-    mov qword ptr [r15 + 192], rbp
-    add r10, r11
+    mov r8d, dword ptr [r15 + 768]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c80:
-    lea rcx, [rip + .Lc1_d9358_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9358_j_t
-.Lc1_d9358_j:
-    movzx ecx, byte ptr [r15 + 768]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 128], 106
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 832]
-    mov r8, r10
-    jmp 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r9d
-    mov r8, r10
-    movzx r9d, byte ptr [r15 + 64]
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
-    movzx edx, byte ptr [r15 + rbp + 896]
-    movzx r8d, byte ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 704]
-    add rbp, qword ptr [r15 + 320]
-    mov edi, ebp
-    mov rdi, rdx
-    jmp 1f
-1:
-    mov edx, ecx
-    mov rcx, qword ptr [r15 + 320]
-    mov rdx, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 448]
-    mov ecx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 256], ecx
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c81:
-    mov dword ptr [r15 + 0], 58
-    mov dword ptr [r15 + 0], 106
-    mov dword ptr [r15 + 0], 64
-    jmp 1f
-1:
-    mov rdi, rcx
-    add qword ptr [r15 + 0], rdi
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r9b
-    mov rdi, rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 512]
-    mov rbp, r10
-    movzx edx, byte ptr [r15 + 640]
-    lea r8, [r10 + r10*1]
-    movzx esi, byte ptr [r15 + 448]
-    and rbp, 1984
-    add rsi, qword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7488]
-    movzx ebp, byte ptr [r15 + r8 + 7552]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 197
-    mov r8, r8
-    mov qword ptr [r15 + 384], r9
-    mov byte ptr [r15 + 128], r9b
-    movzx r8d, byte ptr [r15 + 576]
-    mov r9, r10
-    mov r8, qword ptr [r15 + 384]
-    and r9, 16320
-    movzx r8d, byte ptr [r15 + r9 + 15680]
-    and edi, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 320], edi
-    vmovdqu ymmword ptr [r15 + 128], ymm15
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c82:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 4096
+    test dword ptr [r15 + 67117724], 2048
     setz al
-    lea rcx, [rip + .Lc1_d9455_s]
+    lea rcx, [rip + .Lc1_d9332_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9455_s_t
+    jmp .Lc1_d9332_s_t
     .p2align 3
-.Lc1_d9455_s:
+.Lc1_d9332_s:
     .p2align 3
-    jmp .Lc1_d9455_j
+    jmp .Lc1_d9332_j
     .p2align 3
-    jmp .Lc1_d9455_j
-.Lc1_d9455_j:
-    and esi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 192], edx
-    mov ecx, 86
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 225
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 23
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 83
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 33
-    mov ecx, esi
-    mov rsi, rdx
-    add qword ptr [r15 + 448], rdx
-    jmp 1f
-1:
-    mov rbp, r10
-    movzx esi, dil
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    and edi, dword ptr [r15 + 256]
-    lea r8, [r10 + r10*1]
-    mov rbp, qword ptr [r15 + 384]
-    and r8, 4032
-    movzx esi, byte ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 3456], esi
-    movzx r8d, cl
-    mov byte ptr [r15 + 512], dl
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 704]
-    mov edx, 58
-    mov r9, r10
-    mov rdx, qword ptr [r15 + 320]
-    mov rax, rsi
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], esi
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c83:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 128
-    setz al
-    lea rcx, [rip + .Lc1_d9512_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9512_s_t
-    .p2align 3
-.Lc1_d9512_s:
-    .p2align 3
-    jmp .Lc1_d9512_j
-    .p2align 3
-    jmp .Lc1_d9512_j
-.Lc1_d9512_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    xor dword ptr [r15 + 0], ecx
-    mov ecx, 114
-    mov ecx, r9d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 64]
-    movzx r9d, al
-    add rcx, qword ptr [r15 + 192]
-    mov r9d, ecx
-    movsxd rcx, dword ptr [r15 + 512]
-    mov eax, eax
-    mov qword ptr [r15 + 384], rdx
-    movzx edx, byte ptr [r15 + 256]
-    mov rax, qword ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], bpl
-    movzx ebp, r9b
-    movzx r9d, dil
-    mov r9, r10
-    jmp 1f
-1:
-    vpshufd xmm15, xmm13, 126
-    and r9, 1984
-    mov ebp, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    mov r9d, 177
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], r8b
-    inc dword ptr [r15 + 768]
-    mov r9, r10
-    jmp 1f
-1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 202
-    movzx r9d, bpl
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 576]
-    mov r8, r10
-    movzx ecx, byte ptr [r15 + 448]
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c84:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, rax
-    mov rax, r9
-    jmp 1f
-1:
-    mov r9d, 14
-    mov dword ptr [r15 + 0], edx
-    mov r9, r10
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    mov r8d, dword ptr [r15 + r9 + 3392]
-    mov rdx, rax
-    mov r9, r10
-    mov edx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 640], ecx
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
-    and r9d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 128], r8
-    mov r8d, dword ptr [r15 + 512]
-    movsxd rdi, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx ebp, cl
-    mov qword ptr [r15 + 128], rbp
-    mov rbp, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 192], ymm13
-    mov r9, r10
-    add rbp, qword ptr [r15 + 256]
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    mov r9, rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c85:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d9624_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9624_j_t
-.Lc1_d9624_j:
-    jmp 1f
-1:
-    mov rcx, rax
-    movzx eax, sil
-    mov dword ptr [r15 + 704], 79
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 384], r9d
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], al
-    mov dword ptr [r15 + 448], ecx
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 67174464
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 64]
-    mov eax, ebp
-    mov rax, qword ptr [r15 + 512]
-    mov ebp, 236
-    mov rbp, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    and rbp, 8128
-    movzx r9d, byte ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 256], cl
-    mov rbp, rax
-    mov rbp, r10
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 192]
-    mov rdx, rax
-    and rbp, 4032
-    or qword ptr [r15 + rbp + 3392], 115
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c86:
-    lea rcx, [rip + .Lc1_d9673_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9673_j_t
-.Lc1_d9673_j:
-    mov r9, r10
-    and r9, 448
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 576]
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 512]
-    movzx ecx, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    jmp .Lc1_d9332_j
+.Lc1_d9332_j:
+    mov dword ptr [r15 + 64], 143
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov qword ptr [r15 + 0], rcx
-    vpaddd xmm15, xmm15, xmm15
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    mov dword ptr [r15 + 0], esi
-    mov dword ptr [r15 + 0], 169
-    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov esi, 216
-    mov qword ptr [r15 + 768], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 194
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 512]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 512], ecx
+    movsxd rcx, dword ptr [r15 + 192]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 896], bpl
+    movzx r9d, al
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 384]
-    and ecx, dword ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + 320]
-    mov rax, r9
+    movzx eax, sil
+    mov r9, r11
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], r9b
-    mov r9d, dword ptr [r15 + 64]
-    mov rbp, r10
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 640]
+    and r9, 4032
+    movzx esi, byte ptr [r15 + r9 + 3392]
+    mov r9d, eax
+    movsxd r9, dword ptr [r15 + 384]
+    mov rdi, qword ptr [r15 + 128]
+    movzx edx, cl
+    mov qword ptr [r15 + 320], r8
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c81:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 122
-    mov rbp, qword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov rax, rcx
-    mov r8, r10
-    movzx ecx, byte ptr [r15 + 448]
-    mov qword ptr [r15 + 64], rcx
-    mov rdx, rsi
+    movsxd rcx, dword ptr [r15 + 448]
+    and ecx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 192]
+    .byte 0x66, 0x90
+    movsxd r8, dword ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 768]
+    test dword ptr [r15 + 67117724], 578
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 320]
+    mov r9d, dword ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 512]
+    mov eax, r8d
+    mov r8, r11
+    lea rbp, [r11 + r11*1]
+    and r8, 1984
+    mov esi, dword ptr [r15 + r8 + 1344]
+    and rbp, 8128
+    add r8, qword ptr [r15 + rbp + 7488]
+    mov rdi, qword ptr [r15 + 256]
+    mov r8, r11
+    mov edx, edx
+    and r8, 4032
+    movzx edx, byte ptr [r15 + r8 + 3392]
+    vmovq xmm13, rcx
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 704]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 64]
+    mov byte ptr [r15 + rbp + 7552], dl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c82:
+    lea rcx, [rip + .Lc1_d9432_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9432_j_t
+.Lc1_d9432_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 0], 61
+    mov dword ptr [r15 + 0], 153
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + 640]
+    mov r8, r11
+    mov dword ptr [r15 + 64], ecx
+    mov rsi, rcx
+    movzx ebp, byte ptr [r15 + 192]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 78
+    mov dword ptr [r15 + 256], ecx
+    jmp 1f
+1:
+    mov r8, r11
+    mov r9, r11
+    and ecx, dword ptr [r15 + 384]
+    and r8, 1984
+    mov edx, dword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 512]
+    mov esi, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], esi
+    mov dword ptr [r15 + 256], edx
+    mov esi, ebp
+    movzx esi, byte ptr [r15 + 576]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 239
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rdi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c83:
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 128]
+    movzx ebp, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 225
+    movzx edx, sil
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + 128]
+    mov rbp, r11
+    mov r8, r11
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 242
+    mov ebp, 212
     and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 7488]
-    add r10, r11
+    add rbp, qword ptr [r15 + r8 + 7488]
+    mov r8d, edx
+    mov r8d, 43
+    mov r8d, 66
+    mov r8, qword ptr [r15 + 256]
+    mov rdx, qword ptr [r15 + 384]
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 161
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rbp
+    mov byte ptr [r15 + 192], r8b
+    mov ebp, edi
+    mov rbp, qword ptr [r15 + 512]
+    mov r8, r11
+    movzx edi, r8b
+    jmp 1f
+1:
+    and r8, 1984
+    mov edi, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 704], edi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c84:
+    lea rcx, [rip + .Lc1_d9524_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9524_j_t
+.Lc1_d9524_j:
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    and ecx, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], r8
+    mov r8d, 139
+    jmp 1f
+1:
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 512], 30
+    mov r8d, dword ptr [r15 + 128]
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov ebp, 123
+    xor dword ptr [r15 + 768], r8d
+    mov byte ptr [r15 + 64], r8b
+    vpshufd xmm13, xmm13, 220
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 192]
+    mov r8d, 184
+    add r8, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rsi, r8
+    mov byte ptr [r15 + 320], cl
+    vpor xmm13, xmm13, xmm13
+    mov r8, r11
+    movzx ecx, bpl
+    and r8, 4032
+    mov ecx, dword ptr [r15 + r8 + 3392]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c85:
+    lea rcx, [rip + .Lc1_d9579_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9579_j_t
+.Lc1_d9579_j:
+    mov rcx, qword ptr [r15 + 448]
+    mov r8d, esi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r8
+    vpxor xmm13, xmm13, xmm10
+    mov r8, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 5
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    or qword ptr [r15 + 0], 77
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm13
+    mov ebp, dword ptr [r15 + 640]
+    movzx r8d, r8b
+    mov dword ptr [r15 + 64], esi
+    mov r8d, dword ptr [r15 + 320]
+    mov esi, dword ptr [r15 + 576]
+    mov r9, r11
+    mov eax, 126
+    and r9, 8128
+    mov eax, dword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 448]
+    mov rdx, qword ptr [r15 + 512]
+    movsxd rdi, dword ptr [r15 + 384]
+    mov r9d, edi
+    movzx edi, bpl
+    mov edi, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 192], 25
+    movsxd rdi, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    and r9, 1984
+    mov edi, dword ptr [r15 + r9 + 1344]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c86:
+    imul r9, qword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov eax, edi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 209
+    movzx edi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 210
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], edi
+    mov rbp, r11
+    mov dword ptr [r15 + 512], 64
+    jmp 1f
+1:
+    mov r8, r11
+    mov rdi, rdi
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], 14
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r9d
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 256], ymm13
+    mov dword ptr [r15 + 64], r8d
+    mov byte ptr [r15 + 128], r8b
+    mov rbp, rdi
+    movzx ebp, dil
+    mov rdi, rbp
+    mov r8, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    mov rdi, r8
+    mov dword ptr [r15 + 192], 232
+    and rbp, 448
+    movzx r8d, byte ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx r9d, bpl
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c87:
-    mov byte ptr [r15 + 128], bpl
-    mov qword ptr [r15 + 704], rdi
-    and ebp, dword ptr [r15 + 256]
-    mov r8, r10
-    mov qword ptr [r15 + 640], r8
+    lea rcx, [rip + .Lc1_d9677_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9677_j_t
+.Lc1_d9677_j:
+    mov rbp, r11
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 126
+    mov rbp, qword ptr [r15 + 448]
+    add rbp, qword ptr [r15 + 320]
+    mov rcx, r9
     jmp 1f
 1:
-    movzx esi, sil
-    and r8, 4032
-    movsxd rsi, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 0], 241
-    jmp 1f
-1:
-    mov r8d, 236
+    and r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm15
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, bpl
-    mov dword ptr [r15 + 0], 76
+    mov r8d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rsi
-    mov r8, r10
+    mov byte ptr [r15 + 0], r9b
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
-    mov r8, rsi
-    mov byte ptr [r15 + 320], r8b
-    movzx r8d, byte ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], ebp
     jmp 1f
 1:
-    mov esi, 35
+    mov byte ptr [r15 + 64], r8b
+    mov r8d, 79
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 768], r9
     jmp 1f
 1:
+    mov r8, r11
+    mov dword ptr [r15 + 192], ecx
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    mov rbp, r11
+    mov dword ptr [r15 + 320], ebp
+    and rbp, 4032
+    vmovq qword ptr [r15 + rbp + 3392], xmm13
     jmp 1f
 1:
-    mov r9, rcx
-    mov r9, r10
-    mov rax, qword ptr [r15 + 384]
-    vpcmpeqb xmm15, xmm15, xmm6
-    and r9, 1984
-    mov rdx, qword ptr [r15 + r9 + 1344]
-    mov qword ptr [r15 + 448], rdi
-    movzx r9d, sil
-    mov r9, r9
-    mov edi, dword ptr [r15 + 192]
-    add r10, r11
+    movzx ebp, byte ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 576]
+    vpaddd xmm13, xmm13, xmm13
+    mov qword ptr [r15 + 256], rcx
+    mov byte ptr [r15 + 384], r8b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 159
+    mov r8d, 4
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c88:
-    lea rcx, [rip + .Lc1_d9774_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9774_j_t
-.Lc1_d9774_j:
-    mov rcx, rax
+    mov dword ptr [r15 + 256], r8d
+    mov r8d, 118
+    add r8, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], 22
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
-1:
-    mov edi, 49
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, 24
-    mov dword ptr [r15 + 0], 67
-    mov edi, 220
-    mov dword ptr [r15 + 448], 123
-    mov edi, 211
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 768]
-    test ebx, 1024
-    jnz 1f
-1:
-    mov edi, 253
-    mov rdi, r9
-    mov dword ptr [r15 + 128], 142
-    mov qword ptr [r15 + 384], rcx
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r10
-    mov edi, 69
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r9d
-    mov r8d, 250
-    mov r8, qword ptr [r15 + 320]
-    mov r9, r10
-    mov edi, dword ptr [r15 + 64]
-    and r9, 4032
-    mov rsi, qword ptr [r15 + r9 + 3392]
-    mov r9, r10
+    mov r9d, 229
     mov qword ptr [r15 + 192], r8
+    movzx r8d, byte ptr [r15 + 320]
+    mov ebp, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 235
+    mov dword ptr [r15 + 0], 113
+    mov byte ptr [r15 + 0], r9b
+    movzx r9d, bpl
     jmp 1f
 1:
     jmp 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    mov r9, rdi
-    add r10, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    movsxd rbp, dword ptr [r15 + r9 + 3392]
+    lea r9, [r11 + r11*1]
+    vmovq xmm13, rbp
+    and r9, 1984
+    mov rbp, r11
+    mov r8d, dword ptr [r15 + r9 + 1408]
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    movzx ebp, r9b
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 1344], rbp
+    mov qword ptr [r15 + 64], r8
+    mov byte ptr [r15 + 512], r9b
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 640], r8
+    mov rbp, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c89:
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d9773_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9773_s_t
+    .p2align 3
+.Lc1_d9773_s:
+    .p2align 3
+    jmp .Lc1_d9773_j
+    .p2align 3
+    jmp .Lc1_d9773_j
+    .p2align 3
+    jmp .Lc1_d9773_j
+    .p2align 3
+    jmp .Lc1_d9773_j
+    .p2align 3
+    jmp .Lc1_d9773_j
+    .p2align 3
+    jmp .Lc1_d9773_j
+    .p2align 3
+    jmp .Lc1_d9773_j
+    .p2align 3
+    jmp .Lc1_d9773_j
+.Lc1_d9773_j:
+    jmp 1f
+1:
+    mov ecx, r8d
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 160
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rcx
+    mov ecx, 146
+    mov rcx, qword ptr [r15 + 320]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpxor xmm15, xmm15, xmm6
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 576], r9d
-    mov rbp, qword ptr [r15 + 448]
-    mov esi, 156
-    mov r8, r10
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 192], r9
+    mov r9d, ecx
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 896]
     jmp 1f
 1:
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 128], r9d
+    mov ecx, dword ptr [r15 + 128]
+    mov ebp, 49
+    mov byte ptr [r15 + 704], al
+    movsxd rbp, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + r8 + 832]
+    mov r8, r11
+    mov edi, dword ptr [r15 + 256]
+    mov esi, 179
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 256]
-    add r9, qword ptr [r15 + 64]
-    movzx r8d, bpl
-    movzx ebp, sil
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3392]
+    mov r8d, 37
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 320]
-    mov rbp, r9
-    mov ebp, ebp
-    and ebp, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r9, r10
-    mov ecx, 124
-    mov ecx, edi
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    mov r9, r10
-    mov rdi, r8
-    movzx r8d, r8b
-    mov dword ptr [r15 + 384], 161
-    and r9, 4032
-    mov r8d, dword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], r8d
-    mov r8d, dword ptr [r15 + 512]
-    mov r9d, edi
-    add r10, r11
+    mov r8d, 143
+    mov byte ptr [r15 + 512], r9b
+    mov dword ptr [r15 + 384], r8d
+    mov r8d, 194
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -12330,434 +12238,436 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 16
+    test dword ptr [r15 + 67117723], 2
     setz al
-    lea rcx, [rip + .Lc1_d9883_s]
+    lea rcx, [rip + .Lc1_d9837_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9883_s_t
+    jmp .Lc1_d9837_s_t
     .p2align 3
-.Lc1_d9883_s:
+.Lc1_d9837_s:
     .p2align 3
-    jmp .Lc1_d9883_j
+    jmp .Lc1_d9837_j
     .p2align 3
-    jmp .Lc1_d9883_j
-.Lc1_d9883_j:
-    jmp 1f
-1:
+    jmp .Lc1_d9837_j
+.Lc1_d9837_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 0]
+    mov ecx, edx
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 448], rsi
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 83
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 7
+    mov r8, r11
+    vmovdqu xmm13, xmmword ptr [r15 + 64]
+    and r8, 4032
+    mov rbp, r11
+    add rsi, qword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    movzx ecx, cl
-    mov dword ptr [r15 + 448], ecx
-    movsxd rcx, dword ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 192]
-    mov esi, 44
-    movsxd rsi, dword ptr [r15 + 128]
+    mov r8d, esi
+    and rbp, 8128
+    mov rsi, qword ptr [r15 + rbp + 7488]
+    movzx ebp, cl
     jmp 1f
 1:
-    mov rbp, r10
-    mov dword ptr [r15 + 384], ecx
-    mov qword ptr [r15 + 384], rbp
-    and rbp, 448
-    mov r8, r10
-    mov qword ptr [r15 + rbp + 832], rcx
-    mov rbp, qword ptr [r15 + 256]
-    mov r9, r10
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    and r9, 8128
-    mov edx, dword ptr [r15 + r9 + 7488]
-    mov byte ptr [r15 + 640], dl
+    mov ebp, r9d
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 64]
+    movzx ebp, bpl
+    mov byte ptr [r15 + 576], bpl
+    vpcmpeqb xmm13, xmm13, xmm1
     jmp 1f
 1:
-    mov qword ptr [r15 + 704], r8
-    mov r8, r8
+    movzx ebp, bpl
+    movzx ebp, byte ptr [r15 + 256]
     jmp 1f
 1:
-    add r10, r11
+    mov rcx, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 197
+    movzx ecx, byte ptr [r15 + 64]
+    mov edx, 122
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 76
+    movzx edx, cl
+    jmp 1f
+1:
+    mov ecx, 33
+    movzx ecx, bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], ebp
+    movzx ebp, byte ptr [r15 + 768]
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    mov r9d, 197
+    mov dword ptr [r15 + 512], edx
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c91:
-    lea rcx, [rip + .Lc1_d9939_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9939_j_t
-.Lc1_d9939_j:
-    mov r8, r10
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    and rbp, 448
+    mov r9, r11
+    mov qword ptr [r15 + rbp + 832], rcx
+    mov qword ptr [r15 + 192], rbp
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm15
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 12
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
-    movzx r8d, dil
-    mov qword ptr [r15 + 320], rsi
-    mov r8, r10
-    mov dword ptr [r15 + 64], r8d
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    movzx r8d, byte ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 704]
+    movsxd rbp, dword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 640], r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r10
+    mov r9d, 68
+    mov r9d, dword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 320]
+    mov ebp, ebp
     jmp 1f
 1:
-    and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
-    and r8d, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 384], cl
+    jmp 1f
+1:
+    movzx ecx, bpl
+    movzx ecx, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 384], r9d
+    mov dword ptr [r15 + 64], r9d
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], r8d
-    mov dword ptr [r15 + 320], 111
-    movsxd r8, dword ptr [r15 + 512]
-    movzx ebp, byte ptr [r15 + 64]
-    and r8d, dword ptr [r15 + 192]
-    mov r9d, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov ecx, ecx
-    movzx eax, cl
-    mov ecx, dword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 256], ymm15
-    movsxd rax, dword ptr [r15 + 576]
-    add r10, r11
+    mov qword ptr [r15 + 192], r9
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c92:
-    mov rcx, rbp
-    mov dword ptr [r15 + 0], 246
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb ecx, xmm15
-    and rbp, 8128
-    mov r8, r10
-    mov ecx, dword ptr [r15 + rbp + 7488]
+    lea rcx, [rip + .Lc1_d9946_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9946_j_t
+.Lc1_d9946_j:
+    movzx r9d, byte ptr [r15 + 320]
+    mov rbp, r11
+    mov ecx, 113
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rdx
+    movzx ebp, byte ptr [r15 + 448]
+    mov edx, edx
     jmp 1f
 1:
-    mov ebp, 156
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rax
-    mov r8, r9
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 384]
-    mov ebp, ecx
-    mov ecx, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 256], 2
-    add qword ptr [r15 + 64], r8
-    mov r8, rbp
-    mov r8d, 53
-    mov r8d, dword ptr [r15 + 128]
+    mov r8, r11
+    mov edx, dword ptr [r15 + 64]
+    and r8, 8128
+    and edx, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 384], edx
+    mov r8, qword ptr [r15 + 512]
+    and edx, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rax
-    movzx eax, byte ptr [r15 + 384]
-    movzx r9d, byte ptr [r15 + 448]
-    mov r9, r10
-    mov dword ptr [r15 + 192], 229
-    and r9, 16320
-    movzx edx, byte ptr [r15 + r9 + 15680]
-    mov dword ptr [r15 + 320], ebp
-    add r10, r11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    and edx, dword ptr [r15 + 128]
+    mov ecx, r8d
+    and r8, 448
+    and edx, dword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 768]
+    mov ecx, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 64], rcx
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 256]
+    movsxd rcx, dword ptr [r15 + 320]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c93:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d10036_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10036_s_t
-    .p2align 3
-.Lc1_d10036_s:
-    .p2align 3
-    jmp .Lc1_d10036_j
-    .p2align 3
-    jmp .Lc1_d10036_j
-    .p2align 3
-    jmp .Lc1_d10036_j
-    .p2align 3
-    jmp .Lc1_d10036_j
-    .p2align 3
-    jmp .Lc1_d10036_j
-    .p2align 3
-    jmp .Lc1_d10036_j
-    .p2align 3
-    jmp .Lc1_d10036_j
-    .p2align 3
-    jmp .Lc1_d10036_j
-.Lc1_d10036_j:
-    mov dword ptr [r15 + 0], 217
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 152
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], rcx
+    lea r8, [r11 + r11*1]
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 5
-    mov ecx, eax
-    mov eax, 39
-    movzx eax, al
-    jmp 1f
-1:
-    mov eax, eax
-    mov eax, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 448], 201
-    mov rcx, rax
-    mov rbp, r10
-    jmp 1f
-1:
-    mov eax, 157
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    jmp 1f
-1:
-    vpmovmskb eax, xmm15
-    mov ebp, ecx
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 448
-    lea r8, [r10 + r10*1]
-    mov rax, qword ptr [r15 + rbp + 832]
     and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm15
-    mov dword ptr [r15 + r8 + 1408], r8d
-    mov edx, ecx
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 384]
-    mov r8d, dword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 128]
-    vpcmpeqb xmm15, xmm15, xmm9
-    movsxd r9, dword ptr [r15 + 320]
-    mov esi, dword ptr [r15 + rbp + 896]
-    vmovdqu ymmword ptr [r15 + 704], ymm15
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    movsxd rdx, dword ptr [r15 + 384]
+    movzx ebp, byte ptr [r15 + r8 + 1408]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 512]
-    add r10, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, ebp
+    add qword ptr [r15 + 640], r8
+    movzx r8d, cl
+    mov r8d, 80
+    mov r8d, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 192], 78
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov rbp, qword ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + 64]
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    mov rbp, rcx
+    movzx ebp, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov edi, 58
+    movzx edi, al
+    movzx eax, r9b
+    mov rax, r9
+    mov r9, qword ptr [r15 + 320]
+    .byte 0x66, 0x90
+    movsxd r9, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c94:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 512], eax
-    mov dword ptr [r15 + 768], 233
-    mov qword ptr [r15 + 320], r9
-    movzx r9d, al
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    mov eax, r9d
+    lea rcx, [rip + .Lc1_d10042_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10042_j_t
+.Lc1_d10042_j:
     jmp 1f
 1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 448]
+    mov ecx, 3
+    mov r9d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    .byte 0x66, 0x90
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov r9, rsi
     jmp 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov rax, qword ptr [r15 + 384]
-    test dword ptr [r15 + 67117723], 264192
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 256]
+    mov rbp, r11
+    mov ecx, eax
+    test ebx, 1073741824
     jz 1f
 1:
-    and r9, 4032
-    movsxd rax, dword ptr [r15 + r9 + 3456]
-    mov rbp, r10
-    movzx esi, sil
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov byte ptr [r15 + 256], al
-    mov rsi, rax
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 384], ecx
+    mov ebp, 139
+    movsxd rcx, dword ptr [r15 + 64]
+    mov ebp, 124
+    mov rbp, r11
+    mov r9, rbp
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 64], ymm15
-    movsxd rsi, dword ptr [r15 + 320]
-    add rax, qword ptr [r15 + 128]
-    movsxd rbp, dword ptr [r15 + r9 + 3392]
-    mov r9, rsi
-    mov r9, r10
-    mov rcx, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 576], rdx
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], sil
-    vpmovmskb r9d, xmm12
-    add r10, r11
+    movzx r9d, r9b
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 154
+    mov ebp, 120
+    mov ebp, 213
+    movsxd rbp, dword ptr [r15 + 448]
+    mov r9d, ebp
+    movzx ebp, dl
+    vmovdqu ymmword ptr [r15 + 704], ymm13
+    vpmovmskb ebp, xmm13
+    mov rbp, qword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c95:
-    lea rcx, [rip + .Lc1_d10142_j]
+    lea rcx, [rip + .Lc1_d10097_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10142_j_t
-.Lc1_d10142_j:
-    mov rbp, r10
+    jmp .Lc1_d10097_j_t
+.Lc1_d10097_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ecx
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov rbp, r11
+    movzx ecx, bpl
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    mov rbp, rcx
+    add qword ptr [r15 + 128], rbp
+    mov qword ptr [r15 + 64], r9
+    nop
+    mov rbp, r11
+    jmp 1f
+1:
     and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 832], ebp
+    mov byte ptr [r15 + 384], cl
     jmp 1f
 1:
+    inc dword ptr [r15 + 128]
+    movzx ebp, bpl
+    and ecx, dword ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], ecx
+    mov dword ptr [r15 + 256], ebp
+    vpmovmskb ebp, xmm13
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 143
-    movzx ebp, cl
-    movzx ebp, cl
+    movzx ebp, dil
+    movsxd rbp, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 320], 245
+    mov rcx, rdx
+    mov ecx, edx
+    mov r9, r11
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], ecx
-    movzx ebp, byte ptr [r15 + 64]
-    mov r8, r10
-    mov dword ptr [r15 + 448], ecx
-    mov rcx, r8
-    and r8, 8128
-    and ecx, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov r8d, 24
-    movsxd r8, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 320], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], bpl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], rbp
-    mov rbp, r8
-    mov qword ptr [r15 + 128], rcx
-    vmovdqu xmmword ptr [r15 + 384], xmm15
-    jmp 1f
-1:
-    movzx r8d, dl
-    movzx r8d, cl
-    mov r8d, 30
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rbp
-    and ebp, dword ptr [r15 + 640]
-    and ebp, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    add r10, r11
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rbp
+    mov rdx, qword ptr [r15 + 512]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c96:
-    lea rcx, [rip + .Lc1_d10195_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10195_j_t
-.Lc1_d10195_j:
-    mov rcx, qword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 512], ymm15
+    mov qword ptr [r15 + 0], rdx
+    movzx edx, dl
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rdx
+    mov edx, 205
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov r9d, edx
+    and edx, dword ptr [r15 + 0]
+    mov r9d, 89
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rax
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r8d
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 768], 172
-    movzx edx, byte ptr [r15 + 128]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    movsxd rbp, dword ptr [r15 + 704]
-    mov r8, r10
-    movzx eax, byte ptr [r15 + 448]
+    mov rbp, r11
     jmp 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 184
-    movzx r8d, cl
-    movzx r8d, byte ptr [r15 + 320]
+    mov r9, r11
     jmp 1f
 1:
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 192]
-    mov r9, r10
-    mov rsi, r9
-    mov esi, dword ptr [r15 + 256]
-    and r9, 4032
-    mov edi, dword ptr [r15 + r9 + 3392]
-    mov r9d, eax
-    movzx r9d, byte ptr [r15 + 384]
-    xor dword ptr [r15 + 128], r9d
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    movzx r9d, byte ptr [r15 + 512]
+    add r9, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 320], r9d
     jmp 1f
 1:
-    add r10, r11
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rcx
+    mov r8, r11
+    jmp 1f
+1:
+    mov r9, rcx
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 18
+    mov r8d, ecx
+    lock xadd qword ptr [r15 + 256], r8
+    movzx ecx, cl
+    mov dword ptr [r15 + 576], r9d
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 640]
+    mov rcx, rbp
+    mov ecx, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 512], rbp
+    vmovdqu ymmword ptr [r15 + 64], ymm13
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 128], r8b
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -12765,1472 +12675,1409 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r10
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm15
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16777216
+    setz al
+    lea rcx, [rip + .Lc1_d10201_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10201_s_t
+    .p2align 3
+.Lc1_d10201_s:
+    .p2align 3
+    jmp .Lc1_d10201_j
+    .p2align 3
+    jmp .Lc1_d10201_j
+.Lc1_d10201_j:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov edi, edi
-    mov r9, r10
-    movsxd rdi, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 192], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 58
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
     jmp 1f
 1:
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rax
-    movzx eax, byte ptr [r15 + 320]
+    and ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx eax, al
+    movzx eax, r9b
+    mov byte ptr [r15 + 320], r9b
+    mov rax, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 128], cl
+    mov rbp, r11
+    mov byte ptr [r15 + 256], r9b
+    mov rcx, qword ptr [r15 + 512]
+    mov r8, r11
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rax
+    movsxd rbp, dword ptr [r15 + 192]
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7488]
     mov qword ptr [r15 + 64], rax
+    movzx eax, byte ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 384]
+    mov r9, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 160
-    mov ebp, 20
-    mov rax, rbp
-    jmp 1f
-1:
-    vpaddd xmm15, xmm15, xmm15
-    jmp 1f
-1:
-    movzx ebp, dil
-    mov dword ptr [r15 + 0], 96
-    test dword ptr [r15 + 67117723], 335675392
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov dword ptr [r15 + 0], 233
-    movsxd rdi, dword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 576]
-    and rbp, 1984
-    mov r9, qword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rdi
-    mov dword ptr [r15 + 256], eax
-    jmp 1f
-1:
-    mov rax, rdi
-    mov eax, edi
-    mov byte ptr [r15 + 384], al
-    mov qword ptr [r15 + 128], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r10, r11
+    movzx edx, byte ptr [r15 + 64]
+    and r9, 16320
+    mov edi, dword ptr [r15 + r9 + 15680]
+    mov qword ptr [r15 + 768], rax
+    mov r9d, edi
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c98:
-    lea rcx, [rip + .Lc1_d10296_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10296_j_t
-.Lc1_d10296_j:
-    jmp 1f
-1:
-    movzx esi, al
-    mov dword ptr [r15 + 0], 91
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea r9, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 128]
-    mov rax, rsi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + 704]
-    mov qword ptr [r15 + 64], rsi
-    mov esi, dword ptr [r15 + 64]
-    and rbp, 448
-    mov r9, r10
-    mov dword ptr [r15 + rbp + 832], 27
     and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 163
+    movsxd rax, dword ptr [r15 + r9 + 1408]
     jmp 1f
 1:
-    mov r9d, r9d
-    mov r9d, r9d
-    mov r9, qword ptr [r15 + 448]
-    mov eax, dword ptr [r15 + 512]
-    add r9, qword ptr [r15 + 384]
-    movzx edi, r9b
-    movzx r9d, dil
-    mov qword ptr [r15 + 640], rbp
-    mov dword ptr [r15 + 384], 23
-    mov dword ptr [r15 + rbp + 896], 106
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 320]
-    mov rbp, r10
-    mov r8d, dword ptr [r15 + 192]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 896], r9
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm13
+    mov ebp, dword ptr [r15 + 128]
+    mov rdi, r8
+    mov dword ptr [r15 + 320], 214
+    mov rdi, r9
+    mov rbp, r11
+    mov qword ptr [r15 + 448], r8
+    test dword ptr [r15 + 67117724], 1140850688
+    jz 1f
+1:
     and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], r9b
-    add r10, r11
+    mov r8, qword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 512], eax
+    mov byte ptr [r15 + 192], r9b
+    mov ebp, dword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 64], 160
+    mov dword ptr [r15 + 128], 19
+    mov eax, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 73
+    jmp 1f
+1:
+    mov r9d, r9d
+    mov r9, rbp
+    movzx r9d, byte ptr [r15 + 576]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c99:
+    lea rcx, [rip + .Lc1_d10299_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10299_j_t
+.Lc1_d10299_j:
+    mov ecx, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov dword ptr [r15 + 0], 175
     movzx r8d, r9b
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 26
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov rcx, rax
+    movzx ecx, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], ebp
-    mov dword ptr [r15 + 192], 31
-    vmovq qword ptr [r15 + 128], xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], 108
+    movzx ecx, cl
     jmp 1f
 1:
-    vmovdqu xmm15, xmmword ptr [r15 + 512]
+    mov ecx, 63
+    mov ecx, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov rbp, rbp
+    mov rax, qword ptr [r15 + 704]
+    mov r8, rax
+    mov dword ptr [r15 + 256], r8d
     jmp 1f
 1:
-    mov rbp, r10
-    mov byte ptr [r15 + 384], r8b
-    mov r8, r10
-    and rbp, 4032
-    mov r9d, dword ptr [r15 + rbp + 3392]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], bpl
-    movzx r8d, sil
-    movsxd r8, dword ptr [r15 + 768]
-    mov ebp, 236
-    mov ebp, dword ptr [r15 + 64]
-    add rsi, qword ptr [r15 + 448]
-    vpmovmskb edi, xmm15
-    mov qword ptr [r15 + 256], r9
-    mov r9d, r9d
-    movzx r9d, r8b
-    vpshufd xmm15, xmm15, 101
+    mov r8d, ecx
     jmp 1f
 1:
-    mov r9, r10
+    movsxd r8, dword ptr [r15 + 448]
     jmp 1f
 1:
+    movzx eax, r8b
+    mov r8, r11
     jmp 1f
 1:
-    and r9, 1984
-    movsxd rdi, dword ptr [r15 + r9 + 1344]
-    mov r9d, edi
-    add r10, r11
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], ecx
+    and r8d, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], 236
+    jmp 1f
+1:
+    mov ecx, 10
+    mov rcx, qword ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 384]
+    movzx ebp, al
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 8128
+    movsxd rdi, dword ptr [r15 + rbp + 7488]
+    vmovdqu ymmword ptr [r15 + 640], ymm13
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c100:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16384
-    setz al
-    lea rcx, [rip + .Lc1_d10398_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10398_s_t
-    .p2align 3
-.Lc1_d10398_s:
-    .p2align 3
-    jmp .Lc1_d10398_j
-    .p2align 3
-    jmp .Lc1_d10398_j
-.Lc1_d10398_j:
-    vmovdqu ymmword ptr [r15 + 64], ymm15
-    mov qword ptr [r15 + 0], rcx
+    lea rcx, [rip + .Lc1_d10353_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10353_j_t
+.Lc1_d10353_j:
+    movsxd rcx, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    vpshufd xmm13, xmm13, 219
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, edi
+    mov r8d, 103
+    mov dword ptr [r15 + 0], 198
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    mov ecx, edi
-    mov ecx, r9d
-    movzx ecx, al
-    movzx eax, al
-    jmp 1f
-1:
-    mov eax, 33
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
+    mov dword ptr [r15 + 384], 160
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 268959776
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov eax, dword ptr [r15 + 256]
-    mov ecx, ecx
-    mov rbp, r10
-    mov ecx, esi
-    movsxd rsi, dword ptr [r15 + 320]
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm13
+    movsxd r8, dword ptr [r15 + 64]
+    movzx ebp, cl
+    mov rbp, r11
+    mov edi, ebp
+    mov byte ptr [r15 + 256], dil
+    movzx edi, byte ptr [r15 + 320]
     and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    vmovdqu ymmword ptr [r15 + 320], ymm15
+    xor dword ptr [r15 + rbp + 3392], ecx
     jmp 1f
 1:
-    mov rbp, rax
-    mov rbp, r10
-    and esi, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 192], dil
     jmp 1f
 1:
-    movzx edi, dil
-    and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 384], eax
-    movzx ebp, dil
-    mov rax, rbp
-    mov dword ptr [r15 + 576], 106
-    mov qword ptr [r15 + 512], rdx
+    mov qword ptr [r15 + 64], rbp
+    mov byte ptr [r15 + 768], bpl
+    mov edi, r8d
+    movzx edi, byte ptr [r15 + 512]
+    movzx ebp, bpl
+    mov ebp, ebp
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 192]
-    mov rbp, qword ptr [r15 + 128]
-    add r10, r11
+    mov rbp, r11
+    mov dword ptr [r15 + 384], 163
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c101:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, edi
+    movzx edi, bpl
+    mov rbp, rcx
+    mov dword ptr [r15 + 0], 220
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, dword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 320], ymm13
+    movzx edi, r8b
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r8, r11
+    movzx edi, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    and rbp, 8128
+    mov r8, r11
+    mov qword ptr [r15 + rbp + 7488], r8
+    jmp 1f
+1:
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    xor dword ptr [r15 + 576], edi
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 128]
+    mov edi, r8d
+    mov r8, rbp
+    mov r8d, 100
+    mov r8d, ecx
+    mov dword ptr [r15 + 384], 16
+    mov r8d, edi
+    movzx edi, r8b
+    mov dword ptr [r15 + 320], ebp
+    mov dword ptr [r15 + 64], 11
+    movzx edi, byte ptr [r15 + 512]
+    mov ebp, dword ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c102:
+    lea rcx, [rip + .Lc1_d10450_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10450_j_t
+.Lc1_d10450_j:
+    vpxor xmm13, xmm13, xmm12
+    lea rbp, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + 192]
+    and rbp, 4032
+    mov edi, dword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 0], dil
+    movzx edi, al
+    movzx edi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    jmp 1f
+1:
+    mov edi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 640]
+    mov edi, dword ptr [r15 + 128]
+    movzx ecx, r8b
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 704]
+    mov r9, r11
+    mov r8, qword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 320], ymm13
+    jmp 1f
+1:
+    and r9, 8128
+    and edi, dword ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 256], 209
+    mov dword ptr [r15 + 512], 60
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r9, r11
+    mov esi, ebp
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + rbp + 3456]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], edx
+    mov dword ptr [r15 + 448], edi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c103:
+    mov r9d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], r9d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 178
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 127
+    movzx r9d, sil
+    mov dword ptr [r15 + 0], 26
+    jmp 1f
+1:
+    movzx esi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 512], r9
+    mov r9d, dword ptr [r15 + 320]
+    mov rsi, r9
+    mov r9, r11
+    movzx edi, byte ptr [r15 + 768]
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 384]
+    mov r8, r11
+    mov dword ptr [r15 + 384], r8d
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 448]
+    mov rcx, rsi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], edi
+    mov esi, dword ptr [r15 + 256]
+    mov r9, r11
+    mov edi, 154
+    mov dword ptr [r15 + 448], edi
+    mov rdi, rdi
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c104:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
     test dword ptr [r15 + 67117724], 8192
     setz al
-    lea rcx, [rip + .Lc1_d10463_s]
+    lea rcx, [rip + .Lc1_d10547_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10463_s_t
+    jmp .Lc1_d10547_s_t
     .p2align 3
-.Lc1_d10463_s:
+.Lc1_d10547_s:
     .p2align 3
-    jmp .Lc1_d10463_j
+    jmp .Lc1_d10547_j
     .p2align 3
-    jmp .Lc1_d10463_j
-.Lc1_d10463_j:
-    mov rbp, r10
-    mov ecx, dword ptr [r15 + 640]
+    jmp .Lc1_d10547_j
+.Lc1_d10547_j:
+    mov ecx, ecx
+    mov rcx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    movsxd r9, dword ptr [r15 + 384]
+    mov rbp, r11
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 320]
     and rbp, 8128
     movsxd rax, dword ptr [r15 + rbp + 7488]
-    mov r8, qword ptr [r15 + 128]
-    mov rbp, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 16320
-    movsxd rdi, dword ptr [r15 + rbp + 15680]
-    mov edx, ecx
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 136
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 256], al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 33
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rcx
-    mov ecx, 138
-    mov byte ptr [r15 + 320], cl
-    mov rcx, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r10
-    mov rcx, rax
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 384], ecx
-    mov rcx, rcx
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 192]
-    vmovq qword ptr [r15 + 128], xmm15
-    movzx r9d, bpl
-    movsxd r9, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 704]
-    mov rbp, qword ptr [r15 + 64]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c102:
-    mov r9d, dword ptr [r15 + 512]
-    vmovdqu xmm15, xmmword ptr [r15 + 384]
-    mov ebp, 255
-    mov ebp, r9d
-    lea rbp, [r10 + r10*1]
-    movzx ecx, r8b
-    mov rcx, qword ptr [r15 + 768]
-    mov qword ptr [r15 + 384], rdx
+    mov rbp, r11
+    and r8, 448
+    mov esi, dword ptr [r15 + r8 + 832]
     and rbp, 4032
-    mov edx, dword ptr [r15 + rbp + 3392]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 68
+    mov dword ptr [r15 + rbp + 3392], r9d
+    movsxd rbp, dword ptr [r15 + 256]
+    movzx r9d, al
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov eax, 26
-    mov dword ptr [r15 + 256], 85
-    mov dword ptr [r15 + 64], ebp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movzx edx, byte ptr [r15 + rbp + 3456]
-    mov ebp, 120
-    mov dword ptr [r15 + 64], ebp
-    and r9, 448
-    mov byte ptr [r15 + r9 + 896], r8b
-    mov ebp, dword ptr [r15 + r9 + 832]
-    mov rax, rsi
-    mov r9, r10
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], edx
-    and r9, 1984
-    movzx edx, byte ptr [r15 + r9 + 1344]
-    mov esi, eax
-    movzx eax, al
-    mov rax, rax
-    mov rax, qword ptr [r15 + 320]
-    movsxd rsi, dword ptr [r15 + 192]
-    movzx r9d, r9b
-    jmp 1f
-1:
-    mov ecx, edx
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c103:
-    lea rcx, [rip + .Lc1_d10569_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10569_j_t
-.Lc1_d10569_j:
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 576]
-    mov r9, r10
-    mov rcx, qword ptr [r15 + 448]
-    movzx esi, sil
-    mov esi, dword ptr [r15 + 640]
-    and r9, 1984
-    mov r8, qword ptr [r15 + r9 + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov byte ptr [r15 + 512], dil
+    mov qword ptr [r15 + 320], r9
     mov r9d, ecx
-    mov qword ptr [r15 + 0], r9
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 640], eax
+    movzx eax, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov r9d, 221
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb r9d, xmm15
-    jmp 1f
-1:
-    mov r9d, 134
-    lea r9, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7552], ecx
-    mov qword ptr [r15 + 512], r9
-    mov ecx, dword ptr [r15 + 384]
-    mov rax, qword ptr [r15 + 192]
-    mov rbp, rbp
-    movzx ebp, r8b
-    movzx r8d, bpl
-    mov byte ptr [r15 + 256], sil
-    mov qword ptr [r15 + 320], rcx
-    movzx r8d, cl
-    mov dword ptr [r15 + 64], 210
-    mov qword ptr [r15 + r9 + 7488], r9
-    mov dword ptr [r15 + 128], 77
-    movzx r8d, byte ptr [r15 + 320]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c104:
-    mov dword ptr [r15 + 128], ecx
-    movsxd rcx, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 448], rbp
-    movsxd rbp, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov rdx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], 254
-    mov qword ptr [r15 + 0], rdx
-    mov rdx, rdx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rbp
-    mov qword ptr [r15 + 384], rdi
-    mov rbp, r10
-    movzx ecx, byte ptr [r15 + 704]
-    movsxd r9, dword ptr [r15 + 768]
-    movzx r8d, byte ptr [r15 + 128]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    movsxd rbp, dword ptr [r15 + 320]
-    movsxd rdi, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], r8
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], dil
-    mov r8, r10
-    mov edi, edx
-    movzx edi, dil
-    mov rbp, r10
-    and r8, 1984
-    mov rdi, qword ptr [r15 + r8 + 1344]
-    and r8d, dword ptr [r15 + 256]
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
-    add r10, r11
+    mov dword ptr [r15 + 64], 113
+    mov edi, dword ptr [r15 + 192]
+    movzx edx, byte ptr [r15 + 576]
+    mov r8, rbp
+    movzx ebp, bpl
+    mov r8d, 149
+    movzx r8d, dil
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c105:
-    lea rcx, [rip + .Lc1_d10664_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10664_j_t
-.Lc1_d10664_j:
-    mov rcx, qword ptr [r15 + 320]
-    vpmovmskb edi, xmm15
-    mov byte ptr [r15 + 128], sil
-    mov rbp, r10
-    mov esi, 191
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r8, r11
+    mov rax, rdx
+    and r8, 448
+    mov edx, dword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 128]
+    mov rbp, r11
     jmp 1f
 1:
-    movzx esi, dil
+    mov eax, r9d
+    mov rax, qword ptr [r15 + 704]
     and rbp, 4032
-    mov edi, dword ptr [r15 + rbp + 3392]
+    mov r9, qword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 384]
+    mov rdi, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 198
+    mov byte ptr [r15 + 0], dl
+    test dword ptr [r15 + 67117724], 32768
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 128]
+    movzx r9d, dil
+    mov rdi, rdi
+    movzx edi, bpl
+    mov dword ptr [r15 + 448], 10
+    mov r9, r11
     jmp 1f
 1:
-    mov r8d, r9d
-    jmp 1f
-1:
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    movzx r9d, byte ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov rbp, r10
-    vmovdqu xmmword ptr [r15 + 256], xmm15
-    mov dword ptr [r15 + 448], 122
-    and rbp, 8128
-    mov rsi, qword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 192]
-    movzx edx, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 320], ecx
-    jmp 1f
-1:
-    mov ecx, 226
-    mov rcx, qword ptr [r15 + 64]
-    add r10, r11
+    and r9, 1984
+    mov rdi, qword ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + 64], rdi
+    mov rdi, qword ptr [r15 + 512]
+    movzx r9d, sil
+    movzx r9d, byte ptr [r15 + 384]
+    mov esi, 210
+    movzx ebp, r8b
+    mov r8d, ebp
+    mov r8d, dword ptr [r15 + 256]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c106:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d10718_j]
+    lea rcx, [rip + .Lc1_d10652_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10718_j_t
-.Lc1_d10718_j:
-    mov rcx, qword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 179
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov qword ptr [r15 + 320], rcx
-    and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7488]
-    mov rbp, r10
-    mov dword ptr [r15 + 64], edi
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
+    jmp .Lc1_d10652_j_t
+.Lc1_d10652_j:
+    mov rbp, r11
     jmp 1f
 1:
-    mov ebp, ecx
-    movsxd rbp, dword ptr [r15 + 640]
-    mov rcx, rbp
-    mov rcx, rsi
-    test dword ptr [r15 + 67117724], 258
-    jnz 1f
-1:
-    movzx ebp, sil
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], 182
+    mov byte ptr [r15 + 512], bpl
+    mov r8d, ebp
     jmp 1f
 1:
-    mov rbp, rsi
-    movzx esi, sil
-    mov esi, ecx
-    vpcmpeqb xmm15, xmm15, xmm13
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 192]
-    mov qword ptr [r15 + 448], rcx
-    mov dword ptr [r15 + 384], esi
-    movsxd rcx, dword ptr [r15 + 128]
-    mov rbp, r10
-    mov esi, 91
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    movzx ebp, r8b
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    movzx ebp, r8b
+    mov ebp, ebp
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 1984
     mov dword ptr [r15 + rbp + 1344], ecx
+    mov ebp, ebp
+    movsxd rbp, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 256], r8
+    mov r8d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], r8d
+    mov r8, rdx
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 128], ymm13
+    mov r8, qword ptr [r15 + 768]
+    mov rdx, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 576]
+    mov r9, r11
+    movzx edi, bpl
+    and r9, 8128
+    movsxd rbp, dword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
     jmp 1f
 1:
-    add r10, r11
+    mov r9, rbp
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c107:
-    mov rdi, qword ptr [r15 + 384]
+    lea rcx, [rip + .Lc1_d10706_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10706_j_t
+.Lc1_d10706_j:
+    mov rcx, qword ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 384], ymm13
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 218
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov edi, 21
-    mov rdi, rsi
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
+    movzx r8d, byte ptr [r15 + 320]
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 320]
-    mov esi, 96
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rcx
-    mov rbp, r10
-    mov esi, dword ptr [r15 + 512]
-    mov ecx, 203
-    movsxd rcx, dword ptr [r15 + 128]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], dil
-    lea rbp, [r10 + r10*1]
+    movzx edx, cl
+    movzx ecx, cl
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3456]
     mov rdi, qword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 192]
+    mov rbp, r11
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 384]
+    mov eax, 237
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + 512]
+    movzx r9d, cl
+    movzx ecx, byte ptr [r15 + 640]
+    vpmovmskb ebp, xmm13
+    lea rbp, [r11 + r11*1]
+    mov rcx, rax
     and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 256], edx
-    mov rdx, rdx
-    mov edx, esi
-    mov edx, r9d
+    movsxd rcx, dword ptr [r15 + rbp + 896]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 512], ymm15
-    mov byte ptr [r15 + 704], dl
-    mov rdx, qword ptr [r15 + 192]
-    movsxd r9, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], 189
-    mov dword ptr [r15 + rbp + 896], ecx
-    mov byte ptr [r15 + 64], al
-    add r10, r11
+    movsxd rcx, dword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c108:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d10816_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10816_s_t
-    .p2align 3
-.Lc1_d10816_s:
-    .p2align 3
-    jmp .Lc1_d10816_j
-    .p2align 3
-    jmp .Lc1_d10816_j
-.Lc1_d10816_j:
-    movzx ecx, byte ptr [r15 + 384]
-    mov eax, 254
-    jmp 1f
-1:
-    mov r8, r10
-    movzx eax, r9b
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r9
-    vpmovmskb r8d, xmm15
-    mov r8d, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 448], rcx
-    or qword ptr [r15 + 0], 92
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    movzx ecx, bpl
-    mov byte ptr [r15 + 0], dil
-    mov ebp, esi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 67
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov ebp, 120
+    mov r9, rcx
+    mov rcx, r9
+    movzx ebp, byte ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 320]
-    mov ecx, 231
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 128]
-    mov edi, ecx
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 256]
-    mov esi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 320], 131
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], rcx
-    mov dword ptr [r15 + 640], ebp
-    movsxd rbp, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r9, r10
-    mov ecx, edi
-    mov rbp, r10
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], sil
-    add r9, qword ptr [r15 + 576]
-    jmp 1f
-1:
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    add r10, r11
+    mov qword ptr [r15 + 384], rcx
+    mov dword ptr [r15 + 512], ebp
+    movzx ebp, byte ptr [r15 + 256]
+    movzx ecx, cl
+    mov ecx, dword ptr [r15 + 128]
+    lea r9, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + 768]
+    mov r8, rax
+    and r9, 8128
+    and eax, dword ptr [r15 + r9 + 7552]
+    mov dword ptr [r15 + 64], 192
+    mov dword ptr [r15 + r9 + 7488], 155
+    mov r9d, dword ptr [r15 + 704]
+    mov r8, r11
+    mov edx, r8d
+    mov qword ptr [r15 + 192], rbp
+    mov ebp, 161
+    and r8, 1984
+    mov ebp, dword ptr [r15 + r8 + 1344]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c109:
-    mov rbp, r9
-    and r9d, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov qword ptr [r15 + 0], rbp
-    movzx ebp, r9b
-    mov dword ptr [r15 + 0], 254
-    mov r9d, 119
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
-    mov r8, r10
-    jmp 1f
-1:
-    mov rcx, r8
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], eax
-    test ebx, 108544
-    jz 1f
-1:
-    mov rbp, r10
-    mov dword ptr [r15 + 448], 13
-    and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov ebp, 92
-    movzx ebp, cl
-    movsxd rcx, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 128], r9
-    mov dword ptr [r15 + 512], 20
-    mov r9d, dword ptr [r15 + 64]
-    mov eax, r9d
-    mov r9, qword ptr [r15 + 192]
-    mov rbp, r10
-    mov esi, edx
-    jmp 1f
-1:
-    mov rsi, rsi
-    and rbp, 1984
-    movzx esi, byte ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], 114
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c110:
-    lea rcx, [rip + .Lc1_d10923_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10923_j_t
-.Lc1_d10923_j:
-    mov rbp, r10
-    mov rdx, rax
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ecx
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov dword ptr [r15 + 0], 96
-    mov dword ptr [r15 + 768], ecx
-    mov esi, 187
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    and edx, dword ptr [r15 + 576]
-    mov ecx, 177
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, dl
-    mov ecx, dword ptr [r15 + 384]
-    mov rsi, qword ptr [r15 + 192]
-    movsxd r9, dword ptr [r15 + 128]
-    mov r8d, ebp
-    movzx ebp, r8b
-    mov r8, r10
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], dl
-    jmp 1f
-1:
-    and r8, 4032
-    mov rdx, qword ptr [r15 + r8 + 3392]
-    mov r8d, dword ptr [r15 + 128]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c111:
-    lea rcx, [rip + .Lc1_d10974_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10974_j_t
-.Lc1_d10974_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpmovmskb ecx, xmm15
-    mov qword ptr [r15 + 0], rcx
-    movzx edi, al
-    mov qword ptr [r15 + 0], rdi
-    vmovq xmm15, r8
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    or qword ptr [r15 + 0], 33
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    and rbp, 1984
-    and eax, dword ptr [r15 + rbp + 1408]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 88
-    mov r9, r10
-    mov r8d, 12
-    mov r8d, dword ptr [r15 + 384]
-    and r9, 16320
-    movzx edx, byte ptr [r15 + r9 + 15680]
-    jmp 1f
-1:
-    movzx r9d, dl
-    mov qword ptr [r15 + 128], rsi
-    mov edx, 87
-    movzx edx, byte ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 256], ecx
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 512], ymm15
-    mov ecx, esi
-    movsxd rcx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    add qword ptr [r15 + 640], r8
-    mov r8, qword ptr [r15 + 320]
-    and r8d, dword ptr [r15 + 320]
-    movzx ebp, cl
-    movzx ecx, bpl
-    movzx ecx, r9b
-    mov rcx, qword ptr [r15 + 64]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c112:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    xor dword ptr [r15 + 0], eax
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov eax, ecx
-    movzx eax, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 896]
-    mov r8, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov ecx, r8d
-    mov r8, rdi
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 2097154
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 512]
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov ebp, eax
-    add rbp, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 128], rdx
-    jmp 1f
-1:
-    mov eax, 154
-    movsxd rax, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 704], rcx
-    movzx ecx, byte ptr [r15 + 384]
-    mov r9, r10
-    mov rbp, r10
-    mov edx, ebp
-    and r9, 8128
-    mov rdx, qword ptr [r15 + r9 + 7488]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], cl
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 256]
-    mov ecx, ebp
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rax
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c113:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 2048
+    test dword ptr [r15 + 67117724], 8192
     setz al
-    lea rcx, [rip + .Lc1_d11081_s]
+    lea rcx, [rip + .Lc1_d10803_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11081_s_t
+    jmp .Lc1_d10803_s_t
     .p2align 3
-.Lc1_d11081_s:
+.Lc1_d10803_s:
     .p2align 3
-    jmp .Lc1_d11081_j
+    jmp .Lc1_d10803_j
     .p2align 3
-    jmp .Lc1_d11081_j
-.Lc1_d11081_j:
+    jmp .Lc1_d10803_j
+.Lc1_d10803_j:
+    mov rbp, r11
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm13
+    mov byte ptr [r15 + 0], al
+    lock or dword ptr [r15 + 0], 32
     jmp 1f
 1:
-    movzx ecx, cl
-    mov rcx, rsi
-    mov ecx, dword ptr [r15 + 448]
+    mov ebp, 47
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
+    mov ebp, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 768], 160
-    mov rcx, qword ptr [r15 + 576]
+    mov rbp, r11
+    and r9d, dword ptr [r15 + 576]
+    movzx eax, byte ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 384]
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 384]
+    movzx edx, al
+    movzx eax, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov esi, 189
+    mov rdi, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 256], r9
+    movsxd r9, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 320], eax
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], r9b
+    mov r9d, edi
+    mov r9d, 135
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rdi
+    mov edi, edi
     jmp 1f
 1:
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c110:
+    mov r9d, 231
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 231
+    mov r9, r11
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], al
-    mov r8, r10
-    mov rax, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    mov edi, dword ptr [r15 + r9 + 3392]
+    mov r9, r11
+    mov eax, dword ptr [r15 + 128]
     jmp 1f
 1:
+    mov ecx, dword ptr [r15 + 128]
+    and r9, 8128
+    mov ebp, dword ptr [r15 + r9 + 7488]
+    mov r9d, 183
+    movzx r9d, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    movzx r8d, dil
+    movzx edi, byte ptr [r15 + 64]
+    vmovq qword ptr [r15 + 320], xmm13
+    mov esi, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 704], rdx
+    jmp 1f
+1:
+    movzx edx, sil
+    jmp 1f
+1:
+    mov edx, 183
+    mov rdx, qword ptr [r15 + 512]
+    mov edx, 83
+    mov dword ptr [r15 + 640], 175
+    mov rbp, r11
+    mov qword ptr [r15 + 384], rbp
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 85
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], edi
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c111:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 8388608
+    setz al
+    lea rcx, [rip + .Lc1_d10905_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10905_s_t
+    .p2align 3
+.Lc1_d10905_s:
+    .p2align 3
+    jmp .Lc1_d10905_j
+    .p2align 3
+    jmp .Lc1_d10905_j
+.Lc1_d10905_j:
+    mov rax, qword ptr [r15 + 384]
+    vpaddd xmm13, xmm13, xmm13
+    movsxd rcx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 230
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, cl
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 150
+    movzx ecx, sil
+    jmp 1f
+1:
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 448], rdi
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    mov r8, rdx
+    mov rbp, qword ptr [r15 + 768]
+    mov rdx, qword ptr [r15 + 128]
+    mov r9, r11
+    mov dword ptr [r15 + 512], 122
+    jmp 1f
+1:
+    and r9, 448
+    mov edi, dword ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov ecx, 188
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rbp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c112:
+    lea rcx, [rip + .Lc1_d10958_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10958_j_t
+.Lc1_d10958_j:
+    mov ecx, 3
+    jmp 1f
+1:
+    mov ebp, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
+    movsxd rbp, dword ptr [r15 + 320]
+    vpshufd xmm13, xmm13, 180
+    mov r9, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], 91
+    movzx ecx, r9b
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 192], esi
+    and r9d, dword ptr [r15 + 256]
+    mov esi, dword ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 64]
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 640]
+    movzx r8d, dl
+    mov rdx, r9
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], r9b
+    movsxd r9, dword ptr [r15 + 64]
+    mov edx, 219
+    mov rdx, rdx
+    mov rbp, r11
+    mov edx, dword ptr [r15 + 384]
     movsxd rax, dword ptr [r15 + 512]
+    and rbp, 1984
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
+    movzx ebp, r8b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c113:
+    jmp 1f
+1:
+    mov r8, rcx
+    vmovq qword ptr [r15 + 0], xmm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    and ecx, dword ptr [r15 + 0]
+    mov r8d, r9d
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    movzx r8d, cl
+    mov byte ptr [r15 + 64], r8b
+    jmp 1f
+1:
+    mov r8, r11
+    mov ecx, 11
     and r8, 4032
-    movsxd rsi, dword ptr [r15 + r8 + 3392]
-    mov r8, r10
-    mov edx, dword ptr [r15 + 320]
-    movzx r9d, cl
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], al
-    and ecx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r8, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rax
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + r8 + 3392]
+    add rcx, qword ptr [r15 + 192]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    movzx ebp, al
+    mov ebp, edx
+    mov ebp, dword ptr [r15 + 320]
+    movzx edx, byte ptr [r15 + 384]
+    mov r8, r11
+    mov rax, rdi
     and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
+    mov qword ptr [r15 + r8 + 1344], rcx
+    mov ecx, 129
+    mov rcx, rcx
     jmp 1f
 1:
-    add r8, qword ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 384]
+    mov rcx, rbp
+    mov qword ptr [r15 + 704], rsi
     jmp 1f
 1:
-    add r10, r11
+    and r8d, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov ecx, r8d
+    vmovq xmm13, rbp
+    movzx r8d, byte ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 256]
+    movzx edi, al
+    mov eax, dword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 448]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c114:
-    lea rcx, [rip + .Lc1_d11139_j]
+    lea rcx, [rip + .Lc1_d11058_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11139_j_t
-.Lc1_d11139_j:
-    mov r8, r10
-    mov rcx, rbp
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 49
-    mov qword ptr [r15 + 0], rax
-    mov r8d, eax
-    mov r8, rsi
+    jmp .Lc1_d11058_j_t
+.Lc1_d11058_j:
+    mov rbp, r11
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    mov r9, r10
-    mov rcx, rcx
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    mov r9d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 448], r8d
-    mov rcx, rax
-    mov rcx, r8
-    vpaddd xmm15, xmm15, xmm15
-    mov byte ptr [r15 + 320], r8b
-    mov rcx, r8
-    mov rcx, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov rbp, r10
-    mov qword ptr [r15 + 704], rbp
-    mov ecx, r9d
-    mov byte ptr [r15 + 192], r9b
     and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 768], rcx
+    mov ecx, ecx
+    movzx ecx, cl
+    mov dword ptr [r15 + 512], eax
+    and ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 256], edx
-    mov edx, ecx
+    movzx eax, bpl
+    movzx ebp, bpl
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    movzx ebp, bpl
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 17
+    mov rbp, r11
+    mov qword ptr [r15 + 128], rcx
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 576]
+    add rbp, qword ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 512]
-    movzx ecx, al
-    movsxd rcx, dword ptr [r15 + 640]
-    mov eax, ecx
-    mov eax, 159
-    jmp 1f
-1:
-    add r10, r11
+    mov r8, r11
+    movzx edi, byte ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 192]
+    mov r9d, 161
+    and r8, 8128
+    movzx r9d, byte ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 384], r8
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c115:
-    mov dword ptr [r15 + 128], 28
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 320], 37
+    mov r8, r11
+    mov eax, dword ptr [r15 + 64]
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], 141
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 768]
-    movsxd rax, dword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 192], ymm15
-    mov dword ptr [r15 + 448], 119
-    mov edx, dword ptr [r15 + 320]
+    movzx ecx, dl
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
-    mov rbp, r10
-    jmp 1f
+    mov ecx, r8d
+    mov dword ptr [r15 + 0], 145
+    mov byte ptr [r15 + 0], al
+    test dword ptr [r15 + 67117723], 8192
+    jnz 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    mov byte ptr [r15 + 384], al
-    mov r8, r10
-    mov rbp, r10
-    jmp 1f
-1:
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
-    and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 21
-    mov dword ptr [r15 + 512], eax
-    movzx ebp, bpl
-    mov rbp, rax
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 64]
-    add r10, r11
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 64], 237
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 512], cl
+    mov rcx, qword ptr [r15 + 448]
+    mov rbp, r11
+    and r8, 1984
+    mov eax, dword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 192]
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 512], al
+    mov eax, dword ptr [r15 + 640]
+    mov esi, 203
+    movsxd rsi, dword ptr [r15 + 128]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c116:
-    lea rcx, [rip + .Lc1_d11239_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11239_j_t
-.Lc1_d11239_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2048
+    setz al
+    lea rcx, [rip + .Lc1_d11153_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11153_s_t
+    .p2align 3
+.Lc1_d11153_s:
+    .p2align 3
+    jmp .Lc1_d11153_j
+    .p2align 3
+    jmp .Lc1_d11153_j
+.Lc1_d11153_j:
     jmp 1f
 1:
-    mov ecx, 221
+    mov rcx, rax
+    mov rax, rsi
+    mov eax, 138
+    movzx eax, sil
     jmp 1f
 1:
+    movsxd rsi, dword ptr [r15 + 320]
     jmp 1f
 1:
-    movzx ecx, bpl
-    mov ebp, ebp
-    mov rbp, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    mov dword ptr [r15 + 0], 66
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    mov ebp, ecx
-    mov ebp, ecx
-    mov rbp, rcx
+    vmovq qword ptr [r15 + 0], xmm13
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 226
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 576]
-    movsxd rcx, dword ptr [r15 + 320]
-    movzx r8d, byte ptr [r15 + 192]
+    mov ecx, esi
+    mov rbp, r11
     jmp 1f
 1:
-    mov r9, r10
-    mov dword ptr [r15 + 448], 150
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 384]
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 768]
+    add rbp, qword ptr [r15 + 512]
+    mov r8d, 250
+    movzx r8d, cl
+    mov qword ptr [r15 + 320], rcx
+    mov byte ptr [r15 + 448], cl
+    mov rcx, r9
+    jmp 1f
+1:
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 192]
     movsxd r9, dword ptr [r15 + 256]
-    mov rdx, r9
-    mov r9, r10
-    movzx esi, r8b
-    and r9, 8128
-    movsxd r8, dword ptr [r15 + r9 + 7488]
-    mov r9, rcx
-    movsxd r9, dword ptr [r15 + 384]
-    mov rdi, rdi
-    mov dword ptr [r15 + 512], 159
-    mov dword ptr [r15 + 64], 126
-    mov edi, 22
-    mov rdi, rdi
+    mov r9, r11
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], eax
+    mov r8d, 136
+    and r9, 16320
+    movsxd r8, dword ptr [r15 + r9 + 15680]
+    mov dword ptr [r15 + 64], 211
+    mov r9, qword ptr [r15 + 128]
     jmp 1f
 1:
-    vpor xmm15, xmm15, xmm15
-    mov r9, r10
-    movsxd rdi, dword ptr [r15 + 128]
-    and r9, 4032
-    mov rdi, qword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    add r10, r11
+    mov rax, qword ptr [r15 + 704]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c117:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    xor dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rdi
-    mov byte ptr [r15 + 448], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 37
-    mov r9, rdi
-    movzx edi, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 640], sil
-    mov r9, r10
-    mov dword ptr [r15 + 256], 4
+    lea r9, [r11 + r11*1]
     and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r8
-    mov r8d, dword ptr [r15 + 704]
+    movzx eax, byte ptr [r15 + r9 + 7488]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r9
     jmp 1f
 1:
-    mov esi, 73
-    mov byte ptr [r15 + 320], dil
-    mov rbp, r10
-    mov byte ptr [r15 + 512], dil
+    mov dword ptr [r15 + 0], 44
+    movsxd r8, dword ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 576]
+    vmovdqu ymmword ptr [r15 + 128], ymm13
+    mov ebp, dword ptr [r15 + 384]
+    mov rsi, rbp
+    mov rbp, r11
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 320]
-    and rbp, 1984
-    mov edi, dword ptr [r15 + rbp + 1344]
+    and rbp, 4032
+    add r8, qword ptr [r15 + rbp + 3392]
+    movzx ebp, cl
+    mov rbp, r11
+    mov edx, dword ptr [r15 + r9 + 7552]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 256]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov rbp, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edi, al
+    vmovdqu ymmword ptr [r15 + 192], ymm13
+    movzx eax, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 320], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rbp, r9
+    mov dword ptr [r15 + 128], 1
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], r9
-    mov r9d, 139
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], dil
-    mov edi, esi
-    movsxd rdi, dword ptr [r15 + 192]
-    mov r9, rdi
-    add r10, r11
+    movsxd rbp, dword ptr [r15 + 448]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c118:
+    lea rcx, [rip + .Lc1_d11254_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11254_j_t
+.Lc1_d11254_j:
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 320]
+    mov edi, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpor xmm13, xmm13, xmm13
+    jmp 1f
+1:
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov ecx, 166
+    mov ebp, ecx
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rcx, rdi
+    mov rcx, rcx
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 6656
+    jz 1f
+1:
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rbp
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 384], 210
+    mov rbp, rdx
+    and r8, 1984
+    mov ebp, dword ptr [r15 + r8 + 1408]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    movzx ecx, r8b
+    jmp 1f
+1:
+    and r9, 448
+    mov rdi, qword ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + r8 + 1344]
+    mov r8, rbp
+    movzx r8d, byte ptr [r15 + 640]
+    mov ecx, 159
+    mov dword ptr [r15 + 192], 189
+    mov byte ptr [r15 + 64], r9b
+    movsxd r9, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], 14
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c119:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d11345_s]
+    lea rcx, [rip + .Lc1_d11315_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11345_s_t
+    jmp .Lc1_d11315_s_t
     .p2align 3
-.Lc1_d11345_s:
+.Lc1_d11315_s:
     .p2align 3
-    jmp .Lc1_d11345_j
+    jmp .Lc1_d11315_j
     .p2align 3
-    jmp .Lc1_d11345_j
+    jmp .Lc1_d11315_j
     .p2align 3
-    jmp .Lc1_d11345_j
+    jmp .Lc1_d11315_j
     .p2align 3
-    jmp .Lc1_d11345_j
+    jmp .Lc1_d11315_j
     .p2align 3
-    jmp .Lc1_d11345_j
+    jmp .Lc1_d11315_j
     .p2align 3
-    jmp .Lc1_d11345_j
+    jmp .Lc1_d11315_j
     .p2align 3
-    jmp .Lc1_d11345_j
+    jmp .Lc1_d11315_j
     .p2align 3
-    jmp .Lc1_d11345_j
-.Lc1_d11345_j:
-    mov r9, r10
+    jmp .Lc1_d11315_j
+.Lc1_d11315_j:
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 128]
-    and r9, 448
-    mov rbp, r10
-    mov rax, qword ptr [r15 + r9 + 832]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    movzx ebp, dil
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
+    movsxd rcx, dword ptr [r15 + 384]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ebp, cl
+    mov eax, 131
+    mov r9d, r9d
+    mov r9d, dword ptr [r15 + 320]
+    mov eax, r8d
+    mov byte ptr [r15 + 448], cl
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], dl
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 20
-    mov dword ptr [r15 + 0], 66
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 206
+    mov ecx, 230
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 768], bpl
-    mov rbp, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, 250
-    mov r9, r10
-    jmp 1f
-1:
-    and r9, 1984
-    movsxd rdx, dword ptr [r15 + r9 + 1344]
-    mov byte ptr [r15 + 320], dl
-    mov qword ptr [r15 + 192], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 512]
-    movzx r9d, byte ptr [r15 + 448]
-    mov qword ptr [r15 + 64], rcx
-    mov rcx, r9
-    mov r9d, 61
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c119:
-    lea rcx, [rip + .Lc1_d11413_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11413_j_t
-.Lc1_d11413_j:
-    mov ecx, ecx
-    mov rcx, rdx
-    mov r9, r10
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
-    mov r9d, 27
-    movzx r9d, byte ptr [r15 + 192]
-    mov byte ptr [r15 + 0], dl
-    mov edx, r9d
-    movzx edx, al
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r8, rax
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r9b
-    vpor xmm15, xmm15, xmm15
-    mov edx, 12
-    mov dword ptr [r15 + 384], r9d
-    and r9d, dword ptr [r15 + 640]
-    mov edx, dword ptr [r15 + 256]
-    mov rbp, r10
-    mov eax, dword ptr [r15 + 64]
-    movzx esi, cl
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 128], r9d
-    movsxd r9, dword ptr [r15 + 512]
+    and eax, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r8d, 185
-    mov r8d, 58
-    jmp 1f
-1:
-    mov r8d, 195
-    jmp 1f
-1:
-    mov r8d, r8d
-    mov r8d, r8d
-    jmp 1f
-1:
-    mov r8, r10
-    mov edi, 101
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 8128
-    mov rdi, qword ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 576], 10
-    add r10, r11
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 256]
+    movzx ebp, r9b
+    mov byte ptr [r15 + 512], bpl
+    mov ebp, 130
+    movzx ebp, byte ptr [r15 + 128]
+    mov r9, rax
+    mov r9d, dword ptr [r15 + 192]
+    mov rbp, r11
+    movzx edi, bpl
+    and rbp, 448
+    movsxd rdi, dword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 512]
+    movsxd rsi, dword ptr [r15 + 64]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], edi
+    movsxd rbp, dword ptr [r15 + 704]
+    mov qword ptr [r15 + 768], rdi
+    mov edi, 120
+    mov edi, esi
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -14238,424 +14085,456 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    movzx eax, byte ptr [r15 + 256]
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
+    mov dword ptr [r15 + 512], eax
+    mov rax, qword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], dil
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], al
-    movzx eax, bpl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 541130752
+    mov edi, 80
+    mov rbp, r11
+    mov dword ptr [r15 + 64], ebp
+    mov edi, dword ptr [r15 + 384]
+    and rbp, 8128
+    mov esi, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 320], esi
+    mov byte ptr [r15 + 384], sil
+    mov esi, 8
+    test dword ptr [r15 + 67117724], 603996160
     jz 1f
 1:
-    vmovq qword ptr [r15 + 0], xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    vmovdqu xmmword ptr [r15 + 192], xmm15
-    mov dword ptr [r15 + 384], eax
-    movsxd rax, dword ptr [r15 + 448]
-    mov ebp, 235
-    mov byte ptr [r15 + 512], r9b
-    mov ebp, 160
-    mov rbp, r10
-    mov r9d, ebp
-    movzx edi, byte ptr [r15 + 704]
-    mov r9, r10
-    mov r8, r10
-    and r9, 1984
-    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm15
-    and rbp, 4032
-    mov r9, qword ptr [r15 + rbp + 3392]
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    add r10, r11
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx ebp, dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    mov edi, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 64]
+    movzx r9d, bpl
+    mov ebp, edi
+    mov edi, 203
+    movzx edi, byte ptr [r15 + 256]
+    vmovq qword ptr [r15 + 576], xmm13
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c121:
-    lea rcx, [rip + .Lc1_d11510_j]
+    lea rcx, [rip + .Lc1_d11433_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11510_j_t
-.Lc1_d11510_j:
-    mov rbp, r10
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], r9b
+    jmp .Lc1_d11433_j_t
+.Lc1_d11433_j:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 704], dil
+    mov edi, 198
+    jmp 1f
+1:
+    mov edi, edi
+    mov rdi, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dil
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 768]
-    mov ebp, dword ptr [r15 + 384]
-    mov rcx, qword ptr [r15 + 448]
-    mov r8d, 96
-    movzx r8d, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], r8d
-    mov qword ptr [r15 + 256], r8
-    jmp 1f
-1:
-    mov r8, r10
-    mov rdx, r8
-    mov rax, rbp
-    jmp 1f
-1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rdi
-    mov r8, r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, r8d
-    mov r8, rdx
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 576]
-    mov rbp, r10
-    mov rdx, qword ptr [r15 + 320]
+    movzx edi, dil
     mov rdi, qword ptr [r15 + 128]
+    mov rbp, r11
+    mov byte ptr [r15 + 320], bpl
+    mov rcx, rsi
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 192], 86
+    movsxd rsi, dword ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + 448]
     jmp 1f
 1:
-    and rbp, 16320
-    movsxd rsi, dword ptr [r15 + rbp + 15680]
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], eax
-    mov dword ptr [r15 + 192], esi
+    mov eax, dword ptr [r15 + 64]
+    mov r8, r11
+    add rsi, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 128], rcx
+    or qword ptr [r15 + 640], 123
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov r8, r11
     jmp 1f
 1:
-    add r10, r11
+    mov ecx, 58
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c122:
-    mov r9, r10
-    mov rbp, r10
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov dword ptr [r15 + 0], 132
+    lea rcx, [rip + .Lc1_d11482_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11482_j_t
+.Lc1_d11482_j:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
+    add rcx, qword ptr [r15 + 0]
+    mov r8d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov r9, rax
-    mov dword ptr [r15 + 0], r9d
+    add r8, qword ptr [r15 + 0]
+    mov rcx, rcx
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], 107
-    mov dword ptr [r15 + 512], 32
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 640]
-    mov ebp, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 128], rdi
-    mov dword ptr [r15 + 320], 245
-    mov r8, r10
-    jmp 1f
-1:
-    mov edi, 121
-    add rdi, qword ptr [r15 + 192]
-    and r8, 1984
-    movzx esi, byte ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 0], 104
+    mov byte ptr [r15 + 0], sil
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 256]
+    and ecx, dword ptr [r15 + 0]
+    movzx esi, r8b
+    mov rsi, qword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 384], ymm13
+    mov dword ptr [r15 + 448], edi
+    movzx edi, byte ptr [r15 + 64]
+    mov rbp, r11
+    mov rax, rcx
+    mov byte ptr [r15 + 256], sil
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    movsxd rbp, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 576], r8
     jmp 1f
 1:
-    add r10, r11
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], r8d
+    mov r8, r11
+    mov r9, r11
+    jmp 1f
+1:
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], edi
+    mov r9, rsi
+    vmovdqu ymmword ptr [r15 + 320], ymm13
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c123:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d11612_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11612_s_t
-    .p2align 3
-.Lc1_d11612_s:
-    .p2align 3
-    jmp .Lc1_d11612_j
-    .p2align 3
-    jmp .Lc1_d11612_j
-.Lc1_d11612_j:
+    mov r9, r11
+    mov r8, r11
+    jmp 1f
+1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], ecx
+    and r8, 8128
+    mov r9d, dword ptr [r15 + r8 + 7488]
+    mov r8, rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 94
-    movzx eax, byte ptr [r15 + 704]
     jmp 1f
 1:
-    mov qword ptr [r15 + 768], r9
-    add rax, qword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    vpxor xmm13, xmm13, xmm10
+    mov r8d, r9d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 53
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 256]
+    lea rbp, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + 640]
+    mov rdi, rcx
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3456], bpl
+    movzx ecx, byte ptr [r15 + 128]
+    test ebx, 1024
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     movzx r9d, dil
-    lea r8, [r10 + r10*1]
-    mov rdi, r8
-    and r8, 4032
-    mov rdi, qword ptr [r15 + r8 + 3392]
-    movzx r9d, al
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 448], 129
-    mov rcx, qword ptr [r15 + 512]
-    movsxd rdx, dword ptr [r15 + 256]
-    mov ebp, 47
-    mov qword ptr [r15 + 384], rsi
-    mov rsi, rdi
-    mov rbp, r10
-    mov byte ptr [r15 + r8 + 3456], cl
-    mov esi, r8d
-    and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7488]
-    movzx ebp, byte ptr [r15 + 192]
-    mov r8, qword ptr [r15 + 64]
-    mov r8, r10
-    mov rcx, qword ptr [r15 + 320]
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    add r10, r11
+    mov rdi, rdi
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 320]
+    mov r9, rdi
+    movzx edi, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    movzx eax, dil
+    mov rdi, qword ptr [r15 + 512]
+    mov qword ptr [r15 + rbp + 3392], rcx
+    movzx ecx, byte ptr [r15 + 192]
+    mov rbp, qword ptr [r15 + 64]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c124:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d11667_j]
+    lea rcx, [rip + .Lc1_d11591_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11667_j_t
-.Lc1_d11667_j:
+    jmp .Lc1_d11591_j_t
+.Lc1_d11591_j:
+    mov ecx, dword ptr [r15 + 192]
+    mov rdi, rbp
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 512]
-    mov rax, rcx
-    mov dword ptr [r15 + 256], ebp
-    mov ecx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 448]
     jmp 1f
 1:
-    mov r9, r10
-    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], edi
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 512], sil
-    and r9, 8128
-    mov rbp, r10
-    movzx esi, byte ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 0], 82
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    vmovdqu ymmword ptr [r15 + 448], ymm13
+    and r8, 448
+    mov dword ptr [r15 + r8 + 896], ecx
+    jmp 1f
+1:
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 320], r8
+    mov qword ptr [r15 + r8 + 832], rcx
     and rbp, 1984
-    and r9d, dword ptr [r15 + rbp + 1344]
+    mov ecx, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 448]
-    mov edi, eax
-    test dword ptr [r15 + 67117723], 1073742112
-    jz 1f
-1:
-    mov rbp, r10
-    mov dword ptr [r15 + 192], ebp
-    add rcx, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 320], rcx
-    and rbp, 448
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + rbp + 832]
-    mov byte ptr [r15 + 384], sil
-    mov rbp, rax
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 576]
+    mov ebp, dword ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 384], r8
     jmp 1f
 1:
     jmp 1f
 1:
-    lock or dword ptr [r15 + 384], 49
     jmp 1f
 1:
-    mov esi, 110
-    movzx esi, sil
-    mov rsi, rsi
-    mov dword ptr [r15 + 128], ecx
-    add r10, r11
+    mov r8, rbp
+    add rbp, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    movzx r9d, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 64]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c125:
     jmp 1f
 1:
-    movzx esi, dl
-    and edx, dword ptr [r15 + 0]
-    mov ecx, 105
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 75
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    vpxor xmm13, xmm13, xmm2
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
+    mov r9d, r8d
+    movzx ebp, r9b
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    vpor xmm13, xmm13, xmm13
+    mov r9d, r9d
+    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 114
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 192], rdx
+    add r9, qword ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 192]
+    mov r8, r8
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], rsi
-    mov rbp, r10
-    movsxd rdx, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 128], 120
+    mov r8d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 64], ymm13
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], al
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
+    mov eax, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 768], r8d
+    mov qword ptr [r15 + 320], r8
     jmp 1f
 1:
+    movzx ebp, byte ptr [r15 + 384]
+    movzx r8d, bpl
+    mov rbp, r8
+    movzx ebp, bpl
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r9, r10
-    mov ecx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    and r9, 448
-    movsxd rsi, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 704]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rdx
-    mov r8, r10
-    mov edx, 13
-    and r8, 8128
-    mov rdx, qword ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 384]
-    mov eax, 195
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 64]
-    and r8d, dword ptr [r15 + 320]
-    add r10, r11
+    mov rbp, qword ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 576]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c126:
-    lea rcx, [rip + .Lc1_d11765_j]
+    lea rcx, [rip + .Lc1_d11696_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11765_j_t
-.Lc1_d11765_j:
-    lea r8, [r10 + r10*1]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1408], al
+    jmp .Lc1_d11696_j_t
+.Lc1_d11696_j:
+    mov qword ptr [r15 + 0], rcx
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], ebp
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rdi
-    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 137
+    mov dword ptr [r15 + 0], r8d
+    mov r8, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rdi
+    jmp 1f
+1:
+    movzx ebp, bpl
+    mov rdi, rcx
+    mov ecx, 105
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 21
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm15
-    movzx ecx, byte ptr [r15 + 448]
-    mov eax, 247
-    add rcx, qword ptr [r15 + 768]
-    mov rbp, r10
-    movzx eax, dil
-    mov rax, qword ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, ecx
+    mov rbp, r11
+    mov byte ptr [r15 + 320], bpl
+    jmp 1f
+1:
     mov dword ptr [r15 + 384], edi
+    and rbp, 16320
+    mov r8, r11
+    and ecx, dword ptr [r15 + rbp + 15680]
+    mov rbp, r11
+    and r8, 1984
+    mov edi, dword ptr [r15 + r8 + 1344]
     and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rdi
-    mov rbp, rcx
-    mov ecx, dword ptr [r15 + 128]
-    mov r9, r10
-    movzx edi, byte ptr [r15 + 512]
-    and r9, 4032
-    movsxd rdx, dword ptr [r15 + r9 + 3392]
-    mov r9d, eax
-    mov r9d, dword ptr [r15 + 192]
-    movzx esi, al
-    mov eax, esi
-    mov eax, dword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + rbp + 832], rcx
+    mov ebp, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 448], cl
     jmp 1f
 1:
-    mov r8d, r8d
+    mov r8, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], r8d
+    mov dword ptr [r15 + 640], r8d
+    movzx r8d, byte ptr [r15 + 512]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 145
-    mov r8d, 30
-    mov dword ptr [r15 + 256], ebp
-    add r10, r11
+    mov rcx, rbp
+    mov dword ptr [r15 + 128], ebp
+    movzx ebp, cl
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -14663,591 +14542,610 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, r8b
-    movzx eax, byte ptr [r15 + 256]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 262144
+    setz al
+    lea rcx, [rip + .Lc1_d11753_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11753_s_t
+    .p2align 3
+.Lc1_d11753_s:
+    .p2align 3
+    jmp .Lc1_d11753_j
+    .p2align 3
+    jmp .Lc1_d11753_j
+.Lc1_d11753_j:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    vmovdqu ymmword ptr [r15 + 0], ymm13
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], edi
-    jmp 1f
-1:
-    mov rax, rax
-    test dword ptr [r15 + 67117723], 33554436
-    jnz 1f
-1:
-    mov rax, r8
-    mov r8, r10
-    mov dword ptr [r15 + 384], r8d
-    mov rbp, r10
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
+    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ebp, bpl
-    mov rbp, r10
-    mov r8, qword ptr [r15 + 448]
-    mov rdi, qword ptr [r15 + 512]
-    movzx ecx, byte ptr [r15 + 576]
-    and rbp, 8128
-    lock or dword ptr [r15 + rbp + 7488], 46
-    movzx ebp, sil
-    mov rbp, qword ptr [r15 + 320]
-    mov esi, dword ptr [r15 + 128]
-    add r10, r11
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], 157
+    and rbp, 4032
+    vmovdqu xmmword ptr [r15 + rbp + 3456], xmm13
+    mov dword ptr [r15 + 704], ecx
+    mov dword ptr [r15 + 64], ebp
+    movsxd rcx, dword ptr [r15 + 448]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rax, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 512]
+    mov r8, r11
+    mov dword ptr [r15 + 192], r8d
+    mov r9, r11
+    and r8, 1984
+    mov edi, dword ptr [r15 + r8 + 1344]
+    add r8, qword ptr [r15 + 128]
+    mov esi, 110
+    and r9, 8128
+    movzx esi, byte ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, rbp
+    movzx r9d, byte ptr [r15 + rbp + 3392]
+    mov rbp, rdi
+    mov dword ptr [r15 + 320], 151
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 768]
+    mov edx, edi
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 256]
+    movzx edi, byte ptr [r15 + 64]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c128:
-    lea rcx, [rip + .Lc1_d11861_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11861_j_t
-.Lc1_d11861_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 101
-    vpaddd xmm15, xmm15, xmm15
-    mov dword ptr [r15 + 0], 34
-    and ecx, dword ptr [r15 + 0]
-    movzx esi, cl
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    mov dword ptr [r15 + 0], 73
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    mov rbp, rdi
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 68
-    mov rbp, r10
+    inc dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    xor dword ptr [r15 + 384], edi
+    movzx edi, byte ptr [r15 + 384]
     and rbp, 448
-    mov byte ptr [r15 + rbp + 832], dil
-    mov dword ptr [r15 + 64], ecx
-    mov ebp, ebp
-    movzx ebp, byte ptr [r15 + 192]
-    movzx ecx, bpl
-    mov ecx, esi
-    movsxd rsi, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 512], r8
-    add rsi, qword ptr [r15 + 704]
-    mov r8, r10
-    mov dword ptr [r15 + 64], edx
-    movzx edx, cl
+    mov qword ptr [r15 + rbp + 896], r9
+    mov r9d, 251
+    mov r8, r11
+    mov r9, r11
+    movzx edx, r9b
+    mov rcx, qword ptr [r15 + 320]
+    and r9, 1984
+    movsxd rdx, dword ptr [r15 + r9 + 1344]
     and r8, 8128
-    movsxd rdx, dword ptr [r15 + r8 + 7488]
-    mov r8, rcx
-    movzx r8d, r8b
+    mov r9, qword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    mov r8, r10
-    mov edi, dword ptr [r15 + 640]
-    mov eax, r9d
+    mov dword ptr [r15 + 64], ebp
+    add r8, qword ptr [r15 + 320]
     movzx eax, byte ptr [r15 + 128]
-    and r8, 1984
-    movsxd r9, dword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 192]
-    or qword ptr [r15 + 384], 78
-    mov dword ptr [r15 + 256], edx
-    mov edx, dword ptr [r15 + 320]
-    add r10, r11
+    movzx esi, byte ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 256]
+    mov r8, rdx
+    mov qword ptr [r15 + 128], rdx
+    movzx edx, byte ptr [r15 + rbp + 832]
+    mov r8d, dword ptr [r15 + 512]
+    mov ebp, esi
+    mov rbp, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 576], 34
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c129:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d11855_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11855_j_t
+.Lc1_d11855_j:
+    movzx ecx, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx edx, dl
-    mov dword ptr [r15 + 128], 201
-    vmovq xmm1, rdx
-    mov r8, r10
-    mov dword ptr [r15 + 64], 231
-    movzx eax, dl
-    and r8, 4032
-    movsxd rdx, dword ptr [r15 + r8 + 3392]
-    movzx r8d, byte ptr [r15 + 576]
-    jmp 1f
-1:
-    mov eax, eax
-    jmp 1f
-1:
+    movzx ecx, al
+    mov eax, ecx
+    add rcx, qword ptr [r15 + 0]
     mov rax, rcx
-    add rdx, qword ptr [r15 + 448]
-    movsxd rax, dword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 384], ymm1
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 536879104
+    jz 1f
+1:
+    mov qword ptr [r15 + 640], rcx
+    mov rcx, rbp
+    movsxd rcx, dword ptr [r15 + 704]
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 384]
+    and rbp, 4032
+    mov esi, dword ptr [r15 + rbp + 3392]
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov rbp, r10
-    mov rcx, r8
-    add qword ptr [r15 + 320], r8
-    mov r8, r10
-    and rbp, 1984
-    add rcx, qword ptr [r15 + rbp + 1344]
-    and r8, 8128
-    movzx edi, byte ptr [r15 + r8 + 7488]
-    mov byte ptr [r15 + 768], dl
-    movzx r8d, al
-    movzx r8d, byte ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 320]
+    movzx edi, byte ptr [r15 + 128]
+    mov r8, r11
+    movzx edx, r8b
+    mov rdx, qword ptr [r15 + 512]
+    mov rbp, r11
+    and r8, 1984
+    mov rdx, qword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 64]
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 169
-    mov ebp, 245
-    mov byte ptr [r15 + 256], sil
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c130:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d11958_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11958_s_t
-    .p2align 3
-.Lc1_d11958_s:
-    .p2align 3
-    jmp .Lc1_d11958_j
-    .p2align 3
-    jmp .Lc1_d11958_j
-.Lc1_d11958_j:
-    .byte 0x0f, 0x1f, 0x00
+    movsxd rbp, dword ptr [r15 + 576]
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], 31
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 448], bpl
-    mov rbp, qword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 384]
-    vpshufd xmm15, xmm15, 28
-    mov dword ptr [r15 + 320], 5
+    mov dword ptr [r15 + 512], 59
+    vmovdqu ymmword ptr [r15 + 0], ymm13
     jmp 1f
 1:
-    movzx eax, cl
-    mov byte ptr [r15 + 640], cl
-    mov rcx, qword ptr [r15 + 320]
+    movzx r8d, bpl
+    jmp 1f
+1:
+    mov ebp, r9d
+    movzx ebp, r8b
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, r8d
+    mov dword ptr [r15 + 0], 227
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, r11
+    movsxd r8, dword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 128]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r8d
+    mov ebp, 201
+    and ebp, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 768], 175
+    mov r8, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx ecx, al
     mov byte ptr [r15 + 192], sil
-    movzx esi, byte ptr [r15 + 448]
-    mov r9d, ebp
-    mov edi, ebp
-    mov rdi, qword ptr [r15 + 512]
-    mov r9, r10
-    mov rax, rax
-    mov rax, rbp
-    mov rbp, r10
-    mov edx, dword ptr [r15 + 256]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 37
-    mov r9, r10
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
+    mov eax, dword ptr [r15 + 448]
+    mov r8, r11
+    mov qword ptr [r15 + 64], r8
+    mov rbp, r11
     jmp 1f
 1:
-    and r9, 16320
-    mov ebp, dword ptr [r15 + r9 + 15680]
-    mov r9d, ebp
-    add r10, r11
+    and r8, 8128
+    movzx esi, byte ptr [r15 + r8 + 7488]
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3392]
+    movzx ebp, r8b
+    vmovdqu xmm13, xmmword ptr [r15 + 320]
+    jmp 1f
+1:
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c131:
-    lea rcx, [rip + .Lc1_d12011_j]
+    lea rcx, [rip + .Lc1_d11950_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12011_j_t
-.Lc1_d12011_j:
-    mov rcx, rcx
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov ecx, 200
-    movzx ecx, cl
-    movzx ecx, dl
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], r9d
-    mov ecx, 187
-    add rcx, qword ptr [r15 + 384]
-    jmp 1f
-1:
+    jmp .Lc1_d11950_j_t
+.Lc1_d11950_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], 14
+    mov edx, edi
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r10 + r10*1]
-    movzx esi, bpl
-    mov r9, r10
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1344]
-    and r9, 448
-    and esi, dword ptr [r15 + r9 + 832]
+    mov rsi, qword ptr [r15 + 640]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 256], rdx
+    mov r8, r11
+    and rbp, 1984
+    mov edx, dword ptr [r15 + rbp + 1344]
+    mov edi, 47
+    and r8, 448
+    add qword ptr [r15 + r8 + 832], r8
+    movsxd r8, dword ptr [r15 + 320]
+    and r8d, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 512], r8b
+    mov r8, rbp
+    movzx r8d, bpl
+    mov dword ptr [r15 + 128], 84
+    and r8d, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 64], r8b
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, rbp
-    mov qword ptr [r15 + rbp + 7552], rsi
-    mov esi, esi
-    jmp 1f
-1:
-    mov esi, 60
-    mov rdi, qword ptr [r15 + 704]
-    movzx esi, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 35
-    mov dword ptr [r15 + 768], 81
-    mov r9, r8
-    mov r9d, esi
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], dil
-    mov dword ptr [r15 + r8 + 1408], r9d
-    movzx r8d, byte ptr [r15 + 64]
-    add r10, r11
+    mov dword ptr [r15 + 384], 176
+    mov r8d, edx
+    mov r8, r11
+    mov dword ptr [r15 + rbp + 1408], edi
+    movzx eax, byte ptr [r15 + 512]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    add rdx, qword ptr [r15 + 384]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c132:
-    mov r8, r10
-    jmp 1f
-1:
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 832]
-    movzx r8d, r9b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 78
-    jmp 1f
-1:
-    mov rbp, r10
-    mov dword ptr [r15 + 128], r8d
-    movsxd r9, dword ptr [r15 + 192]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], edi
+    lea rcx, [rip + .Lc1_d11997_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11997_j_t
+.Lc1_d11997_j:
+    movzx ecx, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, bpl
+    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    mov rbp, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    mov byte ptr [r15 + 0], bpl
-    mov ebp, ebp
-    lea rbp, [r10 + r10*1]
-    movzx r8d, r9b
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r8, r11
     and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3456]
-    nop
-    mov byte ptr [r15 + 320], r8b
+    mov dword ptr [r15 + rbp + 3392], ebp
     jmp 1f
 1:
+    and r8, 8128
+    mov r9, r11
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 320]
+    and r9, 448
+    add r8, qword ptr [r15 + r9 + 832]
     jmp 1f
 1:
+    vmovdqu xmm13, xmmword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], r8d
+    mov byte ptr [r15 + 320], bpl
     jmp 1f
 1:
     jmp 1f
 1:
     mov r8, rbp
+    mov r8, r8
+    and r9d, dword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 704]
+    movzx ebp, r8b
+    mov r8, rbp
+    mov r8, qword ptr [r15 + 384]
+    mov ecx, 164
+    mov ecx, 85
+    mov ecx, dword ptr [r15 + 512]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    mov r9d, r8d
-    mov r9, rax
-    mov dword ptr [r15 + 576], ebp
-    mov r9, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 512], r9d
-    mov rdx, qword ptr [r15 + rbp + 3392]
-    movsxd rcx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], ecx
-    movsxd rcx, dword ptr [r15 + 448]
-    add r10, r11
+    movzx edx, cl
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c133:
-    lea rcx, [rip + .Lc1_d12118_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12118_j_t
-.Lc1_d12118_j:
-    mov r9, r10
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 832]
-    mov edx, 216
-    movzx r9d, byte ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r8d
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], r9b
-    vpor xmm15, xmm15, xmm15
-    mov r9d, dword ptr [r15 + 64]
-    movzx ebp, byte ptr [r15 + 192]
-    mov r8, qword ptr [r15 + 448]
-    mov rcx, qword ptr [r15 + 384]
-    and ecx, dword ptr [r15 + 320]
-    mov rbp, r10
-    movsxd rdx, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 320], rbp
+    mov ebp, 176
     jmp 1f
 1:
-    lock add qword ptr [r15 + 704], r8
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 768]
+    mov rdx, rcx
+    mov dword ptr [r15 + 192], 55
+    jmp 1f
+1:
+    mov rbp, r11
+    mov byte ptr [r15 + 64], bpl
+    mov ecx, 144
+    mov ecx, r8d
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 512], ebp
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 0], rdx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 11
+    mov ebp, edx
+    mov rbp, rcx
+    mov ebp, ebp
+    jmp 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 448], edx
+    jmp 1f
+1:
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 194
-    mov dword ptr [r15 + 128], 230
+    mov dword ptr [r15 + rbp + 7488], 106
+    vpxor xmm13, xmm13, xmm3
+    mov eax, 219
+    movzx ebp, al
+    mov eax, edx
+    mov rax, rax
+    mov byte ptr [r15 + 576], dl
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 128]
-    vpxor xmm1, xmm1, xmm15
-    movzx r8d, bpl
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 640]
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c134:
-    movzx ebp, dl
-    mov rbp, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 256], r8
-    movzx ebp, byte ptr [r15 + 512]
-    test ebx, 1024
-    jz 1f
-1:
-    mov qword ptr [r15 + 768], rax
-    mov byte ptr [r15 + 128], dl
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 64]
-    mov rbp, r10
-    mov r8, r10
-    jmp 1f
-1:
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7488]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], edx
-    mov rbp, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], edx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], ebp
-    movsxd rbp, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, eax
-    mov r8, r10
-    movzx ecx, byte ptr [r15 + 448]
-    and r8, 1984
-    xor dword ptr [r15 + r8 + 1344], eax
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c135:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 512
+    test dword ptr [r15 + 67117724], 16777216
     setz al
-    lea rcx, [rip + .Lc1_d12216_s]
+    lea rcx, [rip + .Lc1_d12106_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12216_s_t
+    jmp .Lc1_d12106_s_t
     .p2align 3
-.Lc1_d12216_s:
+.Lc1_d12106_s:
     .p2align 3
-    jmp .Lc1_d12216_j
+    jmp .Lc1_d12106_j
     .p2align 3
-    jmp .Lc1_d12216_j
-.Lc1_d12216_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 76
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 113
-    mov ebp, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov rbp, r10
-    movzx eax, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 576], r8
-    mov dword ptr [r15 + 512], ecx
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], eax
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 320]
-    add rax, qword ptr [r15 + 384]
-    mov r8, qword ptr [r15 + 320]
-    mov rbp, rbp
-    mov rbp, r10
-    jmp 1f
-1:
-    mov edx, edx
-    jmp 1f
-1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rcx
-    mov qword ptr [r15 + 448], rax
-    movzx ecx, byte ptr [r15 + 128]
-    mov rbp, r10
-    mov edx, 20
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], 102
+    jmp .Lc1_d12106_j
+.Lc1_d12106_j:
+    mov rbp, r11
     and rbp, 4032
-    mov rdx, qword ptr [r15 + rbp + 3392]
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 0], cl
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 0], xmm13
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], ebp
+    mov dword ptr [r15 + 448], 72
+    movzx ebp, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 384], rbp
     movzx ebp, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 128]
     jmp 1f
 1:
-    add r10, r11
+    movzx ecx, cl
+    add rcx, qword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov rdx, rbp
+    add rbp, qword ptr [r15 + 128]
+    mov edx, eax
+    mov edx, 122
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 320], ymm13
+    mov esi, 113
+    mov r8, r11
+    mov rdx, r8
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov dword ptr [r15 + 64], 254
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c135:
+    mov dword ptr [r15 + 0], 77
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r8d, 33
+    vpor xmm13, xmm13, xmm13
+    mov r8d, eax
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    mov qword ptr [r15 + 704], rsi
+    movzx esi, byte ptr [r15 + 512]
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 320]
+    and rbp, 4032
+    movsxd rdx, dword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ebp, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov rdx, rdx
+    mov edx, edx
+    mov dword ptr [r15 + 192], edx
+    mov r9, r11
+    mov rdx, qword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 256]
+    mov edi, esi
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 138
+    mov r9d, 199
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c136:
-    lea rcx, [rip + .Lc1_d12271_j]
+    lea rcx, [rip + .Lc1_d12212_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12271_j_t
-.Lc1_d12271_j:
-    mov rbp, r10
+    jmp .Lc1_d12212_j_t
+.Lc1_d12212_j:
+    mov rcx, qword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 69
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 224
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    jmp 1f
+1:
+    mov rsi, r9
+    and r9, 8128
+    movzx esi, byte ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 128]
+    movzx edi, dil
+    mov rbp, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], ecx
+    and rbp, 16320
+    add rdi, qword ptr [r15 + rbp + 15680]
+    mov qword ptr [r15 + 64], rsi
+    mov dword ptr [r15 + 576], esi
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 128], ymm13
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rdi
+    mov rbp, r11
+    mov dword ptr [r15 + 320], ebp
+    mov dword ptr [r15 + 192], ebp
     and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 768]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, qword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    lea rbp, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7552], ebp
-    mov r8, r10
-    mov edx, 115
-    jmp 1f
-1:
-    and r8, 1984
-    mov rdx, qword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 64], 246
-    mov r8, qword ptr [r15 + 704]
-    mov rax, rbp
-    movzx eax, byte ptr [r15 + 384]
-    mov r9d, 232
-    mov r9, rbp
-    jmp 1f
-1:
-    mov rsi, rcx
-    mov rcx, qword ptr [r15 + 512]
-    mov rdi, qword ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 320], rbp
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 448], rbp
-    mov byte ptr [r15 + 512], r9b
-    mov r9d, 188
-    mov rbp, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 256], r8
-    jmp 1f
-1:
-    movzx r9d, dil
-    jmp 1f
-1:
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -15255,57 +15153,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], 27
-    mov eax, 241
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov rax, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    movsxd rax, dword ptr [r15 + 448]
-    and r9, 448
-    movzx edx, byte ptr [r15 + r9 + 832]
-    mov r9d, 28
-    mov r9d, 184
-    mov r8d, eax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d12265_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12265_s_t
+    .p2align 3
+.Lc1_d12265_s:
+    .p2align 3
+    jmp .Lc1_d12265_j
+    .p2align 3
+    jmp .Lc1_d12265_j
+.Lc1_d12265_j:
+    movsxd rcx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 704], 126
+    mov byte ptr [r15 + 384], al
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 536870976
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 384], 103
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 19
+    mov dword ptr [r15 + 0], eax
+    mov rbp, r11
+    mov byte ptr [r15 + 192], bpl
+    lock add qword ptr [r15 + 448], rbp
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm13
+    movzx ebp, al
+    mov dword ptr [r15 + 256], ebp
+    movsxd rbp, dword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    mov byte ptr [r15 + 64], cl
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 246
+    mov qword ptr [r15 + 384], r9
+    mov qword ptr [r15 + 640], rax
+    movsxd r9, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
     and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    movzx ebp, byte ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 192]
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 128]
-    mov rdx, r8
-    vmovq qword ptr [r15 + 512], xmm15
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 256]
-    mov rdi, rdx
-    nop
-    mov rbp, r10
-    jmp 1f
-1:
-    and edx, dword ptr [r15 + r8 + 3456]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 171
-    movzx ebp, byte ptr [r15 + 576]
-    jmp 1f
-1:
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -15313,541 +15225,534 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d12372_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12372_s_t
-    .p2align 3
-.Lc1_d12372_s:
-    .p2align 3
-    jmp .Lc1_d12372_j
-    .p2align 3
-    jmp .Lc1_d12372_j
-.Lc1_d12372_j:
-    and ecx, dword ptr [r15 + 0]
-    mov eax, esi
+    movzx eax, r9b
+    movsxd r9, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov r8, r11
+    mov eax, 114
+    jmp 1f
+1:
+    mov rcx, rbp
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
+    mov rbp, r9
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov dword ptr [r15 + 0], 126
-    movzx eax, dl
-    mov byte ptr [r15 + 0], cl
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 448]
-    mov eax, edx
-    mov rax, rbp
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    mov rbp, rcx
-    mov rbp, qword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 108
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 262144
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], ebp
+    mov rbp, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], ecx
     jmp 1f
 1:
-    mov rdx, rcx
-    mov ecx, dword ptr [r15 + 512]
-    and r8, 8128
-    movsxd rsi, dword ptr [r15 + r8 + 7488]
-    mov byte ptr [r15 + 640], sil
+    mov r8, r11
+    movzx ecx, al
+    mov byte ptr [r15 + 192], r9b
+    mov dword ptr [r15 + 256], ecx
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rbp
+    mov r8d, 29
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rsi, r9
-    movzx esi, byte ptr [r15 + 320]
-    mov r8d, dword ptr [r15 + 128]
-    mov r9d, 133
-    movzx r9d, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 384], rdx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 704], rcx
-    mov rcx, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 256], 142
-    mov r8, r10
-    mov rdx, rsi
+    mov r8, r11
+    mov dword ptr [r15 + 512], 207
+    mov ebp, 168
     and r8, 448
-    mov dword ptr [r15 + r8 + 832], 225
-    mov dword ptr [r15 + 320], 146
-    add r10, r11
+    mov byte ptr [r15 + r8 + 832], cl
+    mov r8d, dword ptr [r15 + 320]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c139:
-    mov r8, r10
-    mov edx, 235
-    mov rdx, rcx
-    movzx ecx, byte ptr [r15 + 512]
-    and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 448], esi
-    mov byte ptr [r15 + 0], sil
-    mov rsi, rdx
+    lea rcx, [rip + .Lc1_d12368_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12368_j_t
+.Lc1_d12368_j:
+    and ecx, dword ptr [r15 + 384]
+    mov r8d, 198
+    mov r8, rax
+    mov dword ptr [r15 + 640], ebp
+    movzx ebp, r8b
+    mov rbp, rbp
+    mov ebp, 236
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 162
-    mov edx, 200
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, cl
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 192]
-    mov r8, r10
-    mov rcx, qword ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 192]
-    mov edi, dword ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 576]
+    mov ebp, ecx
+    mov rcx, rbp
+    mov r8, r11
+    mov ebp, 86
     and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 384]
-    mov rax, rcx
-    movzx ecx, byte ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 320], 31
-    mov r8, r10
-    mov dword ptr [r15 + 256], r8d
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    mov r8d, r8d
-    mov r8d, 82
-    mov r8, rsi
-    mov esi, dword ptr [r15 + 384]
-    add rsi, qword ptr [r15 + 768]
-    add r10, r11
+    mov dword ptr [r15 + r8 + 3392], eax
+    mov r8d, 64
+    mov r8, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], eax
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    mov r9, r11
+    mov edi, 253
+    mov dword ptr [r15 + 512], edi
+    and r9, 448
+    imul rdi, qword ptr [r15 + r9 + 832]
+    mov r9d, r8d
+    vmovdqu ymmword ptr [r15 + 448], ymm13
+    mov byte ptr [r15 + 320], bpl
+    mov r8d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 103
+    mov rdx, rcx
+    mov byte ptr [r15 + rbp + 7552], al
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c140:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12475_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12475_j_t
-.Lc1_d12475_j:
-    mov r8, r10
-    mov ecx, 155
+    lea r8, [r11 + r11*1]
     and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    and esi, dword ptr [r15 + 0]
-    mov r8d, 106
-    mov r8d, 121
+    movsxd r9, dword ptr [r15 + r8 + 1408]
     jmp 1f
 1:
-    add r8, qword ptr [r15 + 0]
-    add qword ptr [r15 + 0], r8
+    movsxd rbp, dword ptr [r15 + 384]
+    mov rbp, r11
+    mov dword ptr [r15 + 192], 73
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, ebp
+    mov dword ptr [r15 + 512], eax
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 384]
+    mov ebp, r8d
+    mov dword ptr [r15 + 0], 27
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov dword ptr [r15 + 704], edi
+    mov ebp, 133
+    mov rbp, r11
+    movzx edi, bpl
+    and rbp, 4032
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    mov rbp, r8
+    mov rbp, qword ptr [r15 + 256]
     jmp 1f
 1:
+    mov ecx, dword ptr [r15 + 64]
+    mov edi, 207
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
-    mov rdi, r8
-    mov edi, dword ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 320]
+    mov edi, 134
+    mov dword ptr [r15 + 448], edi
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 268435456
-    jz 1f
-1:
+    mov edi, 111
+    mov dword ptr [r15 + 320], 162
+    mov rdi, rbp
+    mov dword ptr [r15 + r8 + 1344], 108
+    mov qword ptr [r15 + 128], rdi
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], ecx
-    movzx ecx, byte ptr [r15 + 320]
-    mov qword ptr [r15 + 512], rcx
-    jmp 1f
-1:
-    mov r8, r10
-    jmp 1f
-1:
-    mov ecx, r8d
-    and r8, 16320
-    add rcx, qword ptr [r15 + r8 + 15680]
-    add r8, qword ptr [r15 + 256]
-    mov rsi, rdi
-    mov rdi, rdi
-    jmp 1f
-1:
-    mov r9, r10
-    mov byte ptr [r15 + 128], dl
-    mov edi, dword ptr [r15 + 384]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    mov qword ptr [r15 + 576], r9
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c141:
-    lea rcx, [rip + .Lc1_d12529_j]
+    lea rcx, [rip + .Lc1_d12469_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12529_j_t
-.Lc1_d12529_j:
+    jmp .Lc1_d12469_j_t
+.Lc1_d12469_j:
+    mov rbp, r11
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 448]
-    movzx r9d, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 704], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpaddd xmm1, xmm1, xmm1
-    and r9d, dword ptr [r15 + 0]
-    mov edi, 240
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov r8, r10
-    mov rdi, rcx
-    mov ecx, ecx
-    and r8, 1984
-    lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + r8 + 1344], r9b
-    mov r9, r10
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    movzx r9d, bpl
-    mov rdx, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 128]
-    mov r9d, 38
-    movsxd r9, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], edx
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 128]
-    movsxd rdx, dword ptr [r15 + 64]
-    mov edx, edi
-    movsxd rdi, dword ptr [r15 + 192]
-    mov edi, dword ptr [r15 + 512]
-    mov edi, dword ptr [r15 + rbp + 7552]
+    mov qword ptr [r15 + 192], rbp
+    mov dword ptr [r15 + 320], eax
+    mov byte ptr [r15 + 128], cl
+    movzx ecx, byte ptr [r15 + 448]
     movzx ebp, byte ptr [r15 + 384]
     jmp 1f
 1:
-    add r10, r11
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 64]
+    movzx edi, cl
+    movzx ecx, byte ptr [r15 + 320]
+    movzx r9d, cl
+    mov r9, r11
+    mov dword ptr [r15 + 64], edx
+    and r9, 8128
+    movzx edx, byte ptr [r15 + r9 + 7488]
+    mov r9, r11
+    mov r8, rax
+    jmp 1f
+1:
+    mov eax, 247
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
+    add rcx, qword ptr [r15 + 256]
+    and ecx, dword ptr [r15 + 576]
+    mov r9d, 24
+    mov byte ptr [r15 + 512], bpl
+    mov rbp, qword ptr [r15 + 768]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c142:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, esi
-    movsxd rcx, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 768], rcx
-    mov rcx, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov eax, edi
-    mov rdi, qword ptr [r15 + 448]
-    mov byte ptr [r15 + 0], bpl
-    add rdi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 61
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r10 + r10*1]
-    vmovdqu ymmword ptr [r15 + 320], ymm1
-    movzx r8d, byte ptr [r15 + 64]
-    mov r9, r10
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3456]
-    and eax, dword ptr [r15 + 384]
-    and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 64], 176
-    mov r9, r10
-    mov edx, r9d
-    mov edx, r8d
-    mov r8, qword ptr [r15 + 576]
-    and r9, 1984
-    mov r8, qword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 320], 95
-    mov r9d, ecx
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    vpaddd xmm1, xmm1, xmm1
-    mov ebp, dword ptr [r15 + 128]
-    mov eax, 248
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c143:
-    lea rcx, [rip + .Lc1_d12625_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12625_j_t
-.Lc1_d12625_j:
-    mov rbp, r10
-    jmp 1f
-1:
-    movzx ecx, bpl
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 157
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    movzx edi, dil
-    mov rbp, qword ptr [r15 + 384]
-    add rdi, qword ptr [r15 + 512]
-    and edi, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 320], ymm1
-    mov rcx, qword ptr [r15 + 640]
-    mov r8, r10
-    mov r9, qword ptr [r15 + 128]
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 192]
-    mov eax, eax
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], bpl
-    mov dword ptr [r15 + 192], r8d
-    mov r8, r10
-    mov ebp, 52
-    jmp 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r9d
-    mov byte ptr [r15 + 448], dl
-    mov qword ptr [r15 + 256], rsi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c144:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    mov rsi, rbp
-    mov dword ptr [r15 + 128], 201
-    mov r8d, dword ptr [r15 + 704]
-    movzx esi, byte ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 256]
-    mov ebp, dword ptr [r15 + 384]
-    mov rsi, rcx
-    mov r9, r10
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 64]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], edx
-    mov dword ptr [r15 + 768], ebp
-    mov dword ptr [r15 + 320], 68
-    movzx r9d, byte ptr [r15 + 512]
-    mov rbp, r10
-    mov edx, dword ptr [r15 + 320]
-    mov esi, edx
-    jmp 1f
-1:
-    and rbp, 8128
-    add rdx, qword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 448], edi
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c145:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 536870912
+    test dword ptr [r15 + 67117724], 16384
     setz al
-    lea rcx, [rip + .Lc1_d12721_s]
+    lea rcx, [rip + .Lc1_d12521_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12721_s_t
+    jmp .Lc1_d12521_s_t
     .p2align 3
-.Lc1_d12721_s:
+.Lc1_d12521_s:
     .p2align 3
-    jmp .Lc1_d12721_j
+    jmp .Lc1_d12521_j
     .p2align 3
-    jmp .Lc1_d12721_j
-.Lc1_d12721_j:
-    mov r8, r10
-    jmp 1f
-1:
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 512]
-    movzx esi, byte ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 62
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 384], al
-    jmp 1f
-1:
-    vpshufd xmm15, xmm1, 203
-    movzx eax, byte ptr [r15 + 320]
-    mov rbp, r10
-    mov ecx, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 576], cl
-    movzx ecx, r8b
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    mov rbp, rdi
-    movzx ebp, al
-    mov rbp, rbp
-    mov dword ptr [r15 + 128], ebp
+    jmp .Lc1_d12521_j
+.Lc1_d12521_j:
+    mov rax, rbp
+    .byte 0x0f, 0x1f, 0x00
+    mov qword ptr [r15 + 448], rax
+    mov eax, 33
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, r10
-    mov eax, 28
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    mov ecx, 54
+    vmovq qword ptr [r15 + 0], xmm13
+    mov eax, 59
+    mov dword ptr [r15 + 0], r9d
+    mov rbp, r11
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    movsxd rcx, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 384], rcx
+    movsxd rcx, dword ptr [r15 + 256]
+    mov rbp, r11
+    and ecx, dword ptr [r15 + 128]
     jmp 1f
 1:
     and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm13
+    jmp 1f
+1:
+    mov byte ptr [r15 + 640], bpl
+    mov ebp, ecx
+    mov qword ptr [r15 + 64], rcx
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 512]
+    movzx ecx, bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 118
+    mov r9, rcx
+    mov ecx, ebp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c143:
+    movzx ecx, byte ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + 768]
+    mov r9, r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 86
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 12
+    mov qword ptr [r15 + 128], rbp
+    movzx ebp, byte ptr [r15 + 704]
+    mov r9, qword ptr [r15 + 512]
+    mov eax, edx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 256]
+    mov r8, r11
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 192]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], bpl
+    mov rbp, r9
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 128]
+    and r9, 4032
+    mov rdi, qword ptr [r15 + r9 + 3392]
+    mov rsi, qword ptr [r15 + 320]
+    mov r9, r11
+    mov r8d, eax
+    movsxd rax, dword ptr [r15 + 320]
+    add rax, qword ptr [r15 + 448]
+    and r9, 8128
+    and eax, dword ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c144:
+    lea rcx, [rip + .Lc1_d12631_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12631_j_t
+.Lc1_d12631_j:
+    mov ecx, edi
+    movsxd rcx, dword ptr [r15 + 64]
+    movzx edi, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    vpaddd xmm13, xmm13, xmm13
+    mov dword ptr [r15 + 64], ecx
+    mov r8, r11
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + 384]
+    and r8, 448
+    movzx edi, byte ptr [r15 + r8 + 832]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], al
+    movsxd r8, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 576], ymm13
+    jmp 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 256], 216
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 128]
+    mov edx, ebp
+    movzx ebp, byte ptr [r15 + 320]
+    mov esi, 182
+    vpcmpeqb xmm13, xmm13, xmm15
+    and ebp, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 448], 189
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c145:
+    mov rbp, r11
+    and rbp, 448
     movsxd rax, dword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 256], 189
-    mov rdi, rcx
-    add r10, r11
+    movzx ebp, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 384], rbp
+    movzx ebp, byte ptr [r15 + 128]
+    movsxd r8, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 640]
+    movzx edx, dl
+    mov dword ptr [r15 + 448], eax
+    mov dword ptr [r15 + 0], edx
+    mov dword ptr [r15 + 0], 3
+    mov dword ptr [r15 + 0], 200
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rax, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov r8d, 151
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 256]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm13
+    mov qword ptr [r15 + r9 + 7552], rbp
+    movzx r9d, r8b
+    mov rbp, qword ptr [r15 + 512]
+    mov r9, r11
+    mov r8d, eax
+    movzx r8d, byte ptr [r15 + 320]
+    and r9, 16320
+    mov byte ptr [r15 + r9 + 15680], r9b
+    mov byte ptr [r15 + 192], r9b
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c146:
-    mov rbp, rdi
-    mov ebp, 101
-    movzx ebp, byte ptr [r15 + 192]
-    mov edi, ecx
-    mov dword ptr [r15 + 0], 0
+    lea rcx, [rip + .Lc1_d12721_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12721_j_t
+.Lc1_d12721_j:
+    movzx ecx, cl
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpaddd xmm1, xmm1, xmm1
-    jmp 1f
-1:
+    nop
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 512]
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 448]
+    mov rbp, r11
+    mov ecx, 173
+    mov ecx, 253
+    movzx ecx, sil
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
     jmp 1f
 1:
-    mov ecx, edi
-    and edi, dword ptr [r15 + 128]
-    mov ecx, edi
+    movzx ebp, byte ptr [r15 + 320]
+    mov ecx, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 192], 4
+    mov esi, dword ptr [r15 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov edi, edi
-    mov r8, r10
-    mov rdi, r8
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r9b
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + 384], al
+    movsxd rax, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 256], rax
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ecx
+    mov r9, r11
+    mov byte ptr [r15 + r8 + 1408], r9b
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    mov r9d, r9d
     jmp 1f
 1:
-    movzx r9d, r8b
-    mov dword ptr [r15 + 64], 24
-    mov r9, qword ptr [r15 + 320]
-    movzx r8d, r9b
+    movsxd r9, dword ptr [r15 + 128]
+    mov r8d, r9d
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov r9, r10
-    vpshufd xmm1, xmm1, 245
-    movzx eax, byte ptr [r15 + 384]
-    and r9, 448
-    mov edx, dword ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], dil
-    mov r9, r10
-    mov dword ptr [r15 + 64], r8d
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 250
-    mov r9d, ebp
-    add r10, r11
+    mov dword ptr [r15 + 64], eax
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -15855,257 +15760,240 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d12831_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16384
+    setz al
+    lea rcx, [rip + .Lc1_d12775_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12831_s_t
+    jmp .Lc1_d12775_s_t
     .p2align 3
-.Lc1_d12831_s:
+.Lc1_d12775_s:
     .p2align 3
-    jmp .Lc1_d12831_j
+    jmp .Lc1_d12775_j
     .p2align 3
-    jmp .Lc1_d12831_j
-    .p2align 3
-    jmp .Lc1_d12831_j
-    .p2align 3
-    jmp .Lc1_d12831_j
-    .p2align 3
-    jmp .Lc1_d12831_j
-    .p2align 3
-    jmp .Lc1_d12831_j
-    .p2align 3
-    jmp .Lc1_d12831_j
-    .p2align 3
-    jmp .Lc1_d12831_j
-.Lc1_d12831_j:
-    mov rbp, r10
-    mov edx, 216
-    mov rcx, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    movzx ebp, r8b
-    mov dword ptr [r15 + 128], eax
-    movzx ebp, byte ptr [r15 + 384]
-    movzx eax, dl
-    mov edx, dword ptr [r15 + 256]
-    mov rax, qword ptr [r15 + 768]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 8388608
-    jnz 1f
-1:
-    jmp 1f
-1:
+    jmp .Lc1_d12775_j
+.Lc1_d12775_j:
+    mov r8, r11
+    .byte 0x66, 0x90
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], ecx
+    movsxd rcx, dword ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov rdx, rax
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rax
-    mov edx, 172
-    movsxd rax, dword ptr [r15 + 192]
+    add rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], eax
-    mov byte ptr [r15 + 512], bpl
-    mov r8, r10
-    movsxd rbp, dword ptr [r15 + 320]
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    add r10, r11
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 384]
+    mov esi, 141
+    movzx esi, byte ptr [r15 + 256]
+    movzx r9d, r8b
+    mov dword ptr [r15 + 64], 130
+    movsxd r8, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], 39
+    jmp 1f
+1:
+    mov ebp, 214
+    mov dword ptr [r15 + 512], ecx
+    movzx ecx, byte ptr [r15 + 640]
+    mov rdx, qword ptr [r15 + 192]
+    mov rbp, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r8, r11
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 576]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c148:
-    lea rcx, [rip + .Lc1_d12890_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12890_j_t
-.Lc1_d12890_j:
+    movsxd r8, dword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r8, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rbp, rbp
+    mov dword ptr [r15 + 0], ebp
+    vpshufd xmm13, xmm13, 102
+    mov ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 320], ymm1
+    mov qword ptr [r15 + 192], r8
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 448]
-    mov r8, qword ptr [r15 + 320]
-    jmp 1f
+    movzx r8d, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 704], 0
+    test ebx, 1073741824
+    jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r10
-    jmp 1f
-1:
+    mov byte ptr [r15 + 320], r9b
+    mov r8, r11
+    movsxd r9, dword ptr [r15 + 512]
+    mov rbp, r11
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 128], sil
+    and rbp, 8128
+    imul r8, qword ptr [r15 + rbp + 7488]
+    mov rbp, r11
+    mov esi, ecx
+    mov esi, dword ptr [r15 + 64]
+    mov eax, 103
     and rbp, 4032
     movzx eax, byte ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 192], rsi
-    mov r9, r10
-    mov rsi, qword ptr [r15 + 640]
     jmp 1f
 1:
-    mov rbp, r10
-    and r9, 8128
-    mov rdi, qword ptr [r15 + r9 + 7488]
-    movsxd r9, dword ptr [r15 + 128]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 153
-    and r9d, dword ptr [r15 + 256]
-    mov rbp, rdi
     jmp 1f
 1:
-    mov ebp, 118
-    mov ebp, dword ptr [r15 + 512]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov ebp, edx
-    movzx edx, byte ptr [r15 + 384]
-    mov rdx, qword ptr [r15 + 576]
-    add r10, r11
+    mov rbp, qword ptr [r15 + 256]
+    vpaddd xmm13, xmm13, xmm13
+    mov qword ptr [r15 + 384], rbp
+    mov ebp, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], esi
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c149:
-    lea rbp, [r10 + r10*1]
+    lea rcx, [rip + .Lc1_d12878_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12878_j_t
+.Lc1_d12878_j:
+    jmp 1f
+1:
+    movzx ecx, bpl
+    mov ecx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 448], r8d
+    mov dword ptr [r15 + 320], r9d
+    mov qword ptr [r15 + 256], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
+    mov ecx, ecx
+    jmp 1f
+1:
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 112
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + 64]
+    and r9, 8128
+    movsxd rsi, dword ptr [r15 + r9 + 7488]
+    and r8, 1984
+    mov r9d, dword ptr [r15 + r8 + 1344]
+    vmovdqu ymmword ptr [r15 + 128], ymm13
+    mov r8d, dword ptr [r15 + 384]
+    mov eax, ebp
+    vmovdqu ymmword ptr [r15 + 512], ymm13
+    mov ebp, dword ptr [r15 + 384]
+    mov edx, dword ptr [r15 + 128]
+    mov rbp, r11
     jmp 1f
 1:
     and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 201
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + rbp + 832], ecx
     jmp 1f
 1:
     jmp 1f
 1:
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, bpl
-    mov byte ptr [r15 + 0], r8b
-    mov r8d, ebp
-    mov dword ptr [r15 + 512], 14
-    add r8, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rdx, rdx
-    movsxd rdx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 256], esi
-    mov dword ptr [r15 + 128], edx
-    mov byte ptr [r15 + 384], dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, 93
-    mov r9, r10
-    mov edx, dword ptr [r15 + 448]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 30
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + rbp + 896]
-    mov rbp, rcx
-    movsxd rbp, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r10
-    mov ecx, r9d
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 320]
-    movzx esi, byte ptr [r15 + 704]
-    jmp 1f
-1:
-    mov edi, edx
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c150:
-    lea rcx, [rip + .Lc1_d12987_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12987_j_t
-.Lc1_d12987_j:
-    lea rbp, [r10 + r10*1]
-    and rbp, 1984
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + rbp + 1344]
-    mov r9, r10
-    mov edi, dword ptr [r15 + 512]
-    mov ecx, 131
-    and r9, 16320
-    mov byte ptr [r15 + r9 + 15680], dl
-    movzx r9d, bpl
-    mov r9d, 234
-    mov qword ptr [r15 + 0], r9
-    mov r9d, ebp
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 194
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov byte ptr [r15 + 0], cl
-    mov r9, qword ptr [r15 + 320]
-    mov qword ptr [r15 + rbp + 1408], rcx
-    mov dword ptr [r15 + 448], ecx
-    movzx ebp, r9b
+    lea rbp, [r11 + r11*1]
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3456]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 192]
-    mov rcx, qword ptr [r15 + 576]
-    mov rdx, qword ptr [r15 + 768]
-    mov r8d, 228
-    add rax, qword ptr [r15 + 64]
-    mov r8, r10
-    mov dword ptr [r15 + 128], 228
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r9
-    mov r8d, edi
+    mov r8, qword ptr [r15 + 64]
+    mov r9, r11
     jmp 1f
 1:
+    mov rsi, qword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 1
+    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rsi
     mov r8, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edx, 35
-    mov dword ptr [r15 + 384], 70
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
+    mov r8, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov dword ptr [r15 + 704], r8d
+    and eax, dword ptr [r15 + 512]
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 256]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rsi
+    mov r8, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 640], r8
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], r8
-    mov edx, eax
-    add r10, r11
+    movzx esi, byte ptr [r15 + 448]
+    movzx r8d, byte ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 320], ymm13
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + 384]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -16113,2812 +16001,2820 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 64], al
-    mov eax, 154
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d12976_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12976_s_t
+    .p2align 3
+.Lc1_d12976_s:
+    .p2align 3
+    jmp .Lc1_d12976_j
+    .p2align 3
+    jmp .Lc1_d12976_j
+    .p2align 3
+    jmp .Lc1_d12976_j
+    .p2align 3
+    jmp .Lc1_d12976_j
+    .p2align 3
+    jmp .Lc1_d12976_j
+    .p2align 3
+    jmp .Lc1_d12976_j
+    .p2align 3
+    jmp .Lc1_d12976_j
+    .p2align 3
+    jmp .Lc1_d12976_j
+.Lc1_d12976_j:
+    mov ecx, 62
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 58
-    movzx eax, dl
-    mov dword ptr [r15 + 320], eax
+    movsxd rax, dword ptr [r15 + 256]
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 128]
+    and r8, 448
+    movzx edx, byte ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 64], r9d
+    jmp 1f
+1:
+    mov r8, r11
+    movzx r9d, r8b
+    and r8, 1984
+    movsxd r9, dword ptr [r15 + r8 + 1344]
+    mov r8d, r9d
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm13
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r8d, 44
+    mov esi, r9d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, rax
-    mov rax, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 2163200
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 640], r8b
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], al
-    mov rbp, r10
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 128]
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm1
-    mov r8, r10
-    movzx ebp, cl
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
+    movsxd rsi, dword ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + 512]
+    mov ebp, dword ptr [r15 + 448]
+    mov edi, esi
+    mov rsi, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 768], esi
+    and esi, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], edx
+    mov byte ptr [r15 + 192], bpl
+    mov rbp, qword ptr [r15 + 384]
+    movzx edx, dil
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9, r10
-    mov r8d, dword ptr [r15 + 384]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    movsxd r9, dword ptr [r15 + 192]
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c152:
+    mov r8, r11
+    and r8, 4032
+    mov rdi, qword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rdx
+    movzx edx, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 576], edi
+    mov rbp, r11
+    mov edi, ebp
+    mov edi, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    and rbp, 8128
+    mov rdx, qword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 128], edx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], 242
+    jmp 1f
+1:
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdx, rbp
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 192], xmm13
+    mov ebp, edi
+    mov ebp, r8d
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 448], rdx
+    mov r8d, 157
+    mov r8d, 244
+    movsxd r8, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 128], rdx
+    mov dword ptr [r15 + 384], 85
+    mov rdx, qword ptr [r15 + 320]
+    mov edi, 74
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c153:
+    lea rcx, [rip + .Lc1_d13084_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13084_j_t
+.Lc1_d13084_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 704], cl
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], rdi
+    mov edi, ecx
+    mov rbp, r11
+    mov qword ptr [r15 + 128], rcx
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 64]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 896], 85
+    movsxd rdx, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 320]
+    mov r9d, dword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 320], ymm13
+    mov r9, r11
+    add rbp, qword ptr [r15 + 448]
+    and r9, 8128
+    movsxd rsi, dword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 512], ecx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c154:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16777216
+    setz al
+    lea rcx, [rip + .Lc1_d13137_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13137_s_t
+    .p2align 3
+.Lc1_d13137_s:
+    .p2align 3
+    jmp .Lc1_d13137_j
+    .p2align 3
+    jmp .Lc1_d13137_j
+.Lc1_d13137_j:
+    mov rbp, r11
+    movzx ecx, al
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 74
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ebp, cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], rbp
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 320]
+    mov ecx, 179
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 155
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 213
+    mov qword ptr [r15 + 384], r8
+    movsxd r8, dword ptr [r15 + 512]
+    mov eax, ebp
+    mov ebp, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
+    movzx edx, r9b
+    mov dword ptr [r15 + 448], ecx
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + 256], r9
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    movsxd rcx, dword ptr [r15 + 768]
+    movsxd rdi, dword ptr [r15 + 128]
+    mov qword ptr [r15 + r9 + 1408], rdi
+    mov edi, 59
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c155:
+    and ebp, dword ptr [r15 + 192]
+    vpshufd xmm13, xmm13, 121
+    mov edi, 65
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 128]
+    add rbp, qword ptr [r15 + 128]
+    vmovdqu xmmword ptr [r15 + 320], xmm13
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 8128
+    add rbp, qword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 640], r9d
+    mov byte ptr [r15 + 0], bpl
+    mov ebp, 36
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov rbp, rbp
+    movzx ebp, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 256]
+    movsxd r8, dword ptr [r15 + 64]
+    mov r9, r11
+    mov byte ptr [r15 + 320], dil
+    mov dword ptr [r15 + 448], 128
+    and r9, 16320
+    movzx edi, byte ptr [r15 + r9 + 15680]
+    mov r9d, r8d
+    movsxd r9, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], eax
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c156:
+    lea rcx, [rip + .Lc1_d13237_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13237_j_t
+.Lc1_d13237_j:
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 704], 234
+    mov dword ptr [r15 + 512], ebp
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    mov byte ptr [r15 + 320], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, 113
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
+    jmp 1f
+1:
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 128]
+    mov rdi, rbp
+    mov rbp, qword ptr [r15 + 768]
+    mov r8, qword ptr [r15 + 256]
+    mov eax, 24
+    mov eax, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 64], rax
+    mov r8, r11
+    mov eax, dword ptr [r15 + 192]
+    and r8, 448
+    movzx edx, byte ptr [r15 + r8 + 832]
+    mov r8, r11
+    mov rsi, qword ptr [r15 + 64]
+    and r8, 1984
+    vmovq qword ptr [r15 + r8 + 1344], xmm13
+    mov dword ptr [r15 + 384], edi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c157:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov r8, rdx
+    mov r8d, r8d
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov edx, dword ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + 128], dl
+    mov r8d, 71
+    xor dword ptr [r15 + 512], esi
+    mov r8, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 576], 0
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 250
+    and esi, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 448], rdx
+    mov rdx, rsi
+    mov edx, 105
+    jmp 1f
+1:
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm13
+    jmp 1f
+1:
+    mov rdx, rsi
+    movzx esi, dl
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov rbp, r11
+    mov rdx, rsi
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rsi
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c158:
+    lea rcx, [rip + .Lc1_d13331_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13331_j_t
+.Lc1_d13331_j:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    mov rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 239
+    jmp 1f
+1:
+    movzx ecx, sil
+    jmp 1f
+1:
+    mov ecx, 251
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + 0]
+    mov rbp, r11
+    mov rcx, rbp
+    mov rcx, rdx
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 64], sil
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 704]
+    mov rbp, r11
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + 448]
+    movzx edx, byte ptr [r15 + 384]
+    and rbp, 448
+    add rcx, qword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 640]
+    movsxd r8, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 320], r8
+    mov r8, r11
+    mov dword ptr [r15 + 256], esi
+    and r8, 8128
+    movzx esi, byte ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 192]
+    inc dword ptr [r15 + 512]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c159:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 8
+    setz al
+    lea rcx, [rip + .Lc1_d13387_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13387_s_t
+    .p2align 3
+.Lc1_d13387_s:
+    .p2align 3
+    jmp .Lc1_d13387_j
+    .p2align 3
+    jmp .Lc1_d13387_j
+.Lc1_d13387_j:
+    mov byte ptr [r15 + 320], r8b
+    and ecx, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 170
+    mov eax, 111
+    mov r8, r11
+    movzx eax, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 103
+    and r8d, dword ptr [r15 + 128]
+    movzx eax, r8b
+    vpmovmskb r8d, xmm13
+    lea rbp, [r11 + r11*1]
+    mov r8, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    and rbp, 1984
+    mov rsi, qword ptr [r15 + rbp + 1408]
+    mov edx, esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, 209
+    mov dword ptr [r15 + 256], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 320]
+    mov r9, r11
+    mov esi, 177
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    mov dword ptr [r15 + rbp + 1344], 68
+    mov r9d, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 384], edx
+    jmp 1f
+1:
+    mov edx, 90
+    mov edx, 163
+    mov ebp, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c160:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    add rdx, qword ptr [r15 + 320]
+    vmovdqu xmm10, xmmword ptr [r15 + 512]
+    movzx r8d, byte ptr [r15 + 384]
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 64]
+    mov rbp, r11
+    mov dword ptr [r15 + 448], ebp
+    jmp 1f
+1:
+    mov rcx, rbp
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm10
+    movzx esi, dil
+    mov qword ptr [r15 + 64], rsi
+    movzx esi, cl
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 640]
+    mov rcx, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, sil
+    mov byte ptr [r15 + 128], dl
+    mov eax, dword ptr [r15 + 384]
+    mov rbp, r11
+    mov edx, 73
+    mov dword ptr [r15 + 512], edx
+    movzx edx, byte ptr [r15 + 256]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    or qword ptr [r15 + 576], 116
+    jmp 1f
+1:
+    .byte 0x66, 0x90
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c161:
+    lea rcx, [rip + .Lc1_d13489_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13489_j_t
+.Lc1_d13489_j:
+    mov byte ptr [r15 + 192], cl
+    movzx ecx, al
+    add rax, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], 162
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 320]
+    mov r9, qword ptr [r15 + 704]
+    add r9, qword ptr [r15 + 320]
+    mov rbp, r11
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 64]
+    and rbp, 1984
+    vmovq qword ptr [r15 + rbp + 1344], xmm10
+    mov ebp, dword ptr [r15 + 512]
+    mov esi, 193
+    mov edi, dword ptr [r15 + 256]
+    mov r8, r11
+    mov rbp, r11
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], ecx
+    mov byte ptr [r15 + 128], r8b
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c162:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    and eax, dword ptr [r15 + 0]
+    mov ebp, 244
+    mov rbp, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov rbp, r11
+    mov r8, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r9, r11
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    and r9, 8128
+    movzx ebp, byte ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, r9b
+    movzx r9d, cl
+    test dword ptr [r15 + 67117723], 4194305
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r9d, eax
+    mov r9, qword ptr [r15 + 128]
+    mov eax, r9d
+    mov r9, r11
+    mov dword ptr [r15 + 320], ebp
+    .byte 0x66, 0x90
+    and r9, 1984
+    add rax, qword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 768], eax
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov esi, 133
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 226
+    mov rax, rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 192]
+    mov rax, rsi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c163:
+    lea rcx, [rip + .Lc1_d13589_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13589_j_t
+.Lc1_d13589_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 64
+    mov dword ptr [r15 + 0], 112
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 576], 254
+    jmp 1f
+1:
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 384], 152
+    mov dword ptr [r15 + 192], 237
+    jmp 1f
+1:
+    mov r9d, ecx
+    mov byte ptr [r15 + 128], cl
+    movzx r9d, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 128], 182
+    jmp 1f
+1:
+    mov qword ptr [r15 + 640], r9
+    mov r9, r11
+    mov qword ptr [r15 + 320], rcx
+    vmovdqu ymmword ptr [r15 + 448], ymm10
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 197
+    mov r9, rcx
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 64]
+    mov rcx, rsi
+    mov ecx, dword ptr [r15 + 256]
+    mov esi, 53
+    mov rbp, r11
+    jmp 1f
+1:
+    vpmovmskb esi, xmm10
+    jmp 1f
+1:
+    and rbp, 1984
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c164:
+    lea rcx, [rip + .Lc1_d13637_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13637_j_t
+.Lc1_d13637_j:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 384]
+    vpmovmskb esi, xmm10
+    mov esi, r9d
+    mov r9d, 41
+    mov r9d, 164
+    mov r9d, eax
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov ebp, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 256]
+    mov eax, 3
+    mov rax, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + 448]
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 704]
+    and rbp, 4032
+    mov r9d, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], r9b
+    movsxd r9, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rbp, rsi
+    mov rbp, r11
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 128]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    mov ebp, ebp
+    jmp 1f
+1:
+    mov ebp, ebp
+    mov edx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, bpl
+    mov rbp, r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    mov rdi, r8
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c165:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, rax
+    movzx eax, byte ptr [r15 + 384]
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3392]
+    mov ebp, 58
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm10, rdx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    add rbp, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 1115684864
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 768], r8b
+    and r8d, dword ptr [r15 + 448]
+    mov edi, dword ptr [r15 + 320]
+    movzx edx, al
+    mov r9, r11
+    mov edx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    and r9, 16320
+    movzx eax, byte ptr [r15 + r9 + 15680]
+    add r9, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov ecx, edi
+    mov edi, 136
+    mov r9, r11
+    mov dword ptr [r15 + 64], r9d
+    movzx edi, r9b
+    and r9, 8128
+    mov edi, dword ptr [r15 + r9 + 7488]
+    mov r9d, 63
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c166:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 512
+    setz al
+    lea rcx, [rip + .Lc1_d13748_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13748_s_t
+    .p2align 3
+.Lc1_d13748_s:
+    .p2align 3
+    jmp .Lc1_d13748_j
+    .p2align 3
+    jmp .Lc1_d13748_j
+.Lc1_d13748_j:
+    mov r9, r11
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + 64]
+    mov edx, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 126
+    vpcmpeqb xmm10, xmm10, xmm13
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, 112
+    mov rax, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    and r8, 448
+    movzx ebp, byte ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 576]
+    add r8, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    movsxd r8, dword ptr [r15 + 384]
+    and rbp, 8128
+    and r8d, dword ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 256]
+    mov r8, qword ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c167:
+    movzx r8d, byte ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 448]
+    mov eax, 241
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, esi
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    mov dword ptr [r15 + 0], r8d
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + 256], ymm10
+    and r8, 4032
+    mov r9, r11
+    mov dword ptr [r15 + r8 + 3456], ebp
+    and r9, 448
+    mov ebp, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 128], 112
+    mov esi, dword ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 768]
+    mov edx, r8d
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], r8b
+    mov edx, 198
+    mov rdx, qword ptr [r15 + 64]
+    movzx edi, dl
+    mov edx, dword ptr [r15 + 704]
+    mov rcx, rax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 62
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm10
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 320]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 512], eax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c168:
+    lea rcx, [rip + .Lc1_d13850_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13850_j_t
+.Lc1_d13850_j:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], r9b
+    mov r8, r11
+    or qword ptr [r15 + 192], 65
+    mov rbp, r11
+    and r8, 1984
+    mov edi, dword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 832]
+    and ebp, dword ptr [r15 + 0]
+    mov ecx, 73
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 84
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    mov dword ptr [r15 + 0], 214
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, bpl
+    mov byte ptr [r15 + 0], cl
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    test ebx, 3584
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], r8d
+    mov dword ptr [r15 + 384], 219
+    jmp 1f
+1:
+    mov ecx, 195
+    mov ecx, ecx
+    mov byte ptr [r15 + 128], r8b
+    movsxd rcx, dword ptr [r15 + 576]
+    mov ebp, 56
+    mov qword ptr [r15 + 320], rbp
+    vmovdqu ymmword ptr [r15 + r8 + 7552], ymm10
+    movzx ebp, byte ptr [r15 + 512]
+    movzx r8d, r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, ebp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c169:
+    lea rcx, [rip + .Lc1_d13904_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13904_j_t
+.Lc1_d13904_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov rcx, r8
+    mov r8d, ebp
+    mov dword ptr [r15 + 0], 241
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov ebp, 83
+    mov ebp, 221
+    mov qword ptr [r15 + 0], rdi
+    movzx ebp, r8b
+    vmovdqu xmmword ptr [r15 + 0], xmm10
+    movzx ebp, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 128], rcx
+    mov dword ptr [r15 + 704], ecx
+    mov r8, r11
+    mov rcx, rcx
+    mov ecx, 250
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 14
+    movzx r8d, byte ptr [r15 + 384]
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 256], ymm10
+    movzx edi, byte ptr [r15 + 640]
+    mov edx, dword ptr [r15 + 320]
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    mov r9, rcx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], r9
+    mov r9d, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, r9
+    mov r9, qword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 512], 23
+    mov esi, 207
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c170:
+    jmp 1f
+1:
+    mov r9d, esi
+    mov dword ptr [r15 + 448], 160
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r9, r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    mov dword ptr [r15 + 0], eax
+    mov rax, rsi
+    and esi, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 768], ymm10
+    mov dword ptr [r15 + 320], 181
+    movzx eax, byte ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 384]
+    mov rcx, rsi
+    mov rsi, rcx
+    jmp 1f
+1:
+    mov rbp, r11
+    mov byte ptr [r15 + 512], al
+    vpmovmskb eax, xmm10
+    and rbp, 8128
+    mov r8, r11
+    mov qword ptr [r15 + rbp + 7488], r9
+    jmp 1f
+1:
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], cl
+    movsxd rcx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 256]
+    and r8, 1984
+    mov eax, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 64], esi
+    vpshufd xmm2, xmm10, 214
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c171:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
     test dword ptr [r15 + 67117724], 8388608
     setz al
-    lea rcx, [rip + .Lc1_d13086_s]
+    lea rcx, [rip + .Lc1_d14008_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13086_s_t
+    jmp .Lc1_d14008_s_t
     .p2align 3
-.Lc1_d13086_s:
+.Lc1_d14008_s:
     .p2align 3
-    jmp .Lc1_d13086_j
+    jmp .Lc1_d14008_j
     .p2align 3
-    jmp .Lc1_d13086_j
-.Lc1_d13086_j:
-    mov r9, r10
-    jmp 1f
-1:
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 186
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 209
-    movsxd rcx, dword ptr [r15 + 128]
+    jmp .Lc1_d14008_j
+.Lc1_d14008_j:
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, 59
-    mov rbp, r10
-    mov dword ptr [r15 + 320], r9d
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov rbp, rbp
-    mov rbp, r10
-    mov r9, rbp
-    and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 320], 85
-    mov qword ptr [r15 + 128], r8
+    mov rcx, r8
     movzx r8d, byte ptr [r15 + 192]
-    movzx ebp, dl
+    movsxd rcx, dword ptr [r15 + 448]
+    mov rax, rcx
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 512]
-    mov eax, r8d
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 704]
-    vmovdqu ymmword ptr [r15 + 256], ymm1
-    mov edi, dword ptr [r15 + 384]
-    movsxd rsi, dword ptr [r15 + 448]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c153:
-    lea rcx, [rip + .Lc1_d13141_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13141_j_t
-.Lc1_d13141_j:
-    mov byte ptr [r15 + 384], r8b
-    add rcx, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov r8, rcx
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    mov ecx, 205
+    mov ecx, 196
+    movzx ecx, al
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, r10
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], eax
-    mov byte ptr [r15 + 64], dl
-    mov r9d, r9d
-    and r9d, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 448], r8b
-    test ebx, 1024
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], r8b
-    movsxd r8, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, dl
-    vmovdqu xmm1, xmmword ptr [r15 + 768]
-    mov dword ptr [r15 + 128], 201
-    mov r9, r10
-    vpshufd xmm15, xmm15, 119
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r10
-    and r9, 1984
-    movsxd rdx, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    and rbp, 4032
-    add r9, qword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 576]
-    mov eax, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c154:
-    mov rbp, qword ptr [r15 + 320]
-    mov r9d, ebp
-    mov dword ptr [r15 + 64], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    mov ebp, 244
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    mov rbp, qword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 640]
-    movzx edx, dl
-    mov rdx, rbp
-    movzx edx, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 189
-    mov rax, qword ptr [r15 + 704]
-    mov r8, r10
-    mov dword ptr [r15 + 128], ebp
-    vpmovmskb ebp, xmm1
-    mov ecx, dword ptr [r15 + 320]
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 832]
-    movzx r8d, dl
-    mov r8, r10
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 448]
-    and r8, 1984
-    mov rdi, qword ptr [r15 + r8 + 1344]
-    or qword ptr [r15 + 256], 15
-    mov qword ptr [r15 + 512], rcx
-    mov rcx, qword ptr [r15 + 192]
-    mov r8, rax
-    mov r8, qword ptr [r15 + 64]
-    mov esi, r8d
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c155:
-    lea rcx, [rip + .Lc1_d13241_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13241_j_t
-.Lc1_d13241_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov rbp, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + rbp + 7488]
-    mov rbp, r10
-    movsxd r8, dword ptr [r15 + 256]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], sil
-    mov esi, 208
-    mov qword ptr [r15 + 384], rcx
-    mov rdi, r8
-    mov dword ptr [r15 + 64], 147
-    mov dword ptr [r15 + 128], 132
-    vmovdqu ymmword ptr [r15 + 448], ymm1
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], cl
-    movzx ebp, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 320], r9
-    mov r9d, esi
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 192]
-    mov rsi, qword ptr [r15 + 768]
-    mov ecx, 194
-    mov rcx, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c156:
-    mov r9, qword ptr [r15 + 448]
-    mov rcx, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rcx, r9
-    mov dword ptr [r15 + 0], 206
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], sil
-    mov r8, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 320]
-    and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov r8, r10
-    and r9d, dword ptr [r15 + 192]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], cl
-    jmp 1f
-1:
-    inc dword ptr [r15 + 320]
-    mov r8, r10
-    movzx ecx, sil
-    add rsi, qword ptr [r15 + 384]
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 256], r9d
-    add r8, qword ptr [r15 + 448]
-    and r8d, dword ptr [r15 + 128]
-    mov r9d, dword ptr [r15 + 64]
-    movzx ebp, r9b
-    movzx r9d, byte ptr [r15 + 576]
-    jmp 1f
-1:
-    mov edx, 69
-    movsxd rdx, dword ptr [r15 + 128]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c157:
-    lea rcx, [rip + .Lc1_d13336_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13336_j_t
-.Lc1_d13336_j:
-    mov ecx, 121
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, dil
-    movzx ecx, dl
-    movzx edx, dl
-    jmp 1f
-1:
-    vpmovmskb edx, xmm1
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 224
-    mov dword ptr [r15 + 0], 175
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 4032
-    movsxd rdx, dword ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
-    movzx ebp, r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r10
-    mov dword ptr [r15 + 256], ebp
-    and rbp, 8128
-    movsxd rdi, dword ptr [r15 + rbp + 7488]
-    mov rbp, r10
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 512]
-    and rbp, 1984
-    vmovdqu xmmword ptr [r15 + rbp + 1344], xmm15
-    mov dword ptr [r15 + 192], r9d
-    mov rbp, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 640], ymm1
-    vmovdqu xmmword ptr [r15 + 704], xmm1
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 128]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c158:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d13395_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13395_s_t
-    .p2align 3
-.Lc1_d13395_s:
-    .p2align 3
-    jmp .Lc1_d13395_j
-    .p2align 3
-    jmp .Lc1_d13395_j
-.Lc1_d13395_j:
-    jmp 1f
-1:
-    mov ecx, esi
-    vpcmpeqb xmm15, xmm15, xmm1
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 226
-    jmp 1f
-1:
-    movzx esi, al
-    mov esi, 250
-    mov dword ptr [r15 + 0], esi
-    mov rsi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm15, rsi
-    movzx esi, dil
-    mov dword ptr [r15 + 0], esi
-    movzx esi, cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 6
-    mov rsi, rsi
-    mov byte ptr [r15 + 0], sil
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 512], ymm15
-    movzx edi, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 384]
-    mov ecx, esi
-    mov dword ptr [r15 + 128], 47
-    mov rbp, r10
-    movzx esi, byte ptr [r15 + 320]
-    mov r9d, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    and rbp, 448
-    mov r8, r10
-    mov dword ptr [r15 + rbp + 832], 51
-    jmp 1f
-1:
-    mov rbp, r10
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    and rbp, 8128
-    add r8, qword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 64]
-    movzx eax, bpl
-    mov qword ptr [r15 + 768], r8
-    movzx r8d, r8b
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c159:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r10 + r10*1]
-    mov r8d, edx
-    and r9, 1984
-    movsxd r8, dword ptr [r15 + r9 + 1344]
-    movzx r9d, al
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    movzx r9d, byte ptr [r15 + 384]
-    mov edx, dword ptr [r15 + 128]
-    mov ecx, 252
-    movzx ecx, byte ptr [r15 + 640]
-    mov qword ptr [r15 + 320], rax
-    mov rax, r8
-    movzx eax, al
-    mov eax, eax
-    movzx eax, al
-    mov dword ptr [r15 + 576], 63
-    movzx eax, cl
-    mov qword ptr [r15 + 64], rdi
-    movzx eax, byte ptr [r15 + 384]
-    mov edi, dword ptr [r15 + rbp + 3456]
-    mov byte ptr [r15 + 448], dil
-    mov edi, edx
-    movzx edi, byte ptr [r15 + 448]
-    mov rbp, r10
-    mov esi, 113
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    movzx ebp, byte ptr [r15 + 512]
-    mov rsi, rax
-    mov dword ptr [r15 + 192], esi
-    mov dword ptr [r15 + 256], eax
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c160:
-    lea rcx, [rip + .Lc1_d13498_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13498_j_t
-.Lc1_d13498_j:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov ecx, 206
-    jmp 1f
-1:
-    movzx ebp, bpl
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov rbp, rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    and ebp, dword ptr [r15 + 704]
-    mov r8, r10
-    mov qword ptr [r15 + 128], r8
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r10
-    movsxd rdi, dword ptr [r15 + 384]
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm15
-    mov qword ptr [r15 + 448], rbp
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 512]
-    mov ebp, 157
-    mov dword ptr [r15 + 64], 163
-    mov ebp, dword ptr [r15 + 320]
-    mov r9, r10
-    movsxd rax, dword ptr [r15 + 256]
-    and r9, 16320
-    mov qword ptr [r15 + r9 + 15680], r9
-    movzx r9d, dl
-    movzx r9d, byte ptr [r15 + 192]
-    mov edx, edx
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c161:
-    movzx eax, dl
-    vmovq qword ptr [r15 + 576], xmm15
-    mov byte ptr [r15 + 768], sil
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 2
-    mov qword ptr [r15 + 256], rdi
-    jmp 1f
-1:
-    mov edx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 14
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov rbp, r10
-    mov eax, ebp
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 104
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    vpmovmskb ebp, xmm15
-    movzx ebp, dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r10
-    mov edx, dword ptr [r15 + 512]
-    movzx ebp, al
-    mov rbp, qword ptr [r15 + 128]
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 320]
-    mov r9, r10
-    mov dword ptr [r15 + 64], 206
-    and r9, 1984
-    mov rsi, qword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c162:
-    lea rcx, [rip + .Lc1_d13596_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13596_j_t
-.Lc1_d13596_j:
-    mov rbp, r10
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    mov ebp, esi
-    mov rbp, r9
-    mov byte ptr [r15 + 512], dl
-    mov dword ptr [r15 + 192], 54
-    mov ebp, 102
-    mov ebp, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r9, rdi
-    jmp 1f
-1:
-    mov r9d, 238
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 75
-    mov r9d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    mov rbp, rbp
-    movzx ebp, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, r10
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 832]
-    and r8, 1984
-    movzx ebp, byte ptr [r15 + r8 + 1344]
-    mov eax, r9d
-    movzx r8d, r9b
-    mov r8d, 192
-    mov byte ptr [r15 + 640], r8b
-    movsxd r8, dword ptr [r15 + 320]
-    mov r9d, dword ptr [r15 + 448]
-    mov esi, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], sil
-    jmp 1f
-1:
-    mov esi, esi
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c163:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d13653_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13653_s_t
-    .p2align 3
-.Lc1_d13653_s:
-    .p2align 3
-    jmp .Lc1_d13653_j
-    .p2align 3
-    jmp .Lc1_d13653_j
-.Lc1_d13653_j:
-    mov rbp, r10
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    mov eax, dword ptr [r15 + 64]
-    movzx esi, al
-    mov byte ptr [r15 + 64], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 537001984
-    jz 1f
-1:
-    mov rax, rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 256]
-    movzx eax, byte ptr [r15 + 128]
-    mov r8, r10
-    movzx esi, byte ptr [r15 + 512]
-    mov r9, r10
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], al
-    mov r8d, dword ptr [r15 + 384]
-    and r9, 1984
-    movzx eax, byte ptr [r15 + r9 + 1344]
-    movsxd r9, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 320], 217
-    mov rcx, rsi
-    mov esi, 163
-    vmovdqu ymmword ptr [r15 + 192], ymm15
-    mov qword ptr [r15 + 704], rdi
-    mov rsi, r8
-    mov edi, esi
-    movzx esi, dil
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c164:
-    mov r8d, dword ptr [r15 + 320]
-    movsxd rsi, dword ptr [r15 + 128]
-    mov r9d, 159
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov edi, 13
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    movzx edi, r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rsi
-    mov esi, dword ptr [r15 + 576]
-    vpcmpeqb xmm15, xmm15, xmm1
-    mov r9d, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    movzx r8d, cl
-    mov r8, r10
-    movzx ecx, dl
-    and esi, dword ptr [r15 + 448]
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov rdx, rdx
-    jmp 1f
-1:
-    mov rbp, r10
-    mov edx, eax
-    and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 3392]
-    add rbp, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 512], r8
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 448]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c165:
-    lea rcx, [rip + .Lc1_d13759_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13759_j_t
-.Lc1_d13759_j:
-    mov byte ptr [r15 + 192], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    movzx ebp, cl
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, al
-    mov rbp, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov r8, r10
-    mov rax, qword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 640]
-    mov rdx, rdi
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm2
-    mov r8, r10
-    jmp 1f
-1:
-    and r8, 4032
-    movsxd rdi, dword ptr [r15 + r8 + 3392]
-    mov r8d, 63
-    mov r8d, eax
-    vmovq xmm15, r8
-    mov r8, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 256], 84
-    mov eax, edx
-    mov rax, rax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], r8d
-    movzx r8d, bpl
-    mov r8d, 242
-    movzx edx, dil
-    mov r8d, edx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], eax
-    add rdx, qword ptr [r15 + 384]
-    mov r8d, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov eax, 253
-    mov eax, dword ptr [r15 + 384]
-    movzx edi, r9b
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c166:
-    mov r8, r10
-    mov byte ptr [r15 + 512], dl
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 247
-    mov r8, r8
-    mov dword ptr [r15 + 384], 40
-    jmp 1f
-1:
-    mov r8d, r9d
-    jmp 1f
-1:
-    mov r8, r10
-    mov edi, dword ptr [r15 + 128]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    mov byte ptr [r15 + 320], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edi
-    mov edi, 164
-    mov rdi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    mov byte ptr [r15 + 0], r8b
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1564160
+    test dword ptr [r15 + 67117723], 524288
     jnz 1f
 1:
-    mov rdx, rax
-    mov edx, edi
-    jmp 1f
-1:
-    mov byte ptr [r15 + 704], dl
-    mov edx, 92
-    movsxd rdi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 256], r9d
-    mov edx, 251
-    movsxd rdx, dword ptr [r15 + 64]
-    mov eax, edx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], dil
-    mov r8, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, r8
-    and r8, 8128
-    mov edi, dword ptr [r15 + r8 + 7488]
-    movzx r8d, dil
-    mov rdx, qword ptr [r15 + 192]
-    mov edi, 195
-    movzx edi, al
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c167:
-    lea rcx, [rip + .Lc1_d13865_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13865_j_t
-.Lc1_d13865_j:
-    mov dword ptr [r15 + 512], 236
-    mov dword ptr [r15 + 256], 48
-    mov ecx, dword ptr [r15 + 128]
-    mov edi, 240
-    mov dword ptr [r15 + 0], 254
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    movzx edi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, 111
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 89
-    mov r9, rcx
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    or qword ptr [r15 + 576], 98
-    mov qword ptr [r15 + 384], rdx
-    mov r9, r10
-    mov edx, dword ptr [r15 + 448]
-    and r9, 1984
-    vmovdqu xmmword ptr [r15 + r9 + 1344], xmm15
-    mov r9d, 191
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 231
-    mov r9, r10
-    mov eax, 171
-    mov r8, r10
-    and r9, 4032
-    mov rax, qword ptr [r15 + r9 + 3392]
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 832]
-    mov edi, edx
-    movzx r8d, dl
-    mov r8d, dword ptr [r15 + 768]
-    mov edx, r8d
-    mov byte ptr [r15 + 64], al
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c168:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8192
-    setz al
-    lea rcx, [rip + .Lc1_d13916_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13916_s_t
-    .p2align 3
-.Lc1_d13916_s:
-    .p2align 3
-    jmp .Lc1_d13916_j
-    .p2align 3
-    jmp .Lc1_d13916_j
-.Lc1_d13916_j:
-    mov qword ptr [r15 + 0], rcx
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, ecx
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 320], 3
-    movzx ecx, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 64], 214
-    and ecx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, rcx
-    add rcx, qword ptr [r15 + 512]
-    mov r8, r10
-    mov byte ptr [r15 + 64], r8b
-    movsxd rax, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], esi
-    mov byte ptr [r15 + 320], cl
-    mov r8, r10
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], al
-    movzx eax, cl
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
-    mov r8d, edi
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    mov byte ptr [r15 + 448], cl
-    jmp 1f
-1:
-    mov r8, r10
-    mov dword ptr [r15 + 384], ecx
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c169:
-    movzx ecx, cl
-    movsxd rcx, dword ptr [r15 + 768]
-    movzx edi, byte ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + 384]
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], dil
-    mov edi, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm2
-    mov dword ptr [r15 + 384], 108
-    mov rbp, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm15
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, cl
-    mov byte ptr [r15 + 704], dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 1408], rdi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r10
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 512]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 217
-    mov ebp, 134
-    mov rbp, qword ptr [r15 + 320]
-    movzx r9d, byte ptr [r15 + 192]
-    movzx ecx, dil
-    movzx ecx, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c170:
-    lea rcx, [rip + .Lc1_d14019_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14019_j_t
-.Lc1_d14019_j:
-    and ecx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 320]
-    mov edi, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 192], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edi, ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 576]
-    mov rbp, rdx
-    mov rbp, qword ptr [r15 + 128]
-    mov edx, 222
-    mov dword ptr [r15 + 448], edx
-    movsxd rdx, dword ptr [r15 + 64]
-    mov r9, r10
-    mov r8, rcx
-    mov qword ptr [r15 + 320], r8
-    and r9, 448
-    movsxd r8, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 512]
-    movzx ecx, bpl
-    mov rbp, r10
-    mov r9, r10
-    mov byte ptr [r15 + 128], dl
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], ebp
-    and r9, 8128
-    movzx ebp, byte ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c171:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    movzx esi, sil
-    mov rsi, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 60
-    jmp 1f
-1:
-    mov esi, 223
-    jmp 1f
-1:
-    mov rdx, rax
-    jmp 1f
-1:
-    vpxor xmm15, xmm15, xmm9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 704]
-    mov byte ptr [r15 + 512], dl
-    movzx edx, byte ptr [r15 + 64]
-    add rbp, qword ptr [r15 + 640]
-    mov r9, r10
-    mov rsi, qword ptr [r15 + 448]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], dil
-    movzx r9d, r9b
-    movzx r9d, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 192], r9b
-    mov r8, r10
-    mov r9, r10
-    movzx edx, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 320], rbp
+    mov r8, r11
+    mov rbp, r11
     and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], bpl
-    and r9, 4032
-    mov r8d, dword ptr [r15 + r9 + 3392]
-    mov r9, rdx
-    movzx r9d, bpl
-    add r10, r11
+    mov byte ptr [r15 + r8 + 1344], al
+    movzx eax, cl
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ecx
+    mov dword ptr [r15 + 576], 99
+    vmovdqu ymmword ptr [r15 + 256], ymm2
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 384], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    mov byte ptr [r15 + 128], bpl
+    movzx eax, byte ptr [r15 + 512]
+    mov r8d, 152
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 64], ecx
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c172:
+    mov rbp, r11
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    movzx ebp, al
+    or qword ptr [r15 + 0], 30
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    mov ebp, 197
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm2, r8
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 448]
+    movsxd rbp, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 640]
+    mov edx, dword ptr [r15 + 704]
+    mov rsi, rdx
+    mov dword ptr [r15 + 512], esi
+    mov dword ptr [r15 + 384], ebp
+    mov dword ptr [r15 + 128], 254
+    jmp 1f
+1:
+    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + 320]
+    movzx esi, al
+    jmp 1f
+1:
+    mov esi, 32
+    mov esi, r8d
+    vmovdqu ymmword ptr [r15 + 384], ymm2
+    mov rbp, r11
+    mov r8d, 152
+    jmp 1f
+1:
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rdx
+    mov rbp, qword ptr [r15 + 256]
+    mov r8, r11
+    mov dword ptr [r15 + 128], r8d
+    mov dword ptr [r15 + 192], 27
+    jmp 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 159
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c173:
+    lea rcx, [rip + .Lc1_d14110_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14110_j_t
+.Lc1_d14110_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 30
+    movzx ecx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rcx, r8
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 128]
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 384]
+    movzx edx, r8b
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov dword ptr [r15 + 320], r8d
+    mov rbp, r8
+    mov ebp, r8d
+    mov ebp, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov r8d, ebp
+    mov rbp, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], ecx
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    and ebp, dword ptr [r15 + 64]
+    mov r9, r11
+    mov edx, dword ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 256]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], ecx
+    movzx r9d, byte ptr [r15 + 192]
+    mov ecx, r9d
+    movzx ecx, byte ptr [r15 + 448]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c174:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d14118_s]
+    lea rcx, [rip + .Lc1_d14163_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14118_s_t
+    jmp .Lc1_d14163_s_t
     .p2align 3
-.Lc1_d14118_s:
+.Lc1_d14163_s:
     .p2align 3
-    jmp .Lc1_d14118_j
+    jmp .Lc1_d14163_j
     .p2align 3
-    jmp .Lc1_d14118_j
+    jmp .Lc1_d14163_j
     .p2align 3
-    jmp .Lc1_d14118_j
+    jmp .Lc1_d14163_j
     .p2align 3
-    jmp .Lc1_d14118_j
+    jmp .Lc1_d14163_j
     .p2align 3
-    jmp .Lc1_d14118_j
+    jmp .Lc1_d14163_j
     .p2align 3
-    jmp .Lc1_d14118_j
+    jmp .Lc1_d14163_j
     .p2align 3
-    jmp .Lc1_d14118_j
+    jmp .Lc1_d14163_j
     .p2align 3
-    jmp .Lc1_d14118_j
-.Lc1_d14118_j:
-    movzx ecx, byte ptr [r15 + 128]
-    add qword ptr [r15 + 768], r9
-    mov r8, r10
-    mov r9d, ebp
-    mov r9, r10
+    jmp .Lc1_d14163_j
+.Lc1_d14163_j:
+    lea rbp, [r11 + r11*1]
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    movsxd rax, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], eax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], 171
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 148
+    movzx eax, bpl
+    mov eax, 140
+    vmovdqu xmmword ptr [r15 + 0], xmm2
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], eax
+    mov rax, qword ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 640]
+    mov byte ptr [r15 + 256], cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 512]
+    mov r8, r11
+    movzx r9d, r8b
     and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], eax
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 232
-    mov dword ptr [r15 + 256], 188
+    mov r9d, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 143
-    mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + 128]
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 251
-    and eax, dword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 448]
+    add qword ptr [r15 + r8 + 7488], r9
     jmp 1f
 1:
+    movsxd r9, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 320], rsi
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 384]
-    mov edi, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 384], 102
-    mov esi, 165
-    movzx esi, byte ptr [r15 + 512]
-    add r10, r11
+    mov r8, qword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + rbp + 1408]
+    movsxd rbp, dword ptr [r15 + 192]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c173:
-    movzx r8d, dil
-    mov r8d, r8d
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 128], 21
-    mov byte ptr [r15 + 256], cl
-    mov dword ptr [r15 + 64], 80
-    and r8, 448
-    mov dword ptr [r15 + r8 + 896], 83
+.Lc1_b9_c175:
+    mov rbp, r11
     jmp 1f
 1:
+    and rbp, 16320
+    movsxd rsi, dword ptr [r15 + rbp + 15680]
+    .byte 0x66, 0x90
+    mov qword ptr [r15 + 256], r8
+    mov r9d, 97
+    mov byte ptr [r15 + 320], r9b
+    mov byte ptr [r15 + 0], r9b
+    nop
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx edi, r8b
-    add rdi, qword ptr [r15 + 320]
-    mov rax, rax
-    mov rax, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 576], eax
-    mov qword ptr [r15 + 0], rdi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpcmpeqb xmm2, xmm2, xmm10
+    mov r9, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 128]
-    mov rsi, r8
-    mov r8d, edi
-    movzx r8d, dil
-    mov r8, r10
-    mov dword ptr [r15 + 448], 17
-    mov rbp, r10
+    mov ecx, ebp
+    mov dword ptr [r15 + 128], 101
     jmp 1f
 1:
-    and r8, 4032
-    movsxd rdi, dword ptr [r15 + r8 + 3392]
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 704]
+    mov rbp, rbp
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], esi
+    mov r9, qword ptr [r15 + 64]
+    mov ebp, r9d
+    vmovq xmm2, rcx
+    mov dword ptr [r15 + 512], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], cl
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], sil
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm2
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + 640]
-    mov byte ptr [r15 + 384], sil
-    mov dword ptr [r15 + 512], esi
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c174:
-    lea rcx, [rip + .Lc1_d14216_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14216_j_t
-.Lc1_d14216_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, r8b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 192], sil
-    movzx ecx, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    inc dword ptr [r15 + 256]
-    mov dword ptr [r15 + 384], 221
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + 320], r8b
-    mov r8, r10
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm15
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 128]
-    mov rsi, r8
-    movsxd r8, dword ptr [r15 + 448]
-    mov rax, r8
-    mov edx, ebp
-    mov r8, rdx
-    mov r9, r10
-    mov rdx, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 704], rbp
-    and r9, 8128
-    mov r8d, dword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 64], 130
-    mov r9, rdx
-    mov dword ptr [r15 + rbp + 1408], 94
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c175:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32
-    setz al
-    lea rcx, [rip + .Lc1_d14270_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14270_s_t
-    .p2align 3
-.Lc1_d14270_s:
-    .p2align 3
-    jmp .Lc1_d14270_j
-    .p2align 3
-    jmp .Lc1_d14270_j
-.Lc1_d14270_j:
-    and ecx, dword ptr [r15 + 320]
-    mov rax, qword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdx, rcx
-    mov rcx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 206
-    .byte 0x0f, 0x1f, 0x00
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    nop
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 256]
-    mov rbp, r10
-    movsxd rsi, dword ptr [r15 + 576]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    jmp 1f
-1:
-    mov rbp, r9
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    movzx r9d, dl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], r9
-    mov r9, r8
-    mov r9d, r9d
-    jmp 1f
-1:
-    mov r9, r9
-    mov dword ptr [r15 + 384], 248
-    mov r9d, dword ptr [r15 + 384]
-    mov r8, r10
-    mov byte ptr [r15 + 192], bpl
-    and r8, 448
-    add qword ptr [r15 + r8 + 832], rdi
-    mov r8d, 214
-    vpcmpeqb xmm15, xmm15, xmm11
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 64], 16
     mov rbp, qword ptr [r15 + 448]
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c176:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 512], bpl
-    nop
-    mov qword ptr [r15 + 320], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d14278_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14278_j_t
+.Lc1_d14278_j:
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 0]
+    mov rcx, rcx
+    mov rcx, rbp
+    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, eax
-    test dword ptr [r15 + 67117723], 8192
-    jnz 1f
-1:
-    mov edi, r8d
-    mov rdi, qword ptr [r15 + 320]
-    mov rax, qword ptr [r15 + 640]
-    mov dword ptr [r15 + 256], eax
-    mov qword ptr [r15 + 64], rbp
-    mov rbp, r10
-    movzx eax, bpl
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], edi
-    mov rbp, qword ptr [r15 + 384]
-    movsxd rdi, dword ptr [r15 + 128]
-    mov r8, r10
-    vmovdqu ymmword ptr [r15 + 192], ymm15
-    mov rax, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 70
-    mov r8, r10
-    mov r9d, 231
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], edx
+    mov r9d, 165
+    movzx r9d, r9b
+    mov r9, rbp
+    mov r9d, dword ptr [r15 + 384]
+    movzx ecx, cl
+    movsxd rcx, dword ptr [r15 + 320]
+    mov r8, r11
+    mov edx, dword ptr [r15 + 448]
+    vmovdqu xmmword ptr [r15 + 512], xmm2
     and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], dil
-    add r10, r11
+    mov byte ptr [r15 + r8 + 1344], sil
+    mov qword ptr [r15 + 128], rcx
+    mov r8d, dword ptr [r15 + 64]
+    mov r8, r11
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 256], xmm2
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov r8d, r9d
+    mov r9d, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 576]
+    mov rsi, qword ptr [r15 + 192]
+    mov eax, esi
+    mov dword ptr [r15 + 320], 46
+    mov byte ptr [r15 + 768], r9b
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c177:
-    lea rcx, [rip + .Lc1_d14375_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14375_j_t
-.Lc1_d14375_j:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 512]
-    mov r8, r10
-    movsxd rdi, dword ptr [r15 + 512]
-    mov rax, qword ptr [r15 + 704]
-    movzx ebp, byte ptr [r15 + 256]
-    and r8, 4032
-    mov r9, qword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov r8d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 192]
-    movzx r8d, r9b
-    mov dword ptr [r15 + 384], r8d
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 768], al
-    mov r8, r10
-    movsxd rax, dword ptr [r15 + 320]
-    mov r9d, ebp
-    and r8, 1984
-    movzx r9d, byte ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 128]
-    mov rsi, rax
-    mov r8, r10
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 448]
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], al
     and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 64], r8b
-    add r10, r11
+    movsxd rsi, dword ptr [r15 + r8 + 7488]
+    mov r9d, 158
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + r8 + 7552]
+    mov r8d, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 320], 203
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 43
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 179
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], r8b
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 256], ymm2
+    mov r8d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], r8d
+    add r8, qword ptr [r15 + 448]
+    mov rbp, r11
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 128]
+    mov rcx, rsi
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 214
+    and ebp, dword ptr [r15 + 640]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 63
+    mov ebp, 217
+    jmp 1f
+1:
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c178:
-    mov byte ptr [r15 + 192], sil
-    mov r8, r10
-    and esi, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov eax, 12
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
-    mov ecx, dword ptr [r15 + 448]
-    mov r8, rcx
+    lea rcx, [rip + .Lc1_d14371_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14371_j_t
+.Lc1_d14371_j:
+    lea rbp, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + 256], ymm2
+    and rbp, 448
+    mov r8, r11
+    add rcx, qword ptr [r15 + rbp + 896]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 69
+    mov r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, 233
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, rbp
-    mov rbp, rdx
-    and ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 52
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
-    movsxd r9, dword ptr [r15 + 256]
-    movzx edx, byte ptr [r15 + 128]
-    add r9, qword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 384]
-    mov r9d, 134
-    mov r9, rbp
-    movzx ebp, byte ptr [r15 + 320]
-    mov r9, r10
-    mov byte ptr [r15 + 320], al
-    jmp 1f
+    mov r8, rbp
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], 220
+    mov r8d, ebp
+    mov dword ptr [r15 + 384], ecx
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
-    and r9, 8128
-    mov eax, dword ptr [r15 + r9 + 7488]
-    movsxd r9, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 64], edx
-    mov rdx, rcx
+    movzx r8d, byte ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 448]
+    mov r9, r11
+    mov rsi, r9
+    and r9, 4032
+    mov esi, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
+    mov qword ptr [r15 + 320], rsi
+    mov dword ptr [r15 + rbp + 832], 185
     jmp 1f
 1:
-    add r10, r11
+    mov dword ptr [r15 + 128], esi
+    vmovdqu ymmword ptr [r15 + 128], ymm2
+    mov rsi, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 768], rsi
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 512]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c179:
+    mov dword ptr [r15 + 0], 147
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    mov rsi, qword ptr [r15 + r8 + 3392]
+    movzx r8d, r9b
+    jmp 1f
+1:
+    mov r8d, r9d
+    mov r8d, 51
+    mov r8d, 173
+    jmp 1f
+1:
+    mov r9d, esi
+    mov r9, r11
+    movzx r8d, sil
+    vpor xmm2, xmm2, xmm2
+    jmp 1f
+1:
+    and r9, 1984
+    mov esi, dword ptr [r15 + r9 + 1344]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], r8
+    movzx r9d, byte ptr [r15 + 512]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], r8d
+    mov dword ptr [r15 + 192], esi
+    mov esi, r8d
+    mov esi, dword ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 256]
+    mov ecx, ebp
+    mov dword ptr [r15 + 128], ecx
+    mov rbp, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 576], sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c180:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d14470_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14470_s_t
+    .p2align 3
+.Lc1_d14470_s:
+    .p2align 3
+    jmp .Lc1_d14470_j
+    .p2align 3
+    jmp .Lc1_d14470_j
+.Lc1_d14470_j:
+    movsxd rcx, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 320], ymm2
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 130
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r8
+    mov rax, rax
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    mov eax, ecx
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 192
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 448]
+    mov esi, 68
+    movsxd rsi, dword ptr [r15 + 128]
+    mov ebp, 232
+    movsxd rbp, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r9, rax
+    mov dword ptr [r15 + 640], r9d
+    mov rax, qword ptr [r15 + 384]
+    movzx r9d, al
+    mov r9d, dword ptr [r15 + 64]
+    mov edx, 42
+    mov r9, r11
+    mov dword ptr [r15 + 704], r9d
+    mov rdx, rbp
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    mov r9d, 149
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 8128
+    mov rbp, qword ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c181:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d14475_s]
+    lea rcx, [rip + .Lc1_d14532_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14475_s_t
+    jmp .Lc1_d14532_s_t
     .p2align 3
-.Lc1_d14475_s:
+.Lc1_d14532_s:
     .p2align 3
-    jmp .Lc1_d14475_j
+    jmp .Lc1_d14532_j
     .p2align 3
-    jmp .Lc1_d14475_j
+    jmp .Lc1_d14532_j
     .p2align 3
-    jmp .Lc1_d14475_j
+    jmp .Lc1_d14532_j
     .p2align 3
-    jmp .Lc1_d14475_j
+    jmp .Lc1_d14532_j
     .p2align 3
-    jmp .Lc1_d14475_j
+    jmp .Lc1_d14532_j
     .p2align 3
-    jmp .Lc1_d14475_j
+    jmp .Lc1_d14532_j
     .p2align 3
-    jmp .Lc1_d14475_j
+    jmp .Lc1_d14532_j
     .p2align 3
-    jmp .Lc1_d14475_j
+    jmp .Lc1_d14532_j
     .p2align 3
-    jmp .Lc1_d14475_j
+    jmp .Lc1_d14532_j
     .p2align 3
-    jmp .Lc1_d14475_j
+    jmp .Lc1_d14532_j
     .p2align 3
-    jmp .Lc1_d14475_j
+    jmp .Lc1_d14532_j
     .p2align 3
-    jmp .Lc1_d14475_j
+    jmp .Lc1_d14532_j
     .p2align 3
-    jmp .Lc1_d14475_j
+    jmp .Lc1_d14532_j
     .p2align 3
-    jmp .Lc1_d14475_j
+    jmp .Lc1_d14532_j
     .p2align 3
-    jmp .Lc1_d14475_j
+    jmp .Lc1_d14532_j
     .p2align 3
-    jmp .Lc1_d14475_j
-.Lc1_d14475_j:
-    mov ecx, dword ptr [r15 + 64]
-    mov r9, rdx
-    mov edx, 119
+    jmp .Lc1_d14532_j
+.Lc1_d14532_j:
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 167
-    movzx edx, dl
-    mov rdx, rdx
-    movsxd rdx, dword ptr [r15 + 448]
-    mov r9, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 0], 98
+    jmp 1f
+1:
+    mov rax, rcx
+    jmp 1f
+1:
+    mov eax, 87
+    jmp 1f
+1:
+    vmovdqu xmm2, xmmword ptr [r15 + 0]
+    vmovdqu xmmword ptr [r15 + 0], xmm2
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    vpxor xmm15, xmm15, xmm0
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 146
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    mov rbp, rax
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov eax, 54
-    mov dword ptr [r15 + 0], 142
-    add qword ptr [r15 + 0], r9
+    mov edx, 239
+    movsxd rax, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 768], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 101
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 448], al
+    mov edx, dword ptr [r15 + 128]
+    mov rbp, r11
     jmp 1f
 1:
-    mov eax, 150
-    vpshufd xmm15, xmm15, 231
-    mov r9, r10
-    movzx eax, sil
-    movzx eax, byte ptr [r15 + 640]
-    mov esi, ecx
-    and r9, 8128
-    movsxd rsi, dword ptr [r15 + r9 + 7488]
+    and rbp, 448
+    xor dword ptr [r15 + rbp + 832], ecx
     jmp 1f
 1:
-    mov r9d, 1
+    movzx ebp, byte ptr [r15 + 320]
+    mov eax, 34
+    mov rax, qword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r9, rcx
-    mov r9, r10
-    mov r8, r10
-    mov dword ptr [r15 + 128], eax
-    movzx eax, r8b
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm15
-    and r8, 4032
-    mov r9d, dword ptr [r15 + r8 + 3392]
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 256]
+    movzx r8d, dl
+    and r9, 1984
+    movzx edx, byte ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    mov r8, rsi
-    mov dword ptr [r15 + 320], ecx
-    add r10, r11
+    jmp 1f
+1:
+    movzx r9d, dil
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 384]
+    mov rdi, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 192]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c180:
-    lea rcx, [rip + .Lc1_d14549_j]
+.Lc1_b9_c182:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov eax, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 192]
+    movzx edi, byte ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + 576]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 79
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + 320]
+    mov rdx, r9
+    vpshufd xmm2, xmm2, 64
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + 448]
+    mov r9d, r9d
+    movzx r9d, r9b
+    mov r9, r11
+    mov rbp, r11
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3392]
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx r8d, sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, 2
+    jmp 1f
+1:
+    mov byte ptr [r15 + 640], r9b
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 320]
+    mov r9, r11
+    movsxd rsi, dword ptr [r15 + 384]
+    and r9, 1984
+    mov esi, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c183:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d14657_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14549_j_t
-.Lc1_d14549_j:
-    lea r8, [r10 + r10*1]
-    mov rcx, r8
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    jmp .Lc1_d14657_j_t
+.Lc1_d14657_j:
+    mov qword ptr [r15 + 256], rcx
+    mov byte ptr [r15 + 512], cl
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    movzx eax, r9b
-    mov r9, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 16320
-    add rax, qword ptr [r15 + r9 + 15680]
-    mov r9d, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov byte ptr [r15 + 0], cl
+    mov qword ptr [r15 + 0], rdi
+    mov ecx, 3
     jmp 1f
 1:
-    mov ecx, edx
+    mov byte ptr [r15 + 0], cl
+    mov rcx, rcx
+    mov rcx, rsi
+    vmovdqu ymmword ptr [r15 + 448], ymm2
+    test dword ptr [r15 + 67117724], 32768
+    jz 1f
+1:
+    mov rbp, r11
     jmp 1f
 1:
+    mov byte ptr [r15 + 320], bpl
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rcx
+    mov rbp, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], ebp
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    mov r8, r11
+    mov dword ptr [r15 + rbp + 832], 49
+    mov ebp, 6
+    mov byte ptr [r15 + 128], cl
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 384]
+    mov ecx, 206
+    mov byte ptr [r15 + 192], sil
+    mov ecx, 130
+    or qword ptr [r15 + 704], 116
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c184:
+    lea rcx, [rip + .Lc1_d14709_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14709_j_t
+.Lc1_d14709_j:
+    movzx ecx, bpl
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 768]
+    lea rbp, [r11 + r11*1]
+    vmovdqu xmmword ptr [r15 + 320], xmm2
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3456], rbp
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 0], 111
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, r8b
+    mov edx, 156
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], 211
+    mov r9, r11
+    mov edx, dword ptr [r15 + 512]
+    movsxd rsi, dword ptr [r15 + 64]
+    mov rdi, r8
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r8
+    mov dword ptr [r15 + 64], r8d
+    jmp 1f
+1:
+    mov r8d, r9d
+    mov byte ptr [r15 + 256], dil
+    mov dword ptr [r15 + 192], 193
+    mov rdi, qword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 384]
+    mov r9d, dword ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 576]
+    jmp 1f
+1:
+    mov r8d, ecx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c185:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 90
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 214
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 256]
+    movsxd r9, dword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 448]
+    mov rbp, r11
+    mov qword ptr [r15 + 128], rdi
+    and rbp, 448
+    mov rdi, qword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 384], rdi
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov rdi, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 192]
+    and rbp, 1984
+    mov r8, r11
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    and r8, 16320
+    mov rsi, qword ptr [r15 + r8 + 15680]
+    mov r8d, 29
+    movzx r8d, byte ptr [r15 + rbp + 1408]
+    and ebp, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 640], rdi
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 128]
+    mov rax, rcx
+    movsxd rax, dword ptr [r15 + 704]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c186:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d14809_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14809_s_t
+    .p2align 3
+.Lc1_d14809_s:
+    .p2align 3
+    jmp .Lc1_d14809_j
+    .p2align 3
+    jmp .Lc1_d14809_j
+.Lc1_d14809_j:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 36
+    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    add rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 512], r9b
-    and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 768]
-    mov edi, dword ptr [r15 + 64]
-    mov edx, edi
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    mov dword ptr [r15 + 448], r9d
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 384]
-    mov rdi, qword ptr [r15 + 384]
-    mov r9d, dword ptr [r15 + r8 + 1408]
-    add r8, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 128]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c181:
-    mov rbp, r10
-    and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 7488]
-    mov rbp, r9
-    mov dword ptr [r15 + 576], 72
-    movsxd r9, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    vpmovmskb r9d, xmm15
-    mov dword ptr [r15 + 0], ebp
-    movzx ebp, byte ptr [r15 + 384]
-    mov r9, r10
-    mov r8d, eax
-    jmp 1f
-1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 9
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + 128], 44
-    mov rax, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    and r9, 448
-    add rax, qword ptr [r15 + r9 + 896]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 832], r8
-    mov dword ptr [r15 + 640], 43
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], r8d
-    mov edx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r8
-    mov r9, qword ptr [r15 + 256]
-    mov byte ptr [r15 + 320], r9b
-    mov r9d, 183
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c182:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4096
-    setz al
-    lea rcx, [rip + .Lc1_d14654_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14654_s_t
-    .p2align 3
-.Lc1_d14654_s:
-    .p2align 3
-    jmp .Lc1_d14654_j
-    .p2align 3
-    jmp .Lc1_d14654_j
-.Lc1_d14654_j:
-    mov rcx, r9
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov rbp, r10
-    movzx ecx, bpl
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, sil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 170
-    add rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 704]
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 210
-    mov rbp, r10
-    mov dword ptr [r15 + 448], 101
-    jmp 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 176
-    mov ebp, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 192], 163
-    movzx edx, bpl
-    mov r9, qword ptr [r15 + 128]
-    mov rdx, r9
-    mov dword ptr [r15 + 512], edx
-    mov rdx, rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 320], bpl
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c183:
-    lea rcx, [rip + .Lc1_d14714_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14714_j_t
-.Lc1_d14714_j:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 128]
-    movzx edx, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    mov rbp, r10
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    and rbp, 1984
-    movzx r9d, byte ptr [r15 + rbp + 1344]
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov rsi, rcx
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 832]
-    mov rbp, rsi
-    mov ebp, dword ptr [r15 + 512]
-    mov ecx, 211
-    mov ecx, 49
-    mov qword ptr [r15 + 64], rcx
-    movzx ecx, dil
-    jmp 1f
-1:
-    inc dword ptr [r15 + 192]
-    mov dword ptr [r15 + 256], 23
-    jmp 1f
-1:
-    mov ecx, esi
-    jmp 1f
-1:
-    mov r8, r10
-    jmp 1f
-1:
-    mov esi, r8d
-    jmp 1f
-1:
-    and r8, 8128
-    mov esi, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov r8d, edx
-    mov r8d, ecx
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 320]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c184:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    add rax, qword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov edi, eax
-    mov rax, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r9, rax
-    movzx eax, cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 134
-    mov rbp, r10
-    vpmovmskb eax, xmm15
-    jmp 1f
-1:
-    and rbp, 8128
-    vmovdqu xmmword ptr [r15 + rbp + 7488], xmm15
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 448]
-    add rbp, qword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 541065216
-    jnz 1f
-1:
-    mov rbp, rbp
-    mov rbp, r10
-    jmp 1f
-1:
-    mov qword ptr [r15 + 576], rbp
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 211
-    mov rbp, r10
-    mov rax, rax
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
-    and eax, dword ptr [r15 + 256]
-    mov esi, 195
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, r9b
-    mov qword ptr [r15 + 512], rax
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c185:
-    lea rcx, [rip + .Lc1_d14821_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14821_j_t
-.Lc1_d14821_j:
-    mov rbp, r10
-    mov ecx, 206
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 35
-    mov qword ptr [r15 + 0], rsi
-    movzx ebp, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov ebp, 67
-    mov ecx, ebp
     mov qword ptr [r15 + 0], rcx
-    and ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov ecx, dword ptr [r15 + 384]
-    mov r9, r10
-    and ebp, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 192], esi
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], cl
-    mov dword ptr [r15 + 320], ecx
+    mov ecx, dword ptr [r15 + 192]
+    movzx eax, al
+    movsxd rax, dword ptr [r15 + 384]
+    movsxd rdi, dword ptr [r15 + 512]
     jmp 1f
 1:
+    mov qword ptr [r15 + 320], rdi
+    mov rdi, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 256]
+    mov rbp, r11
+    mov r8, r11
+    add rdi, qword ptr [r15 + 768]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 246
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 233
+    mov esi, 88
+    lea r8, [r11 + r11*1]
+    mov ebp, r8d
+    and r8, 8128
+    movsxd rbp, dword ptr [r15 + r8 + 7488]
+    movzx esi, bpl
+    movzx ebp, dil
+    mov byte ptr [r15 + 64], bpl
+    mov ebp, ebp
     jmp 1f
 1:
-    mov ecx, ecx
-    mov rsi, qword ptr [r15 + 64]
+    .byte 0x66, 0x90
+    mov dword ptr [r15 + 448], ebp
+    mov dword ptr [r15 + 128], r8d
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rcx, rbp
-    mov rcx, rcx
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], r9
-    mov r8, r10
-    mov rcx, rcx
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm15
-    mov r9d, 4
-    mov r8d, 38
-    mov dword ptr [r15 + 128], 118
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 640]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c186:
-    lea rcx, [rip + .Lc1_d14879_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14879_j_t
-.Lc1_d14879_j:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 47
-    mov ecx, ecx
-    mov ecx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 128], 223
-    mov qword ptr [r15 + 320], rcx
-    mov edx, dword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    add rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 46
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, r9d
-    mov r9d, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r9, r10
-    movzx ecx, byte ptr [r15 + 384]
-    mov r8d, 179
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 73
-    mov r9, rdx
-    movzx r9d, r9b
-    mov r9, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, ecx
-    and r9, 8128
-    mov ecx, dword ptr [r15 + r9 + 7488]
-    movzx r9d, byte ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 512], ymm15
-    mov r8, r9
-    movzx r9d, byte ptr [r15 + 256]
-    mov esi, dword ptr [r15 + 448]
-    mov rbp, rdi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 768], bpl
-    add r10, r11
+    movzx ebp, bpl
+    mov qword ptr [r15 + 256], rsi
+    vmovdqu xmmword ptr [r15 + r8 + 7552], xmm2
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c187:
-    mov ebp, dword ptr [r15 + 256]
-    mov r9d, ebp
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 512]
-    add rbp, qword ptr [r15 + 448]
-    mov r8, rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], esi
-    mov rbp, qword ptr [r15 + 320]
-    mov rbp, r10
-    mov esi, 65
-    mov eax, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov r8, r10
-    and rbp, 4032
-    vmovdqu xmm15, xmmword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 64]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 80
-    mov r8, rsi
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    movzx esi, sil
-    movsxd rsi, dword ptr [r15 + 128]
-    mov r8, r10
-    jmp 1f
-1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 200
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], ebp
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c188:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4096
-    setz al
-    lea rcx, [rip + .Lc1_d14982_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14982_s_t
-    .p2align 3
-.Lc1_d14982_s:
-    .p2align 3
-    jmp .Lc1_d14982_j
-    .p2align 3
-    jmp .Lc1_d14982_j
-.Lc1_d14982_j:
-    mov dword ptr [r15 + 384], r8d
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov eax, 28
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, ecx
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 218
-    mov dword ptr [r15 + 704], 134
-    jmp 1f
-1:
-    mov rbp, r10
-    lea r8, [r10 + r10*1]
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 128]
-    and r8, 1984
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r8 + 1408]
-    mov qword ptr [r15 + 448], r8
-    mov ecx, ebp
-    mov ecx, 107
-    vpxor xmm15, xmm15, xmm10
-    mov ecx, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r10
-    mov eax, 119
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 255
-    mov dword ptr [r15 + 512], ebp
-    mov r9d, 61
-    mov r9, rax
-    mov qword ptr [r15 + 320], rcx
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm15
-    mov ecx, dword ptr [r15 + 64]
-    vpshufd xmm15, xmm15, 139
-    and ecx, dword ptr [r15 + 192]
-    mov r9d, dword ptr [r15 + 384]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c189:
-    inc dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 129
-    mov rcx, r9
-    mov ecx, r9d
-    mov r9d, 163
-    mov r9d, dword ptr [r15 + 192]
-    mov ecx, eax
-    jmp 1f
-1:
-    mov ecx, 79
-    movzx ecx, byte ptr [r15 + 320]
-    movzx eax, r9b
-    mov r9d, r9d
-    test ebx, 4608
-    jz 1f
-1:
-    mov r9, r9
-    movzx r9d, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rbp, r10
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], al
+    mov rbp, r11
     and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov rbp, qword ptr [r15 + 768]
-    movsxd rax, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 64], 188
-    vpmovmskb ecx, xmm15
-    mov r8, r10
-    add rbp, qword ptr [r15 + 448]
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov esi, 40
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r10
-    mov rsi, r9
-    movsxd rsi, dword ptr [r15 + 128]
-    and r9, 4032
-    mov edx, dword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c190:
-    lea rcx, [rip + .Lc1_d15092_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15092_j_t
-.Lc1_d15092_j:
-    mov rbp, r10
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 26
-    mov qword ptr [r15 + 448], rbp
     mov rbp, qword ptr [r15 + 64]
     jmp 1f
 1:
-    movzx ecx, dl
-    mov rdx, r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, 41
-    movzx edx, dl
-    mov r8, r10
-    mov byte ptr [r15 + 128], r8b
-    mov qword ptr [r15 + 640], r8
-    jmp 1f
-1:
-    and r8, 1984
-    and edx, dword ptr [r15 + r8 + 1344]
-    mov eax, dword ptr [r15 + 256]
-    movzx r8d, sil
-    and eax, dword ptr [r15 + 0]
+    mov r8, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 192
+    mov ebp, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
+    mov ebp, ebp
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 180
+    movzx esi, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx esi, sil
-    mov r8, r10
-    mov esi, r8d
-    xor dword ptr [r15 + 0], eax
-    movzx eax, sil
-    and r8, 16320
-    mov eax, dword ptr [r15 + r8 + 15680]
-    movzx ecx, byte ptr [r15 + 384]
-    mov r8d, ecx
-    mov dword ptr [r15 + 512], esi
-    mov esi, dword ptr [r15 + 320]
-    mov r8, qword ptr [r15 + 576]
-    mov r9d, dword ptr [r15 + 192]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c191:
-    lea rcx, [rip + .Lc1_d15144_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15144_j_t
-.Lc1_d15144_j:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], r9d
-    movzx r9d, dil
-    mov r9d, 179
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r9b
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r9, r10
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 256]
-    and r9, 4032
-    mov r8, qword ptr [r15 + r9 + 3392]
-    mov r9, r10
-    movzx esi, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 64], esi
-    mov rsi, qword ptr [r15 + 384]
-    and r9, 448
-    mov rdx, qword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], cl
-    mov qword ptr [r15 + 128], r8
-    mov r9, r10
-    movzx eax, cl
-    mov dword ptr [r15 + 512], 33
-    mov rcx, qword ptr [r15 + 704]
-    and r9, 1984
-    mov rax, qword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 320]
-    add r9, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov edi, esi
-    mov edi, esi
-    jmp 1f
-1:
-    mov esi, 164
-    mov rsi, rcx
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c192:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 384], rax
-    mov eax, 171
+    mov ecx, dword ptr [r15 + 384]
+    movzx esi, byte ptr [r15 + 128]
     jmp 1f
 1:
     mov byte ptr [r15 + 320], sil
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rsi
-    mov esi, 201
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    movzx esi, r9b
-    mov esi, ecx
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 537182208
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r10
-    vmovdqu ymmword ptr [r15 + 0], ymm15
     jmp 1f
 1:
-    and r9, 448
-    add rsi, qword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 192], 246
-    mov r9d, dword ptr [r15 + 256]
-    mov r8, r10
-    mov rcx, qword ptr [r15 + 64]
-    vpor xmm15, xmm15, xmm15
-    and r8, 4032
-    add rsi, qword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 448]
-    mov rax, r8
-    movsxd r8, dword ptr [r15 + 768]
     jmp 1f
 1:
-    mov rbp, r10
-    or qword ptr [r15 + 576], 100
-    movsxd rdx, dword ptr [r15 + 128]
-    and rbp, 8128
-    mov rdi, qword ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 512]
-    add r10, r11
+    movzx esi, sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rcx
+    mov qword ptr [r15 + 512], rsi
+    mov dword ptr [r15 + 256], esi
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    and esi, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rcx
+    mov byte ptr [r15 + 64], bpl
+    mov r9d, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], ebp
+    mov byte ptr [r15 + 192], r9b
+    mov r9, rcx
+    movzx ebp, r9b
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c193:
+.Lc1_b9_c188:
+    lea rcx, [rip + .Lc1_d14915_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14915_j_t
+.Lc1_d14915_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 192]
+    movzx esi, r9b
+    mov r9d, ebp
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 640], ymm2
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 66
+    mov rbp, r11
+    mov r8, r11
+    mov eax, 40
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 704]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 128]
+    movzx ebp, al
+    mov ebp, dword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 512]
+    mov ebp, ebp
+    mov ebp, eax
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c189:
+    lea rcx, [rip + .Lc1_d14965_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14965_j_t
+.Lc1_d14965_j:
+    movzx ecx, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 31
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm2
+    vmovdqu ymmword ptr [r15 + 0], ymm2
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rbp, rax
+    mov dword ptr [r15 + 768], 168
+    movsxd rax, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 128], ymm2
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 256], 184
+    mov r9, r11
+    jmp 1f
+1:
+    mov r8, r11
+    and r9, 1984
+    mov edi, dword ptr [r15 + r9 + 1344]
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 832]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 8128
+    movsxd rsi, dword ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + 384]
+    mov edx, r9d
+    vmovdqu ymmword ptr [r15 + 128], ymm2
+    movsxd r9, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c190:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 192]
+    mov r9, r11
+    mov rbp, r11
+    jmp 1f
+1:
+    or qword ptr [r15 + 128], 83
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], edi
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 112
+    jmp 1f
+1:
+    mov r9d, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 256], 238
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 448]
+    mov ebp, 148
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + 64]
+    mov rbp, r11
+    mov edi, 95
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    movsxd rbp, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 576], r9
+    mov dword ptr [r15 + 640], ebp
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 320]
+    mov r9d, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm2
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c191:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 536870912
+    test dword ptr [r15 + 67117723], 134217728
     setz al
-    lea rcx, [rip + .Lc1_d15246_s]
+    lea rcx, [rip + .Lc1_d15065_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15246_s_t
+    jmp .Lc1_d15065_s_t
     .p2align 3
-.Lc1_d15246_s:
+.Lc1_d15065_s:
     .p2align 3
-    jmp .Lc1_d15246_j
+    jmp .Lc1_d15065_j
     .p2align 3
-    jmp .Lc1_d15246_j
-.Lc1_d15246_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 204
-    mov byte ptr [r15 + 0], cl
-    mov qword ptr [r15 + 0], rcx
+    jmp .Lc1_d15065_j
+.Lc1_d15065_j:
     jmp 1f
 1:
-    mov ecx, 171
-    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    and edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 178
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rcx
+    movzx edx, byte ptr [r15 + 64]
+    mov rbp, r11
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 704]
+    add rcx, qword ptr [r15 + 128]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov qword ptr [r15 + 448], rdx
+    mov rbp, r11
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rcx
+    jmp 1f
+1:
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rdx
+    and edi, dword ptr [r15 + 64]
+    mov rbp, rax
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 192]
+    mov rdx, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], rax
+    movzx eax, byte ptr [r15 + 512]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rdi
+    mov rbp, rbp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c192:
+    lea rcx, [rip + .Lc1_d15129_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15129_j_t
+.Lc1_d15129_j:
+    movzx ecx, byte ptr [r15 + 768]
+    jmp 1f
+1:
+    mov ebp, 78
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
     mov rcx, qword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 256], ymm15
-    mov qword ptr [r15 + 704], rcx
-    mov ecx, 5
-    mov byte ptr [r15 + 320], dl
-    movsxd rcx, dword ptr [r15 + 192]
-    movzx edx, byte ptr [r15 + 64]
-    mov eax, edx
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 256], rdi
+    mov ebp, edi
+    movzx ebp, byte ptr [r15 + 128]
+    test ebx, 1024
+    jnz 1f
+1:
+    mov rbp, r11
+    mov edi, ecx
+    and rbp, 4032
+    and ecx, dword ptr [r15 + rbp + 3392]
+    mov rbp, r11
     jmp 1f
 1:
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    mov r8, r10
     and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    mov r9, r10
-    and r8, 8128
-    mov edx, dword ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 448]
-    and r9, 4032
-    mov esi, dword ptr [r15 + r9 + 3392]
-    mov r9, qword ptr [r15 + 384]
-    mov edi, dword ptr [r15 + 128]
-    movzx r9d, dl
-    movzx r9d, byte ptr [r15 + 640]
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov ebp, dword ptr [r15 + 512]
+    mov rdi, rdi
+    mov rdi, rdi
+    mov dword ptr [r15 + 576], ecx
+    mov rdi, qword ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 384]
+    mov eax, 8
+    mov dword ptr [r15 + 320], 77
+    mov rdx, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], 236
     jmp 1f
 1:
-    xor dword ptr [r15 + 512], ecx
-    mov byte ptr [r15 + 384], bpl
-    movzx ecx, byte ptr [r15 + rbp + 1408]
-    add qword ptr [r15 + 320], rax
-    mov rax, r8
-    add r10, r11
+    xor dword ptr [r15 + 192], eax
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c193:
+    mov dword ptr [r15 + 0], edi
+    vmovdqu ymmword ptr [r15 + 0], ymm2
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dil
+    mov byte ptr [r15 + 0], dil
+    add rdi, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 256]
+    movzx edx, r9b
+    mov qword ptr [r15 + 128], rdi
+    mov rdi, rcx
+    mov edi, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 64], eax
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 384]
+    movzx edx, al
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 320]
+    movzx r9d, al
+    mov eax, dword ptr [r15 + 512]
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7488]
+    mov rbp, r11
+    mov esi, 148
+    mov dword ptr [r15 + 192], esi
+    and rbp, 1984
+    movzx esi, byte ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 64]
+    mov rbp, r11
+    movsxd r8, dword ptr [r15 + 320]
+    mov esi, eax
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
+    mov ebp, eax
+    jmp 1f
+1:
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c194:
-    movsxd r9, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 448], 150
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rdi
-    mov edi, r9d
-    lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + 320], bpl
-    and rbp, 448
-    mov r9, r10
-    movsxd rax, dword ptr [r15 + rbp + 896]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r8d
-    mov r9, r10
-    movzx r8d, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 114
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rcx
-    jmp 1f
-1:
-    mov ecx, 237
-    mov ecx, 31
-    movzx ecx, cl
-    mov byte ptr [r15 + 0], r9b
-    mov qword ptr [r15 + 0], r9
+    lea rcx, [rip + .Lc1_d15231_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15231_j_t
+.Lc1_d15231_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r8d, 117
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov dword ptr [r15 + 0], 201
+    add qword ptr [r15 + 512], rcx
+    movsxd rcx, dword ptr [r15 + 704]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov byte ptr [r15 + 384], r8b
+    movzx ebp, r8b
+    mov rbp, r11
+    mov r8d, 2
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], eax
+    add rbp, qword ptr [r15 + 256]
+    or qword ptr [r15 + 128], 15
+    movzx r8d, byte ptr [r15 + 768]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 384]
+    mov eax, r8d
+    mov eax, dword ptr [r15 + 320]
+    mov r9, r11
+    add rax, qword ptr [r15 + 64]
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 832]
     jmp 1f
 1:
+    mov qword ptr [r15 + 192], rdx
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 768]
-    mov byte ptr [r15 + 128], bpl
-    mov rsi, rbp
-    mov ebp, edi
-    movsxd rsi, dword ptr [r15 + 192]
+    mov r9d, 126
     jmp 1f
 1:
-    mov ebp, esi
-    movzx esi, byte ptr [r15 + 448]
-    movzx esi, sil
-    mov rsi, qword ptr [r15 + 320]
-    add r10, r11
+    mov dword ptr [r15 + 448], 235
+    mov r9d, ebp
+    mov r9, r8
+    movzx r8d, r9b
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -18926,709 +18822,714 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15353_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15353_j_t
-.Lc1_d15353_j:
-    movsxd rcx, dword ptr [r15 + 320]
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov rax, rax
+    mov ebp, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, eax
-    mov eax, 101
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    mov eax, 126
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rsi
-    mov r8, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 10240
-    jnz 1f
-1:
-    and r8, 1984
-    mov rbp, r10
-    add rax, qword ptr [r15 + r8 + 1344]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 320], ymm2
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 45
-    movzx edx, byte ptr [r15 + 512]
-    movzx ebp, byte ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + rbp + 7552]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 64]
+    mov eax, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
+    movsxd rbp, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov ecx, 215
-    movzx esi, byte ptr [r15 + 576]
-    movzx ecx, byte ptr [r15 + 448]
+    mov edi, ebp
+    add rbp, qword ptr [r15 + 448]
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], r9
-    add rbp, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 192], dl
-    movzx edx, r9b
-    mov edx, dword ptr [r15 + 256]
-    mov r9, qword ptr [r15 + 640]
-    add r10, r11
+    test dword ptr [r15 + 67117724], 2048
+    jz 1f
+1:
+    mov rbp, r11
+    mov byte ptr [r15 + 320], bpl
+    movsxd rax, dword ptr [r15 + 64]
+    mov r9d, r9d
+    mov r9, r11
+    and rbp, 16320
+    movzx edi, byte ptr [r15 + rbp + 15680]
+    jmp 1f
+1:
+    and r9, 448
+    add qword ptr [r15 + r9 + 832], r9
+    mov r9d, dword ptr [r15 + 192]
+    movzx ebp, al
+    mov rax, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 166
+    mov dword ptr [r15 + 384], 99
+    mov esi, edi
+    jmp 1f
+1:
+    movzx edi, sil
+    movzx esi, r8b
+    mov esi, dword ptr [r15 + 256]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c196:
-    lea rcx, [rip + .Lc1_d15403_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15403_j_t
-.Lc1_d15403_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 64]
-    mov ecx, 20
-    movsxd rdi, dword ptr [r15 + 128]
-    mov rbp, r10
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 256]
-    mov edx, 243
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 144
-    mov byte ptr [r15 + 704], bpl
-    movzx edx, r9b
-    and r9d, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 448], bpl
-    mov rbp, rax
-    mov rbp, qword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    mov edx, 213
-    mov rdx, rsi
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], cl
-    and ecx, dword ptr [r15 + 384]
-    mov r8, r10
-    movzx edx, r8b
-    and r8, 1984
-    movsxd rdx, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    mov r8, r10
-    mov byte ptr [r15 + 320], r9b
-    jmp 1f
-1:
-    mov r9, rdx
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    mov r8, rcx
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c197:
-    mov r8d, 71
-    mov byte ptr [r15 + 0], dl
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    and r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    jmp 1f
-1:
-    movzx edx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 512]
-    vpshufd xmm15, xmm15, 200
-    movzx r8d, r8b
-    jmp 1f
-1:
-    mov r8d, r8d
-    movzx esi, r9b
-    mov r8, r10
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 768]
-    lea rbp, [r10 + r10*1]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 188
-    movzx r8d, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 192], r9b
-    and rbp, 8128
-    movzx r9d, byte ptr [r15 + rbp + 7488]
-    mov rax, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 320], r8d
-    movzx r8d, al
-    vmovdqu ymmword ptr [r15 + 128], ymm15
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], r8d
-    movzx r8d, byte ptr [r15 + 576]
-    mov rax, rax
-    mov rax, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r8, r10
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + rbp + 7552]
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 832]
-    mov byte ptr [r15 + 128], dl
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c198:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 1048576
+    test dword ptr [r15 + 67117724], 33554432
     setz al
-    lea rcx, [rip + .Lc1_d15505_s]
+    lea rcx, [rip + .Lc1_d15333_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15505_s_t
+    jmp .Lc1_d15333_s_t
     .p2align 3
-.Lc1_d15505_s:
+.Lc1_d15333_s:
     .p2align 3
-    jmp .Lc1_d15505_j
+    jmp .Lc1_d15333_j
     .p2align 3
-    jmp .Lc1_d15505_j
-.Lc1_d15505_j:
-    movzx ecx, byte ptr [r15 + 64]
+    jmp .Lc1_d15333_j
+.Lc1_d15333_j:
+    mov dword ptr [r15 + 0], 150
+    and ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx eax, dl
-    mov rax, qword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 43
     jmp 1f
 1:
-    movzx edx, al
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 320]
+    mov eax, eax
+    mov r8, rax
+    mov eax, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    imul rax, qword ptr [r15 + rbp + 1344]
+    mov ebp, eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 123
+    mov eax, 132
+    mov r9, rax
+    mov qword ptr [r15 + r8 + 3456], rcx
+    mov eax, r8d
+    mov eax, 248
+    mov eax, 110
+    mov eax, 109
+    and r8d, dword ptr [r15 + 320]
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 448]
+    movzx ecx, sil
+    jmp 1f
+1:
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 704], rax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], r8d
+    movsxd rax, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 512], dil
+    mov r8d, ebp
+    mov r8d, 13
+    vmovdqu ymmword ptr [r15 + 128], ymm2
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c197:
+    lea rcx, [rip + .Lc1_d15394_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15394_j_t
+.Lc1_d15394_j:
+    add rcx, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], r8b
+    mov r8d, ecx
+    mov r8d, dword ptr [r15 + 320]
+    mov edi, 84
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx ebp, al
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, 101
+    vpxor xmm2, xmm2, xmm3
+    mov dword ptr [r15 + 0], edi
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dil
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    vmovdqu xmm15, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
+    movzx edi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 236
+    jmp 1f
+1:
+    test ebx, 4608
     jz 1f
 1:
+    movsxd r8, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 768], bpl
+    mov ebp, dword ptr [r15 + 384]
+    mov rdi, rdi
+    mov edi, 232
+    movsxd rdi, dword ptr [r15 + 192]
+    mov ecx, edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 512]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], ebp
+    movzx r9d, byte ptr [r15 + 512]
+    add r9, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 140
+    movzx ebp, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 204
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c198:
+    mov ebp, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 64], r9
+    mov r9, rax
+    vmovq qword ptr [r15 + 128], xmm2
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 186
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], eax
+    mov r9d, dword ptr [r15 + 512]
+    and r9d, dword ptr [r15 + 576]
+    mov byte ptr [r15 + 0], bpl
+    mov rbp, r9
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 45
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r9d, 49
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 640]
-    mov rbp, r10
-    movzx ecx, bpl
     and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    add r9, qword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov rbp, rdx
-    vmovdqu xmmword ptr [r15 + 384], xmm15
-    mov ebp, dword ptr [r15 + 512]
-    mov r8, r10
-    movzx edx, byte ptr [r15 + 384]
-    mov rdi, qword ptr [r15 + 128]
-    mov r9, r10
+    mov rbp, qword ptr [r15 + 320]
     jmp 1f
 1:
-    and r8, 1984
-    mov esi, dword ptr [r15 + r8 + 1344]
-    and r9, 448
-    movzx r8d, byte ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r10, r11
+    movzx eax, byte ptr [r15 + 640]
+    mov edi, 177
+    mov rdi, rdi
+    vmovdqu ymmword ptr [r15 + 192], ymm2
+    mov r8, r11
+    and edi, dword ptr [r15 + 256]
+    movzx esi, r9b
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    mov byte ptr [r15 + 448], r8b
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c199:
-    movzx edx, dl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], 10
+    lea rcx, [rip + .Lc1_d15496_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15496_j_t
+.Lc1_d15496_j:
+    mov r8, r11
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov r8d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, r8d
-    mov dword ptr [r15 + 0], r8d
-    mov qword ptr [r15 + 0], r8
+    inc dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 163
-    and r8d, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 0], ymm2
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    mov rbp, r10
-    mov edx, 195
-    mov qword ptr [r15 + 320], r9
-    mov r9, r10
-    and rbp, 8128
-    movzx edx, byte ptr [r15 + rbp + 7488]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 30
-    mov r9d, r9d
-    movsxd rbp, dword ptr [r15 + 384]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], cl
+    mov ecx, r8d
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 128]
+    vpshufd xmm1, xmm2, 246
+    mov byte ptr [r15 + 512], r9b
+    mov byte ptr [r15 + 128], cl
+    mov rcx, qword ptr [r15 + 704]
     movzx r9d, r8b
-    mov dword ptr [r15 + 192], r8d
-    mov r9, qword ptr [r15 + 768]
-    movsxd r8, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], edx
-    mov rdx, qword ptr [r15 + 448]
-    movzx edi, dl
-    mov r8, r10
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], r8d
-    and r8, 16320
-    mov qword ptr [r15 + r8 + 15680], r8
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], cl
-    movsxd r8, dword ptr [r15 + 192]
-    and r8d, dword ptr [r15 + 320]
-    mov ecx, r9d
-    mov ecx, 195
+    movzx edi, byte ptr [r15 + 256]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    vmovdqu ymmword ptr [r15 + 448], ymm1
+    mov rbp, r9
+    mov dword ptr [r15 + 64], r8d
+    and r8d, dword ptr [r15 + r9 + 7552]
+    movzx r9d, byte ptr [r15 + 384]
     jmp 1f
 1:
-    jmp 1f
-1:
-    add r10, r11
+    mov eax, 255
+    movsxd rbp, dword ptr [r15 + 384]
+    movzx eax, bpl
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c200:
-    lea rcx, [rip + .Lc1_d15612_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15612_j_t
-.Lc1_d15612_j:
-    mov ecx, 227
+    movzx ebp, r9b
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, r10
-    movsxd rcx, dword ptr [r15 + 128]
+    mov ebp, ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 384], ymm1
+    mov byte ptr [r15 + 512], dil
+    mov edi, dword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 192]
+    mov r8, r11
+    mov r9, rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov r8, r11
+    jmp 1f
+1:
+    mov r9d, edi
+    and r8, 448
+    movzx edi, byte ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 256]
+    lea r8, [r11 + r11*1]
+    movzx esi, bpl
+    movzx ebp, sil
     and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + r8 + 3456]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 192]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 384]
-    and r8d, dword ptr [r15 + 64]
-    vpmovmskb ebp, xmm15
-    mov dword ptr [r15 + 512], ebp
+    movzx ecx, byte ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + r8 + 3392]
+    mov r8, rdi
+    mov r8d, edi
+    movzx r8d, r8b
+    movzx r8d, dil
+    mov rdi, r9
+    movzx edi, byte ptr [r15 + 768]
+    movsxd rdx, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 448], sil
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 576], 23
-    mov rbp, r10
     jmp 1f
 1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    add rbp, qword ptr [r15 + 448]
-    mov rbp, r10
-    mov rdi, rbp
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 384], xmm15
-    and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 256], rcx
-    mov rbp, qword ptr [r15 + 128]
-    mov ecx, ebp
-    movzx ecx, cl
-    jmp 1f
-1:
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c201:
-    lea rcx, [rip + .Lc1_d15661_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15661_j_t
-.Lc1_d15661_j:
-    mov rbp, r10
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    xor dword ptr [r15 + 0], edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, ecx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 11
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d15600_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15600_s_t
+    .p2align 3
+.Lc1_d15600_s:
+    .p2align 3
+    jmp .Lc1_d15600_j
+    .p2align 3
+    jmp .Lc1_d15600_j
+.Lc1_d15600_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 251
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], 224
+    mov ecx, eax
+    mov ecx, 145
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 196
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    movzx ecx, dil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 320]
+    mov rcx, rcx
+    add rcx, qword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 512]
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov ebp, 117
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7552], cl
-    add rcx, qword ptr [r15 + 512]
-    mov dword ptr [r15 + r8 + 7488], 203
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 704]
-    mov ebp, 5
-    movzx ebp, bpl
-    mov rbp, rbp
-    vpaddd xmm15, xmm15, xmm15
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    movsxd rbp, dword ptr [r15 + 640]
+    movzx edx, byte ptr [r15 + 192]
+    mov qword ptr [r15 + 320], rdx
+    movzx edx, cl
+    mov rdx, rcx
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 128]
-    movsxd rbp, dword ptr [r15 + 384]
-    mov edi, dword ptr [r15 + 64]
-    mov r9, r10
-    mov qword ptr [r15 + 640], rax
+    mov byte ptr [r15 + 320], dl
+    mov byte ptr [r15 + 448], dl
     jmp 1f
 1:
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    add r10, r11
+    mov dword ptr [r15 + 128], ebp
+    movsxd rcx, dword ptr [r15 + 256]
+    mov rbp, r11
+    movzx edx, dl
+    and rbp, 1984
+    movzx edx, byte ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 64], cl
+    movzx ebp, byte ptr [r15 + 576]
+    mov dword ptr [r15 + 384], eax
+    mov ecx, 76
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c202:
-    movsxd r9, dword ptr [r15 + 320]
-    mov eax, dword ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d15660_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15660_j_t
+.Lc1_d15660_j:
+    jmp 1f
+1:
     mov qword ptr [r15 + 0], rdx
-    mov ecx, 232
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    add r9, qword ptr [r15 + 0]
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    movzx ecx, cl
+    jmp 1f
+1:
+    movzx ecx, dl
+    mov ecx, edx
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 161
-    movzx r8d, byte ptr [r15 + 128]
+    and rbp, 448
+    vmovdqu xmm2, xmmword ptr [r15 + rbp + 832]
+    mov rbp, r11
+    mov dword ptr [r15 + 512], 249
+    mov rcx, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    and rbp, 8128
+    mov edx, dword ptr [r15 + rbp + 7488]
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 64], ymm2
+    and rbp, 4032
+    mov rdi, qword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 192]
+    mov rsi, rcx
     jmp 1f
 1:
     mov rcx, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 256], dil
     jmp 1f
 1:
-    mov edi, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 192]
-    movzx edx, dil
-    mov rdi, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r10
-    jmp 1f
-1:
-    and r8, 1984
-    movsxd rsi, dword ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + 320], r9b
+    and ecx, dword ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 768]
+    vpmovmskb r8d, xmm1
     mov r8d, edx
-    mov dword ptr [r15 + 768], 98
-    lea r8, [r10 + r10*1]
-    mov qword ptr [r15 + 64], r8
-    and r8, 4032
-    mov r9, qword ptr [r15 + r8 + 3392]
-    mov r9, qword ptr [r15 + 448]
-    movsxd r9, dword ptr [r15 + r8 + 3456]
-    add r10, r11
+    mov rdx, qword ptr [r15 + 256]
+    mov edx, edx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], edx
+    jmp 1f
+1:
+    mov edx, 233
+    mov rdx, rdx
+    mov edx, 2
+    movsxd rdx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 704], 186
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c203:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d15762_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15762_s_t
-    .p2align 3
-.Lc1_d15762_s:
-    .p2align 3
-    jmp .Lc1_d15762_j
-    .p2align 3
-    jmp .Lc1_d15762_j
-    .p2align 3
-    jmp .Lc1_d15762_j
-    .p2align 3
-    jmp .Lc1_d15762_j
-    .p2align 3
-    jmp .Lc1_d15762_j
-    .p2align 3
-    jmp .Lc1_d15762_j
-    .p2align 3
-    jmp .Lc1_d15762_j
-    .p2align 3
-    jmp .Lc1_d15762_j
-    .p2align 3
-    jmp .Lc1_d15762_j
-    .p2align 3
-    jmp .Lc1_d15762_j
-    .p2align 3
-    jmp .Lc1_d15762_j
-    .p2align 3
-    jmp .Lc1_d15762_j
-    .p2align 3
-    jmp .Lc1_d15762_j
-    .p2align 3
-    jmp .Lc1_d15762_j
-    .p2align 3
-    jmp .Lc1_d15762_j
-    .p2align 3
-    jmp .Lc1_d15762_j
-.Lc1_d15762_j:
-    movsxd rcx, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 0], 54
+    jmp 1f
+1:
+    mov edx, 241
     jmp 1f
 1:
     jmp 1f
 1:
-    and eax, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 0], 104
+    mov edx, edi
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
+    and edi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r9, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r8
     jmp 1f
 1:
-    movzx r9d, dl
-    mov edx, esi
-    mov rsi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov rdx, rdx
+    mov esi, edi
     jmp 1f
 1:
-    mov r9, r10
+    test ebx, 2048
+    jz 1f
+1:
+    mov dword ptr [r15 + 512], 10
+    mov edx, edi
+    movzx edx, byte ptr [r15 + 64]
+    mov edi, 53
+    mov edi, dword ptr [r15 + 320]
+    mov rbp, r11
+    add rdi, qword ptr [r15 + 448]
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    mov r8, r11
+    movzx ebp, byte ptr [r15 + 128]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 28
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 213
+    mov r8d, 11
+    mov r8d, dword ptr [r15 + 576]
+    mov rsi, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov eax, ecx
+    mov r9, r11
+    jmp 1f
+1:
     and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    mov r9, r10
-    mov rdx, qword ptr [r15 + 256]
-    and r9, 8128
-    and esi, dword ptr [r15 + r9 + 7488]
-    mov r9, r10
-    mov rdi, r8
-    and r9, 1984
-    movzx r8d, byte ptr [r15 + r9 + 1344]
-    mov r9, rsi
-    movzx r9d, byte ptr [r15 + 192]
-    movzx ebp, r9b
-    mov r9, qword ptr [r15 + 576]
-    movsxd r9, dword ptr [r15 + 384]
-    movzx ebp, dl
-    mov rdx, qword ptr [r15 + 128]
-    movzx edx, byte ptr [r15 + 640]
-    jmp 1f
-1:
-    mov eax, 21
-    mov eax, dword ptr [r15 + 512]
-    add r10, r11
+    mov dword ptr [r15 + r9 + 832], 163
+    mov byte ptr [r15 + 192], r9b
+    movzx r9d, cl
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c204:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 320], eax
-    movzx eax, byte ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    mov rbp, r10
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    mov r9d, 35
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
+    lea rcx, [rip + .Lc1_d15766_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15766_j_t
+.Lc1_d15766_j:
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov rbp, r10
     jmp 1f
 1:
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7552]
+    mov r8d, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    nop
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 57
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov dword ptr [r15 + 0], ebp
     and rbp, 1984
-    mov r9d, dword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 256]
-    mov edx, eax
-    mov eax, 246
-    movzx esi, byte ptr [r15 + 128]
-    mov r8, r10
-    mov rcx, qword ptr [r15 + 384]
-    test dword ptr [r15 + 67117723], 4096
-    jz 1f
-1:
-    mov rax, rcx
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    mov r8, qword ptr [r15 + 704]
+    and ecx, dword ptr [r15 + rbp + 1344]
+    mov edx, 28
+    mov rbp, qword ptr [r15 + 384]
+    mov edx, r8d
+    mov qword ptr [r15 + 64], rdx
+    mov r8, r11
     jmp 1f
 1:
-    mov ecx, edx
-    movzx ecx, cl
     mov byte ptr [r15 + 512], r9b
-    mov ecx, 41
-    mov qword ptr [r15 + 64], rcx
+    add rdx, qword ptr [r15 + 256]
+    and r8, 16320
+    movsxd rdi, dword ptr [r15 + r8 + 15680]
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], al
-    movzx ecx, r8b
-    mov byte ptr [r15 + 448], cl
-    movzx r8d, cl
-    mov byte ptr [r15 + 384], r8b
-    add r10, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 14
+    mov dword ptr [r15 + 640], 200
+    mov r8d, edi
+    mov r8d, edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 7488], dl
+    mov rdx, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], edi
+    mov edi, dword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 320]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c205:
-    lea rcx, [rip + .Lc1_d15882_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15882_j_t
-.Lc1_d15882_j:
-    mov r8, r10
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 49
-    mov r8, r10
-    mov dword ptr [r15 + 768], 17
+    movzx edi, bpl
+    movzx edi, byte ptr [r15 + 128]
+    movzx ebp, dil
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, edi
+    jmp 1f
+1:
+    mov rbp, rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    mov edi, ebp
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], r8
+    mov dword ptr [r15 + 768], ebp
+    mov qword ptr [r15 + 256], rdx
+    vpor xmm1, xmm1, xmm1
+    movsxd rbp, dword ptr [r15 + 384]
+    lea r8, [r11 + r11*1]
+    mov edi, 42
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 320]
     and r8, 448
-    xor dword ptr [r15 + r8 + 832], r8d
-    mov dword ptr [r15 + 320], ecx
-    and r8d, dword ptr [r15 + 576]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ecx
-    mov dword ptr [r15 + 0], 237
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
+    inc dword ptr [r15 + r8 + 896]
+    mov r9, r11
+    mov dword ptr [r15 + 512], r9d
+    and r9, 4032
+    mov edi, dword ptr [r15 + r9 + 3392]
+    and r9d, dword ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 704], ymm1
+    movsxd rax, dword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    mov ecx, edi
-    movzx ecx, cl
-    mov ecx, 150
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 512]
-    movzx r9d, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    mov ebp, 120
-    mov byte ptr [r15 + 384], r8b
-    mov rbp, r10
-    add r8, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    vpcmpeqb xmm15, xmm15, xmm12
-    mov ebp, 252
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 320]
-    mov ebp, 166
-    mov rax, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 448]
-    add r10, r11
+    mov r8, rax
+    add rax, qword ptr [r15 + 64]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -19636,528 +19537,578 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d15933_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d15866_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15933_s_t
+    jmp .Lc1_d15866_s_t
     .p2align 3
-.Lc1_d15933_s:
+.Lc1_d15866_s:
     .p2align 3
-    jmp .Lc1_d15933_j
+    jmp .Lc1_d15866_j
     .p2align 3
-    jmp .Lc1_d15933_j
-.Lc1_d15933_j:
-    mov ecx, ebp
-    mov rcx, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
+    jmp .Lc1_d15866_j
+    .p2align 3
+    jmp .Lc1_d15866_j
+    .p2align 3
+    jmp .Lc1_d15866_j
+    .p2align 3
+    jmp .Lc1_d15866_j
+    .p2align 3
+    jmp .Lc1_d15866_j
+    .p2align 3
+    jmp .Lc1_d15866_j
+    .p2align 3
+    jmp .Lc1_d15866_j
+    .p2align 3
+    jmp .Lc1_d15866_j
+    .p2align 3
+    jmp .Lc1_d15866_j
+    .p2align 3
+    jmp .Lc1_d15866_j
+    .p2align 3
+    jmp .Lc1_d15866_j
+    .p2align 3
+    jmp .Lc1_d15866_j
+    .p2align 3
+    jmp .Lc1_d15866_j
+    .p2align 3
+    jmp .Lc1_d15866_j
+    .p2align 3
+    jmp .Lc1_d15866_j
+.Lc1_d15866_j:
+    mov qword ptr [r15 + 384], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], eax
+    mov ecx, 238
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rbp, r10
-    mov esi, 125
+    mov ecx, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov rbp, rsi
-    movzx esi, byte ptr [r15 + 448]
-    movzx ebp, al
-    mov rbp, r10
-    mov byte ptr [r15 + 64], cl
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov rbp, r10
-    movzx eax, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 64], 239
-    and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 512]
+    movzx eax, cl
+    mov eax, 203
+    movzx r8d, al
+    mov eax, r8d
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 512]
-    movsxd rdx, dword ptr [r15 + 640]
-    mov byte ptr [r15 + 192], dl
+    mov r8, r11
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 128]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], ecx
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 384]
-    add r10, r11
+    mov ecx, ecx
+    test dword ptr [r15 + 67117723], 16777216
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 576]
+    mov byte ptr [r15 + 320], bpl
+    mov rsi, qword ptr [r15 + 384]
+    mov rbp, rax
+    and ebp, dword ptr [r15 + 448]
+    mov eax, ecx
+    jmp 1f
+1:
+    mov eax, eax
+    mov dword ptr [r15 + 192], esi
+    mov dword ptr [r15 + 256], 249
+    mov byte ptr [r15 + 128], al
+    vpcmpeqb xmm1, xmm1, xmm2
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    mov rax, r8
+    mov byte ptr [r15 + 64], bpl
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], esi
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c207:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    mov r9, r10
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    and r9, 448
-    mov rbp, qword ptr [r15 + r9 + 832]
-    mov r9d, ebp
+    lea rcx, [rip + .Lc1_d15938_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15938_j_t
+.Lc1_d15938_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
+    mov ecx, esi
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 0], xmm15
-    movzx r9d, byte ptr [r15 + 192]
-    mov edi, 111
-    mov dword ptr [r15 + 128], 193
-    mov ebp, dword ptr [r15 + 512]
-    movsxd rdx, dword ptr [r15 + 128]
+    mov ecx, 177
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 704]
-    mov qword ptr [r15 + 384], rdi
-    movzx edi, bpl
-    test dword ptr [r15 + 67117724], 1078067712
-    jz 1f
-1:
-    mov edi, r9d
+    mov ecx, 66
+    mov dword ptr [r15 + 0], r8d
+    vpaddd xmm1, xmm1, xmm1
+    movsxd r8, dword ptr [r15 + 128]
+    mov rcx, rcx
+    mov dword ptr [r15 + 256], ecx
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 640], ymm1
+    movsxd rcx, dword ptr [r15 + 512]
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm1
+    mov rbp, rbp
+    mov ebp, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r9d, edi
-    mov r9, qword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 768]
-    mov rbp, qword ptr [r15 + 256]
-    mov qword ptr [r15 + 448], rdx
+    mov r9, r11
+    movzx esi, byte ptr [r15 + 64]
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 320], 240
+    movzx r9d, byte ptr [r15 + 320]
+    mov edx, dword ptr [r15 + 64]
+    mov r8, r11
+    mov rdi, qword ptr [r15 + 704]
+    mov rbp, rbp
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 832]
+    mov r8d, 201
     jmp 1f
 1:
-    mov rdx, rax
-    jmp 1f
-1:
-    mov rdx, rdx
-    mov edx, 232
-    jmp 1f
-1:
-    mov r8, r10
-    mov rdx, rdi
-    mov qword ptr [r15 + 320], rbp
-    jmp 1f
-1:
-    and r8, 1984
-    and ebp, dword ptr [r15 + r8 + 1344]
-    add r10, r11
+    mov byte ptr [r15 + 448], r8b
+    mov qword ptr [r15 + 192], rcx
+    mov qword ptr [r15 + 128], r8
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c208:
+    mov dword ptr [r15 + 0], edi
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r8, rdi
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm1
+    mov dword ptr [r15 + 448], eax
+    mov qword ptr [r15 + 320], rdx
+    movsxd rax, dword ptr [r15 + 448]
+    mov rdx, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 384]
+    mov edi, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpaddd xmm1, xmm1, xmm1
+    mov ecx, edi
+    mov edi, dword ptr [r15 + 384]
+    movzx r9d, dil
+    mov r9, r11
+    mov qword ptr [r15 + 192], r9
+    movzx esi, byte ptr [r15 + 256]
+    and r9, 448
+    and edi, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    vpor xmm1, xmm1, xmm1
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    mov r9d, esi
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 576]
+    and r9d, dword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + rbp + 7552]
+    mov rbp, r11
+    jmp 1f
+1:
+    inc dword ptr [r15 + 512]
+    and rbp, 1984
+    mov r9, qword ptr [r15 + rbp + 1344]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c209:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 128
+    setz al
+    lea rcx, [rip + .Lc1_d16038_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16038_s_t
+    .p2align 3
+.Lc1_d16038_s:
+    .p2align 3
+    jmp .Lc1_d16038_j
+    .p2align 3
+    jmp .Lc1_d16038_j
+.Lc1_d16038_j:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 98
+    mov ecx, 165
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 10
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], 211
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu xmm1, xmmword ptr [r15 + 256]
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 192]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov ebp, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, ecx
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 384]
+    and r9, 448
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 128], 239
+    mov r9, r11
+    mov rsi, rbp
+    mov rbp, qword ptr [r15 + 64]
+    and r9, 1984
+    movsxd r8, dword ptr [r15 + r9 + 1344]
+    mov r9d, dword ptr [r15 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c210:
+    lea rcx, [rip + .Lc1_d16094_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16094_j_t
+.Lc1_d16094_j:
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 320]
+    mov r9d, ecx
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 160
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], ecx
+    mov qword ptr [r15 + 384], rbp
+    mov ebp, 120
+    movzx ebp, sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 448], rbp
+    mov rcx, qword ptr [r15 + 512]
+    mov ebp, 1
+    movzx esi, byte ptr [r15 + 192]
+    mov r8, r11
+    mov ebp, 14
+    mov dword ptr [r15 + 320], 166
+    movzx r9d, r9b
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], cl
+    mov dword ptr [r15 + 64], r8d
+    add rcx, qword ptr [r15 + 256]
+    mov r8d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    movzx r9d, sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c211:
+    mov dword ptr [r15 + 0], 195
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm1
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 192]
+    movzx r8d, bpl
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov ebp, r9d
+    jmp 1f
+1:
+    mov r9d, r9d
+    mov qword ptr [r15 + 320], r9
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], r8b
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    and r9, 4032
+    mov r8d, dword ptr [r15 + r9 + 3392]
+    mov r9, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 384], rbp
+    mov ebp, dword ptr [r15 + 448]
+    vmovdqu xmmword ptr [r15 + 256], xmm1
+    mov edx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c212:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d16042_s]
+    lea rcx, [rip + .Lc1_d16198_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16042_s_t
+    jmp .Lc1_d16198_s_t
     .p2align 3
-.Lc1_d16042_s:
+.Lc1_d16198_s:
     .p2align 3
-    jmp .Lc1_d16042_j
+    jmp .Lc1_d16198_j
     .p2align 3
-    jmp .Lc1_d16042_j
+    jmp .Lc1_d16198_j
     .p2align 3
-    jmp .Lc1_d16042_j
+    jmp .Lc1_d16198_j
     .p2align 3
-    jmp .Lc1_d16042_j
+    jmp .Lc1_d16198_j
     .p2align 3
-    jmp .Lc1_d16042_j
+    jmp .Lc1_d16198_j
     .p2align 3
-    jmp .Lc1_d16042_j
+    jmp .Lc1_d16198_j
     .p2align 3
-    jmp .Lc1_d16042_j
+    jmp .Lc1_d16198_j
     .p2align 3
-    jmp .Lc1_d16042_j
-.Lc1_d16042_j:
-    mov rbp, r10
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 448], rdx
-    add rax, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 576], edx
-    mov edx, 233
-    mov dword ptr [r15 + 320], ebp
-    mov ebp, dword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d16198_j
+.Lc1_d16198_j:
+    jmp 1f
+1:
+    mov ecx, eax
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
     mov dword ptr [r15 + 0], ecx
-    add rcx, qword ptr [r15 + 0]
-    mov edx, ecx
+    and ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    movzx r9d, dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 127
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
-    jmp 1f
-1:
-    mov eax, eax
-    add rax, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 384], eax
-    mov edx, eax
-    jmp 1f
-1:
-    mov r8, r10
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], ecx
-    mov dword ptr [r15 + 448], 74
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], al
-    mov r8, r10
-    mov dword ptr [r15 + 128], edx
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 512], 160
-    movzx edx, bpl
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c209:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edx, dl
-    jmp 1f
-1:
-    vpxor xmm15, xmm15, xmm8
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 0], 21
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    mov ebp, eax
-    jmp 1f
-1:
-    mov eax, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    movzx edx, byte ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 640]
-    movzx edi, cl
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 448]
-    movsxd rdi, dword ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + 320]
-    mov r9, r10
-    movzx esi, byte ptr [r15 + 128]
-    and r9, 4032
-    mov rcx, qword ptr [r15 + r9 + 3392]
-    mov r9, qword ptr [r15 + 320]
-    vpxor xmm15, xmm15, xmm14
-    mov r9d, edx
-    mov r9, r10
-    mov rdx, qword ptr [r15 + 512]
-    mov edx, dword ptr [r15 + 704]
-    mov rbp, r10
-    and r9, 448
-    mov rdx, qword ptr [r15 + r9 + 832]
-    mov qword ptr [r15 + 64], rdi
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ecx
-    add qword ptr [r15 + 192], rsi
-    mov dword ptr [r15 + 256], 119
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c210:
-    lea rcx, [rip + .Lc1_d16148_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16148_j_t
-.Lc1_d16148_j:
-    mov rbp, r10
-    mov ecx, 38
-    mov rcx, qword ptr [r15 + 256]
-    and rbp, 16320
-    movsxd rsi, dword ptr [r15 + rbp + 15680]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ebp, sil
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov dword ptr [r15 + 0], eax
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ebp
-    movsxd rbp, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 640], 220
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 320]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 576], esi
-    mov r9, r10
-    movsxd rsi, dword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + r8 + 1408]
-    and r9, 448
-    movsxd r8, dword ptr [r15 + r9 + 832]
-    mov edx, 201
+    mov ecx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 512], rcx
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov r9d, ecx
-    movzx r9d, byte ptr [r15 + 384]
-    mov edx, r9d
-    mov r9, qword ptr [r15 + 768]
+    movsxd rdi, dword ptr [r15 + 320]
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + 448]
-    movsxd rdi, dword ptr [r15 + 64]
-    movzx r9d, bpl
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c211:
-    lea rcx, [rip + .Lc1_d16201_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16201_j_t
-.Lc1_d16201_j:
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7552]
-    movsxd rbp, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 512]
+    mov rbp, r11
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    and rbp, 448
+    and ecx, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], dil
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 128]
+    mov rax, rdi
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 320]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 191
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 140
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov byte ptr [r15 + 0], dl
-    mov qword ptr [r15 + 384], rdi
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3456], 245
-    jmp 1f
-1:
-    movzx edi, r8b
-    mov qword ptr [r15 + 448], rbp
-    movzx edi, byte ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 320]
-    add rcx, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 20
-    movzx edx, r9b
-    mov r9, r10
-    movzx eax, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    and r9, 448
-    add rcx, qword ptr [r15 + r9 + 832]
-    movzx r9d, byte ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c212:
-    jmp 1f
-1:
-    mov rdi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 184
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov r8, r10
-    movsxd rdi, dword ptr [r15 + 192]
-    mov ecx, 134
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], eax
-    mov r8, qword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 21
-    jmp 1f
-1:
-    mov r9, r10
+    and ebp, dword ptr [r15 + r9 + 1408]
+    mov r9d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 192], ecx
     movsxd rcx, dword ptr [r15 + 64]
-    and r9, 448
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 448]
-    mov ebp, 98
     jmp 1f
 1:
+    movsxd rsi, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 768]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 704]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 256]
-    mov r9, r10
-    movzx esi, dl
-    and r9, 8128
-    and edx, dword ptr [r15 + r9 + 7488]
-    or qword ptr [r15 + 64], 12
-    jmp 1f
-1:
-    and edx, dword ptr [r15 + 384]
-    movzx r9d, sil
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c213:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 256
-    setz al
-    lea rcx, [rip + .Lc1_d16304_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16304_s_t
-    .p2align 3
-.Lc1_d16304_s:
-    .p2align 3
-    jmp .Lc1_d16304_j
-    .p2align 3
-    jmp .Lc1_d16304_j
-.Lc1_d16304_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
     xor dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 0], 93
-    mov ecx, ecx
+    and esi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov ebp, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov eax, ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 207
-    mov qword ptr [r15 + 64], rcx
-    mov rcx, qword ptr [r15 + 256]
-    mov eax, eax
-    movsxd rdx, dword ptr [r15 + 320]
-    and eax, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r9, r10
-    mov r8, r10
-    mov dword ptr [r15 + 576], ebp
+    mov rbp, r11
     and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 88
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 249
+    mov byte ptr [r15 + r9 + 3392], r9b
+    mov rax, qword ptr [r15 + 512]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], dil
+    movzx ebp, sil
     jmp 1f
 1:
-    movzx r8d, cl
-    mov r8, r10
-    mov r9d, dword ptr [r15 + 192]
-    movsxd rbp, dword ptr [r15 + 128]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    xchg qword ptr [r15 + 384], r8
+    mov rbp, r11
+    mov edi, dword ptr [r15 + 384]
+    mov ecx, 225
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], r9b
+    movzx ebp, byte ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 256]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 448]
-    movzx edi, byte ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], edx
+    mov edx, 136
+    mov edx, dword ptr [r15 + 768]
+    movsxd r8, dword ptr [r15 + 512]
     jmp 1f
 1:
-    add r10, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 704]
+    mov r8d, dword ptr [r15 + r9 + 3456]
+    mov byte ptr [r15 + 192], r8b
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 64], rdi
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -20165,347 +20116,376 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vmovdqu ymmword ptr [r15 + 704], ymm15
-    mov dword ptr [r15 + 448], 122
-    mov dword ptr [r15 + 128], 212
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 256
+    setz al
+    lea rcx, [rip + .Lc1_d16319_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16319_s_t
+    .p2align 3
+.Lc1_d16319_s:
+    .p2align 3
+    jmp .Lc1_d16319_j
+    .p2align 3
+    jmp .Lc1_d16319_j
+.Lc1_d16319_j:
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 640]
+    mov ecx, 30
+    mov r8, r11
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 188
-    mov rbp, r10
-    and eax, dword ptr [r15 + 256]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 162
-    movzx ebp, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r8d, edx
-    test dword ptr [r15 + 67117723], 5251088
-    jz 1f
-1:
-    mov ebp, 25
-    mov edx, 142
-    mov rdx, qword ptr [r15 + 192]
-    mov eax, edx
-    movsxd rdx, dword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], 114
-    mov rbp, r10
-    mov r8d, ebp
-    mov r8, r10
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 238
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 320]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c215:
-    lea rcx, [rip + .Lc1_d16401_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16401_j_t
-.Lc1_d16401_j:
-    movzx ecx, byte ptr [r15 + 384]
-    mov ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 16320
+    mov byte ptr [r15 + r8 + 15680], al
+    mov eax, eax
+    movzx eax, byte ptr [r15 + 448]
+    mov rdx, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 320], 168
+    mov byte ptr [r15 + 0], dl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 206
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 1344]
-    mov rbp, r10
-    mov edx, 130
-    mov edx, dword ptr [r15 + 320]
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rax
-    mov rax, qword ptr [r15 + 192]
-    mov rbp, r10
-    mov r9, qword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 512], ymm15
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 512], rdi
-    mov edi, 91
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, 69
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 320]
-    mov edi, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 768], 137
-    mov esi, eax
-    movzx esi, r9b
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c216:
-    mov byte ptr [r15 + 64], sil
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
-    mov dword ptr [r15 + 0], 151
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], 40
-    lea rbp, [r10 + r10*1]
-    movzx esi, byte ptr [r15 + 192]
-    and rbp, 4032
-    mov edi, dword ptr [r15 + rbp + 3392]
-    movsxd rax, dword ptr [r15 + 256]
-    mov r9d, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + rbp + 3456]
-    mov ebp, 247
-    mov rbp, r10
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 384]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], edi
-    mov byte ptr [r15 + 576], dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, edi
-    movsxd rdi, dword ptr [r15 + 640]
-    mov qword ptr [r15 + 64], r8
-    mov dword ptr [r15 + 128], r9d
-    movsxd r9, dword ptr [r15 + 512]
-    mov rbp, r10
-    mov r8, rbp
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rax
-    mov ebp, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c217:
-    lea rcx, [rip + .Lc1_d16494_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16494_j_t
-.Lc1_d16494_j:
-    movzx ecx, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 196
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 107
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov rcx, qword ptr [r15 + 128]
-    mov rbp, r10
     jmp 1f
 1:
     and rbp, 1984
     mov byte ptr [r15 + rbp + 1344], bpl
-    vmovq qword ptr [r15 + 512], xmm15
-    movsxd rbp, dword ptr [r15 + 320]
-    mov rdx, qword ptr [r15 + 64]
-    mov r8, r10
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 448], 187
+    mov qword ptr [r15 + 128], rbp
+    movzx ebp, dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 159
+    mov byte ptr [r15 + 640], r8b
+    add rbp, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 512], edx
+    mov r8, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], r8d
+    mov dword ptr [r15 + 128], ebp
     and r8, 448
-    mov dword ptr [r15 + r8 + 832], ecx
+    mov byte ptr [r15 + r8 + 832], bpl
+    movzx edx, byte ptr [r15 + 384]
+    vpshufd xmm1, xmm1, 75
+    mov r8d, 41
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c215:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d16375_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16375_j_t
+.Lc1_d16375_j:
+    vpmovmskb ecx, xmm1
+    mov ecx, edx
+    movzx ecx, al
     jmp 1f
 1:
-    mov r8, rdx
+    mov edx, ecx
+    mov ecx, dword ptr [r15 + 192]
     jmp 1f
 1:
+    movzx eax, byte ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 64], r8
+    and r8d, dword ptr [r15 + 448]
     jmp 1f
 1:
-    add rdx, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 704], edi
-    mov r8, rax
-    mov byte ptr [r15 + 128], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r10
-    mov eax, edx
-    mov edx, 105
-    jmp 1f
+    movzx edx, r8b
+    mov r8, r11
+    test dword ptr [r15 + 67117723], 1610629248
+    jz 1f
 1:
     and r8, 8128
-    mov edx, dword ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + r8 + 7488], al
     jmp 1f
 1:
-    add r10, r11
+    movzx eax, byte ptr [r15 + 704]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 384]
+    mov rbp, r11
+    add r8, qword ptr [r15 + 320]
+    movzx ecx, cl
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    vmovdqu xmmword ptr [r15 + 256], xmm1
+    mov rbp, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r9, r11
+    movzx edi, byte ptr [r15 + 320]
+    mov esi, 136
+    and r9, 1984
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm1
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c216:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rbp
+    jmp 1f
+1:
+    mov rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    vpcmpeqb xmm1, xmm1, xmm6
+    mov qword ptr [r15 + 192], r9
+    vmovdqu ymmword ptr [r15 + 64], ymm1
+    mov r9, r11
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 320]
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov r9d, 223
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], bpl
+    mov r9, r11
+    mov ebp, dword ptr [r15 + 384]
+    mov eax, ebp
+    mov ebp, dword ptr [r15 + 384]
+    and r9, 4032
+    movzx edx, byte ptr [r15 + r9 + 3392]
+    mov r9, qword ptr [r15 + 448]
+    mov rsi, r9
+    movzx r9d, bpl
+    mov r9, r11
+    movzx edi, byte ptr [r15 + 768]
+    and r9, 8128
+    movzx ebp, byte ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 128], 117
+    movzx r9d, r8b
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c217:
+    lea rcx, [rip + .Lc1_d16471_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16471_j_t
+.Lc1_d16471_j:
+    vmovdqu xmm1, xmmword ptr [r15 + 128]
+    mov ecx, 218
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 27
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 254
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7488]
+    and rbp, 448
+    mov r9, qword ptr [r15 + rbp + 832]
+    vmovdqu ymmword ptr [r15 + 576], ymm1
+    mov dword ptr [r15 + 384], eax
+    movzx ebp, byte ptr [r15 + 64]
+    vmovq qword ptr [r15 + 448], xmm1
+    movzx eax, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    mov r8, rbp
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov ebp, ebp
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 320]
+    vpmovmskb r8d, xmm1
+    movzx r8d, byte ptr [r15 + 640]
+    movsxd rdx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 256]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c218:
-    lea rcx, [rip + .Lc1_d16547_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16547_j_t
-.Lc1_d16547_j:
-    mov ecx, edi
-    mov dword ptr [r15 + 0], ecx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 239
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    movzx r8d, cl
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm1, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 576], edi
-    mov dword ptr [r15 + 512], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
     jmp 1f
 1:
-    or qword ptr [r15 + 384], 116
-    mov rcx, r8
-    test ebx, 4608
-    jnz 1f
-1:
-    add r8, qword ptr [r15 + 192]
-    mov rcx, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 0], 159
+    mov rbp, r11
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx edi, cl
-    mov qword ptr [r15 + 320], rbp
-    mov ebp, dword ptr [r15 + 64]
-    mov rcx, rbp
-    movzx ebp, byte ptr [r15 + 320]
-    mov qword ptr [r15 + 128], rbp
-    mov rbp, r10
-    mov r9, r10
-    vpxor xmm15, xmm15, xmm14
+    .byte 0x66, 0x90
     and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    and r9, 1984
-    mov ebp, dword ptr [r15 + r9 + 1344]
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 384]
+    mov rsi, qword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 320]
     jmp 1f
 1:
-    movzx r9d, dil
-    mov r9d, 232
+    mov r8, r11
+    test dword ptr [r15 + 67117723], 262144
+    jz 1f
+1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 768], rcx
-    mov r9, rdx
-    add r10, r11
+    jmp 1f
+1:
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    mov byte ptr [r15 + 128], r8b
+    mov qword ptr [r15 + 64], r8
+    jmp 1f
+1:
+    movzx r8d, dl
+    mov dword ptr [r15 + 704], 42
+    mov r8, r11
+    mov edx, dword ptr [r15 + 512]
+    and edx, dword ptr [r15 + 256]
+    movzx ebp, dl
+    and r8, 1984
+    movsxd rdx, dword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rsi
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c219:
-    mov r9d, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 0], r9
+    lea rcx, [rip + .Lc1_d16566_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16566_j_t
+.Lc1_d16566_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov ecx, r8d
+    mov byte ptr [r15 + 320], dl
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov rdx, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rdx
+    mov ecx, dword ptr [r15 + 64]
+    mov esi, 94
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    vmovdqu xmmword ptr [r15 + 0], xmm15
-    mov ebp, ecx
-    vmovq qword ptr [r15 + 0], xmm4
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
-    mov r8, r10
-    mov ebp, r9d
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov byte ptr [r15 + 0], sil
+    mov esi, dword ptr [r15 + 384]
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 128], ecx
     jmp 1f
 1:
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 64]
-    mov r8, r10
-    movzx ecx, byte ptr [r15 + 256]
-    mov qword ptr [r15 + 128], rax
-    and r8, 448
-    and ecx, dword ptr [r15 + r8 + 832]
-    and r8d, dword ptr [r15 + 384]
-    mov r8, r10
-    movzx eax, byte ptr [r15 + 64]
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], 200
-    mov dword ptr [r15 + 640], 28
-    mov r8d, 123
-    mov r8d, r8d
-    movzx r8d, r8b
-    mov r8d, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], cl
-    mov ecx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + 256]
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
+    mov rcx, r8
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], cl
+    mov dword ptr [r15 + 768], eax
+    mov dword ptr [r15 + 320], eax
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 384]
+    mov eax, ecx
+    mov qword ptr [r15 + 192], rdx
     jmp 1f
 1:
-    add r10, r11
+    mov qword ptr [r15 + 448], rcx
+    mov r8, r11
+    mov eax, eax
+    mov rbp, r11
+    mov dword ptr [r15 + 512], 249
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 162
+    mov ebp, 54
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -20514,356 +20494,359 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 65536
+    test dword ptr [r15 + 67117724], 4194304
     setz al
-    lea rcx, [rip + .Lc1_d16653_s]
+    lea rcx, [rip + .Lc1_d16626_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16653_s_t
+    jmp .Lc1_d16626_s_t
     .p2align 3
-.Lc1_d16653_s:
+.Lc1_d16626_s:
     .p2align 3
-    jmp .Lc1_d16653_j
+    jmp .Lc1_d16626_j
     .p2align 3
-    jmp .Lc1_d16653_j
-.Lc1_d16653_j:
-    jmp 1f
-1:
-    mov ecx, 139
-    mov r9d, 249
-    mov ecx, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 320], xmm15
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    movzx eax, r9b
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], eax
-    mov eax, 202
-    jmp 1f
-1:
-    jmp 1f
-1:
+    jmp .Lc1_d16626_j
+.Lc1_d16626_j:
+    mov dword ptr [r15 + 192], ebp
+    vmovq qword ptr [r15 + 0], xmm1
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 25
+    and ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov rax, rax
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 154
+    mov rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 448]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    movzx ebp, bpl
+    mov ebp, eax
+    mov dword ptr [r15 + 128], 29
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    mov r9, r10
-    movzx eax, dl
-    and r9, 448
-    add rax, qword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov ebp, 177
+    movzx ebp, al
+    mov rbp, r11
+    mov r8d, eax
+    movzx eax, byte ptr [r15 + 384]
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 256]
+    mov r9, r11
+    vpor xmm1, xmm1, xmm1
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 39
+    mov byte ptr [r15 + 64], r9b
+    movzx r9d, sil
     jmp 1f
 1:
     jmp 1f
 1:
-    mov edx, 149
-    mov r9, qword ptr [r15 + 512]
-    lea r8, [r10 + r10*1]
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    movsxd rdx, dword ptr [r15 + 192]
-    lea rbp, [r10 + r10*1]
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3456], 193
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 7552], ymm15
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 128], rdx
-    add r10, r11
+    or qword ptr [r15 + 640], 53
+    mov esi, r9d
+    mov r9d, ecx
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 384]
+    movzx r9d, byte ptr [r15 + 320]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c221:
-    lea rcx, [rip + .Lc1_d16713_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16713_j_t
-.Lc1_d16713_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edx
-    and edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 192], 78
+    add r9, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r8, r10
+    movzx esi, r9b
     mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], 66
-    vmovdqu ymmword ptr [r15 + 128], ymm15
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    movzx r8d, byte ptr [r15 + 192]
-    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 230
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 4
+    vmovq xmm1, r9
     jmp 1f
 1:
-    mov ebp, 238
-    movsxd rbp, dword ptr [r15 + 512]
-    mov r9, rcx
-    movzx ecx, byte ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 448]
-    test ebx, 1536
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + 576]
-    mov dword ptr [r15 + 320], 75
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 240
+    mov r9, r9
+    mov r9, rsi
+    mov r9d, 14
     jmp 1f
 1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1408], r9
-    movzx r9d, byte ptr [r15 + rbp + 1344]
-    mov rbp, rcx
-    mov rbp, rcx
-    mov byte ptr [r15 + 384], al
+    mov r9, r11
+    mov qword ptr [r15 + 0], rsi
+    movzx esi, sil
     jmp 1f
 1:
-    mov rax, rax
-    mov ecx, dword ptr [r15 + 320]
-    mov eax, dword ptr [r15 + 768]
-    mov r8d, 179
+    and r9, 8128
+    inc dword ptr [r15 + r9 + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, r9d
+    and r9d, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r8d, r9d
+    mov esi, 103
+    mov qword ptr [r15 + 320], r9
+    mov r9, r9
+    mov r9d, dword ptr [r15 + 128]
+    mov rbp, r11
+    mov qword ptr [r15 + 512], rsi
     jmp 1f
 1:
-    mov r9, rbp
-    movsxd r9, dword ptr [r15 + 256]
-    add r10, r11
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 832]
+    mov ebp, esi
+    mov dword ptr [r15 + 256], r9d
+    movsxd rbp, dword ptr [r15 + 320]
+    mov r9, r11
+    movzx r8d, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 448], r8
+    and r9, 4032
+    mov r8d, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], 26
+    mov dword ptr [r15 + 704], eax
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c222:
-    mov qword ptr [r15 + 128], r8
+    lea rcx, [rip + .Lc1_d16733_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16733_j_t
+.Lc1_d16733_j:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 256], sil
-    movzx edi, r8b
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 251
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, r10
-    mov dword ptr [r15 + 320], esi
-    mov r9, r8
+    mov ecx, 233
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 149
+    vmovdqu ymmword ptr [r15 + 576], ymm1
+    jmp 1f
+1:
+    movzx ecx, r8b
+    jmp 1f
+1:
+    mov r8, rcx
+    mov rcx, qword ptr [r15 + 128]
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 128], ymm1
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 320]
     and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov rsi, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + r8 + 1344]
+    mov r8d, 105
+    mov byte ptr [r15 + 64], r8b
+    mov r8d, dword ptr [r15 + 512]
+    mov rbp, r11
+    mov qword ptr [r15 + 384], rax
+    and rbp, 4032
+    mov r8, r11
+    mov dword ptr [r15 + rbp + 3392], 253
+    mov ebp, dword ptr [r15 + 192]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], cl
+    mov r8d, dword ptr [r15 + 448]
     jmp 1f
 1:
-    movzx esi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edi, esi
-    vmovdqu ymmword ptr [r15 + 512], ymm15
-    mov dword ptr [r15 + 384], 241
-    mov ecx, esi
-    mov esi, dword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 640], ymm15
-    mov dword ptr [r15 + 448], esi
-    mov esi, 61
-    jmp 1f
-1:
-    mov r9, r10
-    mov esi, r9d
-    mov esi, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], edi
-    jmp 1f
-1:
-    mov r9, r10
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 448]
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c223:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16819_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16819_j_t
-.Lc1_d16819_j:
+    mov r8d, r9d
+    mov rax, qword ptr [r15 + 128]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 112
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 49
+    mov rcx, r8
+    vpshufd xmm1, xmm1, 11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
     mov rcx, rcx
-    jmp 1f
-1:
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov rcx, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    jmp 1f
-1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], edx
-    test dword ptr [r15 + 67117723], 16384
-    jz 1f
-1:
-    mov dword ptr [r15 + 192], r9d
-    vpcmpeqb xmm15, xmm15, xmm6
-    add r9, qword ptr [r15 + 320]
-    mov eax, r9d
-    mov qword ptr [r15 + 256], rcx
-    mov r9d, 201
-    mov r9d, r9d
-    mov r9, qword ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 384]
-    vpaddd xmm15, xmm15, xmm15
-    mov dword ptr [r15 + 768], eax
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    mov rbp, rcx
-    mov qword ptr [r15 + 704], r9
-    mov ebp, dword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 512]
+    mov r8, r11
+    mov dword ptr [r15 + 640], r8d
+    mov r9, r9
+    mov byte ptr [r15 + 192], r9b
+    and r8, 4032
+    and r9d, dword ptr [r15 + r8 + 3392]
+    movzx r8d, byte ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 320], ymm1
+    mov rbp, r11
+    mov r8, r11
+    mov esi, ecx
+    and rbp, 8128
+    add r9, qword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 256]
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 448]
+    mov edx, 207
     jmp 1f
 1:
     jmp 1f
 1:
-    add r10, r11
+    mov edx, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 384]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c224:
-    mov rbp, r10
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d16833_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16833_j_t
+.Lc1_d16833_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, rsi
+    mov dword ptr [r15 + 0], 135
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], ecx
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 32
+    jz 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 256], ymm1
+    and r8, 1984
+    and ecx, dword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 128], cl
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + 768]
+    movsxd r8, dword ptr [r15 + 384]
+    mov eax, 182
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + 64]
+    mov rax, rdx
     and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm15
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r10
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], bpl
-    mov dword ptr [r15 + 448], 207
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, edx
-    mov rbp, rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    movzx ebp, byte ptr [r15 + 384]
-    mov eax, r9d
-    mov r9, r10
-    mov eax, 12
-    movsxd rax, dword ptr [r15 + 192]
-    mov rcx, rbp
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], bpl
-    mov r9d, edx
-    mov r9d, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 256]
-    mov byte ptr [r15 + 448], r9b
-    jmp 1f
-1:
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 576]
-    mov rbp, qword ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 64]
-    movzx edx, cl
-    mov qword ptr [r15 + 320], rdx
-    add r10, r11
+    mov r9, r11
+    movsxd rdx, dword ptr [r15 + rbp + 832]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rcx
+    movzx r9d, byte ptr [r15 + 512]
+    movzx ecx, cl
+    movzx ecx, byte ptr [r15 + 448]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c225:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 256
-    setz al
-    lea rcx, [rip + .Lc1_d16921_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16921_s_t
-    .p2align 3
-.Lc1_d16921_s:
-    .p2align 3
-    jmp .Lc1_d16921_j
-    .p2align 3
-    jmp .Lc1_d16921_j
-.Lc1_d16921_j:
-    mov rbp, r10
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rdx
+    lea rcx, [rip + .Lc1_d16881_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16881_j_t
+.Lc1_d16881_j:
+    mov rbp, r11
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], cl
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 448]
+    add rbp, qword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov ecx, 44
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov rcx, rcx
+    vpshufd xmm6, xmm1, 228
+    mov ebp, esi
+    mov rbp, r11
+    movzx esi, bpl
+    and rbp, 16320
+    mov rsi, qword ptr [r15 + rbp + 15680]
+    mov rbp, rsi
+    mov esi, ecx
+    vpmovmskb ecx, xmm6
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], cl
+    mov byte ptr [r15 + 576], sil
+    mov esi, 190
+    mov esi, ebp
+    jmp 1f
+1:
+    mov esi, esi
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 512]
+    mov r8, r11
+    mov ecx, ebp
+    mov dword ptr [r15 + 192], 127
+    mov ebp, dword ptr [r15 + 384]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], esi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 64]
+    mov esi, 220
+    mov esi, 99
+    mov esi, 36
+    mov esi, dword ptr [r15 + 128]
+    mov edx, r8d
     jmp 1f
 1:
     jmp 1f
@@ -20872,470 +20855,441 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov rcx, rax
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov byte ptr [r15 + 0], cl
-    mov rcx, rcx
-    movzx ecx, cl
-    mov qword ptr [r15 + 128], rsi
-    vmovdqu ymmword ptr [r15 + 704], ymm15
-    mov r9, r10
-    vmovdqu ymmword ptr [r15 + 512], ymm15
-    mov dword ptr [r15 + 256], 244
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    mov r9, r10
-    mov rcx, r9
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], eax
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 448]
-    movzx eax, byte ptr [r15 + 384]
-    mov edx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], ecx
-    mov dword ptr [r15 + 384], 92
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 64]
-    add rcx, qword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov r8d, r9d
-    mov r9, r8
-    nop
-    mov r8d, 64
-    add r10, r11
+    vmovdqu ymmword ptr [r15 + 320], ymm1
+    mov r8d, dword ptr [r15 + 64]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c226:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16982_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16982_j_t
-.Lc1_d16982_j:
-    mov r8, r10
-    jmp 1f
-1:
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm15
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
+    mov r8d, 187
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, r10
     jmp 1f
 1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
+    vpaddd xmm1, xmm1, xmm1
+    mov dword ptr [r15 + 128], edx
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 384]
-    mov rsi, qword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 8192
-    jz 1f
+    mov rdx, r8
+    jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 320]
-    mov rax, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 192], esi
-    mov rsi, rcx
+    mov rbp, r11
+    mov edx, dword ptr [r15 + 704]
+    mov r8d, dword ptr [r15 + 320]
+    movzx esi, sil
+    and rbp, 8128
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 7488], dl
+    mov byte ptr [r15 + 448], r9b
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1408], esi
+    jmp 1f
+1:
     movsxd rsi, dword ptr [r15 + 192]
+    lock xadd qword ptr [r15 + 640], rbp
+    movzx edx, r8b
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 320], r8b
-    mov r8, r10
-    movsxd rcx, dword ptr [r15 + 512]
-    and r8, 1984
-    mov r9d, dword ptr [r15 + r8 + 1344]
-    mov r8d, eax
+    mov edx, dword ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + 256], rbp
+    mov rbp, rdx
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rbp, r11
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx r8d, r9b
-    movzx r8d, byte ptr [r15 + 256]
-    mov byte ptr [r15 + 448], sil
-    add r10, r11
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 384], r8d
+    and ebp, dword ptr [r15 + 64]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c227:
-    mov r9, rcx
-    mov ecx, 224
-    mov byte ptr [r15 + 512], cl
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    movzx ecx, dil
-    jmp 1f
-1:
-    mov rcx, r8
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    mov qword ptr [r15 + 128], r8
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rcx
-    mov r9d, 75
-    movsxd r9, dword ptr [r15 + 320]
-    mov edi, ecx
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 256], ymm15
-    mov rdi, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], dil
-    mov r8, r10
-    mov edi, edi
-    and r8, 8128
-    movzx edi, byte ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 384]
-    mov rsi, rcx
-    mov rbp, r10
-    mov qword ptr [r15 + 576], rbp
-    mov qword ptr [r15 + 640], rdi
-    mov edi, dword ptr [r15 + 448]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], dil
-    movzx edi, r9b
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c228:
-    lea rcx, [rip + .Lc1_d17080_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17080_j_t
-.Lc1_d17080_j:
-    mov rcx, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 0], 43
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rsi
-    mov rcx, rbp
-    movsxd rcx, dword ptr [r15 + 256]
-    mov rbp, qword ptr [r15 + 384]
-    movsxd rsi, dword ptr [r15 + 704]
-    lea r8, [r10 + r10*1]
-    movsxd rdi, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 64], rdi
-    and r8, 1984
-    movzx edi, byte ptr [r15 + r8 + 1408]
-    mov dword ptr [r15 + 512], edi
-    and edi, dword ptr [r15 + r8 + 1344]
-    movzx r8d, dil
-    jmp 1f
-1:
-    mov r8, r8
-    jmp 1f
-1:
-    mov r8, r10
-    mov r9, r10
-    mov rax, rcx
-    mov ecx, dword ptr [r15 + 128]
-    and r8, 8128
-    and ecx, dword ptr [r15 + r8 + 7488]
-    and r9, 448
-    imul r8, qword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], edi
-    mov byte ptr [r15 + 128], dil
-    mov r9, rsi
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c229:
-    inc dword ptr [r15 + 192]
-    mov r9, r9
-    mov r9, qword ptr [r15 + 768]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 107
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3392]
-    mov r9d, 236
-    mov rdi, rax
-    mov r9, rdi
-    mov edi, 92
-    mov edi, 159
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, 143
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r10
-    movzx edi, byte ptr [r15 + 576]
-    and r9, 16320
-    mov qword ptr [r15 + r9 + 15680], r8
-    mov r9, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 512], dil
-    mov edi, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    movzx esi, r8b
-    add rdi, qword ptr [r15 + 320]
-    mov r8, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov rbp, r10
-    mov eax, ebp
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 128]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c230:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 2048
+    test dword ptr [r15 + 67117724], 131072
     setz al
-    lea rcx, [rip + .Lc1_d17183_s]
+    lea rcx, [rip + .Lc1_d16990_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17183_s_t
+    jmp .Lc1_d16990_s_t
     .p2align 3
-.Lc1_d17183_s:
+.Lc1_d16990_s:
     .p2align 3
-    jmp .Lc1_d17183_j
+    jmp .Lc1_d16990_j
     .p2align 3
-    jmp .Lc1_d17183_j
-.Lc1_d17183_j:
-    lea rbp, [r10 + r10*1]
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7552]
-    mov dword ptr [r15 + 128], eax
+    jmp .Lc1_d16990_j
+.Lc1_d16990_j:
+    mov r9, r11
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    movzx eax, r9b
+    mov eax, ecx
+    mov qword ptr [r15 + 64], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
+    mov ecx, r9d
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, eax
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 209
-    movzx ecx, bpl
-    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    mov dword ptr [r15 + 192], 54
-    and r8, 1984
-    add rcx, qword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 384], 232
-    movzx r8d, cl
-    mov r9, r10
-    mov r8, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 256], r8
-    mov qword ptr [r15 + 448], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 241
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 112
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 67109120
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 384], rcx
     and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    vmovdqu ymmword ptr [r15 + 320], ymm15
+    mov dword ptr [r15 + r9 + 3392], r9d
     jmp 1f
 1:
-    movzx r9d, r9b
-    movsxd r9, dword ptr [r15 + 384]
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    add r9, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], cl
-    mov ecx, dword ptr [r15 + 640]
+    mov r9, r11
+    mov dword ptr [r15 + 320], r9d
+    mov rcx, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 448], ecx
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 256], ymm1
+    movzx r9d, byte ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c228:
+    mov rbp, r11
+    jmp 1f
+1:
+    mov ecx, ebp
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, rcx
     movzx ebp, r8b
-    add r8, qword ptr [r15 + 64]
-    add r10, r11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov rbp, r8
+    movsxd rbp, dword ptr [r15 + 448]
+    movzx r8d, bpl
+    movsxd rbp, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], r9d
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 320]
+    mov rbp, r11
+    mov qword ptr [r15 + 256], rcx
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 320]
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 44
+    mov dword ptr [r15 + 192], 213
+    movzx ebp, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 512], ebp
+    movzx ebp, r9b
+    mov r9d, dword ptr [r15 + 192]
+    vpcmpeqb xmm1, xmm1, xmm6
+    movzx ebp, byte ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c229:
+    lea rcx, [rip + .Lc1_d17090_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d17090_j_t
+.Lc1_d17090_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 107
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov ecx, 248
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    mov rbp, r11
+    mov dword ptr [r15 + 0], ebp
+    movsxd r9, dword ptr [r15 + 384]
+    mov ecx, 43
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], r9
+    movzx ebp, byte ptr [r15 + 256]
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    mov r9d, r8d
+    mov r8d, dword ptr [r15 + 128]
+    mov r9d, 161
+    mov dword ptr [r15 + 704], 35
+    mov qword ptr [r15 + 64], r9
+    mov r9d, 167
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], ebp
+    mov dword ptr [r15 + 448], ecx
+    movsxd r9, dword ptr [r15 + 512]
+    mov ebp, dword ptr [r15 + 384]
+    mov r9, r11
+    mov ecx, 46
+    mov ecx, 21
+    and r9, 4032
+    mov rcx, qword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c230:
+    lea rcx, [rip + .Lc1_d17139_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d17139_j_t
+.Lc1_d17139_j:
+    mov rcx, qword ptr [r15 + 256]
+    movsxd r9, dword ptr [r15 + 320]
+    mov rax, r9
+    vpor xmm1, xmm1, xmm1
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, bpl
+    mov r9, r9
+    lock xadd qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    add r9, qword ptr [r15 + 0]
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 768]
+    and ebp, dword ptr [r15 + 192]
+    mov r8, rbp
+    test ebx, 12800
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], r8d
+    movsxd r8, dword ptr [r15 + 128]
+    mov rbp, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], r9d
+    movsxd r9, dword ptr [r15 + 384]
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    mov ebp, ecx
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + 576], r8b
+    and rbp, 8128
+    mov r8, r11
+    and ecx, dword ptr [r15 + rbp + 7488]
+    movzx eax, cl
+    jmp 1f
+1:
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 512]
+    mov esi, r9d
+    movsxd r9, dword ptr [r15 + rbp + 7552]
+    jmp 1f
+1:
+    mov rbp, rcx
+    mov rcx, qword ptr [r15 + 448]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c231:
-    lea rcx, [rip + .Lc1_d17237_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17237_j_t
-.Lc1_d17237_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 246
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, r8b
+    mov dword ptr [r15 + 0], 74
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 512], rsi
     jmp 1f
 1:
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 320]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    movzx r8d, byte ptr [r15 + 704]
-    mov ebp, dword ptr [r15 + 448]
+    movsxd rsi, dword ptr [r15 + 64]
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 192]
     jmp 1f
 1:
     jmp 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r15 + 384], r8
-    mov r8, rcx
-    mov r8, rcx
+    mov qword ptr [r15 + 320], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rsi
+    movsxd rsi, dword ptr [r15 + 640]
+    mov rbp, r11
+    movzx r8d, bpl
+    mov dword ptr [r15 + 320], eax
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    movzx ebp, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 256], 142
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 128]
+    mov r9, r11
+    mov rdx, r9
+    and r8, 1984
+    mov edx, dword ptr [r15 + r8 + 1344]
+    mov r8d, 202
     and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 896]
-    mov esi, 29
-    mov byte ptr [r15 + 768], bpl
-    mov ebp, 13
-    movzx ebp, byte ptr [r15 + 64]
-    mov rsi, rcx
-    movzx ecx, byte ptr [r15 + 256]
-    mov edi, dword ptr [r15 + 128]
+    mov r8, qword ptr [r15 + r9 + 832]
+    mov r9d, 236
+    movzx r9d, r9b
+    mov r9, qword ptr [r15 + 448]
+    movzx edi, byte ptr [r15 + 128]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 512]
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 1984
-    mov rdx, qword ptr [r15 + rbp + 1344]
-    movsxd rbp, dword ptr [r15 + 192]
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], r8
-    mov r9, rsi
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c232:
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 256
+    setz al
+    lea rcx, [rip + .Lc1_d17240_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d17240_s_t
+    .p2align 3
+.Lc1_d17240_s:
+    .p2align 3
+    jmp .Lc1_d17240_j
+    .p2align 3
+    jmp .Lc1_d17240_j
+.Lc1_d17240_j:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r8, r11
     jmp 1f
 1:
-    jmp 1f
-1:
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
     mov dword ptr [r15 + 0], ecx
-    and ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 159
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov ecx, 35
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov eax, ecx
+    mov dword ptr [r15 + 0], 248
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    mov rcx, r8
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rcx
+    mov r8, r11
+    mov ecx, 147
+    movzx ecx, sil
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 512]
-    mov r9d, 38
-    mov dword ptr [r15 + 576], 23
-    mov r9d, 230
-    movzx r9d, byte ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 256], al
-    vpxor xmm15, xmm15, xmm6
-    mov eax, dword ptr [r15 + 192]
-    mov r9, r10
-    add r8, qword ptr [r15 + 64]
-    mov rdi, r8
-    and r9, 1984
-    movsxd r8, dword ptr [r15 + r9 + 1344]
-    movsxd r9, dword ptr [r15 + 320]
-    movzx ebp, r9b
-    mov rbp, r10
-    mov r8, r10
-    mov esi, 26
     and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rdx
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 320], 197
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 128]
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov dword ptr [r15 + 128], eax
+    mov rax, r8
     jmp 1f
 1:
+    vmovdqu xmmword ptr [r15 + 512], xmm1
     jmp 1f
 1:
-    mov esi, edi
-    add r10, r11
+    movzx esi, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r8, r11
+    mov qword ptr [r15 + 320], r8
+    mov rax, qword ptr [r15 + 384]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    add r8, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 704], ecx
+    mov byte ptr [r15 + 448], al
+    movzx eax, byte ptr [r15 + 192]
+    mov qword ptr [r15 + 64], rax
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -21343,442 +21297,431 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d17339_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17339_s_t
-    .p2align 3
-.Lc1_d17339_s:
-    .p2align 3
-    jmp .Lc1_d17339_j
-    .p2align 3
-    jmp .Lc1_d17339_j
-    .p2align 3
-    jmp .Lc1_d17339_j
-    .p2align 3
-    jmp .Lc1_d17339_j
-    .p2align 3
-    jmp .Lc1_d17339_j
-    .p2align 3
-    jmp .Lc1_d17339_j
-    .p2align 3
-    jmp .Lc1_d17339_j
-    .p2align 3
-    jmp .Lc1_d17339_j
-    .p2align 3
-    jmp .Lc1_d17339_j
-    .p2align 3
-    jmp .Lc1_d17339_j
-    .p2align 3
-    jmp .Lc1_d17339_j
-    .p2align 3
-    jmp .Lc1_d17339_j
-    .p2align 3
-    jmp .Lc1_d17339_j
-    .p2align 3
-    jmp .Lc1_d17339_j
-    .p2align 3
-    jmp .Lc1_d17339_j
-    .p2align 3
-    jmp .Lc1_d17339_j
-.Lc1_d17339_j:
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov ecx, edx
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 197
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    vmovdqu xmm15, xmmword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], eax
-    jmp 1f
-1:
-    mov rbp, r10
-    mov dword ptr [r15 + 448], ecx
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rax
-    mov rbp, r10
-    mov eax, dword ptr [r15 + 704]
-    and rbp, 8128
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 64], rbp
-    movsxd rbp, dword ptr [r15 + 640]
-    mov qword ptr [r15 + 192], r9
-    movsxd rsi, dword ptr [r15 + 384]
-    mov r9, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 320], rdi
-    mov edi, dword ptr [r15 + 128]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c234:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, 240
-    mov byte ptr [r15 + 128], al
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    jmp 1f
-1:
-    mov rbp, rax
-    mov eax, ebp
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov eax, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov rax, rax
-    movzx eax, bpl
+    movsxd rax, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 320], r8b
+    movsxd r8, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    test dword ptr [r15 + 67117724], 33554432
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 512], ebp
-    movzx ebp, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r8, r10
-    mov r9d, dword ptr [r15 + 192]
-    mov rsi, r9
-    mov r9, r10
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
-    mov r9, r10
-    mov r8d, 9
-    and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3392]
-    mov qword ptr [r15 + 64], rdx
-    movzx r9d, byte ptr [r15 + 256]
-    mov rdx, r9
-    movzx r9d, byte ptr [r15 + 768]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c235:
-    lea rcx, [rip + .Lc1_d17462_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17462_j_t
-.Lc1_d17462_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], ecx
-    jmp 1f
-1:
+    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], r8d
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm15
-    mov r8, r10
-    mov rdx, r8
-    and r8, 1984
-    mov edx, dword ptr [r15 + r8 + 1344]
-    mov r8d, 7
-    movzx r8d, cl
-    movsxd r8, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    movzx ebp, r8b
-    mov r8d, dword ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 640]
-    mov r9, qword ptr [r15 + 384]
-    movzx esi, dl
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 192]
-    mov rdi, rdx
-    mov dword ptr [r15 + 128], 60
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 512]
-    mov rcx, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 448
-    movsxd rdx, dword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rbp
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c236:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16384
-    setz al
-    lea rcx, [rip + .Lc1_d17517_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17517_s_t
-    .p2align 3
-.Lc1_d17517_s:
-    .p2align 3
-    jmp .Lc1_d17517_j
-    .p2align 3
-    jmp .Lc1_d17517_j
-.Lc1_d17517_j:
-    jmp 1f
-1:
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 320]
-    mov eax, 189
-    mov rax, qword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, al
-    mov dword ptr [r15 + 0], 60
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, rbp
-    movzx eax, byte ptr [r15 + 64]
-    mov r8, r10
+    mov r8, r11
     jmp 1f
 1:
-    mov rsi, r8
-    movzx r9d, dl
+    mov qword ptr [r15 + 128], r8
+    mov rbp, r11
+    test dword ptr [r15 + 67117723], 8
+    jnz 1f
+1:
     and r8, 1984
-    add rdx, qword ptr [r15 + r8 + 1344]
+    mov eax, dword ptr [r15 + r8 + 1344]
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 64], ecx
+    mov ebp, dword ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 256]
     jmp 1f
 1:
-    mov r8d, 52
-    mov r8d, 43
-    movzx r8d, r8b
-    movzx r8d, byte ptr [r15 + 128]
-    mov r9d, edi
-    movsxd rdi, dword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 576], sil
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 704]
+    mov r9, r11
+    mov qword ptr [r15 + 448], r8
     jmp 1f
 1:
-    mov rsi, rbp
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 512]
-    mov dword ptr [r15 + 384], edx
-    mov edx, 151
-    movzx edx, dl
-    mov rbp, r10
-    movsxd rdx, dword ptr [r15 + 192]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 110
+    and r9, 448
+    mov r8, qword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + 64]
     jmp 1f
 1:
-    add r10, r11
+    mov rdi, rcx
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c237:
-    add qword ptr [r15 + 0], r9
+.Lc1_b9_c234:
+    lea rcx, [rip + .Lc1_d17346_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d17346_j_t
+.Lc1_d17346_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 27
+    add rcx, qword ptr [r15 + 0]
+    movzx esi, cl
+    jmp 1f
+1:
+    mov ecx, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 26
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 16320
+    movsxd rcx, dword ptr [r15 + r9 + 15680]
+    mov r8d, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 512], r8b
+    movsxd r8, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov ebp, esi
+    mov rbp, qword ptr [r15 + 640]
+    mov eax, 244
+    vpcmpeqb xmm1, xmm1, xmm6
+    mov rbp, r11
+    mov dword ptr [r15 + 320], 105
+    mov eax, 222
+    jmp 1f
+1:
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 384], esi
+    mov ebp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], 31
+    movsxd rsi, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov edx, edi
+    mov edi, dword ptr [r15 + 192]
+    and rbp, 4032
+    movsxd rdx, dword ptr [r15 + rbp + 3392]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c235:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d17401_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d17401_s_t
+    .p2align 3
+.Lc1_d17401_s:
+    .p2align 3
+    jmp .Lc1_d17401_j
+    .p2align 3
+    jmp .Lc1_d17401_j
+    .p2align 3
+    jmp .Lc1_d17401_j
+    .p2align 3
+    jmp .Lc1_d17401_j
+    .p2align 3
+    jmp .Lc1_d17401_j
+    .p2align 3
+    jmp .Lc1_d17401_j
+    .p2align 3
+    jmp .Lc1_d17401_j
+    .p2align 3
+    jmp .Lc1_d17401_j
+    .p2align 3
+    jmp .Lc1_d17401_j
+    .p2align 3
+    jmp .Lc1_d17401_j
+    .p2align 3
+    jmp .Lc1_d17401_j
+    .p2align 3
+    jmp .Lc1_d17401_j
+    .p2align 3
+    jmp .Lc1_d17401_j
+    .p2align 3
+    jmp .Lc1_d17401_j
+    .p2align 3
+    jmp .Lc1_d17401_j
+    .p2align 3
+    jmp .Lc1_d17401_j
+.Lc1_d17401_j:
+    lea rbp, [r11 + r11*1]
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    movzx eax, cl
+    jmp 1f
+1:
+    mov rcx, rbp
+    mov qword ptr [r15 + 0], rbp
+    mov ecx, ebp
+    mov qword ptr [r15 + 256], rcx
+    mov rcx, rcx
+    mov eax, ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], eax
+    mov rcx, qword ptr [r15 + rbp + 7552]
+    and eax, dword ptr [r15 + 64]
+    movzx ebp, r8b
+    and ebp, dword ptr [r15 + 192]
+    movzx r8d, dl
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 512], rcx
+    mov dword ptr [r15 + 320], 41
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 896]
+    mov edx, 116
+    mov rdx, qword ptr [r15 + 768]
+    mov edi, ebp
+    mov rbp, r11
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 448]
+    and rbp, 4032
+    mov r9d, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 384], ecx
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + r8 + 832]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c236:
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 384], ymm1
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 512]
+    mov rdx, rdx
+    mov edx, esi
+    lea r9, [r11 + r11*1]
+    add rdx, qword ptr [r15 + 576]
+    and r9, 1984
+    mov rsi, qword ptr [r15 + r9 + 1408]
+    vmovdqu ymmword ptr [r15 + 640], ymm1
+    mov rbp, r11
+    movzx eax, r8b
+    mov dword ptr [r15 + 320], eax
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], bpl
+    movzx ebp, r9b
+    mov ebp, 59
+    movsxd rbp, dword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 192], esi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 40
+    mov esi, eax
+    mov qword ptr [r15 + 128], rsi
+    mov rax, rax
     jmp 1f
 1:
     mov r9, rbp
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ebp
     jmp 1f
 1:
+    mov dword ptr [r15 + 256], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 145
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c237:
+    lea rcx, [rip + .Lc1_d17524_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d17524_j_t
+.Lc1_d17524_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    add rcx, qword ptr [r15 + 0]
+    mov rbp, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 231
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
     add rbp, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 128], rdi
+    mov rdi, qword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 704]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    jmp 1f
-1:
-    and r9, 8128
-    mov r8, r10
-    and ebp, dword ptr [r15 + r9 + 7488]
-    movzx eax, byte ptr [r15 + 256]
-    mov r9d, 30
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rdx
-    mov edx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r8, rdx
-    jmp 1f
-1:
-    mov edx, 5
-    jmp 1f
-1:
-    test ebx, 1024
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], edx
-    mov rbp, r10
-    mov edx, dword ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + 384]
-    and rbp, 448
-    add rdi, qword ptr [r15 + rbp + 832]
-    add rdi, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 64], rax
-    movzx ebp, byte ptr [r15 + 320]
-    mov rax, rax
-    add rdi, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], 21
+    and edi, dword ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, r8d
+    movzx eax, byte ptr [r15 + 192]
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], eax
-    mov eax, 197
+    and edi, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 576]
+    mov r8, r11
     jmp 1f
 1:
+    movsxd rsi, dword ptr [r15 + 384]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rdi
+    mov r8, qword ptr [r15 + 320]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 768]
+    mov rbp, r11
+    mov dword ptr [r15 + 256], 119
+    mov r8, r11
+    and rbp, 4032
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov ecx, eax
-    add r10, r11
+    movsxd rbp, dword ptr [r15 + 64]
+    and r8, 448
+    mov edx, dword ptr [r15 + r8 + 832]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c238:
-    lea rcx, [rip + .Lc1_d17632_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17632_j_t
-.Lc1_d17632_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d17579_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d17579_s_t
+    .p2align 3
+.Lc1_d17579_s:
+    .p2align 3
+    jmp .Lc1_d17579_j
+    .p2align 3
+    jmp .Lc1_d17579_j
+.Lc1_d17579_j:
+    and ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, r10
-    mov qword ptr [r15 + 384], rax
-    add rax, qword ptr [r15 + 320]
-    mov rcx, qword ptr [r15 + 256]
-    and r8, 4032
-    movzx edi, byte ptr [r15 + r8 + 3392]
-    mov qword ptr [r15 + 0], rdi
-    movzx edi, dl
+    jmp 1f
+1:
+    movzx eax, cl
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 192
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov ecx, 223
+    mov dword ptr [r15 + 0], 79
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 64]
-    mov rdx, rcx
-    mov rdx, qword ptr [r15 + 512]
-    mov rbp, r10
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 128]
-    vmovdqu xmm15, xmmword ptr [r15 + 448]
-    and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 128]
-    mov ebp, 199
-    mov rbp, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 640]
-    mov rbp, r10
+    movzx ecx, cl
+    movsxd rcx, dword ptr [r15 + 192]
+    mov ebp, eax
+    mov dword ptr [r15 + 256], eax
+    movzx eax, byte ptr [r15 + 320]
+    mov rbp, rdi
+    mov edi, 147
+    mov rdi, qword ptr [r15 + 448]
+    mov r8, r11
+    mov rbp, r11
     jmp 1f
 1:
     and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], r9b
+    mov dword ptr [r15 + rbp + 7488], r9d
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 131
+    mov r8, rax
     jmp 1f
 1:
+    xor dword ptr [r15 + 576], edi
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 128]
+    mov rdi, rdx
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], r9
+    mov rdi, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 192]
-    add r10, r11
+    mov byte ptr [r15 + 64], bpl
+    mov rbp, rdi
+    mov ebp, 20
+    movzx ebp, byte ptr [r15 + 768]
+    mov r8d, 215
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm1
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -21786,205 +21729,176 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d17685_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17685_s_t
-    .p2align 3
-.Lc1_d17685_s:
-    .p2align 3
-    jmp .Lc1_d17685_j
-    .p2align 3
-    jmp .Lc1_d17685_j
-    .p2align 3
-    jmp .Lc1_d17685_j
-    .p2align 3
-    jmp .Lc1_d17685_j
-    .p2align 3
-    jmp .Lc1_d17685_j
-    .p2align 3
-    jmp .Lc1_d17685_j
-    .p2align 3
-    jmp .Lc1_d17685_j
-    .p2align 3
-    jmp .Lc1_d17685_j
-.Lc1_d17685_j:
-    mov rcx, rcx
-    mov ecx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, 1
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 142
+    mov edi, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], 88
+    mov ebp, 118
+    mov ebp, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    movsxd rcx, dword ptr [r15 + 512]
-    movzx eax, cl
-    mov byte ptr [r15 + 64], al
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1408], r8b
-    jmp 1f
-1:
-    mov r8, r10
-    test ebx, 1073741824
+    mov rcx, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 32768
     jz 1f
 1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    mov r8d, dword ptr [r15 + 448]
-    mov rcx, rax
+    mov r9, r11
+    mov dword ptr [r15 + 512], 145
+    mov edi, ecx
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3392]
+    mov r9d, 125
+    mov qword ptr [r15 + 64], r9
     jmp 1f
 1:
-    mov qword ptr [r15 + 192], rbp
-    movzx eax, byte ptr [r15 + 704]
-    mov ecx, r8d
-    movzx r8d, bpl
-    mov byte ptr [r15 + 320], bpl
-    mov qword ptr [r15 + 256], rbp
-    mov byte ptr [r15 + 768], al
-    movzx eax, byte ptr [r15 + 384]
-    mov r8, r10
-    mov r9, rdx
+    mov r9, r11
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm15
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], ecx
+    and r9, 448
+    movzx edi, byte ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], r8d
-    add r10, r11
+    mov qword ptr [r15 + 320], rcx
+    jmp 1f
+1:
+    mov ecx, edi
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 448]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c240:
+    lea rcx, [rip + .Lc1_d17687_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d17687_j_t
+.Lc1_d17687_j:
+    mov qword ptr [r15 + 448], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 256]
-    lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + 64], cl
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 896], ymm15
-    lea r8, [r10 + r10*1]
-    mov ecx, 218
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 384]
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 384]
-    mov edx, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    mov dword ptr [r15 + 128], ecx
+    mov qword ptr [r15 + 64], rcx
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 448]
-    mov esi, 58
-    mov esi, dword ptr [r15 + 192]
+    mov rcx, rcx
+    movzx ecx, r9b
+    mov r9, r11
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + 384]
     jmp 1f
 1:
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], cl
+    movzx r9d, byte ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 192], ymm1
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 832], r8d
-    movsxd rbp, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 512]
-    mov ebp, ebp
-    mov qword ptr [r15 + 640], rbp
-    mov rbp, r10
-    mov rcx, qword ptr [r15 + r8 + 7552]
-    mov r8, rdi
+    mov rcx, r9
+    mov r9, r11
+    mov dword ptr [r15 + 512], 189
+    movsxd rdi, dword ptr [r15 + 704]
+    mov rbp, r11
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rcx
     and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
+    and ecx, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 576]
-    add r10, r11
+    mov dword ptr [r15 + 320], 42
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c241:
-    lea rcx, [rip + .Lc1_d17796_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17796_j_t
-.Lc1_d17796_j:
-    add rcx, qword ptr [r15 + 320]
-    add rcx, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov ebp, 142
-    mov ebp, 36
-    mov rbp, r8
-    mov dword ptr [r15 + 0], ebp
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 832]
+    movzx ebp, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, al
-    mov esi, 51
-    mov dword ptr [r15 + 0], 212
+    mov ebp, 73
+    mov byte ptr [r15 + 0], cl
+    and ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ecx, 75
-    jmp 1f
-1:
-    vmovq xmm15, rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov qword ptr [r15 + 0], r9
+    mov byte ptr [r15 + 0], r9b
+    mov r9, rcx
     add rcx, qword ptr [r15 + 0]
-    mov ebp, esi
-    movzx ebp, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 192], al
+    mov r9d, 84
+    mov byte ptr [r15 + 128], bpl
+    and r9d, dword ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 448]
+    mov r8, r11
+    movzx edi, dil
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], cl
+    mov qword ptr [r15 + 320], r8
+    movzx edi, byte ptr [r15 + 576]
     jmp 1f
 1:
-    mov ebp, ebp
-    movsxd rbp, dword ptr [r15 + 512]
-    mov esi, dword ptr [r15 + 448]
-    and ebp, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 128]
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 256]
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + 384]
+    mov rdx, rdi
+    mov edi, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 704]
+    movzx esi, byte ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 768]
+    mov edi, ecx
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 384]
-    mov r9, r10
-    mov byte ptr [r15 + 320], r9b
-    mov rbp, r10
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    mov dword ptr [r15 + 512], r9d
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 162
-    mov rbp, qword ptr [r15 + 256]
-    add r10, r11
+    movzx edi, cl
+    movzx edi, cl
+    movzx edi, byte ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 512]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -21992,615 +21906,633 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx edi, r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 768]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d17788_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d17788_s_t
+    .p2align 3
+.Lc1_d17788_s:
+    .p2align 3
+    jmp .Lc1_d17788_j
+    .p2align 3
+    jmp .Lc1_d17788_j
+    .p2align 3
+    jmp .Lc1_d17788_j
+    .p2align 3
+    jmp .Lc1_d17788_j
+    .p2align 3
+    jmp .Lc1_d17788_j
+    .p2align 3
+    jmp .Lc1_d17788_j
+    .p2align 3
+    jmp .Lc1_d17788_j
+    .p2align 3
+    jmp .Lc1_d17788_j
+.Lc1_d17788_j:
+    mov rcx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 228
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm1, xmm1, xmm4
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 166
+    test ebx, 1024
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], al
+    mov eax, dword ptr [r15 + 256]
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 8388608
-    jz 1f
-1:
-    mov rbp, r10
+    mov r8, r11
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], bpl
-    mov edi, 133
-    and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 64], 20
-    mov byte ptr [r15 + 128], dil
-    mov rdi, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov rbp, r10
+    and r8, 8128
+    vmovdqu xmmword ptr [r15 + r8 + 7488], xmm1
+    mov r8, r11
+    mov qword ptr [r15 + 512], rax
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], ecx
+    mov qword ptr [r15 + 128], r8
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
+    mov byte ptr [r15 + 384], al
+    mov r8, r8
+    mov r8, r11
+    mov qword ptr [r15 + 192], r9
+    mov r9d, r8d
+    movsxd rax, dword ptr [r15 + 448]
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 640]
     jmp 1f
 1:
-    mov rax, r8
-    mov edx, 242
-    movzx ebp, dil
-    mov byte ptr [r15 + 320], cl
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c243:
-    lea rcx, [rip + .Lc1_d17896_j]
+    lea rcx, [rip + .Lc1_d17855_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17896_j_t
-.Lc1_d17896_j:
-    mov ecx, esi
-    movzx esi, dl
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 576], rsi
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 384], xmm15
-    jmp 1f
-1:
-    mov rsi, r9
-    mov r9d, dword ptr [r15 + 256]
-    mov rsi, r9
+    jmp .Lc1_d17855_j_t
+.Lc1_d17855_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 128], r9
-    movzx r9d, r9b
-    mov r9, r10
-    movsxd rsi, dword ptr [r15 + 192]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], edi
-    mov r8d, 123
+    add rcx, qword ptr [r15 + 0]
+    mov r8d, edi
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], esi
-    mov r9d, 161
-    mov r9, r10
-    movzx r8d, r9b
-    movzx esi, dl
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    movsxd r9, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 448], edi
-    mov r8, r10
-    mov edi, dword ptr [r15 + 64]
-    mov esi, esi
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r9d
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 256], r8d
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 320]
-    add r10, r11
+    mov r8, r11
+    mov r9, r11
+    mov dword ptr [r15 + 384], 167
+    and r8, 1984
+    movzx edi, byte ptr [r15 + r8 + 1344]
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3392]
+    mov r9d, r8d
+    mov dword ptr [r15 + 64], 126
+    mov r9, qword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 192], 61
+    movzx ebp, byte ptr [r15 + 704]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 320]
+    mov esi, 247
+    mov qword ptr [r15 + 768], rsi
+    jmp 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 384], 195
+    jmp 1f
+1:
+    and rbp, 448
+    and esi, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 448], 37
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    movzx ebp, sil
+    mov esi, 36
+    mov esi, 153
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c244:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 65536
-    setz al
-    lea rcx, [rip + .Lc1_d17952_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17952_s_t
-    .p2align 3
-.Lc1_d17952_s:
-    .p2align 3
-    jmp .Lc1_d17952_j
-    .p2align 3
-    jmp .Lc1_d17952_j
-.Lc1_d17952_j:
+    mov rbp, r11
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], edi
+    mov ebp, r8d
+    mov dword ptr [r15 + 448], 32
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov rcx, rax
-    mov byte ptr [r15 + 0], cl
-    mov r8, r10
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    and r8, 4032
-    vmovq qword ptr [r15 + r8 + 3392], xmm15
-    movsxd rax, dword ptr [r15 + 448]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 64]
-    lea r9, [r10 + r10*1]
-    vmovdqu ymmword ptr [r15 + 256], ymm15
-    mov ecx, 50
-    and r9, 1984
-    and r8d, dword ptr [r15 + r9 + 1408]
+    movzx ebp, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 226
+    mov rbp, qword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, rsi
+    jmp 1f
+1:
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 320]
+    mov rsi, rsi
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], r8
-    movzx r8d, r8b
-    movsxd r8, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 576], dl
+    movsxd rax, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov byte ptr [r15 + 384], sil
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, r10
-    mov dword ptr [r15 + r9 + 1344], r8d
-    and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 192]
-    mov r9, rdi
-    vpshufd xmm15, xmm15, 162
-    vmovdqu ymmword ptr [r15 + 704], ymm15
-    movzx edi, dl
-    movzx edx, dil
-    mov rdi, qword ptr [r15 + 384]
-    and edx, dword ptr [r15 + 320]
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 256], 5
+    mov r9d, esi
+    mov rbp, r11
     jmp 1f
 1:
-    movzx r9d, bpl
-    add r10, r11
+    and rbp, 16320
+    vmovdqu ymmword ptr [r15 + rbp + 15680], ymm1
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c245:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d17952_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d17952_j_t
+.Lc1_d17952_j:
+    mov ecx, ecx
+    movsxd rcx, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    movsxd rax, dword ptr [r15 + 64]
-    lea r9, [r10 + r10*1]
-    mov ebp, dword ptr [r15 + 192]
+    movzx ebp, cl
+    mov r9, r11
+    mov qword ptr [r15 + 0], r9
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm1
+    mov dword ptr [r15 + 320], r9d
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 256]
-    mov r8, r10
-    and r9, 8128
-    mov rdi, qword ptr [r15 + r9 + 7552]
-    movzx ecx, cl
+    mov r9, rsi
+    mov r9, rbp
+    mov ebp, r9d
+    movzx eax, cl
+    mov qword ptr [r15 + 640], rcx
+    mov rbp, r11
+    mov r9d, 67
+    mov r9d, dword ptr [r15 + 320]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ecx
+    mov ecx, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov ebp, eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], ebp
+    mov ebp, dword ptr [r15 + 512]
+    lea r8, [r11 + r11*1]
+    vmovdqu xmm1, xmmword ptr [r15 + 192]
     and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    vpaddd xmm12, xmm12, xmm15
+    mov rax, qword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 768]
+    mov byte ptr [r15 + 128], cl
     jmp 1f
 1:
+    mov ecx, 25
+    mov byte ptr [r15 + 256], cl
+    mov rcx, qword ptr [r15 + 448]
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 4
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, dl
-    movzx r8d, byte ptr [r15 + 576]
-    mov qword ptr [r15 + 512], r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 320]
-    mov edi, 168
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], r8
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 384]
-    mov byte ptr [r15 + 512], sil
-    mov r8d, dword ptr [r15 + r9 + 7488]
-    movzx r9d, cl
-    mov esi, 95
-    add r10, r11
+    movsxd rsi, dword ptr [r15 + r8 + 3456]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c246:
-    lea rcx, [rip + .Lc1_d18056_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18056_j_t
-.Lc1_d18056_j:
-    mov rcx, qword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 233
-    movzx ecx, cl
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, r10
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm1, xmm1, xmm1
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r8
     mov byte ptr [r15 + 0], r8b
-    mov byte ptr [r15 + 320], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    mov rax, rcx
+    jmp 1f
+1:
+    movzx r8d, al
+    mov rax, qword ptr [r15 + 128]
+    movzx r8d, al
+    jmp 1f
+1:
+    mov r8, r11
+    mov byte ptr [r15 + 768], sil
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm1
+    mov r8, r8
+    mov r8, r11
+    movzx esi, al
+    movzx eax, byte ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 320]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 64], r9
     and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
+    mov dword ptr [r15 + r8 + 1344], 170
+    mov r9d, r8d
+    mov r9d, eax
+    mov byte ptr [r15 + 128], r9b
     jmp 1f
 1:
+    movsxd r9, dword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 448]
+    mov ebp, 78
+    vmovq xmm1, rsi
+    mov dword ptr [r15 + 256], esi
     jmp 1f
 1:
-    mov edi, 246
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 384]
-    mov r8d, 116
-    mov r8d, ecx
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 640]
-    mov r8, qword ptr [r15 + 384]
-    add rcx, qword ptr [r15 + 256]
-    mov qword ptr [r15 + 448], rdi
-    movzx edi, byte ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 128]
-    mov rbp, r10
-    mov r9, r10
-    mov esi, 160
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], ecx
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    mov r9, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 320], rdi
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rcx
-    mov ecx, r9d
-    add r10, r11
+    imul rsi, qword ptr [r15 + r8 + 1408]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c247:
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
+    lea rcx, [rip + .Lc1_d18055_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d18055_j_t
+.Lc1_d18055_j:
+    mov ecx, dword ptr [r15 + 256]
+    mov rsi, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r8d, 185
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 212
+    mov dword ptr [r15 + 0], esi
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdx
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 320]
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 384]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov r8d, dword ptr [r15 + 576]
+    mov rbp, r11
+    movzx esi, byte ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 128], ymm1
+    mov r9d, ecx
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 448], cl
     jmp 1f
 1:
-    mov edx, ecx
-    movzx edx, sil
-    mov rdx, rcx
-    mov dword ptr [r15 + 192], edx
-    mov byte ptr [r15 + 320], r9b
-    mov r9, r10
-    movzx edx, r9b
-    add rdx, qword ptr [r15 + 512]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], ecx
-    mov byte ptr [r15 + 128], cl
+    mov rbp, r11
+    mov ecx, r8d
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 448]
-    mov byte ptr [r15 + 768], al
     jmp 1f
 1:
-    mov rax, r9
-    mov r9, r10
-    mov rcx, rdx
-    and ecx, dword ptr [r15 + 256]
-    mov rbp, r10
-    and r9, 448
-    mov edx, dword ptr [r15 + r9 + 832]
-    movzx r9d, byte ptr [r15 + 64]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 163
-    mov ebp, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 704], 84
-    mov dword ptr [r15 + 384], eax
-    add r10, r11
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    movsxd rbp, dword ptr [r15 + 640]
+    add rbp, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], rbp
+    mov dword ptr [r15 + 320], ebp
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c248:
-    lea rcx, [rip + .Lc1_d18151_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18151_j_t
-.Lc1_d18151_j:
-    mov rcx, qword ptr [r15 + 192]
-    mov ebp, dword ptr [r15 + 64]
-    movzx eax, al
-    mov qword ptr [r15 + 0], rax
-    mov eax, 220
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 256]
-    movzx r9d, al
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r10
-    mov rdx, r9
-    jmp 1f
-1:
-    mov r8, r10
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], r9d
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    mov r8d, eax
-    add qword ptr [r15 + 128], rax
-    mov r8, r10
-    mov eax, 105
-    and r8, 1984
-    movzx edx, byte ptr [r15 + r8 + 1344]
-    mov r8d, r9d
-    mov qword ptr [r15 + 576], r9
-    mov r8, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], r9b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], r8d
-    movsxd r8, dword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 640], ymm12
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c249:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 4096
+    test dword ptr [r15 + 67117723], 8
     setz al
-    lea rcx, [rip + .Lc1_d18204_s]
+    lea rcx, [rip + .Lc1_d18108_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d18204_s_t
+    jmp .Lc1_d18108_s_t
     .p2align 3
-.Lc1_d18204_s:
+.Lc1_d18108_s:
     .p2align 3
-    jmp .Lc1_d18204_j
+    jmp .Lc1_d18108_j
     .p2align 3
-    jmp .Lc1_d18204_j
-.Lc1_d18204_j:
-    mov dword ptr [r15 + 384], 119
+    jmp .Lc1_d18108_j
+.Lc1_d18108_j:
+    mov ecx, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], al
-    movzx eax, al
-    mov qword ptr [r15 + 0], rcx
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r10 + r10*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 896], 173
-    mov rax, qword ptr [r15 + 704]
-    mov r9, r10
-    mov qword ptr [r15 + 64], r9
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    movzx r9d, cl
+    vpor xmm1, xmm1, xmm1
+    mov r9d, r9d
+    movzx ecx, r9b
     jmp 1f
 1:
+    mov r9d, 30
+    mov qword ptr [r15 + 0], rsi
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 192]
-    test dword ptr [r15 + 67117723], 1
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ecx
+    mov r9, r11
+    mov ecx, 91
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 512], 201
-    mov rcx, qword ptr [r15 + 384]
-    movzx r9d, byte ptr [r15 + 448]
-    add rax, qword ptr [r15 + 128]
-    mov rbp, r10
-    mov edx, 41
-    mov dword ptr [r15 + r8 + 832], edx
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    mov rcx, qword ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 320]
+    add r9, qword ptr [r15 + 256]
+    mov rsi, qword ptr [r15 + 384]
+    mov rax, rsi
+    mov rsi, rcx
+    mov rbp, r11
+    mov r8, r11
     and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], cl
+    mov esi, dword ptr [r15 + rbp + 7488]
+    and r8, 1984
+    movzx ebp, byte ptr [r15 + r8 + 1344]
+    vmovdqu ymmword ptr [r15 + 192], ymm1
+    mov byte ptr [r15 + 64], r9b
+    mov r8, qword ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 448]
+    mov edx, 250
+    movzx edx, byte ptr [r15 + 704]
+    mov rdi, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 320], rdi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c249:
+    mov dword ptr [r15 + 448], edx
+    mov edx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 0], r9d
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 0]
+    movzx r9d, r8b
+    mov r9d, 134
+    add rdx, qword ptr [r15 + 0]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 256]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], dl
+    mov edx, edx
     jmp 1f
 1:
+    mov r9, r11
+    mov byte ptr [r15 + 128], bpl
+    mov edx, ebp
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 21
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movzx r9d, dil
+    mov dword ptr [r15 + 320], r9d
     jmp 1f
 1:
+    mov r9, qword ptr [r15 + 448]
+    movzx edx, r8b
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], edx
     jmp 1f
 1:
+    movzx r8d, byte ptr [r15 + 768]
+    mov rbp, r11
+    mov dword ptr [r15 + 128], 110
+    movzx edx, byte ptr [r15 + 576]
+    mov qword ptr [r15 + 64], rdx
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov rdi, r9
+    mov dword ptr [r15 + 384], 99
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], edx
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c250:
-    lea rbp, [r10 + r10*1]
-    and rbp, 1984
-    mov r8, r10
-    mov byte ptr [r15 + rbp + 1408], sil
-    and r8, 4032
-    movsxd rdx, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], edx
-    mov rdx, r9
-    mov dword ptr [r15 + 384], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, rbp
-    mov dword ptr [r15 + 0], 19
-    mov r8d, edx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 768]
-    mov esi, ebp
-    mov qword ptr [r15 + 512], rbp
-    movzx esi, r8b
-    mov esi, dword ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], edi
-    mov rdi, qword ptr [r15 + 256]
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    mov rbp, r10
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d18208_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d18208_j_t
+.Lc1_d18208_j:
+    mov rbp, r11
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    mov qword ptr [r15 + 448], rdx
-    movsxd rdx, dword ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + rbp + 7488]
+    movzx r8d, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 193
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r9d
+    mov r9, r11
+    and r8, 448
+    movzx edi, byte ptr [r15 + r8 + 832]
+    vmovq xmm1, rdi
+    mov r8d, dword ptr [r15 + 448]
+    and r9, 1984
+    movsxd rdi, dword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 384], edi
+    mov rdi, qword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 512]
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 320]
-    add r10, r11
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 128]
+    movzx edx, r8b
+    movzx edx, r8b
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 320]
+    add r9, qword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], rdx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c251:
-    lea rcx, [rip + .Lc1_d18305_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18305_j_t
-.Lc1_d18305_j:
-    mov ecx, 180
-    movzx ecx, byte ptr [r15 + 576]
-    mov rbp, r10
-    mov dword ptr [r15 + 192], eax
-    mov eax, 178
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov byte ptr [r15 + 128], r9b
+    mov r9, r9
+    mov edx, 19
+    mov dword ptr [r15 + 64], 122
+    mov qword ptr [r15 + 256], rdx
+    mov rdx, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 384], r8b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, dl
+    jmp 1f
+1:
+    movzx r8d, dl
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r9d, 108
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 16809984
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    mov r9, r11
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r8b
+    mov dword ptr [r15 + 448], 205
+    jmp 1f
+1:
+    mov r9, r11
+    movzx r8d, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], edx
+    jmp 1f
+1:
+    mov r9, r9
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 320]
+    mov rbp, r11
+    movzx edx, byte ptr [r15 + 768]
+    mov qword ptr [r15 + 704], rdx
     and rbp, 8128
-    add rax, qword ptr [r15 + rbp + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov eax, ebp
-    mov byte ptr [r15 + 64], cl
-    movsxd rcx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 90
-    jmp 1f
-1:
-    mov qword ptr [r15 + 640], rdx
-    mov rbp, r10
-    mov rdx, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ecx
-    mov ebp, dword ptr [r15 + 256]
-    mov r8, r10
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 128]
-    mov edx, 218
-    and r8, 4032
-    mov edx, dword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 512]
-    mov esi, ebp
-    mov byte ptr [r15 + 384], sil
-    jmp 1f
-1:
-    mov rbp, rdi
-    mov byte ptr [r15 + 320], cl
-    add r10, r11
+    mov dword ptr [r15 + rbp + 7488], r9d
+    mov dword ptr [r15 + 384], 95
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
@@ -22608,248 +22540,248 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov qword ptr [r15 + 384], rdi
-    mov dword ptr [r15 + 128], 85
-    mov rax, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 704], al
-    jmp 1f
-1:
-    mov eax, esi
-    test dword ptr [r15 + 67117723], 262144
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rax, rax
-    mov eax, ebp
-    mov rbp, r10
-    jmp 1f
-1:
-    jmp 1f
-1:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 262144
+    setz al
+    lea rcx, [rip + .Lc1_d18309_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d18309_s_t
+    .p2align 3
+.Lc1_d18309_s:
+    .p2align 3
+    jmp .Lc1_d18309_j
+    .p2align 3
+    jmp .Lc1_d18309_j
+.Lc1_d18309_j:
+    mov rbp, r11
+    mov rcx, rbp
     and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    vmovdqu ymmword ptr [r15 + 64], ymm12
-    mov rbp, r10
-    and esi, dword ptr [r15 + 256]
-    and rbp, 8128
-    mov rdi, qword ptr [r15 + rbp + 7488]
-    mov r8, r10
-    mov qword ptr [r15 + 320], r8
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rdx
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, 177
-    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 448]
-    add r10, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov eax, ebp
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 896], 118
+    mov dword ptr [r15 + 128], 187
+    movzx eax, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], bpl
+    movzx r8d, bpl
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 576]
+    movzx r9d, byte ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 320], cl
+    mov ecx, ecx
+    movsxd rcx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov edx, r8d
+    movzx r8d, dl
+    movsxd r8, dword ptr [r15 + 512]
+    mov r9, r11
+    mov edi, dword ptr [r15 + 128]
+    and r9, 4032
+    movzx esi, byte ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c253:
-    lea rcx, [rip + .Lc1_d18404_j]
+    lea rcx, [rip + .Lc1_d18365_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18404_j_t
-.Lc1_d18404_j:
-    mov rbp, r10
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 576]
-    mov edx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], ebp
-    mov byte ptr [r15 + 448], r8b
-    movzx r8d, byte ptr [r15 + 384]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov edi, edx
-    movzx edx, byte ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + 320]
+    jmp .Lc1_d18365_j_t
+.Lc1_d18365_j:
     jmp 1f
 1:
     jmp 1f
 1:
+    mov rcx, rdi
+    mov r9, r11
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov eax, 135
-    jmp 1f
-1:
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 192]
-    mov r9, r10
-    mov rcx, qword ptr [r15 + 64]
-    and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7488]
-    mov r9d, ecx
-    mov r9, r10
-    mov rcx, rcx
     and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], sil
+    mov dword ptr [r15 + r9 + 3392], edi
+    mov r9d, ecx
+    mov r9, r11
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7552], rcx
+    and r9, 16320
+    mov byte ptr [r15 + r9 + 15680], cl
+    mov r9, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 245
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    jmp 1f
+1:
+    mov qword ptr [r15 + 704], r9
+    mov dword ptr [r15 + 384], r9d
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
+    movsxd rdi, dword ptr [r15 + 256]
+    mov rdx, rdi
+    mov rdi, qword ptr [r15 + 640]
+    mov r8, rdi
+    mov rdi, r9
+    add r9, qword ptr [r15 + 64]
+    mov edi, 220
     jmp 1f
 1:
-    add r10, r11
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rdi
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 512], r9
+    vpor xmm1, xmm1, xmm1
+    mov qword ptr [r15 + 128], rdx
+    mov rdx, rdi
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c254:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8
-    setz al
-    lea rcx, [rip + .Lc1_d18461_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d18461_s_t
-    .p2align 3
-.Lc1_d18461_s:
-    .p2align 3
-    jmp .Lc1_d18461_j
-    .p2align 3
-    jmp .Lc1_d18461_j
-.Lc1_d18461_j:
-    mov rax, rax
-    add rax, qword ptr [r15 + 384]
-    add rax, qword ptr [r15 + 640]
-    movzx ecx, al
-    mov rax, r9
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 384]
-    and r9, 448
-    and eax, dword ptr [r15 + r9 + 896]
+    mov edx, 21
+    movzx edx, byte ptr [r15 + 512]
+    mov edi, edi
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 128], ymm1
+    mov dword ptr [r15 + 64], 8
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 162
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 105
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 177
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov ebp, 130
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov eax, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    vmovdqu xmmword ptr [r15 + 0], xmm1
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rbp
+    mov r8d, dword ptr [r15 + 384]
     jmp 1f
 1:
+    movzx ebp, byte ptr [r15 + 320]
     jmp 1f
 1:
-    mov rbp, r10
-    mov byte ptr [r15 + 128], sil
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
-    movzx ebp, r9b
+    mov ecx, 158
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 192]
-    mov edx, ecx
-    mov rcx, rdx
-    mov edx, dword ptr [r15 + r9 + 832]
-    movzx r9d, dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 448]
-    mov byte ptr [r15 + 512], bpl
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    mov rbp, r10
-    vmovdqu ymmword ptr [r15 + 320], ymm12
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], r8b
-    add r10, r11
+    mov rcx, qword ptr [r15 + 768]
+    movsxd rdi, dword ptr [r15 + 192]
+    mov r9, r11
+    mov byte ptr [r15 + 448], r8b
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm1
+    mov r8, qword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 256]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c255:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r9, r10
-    mov edi, ebp
-    mov ebp, edi
-    movzx edi, byte ptr [r15 + 768]
-    and r9, 4032
-    movzx ebp, byte ptr [r15 + r9 + 3392]
-    mov r9, qword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 512], r9d
-    test dword ptr [r15 + 67117724], 537038848
-    jz 1f
+    lea rcx, [rip + .Lc1_d18463_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d18463_j_t
+.Lc1_d18463_j:
+    mov ecx, ecx
+    mov r9d, 128
+    jmp 1f
 1:
     jmp 1f
 1:
-    movzx ebp, bpl
-    mov dword ptr [r15 + 384], ebp
-    mov rbp, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 704]
-    mov eax, dword ptr [r15 + 512]
-    mov edi, dword ptr [r15 + 128]
-    mov edx, edi
-    mov r8, r10
-    mov rbp, r10
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r8
+    and r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 448], 194
-    mov ebp, eax
+    mov r9d, dword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 64]
     jmp 1f
 1:
-    add r10, r11
+    mov rcx, rbp
+    movzx ebp, cl
+    movsxd rbp, dword ptr [r15 + 256]
+    movzx edi, byte ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 512]
+    movzx edx, byte ptr [r15 + 192]
+    mov rsi, r9
+    movsxd r9, dword ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 128]
+    mov r9, r11
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 576], ymm1
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
+    movsxd r9, dword ptr [r15 + 640]
+    mov r8, r11
+    mov r9d, dword ptr [r15 + 320]
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm1
+    mov byte ptr [r15 + 384], dl
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b9_c0
@@ -22914,441 +22846,439 @@ ditto_body_init_c1:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d5127_j_t:
+.Lc1_d5133_j_t:
     jmp rcx
-.Lc1_d3298_s_t:
+.Lc1_d3308_s_t:
     jmp rcx
-.Lc1_d3366_j_t:
+.Lc1_d3376_j_t:
     jmp rcx
-.Lc1_d4941_s_t:
+.Lc1_d4947_s_t:
     jmp rcx
 .Lc1_d5017_s_t:
     jmp rcx
-.Lc1_d3865_s_t:
+.Lc1_d3870_j_t:
     jmp rcx
-.Lc1_d3924_j_t:
+.Lc1_d3922_j_t:
     jmp rcx
-.Lc1_d4023_j_t:
+.Lc1_d4017_j_t:
     jmp rcx
-.Lc1_d4077_j_t:
+.Lc1_d4113_s_t:
     jmp rcx
-.Lc1_d4169_s_t:
+.Lc1_d4175_j_t:
     jmp rcx
 .Lc1_d4696_j_t:
     jmp rcx
-.Lc1_d4785_j_t:
+.Lc1_d4791_j_t:
     jmp rcx
-.Lc1_d69_j_t:
+.Lc1_d72_s_t:
     jmp rcx
-.Lc1_d171_j_t:
+.Lc1_d179_s_t:
     jmp rcx
-.Lc1_d219_j_t:
+.Lc1_d236_j_t:
     jmp rcx
-.Lc1_d322_s_t:
+.Lc1_d324_j_t:
     jmp rcx
-.Lc1_d418_j_t:
+.Lc1_d416_s_t:
     jmp rcx
-.Lc1_d506_j_t:
+.Lc1_d507_j_t:
     jmp rcx
-.Lc1_d600_j_t:
+.Lc1_d609_j_t:
     jmp rcx
-.Lc1_d691_s_t:
+.Lc1_d704_j_t:
     jmp rcx
-.Lc1_d783_j_t:
+.Lc1_d790_j_t:
     jmp rcx
-.Lc1_d831_s_t:
+.Lc1_d844_s_t:
     jmp rcx
-.Lc1_d937_j_t:
+.Lc1_d943_j_t:
     jmp rcx
-.Lc1_d1029_j_t:
+.Lc1_d1040_j_t:
     jmp rcx
-.Lc1_d1131_s_t:
+.Lc1_d1097_s_t:
     jmp rcx
-.Lc1_d1192_j_t:
+.Lc1_d1193_j_t:
     jmp rcx
-.Lc1_d1288_j_t:
+.Lc1_d1285_j_t:
     jmp rcx
-.Lc1_d1381_s_t:
+.Lc1_d1374_s_t:
     jmp rcx
-.Lc1_d1487_s_t:
+.Lc1_d1484_s_t:
     jmp rcx
-.Lc1_d1543_j_t:
+.Lc1_d1533_j_t:
     jmp rcx
-.Lc1_d1643_j_t:
+.Lc1_d1634_j_t:
     jmp rcx
-.Lc1_d1739_j_t:
+.Lc1_d1734_j_t:
     jmp rcx
-.Lc1_d1793_s_t:
+.Lc1_d1827_s_t:
     jmp rcx
-.Lc1_d1897_j_t:
+.Lc1_d1922_j_t:
     jmp rcx
-.Lc1_d1998_s_t:
+.Lc1_d1977_s_t:
     jmp rcx
-.Lc1_d2051_j_t:
+.Lc1_d2079_j_t:
     jmp rcx
-.Lc1_d2147_j_t:
+.Lc1_d2180_j_t:
     jmp rcx
-.Lc1_d2250_s_t:
+.Lc1_d2231_s_t:
     jmp rcx
-.Lc1_d2352_j_t:
+.Lc1_d2342_j_t:
     jmp rcx
-.Lc1_d2400_j_t:
+.Lc1_d2396_j_t:
     jmp rcx
-.Lc1_d2498_s_t:
+.Lc1_d2497_s_t:
     jmp rcx
-.Lc1_d2617_j_t:
+.Lc1_d2614_j_t:
     jmp rcx
-.Lc1_d2669_s_t:
+.Lc1_d2714_s_t:
     jmp rcx
-.Lc1_d2776_j_t:
+.Lc1_d2771_j_t:
     jmp rcx
-.Lc1_d2873_j_t:
+.Lc1_d2872_j_t:
     jmp rcx
-.Lc1_d2927_s_t:
+.Lc1_d2926_s_t:
     jmp rcx
-.Lc1_d3029_s_t:
+.Lc1_d3031_s_t:
     jmp rcx
-.Lc1_d3140_j_t:
+.Lc1_d3147_j_t:
     jmp rcx
-.Lc1_d3190_j_t:
+.Lc1_d3200_j_t:
     jmp rcx
 .Lc1_b3_stubs_t:
     jmp rcx
-.Lc1_d4272_j_t:
+.Lc1_d4277_s_t:
     jmp rcx
-.Lc1_d4331_s_t:
+.Lc1_d4332_j_t:
     jmp rcx
-.Lc1_d4429_j_t:
+.Lc1_d4432_j_t:
     jmp rcx
-.Lc1_d4538_s_t:
+.Lc1_d4542_s_t:
     jmp rcx
 .Lc1_d4595_j_t:
     jmp rcx
 .Lc1_b9_stubs_t:
     jmp rcx
-.Lc1_d3432_s_t:
+.Lc1_d3442_s_t:
     jmp rcx
-.Lc1_d3495_j_t:
+.Lc1_d3498_j_t:
     jmp rcx
-.Lc1_d3593_s_t:
+.Lc1_d3596_s_t:
     jmp rcx
-.Lc1_d3664_j_t:
+.Lc1_d3714_j_t:
     jmp rcx
-.Lc1_d3764_j_t:
+.Lc1_d3762_j_t:
     jmp rcx
-.Lc1_d5197_s_t:
+.Lc1_d5204_s_t:
     jmp rcx
-.Lc1_d5254_s_t:
+.Lc1_d5257_s_t:
     jmp rcx
-.Lc1_d5309_s_t:
+.Lc1_d5312_s_t:
     jmp rcx
-.Lc1_d5366_s_t:
+.Lc1_d5371_s_t:
     jmp rcx
-.Lc1_d5423_s_t:
+.Lc1_d5428_s_t:
     jmp rcx
-.Lc1_d5481_s_t:
+.Lc1_d5490_s_t:
     jmp rcx
-.Lc1_d5539_s_t:
+.Lc1_d5549_s_t:
     jmp rcx
-.Lc1_d5595_s_t:
+.Lc1_d5609_s_t:
     jmp rcx
-.Lc1_d5653_s_t:
+.Lc1_d5714_s_t:
     jmp rcx
-.Lc1_d5707_s_t:
+.Lc1_d5775_s_t:
     jmp rcx
-.Lc1_d5815_s_t:
+.Lc1_d5879_s_t:
     jmp rcx
-.Lc1_d5876_s_t:
+.Lc1_d5942_s_t:
     jmp rcx
-.Lc1_d5970_j_t:
+.Lc1_d6036_s_t:
     jmp rcx
-.Lc1_d6071_s_t:
+.Lc1_d6139_j_t:
     jmp rcx
-.Lc1_d6127_s_t:
+.Lc1_d6229_j_t:
     jmp rcx
-.Lc1_d6229_s_t:
+.Lc1_d6280_s_t:
     jmp rcx
-.Lc1_d6332_j_t:
+.Lc1_d6390_j_t:
     jmp rcx
-.Lc1_d6391_s_t:
+.Lc1_d6491_j_t:
     jmp rcx
-.Lc1_d6503_s_t:
+.Lc1_d6543_s_t:
     jmp rcx
-.Lc1_d6561_s_t:
+.Lc1_d6653_s_t:
     jmp rcx
-.Lc1_d6670_j_t:
+.Lc1_d6752_j_t:
     jmp rcx
-.Lc1_d6770_s_t:
+.Lc1_d6803_j_t:
     jmp rcx
-.Lc1_d6826_j_t:
+.Lc1_d6905_s_t:
     jmp rcx
-.Lc1_d6923_j_t:
+.Lc1_d7006_j_t:
     jmp rcx
-.Lc1_d7023_j_t:
+.Lc1_d7062_s_t:
     jmp rcx
-.Lc1_d7079_s_t:
+.Lc1_d7167_j_t:
     jmp rcx
-.Lc1_d7177_j_t:
+.Lc1_d7259_j_t:
     jmp rcx
-.Lc1_d7275_j_t:
+.Lc1_d7356_s_t:
     jmp rcx
-.Lc1_d7366_j_t:
+.Lc1_d7418_j_t:
     jmp rcx
-.Lc1_d7421_j_t:
+.Lc1_d7507_j_t:
     jmp rcx
-.Lc1_d7515_j_t:
+.Lc1_d7603_j_t:
     jmp rcx
-.Lc1_d7615_s_t:
+.Lc1_d7706_s_t:
     jmp rcx
-.Lc1_d7723_s_t:
+.Lc1_d7763_s_t:
     jmp rcx
-.Lc1_d7785_j_t:
+.Lc1_d7864_j_t:
     jmp rcx
-.Lc1_d7877_j_t:
+.Lc1_d7953_j_t:
     jmp rcx
-.Lc1_d7979_j_t:
+.Lc1_d8052_s_t:
     jmp rcx
-.Lc1_d8035_s_t:
+.Lc1_d8114_s_t:
     jmp rcx
-.Lc1_d8140_j_t:
+.Lc1_d8223_j_t:
     jmp rcx
-.Lc1_d8195_j_t:
+.Lc1_d8321_s_t:
     jmp rcx
-.Lc1_d8293_j_t:
+.Lc1_d8375_j_t:
     jmp rcx
-.Lc1_d8399_j_t:
+.Lc1_d8480_j_t:
     jmp rcx
-.Lc1_d8453_s_t:
+.Lc1_d8573_j_t:
     jmp rcx
-.Lc1_d8564_s_t:
+.Lc1_d8622_j_t:
     jmp rcx
-.Lc1_d8664_s_t:
+.Lc1_d8716_s_t:
     jmp rcx
-.Lc1_d8720_j_t:
+.Lc1_d8816_j_t:
     jmp rcx
-.Lc1_d8819_j_t:
+.Lc1_d8913_j_t:
     jmp rcx
-.Lc1_d8910_j_t:
+.Lc1_d8961_j_t:
     jmp rcx
-.Lc1_d9010_s_t:
+.Lc1_d9067_s_t:
     jmp rcx
-.Lc1_d9067_j_t:
+.Lc1_d9172_s_t:
     jmp rcx
-.Lc1_d9162_j_t:
+.Lc1_d9227_j_t:
     jmp rcx
-.Lc1_d9257_j_t:
+.Lc1_d9332_s_t:
     jmp rcx
-.Lc1_d9358_j_t:
+.Lc1_d9432_j_t:
     jmp rcx
-.Lc1_d9455_s_t:
+.Lc1_d9524_j_t:
     jmp rcx
-.Lc1_d9512_s_t:
+.Lc1_d9579_j_t:
     jmp rcx
-.Lc1_d9624_j_t:
+.Lc1_d9677_j_t:
     jmp rcx
-.Lc1_d9673_j_t:
+.Lc1_d9773_s_t:
     jmp rcx
-.Lc1_d9774_j_t:
+.Lc1_d9837_s_t:
     jmp rcx
-.Lc1_d9883_s_t:
+.Lc1_d9946_j_t:
     jmp rcx
-.Lc1_d9939_j_t:
+.Lc1_d10042_j_t:
     jmp rcx
-.Lc1_d10036_s_t:
+.Lc1_d10097_j_t:
     jmp rcx
-.Lc1_d10142_j_t:
+.Lc1_d10201_s_t:
     jmp rcx
-.Lc1_d10195_j_t:
+.Lc1_d10299_j_t:
     jmp rcx
-.Lc1_d10296_j_t:
+.Lc1_d10353_j_t:
     jmp rcx
-.Lc1_d10398_s_t:
+.Lc1_d10450_j_t:
     jmp rcx
-.Lc1_d10463_s_t:
+.Lc1_d10547_s_t:
     jmp rcx
-.Lc1_d10569_j_t:
+.Lc1_d10652_j_t:
     jmp rcx
-.Lc1_d10664_j_t:
+.Lc1_d10706_j_t:
     jmp rcx
-.Lc1_d10718_j_t:
+.Lc1_d10803_s_t:
     jmp rcx
-.Lc1_d10816_s_t:
+.Lc1_d10905_s_t:
     jmp rcx
-.Lc1_d10923_j_t:
+.Lc1_d10958_j_t:
     jmp rcx
-.Lc1_d10974_j_t:
+.Lc1_d11058_j_t:
     jmp rcx
-.Lc1_d11081_s_t:
+.Lc1_d11153_s_t:
     jmp rcx
-.Lc1_d11139_j_t:
+.Lc1_d11254_j_t:
     jmp rcx
-.Lc1_d11239_j_t:
+.Lc1_d11315_s_t:
     jmp rcx
-.Lc1_d11345_s_t:
+.Lc1_d11433_j_t:
     jmp rcx
-.Lc1_d11413_j_t:
+.Lc1_d11482_j_t:
     jmp rcx
-.Lc1_d11510_j_t:
+.Lc1_d11591_j_t:
     jmp rcx
-.Lc1_d11612_s_t:
+.Lc1_d11696_j_t:
     jmp rcx
-.Lc1_d11667_j_t:
+.Lc1_d11753_s_t:
     jmp rcx
-.Lc1_d11765_j_t:
+.Lc1_d11855_j_t:
     jmp rcx
-.Lc1_d11861_j_t:
+.Lc1_d11950_j_t:
     jmp rcx
-.Lc1_d11958_s_t:
+.Lc1_d11997_j_t:
     jmp rcx
-.Lc1_d12011_j_t:
+.Lc1_d12106_s_t:
     jmp rcx
-.Lc1_d12118_j_t:
+.Lc1_d12212_j_t:
     jmp rcx
-.Lc1_d12216_s_t:
+.Lc1_d12265_s_t:
     jmp rcx
-.Lc1_d12271_j_t:
+.Lc1_d12368_j_t:
     jmp rcx
-.Lc1_d12372_s_t:
+.Lc1_d12469_j_t:
     jmp rcx
-.Lc1_d12475_j_t:
+.Lc1_d12521_s_t:
     jmp rcx
-.Lc1_d12529_j_t:
+.Lc1_d12631_j_t:
     jmp rcx
-.Lc1_d12625_j_t:
+.Lc1_d12721_j_t:
     jmp rcx
-.Lc1_d12721_s_t:
+.Lc1_d12775_s_t:
     jmp rcx
-.Lc1_d12831_s_t:
+.Lc1_d12878_j_t:
     jmp rcx
-.Lc1_d12890_j_t:
+.Lc1_d12976_s_t:
     jmp rcx
-.Lc1_d12987_j_t:
+.Lc1_d13084_j_t:
     jmp rcx
-.Lc1_d13086_s_t:
+.Lc1_d13137_s_t:
     jmp rcx
-.Lc1_d13141_j_t:
+.Lc1_d13237_j_t:
     jmp rcx
-.Lc1_d13241_j_t:
+.Lc1_d13331_j_t:
     jmp rcx
-.Lc1_d13336_j_t:
+.Lc1_d13387_s_t:
     jmp rcx
-.Lc1_d13395_s_t:
+.Lc1_d13489_j_t:
     jmp rcx
-.Lc1_d13498_j_t:
+.Lc1_d13589_j_t:
     jmp rcx
-.Lc1_d13596_j_t:
+.Lc1_d13637_j_t:
     jmp rcx
-.Lc1_d13653_s_t:
+.Lc1_d13748_s_t:
     jmp rcx
-.Lc1_d13759_j_t:
+.Lc1_d13850_j_t:
     jmp rcx
-.Lc1_d13865_j_t:
+.Lc1_d13904_j_t:
     jmp rcx
-.Lc1_d13916_s_t:
+.Lc1_d14008_s_t:
     jmp rcx
-.Lc1_d14019_j_t:
+.Lc1_d14110_j_t:
     jmp rcx
-.Lc1_d14118_s_t:
+.Lc1_d14163_s_t:
     jmp rcx
-.Lc1_d14216_j_t:
+.Lc1_d14278_j_t:
     jmp rcx
-.Lc1_d14270_s_t:
+.Lc1_d14371_j_t:
     jmp rcx
-.Lc1_d14375_j_t:
+.Lc1_d14470_s_t:
     jmp rcx
-.Lc1_d14475_s_t:
+.Lc1_d14532_s_t:
     jmp rcx
-.Lc1_d14549_j_t:
+.Lc1_d14657_j_t:
     jmp rcx
-.Lc1_d14654_s_t:
+.Lc1_d14709_j_t:
     jmp rcx
-.Lc1_d14714_j_t:
+.Lc1_d14809_s_t:
     jmp rcx
-.Lc1_d14821_j_t:
+.Lc1_d14915_j_t:
     jmp rcx
-.Lc1_d14879_j_t:
+.Lc1_d14965_j_t:
     jmp rcx
-.Lc1_d14982_s_t:
+.Lc1_d15065_s_t:
     jmp rcx
-.Lc1_d15092_j_t:
+.Lc1_d15129_j_t:
     jmp rcx
-.Lc1_d15144_j_t:
+.Lc1_d15231_j_t:
     jmp rcx
-.Lc1_d15246_s_t:
+.Lc1_d15333_s_t:
     jmp rcx
-.Lc1_d15353_j_t:
+.Lc1_d15394_j_t:
     jmp rcx
-.Lc1_d15403_j_t:
+.Lc1_d15496_j_t:
     jmp rcx
-.Lc1_d15505_s_t:
+.Lc1_d15600_s_t:
     jmp rcx
-.Lc1_d15612_j_t:
+.Lc1_d15660_j_t:
     jmp rcx
-.Lc1_d15661_j_t:
+.Lc1_d15766_j_t:
     jmp rcx
-.Lc1_d15762_s_t:
+.Lc1_d15866_s_t:
     jmp rcx
-.Lc1_d15882_j_t:
+.Lc1_d15938_j_t:
     jmp rcx
-.Lc1_d15933_s_t:
+.Lc1_d16038_s_t:
     jmp rcx
-.Lc1_d16042_s_t:
+.Lc1_d16094_j_t:
     jmp rcx
-.Lc1_d16148_j_t:
+.Lc1_d16198_s_t:
     jmp rcx
-.Lc1_d16201_j_t:
+.Lc1_d16319_s_t:
     jmp rcx
-.Lc1_d16304_s_t:
+.Lc1_d16375_j_t:
     jmp rcx
-.Lc1_d16401_j_t:
+.Lc1_d16471_j_t:
     jmp rcx
-.Lc1_d16494_j_t:
+.Lc1_d16566_j_t:
     jmp rcx
-.Lc1_d16547_j_t:
+.Lc1_d16626_s_t:
     jmp rcx
-.Lc1_d16653_s_t:
+.Lc1_d16733_j_t:
     jmp rcx
-.Lc1_d16713_j_t:
+.Lc1_d16833_j_t:
     jmp rcx
-.Lc1_d16819_j_t:
+.Lc1_d16881_j_t:
     jmp rcx
-.Lc1_d16921_s_t:
+.Lc1_d16990_s_t:
     jmp rcx
-.Lc1_d16982_j_t:
+.Lc1_d17090_j_t:
     jmp rcx
-.Lc1_d17080_j_t:
+.Lc1_d17139_j_t:
     jmp rcx
-.Lc1_d17183_s_t:
+.Lc1_d17240_s_t:
     jmp rcx
-.Lc1_d17237_j_t:
+.Lc1_d17346_j_t:
     jmp rcx
-.Lc1_d17339_s_t:
+.Lc1_d17401_s_t:
     jmp rcx
-.Lc1_d17462_j_t:
+.Lc1_d17524_j_t:
     jmp rcx
-.Lc1_d17517_s_t:
+.Lc1_d17579_s_t:
     jmp rcx
-.Lc1_d17632_j_t:
+.Lc1_d17687_j_t:
     jmp rcx
-.Lc1_d17685_s_t:
+.Lc1_d17788_s_t:
     jmp rcx
-.Lc1_d17796_j_t:
+.Lc1_d17855_j_t:
     jmp rcx
-.Lc1_d17896_j_t:
+.Lc1_d17952_j_t:
     jmp rcx
-.Lc1_d17952_s_t:
+.Lc1_d18055_j_t:
     jmp rcx
-.Lc1_d18056_j_t:
+.Lc1_d18108_s_t:
     jmp rcx
-.Lc1_d18151_j_t:
+.Lc1_d18208_j_t:
     jmp rcx
-.Lc1_d18204_s_t:
+.Lc1_d18309_s_t:
     jmp rcx
-.Lc1_d18305_j_t:
+.Lc1_d18365_j_t:
     jmp rcx
-.Lc1_d18404_j_t:
-    jmp rcx
-.Lc1_d18461_s_t:
+.Lc1_d18463_j_t:
     jmp rcx
     .text
 
