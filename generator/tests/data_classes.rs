@@ -5,6 +5,27 @@
 mod common;
 
 use ditto_generator::knobs::Knobs;
+use ditto_generator::synth::Stats;
+
+/// The committed profiles' request bodies, by profile name and cluster.
+const REQUEST_BODIES: [(&str, &str); 4] = [
+    ("memcached", "c1"),
+    ("nginx", "c1"),
+    ("pix-baseline", "c1"),
+    ("pix-optimized", "c1"),
+];
+
+/// The statistics of cluster `cluster`'s body in the clone rendered from `profiles/NAME.json`.
+fn request_body_stats(name: &str, cluster: &str, seed: u64) -> Stats {
+    let clone = common::render(&common::example_path(name), name, seed, &Knobs::default());
+    let symbol = format!("ditto_body_{cluster}");
+    clone
+        .bodies
+        .into_iter()
+        .find(|b| b.body_symbol == symbol)
+        .unwrap_or_else(|| panic!("{name} has no body {symbol}"))
+        .stats
+}
 
 /// Total variation between a distribution's targets and what was realised (both normalised).
 fn total_variation(pairs: &[(f64, f64)]) -> f64 {
@@ -24,21 +45,9 @@ fn total_variation(pairs: &[(f64, f64)]) -> f64 {
 /// past the class's whole share.
 #[test]
 fn every_request_body_realises_its_data_classes_shares() {
-    for (name, cluster) in [
-        ("memcached", "c1"),
-        ("nginx", "c1"),
-        ("pix-baseline", "c1"),
-        ("pix-optimized", "c1"),
-    ] {
+    for (name, cluster) in REQUEST_BODIES {
         for seed in 1..=3 {
-            let clone = common::render(&common::example_path(name), name, seed, &Knobs::default());
-            let symbol = format!("ditto_body_{cluster}");
-            let st = &clone
-                .bodies
-                .iter()
-                .find(|b| b.body_symbol == symbol)
-                .unwrap_or_else(|| panic!("{name} has no body {symbol}"))
-                .stats;
+            let st = request_body_stats(name, cluster, seed);
             let pairs: Vec<(f64, f64)> = st.data_classes.iter().map(|c| (c.1, c.2)).collect();
             let tv = total_variation(&pairs);
             let (smallest_target, smallest) = pairs[0];
@@ -92,20 +101,8 @@ fn every_body_keeps_its_accesses_past_the_l2_near_their_share() {
 /// class walked irregularly, and the clone's L1d missed on 0.07 % of accesses against 1.80 %.
 #[test]
 fn every_request_body_realises_its_strided_share() {
-    for (name, cluster) in [
-        ("memcached", "c1"),
-        ("nginx", "c1"),
-        ("pix-baseline", "c1"),
-        ("pix-optimized", "c1"),
-    ] {
-        let clone = common::render(&common::example_path(name), name, 1, &Knobs::default());
-        let symbol = format!("ditto_body_{cluster}");
-        let st = &clone
-            .bodies
-            .iter()
-            .find(|b| b.body_symbol == symbol)
-            .unwrap_or_else(|| panic!("{name} has no body {symbol}"))
-            .stats;
+    for (name, cluster) in REQUEST_BODIES {
+        let st = request_body_stats(name, cluster, 1);
         let (target, realised) = st.regular_fraction;
         // Where the one-line class alone holds more than the strided share (memcached's workers:
         // 43 % of accesses against 32 % strided), the share cannot be met; what matters there is

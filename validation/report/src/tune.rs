@@ -1884,6 +1884,26 @@ mod tests {
         );
     }
 
+    /// The data size the L1d group steps to from `history` (the L1d tuned alone, 5 % tolerance),
+    /// and the adjustment's reason.
+    fn l1d_step(history: &[Iteration], original_l1d: f64) -> (f64, String) {
+        let original = CounterFigures {
+            l1d_miss_rate: Some(original_l1d),
+            ..CounterFigures::default()
+        };
+        let (k, adj) = adjust(
+            history,
+            &original,
+            &["l1d_miss_rate".to_string()],
+            &Tolerances::uniform(0.05),
+        );
+        let a = adj
+            .iter()
+            .find(|a| a.knob == "data_working_set.size_scale")
+            .expect("adjusted");
+        (k.data_working_set.size_scale, a.reason.clone())
+    }
+
     #[test]
     fn measurements_taken_with_other_knobs_elsewhere_neither_bracket_nor_reverse_a_step() {
         // Pix optimized's tuning (L1d against 0.0363): 0.0200 at data size ×1, 0.0370 at ×1.812,
@@ -1900,43 +1920,20 @@ mod tests {
             mk(2, 1.812, 1.0, 0.0370),
             mk(3, 1.812, 2.0, 0.0290),
         ];
-        let original = CounterFigures {
-            l1d_miss_rate: Some(0.0363),
-            ..CounterFigures::default()
-        };
-        let (k, adj) = adjust(
-            &h,
-            &original,
-            &["l1d_miss_rate".to_string()],
-            &Tolerances::uniform(0.05),
-        );
         // Bracketed by iterations 1 and 2 the knob went to ×1.707; now it rises by the ratio.
+        let (ds, reason) = l1d_step(&h, 0.0363);
         let want = 1.812 * 0.0363 / 0.0290;
-        assert!(
-            (k.data_working_set.size_scale - want).abs() < 1e-9,
-            "{}",
-            k.data_working_set.size_scale
-        );
-        let a = adj
-            .iter()
-            .find(|a| a.knob == "data_working_set.size_scale")
-            .expect("adjusted");
-        assert!(a.reason.contains("assumed elasticity"), "{}", a.reason);
+        assert!((ds - want).abs() < 1e-9, "{ds}");
+        assert!(reason.contains("assumed elasticity"), "{reason}");
         // Measured with the code size where it is now, a bracket still interpolates.
         let h2 = [
             mk(1, 1.0, 2.0, 0.0200),
             mk(2, 2.5, 2.0, 0.0400),
             mk(3, 1.812, 2.0, 0.0290),
         ];
-        let (k, adj) = adjust(
-            &h2,
-            &original,
-            &["l1d_miss_rate".to_string()],
-            &Tolerances::uniform(0.05),
-        );
-        let ds = k.data_working_set.size_scale;
+        let (ds, reason) = l1d_step(&h2, 0.0363);
         assert!(ds > 1.812 && ds < 2.5, "{ds}");
-        assert!(adj.iter().any(|a| a.reason.contains("interpolated")));
+        assert!(reason.contains("interpolated"), "{reason}");
     }
 
     #[test]
@@ -1955,23 +1952,9 @@ mod tests {
             mk(2, 1.361, 0.379, 0.0113),
             mk(3, 0.552, 0.231, 0.00092),
         ];
-        let original = CounterFigures {
-            l1d_miss_rate: Some(0.00459),
-            ..CounterFigures::default()
-        };
-        let (k, adj) = adjust(
-            &h,
-            &original,
-            &["l1d_miss_rate".to_string()],
-            &Tolerances::uniform(0.05),
-        );
-        let ds = k.data_working_set.size_scale;
+        let (ds, reason) = l1d_step(&h, 0.00459);
         assert!(ds > 1.0 && ds < 1.361, "{ds}");
-        let a = adj
-            .iter()
-            .find(|a| a.knob == "data_working_set.size_scale")
-            .expect("adjusted");
-        assert!(a.reason.contains("interpolated"), "{}", a.reason);
+        assert!(reason.contains("interpolated"), "{reason}");
     }
 
     #[test]
